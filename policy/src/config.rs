@@ -1,0 +1,227 @@
+//! The policy file (TOML): what the kernel layer opens, which branches are protected, the
+//! repeated-failure thresholds, and extra yellow/red/blocked rules.
+//!
+//! Layers merge in order: the embedded default ([`EMBEDDED_DEFAULT`]), the user's
+//! (`$XDG_CONFIG_HOME/tyba/policy.toml`), then the repository's (`.tyba/policy.toml`) or
+//! `--policy FILE`. Lists add up; numbers take the last layer that sets them. No layer can add
+//! to the green list, make a green command ask, soften a blocked one or unprotect a branch:
+//! those are not expressible, or are load errors.
+
+use crate::verdict::Verdict;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The policy compiled into the binary; `tyba policy show` prints it merged with the others.
+pub const EMBEDDED_DEFAULT: &str = include_str!("default-policy.toml");
+
+/// Errors loading a policy file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown or mistyped keys; the message names the line.
+    #[error("invalid policy file {origin}: {message}")]
+    Syntax {
+        /// Where the text came from (a path, or `embedded default`).
+        origin: String,
+        /// toml's message, with line and column.
+        message: String,
+    },
+    /// A rule is malformed, would weaken the policy, or its examples do not match.
+    #[error("invalid rule `{rule}` in {origin}: {message}")]
+    Rule {
+        /// Where the text came from.
+        origin: String,
+        /// The rule id.
+        rule: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One layer of policy as written in a file. Every field is optional.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// Paths the kernel layer opens.
+    #[serde(default)]
+    pub filesystem: FilesystemSection,
+    /// Hosts the agent program itself may reach.
+    #[serde(default)]
+    pub network: NetworkSection,
+    /// The git guard.
+    #[serde(default)]
+    pub git: GitSection,
+    /// The repeated-failure guard.
+    #[serde(default)]
+    pub failures: FailureSection,
+    /// Extra rules (yellow, red or blocked only).
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<RuleSpec>,
+}
+
+/// `[filesystem]`: paths opened at kernel level (Landlock), `~` allowed. Commands naming them
+/// are still at least yellow.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemSection {
+    /// Read, write and create (toolchain caches, e.g. `~/.cargo/registry`).
+    #[serde(default)]
+    pub read_write: Vec<String>,
+    /// Read and execute only (toolchains, e.g. `~/.rustup`).
+    #[serde(default)]
+    pub read_only: Vec<String>,
+    /// The agent program's own state directories (writable by the agent process), e.g.
+    /// `~/.claude`; their settings/rules/hooks files listed in `agent_control_files` stay
+    /// read-only.
+    #[serde(default)]
+    pub agent_state: Vec<String>,
+    /// Files inside agent state directories that stay read-only (settings, rules, hooks).
+    #[serde(default)]
+    pub agent_control_files: Vec<String>,
+}
+
+/// `[network]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    /// `host` or `host:port` the agent program itself (not the commands it runs) may connect to.
+    #[serde(default)]
+    pub agent_hosts: Vec<String>,
+}
+
+/// `[git]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GitSection {
+    /// Branch names protected on every remote, compared case-insensitively; layers add to the
+    /// list, never remove (`main` and `master` are always protected).
+    #[serde(default)]
+    pub protected_branches: Vec<String>,
+}
+
+/// `[failures]`: the repeated-failure guard (seed `004_893a9b0cb34e722a.txt`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FailureSection {
+    /// Similar failures in a row before the agent gets a nudge (default 3).
+    pub nudge_after: Option<u32>,
+    /// Similar failures in a row before the agent is paused and the person asked (default 8).
+    pub pause_after: Option<u32>,
+}
+
+/// `[[rule]]`: an extra rule matching a program and, optionally, some of its arguments.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// Stable id, reported as `policy.<id>`.
+    pub id: String,
+    /// `yellow`, `red` or `blocked` (`green` is a load error).
+    pub verdict: Verdict,
+    /// Program name as it appears after wrappers are peeled (`terraform`, `kubectl`).
+    pub program: String,
+    /// Words that must all appear among the arguments (exact words after quote removal).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Human reason shown with the verdict.
+    pub reason: String,
+    /// Command lines this rule must match; checked when the file loads.
+    #[serde(default)]
+    pub examples: Vec<String>,
+    /// Command lines this rule must not match; checked when the file loads.
+    #[serde(default)]
+    pub not_examples: Vec<String>,
+}
+
+impl PolicyFile {
+    /// Parses one layer.
+    ///
+    /// # Errors
+    /// [`ConfigError::Syntax`] with toml's line and column.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })
+    }
+
+    /// Reads and parses one layer from disk.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] or [`ConfigError::Syntax`].
+    pub fn read(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+}
+
+/// The effective policy configuration after merging every layer.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EffectiveConfig {
+    /// Merged `[filesystem]`.
+    pub filesystem: FilesystemSection,
+    /// Merged `[network]`.
+    pub network: NetworkSection,
+    /// Protected branch names (always includes `main` and `master`).
+    pub protected_branches: Vec<String>,
+    /// Similar failures in a row before a nudge.
+    pub nudge_after: u32,
+    /// Similar failures in a row before a pause.
+    pub pause_after: u32,
+    /// Extra rules, in layer order.
+    pub rules: Vec<RuleSpec>,
+    /// Where each layer came from, in merge order.
+    pub sources: Vec<String>,
+}
+
+impl EffectiveConfig {
+    /// Merges layers in order (each `(origin, file)`), applying the monotonic rules.
+    pub fn merge(layers: &[(String, PolicyFile)]) -> Self {
+        let mut out = EffectiveConfig {
+            filesystem: FilesystemSection::default(),
+            network: NetworkSection::default(),
+            protected_branches: vec!["main".to_string(), "master".to_string()],
+            nudge_after: 3,
+            pause_after: 8,
+            rules: Vec::new(),
+            sources: Vec::new(),
+        };
+        for (origin, f) in layers {
+            out.sources.push(origin.clone());
+            extend_unique(&mut out.filesystem.read_write, &f.filesystem.read_write);
+            extend_unique(&mut out.filesystem.read_only, &f.filesystem.read_only);
+            extend_unique(&mut out.filesystem.agent_state, &f.filesystem.agent_state);
+            extend_unique(&mut out.filesystem.agent_control_files, &f.filesystem.agent_control_files);
+            extend_unique(&mut out.network.agent_hosts, &f.network.agent_hosts);
+            for b in &f.git.protected_branches {
+                if !out.protected_branches.iter().any(|p| p.eq_ignore_ascii_case(b)) {
+                    out.protected_branches.push(b.clone());
+                }
+            }
+            if let Some(n) = f.failures.nudge_after {
+                out.nudge_after = n;
+            }
+            if let Some(n) = f.failures.pause_after {
+                out.pause_after = n;
+            }
+            out.rules.extend(f.rules.iter().cloned());
+        }
+        out
+    }
+}
+
+fn extend_unique(into: &mut Vec<String>, from: &[String]) {
+    for s in from {
+        if !into.contains(s) {
+            into.push(s.clone());
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! # tyba-policy
+//!
+//! The colour policy of tyba: every action an AI coding agent asks for (a shell command line,
+//! a file write/read/patch, a web fetch) is classified **green**, **yellow**, **red** or
+//! **blocked** ([`Verdict`]), and turned into **allow**, **ask** or **refuse** ([`Decision`])
+//! by the autonomy level, the execution mode and the session's "always" memory.
+//!
+//! The rules are DESIGN.md §2 and §2a, restating the seed `000_cd5b01d9f66b8535.txt`
+//! (colours, asking) and `004_893a9b0cb34e722a.txt` (autonomy, execution modes, the vault).
+//!
+//! - Command lines are parsed with a real bash grammar (`brush-parser`); the whole syntax tree
+//!   is walked: pipelines, lists, subshells, groups, functions, substitutions, here-documents,
+//!   redirections, assignments and every quoting form.
+//! - Green is a **closed, compiled-in list** of read-only commands with their read-only flags;
+//!   nothing configurable can extend it. Anything unlisted is at best yellow; in doubt, yellow.
+//! - Words are expanded statically: quotes removed, literal variables on the same line
+//!   substituted, `~`/`$HOME` resolved; anything that cannot be known is *unknown*, never
+//!   empty, and a path built from it is never green.
+//! - Paths are resolved against the worktree physically (symlinks followed through the real
+//!   filesystem, like the kernel), so `outdir/secret` behind a symlink out is seen as outside.
+//!
+//! ## Threat model and limits
+//! The agent is assumed hostile and clever with spelling. The classifier sees through quoting,
+//! wrappers, interpreters' `-c` strings, aliases resolved by the git inspector and line
+//! structure; it does not analyse code in other languages' strings (`python -c`, `node -e`,
+//! awk programs): those are at least yellow, and the kernel layer (tyba-supervisor) holds the
+//! line behind them. Symlinks are resolved when the action is classified; a race that swaps
+//! one afterwards is the kernel layer's to stop.
+//!
+//! ## Example
+//! ```
+//! use tyba_policy::{Action, Context, Policy, Verdict};
+//! let policy = Policy::embedded_default();
+//! let wt = std::env::temp_dir();
+//! let ctx = Context { worktree: &wt, cwd: &wt, home: None, git: None };
+//! let c = policy.classify(&Action::Exec { command: "ls && rm -rf build".into() }, &ctx);
+//! assert_eq!(c.verdict, Verdict::Red);
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod action;
+mod analysis;
+pub mod config;
+mod decision;
+mod verdict;
+
+pub use action::{Action, AliasExpansion, Context, GitInspector, GitInvocation, GitReport};
+pub use config::{ConfigError, EffectiveConfig, PolicyFile, RuleSpec};
+pub use decision::{
+    decide, refusal_text, ActionKind, AlwaysKey, Ask, Autonomy, BypassFlag, Decision, ExecMode,
+    SessionMemory,
+};
+pub use verdict::{Classification, Finding, Shape, Verdict};
+
+/// A loaded, validated policy: the compiled-in rules plus the merged policy files.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    config: EffectiveConfig,
+}
+
+impl Policy {
+    /// The embedded default policy alone.
+    pub fn embedded_default() -> Self {
+        match Self::from_layers(Vec::new()) {
+            Ok(p) => p,
+            // The embedded default is checked by the test suite; should it ever fail to load,
+            // fall back to the compiled-in rules with no extra rules (stricter defaults only).
+            Err(_) => Policy { config: EffectiveConfig::merge(&[]) },
+        }
+    }
+
+    /// The embedded default followed by these layers, each `(origin, text)`, in merge order.
+    ///
+    /// # Errors
+    /// [`ConfigError::Syntax`] for a bad file (with its line), [`ConfigError::Rule`] for a rule
+    /// that is green, matches a green-list program, has no program, or whose examples do not
+    /// match it.
+    pub fn from_layers(layers: Vec<(String, String)>) -> Result<Self, ConfigError> {
+        let mut parsed = vec![(
+            "embedded default".to_string(),
+            PolicyFile::parse(config::EMBEDDED_DEFAULT, "embedded default")?,
+        )];
+        for (origin, text) in layers {
+            let f = PolicyFile::parse(&text, &origin)?;
+            parsed.push((origin, f));
+        }
+        for (origin, f) in &parsed {
+            for r in &f.rules {
+                analysis::validate_rule(r).map_err(|message| ConfigError::Rule {
+                    origin: origin.clone(),
+                    rule: r.id.clone(),
+                    message,
+                })?;
+            }
+        }
+        Ok(Policy { config: EffectiveConfig::merge(&parsed) })
+    }
+
+    /// The effective configuration (for the kernel layer and `tyba policy show`).
+    pub fn config(&self) -> &EffectiveConfig {
+        &self.config
+    }
+
+    /// Classifies one action in its context. Never panics and never fails: unparseable input
+    /// is yellow (in doubt, yellow), and nothing unresolvable is green.
+    pub fn classify(&self, action: &Action, ctx: &Context<'_>) -> Classification {
+        analysis::classify(self, action, ctx)
+    }
+}

@@ -1,0 +1,159 @@
+//! Verdicts, findings and classifications: the data the policy produces for one action.
+
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The colour of an action (DESIGN.md §2, seed `000_cd5b01d9f66b8535.txt`).
+///
+/// Ordered from the most permissive to the strictest, so that a compound action
+/// is the [`Ord::max`] of its parts: `Green < Yellow < Red < Blocked`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Passes by itself: a closed, compiled-in list of read-only commands, and edit-tool
+    /// writes inside the worktree.
+    Green,
+    /// Waits for the person; may be remembered ("always") for the session.
+    Yellow,
+    /// Waits for the person; can never be remembered.
+    Red,
+    /// Not even offered: refused at once with the reason.
+    Blocked,
+}
+
+impl Verdict {
+    /// The lower-case name used in JSON and on the terminal (`green`, `yellow`, `red`, `blocked`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Green => "green",
+            Verdict::Yellow => "yellow",
+            Verdict::Red => "red",
+            Verdict::Blocked => "blocked",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "green" => Ok(Verdict::Green),
+            "yellow" => Ok(Verdict::Yellow),
+            "red" => Ok(Verdict::Red),
+            "blocked" => Ok(Verdict::Blocked),
+            other => Err(format!("unknown verdict `{other}` (expected green, yellow, red or blocked)")),
+        }
+    }
+}
+
+/// One rule that fired: its stable id (e.g. `rm.recursive-force`, `git.push.protected`),
+/// the colour it imposes and a human reason naming what it saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Colour this rule imposes on the action.
+    pub verdict: Verdict,
+    /// Stable rule id, dotted (`family.rule`); documented in `docs/rules.md`.
+    pub rule: String,
+    /// Human reason, lower-case, no trailing period; shown to the person and the agent.
+    pub reason: String,
+}
+
+impl Finding {
+    /// A finding with the given colour, rule id and reason.
+    pub fn new(verdict: Verdict, rule: impl Into<String>, reason: impl Into<String>) -> Self {
+        Finding { verdict, rule: rule.into(), reason: reason.into() }
+    }
+}
+
+/// Syntax the analysed line used, for the execution modes of DESIGN.md §4.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    /// More than one simple command, or operators, redirections, substitutions, here-documents:
+    /// refused in `safe` mode.
+    pub compound: bool,
+    /// A construct the analyser cannot see through (`eval` of a non-literal, `bash -c "$x"`,
+    /// `source` of a generated file): refused in `auto` mode.
+    pub opaque: bool,
+}
+
+/// The policy's full answer for one action.
+///
+/// `verdict` is the maximum of the findings' verdicts, and at least `Green`; `findings` holds
+/// every rule that fired, in the order they were found (no duplicates of the same rule and
+/// reason); `paths` the absolute paths the action names (lexically resolved, deduplicated, in
+/// order of appearance); `hosts` the network destinations it names (host or `host:port`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Classification {
+    /// Worst colour of all parts.
+    pub verdict: Verdict,
+    /// Rules that fired.
+    pub findings: Vec<Finding>,
+    /// Absolute paths the action names.
+    pub paths: Vec<PathBuf>,
+    /// Network destinations the action names.
+    pub hosts: Vec<String>,
+    /// Syntax features the line used.
+    pub shape: Shape,
+}
+
+impl Classification {
+    /// An empty green classification, to accumulate findings into.
+    pub fn green() -> Self {
+        Classification {
+            verdict: Verdict::Green,
+            findings: Vec::new(),
+            paths: Vec::new(),
+            hosts: Vec::new(),
+            shape: Shape::default(),
+        }
+    }
+
+    /// Adds a finding and raises the verdict to at least its colour.
+    pub fn add(&mut self, finding: Finding) {
+        self.verdict = self.verdict.max(finding.verdict);
+        if !self.findings.iter().any(|f| f.rule == finding.rule && f.reason == finding.reason) {
+            self.findings.push(finding);
+        }
+    }
+
+    /// Rule ids of all findings, in order.
+    pub fn rules(&self) -> Vec<&str> {
+        self.findings.iter().map(|f| f.rule.as_str()).collect()
+    }
+
+    /// Reasons of the findings that set the verdict (the strictest ones), in order.
+    pub fn decisive_reasons(&self) -> Vec<&str> {
+        self.findings
+            .iter()
+            .filter(|f| f.verdict == self.verdict)
+            .map(|f| f.reason.as_str())
+            .collect()
+    }
+
+    /// Merges another classification into this one (worst verdict wins).
+    pub fn merge(&mut self, other: Classification) {
+        for f in other.findings {
+            self.add(f);
+        }
+        self.verdict = self.verdict.max(other.verdict);
+        for p in other.paths {
+            if !self.paths.contains(&p) {
+                self.paths.push(p);
+            }
+        }
+        for h in other.hosts {
+            if !self.hosts.contains(&h) {
+                self.hosts.push(h);
+            }
+        }
+        self.shape.compound |= other.shape.compound;
+        self.shape.opaque |= other.shape.opaque;
+    }
+}

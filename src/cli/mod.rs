@@ -1,0 +1,77 @@
+//! One module per subcommand; shared helpers for loading the policy and mapping errors.
+
+pub mod classify;
+pub mod git_guard;
+pub mod policy;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+
+/// Usage error: bad flags or input.
+pub const EXIT_USAGE: u8 = 2;
+/// The policy file could not be loaded.
+pub const EXIT_POLICY: u8 = 3;
+/// The sandbox could not be set up as required.
+pub const EXIT_SANDBOX: u8 = 4;
+
+/// A usage error to report with exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Maps an error to its documented exit status.
+pub fn exit_code_for(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<UsageError>().is_some() {
+        EXIT_USAGE
+    } else if e.downcast_ref::<tyba_policy::ConfigError>().is_some() {
+        EXIT_POLICY
+    } else if e.downcast_ref::<tyba_supervisor::SandboxUnavailable>().is_some() {
+        EXIT_SANDBOX
+    } else {
+        1
+    }
+}
+
+/// Loads the effective policy: embedded default, then `$XDG_CONFIG_HOME/tyba/policy.toml`
+/// (or `~/.config/tyba/policy.toml`), then `explicit` if given, else the repository's
+/// `.tyba/policy.toml` under `worktree`.
+pub fn load_policy(explicit: Option<&Path>, worktree: Option<&Path>) -> anyhow::Result<tyba_policy::Policy> {
+    let mut layers = Vec::new();
+    if let Some(user) = user_policy_path() {
+        if user.is_file() {
+            layers.push(read_layer(&user)?);
+        }
+    }
+    match explicit {
+        Some(p) => layers.push(read_layer(p)?),
+        None => {
+            if let Some(wt) = worktree {
+                let repo = wt.join(".tyba/policy.toml");
+                if repo.is_file() {
+                    layers.push(read_layer(&repo)?);
+                }
+            }
+        }
+    }
+    Ok(tyba_policy::Policy::from_layers(layers)?)
+}
+
+fn read_layer(p: &Path) -> anyhow::Result<(String, String)> {
+    let text = std::fs::read_to_string(p).map_err(|source| tyba_policy::ConfigError::Read {
+        path: p.to_path_buf(),
+        source,
+    })?;
+    Ok((p.display().to_string(), text))
+}
+
+fn user_policy_path() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x).join("tyba/policy.toml"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/tyba/policy.toml"))
+}
+
+/// The home directory `~` stands for: `$HOME` when set and absolute.
+pub fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute())
+}

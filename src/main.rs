@@ -1,0 +1,60 @@
+//! `tyba`: the command line over tyba-policy, tyba-git-guard and tyba-supervisor.
+//!
+//! This file is the clap CLI only: it parses flags, builds a validated configuration and calls
+//! the crates. Exit codes (documented in README.md):
+//! - 0: done (for `classify`: it classified, whatever the verdict);
+//! - 1: refused (a pre-push hook rejecting a ref, a denied action);
+//! - 2: usage error (bad flags, bad input);
+//! - 3: policy file error;
+//! - 4: the sandbox cannot be set up as required;
+//! - other codes from `tyba run` are the agent's own exit status.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod cli;
+
+/// tyba: a git-aware sandbox supervisor for AI coding agents.
+#[derive(Debug, Parser)]
+#[command(name = "tyba", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Classify a command line or a tool action: green, yellow, red or blocked.
+    Classify(cli::classify::Args),
+    /// Show the effective policy.
+    Policy(cli::policy::Args),
+    /// Refuse pushes to protected branches: check a push, install the pre-push hook.
+    #[command(name = "git-guard")]
+    GitGuard(cli::git_guard::Args),
+    /// Run an agent in its worktree under Landlock and seccomp.
+    Run(cli::run::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { cli::EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Classify(a) => cli::classify::main(a),
+        Command::Policy(a) => cli::policy::main(a),
+        Command::GitGuard(a) => cli::git_guard::main(a),
+        Command::Run(a) => cli::run::main(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tyba: {e:#}");
+            ExitCode::from(cli::exit_code_for(&e))
+        }
+    }
+}
