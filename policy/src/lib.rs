@@ -66,7 +66,7 @@ impl Policy {
             Ok(p) => p,
             // The embedded default is checked by the test suite; should it ever fail to load,
             // fall back to the compiled-in rules with no extra rules (stricter defaults only).
-            Err(_) => Policy { config: EffectiveConfig::merge(&[]) },
+            Err(_) => Policy::bare(),
         }
     }
 
@@ -95,6 +95,15 @@ impl Policy {
             }
         }
         Ok(Policy { config: EffectiveConfig::merge(&parsed) })
+    }
+
+    /// The compiled-in rules with no policy file at all.
+    pub(crate) fn bare() -> Self {
+        Policy { config: EffectiveConfig::merge(&[]) }
+    }
+
+    pub(crate) fn set_rules(&mut self, rules: Vec<RuleSpec>) {
+        self.config.rules = rules;
     }
 
     /// The effective configuration (for the kernel layer and `tyba policy show`).

@@ -1,0 +1,779 @@
+//! The analyser: walks the bash syntax tree of a command line, expands words statically,
+//! tracks the directories and variables the line may be in, and applies the command rules.
+
+mod commands;
+mod green;
+mod paths;
+mod words;
+
+use crate::action::{Action, Context};
+use crate::config::RuleSpec;
+use crate::verdict::{Classification, Finding, Verdict};
+use crate::Policy;
+use brush_parser::ast;
+use paths::{Access, PathCtx};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use words::{ExpandEnv, ExpandNotes, Field, VarValues};
+
+
+/// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not
+/// analysed further: it is then red and opaque (stricter, never more permissive).
+const MAX_DEPTH: usize = 24;
+
+/// Classifies one action.
+pub(crate) fn classify(policy: &Policy, action: &Action, ctx: &Context<'_>) -> Classification {
+    let mut a = Analyzer::new(policy, ctx);
+    match action {
+        Action::Exec { command } => {
+            let st = State::new(ctx.cwd);
+            a.line(command, st, 0);
+        }
+        Action::Write { paths } | Action::ApplyPatch { paths } => a.tool_paths(paths, Access::Write),
+        Action::Read { paths } => a.tool_paths(paths, Access::Read),
+        Action::Fetch { url } => {
+            a.out.hosts.push(commands::host_of(url).unwrap_or_else(|| url.clone()));
+            a.add(Verdict::Red, "net.fetch", format!("the web tool reaches the network ({url})"));
+        }
+    }
+    a.finish()
+}
+
+/// Checks a policy-file rule when it loads: not green, a program name, no green-list
+/// program, and its examples match it (and its counter-examples do not).
+pub(crate) fn validate_rule(r: &RuleSpec) -> Result<(), String> {
+    if r.verdict == Verdict::Green {
+        return Err("a policy file cannot add to the green list".to_string());
+    }
+    if r.program.is_empty() || r.program.contains('/') || r.program.contains(char::is_whitespace) {
+        return Err(format!("`program` must be a bare program name, got `{}`", r.program));
+    }
+    if green::is_green_program(&r.program) {
+        return Err(format!("`{}` is on the green list; a policy file cannot make a green command ask", r.program));
+    }
+    if r.reason.trim().is_empty() {
+        return Err("`reason` must say why".to_string());
+    }
+    let single = Policy::with_rules_only(vec![r.clone()]);
+    let dir = std::env::temp_dir();
+    let ctx = Context { worktree: &dir, cwd: &dir, home: None, git: None };
+    let rule_id = format!("policy.{}", r.id);
+    for ex in &r.examples {
+        let c = single.classify(&Action::Exec { command: ex.clone() }, &ctx);
+        if !c.findings.iter().any(|f| f.rule == rule_id) {
+            return Err(format!("example `{ex}` does not match the rule"));
+        }
+    }
+    for ex in &r.not_examples {
+        let c = single.classify(&Action::Exec { command: ex.clone() }, &ctx);
+        if c.findings.iter().any(|f| f.rule == rule_id) {
+            return Err(format!("counter-example `{ex}` matches the rule"));
+        }
+    }
+    Ok(())
+}
+
+/// Where the line may be: every directory it may be in (`None` = unknown), the previous
+/// directory for `cd -`, the variables assigned earlier on the line, and defined functions.
+#[derive(Debug, Clone)]
+pub(crate) struct State {
+    pub cwds: Vec<Option<PathBuf>>,
+    pub oldpwd: Vec<Option<PathBuf>>,
+    pub dirstack: Vec<Vec<Option<PathBuf>>>,
+    pub vars: HashMap<String, VarValues>,
+    pub functions: Vec<String>,
+}
+
+impl State {
+    fn new(cwd: &Path) -> Self {
+        State {
+            cwds: vec![Some(cwd.to_path_buf())],
+            oldpwd: vec![None],
+            dirstack: Vec::new(),
+            vars: HashMap::new(),
+            functions: Vec::new(),
+        }
+    }
+
+    /// Every state either branch may leave (worst case of both).
+    fn union(&mut self, other: &State) {
+        union_vec(&mut self.cwds, &other.cwds);
+        union_vec(&mut self.oldpwd, &other.oldpwd);
+        for (k, v) in &other.vars {
+            match self.vars.get_mut(k) {
+                Some(mine) => union_vec(mine, v),
+                None => {
+                    let mut vals = v.clone();
+                    // The other branch did not assign it: its old value is unknown here.
+                    if !vals.contains(&None) {
+                        vals.push(None);
+                    }
+                    self.vars.insert(k.clone(), vals);
+                }
+            }
+        }
+        let keys: Vec<String> = self.vars.keys().filter(|k| !other.vars.contains_key(*k)).cloned().collect();
+        for k in keys {
+            if let Some(v) = self.vars.get_mut(&k) {
+                if !v.contains(&None) {
+                    v.push(None);
+                }
+            }
+        }
+        for f in &other.functions {
+            if !self.functions.contains(f) {
+                self.functions.push(f.clone());
+            }
+        }
+        if self.dirstack.len() < other.dirstack.len() {
+            self.dirstack = other.dirstack.clone();
+        }
+    }
+}
+
+fn union_vec<T: PartialEq + Clone>(a: &mut Vec<T>, b: &[T]) {
+    for x in b {
+        if !a.contains(x) {
+            a.push(x.clone());
+        }
+    }
+}
+
+/// Where a command's standard input comes from, for "piped or redirected into a shell".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stdin {
+    /// The agent's own stdin.
+    Inherited,
+    /// Another command's output (`a | b`), a file (`< f`), a here-document or here-string.
+    Fed,
+}
+
+pub(crate) struct Analyzer<'p> {
+    policy: &'p Policy,
+    ctx: &'p Context<'p>,
+    opened: Vec<PathBuf>,
+    pre_push: Option<PathBuf>,
+    pub out: Classification,
+}
+
+impl<'p> Analyzer<'p> {
+    fn new(policy: &'p Policy, ctx: &'p Context<'p>) -> Self {
+        let expand = |s: &String| -> Option<PathBuf> {
+            if let Some(rest) = s.strip_prefix("~/") {
+                ctx.home.map(|h| h.join(rest))
+            } else if s == "~" {
+                ctx.home.map(Path::to_path_buf)
+            } else if s.starts_with('/') {
+                Some(PathBuf::from(s))
+            } else {
+                None
+            }
+        };
+        let fs = &policy.config().filesystem;
+        let opened = fs.read_write.iter().chain(&fs.read_only).filter_map(expand).collect();
+        let pre_push = ctx.git.and_then(|g| g.pre_push_hook_path(ctx.cwd));
+        Analyzer { policy, ctx, opened, pre_push, out: Classification::green() }
+    }
+
+    fn finish(self) -> Classification {
+        self.out
+    }
+
+    pub(crate) fn add(&mut self, v: Verdict, rule: &str, reason: impl Into<String>) {
+        self.out.add(Finding::new(v, rule, reason));
+    }
+
+    fn path_ctx(&self) -> PathCtx<'_> {
+        PathCtx { worktree: self.ctx.worktree, home: self.ctx.home, pre_push: self.pre_push.as_deref(), opened: &self.opened }
+    }
+
+    /// Tool actions: every path, worst wins. Tool paths get `~`, `~user` and `$HOME` handling.
+    fn tool_paths(&mut self, paths: &[String], access: Access) {
+        if paths.is_empty() {
+            self.add(Verdict::Yellow, "tool.no-path", "the tool names no path");
+        }
+        let st = State::new(self.ctx.cwd);
+        for p in paths {
+            let fields = self.expand_word(p, &st);
+            if fields.is_empty() {
+                self.add(Verdict::Yellow, "path.unresolved", format!("`{p}` expands to nothing"));
+            }
+            for f in fields {
+                self.path_field(&st, &f, access);
+            }
+        }
+    }
+
+    /// Expands a raw word in a state; analyses command substitutions found on the way.
+    pub(crate) fn expand_word(&mut self, raw: &str, st: &State) -> Vec<Field> {
+        let mut all = Vec::new();
+        let cwd_known = st.cwds.len() == 1;
+        let cwd = if cwd_known { st.cwds[0].as_deref() } else { None };
+        let oldpwd = if st.oldpwd.len() == 1 { st.oldpwd[0].as_deref() } else { None };
+        let mut notes = ExpandNotes::default();
+        {
+            let env = ExpandEnv { vars: &st.vars, home: self.ctx.home, cwd, oldpwd };
+            all.extend(words::expand(raw, &env, &mut notes));
+        }
+        self.after_expand(notes, st);
+        all
+    }
+
+    fn after_expand(&mut self, notes: ExpandNotes, st: &State) {
+        if notes.unparseable {
+            self.add(Verdict::Yellow, "shell.unparseable-word", "a word could not be parsed");
+        }
+        if notes.dynamic {
+            self.add(Verdict::Yellow, "shell.dynamic-expansion", "an expansion assigns or looks up variables indirectly");
+        }
+        for sub in notes.substitutions {
+            self.out.shape.compound = true;
+            let depth = 1;
+            self.line(&sub, st.clone(), depth);
+        }
+    }
+
+    /// Checks one expanded field used as a path, against every directory the line may be in.
+    pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {
+        let mut found = Vec::new();
+        let mut resolved: Vec<PathBuf> = Vec::new();
+        let pc = self.path_ctx();
+        match f.known() {
+            Some(text) => {
+                let candidates: Vec<String> = if f.has_glob() {
+                    let mut all = Vec::new();
+                    let mut too_wide = false;
+                    for cwd in &st.cwds {
+                        match cwd {
+                            Some(c) => match paths::glob(c, &text) {
+                                Some(m) if m.is_empty() => all.push(text.clone()),
+                                Some(m) => all.extend(m),
+                                None => too_wide = true,
+                            },
+                            None => all.push(text.clone()),
+                        }
+                    }
+                    if too_wide {
+                        found.push(Finding::new(Verdict::Yellow, "path.glob-too-wide", format!("`{text}` matches too many paths to check")));
+                        let prefix: String = text.chars().take_while(|c| !matches!(c, '*' | '?' | '[')).collect();
+                        for cwd in &st.cwds {
+                            paths::check_partial(&pc, cwd.as_deref(), &prefix, &text, access, &mut found);
+                        }
+                    }
+                    all.sort();
+                    all.dedup();
+                    all
+                } else {
+                    vec![text]
+                };
+                for cand in candidates {
+                    for cwd in &st.cwds {
+                        match cwd {
+                            Some(c) => {
+                                if let Some(p) = paths::check_path(&pc, c, &cand, access, &mut found) {
+                                    resolved.push(p);
+                                }
+                            }
+                            None if cand.starts_with('/') => {
+                                paths::check_path(&pc, Path::new("/"), &cand, access, &mut found);
+                            }
+                            None => {
+                                if !paths::is_system_exception(&cand) {
+                                    paths::check_partial(&pc, None, "", &cand, access, &mut found);
+                                }
+                                if cand.split('/').any(paths::credential_component) {
+                                    found.push(Finding::new(Verdict::Red, "path.credential", format!("`{cand}` is a credential path")));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            None => {
+                let prefix = f.known_prefix();
+                let display = f.display();
+                for cwd in &st.cwds {
+                    paths::check_partial(&pc, cwd.as_deref(), &prefix, &display, access, &mut found);
+                }
+            }
+        }
+        for x in found {
+            self.out.add(x);
+        }
+        for p in resolved {
+            if !self.out.paths.contains(&p) {
+                self.out.paths.push(p);
+            }
+        }
+    }
+
+    /// Analyses a whole command line at a nesting depth, starting in `st`; returns the state
+    /// the line may leave.
+    pub(crate) fn line(&mut self, text: &str, st: State, depth: usize) -> State {
+        if depth > MAX_DEPTH {
+            self.out.shape.opaque = true;
+            self.add(Verdict::Red, "shell.too-deep", "the line nests shells and substitutions too deeply to analyse");
+            return st;
+        }
+        if text.trim().is_empty() {
+            if depth == 0 {
+                self.add(Verdict::Yellow, "shell.empty", "the command is empty");
+            }
+            return st;
+        }
+        match parse(text) {
+            Ok(prog) => {
+                let mut st = st;
+                if prog.complete_commands.len() > 1 {
+                    self.out.shape.compound = true;
+                }
+                for cc in &prog.complete_commands {
+                    st = self.compound_list(cc, st, depth);
+                }
+                st
+            }
+            Err(e) => {
+                self.add(Verdict::Yellow, "shell.parse-error", format!("the line does not parse as bash ({e}); in doubt, yellow"));
+                // bash runs a script line by line: whole lines before the error still run.
+                let lines: Vec<&str> = text.split('\n').collect();
+                let mut end = lines.len();
+                while end > 0 {
+                    end -= 1;
+                    let prefix = lines[..end].join("\n");
+                    if prefix.trim().is_empty() {
+                        break;
+                    }
+                    if let Ok(prog) = parse(&prefix) {
+                        let mut s = st.clone();
+                        for cc in &prog.complete_commands {
+                            s = self.compound_list(cc, s, depth);
+                        }
+                        break;
+                    }
+                }
+                st
+            }
+        }
+    }
+
+    fn compound_list(&mut self, list: &ast::CompoundList, mut st: State, depth: usize) -> State {
+        if list.0.len() > 1 {
+            self.out.shape.compound = true;
+        }
+        for item in &list.0 {
+            if matches!(item.1, ast::SeparatorOperator::Async) {
+                self.out.shape.compound = true;
+            }
+            let before = st.clone();
+            st = self.and_or(&item.0, st, depth);
+            // The list may have stopped early (a failed `cd`): later commands may run in
+            // either state.
+            st.union(&before);
+        }
+        st
+    }
+
+    fn and_or(&mut self, aol: &ast::AndOrList, st: State, depth: usize) -> State {
+        let mut cur = self.pipeline(&aol.first, st.clone(), depth);
+        let mut prev_before = st;
+        for next in &aol.additional {
+            self.out.shape.compound = true;
+            match next {
+                ast::AndOr::And(p) => {
+                    let before = cur.clone();
+                    cur = self.pipeline(p, cur, depth);
+                    prev_before = before;
+                }
+                ast::AndOr::Or(p) => {
+                    let mut s = cur.clone();
+                    s.union(&prev_before);
+                    let before = s.clone();
+                    cur = self.pipeline(p, s, depth);
+                    prev_before = before;
+                }
+            }
+        }
+        cur
+    }
+
+    fn pipeline(&mut self, p: &ast::Pipeline, st: State, depth: usize) -> State {
+        if p.seq.len() == 1 {
+            return self.command(&p.seq[0], st, Stdin::Inherited, depth);
+        }
+        self.out.shape.compound = true;
+        for (i, c) in p.seq.iter().enumerate() {
+            let stdin = if i == 0 { Stdin::Inherited } else { Stdin::Fed };
+            // Every stage runs in a subshell: its changes do not outlive the pipeline.
+            self.command(c, st.clone(), stdin, depth);
+        }
+        st
+    }
+
+    fn command(&mut self, c: &ast::Command, st: State, stdin: Stdin, depth: usize) -> State {
+        match c {
+            ast::Command::Simple(s) => self.simple(s, st, stdin, depth),
+            ast::Command::Compound(cc, redirs) => {
+                self.out.shape.compound = true;
+                let mut stdin = stdin;
+                if let Some(r) = redirs {
+                    for io in &r.0 {
+                        if self.redirect(io, &st, depth) {
+                            stdin = Stdin::Fed;
+                        }
+                    }
+                }
+                self.compound(cc, st, stdin, depth)
+            }
+            ast::Command::Function(f) => {
+                self.out.shape.compound = true;
+                let name = f.fname.value.clone();
+                let mut st = st;
+                st.functions.push(name.clone());
+                if calls_itself(&f.body.0, &name) {
+                    self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{name}` calls itself in a pipeline or in the background: a fork bomb"));
+                }
+                // The body is analysed as if it ran (it may, any number of times).
+                let inner = st.clone();
+                let after = self.compound(&f.body.0, inner, Stdin::Inherited, depth);
+                if let Some(r) = &f.body.1 {
+                    for io in &r.0 {
+                        self.redirect(io, &after, depth);
+                    }
+                }
+                st
+            }
+            ast::Command::ExtendedTest(t, redirs) => {
+                self.out.shape.compound = true;
+                self.ext_test(&t.expr, &st);
+                if let Some(r) = redirs {
+                    for io in &r.0 {
+                        self.redirect(io, &st, depth);
+                    }
+                }
+                st
+            }
+        }
+    }
+
+    fn ext_test(&mut self, e: &ast::ExtendedTestExpr, st: &State) {
+        match e {
+            ast::ExtendedTestExpr::And(a, b) | ast::ExtendedTestExpr::Or(a, b) => {
+                self.ext_test(a, st);
+                self.ext_test(b, st);
+            }
+            ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => self.ext_test(a, st),
+            ast::ExtendedTestExpr::UnaryTest(_, w) => {
+                for f in self.expand_word(&w.value, st) {
+                    self.path_field(st, &f, Access::Read);
+                }
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
+                for w in [a, b] {
+                    for f in self.expand_word(&w.value, st) {
+                        self.path_field(st, &f, Access::Read);
+                    }
+                }
+            }
+        }
+    }
+
+    fn compound(&mut self, cc: &ast::CompoundCommand, st: State, stdin: Stdin, depth: usize) -> State {
+        match cc {
+            ast::CompoundCommand::BraceGroup(g) => self.compound_list_stdin(&g.list, st, stdin, depth),
+            ast::CompoundCommand::Subshell(s) => {
+                self.compound_list_stdin(&s.list, st.clone(), stdin, depth);
+                st
+            }
+            ast::CompoundCommand::ForClause(f) => {
+                let mut st = st;
+                let mut values: VarValues = Vec::new();
+                match &f.values {
+                    Some(ws) => {
+                        for w in ws {
+                            for field in self.expand_word(&w.value, &st) {
+                                if field.has_glob() {
+                                    values.push(None);
+                                } else {
+                                    values.push(field.known());
+                                }
+                            }
+                        }
+                    }
+                    None => values.push(None),
+                }
+                if values.is_empty() {
+                    values.push(None);
+                }
+                values.dedup();
+                let before = st.clone();
+                st.vars.insert(f.variable_name.clone(), values);
+                // Loop bodies may run several times: twice reaches every state a `cd` in the
+                // body can leave relative to its start.
+                let once = self.compound_list(&f.body.list, st.clone(), depth);
+                let mut twice_in = once.clone();
+                twice_in.union(&st);
+                let mut after = self.compound_list(&f.body.list, twice_in, depth);
+                after.union(&before);
+                after
+            }
+            ast::CompoundCommand::ArithmeticForClause(f) => {
+                for e in [&f.initializer, &f.condition, &f.updater].into_iter().flatten() {
+                    self.arith(&e.value, &st);
+                }
+                let once = self.compound_list(&f.body.list, st.clone(), depth);
+                let mut after = self.compound_list(&f.body.list, once, depth);
+                after.union(&st);
+                after
+            }
+            ast::CompoundCommand::CaseClause(c) => {
+                let _ = self.expand_word(&c.value.value, &st);
+                let mut out = st.clone();
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        let _ = self.expand_word(&p.value, &st);
+                    }
+                    if let Some(cmd) = &item.cmd {
+                        let after = self.compound_list(cmd, st.clone(), depth);
+                        out.union(&after);
+                    }
+                }
+                out
+            }
+            ast::CompoundCommand::IfClause(i) => {
+                let after_cond = self.compound_list(&i.condition, st, depth);
+                let mut out = self.compound_list(&i.then, after_cond.clone(), depth);
+                let mut cond_state = after_cond.clone();
+                let mut has_else = false;
+                if let Some(elses) = &i.elses {
+                    for e in elses {
+                        if let Some(c) = &e.condition {
+                            cond_state = self.compound_list(c, cond_state, depth);
+                        } else {
+                            has_else = true;
+                        }
+                        let after = self.compound_list(&e.body, cond_state.clone(), depth);
+                        out.union(&after);
+                    }
+                }
+                if !has_else {
+                    out.union(&cond_state);
+                }
+                out
+            }
+            ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+                let c1 = self.compound_list(&w.0, st.clone(), depth);
+                let b1 = self.compound_list(&w.1.list, c1.clone(), depth);
+                let c2 = self.compound_list(&w.0, b1.clone(), depth);
+                let mut out = self.compound_list(&w.1.list, c2.clone(), depth);
+                out.union(&c1);
+                out.union(&c2);
+                out.union(&st);
+                out
+            }
+            ast::CompoundCommand::Arithmetic(a) => {
+                self.arith(&a.expr.value, &st);
+                st
+            }
+            ast::CompoundCommand::Coprocess(c) => {
+                self.command(&c.body, st.clone(), stdin, depth);
+                st
+            }
+        }
+    }
+
+    /// A compound list whose first command may read a fed stdin (`… | { sh; }`).
+    fn compound_list_stdin(&mut self, list: &ast::CompoundList, st: State, stdin: Stdin, depth: usize) -> State {
+        if stdin == Stdin::Inherited {
+            return self.compound_list(list, st, depth);
+        }
+        // Any command in the group may read the fed input: analyse each as fed.
+        let mut st = st;
+        if list.0.len() > 1 {
+            self.out.shape.compound = true;
+        }
+        for item in &list.0 {
+            let before = st.clone();
+            let mut cur = self.pipeline_fed(&item.0.first, st.clone(), depth);
+            for next in &item.0.additional {
+                let p = match next {
+                    ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
+                };
+                let mut s = cur.clone();
+                s.union(&st);
+                cur = self.pipeline_fed(p, s, depth);
+            }
+            st = cur;
+            st.union(&before);
+        }
+        st
+    }
+
+    fn pipeline_fed(&mut self, p: &ast::Pipeline, st: State, depth: usize) -> State {
+        if p.seq.len() == 1 {
+            return self.command(&p.seq[0], st, Stdin::Fed, depth);
+        }
+        self.pipeline(p, st, depth)
+    }
+
+    /// Arithmetic text can run commands through substitutions and array subscripts.
+    fn arith(&mut self, text: &str, st: &State) {
+        if text.contains(['$', '`']) {
+            let inner = format!("\"{}\"", text.replace('"', "\\\""));
+            let _ = self.expand_word(&inner, st);
+        }
+    }
+
+    /// Analyses one redirection. Returns true when it feeds the command's stdin.
+    pub(crate) fn redirect(&mut self, io: &ast::IoRedirect, st: &State, depth: usize) -> bool {
+        self.out.shape.compound = true;
+        match io {
+            ast::IoRedirect::File(fd, kind, target) => {
+                let access = match kind {
+                    ast::IoFileRedirectKind::Read => Access::Read,
+                    ast::IoFileRedirectKind::DuplicateInput | ast::IoFileRedirectKind::DuplicateOutput => {
+                        // `>&2`, `<&0`, `>&-` duplicate descriptors; `>& file` writes a file.
+                        Access::Write
+                    }
+                    _ => Access::Write,
+                };
+                let feeds_stdin = matches!(kind, ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite)
+                    && fd.unwrap_or(0) == 0
+                    || matches!(kind, ast::IoFileRedirectKind::DuplicateInput) && fd.unwrap_or(0) == 0;
+                match target {
+                    ast::IoFileRedirectTarget::Filename(w) | ast::IoFileRedirectTarget::Duplicate(w) => {
+                        let is_dup = matches!(target, ast::IoFileRedirectTarget::Duplicate(_))
+                            || matches!(kind, ast::IoFileRedirectKind::DuplicateInput | ast::IoFileRedirectKind::DuplicateOutput);
+                        for f in self.expand_word(&w.value, st) {
+                            if let Some(t) = f.known() {
+                                if is_dup && (t == "-" || t.trim_end_matches('-').bytes().all(|b| b.is_ascii_digit())) {
+                                    continue;
+                                }
+                            }
+                            self.redirect_target(st, &f, access, kind);
+                        }
+                    }
+                    ast::IoFileRedirectTarget::Fd(_) => {}
+                    ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                        self.compound_list(&sub.list, st.clone(), depth);
+                    }
+                }
+                feeds_stdin
+            }
+            ast::IoRedirect::HereDocument(fd, doc) => {
+                if doc.requires_expansion {
+                    let inner = format!("\"{}\"", doc.doc.value.replace('\\', "\\\\").replace('"', "\\\""));
+                    let _ = self.expand_word(&inner, st);
+                }
+                fd.unwrap_or(0) == 0
+            }
+            ast::IoRedirect::HereString(fd, w) => {
+                let _ = self.expand_word(&w.value, st);
+                fd.unwrap_or(0) == 0
+            }
+            ast::IoRedirect::OutputAndError(w, _) => {
+                for f in self.expand_word(&w.value, st) {
+                    self.redirect_target(st, &f, Access::Write, &ast::IoFileRedirectKind::Write);
+                }
+                false
+            }
+        }
+    }
+
+    fn redirect_target(&mut self, st: &State, f: &Field, access: Access, kind: &ast::IoFileRedirectKind) {
+        if let Some(t) = f.known() {
+            if paths::is_system_exception(&t) {
+                return;
+            }
+            if t.starts_with("/dev/tcp/") || t.starts_with("/dev/udp/") {
+                let host = t.split('/').nth(3).unwrap_or("").to_string();
+                self.out.hosts.push(host);
+                self.add(Verdict::Red, "net.dev-tcp", format!("`{t}` opens a network connection"));
+            }
+            if access == Access::Write && (t.starts_with("/dev/") || paths::resolve(Path::new("/"), &t).starts_with("/dev")) && t.starts_with('/') {
+                self.add(Verdict::Blocked, "vault.device-write", format!("redirection writes to the device `{t}`"));
+                return;
+            }
+        }
+        if access == Access::Write && !matches!(kind, ast::IoFileRedirectKind::Read) {
+            self.add(Verdict::Yellow, "shell.redirect-write", format!("the shell writes `{}`", f.display()));
+        }
+        self.path_field(st, f, access);
+    }
+
+    /// The policy's extra rules, matched on a peeled program and its arguments.
+    pub(crate) fn extra_rules(&mut self, program: &str, args: &[Field]) {
+        let known: Vec<String> = args.iter().filter_map(Field::known).collect();
+        let hits: Vec<(Verdict, String, String)> = self
+            .policy
+            .config()
+            .rules
+            .iter()
+            .filter(|r| r.program == program && r.args.iter().all(|a| known.contains(a)))
+            .map(|r| (r.verdict, format!("policy.{}", r.id), r.reason.clone()))
+            .collect();
+        for (v, id, reason) in hits {
+            self.add(v, &id, reason);
+        }
+    }
+}
+
+/// Parses a line with the bash grammar.
+fn parse(text: &str) -> Result<ast::Program, String> {
+    let opts = words::options();
+    let tokens = brush_parser::tokenize_str_with_options(text, &opts.tokenizer_options()).map_err(|e| e.to_string())?;
+    brush_parser::parse_tokens(&tokens, &opts).map_err(|e| e.to_string())
+}
+
+/// Whether a function body runs the function itself in a pipeline or in the background.
+fn calls_itself(body: &ast::CompoundCommand, name: &str) -> bool {
+    let text = body.to_string();
+    let Ok(prog) = parse(&text) else { return text.contains(name) };
+    let mut found = false;
+    for cc in &prog.complete_commands {
+        for item in &cc.0 {
+            let async_ = matches!(item.1, ast::SeparatorOperator::Async);
+            visit_pipelines(&item.0, &mut |p: &ast::Pipeline| {
+                let calls = p.seq.iter().filter(|c| command_name(c).as_deref() == Some(name)).count();
+                if calls > 0 && (p.seq.len() > 1 || async_) {
+                    found = true;
+                }
+            });
+        }
+    }
+    found || text.matches(name).count() >= 2 && text.contains('&')
+}
+
+fn visit_pipelines(aol: &ast::AndOrList, f: &mut dyn FnMut(&ast::Pipeline)) {
+    f(&aol.first);
+    for a in &aol.additional {
+        match a {
+            ast::AndOr::And(p) | ast::AndOr::Or(p) => f(p),
+        }
+    }
+    let inner = |p: &ast::Pipeline, f: &mut dyn FnMut(&ast::Pipeline)| {
+        for c in &p.seq {
+            if let ast::Command::Compound(ast::CompoundCommand::BraceGroup(g), _) = c {
+                for item in &g.list.0 {
+                    visit_pipelines(&item.0, f);
+                }
+            }
+        }
+    };
+    inner(&aol.first, f);
+}
+
+fn command_name(c: &ast::Command) -> Option<String> {
+    match c {
+        ast::Command::Simple(s) => s.word_or_name.as_ref().map(|w| w.value.clone()),
+        _ => None,
+    }
+}
+
+impl Policy {
+    /// A policy holding only these rules (for checking a rule's examples when it loads).
+    pub(crate) fn with_rules_only(rules: Vec<RuleSpec>) -> Policy {
+        let mut p = Policy::bare();
+        p.set_rules(rules);
+        p
+    }
+}

@@ -1,0 +1,490 @@
+//! Path resolution against the worktree and the path rules of DESIGN.md §2/§2a: leaving the
+//! worktree, system paths (the vault), credentials, agent and IDE control files, the pre-push
+//! hook.
+
+use crate::verdict::{Finding, Verdict};
+use std::path::{Component, Path, PathBuf};
+
+/// Symlink hops before resolution gives up (the kernel's limit is 40).
+const MAX_SYMLINK_HOPS: usize = 40;
+/// Glob matches listed before a glob counts as "could match anything".
+const MAX_GLOB_MATCHES: usize = 512;
+
+/// How a command uses a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Reads it (or only looks at it).
+    Read,
+    /// Writes or creates it.
+    Write,
+    /// Deletes, renames, links or changes its metadata.
+    Modify,
+    /// Unknown: a command nobody listed may do anything with its operands.
+    Any,
+}
+
+impl Access {
+    fn modifies(self) -> bool {
+        matches!(self, Access::Write | Access::Modify | Access::Any)
+    }
+}
+
+/// The system paths every command touches; naming them is not leaving the worktree
+/// (DESIGN.md §2).
+pub(crate) fn is_system_exception(p: &str) -> bool {
+    matches!(
+        p,
+        "/dev/null" | "/dev/stdin" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" | "/dev/zero" | "/dev/urandom"
+    ) || p.strip_prefix("/dev/fd/").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether an absolute path lies in a system directory whose modification is a fixed denial
+/// (`/etc`, `/usr`, `/bin`, `/sbin`, `/lib*`, `/boot`, `/sys`, `/proc`, `/dev`).
+pub(crate) fn is_system_path(p: &Path) -> bool {
+    let mut comps = p.components();
+    if comps.next() != Some(Component::RootDir) {
+        return false;
+    }
+    match comps.next() {
+        Some(Component::Normal(first)) => {
+            let f = first.to_string_lossy();
+            matches!(f.as_ref(), "etc" | "usr" | "bin" | "sbin" | "boot" | "sys" | "proc" | "dev") || f.starts_with("lib")
+        }
+        _ => false,
+    }
+}
+
+/// Resolves `word` against `cwd` the way the kernel walks a path: `.` skipped, `..` the
+/// physical parent, symlinks followed through the real filesystem; components that do not
+/// exist are taken lexically. Returns the absolute physical path.
+pub(crate) fn resolve(cwd: &Path, word: &str) -> PathBuf {
+    let start = if word.starts_with('/') { PathBuf::from("/") } else { cwd.to_path_buf() };
+    let mut pending: Vec<String> = Vec::new();
+    push_components(&mut pending, word);
+    let mut out = start;
+    let mut hops = 0;
+    let mut exists = true;
+    while let Some(c) = pending.pop() {
+        match c.as_str() {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            name => {
+                out.push(name);
+                if !exists {
+                    continue;
+                }
+                match std::fs::symlink_metadata(&out) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        hops += 1;
+                        if hops > MAX_SYMLINK_HOPS {
+                            exists = false;
+                            continue;
+                        }
+                        match std::fs::read_link(&out) {
+                            Ok(target) => {
+                                out.pop();
+                                let t = target.to_string_lossy().into_owned();
+                                if t.starts_with('/') {
+                                    out = PathBuf::from("/");
+                                }
+                                push_components(&mut pending, &t);
+                            }
+                            Err(_) => exists = false,
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => exists = false,
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Pushes the components of `s` onto the stack so that they pop in order.
+fn push_components(stack: &mut Vec<String>, s: &str) {
+    for c in s.split('/').rev() {
+        stack.push(c.to_string());
+    }
+}
+
+/// Lexical absolute form of `word` against `cwd` (`.`/`..` folded without touching the disk).
+pub(crate) fn lexical(cwd: &Path, word: &str) -> PathBuf {
+    let mut out = if word.starts_with('/') { PathBuf::from("/") } else { cwd.to_path_buf() };
+    for c in word.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            n => out.push(n),
+        }
+    }
+    out
+}
+
+/// Credential names (DESIGN.md §2a "Credentials"): a component `.ssh`, `.aws`, `.gnupg`,
+/// `.kube`, `.docker`; a file `.env`/`.env.*`, `credentials`/`credentials.*`, `.netrc`,
+/// `.git-credentials`, `.npmrc`, `.pypirc`, `.envrc`; private keys `id_rsa`, `id_dsa`,
+/// `id_ecdsa`, `id_ed25519` with or without `_sk` (not `.pub`).
+pub(crate) fn credential_component(name: &str) -> bool {
+    matches!(name, ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker")
+        || credential_file(name)
+}
+
+fn credential_file(name: &str) -> bool {
+    if name == ".env" || name.starts_with(".env.") {
+        return true;
+    }
+    if name == "credentials" || name.strip_prefix("credentials.").is_some_and(|e| !e.is_empty()) {
+        return true;
+    }
+    if matches!(name, ".netrc" | ".git-credentials" | ".npmrc" | ".pypirc" | ".envrc") {
+        return true;
+    }
+    let key = name.strip_suffix("_sk").unwrap_or(name);
+    matches!(key, "id_rsa" | "id_dsa" | "id_ecdsa" | "id_ed25519")
+}
+
+fn has_credential(p: &Path) -> Option<String> {
+    p.components().find_map(|c| match c {
+        Component::Normal(n) => {
+            let n = n.to_string_lossy();
+            credential_component(&n).then(|| n.into_owned())
+        }
+        _ => None,
+    })
+}
+
+/// The agent and IDE control directories, whose files approve or run code later.
+const CONTROL_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor", ".vscode"];
+
+/// What the path rules need to know about the session.
+pub(crate) struct PathCtx<'a> {
+    pub worktree: &'a Path,
+    pub home: Option<&'a Path>,
+    /// The file git runs as the pre-push hook, when known.
+    pub pre_push: Option<&'a Path>,
+    /// Paths the policy file opens (absolute, `~` expanded).
+    pub opened: &'a [PathBuf],
+}
+
+/// Classifies one known path word used with `access` from `cwd`. Pushes findings; returns the
+/// physical path (for the report).
+pub(crate) fn check_path(pc: &PathCtx<'_>, cwd: &Path, word: &str, access: Access, out: &mut Vec<Finding>) -> Option<PathBuf> {
+    if word.is_empty() {
+        return None;
+    }
+    let lex = lexical(cwd, word);
+    let lex_s = lex.to_string_lossy();
+    if is_system_exception(&lex_s) || (word.starts_with('/') && is_system_exception(word)) {
+        return None;
+    }
+    let phys = resolve(cwd, word);
+    let inside = phys.starts_with(pc.worktree);
+
+    // Credentials anywhere: in the word as written, and in the physical target.
+    let cred = has_credential(Path::new(word)).or_else(|| {
+        let rel = phys.strip_prefix(pc.worktree).unwrap_or(&phys);
+        has_credential(rel)
+    });
+    if let Some(name) = cred {
+        out.push(Finding::new(Verdict::Red, "path.credential", format!("`{word}` is a credential path ({name})")));
+    }
+
+    // The pre-push hook and the directories holding it: any change switches the guard off.
+    if access.modifies() {
+        let hook = pc.pre_push.map(Path::to_path_buf).unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+        let names_hook = phys.ends_with("hooks/pre-push") || lex.ends_with("hooks/pre-push");
+        // Removing or renaming a directory that holds the hook (`.git`, `.git/hooks`) changes it too.
+        let git_dir = hook.parent().and_then(Path::parent).unwrap_or(&hook);
+        let holds_hook = |p: &Path| hook.starts_with(p) && p.starts_with(git_dir);
+        if names_hook || holds_hook(&phys) || holds_hook(&lex) {
+            out.push(Finding::new(
+                Verdict::Blocked,
+                "git.guard.hook",
+                format!("`{word}` would change the pre-push hook that keeps pushes off protected branches"),
+            ));
+        }
+    }
+
+    if inside {
+        if access.modifies() {
+            if let Ok(rel) = phys.strip_prefix(pc.worktree) {
+                control_rules(rel, word, out);
+            }
+        }
+        return Some(phys);
+    }
+
+    // Outside the worktree.
+    let system = is_system_path(&phys) || is_system_path(&lex);
+    if system && access.modifies() && access != Access::Any {
+        out.push(Finding::new(
+            Verdict::Blocked,
+            "vault.system-path",
+            format!("`{word}` modifies a system path ({})", phys.display()),
+        ));
+        return Some(phys);
+    }
+    if access.modifies() {
+        // Linked worktrees keep hooks and config in the common git dir, outside the tree.
+        control_rules(&phys, word, out);
+    }
+    let opened = pc.opened.iter().any(|o| phys.starts_with(o) || lex.starts_with(o));
+    if opened && !system {
+        out.push(Finding::new(
+            Verdict::Yellow,
+            "path.policy-opened",
+            format!("`{word}` is outside the worktree, in a path the policy opens ({})", phys.display()),
+        ));
+    } else {
+        let what = match access {
+            Access::Write => "writes",
+            Access::Modify => "changes",
+            _ => "reaches",
+        };
+        let via = if phys != lex { format!(" (resolves to {})", phys.display()) } else { String::new() };
+        out.push(Finding::new(
+            Verdict::Red,
+            "path.outside-worktree",
+            format!("`{word}` {what} outside the worktree{via}"),
+        ));
+    }
+    Some(phys)
+}
+
+fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
+    let comps: Vec<String> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    for (i, c) in comps.iter().enumerate() {
+        if c == ".git" || c.ends_with(".git") {
+            match comps.get(i + 1).map(String::as_str) {
+                Some("hooks") => out.push(Finding::new(
+                    Verdict::Red,
+                    "path.git-hooks",
+                    format!("`{word}` writes git hooks: code that runs outside the sandbox later"),
+                )),
+                Some("config") | Some("config.worktree") => out.push(Finding::new(
+                    Verdict::Red,
+                    "path.git-config",
+                    format!("`{word}` writes the repository's git configuration, which can run code later"),
+                )),
+                None => out.push(Finding::new(
+                    Verdict::Red,
+                    "path.git-dir",
+                    format!("`{word}` changes the repository's git directory as a whole"),
+                )),
+                _ => {}
+            }
+        }
+        if CONTROL_DIRS.contains(&c.as_str()) {
+            out.push(Finding::new(
+                Verdict::Red,
+                "path.control-file",
+                format!("`{word}` writes an agent or IDE control file ({c}): approvals or code later"),
+            ));
+        }
+    }
+}
+
+/// A field whose value is partly unknown: never green; its known directory prefix is still
+/// checked (`/tmp/$X` is outside whatever `$X` is).
+pub(crate) fn check_partial(pc: &PathCtx<'_>, cwd: Option<&Path>, prefix: &str, display: &str, access: Access, out: &mut Vec<Finding>) {
+    out.push(Finding::new(
+        Verdict::Yellow,
+        "path.unresolved",
+        format!("`{display}` cannot be resolved before it runs"),
+    ));
+    if let Some(cred) = prefix.split('/').find(|c| credential_component(c)) {
+        out.push(Finding::new(Verdict::Red, "path.credential", format!("`{display}` is a credential path ({cred})")));
+    }
+    let dir = match prefix.rfind('/') {
+        Some(0) => "/",
+        Some(i) => &prefix[..i],
+        None => return,
+    };
+    let base = match cwd {
+        Some(c) => c.to_path_buf(),
+        None if dir.starts_with('/') => PathBuf::from("/"),
+        None => return,
+    };
+    // The unknown rest could name anything below the prefix directory: take the directory
+    // itself as the target, and `/` stays `/`.
+    let mut sub = Vec::new();
+    check_path(pc, &base, dir, access, &mut sub);
+    if dir == "/" && access.modifies() && access != Access::Any {
+        sub.push(Finding::new(Verdict::Blocked, "vault.system-path", format!("`{display}` can modify anything under /")));
+    }
+    out.extend(sub);
+}
+
+/// Expands a glob pattern (`*`, `?`, `[…]`, per glob(7)) against the filesystem from `cwd`.
+/// Returns `None` when it matches more than can be listed; an empty list when nothing matches
+/// (bash then passes the word literally).
+pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
+    let absolute = pattern.starts_with('/');
+    let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
+    let mut current: Vec<(PathBuf, String)> =
+        vec![(if absolute { PathBuf::from("/") } else { cwd.to_path_buf() }, if absolute { "/".to_string() } else { String::new() })];
+    for (i, comp) in comps.iter().enumerate() {
+        let last = i + 1 == comps.len();
+        let mut next = Vec::new();
+        for (dir, shown) in &current {
+            let join = |name: &str| {
+                if shown.is_empty() || shown.ends_with('/') {
+                    format!("{shown}{name}")
+                } else {
+                    format!("{shown}/{name}")
+                }
+            };
+            if !comp.contains(['*', '?', '[']) {
+                let p = dir.join(comp);
+                if last || p.is_dir() || *comp == ".." || *comp == "." {
+                    next.push((p, join(comp)));
+                }
+                continue;
+            }
+            let Ok(rd) = std::fs::read_dir(dir) else { continue };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') && !comp.starts_with('.') {
+                    continue;
+                }
+                if fnmatch(comp.as_bytes(), name.as_bytes()) {
+                    next.push((dir.join(&name), join(&name)));
+                    if next.len() > MAX_GLOB_MATCHES {
+                        return None;
+                    }
+                }
+            }
+        }
+        current = next;
+    }
+    let mut v: Vec<String> = current.into_iter().map(|(_, s)| s).collect();
+    v.sort();
+    Some(v)
+}
+
+/// Shell pattern matching of one path component (glob(7)).
+pub(crate) fn fnmatch(pat: &[u8], s: &[u8]) -> bool {
+    let (mut p, mut i) = (0usize, 0usize);
+    let (mut star_p, mut star_i) = (usize::MAX, 0usize);
+    while i < s.len() {
+        if p < pat.len() {
+            match pat[p] {
+                b'*' => {
+                    star_p = p;
+                    star_i = i;
+                    p += 1;
+                    continue;
+                }
+                b'?' => {
+                    p += 1;
+                    i += 1;
+                    continue;
+                }
+                b'[' => {
+                    if let Some((matched, len)) = class_match(&pat[p..], s[i]) {
+                        if matched {
+                            p += len;
+                            i += 1;
+                            continue;
+                        }
+                    } else if s[i] == b'[' {
+                        p += 1;
+                        i += 1;
+                        continue;
+                    }
+                }
+                c if c == s[i] => {
+                    p += 1;
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        if star_p != usize::MAX {
+            p = star_p + 1;
+            star_i += 1;
+            i = star_i;
+            continue;
+        }
+        return false;
+    }
+    while p < pat.len() && pat[p] == b'*' {
+        p += 1;
+    }
+    p == pat.len()
+}
+
+/// Matches a bracket expression at the start of `pat`; returns (matched, length) or `None`
+/// when the bracket is not closed.
+fn class_match(pat: &[u8], c: u8) -> Option<(bool, usize)> {
+    let mut i = 1;
+    let negate = matches!(pat.get(1), Some(b'!') | Some(b'^'));
+    if negate {
+        i += 1;
+    }
+    let mut matched = false;
+    let mut first = true;
+    while i < pat.len() {
+        if pat[i] == b']' && !first {
+            return Some((matched != negate, i + 1));
+        }
+        first = false;
+        if i + 2 < pat.len() && pat[i + 1] == b'-' && pat[i + 2] != b']' {
+            if pat[i] <= c && c <= pat[i + 2] {
+                matched = true;
+            }
+            i += 3;
+        } else {
+            if pat[i] == c {
+                matched = true;
+            }
+            i += 1;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnmatch_basics() {
+        assert!(fnmatch(b"*.rs", b"main.rs"));
+        assert!(!fnmatch(b"*.rs", b"main.rc"));
+        assert!(fnmatch(b"m?in.[rx]s", b"main.rs"));
+        assert!(fnmatch(b"[!a]*", b"bcd"));
+        assert!(!fnmatch(b"[!a]*", b"abc"));
+        assert!(fnmatch(b"*", b""));
+    }
+
+    #[test]
+    fn credential_names() {
+        for n in [".env", ".env.production", "credentials", "credentials.json", "id_ed25519", "id_ecdsa_sk", ".npmrc", ".envrc"] {
+            assert!(credential_component(n), "{n}");
+        }
+        for n in ["env.example", "id_ed25519.pub", "credentials.", "src", ".environment"] {
+            assert!(!credential_component(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn system_exceptions() {
+        assert!(is_system_exception("/dev/null"));
+        assert!(is_system_exception("/dev/fd/3"));
+        assert!(!is_system_exception("/dev/fd/"));
+        assert!(!is_system_exception("/dev/sda"));
+    }
+}

@@ -1,0 +1,634 @@
+//! Static word expansion: brace expansion, tilde, parameters known on the line, quote removal,
+//! word splitting of known unquoted values. Whatever cannot be known becomes an
+//! [`Part::Unknown`] part, never an empty string.
+
+use brush_parser::word::{
+    BraceExpressionMember, BraceExpressionOrText, Parameter, ParameterExpr, SpecialParameter,
+    TildeExpr, WordPiece, WordPieceWithSource,
+};
+use brush_parser::ParserOptions;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Brace expansion results beyond this many words make the word unknown (stricter, never empty).
+const MAX_BRACE_WORDS: usize = 256;
+
+/// One piece of an expanded field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Known text. `glob` is set for unquoted text whose `*`, `?`, `[` are pattern characters.
+    Lit { text: String, glob: bool },
+    /// A value that cannot be known statically (unknown variable, command substitution…).
+    Unknown,
+}
+
+/// One field (argument) after expansion.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Field {
+    pub parts: Vec<Part>,
+}
+
+impl Field {
+    pub fn lit(s: &str) -> Self {
+        Field { parts: vec![Part::Lit { text: s.to_string(), glob: false }] }
+    }
+
+    fn push_lit(&mut self, s: &str, glob: bool) {
+        if s.is_empty() {
+            return;
+        }
+        if let Some(Part::Lit { text, glob: g }) = self.parts.last_mut() {
+            if *g == glob {
+                text.push_str(s);
+                return;
+            }
+        }
+        self.parts.push(Part::Lit { text: s.to_string(), glob });
+    }
+
+    fn push_unknown(&mut self) {
+        if self.parts.last() != Some(&Part::Unknown) {
+            self.parts.push(Part::Unknown);
+        }
+    }
+
+    /// The text when every part is known.
+    pub fn known(&self) -> Option<String> {
+        let mut s = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit { text, .. } => s.push_str(text),
+                Part::Unknown => return None,
+            }
+        }
+        Some(s)
+    }
+
+    pub fn is_known(&self) -> bool {
+        !self.parts.contains(&Part::Unknown)
+    }
+
+    /// Known text before the first unknown part.
+    pub fn known_prefix(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit { text, .. } => s.push_str(text),
+                Part::Unknown => break,
+            }
+        }
+        s
+    }
+
+    /// The text with every unknown part taken as empty.
+    pub fn empty_variant(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            if let Part::Lit { text, .. } = p {
+                s.push_str(text);
+            }
+        }
+        s
+    }
+
+    /// Whether unquoted pattern characters appear.
+    pub fn has_glob(&self) -> bool {
+        self.parts.iter().any(|p| match p {
+            Part::Lit { text, glob: true } => text.contains(['*', '?', '[']),
+            _ => false,
+        })
+    }
+
+    /// A lossy display form (`$?` for unknown parts).
+    pub fn display(&self) -> String {
+        let mut s = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit { text, .. } => s.push_str(text),
+                Part::Unknown => s.push_str("$?"),
+            }
+        }
+        s
+    }
+}
+
+/// Possible values of a variable: each entry one possibility, `None` = unknown.
+pub(crate) type VarValues = Vec<Option<String>>;
+
+/// What the expander needs from the walker.
+pub(crate) struct ExpandEnv<'a> {
+    pub vars: &'a HashMap<String, VarValues>,
+    pub home: Option<&'a Path>,
+    pub cwd: Option<&'a Path>,
+    pub oldpwd: Option<&'a Path>,
+}
+
+/// Side effects found while expanding: command substitutions to analyse, dangerous forms.
+#[derive(Debug, Default)]
+pub(crate) struct ExpandNotes {
+    /// Inner command lines of `$(…)` / backquotes / `$((…))` with substitutions.
+    pub substitutions: Vec<String>,
+    /// The word could not be parsed as a word.
+    pub unparseable: bool,
+    /// A `${x:=…}`-style assignment or `${!x}` indirection happened.
+    pub dynamic: bool,
+}
+
+pub(crate) fn options() -> ParserOptions {
+    ParserOptions::default()
+}
+
+/// Expands one raw word into fields (brace expansion may give several; splitting of known
+/// unquoted values may give several; an unquoted unknown value gives one field with an unknown
+/// part). A word that expands to nothing (e.g. `"$@"`) gives no field.
+pub(crate) fn expand(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) -> Vec<Field> {
+    let opts = options();
+    let mut out = Vec::new();
+    for w in brace_expand(raw, &opts) {
+        match w {
+            Some(word) => match brush_parser::word::parse(&word, &opts) {
+                Ok(pieces) => out.extend(expand_pieces(&pieces, env, notes)),
+                Err(_) => {
+                    notes.unparseable = true;
+                    out.push(Field { parts: vec![Part::Unknown] });
+                }
+            },
+            None => out.push(Field { parts: vec![Part::Unknown] }),
+        }
+    }
+    out
+}
+
+/// Brace expansion on the raw text; `None` entries stand for words too many to list.
+fn brace_expand(raw: &str, opts: &ParserOptions) -> Vec<Option<String>> {
+    if !raw.contains('{') {
+        return vec![Some(raw.to_string())];
+    }
+    match brush_parser::word::parse_brace_expansions(raw, opts) {
+        Ok(Some(items)) => {
+            let mut acc = vec![String::new()];
+            if !expand_brace_items(&items, &mut acc) {
+                return vec![None];
+            }
+            acc.into_iter().map(Some).collect()
+        }
+        _ => vec![Some(raw.to_string())],
+    }
+}
+
+fn expand_brace_items(items: &[BraceExpressionOrText], acc: &mut Vec<String>) -> bool {
+    for item in items {
+        match item {
+            BraceExpressionOrText::Text(t) => {
+                for a in acc.iter_mut() {
+                    a.push_str(t);
+                }
+            }
+            BraceExpressionOrText::Expr(members) => {
+                let mut alts: Vec<String> = Vec::new();
+                for m in members {
+                    match m {
+                        BraceExpressionMember::Child(children) => {
+                            let mut sub = vec![String::new()];
+                            if !expand_brace_items(children, &mut sub) {
+                                return false;
+                            }
+                            alts.extend(sub);
+                        }
+                        BraceExpressionMember::NumberSequence { start, end, increment } => {
+                            let step = increment.unsigned_abs().max(1);
+                            let count = start.abs_diff(*end) / step + 1;
+                            if count > MAX_BRACE_WORDS as u64 {
+                                return false;
+                            }
+                            let mut v = *start;
+                            for _ in 0..count {
+                                alts.push(v.to_string());
+                                v = if start <= end { v.saturating_add(step as i64) } else { v.saturating_sub(step as i64) };
+                            }
+                        }
+                        BraceExpressionMember::CharSequence { start, end, increment } => {
+                            let (a, b) = (*start as u32, *end as u32);
+                            let step = increment.unsigned_abs().max(1) as u32;
+                            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                            let mut c = lo;
+                            while c <= hi {
+                                if let Some(ch) = char::from_u32(c) {
+                                    alts.push(ch.to_string());
+                                }
+                                if alts.len() > MAX_BRACE_WORDS {
+                                    return false;
+                                }
+                                c += step;
+                            }
+                        }
+                    }
+                }
+                let mut next = Vec::with_capacity(acc.len() * alts.len().max(1));
+                for a in acc.iter() {
+                    for alt in &alts {
+                        next.push(format!("{a}{alt}"));
+                    }
+                }
+                if next.len() > MAX_BRACE_WORDS {
+                    return false;
+                }
+                *acc = next;
+            }
+        }
+    }
+    true
+}
+
+/// Expands parsed pieces of one word into fields, splitting unquoted known expansion values
+/// on the default IFS.
+fn expand_pieces(pieces: &[WordPieceWithSource], env: &ExpandEnv<'_>, notes: &mut ExpandNotes) -> Vec<Field> {
+    // Each alternative is a list of fields under construction; variables with several possible
+    // values multiply the alternatives.
+    let mut alts: Vec<Vec<Field>> = vec![vec![Field::default()]];
+    let mut produced_anything = vec![false];
+    for p in pieces {
+        let values = piece_values(&p.piece, env, notes, false);
+        let mut next = Vec::new();
+        let mut next_prod = Vec::new();
+        for (fields, prod) in alts.iter().zip(produced_anything.iter()) {
+            for v in &values {
+                let mut f = fields.clone();
+                let mut pr = *prod;
+                apply_value(&mut f, v, &mut pr);
+                next.push(f);
+                next_prod.push(pr);
+            }
+        }
+        if next.len() > MAX_BRACE_WORDS {
+            // Too many combinations to list: one unknown field (never empty, never green).
+            return vec![Field { parts: vec![Part::Unknown] }];
+        }
+        alts = next;
+        produced_anything = next_prod;
+    }
+    let mut out = Vec::new();
+    for (fields, prod) in alts.into_iter().zip(produced_anything) {
+        for f in fields {
+            if !f.parts.is_empty() || prod {
+                out.push(f);
+            }
+        }
+    }
+    dedup(&mut out);
+    out
+}
+
+fn dedup(v: &mut Vec<Field>) {
+    let mut seen: Vec<Field> = Vec::new();
+    v.retain(|f| {
+        if seen.contains(f) {
+            false
+        } else {
+            seen.push(f.clone());
+            true
+        }
+    });
+}
+
+/// A value a piece contributes.
+#[derive(Debug, Clone)]
+enum Val {
+    /// Literal text from the word itself (no splitting).
+    Text { text: String, quoted: bool },
+    /// A known value from an expansion: split on IFS when unquoted.
+    Expanded { text: String, quoted: bool },
+    /// Unknown value.
+    Unknown,
+    /// Quoted empty: forces a field to exist (`""`).
+    EmptyQuoted,
+    /// Expands to nothing at all (`"$@"` with no positional parameters).
+    Nothing,
+    /// Already split into pieces (nested double quotes).
+    Seq(Vec<Val>),
+}
+
+fn apply_value(fields: &mut Vec<Field>, v: &Val, produced: &mut bool) {
+    match v {
+        Val::Text { text, quoted } => {
+            *produced = true;
+            if let Some(f) = fields.last_mut() {
+                f.push_lit(text, !quoted);
+            }
+        }
+        Val::EmptyQuoted => *produced = true,
+        Val::Nothing => {}
+        Val::Unknown => {
+            *produced = true;
+            if let Some(f) = fields.last_mut() {
+                f.push_unknown();
+            }
+        }
+        Val::Expanded { text, quoted: true } => {
+            *produced = true;
+            if let Some(f) = fields.last_mut() {
+                f.push_lit(text, false);
+            }
+        }
+        Val::Expanded { text, quoted: false } => {
+            // Default IFS splitting: space, tab, newline.
+            let mut first = true;
+            let starts_ws = text.starts_with([' ', '\t', '\n']);
+            for (i, chunk) in text.split([' ', '\t', '\n']).filter(|c| !c.is_empty()).enumerate() {
+                if (i > 0 || (first && starts_ws)) && fields.last().is_some_and(|f| !f.parts.is_empty()) {
+                    fields.push(Field::default());
+                }
+                first = false;
+                *produced = true;
+                if let Some(f) = fields.last_mut() {
+                    f.push_lit(chunk, true);
+                }
+            }
+            if text.ends_with([' ', '\t', '\n']) && fields.last().is_some_and(|f| !f.parts.is_empty()) {
+                fields.push(Field::default());
+            }
+        }
+        Val::Seq(vs) => {
+            for x in vs {
+                apply_value(fields, x, produced);
+            }
+        }
+    }
+}
+
+/// The possible values of one piece (several when a variable has several possible values).
+fn piece_values(piece: &WordPiece, env: &ExpandEnv<'_>, notes: &mut ExpandNotes, quoted: bool) -> Vec<Val> {
+    match piece {
+        WordPiece::Text(t) => vec![Val::Text { text: t.clone(), quoted }],
+        WordPiece::SingleQuotedText(t) => {
+            if t.is_empty() {
+                vec![Val::EmptyQuoted]
+            } else {
+                vec![Val::Text { text: t.clone(), quoted: true }]
+            }
+        }
+        WordPiece::AnsiCQuotedText(t) => {
+            let s = decode_ansi_c(t);
+            if s.is_empty() {
+                vec![Val::EmptyQuoted]
+            } else {
+                vec![Val::Text { text: s, quoted: true }]
+            }
+        }
+        WordPiece::EscapeSequence(s) => {
+            let text = s.strip_prefix('\\').unwrap_or(s);
+            if quoted {
+                // Inside double quotes a backslash only escapes $ ` " \ and newline.
+                if text.starts_with(['$', '`', '"', '\\']) {
+                    vec![Val::Text { text: text.to_string(), quoted: true }]
+                } else if text == "\n" {
+                    vec![Val::Nothing]
+                } else {
+                    vec![Val::Text { text: s.clone(), quoted: true }]
+                }
+            } else if text == "\n" {
+                vec![Val::Nothing]
+            } else {
+                vec![Val::Text { text: text.to_string(), quoted: true }]
+            }
+        }
+        WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
+            // Combine the inner pieces' alternatives.
+            let mut alts: Vec<Vec<Val>> = vec![vec![Val::EmptyQuoted]];
+            for p in inner {
+                let vs = piece_values(&p.piece, env, notes, true);
+                let mut next = Vec::new();
+                for a in &alts {
+                    for v in &vs {
+                        let mut a2 = a.clone();
+                        a2.push(v.clone());
+                        next.push(a2);
+                    }
+                }
+                if next.len() > MAX_BRACE_WORDS {
+                    return vec![Val::Unknown];
+                }
+                alts = next;
+            }
+            alts.into_iter().map(Val::Seq).collect()
+        }
+        WordPiece::TildeExpansion(t) => match tilde(t, env) {
+            Some(p) => vec![Val::Text { text: p.to_string_lossy().into_owned(), quoted: true }],
+            None => vec![Val::Unknown],
+        },
+        WordPiece::ParameterExpansion(expr) => parameter_values(expr, env, notes, quoted),
+        WordPiece::CommandSubstitution(s) | WordPiece::BackquotedCommandSubstitution(s) => {
+            notes.substitutions.push(s.clone());
+            vec![Val::Unknown]
+        }
+        WordPiece::ArithmeticExpression(e) => {
+            if e.value.contains(['$', '`']) {
+                // `$(( a[$(cmd)] ))` runs cmd: analyse the text as a word.
+                let inner = format!("\"{}\"", e.value.replace('"', "\\\""));
+                let _ = expand(&inner, env, notes);
+            }
+            vec![Val::Unknown]
+        }
+    }
+}
+
+fn tilde(t: &TildeExpr, env: &ExpandEnv<'_>) -> Option<PathBuf> {
+    match t {
+        TildeExpr::Home => env.home.map(Path::to_path_buf),
+        TildeExpr::UserHome(user) => user_home(user),
+        TildeExpr::WorkingDir => env.cwd.map(Path::to_path_buf),
+        TildeExpr::OldWorkingDir => env.oldpwd.map(Path::to_path_buf),
+        _ => None,
+    }
+}
+
+/// Home directory of a user from `/etc/passwd` (path resolution is the policy's only I/O).
+fn user_home(user: &str) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let mut it = l.split(':');
+        (it.next()? == user).then(|| it.nth(4).map(PathBuf::from))?
+    })
+}
+
+fn param_name(p: &Parameter) -> Option<&str> {
+    match p {
+        Parameter::Named(n) => Some(n.as_str()),
+        _ => None,
+    }
+}
+
+/// Values of a plain parameter reference.
+fn param_lookup(p: &Parameter, indirect: bool, env: &ExpandEnv<'_>, quoted: bool) -> Vec<Val> {
+    if indirect {
+        return vec![Val::Unknown];
+    }
+    match p {
+        Parameter::Named(n) => {
+            if let Some(vals) = env.vars.get(n) {
+                return vals
+                    .iter()
+                    .map(|v| match v {
+                        Some(s) if s.is_empty() && quoted => Val::EmptyQuoted,
+                        Some(s) if s.is_empty() => Val::Nothing,
+                        Some(s) => Val::Expanded { text: s.clone(), quoted },
+                        None => Val::Unknown,
+                    })
+                    .collect();
+            }
+            match n.as_str() {
+                "HOME" => match env.home {
+                    Some(h) => vec![Val::Expanded { text: h.to_string_lossy().into_owned(), quoted }],
+                    None => vec![Val::Unknown],
+                },
+                // Default IFS, unless assigned on the line (handled above).
+                "IFS" => vec![Val::Expanded { text: " \t\n".to_string(), quoted }],
+                "PWD" => match env.cwd {
+                    Some(c) => vec![Val::Expanded { text: c.to_string_lossy().into_owned(), quoted }],
+                    None => vec![Val::Unknown],
+                },
+                _ => vec![Val::Unknown],
+            }
+        }
+        // An agent's line runs as `bash -c LINE`: no positional parameters.
+        Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => vec![Val::Nothing],
+        Parameter::Special(SpecialParameter::PositionalParameterCount) => {
+            vec![Val::Expanded { text: "0".to_string(), quoted }]
+        }
+        Parameter::Positional(0) => vec![Val::Unknown],
+        Parameter::Positional(_) => vec![Val::Nothing, Val::Unknown],
+        _ => vec![Val::Unknown],
+    }
+}
+
+fn parameter_values(expr: &ParameterExpr, env: &ExpandEnv<'_>, notes: &mut ExpandNotes, quoted: bool) -> Vec<Val> {
+    let word_values = |w: &Option<String>, notes: &mut ExpandNotes| -> Vec<Val> {
+        let Some(w) = w else { return vec![Val::EmptyQuoted] };
+        let fields = expand(w, env, notes);
+        if fields.is_empty() {
+            return vec![Val::Nothing];
+        }
+        fields
+            .into_iter()
+            .map(|f| match f.known() {
+                Some(s) => Val::Expanded { text: s, quoted },
+                None => Val::Unknown,
+            })
+            .collect()
+    };
+    match expr {
+        ParameterExpr::Parameter { parameter, indirect } => {
+            if *indirect {
+                notes.dynamic = true;
+            }
+            param_lookup(parameter, *indirect, env, quoted)
+        }
+        ParameterExpr::UseDefaultValues { parameter, indirect, default_value, .. }
+        | ParameterExpr::AssignDefaultValues { parameter, indirect, default_value, .. } => {
+            if matches!(expr, ParameterExpr::AssignDefaultValues { .. }) {
+                notes.dynamic = true;
+            }
+            let mut v = param_lookup(parameter, *indirect, env, quoted);
+            let known_set = param_name(parameter).is_some_and(|n| env.vars.get(n).is_some_and(|vals| vals.iter().all(|x| x.as_ref().is_some_and(|s| !s.is_empty()))));
+            if !known_set {
+                v.extend(word_values(default_value, notes));
+            }
+            v
+        }
+        ParameterExpr::UseAlternativeValue { parameter, indirect, alternative_value, .. } => {
+            let mut v = param_lookup(parameter, *indirect, env, quoted);
+            v.retain(|x| !matches!(x, Val::Expanded { .. }));
+            v.push(Val::Nothing);
+            v.extend(word_values(alternative_value, notes));
+            v
+        }
+        ParameterExpr::IndicateErrorIfNullOrUnset { parameter, indirect, .. } => param_lookup(parameter, *indirect, env, quoted),
+        _ => vec![Val::Unknown],
+    }
+}
+
+/// Decodes the body of an ANSI-C quoted string (`$'…'`), per bash(1) "QUOTING".
+pub(crate) fn decode_ansi_c(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(e) = chars.next() else {
+            out.push('\\');
+            break;
+        };
+        match e {
+            'a' => out.push('\u{7}'),
+            'b' => out.push('\u{8}'),
+            'e' | 'E' => out.push('\u{1b}'),
+            'f' => out.push('\u{c}'),
+            'n' => out.push('\n'),
+            'r' => out.push('\r'),
+            't' => out.push('\t'),
+            'v' => out.push('\u{b}'),
+            '\\' => out.push('\\'),
+            '\'' => out.push('\''),
+            '"' => out.push('"'),
+            '?' => out.push('?'),
+            '0'..='7' => {
+                let mut v = e.to_digit(8).unwrap_or(0);
+                for _ in 0..2 {
+                    match chars.peek().and_then(|c| c.to_digit(8)) {
+                        Some(d) => {
+                            v = v * 8 + d;
+                            chars.next();
+                        }
+                        None => break,
+                    }
+                }
+                push_code(&mut out, v);
+            }
+            'x' | 'u' | 'U' => {
+                let max = match e {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                let mut v = 0u32;
+                let mut n = 0;
+                while n < max {
+                    match chars.peek().and_then(|c| c.to_digit(16)) {
+                        Some(d) => {
+                            v = v.wrapping_mul(16).wrapping_add(d);
+                            chars.next();
+                            n += 1;
+                        }
+                        None => break,
+                    }
+                }
+                if n == 0 {
+                    out.push('\\');
+                    out.push(e);
+                } else {
+                    push_code(&mut out, v);
+                }
+            }
+            'c' => {
+                if let Some(x) = chars.next() {
+                    push_code(&mut out, (x as u32) & 0x1f);
+                }
+            }
+            other => {
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+    out
+}
+
+fn push_code(out: &mut String, v: u32) {
+    if v == 0 {
+        // bash truncates the string at a NUL.
+        return;
+    }
+    out.push(char::from_u32(v).unwrap_or('\u{fffd}'));
+}
