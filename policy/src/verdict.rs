@@ -53,6 +53,9 @@ impl std::str::FromStr for Verdict {
     }
 }
 
+/// Findings kept per rule id and colour; the verdict still counts every one.
+const MAX_FINDINGS_PER_RULE: usize = 4;
+
 /// One rule that fired: its stable id (e.g. `rm.recursive-force`, `git.push.protected`),
 /// the colour it imposes and a human reason naming what it saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -118,7 +121,9 @@ impl Classification {
     /// Adds a finding and raises the verdict to at least its colour.
     pub fn add(&mut self, finding: Finding) {
         self.verdict = self.verdict.max(finding.verdict);
-        if !self.findings.iter().any(|f| f.rule == finding.rule && f.reason == finding.reason) {
+        // Keep a few examples per rule: a glob over a thousand files needs no thousand reasons.
+        let same_rule = self.findings.iter().filter(|f| f.rule == finding.rule && f.verdict == finding.verdict).count();
+        if same_rule < MAX_FINDINGS_PER_RULE && !self.findings.iter().any(|f| f.rule == finding.rule && f.reason == finding.reason) {
             self.findings.push(finding);
         }
     }

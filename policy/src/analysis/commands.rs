@@ -201,11 +201,17 @@ impl Analyzer<'_> {
                         }
                     }
                     ast::AssignmentValue::Array(items) => {
-                        let mut out = Vec::new();
-                        for (_, v) in items {
-                            out.extend(self.expand_word(&v.value, st));
+                        // Kept as one value, elements joined by spaces (see `${a[@]}`).
+                        let mut joined = Field::default();
+                        for (i, (_, v)) in items.iter().enumerate() {
+                            for (j, f) in self.expand_word(&v.value, st).into_iter().enumerate() {
+                                if i + j > 0 {
+                                    joined.parts.push(Part::Lit { text: " ".to_string(), glob: false });
+                                }
+                                joined.parts.extend(f.parts);
+                            }
                         }
-                        out
+                        vec![joined]
                     }
                 };
                 assigns.push((name, fields, a.append));

@@ -95,6 +95,12 @@ impl State {
         }
     }
 
+    /// Every directory either branch may leave the line in.
+    fn union_dirs(&mut self, other: &State) {
+        union_vec(&mut self.cwds, &other.cwds);
+        union_vec(&mut self.oldpwd, &other.oldpwd);
+    }
+
     /// Every state either branch may leave (worst case of both).
     fn union(&mut self, other: &State) {
         union_vec(&mut self.cwds, &other.cwds);
@@ -366,9 +372,13 @@ impl<'p> Analyzer<'p> {
             }
             let before = st.clone();
             st = self.and_or(&item.0, st, depth);
-            // The list may have stopped early (a failed `cd`): later commands may run in
-            // either state.
-            st.union(&before);
+            // A `cd` may fail: later commands may run in either directory. Assignments only
+            // may not have happened when guarded by `&&`/`||`.
+            if item.0.additional.is_empty() {
+                st.union_dirs(&before);
+            } else {
+                st.union(&before);
+            }
         }
         st
     }
@@ -490,12 +500,9 @@ impl<'p> Analyzer<'p> {
                 match &f.values {
                     Some(ws) => {
                         for w in ws {
+                            // Glob patterns stay patterns: they expand where the variable is used.
                             for field in self.expand_word(&w.value, &st) {
-                                if field.has_glob() {
-                                    values.push(None);
-                                } else {
-                                    values.push(field.known());
-                                }
+                                values.push(field.known());
                             }
                         }
                     }

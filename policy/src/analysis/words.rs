@@ -490,6 +490,17 @@ fn param_lookup(p: &Parameter, indirect: bool, env: &ExpandEnv<'_>, quoted: bool
                 _ => vec![Val::Unknown],
             }
         }
+        // Arrays are kept as their elements joined by spaces; `${a[@]}` splits them again.
+        Parameter::NamedWithAllIndices { name, .. } | Parameter::NamedWithIndex { name, .. } => match env.vars.get(name) {
+            Some(vals) => vals
+                .iter()
+                .map(|v| match v {
+                    Some(s) => Val::Expanded { text: s.clone(), quoted: false },
+                    None => Val::Unknown,
+                })
+                .collect(),
+            None => vec![Val::Unknown],
+        },
         // An agent's line runs as `bash -c LINE`: no positional parameters.
         Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => vec![Val::Nothing],
         Parameter::Special(SpecialParameter::PositionalParameterCount) => {
