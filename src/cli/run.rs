@@ -1,11 +1,238 @@
-//! `tyba run` (owned by the supervisor work).
+//! `tyba run`: the agent in its worktree under Landlock and seccomp (issue 4, DESIGN.md §5).
+//!
+//! `tyba run [--here | --worktree DIR] [--branch NAME] [--autonomy low|medium|high]
+//! [--exec-mode safe|auto] [--dangerously-bypass-shell-validation] [--non-interactive]
+//! [--policy FILE] [--allow-host HOST[:PORT]]… [--pass-env NAME]… [--allow-weaker-sandbox]
+//! -- AGENT [ARGS…]`
+//!
+//! Exit status: the agent's own (128 + N when killed by signal N); 4 when the sandbox cannot
+//! be set up as required; 2 for usage errors; 3 for policy errors.
+
+use super::UsageError;
+use anyhow::Context as _;
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use tyba_policy::{Autonomy, ExecMode};
+use tyba_supervisor::session::{self, WorktreeChoice};
+use tyba_supervisor::{DenyAll, Enforcement, RunError, SandboxPlan, SessionConfig};
 
 /// Arguments of `tyba run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Use the current directory as the worktree (implied outside a git repository).
+    #[arg(long, conflicts_with = "worktree")]
+    pub here: bool,
+    /// Use DIR as the worktree when it exists; otherwise create a linked worktree there.
+    #[arg(long, value_name = "DIR")]
+    pub worktree: Option<PathBuf>,
+    /// Branch of a new linked worktree (default `tyba/<session-id>`).
+    #[arg(long, value_name = "NAME", conflicts_with = "here")]
+    pub branch: Option<String>,
+    /// Autonomy level: low, medium or high.
+    #[arg(long, default_value = "medium", value_name = "LEVEL")]
+    pub autonomy: String,
+    /// Execution mode: safe or auto (dangerous_bypass needs the flag below).
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    pub exec_mode: String,
+    /// Allow the dangerous_bypass execution mode (shell validation off; the sandbox stays).
+    #[arg(long)]
+    pub dangerously_bypass_shell_validation: bool,
+    /// Nobody answers: every ask is denied with its reason.
+    #[arg(long)]
+    pub non_interactive: bool,
+    /// Policy file layered over the embedded default and the user's.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// A host the agent program itself may reach (repeatable), e.g. a model server.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_host: Vec<String>,
+    /// Pass this environment variable although it looks like a secret (repeatable).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// Start even when the kernel cannot enforce the whole sandbox (says what is missing).
+    #[arg(long)]
+    pub allow_weaker_sandbox: bool,
+    /// The agent program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "AGENT"
+    )]
+    pub agent: Vec<OsString>,
+}
+
+fn resolve_program(name: &OsString, cwd: &Path) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if p.as_os_str().is_empty() {
+        return None;
+    }
+    if p.components().count() > 1 || p.is_absolute() {
+        let full = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            cwd.join(p)
+        };
+        return full.is_file().then_some(full);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(p)).find(|c| {
+        use std::os::unix::fs::PermissionsExt;
+        c.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    })
+}
+
+fn make_tmp_dir(id: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("tyba-{}-{id}", nix_uid()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("cannot create the session's temp dir {}", dir.display()))?;
+    Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
+}
+
+fn nix_uid() -> u32 {
+    // The real uid names the temp dir; it is informational only.
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(0)
+}
 
 /// Runs `tyba run`.
-pub fn main(_a: Args) -> anyhow::Result<ExitCode> {
-    Ok(ExitCode::SUCCESS)
+pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+    let autonomy: Autonomy = args.autonomy.parse().map_err(UsageError)?;
+    let (exec_mode, mode_warning) =
+        ExecMode::requested(&args.exec_mode, args.dangerously_bypass_shell_validation)
+            .map_err(UsageError)?;
+    if let Some(w) = mode_warning {
+        eprintln!("tyba: warning: {w}");
+    }
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let program = resolve_program(&args.agent[0], &cwd).ok_or_else(|| {
+        UsageError(format!(
+            "agent program `{}` not found",
+            args.agent[0].to_string_lossy()
+        ))
+    })?;
+    let choice = if args.here {
+        WorktreeChoice::Existing(cwd.clone())
+    } else if let Some(dir) = &args.worktree {
+        if dir.is_dir() {
+            WorktreeChoice::Existing(dir.clone())
+        } else {
+            WorktreeChoice::New {
+                at: Some(dir.clone()),
+                branch: args.branch.clone(),
+            }
+        }
+    } else {
+        WorktreeChoice::New {
+            at: None,
+            branch: args.branch.clone(),
+        }
+    };
+    let session = session::prepare(&cwd, &choice)?;
+    let policy = super::load_policy(args.policy.as_deref(), Some(&session.worktree))?;
+    let home = super::home_dir();
+    let tmp_dir = make_tmp_dir(&session.id)?;
+
+    let enforcement = Enforcement::probe();
+    let plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
+        session: &session,
+        tmp_dir: &tmp_dir,
+        config: policy.config(),
+        home: home.as_deref(),
+        agent_program: Some(&program),
+    });
+    let mut agent_hosts = policy.config().network.agent_hosts.clone();
+    agent_hosts.extend(args.allow_host.iter().cloned());
+
+    let (mut env, stripped) = tyba_supervisor::scrub_env(std::env::vars_os(), &args.pass_env);
+    env.retain(|(k, _)| k != "TMPDIR" && k != "TYBA_SESSION" && k != "TYBA_WORKTREE");
+    env.push(("TMPDIR".into(), tmp_dir.clone().into_os_string()));
+    env.push(("TYBA_SESSION".into(), session.id.clone().into()));
+    env.push((
+        "TYBA_WORKTREE".into(),
+        session.worktree.clone().into_os_string(),
+    ));
+
+    eprintln!(
+        "tyba: session {}: worktree {}",
+        session.id,
+        session.worktree.display()
+    );
+    if let Some(b) = &session.created_branch {
+        eprintln!("tyba: new branch {b}");
+    }
+    for n in &enforcement.not_enforced {
+        eprintln!("tyba: not enforced: {n}");
+    }
+    for p in plan.unprotected_control_files(policy.config(), home.as_deref()) {
+        eprintln!(
+            "tyba: not enforced: {} does not exist, so it cannot be kept read-only",
+            p.display()
+        );
+    }
+    if !stripped.is_empty() {
+        eprintln!(
+            "tyba: withheld from the agent (secrets; --pass-env NAME to pass): {}",
+            stripped.join(", ")
+        );
+    }
+    let approver = if args.non_interactive || !std::io::stdin().is_terminal() {
+        DenyAll::non_interactive()
+    } else {
+        DenyAll::with_note("asking the person is not available yet: asks are denied")
+    };
+    let cfg = SessionConfig {
+        session: session.clone(),
+        plan,
+        enforcement,
+        allow_weaker: args.allow_weaker_sandbox,
+        program,
+        argv: args.agent.clone(),
+        env,
+        policy,
+        autonomy,
+        exec_mode,
+        agent_hosts,
+        home,
+        use_pty: true,
+    };
+    let result = tyba_supervisor::run(cfg, Arc::new(approver));
+    let _ = std::fs::remove_dir_all(&tmp_dir);
+    let outcome = match result {
+        Ok(o) => o,
+        Err(RunError::Unavailable(u)) => {
+            if let Some(h) = session.removal_hint() {
+                eprintln!("tyba: {h}");
+            }
+            return Err(anyhow::Error::new(u));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let denied: Vec<_> = outcome.events.iter().filter(|e| !e.allowed).collect();
+    if !denied.is_empty() {
+        eprintln!("tyba: denied in this session ({}):", denied.len());
+        for d in denied {
+            eprintln!(
+                "tyba:   {} {}: {}",
+                d.kind,
+                d.what,
+                d.reason.as_deref().unwrap_or("refused")
+            );
+        }
+    }
+    if let Some(h) = session.removal_hint() {
+        eprintln!("tyba: {h}");
+    }
+    Ok(ExitCode::from(
+        u8::try_from(outcome.exit_status).unwrap_or(1),
+    ))
 }

@@ -1,8 +1,58 @@
 //! # tyba-supervisor
 //!
 //! Launches an agent in its worktree under Landlock and seccomp and routes what it does
-//! through the colour policy.
+//! through the colour policy (DESIGN.md §5, issue 4).
+//!
+//! ## The process tree
+//! ```text
+//! tyba run (supervisor: notify loop, approvals, audit; no sandbox)
+//!  └─ stage 1: unshare(user, mount, pid, net namespaces), uid/gid map of the caller's ids
+//!      └─ stage 2 = PID 1 of the new PID namespace: private /proc, read-only binds over
+//!         protected git files, loopback up, Landlock domain, seccomp filter with a listener
+//!         handed to the supervisor, then reaps
+//!          └─ the agent (own session, own process group, own pty when there is a terminal)
+//!              └─ the commands it starts (each exec classified by the policy)
+//! ```
+//! When the agent exits, stage 2 exits and the kernel kills everything left in the PID
+//! namespace; when the supervisor dies, the parent-death signals bring the tree down.
+//!
+//! ## Threat model and limits
+//! The agent and the commands it starts are assumed hostile. Landlock confines every open,
+//! the namespaces hide other processes and the host network, seccomp denies the system calls
+//! that break sandboxes and hands to the supervisor the ones Landlock does not cover
+//! (`execve`/`execveat`, `connect`, mode/owner/time changes). The supervisor never answers
+//! `CONTINUE` on a pointer argument unless a kernel mechanism holds the line behind it; exec
+//! classification is the exception by nature (an exec cannot be done on the process's behalf)
+//! and is documented as such in `docs/sandbox.md`: a process racing its own argv can only run
+//! what Landlock and the namespaces already allow.
+//!
+//! ## Example
+//! ```no_run
+//! use tyba_supervisor::{run, DenyAll, SessionConfig};
+//! # fn cfg() -> SessionConfig { unimplemented!() }
+//! let outcome = run(cfg(), std::sync::Arc::new(DenyAll::non_interactive()))?;
+//! std::process::exit(outcome.exit_status);
+//! # Ok::<(), tyba_supervisor::RunError>(())
+//! ```
 #![deny(missing_docs)]
+
+pub mod approve;
+pub mod bpf;
+mod env;
+mod launch;
+mod meta;
+mod net;
+mod notify;
+mod procfs;
+pub mod sandbox;
+pub mod session;
+mod sys;
+
+pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};
+pub use env::scrub_env;
+pub use launch::{run, Outcome, RunError, SessionConfig};
+pub use notify::AuditEvent;
+pub use sandbox::{Enforcement, SandboxPlan};
 
 /// The kernel cannot enforce the sandbox as required.
 #[derive(Debug, thiserror::Error)]

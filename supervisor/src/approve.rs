@@ -1,0 +1,145 @@
+//! The seam between the notify loop and whoever answers asks (DESIGN.md §3).
+//!
+//! The loop hands an [`AskRequest`] to an [`Approver`] on a worker thread (the asking process
+//! stays blocked in its system call, the rest of the session goes on). The approver returns
+//! [`Answer::Once`], [`Answer::Always`] (honoured only when the request is rememberable) or
+//! [`Answer::Deny`]; an `Err` is a deny (fail closed). Until the asking issue lands the binary
+//! uses [`DenyAll`], which denies every ask with its reason, interactive or not.
+
+use tyba_policy::Verdict;
+
+/// What an ask is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AskKind {
+    /// A command the agent started: the command line as classified (the `-c` script of a
+    /// shell, or the argv shell-quoted and joined).
+    Command {
+        /// The command line.
+        command: String,
+    },
+    /// A network connection by a process of the session: `host:port` or a socket path.
+    Connect {
+        /// The destination.
+        destination: String,
+        /// Whether the agent program itself opened it (otherwise one of its commands).
+        by_agent: bool,
+    },
+    /// A change of mode, owner or timestamps outside the writable paths.
+    Metadata {
+        /// The path as the kernel names the object.
+        path: String,
+        /// `chmod`, `chown` or `utimes`.
+        operation: &'static str,
+    },
+}
+
+impl std::fmt::Display for AskKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskKind::Command { command } => write!(f, "run `{command}`"),
+            AskKind::Connect {
+                destination,
+                by_agent: true,
+            } => write!(f, "agent connects to {destination}"),
+            AskKind::Connect {
+                destination,
+                by_agent: false,
+            } => write!(f, "command connects to {destination}"),
+            AskKind::Metadata { path, operation } => write!(f, "{operation} {path}"),
+        }
+    }
+}
+
+/// One ask: what, its colour, the policy's reasons, and whether "always" may be offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskRequest {
+    /// What is asked.
+    pub kind: AskKind,
+    /// Yellow or red.
+    pub verdict: Verdict,
+    /// The decisive reasons, in order (may be empty for a plain yellow).
+    pub reasons: Vec<String>,
+    /// Whether [`Answer::Always`] would be remembered (yellow commands only).
+    pub rememberable: bool,
+    /// Thread id of the asking process, in the supervisor's PID namespace.
+    pub pid: u32,
+}
+
+impl AskRequest {
+    /// The refusal text for a deny without a reason of its own.
+    pub fn default_refusal(&self) -> String {
+        if self.reasons.is_empty() {
+            format!("refused by tyba ({}): {}", self.verdict, self.kind)
+        } else {
+            format!("refused by tyba: {}", self.reasons.join("; "))
+        }
+    }
+}
+
+/// The person's answer (DESIGN.md §1 "answer").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Allow this one time.
+    Once,
+    /// Allow for the rest of the session (exact string; yellow only, else treated as once).
+    Always,
+    /// Refuse; the reason, when given, reaches the agent as the refusal text.
+    Deny {
+        /// Why, in the person's words.
+        reason: Option<String>,
+    },
+}
+
+/// Why an approver could not answer; the loop treats it as a deny.
+#[derive(Debug, thiserror::Error)]
+#[error("approval channel failed: {0}")]
+pub struct ApproverError(pub String);
+
+/// Answers asks. Implementations may block (a person typing); they run on worker threads.
+pub trait Approver: Send + Sync {
+    /// Answers one ask.
+    ///
+    /// # Errors
+    /// Any failure of the channel; the caller denies the ask.
+    fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError>;
+}
+
+/// Denies every ask with its reason: `--non-interactive`, and for now every run.
+#[derive(Debug, Clone)]
+pub struct DenyAll {
+    note: String,
+}
+
+impl DenyAll {
+    /// The `--non-interactive` approver.
+    pub fn non_interactive() -> Self {
+        DenyAll {
+            note: "non-interactive session: asks are denied".to_string(),
+        }
+    }
+
+    /// A deny-all approver whose refusals end with `note`.
+    pub fn with_note(note: impl Into<String>) -> Self {
+        DenyAll { note: note.into() }
+    }
+}
+
+impl Approver for DenyAll {
+    fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {
+        Ok(Answer::Deny {
+            reason: Some(format!("{} ({})", request.default_refusal(), self.note)),
+        })
+    }
+}
+
+/// Allows every ask once: only for tests of the ask path (escapes.md: "with an approver that
+/// answers once, the same out-of-tree read and the same connection must succeed").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllowOnce;
+
+impl Approver for AllowOnce {
+    fn ask(&self, _request: &AskRequest) -> Result<Answer, ApproverError> {
+        Ok(Answer::Once)
+    }
+}

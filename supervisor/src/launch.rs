@@ -1,0 +1,607 @@
+//! Launching the sandbox: the process tree of the crate docs, the hand-over of the seccomp
+//! listener, the pty relay, and the end of the session.
+//!
+//! The listener crosses from the sandbox to the supervisor without `sendmsg` (which the filter
+//! could hold while the supervisor waits for it: `notes/kernel-facts.md`): stage 2 writes the
+//! fd number on a pipe and the supervisor takes the fd with `pidfd_getfd(2)`, then answers on
+//! a second pipe; stage 2 execs nothing before that answer, so no notified call can wait
+//! on a supervisor that is not listening, and a supervisor that fails never lets it start.
+
+use crate::approve::Approver;
+use crate::notify::{self, AuditEvent, Notifier};
+use crate::sandbox::{apply_landlock, Enforcement, SandboxPlan};
+use crate::session::Session;
+use crate::sys::{self, Forked};
+use crate::SandboxUnavailable;
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
+use std::ffi::{CString, OsString};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use tyba_policy::{Autonomy, ExecMode, Policy};
+
+/// Everything `tyba run` decided before launching.
+#[derive(Debug)]
+pub struct SessionConfig {
+    /// The session and its worktree.
+    pub session: Session,
+    /// What Landlock grants and what is bound read-only.
+    pub plan: SandboxPlan,
+    /// What the kernel enforces (from [`Enforcement::probe`]).
+    pub enforcement: Enforcement,
+    /// `--allow-weaker-sandbox`: start even when part of the sandbox cannot be enforced.
+    pub allow_weaker: bool,
+    /// The agent program, absolute.
+    pub program: PathBuf,
+    /// Its argv, `argv[0]` first.
+    pub argv: Vec<OsString>,
+    /// Its environment (already scrubbed of secrets).
+    pub env: Vec<(OsString, OsString)>,
+    /// The effective policy.
+    pub policy: Policy,
+    /// Autonomy level for decisions.
+    pub autonomy: Autonomy,
+    /// Execution mode for decisions.
+    pub exec_mode: ExecMode,
+    /// `host[:port]` the agent program itself may reach (policy plus `--allow-host`).
+    pub agent_hosts: Vec<String>,
+    /// `~` for classification.
+    pub home: Option<PathBuf>,
+    /// Give the agent its own pty when standard input is a terminal.
+    pub use_pty: bool,
+}
+
+/// How a session ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The agent's exit status (128 + signal number when killed by a signal).
+    pub exit_status: i32,
+    /// What the supervisor decided on notified calls, in order (denials, and asks answered).
+    pub events: Vec<AuditEvent>,
+    /// Things the sandbox reported it could not enforce, in order.
+    pub warnings: Vec<String>,
+}
+
+/// Errors of [`run`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The sandbox cannot be set up as required.
+    #[error(transparent)]
+    Unavailable(#[from] SandboxUnavailable),
+    /// An operating-system error in the supervisor.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> RunError {
+    move |source| RunError::Io { what, source }
+}
+
+fn nix_err(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> RunError {
+    move |e| RunError::Io {
+        what,
+        source: std::io::Error::from(e),
+    }
+}
+
+struct ChildCtx {
+    sup_pid: Pid,
+    status_w: Option<OwnedFd>,
+    ack_r: Option<OwnedFd>,
+    pty_slave: Option<OwnedFd>,
+    plan: SandboxPlan,
+    abi: i32,
+    allow_weaker: bool,
+    filter: Vec<sys::SockFilter>,
+    uid: u32,
+    gid: u32,
+    program: CString,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+}
+
+fn cstring(b: &[u8]) -> Result<CString, RunError> {
+    CString::new(b).map_err(|_| RunError::Io {
+        what: "argument contains a NUL byte",
+        source: std::io::Error::from_raw_os_error(libc::EINVAL),
+    })
+}
+
+/// Launches the agent in its sandbox and serves its notified calls until it exits.
+///
+/// # Errors
+/// [`RunError::Unavailable`] when the sandbox cannot be enforced as required (nothing was
+/// started then); [`RunError::Io`] for supervisor-side failures.
+pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, RunError> {
+    if cfg.enforcement.filesystem_unenforceable && !cfg.allow_weaker {
+        return Err(SandboxUnavailable(format!(
+            "the kernel cannot enforce the filesystem rules ({}); rerun with --allow-weaker-sandbox to start anyway",
+            cfg.enforcement.not_enforced.join("; ")
+        ))
+        .into());
+    }
+    let filter = crate::bpf::assemble(&crate::bpf::sandbox_rules()).map_err(|e| RunError::Io {
+        what: "assembling the seccomp filter",
+        source: std::io::Error::other(e),
+    })?;
+    let (status_r, status_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
+    let (ack_r, ack_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
+    let stdin = std::io::stdin();
+    let pty = if cfg.use_pty && nix::unistd::isatty(stdin.as_fd()).unwrap_or(false) {
+        let ws = sys::get_winsize(stdin.as_fd());
+        let p = nix::pty::openpty(None, None).map_err(nix_err("openpty"))?;
+        if let Some(ws) = ws {
+            sys::set_winsize(p.slave.as_fd(), &ws);
+        }
+        Some(p)
+    } else {
+        None
+    };
+    let (master, slave) = match pty {
+        Some(p) => (Some(p.master), Some(p.slave)),
+        None => (None, None),
+    };
+    let ctx = ChildCtx {
+        sup_pid: nix::unistd::getpid(),
+        status_w: Some(status_w),
+        ack_r: Some(ack_r),
+        pty_slave: slave,
+        plan: cfg.plan.clone(),
+        abi: cfg.enforcement.landlock_abi,
+        allow_weaker: cfg.allow_weaker,
+        filter,
+        uid: nix::unistd::geteuid().as_raw(),
+        gid: nix::unistd::getegid().as_raw(),
+        program: cstring(cfg.program.as_os_str().as_bytes())?,
+        argv: cfg
+            .argv
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<Result<_, _>>()?,
+        env: cfg
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut b = k.as_bytes().to_vec();
+                b.push(b'=');
+                b.extend_from_slice(v.as_bytes());
+                cstring(&b)
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    // SAFETY: `run` is called before the supervisor starts any thread (the notify loop and
+    // the pty relay start below, after the fork).
+    let a_pid = match unsafe { sys::fork() }.map_err(io_err("fork"))? {
+        Forked::Child => stage1(ctx),
+        Forked::Parent(p) => Pid::from_raw(p),
+    };
+    let ChildCtx {
+        status_w,
+        ack_r,
+        pty_slave,
+        uid,
+        gid,
+        ..
+    } = ctx;
+    drop((status_w, ack_r, pty_slave));
+
+    let mut warnings = Vec::new();
+    let mut stage2 = None;
+    let mut listener_no = None;
+    let mut reader = BufReader::new(std::fs::File::from(status_r));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(io_err("reading the sandbox's status"))?;
+        if n == 0 {
+            break;
+        }
+        let l = line.trim_end();
+        if let Some(p) = l.strip_prefix("B ") {
+            stage2 = p.parse::<i32>().ok();
+        } else if let Some(w) = l.strip_prefix("W ") {
+            eprintln!("tyba: not enforced: {w}");
+            warnings.push(w.to_string());
+        } else if let Some(e) = l.strip_prefix("E ") {
+            let _ = waitpid(a_pid, None);
+            return Err(SandboxUnavailable(e.to_string()).into());
+        } else if let Some(fd) = l.strip_prefix("L ") {
+            listener_no = fd.parse::<i32>().ok();
+            break;
+        }
+    }
+    let (Some(stage2), Some(listener_no)) = (stage2, listener_no) else {
+        let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+        let _ = waitpid(a_pid, None);
+        return Err(SandboxUnavailable(
+            "the sandbox set-up ended before handing over its seccomp listener".into(),
+        )
+        .into());
+    };
+    let listener = sys::pidfd_open(stage2)
+        .and_then(|pfd| sys::pidfd_getfd(pfd.as_fd(), listener_no))
+        .map_err(|e| {
+            let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+            let _ = waitpid(a_pid, None);
+            SandboxUnavailable(format!(
+                "cannot take the seccomp listener from the sandbox: {e}"
+            ))
+        })?;
+    if let Err(e) = sys::notif_set_sync_wakeup(listener.as_fd()) {
+        let w = format!("seccomp synchronous wake-up unavailable ({e}): notified calls are slower");
+        eprintln!("tyba: not enforced: {w}");
+        warnings.push(w);
+    }
+    let notifier = Arc::new(Notifier {
+        listener,
+        policy: cfg.policy,
+        autonomy: cfg.autonomy,
+        mode: cfg.exec_mode,
+        worktree: cfg.session.worktree.clone(),
+        home: cfg.home,
+        approver,
+        hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
+        writable: cfg.plan.read_write.clone(),
+        protected: cfg.plan.protected.clone(),
+        uid,
+        gid,
+        stage2: stage2 as u32,
+        state: Mutex::new(notify::State::new()),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let loop_thread = {
+        let (n, s) = (Arc::clone(&notifier), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("tyba-notify".into())
+            .spawn(move || notify::serve(n, s))
+            .map_err(io_err("starting the notify loop"))?
+    };
+    let mut ack = std::fs::File::from(ack_w);
+    ack.write_all(b"g")
+        .map_err(io_err("starting the sandbox"))?;
+    drop(ack);
+
+    let relay = master.map(start_relay).transpose()?;
+    let status = loop {
+        match waitpid(a_pid, None) {
+            Ok(WaitStatus::Exited(_, c)) => break c,
+            Ok(WaitStatus::Signaled(_, s, _)) => break 128 + s as i32,
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
+        }
+    };
+    if let Some(r) = relay {
+        r.finish();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = loop_thread.join();
+    let events = notifier
+        .state
+        .lock()
+        .map(|s| s.log.clone())
+        .unwrap_or_default();
+    Ok(Outcome {
+        exit_status: status,
+        events,
+        warnings,
+    })
+}
+
+struct Relay {
+    saved: Option<nix::sys::termios::Termios>,
+    out: std::thread::JoinHandle<()>,
+}
+
+impl Relay {
+    fn finish(self) {
+        let _ = self.out.join();
+        if let Some(t) = self.saved {
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin().as_fd(),
+                nix::sys::termios::SetArg::TCSANOW,
+                &t,
+            );
+        }
+    }
+}
+
+fn start_relay(master: OwnedFd) -> Result<Relay, RunError> {
+    use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+    let stdin = std::io::stdin();
+    let saved = tcgetattr(stdin.as_fd()).ok();
+    if let Some(t) = &saved {
+        let mut raw = t.clone();
+        cfmakeraw(&mut raw);
+        let _ = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw);
+    }
+    let m2 = master.try_clone().map_err(io_err("pty"))?;
+    std::thread::spawn(move || {
+        let mut w = std::fs::File::from(m2);
+        let mut buf = [0u8; 4096];
+        let mut input = std::io::stdin();
+        while let Ok(n) = input.read(&mut buf) {
+            if n == 0 || w.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    let out = std::thread::spawn(move || {
+        let mut r = std::fs::File::from(master);
+        let mut buf = [0u8; 8192];
+        let mut out = std::io::stdout();
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 || out.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            let _ = out.flush();
+        }
+    });
+    Ok(Relay { saved, out })
+}
+
+fn report(st: &mut Option<std::fs::File>, line: &str) {
+    if let Some(f) = st {
+        let _ = writeln!(f, "{}", line.replace('\n', " "));
+    }
+}
+
+fn fail(st: &mut Option<std::fs::File>, msg: &str) -> ! {
+    report(st, &format!("E {msg}"));
+    sys::exit_now(4)
+}
+
+fn exit_code(ws: WaitStatus) -> Option<i32> {
+    match ws {
+        WaitStatus::Exited(_, c) => Some(c),
+        WaitStatus::Signaled(_, s, _) => Some(128 + s as i32),
+        _ => None,
+    }
+}
+
+/// Stage 1 (child of the supervisor): new namespaces, id maps, then stage 2 as their PID 1.
+fn stage1(mut c: ChildCtx) -> ! {
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    if nix::unistd::getppid() != c.sup_pid {
+        sys::exit_now(1);
+    }
+    let mut st = c.status_w.take().map(std::fs::File::from);
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET;
+    let ns = match unshare(flags) {
+        Ok(()) => true,
+        Err(e) if c.allow_weaker => {
+            report(
+                &mut st,
+                &format!("W namespaces unavailable ({e}): no PID namespace, private /proc, network namespace or read-only git files"),
+            );
+            false
+        }
+        Err(e) => fail(
+            &mut st,
+            &format!("cannot create user, mount, PID and network namespaces: {e}"),
+        ),
+    };
+    if ns {
+        let maps = [
+            ("/proc/self/setgroups", "deny".to_string()),
+            ("/proc/self/uid_map", format!("{0} {0} 1", c.uid)),
+            ("/proc/self/gid_map", format!("{0} {0} 1", c.gid)),
+        ];
+        for (p, v) in maps {
+            if let Err(e) = std::fs::write(p, v) {
+                fail(&mut st, &format!("cannot write {p}: {e}"));
+            }
+        }
+    }
+    // SAFETY: stage 1 is single-threaded (a fresh fork of a single-threaded supervisor).
+    match unsafe { sys::fork() } {
+        Err(e) => fail(&mut st, &format!("fork: {e}")),
+        Ok(Forked::Child) => {
+            c.status_w = st.map(OwnedFd::from);
+            stage2(c, ns)
+        }
+        Ok(Forked::Parent(b)) => {
+            report(&mut st, &format!("B {b}"));
+            drop(st);
+            drop(c.ack_r.take());
+            drop(c.pty_slave.take());
+            sys::close_fds_from(3);
+            loop {
+                match waitpid(Pid::from_raw(b), None) {
+                    Ok(ws) => {
+                        if let Some(code) = exit_code(ws) {
+                            sys::exit_now(code)
+                        }
+                    }
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => sys::exit_now(4),
+                }
+            }
+        }
+    }
+}
+
+fn bind_read_only(p: &Path) -> Result<(), String> {
+    mount(Some(p), p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .map_err(|e| format!("bind {}: {e}", p.display()))?;
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    if let Ok(v) = nix::sys::statvfs::statvfs(p) {
+        use nix::sys::statvfs::FsFlags;
+        let f = v.flags();
+        for (s, m) in [
+            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        ] {
+            if f.contains(s) {
+                flags |= m;
+            }
+        }
+    }
+    mount(None::<&str>, p, None::<&str>, flags, None::<&str>)
+        .map_err(|e| format!("remount {} read-only: {e}", p.display()))
+}
+
+/// Stage 2: PID 1 of the sandbox. Mounts, Landlock, seccomp, listener hand-over, then the
+/// agent, then reaping until the agent exits.
+fn stage2(mut c: ChildCtx, ns: bool) -> ! {
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    let mut st = c.status_w.take().map(std::fs::File::from);
+    if ns {
+        if let Err(e) = mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        ) {
+            fail(
+                &mut st,
+                &format!("cannot make the mount namespace private: {e}"),
+            );
+        }
+        let pf = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), pf, None::<&str>) {
+            if c.allow_weaker {
+                report(&mut st, &format!("W cannot mount a private /proc ({e}): other processes' environ/maps visible"));
+            } else {
+                fail(&mut st, &format!("cannot mount a private /proc: {e}"));
+            }
+        }
+        for p in c.plan.protected.clone() {
+            if let Err(e) = bind_read_only(&p) {
+                fail(
+                    &mut st,
+                    &format!("cannot keep {} read-only: {e}", p.display()),
+                );
+            }
+        }
+        if let Err(e) = sys::loopback_up() {
+            report(
+                &mut st,
+                &format!("W loopback interface not up in the sandbox: {e}"),
+            );
+        }
+    } else if !c.plan.protected.is_empty() {
+        let list: Vec<String> = c
+            .plan
+            .protected
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        report(
+            &mut st,
+            &format!("W NOT read-only (no mount namespace): {}", list.join(", ")),
+        );
+    }
+    match apply_landlock(&c.plan, c.abi, !c.allow_weaker) {
+        Ok(_) => {}
+        Err(e) if c.allow_weaker => report(&mut st, &format!("W Landlock not fully enforced: {e}")),
+        Err(e) => fail(&mut st, &format!("cannot enforce the Landlock rules: {e}")),
+    }
+    if let Err(e) = sys::set_no_new_privs() {
+        fail(&mut st, &format!("cannot set no_new_privs: {e}"));
+    }
+    let killable = libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+    let listener = match sys::install_filter_with_listener(&c.filter, killable) {
+        Ok(l) => l,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            match sys::install_filter_with_listener(&c.filter, 0) {
+                Ok(l) => {
+                    report(&mut st, "W seccomp WAIT_KILLABLE_RECV unavailable: a signal during an ask may repeat it");
+                    l
+                }
+                Err(e) => fail(&mut st, &format!("cannot install the seccomp filter: {e}")),
+            }
+        }
+        Err(e) => fail(&mut st, &format!("cannot install the seccomp filter: {e}")),
+    };
+    {
+        use std::os::fd::AsRawFd;
+        report(&mut st, &format!("L {}", listener.as_raw_fd()));
+    }
+    drop(st);
+    let mut ack = [0u8; 1];
+    let got = c
+        .ack_r
+        .take()
+        .map(|r| std::fs::File::from(r).read(&mut ack).unwrap_or(0))
+        .unwrap_or(0);
+    if got != 1 {
+        sys::exit_now(4);
+    }
+    drop(listener);
+    // SAFETY: stage 2 is single-threaded.
+    match unsafe { sys::fork() } {
+        Err(_) => sys::exit_now(4),
+        Ok(Forked::Child) => exec_agent(c),
+        Ok(Forked::Parent(agent)) => {
+            drop(c.pty_slave.take());
+            sys::close_fds_from(3);
+            loop {
+                match waitpid(None::<Pid>, None) {
+                    Ok(ws) => {
+                        if ws.pid() == Some(Pid::from_raw(agent)) {
+                            if let Some(code) = exit_code(ws) {
+                                // Leaving kills whatever the agent left behind in the namespace.
+                                sys::exit_now(code)
+                            }
+                        }
+                    }
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => sys::exit_now(4),
+                }
+            }
+        }
+    }
+}
+
+/// The agent: own session and process group, own pty, then exec.
+fn exec_agent(mut c: ChildCtx) -> ! {
+    let _ = nix::unistd::setsid();
+    if let Some(slave) = c.pty_slave.take() {
+        let _ = sys::set_controlling_tty(slave.as_fd());
+        for t in 0..3 {
+            let _ = sys::dup_onto(slave.as_fd(), t);
+        }
+        drop(slave);
+    }
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    sys::reset_signals();
+    if let Err(e) = nix::unistd::chdir(&c.plan.worktree) {
+        eprintln!(
+            "tyba: cannot enter the worktree {}: {e}",
+            c.plan.worktree.display()
+        );
+        sys::exit_now(127);
+    }
+    sys::close_fds_from(3);
+    let argv: Vec<&std::ffi::CStr> = c.argv.iter().map(|a| a.as_c_str()).collect();
+    let env: Vec<&std::ffi::CStr> = c.env.iter().map(|a| a.as_c_str()).collect();
+    let e = sys::execve(&c.program, &argv, &env);
+    eprintln!("tyba: cannot run {}: {e}", c.program.to_string_lossy());
+    sys::exit_now(127)
+}

@@ -1,0 +1,647 @@
+//! The notify loop: answers the system calls the seccomp filter hands to the supervisor
+//! (`seccomp_unotify(2)`).
+//!
+//! - `execve`/`execveat`: the **launch chain** (the agent program the person named, and the
+//!   images its own process execs into before any other process of the session makes a
+//!   notified call) passes; a process whose ancestor (or itself) is an **approved command** passes
+//!   (an approved command's children are not asked again); every other exec is a command the
+//!   agent started: it is classified by the policy and decided (allow, ask, refuse).
+//! - `connect`: made by the supervisor itself on its own copy of the address, never continued:
+//!   the agent program's connections to its hosts get a socket from the host's network
+//!   namespace injected in place of theirs; everything else is red and asked.
+//! - metadata calls: see [`crate::meta`].
+//!
+//! A refusal's reason is written to the refused process's stderr, and its call fails.
+
+use crate::approve::{Answer, Approver, AskKind, AskRequest};
+use crate::meta::{self, Target};
+use crate::net::{self, AgentHosts, Dest};
+use crate::procfs::{self, Mem, ProcId};
+use crate::sys::{self, Notif, Reply};
+use std::collections::HashSet;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tyba_policy::{
+    decide, Action, ActionKind, AlwaysKey, Autonomy, Context, Decision, ExecMode, Policy,
+    SessionMemory, Verdict,
+};
+
+/// One audited event of the session: what was decided about a notified call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEvent {
+    /// `exec`, `connect` or `metadata`.
+    pub kind: &'static str,
+    /// What was attempted (command line, destination, path).
+    pub what: String,
+    /// Whether it was allowed.
+    pub allowed: bool,
+    /// The refusal text or the ask's answer.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AgentState {
+    NotStarted,
+    Running(ProcId),
+    /// The agent's process exec'd into a command: no process is the agent any more.
+    Replaced,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    agent: AgentState,
+    launch_chain_open: bool,
+    approved: HashSet<ProcId>,
+    memory: SessionMemory,
+    pub(crate) log: Vec<AuditEvent>,
+}
+
+/// Everything the loop needs; shared with worker threads.
+pub(crate) struct Notifier {
+    pub listener: OwnedFd,
+    pub policy: Policy,
+    pub autonomy: Autonomy,
+    pub mode: ExecMode,
+    pub worktree: PathBuf,
+    pub home: Option<PathBuf>,
+    pub approver: Arc<dyn Approver>,
+    pub hosts: AgentHosts,
+    pub writable: Vec<PathBuf>,
+    pub protected: Vec<PathBuf>,
+    pub uid: u32,
+    pub gid: u32,
+    /// Pid (supervisor's namespace) of the sandbox's PID 1.
+    pub stage2: u32,
+    pub state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("worktree", &self.worktree)
+            .finish_non_exhaustive()
+    }
+}
+
+impl State {
+    pub(crate) fn new() -> State {
+        State {
+            agent: AgentState::NotStarted,
+            launch_chain_open: false,
+            approved: HashSet::new(),
+            memory: SessionMemory::new(),
+            log: Vec::new(),
+        }
+    }
+}
+
+enum ExecDecision {
+    Continue,
+    Refuse(String),
+    Ask(AskRequest, Option<AlwaysKey>, ProcId),
+}
+
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
+
+/// The command line an exec stands for: the script of `SHELL [opts] -c SCRIPT …`, else the
+/// argv shell-quoted and joined.
+pub(crate) fn command_line(argv: &[String]) -> String {
+    if let Some(first) = argv.first() {
+        let base = first.rsplit('/').next().unwrap_or(first);
+        if SHELLS.contains(&base) {
+            let mut saw_c = false;
+            for a in &argv[1..] {
+                if a.starts_with('-') || a.starts_with('+') {
+                    if a != "--" && !a.starts_with("--") && a[1..].contains('c') {
+                        saw_c = true;
+                    }
+                    continue;
+                }
+                if saw_c {
+                    return a.clone();
+                }
+                break;
+            }
+        }
+    }
+    argv.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(a: &str) -> String {
+    if !a.is_empty()
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_/.,:=@%+-".contains(&b))
+    {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+fn errno_of(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EACCES)
+}
+
+impl Notifier {
+    fn reply(&self, id: u64, r: Reply) {
+        // ENOENT: the process died or was interrupted meanwhile; nothing to answer.
+        let _ = sys::notif_send(self.listener.as_fd(), id, r);
+    }
+
+    fn valid(&self, id: u64) -> bool {
+        sys::notif_id_valid(self.listener.as_fd(), id)
+    }
+
+    fn log(&self, e: AuditEvent) {
+        if let Ok(mut s) = self.state.lock() {
+            s.log.push(e);
+        }
+    }
+
+    /// Writes `tyba: <reason>` on the process's stderr, logs, and fails the call with `errno`.
+    fn refuse(&self, n: &Notif, kind: &'static str, what: String, reason: String, errno: i32) {
+        if let Ok(pid) = procfs::tgid(n.pid) {
+            if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
+                if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
+                    let mut f = std::fs::File::from(fd);
+                    let _ = writeln!(f, "tyba: {reason}");
+                }
+            }
+        }
+        self.log(AuditEvent {
+            kind,
+            what,
+            allowed: false,
+            reason: Some(reason),
+        });
+        self.reply(n.id, Reply::Errno(errno));
+    }
+
+    /// Asks the approver on this thread; `Err`/`Deny` refuse (fail closed).
+    fn ask(&self, req: &AskRequest) -> Result<Answer, String> {
+        match self.approver.ask(req) {
+            Ok(Answer::Deny { reason }) => Err(reason.unwrap_or_else(|| req.default_refusal())),
+            Ok(a) => Ok(a),
+            Err(e) => Err(format!("{} ({e})", req.default_refusal())),
+        }
+    }
+
+    fn handle(self: &Arc<Self>, n: Notif) {
+        if n.arch != crate::bpf::AUDIT_ARCH_X86_64 {
+            return self.reply(n.id, Reply::Errno(libc::ENOSYS));
+        }
+        match i64::from(n.nr) {
+            libc::SYS_execve | libc::SYS_execveat => self.handle_exec(n),
+            libc::SYS_connect => {
+                let me = Arc::clone(self);
+                std::thread::spawn(move || me.handle_connect(n));
+            }
+            nr if crate::bpf::METADATA_SYSCALLS.contains(&nr) => self.handle_meta(n),
+            _ => self.reply(n.id, Reply::Errno(libc::ENOSYS)),
+        }
+    }
+
+    fn handle_exec(self: &Arc<Self>, n: Notif) {
+        match self.exec_decision(&n) {
+            Ok(ExecDecision::Continue) => self.reply(n.id, Reply::Continue),
+            Ok(ExecDecision::Refuse(reason)) => {
+                let what = self.exec_what(&n);
+                self.refuse(&n, "exec", what, reason, libc::EACCES)
+            }
+            Ok(ExecDecision::Ask(req, key, pid)) => {
+                let me = Arc::clone(self);
+                std::thread::spawn(move || {
+                    let what = match &req.kind {
+                        AskKind::Command { command } => command.clone(),
+                        k => k.to_string(),
+                    };
+                    match me.ask(&req) {
+                        Ok(answer) => {
+                            if let Ok(mut s) = me.state.lock() {
+                                if let (Answer::Always, Some(k)) = (&answer, key) {
+                                    s.memory.remember(k);
+                                }
+                                s.approved.insert(pid);
+                                if s.agent == AgentState::Running(pid) {
+                                    s.agent = AgentState::Replaced;
+                                }
+                                s.log.push(AuditEvent {
+                                    kind: "exec",
+                                    what,
+                                    allowed: true,
+                                    reason: Some(format!("{answer:?}")),
+                                });
+                            }
+                            me.reply(n.id, Reply::Continue);
+                        }
+                        Err(reason) => me.refuse(&n, "exec", what, reason, libc::EACCES),
+                    }
+                });
+            }
+            Err(e) => self.reply(n.id, Reply::Errno(errno_of(&e))),
+        }
+    }
+
+    fn exec_what(&self, n: &Notif) -> String {
+        self.read_exec(n)
+            .map(|(_, argv)| command_line(&argv))
+            .unwrap_or_else(|_| "(unreadable exec)".to_string())
+    }
+
+    /// `(path, argv)` of an execve/execveat, lossily decoded.
+    fn read_exec(&self, n: &Notif) -> std::io::Result<(String, Vec<String>)> {
+        let mem = Mem::open(n.pid)?;
+        let (path_ptr, argv_ptr) = if i64::from(n.nr) == libc::SYS_execveat {
+            (n.args[1], n.args[2])
+        } else {
+            (n.args[0], n.args[1])
+        };
+        let path = mem.read_cstr(path_ptr, libc::PATH_MAX as usize)?;
+        let argv = mem.read_argv(argv_ptr, 65_536, 2 << 20)?;
+        Ok((
+            String::from_utf8_lossy(&path).into_owned(),
+            argv.iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect(),
+        ))
+    }
+
+    fn exec_decision(&self, n: &Notif) -> std::io::Result<ExecDecision> {
+        let pid = procfs::proc_id(n.pid)?;
+        {
+            let mut s = self
+                .state
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?;
+            match s.agent {
+                AgentState::NotStarted => {
+                    s.agent = AgentState::Running(pid);
+                    s.launch_chain_open = true;
+                    return Ok(ExecDecision::Continue);
+                }
+                AgentState::Running(a) if a == pid && s.launch_chain_open => {
+                    return Ok(ExecDecision::Continue)
+                }
+                _ => {}
+            }
+            s.launch_chain_open = false;
+            // An approved command's descendants (and its own further execs) pass.
+            let agent_pid = match s.agent {
+                AgentState::Running(a) => Some(a.pid),
+                _ => None,
+            };
+            let mut cur = pid;
+            for _ in 0..128 {
+                if s.approved.contains(&cur) {
+                    return Ok(ExecDecision::Continue);
+                }
+                if Some(cur.pid) == agent_pid || cur.pid == self.stage2 || cur.pid <= 1 {
+                    break;
+                }
+                let Ok((ppid, _)) = procfs::stat(cur.pid) else {
+                    break;
+                };
+                let Ok((_, start)) = procfs::stat(ppid) else {
+                    break;
+                };
+                cur = ProcId { pid: ppid, start };
+            }
+        }
+        let (_path, argv) = self.read_exec(n)?;
+        if !self.valid(n.id) {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        let command = command_line(&argv);
+        let cwd = procfs::cwd(n.pid).unwrap_or_else(|_| self.worktree.clone());
+        let ctx = Context {
+            worktree: &self.worktree,
+            cwd: &cwd,
+            home: self.home.as_deref(),
+            git: None,
+        };
+        let class = self.policy.classify(
+            &Action::Exec {
+                command: command.clone(),
+            },
+            &ctx,
+        );
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        match decide(
+            &class,
+            ActionKind::Command,
+            &command,
+            self.autonomy,
+            self.mode,
+            &s.memory,
+        ) {
+            Decision::Allow => {
+                s.approved.insert(pid);
+                if s.agent == AgentState::Running(pid) {
+                    s.agent = AgentState::Replaced;
+                }
+                Ok(ExecDecision::Continue)
+            }
+            Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
+            Decision::Ask(a) => Ok(ExecDecision::Ask(
+                AskRequest {
+                    kind: AskKind::Command { command },
+                    verdict: a.verdict,
+                    reasons: class
+                        .decisive_reasons()
+                        .iter()
+                        .map(|r| r.to_string())
+                        .collect(),
+                    rememberable: a.rememberable.is_some(),
+                    pid: n.pid,
+                },
+                a.rememberable,
+                pid,
+            )),
+        }
+    }
+
+    fn is_agent(&self, pid: ProcId) -> bool {
+        self.state
+            .lock()
+            .map(|s| s.agent == AgentState::Running(pid))
+            .unwrap_or(false)
+    }
+
+    fn handle_connect(&self, n: Notif) {
+        let r = self.connect_inner(&n);
+        if let Err(e) = r {
+            self.reply(n.id, Reply::Errno(errno_of(&e)));
+        }
+    }
+
+    fn connect_inner(&self, n: &Notif) -> std::io::Result<()> {
+        let pid = procfs::proc_id(n.pid)?;
+        let len = usize::try_from(n.args[2]).unwrap_or(usize::MAX);
+        if len > 128 {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let raw = Mem::open(n.pid)?.read(n.args[1], len)?;
+        let pidfd = sys::pidfd_open(pid.pid as i32)?;
+        let sock = sys::pidfd_getfd(pidfd.as_fd(), n.args[0] as i32)?;
+        let domain = sys::getsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+        if !self.valid(n.id) {
+            return Ok(());
+        }
+        let dest = net::parse_sockaddr(&raw)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        let by_agent = self.is_agent(pid);
+        match (domain, &dest) {
+            (libc::AF_UNIX, Dest::UnixAbstract(_)) | (_, Dest::Other(_)) => {
+                // In the sandbox's own network namespace and Landlock-scoped: done on its own
+                // socket with the supervisor's copy of the address.
+                self.reply_result(n.id, sys::connect_raw(sock.as_fd(), &raw));
+                Ok(())
+            }
+            (libc::AF_UNIX, Dest::UnixPath(p)) => {
+                let target = Target::Path {
+                    dirfd: libc::AT_FDCWD,
+                    path: p.clone(),
+                    nofollow: false,
+                };
+                let obj = meta::open_target(n.pid, &pidfd, &target)?;
+                let real = meta::object_path(&obj)?;
+                let inside = meta::path_allowed(&real, &self.writable, &[]);
+                if !inside {
+                    let req = AskRequest {
+                        kind: AskKind::Connect {
+                            destination: format!("unix:{}", real.display()),
+                            by_agent,
+                        },
+                        verdict: Verdict::Red,
+                        reasons: vec![format!(
+                            "connects to a unix socket outside the worktree ({})",
+                            real.display()
+                        )],
+                        rememberable: false,
+                        pid: n.pid,
+                    };
+                    if let Err(reason) = self.ask(&req) {
+                        self.refuse(
+                            n,
+                            "connect",
+                            real.display().to_string(),
+                            reason,
+                            libc::EACCES,
+                        );
+                        return Ok(());
+                    }
+                }
+                let via = format!("/proc/self/fd/{}", obj.as_raw_fd());
+                let addr = net::sockaddr_un(via.as_bytes())
+                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENAMETOOLONG))?;
+                self.reply_result(n.id, sys::connect_raw(sock.as_fd(), &addr));
+                Ok(())
+            }
+            (libc::AF_INET | libc::AF_INET6, Dest::Inet(a)) => {
+                if !(by_agent && self.hosts.allows(a)) {
+                    let who = if by_agent { "the agent" } else { "a command" };
+                    let req = AskRequest {
+                        kind: AskKind::Connect {
+                            destination: a.to_string(),
+                            by_agent,
+                        },
+                        verdict: Verdict::Red,
+                        reasons: vec![format!("network: {who} connects to {a}")],
+                        rememberable: false,
+                        pid: n.pid,
+                    };
+                    if let Err(reason) = self.ask(&req) {
+                        self.refuse(n, "connect", a.to_string(), reason, libc::EACCES);
+                        return Ok(());
+                    }
+                    self.log(AuditEvent {
+                        kind: "connect",
+                        what: a.to_string(),
+                        allowed: true,
+                        reason: Some("approved".into()),
+                    });
+                }
+                self.inject_connected(n, pid, &sock, domain, &raw)
+            }
+            _ => Err(std::io::Error::from_raw_os_error(libc::EAFNOSUPPORT)),
+        }
+    }
+
+    fn reply_result(&self, id: u64, r: std::io::Result<()>) {
+        match r {
+            Ok(()) => self.reply(id, Reply::Value(0)),
+            Err(e) => self.reply(id, Reply::Errno(errno_of(&e))),
+        }
+    }
+
+    /// Makes a socket in the host's network namespace, connects it to the supervisor's copy of
+    /// the address and installs it in place of the process's socket.
+    fn inject_connected(
+        &self,
+        n: &Notif,
+        pid: ProcId,
+        sock: &OwnedFd,
+        domain: i32,
+        raw: &[u8],
+    ) -> std::io::Result<()> {
+        let ty = sys::getsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)?;
+        let proto = sys::getsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)?;
+        let fl = nix::fcntl::fcntl(sock.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
+            .map_err(std::io::Error::from)?;
+        let nonblock = fl & libc::O_NONBLOCK != 0;
+        let new = sys::socket(
+            domain,
+            ty | if nonblock { libc::SOCK_NONBLOCK } else { 0 },
+            proto,
+        )?;
+        let r = sys::connect_raw(new.as_fd(), raw);
+        let result = match r {
+            Ok(()) => Reply::Value(0),
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+                Reply::Errno(libc::EINPROGRESS)
+            }
+            Err(e) => {
+                self.reply(n.id, Reply::Errno(errno_of(&e)));
+                return Ok(());
+            }
+        };
+        let cloexec = procfs::fd_cloexec(pid.pid, n.args[0] as i32);
+        sys::notif_addfd_setfd(
+            self.listener.as_fd(),
+            n.id,
+            new.as_fd(),
+            n.args[0] as u32,
+            cloexec,
+        )?;
+        self.reply(n.id, result);
+        Ok(())
+    }
+
+    fn handle_meta(self: &Arc<Self>, n: Notif) {
+        let r = (|| -> std::io::Result<Option<(meta::MetaOp, OwnedFd, PathBuf)>> {
+            let pid = procfs::tgid(n.pid)?;
+            let mem = Mem::open(n.pid)?;
+            let call = meta::decode(&mem, i64::from(n.nr), n.args)?;
+            let pidfd = sys::pidfd_open(pid as i32)?;
+            let obj = meta::open_target(n.pid, &pidfd, &call.target)?;
+            if !self.valid(n.id) {
+                return Ok(None);
+            }
+            let real = meta::object_path(&obj)?;
+            Ok(Some((call.op, obj, real)))
+        })();
+        let (op, obj, real) = match r {
+            Ok(Some(x)) => x,
+            Ok(None) => return,
+            Err(e) => return self.reply(n.id, Reply::Errno(errno_of(&e))),
+        };
+        let what = format!("{} {}", op.name(), real.display());
+        if meta::path_allowed(&real, &self.writable, &self.protected) {
+            return self.finish_meta(&n, op, &obj, what);
+        }
+        let me = Arc::clone(self);
+        std::thread::spawn(move || {
+            let req = AskRequest {
+                kind: AskKind::Metadata {
+                    path: real.display().to_string(),
+                    operation: op.name(),
+                },
+                verdict: Verdict::Red,
+                reasons: vec![format!(
+                    "changes {} of {} outside the worktree or in a protected file",
+                    op.name(),
+                    real.display()
+                )],
+                rememberable: false,
+                pid: n.pid,
+            };
+            match me.ask(&req) {
+                Ok(_) => me.finish_meta(&n, op, &obj, what),
+                Err(reason) => me.refuse(&n, "metadata", what, reason, libc::EPERM),
+            }
+        });
+    }
+
+    fn finish_meta(&self, n: &Notif, op: meta::MetaOp, obj: &OwnedFd, what: String) {
+        if let Err((e, reason)) = meta::check_op(obj, op, self.uid, self.gid) {
+            return self.refuse(n, "metadata", what, format!("refused by tyba: {reason}"), e);
+        }
+        self.reply_result(n.id, meta::perform(obj, op));
+    }
+}
+
+/// Runs the loop until `stop` is set or the listener hangs up (no sandboxed process left).
+pub(crate) fn serve(n: Arc<Notifier>, stop: Arc<AtomicBool>) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut fds = [PollFd::new(n.listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(200u16)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+        if !revents.contains(PollFlags::POLLIN) {
+            if revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
+                return;
+            }
+            continue;
+        }
+        match sys::notif_recv(n.listener.as_fd()) {
+            Ok(notif) => n.handle(notif),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINTR)) => {
+                continue
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn shell_dash_c_is_the_command() {
+        assert_eq!(
+            command_line(&v(&["/bin/bash", "-c", "ls -la | wc"])),
+            "ls -la | wc"
+        );
+        assert_eq!(
+            command_line(&v(&["bash", "-lc", "git status"])),
+            "git status"
+        );
+        assert_eq!(
+            command_line(&v(&["/bin/bash", "-c", "-l", "echo hi"])),
+            "echo hi"
+        );
+        assert_eq!(command_line(&v(&["sh", "script.sh"])), "sh script.sh");
+    }
+
+    #[test]
+    fn argv_is_quoted() {
+        assert_eq!(
+            command_line(&v(&["rm", "-f", "a b", "it's"])),
+            "rm -f 'a b' 'it'\\''s'"
+        );
+        assert_eq!(command_line(&v(&["touch", ""])), "touch ''");
+    }
+}

@@ -1,0 +1,148 @@
+//! Reading the sandboxed processes through the supervisor's `/proc` (`proc(5)`): identity,
+//! parentage, working directory and memory. The supervisor is the owner of the sandbox's user
+//! namespace, so it has ptrace-read rights over every process in it.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+/// A process identity that survives pid reuse: thread-group id and start time (clock ticks
+/// since boot, `proc(5)` field 22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcId {
+    /// Thread-group id in the supervisor's PID namespace.
+    pub pid: u32,
+    /// Start time in clock ticks since boot.
+    pub start: u64,
+}
+
+/// `(ppid, starttime)` of a process from `/proc/<pid>/stat`.
+pub fn stat(pid: u32) -> io::Result<(u32, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = s
+        .rsplit_once(')')
+        .map(|(_, a)| a)
+        .ok_or_else(|| io::Error::other("bad stat"))?;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // after ')' come fields 3 (state), 4 (ppid), … 22 (starttime) → indices 0, 1, … 19.
+    let ppid = f
+        .get(1)
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| io::Error::other("bad ppid"))?;
+    let start = f
+        .get(19)
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| io::Error::other("bad starttime"))?;
+    Ok((ppid, start))
+}
+
+/// The thread-group id of thread `tid` (`Tgid:` in `/proc/<tid>/status`).
+pub fn tgid(tid: u32) -> io::Result<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no Tgid"))
+}
+
+/// The identity of the process thread `tid` belongs to.
+pub fn proc_id(tid: u32) -> io::Result<ProcId> {
+    let pid = tgid(tid)?;
+    let (_, start) = stat(pid)?;
+    Ok(ProcId { pid, start })
+}
+
+/// The working directory of thread `tid`, as the kernel names it.
+pub fn cwd(tid: u32) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/{tid}/cwd"))
+}
+
+/// Whether fd `fd` of process `pid` has close-on-exec (`flags:` in `/proc/<pid>/fdinfo/<fd>`).
+pub fn fd_cloexec(pid: u32, fd: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .is_some_and(|f| f & libc::O_CLOEXEC as u32 != 0)
+}
+
+/// A handle on another process's memory (`/proc/<tid>/mem`).
+#[derive(Debug)]
+pub struct Mem(std::fs::File);
+
+impl Mem {
+    /// Opens the memory of thread `tid`.
+    ///
+    /// # Errors
+    /// ESRCH/ENOENT when gone, EACCES without ptrace rights.
+    pub fn open(tid: u32) -> io::Result<Mem> {
+        Ok(Mem(std::fs::File::open(format!("/proc/{tid}/mem"))?))
+    }
+
+    /// Reads exactly `len` bytes at `addr`.
+    ///
+    /// # Errors
+    /// EIO for unmapped memory.
+    pub fn read(&self, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.0.read_exact_at(&mut buf, addr)?;
+        Ok(buf)
+    }
+
+    /// Reads a NUL-terminated string of at most `max` bytes at `addr`.
+    ///
+    /// # Errors
+    /// EIO for unmapped memory; `ENAMETOOLONG` when no NUL is found within `max` bytes.
+    pub fn read_cstr(&self, addr: u64, max: usize) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() < max {
+            // Read up to the end of the page so an unmapped next page does not fail the read.
+            let room = 4096 - (at % 4096) as usize;
+            let mut chunk = vec![0u8; room.min(max - out.len())];
+            let n = self.0.read_at(&mut chunk, at)?;
+            if n == 0 {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            if let Some(z) = chunk[..n].iter().position(|&b| b == 0) {
+                out.extend_from_slice(&chunk[..z]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk[..n]);
+            at += n as u64;
+        }
+        Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
+    }
+
+    /// Reads a NULL-terminated array of string pointers (argv), at most `max_items` items and
+    /// `max_bytes` bytes in all.
+    ///
+    /// # Errors
+    /// EIO; `E2BIG` past the limits.
+    pub fn read_argv(
+        &self,
+        addr: u64,
+        max_items: usize,
+        max_bytes: usize,
+    ) -> io::Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        if addr == 0 {
+            return Ok(out);
+        }
+        let mut total = 0usize;
+        for i in 0..max_items {
+            let p = self.read(addr + 8 * i as u64, 8)?;
+            let ptr = u64::from_le_bytes([p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]]);
+            if ptr == 0 {
+                return Ok(out);
+            }
+            let s = self.read_cstr(ptr, max_bytes.saturating_sub(total).max(1))?;
+            total += s.len() + 1;
+            out.push(s);
+        }
+        Err(io::Error::from_raw_os_error(libc::E2BIG))
+    }
+}

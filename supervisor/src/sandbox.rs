@@ -1,0 +1,348 @@
+//! What the sandbox grants and protects (issue 4 §2), and what the kernel can enforce.
+//!
+//! Landlock rules (kernel `Documentation/userspace-api/landlock.rst`):
+//! - read-write (every filesystem right but making devices): the worktree, the session's
+//!   private temp dir (`TMPDIR`), the policy's `read_write` paths and `agent_state` paths, and
+//!   for a linked worktree the parts of the main git dir commits write (`objects`, `refs`,
+//!   `logs`, `worktrees/<name>`);
+//! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
+//!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
+//! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
+//!   `/dev/urandom` read, `/dev/tty`, `/dev/ptmx`, `/dev/pts` read-write with terminal ioctls;
+//! - TCP bind and connect handled with no port allowed (ABI 4): the agent's own connections
+//!   are made by the supervisor and injected; abstract unix sockets and signals scoped (ABI 6).
+//!
+//! Landlock cannot carve a read-only hole in a read-write tree, so the files that would run
+//! code outside the sandbox later (`hooks/` and `config` of the git dir, the worktree's `.git`
+//! file, the agents' settings/rules/hooks files) are bind-mounted read-only over themselves
+//! in the sandbox's private mount namespace.
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, RestrictionStatus,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope, ABI,
+};
+use std::path::{Path, PathBuf};
+
+/// System paths granted read + execute when they exist.
+pub const SYSTEM_READ_ONLY: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys", "/proc",
+];
+
+/// Devices granted read-write.
+pub const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+/// Devices granted read-only.
+pub const DEVICES_RO: &[&str] = &["/dev/random", "/dev/urandom"];
+/// Terminal devices granted read-write with ioctls.
+pub const DEVICES_TTY: &[&str] = &["/dev/tty", "/dev/ptmx", "/dev/pts"];
+
+/// The full plan for one session, computed by the supervisor before it forks.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxPlan {
+    /// Physical worktree path.
+    pub worktree: PathBuf,
+    /// The session's private temp dir.
+    pub tmp_dir: PathBuf,
+    /// Existing paths granted read-write (worktree and temp dir first).
+    pub read_write: Vec<PathBuf>,
+    /// Existing paths granted read + execute.
+    pub read_only: Vec<PathBuf>,
+    /// Existing paths bind-mounted read-only over themselves in the sandbox's mount namespace.
+    pub protected: Vec<PathBuf>,
+    /// Policy paths that do not exist and were left out (for the start-up report).
+    pub missing: Vec<String>,
+}
+
+/// What the kernel will and will not enforce for a plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Enforcement {
+    /// Landlock ABI of the running kernel (0: none).
+    pub landlock_abi: i32,
+    /// Human descriptions of what is not enforced on this kernel.
+    pub not_enforced: Vec<String>,
+    /// Whether the filesystem rules cannot be enforced at all (refuse to start unless
+    /// `--allow-weaker-sandbox`).
+    pub filesystem_unenforceable: bool,
+}
+
+impl Enforcement {
+    /// Probes the running kernel.
+    pub fn probe() -> Self {
+        let abi = crate::sys::landlock_abi();
+        let mut e = Enforcement {
+            landlock_abi: abi,
+            ..Default::default()
+        };
+        if abi < 1 {
+            e.filesystem_unenforceable = true;
+            e.not_enforced
+                .push("Landlock is not available: no filesystem confinement".to_string());
+        } else if abi < 3 {
+            e.filesystem_unenforceable = true;
+            e.not_enforced
+                .push(format!("Landlock ABI {abi} < 3: file renames across directories or truncation not controlled"));
+        }
+        if (1..4).contains(&abi) {
+            e.not_enforced.push(
+                "Landlock ABI < 4: TCP is confined by the network namespace only".to_string(),
+            );
+        }
+        if (1..5).contains(&abi) {
+            e.not_enforced
+                .push("Landlock ABI < 5: device ioctls not controlled".to_string());
+        }
+        if (1..6).contains(&abi) {
+            e.not_enforced
+                .push("Landlock ABI < 6: signals and abstract unix sockets confined by the namespaces only".to_string());
+        }
+        if abi < 9 {
+            e.not_enforced.push(
+                "Landlock ABI < 9: datagrams sent with sendmsg to a unix socket path outside the worktree are not controlled (stream connects are)".to_string(),
+            );
+        }
+        e
+    }
+}
+
+fn abi_from(n: i32) -> ABI {
+    match n {
+        i32::MIN..=0 => ABI::Unsupported,
+        1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        6 => ABI::V6,
+        7 => ABI::V7,
+        8 => ABI::V8,
+        9 => ABI::V9,
+        _ => ABI::V10,
+    }
+}
+
+/// Expands a policy path: `~` and `~/…` against `home`; other relative paths are left out.
+pub fn expand_home(p: &str, home: Option<&Path>) -> Option<PathBuf> {
+    if p == "~" {
+        return home.map(Path::to_path_buf);
+    }
+    if let Some(rest) = p.strip_prefix("~/") {
+        return home.map(|h| h.join(rest));
+    }
+    let pb = PathBuf::from(p);
+    pb.is_absolute().then_some(pb)
+}
+
+/// Inputs of [`SandboxPlan::build`].
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInputs<'a> {
+    /// The session.
+    pub session: &'a crate::session::Session,
+    /// The session's private temp dir (created by the caller).
+    pub tmp_dir: &'a Path,
+    /// The effective policy configuration.
+    pub config: &'a tyba_policy::EffectiveConfig,
+    /// `~` for policy paths.
+    pub home: Option<&'a Path>,
+    /// The agent program, resolved on `PATH` (granted read + execute).
+    pub agent_program: Option<&'a Path>,
+}
+
+fn push_unique(v: &mut Vec<PathBuf>, p: PathBuf) {
+    if !v.contains(&p) {
+        v.push(p);
+    }
+}
+
+/// Whether `p` is `root` or lies beneath it (component-wise).
+pub fn is_within(p: &Path, root: &Path) -> bool {
+    p.starts_with(root)
+}
+
+impl SandboxPlan {
+    /// Computes the plan. Paths are canonicalised; ones that do not exist are left out (and
+    /// listed in `missing` when they came from the policy).
+    pub fn build(i: PlanInputs<'_>) -> SandboxPlan {
+        let mut plan = SandboxPlan {
+            worktree: i.session.worktree.clone(),
+            tmp_dir: i.tmp_dir.to_path_buf(),
+            ..Default::default()
+        };
+        plan.read_write.push(i.session.worktree.clone());
+        push_unique(&mut plan.read_write, i.tmp_dir.to_path_buf());
+        let fs = &i.config.filesystem;
+        for (list, rw) in [
+            (&fs.read_write, true),
+            (&fs.agent_state, true),
+            (&fs.read_only, false),
+        ] {
+            for s in list.iter() {
+                match expand_home(s, i.home).and_then(|p| std::fs::canonicalize(p).ok()) {
+                    Some(p) if rw => push_unique(&mut plan.read_write, p),
+                    Some(p) => push_unique(&mut plan.read_only, p),
+                    None => plan.missing.push(s.clone()),
+                }
+            }
+        }
+        for s in SYSTEM_READ_ONLY {
+            let p = Path::new(s);
+            if p.exists() {
+                push_unique(&mut plan.read_only, p.to_path_buf());
+            }
+        }
+        if let Some(a) = i.agent_program.and_then(|a| std::fs::canonicalize(a).ok()) {
+            push_unique(&mut plan.read_only, a);
+        }
+        if let Some(g) = &i.session.git {
+            let inside = is_within(&g.common_dir, &plan.worktree);
+            if !inside {
+                push_unique(&mut plan.read_only, g.common_dir.clone());
+                for part in ["objects", "refs", "logs"] {
+                    let p = g.common_dir.join(part);
+                    if p.exists() {
+                        push_unique(&mut plan.read_write, p);
+                    }
+                }
+            }
+            if !is_within(&g.git_dir, &plan.worktree) && g.git_dir != g.common_dir {
+                push_unique(&mut plan.read_write, g.git_dir.clone());
+            }
+            let hooks = g.common_dir.join("hooks");
+            if !hooks.exists() && plan.read_write.iter().any(|r| is_within(&hooks, r)) {
+                // An absent hooks dir could be created by the agent: make it now so it can be
+                // bound read-only.
+                let _ = std::fs::create_dir_all(&hooks);
+            }
+            for p in [
+                hooks,
+                g.common_dir.join("config"),
+                g.git_dir.join("config.worktree"),
+                plan.worktree.join(".git"),
+            ] {
+                if p.exists() && !(p.is_dir() && p == plan.worktree.join(".git")) {
+                    push_unique(&mut plan.protected, p);
+                }
+            }
+        }
+        for s in &fs.agent_control_files {
+            if let Some(p) = expand_home(s, i.home).and_then(|p| std::fs::canonicalize(p).ok()) {
+                push_unique(&mut plan.protected, p);
+            }
+        }
+        // Only what lies under a writable root needs a read-only bind.
+        let rw = plan.read_write.clone();
+        plan.protected
+            .retain(|p| rw.iter().any(|r| is_within(p, r)));
+        plan
+    }
+
+    /// Protected paths that are missing and could be created by the agent (reported at start).
+    pub fn unprotected_control_files(
+        &self,
+        config: &tyba_policy::EffectiveConfig,
+        home: Option<&Path>,
+    ) -> Vec<PathBuf> {
+        config
+            .filesystem
+            .agent_control_files
+            .iter()
+            .filter_map(|s| expand_home(s, home))
+            .filter(|p| !p.exists() && self.read_write.iter().any(|r| is_within(p, r)))
+            .collect()
+    }
+}
+
+/// Errors applying the Landlock domain.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LandlockError {
+    /// The ruleset could not be built or enforced.
+    #[error("landlock: {0}")]
+    Ruleset(#[from] RulesetError),
+    /// A path could not be opened for a rule.
+    #[error("landlock rule for {path}: {message}")]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+    /// The kernel did not enforce the ruleset fully.
+    #[error("landlock ruleset only {0:?}")]
+    NotFull(String),
+}
+
+/// Applies the plan's Landlock domain to the calling thread (and so to everything it execs).
+/// Call in the sandbox's stage 2, after the private `/proc` is mounted (rules name inodes).
+///
+/// # Errors
+/// [`LandlockError`] when a rule cannot be added or the ruleset is not enforced (with
+/// `require_full`, anything less than full enforcement of the kernel's ABI).
+pub fn apply_landlock(
+    plan: &SandboxPlan,
+    abi_n: i32,
+    require_full: bool,
+) -> Result<RestrictionStatus, LandlockError> {
+    let abi = abi_from(abi_n.min(7));
+    let all = AccessFs::from_all(abi);
+    let rw = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
+    let ro = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute;
+    let file_rights = AccessFs::from_file(abi);
+    let level = if require_full {
+        CompatLevel::HardRequirement
+    } else {
+        CompatLevel::BestEffort
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(all)?;
+    if abi_n >= 4 {
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    if abi_n >= 6 {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
+    }
+    let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
+    for p in &plan.read_only {
+        rules.push((p.clone(), ro));
+    }
+    for p in &plan.read_write {
+        rules.push((p.clone(), rw));
+    }
+    for d in DEVICES_RW {
+        rules.push((PathBuf::from(d), AccessFs::ReadFile | AccessFs::WriteFile));
+    }
+    for d in DEVICES_RO {
+        rules.push((PathBuf::from(d), AccessFs::ReadFile.into()));
+    }
+    let tty = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev;
+    for d in DEVICES_TTY {
+        rules.push((PathBuf::from(d), tty & all));
+    }
+    let mut beneath = Vec::with_capacity(rules.len());
+    for (p, access) in rules {
+        let fd = match PathFd::new(&p) {
+            Ok(fd) => fd,
+            // Paths that vanished since the plan was made are skipped.
+            Err(_) if !p.exists() => continue,
+            Err(e) => {
+                return Err(LandlockError::Path {
+                    path: p,
+                    message: e.to_string(),
+                })
+            }
+        };
+        let access = if p.is_dir() {
+            access
+        } else {
+            access & file_rights
+        };
+        beneath.push(PathBeneath::new(fd, access));
+    }
+    let created = ruleset
+        .create()?
+        .add_rules(beneath.into_iter().map(Ok::<_, RulesetError>))?;
+    let status = created.restrict_self()?;
+    if require_full && status.ruleset != landlock::RulesetStatus::FullyEnforced {
+        return Err(LandlockError::NotFull(format!("{:?}", status.ruleset)));
+    }
+    Ok(status)
+}

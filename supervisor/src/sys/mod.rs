@@ -1,0 +1,485 @@
+//! Every `unsafe` of the crate lives here: thin wrappers over the syscalls the supervisor needs
+//! and that neither `nix` nor `landlock` expose safely. Each wrapper takes and returns owned or
+//! borrowed file descriptors, never bare integers, except where the kernel API names a number in
+//! *another* process (a target fd in the sandboxed child).
+//!
+//! Kernel documents followed: `seccomp(2)`, `seccomp_unotify(2)`, `pidfd_open(2)`,
+//! `pidfd_getfd(2)`, `openat2(2)`, `close_range(2)`, `landlock_create_ruleset(2)`, `fork(2)`.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// One classic BPF instruction (`struct sock_filter`, `linux/filter.h`).
+pub type SockFilter = libc::sock_filter;
+
+fn cvt(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cvt_int(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// The Landlock ABI version of the running kernel (`landlock_create_ruleset(NULL, 0,
+/// LANDLOCK_CREATE_RULESET_VERSION)`), or 0 when Landlock is absent or disabled.
+pub fn landlock_abi() -> i32 {
+    // SAFETY: with a NULL attribute pointer, size 0 and the VERSION flag the kernel reads no
+    // memory and returns the ABI number or an error.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32, /* LANDLOCK_CREATE_RULESET_VERSION */
+        )
+    };
+    if r < 0 {
+        0
+    } else {
+        i32::try_from(r).unwrap_or(0)
+    }
+}
+
+/// Sets `PR_SET_NO_NEW_PRIVS` on the calling thread (`prctl(2)`).
+///
+/// # Errors
+/// The prctl error.
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
+    cvt_int(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+}
+
+/// Installs a seccomp filter on the calling thread and returns its user-notification listener
+/// (`seccomp(SECCOMP_SET_MODE_FILTER, flags | SECCOMP_FILTER_FLAG_NEW_LISTENER, prog)`).
+/// `no_new_privs` must already be set.
+///
+/// # Errors
+/// The seccomp error (EINVAL for an unknown flag or a malformed program, EFAULT, ENOMEM).
+pub fn install_filter_with_listener(
+    prog: &[SockFilter],
+    flags: libc::c_ulong,
+) -> io::Result<OwnedFd> {
+    let len = u16::try_from(prog.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `prog`, which outlives the call; the kernel copies the program.
+    let fd = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags | libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    })?;
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: with NEW_LISTENER the kernel returned a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A notification read from the listener (`struct seccomp_notif`).
+#[derive(Debug, Clone, Copy)]
+pub struct Notif {
+    /// Cookie to answer with.
+    pub id: u64,
+    /// Thread id of the caller, in the supervisor's PID namespace.
+    pub pid: u32,
+    /// System call number (x86_64 table).
+    pub nr: i32,
+    /// Audit architecture of the call.
+    pub arch: u32,
+    /// The six raw arguments.
+    pub args: [u64; 6],
+}
+
+/// Waits for the next notification (`SECCOMP_IOCTL_NOTIF_RECV`). Blocks.
+///
+/// # Errors
+/// ENOENT when the target died before the read; EINTR; other ioctl errors.
+pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<Notif> {
+    // SAFETY: seccomp_notif is plain data; all-zero is a valid value and the kernel requires it.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one `seccomp_notif` into `n`, which is large enough.
+    cvt_int(unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) })?;
+    Ok(Notif {
+        id: n.id,
+        pid: n.pid,
+        nr: n.data.nr,
+        arch: n.data.arch,
+        args: n.data.args,
+    })
+}
+
+/// Whether the notification is still pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`): the target has
+/// not died nor been interrupted, so memory read from it belongs to the call being judged.
+pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    // SAFETY: the ioctl reads one u64 from `&id`.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &id,
+        ) == 0
+    }
+}
+
+/// How to answer a notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// Let the call run in the kernel (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). Only where another
+    /// kernel mechanism (Landlock, the namespaces) backs the decision.
+    Continue,
+    /// Fail with this errno.
+    Errno(i32),
+    /// Pretend the call returned this value (the supervisor did the work).
+    Value(i64),
+}
+
+/// Answers a notification (`SECCOMP_IOCTL_NOTIF_SEND`).
+///
+/// # Errors
+/// ENOENT when the target died or was interrupted meanwhile.
+pub fn notif_send(listener: BorrowedFd<'_>, id: u64, reply: Reply) -> io::Result<()> {
+    let mut r = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: 0,
+    };
+    match reply {
+        Reply::Continue => r.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        Reply::Errno(e) => r.error = -e,
+        Reply::Value(v) => r.val = v,
+    }
+    // SAFETY: the ioctl reads one `seccomp_notif_resp` from `&r`.
+    cvt_int(unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &r) })
+        .map(drop)
+}
+
+/// Switches the listener to synchronous wake-up (`SECCOMP_IOCTL_NOTIF_SET_FLAGS` with
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, passed **by value**: a pointer gives EINVAL).
+///
+/// # Errors
+/// EINVAL on kernels before 6.6.
+pub fn notif_set_sync_wakeup(listener: BorrowedFd<'_>) -> io::Result<()> {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
+    // SAFETY: this ioctl takes its flag argument by value and reads no memory.
+    cvt_int(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    })
+    .map(drop)
+}
+
+/// Installs `src` in the notifying process as fd `target_fd` (replacing what was there), and
+/// returns the number it got (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD`).
+///
+/// # Errors
+/// ENOENT when the notification is gone; EBADF/EMFILE.
+pub fn notif_addfd_setfd(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    src: BorrowedFd<'_>,
+    target_fd: u32,
+    cloexec: bool,
+) -> io::Result<i32> {
+    let a = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        srcfd: src.as_raw_fd() as u32,
+        newfd: target_fd,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one `seccomp_notif_addfd` from `&a`.
+    cvt_int(unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &a) })
+}
+
+/// A pidfd for `pid` (`pidfd_open(2)`); `pid` must be a thread-group leader.
+///
+/// # Errors
+/// ESRCH when the process is gone.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: integer arguments only.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })?;
+    // SAFETY: the kernel returned a fresh fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// A duplicate, in this process, of fd number `target_fd` of the process behind `pidfd`
+/// (`pidfd_getfd(2)`; needs ptrace-attach rights over it, which the supervisor has as the owner
+/// of the sandbox's user namespace).
+///
+/// # Errors
+/// EBADF when the target has no such fd; EPERM; ESRCH.
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, target_fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: integer arguments only.
+    let fd =
+        cvt(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0u32) })?;
+    // SAFETY: the kernel returned a fresh fd installed with O_CLOEXEC.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Closes every fd from `first` up (`close_range(first, ~0U, 0)`); used in the child before
+/// exec.
+pub fn close_fds_from(first: u32) {
+    // SAFETY: closing fds this process owns; no Rust object in the child refers to them after
+    // this point (the child only execs or exits).
+    unsafe {
+        libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32);
+    }
+}
+
+/// Result of [`fork`].
+#[derive(Debug)]
+pub enum Forked {
+    /// In the parent, with the child's pid.
+    Parent(i32),
+    /// In the child.
+    Child,
+}
+
+/// `fork(2)`.
+///
+/// # Safety
+/// The calling process must be single-threaded (the supervisor forks before it starts any
+/// thread), so that the child does not inherit locks held by other threads.
+///
+/// # Errors
+/// EAGAIN, ENOMEM.
+pub unsafe fn fork() -> io::Result<Forked> {
+    // SAFETY: the caller guarantees the process is single-threaded.
+    let r = cvt_int(unsafe { libc::fork() })?;
+    Ok(if r == 0 {
+        Forked::Child
+    } else {
+        Forked::Parent(r)
+    })
+}
+
+/// Leaves the process at once with `code`, without running destructors or atexit handlers
+/// (`_exit(2)`): what a forked child must do instead of returning.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and is async-signal-safe.
+    unsafe { libc::_exit(code) }
+}
+
+/// `execve(2)`: replaces the process image; returns only on error.
+pub fn execve(path: &CStr, argv: &[&CStr], envp: &[&CStr]) -> io::Error {
+    let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: `path`, `a` and `e` are NUL-terminated C strings and NULL-terminated arrays
+    // that outlive the call.
+    unsafe { libc::execve(path.as_ptr(), a.as_ptr(), e.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// Opens `path` relative to `dir` with `openat2(2)` and these `RESOLVE_*` flags.
+///
+/// # Errors
+/// The openat2 error (ELOOP, EXDEV for a resolution the flags forbid, ENOENT…).
+pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: u64, resolve: u64) -> io::Result<OwnedFd> {
+    // SAFETY: open_how is plain data; all-zero is valid (and required for unused fields).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags;
+    how.resolve = resolve;
+    // SAFETY: `path` is a C string and `how` a valid open_how; both outlive the call.
+    let fd = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    })?;
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)`: changes the mode of the object `fd` refers to
+/// (an `O_PATH` fd is fine; Linux ≥ 6.6).
+///
+/// # Errors
+/// The syscall error.
+pub fn fchmod_object(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    // SAFETY: the empty path is a static C string; other arguments are integers.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fchmodat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode,
+            libc::AT_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// `fchownat(fd, "", uid, gid, AT_EMPTY_PATH)`: changes the owner of the object `fd` refers to.
+///
+/// # Errors
+/// The syscall error.
+pub fn fchown_object(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: the empty path is a static C string; other arguments are integers.
+    cvt_int(unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH) })
+        .map(drop)
+}
+
+/// `utimensat(fd, "", times, AT_EMPTY_PATH)`: sets the timestamps of the object `fd` refers
+/// to; `None` means "now" for both.
+///
+/// # Errors
+/// The syscall error.
+pub fn utimens_object(fd: BorrowedFd<'_>, times: Option<[libc::timespec; 2]>) -> io::Result<()> {
+    let p = match &times {
+        Some(t) => t.as_ptr(),
+        None => std::ptr::null(),
+    };
+    // SAFETY: `p` is NULL or points at two timespecs that outlive the call.
+    cvt_int(unsafe { libc::utimensat(fd.as_raw_fd(), c"".as_ptr(), p, libc::AT_EMPTY_PATH) })
+        .map(drop)
+}
+
+/// Brings the loopback interface `lo` up in the current network namespace
+/// (`SIOCGIFFLAGS`/`SIOCSIFFLAGS`, `netdevice(7)`).
+///
+/// # Errors
+/// The socket or ioctl error.
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    let s =
+        cvt_int(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: fresh fd.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: ifreq is plain data; zero is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, b) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *d = *b as libc::c_char;
+    }
+    // SAFETY: the ioctl reads and writes one ifreq.
+    cvt_int(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
+    // SAFETY: reading the union member SIOCGIFFLAGS just wrote.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    // SAFETY: the ioctl reads one ifreq.
+    cvt_int(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
+}
+
+/// `connect(2)` on a socket the supervisor holds, to an address it built itself.
+///
+/// # Errors
+/// The connect error (EINPROGRESS for a non-blocking socket).
+pub fn connect_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(addr.len())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `addr` is a sockaddr of `len` bytes owned by the caller.
+    cvt_int(unsafe { libc::connect(sock.as_raw_fd(), addr.as_ptr().cast(), len) }).map(drop)
+}
+
+/// An integer socket option (`getsockopt(2)`, e.g. `SO_DOMAIN`, `SO_TYPE`, `SO_PROTOCOL`).
+///
+/// # Errors
+/// ENOTSOCK for a non-socket.
+pub fn getsockopt_int(sock: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for writes of the sizes given.
+    cvt_int(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
+/// A new socket (`socket(2)`) with close-on-exec set.
+///
+/// # Errors
+/// The socket error.
+pub fn socket(domain: i32, ty: i32, proto: i32) -> io::Result<OwnedFd> {
+    // SAFETY: integer arguments only.
+    let fd = cvt_int(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, proto) })?;
+    // SAFETY: fresh fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Restores default dispositions for the signals a Rust parent ignores (`SIGPIPE`) and
+/// unblocks every signal, so the agent starts with the usual signal state (`signal(7)`).
+pub fn reset_signals() {
+    for s in [
+        libc::SIGPIPE,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGCHLD,
+    ] {
+        // SAFETY: SIG_DFL is a valid disposition for these catchable signals.
+        unsafe {
+            libc::signal(s, libc::SIG_DFL);
+        }
+    }
+    // SAFETY: an empty set is a valid sigset_t once initialised by sigemptyset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Makes `tty` the controlling terminal of the calling session leader (`TIOCSCTTY`,
+/// `ioctl_tty(2)`).
+///
+/// # Errors
+/// The ioctl error.
+pub fn set_controlling_tty(tty: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: TIOCSCTTY takes an integer argument.
+    cvt_int(unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCSCTTY, 0) }).map(drop)
+}
+
+/// Duplicates `fd` onto descriptor number `target` (`dup2(2)`), used in the child before
+/// exec to set up its standard streams.
+///
+/// # Errors
+/// The dup2 error.
+pub fn dup_onto(fd: BorrowedFd<'_>, target: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 on descriptors; `target` is one of the standard stream numbers the child
+    // owns and nothing else in the child holds.
+    cvt_int(unsafe { libc::dup2(fd.as_raw_fd(), target) }).map(drop)
+}
+
+/// The terminal window size of `tty` (`TIOCGWINSZ`).
+pub fn get_winsize(tty: BorrowedFd<'_>) -> Option<libc::winsize> {
+    // SAFETY: winsize is plain data.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one winsize.
+    let r = unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) };
+    (r == 0).then_some(ws)
+}
+
+/// Sets the terminal window size of `tty` (`TIOCSWINSZ`).
+pub fn set_winsize(tty: BorrowedFd<'_>, ws: &libc::winsize) {
+    // SAFETY: the ioctl reads one winsize.
+    unsafe {
+        libc::ioctl(tty.as_raw_fd(), libc::TIOCSWINSZ, ws);
+    }
+}
