@@ -1,0 +1,165 @@
+//! The repository state a push is resolved against, read with gix: the effective
+//! configuration, every local ref name, HEAD, the git and common directories, and the refs of
+//! remotes that are local paths.
+
+use crate::config::FlatConfig;
+use crate::error::RepoError;
+use std::path::{Path, PathBuf};
+
+/// Where HEAD points (gitrevisions(7), `HEAD`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Head {
+    /// On a branch (born or unborn): its full name, `refs/heads/<b>`.
+    Branch(String),
+    /// Detached.
+    Detached,
+}
+
+/// What git would see in one repository.
+#[derive(Debug, Clone)]
+pub struct RepoState {
+    pub(crate) config: FlatConfig,
+    /// Every ref under `refs/`, full names, sorted (git's `get_local_heads` order).
+    pub(crate) local_refs: Vec<String>,
+    pub(crate) head: Head,
+    pub(crate) git_dir: PathBuf,
+    pub(crate) common_dir: PathBuf,
+    pub(crate) workdir: Option<PathBuf>,
+}
+
+/// How to find the repository: git's own start directory and the `--git-dir`/`GIT_DIR`,
+/// `--work-tree`/`GIT_WORK_TREE` overrides, plus configuration overrides (`key=value`) from
+/// `-c`, `--config-env`, `GIT_CONFIG_COUNT`/`GIT_CONFIG_PARAMETERS`, in git's order.
+#[derive(Debug, Clone, Default)]
+pub struct Locator {
+    /// Absolute directory git runs in (after `-C`).
+    pub cwd: PathBuf,
+    /// Explicit git directory, absolute.
+    pub git_dir: Option<PathBuf>,
+    /// Explicit work tree, absolute.
+    pub work_tree: Option<PathBuf>,
+    /// `key=value` (or bare `key` for an implicit `true`) overrides.
+    pub overrides: Vec<String>,
+}
+
+impl RepoState {
+    /// Opens the repository git would use for this location.
+    ///
+    /// # Errors
+    /// [`RepoError`] when there is no repository or it cannot be read.
+    pub fn open(loc: &Locator) -> Result<RepoState, RepoError> {
+        let opts = gix::open::Options::default().cli_overrides(loc.overrides.clone());
+        let repo = match &loc.git_dir {
+            Some(dir) => gix::open_opts(dir, opts.clone()).map_err(|e| RepoError::Open {
+                path: dir.clone(),
+                message: e.to_string(),
+            })?,
+            None => gix::ThreadSafeRepository::discover_opts(
+                &loc.cwd,
+                gix::discover::upwards::Options::default(),
+                gix::sec::trust::Mapping {
+                    full: opts.clone(),
+                    reduced: opts,
+                },
+            )
+            .map(gix::Repository::from)
+            .map_err(|e| RepoError::Discover {
+                path: loc.cwd.clone(),
+                message: e.to_string(),
+            })?,
+        };
+        Self::from_repo(&repo, loc.work_tree.clone())
+    }
+
+    fn from_repo(
+        repo: &gix::Repository,
+        work_tree: Option<PathBuf>,
+    ) -> Result<RepoState, RepoError> {
+        let refs_err = |e: &dyn std::fmt::Display| RepoError::Refs {
+            path: repo.git_dir().to_path_buf(),
+            message: e.to_string(),
+        };
+        let config = FlatConfig::from_gix(repo.config_snapshot().plumbing());
+        let mut local_refs = Vec::new();
+        let platform = repo.references().map_err(|e| refs_err(&e))?;
+        for r in platform.all().map_err(|e| refs_err(&e))? {
+            let r = r.map_err(|e| refs_err(&e))?;
+            local_refs.push(r.name().as_bstr().to_string());
+        }
+        local_refs.sort();
+        local_refs.dedup();
+        let head = match repo.head_name().map_err(|e| refs_err(&e))? {
+            Some(name) => Head::Branch(name.as_bstr().to_string()),
+            None => Head::Detached,
+        };
+        Ok(RepoState {
+            config,
+            local_refs,
+            head,
+            git_dir: repo.git_dir().to_path_buf(),
+            common_dir: repo.common_dir().to_path_buf(),
+            workdir: work_tree.or_else(|| repo.workdir().map(Path::to_path_buf)),
+        })
+    }
+
+    /// The refs of a repository at a local path (a bare or non-bare repository), for a remote
+    /// given by path. `None` when it cannot be opened.
+    pub(crate) fn remote_refs_at(path: &Path) -> Option<Vec<String>> {
+        let opts = gix::open::Options::isolated();
+        let repo = gix::open_opts(path, opts).ok()?;
+        let mut out = Vec::new();
+        for r in repo.references().ok()?.all().ok()? {
+            out.push(r.ok()?.name().as_bstr().to_string());
+        }
+        // The remote advertises HEAD too; git's matching sees it as a ref named `HEAD`.
+        out.push("HEAD".to_string());
+        out.sort();
+        out.dedup();
+        Some(out)
+    }
+
+    /// The directory relative paths in remote URLs are resolved against: the top of the work
+    /// tree (git changes there during setup), or the git directory of a bare repository.
+    pub(crate) fn base_dir(&self) -> &Path {
+        self.workdir.as_deref().unwrap_or(&self.git_dir)
+    }
+
+    /// The full name of the current branch, if HEAD is on one.
+    pub(crate) fn current_branch(&self) -> Option<&str> {
+        match &self.head {
+            Head::Branch(b) => Some(b.as_str()),
+            Head::Detached => None,
+        }
+    }
+
+    /// The hooks directory git uses: `core.hooksPath` (relative to the work tree top, `~/`
+    /// expanded) or `<common dir>/hooks` (githooks(5)).
+    pub fn hooks_dir(&self) -> PathBuf {
+        match self.config.string("core", None, "hookspath") {
+            Some(p) if !p.is_empty() => {
+                let expanded = expand_tilde(p);
+                if expanded.is_absolute() {
+                    expanded
+                } else {
+                    self.base_dir().join(expanded)
+                }
+            }
+            _ => self.common_dir.join("hooks"),
+        }
+    }
+
+    /// The common git directory (shared by linked worktrees).
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+}
+
+/// `~/x` → `$HOME/x` (git's path expansion for config values of type path).
+pub(crate) fn expand_tilde(p: &str) -> PathBuf {
+    if p == "~" || p.starts_with("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home).join(p.trim_start_matches('~').trim_start_matches('/'));
+        }
+    }
+    PathBuf::from(p)
+}
