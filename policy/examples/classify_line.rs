@@ -12,8 +12,18 @@ fn main() {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     let policy = Policy::embedded_default();
     for line in std::env::args().skip(1) {
-        let ctx = Context { worktree: &wt, cwd: &wt, home: home.as_deref(), git: None };
-        let c = policy.classify(&Action::Exec { command: line.clone() }, &ctx);
+        let ctx = Context {
+            worktree: &wt,
+            cwd: &wt,
+            home: home.as_deref(),
+            git: None,
+        };
+        let c = policy.classify(
+            &Action::Exec {
+                command: line.clone(),
+            },
+            &ctx,
+        );
         println!("{:8} {:?}  <= {line}", c.verdict.as_str(), c.rules());
     }
 }

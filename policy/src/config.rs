@@ -157,8 +157,10 @@ impl PolicyFile {
     /// # Errors
     /// [`ConfigError::Read`] or [`ConfigError::Syntax`].
     pub fn read(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::parse(&text, &path.display().to_string())
     }
 }
@@ -199,10 +201,17 @@ impl EffectiveConfig {
             extend_unique(&mut out.filesystem.read_write, &f.filesystem.read_write);
             extend_unique(&mut out.filesystem.read_only, &f.filesystem.read_only);
             extend_unique(&mut out.filesystem.agent_state, &f.filesystem.agent_state);
-            extend_unique(&mut out.filesystem.agent_control_files, &f.filesystem.agent_control_files);
+            extend_unique(
+                &mut out.filesystem.agent_control_files,
+                &f.filesystem.agent_control_files,
+            );
             extend_unique(&mut out.network.agent_hosts, &f.network.agent_hosts);
             for b in &f.git.protected_branches {
-                if !out.protected_branches.iter().any(|p| p.eq_ignore_ascii_case(b)) {
+                if !out
+                    .protected_branches
+                    .iter()
+                    .any(|p| p.eq_ignore_ascii_case(b))
+                {
                     out.protected_branches.push(b.clone());
                 }
             }

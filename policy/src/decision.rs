@@ -13,7 +13,9 @@ use std::collections::HashSet;
 use std::fmt;
 
 /// How much the agent may do without asking (seed `004_893a9b0cb34e722a.txt`, "níveis de autonomia").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Autonomy {
     /// Edits ask too, showing the diff.
@@ -49,7 +51,9 @@ impl std::str::FromStr for Autonomy {
             "low" => Ok(Autonomy::Low),
             "medium" => Ok(Autonomy::Medium),
             "high" => Ok(Autonomy::High),
-            other => Err(format!("unknown autonomy level `{other}` (expected low, medium or high)")),
+            other => Err(format!(
+                "unknown autonomy level `{other}` (expected low, medium or high)"
+            )),
         }
     }
 }
@@ -218,7 +222,9 @@ pub fn decide(
     memory: &SessionMemory,
 ) -> Decision {
     if class.verdict == Verdict::Blocked {
-        return Decision::Refuse { reason: refusal_text(class) };
+        return Decision::Refuse {
+            reason: refusal_text(class),
+        };
     }
     if kind == ActionKind::Command {
         match mode {
@@ -241,7 +247,11 @@ pub fn decide(
     match class.verdict {
         Verdict::Green => {
             if kind == ActionKind::Edit && autonomy == Autonomy::Low {
-                Decision::Ask(Ask { verdict: Verdict::Green, rememberable: None, show_diff: true })
+                Decision::Ask(Ask {
+                    verdict: Verdict::Green,
+                    rememberable: None,
+                    show_diff: true,
+                })
             } else {
                 Decision::Allow
             }
@@ -262,7 +272,9 @@ pub fn decide(
             rememberable: None,
             show_diff: kind == ActionKind::Edit && autonomy == Autonomy::Low,
         }),
-        Verdict::Blocked => Decision::Refuse { reason: refusal_text(class) },
+        Verdict::Blocked => Decision::Refuse {
+            reason: refusal_text(class),
+        },
     }
 }
 

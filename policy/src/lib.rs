@@ -94,12 +94,16 @@ impl Policy {
                 })?;
             }
         }
-        Ok(Policy { config: EffectiveConfig::merge(&parsed) })
+        Ok(Policy {
+            config: EffectiveConfig::merge(&parsed),
+        })
     }
 
     /// The compiled-in rules with no policy file at all.
     pub(crate) fn bare() -> Self {
-        Policy { config: EffectiveConfig::merge(&[]) }
+        Policy {
+            config: EffectiveConfig::merge(&[]),
+        }
     }
 
     pub(crate) fn set_rules(&mut self, rules: Vec<RuleSpec>) {

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 ///
 /// Ordered from the most permissive to the strictest, so that a compound action
 /// is the [`Ord::max`] of its parts: `Green < Yellow < Red < Blocked`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Passes by itself: a closed, compiled-in list of read-only commands, and edit-tool
@@ -48,7 +50,9 @@ impl std::str::FromStr for Verdict {
             "yellow" => Ok(Verdict::Yellow),
             "red" => Ok(Verdict::Red),
             "blocked" => Ok(Verdict::Blocked),
-            other => Err(format!("unknown verdict `{other}` (expected green, yellow, red or blocked)")),
+            other => Err(format!(
+                "unknown verdict `{other}` (expected green, yellow, red or blocked)"
+            )),
         }
     }
 }
@@ -71,7 +75,11 @@ pub struct Finding {
 impl Finding {
     /// A finding with the given colour, rule id and reason.
     pub fn new(verdict: Verdict, rule: impl Into<String>, reason: impl Into<String>) -> Self {
-        Finding { verdict, rule: rule.into(), reason: reason.into() }
+        Finding {
+            verdict,
+            rule: rule.into(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -122,8 +130,17 @@ impl Classification {
     pub fn add(&mut self, finding: Finding) {
         self.verdict = self.verdict.max(finding.verdict);
         // Keep a few examples per rule: a glob over a thousand files needs no thousand reasons.
-        let same_rule = self.findings.iter().filter(|f| f.rule == finding.rule && f.verdict == finding.verdict).count();
-        if same_rule < MAX_FINDINGS_PER_RULE && !self.findings.iter().any(|f| f.rule == finding.rule && f.reason == finding.reason) {
+        let same_rule = self
+            .findings
+            .iter()
+            .filter(|f| f.rule == finding.rule && f.verdict == finding.verdict)
+            .count();
+        if same_rule < MAX_FINDINGS_PER_RULE
+            && !self
+                .findings
+                .iter()
+                .any(|f| f.rule == finding.rule && f.reason == finding.reason)
+        {
             self.findings.push(finding);
         }
     }

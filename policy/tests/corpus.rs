@@ -7,12 +7,18 @@ use std::path::{Path, PathBuf};
 use tyba_policy::{Action, Context, Policy, Verdict};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data")
+        .join(name)
 }
 
 fn fixture() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let st = std::process::Command::new("bash").arg(data("policy_fixture.sh")).arg(tmp.path()).status().unwrap();
+    let st = std::process::Command::new("bash")
+        .arg(data("policy_fixture.sh"))
+        .arg(tmp.path())
+        .status()
+        .unwrap();
     assert!(st.success(), "fixture script failed");
     let root = std::fs::canonicalize(tmp.path()).unwrap();
     (tmp, root.join("W"), root.join("home"))
@@ -40,26 +46,56 @@ fn run_file(name: &str) {
         if line.trim().is_empty() {
             continue;
         }
-        let case: Case = serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}:{}: {e}", n + 1));
+        let case: Case =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}:{}: {e}", n + 1));
         let action = match (case.tool.as_deref(), case.cmd.clone()) {
             (None | Some("exec"), Some(command)) => Action::Exec { command },
-            (Some("write"), _) => Action::Write { paths: case.paths.clone() },
-            (Some("read"), _) => Action::Read { paths: case.paths.clone() },
-            (Some("apply_patch"), _) => Action::ApplyPatch { paths: case.paths.clone() },
-            (Some("fetch"), _) => Action::Fetch { url: case.url.clone().unwrap() },
+            (Some("write"), _) => Action::Write {
+                paths: case.paths.clone(),
+            },
+            (Some("read"), _) => Action::Read {
+                paths: case.paths.clone(),
+            },
+            (Some("apply_patch"), _) => Action::ApplyPatch {
+                paths: case.paths.clone(),
+            },
+            (Some("fetch"), _) => Action::Fetch {
+                url: case.url.clone().unwrap(),
+            },
             other => panic!("{}: unknown case shape {other:?}", case.id),
         };
         let cwd = w.join(case.cwd.as_deref().unwrap_or("."));
-        let ctx = Context { worktree: &w, cwd: &cwd, home: Some(&home), git: None };
+        let ctx = Context {
+            worktree: &w,
+            cwd: &cwd,
+            home: Some(&home),
+            git: None,
+        };
         let c = policy.classify(&action, &ctx);
         count += 1;
         if c.verdict != case.expect {
-            let kind = if c.verdict < case.expect { "GREENER (security bug)" } else { "redder (friction)" };
-            failures.push(format!("{}: expected {}, got {} [{kind}] rules {:?} for {:?}", case.id, case.expect, c.verdict, c.rules(), action));
+            let kind = if c.verdict < case.expect {
+                "GREENER (security bug)"
+            } else {
+                "redder (friction)"
+            };
+            failures.push(format!(
+                "{}: expected {}, got {} [{kind}] rules {:?} for {:?}",
+                case.id,
+                case.expect,
+                c.verdict,
+                c.rules(),
+                action
+            ));
         }
     }
     assert!(count > 0, "{name} has no cases");
-    assert!(failures.is_empty(), "{} of {count} cases in {name} failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {count} cases in {name} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -79,9 +115,15 @@ fn corpus_copies_are_current() {
     if !shared.is_dir() {
         return;
     }
-    for (ours, theirs) in [("commands.jsonl", "commands.jsonl"), ("corpus-README.md", "README.md")] {
+    for (ours, theirs) in [
+        ("commands.jsonl", "commands.jsonl"),
+        ("corpus-README.md", "README.md"),
+    ] {
         let a = std::fs::read(data(ours)).unwrap();
         let b = std::fs::read(shared.join(theirs)).unwrap();
-        assert!(a == b, "tests/data/{ours} differs from shared/corpus/{theirs}: copy it again");
+        assert!(
+            a == b,
+            "tests/data/{ours} differs from shared/corpus/{theirs}: copy it again"
+        );
     }
 }

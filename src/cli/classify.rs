@@ -108,23 +108,39 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
             if line.trim().is_empty() {
                 continue;
             }
-            let parsed: Line = serde_json::from_str(&line).map_err(|e| UsageError(format!("line {}: {e}", n + 1)))?;
+            let parsed: Line = serde_json::from_str(&line)
+                .map_err(|e| UsageError(format!("line {}: {e}", n + 1)))?;
             let _ = (&parsed.id, &parsed.expect, &parsed.note);
             let cwd_n = match &parsed.cwd {
                 Some(c) => canonical(&worktree.join(c)).unwrap_or_else(|_| worktree.join(c)),
                 None => worktree.clone(),
             };
-            let action = to_action(parsed.tool, parsed.cmd, parsed.paths, parsed.url).map_err(|e| UsageError(format!("line {}: {e}", n + 1)))?;
-            let ctx = Context { worktree: &worktree, cwd: &cwd_n, home: home.as_deref(), git };
+            let action = to_action(parsed.tool, parsed.cmd, parsed.paths, parsed.url)
+                .map_err(|e| UsageError(format!("line {}: {e}", n + 1)))?;
+            let ctx = Context {
+                worktree: &worktree,
+                cwd: &cwd_n,
+                home: home.as_deref(),
+                git,
+            };
             let c = policy.classify(&action, &ctx);
             writeln!(out, "{}", serde_json::to_string(&report(&c))?)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
 
-    let tool = a.tool.or(if a.command_line.is_some() { Some(Tool::Exec) } else { None });
+    let tool = a.tool.or(if a.command_line.is_some() {
+        Some(Tool::Exec)
+    } else {
+        None
+    });
     let action = to_action(tool, a.command_line, a.paths, a.url).map_err(UsageError)?;
-    let ctx = Context { worktree: &worktree, cwd: &cwd, home: home.as_deref(), git };
+    let ctx = Context {
+        worktree: &worktree,
+        cwd: &cwd,
+        home: home.as_deref(),
+        git,
+    };
     let c = policy.classify(&action, &ctx);
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -141,14 +157,23 @@ fn git_inspector(_policy: &Policy) -> Option<Box<dyn GitInspector>> {
     None
 }
 
-fn to_action(tool: Option<Tool>, cmd: Option<String>, paths: Vec<String>, url: Option<String>) -> Result<Action, String> {
+fn to_action(
+    tool: Option<Tool>,
+    cmd: Option<String>,
+    paths: Vec<String>,
+    url: Option<String>,
+) -> Result<Action, String> {
     match (tool, cmd) {
         (None | Some(Tool::Exec), Some(command)) => Ok(Action::Exec { command }),
         (Some(Tool::Write), None) => Ok(Action::Write { paths }),
         (Some(Tool::Read), None) => Ok(Action::Read { paths }),
         (Some(Tool::ApplyPatch), None) => Ok(Action::ApplyPatch { paths }),
-        (Some(Tool::Fetch), None) => url.map(|url| Action::Fetch { url }).ok_or_else(|| "--tool fetch needs --url".to_string()),
-        (Some(t), Some(_)) if t != Tool::Exec => Err("give either a command line or a tool, not both".to_string()),
+        (Some(Tool::Fetch), None) => url
+            .map(|url| Action::Fetch { url })
+            .ok_or_else(|| "--tool fetch needs --url".to_string()),
+        (Some(t), Some(_)) if t != Tool::Exec => {
+            Err("give either a command line or a tool, not both".to_string())
+        }
         _ => Err("nothing to classify: give a COMMAND_LINE, --tool, or --jsonl".to_string()),
     }
 }
@@ -180,7 +205,11 @@ fn human(c: &Classification, colour: bool) -> String {
         (String::new(), String::new())
     };
     let mut s = format!("{on}{}{off}", c.verdict);
-    let decisive: Vec<_> = c.findings.iter().filter(|f| f.verdict == c.verdict).collect();
+    let decisive: Vec<_> = c
+        .findings
+        .iter()
+        .filter(|f| f.verdict == c.verdict)
+        .collect();
     for f in decisive {
         s.push_str(&format!("\n  {}: {}", f.rule, f.reason));
     }
@@ -188,10 +217,13 @@ fn human(c: &Classification, colour: bool) -> String {
 }
 
 fn canonical(p: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::canonicalize(p).map_err(|e| UsageError(format!("cannot resolve {}: {e}", p.display())).into())
+    std::fs::canonicalize(p)
+        .map_err(|e| UsageError(format!("cannot resolve {}: {e}", p.display())).into())
 }
 
 /// The top of the git worktree containing `dir` (a directory holding `.git`, directory or file).
 fn git_toplevel(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors().find(|d| d.join(".git").exists()).map(Path::to_path_buf)
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
 }

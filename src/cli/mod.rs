@@ -25,7 +25,10 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
         EXIT_USAGE
     } else if e.downcast_ref::<tyba_policy::ConfigError>().is_some() {
         EXIT_POLICY
-    } else if e.downcast_ref::<tyba_supervisor::SandboxUnavailable>().is_some() {
+    } else if e
+        .downcast_ref::<tyba_supervisor::SandboxUnavailable>()
+        .is_some()
+    {
         EXIT_SANDBOX
     } else {
         1
@@ -35,7 +38,10 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
 /// Loads the effective policy: embedded default, then `$XDG_CONFIG_HOME/tyba/policy.toml`
 /// (or `~/.config/tyba/policy.toml`), then `explicit` if given, else the repository's
 /// `.tyba/policy.toml` under `worktree`.
-pub fn load_policy(explicit: Option<&Path>, worktree: Option<&Path>) -> anyhow::Result<tyba_policy::Policy> {
+pub fn load_policy(
+    explicit: Option<&Path>,
+    worktree: Option<&Path>,
+) -> anyhow::Result<tyba_policy::Policy> {
     let mut layers = Vec::new();
     if let Some(user) = user_policy_path() {
         if user.is_file() {
@@ -73,5 +79,7 @@ fn user_policy_path() -> Option<PathBuf> {
 
 /// The home directory `~` stands for: `$HOME` when set and absolute.
 pub fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute())
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
 }

@@ -12,10 +12,36 @@ use std::path::{Path, PathBuf};
 
 /// Variables that make programs run code (DESIGN.md §2a), red when assigned in any form.
 const EXEC_VARS: &[&str] = &[
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "PROMPT_COMMAND", "PAGER", "MANPAGER", "GIT_PAGER",
-    "EDITOR", "VISUAL", "GIT_EDITOR", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_EXEC_PATH", "GIT_ASKPASS",
-    "SSH_ASKPASS", "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "RIPGREP_CONFIG_PATH", "LESSOPEN", "LESSCLOSE",
-    "GIT_SEQUENCE_EDITOR", "GIT_PROXY_COMMAND", "RUBYOPT", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "PS4",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "BASH_ENV",
+    "ENV",
+    "PROMPT_COMMAND",
+    "PAGER",
+    "MANPAGER",
+    "GIT_PAGER",
+    "EDITOR",
+    "VISUAL",
+    "GIT_EDITOR",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_EXEC_PATH",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "PYTHONSTARTUP",
+    "NODE_OPTIONS",
+    "PERL5OPT",
+    "RIPGREP_CONFIG_PATH",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PROXY_COMMAND",
+    "RUBYOPT",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "PS4",
 ];
 
 fn is_exec_var(name: &str) -> bool {
@@ -23,17 +49,93 @@ fn is_exec_var(name: &str) -> bool {
 }
 
 /// Shells that take `-c STRING`, a script file, or stdin.
-const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "rbash", "yash", "posh"];
+const SHELLS: &[&str] = &[
+    "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "rbash", "yash",
+    "posh",
+];
 
 /// Network clients: red whatever they do (DESIGN.md §2 "network, always").
 const NET_CLIENTS: &[&str] = &[
-    "curl", "wget", "wget2", "ssh", "scp", "sftp", "nc", "ncat", "netcat", "socat", "telnet", "ftp", "tftp", "aria2c",
-    "http", "https", "xh", "httpie", "lynx", "w3m", "links", "elinks", "mosh", "ping", "ping6", "dig", "nslookup", "host",
-    "whois", "traceroute", "tracepath", "nmap", "psql", "mysql", "mariadb", "mongo", "mongosh", "redis-cli", "sqlcmd",
-    "cqlsh", "clickhouse-client", "gh", "glab", "hub", "aws", "gcloud", "gsutil", "az", "kubectl", "helm", "heroku",
-    "fly", "flyctl", "vercel", "netlify", "doctl", "ssh-copy-id", "rclone", "s3cmd", "ftp-ssl", "lftp", "smbclient",
-    "openssl", "torsocks", "proxychains", "proxychains4", "nsupdate", "ldapsearch", "snmpget", "websocat", "grpcurl",
-    "docker", "podman", "nerdctl", "terraform", "pulumi", "ansible", "ansible-playbook", "ngrok", "cloudflared",
+    "curl",
+    "wget",
+    "wget2",
+    "ssh",
+    "scp",
+    "sftp",
+    "nc",
+    "ncat",
+    "netcat",
+    "socat",
+    "telnet",
+    "ftp",
+    "tftp",
+    "aria2c",
+    "http",
+    "https",
+    "xh",
+    "httpie",
+    "lynx",
+    "w3m",
+    "links",
+    "elinks",
+    "mosh",
+    "ping",
+    "ping6",
+    "dig",
+    "nslookup",
+    "host",
+    "whois",
+    "traceroute",
+    "tracepath",
+    "nmap",
+    "psql",
+    "mysql",
+    "mariadb",
+    "mongo",
+    "mongosh",
+    "redis-cli",
+    "sqlcmd",
+    "cqlsh",
+    "clickhouse-client",
+    "gh",
+    "glab",
+    "hub",
+    "aws",
+    "gcloud",
+    "gsutil",
+    "az",
+    "kubectl",
+    "helm",
+    "heroku",
+    "fly",
+    "flyctl",
+    "vercel",
+    "netlify",
+    "doctl",
+    "ssh-copy-id",
+    "rclone",
+    "s3cmd",
+    "ftp-ssl",
+    "lftp",
+    "smbclient",
+    "openssl",
+    "torsocks",
+    "proxychains",
+    "proxychains4",
+    "nsupdate",
+    "ldapsearch",
+    "snmpget",
+    "websocat",
+    "grpcurl",
+    "docker",
+    "podman",
+    "nerdctl",
+    "terraform",
+    "pulumi",
+    "ansible",
+    "ansible-playbook",
+    "ngrok",
+    "cloudflared",
 ];
 
 /// Runners that fetch code from the network and execute it.
@@ -93,10 +195,13 @@ fn system_program(path: &str) -> Option<String> {
             .or_else(|| {
                 let r = s.strip_prefix("/proc/")?;
                 let (pid, tail) = r.split_once('/')?;
-                (pid.bytes().all(|b| b.is_ascii_digit()) && !pid.is_empty()).then(|| tail.strip_prefix("root").map(str::to_string))?
+                (pid.bytes().all(|b| b.is_ascii_digit()) && !pid.is_empty())
+                    .then(|| tail.strip_prefix("root").map(str::to_string))?
             });
         match rest {
-            Some(r) if r.is_empty() || r.starts_with('/') => p = PathBuf::from(if r.is_empty() { "/".to_string() } else { r }),
+            Some(r) if r.is_empty() || r.starts_with('/') => {
+                p = PathBuf::from(if r.is_empty() { "/".to_string() } else { r })
+            }
             _ => break,
         }
     }
@@ -119,7 +224,13 @@ pub(crate) struct Invocation<'a> {
 
 impl Analyzer<'_> {
     /// Analyses a simple command; returns the state it may leave (cd, assignments).
-    pub(crate) fn simple(&mut self, s: &ast::SimpleCommand, st: State, stdin: Stdin, depth: usize) -> State {
+    pub(crate) fn simple(
+        &mut self,
+        s: &ast::SimpleCommand,
+        st: State,
+        stdin: Stdin,
+        depth: usize,
+    ) -> State {
         let mut stdin = stdin;
         let mut assigns: Vec<(String, Vec<Field>, bool)> = Vec::new();
         let mut words: Vec<Field> = Vec::new();
@@ -147,7 +258,11 @@ impl Analyzer<'_> {
                 st.vars.insert(name.clone(), vec![value]);
             }
             if has_command_word && words.is_empty() {
-                self.add(Verdict::Yellow, "cmd.dynamic-name", "the command word expands to nothing that can be known");
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-name",
+                    "the command word expands to nothing that can be known",
+                );
             }
             return st;
         }
@@ -157,7 +272,11 @@ impl Analyzer<'_> {
             env.push((name.clone(), join_known(fields)));
         }
         if words.is_empty() {
-            self.add(Verdict::Yellow, "cmd.dynamic-name", "the command word expands to nothing that can be known");
+            self.add(
+                Verdict::Yellow,
+                "cmd.dynamic-name",
+                "the command word expands to nothing that can be known",
+            );
             return st;
         }
         self.invoke(st, &words, env, stdin, depth)
@@ -206,7 +325,10 @@ impl Analyzer<'_> {
                         for (i, (_, v)) in items.iter().enumerate() {
                             for (j, f) in self.expand_word(&v.value, st).into_iter().enumerate() {
                                 if i + j > 0 {
-                                    joined.parts.push(Part::Lit { text: " ".to_string(), glob: false });
+                                    joined.parts.push(Part::Lit {
+                                        text: " ".to_string(),
+                                        glob: false,
+                                    });
                                 }
                                 joined.parts.extend(f.parts);
                             }
@@ -230,10 +352,18 @@ impl Analyzer<'_> {
     /// Rules on one assignment (prefix, bare, export, env NAME=VALUE).
     fn assignment_rules(&mut self, name: &str, fields: &[Field], st: &State, prefix: bool) {
         if is_exec_var(name) {
-            self.add(Verdict::Red, "env.exec-variable", format!("assigning `{name}` makes programs run code"));
+            self.add(
+                Verdict::Red,
+                "env.exec-variable",
+                format!("assigning `{name}` makes programs run code"),
+            );
         }
         if prefix {
-            self.add(Verdict::Yellow, "env.prefix-assignment", format!("the command runs with `{name}` changed"));
+            self.add(
+                Verdict::Yellow,
+                "env.prefix-assignment",
+                format!("the command runs with `{name}` changed"),
+            );
             for f in fields {
                 for v in split_colon_list(f) {
                     self.path_field(st, &v, Access::Read);
@@ -243,13 +373,29 @@ impl Analyzer<'_> {
     }
 
     /// Runs the rules for a command whose words are expanded.
-    pub(crate) fn invoke(&mut self, st: State, words: &[Field], env: Vec<(String, Option<String>)>, stdin: Stdin, depth: usize) -> State {
-        let Some(first) = words.first() else { return st };
+    pub(crate) fn invoke(
+        &mut self,
+        st: State,
+        words: &[Field],
+        env: Vec<(String, Option<String>)>,
+        stdin: Stdin,
+        depth: usize,
+    ) -> State {
+        let Some(first) = words.first() else {
+            return st;
+        };
         let args = &words[1..];
         match first.known() {
             Some(name) => self.invoke_named(st, &name, args, env, stdin, depth),
             None => {
-                self.add(Verdict::Yellow, "cmd.dynamic-name", format!("the program `{}` is not known before it runs", first.display()));
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-name",
+                    format!(
+                        "the program `{}` is not known before it runs",
+                        first.display()
+                    ),
+                );
                 self.generic_paths(&st, args, Access::Any);
                 // Unknown parts may be empty: `r${X}m` may be `rm`.
                 let ev = first.empty_variant();
@@ -265,12 +411,24 @@ impl Analyzer<'_> {
         }
     }
 
-    fn invoke_named(&mut self, st: State, name: &str, args: &[Field], env: Vec<(String, Option<String>)>, stdin: Stdin, depth: usize) -> State {
+    fn invoke_named(
+        &mut self,
+        st: State,
+        name: &str,
+        args: &[Field],
+        env: Vec<(String, Option<String>)>,
+        stdin: Stdin,
+        depth: usize,
+    ) -> State {
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
                 None => {
-                    self.add(Verdict::Yellow, "cmd.unlisted-program", format!("`{name}` is a program path nobody listed"));
+                    self.add(
+                        Verdict::Yellow,
+                        "cmd.unlisted-program",
+                        format!("`{name}` is a program path nobody listed"),
+                    );
                     self.path_field(&st, &Field::lit(name), Access::Read);
                     self.generic_paths(&st, args, Access::Any);
                     return st;
@@ -284,7 +442,12 @@ impl Analyzer<'_> {
             self.generic_paths(&st, args, Access::Any);
             return st;
         }
-        let inv = Invocation { program, args, env, stdin };
+        let inv = Invocation {
+            program,
+            args,
+            env,
+            stdin,
+        };
         self.program(st, inv, depth)
     }
 
@@ -311,12 +474,20 @@ impl Analyzer<'_> {
     }
 
     fn unlisted(&mut self, program: &str) {
-        self.add(Verdict::Yellow, "cmd.unlisted", format!("`{program}` is not on the green list"));
+        self.add(
+            Verdict::Yellow,
+            "cmd.unlisted",
+            format!("`{program}` is not on the green list"),
+        );
     }
 
     fn dynamic_args_not_green(&mut self, program: &str, args: &[Field]) {
         if args.iter().any(|a| !a.is_known()) {
-            self.add(Verdict::Yellow, "cmd.dynamic-args", format!("`{program}` has arguments that cannot be known before it runs"));
+            self.add(
+                Verdict::Yellow,
+                "cmd.dynamic-args",
+                format!("`{program}` has arguments that cannot be known before it runs"),
+            );
         }
     }
 
@@ -350,7 +521,9 @@ impl Analyzer<'_> {
                 self.source(&st, &inv);
                 return st;
             }
-            "export" | "declare" | "typeset" | "local" | "readonly" => return self.declare(st, &inv),
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                return self.declare(st, &inv)
+            }
             "unset" => {
                 let mut st = st;
                 for a in args {
@@ -375,7 +548,10 @@ impl Analyzer<'_> {
             }
             "trap" => {
                 self.unlisted(p);
-                if let Some(a) = args.iter().find(|a| a.known().is_none_or(|t| !t.starts_with('-'))) {
+                if let Some(a) = args
+                    .iter()
+                    .find(|a| a.known().is_none_or(|t| !t.starts_with('-')))
+                {
                     match a.known() {
                         Some(code) => {
                             self.line(&code, st.clone(), depth + 1);
@@ -399,7 +575,11 @@ impl Analyzer<'_> {
             return st;
         }
         if FETCH_RUNNERS.contains(&p) || self.is_fetch_runner(p, args) {
-            self.add(Verdict::Red, "net.fetch-and-run", format!("`{p}` fetches code from the network and runs it"));
+            self.add(
+                Verdict::Red,
+                "net.fetch-and-run",
+                format!("`{p}` fetches code from the network and runs it"),
+            );
             self.generic_paths(&st, args, Access::Any);
             return st;
         }
@@ -410,13 +590,18 @@ impl Analyzer<'_> {
         match p {
             "rm" | "unlink" | "rmdir" | "shred" => self.rm(&st, &inv),
             "chmod" | "chown" | "chgrp" | "chattr" | "setfacl" => self.chmod(&st, &inv),
-            "cp" | "mv" | "ln" | "install" | "tee" | "touch" | "mkdir" | "truncate" | "dd" | "rsync" | "mkfifo" | "mknod" => self.writer(&st, &inv),
+            "cp" | "mv" | "ln" | "install" | "tee" | "touch" | "mkdir" | "truncate" | "dd"
+            | "rsync" | "mkfifo" | "mknod" => self.writer(&st, &inv),
             "find" => self.find(&st, &inv, depth),
             "fd" | "fdfind" => self.fd(&st, &inv, depth),
             "sed" => {
                 let j = green::judge_sed(args);
                 self.judged(&st, j);
-                if args.iter().any(|a| !a.is_known()) && args.iter().all(|a| a.known().is_none_or(|t| t.starts_with('-'))) {
+                if args.iter().any(|a| !a.is_known())
+                    && args
+                        .iter()
+                        .all(|a| a.known().is_none_or(|t| t.starts_with('-')))
+                {
                     self.opaque("sed", "a sed script that cannot be known");
                 }
                 self.dynamic_args_not_green(p, args);
@@ -438,18 +623,35 @@ impl Analyzer<'_> {
             }
             "awk" | "gawk" | "mawk" | "nawk" => self.awk(&st, &inv),
             "tar" | "bsdtar" | "zip" | "unzip" | "7z" => self.archiver(&st, &inv),
-            "npm" | "pnpm" | "yarn" | "pip" | "pip3" | "bun" | "uv" | "poetry" | "cargo" | "go" | "deno" => self.package_tool(&st, &inv),
+            "npm" | "pnpm" | "yarn" | "pip" | "pip3" | "bun" | "uv" | "poetry" | "cargo" | "go"
+            | "deno" => self.package_tool(&st, &inv),
             "crontab" | "at" | "batch" | "systemd-run" | "launchctl" => {
-                self.add(Verdict::Red, "persist.scheduler", format!("`{p}` schedules code that runs outside the sandbox later"));
+                self.add(
+                    Verdict::Red,
+                    "persist.scheduler",
+                    format!("`{p}` schedules code that runs outside the sandbox later"),
+                );
                 self.generic_paths(&st, args, Access::Any);
             }
-            "systemctl" if args.iter().any(|a| a.known().is_some_and(|t| t == "--user")) => {
-                self.add(Verdict::Red, "persist.scheduler", "`systemctl --user` manages services that run outside the sandbox".to_string());
+            "systemctl"
+                if args
+                    .iter()
+                    .any(|a| a.known().is_some_and(|t| t == "--user")) =>
+            {
+                self.add(
+                    Verdict::Red,
+                    "persist.scheduler",
+                    "`systemctl --user` manages services that run outside the sandbox".to_string(),
+                );
             }
             "kill" | "pkill" | "killall" => {
                 self.unlisted(p);
                 if args.iter().any(|a| a.known().is_some_and(|t| t == "-1")) && p == "kill" {
-                    self.add(Verdict::Red, "proc.kill-all", "`kill -1` signals every process of the user".to_string());
+                    self.add(
+                        Verdict::Red,
+                        "proc.kill-all",
+                        "`kill -1` signals every process of the user".to_string(),
+                    );
                 }
             }
             "env" | "printenv" | "set" => {
@@ -457,7 +659,10 @@ impl Analyzer<'_> {
             }
             "command" => {
                 // `command -v x` / `-V`: a lookup like `type`.
-                if !args.iter().any(|a| a.known().is_some_and(|t| t == "-v" || t == "-V")) {
+                if !args
+                    .iter()
+                    .any(|a| a.known().is_some_and(|t| t == "-v" || t == "-V"))
+                {
                     self.unlisted(p);
                 }
             }
@@ -476,7 +681,13 @@ impl Analyzer<'_> {
 
     fn opaque(&mut self, what: &str, reason: &str) {
         self.out.shape.opaque = true;
-        self.add(Verdict::Red, "shell.dynamic-code", format!("{what}: {reason}; code assembled at run time is treated like a pipe into a shell"));
+        self.add(
+            Verdict::Red,
+            "shell.dynamic-code",
+            format!(
+                "{what}: {reason}; code assembled at run time is treated like a pipe into a shell"
+            ),
+        );
     }
 
     /// Wrappers that run another command. Returns the state when `inv` was one.
@@ -484,26 +695,133 @@ impl Analyzer<'_> {
         let p = inv.program.as_str();
         let args = inv.args;
         let (spec, name): (OptSpec, &str) = match p {
-            "sudo" | "doas" => (OptSpec { short_val: "ugCDhprtUTc", long_val: &["user", "group", "close-from", "chdir", "host", "prompt", "role", "type", "other-user", "command-timeout", "login-class"] }, p),
-            "nice" => (OptSpec { short_val: "n", long_val: &["adjustment"] }, p),
-            "ionice" => (OptSpec { short_val: "cnp", long_val: &["class", "classdata", "pid", "pgid", "uid"] }, p),
-            "timeout" => (OptSpec { short_val: "sk", long_val: &["signal", "kill-after"] }, p),
-            "stdbuf" => (OptSpec { short_val: "ioe", long_val: &["input", "output", "error"] }, p),
-            "time" => (OptSpec { short_val: "fo", long_val: &["format", "output"] }, p),
-            "nohup" | "setsid" | "builtin" | "unbuffer" | "chronic" | "catchsegv" | "dbus-run-session" | "fakeroot" => (OptSpec { short_val: "", long_val: &[] }, p),
-            "exec" => (OptSpec { short_val: "a", long_val: &[] }, p),
-            "command" if !args.iter().any(|a| a.known().is_some_and(|t| t == "-v" || t == "-V")) => (OptSpec { short_val: "", long_val: &[] }, p),
+            "sudo" | "doas" => (
+                OptSpec {
+                    short_val: "ugCDhprtUTc",
+                    long_val: &[
+                        "user",
+                        "group",
+                        "close-from",
+                        "chdir",
+                        "host",
+                        "prompt",
+                        "role",
+                        "type",
+                        "other-user",
+                        "command-timeout",
+                        "login-class",
+                    ],
+                },
+                p,
+            ),
+            "nice" => (
+                OptSpec {
+                    short_val: "n",
+                    long_val: &["adjustment"],
+                },
+                p,
+            ),
+            "ionice" => (
+                OptSpec {
+                    short_val: "cnp",
+                    long_val: &["class", "classdata", "pid", "pgid", "uid"],
+                },
+                p,
+            ),
+            "timeout" => (
+                OptSpec {
+                    short_val: "sk",
+                    long_val: &["signal", "kill-after"],
+                },
+                p,
+            ),
+            "stdbuf" => (
+                OptSpec {
+                    short_val: "ioe",
+                    long_val: &["input", "output", "error"],
+                },
+                p,
+            ),
+            "time" => (
+                OptSpec {
+                    short_val: "fo",
+                    long_val: &["format", "output"],
+                },
+                p,
+            ),
+            "nohup" | "setsid" | "builtin" | "unbuffer" | "chronic" | "catchsegv"
+            | "dbus-run-session" | "fakeroot" => (
+                OptSpec {
+                    short_val: "",
+                    long_val: &[],
+                },
+                p,
+            ),
+            "exec" => (
+                OptSpec {
+                    short_val: "a",
+                    long_val: &[],
+                },
+                p,
+            ),
+            "command"
+                if !args
+                    .iter()
+                    .any(|a| a.known().is_some_and(|t| t == "-v" || t == "-V")) =>
+            {
+                (
+                    OptSpec {
+                        short_val: "",
+                        long_val: &[],
+                    },
+                    p,
+                )
+            }
             "env" => return Some(self.env_wrapper(st, inv, depth)),
-            "xargs" => (OptSpec { short_val: "adEeIiLlnPs", long_val: &["arg-file", "delimiter", "eof", "replace", "max-lines", "max-args", "max-procs", "max-chars", "process-slot-var"] }, p),
+            "xargs" => (
+                OptSpec {
+                    short_val: "adEeIiLlnPs",
+                    long_val: &[
+                        "arg-file",
+                        "delimiter",
+                        "eof",
+                        "replace",
+                        "max-lines",
+                        "max-args",
+                        "max-procs",
+                        "max-chars",
+                        "process-slot-var",
+                    ],
+                },
+                p,
+            ),
             "parallel" => return Some(self.parallel(st, inv, depth)),
             "watch" => return Some(self.watch(st, inv, depth)),
-            "flock" => (OptSpec { short_val: "wEc", long_val: &["timeout", "conflict-exit-code", "command"] }, p),
-            "chroot" => (OptSpec { short_val: "", long_val: &["userspec", "groups"] }, p),
-            "taskset" | "chrt" | "prlimit" | "numactl" | "cgexec" | "setpriv" | "runuser" | "su" | "sg" | "strace" | "ltrace" | "valgrind" | "firejail" | "bwrap" | "unshare" | "nsenter" | "script" => {
+            "flock" => (
+                OptSpec {
+                    short_val: "wEc",
+                    long_val: &["timeout", "conflict-exit-code", "command"],
+                },
+                p,
+            ),
+            "chroot" => (
+                OptSpec {
+                    short_val: "",
+                    long_val: &["userspec", "groups"],
+                },
+                p,
+            ),
+            "taskset" | "chrt" | "prlimit" | "numactl" | "cgexec" | "setpriv" | "runuser"
+            | "su" | "sg" | "strace" | "ltrace" | "valgrind" | "firejail" | "bwrap" | "unshare"
+            | "nsenter" | "script" => {
                 return Some(self.opaque_wrapper(st, inv, depth));
             }
             "busybox" | "toybox" => {
-                self.add(Verdict::Yellow, "wrapper.multicall", format!("`{p}` runs the applet named by its first argument"));
+                self.add(
+                    Verdict::Yellow,
+                    "wrapper.multicall",
+                    format!("`{p}` runs the applet named by its first argument"),
+                );
                 if args.is_empty() {
                     return Some(st.clone());
                 }
@@ -512,7 +830,11 @@ impl Analyzer<'_> {
             }
             _ => return None,
         };
-        self.add(Verdict::Yellow, &format!("wrapper.{name}"), format!("`{name}` runs another command"));
+        self.add(
+            Verdict::Yellow,
+            &format!("wrapper.{name}"),
+            format!("`{name}` runs another command"),
+        );
         // Find where the inner command starts: after the options (and a duration/file for some).
         let toks = parse_opts_until_command(args, &spec);
         let mut inner_start = toks.command_at;
@@ -524,7 +846,11 @@ impl Analyzer<'_> {
                     ("sudo" | "doas", "-D") | ("sudo", "--chdir") => {
                         self.path_field(st, v, Access::Read);
                         if let Some(t) = v.known() {
-                            st2.cwds = st.cwds.iter().map(|c| c.as_ref().map(|c| super::paths::resolve(c, &t))).collect();
+                            st2.cwds = st
+                                .cwds
+                                .iter()
+                                .map(|c| c.as_ref().map(|c| super::paths::resolve(c, &t)))
+                                .collect();
                         } else {
                             st2.cwds = vec![None];
                         }
@@ -532,7 +858,9 @@ impl Analyzer<'_> {
                     ("time", "-o") | ("time", "--output") => {
                         self.path_field(st, v, Access::Write);
                     }
-                    ("xargs", "-a") | ("xargs", "--arg-file") => self.path_field(st, v, Access::Read),
+                    ("xargs", "-a") | ("xargs", "--arg-file") => {
+                        self.path_field(st, v, Access::Read)
+                    }
                     ("flock", "-c") | ("flock", "--command") => match v.known() {
                         Some(code) => {
                             self.line(&code, st.clone(), depth + 1);
@@ -542,13 +870,23 @@ impl Analyzer<'_> {
                     _ => {}
                 }
             }
-            if matches!(p, "sudo" | "doas") && (o == "-s" || o == "-i" || names(o, "--shell") || names(o, "--login")) {
+            if matches!(p, "sudo" | "doas")
+                && (o == "-s" || o == "-i" || names(o, "--shell") || names(o, "--login"))
+            {
                 // The command runs through the user's shell: `-c` semantics.
                 let rest: Vec<Field> = args[inner_start.min(args.len())..].to_vec();
                 if rest.is_empty() {
-                    self.add(Verdict::Yellow, "wrapper.shell", "`sudo -s/-i` opens a root shell".to_string());
+                    self.add(
+                        Verdict::Yellow,
+                        "wrapper.shell",
+                        "`sudo -s/-i` opens a root shell".to_string(),
+                    );
                     if inv.stdin == Stdin::Fed {
-                        self.add(Verdict::Red, "shell.pipe-to-shell", "input is piped or redirected into a shell".to_string());
+                        self.add(
+                            Verdict::Red,
+                            "shell.pipe-to-shell",
+                            "input is piped or redirected into a shell".to_string(),
+                        );
                     }
                 } else {
                     match join_known(&rest) {
@@ -580,7 +918,11 @@ impl Analyzer<'_> {
                 if let Some(f) = args.get(inner_start) {
                     self.path_field(st, f, Access::Read);
                 }
-                self.add(Verdict::Red, "wrapper.chroot", "`chroot` runs a command in another root".to_string());
+                self.add(
+                    Verdict::Red,
+                    "wrapper.chroot",
+                    "`chroot` runs a command in another root".to_string(),
+                );
                 inner_start += 1;
             }
             _ => {}
@@ -591,7 +933,12 @@ impl Analyzer<'_> {
         // sudo and env accept NAME=VALUE before the command.
         if matches!(p, "sudo" | "doas") {
             while let Some(f) = rest.first() {
-                match f.known().as_deref().and_then(|t| t.split_once('=')).filter(|(n, _)| is_identifier(n)) {
+                match f
+                    .known()
+                    .as_deref()
+                    .and_then(|t| t.split_once('='))
+                    .filter(|(n, _)| is_identifier(n))
+                {
                     Some((n, v)) => {
                         self.assignment_rules(n, &[Field::lit(v)], st, true);
                         env.push((n.to_string(), Some(v.to_string())));
@@ -609,10 +956,19 @@ impl Analyzer<'_> {
             // Items read from stdin become more arguments.
             let mut f = Field::default();
             f.parts.push(Part::Unknown);
-            let replace = toks.opts.iter().any(|(o, _)| o == "-I" || o == "-i" || names(o, "--replace"));
+            let replace = toks
+                .opts
+                .iter()
+                .any(|(o, _)| o == "-I" || o == "-i" || names(o, "--replace"));
             if replace {
                 // `-I {}`: the placeholder stands for each item.
-                let marker = toks.opts.iter().find(|(o, _)| o == "-I").and_then(|(_, v)| v.as_ref()).and_then(Field::known).unwrap_or_else(|| "{}".to_string());
+                let marker = toks
+                    .opts
+                    .iter()
+                    .find(|(o, _)| o == "-I")
+                    .and_then(|(_, v)| v.as_ref())
+                    .and_then(Field::known)
+                    .unwrap_or_else(|| "{}".to_string());
                 for a in inner.iter_mut().skip(1) {
                     if a.known().as_deref() == Some(marker.as_str()) {
                         *a = f.clone();
@@ -628,22 +984,40 @@ impl Analyzer<'_> {
             }
             return Some(st.clone());
         }
-        let stdin = if p == "xargs" { Stdin::Inherited } else { inv.stdin };
+        let stdin = if p == "xargs" {
+            Stdin::Inherited
+        } else {
+            inv.stdin
+        };
         let after = self.invoke(st2, &inner, env, stdin, depth);
-        Some(if p == "exec" || p == "command" || p == "builtin" { after } else { st.clone() })
+        Some(if p == "exec" || p == "command" || p == "builtin" {
+            after
+        } else {
+            st.clone()
+        })
     }
 
     /// Wrappers whose own options we do not model: the command is not known precisely, so it
     /// is red unless every word after the options is a green-list read.
     fn opaque_wrapper(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
         let p = inv.program.as_str();
-        self.add(Verdict::Yellow, &format!("wrapper.{p}"), format!("`{p}` runs another command with changed privileges or limits"));
+        self.add(
+            Verdict::Yellow,
+            &format!("wrapper.{p}"),
+            format!("`{p}` runs another command with changed privileges or limits"),
+        );
         // Try every suffix of the arguments as the inner command: the worst wins.
         for i in 0..inv.args.len() {
             if inv.args[i].known().is_some_and(|t| t.starts_with('-')) {
                 continue;
             }
-            let _ = self.invoke(st.clone(), &inv.args[i..], inv.env.clone(), inv.stdin, depth);
+            let _ = self.invoke(
+                st.clone(),
+                &inv.args[i..],
+                inv.env.clone(),
+                inv.stdin,
+                depth,
+            );
         }
         st.clone()
     }
@@ -661,13 +1035,23 @@ impl Analyzer<'_> {
                 i += 1;
                 break;
             }
-            if t == "-u" || t == "-C" || t == "-S" || t == "--unset" || t == "--chdir" || t == "--split-string" {
+            if t == "-u"
+                || t == "-C"
+                || t == "-S"
+                || t == "--unset"
+                || t == "--chdir"
+                || t == "--split-string"
+            {
                 let v = args.get(i + 1).cloned();
                 if t == "-C" || t == "--chdir" {
                     if let Some(v) = &v {
                         self.path_field(st, v, Access::Read);
                         st2.cwds = match v.known() {
-                            Some(d) => st.cwds.iter().map(|c| c.as_ref().map(|c| super::paths::resolve(c, &d))).collect(),
+                            Some(d) => st
+                                .cwds
+                                .iter()
+                                .map(|c| c.as_ref().map(|c| super::paths::resolve(c, &d)))
+                                .collect(),
                             None => vec![None],
                         };
                     }
@@ -680,14 +1064,24 @@ impl Analyzer<'_> {
                 i += 2;
                 continue;
             }
-            if let Some(rest) = t.strip_prefix("--split-string=").or_else(|| t.strip_prefix("-S").filter(|r| !r.is_empty())) {
+            if let Some(rest) = t
+                .strip_prefix("--split-string=")
+                .or_else(|| t.strip_prefix("-S").filter(|r| !r.is_empty()))
+            {
                 split = Some(Some(rest.to_string()));
                 i += 1;
                 break;
             }
-            if let Some(rest) = t.strip_prefix("--chdir=").or_else(|| t.strip_prefix("-C").filter(|r| !r.is_empty() && !t.starts_with("--"))) {
+            if let Some(rest) = t.strip_prefix("--chdir=").or_else(|| {
+                t.strip_prefix("-C")
+                    .filter(|r| !r.is_empty() && !t.starts_with("--"))
+            }) {
                 self.path_field(st, &Field::lit(rest), Access::Read);
-                st2.cwds = st.cwds.iter().map(|c| c.as_ref().map(|c| super::paths::resolve(c, rest))).collect();
+                st2.cwds = st
+                    .cwds
+                    .iter()
+                    .map(|c| c.as_ref().map(|c| super::paths::resolve(c, rest)))
+                    .collect();
                 i += 1;
                 continue;
             }
@@ -703,7 +1097,11 @@ impl Analyzer<'_> {
             }
             break;
         }
-        self.add(Verdict::Yellow, "wrapper.env", "`env` runs another command or prints the environment".to_string());
+        self.add(
+            Verdict::Yellow,
+            "wrapper.env",
+            "`env` runs another command or prints the environment".to_string(),
+        );
         match split {
             Some(Some(s)) => {
                 // -S splits its string into words like a shell line (quotes honoured).
@@ -726,13 +1124,20 @@ impl Analyzer<'_> {
 
     /// `parallel [OPTIONS] COMMAND ::: ARGS`: the command with unknown arguments.
     fn parallel(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
-        self.add(Verdict::Yellow, "wrapper.parallel", "`parallel` runs commands".to_string());
+        self.add(
+            Verdict::Yellow,
+            "wrapper.parallel",
+            "`parallel` runs commands".to_string(),
+        );
         let args = inv.args;
         let mut i = 0;
         while i < args.len() && args[i].known().is_some_and(|t| t.starts_with('-')) {
             i += 1;
         }
-        let end = args.iter().position(|a| a.known().is_some_and(|t| t.starts_with(":::"))).unwrap_or(args.len());
+        let end = args
+            .iter()
+            .position(|a| a.known().is_some_and(|t| t.starts_with(":::")))
+            .unwrap_or(args.len());
         let mut inner: Vec<Field> = args[i.min(end)..end].to_vec();
         for a in &args[end.min(args.len())..] {
             self.path_field(st, a, Access::Any);
@@ -755,10 +1160,20 @@ impl Analyzer<'_> {
 
     /// `watch [OPTIONS] COMMAND…`: the words are joined and run by `sh -c` (unless `-x`).
     fn watch(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
-        self.add(Verdict::Yellow, "wrapper.watch", "`watch` runs a command repeatedly".to_string());
-        let spec = OptSpec { short_val: "nq", long_val: &["interval", "differences", "equexit"] };
+        self.add(
+            Verdict::Yellow,
+            "wrapper.watch",
+            "`watch` runs a command repeatedly".to_string(),
+        );
+        let spec = OptSpec {
+            short_val: "nq",
+            long_val: &["interval", "differences", "equexit"],
+        };
         let toks = parse_opts_until_command(inv.args, &spec);
-        let exec = toks.opts.iter().any(|(o, _)| o == "-x" || names(o, "--exec"));
+        let exec = toks
+            .opts
+            .iter()
+            .any(|(o, _)| o == "-x" || names(o, "--exec"));
         let rest = &inv.args[toks.command_at.min(inv.args.len())..];
         if rest.is_empty() {
             return st.clone();
@@ -799,7 +1214,11 @@ impl Analyzer<'_> {
                     if matches!(t.as_str(), "--rcfile" | "--init-file") {
                         if let Some(f) = args.get(i + 1) {
                             self.path_field(st, f, Access::Read);
-                            self.add(Verdict::Yellow, "shell.script", format!("`{p}` runs the file `{}`", f.display()));
+                            self.add(
+                                Verdict::Yellow,
+                                "shell.script",
+                                format!("`{p}` runs the file `{}`", f.display()),
+                            );
                         }
                         i += 2;
                         continue;
@@ -825,16 +1244,26 @@ impl Analyzer<'_> {
             }
             break;
         }
-        self.add(Verdict::Yellow, "shell.interpreter", format!("`{p}` runs shell code"));
+        self.add(
+            Verdict::Yellow,
+            "shell.interpreter",
+            format!("`{p}` runs shell code"),
+        );
         if has_c {
             match args.get(i) {
                 Some(code) => match code.known() {
                     Some(code) => {
                         self.line(&code, st.clone(), depth + 1);
                     }
-                    None => self.opaque(&format!("{p} -c"), "a command string that cannot be known"),
+                    None => {
+                        self.opaque(&format!("{p} -c"), "a command string that cannot be known")
+                    }
                 },
-                None => self.add(Verdict::Yellow, "shell.interpreter", format!("`{p} -c` without a command")),
+                None => self.add(
+                    Verdict::Yellow,
+                    "shell.interpreter",
+                    format!("`{p} -c` without a command"),
+                ),
             }
             return;
         }
@@ -842,26 +1271,49 @@ impl Analyzer<'_> {
             if let Some(script) = args.get(i) {
                 match script.known() {
                     Some(_) => {
-                        self.add(Verdict::Yellow, "shell.script", format!("`{p}` runs the script `{}`", script.display()));
+                        self.add(
+                            Verdict::Yellow,
+                            "shell.script",
+                            format!("`{p}` runs the script `{}`", script.display()),
+                        );
                         self.path_field(st, script, Access::Read);
                         self.generic_paths(st, &args[i + 1..], Access::Any);
                     }
-                    None => self.opaque(p, "a script whose text cannot be known (a substitution or variable)"),
+                    None => self.opaque(
+                        p,
+                        "a script whose text cannot be known (a substitution or variable)",
+                    ),
                 }
                 return;
             }
         }
         if inv.stdin == Stdin::Fed {
-            self.add(Verdict::Red, "shell.pipe-to-shell", format!("input is piped or redirected into `{p}`: whatever produced it runs as code"));
+            self.add(
+                Verdict::Red,
+                "shell.pipe-to-shell",
+                format!(
+                    "input is piped or redirected into `{p}`: whatever produced it runs as code"
+                ),
+            );
         }
     }
 
     /// Interpreters: inline code is not analysed (yellow at least); code built at run time is
     /// red; stdin fed into them is red; servers are red.
-    fn interpreter(&mut self, st: &State, inv: &Invocation<'_>, code_flags: &[&str], _depth: usize) {
+    fn interpreter(
+        &mut self,
+        st: &State,
+        inv: &Invocation<'_>,
+        code_flags: &[&str],
+        _depth: usize,
+    ) {
         let p = inv.program.as_str();
         let args = inv.args;
-        self.add(Verdict::Yellow, "interp.code", format!("`{p}` runs code that tyba does not analyse"));
+        self.add(
+            Verdict::Yellow,
+            "interp.code",
+            format!("`{p}` runs code that tyba does not analyse"),
+        );
         let mut i = 0;
         let mut code: Option<Field> = None;
         let mut module: Option<String> = None;
@@ -878,13 +1330,19 @@ impl Analyzer<'_> {
                 break;
             }
             // Inline code: `-c CODE`, `-cCODE`, clusters ending in a code flag (`perl -pe`).
-            let flag = code_flags.iter().find(|f| t == **f || (f.len() == 2 && t.len() > 2 && !t.starts_with("--") && t.ends_with(&f[1..]) ));
+            let flag = code_flags.iter().find(|f| {
+                t == **f
+                    || (f.len() == 2 && t.len() > 2 && !t.starts_with("--") && t.ends_with(&f[1..]))
+            });
             if let Some(_f) = flag {
                 code = args.get(i + 1).cloned();
                 i += 2;
                 break;
             }
-            if let Some(f) = code_flags.iter().find(|f| f.len() == 2 && t.starts_with(**f) && t.len() > 2 && !t.starts_with("--")) {
+            if let Some(f) = code_flags
+                .iter()
+                .find(|f| f.len() == 2 && t.starts_with(**f) && t.len() > 2 && !t.starts_with("--"))
+            {
                 code = Some(Field::lit(&t[f.len()..]));
                 i += 1;
                 break;
@@ -894,15 +1352,26 @@ impl Analyzer<'_> {
                 i += 2;
                 break;
             }
-            if let Some(m) = t.strip_prefix("-m").filter(|m| !m.is_empty() && p.starts_with("py")) {
+            if let Some(m) = t
+                .strip_prefix("-m")
+                .filter(|m| !m.is_empty() && p.starts_with("py"))
+            {
                 module = Some(m.to_string());
                 i += 1;
                 break;
             }
             if p == "php" && t == "-S" {
-                self.add(Verdict::Red, "net.server", "`php -S` starts a web server".to_string());
+                self.add(
+                    Verdict::Red,
+                    "net.server",
+                    "`php -S` starts a web server".to_string(),
+                );
             }
-            if matches!(t.as_str(), "-I" | "-r" | "-M" | "-W" | "-X" | "-Q" | "--require" | "--import" | "--loader") && !code_flags.contains(&t.as_str()) {
+            if matches!(
+                t.as_str(),
+                "-I" | "-r" | "-M" | "-W" | "-X" | "-Q" | "--require" | "--import" | "--loader"
+            ) && !code_flags.contains(&t.as_str())
+            {
                 if let Some(v) = args.get(i + 1) {
                     self.path_field(st, v, Access::Read);
                 }
@@ -910,13 +1379,35 @@ impl Analyzer<'_> {
                 continue;
             }
             if p == "ruby" && t == "-run" {
-                self.add(Verdict::Red, "net.server", "`ruby -run` runs the un library (httpd)".to_string());
+                self.add(
+                    Verdict::Red,
+                    "net.server",
+                    "`ruby -run` runs the un library (httpd)".to_string(),
+                );
             }
             i += 1;
         }
         if let Some(m) = module {
-            if matches!(m.as_str(), "http.server" | "SimpleHTTPServer" | "CGIHTTPServer" | "smtpd" | "aiosmtpd" | "pyftpdlib" | "xmlrpc.server" | "http.client" | "urllib.request" | "ftplib" | "smtplib" | "webbrowser") {
-                self.add(Verdict::Red, "net.server", format!("`{p} -m {m}` opens the network"));
+            if matches!(
+                m.as_str(),
+                "http.server"
+                    | "SimpleHTTPServer"
+                    | "CGIHTTPServer"
+                    | "smtpd"
+                    | "aiosmtpd"
+                    | "pyftpdlib"
+                    | "xmlrpc.server"
+                    | "http.client"
+                    | "urllib.request"
+                    | "ftplib"
+                    | "smtplib"
+                    | "webbrowser"
+            ) {
+                self.add(
+                    Verdict::Red,
+                    "net.server",
+                    format!("`{p} -m {m}` opens the network"),
+                );
             }
             if m == "pip" || m == "venv" || m == "pytest" {
                 // Installs and tests: yellow like builds.
@@ -937,12 +1428,20 @@ impl Analyzer<'_> {
                     for a in &args[i + 1..] {
                         if let Some(h) = a.known().as_deref().and_then(host_of) {
                             self.out.hosts.push(h);
-                            self.add(Verdict::Red, "net.fetch-and-run", "`deno run URL` fetches code and runs it".to_string());
+                            self.add(
+                                Verdict::Red,
+                                "net.fetch-and-run",
+                                "`deno run URL` fetches code and runs it".to_string(),
+                            );
                         }
                     }
                 }
                 if p == "bun" && matches!(s.as_str(), "x") {
-                    self.add(Verdict::Red, "net.fetch-and-run", "`bun x` fetches packages and runs them".to_string());
+                    self.add(
+                        Verdict::Red,
+                        "net.fetch-and-run",
+                        "`bun x` fetches packages and runs them".to_string(),
+                    );
                 }
                 self.path_field(st, &args[i], Access::Read);
                 self.generic_paths(st, &args[i + 1..], Access::Any);
@@ -960,7 +1459,11 @@ impl Analyzer<'_> {
 
     /// `eval ARGS…`: the joined words are a command line.
     fn eval(&mut self, st: &State, args: &[Field], depth: usize) {
-        self.add(Verdict::Yellow, "shell.eval", "`eval` runs its arguments as shell code".to_string());
+        self.add(
+            Verdict::Yellow,
+            "shell.eval",
+            "`eval` runs its arguments as shell code".to_string(),
+        );
         match join_known(args) {
             Some(code) => {
                 self.line(&code, st.clone(), depth + 1);
@@ -971,16 +1474,27 @@ impl Analyzer<'_> {
 
     /// `source FILE` / `. FILE`.
     fn source(&mut self, st: &State, inv: &Invocation<'_>) {
-        self.add(Verdict::Yellow, "shell.source", "`source` runs a file's code in the shell".to_string());
-        match inv.args.first() {
-            Some(f) => match f.known() {
-                Some(t) if t == "/dev/stdin" || t == "-" || t.starts_with("/dev/fd/") || t.starts_with("/proc/self/fd/") => {
+        self.add(
+            Verdict::Yellow,
+            "shell.source",
+            "`source` runs a file's code in the shell".to_string(),
+        );
+        if let Some(f) = inv.args.first() {
+            match f.known() {
+                Some(t)
+                    if t == "/dev/stdin"
+                        || t == "-"
+                        || t.starts_with("/dev/fd/")
+                        || t.starts_with("/proc/self/fd/") =>
+                {
                     self.opaque("source", "code read from a stream");
                 }
                 Some(_) => self.path_field(st, f, Access::Read),
-                None => self.opaque("source", "a file whose path or content is generated at run time"),
-            },
-            None => {}
+                None => self.opaque(
+                    "source",
+                    "a file whose path or content is generated at run time",
+                ),
+            }
         }
     }
 
@@ -998,7 +1512,11 @@ impl Analyzer<'_> {
                         None => (t.clone(), None),
                     };
                     if is_exec_var(&n) {
-                        self.add(Verdict::Red, "env.exec-variable", format!("`{p} {n}` makes programs run code"));
+                        self.add(
+                            Verdict::Red,
+                            "env.exec-variable",
+                            format!("`{p} {n}` makes programs run code"),
+                        );
                     }
                     if let Some(v) = v {
                         st.vars.insert(n, vec![Some(v)]);
@@ -1009,9 +1527,17 @@ impl Analyzer<'_> {
                     let name = prefix.split('=').next().unwrap_or("");
                     if name.is_empty() || is_exec_var(name) || !prefix.contains('=') {
                         if name.is_empty() {
-                            self.add(Verdict::Red, "env.exec-variable", format!("`{p}` assigns a variable whose name cannot be known"));
+                            self.add(
+                                Verdict::Red,
+                                "env.exec-variable",
+                                format!("`{p}` assigns a variable whose name cannot be known"),
+                            );
                         } else if is_exec_var(name) {
-                            self.add(Verdict::Red, "env.exec-variable", format!("`{p} {name}` makes programs run code"));
+                            self.add(
+                                Verdict::Red,
+                                "env.exec-variable",
+                                format!("`{p} {name}` makes programs run code"),
+                            );
                         }
                     }
                     if !name.is_empty() {
@@ -1027,7 +1553,14 @@ impl Analyzer<'_> {
     fn cd(&mut self, st: State, inv: &Invocation<'_>) -> State {
         let p = inv.program.as_str();
         let mut st = st;
-        let operands: Vec<&Field> = inv.args.iter().filter(|a| a.known().is_none_or(|t| !(t.starts_with('-') && t.len() > 1))).collect();
+        let operands: Vec<&Field> = inv
+            .args
+            .iter()
+            .filter(|a| {
+                a.known()
+                    .is_none_or(|t| !(t.starts_with('-') && t.len() > 1))
+            })
+            .collect();
         if p == "popd" {
             let prev = st.cwds.clone();
             st.cwds = st.dirstack.pop().unwrap_or_else(|| vec![None]);
@@ -1046,7 +1579,11 @@ impl Analyzer<'_> {
                             vec![Some(h.to_path_buf())]
                         }
                         None => {
-                            self.add(Verdict::Yellow, "path.unresolved", "`cd` to an unknown home directory".to_string());
+                            self.add(
+                                Verdict::Yellow,
+                                "path.unresolved",
+                                "`cd` to an unknown home directory".to_string(),
+                            );
                             vec![None]
                         }
                     }
@@ -1055,14 +1592,22 @@ impl Analyzer<'_> {
             Some(f) if f.known().as_deref() == Some("-") => {
                 let old = st.oldpwd.clone();
                 if old.contains(&None) {
-                    self.add(Verdict::Yellow, "path.unresolved", "`cd -` returns to a directory not known on this line".to_string());
+                    self.add(
+                        Verdict::Yellow,
+                        "path.unresolved",
+                        "`cd -` returns to a directory not known on this line".to_string(),
+                    );
                 }
                 old
             }
             Some(f) => {
                 self.path_field(&st, f, Access::Read);
                 match f.known() {
-                    Some(t) if !f.has_glob() => st.cwds.iter().map(|c| c.as_ref().map(|c| super::paths::resolve(c, &t))).collect(),
+                    Some(t) if !f.has_glob() => st
+                        .cwds
+                        .iter()
+                        .map(|c| c.as_ref().map(|c| super::paths::resolve(c, &t)))
+                        .collect(),
                     _ => vec![None],
                 }
             }
@@ -1078,20 +1623,62 @@ impl Analyzer<'_> {
     fn vault(&mut self, st: &State, inv: &Invocation<'_>) -> bool {
         let p = inv.program.as_str();
         let known: Vec<String> = inv.args.iter().filter_map(Field::known).collect();
-        if p.starts_with("mkfs") || matches!(p, "mke2fs" | "mkswap" | "wipefs" | "blkdiscard" | "sgdisk" | "sfdisk" | "fdisk" | "parted") && (p != "fdisk" && p != "parted" || known.iter().any(|a| !a.starts_with('-') || a == "--script")) {
-            self.add(Verdict::Blocked, "vault.disk", format!("`{p}` destroys file systems or partition tables"));
+        if p.starts_with("mkfs")
+            || matches!(
+                p,
+                "mke2fs"
+                    | "mkswap"
+                    | "wipefs"
+                    | "blkdiscard"
+                    | "sgdisk"
+                    | "sfdisk"
+                    | "fdisk"
+                    | "parted"
+            ) && (p != "fdisk" && p != "parted"
+                || known.iter().any(|a| !a.starts_with('-') || a == "--script"))
+        {
+            self.add(
+                Verdict::Blocked,
+                "vault.disk",
+                format!("`{p}` destroys file systems or partition tables"),
+            );
             return true;
         }
         if matches!(p, "shutdown" | "reboot" | "poweroff" | "halt" | "kexec") {
-            self.add(Verdict::Blocked, "vault.power", format!("`{p}` stops the machine"));
+            self.add(
+                Verdict::Blocked,
+                "vault.power",
+                format!("`{p}` stops the machine"),
+            );
             return true;
         }
-        if p == "systemctl" && known.iter().any(|a| matches!(a.as_str(), "poweroff" | "reboot" | "halt" | "kexec" | "soft-reboot" | "emergency" | "rescue")) {
-            self.add(Verdict::Blocked, "vault.power", "`systemctl` stops or restarts the machine".to_string());
+        if p == "systemctl"
+            && known.iter().any(|a| {
+                matches!(
+                    a.as_str(),
+                    "poweroff"
+                        | "reboot"
+                        | "halt"
+                        | "kexec"
+                        | "soft-reboot"
+                        | "emergency"
+                        | "rescue"
+                )
+            })
+        {
+            self.add(
+                Verdict::Blocked,
+                "vault.power",
+                "`systemctl` stops or restarts the machine".to_string(),
+            );
             return true;
         }
         if matches!(p, "init" | "telinit") && known.iter().any(|a| a == "0" || a == "6") {
-            self.add(Verdict::Blocked, "vault.power", format!("`{p}` changes to a halt or reboot runlevel"));
+            self.add(
+                Verdict::Blocked,
+                "vault.power",
+                format!("`{p}` changes to a halt or reboot runlevel"),
+            );
             return true;
         }
         let _ = st;
@@ -1110,14 +1697,30 @@ impl Analyzer<'_> {
                 }
             }
         }
-        if matches!(p, "nc" | "ncat" | "netcat") && inv.args.iter().any(|a| a.known().is_some_and(|t| t.starts_with('-') && !t.starts_with("--") && t.contains('l'))) {
-            self.add(Verdict::Red, "net.server", format!("`{p} -l` listens for connections"));
+        if matches!(p, "nc" | "ncat" | "netcat")
+            && inv.args.iter().any(|a| {
+                a.known()
+                    .is_some_and(|t| t.starts_with('-') && !t.starts_with("--") && t.contains('l'))
+            })
+        {
+            self.add(
+                Verdict::Red,
+                "net.server",
+                format!("`{p} -l` listens for connections"),
+            );
         }
-        self.add(Verdict::Red, "net.client", format!("`{p}` uses the network"));
+        self.add(
+            Verdict::Red,
+            "net.client",
+            format!("`{p}` uses the network"),
+        );
         // Local operands (`scp notes.txt host:`, `curl -o out`) are paths too.
         for a in inv.args {
             if let Some(t) = a.known() {
-                if t.contains("://") || (t.contains(':') && !t.starts_with('/') && !t.starts_with('.')) || t.contains('@') {
+                if t.contains("://")
+                    || (t.contains(':') && !t.starts_with('/') && !t.starts_with('.'))
+                    || t.contains('@')
+                {
                     continue;
                 }
             }
@@ -1128,14 +1731,18 @@ impl Analyzer<'_> {
     }
 
     fn is_fetch_runner(&self, p: &str, args: &[Field]) -> bool {
-        let first = args.iter().find_map(|a| a.known().filter(|t| !t.starts_with('-')));
+        let first = args
+            .iter()
+            .find_map(|a| a.known().filter(|t| !t.starts_with('-')));
         match (p, first.as_deref()) {
             ("pnpm" | "yarn", Some("dlx")) => true,
             ("npm", Some("exec" | "x")) => true,
             ("bun", Some("x")) => true,
             ("pipx", Some("run")) => true,
             ("uv", Some("tool")) => args.iter().any(|a| a.known().as_deref() == Some("run")),
-            ("go", Some("run")) => args.iter().any(|a| a.known().is_some_and(|t| t.contains('@'))),
+            ("go", Some("run")) => args
+                .iter()
+                .any(|a| a.known().is_some_and(|t| t.contains('@'))),
             _ => false,
         }
     }
@@ -1144,12 +1751,17 @@ impl Analyzer<'_> {
     fn server(&mut self, p: &str, args: &[Field]) -> bool {
         let known: Vec<String> = args.iter().filter_map(Field::known).collect();
         let hit = match p {
-            "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2" | "lighttpd" | "caddy" | "sshd" | "vsftpd" => true,
+            "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2"
+            | "lighttpd" | "caddy" | "sshd" | "vsftpd" => true,
             "busybox" => known.first().is_some_and(|a| a == "httpd"),
             _ => false,
         };
         if hit {
-            self.add(Verdict::Red, "net.server", format!("`{p}` serves on the network"));
+            self.add(
+                Verdict::Red,
+                "net.server",
+                format!("`{p}` serves on the network"),
+            );
         }
         hit
     }
@@ -1161,7 +1773,19 @@ impl Analyzer<'_> {
         let mut force = false;
         let mut dynamic = false;
         let mut targets = Vec::new();
-        for t in parse_opts(inv.args, &OptSpec { short_val: "nsu", long_val: &["interactive", "iterations", "size", "random-source", "remove"] }) {
+        for t in parse_opts(
+            inv.args,
+            &OptSpec {
+                short_val: "nsu",
+                long_val: &[
+                    "interactive",
+                    "iterations",
+                    "size",
+                    "random-source",
+                    "remove",
+                ],
+            },
+        ) {
             match t {
                 Tok::Opt { name, .. } => {
                     let n = name.as_str();
@@ -1170,7 +1794,11 @@ impl Analyzer<'_> {
                     } else if n == "-f" || names(n, "--force") {
                         force = true;
                     } else if names(n, "--no-preserve-root") {
-                        self.add(Verdict::Blocked, "vault.no-preserve-root", "`--no-preserve-root` lets rm delete /".to_string());
+                        self.add(
+                            Verdict::Blocked,
+                            "vault.no-preserve-root",
+                            "`--no-preserve-root` lets rm delete /".to_string(),
+                        );
                     }
                 }
                 Tok::DynamicOpt => dynamic = true,
@@ -1182,10 +1810,24 @@ impl Analyzer<'_> {
         }
         self.add(Verdict::Yellow, "rm.delete", format!("`{p}` deletes files"));
         if recursive && (force || dynamic) {
-            self.add(Verdict::Red, "rm.recursive-force", "recursive forced deletion".to_string());
+            self.add(
+                Verdict::Red,
+                "rm.recursive-force",
+                "recursive forced deletion".to_string(),
+            );
         }
-        if p == "shred" && targets.iter().any(|_| true) && inv.args.iter().any(|a| a.known().is_some_and(|t| t == "-u" || t.starts_with("--remove"))) {
-            self.add(Verdict::Yellow, "rm.delete", "`shred -u` deletes files".to_string());
+        if p == "shred"
+            && targets.iter().any(|_| true)
+            && inv.args.iter().any(|a| {
+                a.known()
+                    .is_some_and(|t| t == "-u" || t.starts_with("--remove"))
+            })
+        {
+            self.add(
+                Verdict::Yellow,
+                "rm.delete",
+                "`shred -u` deletes files".to_string(),
+            );
         }
         for f in &targets {
             self.catastrophic_target(st, f, recursive, p);
@@ -1206,21 +1848,39 @@ impl Analyzer<'_> {
                 if prefix == "/" || prefix.is_empty() && f.empty_variant().is_empty() {
                     // `rm -rf /$X` reaches anything under /.
                     if prefix == "/" {
-                        self.add(Verdict::Blocked, "vault.catastrophic", format!("`{p}` recursively modifies `{}` (anything under /)", f.display()));
+                        self.add(
+                            Verdict::Blocked,
+                            "vault.catastrophic",
+                            format!(
+                                "`{p}` recursively modifies `{}` (anything under /)",
+                                f.display()
+                            ),
+                        );
                     }
                 }
                 return;
             }
         };
-        let home = self.ctx.home.map(|h| h.to_string_lossy().trim_end_matches('/').to_string());
+        let home = self
+            .ctx
+            .home
+            .map(|h| h.to_string_lossy().trim_end_matches('/').to_string());
         let trimmed = text.trim_end_matches('/');
-        let unglobbed = trimmed.trim_end_matches("/*").trim_end_matches("/.*").trim_end_matches('/');
-        let is_root = trimmed.is_empty() || unglobbed.is_empty() || trimmed == "/*" || trimmed == "/.";
-        let is_home = home.as_deref().is_some_and(|h| unglobbed == h || trimmed == h);
+        let unglobbed = trimmed
+            .trim_end_matches("/*")
+            .trim_end_matches("/.*")
+            .trim_end_matches('/');
+        let is_root =
+            trimmed.is_empty() || unglobbed.is_empty() || trimmed == "/*" || trimmed == "/.";
+        let is_home = home
+            .as_deref()
+            .is_some_and(|h| unglobbed == h || trimmed == h);
         let mut system = false;
         for cwd in st.cwds.iter().flatten() {
             let phys = super::paths::resolve(cwd, unglobbed);
-            if phys == Path::new("/") || super::paths::is_system_path(&phys) && phys.components().count() <= 3 {
+            if phys == Path::new("/")
+                || super::paths::is_system_path(&phys) && phys.components().count() <= 3
+            {
                 system = true;
             }
             if home.as_deref().is_some_and(|h| phys == Path::new(h)) {
@@ -1228,18 +1888,32 @@ impl Analyzer<'_> {
             }
         }
         if is_root || is_home || system {
-            self.add(Verdict::Blocked, "vault.catastrophic", format!("`{p}` recursively modifies `{text}`"));
+            self.add(
+                Verdict::Blocked,
+                "vault.catastrophic",
+                format!("`{p}` recursively modifies `{text}`"),
+            );
         }
     }
 
     /// `chmod`, `chown`, `chgrp`, `chattr`, `setfacl`: metadata changes.
     fn chmod(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
-        self.add(Verdict::Yellow, "cmd.metadata", format!("`{p}` changes file metadata"));
+        self.add(
+            Verdict::Yellow,
+            "cmd.metadata",
+            format!("`{p}` changes file metadata"),
+        );
         let mut recursive = false;
         let mut operands = Vec::new();
         let mut reference = false;
-        for t in parse_opts(inv.args, &OptSpec { short_val: "", long_val: &["reference", "from"] }) {
+        for t in parse_opts(
+            inv.args,
+            &OptSpec {
+                short_val: "",
+                long_val: &["reference", "from"],
+            },
+        ) {
             match t {
                 Tok::Opt { name, value } => {
                     if name == "-R" || names(&name, "--recursive") {
@@ -1258,8 +1932,32 @@ impl Analyzer<'_> {
         }
         // chmod's mode may look like an option (`chmod -x f`): already dropped; the first operand
         // is the mode/owner unless --reference.
-        let skip = if reference || p == "chattr" && inv.args.first().and_then(Field::known).is_some_and(|t| t.starts_with(['+', '-', '='])) { 0 } else { 1 };
-        let skip = if p == "chmod" && inv.args.iter().any(|a| a.known().is_some_and(|t| t.starts_with('-') && t[1..].chars().all(|c| "rwxXst".contains(c)) && t.len() > 1)) && !reference { 0 } else { skip };
+        let skip = if reference
+            || p == "chattr"
+                && inv
+                    .args
+                    .first()
+                    .and_then(Field::known)
+                    .is_some_and(|t| t.starts_with(['+', '-', '=']))
+        {
+            0
+        } else {
+            1
+        };
+        let skip = if p == "chmod"
+            && inv.args.iter().any(|a| {
+                a.known().is_some_and(|t| {
+                    t.starts_with('-')
+                        && t[1..].chars().all(|c| "rwxXst".contains(c))
+                        && t.len() > 1
+                })
+            })
+            && !reference
+        {
+            0
+        } else {
+            skip
+        };
         for f in operands.iter().skip(skip) {
             self.catastrophic_target(st, f, recursive, p);
             self.path_field(st, f, Access::Modify);
@@ -1269,7 +1967,11 @@ impl Analyzer<'_> {
     /// Commands that write or create their targets.
     fn writer(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
-        self.add(Verdict::Yellow, "cmd.writes", format!("`{p}` changes files"));
+        self.add(
+            Verdict::Yellow,
+            "cmd.writes",
+            format!("`{p}` changes files"),
+        );
         if p == "dd" {
             for a in inv.args {
                 let Some(t) = a.known() else {
@@ -1278,7 +1980,11 @@ impl Analyzer<'_> {
                 };
                 if let Some(v) = t.strip_prefix("of=") {
                     if v.starts_with("/dev/") && !super::paths::is_system_exception(v) {
-                        self.add(Verdict::Blocked, "vault.device-write", format!("`dd of={v}` writes a device"));
+                        self.add(
+                            Verdict::Blocked,
+                            "vault.device-write",
+                            format!("`dd of={v}` writes a device"),
+                        );
                     }
                     self.path_field(st, &Field::lit(v), Access::Write);
                 } else if let Some(v) = t.strip_prefix("if=") {
@@ -1288,12 +1994,74 @@ impl Analyzer<'_> {
             return;
         }
         let spec = match p {
-            "cp" | "mv" | "ln" | "install" => OptSpec { short_val: "tSmogZ", long_val: &["target-directory", "suffix", "backup", "mode", "owner", "group", "context", "reflink", "sparse", "preserve", "no-preserve", "update"] },
-            "touch" => OptSpec { short_val: "drt", long_val: &["date", "reference", "time"] },
-            "mkdir" | "mkfifo" | "mknod" => OptSpec { short_val: "mZ", long_val: &["mode", "context"] },
-            "truncate" => OptSpec { short_val: "sr", long_val: &["size", "reference"] },
-            "rsync" => OptSpec { short_val: "eBfT", long_val: &["rsh", "rsync-path", "exclude", "include", "filter", "exclude-from", "include-from", "files-from", "temp-dir", "partial-dir", "backup-dir", "suffix", "chmod", "chown", "log-file", "password-file", "compare-dest", "copy-dest", "link-dest", "max-size", "min-size", "timeout", "bwlimit", "out-format", "port", "sockopts", "protocol", "iconv", "info", "debug"] },
-            _ => OptSpec { short_val: "", long_val: &[] },
+            "cp" | "mv" | "ln" | "install" => OptSpec {
+                short_val: "tSmogZ",
+                long_val: &[
+                    "target-directory",
+                    "suffix",
+                    "backup",
+                    "mode",
+                    "owner",
+                    "group",
+                    "context",
+                    "reflink",
+                    "sparse",
+                    "preserve",
+                    "no-preserve",
+                    "update",
+                ],
+            },
+            "touch" => OptSpec {
+                short_val: "drt",
+                long_val: &["date", "reference", "time"],
+            },
+            "mkdir" | "mkfifo" | "mknod" => OptSpec {
+                short_val: "mZ",
+                long_val: &["mode", "context"],
+            },
+            "truncate" => OptSpec {
+                short_val: "sr",
+                long_val: &["size", "reference"],
+            },
+            "rsync" => OptSpec {
+                short_val: "eBfT",
+                long_val: &[
+                    "rsh",
+                    "rsync-path",
+                    "exclude",
+                    "include",
+                    "filter",
+                    "exclude-from",
+                    "include-from",
+                    "files-from",
+                    "temp-dir",
+                    "partial-dir",
+                    "backup-dir",
+                    "suffix",
+                    "chmod",
+                    "chown",
+                    "log-file",
+                    "password-file",
+                    "compare-dest",
+                    "copy-dest",
+                    "link-dest",
+                    "max-size",
+                    "min-size",
+                    "timeout",
+                    "bwlimit",
+                    "out-format",
+                    "port",
+                    "sockopts",
+                    "protocol",
+                    "iconv",
+                    "info",
+                    "debug",
+                ],
+            },
+            _ => OptSpec {
+                short_val: "",
+                long_val: &[],
+            },
         };
         let mut operands = Vec::new();
         let mut target_dir: Option<Field> = None;
@@ -1303,12 +2071,28 @@ impl Analyzer<'_> {
                     let n = name.as_str();
                     if (n == "-t" || names(n, "--target-directory")) && p != "touch" {
                         target_dir = value;
-                    } else if p == "rsync" && (n == "-e" || names(n, "--rsh") || names(n, "--rsync-path")) {
-                        self.add(Verdict::Red, "cmd.program-option", format!("`rsync {n}` runs a program"));
+                    } else if p == "rsync"
+                        && (n == "-e" || names(n, "--rsh") || names(n, "--rsync-path"))
+                    {
+                        self.add(
+                            Verdict::Red,
+                            "cmd.program-option",
+                            format!("`rsync {n}` runs a program"),
+                        );
                     } else if let Some(v) = value {
-                        if matches!(n, "-r") || names(n, "--reference") || names(n, "--exclude-from") || names(n, "--files-from") || names(n, "--include-from") || names(n, "--password-file") {
+                        if matches!(n, "-r")
+                            || names(n, "--reference")
+                            || names(n, "--exclude-from")
+                            || names(n, "--files-from")
+                            || names(n, "--include-from")
+                            || names(n, "--password-file")
+                        {
                             self.path_field(st, &v, Access::Read);
-                        } else if names(n, "--log-file") || names(n, "--temp-dir") || names(n, "--backup-dir") || names(n, "--partial-dir") {
+                        } else if names(n, "--log-file")
+                            || names(n, "--temp-dir")
+                            || names(n, "--backup-dir")
+                            || names(n, "--partial-dir")
+                        {
                             self.path_field(st, &v, Access::Write);
                         }
                     }
@@ -1317,10 +2101,24 @@ impl Analyzer<'_> {
                 Tok::Operand(f) => operands.push(f),
             }
         }
-        if p == "rsync" && operands.iter().any(|o| o.known().is_some_and(|t| t.contains("::") || t.starts_with("rsync://") || t.split('/').next().is_some_and(|h| h.contains(':')))) {
-            self.add(Verdict::Red, "net.client", "`rsync` to a remote host uses the network".to_string());
+        if p == "rsync"
+            && operands.iter().any(|o| {
+                o.known().is_some_and(|t| {
+                    t.contains("::")
+                        || t.starts_with("rsync://")
+                        || t.split('/').next().is_some_and(|h| h.contains(':'))
+                })
+            })
+        {
+            self.add(
+                Verdict::Red,
+                "net.client",
+                "`rsync` to a remote host uses the network".to_string(),
+            );
             for o in &operands {
-                if o.known().is_some_and(|t| t.split('/').next().is_some_and(|h| h.contains(':'))) {
+                if o.known()
+                    .is_some_and(|t| t.split('/').next().is_some_and(|h| h.contains(':')))
+                {
                     continue;
                 }
                 self.path_field(st, o, Access::Any);
@@ -1330,7 +2128,11 @@ impl Analyzer<'_> {
         match p {
             "tee" | "touch" | "mkdir" | "truncate" | "mkfifo" | "mknod" => {
                 if p == "mknod" {
-                    self.add(Verdict::Red, "cmd.device-node", "`mknod` can create device nodes".to_string());
+                    self.add(
+                        Verdict::Red,
+                        "cmd.device-node",
+                        "`mknod` can create device nodes".to_string(),
+                    );
                 }
                 for o in operands {
                     self.path_field(st, &o, Access::Write);
@@ -1342,7 +2144,11 @@ impl Analyzer<'_> {
                     Some(d) => (operands, Some(d)),
                     None => {
                         let mut o = operands;
-                        let d = if o.len() >= 2 || p == "ln" && o.len() == 1 { o.pop() } else { None };
+                        let d = if o.len() >= 2 || p == "ln" && o.len() == 1 {
+                            o.pop()
+                        } else {
+                            None
+                        };
                         if p == "ln" && d.is_none() {
                             (o, Some(Field::lit(".")))
                         } else {
@@ -1350,13 +2156,34 @@ impl Analyzer<'_> {
                         }
                     }
                 };
-                let src_access = if p == "mv" { Access::Modify } else { Access::Read };
-                let recursive_copy = inv.args.iter().any(|a| a.known().is_some_and(|t| t == "-r" || t == "-R" || t == "-a" || t.starts_with("--recursive") || t.starts_with("--archive") || t.starts_with('-') && !t.starts_with("--") && (t.contains('r') || t.contains('R') || t.contains('a'))));
+                let src_access = if p == "mv" {
+                    Access::Modify
+                } else {
+                    Access::Read
+                };
+                let recursive_copy = inv.args.iter().any(|a| {
+                    a.known().is_some_and(|t| {
+                        t == "-r"
+                            || t == "-R"
+                            || t == "-a"
+                            || t.starts_with("--recursive")
+                            || t.starts_with("--archive")
+                            || t.starts_with('-')
+                                && !t.starts_with("--")
+                                && (t.contains('r') || t.contains('R') || t.contains('a'))
+                    })
+                });
                 for s in &sources {
                     self.path_field(st, s, src_access);
                 }
                 if let Some(d) = dest {
-                    if recursive_copy && p == "rsync" && inv.args.iter().any(|a| a.known().is_some_and(|t| t.starts_with("--delete"))) {
+                    if recursive_copy
+                        && p == "rsync"
+                        && inv
+                            .args
+                            .iter()
+                            .any(|a| a.known().is_some_and(|t| t.starts_with("--delete")))
+                    {
                         self.catastrophic_target(st, &d, true, p);
                     }
                     self.path_field(st, &d, Access::Write);
@@ -1382,7 +2209,15 @@ impl Analyzer<'_> {
         }
         while i < args.len() {
             match args[i].known() {
-                Some(t) if t.starts_with('-') && t.len() > 1 || t == "(" || t == "!" || t == ")" || t == "," => break,
+                Some(t)
+                    if t.starts_with('-') && t.len() > 1
+                        || t == "("
+                        || t == "!"
+                        || t == ")"
+                        || t == "," =>
+                {
+                    break
+                }
                 _ => {
                     starts.push(args[i].clone());
                     i += 1;
@@ -1397,12 +2232,20 @@ impl Analyzer<'_> {
             let t = args[i].known();
             i += 1;
             let Some(t) = t else {
-                self.add(Verdict::Yellow, "cmd.dynamic-args", "`find` has an expression that cannot be known".to_string());
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-args",
+                    "`find` has an expression that cannot be known".to_string(),
+                );
                 continue;
             };
             match t.as_str() {
                 "-exec" | "-execdir" | "-ok" | "-okdir" => {
-                    let end = args[i..].iter().position(|a| a.known().is_some_and(|x| x == ";" || x == "+")).map(|e| i + e).unwrap_or(args.len());
+                    let end = args[i..]
+                        .iter()
+                        .position(|a| a.known().is_some_and(|x| x == ";" || x == "+"))
+                        .map(|e| i + e)
+                        .unwrap_or(args.len());
                     let mut inner: Vec<Field> = args[i..end].to_vec();
                     // `{}` stands for each found path, under the start paths.
                     for a in inner.iter_mut() {
@@ -1410,33 +2253,57 @@ impl Analyzer<'_> {
                             if x.contains("{}") {
                                 let (before, after) = x.split_once("{}").unwrap_or((&x, ""));
                                 let mut nf = Field::default();
-                                let start = if t == "-execdir" || t == "-okdir" { "./".to_string() } else {
+                                let start = if t == "-execdir" || t == "-okdir" {
+                                    "./".to_string()
+                                } else {
                                     match starts.first().and_then(Field::known) {
-                                        Some(s) if starts.len() == 1 => format!("{}/", s.trim_end_matches('/')),
+                                        Some(s) if starts.len() == 1 => {
+                                            format!("{}/", s.trim_end_matches('/'))
+                                        }
                                         _ => String::new(),
                                     }
                                 };
                                 let lit = format!("{before}{start}");
                                 if !lit.is_empty() {
-                                    nf.parts.push(Part::Lit { text: lit, glob: false });
+                                    nf.parts.push(Part::Lit {
+                                        text: lit,
+                                        glob: false,
+                                    });
                                 }
                                 nf.parts.push(Part::Unknown);
                                 if !after.is_empty() {
-                                    nf.parts.push(Part::Lit { text: after.to_string(), glob: false });
+                                    nf.parts.push(Part::Lit {
+                                        text: after.to_string(),
+                                        glob: false,
+                                    });
                                 }
                                 *a = nf;
                             }
                         }
                     }
-                    self.add(Verdict::Yellow, "wrapper.find-exec", format!("`find {t}` runs a command on every match"));
+                    self.add(
+                        Verdict::Yellow,
+                        "wrapper.find-exec",
+                        format!("`find {t}` runs a command on every match"),
+                    );
                     if !inner.is_empty() {
-                        let _ = self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
+                        let _ = self.invoke(
+                            st.clone(),
+                            &inner,
+                            inv.env.clone(),
+                            Stdin::Inherited,
+                            depth,
+                        );
                     }
                     i = end + 1;
                 }
                 "-delete" => deletes = true,
                 "-fprint" | "-fprint0" | "-fls" | "-fprintf" => {
-                    self.add(Verdict::Yellow, "cmd.not-read-only", format!("`find {t}` writes a file"));
+                    self.add(
+                        Verdict::Yellow,
+                        "cmd.not-read-only",
+                        format!("`find {t}` writes a file"),
+                    );
                     if let Some(f) = args.get(i) {
                         self.path_field(st, f, Access::Write);
                     }
@@ -1456,49 +2323,106 @@ impl Analyzer<'_> {
                     }
                     i += 1;
                 }
-                "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-iwholename" | "-regex" | "-iregex" | "-lname" | "-ilname" | "-type" | "-xtype" | "-user" | "-group" | "-uid" | "-gid" | "-perm" | "-size" | "-mtime" | "-atime" | "-ctime" | "-mmin" | "-amin" | "-cmin" | "-links" | "-inum" | "-maxdepth" | "-mindepth" | "-used" | "-printf" | "-context" | "-fstype" | "-regextype" => i += 1,
+                "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-iwholename"
+                | "-regex" | "-iregex" | "-lname" | "-ilname" | "-type" | "-xtype" | "-user"
+                | "-group" | "-uid" | "-gid" | "-perm" | "-size" | "-mtime" | "-atime"
+                | "-ctime" | "-mmin" | "-amin" | "-cmin" | "-links" | "-inum" | "-maxdepth"
+                | "-mindepth" | "-used" | "-printf" | "-context" | "-fstype" | "-regextype" => {
+                    i += 1
+                }
                 _ => {}
             }
         }
         if deletes {
-            self.add(Verdict::Red, "rm.find-delete", "`find -delete` deletes recursively without confirmation".to_string());
+            self.add(
+                Verdict::Red,
+                "rm.find-delete",
+                "`find -delete` deletes recursively without confirmation".to_string(),
+            );
         }
         for s in &starts {
             if deletes {
                 self.catastrophic_target(st, s, true, "find");
             }
-            self.path_field(st, s, if deletes { Access::Modify } else { Access::Read });
+            self.path_field(
+                st,
+                s,
+                if deletes {
+                    Access::Modify
+                } else {
+                    Access::Read
+                },
+            );
         }
     }
 
     /// `fd`: read-only unless `-x`/`-X` (wrappers).
     fn fd(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
         let args = inv.args;
-        let spec = OptSpec { short_val: "edEctjSoxX", long_val: &["extension", "max-depth", "exclude", "color", "type", "threads", "size", "owner", "changed-within", "changed-before", "base-directory", "search-path", "max-results", "ignore-file", "path-separator", "batch-size", "format"] };
+        let spec = OptSpec {
+            short_val: "edEctjSoxX",
+            long_val: &[
+                "extension",
+                "max-depth",
+                "exclude",
+                "color",
+                "type",
+                "threads",
+                "size",
+                "owner",
+                "changed-within",
+                "changed-before",
+                "base-directory",
+                "search-path",
+                "max-results",
+                "ignore-file",
+                "path-separator",
+                "batch-size",
+                "format",
+            ],
+        };
         let mut operands = Vec::new();
         let mut i = 0;
         while i < args.len() {
             let t = args[i].known();
             if matches!(t.as_deref(), Some("-x" | "--exec" | "-X" | "--exec-batch")) {
-                let end = args[i + 1..].iter().position(|a| a.known().as_deref() == Some(";")).map(|e| i + 1 + e).unwrap_or(args.len());
+                let end = args[i + 1..]
+                    .iter()
+                    .position(|a| a.known().as_deref() == Some(";"))
+                    .map(|e| i + 1 + e)
+                    .unwrap_or(args.len());
                 let mut inner: Vec<Field> = args[i + 1..end].to_vec();
                 for a in inner.iter_mut() {
                     if a.known().is_some_and(|x| x.contains('{')) {
                         let mut nf = Field::default();
-                        nf.parts.push(Part::Lit { text: "./".to_string(), glob: false });
+                        nf.parts.push(Part::Lit {
+                            text: "./".to_string(),
+                            glob: false,
+                        });
                         nf.parts.push(Part::Unknown);
                         *a = nf;
                     }
                 }
-                if inner.iter().all(|a| a.known().is_some_and(|x| !x.contains('{'))) {
+                if inner
+                    .iter()
+                    .all(|a| a.known().is_some_and(|x| !x.contains('{')))
+                {
                     let mut nf = Field::default();
-                    nf.parts.push(Part::Lit { text: "./".to_string(), glob: false });
+                    nf.parts.push(Part::Lit {
+                        text: "./".to_string(),
+                        glob: false,
+                    });
                     nf.parts.push(Part::Unknown);
                     inner.push(nf);
                 }
-                self.add(Verdict::Yellow, "wrapper.fd-exec", "`fd -x/-X` runs a command on every match".to_string());
+                self.add(
+                    Verdict::Yellow,
+                    "wrapper.fd-exec",
+                    "`fd -x/-X` runs a command on every match".to_string(),
+                );
                 if !inner.is_empty() {
-                    let _ = self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
+                    let _ =
+                        self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
                 }
                 i = end + 1;
                 continue;
@@ -1510,13 +2434,20 @@ impl Analyzer<'_> {
         for t in parse_opts(&operands, &spec) {
             match t {
                 Tok::Opt { name, value } => {
-                    if names(&name, "--base-directory") || names(&name, "--search-path") || names(&name, "--ignore-file") {
+                    if names(&name, "--base-directory")
+                        || names(&name, "--search-path")
+                        || names(&name, "--ignore-file")
+                    {
                         if let Some(v) = value {
                             self.path_field(st, &v, Access::Read);
                         }
                     }
                 }
-                Tok::DynamicOpt => self.add(Verdict::Yellow, "cmd.dynamic-args", "`fd` has arguments that cannot be known".to_string()),
+                Tok::DynamicOpt => self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-args",
+                    "`fd` has arguments that cannot be known".to_string(),
+                ),
                 Tok::Operand(f) => pos.push(f),
             }
         }
@@ -1530,21 +2461,43 @@ impl Analyzer<'_> {
             self.path_field(st, &f, Access::Read);
         }
         if args.iter().any(|a| !a.is_known()) {
-            self.add(Verdict::Yellow, "cmd.dynamic-args", "`fd` has arguments that cannot be known".to_string());
+            self.add(
+                Verdict::Yellow,
+                "cmd.dynamic-args",
+                "`fd` has arguments that cannot be known".to_string(),
+            );
         }
     }
 
     /// awk: yellow (it runs programs); code built at run time is red.
     fn awk(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
-        self.add(Verdict::Yellow, "cmd.awk", format!("`{p}` programs can run commands and write files"));
-        let spec = OptSpec { short_val: "fvFi", long_val: &["file", "assign", "field-separator", "include", "load", "source"] };
+        self.add(
+            Verdict::Yellow,
+            "cmd.awk",
+            format!("`{p}` programs can run commands and write files"),
+        );
+        let spec = OptSpec {
+            short_val: "fvFi",
+            long_val: &[
+                "file",
+                "assign",
+                "field-separator",
+                "include",
+                "load",
+                "source",
+            ],
+        };
         let mut have_prog = false;
         let mut operands = Vec::new();
         for t in parse_opts(inv.args, &spec) {
             match t {
                 Tok::Opt { name, value } => {
-                    if name == "-f" || names(&name, "--file") || name == "-i" || names(&name, "--include") {
+                    if name == "-f"
+                        || names(&name, "--file")
+                        || name == "-i"
+                        || names(&name, "--include")
+                    {
                         have_prog = true;
                         if let Some(v) = value {
                             self.path_field(st, &v, Access::Read);
@@ -1567,7 +2520,9 @@ impl Analyzer<'_> {
             }
         }
         for f in it {
-            if f.known().is_some_and(|t| t.split_once('=').is_some_and(|(n, _)| is_identifier(n))) {
+            if f.known()
+                .is_some_and(|t| t.split_once('=').is_some_and(|(n, _)| is_identifier(n)))
+            {
                 continue;
             }
             self.path_field(st, &f, Access::Read);
@@ -1580,12 +2535,27 @@ impl Analyzer<'_> {
         self.unlisted(p);
         for a in inv.args {
             let Some(t) = a.known() else { continue };
-            if ["--to-command", "--use-compress-program", "--checkpoint-action", "--info-script", "--new-volume-script", "--rsh-command", "--unzip-command", "--rmt-command"].iter().any(|o| t.starts_with(o))
+            if [
+                "--to-command",
+                "--use-compress-program",
+                "--checkpoint-action",
+                "--info-script",
+                "--new-volume-script",
+                "--rsh-command",
+                "--unzip-command",
+                "--rmt-command",
+            ]
+            .iter()
+            .any(|o| t.starts_with(o))
                 || p == "zip" && (t == "-TT" || t.starts_with("--unzip-command"))
                 || p == "tar" && t == "-I"
                 || p == "tar" && t == "-F"
             {
-                self.add(Verdict::Red, "cmd.program-option", format!("`{p} {t}` runs a program"));
+                self.add(
+                    Verdict::Red,
+                    "cmd.program-option",
+                    format!("`{p} {t}` runs a program"),
+                );
             }
         }
         self.generic_paths(st, inv.args, Access::Any);
@@ -1594,15 +2564,43 @@ impl Analyzer<'_> {
     /// Package managers and build tools: yellow; global configuration writes are red.
     fn package_tool(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
-        self.add(Verdict::Yellow, "cmd.build", format!("`{p}` runs builds, scripts or installs (arbitrary code)"));
+        self.add(
+            Verdict::Yellow,
+            "cmd.build",
+            format!("`{p}` runs builds, scripts or installs (arbitrary code)"),
+        );
         let known: Vec<String> = inv.args.iter().filter_map(Field::known).collect();
-        let global = known.iter().any(|a| a == "-g" || a == "--global" || a == "--location=global" || a == "--location=user" || a == "--user" || a == "--system" || a == "--site");
-        let config_write = known.first().is_some_and(|a| a == "config" || a == "set") && known.iter().any(|a| a == "set" || a == "unset" || a == "delete" || a == "edit" || a == "rm" || a == "add");
+        let global = known.iter().any(|a| {
+            a == "-g"
+                || a == "--global"
+                || a == "--location=global"
+                || a == "--location=user"
+                || a == "--user"
+                || a == "--system"
+                || a == "--site"
+        });
+        let config_write = known.first().is_some_and(|a| a == "config" || a == "set")
+            && known.iter().any(|a| {
+                a == "set"
+                    || a == "unset"
+                    || a == "delete"
+                    || a == "edit"
+                    || a == "rm"
+                    || a == "add"
+            });
         if config_write && global {
-            self.add(Verdict::Red, "config.global", format!("`{p}` writes the user's or the system's configuration"));
+            self.add(
+                Verdict::Red,
+                "config.global",
+                format!("`{p}` writes the user's or the system's configuration"),
+            );
         }
         if p == "npm" && known.first().is_some_and(|a| a == "set") && global {
-            self.add(Verdict::Red, "config.global", "`npm set -g` writes the global configuration".to_string());
+            self.add(
+                Verdict::Red,
+                "config.global",
+                "`npm set -g` writes the global configuration".to_string(),
+            );
         }
         self.generic_paths(st, inv.args, Access::Any);
     }
@@ -1627,21 +2625,54 @@ impl Analyzer<'_> {
             }
             i += 1;
             match t.as_str() {
-                "--no-pager" | "--no-replace-objects" | "--literal-pathspecs" | "--glob-pathspecs" | "--noglob-pathspecs" | "--icase-pathspecs" | "--no-optional-locks" | "--bare" | "--no-lazy-fetch" | "--no-advice" => {}
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix" | "--exec-path" | "-c" | "--config-env" | "--list-cmds" | "--attr-source" => {
+                "--no-pager"
+                | "--no-replace-objects"
+                | "--literal-pathspecs"
+                | "--glob-pathspecs"
+                | "--noglob-pathspecs"
+                | "--icase-pathspecs"
+                | "--no-optional-locks"
+                | "--bare"
+                | "--no-lazy-fetch"
+                | "--no-advice" => {}
+                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
+                | "--exec-path" | "-c" | "--config-env" | "--list-cmds" | "--attr-source" => {
                     let v = args.get(i).cloned();
                     i += 1;
                     self.git_global(st, &mut st_git, &t, v, &mut not_green, &mut config_pairs);
                 }
-                "-p" | "--paginate" => not_green.push("`-p` (runs the configured pager)".to_string()),
+                "-p" | "--paginate" => {
+                    not_green.push("`-p` (runs the configured pager)".to_string())
+                }
                 "-P" => {}
                 _ => {
                     if let Some((opt, v)) = t.split_once('=') {
-                        self.git_global(st, &mut st_git, opt, Some(Field::lit(v)), &mut not_green, &mut config_pairs);
+                        self.git_global(
+                            st,
+                            &mut st_git,
+                            opt,
+                            Some(Field::lit(v)),
+                            &mut not_green,
+                            &mut config_pairs,
+                        );
                     } else if let Some(v) = t.strip_prefix("-C").filter(|v| !v.is_empty()) {
-                        self.git_global(st, &mut st_git, "-C", Some(Field::lit(v)), &mut not_green, &mut config_pairs);
+                        self.git_global(
+                            st,
+                            &mut st_git,
+                            "-C",
+                            Some(Field::lit(v)),
+                            &mut not_green,
+                            &mut config_pairs,
+                        );
                     } else if let Some(v) = t.strip_prefix("-c").filter(|v| !v.is_empty()) {
-                        self.git_global(st, &mut st_git, "-c", Some(Field::lit(v)), &mut not_green, &mut config_pairs);
+                        self.git_global(
+                            st,
+                            &mut st_git,
+                            "-c",
+                            Some(Field::lit(v)),
+                            &mut not_green,
+                            &mut config_pairs,
+                        );
                     } else {
                         not_green.push(format!("`{t}`"));
                     }
@@ -1657,16 +2688,29 @@ impl Analyzer<'_> {
         }
         let sub_field = args.get(i);
         let sub = sub_field.and_then(Field::known);
-        let rest = if i < args.len() { &args[i + 1..] } else { &[][..] };
+        let rest = if i < args.len() {
+            &args[i + 1..]
+        } else {
+            &[][..]
+        };
         // The git inspector resolves aliases and pushes against the repository.
         let all: Vec<String> = args.iter().map(Field::display).collect();
-        let env: Vec<(String, String)> = inv.env.iter().map(|(n, v)| (n.clone(), v.clone().unwrap_or_else(|| "$?".to_string()))).collect();
+        let env: Vec<(String, String)> = inv
+            .env
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone().unwrap_or_else(|| "$?".to_string())))
+            .collect();
         let mut alias = None;
         let protected = self.policy.config().protected_branches.clone();
         let git_cwds: Vec<PathBuf> = st_git.cwds.iter().flatten().cloned().collect();
         if let Some(g) = self.ctx.git {
             for cwd in &git_cwds {
-                let report = g.inspect(&GitInvocation { args: &all, env: &env, cwd, protected: &protected });
+                let report = g.inspect(&GitInvocation {
+                    args: &all,
+                    env: &env,
+                    cwd,
+                    protected: &protected,
+                });
                 for f in report.findings {
                     self.out.add(f);
                 }
@@ -1677,7 +2721,11 @@ impl Analyzer<'_> {
         }
         let Some(sub) = sub else {
             if sub_field.is_some() {
-                self.add(Verdict::Yellow, "cmd.dynamic-args", "the git subcommand cannot be known".to_string());
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-args",
+                    "the git subcommand cannot be known".to_string(),
+                );
                 if self.ctx.git.is_none() {
                     self.git_push_static(args, &protected);
                 }
@@ -1688,25 +2736,47 @@ impl Analyzer<'_> {
             return;
         };
         for r in &not_green {
-            self.add(Verdict::Yellow, "git.not-read-only", format!("git with {r} is not read-only"));
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                format!("git with {r} is not read-only"),
+            );
         }
         let known_rest: Vec<String> = rest.iter().filter_map(Field::known).collect();
-        let has = |o: &str| known_rest.iter().any(|a| a == o || a.starts_with(&format!("{o}=")));
+        let has = |o: &str| {
+            known_rest
+                .iter()
+                .any(|a| a == o || a.starts_with(&format!("{o}=")))
+        };
         // Options that switch on configured programs or write files, on any subcommand.
         for a in &known_rest {
             if a == "--ext-diff" || a == "--textconv" {
-                self.add(Verdict::Yellow, "git.not-read-only", format!("`git {sub} {a}` runs a configured program"));
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    format!("`git {sub} {a}` runs a configured program"),
+                );
             }
             if a == "--output" || a.starts_with("--output=") {
-                self.add(Verdict::Yellow, "git.not-read-only", format!("`git {sub} --output` writes a file"));
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    format!("`git {sub} --output` writes a file"),
+                );
                 if let Some(v) = a.strip_prefix("--output=") {
                     self.path_field(&st_git, &Field::lit(v), Access::Write);
                 }
             }
         }
         let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "archive" if sub != "archive" || has("--remote"))
-            || sub == "remote" && known_rest.first().is_some_and(|s| matches!(s.as_str(), "show" | "update" | "prune" | "set-head"))
-            || sub == "submodule" && known_rest.iter().any(|s| matches!(s.as_str(), "update" | "sync" | "add" | "foreach"))
+            || sub == "remote"
+                && known_rest.first().is_some_and(|s| {
+                    matches!(s.as_str(), "show" | "update" | "prune" | "set-head")
+                })
+            || sub == "submodule"
+                && known_rest
+                    .iter()
+                    .any(|s| matches!(s.as_str(), "update" | "sync" | "add" | "foreach"))
             || sub == "svn";
         if network {
             for a in &known_rest {
@@ -1714,11 +2784,19 @@ impl Analyzer<'_> {
                     self.out.hosts.push(h);
                 }
             }
-            self.add(Verdict::Red, "net.git", format!("`git {sub}` uses the network"));
+            self.add(
+                Verdict::Red,
+                "net.git",
+                format!("`git {sub}` uses the network"),
+            );
         }
         if sub == "push" || sub == "send-pack" {
             if sub == "send-pack" {
-                self.add(Verdict::Blocked, "git.guard.send-pack", "`git send-pack` pushes without running the pre-push hook".to_string());
+                self.add(
+                    Verdict::Blocked,
+                    "git.guard.send-pack",
+                    "`git send-pack` pushes without running the pre-push hook".to_string(),
+                );
             }
             if self.ctx.git.is_none() {
                 self.git_push_static(args, &protected);
@@ -1727,63 +2805,183 @@ impl Analyzer<'_> {
             return;
         }
         match sub.as_str() {
-            "status" | "log" | "show" | "diff" | "blame" | "annotate" | "rev-parse" | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe" | "shortlog" | "count-objects" | "whatchanged" | "show-branch" | "name-rev" | "var" | "check-ignore" | "check-attr" | "help" | "version" => {
+            "status" | "log" | "show" | "diff" | "blame" | "annotate" | "rev-parse"
+            | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref" | "for-each-ref"
+            | "merge-base" | "describe" | "shortlog" | "count-objects" | "whatchanged"
+            | "show-branch" | "name-rev" | "var" | "check-ignore" | "check-attr" | "help"
+            | "version" => {
                 if sub == "diff" && has("--no-index") {
                     // compares files anywhere: paths checked below
                 }
                 if sub == "cat-file" && (has("--filters") || has("--textconv")) {
-                    self.add(Verdict::Yellow, "git.not-read-only", "`git cat-file --filters/--textconv` runs configured programs".to_string());
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git cat-file --filters/--textconv` runs configured programs".to_string(),
+                    );
                 }
             }
             "grep" => {
                 for a in &known_rest {
                     if a == "-O" || a == "--open-files-in-pager" {
-                        self.add(Verdict::Yellow, "git.not-read-only", "`git grep -O` opens the configured pager".to_string());
-                    } else if let Some(cmd) = a.strip_prefix("--open-files-in-pager=").or_else(|| a.strip_prefix("-O").filter(|c| !c.is_empty() && !a.starts_with("--"))) {
-                        self.add(Verdict::Red, "git.program-option", format!("`git grep -O{cmd}` runs a program"));
+                        self.add(
+                            Verdict::Yellow,
+                            "git.not-read-only",
+                            "`git grep -O` opens the configured pager".to_string(),
+                        );
+                    } else if let Some(cmd) =
+                        a.strip_prefix("--open-files-in-pager=").or_else(|| {
+                            a.strip_prefix("-O")
+                                .filter(|c| !c.is_empty() && !a.starts_with("--"))
+                        })
+                    {
+                        self.add(
+                            Verdict::Red,
+                            "git.program-option",
+                            format!("`git grep -O{cmd}` runs a program"),
+                        );
                     }
                 }
             }
             "branch" => {
-                let write = known_rest.iter().any(|a| matches!(a.as_str(), "-d" | "-D" | "-m" | "-M" | "-c" | "-C" | "-f" | "-u" | "--delete" | "--move" | "--copy" | "--force" | "--unset-upstream" | "--edit-description" | "--track" | "--no-track" | "--create-reflog" | "--recurse-submodules") || a.starts_with("--set-upstream") || a.starts_with("-u") && a.len() > 2 || a.starts_with("--track="));
-                let listing = known_rest.iter().any(|a| matches!(a.as_str(), "-l" | "--list" | "--contains" | "--no-contains" | "--merged" | "--no-merged" | "--points-at") || a.starts_with("--contains=") || a.starts_with("--merged=") || a.starts_with("--no-merged=") || a.starts_with("--points-at="));
+                let write = known_rest.iter().any(|a| {
+                    matches!(
+                        a.as_str(),
+                        "-d" | "-D"
+                            | "-m"
+                            | "-M"
+                            | "-c"
+                            | "-C"
+                            | "-f"
+                            | "-u"
+                            | "--delete"
+                            | "--move"
+                            | "--copy"
+                            | "--force"
+                            | "--unset-upstream"
+                            | "--edit-description"
+                            | "--track"
+                            | "--no-track"
+                            | "--create-reflog"
+                            | "--recurse-submodules"
+                    ) || a.starts_with("--set-upstream")
+                        || a.starts_with("-u") && a.len() > 2
+                        || a.starts_with("--track=")
+                });
+                let listing = known_rest.iter().any(|a| {
+                    matches!(
+                        a.as_str(),
+                        "-l" | "--list"
+                            | "--contains"
+                            | "--no-contains"
+                            | "--merged"
+                            | "--no-merged"
+                            | "--points-at"
+                    ) || a.starts_with("--contains=")
+                        || a.starts_with("--merged=")
+                        || a.starts_with("--no-merged=")
+                        || a.starts_with("--points-at=")
+                });
                 let positional = known_rest.iter().filter(|a| !a.starts_with('-')).count();
                 if write || positional > 0 && !listing {
-                    self.add(Verdict::Yellow, "git.not-read-only", "`git branch` that creates, deletes or changes branches".to_string());
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git branch` that creates, deletes or changes branches".to_string(),
+                    );
                 }
             }
             "tag" => {
-                let write = known_rest.iter().any(|a| matches!(a.as_str(), "-d" | "-a" | "-s" | "-u" | "-f" | "-m" | "-F" | "--delete" | "--annotate" | "--sign" | "--force" | "-e" | "--edit") || a.starts_with("--message") || a.starts_with("--file") || a.starts_with("--local-user"));
-                let listing = known_rest.iter().any(|a| matches!(a.as_str(), "-l" | "--list" | "--contains" | "--points-at" | "--merged" | "--no-merged" | "-v" | "--verify") || a.starts_with("-n"));
+                let write = known_rest.iter().any(|a| {
+                    matches!(
+                        a.as_str(),
+                        "-d" | "-a"
+                            | "-s"
+                            | "-u"
+                            | "-f"
+                            | "-m"
+                            | "-F"
+                            | "--delete"
+                            | "--annotate"
+                            | "--sign"
+                            | "--force"
+                            | "-e"
+                            | "--edit"
+                    ) || a.starts_with("--message")
+                        || a.starts_with("--file")
+                        || a.starts_with("--local-user")
+                });
+                let listing = known_rest.iter().any(|a| {
+                    matches!(
+                        a.as_str(),
+                        "-l" | "--list"
+                            | "--contains"
+                            | "--points-at"
+                            | "--merged"
+                            | "--no-merged"
+                            | "-v"
+                            | "--verify"
+                    ) || a.starts_with("-n")
+                });
                 let positional = known_rest.iter().filter(|a| !a.starts_with('-')).count();
                 if write || positional > 0 && !listing {
-                    self.add(Verdict::Yellow, "git.not-read-only", "`git tag` that creates or deletes tags".to_string());
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git tag` that creates or deletes tags".to_string(),
+                    );
                 }
             }
             "remote" => {
-                let ok = known_rest.iter().all(|a| a == "-v" || a == "--verbose") || known_rest.first().is_some_and(|a| a == "get-url");
+                let ok = known_rest.iter().all(|a| a == "-v" || a == "--verbose")
+                    || known_rest.first().is_some_and(|a| a == "get-url");
                 if !ok && !network {
-                    self.add(Verdict::Yellow, "git.not-read-only", "`git remote` that changes remotes".to_string());
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git remote` that changes remotes".to_string(),
+                    );
                 }
             }
             "config" => self.git_config(&known_rest, rest, &st_git),
             "stash" => {
-                if known_rest.first().map(String::as_str) != Some("list") && known_rest.first().map(String::as_str) != Some("show") {
-                    self.add(Verdict::Yellow, "git.not-read-only", "`git stash` changes the working tree".to_string());
+                if known_rest.first().map(String::as_str) != Some("list")
+                    && known_rest.first().map(String::as_str) != Some("show")
+                {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git stash` changes the working tree".to_string(),
+                    );
                 }
             }
             "worktree" => {
                 if known_rest.first().map(String::as_str) != Some("list") {
-                    self.add(Verdict::Yellow, "git.not-read-only", "`git worktree` that adds, moves or removes worktrees".to_string());
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git worktree` that adds, moves or removes worktrees".to_string(),
+                    );
                 }
             }
             "reflog" => {
-                if known_rest.first().is_some_and(|a| matches!(a.as_str(), "expire" | "delete" | "drop")) {
-                    self.add(Verdict::Yellow, "git.not-read-only", "`git reflog expire/delete` changes the reflog".to_string());
+                if known_rest
+                    .first()
+                    .is_some_and(|a| matches!(a.as_str(), "expire" | "delete" | "drop"))
+                {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git reflog expire/delete` changes the reflog".to_string(),
+                    );
                 }
             }
             "clean" => {
-                self.add(Verdict::Yellow, "git.not-read-only", "`git clean` deletes untracked files".to_string());
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    "`git clean` deletes untracked files".to_string(),
+                );
                 let mut f = false;
                 let mut d_or_x = false;
                 for a in &known_rest {
@@ -1795,11 +2993,20 @@ impl Analyzer<'_> {
                     }
                 }
                 if f && d_or_x {
-                    self.add(Verdict::Red, "rm.recursive-force", "`git clean -f` with `-d`/`-x` deletes recursively without confirmation".to_string());
+                    self.add(
+                        Verdict::Red,
+                        "rm.recursive-force",
+                        "`git clean -f` with `-d`/`-x` deletes recursively without confirmation"
+                            .to_string(),
+                    );
                 }
             }
             "hook" => {
-                self.add(Verdict::Red, "git.hook-run", "`git hook run` runs repository hooks".to_string());
+                self.add(
+                    Verdict::Red,
+                    "git.hook-run",
+                    "`git hook run` runs repository hooks".to_string(),
+                );
             }
             _ => {
                 if !network {
@@ -1815,11 +3022,19 @@ impl Analyzer<'_> {
                                 line.push(' ');
                                 line.push_str(&shell_quote(&r.display()));
                             }
-                            self.add(Verdict::Yellow, "git.alias", format!("`git {sub}` is an alias"));
+                            self.add(
+                                Verdict::Yellow,
+                                "git.alias",
+                                format!("`git {sub}` is an alias"),
+                            );
                             self.line(&line, st_git.clone(), depth + 1);
                         }
                         Some(AliasExpansion::Shell(text)) => {
-                            self.add(Verdict::Yellow, "git.alias", format!("`git {sub}` is a shell alias"));
+                            self.add(
+                                Verdict::Yellow,
+                                "git.alias",
+                                format!("`git {sub}` is a shell alias"),
+                            );
                             self.line(&text, st_git.clone(), depth + 1);
                         }
                         _ => self.unlisted_git(&format!("`git {sub}`")),
@@ -1854,11 +3069,23 @@ impl Analyzer<'_> {
     }
 
     fn unlisted_git(&mut self, what: &str) {
-        self.add(Verdict::Yellow, "git.not-read-only", format!("{what} is not a read-only git command"));
+        self.add(
+            Verdict::Yellow,
+            "git.not-read-only",
+            format!("{what} is not a read-only git command"),
+        );
     }
 
     /// One git global option.
-    fn git_global(&mut self, st: &State, st_git: &mut State, opt: &str, v: Option<Field>, not_green: &mut Vec<String>, config: &mut Vec<(String, Option<String>)>) {
+    fn git_global(
+        &mut self,
+        st: &State,
+        st_git: &mut State,
+        opt: &str,
+        v: Option<Field>,
+        not_green: &mut Vec<String>,
+        config: &mut Vec<(String, Option<String>)>,
+    ) {
         let Some(v) = v else {
             not_green.push(format!("`{opt}` without a value"));
             return;
@@ -1867,13 +3094,21 @@ impl Analyzer<'_> {
             "-C" => {
                 self.path_field(st_git, &v, Access::Read);
                 st_git.cwds = match v.known() {
-                    Some(d) => st_git.cwds.iter().map(|c| c.as_ref().map(|c| super::paths::resolve(c, &d))).collect(),
+                    Some(d) => st_git
+                        .cwds
+                        .iter()
+                        .map(|c| c.as_ref().map(|c| super::paths::resolve(c, &d)))
+                        .collect(),
                     None => vec![None],
                 };
             }
             "--git-dir" | "--work-tree" => self.path_field(st_git, &v, Access::Read),
             "--exec-path" => {
-                self.add(Verdict::Red, "git.program-option", "`git --exec-path=DIR` runs git programs from another directory".to_string());
+                self.add(
+                    Verdict::Red,
+                    "git.program-option",
+                    "`git --exec-path=DIR` runs git programs from another directory".to_string(),
+                );
                 self.path_field(st, &v, Access::Read);
             }
             "-c" => {
@@ -1922,17 +3157,50 @@ impl Analyzer<'_> {
         }
         let code = matches!(
             k.as_str(),
-            "core.pager" | "core.editor" | "core.sshcommand" | "core.fsmonitor" | "core.askpass" | "core.gitproxy" | "diff.external" | "sequence.editor" | "gpg.program" | "gpg.ssh.program" | "gpg.x509.program" | "credential.helper" | "uploadpack.packobjectshook" | "include.path" | "core.alternaterefscommand" | "sendemail.smtpserver" | "merge.tool" | "diff.tool" | "core.worktree" | "remote.ext.url" | "protocol.allow" | "protocol.ext.allow" | "http.proxy" | "pager.log" | "web.browser" | "instaweb.httpd" | "ssh.variant" | "core.sshcmd" | "status.showuntrackedfiles"
+            "core.pager"
+                | "core.editor"
+                | "core.sshcommand"
+                | "core.fsmonitor"
+                | "core.askpass"
+                | "core.gitproxy"
+                | "diff.external"
+                | "sequence.editor"
+                | "gpg.program"
+                | "gpg.ssh.program"
+                | "gpg.x509.program"
+                | "credential.helper"
+                | "uploadpack.packobjectshook"
+                | "include.path"
+                | "core.alternaterefscommand"
+                | "sendemail.smtpserver"
+                | "merge.tool"
+                | "diff.tool"
+                | "core.worktree"
+                | "remote.ext.url"
+                | "protocol.allow"
+                | "protocol.ext.allow"
+                | "http.proxy"
+                | "pager.log"
+                | "web.browser"
+                | "instaweb.httpd"
+                | "ssh.variant"
+                | "core.sshcmd"
+                | "status.showuntrackedfiles"
         ) || k.starts_with("alias.")
             || k.starts_with("pager.")
             || k.starts_with("includeif.")
             || (k.starts_with("diff.") && (k.ends_with(".command") || k.ends_with(".textconv")))
-            || (k.starts_with("filter.") && (k.ends_with(".clean") || k.ends_with(".smudge") || k.ends_with(".process")))
+            || (k.starts_with("filter.")
+                && (k.ends_with(".clean") || k.ends_with(".smudge") || k.ends_with(".process")))
             || (k.starts_with("merge.") && k.ends_with(".driver"))
             || (k.starts_with("mergetool.") && k.ends_with(".cmd"))
             || (k.starts_with("difftool.") && k.ends_with(".cmd"))
             || (k.starts_with("credential.") && k.ends_with(".helper"))
-            || (k.starts_with("remote.") && (k.ends_with(".receivepack") || k.ends_with(".uploadpack") || k.ends_with(".proxy") || k.ends_with(".vcs")))
+            || (k.starts_with("remote.")
+                && (k.ends_with(".receivepack")
+                    || k.ends_with(".uploadpack")
+                    || k.ends_with(".proxy")
+                    || k.ends_with(".vcs")))
             || (k.starts_with("browser.") && (k.ends_with(".cmd") || k.ends_with(".path")))
             || (k.starts_with("man.") && (k.ends_with(".cmd") || k.ends_with(".path")));
         if k == "status.showuntrackedfiles" {
@@ -1940,7 +3208,11 @@ impl Analyzer<'_> {
         }
         if code {
             let shown = value.map(|v| format!("={v}")).unwrap_or_default();
-            self.add(Verdict::Red, "git.config-code", format!("`git {how} {key}{shown}` sets a key whose value git runs as a program"));
+            self.add(
+                Verdict::Red,
+                "git.config-code",
+                format!("`git {how} {key}{shown}` sets a key whose value git runs as a program"),
+            );
         }
     }
 
@@ -1954,7 +3226,11 @@ impl Analyzer<'_> {
         while i < known.len() {
             let a = &known[i];
             match a.as_str() {
-                "--get" | "--get-all" | "--get-regexp" | "--get-urlmatch" | "--get-color" | "--get-colorbool" | "-l" | "--list" | "--show-origin" | "--show-scope" | "--name-only" | "-z" | "--null" | "--includes" | "--no-includes" | "--default" | "--type" | "--bool" | "--int" | "--path" | "--local" | "--worktree" | "--expiry-date" | "--bool-or-int" => {
+                "--get" | "--get-all" | "--get-regexp" | "--get-urlmatch" | "--get-color"
+                | "--get-colorbool" | "-l" | "--list" | "--show-origin" | "--show-scope"
+                | "--name-only" | "-z" | "--null" | "--includes" | "--no-includes"
+                | "--default" | "--type" | "--bool" | "--int" | "--path" | "--local"
+                | "--worktree" | "--expiry-date" | "--bool-or-int" => {
                     if a.starts_with("--get") || a == "-l" || a == "--list" {
                         read = true;
                     }
@@ -1969,7 +3245,9 @@ impl Analyzer<'_> {
                     }
                     i += 1;
                 }
-                s if s.starts_with("--file=") => self.path_field(st, &Field::lit(&s[7..]), Access::Any),
+                s if s.starts_with("--file=") => {
+                    self.path_field(st, &Field::lit(&s[7..]), Access::Any)
+                }
                 s if s.starts_with('-') => {}
                 _ => positional.push(a),
             }
@@ -1978,23 +3256,60 @@ impl Analyzer<'_> {
         // git 2.46+: `git config get|list|set|unset|…`.
         let verb = positional.first().map(|s| s.as_str());
         let sub_read = matches!(verb, Some("get" | "list"));
-        let write = !(read || sub_read) && (positional.len() >= 2 || matches!(verb, Some("set" | "unset" | "rename-section" | "remove-section" | "edit")) || known.iter().any(|a| matches!(a.as_str(), "--add" | "--unset" | "--unset-all" | "--replace-all" | "--rename-section" | "--remove-section" | "-e" | "--edit")));
-        let key = if matches!(verb, Some("set" | "unset" | "get")) { positional.get(1) } else { positional.first() };
+        let write = !(read || sub_read)
+            && (positional.len() >= 2
+                || matches!(
+                    verb,
+                    Some("set" | "unset" | "rename-section" | "remove-section" | "edit")
+                )
+                || known.iter().any(|a| {
+                    matches!(
+                        a.as_str(),
+                        "--add"
+                            | "--unset"
+                            | "--unset-all"
+                            | "--replace-all"
+                            | "--rename-section"
+                            | "--remove-section"
+                            | "-e"
+                            | "--edit"
+                    )
+                }));
+        let key = if matches!(verb, Some("set" | "unset" | "get")) {
+            positional.get(1)
+        } else {
+            positional.first()
+        };
         if let Some(k) = key {
             if write {
-                let value = if matches!(verb, Some("set")) { positional.get(2) } else { positional.get(1) };
+                let value = if matches!(verb, Some("set")) {
+                    positional.get(2)
+                } else {
+                    positional.get(1)
+                };
                 self.git_config_key(k, value.map(|s| s.as_str()), "config");
             }
         }
         if write {
-            self.add(Verdict::Yellow, "git.not-read-only", "`git config` that writes configuration".to_string());
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                "`git config` that writes configuration".to_string(),
+            );
             if global {
                 self.add(Verdict::Red, "config.global", "`git config --global/--system` writes the user's or the system's configuration".to_string());
             }
         } else if !(read || sub_read) && positional.len() == 1 {
             // `git config KEY` reads.
-        } else if !(read || sub_read) && positional.is_empty() && !known.iter().any(|a| a == "-l" || a == "--list") {
-            self.add(Verdict::Yellow, "git.not-read-only", "`git config` without a read option".to_string());
+        } else if !(read || sub_read)
+            && positional.is_empty()
+            && !known.iter().any(|a| a == "-l" || a == "--list")
+        {
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                "`git config` without a read option".to_string(),
+            );
         }
     }
 
@@ -2008,7 +3323,12 @@ impl Analyzer<'_> {
         let mut explicit = false;
         for a in known.iter().skip(push_at.map(|p| p + 1).unwrap_or(0)) {
             if a.starts_with("--no-ver") || a.starts_with("--no-veri") || a == "--no-verify" {
-                self.add(Verdict::Blocked, "git.guard.no-verify", "`git push --no-verify` skips the pre-push hook that guards protected branches".to_string());
+                self.add(
+                    Verdict::Blocked,
+                    "git.guard.no-verify",
+                    "`git push --no-verify` skips the pre-push hook that guards protected branches"
+                        .to_string(),
+                );
             }
             if a == "--all" || a == "--mirror" || a == "--branches" {
                 named = true;
@@ -2017,9 +3337,19 @@ impl Analyzer<'_> {
                 continue;
             }
             explicit = true;
-            let dst = a.rsplit(':').next().unwrap_or(a).trim_start_matches(['+', '^']);
+            let dst = a
+                .rsplit(':')
+                .next()
+                .unwrap_or(a)
+                .trim_start_matches(['+', '^']);
             let short = dst.trim_start_matches("refs/").trim_start_matches("heads/");
-            if protected.iter().any(|p| p.eq_ignore_ascii_case(short)) || dst == "HEAD" || dst == "@" || a.contains('*') || a == ":" || a == "+:" {
+            if protected.iter().any(|p| p.eq_ignore_ascii_case(short))
+                || dst == "HEAD"
+                || dst == "@"
+                || a.contains('*')
+                || a == ":"
+                || a == "+:"
+            {
                 named = true;
             }
         }
@@ -2051,7 +3381,11 @@ fn parse_opts_until_command(args: &[Field], spec: &OptSpec) -> UntilCommand {
         let mut consumed_next = false;
         for tok in parsed {
             if let Tok::Opt { name, value } = tok {
-                let needs = if let Some(long) = name.strip_prefix("--") { spec.long_val.iter().any(|l| l.starts_with(long)) && !t.contains('=') } else { spec.short_val.contains(name.trim_start_matches('-')) && value.is_none() };
+                let needs = if let Some(long) = name.strip_prefix("--") {
+                    spec.long_val.iter().any(|l| l.starts_with(long)) && !t.contains('=')
+                } else {
+                    spec.short_val.contains(name.trim_start_matches('-')) && value.is_none()
+                };
                 if needs && value.is_none() {
                     opts.push((name, args.get(i + 1).cloned()));
                     consumed_next = true;
@@ -2062,7 +3396,10 @@ fn parse_opts_until_command(args: &[Field], spec: &OptSpec) -> UntilCommand {
         }
         i += if consumed_next { 2 } else { 1 };
     }
-    UntilCommand { opts, command_at: i }
+    UntilCommand {
+        opts,
+        command_at: i,
+    }
 }
 
 /// The words of a field list joined by spaces, when all are known.
@@ -2076,7 +3413,9 @@ fn join_known(fields: &[Field]) -> Option<String> {
 
 fn is_identifier(s: &str) -> bool {
     let mut c = s.chars();
-    c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_') && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
 }
 
 /// Path-like pieces of one argument: the operand itself, `--opt=VALUE` values, `key=VALUE`
@@ -2102,7 +3441,10 @@ fn path_candidates(f: &Field) -> Vec<Field> {
         return Vec::new();
     }
     if let Some((k, v)) = t.split_once('=') {
-        if is_identifier(k) || k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.') {
+        if is_identifier(k)
+            || k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        {
             return split_colon_list(&Field::lit(v));
         }
     }
@@ -2112,8 +3454,16 @@ fn path_candidates(f: &Field) -> Vec<Field> {
 /// `PATH`-like values: each colon-separated absolute element is a path of its own.
 fn split_colon_list(f: &Field) -> Vec<Field> {
     match f.known() {
-        Some(t) if t.contains(':') && t.split(':').any(|p| p.starts_with('/') || p.starts_with('~')) && !t.contains("://") => {
-            t.split(':').filter(|p| !p.is_empty()).map(Field::lit).collect()
+        Some(t)
+            if t.contains(':')
+                && t.split(':')
+                    .any(|p| p.starts_with('/') || p.starts_with('~'))
+                && !t.contains("://") =>
+        {
+            t.split(':')
+                .filter(|p| !p.is_empty())
+                .map(Field::lit)
+                .collect()
         }
         _ => vec![f.clone()],
     }
@@ -2121,7 +3471,10 @@ fn split_colon_list(f: &Field) -> Vec<Field> {
 
 /// Single-quotes a word for re-parsing.
 pub(crate) fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c))
+    {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))

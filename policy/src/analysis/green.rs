@@ -12,11 +12,72 @@ use crate::verdict::{Finding, Verdict};
 
 /// Programs on the green list (some only with read-only flags or subcommands).
 const GREEN: &[&str] = &[
-    "ls", "cat", "head", "tail", "wc", "nl", "tac", "rev", "cut", "tr", "paste", "fold", "column", "comm", "cmp",
-    "diff", "stat", "du", "df", "tree", "file", "realpath", "readlink", "basename", "dirname", "pwd", "cd", "pushd",
-    "popd", "echo", "printf", "true", "false", "test", "[", "which", "type", "whoami", "id", "uname", "date", "seq",
-    "expr", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "od", "hexdump",
-    "xxd", "base64", "jq", "sort", "uniq", "grep", "egrep", "fgrep", "rg", "find", "fd", "sed", "git",
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "nl",
+    "tac",
+    "rev",
+    "cut",
+    "tr",
+    "paste",
+    "fold",
+    "column",
+    "comm",
+    "cmp",
+    "diff",
+    "stat",
+    "du",
+    "df",
+    "tree",
+    "file",
+    "realpath",
+    "readlink",
+    "basename",
+    "dirname",
+    "pwd",
+    "cd",
+    "pushd",
+    "popd",
+    "echo",
+    "printf",
+    "true",
+    "false",
+    "test",
+    "[",
+    "which",
+    "type",
+    "whoami",
+    "id",
+    "uname",
+    "date",
+    "seq",
+    "expr",
+    "md5sum",
+    "sha1sum",
+    "sha224sum",
+    "sha256sum",
+    "sha384sum",
+    "sha512sum",
+    "b2sum",
+    "cksum",
+    "od",
+    "hexdump",
+    "xxd",
+    "base64",
+    "jq",
+    "sort",
+    "uniq",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "find",
+    "fd",
+    "sed",
+    "git",
 ];
 
 /// Whether `program` is on the green list (with some flags at least).
@@ -30,7 +91,10 @@ pub(crate) struct OptSpec {
     pub long_val: &'static [&'static str],
 }
 
-pub(crate) const NO_VALUES: OptSpec = OptSpec { short_val: "", long_val: &[] };
+pub(crate) const NO_VALUES: OptSpec = OptSpec {
+    short_val: "",
+    long_val: &[],
+};
 
 /// A parsed argument.
 #[derive(Debug, Clone)]
@@ -58,7 +122,11 @@ pub(crate) fn parse_opts(args: &[Field], spec: &OptSpec) -> Vec<Tok> {
             continue;
         }
         let Some(t) = f.known() else {
-            if f.known_prefix().starts_with('-') || f.known_prefix().is_empty() && !f.parts.is_empty() && f.empty_variant().is_empty() {
+            if f.known_prefix().starts_with('-')
+                || f.known_prefix().is_empty()
+                    && !f.parts.is_empty()
+                    && f.empty_variant().is_empty()
+            {
                 // Unquoted unknown text could be an option as well as an operand.
                 out.push(Tok::DynamicOpt);
             }
@@ -74,7 +142,10 @@ pub(crate) fn parse_opts(args: &[Field], spec: &OptSpec) -> Vec<Tok> {
                 Some((n, v)) => (n.to_string(), Some(Field::lit(v))),
                 None => (long.to_string(), None),
             };
-            let takes = spec.long_val.iter().any(|l| l.starts_with(name.as_str()) && !name.is_empty());
+            let takes = spec
+                .long_val
+                .iter()
+                .any(|l| l.starts_with(name.as_str()) && !name.is_empty());
             let value = if val.is_some() {
                 val
             } else if takes && i < args.len() {
@@ -83,7 +154,10 @@ pub(crate) fn parse_opts(args: &[Field], spec: &OptSpec) -> Vec<Tok> {
             } else {
                 None
             };
-            out.push(Tok::Opt { name: format!("--{name}"), value });
+            out.push(Tok::Opt {
+                name: format!("--{name}"),
+                value,
+            });
             continue;
         }
         if t.len() > 1 && t.starts_with('-') {
@@ -101,10 +175,16 @@ pub(crate) fn parse_opts(args: &[Field], spec: &OptSpec) -> Vec<Tok> {
                     } else {
                         None
                     };
-                    out.push(Tok::Opt { name: format!("-{c}"), value });
+                    out.push(Tok::Opt {
+                        name: format!("-{c}"),
+                        value,
+                    });
                     break;
                 }
-                out.push(Tok::Opt { name: format!("-{c}"), value: None });
+                out.push(Tok::Opt {
+                    name: format!("-{c}"),
+                    value: None,
+                });
                 j += 1;
             }
             continue;
@@ -153,31 +233,238 @@ impl Judgement {
 /// Option values of simple read-only tools.
 fn spec_for(program: &str) -> OptSpec {
     match program {
-        "head" | "tail" => OptSpec { short_val: "ncs", long_val: &["lines", "bytes", "sleep-interval", "pid", "max-unchanged-stats"] },
-        "nl" => OptSpec { short_val: "bdfhilnsvw", long_val: &["body-numbering", "section-delimiter", "footer-numbering", "header-numbering", "line-increment", "join-blank-lines", "number-format", "number-separator", "starting-line-number", "number-width"] },
-        "tac" => OptSpec { short_val: "s", long_val: &["separator"] },
-        "cut" => OptSpec { short_val: "bcdf", long_val: &["bytes", "characters", "delimiter", "fields", "output-delimiter"] },
-        "paste" => OptSpec { short_val: "d", long_val: &["delimiters"] },
-        "fold" => OptSpec { short_val: "w", long_val: &["width"] },
-        "column" => OptSpec { short_val: "cstoNOERHdlW", long_val: &["columns", "separator", "output-separator", "table-columns", "table-order", "table-right", "table-hide", "table-name", "table-wrap", "table-truncate", "table-noextreme", "table-columns-limit"] },
-        "cmp" => OptSpec { short_val: "in", long_val: &["ignore-initial", "bytes"] },
-        "diff" => OptSpec { short_val: "CUIxXFLD", long_val: &["context", "unified", "ignore-matching-lines", "exclude", "exclude-from", "show-function-line", "label", "ifdef", "horizon-lines", "starting-file", "from-file", "to-file", "line-format", "old-line-format", "new-line-format", "unchanged-line-format", "old-group-format", "new-group-format", "changed-group-format", "unchanged-group-format", "tabsize", "width", "color", "palette"] },
-        "stat" => OptSpec { short_val: "c", long_val: &["format", "printf"] },
-        "du" => OptSpec { short_val: "dBtX", long_val: &["max-depth", "block-size", "threshold", "exclude", "exclude-from", "files0-from", "time", "time-style"] },
-        "df" => OptSpec { short_val: "Btx", long_val: &["block-size", "type", "exclude-type", "output"] },
-        "tree" => OptSpec { short_val: "LPIoHT", long_val: &["filelimit", "charset", "timefmt", "sort", "fromfile", "gitfile", "infofile"] },
-        "file" => OptSpec { short_val: "mfFeP", long_val: &["magic-file", "files-from", "separator", "exclude", "exclude-quiet", "parameter"] },
-        "realpath" => OptSpec { short_val: "", long_val: &["relative-to", "relative-base"] },
-        "date" => OptSpec { short_val: "dfrsI", long_val: &["date", "file", "reference", "set", "iso-8601", "rfc-3339", "resolution"] },
-        "od" => OptSpec { short_val: "AjNtSw", long_val: &["address-radix", "skip-bytes", "read-bytes", "format", "strings", "width", "endian"] },
-        "hexdump" => OptSpec { short_val: "efns", long_val: &["format", "format-file", "length", "skip", "color"] },
-        "xxd" => OptSpec { short_val: "cglosn", long_val: &["cols", "groupsize", "len", "offset", "seek", "name"] },
-        "base64" => OptSpec { short_val: "wio", long_val: &["wrap", "input", "output"] },
-        "sort" => OptSpec { short_val: "ktSToy", long_val: &["key", "field-separator", "buffer-size", "temporary-directory", "output", "compress-program", "files0-from", "parallel", "batch-size", "sort", "random-source"] },
-        "uniq" => OptSpec { short_val: "fsw", long_val: &["skip-fields", "skip-chars", "check-chars", "group", "all-repeated"] },
-        "wc" => OptSpec { short_val: "", long_val: &["files0-from", "total"] },
-        "ls" => OptSpec { short_val: "IwT", long_val: &["ignore", "hide", "width", "tabsize", "block-size", "format", "sort", "time", "time-style", "quoting-style", "color", "indicator-style"] },
-        "cksum" | "b2sum" => OptSpec { short_val: "la", long_val: &["length", "algorithm"] },
+        "head" | "tail" => OptSpec {
+            short_val: "ncs",
+            long_val: &[
+                "lines",
+                "bytes",
+                "sleep-interval",
+                "pid",
+                "max-unchanged-stats",
+            ],
+        },
+        "nl" => OptSpec {
+            short_val: "bdfhilnsvw",
+            long_val: &[
+                "body-numbering",
+                "section-delimiter",
+                "footer-numbering",
+                "header-numbering",
+                "line-increment",
+                "join-blank-lines",
+                "number-format",
+                "number-separator",
+                "starting-line-number",
+                "number-width",
+            ],
+        },
+        "tac" => OptSpec {
+            short_val: "s",
+            long_val: &["separator"],
+        },
+        "cut" => OptSpec {
+            short_val: "bcdf",
+            long_val: &[
+                "bytes",
+                "characters",
+                "delimiter",
+                "fields",
+                "output-delimiter",
+            ],
+        },
+        "paste" => OptSpec {
+            short_val: "d",
+            long_val: &["delimiters"],
+        },
+        "fold" => OptSpec {
+            short_val: "w",
+            long_val: &["width"],
+        },
+        "column" => OptSpec {
+            short_val: "cstoNOERHdlW",
+            long_val: &[
+                "columns",
+                "separator",
+                "output-separator",
+                "table-columns",
+                "table-order",
+                "table-right",
+                "table-hide",
+                "table-name",
+                "table-wrap",
+                "table-truncate",
+                "table-noextreme",
+                "table-columns-limit",
+            ],
+        },
+        "cmp" => OptSpec {
+            short_val: "in",
+            long_val: &["ignore-initial", "bytes"],
+        },
+        "diff" => OptSpec {
+            short_val: "CUIxXFLD",
+            long_val: &[
+                "context",
+                "unified",
+                "ignore-matching-lines",
+                "exclude",
+                "exclude-from",
+                "show-function-line",
+                "label",
+                "ifdef",
+                "horizon-lines",
+                "starting-file",
+                "from-file",
+                "to-file",
+                "line-format",
+                "old-line-format",
+                "new-line-format",
+                "unchanged-line-format",
+                "old-group-format",
+                "new-group-format",
+                "changed-group-format",
+                "unchanged-group-format",
+                "tabsize",
+                "width",
+                "color",
+                "palette",
+            ],
+        },
+        "stat" => OptSpec {
+            short_val: "c",
+            long_val: &["format", "printf"],
+        },
+        "du" => OptSpec {
+            short_val: "dBtX",
+            long_val: &[
+                "max-depth",
+                "block-size",
+                "threshold",
+                "exclude",
+                "exclude-from",
+                "files0-from",
+                "time",
+                "time-style",
+            ],
+        },
+        "df" => OptSpec {
+            short_val: "Btx",
+            long_val: &["block-size", "type", "exclude-type", "output"],
+        },
+        "tree" => OptSpec {
+            short_val: "LPIoHT",
+            long_val: &[
+                "filelimit",
+                "charset",
+                "timefmt",
+                "sort",
+                "fromfile",
+                "gitfile",
+                "infofile",
+            ],
+        },
+        "file" => OptSpec {
+            short_val: "mfFeP",
+            long_val: &[
+                "magic-file",
+                "files-from",
+                "separator",
+                "exclude",
+                "exclude-quiet",
+                "parameter",
+            ],
+        },
+        "realpath" => OptSpec {
+            short_val: "",
+            long_val: &["relative-to", "relative-base"],
+        },
+        "date" => OptSpec {
+            short_val: "dfrsI",
+            long_val: &[
+                "date",
+                "file",
+                "reference",
+                "set",
+                "iso-8601",
+                "rfc-3339",
+                "resolution",
+            ],
+        },
+        "od" => OptSpec {
+            short_val: "AjNtSw",
+            long_val: &[
+                "address-radix",
+                "skip-bytes",
+                "read-bytes",
+                "format",
+                "strings",
+                "width",
+                "endian",
+            ],
+        },
+        "hexdump" => OptSpec {
+            short_val: "efns",
+            long_val: &["format", "format-file", "length", "skip", "color"],
+        },
+        "xxd" => OptSpec {
+            short_val: "cglosn",
+            long_val: &["cols", "groupsize", "len", "offset", "seek", "name"],
+        },
+        "base64" => OptSpec {
+            short_val: "wio",
+            long_val: &["wrap", "input", "output"],
+        },
+        "sort" => OptSpec {
+            short_val: "ktSToy",
+            long_val: &[
+                "key",
+                "field-separator",
+                "buffer-size",
+                "temporary-directory",
+                "output",
+                "compress-program",
+                "files0-from",
+                "parallel",
+                "batch-size",
+                "sort",
+                "random-source",
+            ],
+        },
+        "uniq" => OptSpec {
+            short_val: "fsw",
+            long_val: &[
+                "skip-fields",
+                "skip-chars",
+                "check-chars",
+                "group",
+                "all-repeated",
+            ],
+        },
+        "wc" => OptSpec {
+            short_val: "",
+            long_val: &["files0-from", "total"],
+        },
+        "ls" => OptSpec {
+            short_val: "IwT",
+            long_val: &[
+                "ignore",
+                "hide",
+                "width",
+                "tabsize",
+                "block-size",
+                "format",
+                "sort",
+                "time",
+                "time-style",
+                "quoting-style",
+                "color",
+                "indicator-style",
+            ],
+        },
+        "cksum" | "b2sum" => OptSpec {
+            short_val: "la",
+            long_val: &["length", "algorithm"],
+        },
         _ => NO_VALUES,
     }
 }
@@ -187,14 +474,45 @@ fn spec_for(program: &str) -> OptSpec {
 fn operands_are_text(program: &str) -> bool {
     matches!(
         program,
-        "echo" | "printf" | "true" | "false" | "which" | "type" | "whoami" | "id" | "uname" | "seq" | "expr" | "basename" | "dirname" | "tr" | "pwd" | "date"
+        "echo"
+            | "printf"
+            | "true"
+            | "false"
+            | "which"
+            | "type"
+            | "whoami"
+            | "id"
+            | "uname"
+            | "seq"
+            | "expr"
+            | "basename"
+            | "dirname"
+            | "tr"
+            | "pwd"
+            | "date"
     )
 }
 
 /// Judges a green-list program (not `find`, `fd`, `sed`, `git`, `cd`, which have their own
 /// analysers). `None` when `program` is not one of these.
 pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
-    if !GREEN.contains(&program) || matches!(program, "find" | "fd" | "sed" | "git" | "cd" | "pushd" | "popd" | "grep" | "egrep" | "fgrep" | "rg" | "jq") {
+    if !GREEN.contains(&program)
+        || matches!(
+            program,
+            "find"
+                | "fd"
+                | "sed"
+                | "git"
+                | "cd"
+                | "pushd"
+                | "popd"
+                | "grep"
+                | "egrep"
+                | "fgrep"
+                | "rg"
+                | "jq"
+        )
+    {
         return None;
     }
     let mut j = Judgement::default();
@@ -207,9 +525,10 @@ pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
             Tok::Opt { name, value } => {
                 let n = name.as_str();
                 match program {
-                    "sort" if names(n, "--compress-program") => {
-                        j.red("cmd.program-option", "`sort --compress-program` runs a program".to_string())
-                    }
+                    "sort" if names(n, "--compress-program") => j.red(
+                        "cmd.program-option",
+                        "`sort --compress-program` runs a program".to_string(),
+                    ),
                     "sort" if n == "-o" || names(n, "--output") => {
                         j.not_green(program, "an output file");
                         if let Some(v) = value {
@@ -227,8 +546,12 @@ pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
                             j.path(v.clone(), Access::Write);
                         }
                     }
-                    "file" if n == "-C" || names(n, "--compile") => j.not_green(program, "-C (writes a magic file)"),
-                    "date" if n == "-s" || names(n, "--set") => j.not_green(program, "--set (changes the clock)"),
+                    "file" if n == "-C" || names(n, "--compile") => {
+                        j.not_green(program, "-C (writes a magic file)")
+                    }
+                    "date" if n == "-s" || names(n, "--set") => {
+                        j.not_green(program, "--set (changes the clock)")
+                    }
                     "base64" if n == "-o" || names(n, "--output") => {
                         j.not_green(program, "an output file");
                         if let Some(v) = value {
@@ -240,12 +563,34 @@ pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
                         // Option values that are files.
                         let file_valued = matches!(
                             (program, n),
-                            ("diff", "-X") | ("du", "-X") | ("file", "-m") | ("file", "-f") | ("date", "-f") | ("date", "-r")
-                                | ("hexdump", "-f") | ("base64", "-i")
+                            ("diff", "-X")
+                                | ("du", "-X")
+                                | ("file", "-m")
+                                | ("file", "-f")
+                                | ("date", "-f")
+                                | ("date", "-r")
+                                | ("hexdump", "-f")
+                                | ("base64", "-i")
                         ) || n.starts_with("--")
-                            && ["from-file", "to-file", "exclude-from", "files0-from", "magic-file", "files-from", "file", "reference", "format-file", "relative-to", "relative-base", "fromfile", "gitfile", "infofile", "input"]
-                                .iter()
-                                .any(|l| names(n, &format!("--{l}")));
+                            && [
+                                "from-file",
+                                "to-file",
+                                "exclude-from",
+                                "files0-from",
+                                "magic-file",
+                                "files-from",
+                                "file",
+                                "reference",
+                                "format-file",
+                                "relative-to",
+                                "relative-base",
+                                "fromfile",
+                                "gitfile",
+                                "infofile",
+                                "input",
+                            ]
+                            .iter()
+                            .any(|l| names(n, &format!("--{l}")));
                         if let Some(v) = value {
                             if file_valued {
                                 j.path(v.clone(), Access::Read);
@@ -259,7 +604,10 @@ pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
     if operands_are_text(program) {
         if program == "date" {
             // `date` operands are formats or a time to set (`date MMDDhhmm` sets the clock).
-            if operands.iter().any(|o| o.known().is_none_or(|t| !t.starts_with('+'))) {
+            if operands
+                .iter()
+                .any(|o| o.known().is_none_or(|t| !t.starts_with('+')))
+            {
                 j.not_green(program, "an operand that sets the clock");
             }
         }
@@ -300,7 +648,25 @@ pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
 pub(crate) fn judge_grep(args: &[Field]) -> Judgement {
     let spec = OptSpec {
         short_val: "efmABCdD",
-        long_val: &["regexp", "file", "max-count", "after-context", "before-context", "context", "include", "exclude", "exclude-dir", "exclude-from", "label", "directories", "devices", "binary-files", "color", "colour", "group-separator"],
+        long_val: &[
+            "regexp",
+            "file",
+            "max-count",
+            "after-context",
+            "before-context",
+            "context",
+            "include",
+            "exclude",
+            "exclude-dir",
+            "exclude-from",
+            "label",
+            "directories",
+            "devices",
+            "binary-files",
+            "color",
+            "colour",
+            "group-separator",
+        ],
     };
     let mut j = Judgement::default();
     let mut have_pattern = false;
@@ -319,7 +685,11 @@ pub(crate) fn judge_grep(args: &[Field]) -> Judgement {
                     if let Some(v) = value {
                         j.path(v, Access::Read);
                     }
-                } else if n == "-r" || n == "-R" || names(n, "--recursive") || names(n, "--dereference-recursive") {
+                } else if n == "-r"
+                    || n == "-R"
+                    || names(n, "--recursive")
+                    || names(n, "--dereference-recursive")
+                {
                     recursive = true;
                 }
             }
@@ -347,10 +717,41 @@ pub(crate) fn judge_rg(args: &[Field]) -> Judgement {
     let spec = OptSpec {
         short_val: "efgtTmABCjMdrEV",
         long_val: &[
-            "regexp", "file", "glob", "iglob", "type", "type-not", "type-add", "type-clear", "max-count", "after-context",
-            "before-context", "context", "threads", "max-columns", "max-depth", "max-filesize", "ignore-file", "path-separator",
-            "replace", "sort", "sortr", "color", "colors", "encoding", "engine", "field-context-separator", "field-match-separator",
-            "context-separator", "pre", "pre-glob", "hostname-bin", "dfa-size-limit", "regex-size-limit", "hyperlink-format", "generate",
+            "regexp",
+            "file",
+            "glob",
+            "iglob",
+            "type",
+            "type-not",
+            "type-add",
+            "type-clear",
+            "max-count",
+            "after-context",
+            "before-context",
+            "context",
+            "threads",
+            "max-columns",
+            "max-depth",
+            "max-filesize",
+            "ignore-file",
+            "path-separator",
+            "replace",
+            "sort",
+            "sortr",
+            "color",
+            "colors",
+            "encoding",
+            "engine",
+            "field-context-separator",
+            "field-match-separator",
+            "context-separator",
+            "pre",
+            "pre-glob",
+            "hostname-bin",
+            "dfa-size-limit",
+            "regex-size-limit",
+            "hyperlink-format",
+            "generate",
         ],
     };
     let mut j = Judgement::default();
@@ -361,9 +762,15 @@ pub(crate) fn judge_rg(args: &[Field]) -> Judgement {
             Tok::Opt { name, value } => {
                 let n = name.as_str();
                 if names(n, "--pre") && !names(n, "--pre-glob") || n == "--pre" {
-                    j.red("cmd.program-option", "`rg --pre` runs a program on every file".to_string());
+                    j.red(
+                        "cmd.program-option",
+                        "`rg --pre` runs a program on every file".to_string(),
+                    );
                 } else if names(n, "--hostname-bin") {
-                    j.red("cmd.program-option", "`rg --hostname-bin` runs a program".to_string());
+                    j.red(
+                        "cmd.program-option",
+                        "`rg --hostname-bin` runs a program".to_string(),
+                    );
                 } else if names(n, "--pre-glob") {
                     j.not_green("rg", "--pre-glob");
                 } else if n == "-z" || names(n, "--search-zip") {
@@ -450,7 +857,10 @@ pub(crate) fn judge_jq(args: &[Field]) -> Judgement {
 /// regular expressions). `-i` writes; `e`, `w`, `W`, `r`, `R` and every other command are not
 /// read-only.
 pub(crate) fn judge_sed(args: &[Field]) -> Judgement {
-    let spec = OptSpec { short_val: "efl", long_val: &["expression", "file", "line-length", "in-place"] };
+    let spec = OptSpec {
+        short_val: "efl",
+        long_val: &["expression", "file", "line-length", "in-place"],
+    };
     let mut j = Judgement::default();
     let mut quiet = false;
     let mut scripts: Vec<Option<String>> = Vec::new();
@@ -471,7 +881,15 @@ pub(crate) fn judge_sed(args: &[Field]) -> Judgement {
                     }
                 } else if n == "-i" || names(n, "--in-place") {
                     in_place = true;
-                } else if matches!(n, "-E" | "-r" | "-s" | "-u" | "-z" | "-l") || names(n, "--regexp-extended") || names(n, "--separate") || names(n, "--unbuffered") || names(n, "--null-data") || names(n, "--posix") || names(n, "--debug") || names(n, "--line-length") {
+                } else if matches!(n, "-E" | "-r" | "-s" | "-u" | "-z" | "-l")
+                    || names(n, "--regexp-extended")
+                    || names(n, "--separate")
+                    || names(n, "--unbuffered")
+                    || names(n, "--null-data")
+                    || names(n, "--posix")
+                    || names(n, "--debug")
+                    || names(n, "--line-length")
+                {
                 } else {
                     j.not_green("sed", &format!("option `{n}`"));
                 }
@@ -499,7 +917,14 @@ pub(crate) fn judge_sed(args: &[Field]) -> Judgement {
         }
     }
     for f in files {
-        j.path(f, if in_place { Access::Write } else { Access::Read });
+        j.path(
+            f,
+            if in_place {
+                Access::Write
+            } else {
+                Access::Read
+            },
+        );
     }
     j
 }
@@ -606,10 +1031,21 @@ mod tests {
 
     #[test]
     fn sed_print_scripts() {
-        for s in ["1,5p", "p", "/foo/p", "$p", "10,$p", "1p;3p", "/a/,/b/p", "2!p", "\\,x,p"] {
+        for s in [
+            "1,5p", "p", "/foo/p", "$p", "10,$p", "1p;3p", "/a/,/b/p", "2!p", "\\,x,p",
+        ] {
             assert!(sed_prints_only(s), "{s}");
         }
-        for s in ["1e id", "w out", "1,5w /tmp/x", "s/a/b/", "p;e id", "", "1r /etc/passwd", "1,5pw x"] {
+        for s in [
+            "1e id",
+            "w out",
+            "1,5w /tmp/x",
+            "s/a/b/",
+            "p;e id",
+            "",
+            "1r /etc/passwd",
+            "1,5pw x",
+        ] {
             assert!(!sed_prints_only(s), "{s}");
         }
     }

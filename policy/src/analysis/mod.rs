@@ -16,24 +16,66 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
 
-
 /// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not
 /// analysed further: it is then red and opaque (stricter, never more permissive).
 const MAX_DEPTH: usize = 24;
 
 /// Classifies one action.
 pub(crate) fn classify(policy: &Policy, action: &Action, ctx: &Context<'_>) -> Classification {
+    if let Action::Exec { command } = action {
+        if nesting(command) > SMALL_STACK_NESTING {
+            // Deeply nested lines recurse deeply in the grammar and the walk: give them a large
+            // stack of their own rather than risk the caller's (a stack overflow aborts, and an
+            // aborted hook would let the action through).
+            let run = || classify_on_this_stack(policy, action, ctx);
+            return std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .stack_size(DEEP_STACK_BYTES)
+                    .spawn_scoped(s, run)
+                    .ok()
+                    .and_then(|h| h.join().ok())
+            })
+            .unwrap_or_else(|| {
+                let mut c = Classification::green();
+                c.shape.opaque = true;
+                c.add(Finding::new(
+                    Verdict::Blocked,
+                    "shell.too-deep",
+                    "the line could not be analysed; split it",
+                ));
+                c
+            });
+        }
+    }
+    classify_on_this_stack(policy, action, ctx)
+}
+
+/// Nesting below which the caller's stack is enough (measured: a debug build at 1 MiB overflows
+/// near 60 levels).
+const SMALL_STACK_NESTING: usize = 12;
+/// Stack for deeply nested lines (reserved, committed only as used).
+const DEEP_STACK_BYTES: usize = 512 << 20;
+
+fn classify_on_this_stack(policy: &Policy, action: &Action, ctx: &Context<'_>) -> Classification {
     let mut a = Analyzer::new(policy, ctx);
     match action {
         Action::Exec { command } => {
             let st = State::new(ctx.cwd);
             a.line(command, st, 0);
         }
-        Action::Write { paths } | Action::ApplyPatch { paths } => a.tool_paths(paths, Access::Write),
+        Action::Write { paths } | Action::ApplyPatch { paths } => {
+            a.tool_paths(paths, Access::Write)
+        }
         Action::Read { paths } => a.tool_paths(paths, Access::Read),
         Action::Fetch { url } => {
-            a.out.hosts.push(commands::host_of(url).unwrap_or_else(|| url.clone()));
-            a.add(Verdict::Red, "net.fetch", format!("the web tool reaches the network ({url})"));
+            a.out
+                .hosts
+                .push(commands::host_of(url).unwrap_or_else(|| url.clone()));
+            a.add(
+                Verdict::Red,
+                "net.fetch",
+                format!("the web tool reaches the network ({url})"),
+            );
         }
     }
     a.finish()
@@ -46,26 +88,47 @@ pub(crate) fn validate_rule(r: &RuleSpec) -> Result<(), String> {
         return Err("a policy file cannot add to the green list".to_string());
     }
     if r.program.is_empty() || r.program.contains('/') || r.program.contains(char::is_whitespace) {
-        return Err(format!("`program` must be a bare program name, got `{}`", r.program));
+        return Err(format!(
+            "`program` must be a bare program name, got `{}`",
+            r.program
+        ));
     }
     if green::is_green_program(&r.program) {
-        return Err(format!("`{}` is on the green list; a policy file cannot make a green command ask", r.program));
+        return Err(format!(
+            "`{}` is on the green list; a policy file cannot make a green command ask",
+            r.program
+        ));
     }
     if r.reason.trim().is_empty() {
         return Err("`reason` must say why".to_string());
     }
     let single = Policy::with_rules_only(vec![r.clone()]);
     let dir = std::env::temp_dir();
-    let ctx = Context { worktree: &dir, cwd: &dir, home: None, git: None };
+    let ctx = Context {
+        worktree: &dir,
+        cwd: &dir,
+        home: None,
+        git: None,
+    };
     let rule_id = format!("policy.{}", r.id);
     for ex in &r.examples {
-        let c = single.classify(&Action::Exec { command: ex.clone() }, &ctx);
+        let c = single.classify(
+            &Action::Exec {
+                command: ex.clone(),
+            },
+            &ctx,
+        );
         if !c.findings.iter().any(|f| f.rule == rule_id) {
             return Err(format!("example `{ex}` does not match the rule"));
         }
     }
     for ex in &r.not_examples {
-        let c = single.classify(&Action::Exec { command: ex.clone() }, &ctx);
+        let c = single.classify(
+            &Action::Exec {
+                command: ex.clone(),
+            },
+            &ctx,
+        );
         if c.findings.iter().any(|f| f.rule == rule_id) {
             return Err(format!("counter-example `{ex}` matches the rule"));
         }
@@ -118,7 +181,12 @@ impl State {
                 }
             }
         }
-        let keys: Vec<String> = self.vars.keys().filter(|k| !other.vars.contains_key(*k)).cloned().collect();
+        let keys: Vec<String> = self
+            .vars
+            .keys()
+            .filter(|k| !other.vars.contains_key(*k))
+            .cloned()
+            .collect();
         for k in keys {
             if let Some(v) = self.vars.get_mut(&k) {
                 if !v.contains(&None) {
@@ -160,6 +228,8 @@ pub(crate) struct Analyzer<'p> {
     opened: Vec<PathBuf>,
     pre_push: Option<PathBuf>,
     pub out: Classification,
+    /// Source text of the lines being analysed, innermost last, with their depth.
+    sources: Vec<(String, usize)>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -176,9 +246,21 @@ impl<'p> Analyzer<'p> {
             }
         };
         let fs = &policy.config().filesystem;
-        let opened = fs.read_write.iter().chain(&fs.read_only).filter_map(expand).collect();
+        let opened = fs
+            .read_write
+            .iter()
+            .chain(&fs.read_only)
+            .filter_map(expand)
+            .collect();
         let pre_push = ctx.git.and_then(|g| g.pre_push_hook_path(ctx.cwd));
-        Analyzer { policy, ctx, opened, pre_push, out: Classification::green() }
+        Analyzer {
+            policy,
+            ctx,
+            opened,
+            pre_push,
+            out: Classification::green(),
+            sources: Vec::new(),
+        }
     }
 
     fn finish(self) -> Classification {
@@ -190,7 +272,11 @@ impl<'p> Analyzer<'p> {
     }
 
     fn path_ctx(&self) -> PathCtx<'_> {
-        PathCtx { worktree: self.ctx.worktree, home: self.ctx.home, pre_push: self.pre_push.as_deref(), opened: &self.opened }
+        PathCtx {
+            worktree: self.ctx.worktree,
+            pre_push: self.pre_push.as_deref(),
+            opened: &self.opened,
+        }
     }
 
     /// Tool actions: every path, worst wins. Tool paths get `~`, `~user` and `$HOME` handling.
@@ -202,7 +288,11 @@ impl<'p> Analyzer<'p> {
         for p in paths {
             let fields = self.expand_word(p, &st);
             if fields.is_empty() {
-                self.add(Verdict::Yellow, "path.unresolved", format!("`{p}` expands to nothing"));
+                self.add(
+                    Verdict::Yellow,
+                    "path.unresolved",
+                    format!("`{p}` expands to nothing"),
+                );
             }
             for f in fields {
                 self.path_field(&st, &f, access);
@@ -214,11 +304,24 @@ impl<'p> Analyzer<'p> {
     pub(crate) fn expand_word(&mut self, raw: &str, st: &State) -> Vec<Field> {
         let mut all = Vec::new();
         let cwd_known = st.cwds.len() == 1;
-        let cwd = if cwd_known { st.cwds[0].as_deref() } else { None };
-        let oldpwd = if st.oldpwd.len() == 1 { st.oldpwd[0].as_deref() } else { None };
+        let cwd = if cwd_known {
+            st.cwds[0].as_deref()
+        } else {
+            None
+        };
+        let oldpwd = if st.oldpwd.len() == 1 {
+            st.oldpwd[0].as_deref()
+        } else {
+            None
+        };
         let mut notes = ExpandNotes::default();
         {
-            let env = ExpandEnv { vars: &st.vars, home: self.ctx.home, cwd, oldpwd };
+            let env = ExpandEnv {
+                vars: &st.vars,
+                home: self.ctx.home,
+                cwd,
+                oldpwd,
+            };
             all.extend(words::expand(raw, &env, &mut notes));
         }
         self.after_expand(notes, st);
@@ -227,14 +330,22 @@ impl<'p> Analyzer<'p> {
 
     fn after_expand(&mut self, notes: ExpandNotes, st: &State) {
         if notes.unparseable {
-            self.add(Verdict::Yellow, "shell.unparseable-word", "a word could not be parsed");
+            self.add(
+                Verdict::Yellow,
+                "shell.unparseable-word",
+                "a word could not be parsed",
+            );
         }
         if notes.dynamic {
-            self.add(Verdict::Yellow, "shell.dynamic-expansion", "an expansion assigns or looks up variables indirectly");
+            self.add(
+                Verdict::Yellow,
+                "shell.dynamic-expansion",
+                "an expansion assigns or looks up variables indirectly",
+            );
         }
+        let depth = self.sources.last().map_or(0, |(_, d)| *d) + 1;
         for sub in notes.substitutions {
             self.out.shape.compound = true;
-            let depth = 1;
             self.line(&sub, st.clone(), depth);
         }
     }
@@ -260,10 +371,24 @@ impl<'p> Analyzer<'p> {
                         }
                     }
                     if too_wide {
-                        found.push(Finding::new(Verdict::Yellow, "path.glob-too-wide", format!("`{text}` matches too many paths to check")));
-                        let prefix: String = text.chars().take_while(|c| !matches!(c, '*' | '?' | '[')).collect();
+                        found.push(Finding::new(
+                            Verdict::Yellow,
+                            "path.glob-too-wide",
+                            format!("`{text}` matches too many paths to check"),
+                        ));
+                        let prefix: String = text
+                            .chars()
+                            .take_while(|c| !matches!(c, '*' | '?' | '['))
+                            .collect();
                         for cwd in &st.cwds {
-                            paths::check_partial(&pc, cwd.as_deref(), &prefix, &text, access, &mut found);
+                            paths::check_partial(
+                                &pc,
+                                cwd.as_deref(),
+                                &prefix,
+                                &text,
+                                access,
+                                &mut found,
+                            );
                         }
                     }
                     all.sort();
@@ -276,7 +401,9 @@ impl<'p> Analyzer<'p> {
                     for cwd in &st.cwds {
                         match cwd {
                             Some(c) => {
-                                if let Some(p) = paths::check_path(&pc, c, &cand, access, &mut found) {
+                                if let Some(p) =
+                                    paths::check_path(&pc, c, &cand, access, &mut found)
+                                {
                                     resolved.push(p);
                                 }
                             }
@@ -288,7 +415,11 @@ impl<'p> Analyzer<'p> {
                                     paths::check_partial(&pc, None, "", &cand, access, &mut found);
                                 }
                                 if cand.split('/').any(paths::credential_component) {
-                                    found.push(Finding::new(Verdict::Red, "path.credential", format!("`{cand}` is a credential path")));
+                                    found.push(Finding::new(
+                                        Verdict::Red,
+                                        "path.credential",
+                                        format!("`{cand}` is a credential path"),
+                                    ));
                                 }
                             }
                         }
@@ -299,7 +430,14 @@ impl<'p> Analyzer<'p> {
                 let prefix = f.known_prefix();
                 let display = f.display();
                 for cwd in &st.cwds {
-                    paths::check_partial(&pc, cwd.as_deref(), &prefix, &display, access, &mut found);
+                    paths::check_partial(
+                        &pc,
+                        cwd.as_deref(),
+                        &prefix,
+                        &display,
+                        access,
+                        &mut found,
+                    );
                 }
             }
         }
@@ -318,7 +456,11 @@ impl<'p> Analyzer<'p> {
     pub(crate) fn line(&mut self, text: &str, st: State, depth: usize) -> State {
         if depth > MAX_DEPTH {
             self.out.shape.opaque = true;
-            self.add(Verdict::Red, "shell.too-deep", "the line nests shells and substitutions too deeply to analyse");
+            self.add(
+                Verdict::Blocked,
+                "shell.too-deep",
+                "the line nests shells and substitutions too deeply to analyse; split it",
+            );
             return st;
         }
         if text.trim().is_empty() {
@@ -327,19 +469,37 @@ impl<'p> Analyzer<'p> {
             }
             return st;
         }
+        if nesting(text) > MAX_NESTING {
+            self.out.shape.opaque = true;
+            self.add(
+                Verdict::Blocked,
+                "shell.too-deep",
+                "the line nests groups and substitutions too deeply to analyse; split it",
+            );
+            return st;
+        }
         match parse(text) {
             Ok(prog) => {
                 let mut st = st;
                 if prog.complete_commands.len() > 1 {
                     self.out.shape.compound = true;
                 }
+                self.sources.push((text.to_string(), depth));
                 for cc in &prog.complete_commands {
                     st = self.compound_list(cc, st, depth);
                 }
+                self.sources.pop();
                 st
             }
             Err(e) => {
-                self.add(Verdict::Yellow, "shell.parse-error", format!("the line does not parse as bash ({e}); in doubt, yellow"));
+                self.add(
+                    Verdict::Yellow,
+                    "shell.parse-error",
+                    format!("the line does not parse as bash ({e}); in doubt, yellow"),
+                );
+                // Nothing of a line that does not parse runs, but a verdict must never drop
+                // because a line was broken on purpose: the analysable pieces still count.
+                self.salvage(text, &st, depth);
                 // bash runs a script line by line: whole lines before the error still run.
                 let lines: Vec<&str> = text.split('\n').collect();
                 let mut end = lines.len();
@@ -358,6 +518,51 @@ impl<'p> Analyzer<'p> {
                     }
                 }
                 st
+            }
+        }
+    }
+
+    /// Classifies the pieces of an unparseable line: the segments between operators, and the
+    /// line with an unterminated quote closed.
+    fn salvage(&mut self, text: &str, st: &State, depth: usize) {
+        let opts = words::options();
+        match brush_parser::tokenize_str_with_options(text, &opts.tokenizer_options()) {
+            Ok(tokens) => {
+                let mut segment: Vec<String> = Vec::new();
+                let mut segments = Vec::new();
+                for t in tokens {
+                    match t {
+                        brush_parser::Token::Word(w, _) => segment.push(w),
+                        brush_parser::Token::Operator(op, _) => {
+                            if matches!(
+                                op.as_str(),
+                                ">" | ">>" | "<" | ">|" | "&>" | "&>>" | "<>" | ">&" | "<&" | "<<<"
+                            ) {
+                                segment.push(op);
+                            } else {
+                                segments.push(std::mem::take(&mut segment));
+                            }
+                        }
+                    }
+                }
+                segments.push(segment);
+                if segments.len() > 1 || segments.first().is_some_and(|s| s.join(" ") != text) {
+                    for seg in segments.into_iter().filter(|s| !s.is_empty()) {
+                        let line = seg.join(" ");
+                        if parse(&line).is_ok() {
+                            self.line(&line, st.clone(), depth + 1);
+                        }
+                    }
+                }
+            }
+            Err(_) => {
+                for close in ["'", "\"", "`", ")", "}"] {
+                    let closed = format!("{text}{close}");
+                    if parse(&closed).is_ok() {
+                        self.line(&closed, st.clone(), depth + 1);
+                        break;
+                    }
+                }
             }
         }
     }
@@ -471,7 +676,9 @@ impl<'p> Analyzer<'p> {
                 self.ext_test(a, st);
                 self.ext_test(b, st);
             }
-            ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => self.ext_test(a, st),
+            ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => {
+                self.ext_test(a, st)
+            }
             ast::ExtendedTestExpr::UnaryTest(_, w) => {
                 for f in self.expand_word(&w.value, st) {
                     self.path_field(st, &f, Access::Read);
@@ -487,9 +694,17 @@ impl<'p> Analyzer<'p> {
         }
     }
 
-    fn compound(&mut self, cc: &ast::CompoundCommand, st: State, stdin: Stdin, depth: usize) -> State {
+    fn compound(
+        &mut self,
+        cc: &ast::CompoundCommand,
+        st: State,
+        stdin: Stdin,
+        depth: usize,
+    ) -> State {
         match cc {
-            ast::CompoundCommand::BraceGroup(g) => self.compound_list_stdin(&g.list, st, stdin, depth),
+            ast::CompoundCommand::BraceGroup(g) => {
+                self.compound_list_stdin(&g.list, st, stdin, depth)
+            }
             ast::CompoundCommand::Subshell(s) => {
                 self.compound_list_stdin(&s.list, st.clone(), stdin, depth);
                 st
@@ -524,7 +739,10 @@ impl<'p> Analyzer<'p> {
                 after
             }
             ast::CompoundCommand::ArithmeticForClause(f) => {
-                for e in [&f.initializer, &f.condition, &f.updater].into_iter().flatten() {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
                     self.arith(&e.value, &st);
                 }
                 let once = self.compound_list(&f.body.list, st.clone(), depth);
@@ -579,6 +797,18 @@ impl<'p> Analyzer<'p> {
             }
             ast::CompoundCommand::Arithmetic(a) => {
                 self.arith(&a.expr.value, &st);
+                // bash reads `( (cmd) )` (parentheses apart) as nested subshells; the grammar
+                // crate reads it as arithmetic. Analyse the text as the subshells bash runs.
+                let (start, end) = (a.loc.start.index, a.loc.end.index);
+                let src = self.sources.last().cloned();
+                if let Some((text, d)) = src {
+                    let adjacent = text.get(start..start + 2) == Some("((");
+                    if !adjacent {
+                        if let Some(inner) = text.get(start + 1..end.saturating_sub(1)) {
+                            self.line(inner, st.clone(), d + 1);
+                        }
+                    }
+                }
                 st
             }
             ast::CompoundCommand::Coprocess(c) => {
@@ -589,7 +819,13 @@ impl<'p> Analyzer<'p> {
     }
 
     /// A compound list whose first command may read a fed stdin (`… | { sh; }`).
-    fn compound_list_stdin(&mut self, list: &ast::CompoundList, st: State, stdin: Stdin, depth: usize) -> State {
+    fn compound_list_stdin(
+        &mut self,
+        list: &ast::CompoundList,
+        st: State,
+        stdin: Stdin,
+        depth: usize,
+    ) -> State {
         if stdin == Stdin::Inherited {
             return self.compound_list(list, st, depth);
         }
@@ -637,22 +873,36 @@ impl<'p> Analyzer<'p> {
             ast::IoRedirect::File(fd, kind, target) => {
                 let access = match kind {
                     ast::IoFileRedirectKind::Read => Access::Read,
-                    ast::IoFileRedirectKind::DuplicateInput | ast::IoFileRedirectKind::DuplicateOutput => {
+                    ast::IoFileRedirectKind::DuplicateInput
+                    | ast::IoFileRedirectKind::DuplicateOutput => {
                         // `>&2`, `<&0`, `>&-` duplicate descriptors; `>& file` writes a file.
                         Access::Write
                     }
                     _ => Access::Write,
                 };
-                let feeds_stdin = matches!(kind, ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite)
-                    && fd.unwrap_or(0) == 0
-                    || matches!(kind, ast::IoFileRedirectKind::DuplicateInput) && fd.unwrap_or(0) == 0;
+                let feeds_stdin = matches!(
+                    kind,
+                    ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite
+                ) && fd.unwrap_or(0) == 0
+                    || matches!(kind, ast::IoFileRedirectKind::DuplicateInput)
+                        && fd.unwrap_or(0) == 0;
                 match target {
-                    ast::IoFileRedirectTarget::Filename(w) | ast::IoFileRedirectTarget::Duplicate(w) => {
+                    ast::IoFileRedirectTarget::Filename(w)
+                    | ast::IoFileRedirectTarget::Duplicate(w) => {
                         let is_dup = matches!(target, ast::IoFileRedirectTarget::Duplicate(_))
-                            || matches!(kind, ast::IoFileRedirectKind::DuplicateInput | ast::IoFileRedirectKind::DuplicateOutput);
+                            || matches!(
+                                kind,
+                                ast::IoFileRedirectKind::DuplicateInput
+                                    | ast::IoFileRedirectKind::DuplicateOutput
+                            );
                         for f in self.expand_word(&w.value, st) {
                             if let Some(t) = f.known() {
-                                if is_dup && (t == "-" || t.trim_end_matches('-').bytes().all(|b| b.is_ascii_digit())) {
+                                if is_dup
+                                    && (t == "-"
+                                        || t.trim_end_matches('-')
+                                            .bytes()
+                                            .all(|b| b.is_ascii_digit()))
+                                {
                                     continue;
                                 }
                             }
@@ -668,7 +918,10 @@ impl<'p> Analyzer<'p> {
             }
             ast::IoRedirect::HereDocument(fd, doc) => {
                 if doc.requires_expansion {
-                    let inner = format!("\"{}\"", doc.doc.value.replace('\\', "\\\\").replace('"', "\\\""));
+                    let inner = format!(
+                        "\"{}\"",
+                        doc.doc.value.replace('\\', "\\\\").replace('"', "\\\"")
+                    );
                     let _ = self.expand_word(&inner, st);
                 }
                 fd.unwrap_or(0) == 0
@@ -686,7 +939,13 @@ impl<'p> Analyzer<'p> {
         }
     }
 
-    fn redirect_target(&mut self, st: &State, f: &Field, access: Access, kind: &ast::IoFileRedirectKind) {
+    fn redirect_target(
+        &mut self,
+        st: &State,
+        f: &Field,
+        access: Access,
+        kind: &ast::IoFileRedirectKind,
+    ) {
         if let Some(t) = f.known() {
             if paths::is_system_exception(&t) {
                 return;
@@ -694,15 +953,31 @@ impl<'p> Analyzer<'p> {
             if t.starts_with("/dev/tcp/") || t.starts_with("/dev/udp/") {
                 let host = t.split('/').nth(3).unwrap_or("").to_string();
                 self.out.hosts.push(host);
-                self.add(Verdict::Red, "net.dev-tcp", format!("`{t}` opens a network connection"));
+                self.add(
+                    Verdict::Red,
+                    "net.dev-tcp",
+                    format!("`{t}` opens a network connection"),
+                );
             }
-            if access == Access::Write && (t.starts_with("/dev/") || paths::resolve(Path::new("/"), &t).starts_with("/dev")) && t.starts_with('/') {
-                self.add(Verdict::Blocked, "vault.device-write", format!("redirection writes to the device `{t}`"));
+            if access == Access::Write
+                && (t.starts_with("/dev/")
+                    || paths::resolve(Path::new("/"), &t).starts_with("/dev"))
+                && t.starts_with('/')
+            {
+                self.add(
+                    Verdict::Blocked,
+                    "vault.device-write",
+                    format!("redirection writes to the device `{t}`"),
+                );
                 return;
             }
         }
         if access == Access::Write && !matches!(kind, ast::IoFileRedirectKind::Read) {
-            self.add(Verdict::Yellow, "shell.redirect-write", format!("the shell writes `{}`", f.display()));
+            self.add(
+                Verdict::Yellow,
+                "shell.redirect-write",
+                format!("the shell writes `{}`", f.display()),
+            );
         }
         self.path_field(st, f, access);
     }
@@ -724,23 +999,50 @@ impl<'p> Analyzer<'p> {
     }
 }
 
+/// Deepest nesting of `(`/`{`/`[` in a line, beyond which the recursive-descent grammar could
+/// exhaust the stack; such lines are refused as opaque (stricter, never more permissive).
+const MAX_NESTING: usize = 200;
+
+fn nesting(text: &str) -> usize {
+    let mut depth: usize = 0;
+    let mut max = 0;
+    for b in text.bytes() {
+        match b {
+            b'(' | b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// Parses a line with the bash grammar.
 fn parse(text: &str) -> Result<ast::Program, String> {
     let opts = words::options();
-    let tokens = brush_parser::tokenize_str_with_options(text, &opts.tokenizer_options()).map_err(|e| e.to_string())?;
+    let tokens = brush_parser::tokenize_str_with_options(text, &opts.tokenizer_options())
+        .map_err(|e| e.to_string())?;
     brush_parser::parse_tokens(&tokens, &opts).map_err(|e| e.to_string())
 }
 
 /// Whether a function body runs the function itself in a pipeline or in the background.
 fn calls_itself(body: &ast::CompoundCommand, name: &str) -> bool {
     let text = body.to_string();
-    let Ok(prog) = parse(&text) else { return text.contains(name) };
+    let Ok(prog) = parse(&text) else {
+        return text.contains(name);
+    };
     let mut found = false;
     for cc in &prog.complete_commands {
         for item in &cc.0 {
             let async_ = matches!(item.1, ast::SeparatorOperator::Async);
             visit_pipelines(&item.0, &mut |p: &ast::Pipeline| {
-                let calls = p.seq.iter().filter(|c| command_name(c).as_deref() == Some(name)).count();
+                let calls = p
+                    .seq
+                    .iter()
+                    .filter(|c| command_name(c).as_deref() == Some(name))
+                    .count();
                 if calls > 0 && (p.seq.len() > 1 || async_) {
                     found = true;
                 }

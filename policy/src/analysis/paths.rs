@@ -34,8 +34,16 @@ impl Access {
 pub(crate) fn is_system_exception(p: &str) -> bool {
     matches!(
         p,
-        "/dev/null" | "/dev/stdin" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" | "/dev/zero" | "/dev/urandom"
-    ) || p.strip_prefix("/dev/fd/").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        "/dev/null"
+            | "/dev/stdin"
+            | "/dev/stdout"
+            | "/dev/stderr"
+            | "/dev/tty"
+            | "/dev/zero"
+            | "/dev/urandom"
+    ) || p
+        .strip_prefix("/dev/fd/")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Whether an absolute path lies in a system directory whose modification is a fixed denial
@@ -48,7 +56,10 @@ pub(crate) fn is_system_path(p: &Path) -> bool {
     match comps.next() {
         Some(Component::Normal(first)) => {
             let f = first.to_string_lossy();
-            matches!(f.as_ref(), "etc" | "usr" | "bin" | "sbin" | "boot" | "sys" | "proc" | "dev") || f.starts_with("lib")
+            matches!(
+                f.as_ref(),
+                "etc" | "usr" | "bin" | "sbin" | "boot" | "sys" | "proc" | "dev"
+            ) || f.starts_with("lib")
         }
         _ => false,
     }
@@ -58,7 +69,11 @@ pub(crate) fn is_system_path(p: &Path) -> bool {
 /// physical parent, symlinks followed through the real filesystem; components that do not
 /// exist are taken lexically. Returns the absolute physical path.
 pub(crate) fn resolve(cwd: &Path, word: &str) -> PathBuf {
-    let start = if word.starts_with('/') { PathBuf::from("/") } else { cwd.to_path_buf() };
+    let start = if word.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        cwd.to_path_buf()
+    };
     let mut pending: Vec<String> = Vec::new();
     push_components(&mut pending, word);
     let mut out = start;
@@ -112,7 +127,11 @@ fn push_components(stack: &mut Vec<String>, s: &str) {
 
 /// Lexical absolute form of `word` against `cwd` (`.`/`..` folded without touching the disk).
 pub(crate) fn lexical(cwd: &Path, word: &str) -> PathBuf {
-    let mut out = if word.starts_with('/') { PathBuf::from("/") } else { cwd.to_path_buf() };
+    let mut out = if word.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        cwd.to_path_buf()
+    };
     for c in word.split('/') {
         match c {
             "" | "." => {}
@@ -130,18 +149,24 @@ pub(crate) fn lexical(cwd: &Path, word: &str) -> PathBuf {
 /// `.git-credentials`, `.npmrc`, `.pypirc`, `.envrc`; private keys `id_rsa`, `id_dsa`,
 /// `id_ecdsa`, `id_ed25519` with or without `_sk` (not `.pub`).
 pub(crate) fn credential_component(name: &str) -> bool {
-    matches!(name, ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker")
-        || credential_file(name)
+    matches!(name, ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker") || credential_file(name)
 }
 
 fn credential_file(name: &str) -> bool {
     if name == ".env" || name.starts_with(".env.") {
         return true;
     }
-    if name == "credentials" || name.strip_prefix("credentials.").is_some_and(|e| !e.is_empty()) {
+    if name == "credentials"
+        || name
+            .strip_prefix("credentials.")
+            .is_some_and(|e| !e.is_empty())
+    {
         return true;
     }
-    if matches!(name, ".netrc" | ".git-credentials" | ".npmrc" | ".pypirc" | ".envrc") {
+    if matches!(
+        name,
+        ".netrc" | ".git-credentials" | ".npmrc" | ".pypirc" | ".envrc"
+    ) {
         return true;
     }
     let key = name.strip_suffix("_sk").unwrap_or(name);
@@ -164,7 +189,6 @@ const CONTROL_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor", ".vsc
 /// What the path rules need to know about the session.
 pub(crate) struct PathCtx<'a> {
     pub worktree: &'a Path,
-    pub home: Option<&'a Path>,
     /// The file git runs as the pre-push hook, when known.
     pub pre_push: Option<&'a Path>,
     /// Paths the policy file opens (absolute, `~` expanded).
@@ -173,7 +197,13 @@ pub(crate) struct PathCtx<'a> {
 
 /// Classifies one known path word used with `access` from `cwd`. Pushes findings; returns the
 /// physical path (for the report).
-pub(crate) fn check_path(pc: &PathCtx<'_>, cwd: &Path, word: &str, access: Access, out: &mut Vec<Finding>) -> Option<PathBuf> {
+pub(crate) fn check_path(
+    pc: &PathCtx<'_>,
+    cwd: &Path,
+    word: &str,
+    access: Access,
+    out: &mut Vec<Finding>,
+) -> Option<PathBuf> {
     if word.is_empty() {
         return None;
     }
@@ -191,12 +221,19 @@ pub(crate) fn check_path(pc: &PathCtx<'_>, cwd: &Path, word: &str, access: Acces
         has_credential(rel)
     });
     if let Some(name) = cred {
-        out.push(Finding::new(Verdict::Red, "path.credential", format!("`{word}` is a credential path ({name})")));
+        out.push(Finding::new(
+            Verdict::Red,
+            "path.credential",
+            format!("`{word}` is a credential path ({name})"),
+        ));
     }
 
     // The pre-push hook and the directories holding it: any change switches the guard off.
     if access.modifies() {
-        let hook = pc.pre_push.map(Path::to_path_buf).unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+        let hook = pc
+            .pre_push
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
         let names_hook = phys.ends_with("hooks/pre-push") || lex.ends_with("hooks/pre-push");
         // Removing or renaming a directory that holds the hook (`.git`, `.git/hooks`) changes it too.
         let git_dir = hook.parent().and_then(Path::parent).unwrap_or(&hook);
@@ -233,12 +270,18 @@ pub(crate) fn check_path(pc: &PathCtx<'_>, cwd: &Path, word: &str, access: Acces
         // Linked worktrees keep hooks and config in the common git dir, outside the tree.
         control_rules(&phys, word, out);
     }
-    let opened = pc.opened.iter().any(|o| phys.starts_with(o) || lex.starts_with(o));
+    let opened = pc
+        .opened
+        .iter()
+        .any(|o| phys.starts_with(o) || lex.starts_with(o));
     if opened && !system {
         out.push(Finding::new(
             Verdict::Yellow,
             "path.policy-opened",
-            format!("`{word}` is outside the worktree, in a path the policy opens ({})", phys.display()),
+            format!(
+                "`{word}` is outside the worktree, in a path the policy opens ({})",
+                phys.display()
+            ),
         ));
     } else {
         let what = match access {
@@ -246,7 +289,11 @@ pub(crate) fn check_path(pc: &PathCtx<'_>, cwd: &Path, word: &str, access: Acces
             Access::Modify => "changes",
             _ => "reaches",
         };
-        let via = if phys != lex { format!(" (resolves to {})", phys.display()) } else { String::new() };
+        let via = if phys != lex {
+            format!(" (resolves to {})", phys.display())
+        } else {
+            String::new()
+        };
         out.push(Finding::new(
             Verdict::Red,
             "path.outside-worktree",
@@ -289,7 +336,9 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
             out.push(Finding::new(
                 Verdict::Red,
                 "path.control-file",
-                format!("`{word}` writes an agent or IDE control file ({c}): approvals or code later"),
+                format!(
+                    "`{word}` writes an agent or IDE control file ({c}): approvals or code later"
+                ),
             ));
         }
     }
@@ -297,14 +346,25 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
 
 /// A field whose value is partly unknown: never green; its known directory prefix is still
 /// checked (`/tmp/$X` is outside whatever `$X` is).
-pub(crate) fn check_partial(pc: &PathCtx<'_>, cwd: Option<&Path>, prefix: &str, display: &str, access: Access, out: &mut Vec<Finding>) {
+pub(crate) fn check_partial(
+    pc: &PathCtx<'_>,
+    cwd: Option<&Path>,
+    prefix: &str,
+    display: &str,
+    access: Access,
+    out: &mut Vec<Finding>,
+) {
     out.push(Finding::new(
         Verdict::Yellow,
         "path.unresolved",
         format!("`{display}` cannot be resolved before it runs"),
     ));
     if let Some(cred) = prefix.split('/').find(|c| credential_component(c)) {
-        out.push(Finding::new(Verdict::Red, "path.credential", format!("`{display}` is a credential path ({cred})")));
+        out.push(Finding::new(
+            Verdict::Red,
+            "path.credential",
+            format!("`{display}` is a credential path ({cred})"),
+        ));
     }
     let dir = match prefix.rfind('/') {
         Some(0) => "/",
@@ -321,7 +381,11 @@ pub(crate) fn check_partial(pc: &PathCtx<'_>, cwd: Option<&Path>, prefix: &str, 
     let mut sub = Vec::new();
     check_path(pc, &base, dir, access, &mut sub);
     if dir == "/" && access.modifies() && access != Access::Any {
-        sub.push(Finding::new(Verdict::Blocked, "vault.system-path", format!("`{display}` can modify anything under /")));
+        sub.push(Finding::new(
+            Verdict::Blocked,
+            "vault.system-path",
+            format!("`{display}` can modify anything under /"),
+        ));
     }
     out.extend(sub);
 }
@@ -332,8 +396,18 @@ pub(crate) fn check_partial(pc: &PathCtx<'_>, cwd: Option<&Path>, prefix: &str, 
 pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
     let absolute = pattern.starts_with('/');
     let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
-    let mut current: Vec<(PathBuf, String)> =
-        vec![(if absolute { PathBuf::from("/") } else { cwd.to_path_buf() }, if absolute { "/".to_string() } else { String::new() })];
+    let mut current: Vec<(PathBuf, String)> = vec![(
+        if absolute {
+            PathBuf::from("/")
+        } else {
+            cwd.to_path_buf()
+        },
+        if absolute {
+            "/".to_string()
+        } else {
+            String::new()
+        },
+    )];
     for (i, comp) in comps.iter().enumerate() {
         let last = i + 1 == comps.len();
         let mut next = Vec::new();
@@ -352,7 +426,9 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
                 }
                 continue;
             }
-            let Ok(rd) = std::fs::read_dir(dir) else { continue };
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                continue;
+            };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if name.starts_with('.') && !comp.starts_with('.') {
@@ -472,10 +548,25 @@ mod tests {
 
     #[test]
     fn credential_names() {
-        for n in [".env", ".env.production", "credentials", "credentials.json", "id_ed25519", "id_ecdsa_sk", ".npmrc", ".envrc"] {
+        for n in [
+            ".env",
+            ".env.production",
+            "credentials",
+            "credentials.json",
+            "id_ed25519",
+            "id_ecdsa_sk",
+            ".npmrc",
+            ".envrc",
+        ] {
             assert!(credential_component(n), "{n}");
         }
-        for n in ["env.example", "id_ed25519.pub", "credentials.", "src", ".environment"] {
+        for n in [
+            "env.example",
+            "id_ed25519.pub",
+            "credentials.",
+            "src",
+            ".environment",
+        ] {
             assert!(!credential_component(n), "{n}");
         }
     }

@@ -30,7 +30,12 @@ pub(crate) struct Field {
 
 impl Field {
     pub fn lit(s: &str) -> Self {
-        Field { parts: vec![Part::Lit { text: s.to_string(), glob: false }] }
+        Field {
+            parts: vec![Part::Lit {
+                text: s.to_string(),
+                glob: false,
+            }],
+        }
     }
 
     fn push_lit(&mut self, s: &str, glob: bool) {
@@ -43,7 +48,10 @@ impl Field {
                 return;
             }
         }
-        self.parts.push(Part::Lit { text: s.to_string(), glob });
+        self.parts.push(Part::Lit {
+            text: s.to_string(),
+            glob,
+        });
     }
 
     fn push_unknown(&mut self) {
@@ -150,10 +158,14 @@ pub(crate) fn expand(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) ->
                 Ok(pieces) => out.extend(expand_pieces(&pieces, env, notes)),
                 Err(_) => {
                     notes.unparseable = true;
-                    out.push(Field { parts: vec![Part::Unknown] });
+                    out.push(Field {
+                        parts: vec![Part::Unknown],
+                    });
                 }
             },
-            None => out.push(Field { parts: vec![Part::Unknown] }),
+            None => out.push(Field {
+                parts: vec![Part::Unknown],
+            }),
         }
     }
     out
@@ -195,7 +207,11 @@ fn expand_brace_items(items: &[BraceExpressionOrText], acc: &mut Vec<String>) ->
                             }
                             alts.extend(sub);
                         }
-                        BraceExpressionMember::NumberSequence { start, end, increment } => {
+                        BraceExpressionMember::NumberSequence {
+                            start,
+                            end,
+                            increment,
+                        } => {
                             let step = increment.unsigned_abs().max(1);
                             let count = start.abs_diff(*end) / step + 1;
                             if count > MAX_BRACE_WORDS as u64 {
@@ -204,10 +220,18 @@ fn expand_brace_items(items: &[BraceExpressionOrText], acc: &mut Vec<String>) ->
                             let mut v = *start;
                             for _ in 0..count {
                                 alts.push(v.to_string());
-                                v = if start <= end { v.saturating_add(step as i64) } else { v.saturating_sub(step as i64) };
+                                v = if start <= end {
+                                    v.saturating_add(step as i64)
+                                } else {
+                                    v.saturating_sub(step as i64)
+                                };
                             }
                         }
-                        BraceExpressionMember::CharSequence { start, end, increment } => {
+                        BraceExpressionMember::CharSequence {
+                            start,
+                            end,
+                            increment,
+                        } => {
                             let (a, b) = (*start as u32, *end as u32);
                             let step = increment.unsigned_abs().max(1) as u32;
                             let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
@@ -242,7 +266,11 @@ fn expand_brace_items(items: &[BraceExpressionOrText], acc: &mut Vec<String>) ->
 
 /// Expands parsed pieces of one word into fields, splitting unquoted known expansion values
 /// on the default IFS.
-fn expand_pieces(pieces: &[WordPieceWithSource], env: &ExpandEnv<'_>, notes: &mut ExpandNotes) -> Vec<Field> {
+fn expand_pieces(
+    pieces: &[WordPieceWithSource],
+    env: &ExpandEnv<'_>,
+    notes: &mut ExpandNotes,
+) -> Vec<Field> {
     // Each alternative is a list of fields under construction; variables with several possible
     // values multiply the alternatives.
     let mut alts: Vec<Vec<Field>> = vec![vec![Field::default()]];
@@ -262,7 +290,9 @@ fn expand_pieces(pieces: &[WordPieceWithSource], env: &ExpandEnv<'_>, notes: &mu
         }
         if next.len() > MAX_BRACE_WORDS {
             // Too many combinations to list: one unknown field (never empty, never green).
-            return vec![Field { parts: vec![Part::Unknown] }];
+            return vec![Field {
+                parts: vec![Part::Unknown],
+            }];
         }
         alts = next;
         produced_anything = next_prod;
@@ -330,12 +360,21 @@ fn apply_value(fields: &mut Vec<Field>, v: &Val, produced: &mut bool) {
                 f.push_lit(text, false);
             }
         }
-        Val::Expanded { text, quoted: false } => {
+        Val::Expanded {
+            text,
+            quoted: false,
+        } => {
             // Default IFS splitting: space, tab, newline.
             let mut first = true;
             let starts_ws = text.starts_with([' ', '\t', '\n']);
-            for (i, chunk) in text.split([' ', '\t', '\n']).filter(|c| !c.is_empty()).enumerate() {
-                if (i > 0 || (first && starts_ws)) && fields.last().is_some_and(|f| !f.parts.is_empty()) {
+            for (i, chunk) in text
+                .split([' ', '\t', '\n'])
+                .filter(|c| !c.is_empty())
+                .enumerate()
+            {
+                if (i > 0 || (first && starts_ws))
+                    && fields.last().is_some_and(|f| !f.parts.is_empty())
+                {
                     fields.push(Field::default());
                 }
                 first = false;
@@ -344,7 +383,9 @@ fn apply_value(fields: &mut Vec<Field>, v: &Val, produced: &mut bool) {
                     f.push_lit(chunk, true);
                 }
             }
-            if text.ends_with([' ', '\t', '\n']) && fields.last().is_some_and(|f| !f.parts.is_empty()) {
+            if text.ends_with([' ', '\t', '\n'])
+                && fields.last().is_some_and(|f| !f.parts.is_empty())
+            {
                 fields.push(Field::default());
             }
         }
@@ -357,14 +398,25 @@ fn apply_value(fields: &mut Vec<Field>, v: &Val, produced: &mut bool) {
 }
 
 /// The possible values of one piece (several when a variable has several possible values).
-fn piece_values(piece: &WordPiece, env: &ExpandEnv<'_>, notes: &mut ExpandNotes, quoted: bool) -> Vec<Val> {
+fn piece_values(
+    piece: &WordPiece,
+    env: &ExpandEnv<'_>,
+    notes: &mut ExpandNotes,
+    quoted: bool,
+) -> Vec<Val> {
     match piece {
-        WordPiece::Text(t) => vec![Val::Text { text: t.clone(), quoted }],
+        WordPiece::Text(t) => vec![Val::Text {
+            text: t.clone(),
+            quoted,
+        }],
         WordPiece::SingleQuotedText(t) => {
             if t.is_empty() {
                 vec![Val::EmptyQuoted]
             } else {
-                vec![Val::Text { text: t.clone(), quoted: true }]
+                vec![Val::Text {
+                    text: t.clone(),
+                    quoted: true,
+                }]
             }
         }
         WordPiece::AnsiCQuotedText(t) => {
@@ -372,7 +424,10 @@ fn piece_values(piece: &WordPiece, env: &ExpandEnv<'_>, notes: &mut ExpandNotes,
             if s.is_empty() {
                 vec![Val::EmptyQuoted]
             } else {
-                vec![Val::Text { text: s, quoted: true }]
+                vec![Val::Text {
+                    text: s,
+                    quoted: true,
+                }]
             }
         }
         WordPiece::EscapeSequence(s) => {
@@ -380,16 +435,25 @@ fn piece_values(piece: &WordPiece, env: &ExpandEnv<'_>, notes: &mut ExpandNotes,
             if quoted {
                 // Inside double quotes a backslash only escapes $ ` " \ and newline.
                 if text.starts_with(['$', '`', '"', '\\']) {
-                    vec![Val::Text { text: text.to_string(), quoted: true }]
+                    vec![Val::Text {
+                        text: text.to_string(),
+                        quoted: true,
+                    }]
                 } else if text == "\n" {
                     vec![Val::Nothing]
                 } else {
-                    vec![Val::Text { text: s.clone(), quoted: true }]
+                    vec![Val::Text {
+                        text: s.clone(),
+                        quoted: true,
+                    }]
                 }
             } else if text == "\n" {
                 vec![Val::Nothing]
             } else {
-                vec![Val::Text { text: text.to_string(), quoted: true }]
+                vec![Val::Text {
+                    text: text.to_string(),
+                    quoted: true,
+                }]
             }
         }
         WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
@@ -413,7 +477,10 @@ fn piece_values(piece: &WordPiece, env: &ExpandEnv<'_>, notes: &mut ExpandNotes,
             alts.into_iter().map(Val::Seq).collect()
         }
         WordPiece::TildeExpansion(t) => match tilde(t, env) {
-            Some(p) => vec![Val::Text { text: p.to_string_lossy().into_owned(), quoted: true }],
+            Some(p) => vec![Val::Text {
+                text: p.to_string_lossy().into_owned(),
+                quoted: true,
+            }],
             None => vec![Val::Unknown],
         },
         WordPiece::ParameterExpansion(expr) => parameter_values(expr, env, notes, quoted),
@@ -471,40 +538,60 @@ fn param_lookup(p: &Parameter, indirect: bool, env: &ExpandEnv<'_>, quoted: bool
                     .map(|v| match v {
                         Some(s) if s.is_empty() && quoted => Val::EmptyQuoted,
                         Some(s) if s.is_empty() => Val::Nothing,
-                        Some(s) => Val::Expanded { text: s.clone(), quoted },
+                        Some(s) => Val::Expanded {
+                            text: s.clone(),
+                            quoted,
+                        },
                         None => Val::Unknown,
                     })
                     .collect();
             }
             match n.as_str() {
                 "HOME" => match env.home {
-                    Some(h) => vec![Val::Expanded { text: h.to_string_lossy().into_owned(), quoted }],
+                    Some(h) => vec![Val::Expanded {
+                        text: h.to_string_lossy().into_owned(),
+                        quoted,
+                    }],
                     None => vec![Val::Unknown],
                 },
                 // Default IFS, unless assigned on the line (handled above).
-                "IFS" => vec![Val::Expanded { text: " \t\n".to_string(), quoted }],
+                "IFS" => vec![Val::Expanded {
+                    text: " \t\n".to_string(),
+                    quoted,
+                }],
                 "PWD" => match env.cwd {
-                    Some(c) => vec![Val::Expanded { text: c.to_string_lossy().into_owned(), quoted }],
+                    Some(c) => vec![Val::Expanded {
+                        text: c.to_string_lossy().into_owned(),
+                        quoted,
+                    }],
                     None => vec![Val::Unknown],
                 },
                 _ => vec![Val::Unknown],
             }
         }
         // Arrays are kept as their elements joined by spaces; `${a[@]}` splits them again.
-        Parameter::NamedWithAllIndices { name, .. } | Parameter::NamedWithIndex { name, .. } => match env.vars.get(name) {
-            Some(vals) => vals
-                .iter()
-                .map(|v| match v {
-                    Some(s) => Val::Expanded { text: s.clone(), quoted: false },
-                    None => Val::Unknown,
-                })
-                .collect(),
-            None => vec![Val::Unknown],
-        },
+        Parameter::NamedWithAllIndices { name, .. } | Parameter::NamedWithIndex { name, .. } => {
+            match env.vars.get(name) {
+                Some(vals) => vals
+                    .iter()
+                    .map(|v| match v {
+                        Some(s) => Val::Expanded {
+                            text: s.clone(),
+                            quoted: false,
+                        },
+                        None => Val::Unknown,
+                    })
+                    .collect(),
+                None => vec![Val::Unknown],
+            }
+        }
         // An agent's line runs as `bash -c LINE`: no positional parameters.
         Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => vec![Val::Nothing],
         Parameter::Special(SpecialParameter::PositionalParameterCount) => {
-            vec![Val::Expanded { text: "0".to_string(), quoted }]
+            vec![Val::Expanded {
+                text: "0".to_string(),
+                quoted,
+            }]
         }
         Parameter::Positional(0) => vec![Val::Unknown],
         Parameter::Positional(_) => vec![Val::Nothing, Val::Unknown],
@@ -512,9 +599,16 @@ fn param_lookup(p: &Parameter, indirect: bool, env: &ExpandEnv<'_>, quoted: bool
     }
 }
 
-fn parameter_values(expr: &ParameterExpr, env: &ExpandEnv<'_>, notes: &mut ExpandNotes, quoted: bool) -> Vec<Val> {
+fn parameter_values(
+    expr: &ParameterExpr,
+    env: &ExpandEnv<'_>,
+    notes: &mut ExpandNotes,
+    quoted: bool,
+) -> Vec<Val> {
     let word_values = |w: &Option<String>, notes: &mut ExpandNotes| -> Vec<Val> {
-        let Some(w) = w else { return vec![Val::EmptyQuoted] };
+        let Some(w) = w else {
+            return vec![Val::EmptyQuoted];
+        };
         let fields = expand(w, env, notes);
         if fields.is_empty() {
             return vec![Val::Nothing];
@@ -528,32 +622,59 @@ fn parameter_values(expr: &ParameterExpr, env: &ExpandEnv<'_>, notes: &mut Expan
             .collect()
     };
     match expr {
-        ParameterExpr::Parameter { parameter, indirect } => {
+        ParameterExpr::Parameter {
+            parameter,
+            indirect,
+        } => {
             if *indirect {
                 notes.dynamic = true;
             }
             param_lookup(parameter, *indirect, env, quoted)
         }
-        ParameterExpr::UseDefaultValues { parameter, indirect, default_value, .. }
-        | ParameterExpr::AssignDefaultValues { parameter, indirect, default_value, .. } => {
+        ParameterExpr::UseDefaultValues {
+            parameter,
+            indirect,
+            default_value,
+            ..
+        }
+        | ParameterExpr::AssignDefaultValues {
+            parameter,
+            indirect,
+            default_value,
+            ..
+        } => {
             if matches!(expr, ParameterExpr::AssignDefaultValues { .. }) {
                 notes.dynamic = true;
             }
             let mut v = param_lookup(parameter, *indirect, env, quoted);
-            let known_set = param_name(parameter).is_some_and(|n| env.vars.get(n).is_some_and(|vals| vals.iter().all(|x| x.as_ref().is_some_and(|s| !s.is_empty()))));
+            let known_set = param_name(parameter).is_some_and(|n| {
+                env.vars.get(n).is_some_and(|vals| {
+                    vals.iter()
+                        .all(|x| x.as_ref().is_some_and(|s| !s.is_empty()))
+                })
+            });
             if !known_set {
                 v.extend(word_values(default_value, notes));
             }
             v
         }
-        ParameterExpr::UseAlternativeValue { parameter, indirect, alternative_value, .. } => {
+        ParameterExpr::UseAlternativeValue {
+            parameter,
+            indirect,
+            alternative_value,
+            ..
+        } => {
             let mut v = param_lookup(parameter, *indirect, env, quoted);
             v.retain(|x| !matches!(x, Val::Expanded { .. }));
             v.push(Val::Nothing);
             v.extend(word_values(alternative_value, notes));
             v
         }
-        ParameterExpr::IndicateErrorIfNullOrUnset { parameter, indirect, .. } => param_lookup(parameter, *indirect, env, quoted),
+        ParameterExpr::IndicateErrorIfNullOrUnset {
+            parameter,
+            indirect,
+            ..
+        } => param_lookup(parameter, *indirect, env, quoted),
         _ => vec![Val::Unknown],
     }
 }
