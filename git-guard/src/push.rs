@@ -97,6 +97,7 @@ struct Flags {
     delete: bool,
     tags: bool,
     no_verify: bool,
+    follow_tags: bool,
     auto_upstream: bool,
 }
 
@@ -151,6 +152,7 @@ fn flags_of(parsed: &Parsed, cfg: &FlatConfig) -> Flags {
             "delete" => f.delete = on,
             "tags" => f.tags = on,
             "no-verify" => f.no_verify = on,
+            "follow-tags" => f.follow_tags = on,
             _ => {}
         }
     }
@@ -773,11 +775,6 @@ fn match_push_refs(
         } else {
             None
         };
-        if let Some(r) = &src_ref {
-            if matches.len() == 1 && omitted(r, specs) {
-                continue;
-            }
-        }
         let src_ok = deleting || matches.len() == 1 || (matches.is_empty() && spec.src == "HEAD");
         let ok = certain && (src_ok || matches.is_empty());
         // Destination names before matching against the remote.
@@ -834,9 +831,6 @@ fn match_push_refs(
     let explicit_dsts: Vec<String> = out.iter().map(|u| u.dst.clone()).collect();
     let has_remote = |n: &str| remote_refs.is_some_and(|r| r.iter().any(|x| x == n));
     for l in local {
-        if omitted(l, specs) {
-            continue;
-        }
         let Some((dst, pat)) = get_ref_match(specs, l, flags.mirror, true) else {
             continue;
         };
@@ -905,7 +899,47 @@ fn match_push_refs(
             }
         }
     }
-    out
+    // --follow-tags: annotated tags reachable from what is pushed; tags are never protected,
+    // so every local tag is listed as possible.
+    if flags.follow_tags {
+        for t in local.iter().filter(|r| r.starts_with("refs/tags/")) {
+            if !out.iter().any(|u| &u.dst == t) {
+                out.push(RefUpdate {
+                    dst: t.clone(),
+                    src: Some(t.clone()),
+                    force,
+                    certain: false,
+                });
+            }
+        }
+    }
+    apply_negative(out, specs)
+}
+
+/// Negative refspecs: git 2.47 drops an update whose destination matches one; other versions
+/// have matched the source. An update is dropped only when both sides are excluded; when one
+/// side is, it is kept as possible (conservative across versions).
+fn apply_negative(out: Vec<RefUpdate>, specs: &[PushRefspec]) -> Vec<RefUpdate> {
+    if !specs.iter().any(|s| s.negative) {
+        return out;
+    }
+    out.into_iter()
+        .filter_map(|mut u| {
+            let dst_ex = omitted(&u.dst, specs);
+            let src_ex = u
+                .src
+                .as_deref()
+                .is_some_and(|s| s.starts_with("refs/") && omitted(s, specs));
+            match (dst_ex, src_ex) {
+                (true, true) => None,
+                (false, false) => Some(u),
+                _ => {
+                    u.certain = false;
+                    Some(u)
+                }
+            }
+        })
+        .collect()
 }
 
 /// Resolves a destination name against the remote's refs (`match_explicit`): one match is

@@ -7,6 +7,22 @@ use common::*;
 use tyba_git_guard::Inspector;
 use tyba_policy::{GitInspector, GitInvocation};
 
+/// Splits a simple corpus command line into prefix assignments and the words after `git`.
+pub fn split_git(cmd: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let words = shlex::split(cmd).unwrap();
+    let mut env = Vec::new();
+    let mut i = 0;
+    while let Some((n, v)) = words[i].split_once('=') {
+        if !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            break;
+        }
+        env.push((n.to_string(), v.to_string()));
+        i += 1;
+    }
+    assert_eq!(words[i], "git", "{cmd}");
+    (env, words[i + 1..].to_vec())
+}
+
 #[test]
 fn corpus_cases_through_the_inspector() {
     let home = tempfile::tempdir().unwrap();

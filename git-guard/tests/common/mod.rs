@@ -6,7 +6,12 @@ use std::process::{Command, Output};
 
 /// The workspace's test data directory (`tests/data`).
 pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data")
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if here.join("tests/data/git-push.jsonl").exists() {
+        here.join("tests/data")
+    } else {
+        here.join("../tests/data")
+    }
 }
 
 /// One case of git-push.jsonl.
@@ -94,22 +99,6 @@ pub fn setup(dir: &Path, home: &Path, lines: &[String]) {
 
 pub fn subst(s: &str, dir: &Path) -> String {
     s.replace("$FIXTURE", &dir.display().to_string())
-}
-
-/// Splits a simple corpus command line into prefix assignments and the words after `git`.
-pub fn split_git(cmd: &str) -> (Vec<(String, String)>, Vec<String>) {
-    let words = shlex::split(cmd).unwrap();
-    let mut env = Vec::new();
-    let mut i = 0;
-    while let Some((n, v)) = words[i].split_once('=') {
-        if !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            break;
-        }
-        env.push((n.to_string(), v.to_string()));
-        i += 1;
-    }
-    assert_eq!(words[i], "git", "{cmd}");
-    (env, words[i + 1..].to_vec())
 }
 
 pub fn protected() -> Vec<String> {
