@@ -225,8 +225,8 @@ pub(crate) enum Stdin {
 pub(crate) struct Analyzer<'p> {
     policy: &'p Policy,
     ctx: &'p Context<'p>,
-    opened: Vec<PathBuf>,
-    pre_push: Option<PathBuf>,
+    opened: std::cell::OnceCell<Vec<PathBuf>>,
+    pre_push: std::cell::OnceCell<Option<PathBuf>>,
     pub out: Classification,
     /// Source text of the lines being analysed, innermost last, with their depth.
     sources: Vec<(String, usize)>,
@@ -234,35 +234,55 @@ pub(crate) struct Analyzer<'p> {
 
 impl<'p> Analyzer<'p> {
     fn new(policy: &'p Policy, ctx: &'p Context<'p>) -> Self {
-        let expand = |s: &String| -> Option<PathBuf> {
-            if let Some(rest) = s.strip_prefix("~/") {
-                ctx.home.map(|h| h.join(rest))
-            } else if s == "~" {
-                ctx.home.map(Path::to_path_buf)
-            } else if s.starts_with('/') {
-                Some(PathBuf::from(s))
-            } else {
-                None
-            }
-        };
-        let fs = &policy.config().filesystem;
-        let opened = fs
-            .read_write
-            .iter()
-            .chain(&fs.read_only)
-            .filter_map(expand)
-            .collect();
-        let pre_push = ctx.git.and_then(|g| g.pre_push_hook_path(ctx.cwd));
         Analyzer {
             policy,
             ctx,
-            opened,
-            pre_push,
+            opened: std::cell::OnceCell::new(),
+            pre_push: std::cell::OnceCell::new(),
             out: Classification::green(),
             sources: Vec::new(),
         }
     }
+}
 
+impl paths::SessionPaths for Analyzer<'_> {
+    /// Paths the policy opens, `~` expanded; computed when a path first leaves the worktree.
+    fn opened_paths(&self) -> &[PathBuf] {
+        self.opened.get_or_init(|| {
+            let ctx = self.ctx;
+            let expand = |s: &String| -> Option<PathBuf> {
+                if let Some(rest) = s.strip_prefix("~/") {
+                    ctx.home.map(|h| h.join(rest))
+                } else if s == "~" {
+                    ctx.home.map(Path::to_path_buf)
+                } else if s.starts_with('/') {
+                    Some(PathBuf::from(s))
+                } else {
+                    None
+                }
+            };
+            let fs = &self.policy.config().filesystem;
+            fs.read_write
+                .iter()
+                .chain(&fs.read_only)
+                .filter_map(expand)
+                .collect()
+        })
+    }
+
+    /// The pre-push hook git would run here; asked of the inspector when first needed.
+    fn pre_push_path(&self) -> Option<&Path> {
+        self.pre_push
+            .get_or_init(|| {
+                self.ctx
+                    .git
+                    .and_then(|g| g.pre_push_hook_path(self.ctx.cwd))
+            })
+            .as_deref()
+    }
+}
+
+impl Analyzer<'_> {
     fn finish(self) -> Classification {
         self.out
     }
@@ -274,8 +294,7 @@ impl<'p> Analyzer<'p> {
     fn path_ctx(&self) -> PathCtx<'_> {
         PathCtx {
             worktree: self.ctx.worktree,
-            pre_push: self.pre_push.as_deref(),
-            opened: &self.opened,
+            session: self,
         }
     }
 

@@ -186,13 +186,19 @@ fn has_credential(p: &Path) -> Option<String> {
 /// The agent and IDE control directories, whose files approve or run code later.
 const CONTROL_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor", ".vscode"];
 
+/// Session facts that cost I/O or allocation, computed only when a rule needs them.
+pub(crate) trait SessionPaths {
+    /// The file git runs as the pre-push hook, when known.
+    fn pre_push_path(&self) -> Option<&Path>;
+    /// Paths the policy file opens (absolute, `~` expanded).
+    fn opened_paths(&self) -> &[PathBuf];
+}
+
 /// What the path rules need to know about the session.
 pub(crate) struct PathCtx<'a> {
     pub worktree: &'a Path,
-    /// The file git runs as the pre-push hook, when known.
-    pub pre_push: Option<&'a Path>,
-    /// Paths the policy file opens (absolute, `~` expanded).
-    pub opened: &'a [PathBuf],
+    /// The pre-push hook and the paths the policy opens, computed on first use.
+    pub session: &'a dyn SessionPaths,
 }
 
 /// Classifies one known path word used with `access` from `cwd`. Pushes findings; returns the
@@ -231,7 +237,8 @@ pub(crate) fn check_path(
     // The pre-push hook and the directories holding it: any change switches the guard off.
     if access.modifies() {
         let hook = pc
-            .pre_push
+            .session
+            .pre_push_path()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
         let names_hook = phys.ends_with("hooks/pre-push") || lex.ends_with("hooks/pre-push");
@@ -271,7 +278,8 @@ pub(crate) fn check_path(
         control_rules(&phys, word, out);
     }
     let opened = pc
-        .opened
+        .session
+        .opened_paths()
         .iter()
         .any(|o| phys.starts_with(o) || lex.starts_with(o));
     if opened && !system {
