@@ -58,6 +58,7 @@ pub enum Tool {
     /// A read tool.
     Read,
     /// A patch over several files.
+    #[value(name = "apply_patch", alias = "apply-patch")]
     ApplyPatch,
     /// A web fetch.
     Fetch,
@@ -152,9 +153,10 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The git inspector the policy consults to resolve pushes and aliases.
+/// The git inspector the policy consults to resolve pushes and aliases against the
+/// repository (tyba-git-guard).
 fn git_inspector(_policy: &Policy) -> Option<Box<dyn GitInspector>> {
-    None
+    Some(Box::new(tyba_git_guard::Inspector::new()))
 }
 
 fn to_action(

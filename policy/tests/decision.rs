@@ -1,0 +1,356 @@
+//! The decision table of DESIGN.md §4 and the "always" memory of §3, and the policy file's
+//! guarantees (it can never add to the green list, make a green command ask, or weaken a rule).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use tyba_policy::{
+    decide, Action, ActionKind, Autonomy, Classification, Context, Decision, ExecMode, Finding,
+    Policy, SessionMemory, Verdict,
+};
+
+fn class(v: Verdict) -> Classification {
+    let mut c = Classification::green();
+    if v != Verdict::Green {
+        c.add(Finding::new(v, "test.rule", "test reason"));
+    }
+    c
+}
+
+fn kind_of(d: &Decision) -> &'static str {
+    match d {
+        Decision::Allow => "allow",
+        Decision::Ask(a) if a.rememberable.is_some() => "ask+always",
+        Decision::Ask(a) if a.show_diff => "ask+diff",
+        Decision::Ask(_) => "ask",
+        Decision::Refuse { .. } => "refuse",
+    }
+}
+
+#[test]
+fn decision_table_matches_design_section_4() {
+    let mem = SessionMemory::new();
+    let rows: &[(Autonomy, [&str; 5])] = &[
+        // green command, green edit, yellow, red, blocked
+        (
+            Autonomy::Low,
+            ["allow", "ask+diff", "ask+always", "ask", "refuse"],
+        ),
+        (
+            Autonomy::Medium,
+            ["allow", "allow", "ask+always", "ask", "refuse"],
+        ),
+        (Autonomy::High, ["allow", "allow", "allow", "ask", "refuse"]),
+    ];
+    for (level, want) in rows {
+        let got = [
+            decide(
+                &class(Verdict::Green),
+                ActionKind::Command,
+                "ls",
+                *level,
+                ExecMode::Auto,
+                &mem,
+            ),
+            decide(
+                &class(Verdict::Green),
+                ActionKind::Edit,
+                "write src/a.rs",
+                *level,
+                ExecMode::Auto,
+                &mem,
+            ),
+            decide(
+                &class(Verdict::Yellow),
+                ActionKind::Command,
+                "cargo test",
+                *level,
+                ExecMode::Auto,
+                &mem,
+            ),
+            decide(
+                &class(Verdict::Red),
+                ActionKind::Command,
+                "curl x",
+                *level,
+                ExecMode::Auto,
+                &mem,
+            ),
+            decide(
+                &class(Verdict::Blocked),
+                ActionKind::Command,
+                "git push origin main",
+                *level,
+                ExecMode::Auto,
+                &mem,
+            ),
+        ];
+        let got: Vec<&str> = got.iter().map(kind_of).collect();
+        assert_eq!(&got[..], &want[..], "autonomy {level}");
+    }
+}
+
+#[test]
+fn always_is_for_the_exact_string_only() {
+    let mut mem = SessionMemory::new();
+    let yellow = class(Verdict::Yellow);
+    let Decision::Ask(ask) = decide(
+        &yellow,
+        ActionKind::Command,
+        "cargo test",
+        Autonomy::Medium,
+        ExecMode::Auto,
+        &mem,
+    ) else {
+        panic!("yellow must ask")
+    };
+    mem.remember(ask.rememberable.unwrap());
+    assert_eq!(
+        decide(
+            &yellow,
+            ActionKind::Command,
+            "cargo test",
+            Autonomy::Medium,
+            ExecMode::Auto,
+            &mem
+        ),
+        Decision::Allow
+    );
+    for other in [
+        "cargo test --release",
+        "cargo test ",
+        " cargo test",
+        "cargo  test",
+    ] {
+        assert!(
+            matches!(
+                decide(
+                    &yellow,
+                    ActionKind::Command,
+                    other,
+                    Autonomy::Medium,
+                    ExecMode::Auto,
+                    &mem
+                ),
+                Decision::Ask(_)
+            ),
+            "{other:?}"
+        );
+    }
+}
+
+#[test]
+fn red_is_never_rememberable_even_when_the_string_was_remembered() {
+    let mut mem = SessionMemory::new();
+    let Decision::Ask(ask) = decide(
+        &class(Verdict::Yellow),
+        ActionKind::Command,
+        "x",
+        Autonomy::Medium,
+        ExecMode::Auto,
+        &mem,
+    ) else {
+        panic!()
+    };
+    mem.remember(ask.rememberable.unwrap());
+    // The same string classified red (e.g. the worktree changed under it) still asks.
+    let d = decide(
+        &class(Verdict::Red),
+        ActionKind::Command,
+        "x",
+        Autonomy::High,
+        ExecMode::Auto,
+        &mem,
+    );
+    assert!(
+        matches!(d, Decision::Ask(ref a) if a.rememberable.is_none()),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn safe_mode_refuses_compound_lines_with_a_hint_and_auto_refuses_opaque_ones() {
+    let p = Policy::embedded_default();
+    let wt = std::env::temp_dir();
+    let ctx = Context {
+        worktree: &wt,
+        cwd: &wt,
+        home: None,
+        git: None,
+    };
+    let mem = SessionMemory::new();
+    let c = p.classify(
+        &Action::Exec {
+            command: "ls && pwd".into(),
+        },
+        &ctx,
+    );
+    assert_eq!(c.verdict, Verdict::Green);
+    match decide(
+        &c,
+        ActionKind::Command,
+        "ls && pwd",
+        Autonomy::Medium,
+        ExecMode::Safe,
+        &mem,
+    ) {
+        Decision::Refuse { reason } => assert!(reason.contains("split"), "{reason}"),
+        d => panic!("{d:?}"),
+    }
+    assert_eq!(
+        decide(
+            &c,
+            ActionKind::Command,
+            "ls && pwd",
+            Autonomy::Medium,
+            ExecMode::Auto,
+            &mem
+        ),
+        Decision::Allow
+    );
+    let opaque = p.classify(
+        &Action::Exec {
+            command: "eval \"$X\"".into(),
+        },
+        &ctx,
+    );
+    assert!(opaque.shape.opaque);
+    assert!(matches!(
+        decide(
+            &opaque,
+            ActionKind::Command,
+            "eval \"$X\"",
+            Autonomy::High,
+            ExecMode::Auto,
+            &mem
+        ),
+        Decision::Refuse { .. }
+    ));
+    let bypass = ExecMode::dangerous_bypass_from_startup_flag();
+    assert!(matches!(
+        decide(
+            &opaque,
+            ActionKind::Command,
+            "eval \"$X\"",
+            Autonomy::High,
+            bypass,
+            &mem
+        ),
+        Decision::Ask(_)
+    ));
+}
+
+#[test]
+fn bypass_mode_needs_the_startup_flag() {
+    let (m, warn) = ExecMode::requested("dangerous_bypass", false).unwrap();
+    assert_eq!(m, ExecMode::Auto);
+    assert!(warn.is_some());
+    let (m, warn) = ExecMode::requested("dangerous_bypass", true).unwrap();
+    assert_eq!(m.as_str(), "dangerous_bypass");
+    assert!(warn.is_none());
+    assert!(ExecMode::requested("yolo", true).is_err());
+}
+
+#[test]
+fn blocked_is_refused_with_its_reason_at_every_level_and_mode() {
+    let mem = SessionMemory::new();
+    for level in [Autonomy::Low, Autonomy::Medium, Autonomy::High] {
+        for mode in [
+            ExecMode::Safe,
+            ExecMode::Auto,
+            ExecMode::dangerous_bypass_from_startup_flag(),
+        ] {
+            match decide(
+                &class(Verdict::Blocked),
+                ActionKind::Command,
+                "x",
+                level,
+                mode,
+                &mem,
+            ) {
+                Decision::Refuse { reason } => assert!(reason.contains("test reason")),
+                d => panic!("{d:?}"),
+            }
+        }
+    }
+}
+
+fn load(text: &str) -> Result<Policy, tyba_policy::ConfigError> {
+    Policy::from_layers(vec![("test.toml".to_string(), text.to_string())])
+}
+
+#[test]
+fn policy_file_cannot_add_green_or_make_green_ask() {
+    let green =
+        "[[rule]]\nid = \"x\"\nverdict = \"green\"\nprogram = \"terraform\"\nreason = \"r\"\n";
+    assert!(load(green).unwrap_err().to_string().contains("green list"));
+    let ask_ls = "[[rule]]\nid = \"x\"\nverdict = \"yellow\"\nprogram = \"ls\"\nreason = \"r\"\n";
+    assert!(load(ask_ls).unwrap_err().to_string().contains("green list"));
+}
+
+#[test]
+fn policy_file_rules_are_checked_against_their_examples() {
+    let ok = "[[rule]]\nid = \"deploy\"\nverdict = \"red\"\nprogram = \"deploy\"\nargs = [\"prod\"]\nreason = \"deploys to production\"\nexamples = [\"deploy prod\", \"sudo deploy --now prod\"]\nnot_examples = [\"deploy staging\"]\n";
+    let p = load(ok).unwrap();
+    let wt = std::env::temp_dir();
+    let ctx = Context {
+        worktree: &wt,
+        cwd: &wt,
+        home: None,
+        git: None,
+    };
+    let c = p.classify(
+        &Action::Exec {
+            command: "deploy prod".into(),
+        },
+        &ctx,
+    );
+    assert_eq!(c.verdict, Verdict::Red);
+    assert!(c.rules().contains(&"policy.deploy"));
+    let bad = ok.replace("\"deploy staging\"", "\"deploy prod\"");
+    assert!(load(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("counter-example"));
+    let bad2 = ok.replace("\"deploy prod\", ", "\"deploy dev\", ");
+    assert!(load(&bad2)
+        .unwrap_err()
+        .to_string()
+        .contains("does not match"));
+}
+
+#[test]
+fn bad_policy_files_name_the_line() {
+    let err = load("[filesystem]\nread_write = [\"~/.cache\"]\nbogus = 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("line 3") || err.contains("3:"), "{err}");
+    let err = load("[git]\nprotected_branches = \"main\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("line 2") || err.contains("2:"), "{err}");
+}
+
+#[test]
+fn policy_layers_add_and_never_unprotect() {
+    let p =
+        load("[git]\nprotected_branches = [\"release\"]\n[failures]\nnudge_after = 5\n").unwrap();
+    let b = &p.config().protected_branches;
+    assert!(
+        b.iter().any(|x| x == "main")
+            && b.iter().any(|x| x == "master")
+            && b.iter().any(|x| x == "release")
+    );
+    assert_eq!(p.config().nudge_after, 5);
+    assert_eq!(p.config().pause_after, 8);
+    assert!(p
+        .config()
+        .filesystem
+        .read_write
+        .iter()
+        .any(|x| x == "~/.cargo/registry"));
+}
+
+#[test]
+fn embedded_default_loads_with_its_rules() {
+    let p = Policy::from_layers(Vec::new()).unwrap();
+    assert!(p.config().rules.iter().any(|r| r.id == "terraform-destroy"));
+}

@@ -1,0 +1,271 @@
+//! `tyba classify`, the CLI contract: every corpus case through `--jsonl` with the git
+//! inspector in place, single lines with `--json`, tool actions, and usage errors (exit 2).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+struct Fx {
+    _tmp: tempfile::TempDir,
+    w: PathBuf,
+    home: PathBuf,
+}
+
+fn fixture() -> Fx {
+    let tmp = tempfile::tempdir().unwrap();
+    assert!(Command::new("bash")
+        .arg(data("policy_fixture.sh"))
+        .arg(tmp.path())
+        .status()
+        .unwrap()
+        .success());
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    Fx {
+        w: root.join("W"),
+        home: root.join("home"),
+        _tmp: tmp,
+    }
+}
+
+fn tyba(fx: &Fx) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tyba"));
+    c.current_dir(&fx.w)
+        .env("HOME", &fx.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("XDG_CONFIG_HOME");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GIT_") && k != "GIT_CONFIG_NOSYSTEM" {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn jsonl(fx: &Fx, input: &str) -> Vec<serde_json::Value> {
+    let mut child = tyba(fx)
+        .args(["classify", "--jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn check_file(name: &str) {
+    let fx = fixture();
+    let text = std::fs::read_to_string(data(name)).unwrap();
+    let cases: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let results = jsonl(&fx, &text);
+    assert_eq!(results.len(), cases.len());
+    let mut failures = Vec::new();
+    for (case, got) in cases.iter().zip(&results) {
+        if case["expect"] != got["verdict"] {
+            failures.push(format!(
+                "{}: expected {}, got {} {}",
+                case["id"], case["expect"], got["verdict"], got["rules"]
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn corpus_through_the_binary() {
+    check_file("commands.jsonl");
+}
+
+#[test]
+fn extra_cases_through_the_binary() {
+    check_file("commands-extra.jsonl");
+}
+
+#[test]
+fn json_output_has_the_contract_fields() {
+    let fx = fixture();
+    let out = tyba(&fx)
+        .args(["classify", "--json", "cat outdir/secret.txt"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "red");
+    assert!(v["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r == "path.outside-worktree"));
+    assert!(!v["reasons"].as_array().unwrap().is_empty());
+    let secret = fx.w.parent().unwrap().join("O/secret.txt");
+    assert!(
+        v["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str() == Some(secret.to_str().unwrap())),
+        "{v}"
+    );
+}
+
+#[test]
+fn cwd_and_worktree_flags() {
+    let fx = fixture();
+    let out = tyba(&fx)
+        .args(["classify", "--cwd", "src", "cat ../README.md"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().next(),
+        Some("green")
+    );
+    let out = tyba(&fx)
+        .args([
+            "classify",
+            "--worktree",
+            "src",
+            "--cwd",
+            "src",
+            "cat ../README.md",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().next(),
+        Some("red")
+    );
+}
+
+#[test]
+fn tool_actions() {
+    let fx = fixture();
+    let run = |args: &[&str]| {
+        let out = tyba(&fx)
+            .arg("classify")
+            .args(args)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["verdict"].as_str().unwrap().to_string()
+    };
+    assert_eq!(run(&["--tool", "write", "--path", "src/new.rs"]), "green");
+    assert_eq!(
+        run(&[
+            "--tool",
+            "apply_patch",
+            "--path",
+            "src/a.rs",
+            "--path",
+            "../x.rs"
+        ]),
+        "red"
+    );
+    assert_eq!(run(&["--tool", "write", "--path", "/etc/hosts"]), "blocked");
+    assert_eq!(run(&["--tool", "read", "--path", ".env"]), "red");
+    assert_eq!(
+        run(&["--tool", "fetch", "--url", "https://example.com"]),
+        "red"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let fx = fixture();
+    for args in [
+        vec!["classify"],
+        vec!["classify", "--tool", "fetch"],
+        vec!["classify", "--bogus", "ls"],
+        vec!["classify", "--tool", "write", "ls"],
+    ] {
+        let out = tyba(&fx).args(&args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut child = tyba(&fx)
+        .args(["classify", "--jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{not json\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bad_policy_file_exits_3_with_the_line() {
+    let fx = fixture();
+    let bad = fx.w.join("bad.toml");
+    std::fs::write(&bad, "[git]\nprotected = 1\n").unwrap();
+    let out = tyba(&fx)
+        .args(["classify", "--policy"])
+        .arg(&bad)
+        .arg("ls")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2") || err.contains(":2:"), "{err}");
+}
+
+#[test]
+fn policy_show_prints_the_merged_layers() {
+    let fx = fixture();
+    std::fs::create_dir_all(fx.w.join(".tyba")).unwrap();
+    std::fs::write(
+        fx.w.join(".tyba/policy.toml"),
+        "[git]\nprotected_branches = [\"release\"]\n",
+    )
+    .unwrap();
+    let out = tyba(&fx)
+        .args(["policy", "show", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = v["protected_branches"].as_array().unwrap();
+    assert!(b.iter().any(|x| x == "release") && b.iter().any(|x| x == "main"));
+}
