@@ -215,7 +215,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         }
         let l = line.trim_end();
         if let Some(p) = l.strip_prefix("B ") {
+            // Stage 1 reports stage 2's pid after forking it, so this line may come after
+            // stage 2's own "L".
             stage2 = p.parse::<i32>().ok();
+            if listener_no.is_some() {
+                break;
+            }
         } else if let Some(w) = l.strip_prefix("W ") {
             eprintln!("tyba: not enforced: {w}");
             warnings.push(w.to_string());
@@ -224,15 +229,17 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             return Err(SandboxUnavailable(e.to_string()).into());
         } else if let Some(fd) = l.strip_prefix("L ") {
             listener_no = fd.parse::<i32>().ok();
-            break;
+            if stage2.is_some() {
+                break;
+            }
         }
     }
     let (Some(stage2), Some(listener_no)) = (stage2, listener_no) else {
         let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
-        let _ = waitpid(a_pid, None);
-        return Err(SandboxUnavailable(
-            "the sandbox set-up ended before handing over its seccomp listener".into(),
-        )
+        let st = waitpid(a_pid, None);
+        return Err(SandboxUnavailable(format!(
+            "the sandbox set-up ended before handing over its seccomp listener (stage 2 {stage2:?}, listener {listener_no:?}, stage 1 {st:?})"
+        ))
         .into());
     };
     let listener = sys::pidfd_open(stage2)
@@ -357,9 +364,13 @@ fn start_relay(master: OwnedFd) -> Result<Relay, RunError> {
     Ok(Relay { saved, out })
 }
 
+/// Writes one status line with a single `write` (stage 1 and stage 2 share the pipe; writes
+/// up to `PIPE_BUF` bytes are atomic, `writeln!` could split a line in two writes).
 fn report(st: &mut Option<std::fs::File>, line: &str) {
     if let Some(f) = st {
-        let _ = writeln!(f, "{}", line.replace('\n', " "));
+        let mut l: String = line.replace('\n', " ").chars().take(3000).collect();
+        l.push('\n');
+        let _ = f.write_all(l.as_bytes());
     }
 }
 
