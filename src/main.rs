@@ -33,6 +33,8 @@ enum Command {
     GitGuard(cli::git_guard::Args),
     /// Run an agent in its worktree under Landlock and seccomp.
     Run(cli::run::Args),
+    /// Answer an agent's hook call (Claude Code, Codex, Gemini CLI); install or remove hooks.
+    Hook(cli::hook::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Policy(a) => cli::policy::main(a),
         Command::GitGuard(a) => cli::git_guard::main(a),
         Command::Run(a) => cli::run::main(a),
+        Command::Hook(a) => cli::hook::main(a),
     };
     match result {
         Ok(code) => code,

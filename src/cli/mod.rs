@@ -2,6 +2,7 @@
 
 pub mod classify;
 pub mod git_guard;
+pub mod hook;
 pub mod policy;
 pub mod run;
 
