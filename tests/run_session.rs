@@ -1,0 +1,465 @@
+//! `tyba run` end to end: exec classification (refusal reason on the command's stderr with a
+//! failing status, approved commands' children not asked again), the agent's own hosts vs its
+//! commands' connections, worktree sessions, secrets, exit status. Each test runs as the test
+//! process's user and as the unprivileged `TYBA_TEST_USER` (see `run_support.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "run_support.rs"]
+mod support;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use support::*;
+
+struct Env {
+    _scratch: Scratch,
+    wt: PathBuf,
+    home: PathBuf,
+    tyba: PathBuf,
+    who: Who,
+}
+
+fn whos() -> Vec<Who> {
+    let mut v = vec![Who::Me];
+    if let Some(u) = unprivileged() {
+        if u != Who::Me {
+            v.push(u);
+        }
+    }
+    v
+}
+
+fn setup(who: &Who, tag: &str) -> Option<Env> {
+    let scratch = Scratch::new(tag);
+    let tyba = tyba_for(who, &scratch);
+    let root = scratch.dir.join("f");
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    give(&root, who);
+    let wt = root.join("repo");
+    make_repo(who, &wt);
+    if !sandbox_works(who, &tyba, &wt, &home) {
+        return None;
+    }
+    Some(Env {
+        _scratch: scratch,
+        wt,
+        home,
+        tyba,
+        who: who.clone(),
+    })
+}
+
+fn run(e: &Env, extra_env: &[(&str, OsString)], args: &[&str]) -> (i32, String, String) {
+    let o = run_tyba(&e.who, &e.tyba, &e.wt, &base_env(&e.home, extra_env), args);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_refusal_reason_reaches_the_command_stderr_with_failing_status() {
+    for who in whos() {
+        let Some(e) = setup(&who, "refuse") else {
+            continue;
+        };
+        let script = "touch made-by-agent.txt; echo rc=$?";
+        let (code, out, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(code, 0, "{who:?}: the agent itself exits normally: {err}");
+        assert!(
+            out.contains("rc=126"),
+            "{who:?}: the refused command fails (stdout {out:?}, stderr {err})"
+        );
+        assert!(
+            err.contains("tyba: refused by tyba"),
+            "{who:?}: the reason is on the command's stderr: {err}"
+        );
+        assert!(
+            err.contains("denied in this session"),
+            "{who:?}: the summary lists the denial: {err}"
+        );
+        assert!(
+            !e.wt.join("made-by-agent.txt").exists(),
+            "{who:?}: the refused command had no effect"
+        );
+    }
+}
+
+#[test]
+fn run_green_command_passes_without_asking() {
+    for who in whos() {
+        let Some(e) = setup(&who, "green") else {
+            continue;
+        };
+        let (code, out, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "bash",
+                "-c",
+                "ls; echo rc=$?; cat README.md",
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains("README.md") && out.contains("rc=0") && out.contains("hello"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(
+            !err.contains("denied in this session"),
+            "{who:?}: nothing denied: {err}"
+        );
+    }
+}
+
+#[test]
+fn run_children_of_an_approved_command_are_not_asked_again() {
+    for who in whos() {
+        let Some(e) = setup(&who, "children") else {
+            continue;
+        };
+        std::fs::write(
+            e.wt.join("build.sh"),
+            "#!/bin/sh\ncat /etc/hostname > from-child.txt\necho child-rc=$?\n",
+        )
+        .unwrap();
+        std::process::Command::new("chmod")
+            .arg("755")
+            .arg(e.wt.join("build.sh"))
+            .status()
+            .unwrap();
+        give(&e.wt.join("build.sh"), &who);
+        // At high autonomy the yellow `./build.sh` is allowed; the `cat /etc/hostname` it runs
+        // would be red if asked, but it is the approved command's child. The same `cat` started
+        // by the agent itself is asked, and denied.
+        let script = "./build.sh; cat /etc/hostname > from-agent.txt; echo agent-rc=$?";
+        let (code, out, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains("child-rc=0"),
+            "{who:?}: the child ran: {out} / {err}"
+        );
+        assert!(
+            out.contains("agent-rc=126"),
+            "{who:?}: the agent's own red command was refused: {out} / {err}"
+        );
+        let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        assert_eq!(
+            std::fs::read_to_string(e.wt.join("from-child.txt")).unwrap(),
+            hostname
+        );
+    }
+}
+
+#[test]
+fn run_exit_status_is_the_agents() {
+    for who in whos() {
+        let Some(e) = setup(&who, "exit") else {
+            continue;
+        };
+        let (code, _, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "bash",
+                "-c",
+                "exit 7",
+            ],
+        );
+        assert_eq!(code, 7, "{err}");
+        let (code, _, _) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "bash",
+                "-c",
+                "kill -TERM $$",
+            ],
+        );
+        assert_eq!(code, 128 + 15);
+    }
+}
+
+#[test]
+fn run_missing_agent_is_a_usage_error() {
+    let who = Who::Me;
+    let Some(e) = setup(&who, "usage") else {
+        return;
+    };
+    let (code, _, err) = run(
+        &e,
+        &[],
+        &["run", "--here", "--", "no-such-agent-program-xyz"],
+    );
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn run_secrets_are_withheld_unless_passed() {
+    for who in whos() {
+        let Some(e) = setup(&who, "env") else {
+            continue;
+        };
+        let script = "echo \"tok=${GITHUB_TOKEN:-unset} key=${MY_API_KEY:-unset} tmp=${TMPDIR}\"; echo x > \"$TMPDIR/t\" && echo tmp-ok";
+        let extra = [
+            ("GITHUB_TOKEN", OsString::from("ghp_secret")),
+            ("MY_API_KEY", OsString::from("k")),
+        ];
+        let (code, out, err) = run(
+            &e,
+            &extra,
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--pass-env",
+                "MY_API_KEY",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("tok=unset"), "{who:?}: {out}");
+        assert!(
+            out.contains("key=k"),
+            "{who:?}: --pass-env passes it: {out}"
+        );
+        assert!(
+            out.contains("tmp-ok"),
+            "{who:?}: the private TMPDIR is writable: {out} / {err}"
+        );
+        assert!(
+            err.contains("GITHUB_TOKEN"),
+            "{who:?}: the withheld names are reported: {err}"
+        );
+    }
+}
+
+fn accept_all(l: &TcpListener, wait_ms: u64) -> Vec<String> {
+    l.set_nonblocking(true).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    let mut got = Vec::new();
+    while std::time::Instant::now() < deadline {
+        match l.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                    .unwrap();
+                let mut b = String::new();
+                let _ = s.read_to_string(&mut b);
+                got.push(b);
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    got
+}
+
+#[test]
+fn run_agent_reaches_its_hosts_and_its_commands_do_not() {
+    for who in whos() {
+        let Some(e) = setup(&who, "net") else {
+            continue;
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        // The agent (bash itself) connects: allowed by --allow-host. Then a command it starts
+        // (perl, yellow, allowed at high autonomy) connects to the same place: red, denied.
+        let script = r#"exec 3<>"/dev/tcp/127.0.0.1/$P" && echo agent-hello >&3; exec 3>&-
+perl -MSocket -e 'socket(my $s, PF_INET, SOCK_STREAM, 0) or die; if (connect($s, pack_sockaddr_in($ENV{P}, inet_aton("127.0.0.1")))) { print $s "command-hello\n"; print "cmd-connected\n" } else { print "cmd-refused $!\n" }'
+echo done"#;
+        let allow = format!("127.0.0.1:{port}");
+        let args = [
+            "run",
+            "--here",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--allow-host",
+            &allow,
+            "--",
+            "bash",
+            "-c",
+            script,
+        ];
+        let handle = {
+            let l = l.try_clone().unwrap();
+            std::thread::spawn(move || accept_all(&l, 4000))
+        };
+        let (code, out, err) = run(&e, &[("P", port.to_string().into())], &args);
+        let got = handle.join().unwrap();
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            got.iter().any(|g| g.contains("agent-hello")),
+            "{who:?}: the agent reached its host: {got:?} / {err}"
+        );
+        assert!(
+            !got.iter().any(|g| g.contains("command-hello")),
+            "{who:?}: the command did not: {got:?}"
+        );
+        assert!(
+            out.contains("cmd-refused"),
+            "{who:?}: the command saw the refusal: {out} / {err}"
+        );
+        assert!(
+            err.contains("a command connects to"),
+            "{who:?}: reason reported: {err}"
+        );
+        // Without --allow-host the agent's own connection is red too.
+        let l2 = TcpListener::bind("127.0.0.1:0").unwrap();
+        let p2 = l2.local_addr().unwrap().port();
+        let (_, _, err) = run(
+            &e,
+            &[("P", p2.to_string().into())],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "bash",
+                "-c",
+                "exec 3<>/dev/tcp/127.0.0.1/$P; echo x >&3",
+            ],
+        );
+        assert!(
+            accept_all(&l2, 300).is_empty(),
+            "{who:?}: no connection without --allow-host"
+        );
+        assert!(err.contains("the agent connects to"), "{who:?}: {err}");
+    }
+}
+
+fn worktree_from(stderr: &str) -> PathBuf {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(": worktree "))
+        .expect("worktree line");
+    PathBuf::from(line.split(": worktree ").nth(1).unwrap().trim())
+}
+
+#[test]
+fn run_default_session_is_a_linked_worktree_on_its_own_branch() {
+    for who in whos() {
+        let Some(e) = setup(&who, "linked") else {
+            continue;
+        };
+        let script = r#"echo agent > agent.txt; git add agent.txt && git commit -q -m agent-commit; echo commit=$?
+echo evil > "$(git rev-parse --path-format=absolute --git-common-dir)/hooks/pre-push"; echo hook=$?
+echo "gitdir: /tmp" > .git; echo dotgit=$?
+echo '[core]' >> "$(git rev-parse --path-format=absolute --git-common-dir)/config"; echo config=$?
+git status --porcelain; echo status=$?"#;
+        let (code, out, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        let wt = worktree_from(&err);
+        assert!(
+            wt.starts_with(&e.home),
+            "{who:?}: worktree under XDG_STATE_HOME: {}",
+            wt.display()
+        );
+        assert!(
+            wt.join("agent.txt").exists(),
+            "{who:?}: the agent worked in the new worktree"
+        );
+        assert!(
+            !e.wt.join("agent.txt").exists(),
+            "{who:?}: the main checkout is untouched"
+        );
+        assert!(
+            out.contains("commit=0"),
+            "{who:?}: git commit works in a linked worktree: {out} / {err}"
+        );
+        assert!(
+            !out.contains("hook=0") && !e.wt.join(".git/hooks/pre-push").exists(),
+            "{who:?}: main hooks protected: {out}"
+        );
+        assert!(
+            !out.contains("dotgit=0"),
+            "{who:?}: the worktree's .git file is read-only: {out}"
+        );
+        assert!(
+            !out.contains("config=0"),
+            "{who:?}: the main config is read-only: {out}"
+        );
+        assert!(out.contains("status=0"), "{who:?}: git status works: {out}");
+        let branch = err
+            .lines()
+            .find_map(|l| l.strip_prefix("tyba: new branch "))
+            .expect("branch line")
+            .trim()
+            .to_string();
+        assert!(branch.starts_with("tyba/"), "{branch}");
+        let log = git_as(&who, &e.wt, &["log", "--format=%s", &branch]);
+        assert!(
+            String::from_utf8_lossy(&log.stdout).contains("agent-commit"),
+            "{who:?}: the commit is on {branch}"
+        );
+        assert!(
+            err.contains("worktree remove"),
+            "{who:?}: removal hint printed: {err}"
+        );
+        assert!(
+            std::fs::read_to_string(wt.join(".git"))
+                .unwrap()
+                .starts_with("gitdir: "),
+            "{who:?}: .git file intact"
+        );
+        let _ = Path::new(&wt);
+    }
+}
