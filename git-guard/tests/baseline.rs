@@ -124,10 +124,9 @@ fn git_dsts(stdout: &str) -> BTreeSet<String> {
 
 #[test]
 fn resolution_matches_real_git() {
-    let home = tempfile::tempdir().unwrap();
-    isolate_process(home.path());
+    let home = isolate_once();
     let root = tempfile::tempdir().unwrap();
-    let dir = fixture(root.path(), home.path());
+    let dir = fixture(root.path(), home);
     let work = dir.join("work");
     let protected = protected();
 
@@ -157,7 +156,7 @@ fn resolution_matches_real_git() {
     let mut current_head = "";
     for (h, c, o, r, rem) in combos {
         if HEADS[h] != current_head {
-            let mut co = clean(Command::new("git"), home.path());
+            let mut co = clean(Command::new("git"), home);
             co.arg("-C").arg(&work).args(["checkout", "-q", HEADS[h]]);
             run_ok(&mut co);
             current_head = HEADS[h];
@@ -170,7 +169,7 @@ fn resolution_matches_real_git() {
         } else if !REFSPECS[r].is_empty() {
             continue; // refspecs need a remote before them
         }
-        let mut cmd = clean(Command::new("git"), home.path());
+        let mut cmd = clean(Command::new("git"), home);
         cmd.current_dir(&work);
         for kv in CONFIGS[c] {
             cmd.arg("-c").arg(kv);

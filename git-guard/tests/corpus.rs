@@ -25,15 +25,14 @@ pub fn split_git(cmd: &str) -> (Vec<(String, String)>, Vec<String>) {
 
 #[test]
 fn corpus_cases_through_the_inspector() {
-    let home = tempfile::tempdir().unwrap();
-    isolate_process(home.path());
+    let home = isolate_once();
     let cases = load_cases();
     assert!(cases.len() >= 60, "corpus too small: {}", cases.len());
     let mut failures = Vec::new();
     for case in &cases {
         let root = tempfile::tempdir().unwrap();
-        let dir = fixture(root.path(), home.path());
-        setup(&dir, home.path(), &case.setup);
+        let dir = fixture(root.path(), home);
+        setup(&dir, home, &case.setup);
         let (env, args) = split_git(&subst(&case.cmd, &dir));
         let protected = protected();
         let cwd = dir.join("work");

@@ -85,6 +85,19 @@ pub fn fixture(root: &Path, home: &Path) -> PathBuf {
     dir.canonicalize().unwrap()
 }
 
+/// Isolates this process once (HOME set to a fresh empty directory that lives as long as the
+/// process, no GIT_* variables, no system config) and returns that HOME. Safe to call from
+/// every test of a binary: the first caller sets the environment, the others wait for it.
+pub fn isolate_once() -> &'static Path {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = tempfile::tempdir().unwrap();
+        isolate_process(home.path());
+        home
+    })
+    .path()
+}
+
 /// Runs a case's setup lines in DIR/work with `$FIXTURE` set.
 pub fn setup(dir: &Path, home: &Path, lines: &[String]) {
     for l in lines {

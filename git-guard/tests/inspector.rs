@@ -1,0 +1,200 @@
+//! Spellings beyond the corpus: each line is resolved by the `Inspector` on the corpus fixture
+//! and must be blocked (or allowed) as listed. All mismatches are reported at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+use common::*;
+use tyba_git_guard::Inspector;
+use tyba_policy::{AliasExpansion, GitInspector, GitInvocation};
+
+/// `(setup, words after git, env, expect blocked)`; `F` in words stands for the fixture dir.
+/// `(setup lines, words, env, blocked)`.
+type Case = (
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+    bool,
+);
+
+const CASES: &[Case] = &[
+    // option spellings
+    (&[], &["push", "--no-verif", "origin", "feature"], &[], true),
+    (&[], &["push", "--no-verify", "--verify", "origin", "feature"], &[], false),
+    (&[], &["push", "--verify", "--no-verify", "origin", "feature"], &[], true),
+    (&[], &["push", "--no-v", "origin", "feature"], &[], true), // ambiguous: git dies, still refused
+    (&[], &["push", "-fd", "origin", "main"], &[], true),
+    (&[], &["push", "--del", "origin", "master"], &[], true),
+    (&[], &["push", "--force-with-lease=main:abc", "origin", "feature"], &[], false),
+    (&[], &["push", "origin", "feature", "--", "main"], &[], true),
+    (&[], &["push", "--repo", "origin"], &[], true),
+    (&[], &["push", "--mirr", "origin"], &[], true),
+    (&[], &["push", "--bra", "origin"], &[], true),
+    (&[], &["push", "--tags", "origin"], &[], false),
+    (&[], &["push", "origin", "tag", "v1"], &[], false),
+    (&[], &["push", "-d", "origin", "tag", "v1"], &[], false),
+    // refspec grammar
+    (&[], &["push", "origin", "+HEAD:refs/heads/MASTER"], &[], true),
+    (&[], &["push", "origin", "@:main"], &[], true),
+    (&[], &["push", "origin", "HEAD@{0}:main"], &[], true),
+    (&[], &["push", "origin", "main:refs/heads/feature"], &[], false),
+    (&[], &["push", "origin", "refs/heads/feature:refs/heads/mainline"], &[], false),
+    (&[], &["push", "origin", "refs/heads/f*:refs/heads/*"], &[], false),
+    (&[], &["push", "origin", "refs/heads/*:refs/heads/x/*"], &[], false),
+    (&[], &["push", "origin", "refs/heads/m*:refs/heads/m*", "^refs/heads/main"], &[], true),
+    (&[], &["push", "origin", "refs/heads/m*:refs/heads/m*", "^refs/heads/ma*"], &[], false),
+    (&[], &["push", "origin", "nonexistent:main"], &[], true),
+    (&[], &["push", "origin", ":MASTER"], &[], true),
+    // configuration from -c and the environment
+    (&[], &["-c", "remote.origin.push=refs/heads/feature:refs/heads/main", "push", "origin", "feature"], &[], true),
+    (&[], &["-c", "push.default=matching", "push"], &[], true),
+    (&[], &["-c", "push.default=nothing", "push"], &[], false),
+    (&[], &["-c", "push.default=bogus", "push"], &[], true),
+    (&[], &["push"], &[("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", "push.default"), ("GIT_CONFIG_VALUE_0", "nothing")], false),
+    (&[], &["push", "origin", "feature"], &[("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/x'")], true),
+    (&[], &["--config-env=core.hooksPath=HOOKS", "push", "origin", "feature"], &[("HOOKS", "/x")], true),
+    (&[], &["-c", "hook.pre-push.command=true", "status"], &[], true),
+    (&[], &["-c", "includeIf.onbranch:main.path=/tmp/x", "status"], &[], true),
+    (&[], &["push", "origin", "feature"], &[("GIT_CONFIG_GLOBAL", "/dev/null")], true),
+    (&[], &["push", "origin", "feature"], &[("GIT_COMMON_DIR", "/tmp")], true),
+    (&[], &["-c", "core.pager=less", "push", "origin", "feature"], &[], false),
+    // repositories and remotes
+    (&[], &["-C", "F/work", "push", "origin", "HEAD:main"], &[], true),
+    (&[], &["--git-dir=F/work/.git", "push", "F/origin.git", "feature:master"], &[], true),
+    (&[], &["push", "F/origin.git", "feature:feature"], &[("GIT_DIR", "F/work/.git")], false),
+    (&[], &["push", "file://F/origin.git", "feature:main"], &[], true),
+    (&["git remote add net https://example.invalid/r.git"], &["push", "net", ":"], &[], true),
+    (&["git remote add net https://example.invalid/r.git"], &["push", "net", "feature"], &[], false),
+    (&["git remote add net https://example.invalid/r.git"], &["push", "--prune", "net", "refs/heads/*:refs/heads/*"], &[], true),
+    (&["git remote add net https://example.invalid/r.git", "git branch -q -D master"], &["push", "--prune", "net", "refs/heads/f*:refs/heads/f*"], &[], false),
+    (&["git remote add net https://example.invalid/r.git"], &["push", "net", "feature:heads/main"], &[], true),
+    (&["git config url.F/origin.git.pushInsteadOf nowhere:", "git remote add nw nowhere:x"], &["push", "nw", ":"], &[], true),
+    (&["mkdir -p .git/remotes", "printf 'URL: F/origin.git\\nPush: refs/heads/feature:refs/heads/master\\n' > .git/remotes/old"], &["push", "old"], &[], true),
+    (&["git config remote.pushDefault upstream"], &["push"], &[], true),
+    (&["git checkout -q feature", "git config push.default current"], &["push"], &[], false),
+    // aliases
+    (&["git config alias.p push"], &["p", "origin", "main"], &[], true),
+    (&["git config alias.p push"], &["p", "origin", "feature"], &[], false),
+    (&["git config alias.p 'p2 origin'", "git config alias.p2 push"], &["p", "HEAD:main"], &[], true),
+    (&["git config alias.loop loop"], &["loop"], &[], true),
+    (&[], &["-c", "alias.s=push origin HEAD:master", "s"], &[], true),
+    (&["git config alias.s '!git fetch && git push origin HEAD:main'"], &["s"], &[], true),
+    (&["git config alias.s '!git push origin \"$1\"'"], &["s", "main"], &[], true),
+    (&["git config alias.s '!git push origin \"$1\"'"], &["s", "feature"], &[], false),
+    (&["git config alias.s '!f() { git push origin HEAD:main; }; f'"], &["s"], &[], true),
+    (&["git config alias.s '!sh -c \"git push origin HEAD:main\"'"], &["s"], &[], true),
+    (&["git config alias.s '!echo hello'"], &["s"], &[], false),
+    // config writes
+    (&[], &["config", "--global", "core.hooksPath", "/x"], &[], true),
+    (&[], &["config", "set", "core.hookspath", "/x"], &[], true),
+    (&[], &["config", "--unset", "core.hooksPath"], &[], true),
+    (&[], &["config", "--add", "include.path", "/x"], &[], true),
+    (&[], &["config", "--rename-section", "foo", "core"], &[], true),
+    (&[], &["config", "-e"], &[], true),
+    (&[], &["config", "core.hooksPath"], &[], false),
+    (&[], &["config", "--get", "core.hooksPath"], &[], false),
+    (&[], &["config", "user.name", "x"], &[], false),
+    // plumbing and other commands
+    (&[], &["send-pack", "F/origin.git", "feature:feature"], &[], true),
+    (&[], &["http-push", "https://example.invalid/", "feature"], &[], true),
+    (&[], &["status"], &[], false),
+    (&[], &["--version"], &[], false),
+];
+
+#[test]
+fn spellings_beyond_the_corpus() {
+    let home = isolate_once();
+    let protected = protected();
+    let mut failures = Vec::new();
+    for (setup_lines, words, env, want) in CASES {
+        let root = tempfile::tempdir().unwrap();
+        let dir = fixture(root.path(), home);
+        let f = dir.display().to_string();
+        let lines: Vec<String> = setup_lines
+            .iter()
+            .map(|l| l.replace("F/", &format!("{f}/")))
+            .collect();
+        setup(&dir, home, &lines);
+        let args: Vec<String> = words
+            .iter()
+            .map(|w| w.replace("F/", &format!("{f}/")))
+            .collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.replace("F/", &format!("{f}/"))))
+            .collect();
+        let cwd = dir.join("work");
+        let inv = GitInvocation {
+            args: &args,
+            env: &env,
+            cwd: &cwd,
+            protected: &protected,
+        };
+        let report = Inspector::new().inspect(&inv);
+        let got = !report.findings.is_empty();
+        if got != *want {
+            failures.push(format!(
+                "git {} (env {env:?}, setup {setup_lines:?}): expected {}, findings {:?}",
+                words.join(" "),
+                if *want { "blocked" } else { "allowed" },
+                report.findings
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn aliases_are_reported() {
+    let home = isolate_once();
+    let root = tempfile::tempdir().unwrap();
+    let dir = fixture(root.path(), home);
+    let protected = protected();
+    let cwd = dir.join("work");
+    let args: Vec<String> = ["-c", "alias.ship=push origin HEAD:main", "ship"]
+        .map(String::from)
+        .to_vec();
+    let inv = GitInvocation {
+        args: &args,
+        env: &[],
+        cwd: &cwd,
+        protected: &protected,
+    };
+    let r = Inspector::new().inspect(&inv);
+    assert_eq!(
+        r.alias,
+        Some(AliasExpansion::Git(vec![
+            "push".into(),
+            "origin".into(),
+            "HEAD:main".into()
+        ]))
+    );
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.rule == "git.push.protected" && f.reason.contains("origin")));
+    let args: Vec<String> = ["-c", "alias.ship=!git push origin HEAD:main", "ship"]
+        .map(String::from)
+        .to_vec();
+    let inv = GitInvocation {
+        args: &args,
+        env: &[],
+        cwd: &cwd,
+        protected: &protected,
+    };
+    let r = Inspector::new().inspect(&inv);
+    assert_eq!(
+        r.alias,
+        Some(AliasExpansion::Shell("git push origin HEAD:main".into()))
+    );
+    assert!(r.findings.iter().any(|f| f.rule == "git.push.protected"));
+    // the hook path honours core.hooksPath
+    assert_eq!(
+        Inspector::new().pre_push_hook_path(&cwd),
+        Some(cwd.join(".git/hooks/pre-push"))
+    );
+}
