@@ -1,11 +1,375 @@
-//! `tyba hook` (owned by the agent-integration work).
+//! `tyba hook`: answers the hook calls of Claude Code, Codex and Gemini CLI, and installs or
+//! removes tyba's hook entry in their settings.
+//!
+//! Contract (docs/agents.md):
+//! - `tyba hook claude-code|codex|gemini` reads one hook input (JSON) on stdin and answers in
+//!   the agent's format. The call is classified like `tyba classify` (worktree = the git
+//!   top-level of the input's `cwd`) and decided at autonomy `medium`, execution mode `auto`,
+//!   with an empty "always" memory. Green is allowed, blocked refused with the reason. Yellow
+//!   and red: inside `tyba run` (with [`session::SESSION_SOCKET_ENV`] set) they are asked
+//!   through the session; outside one, Claude Code gets `ask` (its own prompt) and Codex and
+//!   Gemini CLI a refusal saying how to be asked.
+//! - Fail closed: these agents let a call through when a hook crashes, times out or prints
+//!   something they cannot read. So the answer is always written: any error, unreadable or
+//!   unknown input, and even a panic, is a refusal with its reason.
+//! - `tyba hook install|uninstall claude-code|codex|gemini [--project|--user]` merges (removes)
+//!   tyba's entry in the agent's settings file, keeping everything else.
+
+mod input;
+mod install;
+pub mod session;
+
+use input::{Agent, Call, What};
+use serde_json::json;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+use tyba_policy::{
+    decide, Action, ActionKind, Autonomy, Classification, Context, Decision, ExecMode, Finding,
+    GitInspector, SessionMemory, Verdict,
+};
 
 /// Arguments of `tyba hook`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Answer a Claude Code `PreToolUse` hook call (JSON on stdin).
+    #[command(name = "claude-code")]
+    ClaudeCode,
+    /// Answer a Codex `PreToolUse` hook call (JSON on stdin).
+    Codex,
+    /// Answer a Gemini CLI `BeforeTool` hook call (JSON on stdin).
+    Gemini,
+    /// Add tyba's hook entry to the agent's settings (idempotent).
+    Install(install::Args),
+    /// Remove tyba's hook entry from the agent's settings, and nothing else.
+    Uninstall(install::Args),
+}
 
 /// Runs `tyba hook`.
-pub fn main(_a: Args) -> anyhow::Result<ExitCode> {
-    Ok(ExitCode::SUCCESS)
+///
+/// # Errors
+/// Only `install`/`uninstall` return errors (a settings file that is not valid JSON, no git
+/// repository for `--project`, I/O); answering a hook call never fails: it refuses.
+pub fn main(a: Args) -> anyhow::Result<ExitCode> {
+    match a.command {
+        Command::ClaudeCode => Ok(answer(Agent::ClaudeCode)),
+        Command::Codex => Ok(answer(Agent::Codex)),
+        Command::Gemini => Ok(answer(Agent::Gemini)),
+        Command::Install(i) => install::install(&i),
+        Command::Uninstall(i) => install::uninstall(&i),
+    }
+}
+
+/// What tyba answers one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    /// Let it through.
+    Allow,
+    /// Let the agent ask the person itself (Claude Code only), with this text.
+    Ask(String),
+    /// Refuse, with the reason the agent sees.
+    Deny(String),
+}
+
+/// The most input a hook call may carry: a whole file written by an edit tool fits.
+const MAX_INPUT_BYTES: u64 = 64 << 20;
+/// How long tyba waits for the agent to finish writing the input.
+const INPUT_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+enum StdinError {
+    #[error("cannot read the hook input: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("the hook input is larger than {MAX_INPUT_BYTES} bytes")]
+    TooLarge,
+    #[error("the hook input did not end within {} seconds", INPUT_TIMEOUT.as_secs())]
+    Timeout,
+}
+
+fn answer(agent: Agent) -> ExitCode {
+    // A panic's default report would reach the agent as noise on stderr; its text is put
+    // into the refusal instead.
+    std::panic::set_hook(Box::new(|_| {}));
+    let socket = std::env::var_os(session::SESSION_SOCKET_ENV)
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    let outcome = match std::panic::catch_unwind(|| handle(agent, socket)) {
+        Ok(o) => o,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_string());
+            Outcome::Deny(format!(
+                "refused by tyba: the hook failed internally ({what})"
+            ))
+        }
+    };
+    emit(agent, &outcome)
+}
+
+fn handle(agent: Agent, socket: Option<PathBuf>) -> Outcome {
+    let bytes = match read_stdin() {
+        Ok(b) => b,
+        Err(e) => return Outcome::Deny(format!("refused by tyba: {e}")),
+    };
+    match input::parse(agent, &bytes) {
+        Ok(call) => decide_call(agent, &call, socket.as_deref()),
+        Err(e) => Outcome::Deny(format!("refused by tyba: {e}")),
+    }
+}
+
+fn read_stdin() -> Result<Vec<u8>, StdinError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The reader may block forever on an agent that never closes the pipe; the process exits
+    // with its answer without waiting for it.
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let r = std::io::stdin()
+            .lock()
+            .take(MAX_INPUT_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map(|_| buf);
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(INPUT_TIMEOUT) {
+        Ok(Ok(buf)) if buf.len() as u64 > MAX_INPUT_BYTES => Err(StdinError::TooLarge),
+        Ok(Ok(buf)) => Ok(buf),
+        Ok(Err(e)) => Err(StdinError::Read(e)),
+        Err(_) => Err(StdinError::Timeout),
+    }
+}
+
+/// Classifies and decides one understood call.
+fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
+    if call.what == What::Internal {
+        return Outcome::Allow;
+    }
+    let cwd = match std::fs::canonicalize(&call.cwd) {
+        Ok(c) => c,
+        Err(e) => {
+            return Outcome::Deny(format!(
+                "refused by tyba: cannot resolve the agent's directory {}: {e}",
+                call.cwd.display()
+            ))
+        }
+    };
+    let action_cwd = match std::fs::canonicalize(&call.action_cwd) {
+        Ok(c) => c,
+        Err(e) => {
+            return Outcome::Deny(format!(
+                "refused by tyba: cannot resolve the directory the call runs in {}: {e}",
+                call.action_cwd.display()
+            ))
+        }
+    };
+    let worktree = git_toplevel(&cwd).unwrap_or_else(|| cwd.clone());
+    let policy = match super::load_policy(None, Some(&worktree)) {
+        Ok(p) => p,
+        Err(e) => {
+            return Outcome::Deny(format!(
+                "refused by tyba: the policy could not be loaded ({e:#})"
+            ))
+        }
+    };
+    let home = super::home_dir();
+    let inspector = tyba_git_guard::Inspector::new();
+    let git: Option<&dyn GitInspector> = Some(&inspector);
+    let ctx = Context {
+        worktree: &worktree,
+        cwd: &action_cwd,
+        home: home.as_deref(),
+        git,
+    };
+    let (class, kind, key) = match &call.what {
+        What::Act(action) => (
+            policy.classify(action, &ctx),
+            kind_of(action),
+            key_of(action),
+        ),
+        What::Opaque => {
+            let mut c = Classification::green();
+            c.add(Finding::new(
+                Verdict::Yellow,
+                "hook.opaque-tool",
+                format!(
+                    "`{}` is a tool of an MCP server, which tyba cannot analyse",
+                    call.tool
+                ),
+            ));
+            (
+                c,
+                ActionKind::Other,
+                format!("{} {}", call.tool, call.input),
+            )
+        }
+        What::Internal => return Outcome::Allow,
+    };
+    let ask = match decide(
+        &class,
+        kind,
+        &key,
+        Autonomy::Medium,
+        ExecMode::Auto,
+        &SessionMemory::new(),
+    ) {
+        Decision::Allow => return Outcome::Allow,
+        Decision::Refuse { reason } => return Outcome::Deny(reason),
+        Decision::Ask(ask) => ask,
+    };
+    let reasons: Vec<String> = class
+        .decisive_reasons()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let summary = if reasons.is_empty() {
+        ask.verdict.to_string()
+    } else {
+        format!("{}: {}", ask.verdict, reasons.join("; "))
+    };
+    match socket {
+        Some(socket) => {
+            let request = session::AskRequest {
+                agent: agent.cli_name(),
+                tool: call.tool.clone(),
+                action: key,
+                verdict: ask.verdict,
+                reasons,
+                rememberable: ask.rememberable.is_some(),
+                cwd: action_cwd,
+                worktree,
+            };
+            match session::ask_session(socket, &request) {
+                Ok(session::Answer::Once | session::Answer::Always) => Outcome::Allow,
+                Ok(session::Answer::Deny { reason }) => Outcome::Deny(match reason {
+                    Some(r) if !r.trim().is_empty() => format!("denied by the person: {r}"),
+                    _ => "denied by the person".to_string(),
+                }),
+                Err(e) => Outcome::Deny(format!(
+                    "refused by tyba: this needs the person's approval ({summary}), but the session could not be reached to ask ({e})"
+                )),
+            }
+        }
+        None => match agent {
+            Agent::ClaudeCode => Outcome::Ask(format!("tyba: {summary}")),
+            Agent::Codex | Agent::Gemini => Outcome::Deny(format!(
+                "refused by tyba: this needs the person's approval ({summary}), and no one can be asked outside a tyba session; run the agent under `tyba run` to be asked, or do it another way"
+            )),
+        },
+    }
+}
+
+fn kind_of(a: &Action) -> ActionKind {
+    match a {
+        Action::Exec { .. } => ActionKind::Command,
+        Action::Write { .. } | Action::ApplyPatch { .. } => ActionKind::Edit,
+        Action::Read { .. } | Action::Fetch { .. } => ActionKind::Other,
+    }
+}
+
+/// The exact text an "always" answer would remember: the command line byte for byte, or the
+/// tool and its paths.
+fn key_of(a: &Action) -> String {
+    match a {
+        Action::Exec { command } => command.clone(),
+        Action::Write { paths } => format!("write {}", paths.join(" ")),
+        Action::Read { paths } => format!("read {}", paths.join(" ")),
+        Action::ApplyPatch { paths } => format!("apply_patch {}", paths.join(" ")),
+        Action::Fetch { url } => format!("fetch {url}"),
+    }
+}
+
+/// The top of the git worktree containing `dir` (a directory holding `.git`).
+fn git_toplevel(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// What goes out: stdout, stderr and the exit status.
+struct Reply {
+    stdout: String,
+    stderr: String,
+    code: u8,
+}
+
+/// The agent's wire format for an outcome.
+fn reply(agent: Agent, outcome: &Outcome) -> Reply {
+    let out = |stdout: serde_json::Value| Reply {
+        stdout: format!("{stdout}\n"),
+        stderr: String::new(),
+        code: 0,
+    };
+    match (agent, outcome) {
+        // Claude Code hooks reference, PreToolUse decision control.
+        (Agent::ClaudeCode, o) => {
+            let (decision, reason) = match o {
+                Outcome::Allow => ("allow", "tyba: green"),
+                Outcome::Ask(r) => ("ask", r.as_str()),
+                Outcome::Deny(r) => ("deny", r.as_str()),
+            };
+            out(json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": decision,
+                    "permissionDecisionReason": reason,
+                }
+            }))
+        }
+        // Codex can only refuse: allow is exit 0 with nothing on stdout; a refusal is exit 2
+        // with the reason on stderr (an empty stderr with exit 2 would not block).
+        (Agent::Codex, Outcome::Allow) => Reply {
+            stdout: String::new(),
+            stderr: String::new(),
+            code: 0,
+        },
+        (Agent::Codex, Outcome::Ask(r) | Outcome::Deny(r)) => Reply {
+            stdout: String::new(),
+            stderr: format!("{}\n", non_empty(r)),
+            code: 2,
+        },
+        // Gemini CLI hooks reference, BeforeTool: decision allow|deny and reason.
+        (Agent::Gemini, Outcome::Allow) => out(json!({ "decision": "allow" })),
+        (Agent::Gemini, Outcome::Ask(r) | Outcome::Deny(r)) => {
+            out(json!({ "decision": "deny", "reason": non_empty(r) }))
+        }
+    }
+}
+
+fn non_empty(r: &str) -> &str {
+    if r.trim().is_empty() {
+        "refused by tyba"
+    } else {
+        r
+    }
+}
+
+/// Writes the reply. If stdout cannot take it, falls back to exit 2 with the reason on
+/// stderr, which every one of these agents reads as a refusal.
+fn emit(agent: Agent, outcome: &Outcome) -> ExitCode {
+    let r = reply(agent, outcome);
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(r.stdout.as_bytes())
+        .and_then(|()| stdout.flush());
+    if written.is_err() {
+        let reason = match outcome {
+            Outcome::Deny(r) | Outcome::Ask(r) => non_empty(r).to_string(),
+            Outcome::Allow => "refused by tyba: the answer could not be written".to_string(),
+        };
+        let _ = writeln!(std::io::stderr(), "{reason}");
+        return ExitCode::from(2);
+    }
+    if !r.stderr.is_empty() {
+        let _ = std::io::stderr().write_all(r.stderr.as_bytes());
+    }
+    ExitCode::from(r.code)
 }
