@@ -201,7 +201,7 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
                 Verdict::Yellow,
                 "hook.opaque-tool",
                 format!(
-                    "`{}` is a tool of an MCP server, which tyba cannot analyse",
+                    "`{}` reaches an MCP server, which tyba cannot see into",
                     call.tool
                 ),
             ));

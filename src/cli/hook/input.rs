@@ -424,9 +424,19 @@ fn claude_code(t: &Tool<'_>) -> Result<Mapped, InputError> {
                 url: t.str("query")?,
             })
         }
-        "TodoWrite" | "Task" | "Agent" | "ExitPlanMode" | "AskUserQuestion" | "BashOutput"
-        | "KillShell" | "KillBash" => Ok((What::Internal, None)),
-        n if n.starts_with("mcp__") => Ok((What::Opaque, None)),
+        // The agent's own state: plans, to-do and task lists, questions to the person,
+        // scheduled prompts, background shells it started, subagents and skills (whose own
+        // tool calls come through this hook in turn).
+        "Agent" | "Task" | "Skill" | "TodoWrite" | "AskUserQuestion" | "EnterPlanMode"
+        | "ExitPlanMode" | "TaskCreate" | "TaskUpdate" | "TaskGet" | "TaskList" | "TaskStop"
+        | "TaskOutput" | "CronCreate" | "CronDelete" | "CronList" | "BashOutput" | "KillShell"
+        | "KillBash" => Ok((What::Internal, None)),
+        n if n.starts_with("mcp__")
+            || n == "ListMcpResourcesTool"
+            || n == "ReadMcpResourceTool" =>
+        {
+            Ok((What::Opaque, None))
+        }
         _ => Err(t.unknown()),
     }
 }
