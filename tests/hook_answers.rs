@@ -190,6 +190,12 @@ const CASES: &[(&str, &str, Want)] = &[
     ("claude-code", "websearch", Want::Ask("red")),
     ("claude-code", "mcp", Want::Ask("MCP")),
     ("claude-code", "todowrite", Want::Allow),
+    // The agent may not rewrite its own hook settings (the policy's control files are red).
+    (
+        "claude-code",
+        "write-own-settings",
+        Want::Ask("control file"),
+    ),
     (
         "claude-code",
         "unknown-tool",
@@ -209,6 +215,7 @@ const CASES: &[(&str, &str, Want)] = &[
     ("codex", "apply-patch-escape", Want::Deny("")),
     ("codex", "mcp", Want::Deny("MCP")),
     ("codex", "update-plan", Want::Allow),
+    ("codex", "patch-own-hooks", Want::Deny("control file")),
     ("codex", "unknown-tool", Want::Deny("unknown Codex tool")),
     ("gemini", "shell-green", Want::Allow),
     ("gemini", "shell-dir-green", Want::Allow),
@@ -220,6 +227,7 @@ const CASES: &[(&str, &str, Want)] = &[
     ("gemini", "glob-in-tree", Want::Allow),
     ("gemini", "search", Want::Deny("tyba run")),
     ("gemini", "todos", Want::Allow),
+    ("gemini", "write-own-settings", Want::Deny("control file")),
     ("gemini", "mcp", Want::Deny("MCP")),
     (
         "gemini",

@@ -100,7 +100,13 @@ fn answer(agent: Agent) -> ExitCode {
     let socket = std::env::var_os(session::SESSION_SOCKET_ENV)
         .filter(|s| !s.is_empty())
         .map(PathBuf::from);
-    let outcome = match std::panic::catch_unwind(|| handle(agent, socket)) {
+    let outcome = guarded(|| handle(agent, socket));
+    emit(agent, &outcome)
+}
+
+/// Runs `f`, turning a panic into a refusal naming it.
+fn guarded<F: FnOnce() -> Outcome + std::panic::UnwindSafe>(f: F) -> Outcome {
+    match std::panic::catch_unwind(f) {
         Ok(o) => o,
         Err(payload) => {
             let what = payload
@@ -112,8 +118,7 @@ fn answer(agent: Agent) -> ExitCode {
                 "refused by tyba: the hook failed internally ({what})"
             ))
         }
-    };
-    emit(agent, &outcome)
+    }
 }
 
 fn handle(agent: Agent, socket: Option<PathBuf>) -> Outcome {
@@ -313,8 +318,8 @@ fn reply(agent: Agent, outcome: &Outcome) -> Reply {
         (Agent::ClaudeCode, o) => {
             let (decision, reason) = match o {
                 Outcome::Allow => ("allow", "tyba: green"),
-                Outcome::Ask(r) => ("ask", r.as_str()),
-                Outcome::Deny(r) => ("deny", r.as_str()),
+                Outcome::Ask(r) => ("ask", non_empty(r)),
+                Outcome::Deny(r) => ("deny", non_empty(r)),
             };
             out(json!({
                 "hookSpecificOutput": {
@@ -372,4 +377,41 @@ fn emit(agent: Agent, outcome: &Outcome) -> ExitCode {
         let _ = std::io::stderr().write_all(r.stderr.as_bytes());
     }
     ExitCode::from(r.code)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_refusal_in_every_format() {
+        let o = guarded(|| panic!("index out of bounds"));
+        assert_eq!(
+            o,
+            Outcome::Deny(
+                "refused by tyba: the hook failed internally (index out of bounds)".into()
+            )
+        );
+        let n = 3;
+        let o = guarded(move || panic!("bad {n}"));
+        assert!(matches!(o, Outcome::Deny(ref r) if r.contains("bad 3")));
+        let codex = reply(Agent::Codex, &o);
+        assert_eq!((codex.code, codex.stdout.as_str()), (2, ""));
+        assert!(codex.stderr.contains("bad 3"));
+        let gemini: serde_json::Value =
+            serde_json::from_str(&reply(Agent::Gemini, &o).stdout).unwrap();
+        assert_eq!(gemini["decision"], "deny");
+        let claude: serde_json::Value =
+            serde_json::from_str(&reply(Agent::ClaudeCode, &o).stdout).unwrap();
+        assert_eq!(claude["hookSpecificOutput"]["permissionDecision"], "deny");
+    }
+
+    #[test]
+    fn an_empty_reason_is_never_sent() {
+        let o = Outcome::Deny("  ".into());
+        assert_eq!(reply(Agent::Codex, &o).stderr, "refused by tyba\n");
+        let g: serde_json::Value = serde_json::from_str(&reply(Agent::Gemini, &o).stdout).unwrap();
+        assert_eq!(g["reason"], "refused by tyba");
+    }
 }
