@@ -67,6 +67,15 @@ fn exe() -> String {
     env!("CARGO_BIN_EXE_tyba").to_string()
 }
 
+/// The command `install` writes: tyba by absolute path inside an `sh` wrapper that turns any
+/// exit status other than 0 and 2 into a refusal.
+fn installed(agent: &str) -> String {
+    format!(
+        r#"/bin/sh -c '"$0" hook {agent}; s=$?; [ "$s" -eq 0 ] || [ "$s" -eq 2 ] || {{ echo "tyba hook {agent} could not answer (exit status $s; is $0 still there?): refusing the tool call" >&2; exit 2; }}; exit "$s"' {}"#,
+        exe()
+    )
+}
+
 fn load(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
@@ -130,7 +139,7 @@ fn claude_code_project_install_merges_is_idempotent_and_uninstalls_cleanly() {
     // Plus exactly tyba's entry, calling this binary by absolute path.
     assert_eq!(
         doc["hooks"]["PreToolUse"][1],
-        json!({"matcher": "*", "hooks": [{"type": "command", "command": format!("{} hook claude-code", exe()), "timeout": 600}]})
+        json!({"matcher": "*", "hooks": [{"type": "command", "command": installed("claude-code"), "timeout": 600}]})
     );
     assert_eq!(doc["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
     // Key order is the person's.
@@ -166,7 +175,7 @@ fn a_stale_tyba_entry_is_replaced_not_duplicated() {
     let doc = load(&path);
     let ours = tyba_handlers(&doc, "PreToolUse");
     assert_eq!(ours.len(), 1, "{doc}");
-    assert_eq!(ours[0]["command"], format!("{} hook claude-code", exe()));
+    assert_eq!(ours[0]["command"], installed("claude-code"));
     // The person's handler that shared the group stays.
     assert_eq!(
         doc["hooks"]["PreToolUse"][0],
@@ -183,42 +192,42 @@ fn fresh_files_for_each_agent_and_scope() {
             &[],
             fx.w.join(".claude/settings.json"),
             "PreToolUse",
-            json!({"type":"command","command":format!("{} hook claude-code", exe()),"timeout":600}),
+            json!({"type":"command","command":installed("claude-code"),"timeout":600}),
         ),
         (
             "codex",
             &[],
             fx.w.join(".codex/hooks.json"),
             "PreToolUse",
-            json!({"type":"command","command":format!("{} hook codex", exe()),"timeout":600,"statusMessage":"tyba: checking the tool call"}),
+            json!({"type":"command","command":installed("codex"),"timeout":600,"statusMessage":"tyba: checking the tool call"}),
         ),
         (
             "gemini",
             &[],
             fx.w.join(".gemini/settings.json"),
             "BeforeTool",
-            json!({"name":"tyba","type":"command","command":format!("{} hook gemini", exe()),"timeout":600000,"description":"tyba: classify every tool call, refuse what the policy refuses"}),
+            json!({"name":"tyba","type":"command","command":installed("gemini"),"timeout":600000,"description":"tyba: classify every tool call, refuse what the policy refuses"}),
         ),
         (
             "claude-code",
             &["--user"],
             fx.home.join(".claude/settings.json"),
             "PreToolUse",
-            json!({"type":"command","command":format!("{} hook claude-code", exe()),"timeout":600}),
+            json!({"type":"command","command":installed("claude-code"),"timeout":600}),
         ),
         (
             "codex",
             &["--user"],
             fx.home.join(".codex/hooks.json"),
             "PreToolUse",
-            json!({"type":"command","command":format!("{} hook codex", exe()),"timeout":600,"statusMessage":"tyba: checking the tool call"}),
+            json!({"type":"command","command":installed("codex"),"timeout":600,"statusMessage":"tyba: checking the tool call"}),
         ),
         (
             "gemini",
             &["--user"],
             fx.home.join(".gemini/settings.json"),
             "BeforeTool",
-            json!({"name":"tyba","type":"command","command":format!("{} hook gemini", exe()),"timeout":600000,"description":"tyba: classify every tool call, refuse what the policy refuses"}),
+            json!({"name":"tyba","type":"command","command":installed("gemini"),"timeout":600000,"description":"tyba: classify every tool call, refuse what the policy refuses"}),
         ),
     ];
     for (agent, flags, path, event, handler) in cases {
@@ -337,37 +346,87 @@ fn project_scope_needs_a_repository_and_scopes_are_exclusive() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-#[test]
-fn the_installed_command_answers_hook_calls() {
-    let fx = fixture();
-    ok(&tyba(&fx, &["hook", "install", "claude-code"]));
-    let doc = load(&fx.w.join(".claude/settings.json"));
-    let command = tyba_handlers(&doc, "PreToolUse")[0]["command"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let input = json!({
-        "session_id": "s", "transcript_path": "/t", "cwd": fx.w, "permission_mode": "default",
-        "hook_event_name": "PreToolUse", "tool_name": "Bash",
-        "tool_input": {"command": "git push origin HEAD:main"}, "tool_use_id": "t1"
-    });
-    // Agents run hook commands through the shell.
+fn run_sh(fx: &Fx, command: &str, input: &Value) -> Output {
+    // Agents run hook commands through a shell.
     let mut child = Command::new("sh")
-        .args(["-c", &command])
+        .args(["-c", command])
         .current_dir(&fx.w)
         .env("HOME", &fx.home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
+    // A hook that fails before reading may close its stdin first.
+    let _ = child
         .stdin
         .take()
         .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+        .write_all(input.to_string().as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+fn bash_input(fx: &Fx, command: &str) -> Value {
+    json!({
+        "session_id": "s", "transcript_path": "/t", "cwd": fx.w, "permission_mode": "default",
+        "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": command}, "tool_use_id": "t1"
+    })
+}
+
+fn installed_command(fx: &Fx, agent: &str, event: &str, rel: &str) -> String {
+    ok(&tyba(fx, &["hook", "install", agent]));
+    let doc = load(&fx.w.join(rel));
+    tyba_handlers(&doc, event)[0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn the_installed_command_answers_hook_calls() {
+    let fx = fixture();
+    let command = installed_command(&fx, "claude-code", "PreToolUse", ".claude/settings.json");
+    let o = run_sh(&fx, &command, &bash_input(&fx, "git push origin HEAD:main"));
     assert!(o.status.success());
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{v}");
+    let o = run_sh(&fx, &command, &bash_input(&fx, "git status"));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["permissionDecision"], "allow",
+        "{v}"
+    );
+
+    // Codex: a refusal is exit 2 with the reason, passed through the wrapper unchanged.
+    let command = installed_command(&fx, "codex", "PreToolUse", ".codex/hooks.json");
+    let o = run_sh(&fx, &command, &bash_input(&fx, "cargo build"));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("refused by tyba") && !err.contains("could not answer"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_installed_command_refuses_when_tyba_is_gone_or_killed() {
+    let fx = fixture();
+    let command = installed_command(&fx, "codex", "PreToolUse", ".codex/hooks.json");
+    // The binary moved away (cargo clean, an upgrade to another path).
+    let gone = command.replace(&exe(), "/nonexistent/bin/tyba");
+    // The binary killed by a signal before answering.
+    let killer = fx.root.join("bin/tyba");
+    std::fs::create_dir_all(killer.parent().unwrap()).unwrap();
+    std::fs::write(&killer, "#!/bin/sh\nkill -KILL $$\n").unwrap();
+    let mut perm = std::fs::metadata(&killer).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&killer, perm).unwrap();
+    let killed = command.replace(&exe(), killer.to_str().unwrap());
+    for (what, cmd) in [("gone", gone), ("killed", killed)] {
+        let o = run_sh(&fx, &cmd, &bash_input(&fx, "git status"));
+        assert_eq!(o.status.code(), Some(2), "{what}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("could not answer"), "{what}: {err}");
+    }
 }

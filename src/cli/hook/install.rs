@@ -9,8 +9,9 @@
 //! The file is edited, never replaced: keys keep their order, other settings and other hooks
 //! stay as they were, and a file that is not valid JSON is refused rather than overwritten.
 //! tyba's entry is a matcher group `*` holding one command hook that runs this binary by
-//! absolute path; an existing tyba entry (any path to a binary named like this one, running
-//! `hook <agent>`) is replaced, so installing twice leaves one entry.
+//! absolute path inside a small `sh` wrapper (see [`wrapper_script`]) that turns a missing or
+//! killed binary into a refusal; an existing tyba entry (any path to a binary named like this
+//! one) is replaced, so installing twice leaves one entry.
 
 use super::input::{shell_quote, Agent};
 use super::session::HOOK_TIMEOUT_SECS;
@@ -91,11 +92,7 @@ pub enum InstallError {
 pub fn install(a: &Args) -> anyhow::Result<ExitCode> {
     let path = settings_path(a)?;
     let exe = std::env::current_exe().map_err(InstallError::Exe)?;
-    let command = format!(
-        "{} hook {}",
-        shell_quote(&exe.to_string_lossy()),
-        a.agent.cli_name()
-    );
+    let command = hook_command(&exe, a.agent);
     let mut doc = read(&path)?.unwrap_or_else(|| J::Obj(Vec::new()));
     let changed = add_entry(&mut doc, a.agent, &command, &exe_name(&exe), &path)?;
     let mut out = std::io::stdout().lock();
@@ -275,30 +272,67 @@ fn obj(pairs: Vec<(&str, J)>) -> J {
     J::Obj(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
-/// Whether a hook handler is tyba's for `agent`: a command running a binary named `exe_name`
-/// (or `tyba`) with the arguments `hook <agent>`.
+/// The `sh` script around tyba in the installed command. The agents let a call through when
+/// a hook exits with a status other than 0 or 2; this turns every other status (the binary
+/// gone, not executable, killed by a signal) into exit 2 with a reason on stderr, which
+/// blocks in all three. Single-quoted, it holds no `'` or `\`, so it reaches `sh` unchanged
+/// from any shell the agent starts hooks with (`sh`, `bash`, `zsh`, `fish`).
+fn wrapper_script(agent: Agent) -> String {
+    let a = agent.cli_name();
+    format!(
+        r#""$0" hook {a}; s=$?; [ "$s" -eq 0 ] || [ "$s" -eq 2 ] || {{ echo "tyba hook {a} could not answer (exit status $s; is $0 still there?): refusing the tool call" >&2; exit 2; }}; exit "$s""#
+    )
+}
+
+/// The command tyba installs: `/bin/sh -c '<wrapper>' <absolute path of this binary>`.
+fn hook_command(exe: &Path, agent: Agent) -> String {
+    format!(
+        "/bin/sh -c '{}' {}",
+        wrapper_script(agent),
+        shell_quote(&exe.to_string_lossy())
+    )
+}
+
+/// Whether a hook handler is tyba's for `agent`: the installed command around a binary named
+/// `exe_name` (or `tyba`), or a bare `<path to tyba> hook <agent>` written by hand or by an
+/// older tyba.
 fn is_tyba(handler: &J, agent: Agent, exe_name: &str) -> bool {
     let Some(J::Str(command)) = handler.get("command") else {
         return false;
     };
     let command = command.trim();
-    let (program, rest) = if let Some(quoted) = command.strip_prefix('\'') {
-        match quoted.find('\'') {
-            Some(end) => (&quoted[..end], &quoted[end + 1..]),
-            None => return false,
-        }
-    } else {
-        match command.find(char::is_whitespace) {
-            Some(i) => (&command[..i], &command[i..]),
-            None => return false,
-        }
+    let named_tyba = |program: &str| {
+        let name = Path::new(program)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        name == exe_name || name == "tyba"
     };
-    let name = Path::new(program)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let args: Vec<&str> = rest.split_whitespace().collect();
-    (name == exe_name || name == "tyba") && args == ["hook", agent.cli_name()]
+    let wrapped = format!("/bin/sh -c '{}' ", wrapper_script(agent));
+    if let Some(rest) = command.strip_prefix(&wrapped) {
+        return match split_word(rest) {
+            Some((program, tail)) => tail.trim().is_empty() && named_tyba(program),
+            None => false,
+        };
+    }
+    match split_word(command) {
+        Some((program, rest)) => {
+            let args: Vec<&str> = rest.split_whitespace().collect();
+            named_tyba(program) && args == ["hook", agent.cli_name()]
+        }
+        None => false,
+    }
+}
+
+/// The first shell word (bare, or single-quoted without escapes) and the rest.
+fn split_word(s: &str) -> Option<(&str, &str)> {
+    if let Some(quoted) = s.strip_prefix('\'') {
+        let end = quoted.find('\'')?;
+        Some((&quoted[..end], &quoted[end + 1..]))
+    } else {
+        let i = s.find(char::is_whitespace).unwrap_or(s.len());
+        Some((&s[..i], &s[i..]))
+    }
 }
 
 /// The event's array of matcher groups, created if absent.
@@ -588,6 +622,14 @@ mod tests {
         ));
         assert!(!is_tyba(
             &h("/usr/bin/tyba hook codex --x"),
+            Agent::Codex,
+            "tyba"
+        ));
+        let wrapped = hook_command(Path::new("/opt/my tools/tyba"), Agent::Codex);
+        assert!(is_tyba(&h(&wrapped), Agent::Codex, "tyba"));
+        assert!(!is_tyba(&h(&wrapped), Agent::Gemini, "tyba"));
+        assert!(!is_tyba(
+            &h(&format!("{wrapped} extra")),
             Agent::Codex,
             "tyba"
         ));
