@@ -348,6 +348,10 @@ fn malformed(fx: &Fx, agent: &str) -> Vec<(String, Vec<u8>)> {
         ("empty object".into(), b"{}".to_vec()),
         ("not utf-8".into(), b"{\"cwd\":\"\xff\xfe\"}".to_vec()),
         (
+            "nested too deep".into(),
+            format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
+        ),
+        (
             "two objects".into(),
             format!("{0}{0}", base(w, event, r#"{"command":"ls"}"#)).into_bytes(),
         ),
@@ -472,4 +476,18 @@ fn a_hook_that_never_gets_its_input_end_still_answers() {
     assert!(start.elapsed() < std::time::Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8(o.stderr).unwrap().contains("did not end"));
+}
+
+#[test]
+fn a_large_write_is_read_whole_and_answered() {
+    let fx = fixture();
+    let input = serde_json::json!({
+        "cwd": fx.w, "hook_event_name": "BeforeTool", "tool_name": "write_file",
+        "tool_input": {"file_path": fx.w.join("big.txt"), "content": "x".repeat(8 << 20)}
+    })
+    .to_string();
+    assert_eq!(
+        read("gemini", &run(&fx, "gemini", input.as_bytes())),
+        Answer::Allow
+    );
 }
