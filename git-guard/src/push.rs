@@ -721,12 +721,25 @@ fn get_ref_match<'a>(
     Some((result?, pat))
 }
 
-fn push_update(out: &mut Vec<RefUpdate>, u: RefUpdate) {
-    if let Some(existing) = out.iter_mut().find(|e| e.dst == u.dst && e.src == u.src) {
-        existing.certain |= u.certain;
-        existing.force |= u.force;
-    } else {
-        out.push(u);
+/// Updates in order, with an index so that adding one is O(1) even for 10,000 refs.
+#[derive(Default)]
+struct Updates {
+    list: Vec<RefUpdate>,
+    index: std::collections::HashMap<(String, Option<String>), usize>,
+    dsts: std::collections::HashSet<String>,
+}
+
+impl Updates {
+    fn push(&mut self, u: RefUpdate) {
+        let key = (u.dst.clone(), u.src.clone());
+        if let Some(&i) = self.index.get(&key) {
+            self.list[i].certain |= u.certain;
+            self.list[i].force |= u.force;
+        } else {
+            self.dsts.insert(u.dst.clone());
+            self.index.insert(key, self.list.len());
+            self.list.push(u);
+        }
     }
 }
 
@@ -754,7 +767,7 @@ fn match_push_refs(
         specs_in
     };
     let local = &state.local_refs;
-    let mut out: Vec<RefUpdate> = Vec::new();
+    let mut out = Updates::default();
     let force = flags.force;
 
     // match_explicit_refs
@@ -810,26 +823,27 @@ fn match_push_refs(
                 }
             });
             for (d, c) in dsts {
-                push_update(
-                    &mut out,
-                    RefUpdate {
-                        dst: d,
-                        src: if deleting {
-                            None
-                        } else {
-                            Some(src_ref.clone().unwrap_or_else(|| spec.src.clone()))
-                        },
-                        force: force || spec.force,
-                        certain: c && dv_certain && (src_ok || deleting),
+                out.push(RefUpdate {
+                    dst: d,
+                    src: if deleting {
+                        None
+                    } else {
+                        Some(src_ref.clone().unwrap_or_else(|| spec.src.clone()))
                     },
-                );
+                    force: force || spec.force,
+                    certain: c && dv_certain && (src_ok || deleting),
+                });
             }
         }
     }
 
     // the remainder: patterns and matching
-    let explicit_dsts: Vec<String> = out.iter().map(|u| u.dst.clone()).collect();
-    let has_remote = |n: &str| remote_refs.is_some_and(|r| r.iter().any(|x| x == n));
+    let explicit_dsts: std::collections::HashSet<String> = out.dsts.clone();
+    let remote_set: std::collections::HashSet<&str> = remote_refs
+        .map(|r| r.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    let local_set: std::collections::HashSet<&str> = local.iter().map(String::as_str).collect();
+    let has_remote = |n: &str| remote_set.contains(n);
     for l in local {
         let Some((dst, pat)) = get_ref_match(specs, l, flags.mirror, true) else {
             continue;
@@ -845,15 +859,12 @@ fn match_push_refs(
             }
             c = false; // unknown remote: assume the branch exists there
         }
-        push_update(
-            &mut out,
-            RefUpdate {
-                dst,
-                src: Some(l.clone()),
-                force: force || pat.force,
-                certain: c,
-            },
-        );
+        out.push(RefUpdate {
+            dst,
+            src: Some(l.clone()),
+            force: force || pat.force,
+            certain: c,
+        });
     }
 
     // --prune / --mirror: remote refs with no local counterpart are deleted.
@@ -862,7 +873,7 @@ fn match_push_refs(
             Some(r) => (r.to_vec(), certain),
             None => (hypothetical_protected(protected), false),
         };
-        let targeted: Vec<String> = out.iter().map(|u| u.dst.clone()).collect();
+        let targeted = out.dsts.clone();
         for r in candidates {
             if targeted.contains(&r) {
                 continue;
@@ -885,16 +896,13 @@ fn match_push_refs(
                 None => None,
             };
             if let Some(s) = src {
-                if s.is_empty() || !local.contains(&s) {
-                    push_update(
-                        &mut out,
-                        RefUpdate {
-                            dst: r,
-                            src: None,
-                            force: true,
-                            certain: c,
-                        },
-                    );
+                if s.is_empty() || !local_set.contains(s.as_str()) {
+                    out.push(RefUpdate {
+                        dst: r,
+                        src: None,
+                        force: true,
+                        certain: c,
+                    });
                 }
             }
         }
@@ -903,7 +911,7 @@ fn match_push_refs(
     // so every local tag is listed as possible.
     if flags.follow_tags {
         for t in local.iter().filter(|r| r.starts_with("refs/tags/")) {
-            if !out.iter().any(|u| &u.dst == t) {
+            if !out.dsts.contains(t) {
                 out.push(RefUpdate {
                     dst: t.clone(),
                     src: Some(t.clone()),
@@ -913,7 +921,7 @@ fn match_push_refs(
             }
         }
     }
-    apply_negative(out, specs)
+    apply_negative(out.list, specs)
 }
 
 /// Negative refspecs: git 2.47 drops an update whose destination matches one; other versions

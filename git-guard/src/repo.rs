@@ -80,14 +80,20 @@ impl RepoState {
             message: e.to_string(),
         };
         let config = FlatConfig::from_gix(repo.config_snapshot().plumbing());
-        let mut local_refs = Vec::new();
-        let platform = repo.references().map_err(|e| refs_err(&e))?;
-        for r in platform.all().map_err(|e| refs_err(&e))? {
-            let r = r.map_err(|e| refs_err(&e))?;
-            local_refs.push(r.name().as_bstr().to_string());
-        }
-        local_refs.sort();
-        local_refs.dedup();
+        let local_refs = match ref_names_on_disk(repo, &config) {
+            Some(names) => names,
+            None => {
+                let mut names = Vec::new();
+                let platform = repo.references().map_err(|e| refs_err(&e))?;
+                for r in platform.all().map_err(|e| refs_err(&e))? {
+                    let r = r.map_err(|e| refs_err(&e))?;
+                    names.push(r.name().as_bstr().to_string());
+                }
+                names.sort();
+                names.dedup();
+                names
+            }
+        };
         let head = match repo.head_name().map_err(|e| refs_err(&e))? {
             Some(name) => Head::Branch(name.as_bstr().to_string()),
             None => Head::Detached,
@@ -107,10 +113,17 @@ impl RepoState {
     pub(crate) fn remote_refs_at(path: &Path) -> Option<Vec<String>> {
         let opts = gix::open::Options::isolated();
         let repo = gix::open_opts(path, opts).ok()?;
-        let mut out = Vec::new();
-        for r in repo.references().ok()?.all().ok()? {
-            out.push(r.ok()?.name().as_bstr().to_string());
-        }
+        let config = FlatConfig::from_gix(repo.config_snapshot().plumbing());
+        let mut out = match ref_names_on_disk(&repo, &config) {
+            Some(names) => names,
+            None => {
+                let mut out = Vec::new();
+                for r in repo.references().ok()?.all().ok()? {
+                    out.push(r.ok()?.name().as_bstr().to_string());
+                }
+                out
+            }
+        };
         // The remote advertises HEAD too; git's matching sees it as a ref named `HEAD`.
         out.push("HEAD".to_string());
         out.sort();
@@ -162,4 +175,65 @@ pub(crate) fn expand_tilde(p: &str) -> PathBuf {
         }
     }
     PathBuf::from(p)
+}
+
+/// Every ref name of a repository with the files backend, read from `packed-refs` and the
+/// loose `refs/` directories (the common dir's, and a linked worktree's own) without opening
+/// each loose file: names are all the resolution needs, and reading 10,000 loose refs one by
+/// one costs tens of milliseconds. `None` for another backend (reftable) or an unreadable
+/// layout; the caller then asks gix.
+fn ref_names_on_disk(repo: &gix::Repository, config: &FlatConfig) -> Option<Vec<String>> {
+    if config
+        .string("extensions", None, "refstorage")
+        .is_some_and(|v| !v.eq_ignore_ascii_case("files"))
+    {
+        return None;
+    }
+    let mut names = Vec::new();
+    let common = repo.common_dir();
+    match std::fs::read(common.join("packed-refs")) {
+        Ok(bytes) => {
+            for line in bytes.split(|b| *b == b'\n') {
+                if line.is_empty() || line[0] == b'#' || line[0] == b'^' {
+                    continue;
+                }
+                let text = std::str::from_utf8(line).ok()?;
+                let (_, name) = text.split_once(' ')?;
+                names.push(name.trim_end_matches('\r').to_string());
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return None,
+    }
+    walk_loose(&common.join("refs"), "refs", &mut names).ok()?;
+    if repo.git_dir() != common {
+        walk_loose(&repo.git_dir().join("refs"), "refs", &mut names).ok()?;
+    }
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
+fn walk_loose(dir: &Path, prefix: &str, out: &mut Vec<String>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".lock") || name.starts_with('.') {
+            continue;
+        }
+        let full = format!("{prefix}/{name}");
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            walk_loose(&entry.path(), &full, out)?;
+        } else {
+            out.push(full);
+        }
+    }
+    Ok(())
 }
