@@ -148,13 +148,13 @@ impl AgentHosts {
                     .collect()
             })
             .unwrap_or_default();
-        let h = AgentHosts {
+        // Names are resolved on the agent's first connection, not here: a launch must not
+        // wait on DNS.
+        AgentHosts {
             specs,
             resolved: Mutex::new((HashSet::new(), None)),
             nameservers,
-        };
-        h.refresh();
-        h
+        }
     }
 
     fn refresh(&self) {

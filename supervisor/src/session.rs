@@ -135,7 +135,42 @@ pub fn repo_toplevel(dir: &Path) -> Option<PathBuf> {
 }
 
 /// The git layout of the worktree at `dir`, if it is in a repository.
+///
+/// Found the way git finds it for a worktree (`gitrepository-layout(5)`), without running git
+/// (a launch must stay fast): the nearest `.git` upwards, a directory or a `gitdir: PATH` file,
+/// and the git dir's `commondir` file for linked worktrees. Falls back to `git rev-parse`
+/// when `.git` is neither.
 pub fn git_layout(dir: &Path) -> Option<GitLayout> {
+    let mut cur = Some(dir);
+    while let Some(d) = cur {
+        let dotgit = d.join(".git");
+        if let Ok(meta) = std::fs::symlink_metadata(&dotgit) {
+            let git_dir = if meta.is_dir() {
+                dotgit
+            } else if meta.is_file() {
+                let text = std::fs::read_to_string(&dotgit).ok()?;
+                match text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) {
+                    Some(p) => d.join(p.trim()),
+                    None => return git_layout_by_git(dir),
+                }
+            } else {
+                return git_layout_by_git(dir);
+            };
+            let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+                Ok(c) => git_dir.join(c.trim()),
+                Err(_) => git_dir.clone(),
+            };
+            return Some(GitLayout {
+                git_dir: canonical(&git_dir),
+                common_dir: canonical(&common),
+            });
+        }
+        cur = d.parent();
+    }
+    None
+}
+
+fn git_layout_by_git(dir: &Path) -> Option<GitLayout> {
     let git_dir = git(dir, &["rev-parse", "--absolute-git-dir"]).ok()?;
     let common = git(
         dir,
@@ -235,5 +270,59 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 main_repo: Some(top),
             })
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn git_ok(dir: &Path, args: &[&str]) {
+        let st = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    }
+
+    #[test]
+    fn layout_matches_git_for_main_and_linked_worktrees() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("repo");
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        git_ok(&repo, &["init", "-q"]);
+        git_ok(
+            &repo,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@e",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "i",
+            ],
+        );
+        git_ok(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "x",
+                t.path().join("wt").to_str().unwrap(),
+            ],
+        );
+        for d in [repo.clone(), repo.join("sub"), t.path().join("wt")] {
+            assert_eq!(git_layout(&d), git_layout_by_git(&d), "{}", d.display());
+        }
+        assert_eq!(git_layout(t.path()), None);
     }
 }

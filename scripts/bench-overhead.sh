@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# What `tyba run` adds, as ratios against bare runs and against bubblewrap, measured in the
+# same run with hyperfine (issue 4 §9). Workloads:
+#   launch      `true` alone, under `tyba run --here`, under bwrap
+#   file-heavy  grep -r, read every file, git status, write 200 files, over a ~12k-file tree
+#   compile     make -j2 -B of a generated C project (60 files)
+# Usage: scripts/bench-overhead.sh [--runs N] [--out FILE.md]
+# Needs: hyperfine and bubblewrap (apt-get install hyperfine bubblewrap), gcc, make, git.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RUNS=20
+OUT=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) RUNS=$2; shift 2 ;;
+        --out) OUT=$2; shift 2 ;;
+        *) echo "usage: $0 [--runs N] [--out FILE.md]" >&2; exit 2 ;;
+    esac
+done
+
+for tool in hyperfine git gcc make python3; do
+    command -v "$tool" >/dev/null || { echo "bench: $tool is required (apt-get install hyperfine bubblewrap gcc make)" >&2; exit 2; }
+done
+HAVE_BWRAP=1
+command -v bwrap >/dev/null || { HAVE_BWRAP=0; echo "bench: bwrap not installed: no bubblewrap reference" >&2; }
+
+TYBA=${TYBA:-$ROOT/target/release/tyba}
+if [ ! -x "$TYBA" ]; then
+    (cd "$ROOT" && cargo build --release --quiet)
+fi
+
+WORK=$(mktemp -d /tmp/tyba-bench.XXXXXX)
+cleanup() { rm -rf "$WORK"; }
+trap cleanup EXIT
+export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" GIT_CONFIG_NOSYSTEM=1
+mkdir -p "$HOME"
+git config --global user.name bench
+git config --global user.email bench@example.com
+git config --global init.defaultBranch main
+
+# --- a ~12k-file tree in a git repository ---
+TREE="$WORK/tree"
+mkdir -p "$TREE"
+for d in $(seq 1 120); do
+    mkdir -p "$TREE/src/d$d"
+    for f in $(seq 1 100); do
+        printf 'line one of %s/%s\nfn value_%s() -> u32 { %s }\nneedle? not here\n' "$d" "$f" "$f" "$f" > "$TREE/src/d$d/f$f.rs"
+    done
+done
+cat > "$TREE/.bench-file-heavy.sh" <<'EOF'
+grep -r "value_77()" src > /dev/null
+find src -type f -print0 | xargs -0 cat > /dev/null
+git status --porcelain > /dev/null
+mkdir -p out
+for i in $(seq 1 200); do printf '%s\n' "$i" > "out/f$i.txt"; done
+EOF
+echo "out/" > "$TREE/.gitignore"
+git -C "$TREE" init -q && git -C "$TREE" add -A && git -C "$TREE" commit -q -m tree
+
+# --- a C project ---
+CPROJ="$WORK/cproj"
+mkdir -p "$CPROJ"
+for i in $(seq 1 60); do
+    {
+        echo "#include <stdio.h>"
+        for j in $(seq 1 40); do
+            echo "int f${i}_$j(int x) { int s = 0; for (int k = 0; k < x; k++) s += k * $j; return s; }"
+        done
+    } > "$CPROJ/m$i.c"
+done
+{
+    echo "int main(void) { return 0; }"
+} > "$CPROJ/main.c"
+cat > "$CPROJ/Makefile" <<'EOF'
+SRC := $(wildcard *.c)
+OBJ := $(SRC:.c=.o)
+prog: $(OBJ)
+	$(CC) -o $@ $(OBJ)
+%.o: %.c
+	$(CC) -O1 -c $< -o $@
+EOF
+git -C "$CPROJ" init -q && git -C "$CPROJ" add -A && git -C "$CPROJ" commit -q -m c
+
+TY="$TYBA run --here --non-interactive --autonomy high --"
+bw() { echo "bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind $1 $1 --unshare-pid --unshare-net --die-with-parent --new-session --chdir $1 --"; }
+
+bench() { # name dir bare-command...
+    local name=$1 dir=$2; shift 2
+    local cmd="$*"
+    local args=(-n bare "$cmd" -n tyba "$TY $cmd")
+    if [ "$HAVE_BWRAP" = 1 ]; then args+=(-n bwrap "$(bw "$dir") $cmd"); fi
+    (cd "$dir" && hyperfine -N --style basic --warmup 3 --runs "$RUNS" --export-json "$WORK/$name.json" "${args[@]}" >&2)
+}
+
+bench launch "$TREE" /bin/true
+bench file-heavy "$TREE" bash .bench-file-heavy.sh
+bench compile "$CPROJ" make -s -j2 -B
+
+python3 - "$WORK" "$RUNS" "$OUT" <<'EOF'
+import json, sys, os, platform, datetime
+work, runs, out = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = []
+for name in ["launch", "file-heavy", "compile"]:
+    data = {r["command"]: r for r in json.load(open(os.path.join(work, name + ".json")))["results"]}
+    bare = data["bare"]["mean"]
+    tyba = data["tyba"]["mean"]
+    bw = data.get("bwrap", {}).get("mean")
+    rows.append((name, bare, tyba, bw, data["tyba"]["stddev"]))
+lines = []
+lines.append(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
+             f"({os.cpu_count()} CPUs, Linux {platform.release()}), hyperfine, {runs} runs each after 3 warm-ups.")
+lines.append("")
+lines.append("| workload | bare | tyba run | tyba / bare | tyba − bare | bwrap | bwrap / bare | tyba / bwrap |")
+lines.append("|---|---|---|---|---|---|---|---|")
+for name, bare, tyba, bw, sd in rows:
+    bws = f"{bw*1000:.1f} ms" if bw else "–"
+    bwr = f"{bw/bare:.2f}×" if bw else "–"
+    tbw = f"{tyba/bw:.2f}×" if bw else "–"
+    lines.append(f"| {name} | {bare*1000:.1f} ms | {tyba*1000:.1f} ms (σ {sd*1000:.1f}) | {tyba/bare:.2f}× | "
+                 f"{(tyba-bare)*1000:+.1f} ms | {bws} | {bwr} | {tbw} |")
+text = "\n".join(lines) + "\n"
+print(text)
+if out:
+    open(out, "w").write(text)
+EOF
