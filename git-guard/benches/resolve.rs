@@ -224,6 +224,33 @@ fn processes(c: &mut Criterion) {
             )
         })
     });
+    // the script `install` writes when it keeps a previous hook
+    let chained_dir = tempfile::tempdir().unwrap();
+    let chained_hook = chained_dir.path().join("pre-push");
+    std::fs::write(
+        &chained_hook,
+        tyba_git_guard::hook::hook_script(&tyba, true),
+    )
+    .unwrap();
+    std::fs::write(
+        chained_dir.path().join("pre-push.tyba-chained"),
+        "#!/bin/sh\ncat >/dev/null\nexit 0\n",
+    )
+    .unwrap();
+    ok(Command::new("chmod")
+        .arg("+x")
+        .arg(&chained_hook)
+        .arg(chained_dir.path().join("pre-push.tyba-chained")));
+    g.bench_function("pre-push hook script chaining a previous hook", |b| {
+        b.iter(|| {
+            run_with_input(
+                Command::new(&chained_hook)
+                    .args(["origin", &url])
+                    .current_dir(&f.work)
+                    .env("HOME", &f.home),
+            )
+        })
+    });
     g.bench_function("git push --dry-run origin feature (hook installed)", |b| {
         b.iter(|| {
             ok(git(&f.home, &f.work).args([

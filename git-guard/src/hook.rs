@@ -100,13 +100,21 @@ pub const HOOK_MARKER: &str = "# tyba git-guard pre-push hook";
 /// Suffix of an existing hook kept and chained by `install`.
 pub const CHAINED_SUFFIX: &str = ".tyba-chained";
 
-/// The hook script: runs `tyba git-guard pre-push "$1" "$2"` by absolute path on git's input,
-/// then an existing hook kept as `pre-push.tyba-chained`, on the same input.
-pub fn hook_script(tyba: &Path) -> String {
+/// The hook script: runs `tyba git-guard pre-push "$1" "$2"` by absolute path on git's input.
+/// With `chained`, it first saves the input, then runs an existing hook kept as
+/// `pre-push.tyba-chained` on the same input; without, it `exec`s tyba directly (one process
+/// less on every push).
+pub fn hook_script(tyba: &Path, chained: bool) -> String {
     let exe = tyba.display().to_string().replace('\'', "'\\''");
-    format!(
+    let head = format!(
         "#!/bin/sh\n{HOOK_MARKER} (installed by `tyba git-guard install`; remove with `tyba git-guard uninstall`)\n\
-         # Refuses pushes that update, create or delete a protected branch, then runs the hook it replaced.\n\
+         # Refuses pushes that update, create or delete a protected branch.\n"
+    );
+    if !chained {
+        return format!("{head}exec '{exe}' git-guard pre-push \"$1\" \"$2\"\n");
+    }
+    format!(
+        "{head}# Then runs the hook it replaced, on the same input.\n\
          tyba_input=$(mktemp \"${{TMPDIR:-/tmp}}/tyba-pre-push.XXXXXX\") || exit 1\n\
          trap 'rm -f \"$tyba_input\"' EXIT\n\
          cat >\"$tyba_input\" || exit 1\n\
@@ -114,6 +122,9 @@ pub fn hook_script(tyba: &Path) -> String {
          tyba_chained=\"$(dirname -- \"$0\")/pre-push{CHAINED_SUFFIX}\"\n\
          if [ -e \"$tyba_chained\" ]; then\n\
          \x20   \"$tyba_chained\" \"$@\" <\"$tyba_input\" || exit 1\n\
+         else\n\
+         \x20   echo \"tyba git-guard: the chained hook $tyba_chained is missing\" >&2\n\
+         \x20   exit 1\n\
          fi\n\
          exit 0\n"
     )
@@ -169,7 +180,6 @@ pub fn install(repo: &Path, tyba: &Path) -> Result<Installed, InstallError> {
     let path = hook_path_for(repo)?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-    let script = hook_script(tyba);
     let existing = std::fs::read(&path).ok();
     let outcome = match existing {
         Some(bytes) if String::from_utf8_lossy(&bytes).contains(HOOK_MARKER) => {
@@ -193,6 +203,7 @@ pub fn install(repo: &Path, tyba: &Path) -> Result<Installed, InstallError> {
         }
         None => Installed::Fresh(path.clone()),
     };
+    let script = hook_script(tyba, chained_path(&path).exists());
     let tmp = dir.join(".pre-push.tyba-tmp");
     std::fs::write(&tmp, script).map_err(io_err("writing", &tmp))?;
     set_executable(&tmp)?;
