@@ -463,3 +463,43 @@ git status --porcelain; echo status=$?"#;
         let _ = Path::new(&wt);
     }
 }
+
+#[test]
+fn run_refuses_to_start_when_the_sandbox_cannot_be_enforced() {
+    // tyba inside tyba: the outer filter denies unshare(2), so the inner one cannot make its
+    // namespaces and must refuse with exit status 4, saying why.
+    for who in whos() {
+        let Some(e) = setup(&who, "nested") else {
+            continue;
+        };
+        let inner = e.wt.join("tyba-inner");
+        std::fs::copy(env!("CARGO_BIN_EXE_tyba"), &inner).unwrap();
+        give(&inner, &who);
+        let (code, _, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "./tyba-inner",
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "/bin/true",
+            ],
+        );
+        assert_eq!(
+            code, 4,
+            "{who:?}: the inner tyba refuses with exit 4: {err}"
+        );
+        assert!(
+            err.contains("cannot create user, mount, PID and network namespaces"),
+            "{who:?}: {err}"
+        );
+    }
+}
