@@ -149,7 +149,10 @@ fn read_stdin() -> Result<Vec<u8>, StdinError> {
         Ok(Ok(buf)) if buf.len() as u64 > MAX_INPUT_BYTES => Err(StdinError::TooLarge),
         Ok(Ok(buf)) => Ok(buf),
         Ok(Err(e)) => Err(StdinError::Read(e)),
-        Err(_) => Err(StdinError::Timeout),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(StdinError::Timeout),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(StdinError::Read(
+            std::io::Error::other("the reader stopped without a result"),
+        )),
     }
 }
 
