@@ -174,6 +174,27 @@ enum Want {
 }
 
 const CASES: &[(&str, &str, Want)] = &[
+    // Captured from Claude Code 2.1.332 running offline against a scripted model server.
+    ("claude-code", "recorded/bash-git-status", Want::Allow),
+    ("claude-code", "recorded/write-notes", Want::Allow),
+    ("claude-code", "recorded/read-notes", Want::Allow),
+    (
+        "claude-code",
+        "recorded/bash-cargo-build",
+        Want::Ask("yellow"),
+    ),
+    ("claude-code", "recorded/bash-rm-rf", Want::Ask("red")),
+    ("claude-code", "recorded/webfetch", Want::Ask("red")),
+    (
+        "claude-code",
+        "recorded/bash-push-main",
+        Want::Deny("refs/heads/main"),
+    ),
+    (
+        "claude-code",
+        "recorded/edit-etc-hosts",
+        Want::Deny("/etc/hosts"),
+    ),
     ("claude-code", "bash-green", Want::Allow),
     ("claude-code", "subagent-bash-green", Want::Allow),
     ("claude-code", "bash-yellow", Want::Ask("yellow")),
