@@ -227,6 +227,18 @@ const CASES: &[(&str, &str, Want)] = &[
         "unknown-arg",
         Want::Deny("unknown argument `cwd`"),
     ),
+    // Captured from Codex 0.171.0 running offline against a scripted model server.
+    ("codex", "recorded/bash-git-status", Want::Allow),
+    (
+        "codex",
+        "recorded/bash-cargo-build",
+        Want::Deny("`tyba run`"),
+    ),
+    (
+        "codex",
+        "recorded/bash-push-main",
+        Want::Deny("refs/heads/main"),
+    ),
     ("codex", "bash-green", Want::Allow),
     ("codex", "bash-argv-green", Want::Allow),
     ("codex", "bash-argv-red", Want::Deny("tyba run")),
