@@ -120,10 +120,7 @@ fn install_is_idempotent_chains_and_uninstalls() {
     // an existing hook that records that it ran
     std::fs::create_dir_all(&hooks).unwrap();
     let marker = root.path().join("chained-ran");
-    let existing = format!(
-        "#!/bin/sh\ncat >/dev/null\necho ran >'{}'\nexit 0\n",
-        marker.display()
-    );
+    let existing = format!("#!/bin/sh\ncat >'{}'\nexit 0\n", marker.display());
     std::fs::write(hooks.join("pre-push"), &existing).unwrap();
     run_ok(Command::new("chmod").arg("+x").arg(hooks.join("pre-push")));
 
@@ -142,7 +139,13 @@ fn install_is_idempotent_chains_and_uninstalls() {
 
     // an allowed push runs the chained hook too
     run_ok(git(h, &work).args(["push", "-q", "origin", "feature"]));
-    assert!(marker.exists(), "the chained hook did not run");
+    let seen = std::fs::read_to_string(&marker).expect("the chained hook did not run");
+    assert!(
+        seen.starts_with("refs/heads/feature ")
+            && seen.ends_with('\n')
+            && seen.lines().count() == 1,
+        "the chained hook got {seen:?}"
+    );
     // a protected push is refused before it
     let out = git(h, &work)
         .args(["push", "origin", "feature:main"])

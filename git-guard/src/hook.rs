@@ -113,15 +113,17 @@ pub fn hook_script(tyba: &Path, chained: bool) -> String {
     if !chained {
         return format!("{head}exec '{exe}' git-guard pre-push \"$1\" \"$2\"\n");
     }
+    // No temporary file, no `dirname`: the input is held in a variable (git's lines never
+    // hold NULs or blank lines) and fed to each hook; `${0%/*}` is the hooks directory.
     format!(
         "{head}# Then runs the hook it replaced, on the same input.\n\
-         tyba_input=$(mktemp \"${{TMPDIR:-/tmp}}/tyba-pre-push.XXXXXX\") || exit 1\n\
-         trap 'rm -f \"$tyba_input\"' EXIT\n\
-         cat >\"$tyba_input\" || exit 1\n\
-         '{exe}' git-guard pre-push \"$1\" \"$2\" <\"$tyba_input\" || exit 1\n\
-         tyba_chained=\"$(dirname -- \"$0\")/pre-push{CHAINED_SUFFIX}\"\n\
+         tyba_input=$(cat) || exit 1\n\
+         tyba_feed() {{ if [ -n \"$tyba_input\" ]; then printf '%s\\n' \"$tyba_input\"; fi; }}\n\
+         tyba_feed | '{exe}' git-guard pre-push \"$1\" \"$2\" || exit 1\n\
+         case $0 in */*) tyba_dir=${{0%/*}} ;; *) tyba_dir=. ;; esac\n\
+         tyba_chained=\"$tyba_dir/pre-push{CHAINED_SUFFIX}\"\n\
          if [ -e \"$tyba_chained\" ]; then\n\
-         \x20   \"$tyba_chained\" \"$@\" <\"$tyba_input\" || exit 1\n\
+         \x20   tyba_feed | \"$tyba_chained\" \"$@\" || exit 1\n\
          else\n\
          \x20   echo \"tyba git-guard: the chained hook $tyba_chained is missing\" >&2\n\
          \x20   exit 1\n\
