@@ -109,6 +109,11 @@ fn extra_cases_through_the_binary() {
 }
 
 #[test]
+fn red_team_cases_through_the_binary() {
+    check_file("commands-redteam.jsonl");
+}
+
+#[test]
 fn json_output_has_the_contract_fields() {
     let fx = fixture();
     let out = tyba(&fx)

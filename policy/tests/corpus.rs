@@ -108,6 +108,11 @@ fn extra_cases() {
     run_file("commands-extra.jsonl");
 }
 
+#[test]
+fn red_team_cases() {
+    run_file("commands-redteam.jsonl");
+}
+
 /// Where `../shared/corpus` exists beside the repository, the copies must be current.
 #[test]
 fn corpus_copies_are_current() {

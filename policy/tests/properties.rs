@@ -210,3 +210,28 @@ fn parentheses_apart_are_subshells_not_arithmetic() {
     assert_eq!(verdict(&p, fx, "( (rm -rf /) )"), Verdict::Blocked);
     assert_eq!(verdict(&p, fx, "((1 + 2))"), Verdict::Green);
 }
+
+#[test]
+fn long_cd_chains_and_nested_loops_end_in_a_closed_verdict() {
+    let fx = fixture_once();
+    let p = Policy::embedded_default();
+    // Every unguarded `cd` may fail, so the set of directories grows; the analysis stays
+    // bounded and refuses what it cannot finish.
+    let chain = format!("{};ls", vec!["cd src;cd .."; 3_000].join(";"));
+    assert!(verdict(&p, fx, &chain) >= Verdict::Red);
+    let nested = format!(
+        "{}cd src; ls{}",
+        "for i in 1; do ".repeat(40),
+        "; done".repeat(40)
+    );
+    assert_eq!(verdict(&p, fx, &nested), Verdict::Blocked);
+    // A short loop with a `cd` is analysed precisely.
+    assert_eq!(
+        verdict(&p, fx, "for i in 1 2; do cd src; done; cat main.rs"),
+        Verdict::Green
+    );
+    assert_eq!(
+        verdict(&p, fx, "for i in 1 2; do cd ..; done; cat x"),
+        Verdict::Red
+    );
+}

@@ -254,6 +254,12 @@ impl Analyzer<'_> {
             // Bare assignments: neutral when literal, but recorded for later words.
             for (name, fields, _) in &assigns {
                 self.assignment_rules(name, fields, &st, false);
+                // Assignment values are words like any other (DESIGN.md §2a).
+                for f in fields {
+                    for v in split_colon_list(f) {
+                        self.path_field(&st, &v, Access::Read);
+                    }
+                }
                 let value = join_known(fields);
                 st.vars.insert(name.clone(), vec![value]);
             }
@@ -306,17 +312,30 @@ impl Analyzer<'_> {
                 }
                 let name = match &a.name {
                     ast::AssignmentName::VariableName(n) => n.clone(),
-                    ast::AssignmentName::ArrayElementName(n, _) => n.clone(),
+                    ast::AssignmentName::ArrayElementName(n, idx) => {
+                        self.arith(idx, st);
+                        n.clone()
+                    }
                 };
                 let fields = match &a.value {
                     ast::AssignmentValue::Scalar(v) => {
-                        let quoted = format!("\"{}\"", v.value.replace('"', "\\\""));
-                        // Assignment values are not split; expand as one quoted word unless the
-                        // value has its own quoting, which expand handles itself.
-                        if v.value.contains(['\'', '"', '\\']) {
-                            self.expand_word(&v.value, st)
+                        // Assignment values are not split and keep `~` expansion after `=`:
+                        // the fields of the raw value joined are the value.
+                        let fields = self.expand_word(&v.value, st);
+                        if fields.len() > 1 {
+                            let mut joined = Field::default();
+                            for (i, f) in fields.into_iter().enumerate() {
+                                if i > 0 {
+                                    joined.parts.push(Part::Lit {
+                                        text: " ".to_string(),
+                                        glob: false,
+                                    });
+                                }
+                                joined.parts.extend(f.parts);
+                            }
+                            vec![joined]
                         } else {
-                            self.expand_word(&quoted, st)
+                            fields
                         }
                     }
                     ast::AssignmentValue::Array(items) => {
@@ -346,6 +365,20 @@ impl Analyzer<'_> {
                 let _ = kind;
                 words.push(f);
             }
+        }
+    }
+
+    /// A variable assigned in any form (`X=`, `export`, `declare`, `read`, `printf -v`,
+    /// `mapfile`, `getopts`, `let`, a `for` variable, `${X:=…}`): exec-capable names are red
+    /// (DESIGN.md §2a "Variables").
+    pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, _st: &State) {
+        if is_exec_var(name) {
+            let how = how.map(|h| format!(" through `{h}`")).unwrap_or_default();
+            self.add(
+                Verdict::Red,
+                "env.exec-variable",
+                format!("assigning `{name}`{how} makes programs run code"),
+            );
         }
     }
 
@@ -456,12 +489,105 @@ impl Analyzer<'_> {
     pub(crate) fn generic_paths(&mut self, st: &State, args: &[Field], access: Access) {
         for f in args {
             for cand in path_candidates(f) {
+                let cand = self.tilde_value(&cand, f);
                 self.path_field(st, &cand, access);
             }
         }
     }
 
-    fn judged(&mut self, st: &State, j: green::Judgement) {
+    /// bash expands `~` after the `=` of `key=~/x` and `--opt=~/x` words: a value taken out of
+    /// such a word gets that expansion.
+    fn tilde_value(&self, cand: &Field, from: &Field) -> Field {
+        if cand == from {
+            return cand.clone();
+        }
+        match (cand.known(), self.ctx.home) {
+            (Some(t), Some(h)) if t == "~" || t.starts_with("~/") => {
+                Field::lit(&format!("{}{}", h.display(), &t[1..]))
+            }
+            _ => cand.clone(),
+        }
+    }
+
+    /// A recursion that follows symlinks reads wherever they point: look for symlinks leading
+    /// out of the worktree below the start paths (bounded; too many entries is not green).
+    fn symlinks_out(&mut self, st: &State, starts: &[Field]) {
+        const MAX_ENTRIES: usize = 4096;
+        let mut queue: Vec<PathBuf> = Vec::new();
+        for s in starts {
+            match s.known() {
+                Some(t) => {
+                    for cwd in st.cwds.iter().flatten() {
+                        queue.push(super::paths::resolve(cwd, &t));
+                    }
+                }
+                None => {
+                    self.add(
+                        Verdict::Yellow,
+                        "path.unresolved",
+                        "a recursion that follows symlinks from a path that cannot be known"
+                            .to_string(),
+                    );
+                    return;
+                }
+            }
+        }
+        let worktree = self.ctx.worktree.to_path_buf();
+        let mut seen = 0usize;
+        while let Some(dir) = queue.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                seen += 1;
+                if seen > MAX_ENTRIES {
+                    self.add(
+                        Verdict::Yellow,
+                        "path.symlink-scan",
+                        "a recursion that follows symlinks over more entries than tyba checks"
+                            .to_string(),
+                    );
+                    return;
+                }
+                let Ok(ft) = e.file_type() else { continue };
+                let path = e.path();
+                if ft.is_symlink() {
+                    let target = super::paths::resolve(&dir, &e.file_name().to_string_lossy());
+                    if !target.starts_with(&worktree) {
+                        self.add(
+                            Verdict::Red,
+                            "path.outside-worktree",
+                            format!("the recursion follows the symlink `{}` out of the worktree (to {})", path.display(), target.display()),
+                        );
+                        return;
+                    }
+                } else if ft.is_dir() && e.file_name() != ".git" {
+                    queue.push(path);
+                }
+            }
+        }
+    }
+
+    /// `--opt=VALUE` words of green-list commands whose value looks like a path: the value is
+    /// a word like any other (DESIGN.md §2a), whatever the option.
+    fn option_value_paths(&mut self, st: &State, args: &[Field]) {
+        for f in args {
+            let Some(t) = f.known() else { continue };
+            let Some((_, v)) = t.strip_prefix("--").and_then(|l| l.split_once('=')) else {
+                continue;
+            };
+            if v.starts_with(['/', '~', '.']) || v.contains('/') {
+                let cand = self.tilde_value(&Field::lit(v), f);
+                self.path_field(st, &cand, Access::Read);
+            }
+        }
+    }
+
+    fn judged(&mut self, st: &State, j: green::Judgement, args: &[Field]) {
+        self.option_value_paths(st, args);
+        if let Some(starts) = &j.follows_links {
+            self.symlinks_out(st, starts);
+        }
         for f in j.findings {
             self.out.add(f);
         }
@@ -514,12 +640,25 @@ impl Analyzer<'_> {
         match p {
             "cd" | "pushd" | "popd" => return self.cd(st, &inv),
             "eval" => {
-                self.eval(&st, args, depth);
+                self.eval(&st, args, depth, inv.stdin);
                 return st;
             }
             "source" | "." => {
                 self.source(&st, &inv);
                 return st;
+            }
+            "read" | "mapfile" | "readarray" | "getopts" | "let" => {
+                return self.assigning_builtin(st, &inv, depth);
+            }
+            "printf" => {
+                if let Some(i) = args.iter().position(|a| a.known().as_deref() == Some("-v")) {
+                    if let Some(name) = args.get(i + 1).and_then(Field::known) {
+                        let base = name.split('[').next().unwrap_or("").to_string();
+                        self.assigns_variable(&base, Some("printf -v"), &st);
+                    } else if args.get(i + 1).is_some() {
+                        self.opaque("printf -v", "a variable name that cannot be known");
+                    }
+                }
             }
             "export" | "declare" | "typeset" | "local" | "readonly" => {
                 return self.declare(st, &inv)
@@ -596,7 +735,7 @@ impl Analyzer<'_> {
             "fd" | "fdfind" => self.fd(&st, &inv, depth),
             "sed" => {
                 let j = green::judge_sed(args);
-                self.judged(&st, j);
+                self.judged(&st, j, args);
                 if args.iter().any(|a| !a.is_known())
                     && args
                         .iter()
@@ -608,17 +747,17 @@ impl Analyzer<'_> {
             }
             "grep" | "egrep" | "fgrep" => {
                 let j = green::judge_grep(args);
-                self.judged(&st, j);
+                self.judged(&st, j, args);
                 self.dynamic_args_not_green(p, args);
             }
             "rg" => {
                 let j = green::judge_rg(args);
-                self.judged(&st, j);
+                self.judged(&st, j, args);
                 self.dynamic_args_not_green(p, args);
             }
             "jq" => {
                 let j = green::judge_jq(args);
-                self.judged(&st, j);
+                self.judged(&st, j, args);
                 self.dynamic_args_not_green(p, args);
             }
             "awk" | "gawk" | "mawk" | "nawk" => self.awk(&st, &inv),
@@ -654,8 +793,13 @@ impl Analyzer<'_> {
                     );
                 }
             }
-            "env" | "printenv" | "set" => {
+            "env" | "printenv" => {
                 self.unlisted(p);
+            }
+            "set" => {
+                // `set -- WORDS` sets the positional parameters: the words are words.
+                self.unlisted(p);
+                self.generic_paths(&st, args, Access::Any);
             }
             "command" => {
                 // `command -v x` / `-V`: a lookup like `type`.
@@ -668,7 +812,7 @@ impl Analyzer<'_> {
             }
             _ => {
                 if let Some(j) = green::judge_simple(p, args) {
-                    self.judged(&st, j);
+                    self.judged(&st, j, args);
                     self.dynamic_args_not_green(p, args);
                 } else {
                     self.unlisted(p);
@@ -812,8 +956,8 @@ impl Analyzer<'_> {
                 p,
             ),
             "taskset" | "chrt" | "prlimit" | "numactl" | "cgexec" | "setpriv" | "runuser"
-            | "su" | "sg" | "strace" | "ltrace" | "valgrind" | "firejail" | "bwrap" | "unshare"
-            | "nsenter" | "script" => {
+            | "su" | "sg" | "newgrp" | "strace" | "ltrace" | "valgrind" | "firejail" | "bwrap"
+            | "unshare" | "nsenter" | "script" => {
                 return Some(self.opaque_wrapper(st, inv, depth));
             }
             "busybox" | "toybox" => {
@@ -1001,6 +1145,47 @@ impl Analyzer<'_> {
     /// is red unless every word after the options is a green-list read.
     fn opaque_wrapper(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
         let p = inv.program.as_str();
+        // `-c CMD` / `--command=CMD` (su, runuser, script, flock…) and a lone word that is a
+        // whole command line (sg GROUP 'CMD') run through a shell.
+        let mut shell_string = false;
+        let mut i = 0;
+        while i < inv.args.len() {
+            let a = &inv.args[i];
+            let t = a.known();
+            let code = match t.as_deref() {
+                Some("-c" | "--command" | "-C") => {
+                    i += 1;
+                    inv.args.get(i).cloned()
+                }
+                Some(x) if x.starts_with("--command=") => Some(Field::lit(&x[10..])),
+                Some(x)
+                    if x.contains(char::is_whitespace)
+                        || x.contains([';', '|', '&', '$', '`', '>', '<']) =>
+                {
+                    Some(a.clone())
+                }
+                None => Some(a.clone()),
+                _ => None,
+            };
+            if let Some(code) = code {
+                shell_string = true;
+                match code.known() {
+                    Some(c) => {
+                        self.line_with_stdin(&c, st.clone(), depth + 1, inv.stdin);
+                    }
+                    None => self.opaque(p, "a command string that cannot be known"),
+                }
+            }
+            i += 1;
+        }
+        let runs_shell = matches!(p, "su" | "sg" | "runuser" | "script" | "newgrp");
+        if runs_shell && !shell_string && inv.stdin == Stdin::Fed {
+            self.add(
+                Verdict::Red,
+                "shell.pipe-to-shell",
+                format!("input is piped or redirected into `{p}`, which starts a shell"),
+            );
+        }
         self.add(
             Verdict::Yellow,
             &format!("wrapper.{p}"),
@@ -1024,7 +1209,8 @@ impl Analyzer<'_> {
 
     /// `env [-i] [-u NAME] [-C DIR] [-S STRING] [NAME=VALUE…] [COMMAND [ARG…]]`.
     fn env_wrapper(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
-        let args = inv.args;
+        let normalized = normalize_env_args(inv.args);
+        let args = &normalized[..];
         let mut i = 0;
         let mut env = inv.env.clone();
         let mut st2 = st.clone();
@@ -1110,7 +1296,7 @@ impl Analyzer<'_> {
                     line.push(' ');
                     line.push_str(&shell_quote(&a.display()));
                 }
-                self.line(&line, st2, depth + 1);
+                self.line_with_stdin(&line, st2, depth + 1, inv.stdin);
             }
             Some(None) => self.opaque("env -S", "a split string that cannot be known"),
             None => {
@@ -1124,6 +1310,32 @@ impl Analyzer<'_> {
 
     /// `parallel [OPTIONS] COMMAND ::: ARGS`: the command with unknown arguments.
     fn parallel(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
+        // GNU parallel has many value-taking options: try every suffix before `:::` as the
+        // command (the worst wins), and every argument after it as a word.
+        let end = inv
+            .args
+            .iter()
+            .position(|a| a.known().is_some_and(|t| t.starts_with(":::")))
+            .unwrap_or(inv.args.len());
+        for a in &inv.args[end..] {
+            self.path_field(st, a, Access::Any);
+        }
+        let head = &inv.args[..end];
+        for i in 0..head.len() {
+            if head[i].known().is_some_and(|t| t.starts_with('-')) {
+                continue;
+            }
+            let mut inner: Vec<Field> = head[i..].to_vec();
+            inner.push(Field::unknown());
+            let _ = self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
+            if let Some(line) = join_known(&head[i..]) {
+                self.line(&line, st.clone(), depth + 1);
+            }
+        }
+        self.parallel_plain(st, inv, depth)
+    }
+
+    fn parallel_plain(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
         self.add(
             Verdict::Yellow,
             "wrapper.parallel",
@@ -1253,7 +1465,7 @@ impl Analyzer<'_> {
             match args.get(i) {
                 Some(code) => match code.known() {
                     Some(code) => {
-                        self.line(&code, st.clone(), depth + 1);
+                        self.line_with_stdin(&code, st.clone(), depth + 1, inv.stdin);
                     }
                     None => {
                         self.opaque(&format!("{p} -c"), "a command string that cannot be known")
@@ -1266,6 +1478,13 @@ impl Analyzer<'_> {
                 ),
             }
             return;
+        }
+        if args
+            .get(i)
+            .and_then(Field::known)
+            .is_some_and(|t| is_stdin_path(&t))
+        {
+            reads_stdin = true;
         }
         if !reads_stdin {
             if let Some(script) = args.get(i) {
@@ -1387,6 +1606,18 @@ impl Analyzer<'_> {
             }
             i += 1;
         }
+        if let Some(m) = module.as_deref().filter(|m| *m == "pydoc") {
+            if args.iter().any(|a| {
+                a.known()
+                    .is_some_and(|t| t == "-p" || t == "-b" || t.starts_with("-p"))
+            }) {
+                self.add(
+                    Verdict::Red,
+                    "net.server",
+                    format!("`{p} -m {m} -p/-b` starts a documentation web server"),
+                );
+            }
+        }
         if let Some(m) = module {
             if matches!(
                 m.as_str(),
@@ -1423,7 +1654,7 @@ impl Analyzer<'_> {
             return;
         }
         match args.get(i).and_then(Field::known) {
-            Some(s) if s != "-" => {
+            Some(s) if !is_stdin_path(&s) => {
                 if p == "deno" && (s == "run" || s == "eval") {
                     for a in &args[i + 1..] {
                         if let Some(h) = a.known().as_deref().and_then(host_of) {
@@ -1458,7 +1689,7 @@ impl Analyzer<'_> {
     }
 
     /// `eval ARGS…`: the joined words are a command line.
-    fn eval(&mut self, st: &State, args: &[Field], depth: usize) {
+    fn eval(&mut self, st: &State, args: &[Field], depth: usize, stdin: Stdin) {
         self.add(
             Verdict::Yellow,
             "shell.eval",
@@ -1466,7 +1697,7 @@ impl Analyzer<'_> {
         );
         match join_known(args) {
             Some(code) => {
-                self.line(&code, st.clone(), depth + 1);
+                self.line_with_stdin(&code, st.clone(), depth + 1, stdin);
             }
             None => self.opaque("eval", "arguments that cannot be known"),
         }
@@ -1498,6 +1729,71 @@ impl Analyzer<'_> {
         }
     }
 
+    /// Builtins that assign variables from input: `read`, `mapfile`/`readarray` (whose `-C`
+    /// callback is a command), `getopts`, `let` (arithmetic).
+    fn assigning_builtin(&mut self, st: State, inv: &Invocation<'_>, depth: usize) -> State {
+        let p = inv.program.as_str();
+        let args = inv.args;
+        self.unlisted(p);
+        let mut st = st;
+        let (short_val, long_val): (&str, &[&str]) = match p {
+            "read" => ("adinNptu", &[]),
+            "mapfile" | "readarray" => ("dnOsuCc", &[]),
+            _ => ("", &[]),
+        };
+        let mut operands = Vec::new();
+        for t in parse_opts(
+            args,
+            &OptSpec {
+                short_val,
+                long_val,
+            },
+        ) {
+            match t {
+                Tok::Opt { name, value } => {
+                    if (name == "-a" && p == "read") || name == "-C" {
+                        if name == "-C" {
+                            match value.as_ref().and_then(Field::known) {
+                                Some(code) => {
+                                    self.add(
+                                        Verdict::Yellow,
+                                        "wrapper.mapfile",
+                                        format!("`{p} -C` runs a callback"),
+                                    );
+                                    self.line(&code, st.clone(), depth + 1);
+                                }
+                                None => self.opaque(p, "a callback that cannot be known"),
+                            }
+                        } else if let Some(n) = value.as_ref().and_then(Field::known) {
+                            self.assigns_variable(&n, Some(p), &st);
+                            st.vars.insert(n, vec![None]);
+                        }
+                    }
+                }
+                Tok::DynamicOpt => self.opaque(p, "an option that cannot be known"),
+                Tok::Operand(f) => operands.push(f),
+            }
+        }
+        let names: Vec<Field> = match p {
+            "getopts" => operands.into_iter().skip(1).take(1).collect(),
+            "mapfile" | "readarray" => operands.into_iter().last().into_iter().collect(),
+            _ => operands,
+        };
+        for f in names {
+            let Some(t) = f.known() else {
+                self.opaque(p, "a variable name that cannot be known");
+                continue;
+            };
+            let name = t.split(['=', '[', '+']).next().unwrap_or("").to_string();
+            if p == "let" {
+                self.arith(&t, &st);
+            }
+            self.assigns_variable(&name, Some(p), &st);
+            st.vars.insert(name, vec![None]);
+        }
+        st
+    }
+
     /// `export`/`declare`/`local`/`readonly`: assignments, exec-capable variables red.
     fn declare(&mut self, st: State, inv: &Invocation<'_>) -> State {
         let mut st = st;
@@ -1519,6 +1815,9 @@ impl Analyzer<'_> {
                         );
                     }
                     if let Some(v) = v {
+                        for f in split_colon_list(&Field::lit(&v)) {
+                            self.path_field(&st, &f, Access::Read);
+                        }
                         st.vars.insert(n, vec![Some(v)]);
                     }
                 }
@@ -1602,14 +1901,47 @@ impl Analyzer<'_> {
             }
             Some(f) => {
                 self.path_field(&st, f, Access::Read);
-                match f.known() {
+                let mut dirs: Vec<Option<PathBuf>> = match f.known() {
                     Some(t) if !f.has_glob() => st
                         .cwds
                         .iter()
                         .map(|c| c.as_ref().map(|c| super::paths::resolve(c, &t)))
                         .collect(),
                     _ => vec![None],
+                };
+                // A relative name not starting with `.` is looked up in CDPATH first.
+                if let Some(t) = f
+                    .known()
+                    .filter(|t| !t.starts_with('/') && !t.starts_with('.'))
+                {
+                    if let Some(values) = st.vars.get("CDPATH").cloned() {
+                        for v in values {
+                            match v {
+                                Some(list) => {
+                                    for entry in list.split(':').filter(|e| !e.is_empty()) {
+                                        let cand = format!("{}/{t}", entry.trim_end_matches('/'));
+                                        self.path_field(&st, &Field::lit(&cand), Access::Read);
+                                        for c in st.cwds.clone().into_iter().flatten() {
+                                            let d = Some(super::paths::resolve(&c, &cand));
+                                            if !dirs.contains(&d) {
+                                                dirs.push(d);
+                                            }
+                                        }
+                                    }
+                                }
+                                None => {
+                                    self.add(
+                                        Verdict::Yellow,
+                                        "path.unresolved",
+                                        format!("`cd {t}` follows a CDPATH that cannot be known"),
+                                    );
+                                    dirs.push(None);
+                                }
+                            }
+                        }
+                    }
                 }
+                dirs
             }
         };
         if p == "pushd" {
@@ -1739,6 +2071,10 @@ impl Analyzer<'_> {
             ("npm", Some("exec" | "x")) => true,
             ("bun", Some("x")) => true,
             ("pipx", Some("run")) => true,
+            ("nix", Some("run" | "shell" | "develop")) => true,
+            ("nix-shell", _) => args
+                .iter()
+                .any(|a| a.known().is_some_and(|t| t == "-p" || t == "--packages")),
             ("uv", Some("tool")) => args.iter().any(|a| a.known().as_deref() == Some("run")),
             ("go", Some("run")) => args
                 .iter()
@@ -1775,15 +2111,18 @@ impl Analyzer<'_> {
         let mut targets = Vec::new();
         for t in parse_opts(
             inv.args,
-            &OptSpec {
-                short_val: "nsu",
-                long_val: &[
-                    "interactive",
-                    "iterations",
-                    "size",
-                    "random-source",
-                    "remove",
-                ],
+            &if p == "shred" {
+                // shred -n N, -s N; `--remove[=HOW]` and `-u` take no separate value.
+                OptSpec {
+                    short_val: "ns",
+                    long_val: &["iterations", "size", "random-source"],
+                }
+            } else {
+                // rm's only value, `--interactive[=WHEN]`, is optional: never the next word.
+                OptSpec {
+                    short_val: "",
+                    long_val: &[],
+                }
             },
         ) {
             match t {
@@ -1866,12 +2205,22 @@ impl Analyzer<'_> {
             .home
             .map(|h| h.to_string_lossy().trim_end_matches('/').to_string());
         let trimmed = text.trim_end_matches('/');
-        let unglobbed = trimmed
-            .trim_end_matches("/*")
-            .trim_end_matches("/.*")
-            .trim_end_matches('/');
+        // A glob reaches everything in the directory it starts in: `rm -rf *` in `~` is
+        // `rm -rf ~/*`.
+        let globbed_dir = f.has_glob().then(|| {
+            let before = &text[..text.find(['*', '?', '[']).unwrap_or(text.len())];
+            match before.rfind('/') {
+                Some(0) => "/".to_string(),
+                Some(i) => before[..i].to_string(),
+                None => ".".to_string(),
+            }
+        });
+        let unglobbed = match &globbed_dir {
+            Some(d) => d.as_str(),
+            None => trimmed.trim_end_matches('/'),
+        };
         let is_root =
-            trimmed.is_empty() || unglobbed.is_empty() || trimmed == "/*" || trimmed == "/.";
+            trimmed.is_empty() || unglobbed.is_empty() || unglobbed == "/" || trimmed == "/.";
         let is_home = home
             .as_deref()
             .is_some_and(|h| unglobbed == h || trimmed == h);
@@ -1904,60 +2253,56 @@ impl Analyzer<'_> {
             "cmd.metadata",
             format!("`{p}` changes file metadata"),
         );
+        // These tools' only short options are flags (`-c -f -v -R -h -H -L -P`); any other word
+        // starting with `-` is a mode (`chmod -w,u+w f`, `chattr -i f`) and so an operand.
         let mut recursive = false;
-        let mut operands = Vec::new();
         let mut reference = false;
-        for t in parse_opts(
-            inv.args,
-            &OptSpec {
-                short_val: "",
-                long_val: &["reference", "from"],
-            },
-        ) {
-            match t {
-                Tok::Opt { name, value } => {
-                    if name == "-R" || names(&name, "--recursive") {
-                        recursive = true;
-                    }
-                    if names(&name, "--reference") {
-                        reference = true;
-                        if let Some(v) = value {
-                            self.path_field(st, &v, Access::Read);
+        let mut operands: Vec<Field> = Vec::new();
+        let mut i = 0;
+        let mut only_operands = false;
+        while i < inv.args.len() {
+            let a = &inv.args[i];
+            i += 1;
+            let Some(t) = a.known() else {
+                operands.push(a.clone());
+                continue;
+            };
+            if only_operands {
+                operands.push(a.clone());
+            } else if t == "--" {
+                only_operands = true;
+            } else if let Some(long) = t.strip_prefix("--") {
+                let (name, val) = long
+                    .split_once('=')
+                    .map_or((long, None), |(n, v)| (n, Some(v)));
+                if "recursive".starts_with(name) && !name.is_empty() {
+                    recursive = true;
+                } else if "reference".starts_with(name) && name.len() >= 3 {
+                    reference = true;
+                    let v = match val {
+                        Some(v) => Some(Field::lit(v)),
+                        None => {
+                            i += 1;
+                            inv.args.get(i - 1).cloned()
                         }
+                    };
+                    if let Some(v) = v {
+                        self.path_field(st, &v, Access::Read);
                     }
+                } else if "from".starts_with(name) && val.is_none() {
+                    i += 1;
                 }
-                Tok::DynamicOpt => {}
-                Tok::Operand(f) => operands.push(f),
+            } else if t.len() > 1
+                && t.starts_with('-')
+                && t[1..].chars().all(|c| "cfvRHLPh".contains(c))
+            {
+                recursive |= t.contains('R');
+            } else {
+                operands.push(a.clone());
             }
         }
-        // chmod's mode may look like an option (`chmod -x f`): already dropped; the first operand
-        // is the mode/owner unless --reference.
-        let skip = if reference
-            || p == "chattr"
-                && inv
-                    .args
-                    .first()
-                    .and_then(Field::known)
-                    .is_some_and(|t| t.starts_with(['+', '-', '=']))
-        {
-            0
-        } else {
-            1
-        };
-        let skip = if p == "chmod"
-            && inv.args.iter().any(|a| {
-                a.known().is_some_and(|t| {
-                    t.starts_with('-')
-                        && t[1..].chars().all(|c| "rwxXst".contains(c))
-                        && t.len() > 1
-                })
-            })
-            && !reference
-        {
-            0
-        } else {
-            skip
-        };
+        // The first operand is the mode or owner, unless --reference gave it.
+        let skip = usize::from(!reference);
         for f in operands.iter().skip(skip) {
             self.catastrophic_target(st, f, recursive, p);
             self.path_field(st, f, Access::Modify);
@@ -1978,6 +2323,12 @@ impl Analyzer<'_> {
                     self.path_field(st, a, Access::Any);
                     continue;
                 };
+                let t = match (t.split_once('='), self.ctx.home) {
+                    (Some((k, v)), Some(h)) if v == "~" || v.starts_with("~/") => {
+                        format!("{k}={}{}", h.display(), &v[1..])
+                    }
+                    _ => t,
+                };
                 if let Some(v) = t.strip_prefix("of=") {
                     if v.starts_with("/dev/") && !super::paths::is_system_exception(v) {
                         self.add(
@@ -1994,21 +2345,21 @@ impl Analyzer<'_> {
             return;
         }
         let spec = match p {
-            "cp" | "mv" | "ln" | "install" => OptSpec {
-                short_val: "tSmogZ",
+            // Optional-valued options (`--backup[=C]`, `--context[=CTX]`, `--preserve[=L]`,
+            // `--reflink[=W]`, `--update[=U]`, `-Z`) never take the next word.
+            "cp" | "mv" | "ln" => OptSpec {
+                short_val: "tS",
+                long_val: &["target-directory", "suffix", "sparse", "no-preserve"],
+            },
+            "install" => OptSpec {
+                short_val: "tSmog",
                 long_val: &[
                     "target-directory",
                     "suffix",
-                    "backup",
                     "mode",
                     "owner",
                     "group",
-                    "context",
-                    "reflink",
-                    "sparse",
-                    "preserve",
-                    "no-preserve",
-                    "update",
+                    "strip-program",
                 ],
             },
             "touch" => OptSpec {
@@ -2016,8 +2367,8 @@ impl Analyzer<'_> {
                 long_val: &["date", "reference", "time"],
             },
             "mkdir" | "mkfifo" | "mknod" => OptSpec {
-                short_val: "mZ",
-                long_val: &["mode", "context"],
+                short_val: "m",
+                long_val: &["mode"],
             },
             "truncate" => OptSpec {
                 short_val: "sr",
@@ -2079,6 +2430,12 @@ impl Analyzer<'_> {
                             "cmd.program-option",
                             format!("`rsync {n}` runs a program"),
                         );
+                    } else if p == "install" && names(n, "--strip-program") {
+                        self.add(
+                            Verdict::Red,
+                            "cmd.program-option",
+                            "`install --strip-program` runs a program".to_string(),
+                        );
                     } else if let Some(v) = value {
                         if matches!(n, "-r")
                             || names(n, "--reference")
@@ -2125,7 +2482,20 @@ impl Analyzer<'_> {
             }
             return;
         }
+        // `install -d DIR…` creates every operand.
+        let install_dirs = p == "install"
+            && inv.args.iter().any(|a| {
+                a.known().is_some_and(|t| {
+                    t == "--directory"
+                        || t.starts_with('-') && !t.starts_with("--") && t.contains('d')
+                })
+            });
         match p {
+            _ if install_dirs => {
+                for o in operands {
+                    self.path_field(st, &o, Access::Write);
+                }
+            }
             "tee" | "touch" | "mkdir" | "truncate" | "mkfifo" | "mknod" => {
                 if p == "mknod" {
                     self.add(
@@ -2199,9 +2569,14 @@ impl Analyzer<'_> {
         let mut i = 0;
         let mut starts: Vec<Field> = Vec::new();
         // Leading options -H -L -P -D x -Ox.
+        let mut follows = false;
         while i < args.len() {
             match args[i].known().as_deref() {
-                Some("-H" | "-L" | "-P") => i += 1,
+                Some("-L") => {
+                    follows = true;
+                    i += 1;
+                }
+                Some("-H" | "-P") => i += 1,
                 Some("-D") => i += 2,
                 Some(t) if t.starts_with("-O") => i += 1,
                 _ => break,
@@ -2228,6 +2603,7 @@ impl Analyzer<'_> {
             starts.push(Field::lit("."));
         }
         let mut deletes = false;
+        let mut deletes_via_exec = false;
         while i < args.len() {
             let t = args[i].known();
             i += 1;
@@ -2286,6 +2662,27 @@ impl Analyzer<'_> {
                         "wrapper.find-exec",
                         format!("`find {t}` runs a command on every match"),
                     );
+                    let program = inner
+                        .first()
+                        .and_then(Field::known)
+                        .map(|n| n.rsplit('/').next().unwrap_or("").to_string());
+                    if program.as_deref().is_some_and(|n| {
+                        matches!(
+                            n,
+                            "rm" | "shred"
+                                | "unlink"
+                                | "rmdir"
+                                | "mv"
+                                | "chmod"
+                                | "chown"
+                                | "chgrp"
+                                | "truncate"
+                                | "dd"
+                        )
+                    }) {
+                        // Run on every file under the start points: as wide as a recursive one.
+                        deletes_via_exec = true;
+                    }
                     if !inner.is_empty() {
                         let _ = self.invoke(
                             st.clone(),
@@ -2309,7 +2706,19 @@ impl Analyzer<'_> {
                     }
                     i += if t == "-fprintf" { 2 } else { 1 };
                 }
-                "-newer" | "-anewer" | "-cnewer" | "-samefile" | "-files0-from" => {
+                "-files0-from" => {
+                    self.add(
+                        Verdict::Yellow,
+                        "cmd.dynamic-args",
+                        "`find -files0-from` reads its start points at run time".to_string(),
+                    );
+                    if let Some(f) = args.get(i) {
+                        self.path_field(st, f, Access::Read);
+                    }
+                    i += 1;
+                }
+                "-follow" => follows = true,
+                "-newer" | "-anewer" | "-cnewer" | "-samefile" => {
                     if let Some(f) = args.get(i) {
                         self.path_field(st, f, Access::Read);
                     }
@@ -2340,8 +2749,11 @@ impl Analyzer<'_> {
                 "`find -delete` deletes recursively without confirmation".to_string(),
             );
         }
+        if follows {
+            self.symlinks_out(st, &starts);
+        }
         for s in &starts {
-            if deletes {
+            if deletes || deletes_via_exec {
                 self.catastrophic_target(st, s, true, "find");
             }
             self.path_field(
@@ -2385,13 +2797,14 @@ impl Analyzer<'_> {
         let mut i = 0;
         while i < args.len() {
             let t = args[i].known();
-            if matches!(t.as_deref(), Some("-x" | "--exec" | "-X" | "--exec-batch")) {
+            if let Some(first) = t.as_deref().and_then(fd_exec_start) {
                 let end = args[i + 1..]
                     .iter()
                     .position(|a| a.known().as_deref() == Some(";"))
                     .map(|e| i + 1 + e)
                     .unwrap_or(args.len());
-                let mut inner: Vec<Field> = args[i + 1..end].to_vec();
+                let mut inner: Vec<Field> = first.iter().map(|w| Field::lit(w)).collect();
+                inner.extend_from_slice(&args[i + 1..end]);
                 for a in inner.iter_mut() {
                     if a.known().is_some_and(|x| x.contains('{')) {
                         let mut nf = Field::default();
@@ -2625,8 +3038,9 @@ impl Analyzer<'_> {
             }
             i += 1;
             match t.as_str() {
-                "--no-pager"
-                | "--no-replace-objects"
+                // DESIGN.md §2a: only `--no-pager`, `-C`, `--git-dir`, `--work-tree` keep git green.
+                "--no-pager" => {}
+                "--no-replace-objects"
                 | "--literal-pathspecs"
                 | "--glob-pathspecs"
                 | "--noglob-pathspecs"
@@ -2634,7 +3048,9 @@ impl Analyzer<'_> {
                 | "--no-optional-locks"
                 | "--bare"
                 | "--no-lazy-fetch"
-                | "--no-advice" => {}
+                | "--no-advice" => {
+                    not_green.push(format!("`{t}`"));
+                }
                 "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
                 | "--exec-path" | "-c" | "--config-env" | "--list-cmds" | "--attr-source" => {
                     let v = args.get(i).cloned();
@@ -2768,6 +3184,13 @@ impl Analyzer<'_> {
                 }
             }
         }
+        if known_rest.iter().any(|a| a == "--help" || a == "-h") || sub == "help" {
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                format!("`git {sub} --help` runs man and a pager"),
+            );
+        }
         let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "archive" if sub != "archive" || has("--remote"))
             || sub == "remote"
                 && known_rest.first().is_some_and(|s| {
@@ -2790,6 +3213,15 @@ impl Analyzer<'_> {
                 format!("`git {sub}` uses the network"),
             );
         }
+        if (sub == "push" || sub == "send-pack")
+            && (rest.iter().any(|r| !r.is_known()) || inv.env.iter().any(|(_, v)| v.is_none()))
+        {
+            self.add(
+                Verdict::Blocked,
+                "git.push.unresolved",
+                "the push has words that cannot be known before it runs; it could update a protected branch".to_string(),
+            );
+        }
         if sub == "push" || sub == "send-pack" {
             if sub == "send-pack" {
                 self.add(
@@ -2805,11 +3237,9 @@ impl Analyzer<'_> {
             return;
         }
         match sub.as_str() {
-            "status" | "log" | "show" | "diff" | "blame" | "annotate" | "rev-parse"
-            | "ls-files" | "ls-tree" | "cat-file" | "rev-list" | "show-ref" | "for-each-ref"
-            | "merge-base" | "describe" | "shortlog" | "count-objects" | "whatchanged"
-            | "show-branch" | "name-rev" | "var" | "check-ignore" | "check-attr" | "help"
-            | "version" => {
+            "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
+            | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe"
+            | "shortlog" | "count-objects" => {
                 if sub == "diff" && has("--no-index") {
                     // compares files anywhere: paths checked below
                 }
@@ -2823,118 +3253,113 @@ impl Analyzer<'_> {
             }
             "grep" => {
                 for a in &known_rest {
-                    if a == "-O" || a == "--open-files-in-pager" {
-                        self.add(
-                            Verdict::Yellow,
-                            "git.not-read-only",
-                            "`git grep -O` opens the configured pager".to_string(),
-                        );
-                    } else if let Some(cmd) =
-                        a.strip_prefix("--open-files-in-pager=").or_else(|| {
-                            a.strip_prefix("-O")
-                                .filter(|c| !c.is_empty() && !a.starts_with("--"))
-                        })
-                    {
-                        self.add(
+                    match git_grep_open_pager(a) {
+                        Some(Some(cmd)) => self.add(
                             Verdict::Red,
                             "git.program-option",
                             format!("`git grep -O{cmd}` runs a program"),
-                        );
+                        ),
+                        Some(None) => self.add(
+                            Verdict::Yellow,
+                            "git.not-read-only",
+                            "`git grep -O` opens the configured pager".to_string(),
+                        ),
+                        None => {}
                     }
                 }
             }
-            "branch" => {
-                let write = known_rest.iter().any(|a| {
-                    matches!(
-                        a.as_str(),
-                        "-d" | "-D"
-                            | "-m"
-                            | "-M"
-                            | "-c"
-                            | "-C"
-                            | "-f"
-                            | "-u"
-                            | "--delete"
-                            | "--move"
-                            | "--copy"
-                            | "--force"
-                            | "--unset-upstream"
-                            | "--edit-description"
-                            | "--track"
-                            | "--no-track"
-                            | "--create-reflog"
-                            | "--recurse-submodules"
-                    ) || a.starts_with("--set-upstream")
-                        || a.starts_with("-u") && a.len() > 2
-                        || a.starts_with("--track=")
-                });
-                let listing = known_rest.iter().any(|a| {
-                    matches!(
-                        a.as_str(),
-                        "-l" | "--list"
-                            | "--contains"
-                            | "--no-contains"
-                            | "--merged"
-                            | "--no-merged"
-                            | "--points-at"
-                    ) || a.starts_with("--contains=")
-                        || a.starts_with("--merged=")
-                        || a.starts_with("--no-merged=")
-                        || a.starts_with("--points-at=")
-                });
-                let positional = known_rest.iter().filter(|a| !a.starts_with('-')).count();
-                if write || positional > 0 && !listing {
-                    self.add(
-                        Verdict::Yellow,
-                        "git.not-read-only",
-                        "`git branch` that creates, deletes or changes branches".to_string(),
-                    );
+            "branch" | "tag" => {
+                // Listing only: a closed set of listing options (DESIGN.md §2a); anything else
+                // (creating, deleting, moving, upstream or description changes, verifying
+                // signatures) is not read-only.
+                let (flags, long): (&str, &[&str]) = if sub == "branch" {
+                    (
+                        "arlvqi",
+                        &[
+                            "all",
+                            "remotes",
+                            "list",
+                            "verbose",
+                            "contains",
+                            "no-contains",
+                            "merged",
+                            "no-merged",
+                            "points-at",
+                            "sort",
+                            "format",
+                            "show-current",
+                            "color",
+                            "no-color",
+                            "column",
+                            "no-column",
+                            "ignore-case",
+                            "abbrev",
+                            "no-abbrev",
+                            "quiet",
+                        ],
+                    )
+                } else {
+                    (
+                        "li",
+                        &[
+                            "list",
+                            "contains",
+                            "no-contains",
+                            "merged",
+                            "no-merged",
+                            "points-at",
+                            "sort",
+                            "format",
+                            "color",
+                            "no-color",
+                            "column",
+                            "no-column",
+                            "ignore-case",
+                        ],
+                    )
+                };
+                let mut listing_with_operands = false;
+                let mut read_only = true;
+                let mut positional = 0;
+                for a in &known_rest {
+                    if let Some(long_opt) = a.strip_prefix("--") {
+                        let name = long_opt.split('=').next().unwrap_or("");
+                        if !long.contains(&name) {
+                            read_only = false;
+                        }
+                        listing_with_operands |= matches!(
+                            name,
+                            "list"
+                                | "contains"
+                                | "no-contains"
+                                | "merged"
+                                | "no-merged"
+                                | "points-at"
+                        );
+                    } else if let Some(letters) = a.strip_prefix('-') {
+                        let n_ok = sub == "tag"
+                            && letters.starts_with('n')
+                            && letters[1..].bytes().all(|b| b.is_ascii_digit());
+                        let all_flags =
+                            !letters.is_empty() && letters.chars().all(|c| flags.contains(c));
+                        if !n_ok && !all_flags {
+                            read_only = false;
+                        }
+                        listing_with_operands |= letters.contains('l');
+                    } else {
+                        positional += 1;
+                    }
                 }
-            }
-            "tag" => {
-                let write = known_rest.iter().any(|a| {
-                    matches!(
-                        a.as_str(),
-                        "-d" | "-a"
-                            | "-s"
-                            | "-u"
-                            | "-f"
-                            | "-m"
-                            | "-F"
-                            | "--delete"
-                            | "--annotate"
-                            | "--sign"
-                            | "--force"
-                            | "-e"
-                            | "--edit"
-                    ) || a.starts_with("--message")
-                        || a.starts_with("--file")
-                        || a.starts_with("--local-user")
-                });
-                let listing = known_rest.iter().any(|a| {
-                    matches!(
-                        a.as_str(),
-                        "-l" | "--list"
-                            | "--contains"
-                            | "--points-at"
-                            | "--merged"
-                            | "--no-merged"
-                            | "-v"
-                            | "--verify"
-                    ) || a.starts_with("-n")
-                });
-                let positional = known_rest.iter().filter(|a| !a.starts_with('-')).count();
-                if write || positional > 0 && !listing {
+                if !read_only || positional > 0 && !listing_with_operands {
                     self.add(
                         Verdict::Yellow,
                         "git.not-read-only",
-                        "`git tag` that creates or deletes tags".to_string(),
+                        format!("`git {sub}` that is not a listing (creates, deletes, changes or verifies)"),
                     );
                 }
             }
             "remote" => {
-                let ok = known_rest.iter().all(|a| a == "-v" || a == "--verbose")
-                    || known_rest.first().is_some_and(|a| a == "get-url");
+                let ok = known_rest.iter().all(|a| a == "-v" || a == "--verbose");
                 if !ok && !network {
                     self.add(
                         Verdict::Yellow,
@@ -2945,9 +3370,7 @@ impl Analyzer<'_> {
             }
             "config" => self.git_config(&known_rest, rest, &st_git),
             "stash" => {
-                if known_rest.first().map(String::as_str) != Some("list")
-                    && known_rest.first().map(String::as_str) != Some("show")
-                {
+                if known_rest.first().map(String::as_str) != Some("list") {
                     self.add(
                         Verdict::Yellow,
                         "git.not-read-only",
@@ -3158,6 +3581,7 @@ impl Analyzer<'_> {
         let code = matches!(
             k.as_str(),
             "core.pager"
+                | "interactive.difffilter"
                 | "core.editor"
                 | "core.sshcommand"
                 | "core.fsmonitor"
@@ -3216,99 +3640,205 @@ impl Analyzer<'_> {
         }
     }
 
-    /// `git config`: reads are green; writes are yellow; global/system writes red; hooks
-    /// keys blocked.
+    /// `git config`: reads (`--get*`, `--list`, `get`, `list`) are green; anything else is a
+    /// write (yellow); global/system writes are red; hook keys and sections are blocked. Long
+    /// options are matched the way git's parser does, abbreviations included (`--unset-a`,
+    /// `--glob`); an option git would not recognise, or an ambiguous one, counts as a write.
     fn git_config(&mut self, known: &[String], rest: &[Field], st: &State) {
+        const READ: &[&str] = &[
+            "get",
+            "get-all",
+            "get-regexp",
+            "get-urlmatch",
+            "get-color",
+            "get-colorbool",
+            "list",
+            "show-origin",
+            "show-scope",
+            "name-only",
+            "null",
+            "includes",
+            "no-includes",
+            "default",
+            "type",
+            "bool",
+            "int",
+            "path",
+            "local",
+            "worktree",
+            "expiry-date",
+            "bool-or-int",
+            "fixed-value",
+            "no-type",
+            "all",
+            "regexp",
+            "url",
+            "value",
+        ];
+        const WRITE: &[&str] = &[
+            "add",
+            "unset",
+            "unset-all",
+            "replace-all",
+            "rename-section",
+            "remove-section",
+            "edit",
+            "global",
+            "system",
+            "file",
+            "blob",
+            "comment",
+            "append",
+        ];
         let mut read = false;
+        let mut write = false;
         let mut global = false;
         let mut positional: Vec<&String> = Vec::new();
         let mut i = 0;
         while i < known.len() {
             let a = &known[i];
-            match a.as_str() {
-                "--get" | "--get-all" | "--get-regexp" | "--get-urlmatch" | "--get-color"
-                | "--get-colorbool" | "-l" | "--list" | "--show-origin" | "--show-scope"
-                | "--name-only" | "-z" | "--null" | "--includes" | "--no-includes"
-                | "--default" | "--type" | "--bool" | "--int" | "--path" | "--local"
-                | "--worktree" | "--expiry-date" | "--bool-or-int" => {
-                    if a.starts_with("--get") || a == "-l" || a == "--list" {
-                        read = true;
+            if let Some(long) = a.strip_prefix("--") {
+                let (name, val) = long
+                    .split_once('=')
+                    .map_or((long, None), |(n, v)| (n, Some(v)));
+                let exact = READ.contains(&name) || WRITE.contains(&name);
+                let cands: Vec<&str> = READ
+                    .iter()
+                    .chain(WRITE)
+                    .copied()
+                    .filter(|o| o.starts_with(name))
+                    .collect();
+                let full = if exact {
+                    Some(name)
+                } else if cands.len() == 1 {
+                    Some(cands[0])
+                } else {
+                    None
+                };
+                match full {
+                    Some(f) if READ.contains(&f) => {
+                        if f.starts_with("get") || f == "list" {
+                            read = true;
+                        }
+                        if matches!(f, "default" | "type") && val.is_none() {
+                            i += 1;
+                        }
                     }
-                    if a == "--default" || a == "--type" {
-                        i += 1;
+                    Some(f) => {
+                        write |= !matches!(f, "file" | "blob" | "global" | "system");
+                        if matches!(f, "global" | "system") {
+                            global = true;
+                        }
+                        if matches!(f, "file" | "blob") {
+                            let v = match val {
+                                Some(v) => Some(Field::lit(v)),
+                                None => {
+                                    i += 1;
+                                    rest.get(i).cloned()
+                                }
+                            };
+                            if let Some(v) = v {
+                                self.path_field(st, &v, Access::Any);
+                            }
+                        }
+                    }
+                    None => write = true,
+                }
+            } else if let Some(letters) = a.strip_prefix('-') {
+                for c in letters.chars() {
+                    match c {
+                        'l' => read = true,
+                        'z' => {}
+                        'e' => write = true,
+                        'f' => {
+                            i += 1;
+                            if let Some(v) = rest.get(i) {
+                                self.path_field(st, v, Access::Any);
+                            }
+                        }
+                        _ => write = true,
                     }
                 }
-                "--global" | "--system" => global = true,
-                "-f" | "--file" | "--blob" => {
-                    if let Some(v) = rest.get(i + 1) {
-                        self.path_field(st, v, Access::Any);
-                    }
-                    i += 1;
-                }
-                s if s.starts_with("--file=") => {
-                    self.path_field(st, &Field::lit(&s[7..]), Access::Any)
-                }
-                s if s.starts_with('-') => {}
-                _ => positional.push(a),
+            } else {
+                positional.push(a);
             }
             i += 1;
         }
-        // git 2.46+: `git config get|list|set|unset|…`.
+        // git 2.46+: `git config get|list|set|unset|rename-section|remove-section|edit …`.
         let verb = positional.first().map(|s| s.as_str());
+        let verb_form = matches!(
+            verb,
+            Some("get" | "list" | "set" | "unset" | "rename-section" | "remove-section" | "edit")
+        );
         let sub_read = matches!(verb, Some("get" | "list"));
-        let write = !(read || sub_read)
-            && (positional.len() >= 2
-                || matches!(
-                    verb,
-                    Some("set" | "unset" | "rename-section" | "remove-section" | "edit")
-                )
-                || known.iter().any(|a| {
-                    matches!(
-                        a.as_str(),
-                        "--add"
-                            | "--unset"
-                            | "--unset-all"
-                            | "--replace-all"
-                            | "--rename-section"
-                            | "--remove-section"
-                            | "-e"
-                            | "--edit"
-                    )
-                }));
-        let key = if matches!(verb, Some("set" | "unset" | "get")) {
-            positional.get(1)
+        let args: Vec<&String> = if verb_form {
+            positional[1..].to_vec()
         } else {
-            positional.first()
+            positional.clone()
         };
-        if let Some(k) = key {
-            if write {
-                let value = if matches!(verb, Some("set")) {
-                    positional.get(2)
-                } else {
-                    positional.get(1)
-                };
-                self.git_config_key(k, value.map(|s| s.as_str()), "config");
-            }
+        let sectionwise = known
+            .iter()
+            .any(|a| a.starts_with("--rename-s") || a.starts_with("--remove-s"))
+            || matches!(verb, Some("rename-section" | "remove-section"));
+        if verb_form && !sub_read
+            || !verb_form && !read && !args.is_empty() && (args.len() >= 2 || write)
+        {
+            write = true;
         }
         if write {
+            if let Some(k) = args.first() {
+                if sectionwise {
+                    // Removing or renaming a section changes every key in it.
+                    let sect = k.to_ascii_lowercase();
+                    if sect == "core" || sect == "hook" || sect.starts_with("hook.") {
+                        self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git config` changing the `{k}` section changes which hooks git runs"));
+                    }
+                    if sect.starts_with("alias")
+                        || sect.starts_with("include")
+                        || sect.starts_with("filter")
+                        || sect.starts_with("diff")
+                        || sect == "core"
+                    {
+                        self.add(
+                            Verdict::Red,
+                            "git.config-code",
+                            format!(
+                                "`git config` changing the `{k}` section changes programs git runs"
+                            ),
+                        );
+                    }
+                    if let Some(new) = args.get(1) {
+                        let n = new.to_ascii_lowercase();
+                        if n == "core"
+                            || n.starts_with("hook")
+                            || n.starts_with("alias")
+                            || n.starts_with("include")
+                        {
+                            self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git config` renaming a section to `{new}` can change which hooks or programs git runs"));
+                        }
+                    }
+                } else {
+                    self.git_config_key(k, args.get(1).map(|s| s.as_str()), "config");
+                }
+            }
             self.add(
                 Verdict::Yellow,
                 "git.not-read-only",
                 "`git config` that writes configuration".to_string(),
             );
             if global {
-                self.add(Verdict::Red, "config.global", "`git config --global/--system` writes the user's or the system's configuration".to_string());
+                self.add(
+                    Verdict::Red,
+                    "config.global",
+                    "`git config --global/--system` writes the user's or the system's configuration".to_string(),
+                );
             }
-        } else if !(read || sub_read) && positional.len() == 1 {
-            // `git config KEY` reads.
-        } else if !(read || sub_read)
-            && positional.is_empty()
-            && !known.iter().any(|a| a == "-l" || a == "--list")
-        {
+        } else if !(read || sub_read) {
+            // DESIGN.md §2a: `config` is green with `--get*`/`--list` only.
             self.add(
                 Verdict::Yellow,
                 "git.not-read-only",
-                "`git config` without a read option".to_string(),
+                "`git config` without `--get`/`--list`".to_string(),
             );
         }
     }
@@ -3357,6 +3887,110 @@ impl Analyzer<'_> {
             self.add(Verdict::Blocked, "git.push.protected", "this push may update a protected branch (main/master) and the repository was not inspected".to_string());
         }
     }
+}
+
+/// `env`'s options as separate words: clusters split (`-vS x` → `-v -S x`), attached values
+/// detached (`-uNAME` → `-u NAME`), `-` read as `-i`; everything from the command on is kept.
+fn normalize_env_args(args: &[Field]) -> Vec<Field> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let Some(t) = args[i].known() else { break };
+        if t == "-" {
+            out.push(Field::lit("-i"));
+            i += 1;
+            continue;
+        }
+        if t == "--" || !t.starts_with('-') || t.starts_with("--") {
+            if t.starts_with("--") && t != "--" {
+                out.push(args[i].clone());
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        let letters: Vec<char> = t[1..].chars().collect();
+        let mut j = 0;
+        while j < letters.len() {
+            let c = letters[j];
+            out.push(Field::lit(&format!("-{c}")));
+            if matches!(c, 'u' | 'C' | 'S') {
+                let rest: String = letters[j + 1..].iter().collect();
+                if !rest.is_empty() {
+                    out.push(Field::lit(&rest));
+                } else if let Some(next) = args.get(i + 1) {
+                    out.push(next.clone());
+                    i += 1;
+                }
+                break;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    out.extend_from_slice(&args[i.min(args.len())..]);
+    out
+}
+
+/// Whether an `fd` argument starts `-x`/`-X`/`--exec`/`--exec-batch` (also bundled, `-Hx`,
+/// attached, `-xrm`, or `--exec=rm`); returns the first word of the command when it is
+/// attached to the option.
+fn fd_exec_start(t: &str) -> Option<Option<String>> {
+    if let Some(long) = t.strip_prefix("--") {
+        let (name, val) = long
+            .split_once('=')
+            .map_or((long, None), |(n, v)| (n, Some(v)));
+        let is_exec =
+            name.len() >= 3 && ("exec".starts_with(name) || "exec-batch".starts_with(name));
+        return is_exec.then(|| val.map(str::to_string));
+    }
+    let letters = t.strip_prefix('-')?;
+    for (i, c) in letters.char_indices() {
+        match c {
+            'x' | 'X' => {
+                let rest = &letters[i + 1..];
+                return Some((!rest.is_empty()).then(|| rest.to_string()));
+            }
+            // Value-taking letters swallow the rest of the cluster.
+            'e' | 'd' | 'E' | 'c' | 't' | 'j' | 'S' | 'o' => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `git grep`'s `-O[<pager>]`/`--open-files-in-pager[=<pager>]` in any spelling git's option
+/// parser accepts (clusters `-nOcmd`, abbreviations `--open=cmd`): `Some(Some(cmd))` runs a
+/// program, `Some(None)` opens the configured pager, `None` is another option.
+fn git_grep_open_pager(a: &str) -> Option<Option<String>> {
+    if let Some(long) = a.strip_prefix("--") {
+        let (name, val) = long
+            .split_once('=')
+            .map_or((long, None), |(n, v)| (n, Some(v)));
+        return (name.len() >= 2 && "open-files-in-pager".starts_with(name))
+            .then(|| val.map(str::to_string));
+    }
+    let letters = a.strip_prefix('-')?;
+    for (i, c) in letters.char_indices() {
+        match c {
+            'O' => {
+                let rest = &letters[i + 1..];
+                return Some((!rest.is_empty()).then(|| rest.to_string()));
+            }
+            // Letters taking a value swallow the rest of the cluster.
+            'A' | 'B' | 'C' | 'e' | 'f' | 'm' => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Paths that name the process's own stdin.
+fn is_stdin_path(t: &str) -> bool {
+    matches!(
+        t,
+        "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "/proc/thread-self/fd/0"
+    )
 }
 
 /// Parses options up to the first operand (the inner command of a wrapper).

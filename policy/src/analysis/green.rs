@@ -142,10 +142,9 @@ pub(crate) fn parse_opts(args: &[Field], spec: &OptSpec) -> Vec<Tok> {
                 Some((n, v)) => (n.to_string(), Some(Field::lit(v))),
                 None => (long.to_string(), None),
             };
-            let takes = spec
-                .long_val
-                .iter()
-                .any(|l| l.starts_with(name.as_str()) && !name.is_empty());
+            // Only an exact name takes the next word: an abbreviation could equally name a
+            // flag (`--time` vs `--time-style`), and taking a path as a value would hide it.
+            let takes = spec.long_val.iter().any(|l| *l == name);
             let value = if val.is_some() {
                 val
             } else if takes && i < args.len() {
@@ -212,6 +211,9 @@ pub(crate) struct Judgement {
     pub findings: Vec<Finding>,
     /// The command's default operand is the current directory (`ls`, `grep -r`, `find`).
     pub reads_cwd: bool,
+    /// The command recurses following symlinks (`grep -R`, `rg -L`) from these paths: a
+    /// symlink out of the worktree beneath them is a read outside.
+    pub follows_links: Option<Vec<Field>>,
 }
 
 impl Judgement {
@@ -281,7 +283,7 @@ fn spec_for(program: &str) -> OptSpec {
             long_val: &["width"],
         },
         "column" => OptSpec {
-            short_val: "cstoNOERHdlW",
+            short_val: "csoNOERHlWTnip",
             long_val: &[
                 "columns",
                 "separator",
@@ -294,6 +296,10 @@ fn spec_for(program: &str) -> OptSpec {
                 "table-wrap",
                 "table-truncate",
                 "table-noextreme",
+                "tree",
+                "tree-id",
+                "tree-parent",
+                "output-width",
                 "table-columns-limit",
             ],
         },
@@ -304,8 +310,6 @@ fn spec_for(program: &str) -> OptSpec {
         "diff" => OptSpec {
             short_val: "CUIxXFLD",
             long_val: &[
-                "context",
-                "unified",
                 "ignore-matching-lines",
                 "exclude",
                 "exclude-from",
@@ -326,7 +330,6 @@ fn spec_for(program: &str) -> OptSpec {
                 "unchanged-group-format",
                 "tabsize",
                 "width",
-                "color",
                 "palette",
             ],
         },
@@ -343,13 +346,12 @@ fn spec_for(program: &str) -> OptSpec {
                 "exclude",
                 "exclude-from",
                 "files0-from",
-                "time",
                 "time-style",
             ],
         },
         "df" => OptSpec {
             short_val: "Btx",
-            long_val: &["block-size", "type", "exclude-type", "output"],
+            long_val: &["block-size", "type", "exclude-type"],
         },
         "tree" => OptSpec {
             short_val: "LPIoHT",
@@ -379,32 +381,22 @@ fn spec_for(program: &str) -> OptSpec {
             long_val: &["relative-to", "relative-base"],
         },
         "date" => OptSpec {
-            short_val: "dfrsI",
-            long_val: &[
-                "date",
-                "file",
-                "reference",
-                "set",
-                "iso-8601",
-                "rfc-3339",
-                "resolution",
-            ],
+            short_val: "dfrs",
+            long_val: &["date", "file", "reference", "set", "rfc-3339", "resolution"],
         },
         "od" => OptSpec {
-            short_val: "AjNtSw",
+            short_val: "AjNt",
             long_val: &[
                 "address-radix",
                 "skip-bytes",
                 "read-bytes",
                 "format",
-                "strings",
-                "width",
                 "endian",
             ],
         },
         "hexdump" => OptSpec {
             short_val: "efns",
-            long_val: &["format", "format-file", "length", "skip", "color"],
+            long_val: &["format", "format-file", "length", "skip"],
         },
         "xxd" => OptSpec {
             short_val: "cglosn",
@@ -432,13 +424,7 @@ fn spec_for(program: &str) -> OptSpec {
         },
         "uniq" => OptSpec {
             short_val: "fsw",
-            long_val: &[
-                "skip-fields",
-                "skip-chars",
-                "check-chars",
-                "group",
-                "all-repeated",
-            ],
+            long_val: &["skip-fields", "skip-chars", "check-chars"],
         },
         "wc" => OptSpec {
             short_val: "",
@@ -457,7 +443,6 @@ fn spec_for(program: &str) -> OptSpec {
                 "time",
                 "time-style",
                 "quoting-style",
-                "color",
                 "indicator-style",
             ],
         },
@@ -663,14 +648,13 @@ pub(crate) fn judge_grep(args: &[Field]) -> Judgement {
             "directories",
             "devices",
             "binary-files",
-            "color",
-            "colour",
             "group-separator",
         ],
     };
     let mut j = Judgement::default();
     let mut have_pattern = false;
     let mut recursive = false;
+    let mut follows = false;
     let mut operands = Vec::new();
     for t in parse_opts(args, &spec) {
         match t {
@@ -685,12 +669,11 @@ pub(crate) fn judge_grep(args: &[Field]) -> Judgement {
                     if let Some(v) = value {
                         j.path(v, Access::Read);
                     }
-                } else if n == "-r"
-                    || n == "-R"
-                    || names(n, "--recursive")
-                    || names(n, "--dereference-recursive")
-                {
+                } else if n == "-r" || names(n, "--recursive") {
                     recursive = true;
+                } else if n == "-R" || names(n, "--dereference-recursive") {
+                    recursive = true;
+                    follows = true;
                 }
             }
             Tok::DynamicOpt => {}
@@ -704,6 +687,13 @@ pub(crate) fn judge_grep(args: &[Field]) -> Judgement {
     let rest: Vec<Field> = it.collect();
     if rest.is_empty() && recursive {
         j.reads_cwd = true;
+    }
+    if follows {
+        j.follows_links = Some(if rest.is_empty() {
+            vec![Field::lit(".")]
+        } else {
+            rest.clone()
+        });
     }
     for f in rest {
         j.path(f, Access::Read);
@@ -755,6 +745,7 @@ pub(crate) fn judge_rg(args: &[Field]) -> Judgement {
         ],
     };
     let mut j = Judgement::default();
+    let mut follows = false;
     let mut have_pattern = false;
     let mut operands = Vec::new();
     for t in parse_opts(args, &spec) {
@@ -775,8 +766,12 @@ pub(crate) fn judge_rg(args: &[Field]) -> Judgement {
                     j.not_green("rg", "--pre-glob");
                 } else if n == "-z" || names(n, "--search-zip") {
                     j.not_green("rg", "--search-zip (runs decompression programs)");
-                } else if n == "-e" || names(n, "--regexp") {
+                } else if n == "-e" || names(n, "--regexp") || n == "--files" || n == "--type-list"
+                {
+                    // `--files` and `--type-list` take no pattern: every operand is a path.
                     have_pattern = true;
+                } else if n == "-L" || n == "--follow" {
+                    follows = true;
                 } else if n == "-f" || names(n, "--file") || names(n, "--ignore-file") {
                     if n == "-f" || names(n, "--file") {
                         have_pattern = true;
@@ -798,13 +793,21 @@ pub(crate) fn judge_rg(args: &[Field]) -> Judgement {
     if rest.is_empty() {
         j.reads_cwd = true;
     }
+    if follows {
+        j.follows_links = Some(if rest.is_empty() {
+            vec![Field::lit(".")]
+        } else {
+            rest.clone()
+        });
+    }
     for f in rest {
         j.path(f, Access::Read);
     }
     j
 }
 
-/// `jq`: the filter is not a path; `--rawfile`/`--slurpfile`/`-f`/`-L` values are.
+/// `jq`: the filter is not a path; `--rawfile`/`--slurpfile`/`-f`/`-L` values are. A filter
+/// that reads the environment (`env`, `$ENV`) prints secrets like `printenv`: not green.
 pub(crate) fn judge_jq(args: &[Field]) -> Judgement {
     let mut j = Judgement::default();
     let mut have_filter = false;
@@ -824,28 +827,43 @@ pub(crate) fn judge_jq(args: &[Field]) -> Judgement {
                 }
                 i += 2;
             }
-            Some("-f") | Some("--from-file") => {
+            Some("--from-file") => {
                 if let Some(p) = args.get(i) {
                     j.path(p.clone(), Access::Read);
                 }
                 have_filter = true;
                 i += 1;
             }
-            Some("-L") => {
-                if let Some(p) = args.get(i) {
-                    j.path(p.clone(), Access::Read);
-                }
-                i += 1;
-            }
             Some("--indent") => i += 1,
             Some("--args") | Some("--jsonargs") => rest_are_args = true,
-            Some(s) if s.starts_with('-') && s.len() > 1 => {}
+            Some(s) if s.starts_with("--") => {}
+            // Short clusters: `-f FILE` and `-L DIR` take the next word, wherever in the cluster.
+            Some(s) if s.starts_with('-') && s.len() > 1 => {
+                for c in s[1..].chars() {
+                    if c == 'f' || c == 'L' {
+                        if let Some(p) = args.get(i) {
+                            j.path(p.clone(), Access::Read);
+                        }
+                        have_filter |= c == 'f';
+                        i += 1;
+                    }
+                }
+            }
             _ => operands.push(f.clone()),
         }
     }
     let mut it = operands.into_iter();
     if !have_filter {
-        it.next();
+        if let Some(filter) = it.next() {
+            let text = filter.known().unwrap_or_default();
+            let reads_env = text.contains("$ENV")
+                || text
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                    .any(|w| w == "env" || w == "$__loc__" || w == "input_filename");
+            if reads_env {
+                j.not_green("jq", "a filter that reads the environment");
+            }
+        }
     }
     for f in it {
         j.path(f, Access::Read);
@@ -859,13 +877,14 @@ pub(crate) fn judge_jq(args: &[Field]) -> Judgement {
 pub(crate) fn judge_sed(args: &[Field]) -> Judgement {
     let spec = OptSpec {
         short_val: "efl",
-        long_val: &["expression", "file", "line-length", "in-place"],
+        long_val: &["expression", "file", "line-length"],
     };
     let mut j = Judgement::default();
     let mut quiet = false;
     let mut scripts: Vec<Option<String>> = Vec::new();
     let mut operands = Vec::new();
     let mut in_place = false;
+    let mut script_file = false;
     for t in parse_opts(args, &spec) {
         match t {
             Tok::Opt { name, value } => {
@@ -875,6 +894,7 @@ pub(crate) fn judge_sed(args: &[Field]) -> Judgement {
                 } else if n == "-e" || names(n, "--expression") {
                     scripts.push(value.and_then(|v| v.known()));
                 } else if n == "-f" || names(n, "--file") {
+                    script_file = true;
                     j.not_green("sed", "a script file");
                     if let Some(v) = value {
                         j.path(v, Access::Read);
@@ -899,7 +919,7 @@ pub(crate) fn judge_sed(args: &[Field]) -> Judgement {
         }
     }
     let mut it = operands.into_iter();
-    if scripts.is_empty() {
+    if scripts.is_empty() && !script_file {
         scripts.push(it.next().and_then(|f| f.known()));
     }
     let files: Vec<Field> = it.collect();

@@ -50,6 +50,13 @@ pub(crate) fn classify(policy: &Policy, action: &Action, ctx: &Context<'_>) -> C
     classify_on_this_stack(policy, action, ctx)
 }
 
+/// Analysis work (commands × the directories each may run in) after which a line is refused
+/// as too complex: a bound on time that fails closed.
+const MAX_WORK: usize = 30_000;
+
+/// Paths listed in a classification's report.
+const MAX_REPORTED_PATHS: usize = 64;
+
 /// Nesting below which the caller's stack is enough (measured: a debug build at 1 MiB overflows
 /// near 60 levels).
 const SMALL_STACK_NESTING: usize = 12;
@@ -138,7 +145,7 @@ pub(crate) fn validate_rule(r: &RuleSpec) -> Result<(), String> {
 
 /// Where the line may be: every directory it may be in (`None` = unknown), the previous
 /// directory for `cd -`, the variables assigned earlier on the line, and defined functions.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct State {
     pub cwds: Vec<Option<PathBuf>>,
     pub oldpwd: Vec<Option<PathBuf>>,
@@ -205,9 +212,19 @@ impl State {
     }
 }
 
-fn union_vec<T: PartialEq + Clone>(a: &mut Vec<T>, b: &[T]) {
+fn union_vec<T: PartialEq + Eq + std::hash::Hash + Clone>(a: &mut Vec<T>, b: &[T]) {
+    if a.len() + b.len() <= 16 {
+        for x in b {
+            if !a.contains(x) {
+                a.push(x.clone());
+            }
+        }
+        return;
+    }
+    // Long sets (many `cd`s that may fail): hash, so a line of thousands stays linear.
+    let mut seen: std::collections::HashSet<T> = a.iter().cloned().collect();
     for x in b {
-        if !a.contains(x) {
+        if seen.insert(x.clone()) {
             a.push(x.clone());
         }
     }
@@ -230,6 +247,12 @@ pub(crate) struct Analyzer<'p> {
     pub out: Classification,
     /// Source text of the lines being analysed, innermost last, with their depth.
     sources: Vec<(String, usize)>,
+    /// Nesting of arithmetic evaluation through variable values.
+    arith_depth: usize,
+    /// Commands analysed so far, weighted by the directories they may run in.
+    work: usize,
+    /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).
+    fed: Vec<bool>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -241,6 +264,9 @@ impl<'p> Analyzer<'p> {
             pre_push: std::cell::OnceCell::new(),
             out: Classification::green(),
             sources: Vec::new(),
+            arith_depth: 0,
+            work: 0,
+            fed: Vec::new(),
         }
     }
 }
@@ -344,6 +370,12 @@ impl Analyzer<'_> {
             all.extend(words::expand(raw, &env, &mut notes));
         }
         self.after_expand(notes, st);
+        if raw.contains('[') && (raw.contains("$(") || raw.contains('`')) {
+            for f in &all {
+                let text = f.empty_variant();
+                self.embedded_code(&text, st);
+            }
+        }
         all
     }
 
@@ -366,6 +398,12 @@ impl Analyzer<'_> {
         for sub in notes.substitutions {
             self.out.shape.compound = true;
             self.line(&sub, st.clone(), depth);
+        }
+        for text in notes.arith {
+            self.arith(&text, st);
+        }
+        for name in notes.assigned {
+            self.assigns_variable(&name, None, st);
         }
     }
 
@@ -448,6 +486,21 @@ impl Analyzer<'_> {
             None => {
                 let prefix = f.known_prefix();
                 let display = f.display();
+                // Credential names in any known piece (`$X/.env`, `"$D/.ssh/id_rsa"`).
+                for part in &f.parts {
+                    if let words::Part::Lit { text, .. } = part {
+                        if let Some(c) = text
+                            .split(['/', ':'])
+                            .find(|c| paths::credential_component(c))
+                        {
+                            found.push(Finding::new(
+                                Verdict::Red,
+                                "path.credential",
+                                format!("`{display}` names a credential path ({c})"),
+                            ));
+                        }
+                    }
+                }
                 for cwd in &st.cwds {
                     paths::check_partial(
                         &pc,
@@ -464,7 +517,8 @@ impl Analyzer<'_> {
             self.out.add(x);
         }
         for p in resolved {
-            if !self.out.paths.contains(&p) {
+            // The report names the first paths; the verdict already counts every one.
+            if self.out.paths.len() < MAX_REPORTED_PATHS && !self.out.paths.contains(&p) {
                 self.out.paths.push(p);
             }
         }
@@ -575,6 +629,18 @@ impl Analyzer<'_> {
                 }
             }
             Err(_) => {
+                // An unterminated here-document still runs (bash warns and uses what it read).
+                if let Some(delims) = heredoc_delimiters(text) {
+                    let mut closed = text.to_string();
+                    for d in delims.iter().rev() {
+                        closed.push('\n');
+                        closed.push_str(d);
+                    }
+                    if parse(&closed).is_ok() {
+                        self.line(&closed, st.clone(), depth + 1);
+                        return;
+                    }
+                }
                 for close in ["'", "\"", "`", ")", "}"] {
                     let closed = format!("{text}{close}");
                     if parse(&closed).is_ok() {
@@ -591,6 +657,9 @@ impl Analyzer<'_> {
             self.out.shape.compound = true;
         }
         for item in &list.0 {
+            if self.work > MAX_WORK {
+                break;
+            }
             if matches!(item.1, ast::SeparatorOperator::Async) {
                 self.out.shape.compound = true;
             }
@@ -630,20 +699,65 @@ impl Analyzer<'_> {
         cur
     }
 
+    /// The stdin a command of the current line inherits: fed when the line itself runs with a
+    /// fed stdin (`x | bash -c 'LINE'`).
+    fn inherited_stdin(&self) -> Stdin {
+        if self.fed.last().copied().unwrap_or(false) {
+            Stdin::Fed
+        } else {
+            Stdin::Inherited
+        }
+    }
+
+    /// Analyses a line whose commands read `stdin` (the code of `sh -c`, `env -S`, `eval`).
+    pub(crate) fn line_with_stdin(
+        &mut self,
+        text: &str,
+        st: State,
+        depth: usize,
+        stdin: Stdin,
+    ) -> State {
+        self.fed.push(stdin == Stdin::Fed);
+        let out = self.line(text, st, depth);
+        self.fed.pop();
+        out
+    }
+
     fn pipeline(&mut self, p: &ast::Pipeline, st: State, depth: usize) -> State {
+        let first = self.inherited_stdin();
         if p.seq.len() == 1 {
-            return self.command(&p.seq[0], st, Stdin::Inherited, depth);
+            return self.command(&p.seq[0], st, first, depth);
         }
         self.out.shape.compound = true;
         for (i, c) in p.seq.iter().enumerate() {
-            let stdin = if i == 0 { Stdin::Inherited } else { Stdin::Fed };
+            let stdin = if i == 0 { first } else { Stdin::Fed };
             // Every stage runs in a subshell: its changes do not outlive the pipeline.
             self.command(c, st.clone(), stdin, depth);
         }
         st
     }
 
+    /// Counts analysis work; true once the budget is spent (the line is then blocked).
+    fn over_budget(&mut self, units: usize) -> bool {
+        self.work += units;
+        if self.work > MAX_WORK {
+            if !self.out.rules().contains(&"shell.too-complex") {
+                self.out.shape.opaque = true;
+                self.add(
+                    Verdict::Blocked,
+                    "shell.too-complex",
+                    "the line is too complex to analyse in full; split it",
+                );
+            }
+            return true;
+        }
+        false
+    }
+
     fn command(&mut self, c: &ast::Command, st: State, stdin: Stdin, depth: usize) -> State {
+        if self.over_budget(st.cwds.len().max(1)) {
+            return st;
+        }
         match c {
             ast::Command::Simple(s) => self.simple(s, st, stdin, depth),
             ast::Command::Compound(cc, redirs) => {
@@ -747,13 +861,16 @@ impl Analyzer<'_> {
                 }
                 values.dedup();
                 let before = st.clone();
+                // The loop variable is assigned each value, and the values are words.
+                self.assigns_variable(&f.variable_name, Some("for"), &st);
+                for v in values.iter().flatten() {
+                    let field = words::Field::lit(v);
+                    self.path_field(&st, &field, Access::Read);
+                }
                 st.vars.insert(f.variable_name.clone(), values);
                 // Loop bodies may run several times: twice reaches every state a `cd` in the
                 // body can leave relative to its start.
-                let once = self.compound_list(&f.body.list, st.clone(), depth);
-                let mut twice_in = once.clone();
-                twice_in.union(&st);
-                let mut after = self.compound_list(&f.body.list, twice_in, depth);
+                let mut after = self.loop_body(&f.body.list, None, st, depth);
                 after.union(&before);
                 after
             }
@@ -764,8 +881,7 @@ impl Analyzer<'_> {
                 {
                     self.arith(&e.value, &st);
                 }
-                let once = self.compound_list(&f.body.list, st.clone(), depth);
-                let mut after = self.compound_list(&f.body.list, once, depth);
+                let mut after = self.loop_body(&f.body.list, None, st.clone(), depth);
                 after.union(&st);
                 after
             }
@@ -805,12 +921,7 @@ impl Analyzer<'_> {
                 out
             }
             ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
-                let c1 = self.compound_list(&w.0, st.clone(), depth);
-                let b1 = self.compound_list(&w.1.list, c1.clone(), depth);
-                let c2 = self.compound_list(&w.0, b1.clone(), depth);
-                let mut out = self.compound_list(&w.1.list, c2.clone(), depth);
-                out.union(&c1);
-                out.union(&c2);
+                let mut out = self.loop_body(&w.1.list, Some(&w.0), st.clone(), depth);
                 out.union(&st);
                 out
             }
@@ -821,7 +932,9 @@ impl Analyzer<'_> {
                 let (start, end) = (a.loc.start.index, a.loc.end.index);
                 let src = self.sources.last().cloned();
                 if let Some((text, d)) = src {
-                    let adjacent = text.get(start..start + 2) == Some("((");
+                    let adjacent = text.get(start..start + 2) == Some("((")
+                        && end >= 2
+                        && text.get(end - 2..end) == Some("))");
                     if !adjacent {
                         if let Some(inner) = text.get(start + 1..end.saturating_sub(1)) {
                             self.line(inner, st.clone(), d + 1);
@@ -835,6 +948,40 @@ impl Analyzer<'_> {
                 st
             }
         }
+    }
+
+    /// A loop: condition and body analysed from the entry state; when the body changes the
+    /// state (a `cd`, an assignment), once more from the union, which reaches every state a
+    /// further iteration could (the body's effects are the same each time).
+    fn loop_body(
+        &mut self,
+        body: &ast::CompoundList,
+        cond: Option<&ast::CompoundList>,
+        st: State,
+        depth: usize,
+    ) -> State {
+        if self.over_budget(1) {
+            return st;
+        }
+        let c1 = match cond {
+            Some(c) => self.compound_list(c, st.clone(), depth),
+            None => st.clone(),
+        };
+        let b1 = self.compound_list(body, c1.clone(), depth);
+        if b1 == st && c1 == st {
+            return b1;
+        }
+        let mut again = b1.clone();
+        again.union(&c1);
+        again.union(&st);
+        let c2 = match cond {
+            Some(c) => self.compound_list(c, again.clone(), depth),
+            None => again.clone(),
+        };
+        let mut out = self.compound_list(body, c2.clone(), depth);
+        out.union(&c1);
+        out.union(&c2);
+        out
     }
 
     /// A compound list whose first command may read a fed stdin (`… | { sh; }`).
@@ -877,11 +1024,61 @@ impl Analyzer<'_> {
         self.pipeline(p, st, depth)
     }
 
-    /// Arithmetic text can run commands through substitutions and array subscripts.
-    fn arith(&mut self, text: &str, st: &State) {
+    /// Arithmetic text can run commands through substitutions and array subscripts, and the
+    /// values of the variables it names are evaluated as arithmetic in turn.
+    pub(crate) fn arith(&mut self, text: &str, st: &State) {
+        if self.arith_depth > MAX_DEPTH {
+            self.add(
+                Verdict::Blocked,
+                "shell.too-deep",
+                "arithmetic refers to itself too deeply to analyse",
+            );
+            return;
+        }
+        self.arith_depth += 1;
         if text.contains(['$', '`']) {
             let inner = format!("\"{}\"", text.replace('"', "\\\""));
             let _ = self.expand_word(&inner, st);
+        }
+        self.embedded_code(text, st);
+        let names: Vec<String> = text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+            .map(str::to_string)
+            .collect();
+        for n in names {
+            let values: Vec<String> = st
+                .vars
+                .get(&n)
+                .map(|v| v.iter().flatten().cloned().collect())
+                .unwrap_or_default();
+            for v in values {
+                if v.contains(['$', '`', '[']) && v != text {
+                    self.arith(&v, st);
+                }
+            }
+        }
+        self.arith_depth -= 1;
+    }
+
+    /// Text that bash may evaluate as arithmetic somewhere (a subscript `a[…]` in a test
+    /// operand, a variable value, `printf -v`, `unset`, `read`…) runs the command
+    /// substitutions inside its brackets: analyse them wherever such text appears.
+    pub(crate) fn embedded_code(&mut self, text: &str, st: &State) {
+        let Some(open) = text.find('[') else { return };
+        let rest = &text[open..];
+        if !rest.contains("$(") && !rest.contains('`') {
+            return;
+        }
+        let depth = self.sources.last().map_or(0, |(_, d)| *d) + 1;
+        for code in substitutions_in(rest) {
+            self.out.shape.compound = true;
+            self.add(
+                Verdict::Yellow,
+                "shell.subscript-code",
+                "a subscript holds a command substitution that bash may run",
+            );
+            self.line(&code, st.clone(), depth);
         }
     }
 
@@ -929,8 +1126,14 @@ impl Analyzer<'_> {
                         }
                     }
                     ast::IoFileRedirectTarget::Fd(_) => {}
-                    ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
-                        self.compound_list(&sub.list, st.clone(), depth);
+                    ast::IoFileRedirectTarget::ProcessSubstitution(kind, sub) => {
+                        // `> >(cmd)`: cmd reads what the command writes.
+                        let stdin = if matches!(kind, ast::ProcessSubstitutionKind::Write) {
+                            Stdin::Fed
+                        } else {
+                            Stdin::Inherited
+                        };
+                        self.compound_list_stdin(&sub.list, st.clone(), stdin, depth);
                     }
                 }
                 feeds_stdin
@@ -1016,6 +1219,70 @@ impl Analyzer<'_> {
             self.add(v, &id, reason);
         }
     }
+}
+
+/// Delimiters of the here-documents a line opens (`<<EOF`, `<<-'EOF'`, `<< "EOF"`), in order.
+fn heredoc_delimiters(text: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("<<") {
+        let after = &rest[i + 2..];
+        if let Some(here_string) = after.strip_prefix('<') {
+            rest = here_string;
+            continue;
+        }
+        let after = after.strip_prefix('-').unwrap_or(after).trim_start();
+        let word: String = after
+            .chars()
+            .take_while(|c| {
+                !c.is_whitespace() && !matches!(c, ';' | '&' | '|' | '<' | '>' | '(' | ')')
+            })
+            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+            .collect();
+        if !word.is_empty() {
+            out.push(word);
+        }
+        rest = after;
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The command texts of `$(…)` and backquotes in `text` (parentheses matched, quotes
+/// skipped roughly; an unclosed one runs to the end).
+fn substitutions_in(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'$' && b.get(i + 1) == Some(&b'(') {
+            let start = i + 2;
+            let mut depth = 1;
+            let mut j = start;
+            let mut quote: Option<u8> = None;
+            while j < b.len() && depth > 0 {
+                match (quote, b[j]) {
+                    (Some(q), c) if c == q => quote = None,
+                    (Some(_), _) => {}
+                    (None, b'\'') | (None, b'"') => quote = Some(b[j]),
+                    (None, b'(') => depth += 1,
+                    (None, b')') => depth -= 1,
+                    _ => {}
+                }
+                j += 1;
+            }
+            let end = if depth == 0 { j - 1 } else { j };
+            out.push(text[start..end].to_string());
+            i = j;
+        } else if b[i] == b'`' {
+            let start = i + 1;
+            let end = text[start..].find('`').map_or(text.len(), |e| start + e);
+            out.push(text[start..end].to_string());
+            i = end + 1;
+        } else {
+            i += 1;
+        }
+    }
+    out
 }
 
 /// Deepest nesting of `(`/`{`/`[` in a line, beyond which the recursive-descent grammar could

@@ -185,6 +185,8 @@ fn has_credential(p: &Path) -> Option<String> {
 
 /// The agent and IDE control directories, whose files approve or run code later.
 const CONTROL_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor", ".vscode"];
+/// Agent control files outside those directories (`.mcp.json` launches MCP servers).
+const CONTROL_FILES: &[&str] = &[".mcp.json", ".claude.json"];
 
 /// Session facts that cost I/O or allocation, computed only when a rule needs them.
 pub(crate) trait SessionPaths {
@@ -222,10 +224,14 @@ pub(crate) fn check_path(
     let inside = phys.starts_with(pc.worktree);
 
     // Credentials anywhere: in the word as written, and in the physical target.
-    let cred = has_credential(Path::new(word)).or_else(|| {
-        let rel = phys.strip_prefix(pc.worktree).unwrap_or(&phys);
-        has_credential(rel)
-    });
+    // `REV:PATH`, `host:path`, `a:b` lists: every colon-separated piece counts.
+    let cred = word
+        .split(':')
+        .find_map(|piece| has_credential(Path::new(piece)))
+        .or_else(|| {
+            let rel = phys.strip_prefix(pc.worktree).unwrap_or(&phys);
+            has_credential(rel)
+        });
     if let Some(name) = cred {
         out.push(Finding::new(
             Verdict::Red,
@@ -340,7 +346,7 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
                 _ => {}
             }
         }
-        if CONTROL_DIRS.contains(&c.as_str()) {
+        if CONTROL_DIRS.contains(&c.as_str()) || CONTROL_FILES.contains(&c.as_str()) {
             out.push(Finding::new(
                 Verdict::Red,
                 "path.control-file",

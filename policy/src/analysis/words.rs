@@ -26,6 +26,9 @@ pub(crate) enum Part {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Field {
     pub parts: Vec<Part>,
+    /// A quoted empty string (`""`, `"$empty"`) is part of the word: the field exists even
+    /// when it holds no text.
+    pub forced: bool,
 }
 
 impl Field {
@@ -35,6 +38,7 @@ impl Field {
                 text: s.to_string(),
                 glob: false,
             }],
+            forced: false,
         }
     }
 
@@ -57,6 +61,14 @@ impl Field {
     fn push_unknown(&mut self) {
         if self.parts.last() != Some(&Part::Unknown) {
             self.parts.push(Part::Unknown);
+        }
+    }
+
+    /// A field whose whole value is unknown.
+    pub fn unknown() -> Self {
+        Field {
+            parts: vec![Part::Unknown],
+            forced: false,
         }
     }
 
@@ -136,6 +148,10 @@ pub(crate) struct ExpandEnv<'a> {
 pub(crate) struct ExpandNotes {
     /// Inner command lines of `$(…)` / backquotes / `$((…))` with substitutions.
     pub substitutions: Vec<String>,
+    /// Arithmetic text evaluated by the expansion (array subscripts): it can run code.
+    pub arith: Vec<String>,
+    /// Variables the expansion assigns (`${V:=value}`).
+    pub assigned: Vec<String>,
     /// The word could not be parsed as a word.
     pub unparseable: bool,
     /// A `${x:=…}`-style assignment or `${!x}` indirection happened.
@@ -158,14 +174,10 @@ pub(crate) fn expand(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) ->
                 Ok(pieces) => out.extend(expand_pieces(&pieces, env, notes)),
                 Err(_) => {
                     notes.unparseable = true;
-                    out.push(Field {
-                        parts: vec![Part::Unknown],
-                    });
+                    out.push(Field::unknown());
                 }
             },
-            None => out.push(Field {
-                parts: vec![Part::Unknown],
-            }),
+            None => out.push(Field::unknown()),
         }
     }
     out
@@ -271,42 +283,48 @@ fn expand_pieces(
     env: &ExpandEnv<'_>,
     notes: &mut ExpandNotes,
 ) -> Vec<Field> {
+    let ifs = ifs_of(env);
     // Each alternative is a list of fields under construction; variables with several possible
     // values multiply the alternatives.
     let mut alts: Vec<Vec<Field>> = vec![vec![Field::default()]];
-    let mut produced_anything = vec![false];
     for p in pieces {
         let values = piece_values(&p.piece, env, notes, false);
         let mut next = Vec::new();
-        let mut next_prod = Vec::new();
-        for (fields, prod) in alts.iter().zip(produced_anything.iter()) {
+        for fields in &alts {
             for v in &values {
                 let mut f = fields.clone();
-                let mut pr = *prod;
-                apply_value(&mut f, v, &mut pr);
+                apply_value(&mut f, v, &ifs);
                 next.push(f);
-                next_prod.push(pr);
             }
         }
         if next.len() > MAX_BRACE_WORDS {
             // Too many combinations to list: one unknown field (never empty, never green).
-            return vec![Field {
-                parts: vec![Part::Unknown],
-            }];
+            return vec![Field::unknown()];
         }
         alts = next;
-        produced_anything = next_prod;
     }
     let mut out = Vec::new();
-    for (fields, prod) in alts.into_iter().zip(produced_anything) {
+    for fields in alts {
         for f in fields {
-            if !f.parts.is_empty() || prod {
+            // Unquoted expansions that split to nothing leave no field (`rm -rf$IFS x`).
+            if !f.parts.is_empty() || f.forced {
                 out.push(f);
             }
         }
     }
     dedup(&mut out);
     out
+}
+
+/// The field separators: `IFS` when the line assigned it one literal, the default (space, tab,
+/// newline) when it did not; `None` when it may hold several values, which makes every unquoted
+/// expansion unknown.
+fn ifs_of(env: &ExpandEnv<'_>) -> Option<String> {
+    match env.vars.get("IFS").map(Vec::as_slice) {
+        Some([Some(v)]) => Some(v.clone()),
+        Some(_) => None,
+        None => Some(" \t\n".to_string()),
+    }
 }
 
 fn dedup(v: &mut Vec<Field>) {
@@ -338,60 +356,67 @@ enum Val {
     Seq(Vec<Val>),
 }
 
-fn apply_value(fields: &mut Vec<Field>, v: &Val, produced: &mut bool) {
+fn apply_value(fields: &mut Vec<Field>, v: &Val, ifs: &Option<String>) {
     match v {
         Val::Text { text, quoted } => {
-            *produced = true;
             if let Some(f) = fields.last_mut() {
                 f.push_lit(text, !quoted);
+                f.forced |= *quoted;
             }
         }
-        Val::EmptyQuoted => *produced = true,
+        Val::EmptyQuoted => {
+            if let Some(f) = fields.last_mut() {
+                f.forced = true;
+            }
+        }
         Val::Nothing => {}
         Val::Unknown => {
-            *produced = true;
             if let Some(f) = fields.last_mut() {
                 f.push_unknown();
             }
         }
         Val::Expanded { text, quoted: true } => {
-            *produced = true;
             if let Some(f) = fields.last_mut() {
                 f.push_lit(text, false);
+                f.forced = true;
             }
         }
         Val::Expanded {
             text,
             quoted: false,
         } => {
-            // Default IFS splitting: space, tab, newline.
-            let mut first = true;
-            let starts_ws = text.starts_with([' ', '\t', '\n']);
-            for (i, chunk) in text
-                .split([' ', '\t', '\n'])
-                .filter(|c| !c.is_empty())
-                .enumerate()
-            {
-                if (i > 0 || (first && starts_ws))
-                    && fields.last().is_some_and(|f| !f.parts.is_empty())
+            // Word splitting on IFS (bash(1) "Word Splitting"); empty pieces are dropped.
+            let Some(ifs) = ifs else {
+                if let Some(f) = fields.last_mut() {
+                    f.push_unknown();
+                }
+                return;
+            };
+            let is_sep = |c: char| ifs.contains(c);
+            let starts_sep = text.starts_with(is_sep);
+            for (i, chunk) in text.split(is_sep).filter(|c| !c.is_empty()).enumerate() {
+                if (i > 0 || starts_sep)
+                    && fields
+                        .last()
+                        .is_some_and(|f| !f.parts.is_empty() || f.forced)
                 {
                     fields.push(Field::default());
                 }
-                first = false;
-                *produced = true;
                 if let Some(f) = fields.last_mut() {
                     f.push_lit(chunk, true);
                 }
             }
-            if text.ends_with([' ', '\t', '\n'])
-                && fields.last().is_some_and(|f| !f.parts.is_empty())
+            if text.ends_with(is_sep)
+                && fields
+                    .last()
+                    .is_some_and(|f| !f.parts.is_empty() || f.forced)
             {
                 fields.push(Field::default());
             }
         }
         Val::Seq(vs) => {
             for x in vs {
-                apply_value(fields, x, produced);
+                apply_value(fields, x, ifs);
             }
         }
     }
@@ -621,6 +646,38 @@ fn parameter_values(
             })
             .collect()
     };
+    if let Some(Parameter::NamedWithIndex { index, .. }) = parameter_of(expr) {
+        notes.arith.push(index.clone());
+    }
+    match expr {
+        ParameterExpr::Substring { offset, length, .. } => {
+            notes.arith.push(offset.value.clone());
+            if let Some(l) = length {
+                notes.arith.push(l.value.clone());
+            }
+        }
+        ParameterExpr::ReplaceSubstring { pattern, .. } => notes.arith.push(pattern.clone()),
+        ParameterExpr::RemoveSmallestSuffixPattern {
+            pattern: Some(p), ..
+        }
+        | ParameterExpr::RemoveLargestSuffixPattern {
+            pattern: Some(p), ..
+        }
+        | ParameterExpr::RemoveSmallestPrefixPattern {
+            pattern: Some(p), ..
+        }
+        | ParameterExpr::RemoveLargestPrefixPattern {
+            pattern: Some(p), ..
+        } => notes.arith.push(p.clone()),
+        _ => {}
+    }
+    if let ParameterExpr::AssignDefaultValues {
+        parameter: Parameter::Named(n) | Parameter::NamedWithIndex { name: n, .. },
+        ..
+    } = expr
+    {
+        notes.assigned.push(n.clone());
+    }
     match expr {
         ParameterExpr::Parameter {
             parameter,
@@ -677,6 +734,29 @@ fn parameter_values(
         } => param_lookup(parameter, *indirect, env, quoted),
         _ => vec![Val::Unknown],
     }
+}
+
+/// The parameter an expansion expression refers to.
+fn parameter_of(expr: &ParameterExpr) -> Option<&Parameter> {
+    Some(match expr {
+        ParameterExpr::Parameter { parameter, .. }
+        | ParameterExpr::UseDefaultValues { parameter, .. }
+        | ParameterExpr::AssignDefaultValues { parameter, .. }
+        | ParameterExpr::IndicateErrorIfNullOrUnset { parameter, .. }
+        | ParameterExpr::UseAlternativeValue { parameter, .. }
+        | ParameterExpr::ParameterLength { parameter, .. }
+        | ParameterExpr::RemoveSmallestSuffixPattern { parameter, .. }
+        | ParameterExpr::RemoveLargestSuffixPattern { parameter, .. }
+        | ParameterExpr::RemoveSmallestPrefixPattern { parameter, .. }
+        | ParameterExpr::RemoveLargestPrefixPattern { parameter, .. }
+        | ParameterExpr::Substring { parameter, .. }
+        | ParameterExpr::Transform { parameter, .. }
+        | ParameterExpr::UppercaseFirstChar { parameter, .. }
+        | ParameterExpr::UppercasePattern { parameter, .. }
+        | ParameterExpr::LowercaseFirstChar { parameter, .. }
+        | ParameterExpr::LowercasePattern { parameter, .. } => parameter,
+        _ => return None,
+    })
 }
 
 /// Decodes the body of an ANSI-C quoted string (`$'…'`), per bash(1) "QUOTING".
