@@ -1954,6 +1954,29 @@ impl Analyzer<'_> {
     /// The vault's fixed denials for whole programs (DESIGN.md §2 "blocked").
     fn vault(&mut self, st: &State, inv: &Invocation<'_>) -> bool {
         let p = inv.program.as_str();
+        if !(p.starts_with("mkfs")
+            || matches!(
+                p,
+                "mke2fs"
+                    | "mkswap"
+                    | "wipefs"
+                    | "blkdiscard"
+                    | "sgdisk"
+                    | "sfdisk"
+                    | "fdisk"
+                    | "parted"
+                    | "shutdown"
+                    | "reboot"
+                    | "poweroff"
+                    | "halt"
+                    | "kexec"
+                    | "systemctl"
+                    | "init"
+                    | "telinit"
+            ))
+        {
+            return false;
+        }
         let known: Vec<String> = inv.args.iter().filter_map(Field::known).collect();
         if p.starts_with("mkfs")
             || matches!(
@@ -2085,7 +2108,11 @@ impl Analyzer<'_> {
 
     /// Servers and listeners are network tools.
     fn server(&mut self, p: &str, args: &[Field]) -> bool {
-        let known: Vec<String> = args.iter().filter_map(Field::known).collect();
+        let known: Vec<String> = if p == "busybox" {
+            args.iter().filter_map(Field::known).collect()
+        } else {
+            Vec::new()
+        };
         let hit = match p {
             "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2"
             | "lighttpd" | "caddy" | "sshd" | "vsftpd" => true,

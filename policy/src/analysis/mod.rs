@@ -165,12 +165,6 @@ impl State {
         }
     }
 
-    /// Every directory either branch may leave the line in.
-    fn union_dirs(&mut self, other: &State) {
-        union_vec(&mut self.cwds, &other.cwds);
-        union_vec(&mut self.oldpwd, &other.oldpwd);
-    }
-
     /// Every state either branch may leave (worst case of both).
     fn union(&mut self, other: &State) {
         union_vec(&mut self.cwds, &other.cwds);
@@ -663,13 +657,16 @@ impl Analyzer<'_> {
             if matches!(item.1, ast::SeparatorOperator::Async) {
                 self.out.shape.compound = true;
             }
-            let before = st.clone();
-            st = self.and_or(&item.0, st, depth);
             // A `cd` may fail: later commands may run in either directory. Assignments only
             // may not have happened when guarded by `&&`/`||`.
             if item.0.additional.is_empty() {
-                st.union_dirs(&before);
+                let (cwds, oldpwd) = (st.cwds.clone(), st.oldpwd.clone());
+                st = self.and_or(&item.0, st, depth);
+                union_vec(&mut st.cwds, &cwds);
+                union_vec(&mut st.oldpwd, &oldpwd);
             } else {
+                let before = st.clone();
+                st = self.and_or(&item.0, st, depth);
                 st.union(&before);
             }
         }
@@ -1206,6 +1203,15 @@ impl Analyzer<'_> {
 
     /// The policy's extra rules, matched on a peeled program and its arguments.
     pub(crate) fn extra_rules(&mut self, program: &str, args: &[Field]) {
+        if !self
+            .policy
+            .config()
+            .rules
+            .iter()
+            .any(|r| r.program == program)
+        {
+            return;
+        }
         let known: Vec<String> = args.iter().filter_map(Field::known).collect();
         let hits: Vec<(Verdict, String, String)> = self
             .policy
