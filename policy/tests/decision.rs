@@ -351,6 +351,7 @@ fn policy_layers_add_and_never_unprotect() {
 
 #[test]
 fn embedded_default_loads_with_its_rules() {
+    Policy::check_embedded_default().unwrap();
     let p = Policy::from_layers(Vec::new()).unwrap();
     assert!(p.config().rules.iter().any(|r| r.id == "terraform-destroy"));
 }
