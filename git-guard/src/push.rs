@@ -128,8 +128,31 @@ pub fn resolve(
     words: &[String],
     protected: &[String],
 ) -> Result<PushPlan, OptionError> {
+    resolve_with(state, words, protected, RemoteRefs::ReadLocal)
+}
+
+/// Where the remote's refs come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteRefs {
+    /// Read them when the remote is a local path; unknown otherwise (the default).
+    ReadLocal,
+    /// Never read them: resolve as if every remote were on the network. Tests use this to
+    /// check that the worst-case assumptions cover what git really does.
+    AssumeUnknown,
+}
+
+/// [`resolve`] with a choice of how remote refs are obtained.
+///
+/// # Errors
+/// [`OptionError`] where git would die parsing the options (nothing is pushed).
+pub fn resolve_with(
+    state: &RepoState,
+    words: &[String],
+    protected: &[String],
+    remote_refs: RemoteRefs,
+) -> Result<PushPlan, OptionError> {
     let parsed = parse_push_args(words)?;
-    Ok(resolve_parsed(state, &parsed, protected))
+    Ok(resolve_parsed(state, &parsed, protected, remote_refs))
 }
 
 fn flags_of(parsed: &Parsed, cfg: &FlatConfig) -> Flags {
@@ -172,7 +195,12 @@ fn push_default(cfg: &FlatConfig) -> PushDefault {
 }
 
 /// Resolves already-parsed push options.
-pub(crate) fn resolve_parsed(state: &RepoState, parsed: &Parsed, protected: &[String]) -> PushPlan {
+pub(crate) fn resolve_parsed(
+    state: &RepoState,
+    parsed: &Parsed,
+    protected: &[String],
+    refs_mode: RemoteRefs,
+) -> PushPlan {
     let cfg = &state.config;
     let mut plan = PushPlan::default();
     let mut flags = flags_of(parsed, cfg);
@@ -276,7 +304,10 @@ pub(crate) fn resolve_parsed(state: &RepoState, parsed: &Parsed, protected: &[St
         remote.push_urls.clone()
     };
     for (url, _) in urls {
-        let remote_refs = remote_refs_for(state, &url);
+        let remote_refs = match refs_mode {
+            RemoteRefs::ReadLocal => remote_refs_for(state, &url),
+            RemoteRefs::AssumeUnknown => None,
+        };
         let updates = match_push_refs(
             state,
             remote_refs.as_deref(),

@@ -2,8 +2,9 @@
 //! combinations of refspecs, options, remotes, configuration and HEAD, on the corpus fixture.
 //! For each combination `git push --dry-run --porcelain` lists the remote refs git would
 //! update; the guard must list every one of them (soundness), and every destination it calls
-//! certain must be among them whenever git succeeds (precision). All mismatches are reported
-//! at once.
+//! certain must be among them whenever git succeeds (precision); and resolved as if the
+//! remote's refs were unknown (a network remote), it must still list every protected ref git
+//! updates. All mismatches are reported at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -214,6 +215,21 @@ fn resolution_matches_real_git() {
         if !missing.is_empty() {
             failures.push(format!(
                 "{}: git updates {missing:?} the guard missed (guard: {ours:?})",
+                describe()
+            ));
+        }
+        // The worst-case assumptions for remotes whose refs cannot be read must cover every
+        // protected ref git really updates.
+        let blind =
+            push::resolve_with(&state, &args, &protected, push::RemoteRefs::AssumeUnknown).unwrap();
+        let blind: BTreeSet<String> = blind.updates().map(|(_, u)| u.dst.clone()).collect();
+        let missing_blind: Vec<&String> = git
+            .difference(&blind)
+            .filter(|d| is_protected_dst(d, &protected))
+            .collect();
+        if !missing_blind.is_empty() {
+            failures.push(format!(
+                "{}: with the remote's refs unknown, the guard misses {missing_blind:?} (guard: {blind:?})",
                 describe()
             ));
         }
