@@ -35,6 +35,14 @@ enum Command {
     Run(cli::run::Args),
     /// Answer an agent's hook call (Claude Code, Codex, Gemini CLI); install or remove hooks.
     Hook(cli::hook::Args),
+    /// List the pending asks of your live sessions.
+    Inbox(cli::inbox::InboxArgs),
+    /// Allow a pending ask (once, or --always for a yellow command).
+    Approve(cli::inbox::ApproveArgs),
+    /// Refuse a pending ask, optionally with a reason the agent gets.
+    Deny(cli::inbox::DenyArgs),
+    /// Show a session's audit log.
+    Log(cli::inbox::LogArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +60,10 @@ fn main() -> ExitCode {
         Command::GitGuard(a) => cli::git_guard::main(a),
         Command::Run(a) => cli::run::main(a),
         Command::Hook(a) => cli::hook::main(a),
+        Command::Inbox(a) => cli::inbox::inbox(a),
+        Command::Approve(a) => cli::inbox::approve(a),
+        Command::Deny(a) => cli::inbox::deny(a),
+        Command::Log(a) => cli::inbox::log(a),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 pub mod classify;
 pub mod git_guard;
 pub mod hook;
+pub mod inbox;
 pub mod policy;
 pub mod run;
 

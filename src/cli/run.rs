@@ -11,13 +11,11 @@
 use super::UsageError;
 use anyhow::Context as _;
 use std::ffi::OsString;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use tyba_policy::{Autonomy, ExecMode};
 use tyba_supervisor::session::{self, WorktreeChoice};
-use tyba_supervisor::{DenyAll, Enforcement, RunError, SandboxPlan, SessionConfig};
+use tyba_supervisor::{Enforcement, RunError, SandboxPlan, SessionConfig};
 
 /// Arguments of `tyba run`.
 #[derive(Debug, clap::Args)]
@@ -185,11 +183,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             stripped.join(", ")
         );
     }
-    let approver = if args.non_interactive || !std::io::stdin().is_terminal() {
-        DenyAll::non_interactive()
-    } else {
-        DenyAll::with_note("asking the person is not available yet: asks are denied")
-    };
+    let (approver, broker) = super::inbox::session_approver(
+        args.non_interactive,
+        &session,
+        policy.config(),
+        &tmp_dir,
+        &mut env,
+    );
     let cfg = SessionConfig {
         session: session.clone(),
         plan,
@@ -205,7 +205,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         home,
         use_pty: true,
     };
-    let result = tyba_supervisor::run(cfg, Arc::new(approver));
+    let result = tyba_supervisor::run(cfg, approver);
+    if let Some(b) = &broker {
+        // Fail closed: whatever still waits is denied and logged so.
+        b.close("the session ended");
+    }
     let _ = std::fs::remove_dir_all(&tmp_dir);
     let outcome = match result {
         Ok(o) => o,

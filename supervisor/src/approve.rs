@@ -103,6 +103,29 @@ pub trait Approver: Send + Sync {
     /// # Errors
     /// Any failure of the channel; the caller denies the ask.
     fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError>;
+
+    /// Hears every event the notify loop logs (refusals, answered asks), for the audit log
+    /// and the repeated-failure guard. For a refusal, the returned text is appended to the
+    /// refusal the agent gets (a nudge to change approach).
+    fn record(&self, _event: &crate::notify::AuditEvent) -> Option<String> {
+        None
+    }
+
+    /// The same-terminal prompt, when this approver has one: the pty relay passes the
+    /// agent's output and the person's keys through it.
+    fn relay_gate(&self) -> Option<std::sync::Arc<dyn RelayGate>> {
+        None
+    }
+}
+
+/// Sits in the pty relay between the agent and the person's terminal (issue 5 §3): while a
+/// prompt is shown the agent's output is held and the person's keys answer the prompt.
+pub trait RelayGate: Send + Sync {
+    /// Writes the agent's output to the terminal, waiting while a prompt is shown.
+    fn output(&self, bytes: &[u8]);
+    /// Offers the person's keys to the prompt; `true` when it took them (they must not reach
+    /// the agent).
+    fn input(&self, bytes: &[u8]) -> bool;
 }
 
 /// Denies every ask with its reason: `--non-interactive`, and for now every run.

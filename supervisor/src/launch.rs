@@ -256,6 +256,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         eprintln!("tyba: not enforced: {w}");
         warnings.push(w);
     }
+    let gate = approver.relay_gate();
     let notifier = Arc::new(Notifier {
         listener,
         policy: cfg.policy,
@@ -285,7 +286,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         .map_err(io_err("starting the sandbox"))?;
     drop(ack);
 
-    let relay = master.map(start_relay).transpose()?;
+    let relay = master.map(|m| start_relay(m, gate)).transpose()?;
     let status = loop {
         match waitpid(a_pid, None) {
             Ok(WaitStatus::Exited(_, c)) => break c,
@@ -332,7 +333,10 @@ impl Relay {
     }
 }
 
-fn start_relay(master: OwnedFd) -> Result<Relay, RunError> {
+fn start_relay(
+    master: OwnedFd,
+    gate: Option<Arc<dyn crate::approve::RelayGate>>,
+) -> Result<Relay, RunError> {
     use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
     let stdin = std::io::stdin();
     let saved = tcgetattr(stdin.as_fd()).ok();
@@ -342,12 +346,20 @@ fn start_relay(master: OwnedFd) -> Result<Relay, RunError> {
         let _ = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw);
     }
     let m2 = master.try_clone().map_err(io_err("pty"))?;
+    let in_gate = gate.clone();
     std::thread::spawn(move || {
         let mut w = std::fs::File::from(m2);
         let mut buf = [0u8; 4096];
         let mut input = std::io::stdin();
         while let Ok(n) = input.read(&mut buf) {
-            if n == 0 || w.write_all(&buf[..n]).is_err() {
+            if n == 0 {
+                break;
+            }
+            // Keys answering a prompt never reach the agent.
+            if in_gate.as_ref().is_some_and(|g| g.input(&buf[..n])) {
+                continue;
+            }
+            if w.write_all(&buf[..n]).is_err() {
                 break;
             }
         }
@@ -357,7 +369,14 @@ fn start_relay(master: OwnedFd) -> Result<Relay, RunError> {
         let mut buf = [0u8; 8192];
         let mut out = std::io::stdout();
         while let Ok(n) = r.read(&mut buf) {
-            if n == 0 || out.write_all(&buf[..n]).is_err() {
+            if n == 0 {
+                break;
+            }
+            if let Some(g) = &gate {
+                g.output(&buf[..n]);
+                continue;
+            }
+            if out.write_all(&buf[..n]).is_err() {
                 break;
             }
             let _ = out.flush();

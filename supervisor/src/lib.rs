@@ -38,6 +38,7 @@
 
 pub mod approve;
 pub mod bpf;
+pub mod broker;
 mod env;
 mod launch;
 mod meta;

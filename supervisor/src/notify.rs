@@ -159,6 +159,7 @@ impl Notifier {
     }
 
     fn log(&self, e: AuditEvent) {
+        let _ = self.approver.record(&e);
         if let Ok(mut s) = self.state.lock() {
             s.log.push(e);
         }
@@ -166,6 +167,20 @@ impl Notifier {
 
     /// Writes `tyba: <reason>` on the process's stderr, logs, and fails the call with `errno`.
     fn refuse(&self, n: &Notif, kind: &'static str, what: String, reason: String, errno: i32) {
+        let mut event = AuditEvent {
+            kind,
+            what,
+            allowed: false,
+            reason: Some(reason),
+        };
+        // The approver's note (the repeated-failure guard's nudge) goes into the refusal.
+        if let Some(note) = self.approver.record(&event) {
+            event.reason = event.reason.map(|r| r + &note);
+        }
+        let reason = event.reason.clone().unwrap_or_default();
+        if let Ok(mut s) = self.state.lock() {
+            s.log.push(event);
+        }
         if let Ok(pid) = procfs::tgid(n.pid) {
             if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
                 if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
@@ -174,12 +189,6 @@ impl Notifier {
                 }
             }
         }
-        self.log(AuditEvent {
-            kind,
-            what,
-            allowed: false,
-            reason: Some(reason),
-        });
         self.reply(n.id, Reply::Errno(errno));
     }
 
@@ -231,13 +240,13 @@ impl Notifier {
                                 if s.agent == AgentState::Running(pid) {
                                     s.agent = AgentState::Replaced;
                                 }
-                                s.log.push(AuditEvent {
-                                    kind: "exec",
-                                    what,
-                                    allowed: true,
-                                    reason: Some(format!("{answer:?}")),
-                                });
                             }
+                            me.log(AuditEvent {
+                                kind: "exec",
+                                what,
+                                allowed: true,
+                                reason: Some(format!("{answer:?}")),
+                            });
                             me.reply(n.id, Reply::Continue);
                         }
                         Err(reason) => me.refuse(&n, "exec", what, reason, libc::EACCES),
@@ -369,10 +378,18 @@ impl Notifier {
         }
     }
 
+    /// Whether `pid` is the agent program; a notified call by any other process ends the
+    /// launch chain.
     fn is_agent(&self, pid: ProcId) -> bool {
         self.state
             .lock()
-            .map(|s| s.agent == AgentState::Running(pid))
+            .map(|mut s| {
+                let agent = s.agent == AgentState::Running(pid);
+                if !agent {
+                    s.launch_chain_open = false;
+                }
+                agent
+            })
             .unwrap_or(false)
     }
 
@@ -414,6 +431,21 @@ impl Notifier {
                 };
                 let obj = meta::open_target(n.pid, &pidfd, &target)?;
                 let real = meta::object_path(&obj)?;
+                // The person's approval sockets: never reachable from the sandbox, not even
+                // by asking (an approved connection could answer its own asks).
+                if crate::broker::paths::socket_dir()
+                    .and_then(|d| std::fs::canonicalize(d).ok())
+                    .is_some_and(|d| real.starts_with(d))
+                {
+                    self.refuse(
+                        n,
+                        "connect",
+                        real.display().to_string(),
+                        "refused by tyba: the session's approval sockets are not reachable from the sandbox".to_string(),
+                        libc::EACCES,
+                    );
+                    return Ok(());
+                }
                 let inside = meta::path_allowed(&real, &self.writable, &[]);
                 if !inside {
                     let req = AskRequest {
@@ -539,6 +571,9 @@ impl Notifier {
             let real = meta::object_path(&obj)?;
             Ok(Some((call.op, obj, real)))
         })();
+        if let Ok(pid) = procfs::proc_id(n.pid) {
+            self.is_agent(pid);
+        }
         let (op, obj, real) = match r {
             Ok(Some(x)) => x,
             Ok(None) => return,

@@ -1,0 +1,335 @@
+//! `tyba inbox`, `tyba approve`, `tyba deny`, `tyba log`: answering the asks of the user's
+//! live sessions from any terminal, and reading a session's audit log (issue 5 §3, §6).
+//!
+//! ```text
+//! tyba inbox [--json] [--watch]
+//! tyba approve ID [--always]
+//! tyba deny ID [--reason TEXT]
+//! tyba log [SESSION] [--json]
+//! ```
+//!
+//! Sessions are found by listing the socket directory (`$XDG_RUNTIME_DIR/tyba/`, else
+//! `$XDG_STATE_HOME/tyba/run/`); an ask id is `<session>-<n>`. Exit status: 0 done; 1 the
+//! session refused the answer (unknown id, `--always` on a red ask) or cannot be reached;
+//! 2 usage errors.
+//!
+//! Also here: [`session_approver`], how `tyba run` sets up the broker for a session.
+
+use super::UsageError;
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tyba_supervisor::broker::proto::{PendingView, WireAnswer};
+use tyba_supervisor::broker::{audit, client, paths, prompt, Broker, BrokerConfig};
+use tyba_supervisor::{Approver, DenyAll};
+
+/// The variable naming the session's hook socket in the agent's environment.
+const HOOK_SOCKET_ENV: &str = "TYBA_SESSION_SOCKET";
+
+/// Arguments of `tyba inbox`.
+#[derive(Debug, clap::Args)]
+pub struct InboxArgs {
+    /// One JSON document: `[{"session": {…}, "pending": [{…}]}]`.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep listing as asks come and go (one listing per change; Ctrl-C to stop).
+    #[arg(long)]
+    pub watch: bool,
+}
+
+/// Arguments of `tyba approve`.
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The ask id, as `tyba inbox` lists it (`SESSION-N`).
+    pub id: String,
+    /// Allow this exact command for the rest of the session (yellow commands only).
+    #[arg(long)]
+    pub always: bool,
+}
+
+/// Arguments of `tyba deny`.
+#[derive(Debug, clap::Args)]
+pub struct DenyArgs {
+    /// The ask id, as `tyba inbox` lists it (`SESSION-N`).
+    pub id: String,
+    /// Why; the agent gets it as the refusal text, so it can try another way.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+/// Arguments of `tyba log`.
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// The session id (default: the most recent session's log).
+    pub session: Option<String>,
+    /// The raw JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A refusal from the session, reported with exit status 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
+fn client_err(e: client::ClientError) -> anyhow::Error {
+    match e {
+        client::ClientError::BadId(_) => UsageError(e.to_string()).into(),
+        other => Refused(other.to_string()).into(),
+    }
+}
+
+fn snapshot() -> anyhow::Result<serde_json::Value> {
+    let sessions = client::list_sessions().map_err(client_err)?;
+    Ok(serde_json::Value::Array(
+        sessions
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "session": s.reply.session,
+                    "pending": s.reply.pending,
+                })
+            })
+            .collect(),
+    ))
+}
+
+fn describe(p: &PendingView) -> String {
+    let mut s = format!(
+        "  {}  {}  {}  (waiting {}s{})\n",
+        p.id,
+        p.verdict,
+        p.action,
+        p.waited_ms / 1000,
+        if p.always_allowed {
+            "; --always allowed"
+        } else {
+            ""
+        }
+    );
+    for r in &p.reasons {
+        s.push_str(&format!("      why: {r}\n"));
+    }
+    if p.pid != 0 {
+        s.push_str(&format!(
+            "      by pid {} `{}` in {}\n",
+            p.pid,
+            p.argv.join(" "),
+            p.cwd
+        ));
+    }
+    s
+}
+
+fn render(v: &serde_json::Value) -> String {
+    let mut out = String::new();
+    let empty = Vec::new();
+    let sessions = v.as_array().unwrap_or(&empty);
+    if sessions.is_empty() {
+        return "no live tyba sessions\n".to_string();
+    }
+    for s in sessions {
+        let sess = &s["session"];
+        out.push_str(&format!(
+            "session {}  {}  (supervisor pid {})\n",
+            sess["id"].as_str().unwrap_or("?"),
+            sess["worktree"].as_str().unwrap_or("?"),
+            sess["pid"]
+        ));
+        let pending: Vec<PendingView> =
+            serde_json::from_value(s["pending"].clone()).unwrap_or_default();
+        if pending.is_empty() {
+            out.push_str("  no pending asks\n");
+        }
+        for p in &pending {
+            out.push_str(&describe(p));
+        }
+    }
+    out.push_str("answer with: tyba approve ID [--always] | tyba deny ID [--reason TEXT]\n");
+    out
+}
+
+/// Runs `tyba inbox`.
+pub fn inbox(a: InboxArgs) -> anyhow::Result<ExitCode> {
+    let mut last: Option<String> = None;
+    loop {
+        let v = snapshot()?;
+        // The waiting times change every second; a change is in what is pending.
+        let key = v
+            .as_array()
+            .map(|ss| {
+                ss.iter()
+                    .map(|s| {
+                        let ids: Vec<&str> = s["pending"]
+                            .as_array()
+                            .map(|p| p.iter().filter_map(|x| x["id"].as_str()).collect())
+                            .unwrap_or_default();
+                        format!("{}:{}", s["session"]["id"], ids.join(","))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(";")
+            })
+            .unwrap_or_default();
+        if last.as_deref() != Some(key.as_str()) {
+            let text = if a.json { format!("{v}\n") } else { render(&v) };
+            let mut o = std::io::stdout().lock();
+            if a.watch && !a.json && last.is_some() {
+                let _ = writeln!(o, "---");
+            }
+            if o.write_all(text.as_bytes())
+                .and_then(|()| o.flush())
+                .is_err()
+            {
+                return Ok(ExitCode::SUCCESS);
+            }
+            last = Some(key);
+        }
+        if !a.watch {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs `tyba approve`.
+pub fn approve(a: ApproveArgs) -> anyhow::Result<ExitCode> {
+    let w = if a.always {
+        WireAnswer::Always
+    } else {
+        WireAnswer::Once
+    };
+    client::answer(&a.id, w, None).map_err(client_err)?;
+    println!(
+        "{}: allowed {}",
+        a.id,
+        if a.always {
+            "for the rest of the session (this exact command)"
+        } else {
+            "once"
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `tyba deny`.
+pub fn deny(a: DenyArgs) -> anyhow::Result<ExitCode> {
+    client::answer(&a.id, WireAnswer::Deny, a.reason.clone()).map_err(client_err)?;
+    println!("{}: denied", a.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn latest_log(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .max_by_key(|p| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::UNIX_EPOCH)
+        })
+}
+
+/// Runs `tyba log`.
+pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
+    let dir = paths::log_dir()
+        .ok_or_else(|| UsageError("no state directory: set XDG_STATE_HOME or HOME".to_string()))?;
+    let path = match &a.session {
+        Some(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+            paths::log_path(&dir, s)
+        }
+        Some(s) => return Err(UsageError(format!("`{s}` is not a session id")).into()),
+        None => latest_log(&dir)
+            .ok_or_else(|| Refused(format!("no session logs in {}", dir.display())))?,
+    };
+    let lines =
+        audit::read(&path).map_err(|e| Refused(format!("cannot read {}: {e}", path.display())))?;
+    let mut o = std::io::stdout().lock();
+    for l in &lines {
+        let text = if a.json {
+            serde_json::to_string(l).unwrap_or_default()
+        } else {
+            let outcome = match (&l.answer, &l.reason) {
+                (Some(ans), _) => format!("{} {ans}", l.decision),
+                (None, _) => l.decision.clone(),
+            };
+            let mut t = format!(
+                "{}  {:<8} {:<7} {:<12} {}",
+                l.time, l.kind, l.verdict, outcome, l.action
+            );
+            if let Some(by) = &l.answered_by {
+                t.push_str(&format!("  [by {by}"));
+                if let Some(w) = l.wait_ms {
+                    t.push_str(&format!(", waited {w} ms"));
+                }
+                t.push(']');
+            }
+            if let (Some(r), false) = (&l.reason, l.answer.as_deref() == Some("once")) {
+                t.push_str(&format!("\n    {r}"));
+            }
+            t
+        };
+        if writeln!(o, "{text}").is_err() {
+            break;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The approver `tyba run` uses and the broker behind it, if any.
+///
+/// `--non-interactive`: [`DenyAll`]. Otherwise a [`Broker`] answerable from `tyba
+/// inbox/approve/deny`, with the same-terminal prompt when standard input is a terminal, and
+/// a hook-only socket in the session's private temp dir named by `TYBA_SESSION_SOCKET` in the
+/// agent's environment. If the broker cannot start, every ask is denied (fail closed) and the
+/// reason is printed.
+pub fn session_approver(
+    non_interactive: bool,
+    session: &tyba_supervisor::session::Session,
+    config: &tyba_policy::EffectiveConfig,
+    tmp_dir: &Path,
+    env: &mut Vec<(OsString, OsString)>,
+) -> (Arc<dyn Approver>, Option<Broker>) {
+    env.retain(|(k, _)| k != HOOK_SOCKET_ENV);
+    if non_interactive {
+        return (Arc::new(DenyAll::non_interactive()), None);
+    }
+    let hook_socket = tmp_dir.join("tyba-hook.sock");
+    let mut cfg = BrokerConfig::new(&session.id, session.worktree.clone());
+    cfg.hook_socket = Some(hook_socket.clone());
+    cfg.nudge_after = config.nudge_after;
+    cfg.pause_after = config.pause_after;
+    let broker = match Broker::start(cfg) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("tyba: cannot start the approval broker ({e}): every ask will be denied");
+            return (
+                Arc::new(DenyAll::with_note(format!(
+                    "the approval broker could not start: {e}"
+                ))),
+                None,
+            );
+        }
+    };
+    env.push((HOOK_SOCKET_ENV.into(), hook_socket.into_os_string()));
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        let word = prompt::secret_word();
+        eprintln!(
+            "tyba: asks are shown in this terminal marked with the session word «{word}» (a prompt without it is not tyba's), and listed by `tyba inbox`"
+        );
+        prompt::Prompt::start(&broker, word, Box::new(std::io::stdout()));
+    } else {
+        eprintln!(
+            "tyba: asks wait for an answer from another terminal: tyba inbox, then tyba approve|deny {}-N",
+            session.id
+        );
+    }
+    if let Some(p) = broker.log_path() {
+        eprintln!("tyba: audit log {}", p.display());
+    }
+    (Arc::new(broker.clone()), Some(broker))
+}

@@ -1,0 +1,808 @@
+//! The broker: one per session, the person on the other side of every ask (DESIGN.md §3,
+//! issue 5).
+//!
+//! The notify loop calls [`Approver::ask`] on a worker thread while the asking process stays
+//! blocked in its system call; the broker queues the ask, tells the person (same-terminal
+//! prompt, terminal bell and title, `notify-send`, the inbox on the session's socket) and
+//! blocks that worker thread only, until someone answers. Any number of asks may wait at
+//! once and be answered in any order.
+//!
+//! Fail closed: when the session ends ([`Broker::close`]) every pending ask is denied and
+//! logged as such; an ask whose process died is denied; a poisoned lock is a deny; a client
+//! that sends garbage or hangs up answers nothing. An `always` on a red ask is refused with
+//! a reason (and could not be stored anyway: [`tyba_policy::AlwaysKey`] is made only from
+//! yellow verdicts).
+//!
+//! Terms: an ask id is `<session>-<n>`, unique across the user's sessions because session ids
+//! are random.
+//!
+//! ```no_run
+//! use tyba_supervisor::broker::{Broker, BrokerConfig};
+//! # fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = Broker::start(BrokerConfig::new("0a1b2c3d4e5f", "/work/repo".into()))?;
+//! // hand `broker.clone()` to `tyba_supervisor::run` as its approver, then:
+//! broker.close("the session ended");
+//! # Ok(()) }
+//! ```
+
+pub mod audit;
+pub mod client;
+pub mod guard;
+pub mod notice;
+pub mod paths;
+pub mod prompt;
+pub mod proto;
+mod server;
+
+use crate::approve::{Answer, Approver, ApproverError, AskKind, AskRequest};
+use crate::notify::AuditEvent;
+use audit::{AuditLine, AuditLog};
+use proto::{HookAnswer, HookAsk, PendingView, SessionView, WireAnswer};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often a waiting ask checks that its process is still alive.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(250);
+/// The most hook asks that may wait at once; more are denied (a flood is not a question).
+const MAX_HOOK_PENDING: usize = 64;
+
+/// Errors starting a broker.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The socket or log directory is unusable.
+    #[error(transparent)]
+    Path(#[from] paths::PathError),
+    /// The socket or log cannot be made.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// No pending ask has this id (answered already, or never existed).
+    #[error("no pending ask {0} in this session")]
+    Unknown(String),
+    /// `always` on an ask that can never be remembered.
+    #[error("`always` is refused for {id}: it is {verdict}, and only a yellow command can be allowed for the session; answer once or deny")]
+    AlwaysRefused {
+        /// The ask.
+        id: String,
+        /// Its colour (or `a pause`).
+        verdict: String,
+    },
+    /// The session has ended.
+    #[error("the session has ended")]
+    Closed,
+}
+
+/// How a broker is set up.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// The session id.
+    pub session: String,
+    /// The session's worktree (shown by `tyba inbox`).
+    pub worktree: PathBuf,
+    /// Open the per-user socket for `tyba inbox/approve/deny` (off in unit tests).
+    pub socket: bool,
+    /// Write the audit log under the state directory.
+    pub audit: bool,
+    /// The hook-only socket to listen on (inside the session's private temp dir), if any.
+    pub hook_socket: Option<PathBuf>,
+    /// Similar failures in a row before a nudge (policy `failures.nudge_after`; 0: never).
+    pub nudge_after: u32,
+    /// Similar failures in a row before a pause (policy `failures.pause_after`; 0: never).
+    pub pause_after: u32,
+    /// Ring the bell, set the title and call `notify-send` when an ask starts waiting.
+    pub notices: bool,
+}
+
+impl BrokerConfig {
+    /// Socket and audit log on, no hook socket, the default thresholds (3, 8), notices on.
+    pub fn new(session: &str, worktree: PathBuf) -> BrokerConfig {
+        BrokerConfig {
+            session: session.to_string(),
+            worktree,
+            socket: true,
+            audit: true,
+            hook_socket: None,
+            nudge_after: 3,
+            pause_after: 8,
+            notices: true,
+        }
+    }
+}
+
+/// What a pending entry is about.
+#[derive(Debug, Clone)]
+enum Subject {
+    Kernel(AskRequest),
+    Hook { ask: HookAsk, always_ok: bool },
+    Pause { failures: u32, last: String },
+}
+
+#[derive(Debug)]
+struct Entry {
+    subject: Subject,
+    pid: u32,
+    argv: Vec<String>,
+    cwd: String,
+    started: Instant,
+    started_at: SystemTime,
+    answer: Option<(Answer, String)>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next: u64,
+    pending: BTreeMap<u64, Entry>,
+    closed: Option<String>,
+    /// Refusal texts of asks the broker denied and logged itself, so `record` does not log
+    /// them a second time (it still counts them as failures).
+    logged_denials: Vec<String>,
+    guard: guard::Guard,
+    hook_always: HashSet<String>,
+    generation: u64,
+}
+
+type Listener = Box<dyn Fn(&PendingView) + Send + Sync>;
+
+struct Inner {
+    cfg: BrokerConfig,
+    pid: u32,
+    state: Mutex<State>,
+    changed: Condvar,
+    audit: Option<AuditLog>,
+    socket: Mutex<Option<server::Served>>,
+    hook: Mutex<Option<server::Served>>,
+    listeners: Mutex<Vec<Listener>>,
+    prompt: Mutex<Option<Arc<prompt::Prompt>>>,
+}
+
+/// The session's broker; cheap to clone (all clones are the same broker).
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("session", &self.inner.cfg.session)
+            .finish_non_exhaustive()
+    }
+}
+
+fn proc_argv(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|c| *c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn proc_cwd(pid: u32) -> String {
+    std::fs::read_link(format!("/proc/{pid}/cwd"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+fn alive(pid: u32) -> bool {
+    pid == 0 || std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn answer_name(a: &Answer) -> &'static str {
+    match a {
+        Answer::Once => "once",
+        Answer::Always => "always",
+        Answer::Deny { .. } => "deny",
+    }
+}
+
+impl Subject {
+    fn kind(&self) -> &'static str {
+        match self {
+            Subject::Kernel(r) => match r.kind {
+                AskKind::Command { .. } => "command",
+                AskKind::Connect { .. } => "connect",
+                _ => "metadata",
+            },
+            Subject::Hook { .. } => "hook",
+            Subject::Pause { .. } => "pause",
+        }
+    }
+
+    fn action(&self) -> String {
+        match self {
+            Subject::Kernel(r) => r.kind.to_string(),
+            Subject::Hook { ask, .. } => format!("{} ({} via {})", ask.action, ask.tool, ask.agent),
+            Subject::Pause { failures, last } => format!(
+                "resume the agent, paused after {failures} similar failures in a row (last: {last})"
+            ),
+        }
+    }
+
+    fn verdict(&self) -> String {
+        match self {
+            Subject::Kernel(r) => r.verdict.to_string(),
+            Subject::Hook { ask, .. } => ask.verdict.clone(),
+            Subject::Pause { .. } => "paused".to_string(),
+        }
+    }
+
+    fn reasons(&self) -> Vec<String> {
+        match self {
+            Subject::Kernel(r) => r.reasons.clone(),
+            Subject::Hook { ask, .. } => ask.reasons.clone(),
+            Subject::Pause { .. } => Vec::new(),
+        }
+    }
+
+    fn always_ok(&self) -> bool {
+        match self {
+            Subject::Kernel(r) => r.rememberable && r.verdict == tyba_policy::Verdict::Yellow,
+            Subject::Hook { always_ok, .. } => *always_ok,
+            Subject::Pause { .. } => false,
+        }
+    }
+
+    fn default_refusal(&self) -> String {
+        match self {
+            Subject::Kernel(r) => r.default_refusal(),
+            Subject::Hook { ask, .. } => {
+                format!("refused by tyba ({}): {}", ask.verdict, ask.action)
+            }
+            Subject::Pause { .. } => "the session was ended by the person".to_string(),
+        }
+    }
+}
+
+impl Broker {
+    /// Starts a broker: its socket (when configured), its audit log and hook socket.
+    ///
+    /// # Errors
+    /// [`BrokerError`] when the socket, the hook socket or the log cannot be made; nothing is
+    /// left listening then.
+    pub fn start(cfg: BrokerConfig) -> Result<Broker, BrokerError> {
+        let audit = if cfg.audit {
+            let dir = paths::private_log_dir()?;
+            let path = paths::log_path(&dir, &cfg.session);
+            Some(AuditLog::open(&path).map_err(|source| BrokerError::Io {
+                what: "cannot open the audit log",
+                path,
+                source,
+            })?)
+        } else {
+            None
+        };
+        let state = State {
+            next: 1,
+            guard: guard::Guard::new(cfg.nudge_after, cfg.pause_after),
+            ..State::default()
+        };
+        let broker = Broker {
+            inner: Arc::new(Inner {
+                pid: std::process::id(),
+                state: Mutex::new(state),
+                changed: Condvar::new(),
+                audit,
+                socket: Mutex::new(None),
+                hook: Mutex::new(None),
+                listeners: Mutex::new(Vec::new()),
+                prompt: Mutex::new(None),
+                cfg,
+            }),
+        };
+        if broker.inner.cfg.socket {
+            let dir = paths::private_socket_dir()?;
+            let path = paths::socket_path(&dir, &broker.inner.cfg.session);
+            let s = server::serve(&broker, &path, server::Role::Person).map_err(|source| {
+                BrokerError::Io {
+                    what: "cannot listen on",
+                    path,
+                    source,
+                }
+            })?;
+            if let Ok(mut g) = broker.inner.socket.lock() {
+                *g = Some(s);
+            }
+        }
+        if let Some(path) = broker.inner.cfg.hook_socket.clone() {
+            let s = server::serve(&broker, &path, server::Role::Hook).map_err(|source| {
+                BrokerError::Io {
+                    what: "cannot listen on",
+                    path,
+                    source,
+                }
+            })?;
+            if let Ok(mut g) = broker.inner.hook.lock() {
+                *g = Some(s);
+            }
+        }
+        if broker.inner.cfg.notices {
+            let session = broker.inner.cfg.session.clone();
+            broker.on_pending(Box::new(move |p| notice::announce(&session, p)));
+        }
+        Ok(broker)
+    }
+
+    /// The session id.
+    pub fn session(&self) -> &str {
+        &self.inner.cfg.session
+    }
+
+    /// The user socket's path, when listening.
+    pub fn socket_path(&self) -> Option<PathBuf> {
+        self.inner
+            .socket
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|s| s.path.clone()))
+    }
+
+    /// The audit log's path, when logging.
+    pub fn log_path(&self) -> Option<PathBuf> {
+        self.inner.audit.as_ref().map(|a| a.path().to_path_buf())
+    }
+
+    /// Calls `f` each time an ask starts waiting (on the asking thread; keep it short).
+    pub fn on_pending(&self, f: Box<dyn Fn(&PendingView) + Send + Sync>) {
+        if let Ok(mut l) = self.inner.listeners.lock() {
+            l.push(f);
+        }
+    }
+
+    /// Attaches the same-terminal prompt (see [`prompt`]).
+    pub fn set_prompt(&self, p: Arc<prompt::Prompt>) {
+        if let Ok(mut g) = self.inner.prompt.lock() {
+            *g = Some(p);
+        }
+    }
+
+    fn lock(&self) -> Option<MutexGuard<'_, State>> {
+        self.inner.state.lock().ok()
+    }
+
+    fn view(&self, id: u64, e: &Entry) -> PendingView {
+        PendingView {
+            id: format!("{}-{id}", self.inner.cfg.session),
+            kind: e.subject.kind().to_string(),
+            action: e.subject.action(),
+            verdict: e.subject.verdict(),
+            reasons: e.subject.reasons(),
+            always_allowed: e.subject.always_ok(),
+            pid: e.pid,
+            argv: e.argv.clone(),
+            cwd: e.cwd.clone(),
+            waited_ms: e.started.elapsed().as_millis() as u64,
+        }
+    }
+
+    /// The session as listed.
+    pub fn session_view(&self) -> SessionView {
+        SessionView {
+            id: self.inner.cfg.session.clone(),
+            worktree: self.inner.cfg.worktree.display().to_string(),
+            pid: self.inner.pid,
+        }
+    }
+
+    /// Pending asks, oldest first.
+    pub fn pending(&self) -> Vec<PendingView> {
+        match self.lock() {
+            Some(s) => s.pending.iter().map(|(id, e)| self.view(*id, e)).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// A counter that changes whenever the pending set changes.
+    pub fn generation(&self) -> u64 {
+        self.lock().map(|s| s.generation).unwrap_or(0)
+    }
+
+    /// Waits until the pending set changes from `seen` or `timeout` passes; returns the
+    /// current generation.
+    pub fn wait_change(&self, seen: u64, timeout: Duration) -> u64 {
+        let Some(g) = self.lock() else { return seen };
+        match self
+            .inner
+            .changed
+            .wait_timeout_while(g, timeout, |s| s.generation == seen && s.closed.is_none())
+        {
+            Ok((s, _)) => s.generation,
+            Err(_) => seen,
+        }
+    }
+
+    /// Queues an ask; `None` when the session is closed.
+    fn submit(&self, subject: Subject, pid: u32) -> Option<(u64, PendingView)> {
+        let mut s = self.lock()?;
+        if s.closed.is_some() {
+            return None;
+        }
+        let id = s.next;
+        s.next += 1;
+        let e = Entry {
+            subject,
+            pid,
+            argv: proc_argv(pid),
+            cwd: proc_cwd(pid),
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            answer: None,
+        };
+        let v = self.view(id, &e);
+        s.pending.insert(id, e);
+        s.generation += 1;
+        drop(s);
+        self.inner.changed.notify_all();
+        Some((id, v))
+    }
+
+    fn announce(&self, v: &PendingView) {
+        if let Ok(l) = self.inner.listeners.lock() {
+            for f in l.iter() {
+                f(v);
+            }
+        }
+        let p = self.inner.prompt.lock().ok().and_then(|g| g.clone());
+        if let Some(p) = p {
+            p.wake();
+        }
+    }
+
+    /// Blocks until `id` is answered, the session closes or the asking process dies.
+    /// Returns the answer, who answered, and the wait; logs the line unless `close` did.
+    fn wait(&self, id: u64) -> (Answer, String, Duration) {
+        let closed = |reason: &str| Answer::Deny {
+            reason: Some(format!("refused by tyba: {reason}")),
+        };
+        let Some(mut s) = self.lock() else {
+            return (
+                closed("the approval channel failed"),
+                "broker".into(),
+                Duration::ZERO,
+            );
+        };
+        loop {
+            let Some(e) = s.pending.get_mut(&id) else {
+                // `close` answered and logged it.
+                let why = s
+                    .closed
+                    .clone()
+                    .unwrap_or_else(|| "the ask was withdrawn".into());
+                return (closed(&why), "session end".into(), Duration::ZERO);
+            };
+            if let Some((answer, by)) = e.answer.take() {
+                return self.finish(s, id, answer, by);
+            }
+            if !alive(e.pid) {
+                let why = "the asking process is gone".to_string();
+                return self.finish(s, id, closed(&why), "nobody (process gone)".into());
+            }
+            s = match self.inner.changed.wait_timeout(s, LIVENESS_PERIOD) {
+                Ok((g, _)) => g,
+                Err(_) => {
+                    return (
+                        closed("the approval channel failed"),
+                        "broker".into(),
+                        Duration::ZERO,
+                    )
+                }
+            };
+        }
+    }
+
+    fn finish(
+        &self,
+        mut s: MutexGuard<'_, State>,
+        id: u64,
+        answer: Answer,
+        by: String,
+    ) -> (Answer, String, Duration) {
+        let Some(e) = s.pending.remove(&id) else {
+            return (answer, by, Duration::ZERO);
+        };
+        s.generation += 1;
+        let waited = e.started.elapsed();
+        if let Answer::Deny { reason: Some(r) } = &answer {
+            s.logged_denials.push(r.clone());
+            if s.logged_denials.len() > 256 {
+                s.logged_denials.remove(0);
+            }
+        }
+        drop(s);
+        self.inner.changed.notify_all();
+        self.log_entry(id, &e, &answer, &by, waited);
+        (answer, by, waited)
+    }
+
+    fn log_entry(&self, id: u64, e: &Entry, answer: &Answer, by: &str, waited: Duration) {
+        let Some(log) = &self.inner.audit else { return };
+        let ans = match (&e.subject, answer) {
+            (Subject::Pause { .. }, Answer::Deny { .. }) => "end".to_string(),
+            (Subject::Pause { .. }, _) => "resume".to_string(),
+            (_, a) => answer_name(a).to_string(),
+        };
+        log.write(&AuditLine {
+            time: audit::rfc3339(e.started_at),
+            session: self.inner.cfg.session.clone(),
+            id: Some(format!("{}-{id}", self.inner.cfg.session)),
+            kind: e.subject.kind().to_string(),
+            action: e.subject.action(),
+            verdict: e.subject.verdict(),
+            reasons: e.subject.reasons(),
+            decision: if matches!(e.subject, Subject::Pause { .. }) {
+                "pause".into()
+            } else {
+                "ask".into()
+            },
+            answer: Some(ans),
+            reason: match answer {
+                Answer::Deny { reason } => reason.clone(),
+                _ => None,
+            },
+            answered_by: Some(by.to_string()),
+            wait_ms: Some(waited.as_millis() as u64),
+            pid: Some(e.pid),
+        });
+    }
+
+    /// Answers a pending ask. `by` says who and where, for the log.
+    ///
+    /// A `deny` without a reason gets the policy's refusal text; with one, the person's
+    /// reason is the refusal text the agent gets.
+    ///
+    /// # Errors
+    /// [`AnswerError::Unknown`] for an id not pending here, [`AnswerError::AlwaysRefused`]
+    /// for `always` on anything but a yellow command, [`AnswerError::Closed`] after the end.
+    pub fn answer(
+        &self,
+        id: &str,
+        answer: WireAnswer,
+        reason: Option<String>,
+        by: &str,
+    ) -> Result<(), AnswerError> {
+        let unknown = || AnswerError::Unknown(id.to_string());
+        let (session, n) = paths::split_id(id).ok_or_else(unknown)?;
+        if session != self.inner.cfg.session {
+            return Err(unknown());
+        }
+        let mut s = self.lock().ok_or(AnswerError::Closed)?;
+        if s.closed.is_some() {
+            return Err(AnswerError::Closed);
+        }
+        let e = s.pending.get_mut(&n).ok_or_else(unknown)?;
+        if e.answer.is_some() {
+            return Err(unknown());
+        }
+        let a = match answer {
+            WireAnswer::Once => Answer::Once,
+            WireAnswer::Always if e.subject.always_ok() => Answer::Always,
+            WireAnswer::Always => {
+                return Err(AnswerError::AlwaysRefused {
+                    id: id.to_string(),
+                    verdict: match &e.subject {
+                        Subject::Pause { .. } => "a pause".into(),
+                        s => format!("{} ({})", s.verdict(), s.kind()),
+                    },
+                })
+            }
+            WireAnswer::Deny => Answer::Deny {
+                reason: Some(match reason.filter(|r| !r.trim().is_empty()) {
+                    Some(r) => r,
+                    None => format!("{} (denied by the person)", e.subject.default_refusal()),
+                }),
+            },
+        };
+        e.answer = Some((a, by.to_string()));
+        drop(s);
+        self.inner.changed.notify_all();
+        Ok(())
+    }
+
+    /// Ends the session: every pending ask is denied (and logged so), later asks are denied
+    /// at once, the sockets are removed. Idempotent.
+    pub fn close(&self, why: &str) {
+        let drained: Vec<(u64, Entry)> = match self.inner.state.lock() {
+            Ok(mut s) => {
+                if s.closed.is_some() {
+                    return;
+                }
+                s.closed = Some(why.to_string());
+                s.generation += 1;
+                std::mem::take(&mut s.pending).into_iter().collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        self.inner.changed.notify_all();
+        for (id, e) in drained {
+            let deny = Answer::Deny {
+                reason: Some(format!("refused by tyba: {why}")),
+            };
+            self.log_entry(id, &e, &deny, "session end", e.started.elapsed());
+        }
+        for slot in [&self.inner.socket, &self.inner.hook] {
+            if let Ok(mut g) = slot.lock() {
+                if let Some(s) = g.take() {
+                    s.stop();
+                }
+            }
+        }
+        let p = self.inner.prompt.lock().ok().and_then(|g| g.clone());
+        if let Some(p) = p {
+            p.wake();
+        }
+    }
+
+    /// Whether [`Broker::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.lock().map(|s| s.closed.is_some()).unwrap_or(true)
+    }
+
+    /// An ask from an agent hook. The hook's claims decide only what it is shown as: "always"
+    /// is offered only when the hook says yellow and rememberable, and an "always" answer is
+    /// remembered for later hook asks of the exact same action string only — never in the
+    /// kernel layer's memory, so a process forging hook asks cannot widen what the sandbox
+    /// lets through.
+    pub fn ask_hook(&self, ask: HookAsk, pid: u32) -> HookAnswer {
+        let always_ok = ask.rememberable && ask.verdict == "yellow";
+        let key = format!("{}\u{0}{}", ask.tool, ask.action);
+        {
+            let Some(s) = self.lock() else {
+                return deny_answer("refused by tyba: the approval channel failed");
+            };
+            if always_ok && s.hook_always.contains(&key) {
+                return HookAnswer {
+                    answer: WireAnswer::Always,
+                    reason: None,
+                };
+            }
+            let hooks = s
+                .pending
+                .values()
+                .filter(|e| matches!(e.subject, Subject::Hook { .. }))
+                .count();
+            if hooks >= MAX_HOOK_PENDING {
+                return deny_answer("refused by tyba: too many hook asks are waiting");
+            }
+        }
+        let Some((id, v)) = self.submit(Subject::Hook { ask, always_ok }, pid) else {
+            return deny_answer("refused by tyba: the session has ended");
+        };
+        self.announce(&v);
+        let (answer, _, _) = self.wait(id);
+        match answer {
+            Answer::Once => HookAnswer {
+                answer: WireAnswer::Once,
+                reason: None,
+            },
+            Answer::Always => {
+                if let Some(mut s) = self.lock() {
+                    s.hook_always.insert(key);
+                }
+                HookAnswer {
+                    answer: WireAnswer::Always,
+                    reason: None,
+                }
+            }
+            Answer::Deny { reason } => HookAnswer {
+                answer: WireAnswer::Deny,
+                reason,
+            },
+        }
+    }
+
+    /// Pauses the session after too many failures: freezes the agent's processes and asks
+    /// the person to resume (once) or end (deny). Runs on its own thread.
+    fn pause(&self, failures: u32, last: String) {
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tyba-pause".into())
+            .spawn(move || {
+                guard::signal_tree(libc::SIGSTOP);
+                let Some((id, v)) = me.submit(Subject::Pause { failures, last }, 0) else {
+                    guard::signal_tree(libc::SIGCONT);
+                    return;
+                };
+                me.announce(&v);
+                let (answer, _, _) = me.wait(id);
+                match answer {
+                    Answer::Deny { .. } => {
+                        guard::signal_tree(libc::SIGKILL);
+                    }
+                    _ => {
+                        if let Some(mut s) = me.lock() {
+                            s.guard.reset();
+                        }
+                        guard::signal_tree(libc::SIGCONT);
+                    }
+                }
+            });
+        if spawned.is_err() {
+            guard::signal_tree(libc::SIGCONT);
+        }
+    }
+}
+
+fn deny_answer(reason: &str) -> HookAnswer {
+    HookAnswer {
+        answer: WireAnswer::Deny,
+        reason: Some(reason.to_string()),
+    }
+}
+
+impl Approver for Broker {
+    fn relay_gate(&self) -> Option<Arc<dyn crate::approve::RelayGate>> {
+        let p = self.inner.prompt.lock().ok().and_then(|g| g.clone())?;
+        Some(p)
+    }
+
+    fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {
+        let Some((id, v)) = self.submit(Subject::Kernel(request.clone()), request.pid) else {
+            let reason = format!("{} (the session has ended)", request.default_refusal());
+            return Ok(Answer::Deny {
+                reason: Some(reason),
+            });
+        };
+        self.announce(&v);
+        let (answer, _, _) = self.wait(id);
+        Ok(answer)
+    }
+
+    fn record(&self, event: &AuditEvent) -> Option<String> {
+        let mut s = self.lock()?;
+        if event.allowed {
+            s.guard.reset();
+            return None;
+        }
+        let reason = event.reason.clone().unwrap_or_default();
+        let already = s.logged_denials.iter().position(|r| *r == reason);
+        match already {
+            Some(i) => {
+                s.logged_denials.remove(i);
+            }
+            None => {
+                if let Some(log) = &self.inner.audit {
+                    log.write(&AuditLine {
+                        time: audit::rfc3339(SystemTime::now()),
+                        session: self.inner.cfg.session.clone(),
+                        kind: event.kind.to_string(),
+                        action: event.what.clone(),
+                        decision: "refuse".into(),
+                        reason: event.reason.clone(),
+                        ..AuditLine::default()
+                    });
+                }
+            }
+        }
+        let step = s.guard.failure(event.kind, &event.what);
+        drop(s);
+        match step {
+            guard::Step::Quiet => None,
+            guard::Step::Nudge(text) => Some(text),
+            guard::Step::Pause { failures, text } => {
+                self.pause(failures, event.what.clone());
+                Some(text)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

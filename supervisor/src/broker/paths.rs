@@ -1,0 +1,179 @@
+//! Where a session's socket and audit log live.
+//!
+//! - Sockets: `$XDG_RUNTIME_DIR/tyba/<session>.sock`, or without `XDG_RUNTIME_DIR`,
+//!   `$XDG_STATE_HOME/tyba/run/` (`~/.local/state/tyba/run/`). The directory is made mode
+//!   0700 and must be owned by the user; each socket is mode 0600.
+//! - Audit logs: `$XDG_STATE_HOME/tyba/log/<session>.jsonl` (`~/.local/state/tyba/log/`).
+//!
+//! None of these is granted by the sandbox's Landlock rules, and the notify loop refuses
+//! (without asking) every `connect` from the sandbox to a socket under [`socket_dir`].
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Errors finding or making the broker's directories.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathError {
+    /// Neither `XDG_RUNTIME_DIR`, `XDG_STATE_HOME` nor `HOME` is set to an absolute path.
+    #[error("no runtime or state directory: set XDG_RUNTIME_DIR, XDG_STATE_HOME or HOME")]
+    NoBase,
+    /// A directory cannot be made or checked.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The directory exists but is not private to the user.
+    #[error("{path} is not a directory owned by uid {uid} with mode 0700 (mode {mode:o}, owner {owner})")]
+    NotPrivate {
+        /// The directory.
+        path: PathBuf,
+        /// The expected owner.
+        uid: u32,
+        /// Its owner.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// `$XDG_STATE_HOME/tyba`, else `$HOME/.local/state/tyba`.
+pub fn state_dir() -> Option<PathBuf> {
+    env_dir("XDG_STATE_HOME")
+        .map(|x| x.join("tyba"))
+        .or_else(|| env_dir("HOME").map(|h| h.join(".local/state/tyba")))
+}
+
+/// The directory holding the user's session sockets (not created).
+pub fn socket_dir() -> Option<PathBuf> {
+    env_dir("XDG_RUNTIME_DIR")
+        .map(|x| x.join("tyba"))
+        .or_else(|| state_dir().map(|s| s.join("run")))
+}
+
+/// The directory holding the per-session audit logs (not created).
+pub fn log_dir() -> Option<PathBuf> {
+    state_dir().map(|s| s.join("log"))
+}
+
+/// The socket of session `session` in `dir`.
+pub fn socket_path(dir: &Path, session: &str) -> PathBuf {
+    dir.join(format!("{session}.sock"))
+}
+
+/// The audit log of session `session` in `dir`.
+pub fn log_path(dir: &Path, session: &str) -> PathBuf {
+    dir.join(format!("{session}.jsonl"))
+}
+
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// Makes `dir` (and its parents) with mode 0700 and checks it is the user's and private.
+///
+/// # Errors
+/// [`PathError::Io`] when it cannot be made, [`PathError::NotPrivate`] when someone else
+/// owns it or others may enter it.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), PathError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| PathError::Io {
+            what: "cannot create",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    let m = std::fs::symlink_metadata(dir).map_err(|source| PathError::Io {
+        what: "cannot inspect",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let uid = euid();
+    let mode = m.permissions().mode() & 0o7777;
+    if !m.is_dir() || m.uid() != uid {
+        return Err(PathError::NotPrivate {
+            path: dir.to_path_buf(),
+            uid,
+            owner: m.uid(),
+            mode,
+        });
+    }
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| PathError::Io {
+                what: "cannot make private",
+                path: dir.to_path_buf(),
+                source,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// The socket directory, made private.
+///
+/// # Errors
+/// See [`ensure_private_dir`]; [`PathError::NoBase`] without any base directory.
+pub fn private_socket_dir() -> Result<PathBuf, PathError> {
+    let dir = socket_dir().ok_or(PathError::NoBase)?;
+    ensure_private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// The audit-log directory, made private.
+///
+/// # Errors
+/// See [`ensure_private_dir`]; [`PathError::NoBase`] without any base directory.
+pub fn private_log_dir() -> Result<PathBuf, PathError> {
+    let dir = log_dir().ok_or(PathError::NoBase)?;
+    ensure_private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Splits an ask id `<session>-<n>` into its session and number.
+pub fn split_id(id: &str) -> Option<(&str, u64)> {
+    let (s, n) = id.rsplit_once('-')?;
+    let valid_session = !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric());
+    valid_session.then_some(())?;
+    Some((s, n.parse().ok()?))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_split_into_session_and_number() {
+        assert_eq!(split_id("0a1b2c3d4e5f-12"), Some(("0a1b2c3d4e5f", 12)));
+        assert_eq!(split_id("abc-x"), None);
+        assert_eq!(split_id("-3"), None);
+        assert_eq!(split_id("../x-3"), None);
+        assert_eq!(split_id("3"), None);
+    }
+
+    #[test]
+    fn a_shared_directory_is_made_private() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/tyba");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private_dir(&d).unwrap();
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+}

@@ -1,0 +1,349 @@
+//! The same-terminal prompt (issue 5 §3): `tyba run` relays the agent's pty, and when an ask
+//! is pending the relay's [`RelayGate`] holds the agent's output, switches the person's
+//! terminal to the alternate screen, draws the prompt there and reads single keys:
+//!
+//! | key | answer |
+//! |---|---|
+//! | `o` | once |
+//! | `a` | always (only offered for yellow commands; refused with a reason otherwise) |
+//! | `d` | deny |
+//! | `r` | deny with a reason (typed, Enter sends, Esc goes back) |
+//! | `?` | details: the process, its argv and directory, every reason |
+//! | `l` | later: give the screen back; the ask stays in `tyba inbox` |
+//!
+//! Then it leaves the alternate screen, which gives the agent's screen back intact, and
+//! releases the held output.
+//!
+//! Not forgeable by the agent: nothing the agent writes reaches the terminal while the prompt
+//! is shown (its output is held, and keys go to the prompt only while it is shown), and the
+//! prompt carries the session's secret word, printed by `tyba run` on its own terminal before
+//! the agent started (the agent never sees it). A prompt without the word is not tyba's.
+//!
+//! Limit: an agent that is itself in the alternate screen (a full-screen TUI) gets a cleared
+//! screen back and redraws on its next output (or Ctrl-L).
+
+use super::proto::{PendingView, WireAnswer};
+use super::Broker;
+use crate::approve::RelayGate;
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+const WORDS: &[&str] = &[
+    "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
+    "kestrel", "lagoon", "maple", "nectar", "onyx", "pepper", "quartz", "raven", "saffron",
+    "tundra", "umber", "violet", "willow", "yarrow", "zephyr", "acorn", "birch", "cobalt", "dune",
+    "falcon", "glacier", "heron",
+];
+
+/// A secret word for the session: two words and two digits from the kernel's random source.
+pub fn secret_word() -> String {
+    let mut b = [0u8; 4];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_ok();
+    if !ok {
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(7);
+        b = n.to_le_bytes();
+    }
+    let w = |x: u8| WORDS[usize::from(x) % WORDS.len()];
+    format!("{}-{}-{:02}", w(b[0]), w(b[1]), u16::from(b[2]) % 100)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mode {
+    Keys,
+    Reason(String),
+}
+
+#[derive(Debug)]
+struct PState {
+    /// The ask on screen.
+    showing: Option<PendingView>,
+    mode: Mode,
+    details: bool,
+    message: Option<String>,
+    /// Whether the agent has switched its own screen to the alternate buffer.
+    agent_alt: bool,
+    later: HashSet<String>,
+}
+
+/// The prompt; attach it with [`Broker::set_prompt`] and hand it to the relay as its gate.
+pub struct Prompt {
+    broker: Broker,
+    secret: String,
+    st: Mutex<PState>,
+    cv: Condvar,
+    out: Mutex<Box<dyn Write + Send>>,
+}
+
+impl std::fmt::Debug for Prompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prompt").finish_non_exhaustive()
+    }
+}
+
+impl Prompt {
+    /// A prompt drawing on `out` (the person's terminal: `tyba run`'s stdout), marked with
+    /// `secret`. Starts the thread that follows the broker's pending asks.
+    pub fn start(broker: &Broker, secret: String, out: Box<dyn Write + Send>) -> Arc<Prompt> {
+        let p = Arc::new(Prompt {
+            broker: broker.clone(),
+            secret,
+            st: Mutex::new(PState {
+                showing: None,
+                mode: Mode::Keys,
+                details: false,
+                message: None,
+                agent_alt: false,
+                later: HashSet::new(),
+            }),
+            cv: Condvar::new(),
+            out: Mutex::new(out),
+        });
+        broker.set_prompt(Arc::clone(&p));
+        let me = Arc::clone(&p);
+        let _ = std::thread::Builder::new()
+            .name("tyba-prompt".into())
+            .spawn(move || {
+                let mut seen = 0;
+                loop {
+                    seen = me.broker.wait_change(seen, Duration::from_millis(300));
+                    me.refresh();
+                    if me.broker.is_closed() {
+                        return;
+                    }
+                }
+            });
+        p
+    }
+
+    /// Re-reads the pending asks soon (a new one arrived).
+    pub fn wake(&self) {
+        self.refresh();
+    }
+
+    fn lock(&self) -> Option<MutexGuard<'_, PState>> {
+        self.st.lock().ok()
+    }
+
+    fn write(&self, text: &str) {
+        if let Ok(mut o) = self.out.lock() {
+            let _ = o.write_all(text.as_bytes());
+            let _ = o.flush();
+        }
+    }
+
+    /// Shows the oldest pending ask (not deferred), or gives the screen back.
+    fn refresh(&self) {
+        let pending = if self.broker.is_closed() {
+            Vec::new()
+        } else {
+            self.broker.pending()
+        };
+        let Some(mut st) = self.lock() else { return };
+        let current: HashSet<&str> = pending.iter().map(|p| p.id.as_str()).collect();
+        st.later.retain(|id| current.contains(id.as_str()));
+        let next = pending.iter().find(|p| !st.later.contains(&p.id)).cloned();
+        let same = matches!((&st.showing, &next), (Some(a), Some(b)) if a.id == b.id);
+        if same {
+            return;
+        }
+        match next {
+            Some(p) => {
+                let entering = st.showing.is_none();
+                st.showing = Some(p);
+                st.mode = Mode::Keys;
+                st.details = false;
+                if entering {
+                    let enter = if st.agent_alt { "" } else { "\x1b[?1049h" };
+                    self.write(&format!("{enter}\x07\x1b]2;tyba: ask waiting\x07"));
+                }
+                let more = pending.len().saturating_sub(1);
+                self.draw(&st, more);
+            }
+            None => {
+                if st.showing.take().is_some() {
+                    let leave = if st.agent_alt { "" } else { "\x1b[?1049l" };
+                    self.write(&format!("\x1b[H\x1b[2J{leave}\x1b]2;tyba\x07"));
+                }
+                st.message = None;
+                self.cv.notify_all();
+            }
+        }
+    }
+
+    fn draw(&self, st: &PState, more: usize) {
+        let Some(p) = &st.showing else { return };
+        // Everything but the header comes from the agent's side: no control characters.
+        let clean = |x: &str| -> String {
+            x.chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect()
+        };
+        let mut l: Vec<String> = vec![String::new()];
+        l.push(format!("  {}: {}", p.verdict, clean(&p.action)));
+        for r in p.reasons.iter().take(if st.details { 64 } else { 2 }) {
+            l.push(format!("  why: {}", clean(r)));
+        }
+        let cwd = if p.cwd.is_empty() { "?" } else { &p.cwd };
+        l.push(format!(
+            "  by pid {} in {} (waiting {}s)",
+            p.pid,
+            clean(cwd),
+            p.waited_ms / 1000
+        ));
+        if st.details {
+            l.push(format!("  argv: {}", clean(&p.argv.join(" "))));
+            l.push(format!("  kind: {}", p.kind));
+        }
+        l.push(String::new());
+        let always = if p.always_allowed {
+            "[a] always (this exact command, this session)"
+        } else {
+            "[a] always: not offered (only yellow commands can be remembered)"
+        };
+        l.push(format!(
+            "  [o] once   {always}   [d] deny   [r] deny with a reason   [?] details   [l] later"
+        ));
+        if more > 0 {
+            l.push(format!("  ({more} more waiting; `tyba inbox` lists them)"));
+        }
+        if let Mode::Reason(text) = &st.mode {
+            l.push(String::new());
+            l.push(format!(
+                "  reason (Enter sends, Esc goes back): {}",
+                clean(text)
+            ));
+        }
+        if let Some(m) = &st.message {
+            l.push(String::new());
+            l.push(format!("  {}", clean(m)));
+        }
+        let header = format!(
+            "\x1b[7m tyba \u{258c} {} \u{258c} session word: {} \x1b[0m",
+            p.id, self.secret
+        );
+        let body: String = l.iter().map(|x| format!("{x}\r\n")).collect();
+        self.write(&format!("\x1b[H\x1b[2J{header}\r\n{body}"));
+    }
+
+    fn answer(&self, st: &mut PState, id: &str, a: WireAnswer, reason: Option<String>) {
+        match self.broker.answer(id, a, reason, "terminal") {
+            Ok(()) => st.message = None,
+            Err(e) => st.message = Some(e.to_string()),
+        }
+    }
+
+    fn key(&self, st: &mut PState, b: u8) {
+        let Some(p) = st.showing.clone() else { return };
+        match st.mode.clone() {
+            Mode::Reason(mut text) => match b {
+                b'\r' | b'\n' => {
+                    let r = Some(text).filter(|t| !t.trim().is_empty());
+                    st.mode = Mode::Keys;
+                    self.answer(st, &p.id, WireAnswer::Deny, r);
+                }
+                0x1b => st.mode = Mode::Keys,
+                0x7f | 0x08 => {
+                    text.pop();
+                    st.mode = Mode::Reason(text);
+                }
+                0x20..=0x7e => {
+                    if text.len() < 500 {
+                        text.push(char::from(b));
+                    }
+                    st.mode = Mode::Reason(text);
+                }
+                _ => {}
+            },
+            Mode::Keys => match b {
+                b'o' | b'O' => self.answer(st, &p.id, WireAnswer::Once, None),
+                b'a' | b'A' => self.answer(st, &p.id, WireAnswer::Always, None),
+                b'd' | b'D' => self.answer(st, &p.id, WireAnswer::Deny, None),
+                b'r' | b'R' => st.mode = Mode::Reason(String::new()),
+                b'?' => st.details = !st.details,
+                b'l' | b'L' => {
+                    st.later.insert(p.id.clone());
+                }
+                _ => {
+                    st.message =
+                        Some("keys: o once, a always, d deny, r reason, ? details, l later".into())
+                }
+            },
+        }
+    }
+
+    fn track_alt(st: &mut PState, bytes: &[u8]) {
+        let find = |pat: &[u8]| bytes.windows(pat.len()).rposition(|w| w == pat);
+        let on = [&b"\x1b[?1049h"[..], b"\x1b[?1047h", b"\x1b[?47h"]
+            .iter()
+            .filter_map(|p| find(p))
+            .max();
+        let off = [&b"\x1b[?1049l"[..], b"\x1b[?1047l", b"\x1b[?47l"]
+            .iter()
+            .filter_map(|p| find(p))
+            .max();
+        match (on, off) {
+            (Some(a), Some(b)) => st.agent_alt = a > b,
+            (Some(_), None) => st.agent_alt = true,
+            (None, Some(_)) => st.agent_alt = false,
+            (None, None) => {}
+        }
+    }
+}
+
+impl RelayGate for Prompt {
+    fn output(&self, bytes: &[u8]) {
+        let Some(mut st) = self.lock() else { return };
+        while st.showing.is_some() {
+            st = match self.cv.wait_timeout(st, Duration::from_millis(200)) {
+                Ok((g, _)) => g,
+                Err(_) => return,
+            };
+            if st.showing.is_some() && self.broker.is_closed() {
+                drop(st);
+                self.refresh();
+                st = match self.lock() {
+                    Some(g) => g,
+                    None => return,
+                };
+            }
+        }
+        Prompt::track_alt(&mut st, bytes);
+        if let Ok(mut o) = self.out.lock() {
+            let _ = o.write_all(bytes);
+            let _ = o.flush();
+        }
+    }
+
+    fn input(&self, bytes: &[u8]) -> bool {
+        {
+            let Some(mut st) = self.lock() else {
+                return true;
+            };
+            if st.showing.is_none() {
+                return false;
+            }
+            for b in bytes {
+                self.key(&mut st, *b);
+            }
+        }
+        self.refresh();
+        let more = self.broker.pending().len().saturating_sub(1);
+        if let Some(st) = self.lock() {
+            let deferred = st
+                .showing
+                .as_ref()
+                .is_some_and(|p| st.later.contains(&p.id));
+            if !deferred {
+                self.draw(&st, more);
+            }
+        }
+        true
+    }
+}

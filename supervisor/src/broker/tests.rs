@@ -1,0 +1,215 @@
+//! Unit tests of the broker without sockets, log or sandbox.
+
+use super::*;
+use tyba_policy::Verdict;
+
+fn broker() -> Broker {
+    let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", "/wt".into());
+    cfg.socket = false;
+    cfg.audit = false;
+    cfg.notices = false;
+    cfg.pause_after = 0;
+    Broker::start(cfg).unwrap()
+}
+
+fn req(command: &str, verdict: Verdict) -> AskRequest {
+    AskRequest {
+        kind: AskKind::Command {
+            command: command.into(),
+        },
+        verdict,
+        reasons: vec!["because".into()],
+        rememberable: verdict == Verdict::Yellow,
+        pid: std::process::id(),
+    }
+}
+
+fn ask_on_thread(b: &Broker, r: AskRequest) -> std::thread::JoinHandle<Answer> {
+    let b = b.clone();
+    std::thread::spawn(move || b.ask(&r).unwrap())
+}
+
+fn wait_pending(b: &Broker, n: usize) -> Vec<PendingView> {
+    for _ in 0..500 {
+        let p = b.pending();
+        if p.len() == n {
+            return p;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("never {n} pending: {:?}", b.pending());
+}
+
+#[test]
+fn asks_wait_and_are_answered_in_any_order() {
+    let b = broker();
+    let t1 = ask_on_thread(&b, req("cargo test", Verdict::Yellow));
+    wait_pending(&b, 1);
+    let t2 = ask_on_thread(&b, req("curl x", Verdict::Red));
+    let p = wait_pending(&b, 2);
+    assert_eq!(p[0].id, "0a1b2c3d4e5f-1");
+    assert_eq!(p[1].id, "0a1b2c3d4e5f-2");
+    assert!(p[0].always_allowed && !p[1].always_allowed);
+    assert_eq!(p[0].pid, std::process::id());
+    assert!(!p[0].argv.is_empty() && !p[0].cwd.is_empty());
+    b.answer(
+        "0a1b2c3d4e5f-2",
+        WireAnswer::Deny,
+        Some("no network".into()),
+        "test",
+    )
+    .unwrap();
+    assert_eq!(
+        t2.join().unwrap(),
+        Answer::Deny {
+            reason: Some("no network".into())
+        }
+    );
+    assert_eq!(b.pending().len(), 1, "the other ask still waits");
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Always, None, "test")
+        .unwrap();
+    assert_eq!(t1.join().unwrap(), Answer::Always);
+}
+
+#[test]
+fn always_on_red_is_refused_and_the_ask_keeps_waiting() {
+    let b = broker();
+    let t = ask_on_thread(&b, req("rm -rf build", Verdict::Red));
+    wait_pending(&b, 1);
+    let e = b
+        .answer("0a1b2c3d4e5f-1", WireAnswer::Always, None, "test")
+        .unwrap_err();
+    assert!(matches!(e, AnswerError::AlwaysRefused { .. }));
+    assert!(e.to_string().contains("red"), "{e}");
+    assert_eq!(b.pending().len(), 1);
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Once, None, "test")
+        .unwrap();
+    assert_eq!(t.join().unwrap(), Answer::Once);
+}
+
+#[test]
+fn unknown_and_foreign_ids_are_refused() {
+    let b = broker();
+    for id in ["0a1b2c3d4e5f-9", "ffffffffffff-1", "nonsense"] {
+        assert!(matches!(
+            b.answer(id, WireAnswer::Once, None, "t"),
+            Err(AnswerError::Unknown(_))
+        ));
+    }
+}
+
+#[test]
+fn closing_the_session_denies_every_pending_ask_and_later_ones() {
+    let b = broker();
+    let t1 = ask_on_thread(&b, req("make", Verdict::Yellow));
+    let t2 = ask_on_thread(&b, req("curl y", Verdict::Red));
+    wait_pending(&b, 2);
+    b.close("the session ended");
+    for t in [t1, t2] {
+        match t.join().unwrap() {
+            Answer::Deny { reason: Some(r) } => assert!(r.contains("session ended"), "{r}"),
+            a => panic!("{a:?}"),
+        }
+    }
+    assert!(matches!(
+        b.ask(&req("make", Verdict::Yellow)),
+        Ok(Answer::Deny { .. })
+    ));
+    assert!(matches!(
+        b.answer("0a1b2c3d4e5f-1", WireAnswer::Once, None, "t"),
+        Err(AnswerError::Closed)
+    ));
+}
+
+#[test]
+fn an_ask_whose_process_died_is_denied() {
+    let b = broker();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let mut r = req("make", Verdict::Yellow);
+    r.pid = pid;
+    match b.ask(&r).unwrap() {
+        Answer::Deny { reason: Some(r) } => assert!(r.contains("gone"), "{r}"),
+        a => panic!("{a:?}"),
+    }
+}
+
+#[test]
+fn a_deny_without_reason_gets_the_policy_text() {
+    let b = broker();
+    let t = ask_on_thread(&b, req("make", Verdict::Yellow));
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Deny, Some("  ".into()), "t")
+        .unwrap();
+    match t.join().unwrap() {
+        Answer::Deny { reason: Some(r) } => {
+            assert!(
+                r.contains("because") && r.contains("denied by the person"),
+                "{r}"
+            )
+        }
+        a => panic!("{a:?}"),
+    }
+}
+
+#[test]
+fn hook_always_is_remembered_for_hooks_only_and_red_never() {
+    let b = broker();
+    let hook = |verdict: &str| HookAsk {
+        agent: "claude-code".into(),
+        tool: "Bash".into(),
+        action: "cargo test".into(),
+        verdict: verdict.into(),
+        reasons: vec![],
+        rememberable: true,
+        cwd: "/wt".into(),
+        worktree: "/wt".into(),
+    };
+    let b2 = b.clone();
+    let t = std::thread::spawn(move || b2.ask_hook(hook("yellow"), std::process::id()));
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Always, None, "t")
+        .unwrap();
+    assert_eq!(t.join().unwrap().answer, WireAnswer::Always);
+    // The same exact hook action is remembered…
+    assert_eq!(
+        b.ask_hook(hook("yellow"), std::process::id()).answer,
+        WireAnswer::Always
+    );
+    // …but a red claim of it is asked, and cannot get `always`.
+    let b2 = b.clone();
+    let t = std::thread::spawn(move || b2.ask_hook(hook("red"), std::process::id()));
+    wait_pending(&b, 1);
+    assert!(b
+        .answer("0a1b2c3d4e5f-2", WireAnswer::Always, None, "t")
+        .is_err());
+    b.answer("0a1b2c3d4e5f-2", WireAnswer::Deny, Some("no".into()), "t")
+        .unwrap();
+    let a = t.join().unwrap();
+    assert_eq!(
+        (a.answer, a.reason.as_deref()),
+        (WireAnswer::Deny, Some("no"))
+    );
+}
+
+#[test]
+fn refusals_get_a_nudge_after_n_similar_ones() {
+    let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", "/wt".into());
+    cfg.socket = false;
+    cfg.audit = false;
+    cfg.notices = false;
+    cfg.nudge_after = 2;
+    cfg.pause_after = 0;
+    let b = Broker::start(cfg).unwrap();
+    let ev = |what: &str| AuditEvent {
+        kind: "exec",
+        what: what.into(),
+        allowed: false,
+        reason: Some("refused by tyba: x".into()),
+    };
+    assert_eq!(b.record(&ev("curl a")), None);
+    let n = b.record(&ev("curl b")).unwrap();
+    assert!(n.contains("change approach"), "{n}");
+    assert_eq!(b.record(&ev("wget b")), None);
+}
