@@ -509,7 +509,15 @@ pub(crate) fn analyze(
                             s == "alias" && sub.is_none() && n == c.to_ascii_lowercase()
                         })
                     })
-                    .map(|(_, v)| v.clone().unwrap_or_else(|| "true".into())),
+                    .map(|(_, v)| v.clone().unwrap_or_else(|| "true".into()))
+                    .or_else(|| {
+                        // outside a repository git still reads the global and system files
+                        gix::config::File::from_globals().ok().and_then(|f| {
+                            crate::config::FlatConfig::from_gix(&f)
+                                .string("alias", None, &c.to_ascii_lowercase())
+                                .map(str::to_string)
+                        })
+                    }),
             };
             if let Some(v) = value {
                 analyze_alias(

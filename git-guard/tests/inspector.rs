@@ -192,6 +192,23 @@ fn aliases_are_reported() {
         Some(AliasExpansion::Shell("git push origin HEAD:main".into()))
     );
     assert!(r.findings.iter().any(|f| f.rule == "git.push.protected"));
+    // outside any repository, aliases still come from the global configuration
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[alias]\n\tzzship = push origin HEAD:main\n",
+    )
+    .unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let args: Vec<String> = vec!["zzship".into()];
+    let inv = GitInvocation {
+        args: &args,
+        env: &[],
+        cwd: outside.path(),
+        protected: &protected,
+    };
+    let r = Inspector::new().inspect(&inv);
+    assert!(matches!(r.alias, Some(AliasExpansion::Git(_))), "{r:?}");
+    assert!(!r.findings.is_empty(), "{r:?}");
     // the hook path honours core.hooksPath
     assert_eq!(
         Inspector::new().pre_push_hook_path(&cwd),
