@@ -445,7 +445,15 @@ pub(crate) fn analyze(
             let state = RepoState::open(&g.loc);
             match state {
                 Ok(state) => match push::resolve(&state, rest, protected) {
-                    Ok(plan) => report_push(&mut a, plan, protected),
+                    Ok(plan) => {
+                        if pushes_submodules(&state, rest) {
+                            a.block(
+                                RULE_UNRESOLVED,
+                                "the push also pushes submodules, whose destinations and hooks the guard does not resolve".into(),
+                            );
+                        }
+                        report_push(&mut a, plan, protected)
+                    }
                     Err(e) => {
                         if rest.iter().any(|w| could_name_protected(w, protected))
                             || rest
@@ -592,6 +600,48 @@ fn report_push(a: &mut Analysis, plan: PushPlan, protected: &[String]) {
         }
     }
     a.pushes.push(plan);
+}
+
+/// `--recurse-submodules=on-demand|only` (or `push.recurseSubmodules`, `submodule.recurse`)
+/// in a repository with submodules: git pushes each submodule too, with its own hooks
+/// directory where the guard's hook may be missing.
+fn pushes_submodules(state: &RepoState, words: &[String]) -> bool {
+    let has_submodules = state
+        .workdir
+        .as_deref()
+        .is_some_and(|w| w.join(".gitmodules").exists());
+    if !has_submodules {
+        return false;
+    }
+    let cfg = &state.config;
+    let mut mode: Option<String> = cfg.boolean("submodule", None, "recurse").map(|b| {
+        if b {
+            "on-demand".to_string()
+        } else {
+            "no".to_string()
+        }
+    });
+    if let Some(v) = cfg.string("push", None, "recursesubmodules") {
+        mode = Some(v.to_ascii_lowercase());
+    }
+    if let Ok(p) = push::parse_push_args(words) {
+        if let Some(o) = p
+            .options
+            .iter()
+            .rev()
+            .find(|o| o.long == "recurse-submodules")
+        {
+            mode = if o.unset {
+                Some("no".into())
+            } else {
+                o.value.clone().map(|v| v.to_ascii_lowercase())
+            };
+        }
+    }
+    matches!(
+        mode.as_deref(),
+        Some("on-demand") | Some("only") | Some("yes") | Some("true")
+    )
 }
 
 /// Whether a word could name a protected branch as a destination (`main`, `+x:Main`,

@@ -93,6 +93,11 @@ const CASES: &[Case] = &[
     (&[], &["config", "core.hooksPath"], &[], false),
     (&[], &["config", "--get", "core.hooksPath"], &[], false),
     (&[], &["config", "user.name", "x"], &[], false),
+    // submodules pushed along have their own hooks
+    (&["touch .gitmodules"], &["push", "--recurse-submodules=on-demand", "origin", "feature"], &[], true),
+    (&["touch .gitmodules", "git config submodule.recurse true"], &["push", "origin", "feature"], &[], true),
+    (&["touch .gitmodules"], &["push", "--recurse-submodules=check", "origin", "feature"], &[], false),
+    (&[], &["push", "--recurse-submodules=on-demand", "origin", "feature"], &[], false),
     // plumbing and other commands
     (&[], &["send-pack", "F/origin.git", "feature:feature"], &[], true),
     (&[], &["http-push", "https://example.invalid/", "feature"], &[], true),
