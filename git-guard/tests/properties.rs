@@ -80,6 +80,8 @@ const WORDS: &[&str] = &[
     "refs/heads/ma*:refs/heads/ma*",
 ];
 
+/// Push options that take no value (`-o`, `--repo` would take `origin` as theirs and make the
+/// refspec the repository: then git pushes elsewhere, rightly not blocked).
 const OPTS: &[&str] = &[
     "-f",
     "-d",
@@ -97,8 +99,6 @@ const OPTS: &[&str] = &[
     "--atomic",
     "--follow-tags",
     "--no-thin",
-    "-o",
-    "--repo",
     "--porcelain",
     "--",
 ];
