@@ -5,9 +5,11 @@
 //! actions the decision table says must be asked (yellow and red, after the session's
 //! "always" memory); green is allowed and blocked refused without asking.
 //!
-//! The broker is not built yet: [`ask_session`] always fails, and the caller turns every
-//! failure into a refusal (DESIGN.md §3, fail closed: "if the approval channel breaks, the
-//! answer is deny").
+//! `tyba run` points [`SESSION_SOCKET_ENV`] at the session's **hook socket**, in the session's
+//! private temp dir inside the sandbox. It takes only asks (never answers, never listings):
+//! the person's own socket, which can answer, is out of the sandbox's reach. Any failure to
+//! get an answer is a refusal (DESIGN.md §3, fail closed: "if the approval channel breaks,
+//! the answer is deny").
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -46,10 +48,6 @@ pub struct AskRequest {
 /// The person's answer (DESIGN.md §1 "answer").
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-#[expect(
-    dead_code,
-    reason = "the session broker constructs answers; until it exists every ask fails"
-)]
 pub enum Answer {
     /// Allowed this once.
     Once,
@@ -66,22 +64,42 @@ pub enum Answer {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
-    /// This build of tyba has no session broker to ask yet.
-    #[error("this tyba cannot ask a live session yet (session socket {socket})")]
-    Unsupported {
+    /// The session's hook socket could not be reached or did not answer.
+    #[error("session socket {socket}: {source}")]
+    Channel {
         /// The socket named by the environment.
         socket: PathBuf,
+        /// What failed.
+        source: tyba_supervisor::broker::client::ClientError,
     },
 }
 
-/// Asks the session listening on `socket` and waits for the person's answer.
+/// Asks the session listening on `socket` and waits for the person's answer, at most a little
+/// less than [`HOOK_TIMEOUT_SECS`] (the agent would let the call through at its timeout).
 ///
 /// # Errors
-/// Always [`SessionError::Unsupported`] for now: the broker work replaces this body with the
-/// request/answer exchange on the socket, answering within [`HOOK_TIMEOUT_SECS`].
+/// [`SessionError::Channel`] when the socket cannot be reached, hangs up, answers garbage or
+/// does not answer in time.
 pub fn ask_session(socket: &Path, request: &AskRequest) -> Result<Answer, SessionError> {
-    let _ = request;
-    Err(SessionError::Unsupported {
+    use tyba_supervisor::broker::{client, proto};
+    let ask = proto::HookAsk {
+        agent: request.agent.to_string(),
+        tool: request.tool.clone(),
+        action: request.action.clone(),
+        verdict: request.verdict.to_string(),
+        reasons: request.reasons.clone(),
+        rememberable: request.rememberable,
+        cwd: request.cwd.display().to_string(),
+        worktree: request.worktree.display().to_string(),
+    };
+    let wait = std::time::Duration::from_secs(HOOK_TIMEOUT_SECS.saturating_sub(15));
+    let a = client::ask_hook(socket, &ask, wait).map_err(|source| SessionError::Channel {
         socket: socket.to_path_buf(),
+        source,
+    })?;
+    Ok(match a.answer {
+        proto::WireAnswer::Once => Answer::Once,
+        proto::WireAnswer::Always => Answer::Always,
+        proto::WireAnswer::Deny => Answer::Deny { reason: a.reason },
     })
 }
