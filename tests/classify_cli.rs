@@ -111,6 +111,7 @@ fn extra_cases_through_the_binary() {
 #[test]
 fn red_team_cases_through_the_binary() {
     check_file("commands-redteam.jsonl");
+    check_file("commands-redteam2.jsonl");
 }
 
 #[test]

@@ -113,6 +113,11 @@ fn red_team_cases() {
     run_file("commands-redteam.jsonl");
 }
 
+#[test]
+fn red_team_round_two_cases() {
+    run_file("commands-redteam2.jsonl");
+}
+
 /// Where `../shared/corpus` exists beside the repository, the copies must be current.
 #[test]
 fn corpus_copies_are_current() {

@@ -205,8 +205,16 @@ fn system_program(path: &str) -> Option<String> {
             _ => break,
         }
     }
-    let parent = p.parent()?.to_string_lossy().into_owned();
-    if SYSTEM_BIN_DIRS.contains(&parent.as_str()) {
+    // The directory is resolved physically (`/usr/bin/X11` is a link to `.` on Debian), the
+    // program name is kept (`/bin/sh` may be a link to `dash`, and is still `sh`).
+    let parent_lex = p.parent()?;
+    let parent_phys = super::paths::resolve(Path::new("/"), &parent_lex.to_string_lossy());
+    let parent = parent_lex.to_string_lossy().into_owned();
+    if SYSTEM_BIN_DIRS.contains(&parent.as_str())
+        || SYSTEM_BIN_DIRS
+            .iter()
+            .any(|d| super::paths::resolve(Path::new("/"), d) == parent_phys)
+    {
         p.file_name().map(|n| n.to_string_lossy().into_owned())
     } else {
         None
@@ -359,11 +367,14 @@ impl Analyzer<'_> {
             }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
                 self.out.shape.compound = true;
-                self.compound_list(&sub.list, st.clone(), depth);
-                let mut f = Field::default();
-                f.parts.push(Part::Unknown);
-                let _ = kind;
-                words.push(f);
+                // `>(cmd)` as an argument (`tee >(sh)`): cmd reads what is written to it.
+                let fed = if matches!(kind, ast::ProcessSubstitutionKind::Write) {
+                    Stdin::Fed
+                } else {
+                    Stdin::Inherited
+                };
+                self.compound_list_stdin(&sub.list, st.clone(), fed, depth);
+                words.push(Field::unknown());
             }
         }
     }
@@ -429,6 +440,16 @@ impl Analyzer<'_> {
                         first.display()
                     ),
                 );
+                if stdin == Stdin::Fed {
+                    self.add(
+                        Verdict::Red,
+                        "shell.pipe-to-shell",
+                        format!(
+                            "input is piped into `{}`, which may be a shell",
+                            first.display()
+                        ),
+                    );
+                }
                 self.generic_paths(&st, args, Access::Any);
                 // Unknown parts may be empty: `r${X}m` may be `rm`.
                 let ev = first.empty_variant();
@@ -453,6 +474,19 @@ impl Analyzer<'_> {
         stdin: Stdin,
         depth: usize,
     ) -> State {
+        // bash's `time` keyword takes `-p` and `--` before the command; a command word that is
+        // an option is no program: analyse what follows as the command too.
+        if name.starts_with('-') {
+            self.add(
+                Verdict::Yellow,
+                "cmd.unlisted",
+                format!("`{name}` is not a program"),
+            );
+            if !args.is_empty() {
+                return self.invoke(st, args, env, stdin, depth);
+            }
+            return st;
+        }
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
@@ -573,13 +607,34 @@ impl Analyzer<'_> {
     fn option_value_paths(&mut self, st: &State, args: &[Field]) {
         for f in args {
             let Some(t) = f.known() else { continue };
-            let Some((_, v)) = t.strip_prefix("--").and_then(|l| l.split_once('=')) else {
+            let Some((name, v)) = t.strip_prefix("--").and_then(|l| l.split_once('=')) else {
                 continue;
             };
-            if v.starts_with(['/', '~', '.']) || v.contains('/') {
-                let cand = self.tilde_value(&Field::lit(v), f);
-                self.path_field(st, &cand, Access::Read);
+            // Patterns, formats and colours are not paths (`rg --glob=.env` names no file).
+            let pattern_valued = [
+                "glob",
+                "include",
+                "exclude",
+                "regexp",
+                "pattern",
+                "format",
+                "color",
+                "colour",
+                "replace",
+                "type",
+                "sort",
+                "label",
+                "separator",
+                "delimiter",
+            ]
+            .iter()
+            .any(|k| name.contains(k))
+                && !name.ends_with("-from");
+            if pattern_valued || v.is_empty() {
+                continue;
             }
+            let cand = self.tilde_value(&Field::lit(v), f);
+            self.path_field(st, &cand, Access::Read);
         }
     }
 
@@ -624,6 +679,9 @@ impl Analyzer<'_> {
         self.extra_rules(p, args);
         if !inv.env.is_empty() && p == "git" {
             // handled in git()
+        }
+        if inv.stdin == Stdin::Fed {
+            self.fed_code_reader(&inv);
         }
         // Wrappers: the worse of yellow and the inner command.
         if let Some(st2) = self.wrapper(&st, &inv, depth) {
@@ -763,7 +821,32 @@ impl Analyzer<'_> {
             "awk" | "gawk" | "mawk" | "nawk" => self.awk(&st, &inv),
             "tar" | "bsdtar" | "zip" | "unzip" | "7z" => self.archiver(&st, &inv),
             "npm" | "pnpm" | "yarn" | "pip" | "pip3" | "bun" | "uv" | "poetry" | "cargo" | "go"
-            | "deno" => self.package_tool(&st, &inv),
+            | "deno" | "pipenv" | "bundle" | "conda" | "mamba" | "micromamba" | "pyenv"
+            | "rbenv" | "asdf" | "opam" | "stack" | "pixi" | "hatch" | "pdm" | "rye" => {
+                self.package_tool(&st, &inv);
+                // `uv run CMD`, `poetry run CMD`, `pnpm exec CMD`, `bundle exec CMD`…: wrappers
+                // (`npm run`, `yarn run`, `bun run` take script names; `cargo`/`go run` build).
+                let first = args
+                    .iter()
+                    .position(|a| a.known().is_some_and(|t| !t.starts_with('-')));
+                if let Some(i) = first {
+                    let sub = args[i].known().unwrap_or_default();
+                    let runs_argv = match p {
+                        "cargo" | "go" | "deno" | "bun" => false,
+                        "npm" | "yarn" => sub == "exec",
+                        _ => matches!(sub.as_str(), "run" | "exec" | "x" | "tool"),
+                    };
+                    if runs_argv {
+                        let rest = Invocation {
+                            program: p.to_string(),
+                            args: &args[i + 1..],
+                            env: inv.env.clone(),
+                            stdin: inv.stdin,
+                        };
+                        self.opaque_wrapper(&st, &rest, depth);
+                    }
+                }
+            }
             "crontab" | "at" | "batch" | "systemd-run" | "launchctl" => {
                 self.add(
                     Verdict::Red,
@@ -821,6 +904,41 @@ impl Analyzer<'_> {
             }
         }
         st
+    }
+
+    /// Programs that execute what they read on a fed stdin: REPLs and command interpreters
+    /// (gdb, sqlite3's `.shell`, ex/vim, m4's `syscmd`, dc's `!`…), and any code-reading tool
+    /// told to take its program from stdin (`awk -f -`, `sed -f /dev/stdin`, `make -f -`).
+    fn fed_code_reader(&mut self, inv: &Invocation<'_>) {
+        const REPLS: &[&str] = &[
+            "gdb", "lldb", "sqlite3", "ex", "ed", "red", "expect", "m4", "dc", "ghci", "racket",
+            "sbcl", "clisp", "ocaml", "iex", "kotlinc", "scala", "jshell", "irb", "guile", "csi",
+            "ipython", "bpython", "tclsh", "wish", "jq-repl", "sage",
+        ];
+        const CODE_FROM_FILE: &[&str] = &[
+            "awk", "gawk", "mawk", "nawk", "sed", "make", "gmake", "deno", "bun", "node", "perl",
+            "ruby", "php", "lua", "Rscript", "julia",
+        ];
+        let p = inv.program.as_str();
+        let known: Vec<String> = inv.args.iter().filter_map(Field::known).collect();
+        let vim_batch = matches!(p, "vim" | "nvim" | "vi" | "view")
+            && known.iter().any(|a| {
+                a == "-s" || a == "-es" || a == "-e" || a == "-Es" || a == "--headless" || a == "-"
+            });
+        let sqlite_reads =
+            p == "sqlite3" && known.iter().filter(|a| !a.starts_with('-')).count() <= 1;
+        let repl = REPLS.contains(&p) && (p != "sqlite3" || sqlite_reads);
+        let from_stdin = CODE_FROM_FILE.contains(&p)
+            && known
+                .iter()
+                .any(|a| is_stdin_path(a) || a == "-f-" || a == "--file=-");
+        if repl || vim_batch || from_stdin {
+            self.add(
+                Verdict::Red,
+                "shell.pipe-to-interpreter",
+                format!("input is piped or redirected into `{p}`, which runs it as commands"),
+            );
+        }
     }
 
     fn opaque(&mut self, what: &str, reason: &str) {
@@ -893,8 +1011,7 @@ impl Analyzer<'_> {
                 },
                 p,
             ),
-            "nohup" | "setsid" | "builtin" | "unbuffer" | "chronic" | "catchsegv"
-            | "dbus-run-session" | "fakeroot" => (
+            "nohup" | "setsid" | "builtin" => (
                 OptSpec {
                     short_val: "",
                     long_val: &[],
@@ -923,14 +1040,13 @@ impl Analyzer<'_> {
             }
             "env" => return Some(self.env_wrapper(st, inv, depth)),
             "xargs" => (
+                // `-e[EOF]`, `-i[R]`, `-l[N]` and `--eof`, `--replace`, `--max-lines` take
+                // optional values that must be attached: never the next word.
                 OptSpec {
-                    short_val: "adEeIiLlnPs",
+                    short_val: "adEILnPs",
                     long_val: &[
                         "arg-file",
                         "delimiter",
-                        "eof",
-                        "replace",
-                        "max-lines",
                         "max-args",
                         "max-procs",
                         "max-chars",
@@ -941,13 +1057,6 @@ impl Analyzer<'_> {
             ),
             "parallel" => return Some(self.parallel(st, inv, depth)),
             "watch" => return Some(self.watch(st, inv, depth)),
-            "flock" => (
-                OptSpec {
-                    short_val: "wEc",
-                    long_val: &["timeout", "conflict-exit-code", "command"],
-                },
-                p,
-            ),
             "chroot" => (
                 OptSpec {
                     short_val: "",
@@ -955,9 +1064,17 @@ impl Analyzer<'_> {
                 },
                 p,
             ),
+            // Wrappers whose options are not modelled one by one: every suffix is tried as the
+            // command, and `-c STRING` is a shell string.
             "taskset" | "chrt" | "prlimit" | "numactl" | "cgexec" | "setpriv" | "runuser"
             | "su" | "sg" | "newgrp" | "strace" | "ltrace" | "valgrind" | "firejail" | "bwrap"
-            | "unshare" | "nsenter" | "script" => {
+            | "unshare" | "nsenter" | "script" | "flock" | "sem" | "niceload" | "xvfb-run"
+            | "dbus-launch" | "dbus-run-session" | "systemd-inhibit" | "caffeinate" | "proot"
+            | "tsp" | "ifne" | "entr" | "pkexec" | "mise" | "rtx" | "direnv" | "nix-shell"
+            | "perf" | "gdb" | "lldb" | "catchsegv" | "unbuffer" | "chronic" | "fakeroot"
+            | "faketime" | "firejail-run" | "torify" | "with-contenv" | "s6-setuidgid"
+            | "chpst" | "setarch" | "linux32" | "linux64" | "ionice-run" | "cpulimit"
+            | "trickle" => {
                 return Some(self.opaque_wrapper(st, inv, depth));
             }
             "busybox" | "toybox" => {
@@ -1114,6 +1231,29 @@ impl Analyzer<'_> {
                     .and_then(Field::known)
                     .unwrap_or_else(|| "{}".to_string());
                 for a in inner.iter_mut().skip(1) {
+                    if let Some((before, after)) = a
+                        .known()
+                        .as_deref()
+                        .and_then(|t| t.split_once(marker.as_str()))
+                        .map(|(b, a)| (b.to_string(), a.to_string()))
+                    {
+                        let mut nf = Field::default();
+                        if !before.is_empty() {
+                            nf.parts.push(Part::Lit {
+                                text: before,
+                                glob: false,
+                            });
+                        }
+                        nf.parts.push(Part::Unknown);
+                        if !after.is_empty() {
+                            nf.parts.push(Part::Lit {
+                                text: after,
+                                glob: false,
+                            });
+                        }
+                        *a = nf;
+                        continue;
+                    }
                     if a.known().as_deref() == Some(marker.as_str()) {
                         *a = f.clone();
                     }
@@ -1864,6 +2004,23 @@ impl Analyzer<'_> {
             let prev = st.cwds.clone();
             st.cwds = st.dirstack.pop().unwrap_or_else(|| vec![None]);
             st.oldpwd = prev;
+            return st;
+        }
+        // Several fields are several possible values (`${x:-..}`): every one is a candidate.
+        if operands.len() > 1 {
+            let mut all: Vec<Option<PathBuf>> = Vec::new();
+            for f in &operands {
+                let one = Invocation {
+                    program: inv.program.clone(),
+                    args: std::slice::from_ref(*f),
+                    env: inv.env.clone(),
+                    stdin: inv.stdin,
+                };
+                let after = self.cd(st.clone(), &one);
+                union_vec_opt(&mut all, &after.cwds);
+            }
+            let mut st = st;
+            st.oldpwd = std::mem::replace(&mut st.cwds, all);
             return st;
         }
         let target = operands.first().copied();
@@ -2894,6 +3051,17 @@ impl Analyzer<'_> {
         let mut it = pos.into_iter();
         it.next();
         let rest: Vec<Field> = it.collect();
+        let follows = args.iter().filter_map(Field::known).any(|t| {
+            t == "--follow" || t.starts_with('-') && !t.starts_with("--") && t.contains('L')
+        });
+        if follows {
+            let starts = if rest.is_empty() {
+                vec![Field::lit(".")]
+            } else {
+                rest.clone()
+            };
+            self.symlinks_out(st, &starts);
+        }
         if rest.is_empty() {
             self.path_field(st, &Field::lit("."), Access::Read);
         }
@@ -3499,9 +3667,19 @@ impl Analyzer<'_> {
         for r in rest {
             if let Some(t) = r.known() {
                 if t.starts_with('-') {
+                    // Option values are words: `--orderfile=.env`, and attached short values
+                    // (`-O/etc/passwd`, `-X.env`) whatever the option.
                     if let Some((_, v)) = t.split_once('=') {
-                        if v.starts_with('/') || v.starts_with('~') || v.contains("..") {
-                            paths_rest.push(Field::lit(v));
+                        if !v.is_empty() {
+                            paths_rest.push(self.tilde_value(&Field::lit(v), r));
+                        }
+                    } else if !t.starts_with("--") && t.len() > 2 {
+                        let v: String = t.chars().skip(2).collect();
+                        if v.starts_with(['/', '~', '.'])
+                            || v.contains('/')
+                            || super::paths::credential_component(&v)
+                        {
+                            paths_rest.push(self.tilde_value(&Field::lit(&v), r));
                         }
                     }
                     continue;
@@ -3719,6 +3897,7 @@ impl Analyzer<'_> {
         ];
         let mut read = false;
         let mut write = false;
+        let mut edit = false;
         let mut global = false;
         let mut positional: Vec<&String> = Vec::new();
         let mut i = 0;
@@ -3752,6 +3931,7 @@ impl Analyzer<'_> {
                         }
                     }
                     Some(f) => {
+                        edit |= f == "edit";
                         write |= !matches!(f, "file" | "blob" | "global" | "system");
                         if matches!(f, "global" | "system") {
                             global = true;
@@ -3776,7 +3956,10 @@ impl Analyzer<'_> {
                     match c {
                         'l' => read = true,
                         'z' => {}
-                        'e' => write = true,
+                        'e' => {
+                            write = true;
+                            edit = true;
+                        }
                         'f' => {
                             i += 1;
                             if let Some(v) = rest.get(i) {
@@ -3811,6 +3994,19 @@ impl Analyzer<'_> {
             || !verb_form && !read && !args.is_empty() && (args.len() >= 2 || write)
         {
             write = true;
+        }
+        if edit || verb == Some("edit") {
+            self.add(
+                Verdict::Blocked,
+                "git.guard.hooks-path",
+                "`git config --edit` can change core.hooksPath, which switches the push guard off"
+                    .to_string(),
+            );
+            self.add(
+                Verdict::Red,
+                "path.git-config",
+                "`git config --edit` edits the configuration, which can run code later".to_string(),
+            );
         }
         if write {
             if let Some(k) = args.first() {
@@ -4010,6 +4206,14 @@ fn git_grep_open_pager(a: &str) -> Option<Option<String>> {
         }
     }
     None
+}
+
+fn union_vec_opt(a: &mut Vec<Option<PathBuf>>, b: &[Option<PathBuf>]) {
+    for x in b {
+        if !a.contains(x) {
+            a.push(x.clone());
+        }
+    }
 }
 
 /// Paths that name the process's own stdin.

@@ -544,6 +544,20 @@ pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
                         }
                     }
                     "xxd" if n == "-r" => {}
+                    // `tree -R` re-runs tree with an output file in every directory.
+                    "tree" if n == "-R" => {
+                        j.not_green(program, "-R (writes a file in every directory)")
+                    }
+                    // Paths read from a file at run time cannot be resolved now.
+                    _ if names(n, "--files0-from")
+                        || (program == "file" && (n == "-f" || names(n, "--files-from")))
+                        || (program.ends_with("sum") && (n == "-c" || names(n, "--check"))) =>
+                    {
+                        j.not_green(program, "paths read from a file at run time");
+                        if let Some(v) = value {
+                            j.path(v.clone(), Access::Read);
+                        }
+                    }
                     _ => {
                         // Option values that are files.
                         let file_valued = matches!(
@@ -562,6 +576,7 @@ pub(crate) fn judge_simple(program: &str, args: &[Field]) -> Option<Judgement> {
                                 "to-file",
                                 "exclude-from",
                                 "files0-from",
+                                "random-source",
                                 "magic-file",
                                 "files-from",
                                 "file",
@@ -807,19 +822,20 @@ pub(crate) fn judge_rg(args: &[Field]) -> Judgement {
 }
 
 /// `jq`: the filter is not a path; `--rawfile`/`--slurpfile`/`-f`/`-L` values are. A filter
-/// that reads the environment (`env`, `$ENV`) prints secrets like `printenv`: not green.
+/// that reads the environment (`env`, `$ENV`) prints secrets like `printenv`, and one that
+/// loads modules (`import`, `include`) reads files found at run time: neither is green.
 pub(crate) fn judge_jq(args: &[Field]) -> Judgement {
     let mut j = Judgement::default();
-    let mut have_filter = false;
-    let mut i = 0;
-    let mut operands = Vec::new();
+    let mut filter_from_file = false;
+    let mut filter: Option<Field> = None;
+    let mut files = Vec::new();
     let mut rest_are_args = false;
+    let mut i = 0;
     while i < args.len() {
         let f = &args[i];
         i += 1;
         let t = f.known();
         match t.as_deref() {
-            _ if rest_are_args => {}
             Some("--arg") | Some("--argjson") => i += 2,
             Some("--slurpfile") | Some("--rawfile") => {
                 if let Some(p) = args.get(i + 1) {
@@ -831,12 +847,15 @@ pub(crate) fn judge_jq(args: &[Field]) -> Judgement {
                 if let Some(p) = args.get(i) {
                     j.path(p.clone(), Access::Read);
                 }
-                have_filter = true;
+                filter_from_file = true;
                 i += 1;
             }
             Some("--indent") => i += 1,
             Some("--args") | Some("--jsonargs") => rest_are_args = true,
             Some(s) if s.starts_with("--") => {}
+            Some(s) if s.starts_with("-L") && s.len() > 2 => {
+                j.path(Field::lit(&s[2..]), Access::Read)
+            }
             // Short clusters: `-f FILE` and `-L DIR` take the next word, wherever in the cluster.
             Some(s) if s.starts_with('-') && s.len() > 1 => {
                 for c in s[1..].chars() {
@@ -844,28 +863,37 @@ pub(crate) fn judge_jq(args: &[Field]) -> Judgement {
                         if let Some(p) = args.get(i) {
                             j.path(p.clone(), Access::Read);
                         }
-                        have_filter |= c == 'f';
+                        filter_from_file |= c == 'f';
                         i += 1;
                     }
                 }
             }
-            _ => operands.push(f.clone()),
+            // The first positional word is the filter (even after `--args`); after `--args`
+            // the others are arguments, not files.
+            _ if filter.is_none() && !filter_from_file => filter = Some(f.clone()),
+            _ if rest_are_args => {}
+            _ => files.push(f.clone()),
         }
     }
-    let mut it = operands.into_iter();
-    if !have_filter {
-        if let Some(filter) = it.next() {
-            let text = filter.known().unwrap_or_default();
-            let reads_env = text.contains("$ENV")
-                || text
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
-                    .any(|w| w == "env" || w == "$__loc__" || w == "input_filename");
-            if reads_env {
-                j.not_green("jq", "a filter that reads the environment");
-            }
+    if let Some(filter) = filter {
+        let text = filter.known().unwrap_or_default();
+        let squeezed = text
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("$ ", "$");
+        let words: Vec<&str> = squeezed
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+            .collect();
+        if squeezed.contains("$ENV") || words.contains(&"env") {
+            j.not_green("jq", "a filter that reads the environment");
+        }
+        if words.contains(&"import") || words.contains(&"include") || words.contains(&"modulemeta")
+        {
+            j.not_green("jq", "a filter that loads modules from files");
         }
     }
-    for f in it {
+    for f in files {
         j.path(f, Access::Read);
     }
     j
@@ -908,6 +936,7 @@ pub(crate) fn judge_sed(args: &[Field]) -> Judgement {
                     || names(n, "--null-data")
                     || names(n, "--posix")
                     || names(n, "--debug")
+                    || names(n, "--follow-symlinks")
                     || names(n, "--line-length")
                 {
                 } else {

@@ -399,6 +399,18 @@ impl Analyzer<'_> {
         for name in notes.assigned {
             self.assigns_variable(&name, None, st);
         }
+        for text in notes.prompt_code {
+            let inner = format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""));
+            let _ = self.expand_word(&inner, st);
+        }
+        if notes.dynamic_code {
+            self.out.shape.opaque = true;
+            self.add(
+                Verdict::Red,
+                "shell.dynamic-code",
+                "`${x@P}` of a value that cannot be known: code assembled at run time",
+            );
+        }
     }
 
     /// Checks one expanded field used as a path, against every directory the line may be in.

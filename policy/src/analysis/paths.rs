@@ -149,7 +149,13 @@ pub(crate) fn lexical(cwd: &Path, word: &str) -> PathBuf {
 /// `.git-credentials`, `.npmrc`, `.pypirc`, `.envrc`; private keys `id_rsa`, `id_dsa`,
 /// `id_ecdsa`, `id_ed25519` with or without `_sk` (not `.pub`).
 pub(crate) fn credential_component(name: &str) -> bool {
-    matches!(name, ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker") || credential_file(name)
+    // Case-insensitive: `.ENV` and `ID_RSA` are the same secrets on case-insensitive file
+    // systems, and a rename away.
+    let name = name.to_ascii_lowercase();
+    matches!(
+        name.as_str(),
+        ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker"
+    ) || credential_file(&name)
 }
 
 fn credential_file(name: &str) -> bool {

@@ -10,6 +10,9 @@ use brush_parser::ParserOptions;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// Expanded text beyond this many bytes is unknown (bounds work on self-doubling variables).
+const MAX_VALUE_BYTES: usize = 16 * 1024;
+
 /// Brace expansion results beyond this many words make the word unknown (stricter, never empty).
 const MAX_BRACE_WORDS: usize = 256;
 
@@ -152,6 +155,10 @@ pub(crate) struct ExpandNotes {
     pub arith: Vec<String>,
     /// Variables the expansion assigns (`${V:=value}`).
     pub assigned: Vec<String>,
+    /// Values expanded like a prompt (`${a@P}`), whose substitutions run.
+    pub prompt_code: Vec<String>,
+    /// A prompt expansion of a value that cannot be known: code built at run time.
+    pub dynamic_code: bool,
     /// The word could not be parsed as a word.
     pub unparseable: bool,
     /// A `${x:=…}`-style assignment or `${!x}` indirection happened.
@@ -171,7 +178,22 @@ pub(crate) fn expand(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) ->
     for w in brace_expand(raw, &opts) {
         match w {
             Some(word) => match brush_parser::word::parse(&word, &opts) {
-                Ok(pieces) => out.extend(expand_pieces(&pieces, env, notes)),
+                // An expansion the grammar did not recognise (`${a~~}`) is left as text
+                // starting with `$`: bash would expand it, so its value is unknown.
+                Ok(pieces) if pieces.iter().any(|p| matches!(&p.piece, WordPiece::Text(t) if t.ends_with('$') || t.contains("${"))) => {
+                    notes.unparseable = true;
+                    out.push(Field::unknown());
+                }
+                Ok(pieces) => {
+                    let fields = expand_pieces(&pieces, env, notes);
+                    // Values too large to be a command or a path (`x=$x$x` doubled many times)
+                    // are unknown: bounded work, never empty.
+                    if fields.iter().map(|f| f.parts.iter().map(|p| match p { Part::Lit { text, .. } => text.len(), Part::Unknown => 1 }).sum::<usize>()).sum::<usize>() > MAX_VALUE_BYTES {
+                        out.push(Field::unknown());
+                    } else {
+                        out.extend(fields);
+                    }
+                }
                 Err(_) => {
                     notes.unparseable = true;
                     out.push(Field::unknown());
@@ -657,6 +679,22 @@ fn parameter_values(
             }
         }
         ParameterExpr::ReplaceSubstring { pattern, .. } => notes.arith.push(pattern.clone()),
+        // `${a@P}` expands the value like a prompt: its `$(…)` run.
+        ParameterExpr::Transform {
+            parameter: Parameter::Named(n),
+            op: brush_parser::word::ParameterTransformOp::PromptExpand,
+            ..
+        } => match env.vars.get(n) {
+            Some(vals) => {
+                for v in vals {
+                    match v {
+                        Some(text) => notes.prompt_code.push(text.clone()),
+                        None => notes.dynamic_code = true,
+                    }
+                }
+            }
+            None => notes.dynamic_code = true,
+        },
         ParameterExpr::RemoveSmallestSuffixPattern {
             pattern: Some(p), ..
         }
