@@ -310,3 +310,63 @@ fn real_pushes_with_the_hook_never_move_protected_refs() {
         failures.join("\n")
     );
 }
+
+#[test]
+fn sha256_repository_hook_refuses_protected_refs() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    run_ok(git(h, r).args([
+        "init",
+        "-q",
+        "--bare",
+        "--object-format=sha256",
+        "-b",
+        "main",
+        "origin.git",
+    ]));
+    run_ok(git(h, r).args(["init", "-q", "--object-format=sha256", "-b", "main", "work"]));
+    let work = r.join("work");
+    run_ok(git(h, &work).args(["commit", "-q", "--allow-empty", "-m", "c1"]));
+    run_ok(git(h, &work).args(["branch", "feature"]));
+    run_ok(
+        git(h, &work)
+            .arg("remote")
+            .arg("add")
+            .arg("origin")
+            .arg(r.join("origin.git")),
+    );
+    run_ok(tyba(h).args(["git-guard", "install", "--repo"]).arg(&work));
+    run_ok(git(h, &work).args(["push", "-q", "origin", "feature"]));
+    let out = git(h, &work)
+        .args(["push", "origin", "HEAD:main"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "sha256 push to main was not refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("push refused"));
+    let refs = refs_of(&r.join("origin.git"), h);
+    assert!(
+        refs.iter().all(|l| !l.starts_with("refs/heads/main ")),
+        "{refs:?}"
+    );
+    assert!(refs.iter().any(
+        |l| l.starts_with("refs/heads/feature ") && l.len() == "refs/heads/feature ".len() + 64
+    ));
+    // the command layer resolves SHA-256 repositories too
+    let out = tyba(h)
+        .args([
+            "git-guard",
+            "check",
+            "--",
+            "git",
+            "push",
+            "origin",
+            "HEAD:main",
+        ])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("git.push.protected"));
+}
