@@ -97,28 +97,76 @@ bench launch "$TREE" /bin/true
 bench file-heavy "$TREE" bash .bench-file-heavy.sh
 bench compile "$CPROJ" make -s -j2 -B
 
-python3 - "$WORK" "$RUNS" "$OUT" <<'EOF'
-import json, sys, os, platform, datetime
-work, runs, out = sys.argv[1], sys.argv[2], sys.argv[3]
+# Interleaved medians: bare, tyba and bwrap alternate run by run, so load that comes and goes
+# (a shared VM) hits all three alike; medians ignore the spikes.
+cat > "$WORK/interleave.tsv" <<EOF
+launch	$TREE	/bin/true
+file-heavy	$TREE	bash .bench-file-heavy.sh
+compile	$CPROJ	make -s -j2 -B
+EOF
+
+python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" <<'EOF'
+import json, sys, os, platform, datetime, shlex, statistics, subprocess, time
+work, runs, out, ty, have_bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
+
+def bwrap(d):
+    return (f"bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind {d} {d} --unshare-pid "
+            f"--unshare-net --die-with-parent --new-session --chdir {d} --")
+
+def once(cmd, cwd):
+    t = time.perf_counter()
+    p = subprocess.Popen(shlex.split(cmd), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = status
+    return time.perf_counter() - t, ru.ru_utime + ru.ru_stime
+
+inter = []
+for line in open(os.path.join(work, "interleave.tsv")):
+    name, cwd, cmd = line.rstrip("\n").split("\t")
+    variants = {"bare": cmd, "tyba": f"{ty} {cmd}"}
+    if have_bwrap:
+        variants["bwrap"] = f"{bwrap(cwd)} {cmd}"
+    wall = {k: [] for k in variants}
+    for _ in range(int(runs)):
+        for k, c in variants.items():
+            w, _ = once(c, cwd)
+            wall[k].append(w)
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    inter.append((name, med))
 rows = []
 for name in ["launch", "file-heavy", "compile"]:
     data = {r["command"]: r for r in json.load(open(os.path.join(work, name + ".json")))["results"]}
     bare = data["bare"]["mean"]
     tyba = data["tyba"]["mean"]
     bw = data.get("bwrap", {}).get("mean")
-    rows.append((name, bare, tyba, bw, data["tyba"]["stddev"]))
+    cpu = lambda r: r["user"] + r["system"]
+    rows.append((name, bare, tyba, bw, data["tyba"]["stddev"], cpu(data["tyba"]) / max(cpu(data["bare"]), 1e-9)))
 lines = []
 lines.append(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
              f"({os.cpu_count()} CPUs, Linux {platform.release()}), hyperfine, {runs} runs each after 3 warm-ups.")
 lines.append("")
-lines.append("| workload | bare | tyba run | tyba / bare | tyba − bare | bwrap | bwrap / bare | tyba / bwrap |")
-lines.append("|---|---|---|---|---|---|---|---|")
-for name, bare, tyba, bw, sd in rows:
+lines.append("| workload | bare | tyba run | tyba / bare | tyba − bare | CPU tyba / bare | bwrap | bwrap / bare | tyba / bwrap |")
+lines.append("|---|---|---|---|---|---|---|---|---|")
+for name, bare, tyba, bw, sd, cpu_ratio in rows:
     bws = f"{bw*1000:.1f} ms" if bw else "–"
     bwr = f"{bw/bare:.2f}×" if bw else "–"
     tbw = f"{tyba/bw:.2f}×" if bw else "–"
     lines.append(f"| {name} | {bare*1000:.1f} ms | {tyba*1000:.1f} ms (σ {sd*1000:.1f}) | {tyba/bare:.2f}× | "
-                 f"{(tyba-bare)*1000:+.1f} ms | {bws} | {bwr} | {tbw} |")
+                 f"{(tyba-bare)*1000:+.1f} ms | {cpu_ratio:.2f}× | {bws} | {bwr} | {tbw} |")
+lines.append("")
+lines.append("Interleaved (bare, tyba, bwrap alternating run by run), medians:")
+lines.append("")
+lines.append("| workload | bare | tyba run | tyba / bare | tyba − bare | bwrap | tyba / bwrap |")
+lines.append("|---|---|---|---|---|---|---|")
+for name, med in inter:
+    b, t, w = med["bare"], med["tyba"], med.get("bwrap")
+    ws = f"{w*1000:.1f} ms" if w else "–"
+    tw = f"{t/w:.2f}×" if w else "–"
+    lines.append(f"| {name} | {b*1000:.1f} ms | {t*1000:.1f} ms | {t/b:.2f}× | {(t-b)*1000:+.1f} ms | {ws} | {tw} |")
+lines.append("")
+lines.append("CPU = user + system time of the process tree hyperfine waited for (bwrap's sandboxed")
+lines.append("children are not waited through, so no CPU figure for it). Load average at the end: "
+             + " ".join(open("/proc/loadavg").read().split()[:3]) + ".")
 text = "\n".join(lines) + "\n"
 print(text)
 if out:

@@ -616,24 +616,12 @@ impl Notifier {
 
 /// Runs the loop until `stop` is set or the listener hangs up (no sandboxed process left).
 pub(crate) fn serve(n: Arc<Notifier>, stop: Arc<AtomicBool>) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    // Blocking in SECCOMP_IOCTL_NOTIF_RECV itself (no poll first) is what the synchronous
+    // wake-up mode hands the CPU to. The thread is left blocked when the session ends: the
+    // supervisor exits right after.
     loop {
         if stop.load(Ordering::Relaxed) {
             return;
-        }
-        let mut fds = [PollFd::new(n.listener.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(200u16)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-        }
-        let revents = fds[0].revents().unwrap_or(PollFlags::empty());
-        if !revents.contains(PollFlags::POLLIN) {
-            if revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
-                return;
-            }
-            continue;
         }
         match sys::notif_recv(n.listener.as_fd()) {
             Ok(notif) => n.handle(notif),
