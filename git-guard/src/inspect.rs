@@ -668,9 +668,27 @@ fn push_could_reach_protected_blind(words: &[String], protected: &[String]) -> b
     if p.operands.len() <= 1 {
         return !tags_only;
     }
-    p.operands[1..]
-        .iter()
-        .any(|w| could_name_protected(w, protected) || w == "HEAD" || w == "@")
+    // Without the configuration a one-sided refspec may be remapped (`remote.<r>.push`,
+    // `push.default=upstream`) and a pattern may reach anything: only `src:dst` pairs whose
+    // destination is visibly not protected, tags and deletions of such names pass.
+    let refs = &p.operands[1..];
+    let mut i = 0;
+    while i < refs.len() {
+        let w = &refs[i];
+        if w == "tag" {
+            i += 2;
+            continue;
+        }
+        i += 1;
+        if w.starts_with('^') {
+            continue;
+        }
+        let one_sided = !w.contains(':') && p.last_bool("delete") != Some(true);
+        if one_sided || w.contains('*') || could_name_protected(w, protected) {
+            return true;
+        }
+    }
+    p.last_bool("prune") == Some(true)
 }
 
 /// `git config` writing, renaming, removing or editing a key that moves or replaces the hook.

@@ -93,6 +93,15 @@ const CASES: &[Case] = &[
     (&[], &["config", "core.hooksPath"], &[], false),
     (&[], &["config", "--get", "core.hooksPath"], &[], false),
     (&[], &["config", "user.name", "x"], &[], false),
+    // no readable repository: judged from the line alone
+    (&[], &["--git-dir=/nonexistent", "push", "origin", "feature"], &[], true),
+    (&[], &["--git-dir=/nonexistent", "push", "origin", "feature:feature"], &[], false),
+    (&[], &["--git-dir=/nonexistent", "push", "origin", "feature:main"], &[], true),
+    (&[], &["--git-dir=/nonexistent", "push", "--tags", "origin"], &[], false),
+    (&[], &["--git-dir=/nonexistent", "push", "-d", "origin", "feature"], &[], false),
+    (&[], &["--git-dir=/nonexistent", "push", "-d", "origin", "main"], &[], true),
+    (&[], &["--git-dir=/nonexistent", "push", "origin", "refs/heads/*:refs/heads/*"], &[], true),
+    (&[], &["--git-dir=/nonexistent", "push"], &[], true),
     // submodules pushed along have their own hooks
     (&["touch .gitmodules"], &["push", "--recurse-submodules=on-demand", "origin", "feature"], &[], true),
     (&["touch .gitmodules", "git config submodule.recurse true"], &["push", "origin", "feature"], &[], true),
