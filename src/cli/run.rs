@@ -171,10 +171,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     for n in &enforcement.not_enforced {
         eprintln!("tyba: not enforced: {n}");
     }
-    for p in plan.unprotected_control_files(policy.config(), home.as_deref()) {
+    let missing: Vec<String> = plan
+        .unprotected_control_files(policy.config(), home.as_deref())
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if !missing.is_empty() {
         eprintln!(
-            "tyba: not enforced: {} does not exist, so it cannot be kept read-only",
-            p.display()
+            "tyba: not enforced: these agent control files do not exist, so they cannot be kept read-only: {}",
+            missing.join(", ")
         );
     }
     if !stripped.is_empty() {
