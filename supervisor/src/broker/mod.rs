@@ -771,11 +771,16 @@ impl Approver for Broker {
             return None;
         }
         let reason = event.reason.clone().unwrap_or_default();
-        let already = s.logged_denials.iter().position(|r| *r == reason);
+        // After the end, the only refusals left are the asks `close` denied and logged.
+        let already = match s.closed {
+            Some(_) => None,
+            None => s.logged_denials.iter().position(|r| *r == reason),
+        };
         match already {
             Some(i) => {
                 s.logged_denials.remove(i);
             }
+            None if s.closed.is_some() => {}
             None => {
                 if let Some(log) = &self.inner.audit {
                     log.write(&AuditLine {
