@@ -2017,7 +2017,7 @@ impl Analyzer<'_> {
                     stdin: inv.stdin,
                 };
                 let after = self.cd(st.clone(), &one);
-                union_vec_opt(&mut all, &after.cwds);
+                super::union_vec(&mut all, &after.cwds);
             }
             let mut st = st;
             st.oldpwd = std::mem::replace(&mut st.cwds, all);
@@ -4155,65 +4155,51 @@ fn normalize_env_args(args: &[Field]) -> Vec<Field> {
     out
 }
 
-/// Whether an `fd` argument starts `-x`/`-X`/`--exec`/`--exec-batch` (also bundled, `-Hx`,
-/// attached, `-xrm`, or `--exec=rm`); returns the first word of the command when it is
-/// attached to the option.
-fn fd_exec_start(t: &str) -> Option<Option<String>> {
+/// An option that takes an optional value, in every spelling getopt-style parsers accept:
+/// long names and their unambiguous abbreviations (`--open=cmd` for
+/// `--open-files-in-pager=cmd`), and short letters inside a cluster with the value attached
+/// (`-nOcmd`). Returns `Some(Some(value))` with a value, `Some(None)` without, `None` when `t`
+/// is another option. `value_letters` are the cluster's letters that take a value themselves
+/// and so end it.
+fn optional_value_option(
+    t: &str,
+    letters_of: &[char],
+    longs: &[&str],
+    min_abbrev: usize,
+    value_letters: &str,
+) -> Option<Option<String>> {
     if let Some(long) = t.strip_prefix("--") {
         let (name, val) = long
             .split_once('=')
             .map_or((long, None), |(n, v)| (n, Some(v)));
-        let is_exec =
-            name.len() >= 3 && ("exec".starts_with(name) || "exec-batch".starts_with(name));
-        return is_exec.then(|| val.map(str::to_string));
+        let hit = name.len() >= min_abbrev && longs.iter().any(|l| l.starts_with(name));
+        return hit.then(|| val.map(str::to_string));
     }
     let letters = t.strip_prefix('-')?;
     for (i, c) in letters.char_indices() {
-        match c {
-            'x' | 'X' => {
-                let rest = &letters[i + 1..];
-                return Some((!rest.is_empty()).then(|| rest.to_string()));
-            }
-            // Value-taking letters swallow the rest of the cluster.
-            'e' | 'd' | 'E' | 'c' | 't' | 'j' | 'S' | 'o' => return None,
-            _ => {}
+        if letters_of.contains(&c) {
+            let rest = &letters[i + c.len_utf8()..];
+            return Some((!rest.is_empty()).then(|| rest.to_string()));
+        }
+        if value_letters.contains(c) {
+            return None;
         }
     }
     None
+}
+
+/// Whether an `fd` argument starts `-x`/`-X`/`--exec`/`--exec-batch` (also bundled, `-Hx`,
+/// attached, `-xrm`, or `--exec=rm`); returns the first word of the command when it is
+/// attached to the option.
+fn fd_exec_start(t: &str) -> Option<Option<String>> {
+    optional_value_option(t, &['x', 'X'], &["exec", "exec-batch"], 3, "edEctjSo")
 }
 
 /// `git grep`'s `-O[<pager>]`/`--open-files-in-pager[=<pager>]` in any spelling git's option
-/// parser accepts (clusters `-nOcmd`, abbreviations `--open=cmd`): `Some(Some(cmd))` runs a
-/// program, `Some(None)` opens the configured pager, `None` is another option.
+/// parser accepts: `Some(Some(cmd))` runs a program, `Some(None)` opens the configured pager,
+/// `None` is another option.
 fn git_grep_open_pager(a: &str) -> Option<Option<String>> {
-    if let Some(long) = a.strip_prefix("--") {
-        let (name, val) = long
-            .split_once('=')
-            .map_or((long, None), |(n, v)| (n, Some(v)));
-        return (name.len() >= 2 && "open-files-in-pager".starts_with(name))
-            .then(|| val.map(str::to_string));
-    }
-    let letters = a.strip_prefix('-')?;
-    for (i, c) in letters.char_indices() {
-        match c {
-            'O' => {
-                let rest = &letters[i + 1..];
-                return Some((!rest.is_empty()).then(|| rest.to_string()));
-            }
-            // Letters taking a value swallow the rest of the cluster.
-            'A' | 'B' | 'C' | 'e' | 'f' | 'm' => return None,
-            _ => {}
-        }
-    }
-    None
-}
-
-fn union_vec_opt(a: &mut Vec<Option<PathBuf>>, b: &[Option<PathBuf>]) {
-    for x in b {
-        if !a.contains(x) {
-            a.push(x.clone());
-        }
-    }
+    optional_value_option(a, &['O'], &["open-files-in-pager"], 2, "ABCefm")
 }
 
 /// Paths that name the process's own stdin.

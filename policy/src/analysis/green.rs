@@ -230,6 +230,24 @@ impl Judgement {
     fn path(&mut self, f: Field, a: Access) {
         self.paths.push((f, a));
     }
+
+    /// The paths a search reads: its operands, or the current directory when it recurses
+    /// without any; with `follows`, the start points of a recursion that follows symlinks.
+    fn search_paths(&mut self, rest: Vec<Field>, recurses_by_default: bool, follows: bool) {
+        if rest.is_empty() && recurses_by_default {
+            self.reads_cwd = true;
+        }
+        if follows {
+            self.follows_links = Some(if rest.is_empty() {
+                vec![Field::lit(".")]
+            } else {
+                rest.clone()
+            });
+        }
+        for f in rest {
+            self.path(f, Access::Read);
+        }
+    }
 }
 
 /// Option values of simple read-only tools.
@@ -699,20 +717,7 @@ pub(crate) fn judge_grep(args: &[Field]) -> Judgement {
     if !have_pattern {
         it.next();
     }
-    let rest: Vec<Field> = it.collect();
-    if rest.is_empty() && recursive {
-        j.reads_cwd = true;
-    }
-    if follows {
-        j.follows_links = Some(if rest.is_empty() {
-            vec![Field::lit(".")]
-        } else {
-            rest.clone()
-        });
-    }
-    for f in rest {
-        j.path(f, Access::Read);
-    }
+    j.search_paths(it.collect(), recursive, follows);
     j
 }
 
@@ -804,20 +809,7 @@ pub(crate) fn judge_rg(args: &[Field]) -> Judgement {
     if !have_pattern {
         it.next();
     }
-    let rest: Vec<Field> = it.collect();
-    if rest.is_empty() {
-        j.reads_cwd = true;
-    }
-    if follows {
-        j.follows_links = Some(if rest.is_empty() {
-            vec![Field::lit(".")]
-        } else {
-            rest.clone()
-        });
-    }
-    for f in rest {
-        j.path(f, Access::Read);
-    }
+    j.search_paths(it.collect(), true, follows);
     j
 }
 
