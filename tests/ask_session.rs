@@ -346,3 +346,65 @@ fn ask_non_interactive_keeps_denying_without_a_socket() {
     let (_, out, _) = fx.cli(&["inbox"]);
     assert!(out.contains("no live tyba sessions"), "{out}");
 }
+
+#[test]
+fn ask_inbox_text_and_log_carry_no_control_characters_from_the_agent() {
+    let Some(fx) = setup(&Who::Me, "ask-esc") else {
+        return;
+    };
+    let s = fx.start(&[], "touch $'\\e]2;pwned\\a\\e[2Jx.txt'; echo rc=$?");
+    let (id, _) = fx.next_ask();
+    let (code, out, _) = fx.cli(&["inbox"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&id), "{out}");
+    assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
+    assert_eq!(fx.cli(&["deny", &id]).0, 0);
+    let _ = s.finish();
+    let (_, log, _) = fx.cli(&["log"]);
+    assert!(log.contains("deny"), "{log}");
+    assert!(!log.contains('\x1b') && !log.contains('\x07'), "{log:?}");
+}
+
+#[test]
+fn ask_inbox_watch_prints_each_change() {
+    use std::io::BufRead;
+    let Some(fx) = setup(&Who::Me, "ask-watch") else {
+        return;
+    };
+    let mut c = command_as(&fx.who, &fx.tyba);
+    c.args(["inbox", "--watch", "--json"])
+        .current_dir(&fx.wt)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped());
+    for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    let mut watch = c.spawn().unwrap();
+    let mut lines = std::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "[]", "no session yet");
+    let s = fx.start(&[], "touch w.txt; echo rc=$?");
+    let mut id = None;
+    for l in lines.by_ref() {
+        let v: serde_json::Value = serde_json::from_str(&l.unwrap()).unwrap();
+        if let Some(p) = v[0]["pending"].as_array().and_then(|p| p.first()) {
+            id = Some(p["id"].as_str().unwrap().to_string());
+            break;
+        }
+    }
+    let id = id.unwrap();
+    assert_eq!(fx.cli(&["approve", &id]).0, 0);
+    let next: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let still: Vec<&str> = next
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["pending"].as_array().into_iter().flatten())
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert!(!still.contains(&id.as_str()), "{next}");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let (_, out, _) = s.finish();
+    assert!(out.contains("rc=0"), "{out}");
+}

@@ -97,12 +97,20 @@ fn snapshot() -> anyhow::Result<serde_json::Value> {
     ))
 }
 
+/// Text from the agent's side with every control character replaced: the agent cannot send
+/// escape sequences to the person's terminal through a command line or a path.
+fn clean(x: &str) -> String {
+    x.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 fn describe(p: &PendingView) -> String {
     let mut s = format!(
         "  {}  {}  {}  (waiting {}s{})\n",
-        p.id,
-        p.verdict,
-        p.action,
+        clean(&p.id),
+        clean(&p.verdict),
+        clean(&p.action),
         p.waited_ms / 1000,
         if p.always_allowed {
             "; --always allowed"
@@ -111,14 +119,14 @@ fn describe(p: &PendingView) -> String {
         }
     );
     for r in &p.reasons {
-        s.push_str(&format!("      why: {r}\n"));
+        s.push_str(&format!("      why: {}\n", clean(r)));
     }
     if p.pid != 0 {
         s.push_str(&format!(
             "      by pid {} `{}` in {}\n",
             p.pid,
-            p.argv.join(" "),
-            p.cwd
+            clean(&p.argv.join(" ")),
+            clean(&p.cwd)
         ));
     }
     s
@@ -135,8 +143,8 @@ fn render(v: &serde_json::Value) -> String {
         let sess = &s["session"];
         out.push_str(&format!(
             "session {}  {}  (supervisor pid {})\n",
-            sess["id"].as_str().unwrap_or("?"),
-            sess["worktree"].as_str().unwrap_or("?"),
+            clean(sess["id"].as_str().unwrap_or("?")),
+            clean(sess["worktree"].as_str().unwrap_or("?")),
             sess["pid"]
         ));
         let pending: Vec<PendingView> =
@@ -259,17 +267,21 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
             };
             let mut t = format!(
                 "{}  {:<8} {:<7} {:<12} {}",
-                l.time, l.kind, l.verdict, outcome, l.action
+                clean(&l.time),
+                clean(&l.kind),
+                clean(&l.verdict),
+                clean(&outcome),
+                clean(&l.action)
             );
             if let Some(by) = &l.answered_by {
-                t.push_str(&format!("  [by {by}"));
+                t.push_str(&format!("  [by {}", clean(by)));
                 if let Some(w) = l.wait_ms {
                     t.push_str(&format!(", waited {w} ms"));
                 }
                 t.push(']');
             }
             if let (Some(r), false) = (&l.reason, l.answer.as_deref() == Some("once")) {
-                t.push_str(&format!("\n    {r}"));
+                t.push_str(&format!("\n    {}", clean(r)));
             }
             t
         };
