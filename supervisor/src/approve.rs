@@ -3,8 +3,8 @@
 //! The loop hands an [`AskRequest`] to an [`Approver`] on a worker thread (the asking process
 //! stays blocked in its system call, the rest of the session goes on). The approver returns
 //! [`Answer::Once`], [`Answer::Always`] (honoured only when the request is rememberable) or
-//! [`Answer::Deny`]; an `Err` is a deny (fail closed). Until the asking issue lands the binary
-//! uses [`DenyAll`], which denies every ask with its reason, interactive or not.
+//! [`Answer::Deny`]; an `Err` is a deny (fail closed). `tyba run` uses the session's
+//! [`crate::broker::Broker`], or [`DenyAll`] with `--non-interactive`.
 
 use tyba_policy::Verdict;
 
@@ -128,7 +128,7 @@ pub trait RelayGate: Send + Sync {
     fn input(&self, bytes: &[u8]) -> bool;
 }
 
-/// Denies every ask with its reason: `--non-interactive`, and for now every run.
+/// Denies every ask with its reason: `--non-interactive`, or when the broker cannot start.
 #[derive(Debug, Clone)]
 pub struct DenyAll {
     note: String,

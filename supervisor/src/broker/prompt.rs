@@ -202,6 +202,11 @@ impl Prompt {
             l.push(format!("  kind: {}", p.kind));
         }
         l.push(String::new());
+        if p.kind == "pause" {
+            l.push("  the agent's processes are frozen".to_string());
+            l.push("  [o] resume   [d] end the session   [l] later".to_string());
+            return self.draw_lines(st, p, &l, more);
+        }
         let always = if p.always_allowed {
             "[a] always (this exact command, this session)"
         } else {
@@ -210,6 +215,16 @@ impl Prompt {
         l.push(format!(
             "  [o] once   {always}   [d] deny   [r] deny with a reason   [?] details   [l] later"
         ));
+        self.draw_lines(st, p, &l, more)
+    }
+
+    fn draw_lines(&self, st: &PState, p: &PendingView, lines: &[String], more: usize) {
+        let clean = |x: &str| -> String {
+            x.chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect()
+        };
+        let mut l = lines.to_vec();
         if more > 0 {
             l.push(format!("  ({more} more waiting; `tyba inbox` lists them)"));
         }

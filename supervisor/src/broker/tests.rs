@@ -213,3 +213,86 @@ fn refusals_get_a_nudge_after_n_similar_ones() {
     assert!(n.contains("change approach"), "{n}");
     assert_eq!(b.record(&ev("wget b")), None);
 }
+
+#[derive(Clone, Default)]
+struct Screen(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Screen {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Screen {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+    fn wait_for(&self, s: &str) -> String {
+        for _ in 0..1000 {
+            let t = self.text();
+            if t.contains(s) {
+                return t;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("never {s:?}: {:?}", self.text());
+    }
+}
+
+#[test]
+fn the_prompt_holds_output_answers_with_keys_and_cleans_agent_text() {
+    use crate::approve::RelayGate;
+    let b = broker();
+    let screen = Screen::default();
+    let p = prompt::Prompt::start(&b, "amber-onyx-07".into(), Box::new(screen.clone()));
+    p.output(b"agent says hi\r\n");
+    let t = ask_on_thread(&b, req("touch \x1b[2Jevil", Verdict::Yellow));
+    let shown = screen.wait_for("session word: amber-onyx-07");
+    assert!(shown.contains("\x1b[?1049h"), "alternate screen: {shown:?}");
+    let prompt_part = &shown[shown.find("\x1b[?1049h").unwrap()..];
+    assert!(
+        !prompt_part.contains("\x1b[2Jevil") && prompt_part.contains("?[2Jevil"),
+        "agent text cleaned: {prompt_part:?}"
+    );
+    // Agent output while the prompt is up waits (on its own thread, as in the relay).
+    let p2 = Arc::clone(&p);
+    let held = std::thread::spawn(move || p2.output(b"LATE"));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!screen.text().contains("LATE"));
+    // Keys go to the prompt, not the agent.
+    assert!(p.input(b"o"));
+    assert_eq!(t.join().unwrap(), Answer::Once);
+    held.join().unwrap();
+    let all = screen.text();
+    let left = all.find("\x1b[?1049l").unwrap();
+    assert!(all.find("LATE").unwrap() > left, "{all:?}");
+    // No prompt: keys are the agent's.
+    assert!(!p.input(b"o"));
+    b.close("over");
+}
+
+#[test]
+fn the_prompt_refuses_always_on_red_and_takes_a_typed_reason() {
+    use crate::approve::RelayGate;
+    let b = broker();
+    let screen = Screen::default();
+    let p = prompt::Prompt::start(&b, "w".into(), Box::new(screen.clone()));
+    let t = ask_on_thread(&b, req("curl x", Verdict::Red));
+    screen.wait_for("not offered");
+    assert!(p.input(b"a"));
+    screen.wait_for("`always` is refused");
+    assert!(p.input(b"r"));
+    assert!(p.input(b"use the "));
+    assert!(p.input(b"mirrorX\x7f\r"));
+    assert_eq!(
+        t.join().unwrap(),
+        Answer::Deny {
+            reason: Some("use the mirror".into())
+        }
+    );
+    b.close("over");
+}
