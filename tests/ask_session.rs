@@ -139,7 +139,16 @@ fn ask_many_pending_answered_in_any_order_only_the_asker_blocks() {
              for i in 1 2 3 4 5; do echo tick >> ticks; done; wait; cat res",
         );
         let p = fx.pending(2);
-        let ticks = std::fs::read_to_string(fx.wt.join("ticks")).unwrap_or_default();
+        // The agent's own loop finishes while both asks wait.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let ticks = loop {
+            let t = std::fs::read_to_string(fx.wt.join("ticks")).unwrap_or_default();
+            if t.lines().count() >= 5 || std::time::Instant::now() > deadline {
+                break t;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(fx.pending(2).len(), 2, "{who:?}: both still wait");
         let find = |f: &str| {
             p.iter()
                 .find(|x| x["action"].as_str().unwrap().contains(f))

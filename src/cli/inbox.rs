@@ -311,8 +311,10 @@ pub fn session_approver(
         return (Arc::new(DenyAll::non_interactive()), None);
     }
     let hook_socket = tmp_dir.join("tyba-hook.sock");
+    // A unix socket path holds at most 107 bytes; without the hook socket, hooks deny.
+    let hook_ok = hook_socket.as_os_str().len() < 100;
     let mut cfg = BrokerConfig::new(&session.id, session.worktree.clone());
-    cfg.hook_socket = Some(hook_socket.clone());
+    cfg.hook_socket = hook_ok.then(|| hook_socket.clone());
     cfg.nudge_after = config.nudge_after;
     cfg.pause_after = config.pause_after;
     let broker = match Broker::start(cfg) {
@@ -327,7 +329,13 @@ pub fn session_approver(
             );
         }
     };
-    env.push((HOOK_SOCKET_ENV.into(), hook_socket.into_os_string()));
+    if hook_ok {
+        env.push((HOOK_SOCKET_ENV.into(), hook_socket.into_os_string()));
+    } else {
+        eprintln!(
+            "tyba: the temp dir path is too long for the hook socket: agent hooks will deny what they would ask"
+        );
+    }
     if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
         let word = prompt::secret_word();
         eprintln!(
