@@ -519,7 +519,8 @@ impl Broker {
         };
         s.generation += 1;
         let waited = e.started.elapsed();
-        if let Answer::Deny { reason: Some(r) } = &answer {
+        // Only the notify loop reports refusals back through `record`.
+        if let (Answer::Deny { reason: Some(r) }, Subject::Kernel(_)) = (&answer, &e.subject) {
             s.logged_denials.push(r.clone());
             if s.logged_denials.len() > 256 {
                 s.logged_denials.remove(0);
