@@ -120,12 +120,14 @@ fn ask_hook_inside_the_session_reaches_the_person() {
                 .join("tests/data/hooks/codex/bash-yellow.json"),
         )
         .unwrap()
-        .replace("@CWD@", fx.wt.to_str().unwrap());
+        .replace("@CWD@", fx.wt.to_str().unwrap())
+        .replace("\"cargo test\"", "\"touch hooked.txt\"");
         std::fs::write(fx.wt.join("in.json"), input).unwrap();
         give(&fx.wt, &who);
         let s = fx.start(
             &[],
             "./tyba hook codex < in.json; echo h1=$?; ./tyba hook codex < in.json; echo h2=$?; \
+             bash -lc 'touch hooked.txt'; echo linked=$?; \
              ./tyba hook codex < in.json; echo h3=$?",
         );
         // The hook's own exec is a command like any other: allowed for the session.
@@ -133,12 +135,37 @@ fn ask_hook_inside_the_session_reaches_the_person() {
         let p = fx.pending(1);
         assert_eq!(p[0]["kind"], "hook", "{p:?}");
         assert!(
-            p[0]["action"].as_str().unwrap().contains("cargo test"),
+            p[0]["action"]
+                .as_str()
+                .unwrap()
+                .contains("touch hooked.txt"),
             "{p:?}"
         );
         answer_next(&fx, &["deny", "--reason", "not now, run make check"]);
         answer_next(&fx, &["approve", "--always"]);
+        // The agent then runs the command the person allowed through its hook: the kernel
+        // layer's ask for the same line is that answer, so nothing more is asked.
+        let mut s = s;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while s.child.try_wait().unwrap().is_none() {
+            let (_, j, _) = fx.cli(&["inbox", "--json"]);
+            let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+            let asked: Vec<String> = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|x| x["pending"].as_array().cloned().unwrap_or_default())
+                .map(|x| x["action"].to_string())
+                .collect();
+            if !asked.is_empty() || std::time::Instant::now() > deadline {
+                let _ = s.child.kill();
+                panic!("{who:?}: asked again: {asked:?}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
         let (code, out, err) = s.finish();
+        assert!(out.contains("linked=0"), "{who:?}: {out} / {err}");
+        assert!(fx.wt.join("hooked.txt").exists());
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(
             out.contains("h1=2") && out.contains("h2=0") && out.contains("h3=0"),

@@ -302,7 +302,7 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
 pub fn session_approver(
     non_interactive: bool,
     session: &tyba_supervisor::session::Session,
-    config: &tyba_policy::EffectiveConfig,
+    policy: &tyba_policy::Policy,
     tmp_dir: &Path,
     env: &mut Vec<(OsString, OsString)>,
 ) -> (Arc<dyn Approver>, Option<Broker>) {
@@ -315,8 +315,10 @@ pub fn session_approver(
     let hook_ok = hook_socket.as_os_str().len() < 100;
     let mut cfg = BrokerConfig::new(&session.id, session.worktree.clone());
     cfg.hook_socket = hook_ok.then(|| hook_socket.clone());
-    cfg.nudge_after = config.nudge_after;
-    cfg.pause_after = config.pause_after;
+    cfg.nudge_after = policy.config().nudge_after;
+    cfg.pause_after = policy.config().pause_after;
+    cfg.policy = Some(policy.clone());
+    cfg.home = super::home_dir();
     let broker = match Broker::start(cfg) {
         Ok(b) => b,
         Err(e) => {

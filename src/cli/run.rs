@@ -191,7 +191,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let (approver, broker) = super::inbox::session_approver(
         args.non_interactive,
         &session,
-        policy.config(),
+        &policy,
         &tmp_dir,
         &mut env,
     );

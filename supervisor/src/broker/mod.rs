@@ -47,6 +47,10 @@ use std::time::{Duration, Instant, SystemTime};
 const LIVENESS_PERIOD: Duration = Duration::from_millis(250);
 /// The most hook asks that may wait at once; more are denied (a flood is not a question).
 const MAX_HOOK_PENDING: usize = 64;
+/// How long a hook ask's `once` stands for the kernel layer's ask of the same command.
+const LINK_WINDOW: Duration = Duration::from_secs(120);
+/// Hook tools whose action is a shell command line.
+const SHELL_TOOLS: &[&str] = &["bash", "run_shell_command", "shell", "exec_command"];
 
 /// Errors starting a broker.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +110,12 @@ pub struct BrokerConfig {
     pub pause_after: u32,
     /// Ring the bell, set the title and call `notify-send` when an ask starts waiting.
     pub notices: bool,
+    /// The session's policy: re-classifies the shell commands hooks ask about, so what the
+    /// person is shown (and what an answer carries over to the kernel layer) does not rest
+    /// on what a process in the sandbox claims. Without it hook asks are never linked.
+    pub policy: Option<tyba_policy::Policy>,
+    /// `~` for that classification.
+    pub home: Option<PathBuf>,
 }
 
 impl BrokerConfig {
@@ -120,6 +130,8 @@ impl BrokerConfig {
             nudge_after: 3,
             pause_after: 8,
             notices: true,
+            policy: None,
+            home: None,
         }
     }
 }
@@ -153,6 +165,12 @@ struct State {
     logged_denials: Vec<String>,
     guard: guard::Guard,
     hook_always: HashSet<String>,
+    /// Shell commands the person allowed once through a hook ask, with when: the kernel
+    /// layer's ask for the same exact command line, within [`LINK_WINDOW`], is that answer.
+    linked_once: Vec<(String, Instant)>,
+    /// Shell commands the person allowed always through a hook ask (yellow by the broker's
+    /// own classification): the kernel layer's ask for the same line is answered `always`.
+    linked_always: HashSet<String>,
     generation: u64,
 }
 
@@ -660,8 +678,23 @@ impl Broker {
     /// remembered for later hook asks of the exact same action string only — never in the
     /// kernel layer's memory, so a process forging hook asks cannot widen what the sandbox
     /// lets through.
-    pub fn ask_hook(&self, ask: HookAsk, pid: u32) -> HookAnswer {
+    pub fn ask_hook(&self, mut ask: HookAsk, pid: u32) -> HookAnswer {
+        let shell = SHELL_TOOLS.contains(&ask.tool.to_ascii_lowercase().as_str());
+        let ours = if shell { self.classify(&ask) } else { None };
+        if let Some((verdict, reasons)) = &ours {
+            if *verdict == tyba_policy::Verdict::Blocked {
+                return deny_answer(&format!("refused by tyba: {}", reasons.join("; ")));
+            }
+            let claimed = ask.verdict.parse().unwrap_or(tyba_policy::Verdict::Red);
+            let worst = std::cmp::max(claimed, *verdict).max(tyba_policy::Verdict::Yellow);
+            if worst != claimed || !reasons.is_empty() {
+                ask.verdict = worst.to_string();
+                ask.reasons = reasons.clone();
+            }
+        }
         let always_ok = ask.rememberable && ask.verdict == "yellow";
+        let link = ours.is_some();
+        let command = ask.action.clone();
         let key = format!("{}\u{0}{}", ask.tool, ask.action);
         {
             let Some(s) = self.lock() else {
@@ -688,13 +721,22 @@ impl Broker {
         self.announce(&v);
         let (answer, _, _) = self.wait(id);
         match answer {
-            Answer::Once => HookAnswer {
-                answer: WireAnswer::Once,
-                reason: None,
-            },
+            Answer::Once => {
+                if let (true, Some(mut s)) = (link, self.lock()) {
+                    s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
+                    s.linked_once.push((command, Instant::now()));
+                }
+                HookAnswer {
+                    answer: WireAnswer::Once,
+                    reason: None,
+                }
+            }
             Answer::Always => {
                 if let Some(mut s) = self.lock() {
                     s.hook_always.insert(key);
+                    if link {
+                        s.linked_always.insert(command);
+                    }
                 }
                 HookAnswer {
                     answer: WireAnswer::Always,
@@ -706,6 +748,66 @@ impl Broker {
                 reason,
             },
         }
+    }
+
+    /// The broker's own verdict and reasons for a hook's shell command.
+    fn classify(&self, ask: &HookAsk) -> Option<(tyba_policy::Verdict, Vec<String>)> {
+        let policy = self.inner.cfg.policy.as_ref()?;
+        let wt = &self.inner.cfg.worktree;
+        let cwd = std::path::Path::new(&ask.cwd);
+        let cwd = if cwd.is_absolute() && cwd.starts_with(wt) {
+            cwd
+        } else {
+            wt.as_path()
+        };
+        let ctx = tyba_policy::Context {
+            worktree: wt,
+            cwd,
+            home: self.inner.cfg.home.as_deref(),
+            git: None,
+        };
+        let c = policy.classify(
+            &tyba_policy::Action::Exec {
+                command: ask.action.clone(),
+            },
+            &ctx,
+        );
+        let reasons = c.decisive_reasons().iter().map(|r| r.to_string()).collect();
+        Some((c.verdict, reasons))
+    }
+
+    /// The answer a hook ask already gave to this kernel-layer ask, if any (consumed).
+    fn linked(&self, request: &AskRequest) -> Option<Answer> {
+        let AskKind::Command { command } = &request.kind else {
+            return None;
+        };
+        let mut s = self.lock()?;
+        if request.rememberable && s.linked_always.contains(command) {
+            return Some(Answer::Always);
+        }
+        s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
+        let i = s.linked_once.iter().position(|(c, _)| c == command)?;
+        s.linked_once.remove(i);
+        Some(Answer::Once)
+    }
+
+    fn log_linked(&self, request: &AskRequest, answer: &Answer) {
+        let Some(log) = &self.inner.audit else { return };
+        let subject = Subject::Kernel(request.clone());
+        log.write(&AuditLine {
+            time: audit::rfc3339(SystemTime::now()),
+            session: self.inner.cfg.session.clone(),
+            kind: subject.kind().to_string(),
+            action: subject.action(),
+            verdict: subject.verdict(),
+            reasons: subject.reasons(),
+            decision: "ask".into(),
+            answer: Some(answer_name(answer).to_string()),
+            answered_by: Some("the person's answer to the agent hook's ask".into()),
+            wait_ms: Some(0),
+            pid: Some(request.pid),
+            ..AuditLine::default()
+        });
     }
 
     /// Pauses the session after too many failures: freezes the agent's processes and asks
@@ -754,6 +856,10 @@ impl Approver for Broker {
     }
 
     fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {
+        if let Some(a) = self.linked(request) {
+            self.log_linked(request, &a);
+            return Ok(a);
+        }
         let Some((id, v)) = self.submit(Subject::Kernel(request.clone()), request.pid) else {
             let reason = format!("{} (the session has ended)", request.default_refusal());
             return Ok(Answer::Deny {
