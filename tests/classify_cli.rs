@@ -112,6 +112,7 @@ fn extra_cases_through_the_binary() {
 fn red_team_cases_through_the_binary() {
     check_file("commands-redteam.jsonl");
     check_file("commands-redteam2.jsonl");
+    check_file("commands-redteam3.jsonl");
 }
 
 #[test]

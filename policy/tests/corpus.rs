@@ -118,6 +118,11 @@ fn red_team_round_two_cases() {
     run_file("commands-redteam2.jsonl");
 }
 
+#[test]
+fn red_team_round_three_cases() {
+    run_file("commands-redteam3.jsonl");
+}
+
 /// Where `../shared/corpus` exists beside the repository, the copies must be current.
 #[test]
 fn corpus_copies_are_current() {

@@ -57,6 +57,43 @@ const SHELLS: &[&str] = &[
 /// Network clients: red whatever they do (DESIGN.md §2 "network, always").
 const NET_CLIENTS: &[&str] = &[
     "curl",
+    "nc.openbsd",
+    "nc.traditional",
+    "slogin",
+    "autossh",
+    "sshfs",
+    "sshpass",
+    "mtr",
+    "iperf",
+    "iperf3",
+    "nping",
+    "arping",
+    "axel",
+    "curlie",
+    "wscat",
+    "pg_dump",
+    "pg_dumpall",
+    "pg_restore",
+    "pg_basebackup",
+    "mysqldump",
+    "sqlplus",
+    "influx",
+    "mongodump",
+    "mongorestore",
+    "redis-benchmark",
+    "ftpget",
+    "ftpput",
+    "ncftp",
+    "rsh",
+    "rlogin",
+    "rcp",
+    "drill",
+    "kdig",
+    "wg",
+    "openvpn",
+    "tailscale",
+    "bore",
+    "lt",
     "wget",
     "wget2",
     "ssh",
@@ -186,6 +223,10 @@ const SYSTEM_BIN_DIRS: &[&str] = &["/bin", "/usr/bin", "/usr/local/bin", "/sbin"
 /// Peels `/proc/self/root`, `/proc/thread-self/root`, `/proc/<pid>/root` and folds the path;
 /// returns the program name when the result lies directly in a system bin directory.
 fn system_program(path: &str) -> Option<String> {
+    // Only an absolute path names a system program: `bin/cat` is a file in the worktree.
+    if !path.starts_with('/') {
+        return None;
+    }
     let mut p = super::paths::lexical(Path::new("/"), path);
     loop {
         let s = p.to_string_lossy().into_owned();
@@ -487,6 +528,18 @@ impl Analyzer<'_> {
             }
             return st;
         }
+        // git's own programs (`/usr/lib/git-core/git-push`, `…/git-core/git`) are git.
+        if name.starts_with('/') && (name.contains("/git-core/") || name.contains("/libexec/git")) {
+            let base = name.rsplit('/').next().unwrap_or("");
+            if base == "git" {
+                return self.invoke_named(st, "git", args, env, stdin, depth);
+            }
+            if let Some(sub) = base.strip_prefix("git-") {
+                let mut words = vec![Field::lit("git"), Field::lit(sub)];
+                words.extend_from_slice(args);
+                return self.invoke(st, &words, env, stdin, depth);
+            }
+        }
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
@@ -683,6 +736,72 @@ impl Analyzer<'_> {
         if inv.stdin == Stdin::Fed {
             self.fed_code_reader(&inv);
         }
+        if p == "direnv"
+            && args
+                .first()
+                .and_then(Field::known)
+                .is_some_and(|a| matches!(a.as_str(), "allow" | "permit" | "grant"))
+        {
+            self.add(
+                Verdict::Red,
+                "persist.scheduler",
+                "`direnv allow` approves .envrc code that the person's shell runs later"
+                    .to_string(),
+            );
+        }
+        if self.is_fetch_runner(p, args) {
+            self.add(
+                Verdict::Red,
+                "net.fetch-and-run",
+                format!("`{p}` fetches code from the network and runs it"),
+            );
+        }
+        // Recursions that follow symlinks read wherever they point.
+        let known_args: Vec<String> =
+            if matches!(p, "ls" | "du" | "tree" | "tar" | "bsdtar" | "cp" | "rsync") {
+                args.iter().filter_map(Field::known).collect()
+            } else {
+                Vec::new()
+            };
+        let short_has = |c: char| {
+            known_args
+                .iter()
+                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(c))
+        };
+        let follows = match p {
+            "ls" => {
+                short_has('R')
+                    && (short_has('L') || known_args.iter().any(|a| a == "--dereference"))
+            }
+            "du" => short_has('L') || known_args.iter().any(|a| a == "--dereference"),
+            "tree" => short_has('l'),
+            "tar" | "bsdtar" => short_has('h') || known_args.iter().any(|a| a == "--dereference"),
+            "cp" | "rsync" => {
+                short_has('L')
+                    || known_args
+                        .iter()
+                        .any(|a| a == "--dereference" || a == "--copy-links")
+            }
+            _ => false,
+        };
+        if follows {
+            let starts: Vec<Field> = args
+                .iter()
+                .filter(|a| a.known().is_none_or(|t| !t.starts_with('-')))
+                .cloned()
+                .collect();
+            let starts = if starts.is_empty() {
+                vec![Field::lit(".")]
+            } else {
+                starts
+            };
+            self.symlinks_out(&st, &starts);
+        }
+        // The shell expands a glob by reading its directory, whatever the command does with
+        // the result (`echo /tmp/*` lists /tmp).
+        for a in args.iter().filter(|a| a.has_glob()) {
+            self.path_field(&st, a, Access::Read);
+        }
         // Wrappers: the worse of yellow and the inner command.
         if let Some(st2) = self.wrapper(&st, &inv, depth) {
             return st2;
@@ -709,6 +828,14 @@ impl Analyzer<'_> {
                 return self.assigning_builtin(st, &inv, depth);
             }
             "printf" => {
+                if let Some(name) = args.iter().filter_map(Field::known).find_map(|t| {
+                    t.strip_prefix("-v")
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                }) {
+                    let base = name.split('[').next().unwrap_or("").to_string();
+                    self.assigns_variable(&base, Some("printf -v"), &st);
+                }
                 if let Some(i) = args.iter().position(|a| a.known().as_deref() == Some("-v")) {
                     if let Some(name) = args.get(i + 1).and_then(Field::known) {
                         let base = name.split('[').next().unwrap_or("").to_string();
@@ -758,7 +885,14 @@ impl Analyzer<'_> {
                 }
                 return st;
             }
-            "git" => {
+            "git" | "hub" => {
+                if p == "hub" {
+                    self.add(
+                        Verdict::Red,
+                        "net.client",
+                        "`hub` uses the network".to_string(),
+                    );
+                }
                 self.git(&st, &inv, depth);
                 return st;
             }
@@ -1074,7 +1208,7 @@ impl Analyzer<'_> {
             | "perf" | "gdb" | "lldb" | "catchsegv" | "unbuffer" | "chronic" | "fakeroot"
             | "faketime" | "firejail-run" | "torify" | "with-contenv" | "s6-setuidgid"
             | "chpst" | "setarch" | "linux32" | "linux64" | "ionice-run" | "cpulimit"
-            | "trickle" => {
+            | "trickle" | "tmux" | "screen" | "xterm" | "corepack" | "dtach" | "abduco" => {
                 return Some(self.opaque_wrapper(st, inv, depth));
             }
             "busybox" | "toybox" => {
@@ -1358,7 +1492,20 @@ impl Analyzer<'_> {
         while i < args.len() {
             let Some(t) = args[i].known() else { break };
             if t == "--" {
+                // Options end; `NAME=VALUE` assignments still follow.
                 i += 1;
+                while let Some((n, v)) = args
+                    .get(i)
+                    .and_then(Field::known)
+                    .as_deref()
+                    .and_then(|t| t.split_once('='))
+                    .filter(|(n, _)| is_identifier(n))
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+                {
+                    self.assignment_rules(&n, &[Field::lit(&v)], st, true);
+                    env.push((n, Some(v)));
+                    i += 1;
+                }
                 break;
             }
             if t == "-u"
@@ -1606,6 +1753,8 @@ impl Analyzer<'_> {
                 Some(code) => match code.known() {
                     Some(code) => {
                         self.line_with_stdin(&code, st.clone(), depth + 1, inv.stdin);
+                        // `sh -c 'cat "$1"' _ .env`: the positional parameters are words too.
+                        self.generic_paths(st, &args[(i + 2).min(args.len())..], Access::Any);
                     }
                     None => {
                         self.opaque(&format!("{p} -c"), "a command string that cannot be known")
@@ -1762,6 +1911,10 @@ impl Analyzer<'_> {
             if matches!(
                 m.as_str(),
                 "http.server"
+                    | "wsgiref.simple_server"
+                    | "flask"
+                    | "uvicorn"
+                    | "gunicorn"
                     | "SimpleHTTPServer"
                     | "CGIHTTPServer"
                     | "smtpd"
@@ -2111,6 +2264,51 @@ impl Analyzer<'_> {
     /// The vault's fixed denials for whole programs (DESIGN.md §2 "blocked").
     fn vault(&mut self, st: &State, inv: &Invocation<'_>) -> bool {
         let p = inv.program.as_str();
+        if matches!(p, "mkdosfs" | "mkntfs" | "mkexfatfs" | "mke2fs" | "mkswap") {
+            self.add(
+                Verdict::Blocked,
+                "vault.disk",
+                format!("`{p}` destroys file systems"),
+            );
+            return true;
+        }
+        if p == "loginctl"
+            && inv.args.iter().filter_map(Field::known).any(|a| {
+                matches!(
+                    a.as_str(),
+                    "reboot" | "poweroff" | "halt" | "kexec" | "suspend" | "hibernate"
+                )
+            })
+        {
+            self.add(
+                Verdict::Blocked,
+                "vault.power",
+                "`loginctl` stops or restarts the machine".to_string(),
+            );
+            return true;
+        }
+        if p == "systemctl"
+            && inv.args.iter().filter_map(Field::known).any(|a| {
+                matches!(
+                    a.trim_end_matches(".target"),
+                    "reboot"
+                        | "poweroff"
+                        | "halt"
+                        | "kexec"
+                        | "rescue"
+                        | "emergency"
+                        | "shutdown"
+                        | "soft-reboot"
+                )
+            })
+        {
+            self.add(
+                Verdict::Blocked,
+                "vault.power",
+                "`systemctl` stops or restarts the machine".to_string(),
+            );
+            return true;
+        }
         if !(p.starts_with("mkfs")
             || matches!(
                 p,
@@ -2251,6 +2449,20 @@ impl Analyzer<'_> {
             ("npm", Some("exec" | "x")) => true,
             ("bun", Some("x")) => true,
             ("pipx", Some("run")) => true,
+            ("npm" | "yarn" | "pnpm" | "bun", Some("create")) => true,
+            ("npm", Some("init")) => {
+                args.iter()
+                    .filter_map(Field::known)
+                    .filter(|t| !t.starts_with('-'))
+                    .count()
+                    > 1
+            }
+            ("gem", Some("exec")) => true,
+            ("deno", Some("run" | "x")) => args
+                .iter()
+                .filter_map(Field::known)
+                .any(|t| t.starts_with("npm:") || t.starts_with("jsr:") || t.contains("://")),
+            ("corepack", _) => args.iter().filter_map(Field::known).any(|t| t == "dlx"),
             ("nix", Some("run" | "shell" | "develop")) => true,
             ("nix-shell", _) => args
                 .iter()
@@ -2271,7 +2483,10 @@ impl Analyzer<'_> {
             Vec::new()
         };
         let hit = match p {
-            "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2"
+            "darkhttpd" | "twistd" | "uvicorn" | "gunicorn" | "hypercorn" | "jupyter"
+            | "jupyter-notebook" | "jupyter-lab" | "memcached" | "redis-server" | "mongod"
+            | "postgres" | "mysqld" | "ngrok-agent" | "miniserve" | "caddy-server"
+            | "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2"
             | "lighttpd" | "caddy" | "sshd" | "vsftpd" => true,
             "busybox" => known.first().is_some_and(|a| a == "httpd"),
             _ => false,
@@ -2403,8 +2618,9 @@ impl Analyzer<'_> {
             Some(d) => d.as_str(),
             None => trimmed.trim_end_matches('/'),
         };
-        let is_root =
-            trimmed.is_empty() || unglobbed.is_empty() || unglobbed == "/" || trimmed == "/.";
+        // `rm -rf ""` fails; `/`, `//`, `/.`, `/*` are the root.
+        let is_root = !text.is_empty()
+            && (trimmed.is_empty() || unglobbed.is_empty() || unglobbed == "/" || trimmed == "/.");
         let is_home = home
             .as_deref()
             .is_some_and(|h| unglobbed == h || trimmed == h);
@@ -2710,7 +2926,19 @@ impl Analyzer<'_> {
                         }
                     }
                 };
-                let src_access = if p == "mv" {
+                // A hard link (`ln` without -s, `cp -l`) makes the source writable through the new
+                // name: as good as changing it.
+                let symbolic = inv.args.iter().filter_map(Field::known).any(|t| {
+                    t == "--symbolic"
+                        || t.starts_with('-') && !t.starts_with("--") && t.contains('s')
+                });
+                let hard_link = (p == "ln" && !symbolic)
+                    || (p == "cp"
+                        && inv.args.iter().filter_map(Field::known).any(|t| {
+                            t == "--link"
+                                || t.starts_with('-') && !t.starts_with("--") && t.contains('l')
+                        }));
+                let src_access = if p == "mv" || hard_link {
                     Access::Modify
                 } else {
                     Access::Read
@@ -2740,7 +2968,13 @@ impl Analyzer<'_> {
                     {
                         self.catastrophic_target(st, &d, true, p);
                     }
-                    self.path_field(st, &d, Access::Write);
+                    // `mv`/`ln` replace the destination itself (even `/dev/null`).
+                    let dest_access = if p == "mv" || p == "ln" {
+                        Access::Modify
+                    } else {
+                        Access::Write
+                    };
+                    self.path_field(st, &d, dest_access);
                 }
             }
         }
@@ -3368,6 +3602,11 @@ impl Analyzer<'_> {
                     format!("`git {sub} {a}` runs a configured program"),
                 );
             }
+            if a == "--output" {
+                if let Some(v) = known_rest.iter().skip_while(|x| *x != "--output").nth(1) {
+                    self.path_field(&st_git, &Field::lit(v), Access::Write);
+                }
+            }
             if a == "--output" || a.starts_with("--output=") {
                 self.add(
                     Verdict::Yellow,
@@ -3388,9 +3627,24 @@ impl Analyzer<'_> {
         }
         let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "archive" if sub != "archive" || has("--remote"))
             || sub == "remote"
-                && known_rest.first().is_some_and(|s| {
-                    matches!(s.as_str(), "show" | "update" | "prune" | "set-head")
+                && known_rest
+                    .iter()
+                    .any(|s| matches!(s.as_str(), "show" | "update" | "prune" | "set-head"))
+            || sub == "lfs"
+                && known_rest.iter().any(|s| {
+                    matches!(
+                        s.as_str(),
+                        "pull" | "fetch" | "push" | "clone" | "install" | "post-checkout"
+                    )
                 })
+            || sub == "maintenance"
+                && known_rest
+                    .iter()
+                    .any(|s| s.contains("prefetch") || s == "run")
+            || sub == "subtree"
+                && known_rest
+                    .iter()
+                    .any(|s| matches!(s.as_str(), "push" | "pull" | "add"))
             || sub == "submodule"
                 && known_rest
                     .iter()
@@ -3407,6 +3661,44 @@ impl Analyzer<'_> {
                 "net.git",
                 format!("`git {sub}` uses the network"),
             );
+        }
+        if sub == "subtree" && known_rest.iter().any(|s| s == "push") {
+            // `git subtree push --prefix=P REMOTE REF`: REF is the remote branch updated.
+            if known_rest.iter().filter(|a| !a.starts_with('-')).any(|a| {
+                protected
+                    .iter()
+                    .any(|p| a.trim_start_matches("refs/heads/").eq_ignore_ascii_case(p))
+            }) {
+                self.add(
+                    Verdict::Blocked,
+                    "git.push.protected",
+                    "`git subtree push` would update a protected branch".to_string(),
+                );
+            }
+        }
+        if sub == "init" || sub == "clone" {
+            let template = known_rest.iter().any(|a| a.starts_with("--template"))
+                || config_pairs
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("init.templateDir"))
+                || inv.env.iter().any(|(n, _)| n == "GIT_TEMPLATE_DIR")
+                || st.vars.contains_key("GIT_TEMPLATE_DIR");
+            if template {
+                self.add(Verdict::Blocked, "git.guard.hook", format!("`git {sub}` with a template directory copies its hooks, the pre-push hook included"));
+            }
+        }
+        // A changed home or global configuration can set core.hooksPath for the push.
+        if sub == "push" {
+            let moved = ["HOME", "XDG_CONFIG_HOME"]
+                .iter()
+                .any(|n| inv.env.iter().any(|(e, _)| e == n) || st.vars.contains_key(*n))
+                || st
+                    .vars
+                    .keys()
+                    .any(|k| k.starts_with("GIT_CONFIG") || k == "GIT_DIR" || k == "GIT_EXEC_PATH");
+            if moved {
+                self.add(Verdict::Blocked, "git.guard.hooks-path", "`git push` with another home or configuration directory can switch the pre-push hook off".to_string());
+            }
         }
         if (sub == "push" || sub == "send-pack")
             && (rest.iter().any(|r| !r.is_known()) || inv.env.iter().any(|(_, v)| v.is_none()))
@@ -3431,6 +3723,34 @@ impl Analyzer<'_> {
             self.generic_paths(&st_git, rest, Access::Read);
             return;
         }
+        let findings_before = self.out.findings.len();
+        let green_sub = matches!(
+            sub.as_str(),
+            "status"
+                | "log"
+                | "show"
+                | "diff"
+                | "blame"
+                | "rev-parse"
+                | "ls-files"
+                | "ls-tree"
+                | "cat-file"
+                | "rev-list"
+                | "show-ref"
+                | "for-each-ref"
+                | "merge-base"
+                | "describe"
+                | "shortlog"
+                | "count-objects"
+                | "grep"
+                | "branch"
+                | "tag"
+                | "remote"
+                | "config"
+                | "stash"
+                | "worktree"
+                | "reflog"
+        );
         match sub.as_str() {
             "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
             | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe"
@@ -3604,7 +3924,8 @@ impl Analyzer<'_> {
                 let mut d_or_x = false;
                 for a in &known_rest {
                     if a.starts_with("--") {
-                        f |= a == "--force";
+                        // git accepts unambiguous abbreviations (`--forc`, `--fo`).
+                        f |= a.len() >= 4 && "--force".starts_with(a.as_str());
                     } else if let Some(l) = a.strip_prefix('-') {
                         f |= l.contains('f');
                         d_or_x |= l.contains('d') || l.contains('x') || l.contains('X');
@@ -3691,8 +4012,15 @@ impl Analyzer<'_> {
             }
             paths_rest.push(r.clone());
         }
+        // Subcommands that change the tree (`mv`, `checkout`, `restore`, `checkout-index`…)
+        // may write where their words point.
+        let read_only = green_sub
+            && !self.out.findings[findings_before.min(self.out.findings.len())..]
+                .iter()
+                .any(|f| f.rule == "git.not-read-only");
+        let access = if read_only { Access::Read } else { Access::Any };
         for f in paths_rest {
-            self.path_field(&st_git, &f, Access::Read);
+            self.path_field(&st_git, &f, access);
         }
     }
 
@@ -3747,9 +4075,11 @@ impl Analyzer<'_> {
                             None => (kv.clone(), None),
                         };
                         self.git_config_key(&k, val.as_deref(), "-c");
+                        // Values are words: `blame.ignoreRevsFile=.env` names a credential.
                         if let Some(val) = &val {
-                            if val.starts_with('/') || val.starts_with('~') {
-                                self.path_field(st_git, &Field::lit(val), Access::Read);
+                            if !val.is_empty() {
+                                let v = self.tilde_value(&Field::lit(val), &Field::default());
+                                self.path_field(st_git, &v, Access::Read);
                             }
                         }
                         config.push((k, val));
@@ -3819,6 +4149,10 @@ impl Analyzer<'_> {
             || k.starts_with("pager.")
             || k.starts_with("includeif.")
             || (k.starts_with("diff.") && (k.ends_with(".command") || k.ends_with(".textconv")))
+            || (k.starts_with("trailer.") && (k.ends_with(".cmd") || k.ends_with(".command")))
+            || (k.starts_with("submodule.")
+                && k.ends_with(".update")
+                && value.is_none_or(|v| v.starts_with('!')))
             || (k.starts_with("filter.")
                 && (k.ends_with(".clean") || k.ends_with(".smudge") || k.ends_with(".process")))
             || (k.starts_with("merge.") && k.ends_with(".driver"))
@@ -4282,9 +4616,17 @@ fn path_candidates(f: &Field) -> Vec<Field> {
         };
     }
     if t.starts_with('-') && t.len() > 2 {
+        // `-opt=VALUE` (go, java -Dk=v) and an attached value anywhere in a cluster
+        // (`-cf/tmp/x.tar`, `-o/tmp/x`).
+        if let Some((_, v)) = t.split_once('=') {
+            return split_colon_list(&Field::lit(unquote(v)));
+        }
         let v = &t[2..];
-        if v.starts_with('/') || v.starts_with('~') || v.starts_with("..") || v.starts_with("=/") {
-            return vec![Field::lit(v.trim_start_matches('='))];
+        if let Some(i) = v.find(['/', '~']) {
+            return vec![Field::lit(&v[i..])];
+        }
+        if v.starts_with("..") {
+            return vec![Field::lit(v)];
         }
         return Vec::new();
     }
@@ -4296,10 +4638,15 @@ fn path_candidates(f: &Field) -> Vec<Field> {
             || k.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
         {
-            return split_colon_list(&Field::lit(v));
+            return split_colon_list(&Field::lit(unquote(v)));
         }
     }
     vec![f.clone()]
+}
+
+/// A value without the quotes of a TOML or shell-in-a-string spelling (`"/tmp/t"`).
+fn unquote(v: &str) -> &str {
+    v.trim_matches(|c| c == '"' || c == '\'')
 }
 
 /// `PATH`-like values: each colon-separated absolute element is a path of its own.

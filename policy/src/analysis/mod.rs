@@ -626,7 +626,38 @@ impl Analyzer<'_> {
                 }
                 segments.push(segment);
                 if segments.len() > 1 || segments.first().is_some_and(|s| s.join(" ") != text) {
-                    for seg in segments.into_iter().filter(|s| !s.is_empty()) {
+                    for mut seg in segments.into_iter().filter(|s| !s.is_empty()) {
+                        // Constructs the grammar rejects (`select`, `for ((;;))`) still hold
+                        // commands after their keywords.
+                        while seg.first().is_some_and(|w| {
+                            matches!(
+                                w.as_str(),
+                                "do" | "then"
+                                    | "else"
+                                    | "elif"
+                                    | "if"
+                                    | "while"
+                                    | "until"
+                                    | "{"
+                                    | "}"
+                                    | "!"
+                                    | "time"
+                                    | "done"
+                                    | "fi"
+                                    | "esac"
+                            )
+                        }) {
+                            seg.remove(0);
+                        }
+                        if seg.first().is_some_and(|w| w == "select" || w == "for") {
+                            if let Some(var) = seg.get(1) {
+                                self.assigns_variable(var, Some("select"), st);
+                            }
+                            continue;
+                        }
+                        if seg.is_empty() {
+                            continue;
+                        }
                         let line = seg.join(" ");
                         if parse(&line).is_ok() {
                             self.line(&line, st.clone(), depth + 1);
@@ -1148,6 +1179,9 @@ impl Analyzer<'_> {
                 feeds_stdin
             }
             ast::IoRedirect::HereDocument(fd, doc) => {
+                if doc.requires_expansion && doc.doc.value.contains(['$', '`']) {
+                    self.add(Verdict::Yellow, "cmd.dynamic-args", "the here-document expands values that cannot be known (they may be secrets)");
+                }
                 if doc.requires_expansion {
                     let inner = format!(
                         "\"{}\"",
@@ -1158,7 +1192,14 @@ impl Analyzer<'_> {
                 fd.unwrap_or(0) == 0
             }
             ast::IoRedirect::HereString(fd, w) => {
-                let _ = self.expand_word(&w.value, st);
+                let fields = self.expand_word(&w.value, st);
+                if fields.iter().any(|f| !f.is_known()) {
+                    self.add(
+                        Verdict::Yellow,
+                        "cmd.dynamic-args",
+                        "the here-string holds values that cannot be known (they may be secrets)",
+                    );
+                }
                 fd.unwrap_or(0) == 0
             }
             ast::IoRedirect::OutputAndError(w, _) => {

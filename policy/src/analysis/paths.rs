@@ -223,7 +223,11 @@ pub(crate) fn check_path(
     }
     let lex = lexical(cwd, word);
     let lex_s = lex.to_string_lossy();
-    if is_system_exception(&lex_s) || (word.starts_with('/') && is_system_exception(word)) {
+    // The exceptions are for reading and writing them; deleting, renaming or chmod-ing
+    // `/dev/null` is a change inside /dev.
+    if access != Access::Modify
+        && (is_system_exception(&lex_s) || (word.starts_with('/') && is_system_exception(word)))
+    {
         return None;
     }
     let phys = resolve(cwd, word);
@@ -276,7 +280,8 @@ pub(crate) fn check_path(
     }
 
     // Outside the worktree.
-    let system = is_system_path(&phys) || is_system_path(&lex);
+    let system = is_system_path(&phys)
+        || (is_system_path(&lex) && !lex_s.starts_with("/proc/") && !lex_s.starts_with("/dev/fd/"));
     if system && access.modifies() && access != Access::Any {
         out.push(Finding::new(
             Verdict::Blocked,
@@ -331,6 +336,29 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
             _ => None,
         })
         .collect();
+    // Hooks of nested git directories (`.git/modules/x/hooks/`) run code too.
+    if let Some(g) = comps
+        .iter()
+        .position(|c| c == ".git" || c.ends_with(".git"))
+    {
+        if comps.len() > g + 2
+            && comps[g + 1..].iter().any(|c| c == "hooks")
+            && comps.get(g + 1).map(String::as_str) != Some("hooks")
+        {
+            out.push(Finding::new(
+                Verdict::Red,
+                "path.git-hooks",
+                format!("`{word}` writes git hooks: code that runs outside the sandbox later"),
+            ));
+        }
+        if comps.len() > g + 2 && comps.last().is_some_and(|c| c == "config") {
+            out.push(Finding::new(
+                Verdict::Red,
+                "path.git-config",
+                format!("`{word}` writes a git configuration, which can run code later"),
+            ));
+        }
+    }
     for (i, c) in comps.iter().enumerate() {
         if c == ".git" || c.ends_with(".git") {
             match comps.get(i + 1).map(String::as_str) {
