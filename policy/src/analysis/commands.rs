@@ -1615,6 +1615,22 @@ impl Analyzer<'_> {
             let mut inner: Vec<Field> = head[i..].to_vec();
             inner.push(Field::unknown());
             let _ = self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
+            // Each literal input after `:::` becomes the last argument in turn.
+            for v in inv.args[end..]
+                .iter()
+                .filter(|a| a.known().is_some_and(|t| !t.starts_with(":::")))
+                .take(64)
+            {
+                let mut with_value: Vec<Field> = head[i..].to_vec();
+                with_value.push(v.clone());
+                let _ = self.invoke(
+                    st.clone(),
+                    &with_value,
+                    inv.env.clone(),
+                    Stdin::Inherited,
+                    depth,
+                );
+            }
             if let Some(line) = join_known(&head[i..]) {
                 self.line(&line, st.clone(), depth + 1);
             }
@@ -1855,10 +1871,21 @@ impl Analyzer<'_> {
                 i += 1;
                 break;
             }
-            if t == "-m" && p.starts_with("py") {
-                module = args.get(i + 1).and_then(Field::known);
-                i += 2;
-                break;
+            // python: `-m` anywhere in a cluster of flags (`-Im`, `-bm`) takes the module.
+            if p.starts_with("py") && !t.starts_with("--") {
+                if let Some(pos) = t[1..].find('m') {
+                    let rest = &t[1 + pos + 1..];
+                    if t[1..1 + pos].chars().all(|c| "bBdEhiIOqsSuvx".contains(c)) {
+                        if rest.is_empty() {
+                            module = args.get(i + 1).and_then(Field::known);
+                            i += 2;
+                        } else {
+                            module = Some(rest.to_string());
+                            i += 1;
+                        }
+                        break;
+                    }
+                }
             }
             if let Some(m) = t
                 .strip_prefix("-m")
@@ -1868,7 +1895,7 @@ impl Analyzer<'_> {
                 i += 1;
                 break;
             }
-            if p == "php" && t == "-S" {
+            if p == "php" && t.starts_with("-S") {
                 self.add(
                     Verdict::Red,
                     "net.server",
@@ -1879,6 +1906,7 @@ impl Analyzer<'_> {
                 t.as_str(),
                 "-I" | "-r" | "-M" | "-W" | "-X" | "-Q" | "--require" | "--import" | "--loader"
             ) && !code_flags.contains(&t.as_str())
+                && !(p.starts_with("py") && t == "-I")
             {
                 if let Some(v) = args.get(i + 1) {
                     self.path_field(st, v, Access::Read);
@@ -2092,6 +2120,12 @@ impl Analyzer<'_> {
         let mut st = st;
         let p = inv.program.as_str();
         self.unlisted(p);
+        // `declare -n ref=NAME`: assigning `ref` assigns NAME.
+        let nameref = inv
+            .args
+            .iter()
+            .filter_map(Field::known)
+            .any(|t| t.starts_with('-') && !t.starts_with("--") && t.contains('n'));
         for a in inv.args {
             match a.known() {
                 Some(t) if t.starts_with('-') => {}
@@ -2100,6 +2134,11 @@ impl Analyzer<'_> {
                         Some((n, v)) => (n.trim_end_matches('+').to_string(), Some(v.to_string())),
                         None => (t.clone(), None),
                     };
+                    if nameref {
+                        if let Some(target) = &v {
+                            self.assigns_variable(target, Some("declare -n"), &st);
+                        }
+                    }
                     if is_exec_var(&n) {
                         self.add(
                             Verdict::Red,
@@ -3251,6 +3290,23 @@ impl Analyzer<'_> {
                     "wrapper.fd-exec",
                     "`fd -x/-X` runs a command on every match".to_string(),
                 );
+                let deleter = inner.first().and_then(Field::known).is_some_and(|n| {
+                    matches!(
+                        n.rsplit('/').next().unwrap_or(""),
+                        "rm" | "shred" | "unlink" | "rmdir" | "mv" | "chmod" | "chown" | "truncate"
+                    )
+                });
+                if deleter {
+                    // Every match under the search paths: check those like a recursive target.
+                    let positional: Vec<Field> = args[..i]
+                        .iter()
+                        .filter(|a| a.known().is_none_or(|t| !t.starts_with('-')))
+                        .cloned()
+                        .collect();
+                    for path in positional.iter().skip(1) {
+                        self.catastrophic_target(st, path, true, "fd");
+                    }
+                }
                 if !inner.is_empty() {
                     let _ =
                         self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);

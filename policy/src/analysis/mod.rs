@@ -245,6 +245,8 @@ pub(crate) struct Analyzer<'p> {
     arith_depth: usize,
     /// Commands analysed so far, weighted by the directories they may run in.
     work: usize,
+    /// Functions defined on the line and the names each runs in a pipeline or background.
+    spawns: Vec<(String, Vec<String>)>,
     /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).
     fed: Vec<bool>,
 }
@@ -260,6 +262,7 @@ impl<'p> Analyzer<'p> {
             sources: Vec::new(),
             arith_depth: 0,
             work: 0,
+            spawns: Vec::new(),
             fed: Vec::new(),
         }
     }
@@ -817,8 +820,9 @@ impl Analyzer<'_> {
                 let name = f.fname.value.clone();
                 let mut st = st;
                 st.functions.push(name.clone());
-                if calls_itself(&f.body.0, &name) {
-                    self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{name}` calls itself in a pipeline or in the background: a fork bomb"));
+                self.spawns.push((name.clone(), spawned_names(&f.body.0)));
+                if let Some(f) = spawn_cycle(&self.spawns) {
+                    self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{f}` spawns itself (through the functions it runs) in a pipeline or in the background: a fork bomb"));
                 }
                 // The body is analysed as if it ran (it may, any number of times).
                 let inner = st.clone();
@@ -1373,28 +1377,54 @@ fn parse(text: &str) -> Result<ast::Program, String> {
 }
 
 /// Whether a function body runs the function itself in a pipeline or in the background.
-fn calls_itself(body: &ast::CompoundCommand, name: &str) -> bool {
+/// Names a function body runs in a pipeline or in the background (what a fork bomb does).
+fn spawned_names(body: &ast::CompoundCommand) -> Vec<String> {
     let text = body.to_string();
     let Ok(prog) = parse(&text) else {
-        return text.contains(name);
+        return Vec::new();
     };
-    let mut found = false;
+    let mut out = Vec::new();
     for cc in &prog.complete_commands {
         for item in &cc.0 {
             let async_ = matches!(item.1, ast::SeparatorOperator::Async);
             visit_pipelines(&item.0, &mut |p: &ast::Pipeline| {
-                let calls = p
-                    .seq
-                    .iter()
-                    .filter(|c| command_name(c).as_deref() == Some(name))
-                    .count();
-                if calls > 0 && (p.seq.len() > 1 || async_) {
-                    found = true;
+                if p.seq.len() > 1 || async_ {
+                    for c in &p.seq {
+                        if let Some(n) = command_name(c) {
+                            if !out.contains(&n) {
+                                out.push(n);
+                            }
+                        }
+                    }
                 }
             });
         }
     }
-    found || text.matches(name).count() >= 2 && text.contains('&')
+    out
+}
+
+/// Whether the functions defined on a line spawn each other in a cycle (`f(){ f|f& }`, or
+/// `a(){ b|b& }; b(){ a|a& }`): a fork bomb.
+fn spawn_cycle(spawns: &[(String, Vec<String>)]) -> Option<String> {
+    for (start, _) in spawns {
+        let mut stack = vec![start.clone()];
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(n) = stack.pop() {
+            let Some((_, callees)) = spawns.iter().find(|(f, _)| *f == n) else {
+                continue;
+            };
+            for c in callees {
+                if c == start {
+                    return Some(start.clone());
+                }
+                if !seen.contains(c) {
+                    seen.push(c.clone());
+                    stack.push(c.clone());
+                }
+            }
+        }
+    }
+    None
 }
 
 fn visit_pipelines(aol: &ast::AndOrList, f: &mut dyn FnMut(&ast::Pipeline)) {
