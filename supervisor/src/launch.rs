@@ -364,6 +364,25 @@ fn start_relay(
             }
         }
     });
+    // Window resizes: the person's terminal size is copied to the pty when it changes; the
+    // kernel then sends SIGWINCH to the agent's foreground process group.
+    if let Ok(m3) = master.try_clone() {
+        std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            let mut last = sys::get_winsize(stdin.as_fd()).map(|w| (w.ws_row, w.ws_col));
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                let now = sys::get_winsize(stdin.as_fd());
+                let key = now.map(|w| (w.ws_row, w.ws_col));
+                if key != last {
+                    if let Some(w) = now {
+                        sys::set_winsize(m3.as_fd(), &w);
+                    }
+                    last = key;
+                }
+            }
+        });
+    }
     let out = std::thread::spawn(move || {
         let mut r = std::fs::File::from(master);
         let mut buf = [0u8; 8192];
