@@ -5,7 +5,14 @@
 //! asks through `tyba inbox --json` / `tyba approve` / `tyba deny`. Checked: what the agent saw
 //! (the `function_call_output` items of the recorded requests) and what really happened (the
 //! files, a local bare remote, a second listener), as the test's user and as the unprivileged
-//! `TYBA_TEST_USER`.
+//! `TYBA_TEST_USER`. Two runs of the same session:
+//!
+//! - `agent_codex_real_cli_offline_under_tyba_run`: the kernel layer alone. The model sees a
+//!   refusal only as Codex's failed spawn (`Permission denied (os error 13)`).
+//! - `agent_codex_with_tyba_hook_reasons_reach_the_model`: with `tyba hook install codex
+//!   --user` (tyba copied to `~/.cargo/bin`, where the sandbox may execute it) and
+//!   `--dangerously-bypass-hook-trust`. The model sees the person's reasons and the policy's
+//!   refusal, and the build approved through the hook is not asked again by the kernel layer.
 //!
 //! Codex is found at `TYBA_TEST_CODEX` or under `/opt/tyba-test-npm`; when it is not there the
 //! test fails with `TYBA_REQUIRE_SANDBOX=1` and is skipped otherwise.
