@@ -188,13 +188,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             stripped.join(", ")
         );
     }
-    let (approver, broker) = super::inbox::session_approver(
-        args.non_interactive,
-        &session,
-        &policy,
-        &tmp_dir,
-        &mut env,
-    );
+    let (approver, broker) =
+        super::inbox::session_approver(args.non_interactive, &session, &policy, &tmp_dir, &mut env);
     let cfg = SessionConfig {
         session: session.clone(),
         plan,

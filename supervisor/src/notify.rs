@@ -328,11 +328,13 @@ impl Notifier {
         }
         let command = command_line(&argv);
         let cwd = procfs::cwd(n.pid).unwrap_or_else(|_| self.worktree.clone());
+        // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba classify`.
+        let inspector = tyba_git_guard::Inspector::new();
         let ctx = Context {
             worktree: &self.worktree,
             cwd: &cwd,
             home: self.home.as_deref(),
-            git: None,
+            git: Some(&inspector),
         };
         let class = self.policy.classify(
             &Action::Exec {

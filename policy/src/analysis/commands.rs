@@ -10,6 +10,80 @@ use crate::verdict::Verdict;
 use brush_parser::ast;
 use std::path::{Path, PathBuf};
 
+/// git's own subcommands that never push (an alias or external command may).
+const KNOWN_GIT_SUBCOMMANDS: &[&str] = &[
+    "status",
+    "log",
+    "show",
+    "diff",
+    "blame",
+    "rev-parse",
+    "ls-files",
+    "ls-tree",
+    "cat-file",
+    "rev-list",
+    "show-ref",
+    "for-each-ref",
+    "merge-base",
+    "describe",
+    "shortlog",
+    "count-objects",
+    "grep",
+    "branch",
+    "tag",
+    "remote",
+    "config",
+    "stash",
+    "worktree",
+    "reflog",
+    "add",
+    "commit",
+    "checkout",
+    "switch",
+    "restore",
+    "reset",
+    "rm",
+    "mv",
+    "merge",
+    "rebase",
+    "cherry-pick",
+    "revert",
+    "fetch",
+    "pull",
+    "clone",
+    "init",
+    "clean",
+    "gc",
+    "fsck",
+    "apply",
+    "am",
+    "format-patch",
+    "bisect",
+    "notes",
+    "submodule",
+    "sparse-checkout",
+    "archive",
+    "var",
+    "help",
+    "version",
+    "check-ignore",
+    "check-attr",
+    "name-rev",
+    "whatchanged",
+    "show-branch",
+    "annotate",
+    "maintenance",
+    "update-index",
+    "update-ref",
+    "symbolic-ref",
+    "hash-object",
+    "write-tree",
+    "read-tree",
+    "commit-tree",
+    "mktree",
+    "ls-remote",
+];
+
 /// Variables that make programs run code (DESIGN.md §2a), red when assigned in any form.
 const EXEC_VARS: &[&str] = &[
     "LD_PRELOAD",
@@ -551,6 +625,7 @@ impl Analyzer<'_> {
                     );
                     self.path_field(&st, &Field::lit(name), Access::Read);
                     self.generic_paths(&st, args, Access::Any);
+                    self.carried_shell_lines(&st, args, stdin, depth);
                     return st;
                 }
             }
@@ -1034,6 +1109,7 @@ impl Analyzer<'_> {
                 } else {
                     self.unlisted(p);
                     self.generic_paths(&st, args, Access::Any);
+                    self.carried_shell_lines(&st, args, inv.stdin, depth);
                 }
             }
         }
@@ -1072,6 +1148,20 @@ impl Analyzer<'_> {
                 "shell.pipe-to-interpreter",
                 format!("input is piped or redirected into `{p}`, which runs it as commands"),
             );
+        }
+    }
+
+    /// A program nobody listed whose arguments hold a shell and its `-c` string (a launcher
+    /// like `/proc/self/exe --run-as-process-setup … /bin/bash -lc CMD`): the string is the
+    /// command that will run, so it is analysed too; approving the launcher must not hide it.
+    fn carried_shell_lines(&mut self, st: &State, args: &[Field], stdin: Stdin, depth: usize) {
+        for (i, a) in args.iter().enumerate() {
+            let Some(t) = a.known() else { continue };
+            let base = t.rsplit('/').next().unwrap_or("");
+            if SHELLS.contains(&base) {
+                let _ = self.invoke(st.clone(), &args[i..], Vec::new(), stdin, depth);
+                return;
+            }
         }
     }
 
@@ -3589,6 +3679,23 @@ impl Analyzer<'_> {
         }
         let sub_field = args.get(i);
         let sub = sub_field.and_then(Field::known);
+        if std::mem::take(&mut self.hook_override) {
+            let could_push = match sub.as_deref() {
+                Some(s) => {
+                    matches!(s, "push" | "send-pack" | "http-push" | "subtree")
+                        || !KNOWN_GIT_SUBCOMMANDS.contains(&s)
+                }
+                None => sub_field.is_some(),
+            };
+            // DESIGN.md §2 blocks changing core.hooksPath or hook.* by any route, whatever
+            // the subcommand: the reason says whether this one could push.
+            let why = if could_push {
+                "a hooks path set for a command that can push switches the pre-push hook off"
+            } else {
+                "changing core.hooksPath or hook.* switches the push guard off (refused by any route)"
+            };
+            self.add(Verdict::Blocked, "git.guard.hooks-path", why.to_string());
+        }
         let rest = if i < args.len() {
             &args[i + 1..]
         } else {
@@ -4166,7 +4273,24 @@ impl Analyzer<'_> {
     fn git_config_key(&mut self, key: &str, value: Option<&str>, how: &str) {
         let k = key.to_ascii_lowercase();
         if k == "core.hookspath" || k.starts_with("hook.") {
+            if how == "-c" || how == "--config-env" {
+                // For this one command: it matters when the command can push (decided once
+                // the subcommand is known).
+                self.hook_override = true;
+                return;
+            }
             self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git {how} {key}` changes which hooks git runs: it switches the push guard off"));
+            return;
+        }
+        // Switching the monitor off runs nothing (`-c core.fsmonitor=false`, as agents probe).
+        if k == "core.fsmonitor"
+            && value.is_some_and(|v| {
+                matches!(
+                    v.to_ascii_lowercase().as_str(),
+                    "false" | "no" | "off" | "0"
+                )
+            })
+        {
             return;
         }
         let code = matches!(

@@ -247,6 +247,8 @@ pub(crate) struct Analyzer<'p> {
     work: usize,
     /// Functions defined on the line and the names each runs in a pipeline or background.
     spawns: Vec<(String, Vec<String>)>,
+    /// A `git -c core.hooksPath=…`/`hook.*` override seen, to judge with its subcommand.
+    pub(crate) hook_override: bool,
     /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).
     fed: Vec<bool>,
 }
@@ -263,6 +265,7 @@ impl<'p> Analyzer<'p> {
             arith_depth: 0,
             work: 0,
             spawns: Vec::new(),
+            hook_override: false,
             fed: Vec::new(),
         }
     }

@@ -69,6 +69,21 @@ pub(crate) fn is_system_path(p: &Path) -> bool {
 /// physical parent, symlinks followed through the real filesystem; components that do not
 /// exist are taken lexically. Returns the absolute physical path.
 pub(crate) fn resolve(cwd: &Path, word: &str) -> PathBuf {
+    // `/proc/self` is the process that runs the command, not tyba: its `root` is `/`, its
+    // `cwd` is the command's directory; anything else under it is left as written.
+    for me in ["/proc/self", "/proc/thread-self"] {
+        if let Some(rest) = word.strip_prefix(me) {
+            if let Some(r) = rest.strip_prefix("/root") {
+                return resolve(Path::new("/"), if r.is_empty() { "/" } else { r });
+            }
+            if let Some(r) = rest.strip_prefix("/cwd") {
+                return resolve(cwd, r.trim_start_matches('/'));
+            }
+            if rest.is_empty() || rest.starts_with('/') {
+                return lexical(Path::new("/"), word);
+            }
+        }
+    }
     let start = if word.starts_with('/') {
         PathBuf::from("/")
     } else {

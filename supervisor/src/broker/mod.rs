@@ -760,11 +760,12 @@ impl Broker {
         } else {
             wt.as_path()
         };
+        let inspector = tyba_git_guard::Inspector::new();
         let ctx = tyba_policy::Context {
             worktree: wt,
             cwd,
             home: self.inner.cfg.home.as_deref(),
-            git: None,
+            git: Some(&inspector),
         };
         let c = policy.classify(
             &tyba_policy::Action::Exec {
