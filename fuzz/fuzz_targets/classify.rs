@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let policy = Policy::embedded_default();
     let wt = std::env::temp_dir();
     let home = wt.join("tyba-fuzz-home");
-    let ctx = Context { worktree: &wt, cwd: &wt, home: Some(&home), git: None };
+    let ctx = Context { worktree: &wt, cwd: &wt, home: Some(&home), scratch: None, git: None };
     let v = |s: &str| policy.classify(&Action::Exec { command: s.to_string() }, &ctx).verdict;
     let base = v(line);
     assert!(v(&format!("{line}; rm -rf ~")) >= base);

@@ -33,6 +33,7 @@ fn bench(c: &mut Criterion) {
         worktree: &w,
         cwd: &w,
         home: Some(&home),
+        scratch: None,
         git: None,
     };
     let cmds = corpus_commands();

@@ -16,6 +16,7 @@ fn main() {
             worktree: &wt,
             cwd: &wt,
             home: home.as_deref(),
+            scratch: None,
             git: None,
         };
         let c = policy.classify(

@@ -43,6 +43,10 @@ pub struct Context<'a> {
     pub cwd: &'a Path,
     /// Absolute home directory (`~`, `$HOME`); `None` means unknown, so `~` paths are never green.
     pub home: Option<&'a Path>,
+    /// The session's private temp dir (`TMPDIR` under `tyba run`), physical: paths in it are
+    /// the session's own scratch space, treated like the worktree (credential and control
+    /// rules still apply). `None` outside a session.
+    pub scratch: Option<&'a Path>,
     /// Resolves `git push` and git aliases against the repository; without one, pushes are
     /// judged from the command line alone (blocked when they name a protected ref).
     pub git: Option<&'a dyn GitInspector>,
@@ -54,6 +58,7 @@ impl std::fmt::Debug for Context<'_> {
             .field("worktree", &self.worktree)
             .field("cwd", &self.cwd)
             .field("home", &self.home)
+            .field("scratch", &self.scratch)
             .field("git", &self.git.is_some())
             .finish()
     }

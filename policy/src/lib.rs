@@ -32,7 +32,7 @@
 //! use tyba_policy::{Action, Context, Policy, Verdict};
 //! let policy = Policy::embedded_default();
 //! let wt = std::env::temp_dir();
-//! let ctx = Context { worktree: &wt, cwd: &wt, home: None, git: None };
+//! let ctx = Context { worktree: &wt, cwd: &wt, home: None, scratch: None, git: None };
 //! let c = policy.classify(&Action::Exec { command: "ls && rm -rf build".into() }, &ctx);
 //! assert_eq!(c.verdict, Verdict::Red);
 //! ```

@@ -69,6 +69,7 @@ fn run_file(name: &str) {
             worktree: &w,
             cwd: &cwd,
             home: Some(&home),
+            scratch: None,
             git: None,
         };
         let c = policy.classify(&action, &ctx);

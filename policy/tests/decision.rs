@@ -174,6 +174,7 @@ fn safe_mode_refuses_compound_lines_with_a_hint_and_auto_refuses_opaque_ones() {
         worktree: &wt,
         cwd: &wt,
         home: None,
+        scratch: None,
         git: None,
     };
     let mem = SessionMemory::new();
@@ -295,6 +296,7 @@ fn policy_file_rules_are_checked_against_their_examples() {
         worktree: &wt,
         cwd: &wt,
         home: None,
+        scratch: None,
         git: None,
     };
     let c = p.classify(
@@ -354,4 +356,46 @@ fn embedded_default_loads_with_its_rules() {
     Policy::check_embedded_default().unwrap();
     let p = Policy::from_layers(Vec::new()).unwrap();
     assert!(p.config().rules.iter().any(|r| r.id == "terraform-destroy"));
+}
+
+#[test]
+fn the_session_scratch_dir_is_like_the_worktree() {
+    let p = Policy::embedded_default();
+    let root = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(root.path()).unwrap();
+    let (wt, tmp) = (root.join("wt"), root.join("tmp"));
+    std::fs::create_dir_all(&wt).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let line = format!("pwd -P >| {}/claude-1-cwd", tmp.display());
+    let with = Context {
+        worktree: &wt,
+        cwd: &wt,
+        home: None,
+        scratch: Some(&tmp),
+        git: None,
+    };
+    let without = Context {
+        scratch: None,
+        ..with
+    };
+    assert_eq!(
+        p.classify(
+            &Action::Exec {
+                command: line.clone()
+            },
+            &with
+        )
+        .verdict,
+        Verdict::Yellow
+    );
+    assert_eq!(
+        p.classify(&Action::Exec { command: line }, &without)
+            .verdict,
+        Verdict::Red
+    );
+    let cred = format!("cat {}/.env", tmp.display());
+    assert_eq!(
+        p.classify(&Action::Exec { command: cred }, &with).verdict,
+        Verdict::Red
+    );
 }

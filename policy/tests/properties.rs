@@ -35,6 +35,7 @@ fn verdict(p: &Policy, fx: &Fx, line: &str) -> Verdict {
         worktree: &fx.w,
         cwd: &fx.w,
         home: Some(&fx.home),
+        scratch: None,
         git: None,
     };
     p.classify(

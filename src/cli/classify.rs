@@ -122,6 +122,7 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
                 worktree: &worktree,
                 cwd: &cwd_n,
                 home: home.as_deref(),
+                scratch: None,
                 git,
             };
             let c = policy.classify(&action, &ctx);
@@ -140,6 +141,7 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
         worktree: &worktree,
         cwd: &cwd,
         home: home.as_deref(),
+        scratch: None,
         git,
     };
     let c = policy.classify(&action, &ctx);

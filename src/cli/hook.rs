@@ -195,6 +195,7 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
         worktree: &worktree,
         cwd: &action_cwd,
         home: home.as_deref(),
+        scratch: None,
         git,
     };
     let (class, kind, key) = match &call.what {

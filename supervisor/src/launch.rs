@@ -263,6 +263,8 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         autonomy: cfg.autonomy,
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
+        scratch: std::fs::canonicalize(&cfg.plan.tmp_dir)
+            .unwrap_or_else(|_| cfg.plan.tmp_dir.clone()),
         home: cfg.home,
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),

@@ -66,6 +66,8 @@ pub(crate) struct Notifier {
     pub autonomy: Autonomy,
     pub mode: ExecMode,
     pub worktree: PathBuf,
+    /// The session's private temp dir (the agent's `TMPDIR`).
+    pub scratch: PathBuf,
     pub home: Option<PathBuf>,
     pub approver: Arc<dyn Approver>,
     pub hosts: AgentHosts,
@@ -334,6 +336,7 @@ impl Notifier {
             worktree: &self.worktree,
             cwd: &cwd,
             home: self.home.as_deref(),
+            scratch: Some(&self.scratch),
             git: Some(&inspector),
         };
         let class = self.policy.classify(

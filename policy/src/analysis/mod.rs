@@ -115,6 +115,7 @@ pub(crate) fn validate_rule(r: &RuleSpec) -> Result<(), String> {
         worktree: &dir,
         cwd: &dir,
         home: None,
+        scratch: None,
         git: None,
     };
     let rule_id = format!("policy.{}", r.id);
@@ -320,6 +321,7 @@ impl Analyzer<'_> {
     fn path_ctx(&self) -> PathCtx<'_> {
         PathCtx {
             worktree: self.ctx.worktree,
+            scratch: self.ctx.scratch,
             session: self,
         }
     }

@@ -220,6 +220,8 @@ pub(crate) trait SessionPaths {
 /// What the path rules need to know about the session.
 pub(crate) struct PathCtx<'a> {
     pub worktree: &'a Path,
+    /// The session's private temp dir, treated like the worktree.
+    pub scratch: Option<&'a Path>,
     /// The pre-push hook and the paths the policy opens, computed on first use.
     pub session: &'a dyn SessionPaths,
 }
@@ -246,7 +248,7 @@ pub(crate) fn check_path(
         return None;
     }
     let phys = resolve(cwd, word);
-    let inside = phys.starts_with(pc.worktree);
+    let inside = phys.starts_with(pc.worktree) || pc.scratch.is_some_and(|s| phys.starts_with(s));
 
     // Credentials anywhere: in the word as written, and in the physical target.
     // `REV:PATH`, `host:path`, `a:b` lists: every colon-separated piece counts.

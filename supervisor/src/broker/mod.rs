@@ -765,6 +765,7 @@ impl Broker {
             worktree: wt,
             cwd,
             home: self.inner.cfg.home.as_deref(),
+            scratch: None,
             git: Some(&inspector),
         };
         let c = policy.classify(
