@@ -35,9 +35,52 @@ pub struct Guard {
 }
 
 fn similarity_key(kind: &str, what: &str) -> String {
-    let first = what.split_whitespace().next().unwrap_or("");
-    let prog = first.rsplit('/').next().unwrap_or(first);
+    // The program that does the work: past wrappers, builtins and prefix assignments
+    // (`\builtin eval 'rm -rf x'` is an `rm`, as Claude Code wraps every command).
+    const SKIP: &[&str] = &[
+        "builtin", "command", "eval", "exec", "env", "sudo", "nohup", "time", "nice", "timeout",
+        "source", ".",
+    ];
+    let mut prog = "";
+    for word in what.split(|c: char| {
+        c.is_whitespace() || c == '\'' || c == '"' || c == ';' || c == '&' || c == '|'
+    }) {
+        let w = word.trim_start_matches('\\');
+        let w = w.rsplit('/').next().unwrap_or(w);
+        if w.is_empty()
+            || SKIP.contains(&w)
+            || w.contains('=')
+            || w.starts_with('-')
+            || w.chars().all(|c| c.is_ascii_digit())
+        {
+            continue;
+        }
+        prog = w;
+        break;
+    }
     format!("{kind} {prog}")
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::similarity_key;
+
+    #[test]
+    fn wrappers_do_not_make_different_failures_similar() {
+        assert_eq!(
+            similarity_key("exec", "\\builtin eval 'rm -rf build'"),
+            "exec rm"
+        );
+        assert_ne!(
+            similarity_key("exec", "\\builtin eval 'curl x'"),
+            similarity_key("exec", "\\builtin eval 'rm -rf y'")
+        );
+        assert_eq!(
+            similarity_key("exec", "/usr/bin/rm -rf a"),
+            similarity_key("exec", "rm -rf b")
+        );
+        assert_eq!(similarity_key("exec", "FOO=1 sudo -E curl x"), "exec curl");
+    }
 }
 
 impl Guard {
