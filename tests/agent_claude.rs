@@ -496,7 +496,7 @@ fn run_claude_session(who: &Who, claude: &Path) {
         "the push to main is never asked",
     );
     ck.check(
-        refused(3, "protected branch"),
+        refused(3, "protected"),
         format!("the agent saw the push refused: {:?}", result(3).2),
     );
     ck.check(

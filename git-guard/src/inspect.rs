@@ -411,18 +411,30 @@ pub(crate) fn analyze(
     depth: usize,
 ) -> Analysis {
     let mut a = Analysis::default();
-    for (name, _) in env {
-        if HOOK_ENV.contains(&name.as_str()) {
-            a.block(RULE_HOOKS_PATH, format!("{name} on a git command can replace the configuration that runs the pre-push hook"));
-        }
-    }
     let g = parse_global(words, env, cwd);
-    for (k, _) in &g.overrides {
-        if is_guard_key(k) {
-            a.block(
-                RULE_HOOKS_PATH,
-                format!("`{k}` set for a git command can switch the pre-push hook off"),
-            );
+    // Replacing the hooks configuration for one command switches the push guard off only when
+    // that command can push: `push`, `send-pack`, or an alias or external command that may. A
+    // read-only builtin run with its hooks switched off (`git -c core.hooksPath=/dev/null
+    // status`, as Codex and Claude Code probe every repository) runs no pre-push hook anyway.
+    let could_push = match g.cmd_at.map(|i| words[i].as_str()) {
+        None => false,
+        Some(c) => {
+            matches!(c, "push" | "send-pack" | "http-push" | "subtree") || !BUILTINS.contains(&c)
+        }
+    };
+    if could_push {
+        for (name, _) in env {
+            if HOOK_ENV.contains(&name.as_str()) {
+                a.block(RULE_HOOKS_PATH, format!("{name} on a git command can replace the configuration that runs the pre-push hook"));
+            }
+        }
+        for (k, _) in &g.overrides {
+            if is_guard_key(k) {
+                a.block(
+                    RULE_HOOKS_PATH,
+                    format!("`{k}` set for a git command can switch the pre-push hook off"),
+                );
+            }
         }
     }
     let Some(cmd_at) = g.cmd_at else {

@@ -52,8 +52,14 @@ const CASES: &[Case] = &[
     (&[], &["push"], &[("GIT_CONFIG_COUNT", "1"), ("GIT_CONFIG_KEY_0", "push.default"), ("GIT_CONFIG_VALUE_0", "nothing")], false),
     (&[], &["push", "origin", "feature"], &[("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/x'")], true),
     (&[], &["--config-env=core.hooksPath=HOOKS", "push", "origin", "feature"], &[("HOOKS", "/x")], true),
-    (&[], &["-c", "hook.pre-push.command=true", "status"], &[], true),
-    (&[], &["-c", "includeIf.onbranch:main.path=/tmp/x", "status"], &[], true),
+    // a hooks override on a command that cannot push switches no push guard off
+    (&[], &["-c", "hook.pre-push.command=true", "status"], &[], false),
+    (&[], &["-c", "core.hooksPath=/dev/null", "rev-parse", "--show-toplevel"], &[], false),
+    (&[], &["-c", "hook.pre-push.command=true", "push", "origin", "feature"], &[], true),
+    (&[], &["-c", "core.hooksPath=/dev/null", "ship"], &[], true),
+    // (an include for a command that cannot push: the colour policy calls it red, not blocked)
+    (&[], &["-c", "includeIf.onbranch:main.path=/tmp/x", "status"], &[], false),
+    (&[], &["-c", "includeIf.onbranch:main.path=/tmp/x", "push", "origin", "feature"], &[], true),
     (&[], &["push", "origin", "feature"], &[("GIT_CONFIG_GLOBAL", "/dev/null")], true),
     (&[], &["push", "origin", "feature"], &[("GIT_COMMON_DIR", "/tmp")], true),
     (&[], &["-c", "core.pager=less", "push", "origin", "feature"], &[], false),

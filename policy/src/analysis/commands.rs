@@ -3687,14 +3687,23 @@ impl Analyzer<'_> {
                 }
                 None => sub_field.is_some(),
             };
-            // DESIGN.md §2 blocks changing core.hooksPath or hook.* by any route, whatever
-            // the subcommand: the reason says whether this one could push.
-            let why = if could_push {
-                "a hooks path set for a command that can push switches the pre-push hook off"
+            // Switching hooks off for one command matters when it can push (DESIGN.md §2:
+            // the push guard); for a read-only builtin (agents probe repositories with
+            // `-c core.hooksPath=/dev/null`) no pre-push hook runs either way: not green.
+            if could_push {
+                self.add(
+                    Verdict::Blocked,
+                    "git.guard.hooks-path",
+                    "a hooks path set for a command that can push switches the pre-push hook off"
+                        .to_string(),
+                );
             } else {
-                "changing core.hooksPath or hook.* switches the push guard off (refused by any route)"
-            };
-            self.add(Verdict::Blocked, "git.guard.hooks-path", why.to_string());
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    "git with its hooks configuration replaced for one command".to_string(),
+                );
+            }
         }
         let rest = if i < args.len() {
             &args[i + 1..]
