@@ -2390,138 +2390,48 @@ impl Analyzer<'_> {
         st
     }
 
-    /// The vault's fixed denials for whole programs (DESIGN.md §2 "blocked").
-    fn vault(&mut self, st: &State, inv: &Invocation<'_>) -> bool {
+    /// The vault's fixed denials for whole programs (DESIGN.md §2 "blocked"): file-system and
+    /// partition-table makers whatever the target, and stopping or restarting the machine.
+    fn vault(&mut self, _st: &State, inv: &Invocation<'_>) -> bool {
         let p = inv.program.as_str();
-        if matches!(p, "mkdosfs" | "mkntfs" | "mkexfatfs" | "mke2fs" | "mkswap") {
-            self.add(
-                Verdict::Blocked,
-                "vault.disk",
-                format!("`{p}` destroys file systems"),
-            );
-            return true;
-        }
-        if p == "loginctl"
-            && inv.args.iter().filter_map(Field::known).any(|a| {
-                matches!(
-                    a.as_str(),
-                    "reboot" | "poweroff" | "halt" | "kexec" | "suspend" | "hibernate"
-                )
-            })
-        {
-            self.add(
-                Verdict::Blocked,
-                "vault.power",
-                "`loginctl` stops or restarts the machine".to_string(),
-            );
-            return true;
-        }
-        if p == "systemctl"
-            && inv.args.iter().filter_map(Field::known).any(|a| {
-                matches!(
-                    a.trim_end_matches(".target"),
-                    "reboot"
-                        | "poweroff"
-                        | "halt"
-                        | "kexec"
-                        | "rescue"
-                        | "emergency"
-                        | "shutdown"
-                        | "soft-reboot"
-                )
-            })
-        {
-            self.add(
-                Verdict::Blocked,
-                "vault.power",
-                "`systemctl` stops or restarts the machine".to_string(),
-            );
-            return true;
-        }
-        if !(p.starts_with("mkfs")
-            || matches!(
-                p,
-                "mke2fs"
-                    | "mkswap"
-                    | "wipefs"
-                    | "blkdiscard"
-                    | "sgdisk"
-                    | "sfdisk"
-                    | "fdisk"
-                    | "parted"
-                    | "shutdown"
-                    | "reboot"
-                    | "poweroff"
-                    | "halt"
-                    | "kexec"
-                    | "systemctl"
-                    | "init"
-                    | "telinit"
-            ))
-        {
-            return false;
-        }
-        let known: Vec<String> = inv.args.iter().filter_map(Field::known).collect();
-        if p.starts_with("mkfs")
-            || matches!(
-                p,
-                "mke2fs"
-                    | "mkswap"
-                    | "wipefs"
-                    | "blkdiscard"
-                    | "sgdisk"
-                    | "sfdisk"
-                    | "fdisk"
-                    | "parted"
-            ) && (p != "fdisk" && p != "parted"
-                || known.iter().any(|a| !a.starts_with('-') || a == "--script"))
-        {
-            self.add(
-                Verdict::Blocked,
-                "vault.disk",
-                format!("`{p}` destroys file systems or partition tables"),
-            );
-            return true;
-        }
-        if matches!(p, "shutdown" | "reboot" | "poweroff" | "halt" | "kexec") {
-            self.add(
-                Verdict::Blocked,
-                "vault.power",
-                format!("`{p}` stops the machine"),
-            );
-            return true;
-        }
-        if p == "systemctl"
-            && known.iter().any(|a| {
-                matches!(
-                    a.as_str(),
-                    "poweroff"
-                        | "reboot"
-                        | "halt"
-                        | "kexec"
-                        | "soft-reboot"
-                        | "emergency"
-                        | "rescue"
-                )
-            })
-        {
-            self.add(
-                Verdict::Blocked,
-                "vault.power",
-                "`systemctl` stops or restarts the machine".to_string(),
-            );
-            return true;
-        }
-        if matches!(p, "init" | "telinit") && known.iter().any(|a| a == "0" || a == "6") {
-            self.add(
-                Verdict::Blocked,
-                "vault.power",
-                format!("`{p}` changes to a halt or reboot runlevel"),
-            );
-            return true;
-        }
-        let _ = st;
-        false
+        let known = || inv.args.iter().filter_map(Field::known);
+        let (rule, reason) = match p {
+            _ if p.starts_with("mkfs") => ("vault.disk", "destroys file systems"),
+            "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs" | "mkexfatfs" | "wipefs" | "blkdiscard"
+            | "sgdisk" | "sfdisk" => ("vault.disk", "destroys file systems or partition tables"),
+            // Interactive partition editors only with a target or a script.
+            "fdisk" | "parted" if known().any(|a| !a.starts_with('-') || a == "--script") => {
+                ("vault.disk", "rewrites partition tables")
+            }
+            "shutdown" | "reboot" | "poweroff" | "halt" | "kexec" => {
+                ("vault.power", "stops the machine")
+            }
+            "systemctl" | "loginctl"
+                if known().any(|a| {
+                    matches!(
+                        a.trim_end_matches(".target"),
+                        "reboot"
+                            | "poweroff"
+                            | "halt"
+                            | "kexec"
+                            | "rescue"
+                            | "emergency"
+                            | "shutdown"
+                            | "soft-reboot"
+                            | "suspend"
+                            | "hibernate"
+                    )
+                }) =>
+            {
+                ("vault.power", "stops or restarts the machine")
+            }
+            "init" | "telinit" if known().any(|a| a == "0" || a == "6") => {
+                ("vault.power", "changes to a halt or reboot runlevel")
+            }
+            _ => return false,
+        };
+        self.add(Verdict::Blocked, rule, format!("`{p}` {reason}"));
+        true
     }
 
     /// Network clients (red), with the hosts they name.
