@@ -3,7 +3,7 @@
 
 use super::green::{self, names, parse_opts, OptSpec, Tok};
 use super::paths::Access;
-use super::words::{Field, Part};
+use super::words::Field;
 use super::{Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
 use crate::verdict::Verdict;
@@ -446,36 +446,18 @@ impl Analyzer<'_> {
                         // the fields of the raw value joined are the value.
                         let fields = self.expand_word(&v.value, st);
                         if fields.len() > 1 {
-                            let mut joined = Field::default();
-                            for (i, f) in fields.into_iter().enumerate() {
-                                if i > 0 {
-                                    joined.parts.push(Part::Lit {
-                                        text: " ".to_string(),
-                                        glob: false,
-                                    });
-                                }
-                                joined.parts.extend(f.parts);
-                            }
-                            vec![joined]
+                            vec![Field::joined(fields)]
                         } else {
                             fields
                         }
                     }
                     ast::AssignmentValue::Array(items) => {
                         // Kept as one value, elements joined by spaces (see `${a[@]}`).
-                        let mut joined = Field::default();
-                        for (i, (_, v)) in items.iter().enumerate() {
-                            for (j, f) in self.expand_word(&v.value, st).into_iter().enumerate() {
-                                if i + j > 0 {
-                                    joined.parts.push(Part::Lit {
-                                        text: " ".to_string(),
-                                        glob: false,
-                                    });
-                                }
-                                joined.parts.extend(f.parts);
-                            }
+                        let mut elements = Vec::new();
+                        for (_, v) in items {
+                            elements.extend(self.expand_word(&v.value, st));
                         }
-                        vec![joined]
+                        vec![Field::joined(elements)]
                     }
                 };
                 assigns.push((name, fields, a.append));
@@ -1439,8 +1421,7 @@ impl Analyzer<'_> {
                 inner.push(Field::lit("echo"));
             }
             // Items read from stdin become more arguments.
-            let mut f = Field::default();
-            f.parts.push(Part::Unknown);
+            let f = Field::unknown();
             let replace = toks
                 .opts
                 .iter()
@@ -1461,21 +1442,7 @@ impl Analyzer<'_> {
                         .and_then(|t| t.split_once(marker.as_str()))
                         .map(|(b, a)| (b.to_string(), a.to_string()))
                     {
-                        let mut nf = Field::default();
-                        if !before.is_empty() {
-                            nf.parts.push(Part::Lit {
-                                text: before,
-                                glob: false,
-                            });
-                        }
-                        nf.parts.push(Part::Unknown);
-                        if !after.is_empty() {
-                            nf.parts.push(Part::Lit {
-                                text: after,
-                                glob: false,
-                            });
-                        }
-                        *a = nf;
+                        *a = Field::around_unknown(&before, &after);
                         continue;
                     }
                     if a.known().as_deref() == Some(marker.as_str()) {
@@ -1687,79 +1654,50 @@ impl Analyzer<'_> {
 
     /// `parallel [OPTIONS] COMMAND ::: ARGS`: the command with unknown arguments.
     fn parallel(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
-        // GNU parallel has many value-taking options: try every suffix before `:::` as the
-        // command (the worst wins), and every argument after it as a word.
-        let end = inv
-            .args
-            .iter()
-            .position(|a| a.known().is_some_and(|t| t.starts_with(":::")))
-            .unwrap_or(inv.args.len());
-        for a in &inv.args[end..] {
-            self.path_field(st, a, Access::Any);
-        }
-        let head = &inv.args[..end];
-        for i in 0..head.len() {
-            if head[i].known().is_some_and(|t| t.starts_with('-')) {
-                continue;
-            }
-            let mut inner: Vec<Field> = head[i..].to_vec();
-            inner.push(Field::unknown());
-            let _ = self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
-            // Each literal input after `:::` becomes the last argument in turn.
-            for v in inv.args[end..]
-                .iter()
-                .filter(|a| a.known().is_some_and(|t| !t.starts_with(":::")))
-                .take(64)
-            {
-                let mut with_value: Vec<Field> = head[i..].to_vec();
-                with_value.push(v.clone());
-                let _ = self.invoke(
-                    st.clone(),
-                    &with_value,
-                    inv.env.clone(),
-                    Stdin::Inherited,
-                    depth,
-                );
-            }
-            if let Some(line) = join_known(&head[i..]) {
-                self.line(&line, st.clone(), depth + 1);
-            }
-        }
-        self.parallel_plain(st, inv, depth)
-    }
-
-    fn parallel_plain(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
         self.add(
             Verdict::Yellow,
             "wrapper.parallel",
             "`parallel` runs commands".to_string(),
         );
-        let args = inv.args;
-        let mut i = 0;
-        while i < args.len() && args[i].known().is_some_and(|t| t.starts_with('-')) {
-            i += 1;
-        }
-        let end = args
+        // GNU parallel has many value-taking options: every suffix before `:::` is tried as the
+        // command (the worst wins), with an unknown input and with each literal input after
+        // `:::` as its last argument; those inputs are words too.
+        let end = inv
+            .args
             .iter()
             .position(|a| a.known().is_some_and(|t| t.starts_with(":::")))
-            .unwrap_or(args.len());
-        let mut inner: Vec<Field> = args[i.min(end)..end].to_vec();
-        for a in &args[end.min(args.len())..] {
+            .unwrap_or(inv.args.len());
+        let (head, inputs) = inv.args.split_at(end);
+        for a in inputs {
             self.path_field(st, a, Access::Any);
         }
-        let mut unk = Field::default();
-        unk.parts.push(Part::Unknown);
-        if inner.is_empty() {
-            // The arguments themselves are commands.
+        if head
+            .iter()
+            .all(|a| a.known().is_some_and(|t| t.starts_with('-')))
+        {
             self.opaque("parallel", "commands given as input");
             return st.clone();
         }
-        inner.push(unk);
-        // parallel runs the command line through a shell.
-        if let Some(line) = join_known(&inner[..inner.len() - 1]) {
-            self.line(&line, st.clone(), depth + 1);
+        let literal: Vec<Field> = inputs
+            .iter()
+            .filter(|a| a.known().is_some_and(|t| !t.starts_with(":::")))
+            .take(64)
+            .cloned()
+            .collect();
+        for i in 0..head.len() {
+            if head[i].known().is_some_and(|t| t.starts_with('-')) {
+                continue;
+            }
+            for last in std::iter::once(Field::unknown()).chain(literal.iter().cloned()) {
+                let mut inner: Vec<Field> = head[i..].to_vec();
+                inner.push(last);
+                let _ = self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
+            }
+            // parallel runs the command line through a shell.
+            if let Some(line) = join_known(&head[i..]) {
+                self.line(&line, st.clone(), depth + 1);
+            }
         }
-        let _ = self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
         st.clone()
     }
 
@@ -3085,7 +3023,6 @@ impl Analyzer<'_> {
                         if let Some(x) = a.known() {
                             if x.contains("{}") {
                                 let (before, after) = x.split_once("{}").unwrap_or((&x, ""));
-                                let mut nf = Field::default();
                                 let start = if t == "-execdir" || t == "-okdir" {
                                     "./".to_string()
                                 } else {
@@ -3096,21 +3033,7 @@ impl Analyzer<'_> {
                                         _ => String::new(),
                                     }
                                 };
-                                let lit = format!("{before}{start}");
-                                if !lit.is_empty() {
-                                    nf.parts.push(Part::Lit {
-                                        text: lit,
-                                        glob: false,
-                                    });
-                                }
-                                nf.parts.push(Part::Unknown);
-                                if !after.is_empty() {
-                                    nf.parts.push(Part::Lit {
-                                        text: after.to_string(),
-                                        glob: false,
-                                    });
-                                }
-                                *a = nf;
+                                *a = Field::around_unknown(&format!("{before}{start}"), after);
                             }
                         }
                     }
@@ -3264,26 +3187,14 @@ impl Analyzer<'_> {
                 inner.extend_from_slice(&args[i + 1..end]);
                 for a in inner.iter_mut() {
                     if a.known().is_some_and(|x| x.contains('{')) {
-                        let mut nf = Field::default();
-                        nf.parts.push(Part::Lit {
-                            text: "./".to_string(),
-                            glob: false,
-                        });
-                        nf.parts.push(Part::Unknown);
-                        *a = nf;
+                        *a = Field::around_unknown("./", "");
                     }
                 }
                 if inner
                     .iter()
                     .all(|a| a.known().is_some_and(|x| !x.contains('{')))
                 {
-                    let mut nf = Field::default();
-                    nf.parts.push(Part::Lit {
-                        text: "./".to_string(),
-                        glob: false,
-                    });
-                    nf.parts.push(Part::Unknown);
-                    inner.push(nf);
+                    inner.push(Field::around_unknown("./", ""));
                 }
                 self.add(
                     Verdict::Yellow,
@@ -3547,35 +3458,27 @@ impl Analyzer<'_> {
                 }
                 "-P" => {}
                 _ => {
-                    if let Some((opt, v)) = t.split_once('=') {
-                        self.git_global(
+                    // `--opt=VALUE`, and `-C`/`-c` with the value attached.
+                    let attached = t
+                        .split_once('=')
+                        .map(|(o, v)| (o.to_string(), v.to_string()))
+                        .or_else(|| {
+                            ["-C", "-c"].iter().find_map(|o| {
+                                t.strip_prefix(o)
+                                    .filter(|v| !v.is_empty())
+                                    .map(|v| (o.to_string(), v.to_string()))
+                            })
+                        });
+                    match attached {
+                        Some((opt, v)) => self.git_global(
                             st,
                             &mut st_git,
-                            opt,
-                            Some(Field::lit(v)),
+                            &opt,
+                            Some(Field::lit(&v)),
                             &mut not_green,
                             &mut config_pairs,
-                        );
-                    } else if let Some(v) = t.strip_prefix("-C").filter(|v| !v.is_empty()) {
-                        self.git_global(
-                            st,
-                            &mut st_git,
-                            "-C",
-                            Some(Field::lit(v)),
-                            &mut not_green,
-                            &mut config_pairs,
-                        );
-                    } else if let Some(v) = t.strip_prefix("-c").filter(|v| !v.is_empty()) {
-                        self.git_global(
-                            st,
-                            &mut st_git,
-                            "-c",
-                            Some(Field::lit(v)),
-                            &mut not_green,
-                            &mut config_pairs,
-                        );
-                    } else {
-                        not_green.push(format!("`{t}`"));
+                        ),
+                        None => not_green.push(format!("`{t}`")),
                     }
                 }
             }

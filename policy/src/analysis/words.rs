@@ -75,6 +75,30 @@ impl Field {
         }
     }
 
+    /// A field whose middle is unknown: `before` + any value + `after` (`{}` of `find -exec`
+    /// under its start path, an `xargs -I` placeholder).
+    pub fn around_unknown(before: &str, after: &str) -> Self {
+        let mut f = Field::default();
+        f.push_lit(before, false);
+        f.parts.push(Part::Unknown);
+        f.push_lit(after, false);
+        f
+    }
+
+    /// Several fields as one value, separated by spaces (assignment values are not split;
+    /// arrays are kept joined for `${a[@]}` to split again).
+    pub fn joined(fields: impl IntoIterator<Item = Field>) -> Self {
+        let mut out = Field::default();
+        for (i, f) in fields.into_iter().enumerate() {
+            if i > 0 {
+                out.push_lit(" ", false);
+            }
+            out.forced |= f.forced;
+            out.parts.extend(f.parts);
+        }
+        out
+    }
+
     /// The text when every part is known.
     pub fn known(&self) -> Option<String> {
         let mut s = String::new();
