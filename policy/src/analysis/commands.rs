@@ -4623,7 +4623,8 @@ fn path_candidates(f: &Field) -> Vec<Field> {
         if let Some((_, v)) = t.split_once('=') {
             return split_colon_list(&Field::lit(unquote(v)));
         }
-        let v = &t[2..];
+        // Past the dash and the option letter, which may be any character.
+        let v = t.char_indices().nth(2).map_or("", |(i, _)| &t[i..]);
         if let Some(i) = v.find(['/', '~']) {
             return vec![Field::lit(&v[i..])];
         }
