@@ -806,7 +806,9 @@ impl Analyzer<'_> {
                     .to_string(),
             );
         }
-        if self.is_fetch_runner(p, args) {
+        // Checked before the interpreters and wrappers return (`deno run npm:x`, `bun x`).
+        let fetch_runner = FETCH_RUNNERS.contains(&p) || self.is_fetch_runner(p, args);
+        if fetch_runner {
             self.add(
                 Verdict::Red,
                 "net.fetch-and-run",
@@ -962,12 +964,7 @@ impl Analyzer<'_> {
             self.network(&st, &inv);
             return st;
         }
-        if FETCH_RUNNERS.contains(&p) || self.is_fetch_runner(p, args) {
-            self.add(
-                Verdict::Red,
-                "net.fetch-and-run",
-                format!("`{p}` fetches code from the network and runs it"),
-            );
+        if fetch_runner {
             self.generic_paths(&st, args, Access::Any);
             return st;
         }
