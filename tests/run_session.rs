@@ -10,6 +10,7 @@ mod support;
 use std::ffi::OsString;
 use std::io::Read;
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use support::*;
 
@@ -98,6 +99,61 @@ fn run_refusal_reason_reaches_the_command_stderr_with_failing_status() {
             !e.wt.join("made-by-agent.txt").exists(),
             "{who:?}: the refused command had no effect"
         );
+    }
+}
+
+#[test]
+fn run_exec_is_classified_by_the_file_run_not_by_its_argv0_label() {
+    for who in whos() {
+        let Some(e) = setup(&who, "argv0") else {
+            continue;
+        };
+        // A script in the worktree (yellow) and `rm -rf` (red), run under green labels
+        // (`ls`, `bash -c ls`): the kernel runs the file, so the file is what is classified.
+        let evil = e.wt.join("evil.sh");
+        std::fs::write(&evil, "#!/bin/sh\nfor a; do :; done; echo ran > \"$a\"\n").unwrap();
+        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(e.wt.join("victim")).unwrap();
+        std::fs::write(e.wt.join("victim/f"), "keep").unwrap();
+        give(&e.wt, &e.who);
+        let script = r#"(exec -a ls ./evil.sh made-as-ls); echo as_ls=$?
+(exec -a bash ./evil.sh -c ls made-as-bash); echo as_bash=$?
+(exec -a ls /usr/bin/rm -rf victim); echo as_rm=$?
+(exec -a cat /bin/cat README.md) > /dev/null; echo same_program=$?"#;
+        let (code, out, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        for (label, made) in [("as_ls", "made-as-ls"), ("as_bash", "made-as-bash")] {
+            assert!(
+                !e.wt.join(made).exists(),
+                "{who:?}: the program run as `{label}` was classified by its label: {out} / {err}"
+            );
+            assert!(
+                out.contains(&format!("{label}=126")),
+                "{who:?}: {label} was refused: {out} / {err}"
+            );
+        }
+        assert!(
+            e.wt.join("victim/f").exists() && out.contains("as_rm=126"),
+            "{who:?}: `rm -rf` under the label `ls` was refused: {out} / {err}"
+        );
+        assert!(
+            err.contains("evil.sh made-as-ls") && err.contains("/usr/bin/rm -rf victim"),
+            "{who:?}: the refusal names the file run: {err}"
+        );
+        // A label naming the same system program keeps its green colour.
+        assert!(out.contains("same_program=0"), "{who:?}: {out} / {err}");
     }
 }
 

@@ -108,29 +108,70 @@ enum ExecDecision {
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
 
-/// The command line an exec stands for: the script of `SHELL [opts] -c SCRIPT …`, else the
-/// argv shell-quoted and joined.
-pub(crate) fn command_line(argv: &[String]) -> String {
-    if let Some(first) = argv.first() {
-        let base = first.rsplit('/').next().unwrap_or(first);
-        if SHELLS.contains(&base) {
-            let mut saw_c = false;
-            for a in &argv[1..] {
-                if a.starts_with('-') || a.starts_with('+') {
-                    if a != "--" && !a.starts_with("--") && a[1..].contains('c') {
-                        saw_c = true;
-                    }
-                    continue;
-                }
-                if saw_c {
-                    return a.clone();
-                }
-                break;
+/// Directories searched for bare program names on a standard `PATH`.
+const SYSTEM_BIN_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// The program word of an exec: the file the kernel runs (`path`, made explicit when relative),
+/// shown as `argv[0]` only when `argv[0]` names that same file: equal to `path`, or a bare
+/// name whose system program (`/usr/bin/NAME`, …) is `path`.
+///
+/// `argv[0]` is a label the caller chooses (`exec -a`, `execve("/usr/bin/python3",
+/// ["bash", "-c", …])`); classifying it instead of the file would let any program pass as a
+/// listed one.
+fn program_word(path: &str, argv0: Option<&str>) -> String {
+    let explicit = if path.contains('/') {
+        path.to_string()
+    } else {
+        // execve(2) does not search PATH: a bare name is relative to the working directory.
+        format!("./{path}")
+    };
+    if let Some(a0) = argv0 {
+        if a0 == path || a0 == explicit {
+            return a0.to_string();
+        }
+        if !a0.contains('/') && !a0.is_empty() {
+            let same_system_program = SYSTEM_BIN_DIRS
+                .iter()
+                .any(|d| path.strip_prefix(d).and_then(|r| r.strip_prefix('/')) == Some(a0));
+            if same_system_program {
+                return a0.to_string();
             }
         }
     }
-    argv.iter()
-        .map(|a| shell_quote(a))
+    explicit
+}
+
+/// The command line an exec stands for: the script of `SHELL [opts] -c SCRIPT …` when the
+/// file run is a shell, else the program word ([`program_word`]) and `argv[1..]`,
+/// shell-quoted and joined.
+pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
+    let program = program_word(path, argv.first().map(String::as_str));
+    let base = program.rsplit('/').next().unwrap_or(&program);
+    if SHELLS.contains(&base) {
+        let mut saw_c = false;
+        for a in argv.iter().skip(1) {
+            if a.starts_with('-') || a.starts_with('+') {
+                if a != "--" && !a.starts_with("--") && a[1..].contains('c') {
+                    saw_c = true;
+                }
+                continue;
+            }
+            if saw_c {
+                return a.clone();
+            }
+            break;
+        }
+    }
+    std::iter::once(program.as_str())
+        .chain(argv.iter().skip(1).map(String::as_str))
+        .map(shell_quote)
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -261,11 +302,13 @@ impl Notifier {
 
     fn exec_what(&self, n: &Notif) -> String {
         self.read_exec(n)
-            .map(|(_, argv)| command_line(&argv))
+            .map(|(path, argv)| command_line(&path, &argv))
             .unwrap_or_else(|_| "(unreadable exec)".to_string())
     }
 
-    /// `(path, argv)` of an execve/execveat, lossily decoded.
+    /// `(path, argv)` of an execve/execveat, lossily decoded. For `execveat(2)` the path is
+    /// made absolute from its directory fd (`AT_EMPTY_PATH` with an empty path: the fd's own
+    /// file), as the kernel resolves it.
     fn read_exec(&self, n: &Notif) -> std::io::Result<(String, Vec<String>)> {
         let mem = Mem::open(n.pid)?;
         let (path_ptr, argv_ptr) = if i64::from(n.nr) == libc::SYS_execveat {
@@ -273,10 +316,28 @@ impl Notifier {
         } else {
             (n.args[0], n.args[1])
         };
-        let path = mem.read_cstr(path_ptr, libc::PATH_MAX as usize)?;
+        let path = String::from_utf8_lossy(&mem.read_cstr(path_ptr, libc::PATH_MAX as usize)?)
+            .into_owned();
         let argv = mem.read_argv(argv_ptr, 65_536, 2 << 20)?;
+        let path = if i64::from(n.nr) == libc::SYS_execveat && !path.starts_with('/') {
+            // The dirfd argument is an int: the low 32 bits of the register.
+            let dirfd = n.args[0] as u32 as i32;
+            let dir = if dirfd == libc::AT_FDCWD {
+                procfs::cwd(n.pid)?
+            } else {
+                std::fs::read_link(format!("/proc/{}/fd/{dirfd}", n.pid))?
+            };
+            let dir = dir.to_string_lossy().into_owned();
+            if path.is_empty() {
+                dir
+            } else {
+                format!("{}/{path}", dir.trim_end_matches('/'))
+            }
+        } else {
+            path
+        };
         Ok((
-            String::from_utf8_lossy(&path).into_owned(),
+            path,
             argv.iter()
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect(),
@@ -324,11 +385,11 @@ impl Notifier {
                 cur = ProcId { pid: ppid, start };
             }
         }
-        let (_path, argv) = self.read_exec(n)?;
+        let (path, argv) = self.read_exec(n)?;
         if !self.valid(n.id) {
             return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
         }
-        let command = command_line(&argv);
+        let command = command_line(&path, &argv);
         let cwd = procfs::cwd(n.pid).unwrap_or_else(|_| self.worktree.clone());
         // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba classify`.
         let inspector = tyba_git_guard::Inspector::new();
@@ -650,26 +711,58 @@ mod tests {
     #[test]
     fn shell_dash_c_is_the_command() {
         assert_eq!(
-            command_line(&v(&["/bin/bash", "-c", "ls -la | wc"])),
+            command_line("/bin/bash", &v(&["/bin/bash", "-c", "ls -la | wc"])),
             "ls -la | wc"
         );
         assert_eq!(
-            command_line(&v(&["bash", "-lc", "git status"])),
+            command_line("/usr/bin/bash", &v(&["bash", "-lc", "git status"])),
             "git status"
         );
         assert_eq!(
-            command_line(&v(&["/bin/bash", "-c", "-l", "echo hi"])),
+            command_line("/bin/bash", &v(&["/bin/bash", "-c", "-l", "echo hi"])),
             "echo hi"
         );
-        assert_eq!(command_line(&v(&["sh", "script.sh"])), "sh script.sh");
+        assert_eq!(
+            command_line("/usr/bin/sh", &v(&["sh", "script.sh"])),
+            "sh script.sh"
+        );
     }
 
     #[test]
     fn argv_is_quoted() {
         assert_eq!(
-            command_line(&v(&["rm", "-f", "a b", "it's"])),
+            command_line("/usr/bin/rm", &v(&["rm", "-f", "a b", "it's"])),
             "rm -f 'a b' 'it'\\''s'"
         );
-        assert_eq!(command_line(&v(&["touch", ""])), "touch ''");
+        assert_eq!(
+            command_line("/usr/bin/touch", &v(&["touch", ""])),
+            "touch ''"
+        );
+    }
+
+    #[test]
+    fn the_file_run_is_the_program_not_argv0() {
+        // A label that names another program is replaced by the file the kernel runs.
+        assert_eq!(
+            command_line("/usr/bin/python3", &v(&["bash", "-c", "ls"])),
+            "/usr/bin/python3 -c ls"
+        );
+        assert_eq!(
+            command_line("/work/wt/evil.sh", &v(&["ls", "-la"])),
+            "/work/wt/evil.sh -la"
+        );
+        assert_eq!(command_line("evil", &v(&["ls"])), "./evil");
+        assert_eq!(command_line("./evil", &v(&["./evil"])), "./evil");
+        assert_eq!(
+            command_line("/usr/bin/cat", &v(&["/bin/cat", "x"])),
+            "/usr/bin/cat x"
+        );
+        // A shell run under another label is still a shell.
+        assert_eq!(
+            command_line("/usr/bin/bash", &v(&["-bash", "-c", "rm -rf x"])),
+            "rm -rf x"
+        );
+        // An empty argv still names the file.
+        assert_eq!(command_line("/usr/bin/id", &[]), "/usr/bin/id");
     }
 }
