@@ -46,6 +46,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Inside a session, the process of an approved command that runs in its own sandbox
+    // domain becomes that command's proxy here (tyba-supervisor's `runner` docs).
+    tyba_supervisor::proxy::run_if_proxy();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

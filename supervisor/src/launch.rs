@@ -9,7 +9,7 @@
 
 use crate::approve::Approver;
 use crate::notify::{self, AuditEvent, Notifier};
-use crate::sandbox::{apply_landlock, Enforcement, SandboxPlan};
+use crate::sandbox::{landlock_ruleset, restrict, Enforcement, SandboxPlan};
 use crate::session::Session;
 use crate::sys::{self, Forked};
 use crate::SandboxUnavailable;
@@ -100,6 +100,8 @@ fn nix_err(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> RunError {
 struct ChildCtx {
     sup_pid: Pid,
     status_w: Option<OwnedFd>,
+    /// Stage 2's end of its link to the supervisor (`crate::runner`).
+    ctl: Option<OwnedFd>,
     ack_r: Option<OwnedFd>,
     pty_slave: Option<OwnedFd>,
     plan: SandboxPlan,
@@ -141,6 +143,21 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
     let (ack_r, ack_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
+    let (ctl_sup, ctl_stage) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(nix_err("socketpair"))?;
+    // tyba's own executable: an approved command's asking process execs it as the command's
+    // proxy (`crate::runner`), so the agent's domain may read and execute that one file.
+    let mut plan = cfg.plan.clone();
+    if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
+        if !plan.read_only.contains(&exe) {
+            plan.read_only.push(exe);
+        }
+    }
     let stdin = std::io::stdin();
     let pty = if cfg.use_pty && nix::unistd::isatty(stdin.as_fd()).unwrap_or(false) {
         let ws = sys::get_winsize(stdin.as_fd());
@@ -159,9 +176,10 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let ctx = ChildCtx {
         sup_pid: nix::unistd::getpid(),
         status_w: Some(status_w),
+        ctl: Some(ctl_stage),
         ack_r: Some(ack_r),
         pty_slave: slave,
-        plan: cfg.plan.clone(),
+        plan: plan.clone(),
         abi: cfg.enforcement.landlock_abi,
         allow_weaker: cfg.allow_weaker,
         filter,
@@ -192,13 +210,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     };
     let ChildCtx {
         status_w,
+        ctl,
         ack_r,
         pty_slave,
         uid,
         gid,
         ..
     } = ctx;
-    drop((status_w, ack_r, pty_slave));
+    drop((status_w, ctl, ack_r, pty_slave));
 
     let mut warnings = Vec::new();
     let mut stage2 = None;
@@ -256,6 +275,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         eprintln!("tyba: not enforced: {w}");
         warnings.push(w);
     }
+    let stage = Arc::new(crate::runner::StageLink::new(ctl_sup));
+    {
+        let s = Arc::clone(&stage);
+        std::thread::Builder::new()
+            .name("tyba-stage".into())
+            .spawn(move || s.read_loop())
+            .map_err(io_err("starting the stage-2 link"))?;
+    }
     let gate = approver.relay_gate();
     let notifier = Arc::new(Notifier {
         listener,
@@ -268,8 +295,11 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         home: cfg.home,
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
-        writable: cfg.plan.read_write.clone(),
-        protected: cfg.plan.protected.clone(),
+        writable: plan.read_write.clone(),
+        readable: plan.read_only.clone(),
+        protected: plan.protected.clone(),
+        stage: Arc::clone(&stage),
+        proxy_exe: std::env::current_exe().ok(),
         uid,
         gid,
         stage2: stage2 as u32,
@@ -570,11 +600,19 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             &format!("W NOT read-only (no mount namespace): {}", list.join(", ")),
         );
     }
-    match apply_landlock(&c.plan, c.abi, !c.allow_weaker) {
-        Ok(_) => {}
-        Err(e) if c.allow_weaker => report(&mut st, &format!("W Landlock not fully enforced: {e}")),
+    // Stage 2 itself stays outside every Landlock domain: it forks the agent into the
+    // session's domain and approved commands into domains of their own (`crate::runner`).
+    // The ruleset is built here, before the hand-over, so a rule that cannot be made stops
+    // the start.
+    let require_full = !c.allow_weaker;
+    let ruleset = match landlock_ruleset(&c.plan, &[], c.abi, require_full) {
+        Ok(r) => Some(r),
+        Err(e) if c.allow_weaker => {
+            report(&mut st, &format!("W Landlock not fully enforced: {e}"));
+            None
+        }
         Err(e) => fail(&mut st, &format!("cannot enforce the Landlock rules: {e}")),
-    }
+    };
     if let Err(e) = sys::set_no_new_privs() {
         fail(&mut st, &format!("cannot set no_new_privs: {e}"));
     }
@@ -610,24 +648,32 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     // SAFETY: stage 2 is single-threaded.
     match unsafe { sys::fork() } {
         Err(_) => sys::exit_now(4),
-        Ok(Forked::Child) => exec_agent(c),
-        Ok(Forked::Parent(agent)) => {
-            drop(c.pty_slave.take());
-            sys::close_fds_from(3);
-            loop {
-                match waitpid(None::<Pid>, None) {
-                    Ok(ws) => {
-                        if ws.pid() == Some(Pid::from_raw(agent)) {
-                            if let Some(code) = exit_code(ws) {
-                                // Leaving kills whatever the agent left behind in the namespace.
-                                sys::exit_now(code)
-                            }
-                        }
+        Ok(Forked::Child) => {
+            drop(c.ctl.take());
+            if let Some(r) = ruleset {
+                match restrict(r, require_full) {
+                    Ok(_) => {}
+                    Err(e) if c.allow_weaker => {
+                        eprintln!("tyba: not enforced: Landlock not fully enforced: {e}")
                     }
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(_) => sys::exit_now(4),
+                    Err(e) => {
+                        eprintln!("tyba: cannot enforce the Landlock rules: {e}");
+                        sys::exit_now(4)
+                    }
                 }
             }
+            exec_agent(c)
+        }
+        Ok(Forked::Parent(agent)) => {
+            drop(ruleset);
+            drop(c.pty_slave.take());
+            let Some(ctl) = c.ctl.take() else {
+                sys::exit_now(4)
+            };
+            sys::close_fds_from_except(3, ctl.as_fd());
+            let code = crate::runner::serve_stage2(ctl, agent, &c.plan, c.abi, require_full);
+            // Leaving kills whatever the agent left behind in the namespace.
+            sys::exit_now(code)
         }
     }
 }

@@ -45,6 +45,8 @@ mod meta;
 mod net;
 mod notify;
 mod procfs;
+pub mod proxy;
+mod runner;
 pub mod sandbox;
 pub mod session;
 mod sys;

@@ -17,6 +17,7 @@ use crate::approve::{Answer, Approver, AskKind, AskRequest};
 use crate::meta::{self, Target};
 use crate::net::{self, AgentHosts, Dest};
 use crate::procfs::{self, Mem, ProcId};
+use crate::runner::{self, FromStage, Spawn, SpawnPayload, StageLink, ToStage};
 use crate::sys::{self, Notif, Reply};
 use std::collections::HashSet;
 use std::io::Write;
@@ -55,6 +56,8 @@ pub(crate) struct State {
     agent: AgentState,
     launch_chain_open: bool,
     approved: HashSet<ProcId>,
+    /// Runners forked by stage 2 and not yet exec'd (pids in the sandbox's namespace).
+    runners: HashSet<u32>,
     memory: SessionMemory,
     pub(crate) log: Vec<AuditEvent>,
 }
@@ -72,7 +75,13 @@ pub(crate) struct Notifier {
     pub approver: Arc<dyn Approver>,
     pub hosts: AgentHosts,
     pub writable: Vec<PathBuf>,
+    /// Paths the agent's domain grants read + execute.
+    pub readable: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
+    /// The link to stage 2, which forks approved commands into their own domains.
+    pub stage: Arc<StageLink>,
+    /// tyba's own executable, exec'd as an approved command's proxy.
+    pub proxy_exe: Option<PathBuf>,
     pub uid: u32,
     pub gid: u32,
     /// Pid (supervisor's namespace) of the sandbox's PID 1.
@@ -94,6 +103,7 @@ impl State {
             agent: AgentState::NotStarted,
             launch_chain_open: false,
             approved: HashSet::new(),
+            runners: HashSet::new(),
             memory: SessionMemory::new(),
             log: Vec::new(),
         }
@@ -103,7 +113,15 @@ impl State {
 enum ExecDecision {
     Continue,
     Refuse(String),
-    Ask(AskRequest, Option<AlwaysKey>, ProcId),
+    Ask(AskRequest, Option<AlwaysKey>, ProcId, Option<ExecCopy>),
+}
+
+/// The supervisor's own copy of an exec whose approval needs a domain of its own.
+struct ExecCopy {
+    path: String,
+    argv: Vec<String>,
+    envp: Vec<Vec<u8>>,
+    grants: Vec<PathBuf>,
 }
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
@@ -266,7 +284,7 @@ impl Notifier {
                 let what = self.exec_what(&n);
                 self.refuse(&n, "exec", what, reason, libc::EACCES)
             }
-            Ok(ExecDecision::Ask(req, key, pid)) => {
+            Ok(ExecDecision::Ask(req, key, pid, copy)) => {
                 let me = Arc::clone(self);
                 std::thread::spawn(move || {
                     let what = match &req.kind {
@@ -279,18 +297,27 @@ impl Notifier {
                                 if let (Answer::Always, Some(k)) = (&answer, key) {
                                     s.memory.remember(k);
                                 }
-                                s.approved.insert(pid);
+                                if copy.is_none() {
+                                    s.approved.insert(pid);
+                                }
                                 if s.agent == AgentState::Running(pid) {
                                     s.agent = AgentState::Replaced;
                                 }
                             }
                             me.log(AuditEvent {
                                 kind: "exec",
-                                what,
+                                what: what.clone(),
                                 allowed: true,
                                 reason: Some(format!("{answer:?}")),
                             });
-                            me.reply(n.id, Reply::Continue);
+                            match copy {
+                                None => me.reply(n.id, Reply::Continue),
+                                Some(c) => {
+                                    if let Err(reason) = me.run_approved(&n, c) {
+                                        me.refuse(&n, "exec", what, reason, libc::EACCES)
+                                    }
+                                }
+                            }
                         }
                         Err(reason) => me.refuse(&n, "exec", what, reason, libc::EACCES),
                     }
@@ -362,6 +389,17 @@ impl Notifier {
                 }
                 _ => {}
             }
+            // A runner's exec (`crate::runner`): a child of stage 2 the supervisor asked for,
+            // execing the supervisor's own copy of an approved command.
+            if !s.runners.is_empty() && procfs::stat(pid.pid).is_ok_and(|(pp, _)| pp == self.stage2)
+            {
+                if let Some(ns) = procfs::ns_pid(pid.pid) {
+                    if s.runners.remove(&ns) {
+                        s.approved.insert(pid);
+                        return Ok(ExecDecision::Continue);
+                    }
+                }
+            }
             s.launch_chain_open = false;
             // An approved command's descendants (and its own further execs) pass.
             let agent_pid = match s.agent {
@@ -426,22 +464,217 @@ impl Notifier {
                 Ok(ExecDecision::Continue)
             }
             Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
-            Decision::Ask(a) => Ok(ExecDecision::Ask(
-                AskRequest {
-                    kind: AskKind::Command { command },
-                    verdict: a.verdict,
-                    reasons: class
-                        .decisive_reasons()
-                        .iter()
-                        .map(|r| r.to_string())
-                        .collect(),
-                    rememberable: a.rememberable.is_some(),
-                    pid: n.pid,
-                },
-                a.rememberable,
-                pid,
-            )),
+            Decision::Ask(a) => {
+                let grants = runner::grants(&class.paths, &self.writable, &self.readable);
+                let copy = if grants.is_empty() {
+                    None
+                } else {
+                    Some(ExecCopy {
+                        path,
+                        argv,
+                        envp: self.read_envp(n)?,
+                        grants,
+                    })
+                };
+                Ok(ExecDecision::Ask(
+                    AskRequest {
+                        kind: AskKind::Command { command },
+                        verdict: a.verdict,
+                        reasons: class
+                            .decisive_reasons()
+                            .iter()
+                            .map(|r| r.to_string())
+                            .collect(),
+                        rememberable: a.rememberable.is_some(),
+                        pid: n.pid,
+                    },
+                    a.rememberable,
+                    pid,
+                    copy,
+                ))
+            }
         }
+    }
+
+    /// The environment of an execve/execveat.
+    fn read_envp(&self, n: &Notif) -> std::io::Result<Vec<Vec<u8>>> {
+        let envp_ptr = if i64::from(n.nr) == libc::SYS_execveat {
+            n.args[3]
+        } else {
+            n.args[2]
+        };
+        Mem::open(n.pid)?.read_argv(envp_ptr, 65_536, 2 << 20)
+    }
+
+    /// Runs an approved exec in a Landlock domain of its own (`crate::runner`): forks the
+    /// runner through stage 2, turns the asking process into its proxy, relays the end.
+    /// Replies to the notification itself, except on `Err` (the refusal reason).
+    fn run_approved(&self, n: &Notif, c: ExecCopy) -> Result<(), String> {
+        let cannot = |why: String| {
+            format!("approved, but tyba cannot run it in its own sandbox domain: {why}")
+        };
+        let exe = self
+            .proxy_exe
+            .as_ref()
+            .and_then(|p| std::fs::File::open(p).ok())
+            .ok_or_else(|| cannot("tyba's own executable is unreadable".into()))?;
+        let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
+        let execveat = i64::from(n.nr) == libc::SYS_execveat;
+        if execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0 {
+            return Err(cannot("execveat with AT_SYMLINK_NOFOLLOW".into()));
+        }
+        // Where the exec's file name is, and whether rewriting it changes nothing else.
+        let name_ptr = if execveat { n.args[1] } else { n.args[0] };
+        let new_name = format!("{}\0", crate::proxy::PROXY_EXEC_FN);
+        let mem = Mem::open_rw(n.pid).map_err(|e| cannot(e.to_string()))?;
+        let old_len = mem
+            .read_cstr(name_ptr, libc::PATH_MAX as usize)
+            .map_err(|e| cannot(e.to_string()))?
+            .len()
+            + 1;
+        let alone = procfs::threads(tgid) == Some(1)
+            && procfs::stat(tgid)
+                .ok()
+                .is_some_and(|(pp, _)| sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
+        if old_len < new_name.len() && !alone {
+            return Err(cannot(format!(
+                "its file name is shorter than {} bytes and its process shares memory; run it by its full path",
+                new_name.len() - 1
+            )));
+        }
+        if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
+            return Err(cannot("its file name is not in private memory".into()));
+        }
+        // The asking process's inheritable fds and working directory.
+        let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| cannot(e.to_string()))?;
+        let mut fds = Vec::new();
+        let dir =
+            std::fs::read_dir(format!("/proc/{tgid}/fd")).map_err(|e| cannot(e.to_string()))?;
+        for e in dir.flatten() {
+            let Some(num) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if procfs::fd_cloexec(tgid, num) {
+                continue;
+            }
+            if fds.len() == runner::MAX_FDS {
+                return Err(cannot(format!("more than {} open fds", runner::MAX_FDS)));
+            }
+            if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), num) {
+                fds.push((fd, num));
+            }
+        }
+        let cwd = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+                .open(format!("/proc/{tgid}/cwd"))
+                .map_err(|e| cannot(format!("its working directory: {e}")))?
+        };
+        let spawn = Spawn {
+            payload: SpawnPayload {
+                path: c.path.into_bytes(),
+                argv: c.argv.into_iter().map(String::into_bytes).collect(),
+                envp: c.envp,
+                grants: c.grants,
+            },
+            cwd: cwd.into(),
+            fds,
+        };
+        let (id, ns_pid, rx) = self.stage.spawn(spawn).map_err(cannot)?;
+        let abort = |why: String| {
+            self.stage.send(&ToStage::Signal {
+                id,
+                sig: libc::SIGKILL,
+            });
+            self.stage.forget(id);
+            if let Ok(mut s) = self.state.lock() {
+                s.runners.remove(&(ns_pid as u32));
+            }
+            cannot(why)
+        };
+        if let Ok(mut s) = self.state.lock() {
+            s.runners.insert(ns_pid as u32);
+        }
+        let (sup, prox) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| abort(e.to_string()))?;
+        sys::notif_addfd_setfd(self.listener.as_fd(), n.id, exe.as_fd(), 3, true)
+            .and_then(|_| {
+                sys::notif_addfd_setfd(
+                    self.listener.as_fd(),
+                    n.id,
+                    prox.as_fd(),
+                    crate::proxy::CHANNEL_FD as u32,
+                    false,
+                )
+            })
+            .map_err(|e| abort(format!("installing its proxy: {e}")))?;
+        drop(prox);
+        mem.write(name_ptr, new_name.as_bytes())
+            .map_err(|e| abort(format!("installing its proxy: {e}")))?;
+        self.reply(n.id, Reply::Continue);
+        let hello = nix::poll::poll(
+            &mut [nix::poll::PollFd::new(
+                sup.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )],
+            nix::poll::PollTimeout::from(10_000u16),
+        )
+        .is_ok_and(|r| r > 0)
+            && recv_text(&sup).as_deref() == Some("h");
+        if !hello {
+            let reason = abort("its proxy did not start".into());
+            self.log(AuditEvent {
+                kind: "exec",
+                what: "(approved command)".into(),
+                allowed: false,
+                reason: Some(reason),
+            });
+            return Ok(());
+        }
+        self.stage.send(&ToStage::Go { id });
+        // Signals the proxy receives go to the runner; the proxy's end ends the runner.
+        let sup = Arc::new(sup);
+        {
+            let (sup, stage) = (Arc::clone(&sup), Arc::clone(&self.stage));
+            std::thread::spawn(move || loop {
+                match recv_text(&sup) {
+                    Some(m) => {
+                        if let Some(sig) = m.strip_prefix('s').and_then(|v| v.parse().ok()) {
+                            stage.send(&ToStage::Signal { id, sig });
+                        }
+                    }
+                    None => {
+                        stage.send(&ToStage::Signal {
+                            id,
+                            sig: libc::SIGKILL,
+                        });
+                        return;
+                    }
+                }
+            });
+        }
+        let end = match rx.recv() {
+            Ok(FromStage::Exited {
+                signal: Some(sig), ..
+            }) => format!("k{sig}"),
+            Ok(FromStage::Exited { code, .. }) => format!("x{}", code.unwrap_or(125)),
+            _ => "k9".to_string(),
+        };
+        self.stage.forget(id);
+        let _ = nix::sys::socket::send(
+            sup.as_raw_fd(),
+            end.as_bytes(),
+            nix::sys::socket::MsgFlags::empty(),
+        );
+        let _ = nix::sys::socket::shutdown(sup.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        Ok(())
     }
 
     /// Whether `pid` is the agent program; a notified call by any other process ends the
@@ -677,6 +910,23 @@ impl Notifier {
             return self.refuse(n, "metadata", what, format!("refused by tyba: {reason}"), e);
         }
         self.reply_result(n.id, meta::perform(obj, op));
+    }
+}
+
+/// One packet of an approved command's proxy channel; `None` at its end.
+fn recv_text(sock: &OwnedFd) -> Option<String> {
+    let mut buf = [0u8; 64];
+    loop {
+        match nix::sys::socket::recv(
+            sock.as_raw_fd(),
+            &mut buf,
+            nix::sys::socket::MsgFlags::empty(),
+        ) {
+            Ok(0) => return None,
+            Ok(n) => return Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
     }
 }
 

@@ -146,3 +146,72 @@ impl Mem {
         Err(io::Error::from_raw_os_error(libc::E2BIG))
     }
 }
+
+/// The pid of `pid` in its innermost PID namespace (last field of `NSpid:` in
+/// `/proc/<pid>/status`).
+pub fn ns_pid(pid: u32) -> Option<u32> {
+    status_field(pid, "NSpid:")?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
+}
+
+/// The number of threads of process `pid` (`Threads:` in `/proc/<pid>/status`).
+pub fn threads(pid: u32) -> Option<u32> {
+    status_field(pid, "Threads:")?.trim().parse().ok()
+}
+
+fn status_field(pid: u32, name: &str) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::to_string)
+}
+
+/// Whether `[addr, addr + len)` lies in one private mapping of `pid` (`p` in the permissions
+/// of `/proc/<pid>/maps`), so that writing it through `/proc/<pid>/mem` copies the page for
+/// that process and changes no file or shared memory.
+pub fn private_mapping(pid: u32, addr: u64, len: u64) -> bool {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return false;
+    };
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    maps.lines().any(|l| {
+        let mut f = l.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            return false;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            return false;
+        };
+        let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
+            return false;
+        };
+        a <= addr && end <= b && perms.as_bytes().get(3) == Some(&b'p')
+    })
+}
+
+impl Mem {
+    /// Opens the memory of thread `tid` for writing.
+    ///
+    /// # Errors
+    /// ESRCH/ENOENT when gone, EACCES without ptrace rights.
+    pub fn open_rw(tid: u32) -> io::Result<Mem> {
+        Ok(Mem(std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{tid}/mem"))?))
+    }
+
+    /// Writes all of `bytes` at `addr` (through page protections, as a debugger does: the
+    /// kernel copies a private page before writing it).
+    ///
+    /// # Errors
+    /// EIO for unmapped memory.
+    pub fn write(&self, addr: u64, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all_at(bytes, addr)
+    }
+}

@@ -19,7 +19,7 @@
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, RestrictionStatus,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope, ABI,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
 };
 use std::path::{Path, PathBuf};
 
@@ -281,6 +281,40 @@ pub fn apply_landlock(
     abi_n: i32,
     require_full: bool,
 ) -> Result<RestrictionStatus, LandlockError> {
+    restrict(
+        landlock_ruleset(plan, &[], abi_n, require_full)?,
+        require_full,
+    )
+}
+
+/// Enforces a ruleset made by [`landlock_ruleset`] on the calling thread.
+///
+/// # Errors
+/// [`LandlockError`] when the kernel refuses it, or with `require_full` does not enforce it
+/// fully.
+pub fn restrict(
+    created: RulesetCreated,
+    require_full: bool,
+) -> Result<RestrictionStatus, LandlockError> {
+    let status = created.restrict_self()?;
+    if require_full && status.ruleset != landlock::RulesetStatus::FullyEnforced {
+        return Err(LandlockError::NotFull(format!("{:?}", status.ruleset)));
+    }
+    Ok(status)
+}
+
+/// Builds (without enforcing) the plan's Landlock ruleset, plus read-write on each of
+/// `extra` (an approved command's own grants: see `crate::runner`). Rules name inodes, so
+/// call it where the rules' paths resolve as the sandboxed processes will see them.
+///
+/// # Errors
+/// [`LandlockError`] when the ruleset cannot be made or a rule cannot be added.
+pub fn landlock_ruleset(
+    plan: &SandboxPlan,
+    extra: &[PathBuf],
+    abi_n: i32,
+    require_full: bool,
+) -> Result<RulesetCreated, LandlockError> {
     let abi = abi_from(abi_n.min(7));
     let all = AccessFs::from_all(abi);
     let rw = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
@@ -304,7 +338,7 @@ pub fn apply_landlock(
     for p in &plan.read_only {
         rules.push((p.clone(), ro));
     }
-    for p in &plan.read_write {
+    for p in plan.read_write.iter().chain(extra) {
         rules.push((p.clone(), rw));
     }
     for d in DEVICES_RW {
@@ -337,12 +371,7 @@ pub fn apply_landlock(
         };
         beneath.push(PathBeneath::new(fd, access));
     }
-    let created = ruleset
+    Ok(ruleset
         .create()?
-        .add_rules(beneath.into_iter().map(Ok::<_, RulesetError>))?;
-    let status = created.restrict_self()?;
-    if require_full && status.ruleset != landlock::RulesetStatus::FullyEnforced {
-        return Err(LandlockError::NotFull(format!("{:?}", status.ruleset)));
-    }
-    Ok(status)
+        .add_rules(beneath.into_iter().map(Ok::<_, RulesetError>))?)
 }

@@ -242,6 +242,21 @@ pub fn close_fds_from(first: u32) {
     }
 }
 
+/// Closes every fd from `first` up except `keep` (`close_range(2)` around it); for stage 2,
+/// which keeps its link to the supervisor.
+pub fn close_fds_from_except(first: u32, keep: BorrowedFd<'_>) {
+    let keep = keep.as_raw_fd() as u32;
+    // SAFETY: as for `close_fds_from`: the caller's only live fd object at or above `first`
+    // is `keep`, which stays open.
+    unsafe {
+        if keep > first {
+            libc::syscall(libc::SYS_close_range, first, keep - 1, 0u32);
+        }
+        let after = if keep >= first { keep + 1 } else { first };
+        libc::syscall(libc::SYS_close_range, after, u32::MAX, 0u32);
+    }
+}
+
 /// Result of [`fork`].
 #[derive(Debug)]
 pub enum Forked {
@@ -481,5 +496,102 @@ pub fn set_winsize(tty: BorrowedFd<'_>, ws: &libc::winsize) {
     // SAFETY: the ioctl reads one winsize.
     unsafe {
         libc::ioctl(tty.as_raw_fd(), libc::TIOCSWINSZ, ws);
+    }
+}
+
+/// The file name this process was started with, as passed to `execve(2)`
+/// (`getauxval(AT_EXECFN)`, `getauxval(3)`), or `None` when the auxiliary vector has none.
+pub fn exec_fn() -> Option<std::ffi::CString> {
+    // SAFETY: `getauxval` only reads the process's auxiliary vector.
+    let p = unsafe { libc::getauxval(libc::AT_EXECFN) } as *const libc::c_char;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: AT_EXECFN points at the NUL-terminated file name the kernel copied onto this
+    // process's stack at exec; it lives (unmodified by Rust code) for the whole process.
+    Some(unsafe { CStr::from_ptr(p) }.to_owned())
+}
+
+/// Whether processes `a` and `b` share one address space (`kcmp(2)` with `KCMP_VM`).
+///
+/// # Errors
+/// ESRCH when either is gone; EPERM without ptrace rights over both; ENOSYS without
+/// `CONFIG_KCMP`. Callers treat an error as "shared" (the cautious answer).
+pub fn same_address_space(a: u32, b: u32) -> io::Result<bool> {
+    const KCMP_VM: libc::c_int = 1;
+    // SAFETY: integer arguments only.
+    let r = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            a as libc::pid_t,
+            b as libc::pid_t,
+            KCMP_VM,
+            0u64,
+            0u64,
+        )
+    })?;
+    Ok(r == 0)
+}
+
+/// Receives one packet on `sock` into `buf`, with the fds it carries (`SCM_RIGHTS`,
+/// installed close-on-exec), up to `max_fds` of them (`recvmsg(2)`, `unix(7)`).
+///
+/// # Errors
+/// The `recvmsg` error.
+pub fn recv_with_fds(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
+    let mut space = vec![0u8; nix::sys::socket::cmsg_space::<RawFd>() * max_fds.max(1)];
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(v) = c {
+            for fd in v {
+                // SAFETY: the kernel installed these fds in this process for this message;
+                // nothing else owns them.
+                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+    }
+    Ok((msg.bytes, fds))
+}
+
+/// A close-on-exec duplicate of `fd` numbered `min` or above (`fcntl(F_DUPFD_CLOEXEC)`).
+///
+/// # Errors
+/// EMFILE/EINVAL when no such number is free.
+pub fn dup_at_least(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: integer arguments only.
+    let n = cvt_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) })?;
+    // SAFETY: the kernel returned a fresh fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// Takes fd `n` if it is open and a `SOCK_SEQPACKET` socket; used once, at start-up of an
+/// approved command's proxy, where the supervisor installed its channel at that number.
+pub fn take_seqpacket_fd(n: RawFd) -> Option<OwnedFd> {
+    // SAFETY: F_GETFD only tests whether `n` is open.
+    if unsafe { libc::fcntl(n, libc::F_GETFD) } < 0 {
+        return None;
+    }
+    // SAFETY: `n` is open, and at the start of the process nothing in it owns fd `n` (the
+    // Rust runtime opens none; the supervisor injected it for this use).
+    let fd = unsafe { OwnedFd::from_raw_fd(n) };
+    match nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::SockType) {
+        Ok(nix::sys::socket::SockType::SeqPacket) => Some(fd),
+        _ => {
+            // Not ours: leave it open, as it was.
+            std::mem::forget(fd);
+            None
+        }
     }
 }

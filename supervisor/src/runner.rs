@@ -1,0 +1,540 @@
+//! Approved commands in a Landlock domain of their own (issue 4 §3 and §9).
+//!
+//! Landlock domains only ever narrow: a process of the agent's domain cannot be given a path
+//! the agent does not have. So when the person approves a command that names paths outside the
+//! agent's grants (`cat ../notes/secret`, `cp x ~/out/`), the command is not let through in
+//! the asking process. Instead:
+//!
+//! 1. The supervisor keeps its own copy of the exec's file, argv and environment (read once,
+//!    when the exec was classified), takes the asking process's inheritable fds and working
+//!    directory (`pidfd_getfd(2)`, `/proc/<pid>/cwd`), and asks stage 2 of the sandbox (PID 1
+//!    of its namespaces, which carries the session's seccomp filter but no Landlock domain) to
+//!    fork the **runner**: a process that enforces the agent's ruleset *plus* read-write on
+//!    each out-of-tree path the approved line names ([`grants`]), then execs the supervisor's
+//!    copy of the command. The runner and everything it starts are approved processes: their
+//!    execs are not asked again; their connections are still asked.
+//! 2. The asking process becomes the command's **proxy**: the supervisor injects tyba's own
+//!    executable (fd 3) and a channel (fd 4) with `SECCOMP_IOCTL_NOTIF_ADDFD`, rewrites the
+//!    exec's file name to `/dev/fd/3` and lets the exec continue. The proxy
+//!    ([`crate::proxy`]) forwards the signals it gets to the runner and exits with the
+//!    runner's status, so the agent sees its command's output, exit status and signals as if
+//!    it had run in place.
+//!
+//! The rewrite is done only where it changes nothing but the exec: within the original file
+//! name's bytes, or past them when the process is single-threaded and shares its memory with
+//! no other process; always in a private mapping. Otherwise the approved command is refused
+//! with a reason (fail closed).
+//!
+//! Wire between the supervisor and stage 2: a `SOCK_SEQPACKET` socketpair, one JSON message
+//! per packet ([`ToStage`], [`FromStage`]); a spawn carries its fds with `SCM_RIGHTS` (the
+//! payload in a memfd first, then the working directory, then the fds to install).
+
+use crate::sandbox::{landlock_ruleset, restrict, SandboxPlan};
+use crate::sys::{self, Forked};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::{IoSlice, Read, Seek, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+/// The most fds one spawn carries (the asking process's inheritable fds, plus two).
+pub(crate) const MAX_FDS: usize = 200;
+
+/// Supervisor → stage 2.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum ToStage {
+    /// Fork a runner; fds: payload memfd, working directory, then one per `targets` entry.
+    Spawn { id: u64, targets: Vec<i32> },
+    /// Let runner `id` exec.
+    Go { id: u64 },
+    /// Send `sig` to runner `id`'s process group.
+    Signal { id: u64, sig: i32 },
+}
+
+/// The part of a spawn too large for a packet: carried in a memfd.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct SpawnPayload {
+    /// The file to exec (absolute, or relative to the working directory).
+    pub path: Vec<u8>,
+    /// argv.
+    pub argv: Vec<Vec<u8>>,
+    /// envp, `NAME=value` each.
+    pub envp: Vec<Vec<u8>>,
+    /// Paths granted read-write on top of the agent's ruleset.
+    pub grants: Vec<PathBuf>,
+}
+
+/// Stage 2 → supervisor.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum FromStage {
+    /// The runner exists, waiting for `Go`; `pid` in the sandbox's PID namespace.
+    Spawned { id: u64, pid: i32 },
+    /// The runner could not be made.
+    Failed { id: u64, error: String },
+    /// The runner ended: exit code, or the signal that killed it.
+    Exited {
+        id: u64,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+/// The out-of-tree paths an approved line names that the agent's ruleset does not grant:
+/// each existing path itself, or for a path that does not exist yet its existing parent
+/// directory (creating a file needs rights on the directory). Paths under the plan's
+/// read-write or read-only roots, and `/` itself, get nothing more.
+pub(crate) fn grants(
+    named: &[PathBuf],
+    read_write: &[PathBuf],
+    read_only: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in named {
+        let target = match std::fs::canonicalize(p) {
+            Ok(c) => c,
+            Err(_) => match p.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
+                Some(d) => d,
+                None => continue,
+            },
+        };
+        let covered = read_write
+            .iter()
+            .chain(read_only)
+            .any(|r| target.starts_with(r));
+        if target == Path::new("/") || covered || out.contains(&target) {
+            continue;
+        }
+        out.push(target);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Stage 2 side.
+
+struct Child {
+    id: u64,
+    go: Option<OwnedFd>,
+}
+
+fn send_json(sock: BorrowedFd<'_>, msg: &impl Serialize, fds: &[RawFd]) -> std::io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    let iov = [IoSlice::new(&body)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+    sendmsg::<UnixAddr>(sock.as_raw_fd(), &iov, cmsgs, MsgFlags::empty(), None)?;
+    Ok(())
+}
+
+/// One packet and the fds it carried (installed close-on-exec). `Ok(None)` at hang-up.
+fn recv_json<T: for<'de> Deserialize<'de>>(
+    sock: BorrowedFd<'_>,
+) -> std::io::Result<Option<(T, Vec<OwnedFd>)>> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let (n, fds) = sys::recv_with_fds(sock, &mut buf, MAX_FDS + 2)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let v = serde_json::from_slice(&buf[..n]).map_err(std::io::Error::other)?;
+    Ok(Some((v, fds)))
+}
+
+/// Stage 2's loop after the agent is forked: serves spawn requests on `ctl` and reaps
+/// children until the agent (`agent`, a pid in the sandbox's namespace) exits; returns its
+/// exit code (128 + signal when killed). Everything left is killed with the namespace when
+/// stage 2 exits.
+pub(crate) fn serve_stage2(
+    ctl: OwnedFd,
+    agent: i32,
+    plan: &SandboxPlan,
+    abi: i32,
+    require_full: bool,
+) -> i32 {
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    let _ = mask.thread_block();
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok();
+    let mut children: HashMap<i32, Child> = HashMap::new();
+    let mut ctl = Some(ctl);
+    loop {
+        // Reap first: a child may have ended before the signalfd existed.
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(ws) => {
+                    let (code, signal) = match ws {
+                        WaitStatus::Exited(_, c) => (Some(c), None),
+                        WaitStatus::Signaled(_, s, _) => (None, Some(s as i32)),
+                        _ => continue,
+                    };
+                    let Some(pid) = ws.pid().map(|p| p.as_raw()) else {
+                        continue;
+                    };
+                    if pid == agent {
+                        return code.unwrap_or_else(|| 128 + signal.unwrap_or(0));
+                    }
+                    if let (Some(c), Some(s)) = (children.remove(&pid), ctl.as_ref()) {
+                        let _ = send_json(
+                            s.as_fd(),
+                            &FromStage::Exited {
+                                id: c.id,
+                                code,
+                                signal,
+                            },
+                            &[],
+                        );
+                    }
+                }
+            }
+        }
+        let mut fds = Vec::new();
+        if let Some(s) = &sfd {
+            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+        }
+        if let Some(c) = &ctl {
+            fds.push(PollFd::new(c.as_fd(), PollFlags::POLLIN));
+        }
+        // Without a signalfd, poll briefly and reap.
+        let timeout = if sfd.is_some() {
+            PollTimeout::NONE
+        } else {
+            PollTimeout::from(50u16)
+        };
+        match nix::poll::poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+        let ctl_ready = fds
+            .last()
+            .and_then(|f| f.revents())
+            .is_some_and(|r| !r.is_empty())
+            && ctl.is_some();
+        drop(fds);
+        if let Some(s) = &sfd {
+            while let Ok(Some(_)) = s.read_signal() {}
+        }
+        if !ctl_ready {
+            continue;
+        }
+        let Some(c) = ctl.as_ref() else { continue };
+        match recv_json::<ToStage>(c.as_fd()) {
+            Ok(Some((msg, fds))) => {
+                if let Some(reply) = stage2_handle(msg, fds, &mut children, plan, abi, require_full)
+                {
+                    let _ = send_json(c.as_fd(), &reply, &[]);
+                }
+            }
+            Ok(None) | Err(_) => {
+                // The supervisor is gone: no runner may start any more.
+                ctl = None;
+                for (pid, _) in children.drain() {
+                    let _ = nix::sys::signal::kill(Pid::from_raw(-pid), Signal::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+fn stage2_handle(
+    msg: ToStage,
+    fds: Vec<OwnedFd>,
+    children: &mut HashMap<i32, Child>,
+    plan: &SandboxPlan,
+    abi: i32,
+    require_full: bool,
+) -> Option<FromStage> {
+    match msg {
+        ToStage::Spawn { id, targets } => {
+            Some(match spawn_runner(fds, &targets, plan, abi, require_full) {
+                Ok((pid, go)) => {
+                    children.insert(pid, Child { id, go: Some(go) });
+                    FromStage::Spawned { id, pid }
+                }
+                Err(error) => FromStage::Failed { id, error },
+            })
+        }
+        ToStage::Go { id } => {
+            if let Some(c) = children.values_mut().find(|c| c.id == id) {
+                if let Some(go) = c.go.take() {
+                    let _ = std::fs::File::from(go).write_all(b"g");
+                }
+            }
+            None
+        }
+        ToStage::Signal { id, sig } => {
+            if let Some((&pid, c)) = children.iter_mut().find(|(_, c)| c.id == id) {
+                if let Ok(s) = Signal::try_from(sig) {
+                    // Dropping `go` without a byte makes a runner that never started exit.
+                    c.go = None;
+                    if nix::sys::signal::kill(Pid::from_raw(-pid), s).is_err() {
+                        let _ = nix::sys::signal::kill(Pid::from_raw(pid), s);
+                    }
+                }
+            }
+            None
+        }
+    }
+}
+
+fn cstrings(v: &[Vec<u8>]) -> Result<Vec<CString>, String> {
+    v.iter()
+        .map(|b| CString::new(b.clone()).map_err(|_| "an argument contains a NUL byte".into()))
+        .collect()
+}
+
+/// Forks a runner (stage 2 side). Returns its pid and the write end of its go pipe.
+fn spawn_runner(
+    fds: Vec<OwnedFd>,
+    targets: &[i32],
+    plan: &SandboxPlan,
+    abi: i32,
+    require_full: bool,
+) -> Result<(i32, OwnedFd), String> {
+    let mut fds = fds.into_iter();
+    let (Some(payload), Some(cwd)) = (fds.next(), fds.next()) else {
+        return Err("spawn without payload or working directory".into());
+    };
+    let install: Vec<OwnedFd> = fds.collect();
+    if install.len() != targets.len() {
+        return Err("spawn fds do not match their targets".into());
+    }
+    let mut f = std::fs::File::from(payload);
+    let _ = f.rewind();
+    let mut body = Vec::new();
+    f.read_to_end(&mut body)
+        .map_err(|e| format!("reading the spawn: {e}"))?;
+    let p: SpawnPayload =
+        serde_json::from_slice(&body).map_err(|e| format!("reading the spawn: {e}"))?;
+    let path = CString::new(p.path.clone()).map_err(|_| "the file name contains a NUL byte")?;
+    let argv = cstrings(&p.argv)?;
+    let envp = cstrings(&p.envp)?;
+    let ruleset = landlock_ruleset(plan, &p.grants, abi, require_full)
+        .map_err(|e| format!("the approved command's Landlock ruleset: {e}"))?;
+    let (go_r, go_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let high = targets.iter().copied().max().unwrap_or(2).max(2) + 1;
+    // SAFETY: stage 2 is single-threaded.
+    match unsafe { sys::fork() } {
+        Err(e) => Err(format!("fork: {e}")),
+        Ok(Forked::Parent(pid)) => Ok((pid, go_w)),
+        Ok(Forked::Child) => {
+            drop(go_w);
+            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+            let _ = nix::unistd::setsid();
+            // Move the received fds above every target first, so installing one cannot
+            // overwrite another that is still to be installed.
+            let mut moved = Vec::with_capacity(install.len());
+            for fd in &install {
+                match sys::dup_at_least(fd.as_fd(), high) {
+                    Ok(n) => moved.push(n),
+                    Err(_) => sys::exit_now(126),
+                }
+            }
+            drop(install);
+            for (fd, &t) in moved.iter().zip(targets) {
+                if sys::dup_onto(fd.as_fd(), t).is_err() {
+                    sys::exit_now(126);
+                }
+            }
+            drop(moved);
+            if nix::unistd::fchdir(cwd.as_fd()).is_err() {
+                sys::exit_now(126);
+            }
+            drop(cwd);
+            sys::reset_signals();
+            let mut b = [0u8; 1];
+            let started = std::fs::File::from(go_r).read(&mut b).unwrap_or(0) == 1;
+            if !started {
+                sys::exit_now(125);
+            }
+            if let Err(e) = restrict(ruleset, require_full) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "tyba: cannot confine the approved command: {e}"
+                );
+                sys::exit_now(126);
+            }
+            let a: Vec<&std::ffi::CStr> = argv.iter().map(|s| s.as_c_str()).collect();
+            let e_: Vec<&std::ffi::CStr> = envp.iter().map(|s| s.as_c_str()).collect();
+            let e = sys::execve(&path, &a, &e_);
+            let _ = writeln!(
+                std::io::stderr(),
+                "tyba: cannot run {}: {e}",
+                path.to_string_lossy()
+            );
+            sys::exit_now(if e.raw_os_error() == Some(libc::ENOENT) {
+                127
+            } else {
+                126
+            })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Supervisor side.
+
+/// The supervisor's end of the stage-2 link: sends spawns, routes stage 2's answers to the
+/// thread waiting for each runner.
+pub(crate) struct StageLink {
+    sock: OwnedFd,
+    next: AtomicU64,
+    waiters: Mutex<HashMap<u64, mpsc::Sender<FromStage>>>,
+}
+
+impl std::fmt::Debug for StageLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageLink").finish_non_exhaustive()
+    }
+}
+
+/// What the supervisor hands over to start one runner.
+pub(crate) struct Spawn {
+    pub payload: SpawnPayload,
+    /// The asking process's working directory.
+    pub cwd: OwnedFd,
+    /// `(fd, number in the runner)`.
+    pub fds: Vec<(OwnedFd, i32)>,
+}
+
+impl StageLink {
+    pub(crate) fn new(sock: OwnedFd) -> StageLink {
+        StageLink {
+            sock,
+            next: AtomicU64::new(1),
+            waiters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads stage 2's messages until it hangs up; run on its own thread.
+    pub(crate) fn read_loop(&self) {
+        loop {
+            match recv_json::<FromStage>(self.sock.as_fd()) {
+                Ok(Some((msg, _))) => {
+                    let id = match &msg {
+                        FromStage::Spawned { id, .. }
+                        | FromStage::Failed { id, .. }
+                        | FromStage::Exited { id, .. } => *id,
+                    };
+                    if let Ok(w) = self.waiters.lock() {
+                        if let Some(tx) = w.get(&id) {
+                            let _ = tx.send(msg);
+                        }
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                _ => {
+                    // Hang-up: every waiter sees its channel close.
+                    if let Ok(mut w) = self.waiters.lock() {
+                        w.clear();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Asks stage 2 for a runner; returns its id, its pid in the sandbox's namespace, and the
+    /// channel its end will be reported on.
+    pub(crate) fn spawn(&self, s: Spawn) -> Result<(u64, i32, mpsc::Receiver<FromStage>), String> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        self.waiters
+            .lock()
+            .map_err(|_| "poisoned".to_string())?
+            .insert(id, tx);
+        let result = (|| {
+            let body = serde_json::to_vec(&s.payload).map_err(|e| e.to_string())?;
+            let memfd = nix::sys::memfd::memfd_create(
+                c"tyba-spawn",
+                nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+            )
+            .map_err(|e| format!("memfd: {e}"))?;
+            let mut f = std::fs::File::from(memfd);
+            f.write_all(&body).map_err(|e| format!("memfd: {e}"))?;
+            let mut raw = vec![f.as_raw_fd(), s.cwd.as_raw_fd()];
+            raw.extend(s.fds.iter().map(|(fd, _)| fd.as_raw_fd()));
+            let targets = s.fds.iter().map(|(_, t)| *t).collect();
+            send_json(self.sock.as_fd(), &ToStage::Spawn { id, targets }, &raw)
+                .map_err(|e| format!("reaching the sandbox: {e}"))?;
+            match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(FromStage::Spawned { pid, .. }) => Ok(pid),
+                Ok(FromStage::Failed { error, .. }) => Err(error),
+                Ok(FromStage::Exited { .. }) => Err("the runner ended before starting".into()),
+                Err(_) => Err("the sandbox did not answer".into()),
+            }
+        })();
+        match result {
+            Ok(pid) => Ok((id, pid, rx)),
+            Err(e) => {
+                self.forget(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends `msg` to stage 2 (best effort: a gone stage 2 has ended every runner).
+    pub(crate) fn send(&self, msg: &ToStage) {
+        let _ = send_json(self.sock.as_fd(), msg, &[]);
+    }
+
+    /// Stops routing messages for runner `id`.
+    pub(crate) fn forget(&self, id: u64) {
+        if let Ok(mut w) = self.waiters.lock() {
+            w.remove(&id);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_are_the_named_out_of_tree_paths_only() {
+        let d = std::env::temp_dir().join(format!("tyba-grants-{}", std::process::id()));
+        let wt = d.join("wt");
+        let o = d.join("o");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::create_dir_all(&o).unwrap();
+        std::fs::write(o.join("secret"), "s").unwrap();
+        let wt = std::fs::canonicalize(&wt).unwrap();
+        let o = std::fs::canonicalize(&o).unwrap();
+        let plan = SandboxPlan {
+            worktree: wt.clone(),
+            read_write: vec![wt.clone()],
+            read_only: vec![PathBuf::from("/usr")],
+            ..Default::default()
+        };
+        let g = grants(
+            &[
+                wt.join("in.txt"),
+                o.join("secret"),
+                o.join("new/deeper"),
+                o.join("new-file"),
+                PathBuf::from("/usr/bin/cat"),
+                PathBuf::from("/"),
+                o.join("secret"),
+            ],
+            &plan.read_write,
+            &plan.read_only,
+        );
+        // The existing file itself; a missing file's existing parent; nothing for a path
+        // whose parent is missing too, for covered paths, `/`, or a repeat.
+        assert_eq!(g, vec![o.join("secret"), o.clone()]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,134 @@
+//! An approved command that names paths outside the worktree runs in a Landlock domain of its
+//! own (escapes.md: "with an approver that answers once, the same out-of-tree read must
+//! succeed"), while the agent's own domain stays as it was. Real `tyba run` sessions answered
+//! through `tyba approve/deny`, as the test's user and as the unprivileged `TYBA_TEST_USER`;
+//! effects checked from outside.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "ask_support.rs"]
+mod ask;
+
+use ask::*;
+use std::path::PathBuf;
+
+/// A directory beside the worktree with a secret, owned by the user under test.
+fn outside(fx: &Fx) -> PathBuf {
+    let o = fx.wt.parent().unwrap().join("O");
+    std::fs::create_dir_all(&o).unwrap();
+    std::fs::write(o.join("secret"), "topsecret\n").unwrap();
+    give(&o, &fx.who);
+    o
+}
+
+#[test]
+fn approved_out_of_tree_read_and_write_succeed_and_the_agent_stays_confined() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain") else {
+            continue;
+        };
+        let o = outside(&fx);
+        let o = o.display();
+        let script = format!(
+            r#"cat {o}/secret; echo read=$?
+cp README.md {o}/copied; echo write=$?
+read -r l < {o}/secret; echo builtin=$?
+sh -c 'cat {o}/secret > /dev/null; echo inner=$? >&2; exit 7'; echo status=$?
+cat {o}/secret > /dev/null; echo again=$?"#
+        );
+        let s = fx.start(&[], &script);
+        for (expect, answer) in [
+            ("cat ", "approve"),
+            ("cp README.md", "approve"),
+            ("exit 7", "approve"),
+            ("cat ", "deny"),
+        ] {
+            let (id, action) = fx.next_ask();
+            assert!(action.contains(expect), "{who:?}: {action} / {expect}");
+            let (code, _, err) = fx.cli(&[answer, &id]);
+            assert_eq!(code, 0, "{who:?}: {err}");
+        }
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {err}");
+        // The approved read and write happened, from their own domain.
+        assert!(
+            out.contains("topsecret") && out.contains("read=0"),
+            "{who:?}: approved read: {out} / {err}"
+        );
+        assert!(
+            out.contains("write=0"),
+            "{who:?}: approved write: {out} / {err}"
+        );
+        let copied = fx.wt.parent().unwrap().join("O/copied");
+        assert_eq!(
+            std::fs::read_to_string(&copied).ok(),
+            std::fs::read_to_string(fx.wt.join("README.md")).ok(),
+            "{who:?}: the approved copy landed outside: {err}"
+        );
+        // The approved shell's children are not asked again and share its grants; its exit
+        // status and its stderr reach the agent.
+        assert!(
+            out.contains("status=7") && err.contains("inner=0"),
+            "{who:?}: status and stderr of the approved command: {out} / {err}"
+        );
+        // The agent's own domain did not widen: its builtin read of the same file fails, and
+        // `once` was once.
+        assert!(out.contains("builtin=1"), "{who:?}: {out} / {err}");
+        assert!(out.contains("again=126"), "{who:?}: {out} / {err}");
+        let answers: Vec<String> = fx
+            .log_lines()
+            .iter()
+            .filter_map(|l| l["answer"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(answers, ["once", "once", "once", "deny"], "{who:?}");
+    }
+}
+
+#[test]
+fn approved_command_in_its_own_domain_gets_the_agents_signals_and_ends_with_them() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain-sig") else {
+            continue;
+        };
+        let o = outside(&fx);
+        // `tail -f` runs until killed; the agent kills the process it started (the proxy),
+        // the signal reaches the command in its own domain, and the agent sees it die of it.
+        let script = format!(
+            r#"tail -f {o}/secret > tail.out & p=$!
+until [ -s tail.out ]; do :; done
+kill -TERM $p; wait $p; echo tail=$?"#,
+            o = o.display()
+        );
+        let s = fx.start(&[], &script);
+        let (id, action) = fx.next_ask();
+        assert!(action.contains("tail -f"), "{who:?}: {action}");
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(out.contains("tail=143"), "{who:?}: {out} / {err}");
+        assert_eq!(
+            std::fs::read_to_string(fx.wt.join("tail.out")).unwrap(),
+            "topsecret\n",
+            "{who:?}"
+        );
+    }
+}
+
+#[test]
+fn approved_command_the_agent_execs_itself_gives_the_session_its_status() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain-exec") else {
+            continue;
+        };
+        let o = outside(&fx);
+        // bash runs a lone command by exec: the agent's process itself becomes the proxy.
+        let script = format!("exec sh -c 'cat {}/secret; exit 5'", o.display());
+        let s = fx.start(&[], &script);
+        let (id, _) = fx.next_ask();
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 5, "{who:?}: {out} / {err}");
+        assert!(out.contains("topsecret"), "{who:?}: {out} / {err}");
+    }
+}
