@@ -158,6 +158,63 @@ fn run_exec_is_classified_by_the_file_run_not_by_its_argv0_label() {
 }
 
 #[test]
+fn run_missing_agent_control_files_are_kept_read_only_and_left_as_found() {
+    for who in whos() {
+        let Some(e) = setup(&who, "control") else {
+            continue;
+        };
+        // Agent state directories exist, their settings and hooks do not yet.
+        for d in [".claude", ".codex"] {
+            std::fs::create_dir_all(e.home.join(d)).unwrap();
+        }
+        give(&e.home, &e.who);
+        // perl makes the calls itself, so only the kernel layer can stop them.
+        let script = r#"perl -e '
+open(my $f, ">", "$ENV{HOME}/.claude/settings.json") and print $f "{\"permissions\":{}}"; print "settings=", (-s "$ENV{HOME}/.claude/settings.json" > 3) ? "written" : "refused", "\n";
+print "hookdir=", (mkdir("$ENV{HOME}/.claude/hooks/h") ? "made" : "refused"), "\n";
+open(my $g, ">", "$ENV{HOME}/.codex/hooks.json") and print $g "{}"; print "codex_hooks=", (-s "$ENV{HOME}/.codex/hooks.json" > 3) ? "written" : "refused", "\n";
+print "state=", (open(my $h, ">", "$ENV{HOME}/.claude/history.jsonl") ? "written" : "refused"), "\n";
+'"#;
+        let (code, out, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        for line in ["settings=refused", "hookdir=refused", "codex_hooks=refused"] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        // The rest of the agent's state stays writable.
+        assert!(out.contains("state=written"), "{who:?}: {out} / {err}");
+        // The placeholders are gone, the agent's own state file stays.
+        for p in [
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".claude/hooks",
+            ".codex/config.toml",
+            ".codex/rules",
+            ".codex/hooks.json",
+        ] {
+            assert!(
+                std::fs::symlink_metadata(e.home.join(p)).is_err(),
+                "{who:?}: {p} left behind"
+            );
+        }
+        assert!(e.home.join(".claude/history.jsonl").exists(), "{who:?}");
+    }
+}
+
+#[test]
 fn run_green_command_passes_without_asking() {
     for who in whos() {
         let Some(e) = setup(&who, "green") else {

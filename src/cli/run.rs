@@ -141,6 +141,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let tmp_dir = make_tmp_dir(&session.id)?;
 
     let enforcement = Enforcement::probe();
+    // Kept until the session ends; dropping it removes the placeholders left unchanged.
+    let placeholders =
+        tyba_supervisor::sandbox::ControlPlaceholders::create(policy.config(), home.as_deref());
     let plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
         session: &session,
         tmp_dir: &tmp_dir,
@@ -182,6 +185,16 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             missing.join(", ")
         );
     }
+    let made: Vec<String> = placeholders
+        .paths()
+        .map(|p| p.display().to_string())
+        .collect();
+    if !made.is_empty() {
+        eprintln!(
+            "tyba: made empty, to keep read-only for the session (removed at the end if unchanged): {}",
+            made.join(", ")
+        );
+    }
     if !stripped.is_empty() {
         eprintln!(
             "tyba: withheld from the agent (secrets; --pass-env NAME to pass): {}",
@@ -211,6 +224,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         b.close("the session ended");
     }
     let _ = std::fs::remove_dir_all(&tmp_dir);
+    drop(placeholders);
     let outcome = match result {
         Ok(o) => o,
         Err(RunError::Unavailable(u)) => {

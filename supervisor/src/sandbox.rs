@@ -250,6 +250,95 @@ impl SandboxPlan {
     }
 }
 
+/// Empty stand-ins made for the agent control files that do not exist yet, so that they too
+/// can be bound read-only (a bind mount needs an existing target). A missing control file
+/// inside a writable agent state directory would otherwise be created by the agent itself:
+/// a `settings.json` or `hooks.json` that approves its own actions.
+///
+/// Made with `O_EXCL` (never over anything); `*.json` files get `{}`, other files nothing,
+/// names without an extension are made as empty directories (`hooks/`, `rules/`). On drop,
+/// each one that is still exactly as made is removed, so the user's state is left as found.
+#[derive(Debug, Default)]
+pub struct ControlPlaceholders {
+    /// `(path, Some(contents))` for files, `(path, None)` for directories, in order made.
+    made: Vec<(PathBuf, Option<&'static [u8]>)>,
+}
+
+impl ControlPlaceholders {
+    /// Makes the placeholders for `config`'s `agent_control_files` whose parent directory
+    /// exists and lies within one of its `agent_state` or `read_write` paths. Failures are
+    /// skipped: the start-up report then lists the file as not kept read-only.
+    pub fn create(config: &tyba_policy::EffectiveConfig, home: Option<&Path>) -> Self {
+        let fs = &config.filesystem;
+        let roots: Vec<PathBuf> = fs
+            .agent_state
+            .iter()
+            .chain(&fs.read_write)
+            .filter_map(|s| expand_home(s, home).and_then(|p| std::fs::canonicalize(p).ok()))
+            .collect();
+        let mut made = Vec::new();
+        for s in &fs.agent_control_files {
+            let Some(p) = expand_home(s, home) else {
+                continue;
+            };
+            if std::fs::symlink_metadata(&p).is_ok() {
+                continue;
+            }
+            let Some(parent) = p.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
+                continue;
+            };
+            if !roots.iter().any(|r| is_within(&parent, r)) {
+                continue;
+            }
+            let Some(name) = p.file_name() else {
+                continue;
+            };
+            let p = parent.join(name);
+            let contents: Option<&'static [u8]> = match p.extension() {
+                None => None,
+                Some(e) if e == "json" => Some(b"{}\n"),
+                Some(_) => Some(b""),
+            };
+            let ok = match contents {
+                None => std::fs::create_dir(&p).is_ok(),
+                Some(c) => std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&p)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, c))
+                    .is_ok(),
+            };
+            if ok {
+                made.push((p, contents));
+            }
+        }
+        ControlPlaceholders { made }
+    }
+
+    /// The placeholders made.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.made.iter().map(|(p, _)| p.as_path())
+    }
+}
+
+impl Drop for ControlPlaceholders {
+    fn drop(&mut self) {
+        for (p, contents) in self.made.iter().rev() {
+            match contents {
+                // Fails, and so keeps it, when something was put inside.
+                None => {
+                    let _ = std::fs::remove_dir(p);
+                }
+                Some(c) => {
+                    if std::fs::read(p).is_ok_and(|now| now == *c) {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Errors applying the Landlock domain.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
