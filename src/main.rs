@@ -43,6 +43,12 @@ enum Command {
     Deny(cli::inbox::DenyArgs),
     /// Show a session's audit log.
     Log(cli::inbox::LogArgs),
+    /// List your live sessions: agent, worktree, branch, autonomy, counts.
+    Sessions(cli::sessions::SessionsArgs),
+    /// Change a live session's autonomy level (raising to high asks you to confirm).
+    Autonomy(cli::sessions::AutonomyArgs),
+    /// End a live session: pending asks denied, the agent's processes ended, worktree kept.
+    Stop(cli::sessions::StopArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +70,9 @@ fn main() -> ExitCode {
         Command::Approve(a) => cli::inbox::approve(a),
         Command::Deny(a) => cli::inbox::deny(a),
         Command::Log(a) => cli::inbox::log(a),
+        Command::Sessions(a) => cli::sessions::sessions(a),
+        Command::Autonomy(a) => cli::sessions::autonomy(a),
+        Command::Stop(a) => cli::sessions::stop(a),
     };
     match result {
         Ok(code) => code,
