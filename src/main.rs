@@ -3,7 +3,8 @@
 //! This file is the clap CLI only: it parses flags, builds a validated configuration and calls
 //! the crates. Exit codes (documented in README.md):
 //! - 0: done (for `classify`: it classified, whatever the verdict);
-//! - 1: refused (a pre-push hook rejecting a ref, a denied action);
+//! - 1: refused (a pre-push hook rejecting a ref, a denied action, a session refusing an
+//!   answer or a control, or not running);
 //! - 2: usage error (bad flags, bad input);
 //! - 3: policy file error;
 //! - 4: the sandbox cannot be set up as required;
