@@ -54,6 +54,15 @@ pub struct StopArgs {
     pub session: Option<String>,
 }
 
+/// `println!` that does not panic when stdout is gone (`tyba stop | head -1`): the control
+/// was already carried out, and the report is best effort.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, $($t)*);
+    }};
+}
+
 /// A refusal or an unreachable session, reported with exit status 1.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -181,7 +190,7 @@ pub fn autonomy(a: AutonomyArgs) -> anyhow::Result<ExitCode> {
     )
     .map_err(client_err)?;
     let previous = r.previous.map(Autonomy::as_str).unwrap_or("?");
-    println!("session {id}: autonomy {previous} -> {level}; applies to its next action");
+    say!("session {id}: autonomy {previous} -> {level}; applies to its next action");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -208,33 +217,35 @@ pub fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
     let r = client::control(&socket, &Request::Stop).map_err(client_err)?;
     let s = r.session.unwrap_or_default();
     let n = r.denied_pending.unwrap_or(0);
-    println!(
+    say!(
         "session {}: stopped; {n} pending ask{} denied",
         clean(&s.id),
         if n == 1 { "" } else { "s" }
     );
-    println!(
+    say!(
         "  before the stop: allowed {}  asked {}  denied {}",
-        s.allowed, s.asked, s.denied
+        s.allowed,
+        s.asked,
+        s.denied
     );
     let branch = s
         .branch
         .as_deref()
         .map(|b| format!(" (branch {})", clean(b)))
         .unwrap_or_default();
-    println!("  worktree kept: {}{branch}", clean(&s.worktree));
+    say!("  worktree kept: {}{branch}", clean(&s.worktree));
     // The supervisor exits once the sandbox is gone.
     let deadline = Instant::now() + STOP_WAIT;
     while running(s.pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     if running(s.pid) {
-        println!(
+        say!(
             "  the supervisor (pid {}) is still ending the agent's processes",
             s.pid
         );
     } else {
-        println!("  the agent's processes have ended");
+        say!("  the agent's processes have ended");
     }
     Ok(ExitCode::SUCCESS)
 }
