@@ -3,7 +3,8 @@
 //! This file is the clap CLI only: it parses flags, builds a validated configuration and calls
 //! the crates. Exit codes (documented in README.md):
 //! - 0: done (for `classify`: it classified, whatever the verdict);
-//! - 1: refused (a pre-push hook rejecting a ref, a denied action);
+//! - 1: refused (a pre-push hook rejecting a ref, a denied action, a session refusing an
+//!   answer or a control, or not running);
 //! - 2: usage error (bad flags, bad input);
 //! - 3: policy file error;
 //! - 4: the sandbox cannot be set up as required;
@@ -43,6 +44,12 @@ enum Command {
     Deny(cli::inbox::DenyArgs),
     /// Show a session's audit log.
     Log(cli::inbox::LogArgs),
+    /// List your live sessions: agent, worktree, branch, autonomy, counts.
+    Sessions(cli::sessions::SessionsArgs),
+    /// Change a live session's autonomy level (raising to high asks you to confirm).
+    Autonomy(cli::sessions::AutonomyArgs),
+    /// End a live session: pending asks denied, the agent's processes ended, worktree kept.
+    Stop(cli::sessions::StopArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +74,9 @@ fn main() -> ExitCode {
         Command::Approve(a) => cli::inbox::approve(a),
         Command::Deny(a) => cli::inbox::deny(a),
         Command::Log(a) => cli::inbox::log(a),
+        Command::Sessions(a) => cli::sessions::sessions(a),
+        Command::Autonomy(a) => cli::sessions::autonomy(a),
+        Command::Stop(a) => cli::sessions::stop(a),
     };
     match result {
         Ok(code) => code,

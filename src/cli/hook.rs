@@ -4,8 +4,9 @@
 //! Contract (docs/agents.md):
 //! - `tyba hook claude-code|codex|gemini` reads one hook input (JSON) on stdin and answers in
 //!   the agent's format. The call is classified like `tyba classify` (worktree = the git
-//!   top-level of the input's `cwd`) and decided at autonomy `medium`, execution mode `auto`,
-//!   with an empty "always" memory. Green is allowed, blocked refused with the reason. Yellow
+//!   top-level of the input's `cwd`) and decided at autonomy `medium` (inside `tyba run`: the
+//!   session's live level, asked of the session each call; `low` when it cannot be read),
+//!   execution mode `auto`, with an empty "always" memory. Green is allowed, blocked refused with the reason. Yellow
 //!   and red: inside `tyba run` (with [`session::SESSION_SOCKET_ENV`] set) they are asked
 //!   through the session; outside one, Claude Code gets `ask` (its own prompt) and Codex and
 //!   Gemini CLI a refusal saying how to be asked.
@@ -222,11 +223,17 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
         }
         What::Internal => return Outcome::Allow,
     };
+    // Inside a session, its live level (`tyba autonomy` changes it); the strictest when the
+    // session does not say (its asks then fail closed too).
+    let autonomy = match socket {
+        Some(s) => session::live_autonomy(s).unwrap_or(Autonomy::Low),
+        None => Autonomy::Medium,
+    };
     let ask = match decide(
         &class,
         kind,
         &key,
-        Autonomy::Medium,
+        autonomy,
         ExecMode::Auto,
         &SessionMemory::new(),
     ) {

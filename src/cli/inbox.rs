@@ -294,8 +294,10 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
 
 /// The approver `tyba run` uses and the broker behind it, if any.
 ///
-/// `--non-interactive`: [`DenyAll`]. Otherwise a [`Broker`] answerable from `tyba
-/// inbox/approve/deny`, with the same-terminal prompt when standard input is a terminal, and
+/// `--non-interactive`: [`DenyAll`] (no socket: such a session is not listed by `tyba
+/// sessions` and cannot be re-levelled or stopped from another terminal). Otherwise a
+/// [`Broker`] answerable from `tyba inbox/approve/deny` and steered by `tyba
+/// autonomy/stop` through `control`, with the same-terminal prompt when standard input is a terminal, and
 /// a hook-only socket in the session's private temp dir named by `TYBA_SESSION_SOCKET` in the
 /// agent's environment. If the broker cannot start, every ask is denied (fail closed) and the
 /// reason is printed.
@@ -305,6 +307,7 @@ pub fn session_approver(
     policy: &tyba_policy::Policy,
     tmp_dir: &Path,
     env: &mut Vec<(OsString, OsString)>,
+    control: &Arc<tyba_supervisor::control::SessionControl>,
 ) -> (Arc<dyn Approver>, Option<Broker>) {
     env.retain(|(k, _)| k != HOOK_SOCKET_ENV);
     if non_interactive {
@@ -319,6 +322,7 @@ pub fn session_approver(
     cfg.pause_after = policy.config().pause_after;
     cfg.policy = Some(policy.clone());
     cfg.home = super::home_dir();
+    cfg.control = Arc::clone(control);
     let broker = match Broker::start(cfg) {
         Ok(b) => b,
         Err(e) => {

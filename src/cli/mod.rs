@@ -6,6 +6,7 @@ pub mod hook;
 pub mod inbox;
 pub mod policy;
 pub mod run;
+pub mod sessions;
 
 use std::path::{Path, PathBuf};
 

@@ -13,7 +13,9 @@ use anyhow::Context as _;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use tyba_policy::{Autonomy, ExecMode};
+use tyba_supervisor::control::{SessionControl, SessionInfo};
 use tyba_supervisor::session::{self, WorktreeChoice};
 use tyba_supervisor::{Enforcement, RunError, SandboxPlan, SessionConfig};
 
@@ -201,8 +203,23 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             stripped.join(", ")
         );
     }
-    let (approver, broker) =
-        super::inbox::session_approver(args.non_interactive, &session, &policy, &tmp_dir, &mut env);
+    let mut info = SessionInfo::new(
+        args.agent
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        exec_mode.as_str(),
+    );
+    info.git_dir = session.git.as_ref().map(|g| g.git_dir.clone());
+    let control = SessionControl::new(autonomy, info);
+    let (approver, broker) = super::inbox::session_approver(
+        args.non_interactive,
+        &session,
+        &policy,
+        &tmp_dir,
+        &mut env,
+        &control,
+    );
     let cfg = SessionConfig {
         session: session.clone(),
         plan,
@@ -212,7 +229,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         argv: args.agent.clone(),
         env,
         policy,
-        autonomy,
+        control: Arc::clone(&control),
         exec_mode,
         agent_hosts,
         home,
@@ -235,6 +252,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(by) = control.stopped_by() {
+        let c = control.counts();
+        eprintln!(
+            "tyba: session {} stopped by {by}: allowed {}, asked {}, denied {}",
+            session.id, c.allowed, c.asked, c.denied
+        );
+    }
     let denied: Vec<_> = outcome.events.iter().filter(|e| !e.allowed).collect();
     if !denied.is_empty() {
         eprintln!("tyba: denied in this session ({}):", denied.len());

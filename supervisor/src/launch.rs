@@ -8,6 +8,7 @@
 //! on a supervisor that is not listening, and a supervisor that fails never lets it start.
 
 use crate::approve::Approver;
+use crate::control::SessionControl;
 use crate::notify::{self, AuditEvent, Notifier};
 use crate::sandbox::{landlock_ruleset, restrict, Enforcement, SandboxPlan};
 use crate::session::Session;
@@ -25,7 +26,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use tyba_policy::{Autonomy, ExecMode, Policy};
+use tyba_policy::{ExecMode, Policy};
 
 /// Everything `tyba run` decided before launching.
 #[derive(Debug)]
@@ -46,8 +47,8 @@ pub struct SessionConfig {
     pub env: Vec<(OsString, OsString)>,
     /// The effective policy.
     pub policy: Policy,
-    /// Autonomy level for decisions.
-    pub autonomy: Autonomy,
+    /// The live autonomy level, the counts and the stop (`tyba autonomy`, `tyba stop`).
+    pub control: Arc<SessionControl>,
     /// Execution mode for decisions.
     pub exec_mode: ExecMode,
     /// `host[:port]` the agent program itself may reach (policy plus `--allow-host`).
@@ -284,10 +285,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             .map_err(io_err("starting the stage-2 link"))?;
     }
     let gate = approver.relay_gate();
+    let control = Arc::clone(&cfg.control);
+    control.register_sandbox(a_pid.as_raw(), stage2 as u32);
     let notifier = Arc::new(Notifier {
         listener,
         policy: cfg.policy,
-        autonomy: cfg.autonomy,
+        control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
         scratch: std::fs::canonicalize(&cfg.plan.tmp_dir)
@@ -328,6 +331,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
         }
     };
+    control.sandbox_ended();
     if let Some(r) = relay {
         r.finish();
     }

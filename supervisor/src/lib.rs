@@ -39,6 +39,7 @@
 pub mod approve;
 pub mod bpf;
 pub mod broker;
+pub mod control;
 mod env;
 mod launch;
 mod meta;

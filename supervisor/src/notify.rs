@@ -14,6 +14,7 @@
 //! A refusal's reason is written to the refused process's stderr, and its call fails.
 
 use crate::approve::{Answer, Approver, AskKind, AskRequest};
+use crate::control::{Counted, SessionControl};
 use crate::meta::{self, Target};
 use crate::net::{self, AgentHosts, Dest};
 use crate::procfs::{self, Mem, ProcId};
@@ -26,8 +27,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tyba_policy::{
-    decide, Action, ActionKind, AlwaysKey, Autonomy, Context, Decision, ExecMode, Policy,
-    SessionMemory, Verdict,
+    decide, Action, ActionKind, AlwaysKey, Context, Decision, ExecMode, Policy, SessionMemory,
+    Verdict,
 };
 
 /// One audited event of the session: what was decided about a notified call.
@@ -66,7 +67,8 @@ pub(crate) struct State {
 pub(crate) struct Notifier {
     pub listener: OwnedFd,
     pub policy: Policy,
-    pub autonomy: Autonomy,
+    /// The live level (changed by `tyba autonomy` between decisions) and the counts.
+    pub control: Arc<SessionControl>,
     pub mode: ExecMode,
     pub worktree: PathBuf,
     /// The session's private temp dir (the agent's `TMPDIR`).
@@ -239,6 +241,7 @@ impl Notifier {
             event.reason = event.reason.map(|r| r + &note);
         }
         let reason = event.reason.clone().unwrap_or_default();
+        self.control.count(Counted::Denied);
         if let Ok(mut s) = self.state.lock() {
             s.log.push(event);
         }
@@ -452,11 +455,12 @@ impl Notifier {
             &class,
             ActionKind::Command,
             &command,
-            self.autonomy,
+            self.control.autonomy(),
             self.mode,
             &s.memory,
         ) {
             Decision::Allow => {
+                self.control.count(Counted::Allowed);
                 s.approved.insert(pid);
                 if s.agent == AgentState::Running(pid) {
                     s.agent = AgentState::Replaced;

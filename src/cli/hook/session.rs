@@ -74,6 +74,31 @@ pub enum SessionError {
     },
 }
 
+/// The session's live autonomy level, read on its hook socket (a read-only request).
+///
+/// # Errors
+/// [`SessionError::Channel`] when the socket cannot be reached or does not say.
+pub fn live_autonomy(socket: &Path) -> Result<tyba_policy::Autonomy, SessionError> {
+    use tyba_supervisor::broker::{client, proto};
+    let channel = |source| SessionError::Channel {
+        socket: socket.to_path_buf(),
+        source,
+    };
+    let r = client::request(
+        socket,
+        &proto::Request::Autonomy,
+        Some(std::time::Duration::from_secs(10)),
+    )
+    .map_err(channel)?;
+    match (r.ok, r.autonomy) {
+        (true, Some(a)) => Ok(a),
+        _ => Err(channel(client::ClientError::Refused(
+            r.error
+                .unwrap_or_else(|| "the session did not say its level".into()),
+        ))),
+    }
+}
+
 /// Asks the session listening on `socket` and waits for the person's answer, at most a little
 /// less than [`HOOK_TIMEOUT_SECS`] (the agent would let the call through at its timeout).
 ///

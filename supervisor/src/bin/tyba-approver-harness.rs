@@ -72,7 +72,10 @@ fn real_main() -> Result<u8, Box<dyn std::error::Error>> {
         argv: agent,
         env: std::env::vars_os().collect(),
         policy,
-        autonomy: tyba_policy::Autonomy::Medium,
+        control: tyba_supervisor::control::SessionControl::new(
+            tyba_policy::Autonomy::Medium,
+            tyba_supervisor::control::SessionInfo::new(Vec::new(), "auto"),
+        ),
         exec_mode: tyba_policy::ExecMode::Auto,
         agent_hosts: Vec::new(),
         home,

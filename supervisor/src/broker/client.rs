@@ -1,4 +1,5 @@
-//! The client side of the protocol, for `tyba inbox/approve/deny` and the agent hook.
+//! The client side of the protocol, for `tyba inbox/approve/deny`, `tyba sessions/autonomy/
+//! stop` and the agent hook.
 
 use super::paths;
 use super::proto::{HookAnswer, HookAsk, Reply, Request, MAX_LINE_BYTES};
@@ -44,6 +45,29 @@ pub enum ClientError {
     /// The session refused the request.
     #[error("{0}")]
     Refused(String),
+    /// The socket directory exists but cannot be listed (inside a sandbox, Landlock refuses
+    /// it).
+    #[error("cannot list the sessions in {path}: {source}")]
+    Dir {
+        /// The socket directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A session id that is not one (`tyba run` makes 12 hex digits).
+    #[error("`{0}` is not a session id (letters and digits, as `tyba sessions` lists them)")]
+    BadSession(String),
+    /// Several sessions are live and none was named.
+    #[error("{n} live sessions ({list}): name one")]
+    Ambiguous {
+        /// How many.
+        n: usize,
+        /// Their ids, comma-separated.
+        list: String,
+    },
+    /// No session is live.
+    #[error("no live tyba session")]
+    NoneLive,
 }
 
 /// Sends one request and reads one reply, within `timeout` (`None`: wait as long as it takes).
@@ -101,8 +125,10 @@ pub struct Listed {
 /// [`ClientError::NoDir`] without a socket directory.
 pub fn list_sessions() -> Result<Vec<Listed>, ClientError> {
     let dir = paths::socket_dir().ok_or(ClientError::NoDir)?;
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return Ok(Vec::new());
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(ClientError::Dir { path: dir, source }),
     };
     let mut socks: Vec<(std::time::SystemTime, PathBuf)> = rd
         .flatten()
@@ -130,6 +156,81 @@ pub fn list_sessions() -> Result<Vec<Listed>, ClientError> {
         }
     }
     Ok(out)
+}
+
+/// The socket of the session to act on: `session` when named (checked to be an id; its
+/// socket must exist), else the only live one.
+///
+/// A named session is not looked up through the listing: its socket is connected to
+/// directly, so that an attempt from inside a sandbox reaches the notify loop's `connect`
+/// refusal (and its audit line) instead of failing quietly on the directory.
+///
+/// # Errors
+/// [`ClientError::BadSession`], [`ClientError::NoSession`], [`ClientError::NoneLive`],
+/// [`ClientError::Ambiguous`], and the listing's errors.
+pub fn resolve_session(session: Option<&str>) -> Result<PathBuf, ClientError> {
+    match session {
+        Some(s) => {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(ClientError::BadSession(s.to_string()));
+            }
+            let dir = paths::socket_dir().ok_or(ClientError::NoDir)?;
+            let path = paths::socket_path(&dir, s);
+            if std::fs::symlink_metadata(&path).is_err() {
+                return Err(ClientError::NoSession {
+                    session: s.to_string(),
+                    path,
+                });
+            }
+            Ok(path)
+        }
+        None => {
+            let live = list_sessions()?;
+            match live.as_slice() {
+                [] => Err(ClientError::NoneLive),
+                [one] => Ok(one.socket.clone()),
+                many => Err(ClientError::Ambiguous {
+                    n: many.len(),
+                    list: many
+                        .iter()
+                        .filter_map(|l| l.reply.session.as_ref().map(|s| s.id.clone()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }),
+            }
+        }
+    }
+}
+
+/// Sends a control request (`set_autonomy`, `stop`) to the session at `socket`.
+///
+/// # Errors
+/// [`ClientError::NoSession`] when nobody listens there any more (the socket is removed);
+/// I/O; [`ClientError::Refused`] with the session's reason.
+pub fn control(socket: &Path, req: &Request) -> Result<Reply, ClientError> {
+    let r = match request(socket, req, Some(Duration::from_secs(30))) {
+        Err(ClientError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+        {
+            let _ = std::fs::remove_file(socket);
+            let session = socket
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            return Err(ClientError::NoSession {
+                session,
+                path: socket.to_path_buf(),
+            });
+        }
+        other => other?,
+    };
+    if r.ok {
+        Ok(r)
+    } else {
+        Err(ClientError::Refused(
+            r.error.unwrap_or_else(|| "refused".into()),
+        ))
+    }
 }
 
 /// Answers ask `id` in its session.

@@ -35,6 +35,7 @@ pub mod proto;
 mod server;
 
 use crate::approve::{Answer, Approver, ApproverError, AskKind, AskRequest};
+use crate::control::{ControlError, Counted, SessionControl, SessionInfo};
 use crate::notify::AuditEvent;
 use audit::{AuditLine, AuditLog};
 use proto::{HookAnswer, HookAsk, PendingView, SessionView, WireAnswer};
@@ -91,6 +92,24 @@ pub enum AnswerError {
     Closed,
 }
 
+/// Why a live control (`tyba autonomy`, `tyba stop`, the prompt's level key) was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlRefused {
+    /// Raising to `high` without the person's confirmation.
+    #[error("raising autonomy from {from} to high needs the person's confirmation on the terminal that asks for it (high is for trusted workspaces only)")]
+    NotConfirmed {
+        /// The level now.
+        from: tyba_policy::Autonomy,
+    },
+    /// The session has ended.
+    #[error("the session has ended")]
+    Closed,
+    /// The stop could not be carried out.
+    #[error(transparent)]
+    Stop(#[from] ControlError),
+}
+
 /// How a broker is set up.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -116,10 +135,13 @@ pub struct BrokerConfig {
     pub policy: Option<tyba_policy::Policy>,
     /// `~` for that classification.
     pub home: Option<PathBuf>,
+    /// The session's live controls, shared with the notify loop.
+    pub control: Arc<SessionControl>,
 }
 
 impl BrokerConfig {
-    /// Socket and audit log on, no hook socket, the default thresholds (3, 8), notices on.
+    /// Socket and audit log on, no hook socket, the default thresholds (3, 8), notices on,
+    /// controls of an unnamed agent at `medium`.
     pub fn new(session: &str, worktree: PathBuf) -> BrokerConfig {
         BrokerConfig {
             session: session.to_string(),
@@ -132,6 +154,10 @@ impl BrokerConfig {
             notices: true,
             policy: None,
             home: None,
+            control: SessionControl::new(
+                tyba_policy::Autonomy::Medium,
+                SessionInfo::new(Vec::new(), "auto"),
+            ),
         }
     }
 }
@@ -410,12 +436,119 @@ impl Broker {
         }
     }
 
+    /// The session's live controls.
+    pub fn control(&self) -> &Arc<SessionControl> {
+        &self.inner.cfg.control
+    }
+
     /// The session as listed.
     pub fn session_view(&self) -> SessionView {
+        let c = &self.inner.cfg.control;
+        let info = c.info();
+        let counts = c.counts();
         SessionView {
             id: self.inner.cfg.session.clone(),
             worktree: self.inner.cfg.worktree.display().to_string(),
             pid: self.inner.pid,
+            agent: info.agent.clone(),
+            branch: info.branch(),
+            autonomy: Some(c.autonomy()),
+            exec_mode: info.exec_mode.clone(),
+            pending: self.lock().map(|s| s.pending.len()).unwrap_or(0),
+            allowed: counts.allowed,
+            asked: counts.asked,
+            denied: counts.denied,
+            started_at: audit::rfc3339(info.started_at),
+            stopped_by: c.stopped_by(),
+        }
+    }
+
+    /// Changes the session's autonomy level for the next decisions, on behalf of `by`, and
+    /// writes it to the audit log. Returns the previous level. Showing it on the session's
+    /// terminal is the caller's part ([`Broker::notice`]): the prompt calls this while it
+    /// draws.
+    ///
+    /// # Errors
+    /// [`ControlRefused::NotConfirmed`] when raising to `high` without `confirmed_high`;
+    /// [`ControlRefused::Closed`] after the end.
+    pub fn set_autonomy(
+        &self,
+        level: tyba_policy::Autonomy,
+        confirmed_high: bool,
+        by: &str,
+    ) -> Result<tyba_policy::Autonomy, ControlRefused> {
+        if self.is_closed() {
+            return Err(ControlRefused::Closed);
+        }
+        let c = &self.inner.cfg.control;
+        let now = c.autonomy();
+        if level == tyba_policy::Autonomy::High && now < level && !confirmed_high {
+            self.log_control(
+                &format!("autonomy {now} -> {level}"),
+                "refuse",
+                by,
+                Some(ControlRefused::NotConfirmed { from: now }.to_string()),
+            );
+            return Err(ControlRefused::NotConfirmed { from: now });
+        }
+        let previous = c.set_autonomy(level);
+        self.log_control(
+            &format!("autonomy {previous} -> {level}"),
+            "autonomy",
+            by,
+            None,
+        );
+        Ok(previous)
+    }
+
+    /// Ends the session on behalf of `by`: logs it, denies every pending ask (logged so),
+    /// closes the sockets, and ends the agent's processes ([`SessionControl::stop`]); the
+    /// worktree is left as it is. Returns how many pending asks were denied.
+    ///
+    /// # Errors
+    /// [`ControlRefused::Closed`] when the session has already ended or is stopping.
+    pub fn stop(&self, by: &str) -> Result<usize, ControlRefused> {
+        if self.is_closed() {
+            return Err(ControlRefused::Closed);
+        }
+        self.log_control("stop", "stop", by, None);
+        let mut pending = 0;
+        self.inner.cfg.control.stop(by, || {
+            pending = self.lock().map(|s| s.pending.len()).unwrap_or(0);
+            self.close(&format!("the session was stopped by the person ({by})"));
+        })?;
+        Ok(pending)
+    }
+
+    /// Writes an attempt on the session's controls that was refused (from the hook socket, or
+    /// a peer turned away) to the audit log and counts it as denied.
+    pub fn refuse_control(&self, what: &str, by: &str, reason: &str) {
+        self.inner.cfg.control.count(Counted::Denied);
+        self.log_control(what, "refuse", by, Some(reason.to_string()));
+    }
+
+    fn log_control(&self, action: &str, decision: &str, by: &str, reason: Option<String>) {
+        let Some(log) = &self.inner.audit else { return };
+        log.write(&AuditLine {
+            time: audit::rfc3339(SystemTime::now()),
+            session: self.inner.cfg.session.clone(),
+            kind: "control".into(),
+            action: action.to_string(),
+            decision: decision.into(),
+            reason,
+            answered_by: Some(by.to_string()),
+            ..AuditLine::default()
+        });
+    }
+
+    /// Shows `text` on the session's own terminal: in the same-terminal prompt when there is
+    /// one, else on `tyba run`'s standard error (when notices are on).
+    pub fn notice(&self, text: &str) {
+        let p = self.inner.prompt.lock().ok().and_then(|g| g.clone());
+        match p {
+            Some(p) => p.notice(text),
+            None if self.inner.cfg.notices => eprintln!("tyba: {text}"),
+            None => {}
         }
     }
 
@@ -454,6 +587,9 @@ impl Broker {
         }
         let id = s.next;
         s.next += 1;
+        if !matches!(subject, Subject::Pause { .. }) {
+            self.inner.cfg.control.count(Counted::Asked);
+        }
         let e = Entry {
             subject,
             pid,
@@ -683,6 +819,7 @@ impl Broker {
         let ours = if shell { self.classify(&ask) } else { None };
         if let Some((verdict, reasons)) = &ours {
             if *verdict == tyba_policy::Verdict::Blocked {
+                self.inner.cfg.control.count(Counted::Denied);
                 return deny_answer(&format!("refused by tyba: {}", reasons.join("; ")));
             }
             let claimed = ask.verdict.parse().unwrap_or(tyba_policy::Verdict::Red);
@@ -712,10 +849,12 @@ impl Broker {
                 .filter(|e| matches!(e.subject, Subject::Hook { .. }))
                 .count();
             if hooks >= MAX_HOOK_PENDING {
+                self.inner.cfg.control.count(Counted::Denied);
                 return deny_answer("refused by tyba: too many hook asks are waiting");
             }
         }
         let Some((id, v)) = self.submit(Subject::Hook { ask, always_ok }, pid) else {
+            self.inner.cfg.control.count(Counted::Denied);
             return deny_answer("refused by tyba: the session has ended");
         };
         self.announce(&v);
@@ -743,10 +882,14 @@ impl Broker {
                     reason: None,
                 }
             }
-            Answer::Deny { reason } => HookAnswer {
-                answer: WireAnswer::Deny,
-                reason,
-            },
+            Answer::Deny { reason } => {
+                // The sandbox never sees what a hook's deny stopped: counted here.
+                self.inner.cfg.control.count(Counted::Denied);
+                HookAnswer {
+                    answer: WireAnswer::Deny,
+                    reason,
+                }
+            }
         }
     }
 

@@ -10,6 +10,10 @@
 //! | `r` | deny with a reason (typed, Enter sends, Esc goes back) |
 //! | `?` | details: the process, its argv and directory, every reason |
 //! | `l` | later: give the screen back; the ask stays in `tyba inbox` |
+//! | `s` | switch the session's autonomy level: then `l` low, `m` medium, `h` high (then `y` to confirm), Esc back |
+//!
+//! A level switched here applies to the next action; the ask on screen stays asked. It is
+//! written to the audit log as answered by `terminal`.
 //!
 //! Then it leaves the alternate screen, which gives the agent's screen back intact, and
 //! releases the held output.
@@ -29,6 +33,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
+use tyba_policy::Autonomy;
 
 const WORDS: &[&str] = &[
     "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
@@ -58,6 +63,10 @@ pub fn secret_word() -> String {
 enum Mode {
     Keys,
     Reason(String),
+    /// Choosing an autonomy level.
+    Level,
+    /// Confirming the raise to `high`.
+    ConfirmHigh,
 }
 
 #[derive(Debug)]
@@ -125,6 +134,35 @@ impl Prompt {
     /// Re-reads the pending asks soon (a new one arrived).
     pub fn wake(&self) {
         self.refresh();
+    }
+
+    /// Shows a line from tyba (a change of level, a stop, a refused control attempt): in the
+    /// prompt when it is up, else as a marked line between the agent's output.
+    pub fn notice(&self, text: &str) {
+        let clean: String = text
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        let more = self.broker.pending().len().saturating_sub(1);
+        let Some(mut st) = self.lock() else { return };
+        if st.showing.is_some() {
+            st.message = Some(clean);
+            self.draw(&st, more);
+        } else {
+            self.write(&format!("\r\n\x1b[7m tyba \x1b[0m {clean}\r\n"));
+        }
+    }
+
+    fn set_level(&self, st: &mut PState, level: Autonomy, confirmed: bool) {
+        st.mode = Mode::Keys;
+        st.message = Some(
+            match self.broker.set_autonomy(level, confirmed, "terminal") {
+                Ok(previous) => format!(
+                "autonomy {previous} -> {level}: applies to the next action (this ask stays asked)"
+            ),
+                Err(e) => e.to_string(),
+            },
+        );
     }
 
     fn lock(&self) -> Option<MutexGuard<'_, PState>> {
@@ -215,6 +253,10 @@ impl Prompt {
         l.push(format!(
             "  [o] once   {always}   [d] deny   [r] deny with a reason   [?] details   [l] later"
         ));
+        l.push(format!(
+            "  [s] switch autonomy (now {})",
+            self.broker.control().autonomy()
+        ));
         self.draw_lines(st, p, &l, more)
     }
 
@@ -228,12 +270,27 @@ impl Prompt {
         if more > 0 {
             l.push(format!("  ({more} more waiting; `tyba inbox` lists them)"));
         }
-        if let Mode::Reason(text) = &st.mode {
-            l.push(String::new());
-            l.push(format!(
-                "  reason (Enter sends, Esc goes back): {}",
-                clean(text)
-            ));
+        match &st.mode {
+            Mode::Reason(text) => {
+                l.push(String::new());
+                l.push(format!(
+                    "  reason (Enter sends, Esc goes back): {}",
+                    clean(text)
+                ));
+            }
+            Mode::Level => {
+                l.push(String::new());
+                l.push(
+                    "  autonomy: [l] low   [m] medium   [h] high (trusted workspaces only)   [Esc] back"
+                        .to_string(),
+                );
+            }
+            Mode::ConfirmHigh => {
+                l.push(String::new());
+                l.push("  raise to high? yellow commands (builds, scripts, installs) will run without asking; red still asks.".to_string());
+                l.push("  [y] yes, this workspace is trusted   any other key: no".to_string());
+            }
+            Mode::Keys => {}
         }
         if let Some(m) = &st.message {
             l.push(String::new());
@@ -276,20 +333,43 @@ impl Prompt {
                 }
                 _ => {}
             },
-            Mode::Keys => match b {
-                b'o' | b'O' => self.answer(st, &p.id, WireAnswer::Once, None),
-                b'a' | b'A' => self.answer(st, &p.id, WireAnswer::Always, None),
-                b'd' | b'D' => self.answer(st, &p.id, WireAnswer::Deny, None),
-                b'r' | b'R' => st.mode = Mode::Reason(String::new()),
-                b'?' => st.details = !st.details,
-                b'l' | b'L' => {
-                    st.later.insert(p.id.clone());
+            Mode::Level => match b {
+                b'l' | b'L' => self.set_level(st, Autonomy::Low, false),
+                b'm' | b'M' => self.set_level(st, Autonomy::Medium, false),
+                b'h' | b'H' if self.broker.control().autonomy() == Autonomy::High => {
+                    self.set_level(st, Autonomy::High, false)
                 }
+                b'h' | b'H' => st.mode = Mode::ConfirmHigh,
+                0x1b => st.mode = Mode::Keys,
+                _ => st.message = Some("autonomy: l low, m medium, h high, Esc back".into()),
+            },
+            Mode::ConfirmHigh => match b {
+                b'y' | b'Y' => self.set_level(st, Autonomy::High, true),
                 _ => {
-                    st.message =
-                        Some("keys: o once, a always, d deny, r reason, ? details, l later".into())
+                    st.mode = Mode::Keys;
+                    st.message = Some(format!(
+                        "autonomy stays {}",
+                        self.broker.control().autonomy()
+                    ));
                 }
             },
+            Mode::Keys => {
+                match b {
+                    b'o' | b'O' => self.answer(st, &p.id, WireAnswer::Once, None),
+                    b'a' | b'A' => self.answer(st, &p.id, WireAnswer::Always, None),
+                    b'd' | b'D' => self.answer(st, &p.id, WireAnswer::Deny, None),
+                    b'r' | b'R' => st.mode = Mode::Reason(String::new()),
+                    b'?' => st.details = !st.details,
+                    b'l' | b'L' => {
+                        st.later.insert(p.id.clone());
+                    }
+                    b's' | b'S' => st.mode = Mode::Level,
+                    _ => st.message = Some(
+                        "keys: o once, a always, d deny, r reason, ? details, l later, s autonomy"
+                            .into(),
+                    ),
+                }
+            }
         }
     }
 

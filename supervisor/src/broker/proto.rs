@@ -9,14 +9,26 @@
 //! ← {"ok":true}
 //! → {"op":"answer","id":"0a1b2c3d4e5f-4","answer":"always"}
 //! ← {"ok":false,"error":"`always` is refused: …"}
+//! → {"op":"set_autonomy","level":"high","confirm_high":true}
+//! ← {"ok":true,"session":{…,"autonomy":"high",…},"previous":"medium"}
+//! → {"op":"stop"}
+//! ← {"ok":true,"session":{…},"denied_pending":1}
 //! ```
+//!
+//! `set_autonomy` to `high` from a lower level is refused unless `confirm_high` is true: the
+//! client sets it only after the person confirmed on the terminal that issued it (or passed
+//! `--yes`). `stop` denies the pending asks and ends the agent's processes; the reply comes
+//! once the asks are denied, before the processes are gone.
 //!
 //! The hook socket (in the session's private temp dir, named by `TYBA_SESSION_SOCKET` in the
 //! agent's environment; see [`crate::broker::Broker::ask_hook`]) takes only
-//! `{"op":"ask",…}` and answers `{"ok":true,"answer":{"answer":"once"}}` once the person has
-//! answered; every other operation is refused there.
+//! `{"op":"ask",…}`, which it answers `{"ok":true,"answer":{"answer":"once"}}` once the person
+//! has answered, and `{"op":"autonomy"}` (the live level, read only:
+//! `{"ok":true,"autonomy":"medium"}`, so that hooks decide at the session's level). Every
+//! other operation is refused there, and the refusal is written to the audit log.
 
 use serde::{Deserialize, Serialize};
+use tyba_policy::Autonomy;
 
 /// The largest request line accepted, in bytes.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
@@ -39,6 +51,19 @@ pub enum Request {
     },
     /// An ask from the agent's hook (hook channel only).
     Ask(HookAsk),
+    /// The live autonomy level (both sockets; read only).
+    Autonomy,
+    /// Changes the autonomy level for the next decisions (the person's socket only).
+    SetAutonomy {
+        /// The new level.
+        level: Autonomy,
+        /// The person confirmed raising to `high` (required to raise to it).
+        #[serde(default)]
+        confirm_high: bool,
+    },
+    /// Ends the session: pending asks denied, the agent's processes ended, the worktree kept
+    /// (the person's socket only).
+    Stop,
 }
 
 /// The three answers (DESIGN.md §1).
@@ -80,8 +105,11 @@ pub struct HookAsk {
     pub worktree: String,
 }
 
-/// A session as listed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A session as listed (`tyba inbox --json`'s `session`, `tyba sessions --json`'s items).
+///
+/// Fields after `pid` were added with the live session controls; a reply without them
+/// (an older supervisor) reads as empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionView {
     /// The session id.
     pub id: String,
@@ -89,6 +117,36 @@ pub struct SessionView {
     pub worktree: String,
     /// The supervisor's pid.
     pub pid: u32,
+    /// The agent's argv as the person gave it.
+    #[serde(default)]
+    pub agent: Vec<String>,
+    /// The branch checked out in the worktree now (absent when detached or not git).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The live autonomy level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomy: Option<Autonomy>,
+    /// The execution mode: `safe`, `auto` or `dangerous_bypass`.
+    #[serde(default)]
+    pub exec_mode: String,
+    /// How many asks are pending.
+    #[serde(default)]
+    pub pending: usize,
+    /// Commands let through without asking.
+    #[serde(default)]
+    pub allowed: u64,
+    /// Asks put to the person.
+    #[serde(default)]
+    pub asked: u64,
+    /// Refusals (by the policy or by the person).
+    #[serde(default)]
+    pub denied: u64,
+    /// When the session started, RFC 3339 UTC.
+    #[serde(default)]
+    pub started_at: String,
+    /// Who stopped it, once someone has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 /// One pending ask as listed.
@@ -143,6 +201,15 @@ pub struct Reply {
     /// For `ask`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<HookAnswer>,
+    /// For `autonomy`: the live level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomy: Option<Autonomy>,
+    /// For `set_autonomy`: the level before the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Autonomy>,
+    /// For `stop`: how many pending asks were denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied_pending: Option<usize>,
 }
 
 impl Reply {

@@ -3,7 +3,12 @@
 //! Every connection is checked with `SO_PEERCRED`: the peer must run as the same user; on
 //! the person's socket it must also be in the supervisor's own PID namespace, so a process
 //! of the sandbox (its own PID namespace) is turned away even if it ever reached the path.
-//! The hook socket takes only `ask`.
+//! The hook socket takes only `ask` and the read-only `autonomy`.
+//!
+//! Every refusal of these checks, and every operation the hook socket refuses (an answer, a
+//! listing, a change of level, a stop: what a process of the sandbox would try), is written
+//! to the session's audit log as a `control` line with decision `refuse`, and shown on the
+//! session's terminal.
 
 use super::proto::{Reply, Request, MAX_LINE_BYTES};
 use super::Broker;
@@ -86,13 +91,30 @@ fn same_pid_namespace(pid: i32) -> bool {
     matches!((theirs, ours), (Ok(a), Ok(b)) if a == b)
 }
 
-fn who(pid: i32) -> String {
+/// `pid N on /dev/pts/M` (the terminal of its standard streams), or `pid N`.
+fn peer(pid: i32) -> String {
     let tty = (0..3)
         .filter_map(|fd| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok())
         .find(|p| p.starts_with("/dev/pts") || p.starts_with("/dev/tty"));
     match tty {
-        Some(t) => format!("inbox (pid {pid} on {})", t.display()),
-        None => format!("inbox (pid {pid})"),
+        Some(t) => format!("pid {pid} on {}", t.display()),
+        None => format!("pid {pid}"),
+    }
+}
+
+fn who(pid: i32) -> String {
+    format!("inbox ({})", peer(pid))
+}
+
+/// What a request asks for, for the log.
+fn op_name(req: &Request) -> String {
+    match req {
+        Request::List => "list".into(),
+        Request::Answer { id, answer, .. } => format!("answer {id} {answer:?}").to_lowercase(),
+        Request::Ask(a) => format!("ask {}", a.action),
+        Request::Autonomy => "autonomy".into(),
+        Request::SetAutonomy { level, .. } => format!("set autonomy {level}"),
+        Request::Stop => "stop".into(),
     }
 }
 
@@ -112,10 +134,17 @@ fn handle(b: &Broker, conn: UnixStream, role: Role) {
     };
     let me = nix::unistd::geteuid().as_raw();
     if cred.uid() != me || (role == Role::Person && !same_pid_namespace(cred.pid())) {
-        let _ = send(
-            &mut w,
-            &Reply::error("refused: not this session's user outside the sandbox"),
+        let reason = "refused: not this session's user outside the sandbox";
+        let by = format!(
+            "uid {} pid {} (as the supervisor sees it)",
+            cred.uid(),
+            cred.pid()
         );
+        b.refuse_control("connection to the person's socket", &by, reason);
+        b.notice(&format!(
+            "refused a connection to this session's socket from {by}"
+        ));
+        let _ = send(&mut w, &Reply::error(reason));
         return;
     }
     let Ok(r) = w.try_clone() else { return };
@@ -166,6 +195,59 @@ fn dispatch(b: &Broker, req: Request, role: Role, pid: i32) -> Reply {
         (Role::Person, Request::Ask(_)) => {
             Reply::error("asks come from the session's agent hook, not from this socket")
         }
-        (Role::Hook, _) => Reply::error("the hook socket only takes asks"),
+        (_, Request::Autonomy) => Reply {
+            ok: true,
+            autonomy: Some(b.control().autonomy()),
+            ..Reply::default()
+        },
+        (
+            Role::Person,
+            Request::SetAutonomy {
+                level,
+                confirm_high,
+            },
+        ) => {
+            let by = format!("tyba autonomy ({})", peer(pid));
+            match b.set_autonomy(level, confirm_high, &by) {
+                Ok(previous) => {
+                    b.notice(&format!("autonomy {previous} -> {level} (by {by})"));
+                    Reply {
+                        ok: true,
+                        session: Some(b.session_view()),
+                        previous: Some(previous),
+                        ..Reply::default()
+                    }
+                }
+                Err(e) => Reply::error(e.to_string()),
+            }
+        }
+        (Role::Person, Request::Stop) => {
+            let by = format!("tyba stop ({})", peer(pid));
+            match b.stop(&by) {
+                Ok(n) => {
+                    b.notice(&format!(
+                        "the session is being stopped by {by}: {n} pending ask(s) denied, the agent's processes end, the worktree is kept"
+                    ));
+                    Reply {
+                        ok: true,
+                        session: Some(b.session_view()),
+                        denied_pending: Some(n),
+                        ..Reply::default()
+                    }
+                }
+                Err(e) => Reply::error(e.to_string()),
+            }
+        }
+        (Role::Hook, req) => {
+            let what = op_name(&req);
+            let reason = "the hook socket only takes asks: the session's controls are not reachable from the sandbox";
+            let by = format!(
+                "a process of the sandbox ({}) on the hook socket",
+                peer(pid)
+            );
+            b.refuse_control(&what, &by, reason);
+            b.notice(&format!("refused `{what}` from {by}"));
+            Reply::error(format!("refused: {reason}"))
+        }
     }
 }

@@ -368,3 +368,121 @@ fn a_hook_once_answers_the_same_kernel_command_once() {
         .unwrap();
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
 }
+
+#[test]
+fn raising_to_high_needs_the_persons_confirmation_and_lowering_does_not() {
+    use tyba_policy::Autonomy;
+    let b = broker();
+    assert!(matches!(
+        b.set_autonomy(Autonomy::High, false, "t"),
+        Err(ControlRefused::NotConfirmed {
+            from: Autonomy::Medium
+        })
+    ));
+    assert_eq!(b.control().autonomy(), Autonomy::Medium, "unchanged");
+    assert_eq!(
+        b.set_autonomy(Autonomy::High, true, "t").unwrap(),
+        Autonomy::Medium
+    );
+    // Already high: nothing is raised, nothing to confirm.
+    assert_eq!(
+        b.set_autonomy(Autonomy::High, false, "t").unwrap(),
+        Autonomy::High
+    );
+    assert_eq!(
+        b.set_autonomy(Autonomy::Low, false, "t").unwrap(),
+        Autonomy::High
+    );
+    assert_eq!(b.control().autonomy(), Autonomy::Low);
+    b.close("over");
+    assert!(matches!(
+        b.set_autonomy(Autonomy::Medium, false, "t"),
+        Err(ControlRefused::Closed)
+    ));
+}
+
+#[test]
+fn stop_denies_what_is_pending_and_everything_after() {
+    let b = broker();
+    let t = ask_on_thread(&b, req("touch a", Verdict::Yellow));
+    wait_pending(&b, 1);
+    assert_eq!(b.stop("tyba stop (pid 1)").unwrap(), 1);
+    match t.join().unwrap() {
+        Answer::Deny { reason: Some(r) } => {
+            assert!(r.contains("stopped by the person"), "{r}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        b.control().stopped_by().as_deref(),
+        Some("tyba stop (pid 1)")
+    );
+    assert!(matches!(b.stop("again"), Err(ControlRefused::Closed)));
+    let later = b.ask(&req("touch b", Verdict::Yellow)).unwrap();
+    assert!(matches!(later, Answer::Deny { .. }), "{later:?}");
+    assert_eq!(
+        b.session_view().stopped_by.as_deref(),
+        Some("tyba stop (pid 1)")
+    );
+}
+
+#[test]
+fn asks_and_hook_denials_are_counted() {
+    let b = broker();
+    let t = ask_on_thread(&b, req("touch a", Verdict::Yellow));
+    let id = wait_pending(&b, 1)[0].id.clone();
+    b.answer(&id, WireAnswer::Once, None, "t").unwrap();
+    t.join().unwrap();
+    let hb = b.clone();
+    let h = std::thread::spawn(move || {
+        hb.ask_hook(
+            HookAsk {
+                agent: "codex".into(),
+                tool: "apply_patch".into(),
+                action: "apply_patch x".into(),
+                verdict: "yellow".into(),
+                reasons: Vec::new(),
+                rememberable: true,
+                cwd: String::new(),
+                worktree: String::new(),
+            },
+            std::process::id(),
+        )
+    });
+    let id = wait_pending(&b, 1)[0].id.clone();
+    b.answer(&id, WireAnswer::Deny, None, "t").unwrap();
+    assert_eq!(h.join().unwrap().answer, WireAnswer::Deny);
+    let v = b.session_view();
+    assert_eq!((v.asked, v.denied, v.allowed), (2, 1, 0), "{v:?}");
+    b.close("over");
+}
+
+#[test]
+fn the_prompt_switches_the_level_and_confirms_before_high() {
+    use crate::approve::RelayGate;
+    use tyba_policy::Autonomy;
+    let b = broker();
+    let screen = Screen::default();
+    let p = prompt::Prompt::start(&b, "w".into(), Box::new(screen.clone()));
+    let t = ask_on_thread(&b, req("touch a", Verdict::Yellow));
+    screen.wait_for("[s] switch autonomy (now medium)");
+    assert!(p.input(b"s"));
+    screen.wait_for("[l] low");
+    assert!(p.input(b"l"));
+    screen.wait_for("autonomy medium -> low");
+    assert_eq!(b.control().autonomy(), Autonomy::Low);
+    // High asks first; anything but `y` keeps the level.
+    assert!(p.input(b"sh"));
+    screen.wait_for("raise to high?");
+    assert!(p.input(b"n"));
+    screen.wait_for("autonomy stays low");
+    assert_eq!(b.control().autonomy(), Autonomy::Low);
+    assert!(p.input(b"shy"));
+    screen.wait_for("autonomy low -> high");
+    assert_eq!(b.control().autonomy(), Autonomy::High);
+    // The ask on screen stays asked: the change is for the next action.
+    assert_eq!(b.pending().len(), 1);
+    assert!(p.input(b"d"));
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    b.close("over");
+}

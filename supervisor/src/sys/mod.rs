@@ -218,6 +218,26 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// Sends `sig` to the process behind `pidfd` (`pidfd_send_signal(2)`): unlike `kill(2)` it
+/// cannot reach another process that reused the pid.
+///
+/// # Errors
+/// ESRCH when the process has exited; EPERM; EINVAL for a bad signal.
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    // SAFETY: integer arguments and a null `siginfo` pointer, which the kernel reads as "the
+    // default siginfo of kill(2)".
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    })
+    .map(|_| ())
+}
+
 /// A duplicate, in this process, of fd number `target_fd` of the process behind `pidfd`
 /// (`pidfd_getfd(2)`; needs ptrace-attach rights over it, which the supervisor has as the owner
 /// of the sandbox's user namespace).
