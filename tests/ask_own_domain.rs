@@ -121,14 +121,26 @@ fn approved_command_the_agent_execs_itself_gives_the_session_its_status() {
             continue;
         };
         let o = outside(&fx);
-        // bash runs a lone command by exec: the agent's process itself becomes the proxy.
-        let script = format!("exec sh -c 'cat {}/secret; exit 5'", o.display());
+        // After its first command (which ends the launch chain), the agent's own process
+        // execs the approved command: the agent's process itself becomes the proxy, and the
+        // command's children (`cat`) share its domain without being asked.
+        let script = format!(
+            "ls > /dev/null; exec sh -c 'cat {}/secret; exit 5'",
+            o.display()
+        );
         let s = fx.start(&[], &script);
-        let (id, _) = fx.next_ask();
+        let (id, action) = fx.next_ask();
+        assert!(action.contains("exit 5"), "{who:?}: {action}");
         let (code, _, err) = fx.cli(&["approve", &id]);
         assert_eq!(code, 0, "{who:?}: {err}");
         let (code, out, err) = s.finish();
         assert_eq!(code, 5, "{who:?}: {out} / {err}");
         assert!(out.contains("topsecret"), "{who:?}: {out} / {err}");
+        let asked = fx
+            .log_lines()
+            .iter()
+            .filter(|l| l["answer"].is_string())
+            .count();
+        assert_eq!(asked, 1, "{who:?}: only the approved command was asked");
     }
 }
