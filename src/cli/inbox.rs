@@ -210,7 +210,7 @@ pub fn approve(a: ApproveArgs) -> anyhow::Result<ExitCode> {
         WireAnswer::Once
     };
     client::answer(&a.id, w, None).map_err(client_err)?;
-    println!(
+    say!(
         "{}: allowed {}",
         a.id,
         if a.always {
@@ -225,7 +225,7 @@ pub fn approve(a: ApproveArgs) -> anyhow::Result<ExitCode> {
 /// Runs `tyba deny`.
 pub fn deny(a: DenyArgs) -> anyhow::Result<ExitCode> {
     client::answer(&a.id, WireAnswer::Deny, a.reason.clone()).map_err(client_err)?;
-    println!("{}: denied", a.id);
+    say!("{}: denied", a.id);
     Ok(ExitCode::SUCCESS)
 }
 

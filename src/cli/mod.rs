@@ -1,5 +1,15 @@
 //! One module per subcommand; shared helpers for loading the policy and mapping errors.
 
+/// `println!` that does not panic when stdout is gone (`tyba approve ID | head -0`): the
+/// answer or control was already carried out, and the report is best effort.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, $($t)*);
+    }};
+}
+
 pub mod classify;
 pub mod git_guard;
 pub mod hook;

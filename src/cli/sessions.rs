@@ -54,15 +54,6 @@ pub struct StopArgs {
     pub session: Option<String>,
 }
 
-/// `println!` that does not panic when stdout is gone (`tyba stop | head -1`): the control
-/// was already carried out, and the report is best effort.
-macro_rules! say {
-    ($($t:tt)*) => {{
-        let mut o = std::io::stdout().lock();
-        let _ = writeln!(o, $($t)*);
-    }};
-}
-
 /// A refusal or an unreachable session, reported with exit status 1.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
