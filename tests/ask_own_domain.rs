@@ -144,3 +144,58 @@ fn approved_command_the_agent_execs_itself_gives_the_session_its_status() {
         assert_eq!(asked, 1, "{who:?}: only the approved command was asked");
     }
 }
+
+#[test]
+fn approved_command_runs_the_programs_its_line_names_not_ones_the_agent_planted() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain-env") else {
+            continue;
+        };
+        let o = outside(&fx);
+        let o = o.display();
+        // The agent plants a start-up file for bash and a `cat` of its own on PATH, then
+        // asks for lines that only read outside: the runner must run the system's `ls` and
+        // `cat` with neither, and may not write where the line only reads.
+        let script = format!(
+            r#"printf 'echo planted > {o}/by-bash-env; echo ran > {wt}/ran-bash-env\n' > .env.sh
+mkdir -p bin; printf '#!/bin/sh\necho planted > {o}/by-path; echo ran > {wt}/ran-path\n' > bin/cat
+BASH_ENV=$PWD/.env.sh bash -c "ls {o} > /dev/null"; echo ls=$?
+PATH=$PWD/bin:$PATH bash -c "cat {o}/secret"; echo cat=$?"#,
+            wt = fx.wt.display()
+        );
+        let s = fx.start(&["--autonomy", "high"], &script);
+        for expect in ["ls ", "cat "] {
+            let (id, action) = fx.next_ask();
+            assert!(action.contains(expect), "{who:?}: {action}");
+            let p = fx.pending(1);
+            let reasons = p[0]["reasons"].to_string();
+            assert!(
+                reasons.contains("sandbox domain of its own that adds: read "),
+                "{who:?}: the ask names the grant: {reasons}"
+            );
+            let (code, _, err) = fx.cli(&["approve", &id]);
+            assert_eq!(code, 0, "{who:?}: {err}");
+        }
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(out.contains("ls=0"), "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("topsecret") && out.contains("cat=0"),
+            "{who:?}: the system's cat ran: {out} / {err}"
+        );
+        let outside_dir = fx.wt.parent().unwrap().join("O");
+        for planted in ["by-bash-env", "by-path"] {
+            assert!(
+                !outside_dir.join(planted).exists(),
+                "{who:?}: {planted} wrote with the approved command's grants: {out} / {err}"
+            );
+        }
+        // The planted code did not run at all (it would have marked the worktree).
+        for ran in ["ran-bash-env", "ran-path"] {
+            assert!(
+                !fx.wt.join(ran).exists(),
+                "{who:?}: {ran}: planted code ran in the approved command: {out} / {err}"
+            );
+        }
+    }
+}

@@ -99,7 +99,8 @@ pub struct Shape {
 /// `verdict` is the maximum of the findings' verdicts, and at least `Green`; `findings` holds
 /// every rule that fired, in the order they were found (no duplicates of the same rule and
 /// reason); `paths` the absolute paths the action names (lexically resolved, deduplicated, in
-/// order of appearance); `hosts` the network destinations it names (host or `host:port`).
+/// order of appearance); `writes` those of them a command writes or creates (a subset of
+/// `paths`); `hosts` the network destinations it names (host or `host:port`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Classification {
     /// Worst colour of all parts.
@@ -108,6 +109,10 @@ pub struct Classification {
     pub findings: Vec<Finding>,
     /// Absolute paths the action names.
     pub paths: Vec<PathBuf>,
+    /// Those of `paths` that a command of the action writes or creates (`> f`, `cp a f`,
+    /// `tee f`); paths it deletes, renames, links or changes the metadata of, and the operands
+    /// of programs nobody listed, are in `paths` only.
+    pub writes: Vec<PathBuf>,
     /// Network destinations the action names.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
@@ -121,6 +126,7 @@ impl Classification {
             verdict: Verdict::Green,
             findings: Vec::new(),
             paths: Vec::new(),
+            writes: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
         }
@@ -168,6 +174,11 @@ impl Classification {
         for p in other.paths {
             if !self.paths.contains(&p) {
                 self.paths.push(p);
+            }
+        }
+        for p in other.writes {
+            if !self.writes.contains(&p) {
+                self.writes.push(p);
             }
         }
         for h in other.hosts {

@@ -190,6 +190,7 @@ fn report(c: &Classification) -> serde_json::Value {
         "rules": c.rules(),
         "reasons": c.findings.iter().map(|f| f.reason.as_str()).collect::<Vec<_>>(),
         "paths": c.paths,
+        "writes": c.writes,
         "hosts": c.hosts,
         "findings": c.findings,
         "shape": c.shape,

@@ -20,7 +20,7 @@ use crate::net::{self, AgentHosts, Dest};
 use crate::procfs::{self, Mem, ProcId};
 use crate::runner::{self, FromStage, Spawn, SpawnPayload, StageLink, ToStage};
 use crate::sys::{self, Notif, Reply};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -57,8 +57,9 @@ pub(crate) struct State {
     agent: AgentState,
     launch_chain_open: bool,
     approved: HashSet<ProcId>,
-    /// Runners forked by stage 2 and not yet exec'd (pids in the sandbox's namespace).
-    runners: HashSet<u32>,
+    /// Runners forked by stage 2 and not yet exec'd: pid in the sandbox's namespace → start
+    /// time.
+    runners: HashMap<u32, u64>,
     memory: SessionMemory,
     pub(crate) log: Vec<AuditEvent>,
 }
@@ -105,7 +106,7 @@ impl State {
             agent: AgentState::NotStarted,
             launch_chain_open: false,
             approved: HashSet::new(),
-            runners: HashSet::new(),
+            runners: HashMap::new(),
             memory: SessionMemory::new(),
             log: Vec::new(),
         }
@@ -123,7 +124,7 @@ struct ExecCopy {
     path: String,
     argv: Vec<String>,
     envp: Vec<Vec<u8>>,
-    grants: Vec<PathBuf>,
+    grants: Vec<runner::Grant>,
 }
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
@@ -397,7 +398,8 @@ impl Notifier {
             if !s.runners.is_empty() && procfs::stat(pid.pid).is_ok_and(|(pp, _)| pp == self.stage2)
             {
                 if let Some(ns) = procfs::ns_pid(pid.pid) {
-                    if s.runners.remove(&ns) {
+                    if s.runners.get(&ns) == Some(&pid.start) {
+                        s.runners.remove(&ns);
                         s.approved.insert(pid);
                         return Ok(ExecDecision::Continue);
                     }
@@ -469,7 +471,19 @@ impl Notifier {
             }
             Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
             Decision::Ask(a) => {
-                let grants = runner::grants(&class.paths, &self.writable, &self.readable);
+                let grants = runner::grants(&class, &self.writable, &self.readable);
+                let mut reasons: Vec<String> = class
+                    .decisive_reasons()
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect();
+                if !grants.is_empty() {
+                    let list: Vec<String> = grants.iter().map(|g| g.to_string()).collect();
+                    reasons.push(format!(
+                        "if approved, it runs in a sandbox domain of its own that adds: {}",
+                        list.join("; ")
+                    ));
+                }
                 let copy = if grants.is_empty() {
                     None
                 } else {
@@ -484,11 +498,7 @@ impl Notifier {
                     AskRequest {
                         kind: AskKind::Command { command },
                         verdict: a.verdict,
-                        reasons: class
-                            .decisive_reasons()
-                            .iter()
-                            .map(|r| r.to_string())
-                            .collect(),
+                        reasons,
                         rememberable: a.rememberable.is_some(),
                         pid: n.pid,
                     },
@@ -580,26 +590,36 @@ impl Notifier {
             payload: SpawnPayload {
                 path: c.path.into_bytes(),
                 argv: c.argv.into_iter().map(String::into_bytes).collect(),
-                envp: c.envp,
+                envp: runner::runner_env(c.envp, &self.writable, self.home.as_deref()),
                 grants: c.grants,
             },
             cwd: cwd.into(),
             fds,
         };
-        let (id, ns_pid, rx) = self.stage.spawn(spawn).map_err(cannot)?;
+        let runner::Spawned {
+            id,
+            pid: ns_pid,
+            start,
+            ended: rx,
+        } = self.stage.spawn(spawn).map_err(cannot)?;
+        let unregister = || {
+            if let Ok(mut s) = self.state.lock() {
+                if s.runners.get(&ns_pid) == Some(&start) {
+                    s.runners.remove(&ns_pid);
+                }
+            }
+        };
         let abort = |why: String| {
             self.stage.send(&ToStage::Signal {
                 id,
                 sig: libc::SIGKILL,
             });
             self.stage.forget(id);
-            if let Ok(mut s) = self.state.lock() {
-                s.runners.remove(&(ns_pid as u32));
-            }
+            unregister();
             cannot(why)
         };
         if let Ok(mut s) = self.state.lock() {
-            s.runners.insert(ns_pid as u32);
+            s.runners.insert(ns_pid, start);
         }
         let (sup, prox) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
@@ -672,6 +692,8 @@ impl Notifier {
             _ => "k9".to_string(),
         };
         self.stage.forget(id);
+        // A runner that ended before its exec must not leave its pid to a later process.
+        unregister();
         let _ = nix::sys::socket::send(
             sup.as_raw_fd(),
             end.as_bytes(),

@@ -71,16 +71,18 @@ pub(crate) struct SpawnPayload {
     pub argv: Vec<Vec<u8>>,
     /// envp, `NAME=value` each.
     pub envp: Vec<Vec<u8>>,
-    /// Paths granted read-write on top of the agent's ruleset.
-    pub grants: Vec<PathBuf>,
+    /// Paths granted on top of the agent's ruleset.
+    pub grants: Vec<Grant>,
 }
 
 /// Stage 2 → supervisor.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum FromStage {
-    /// The runner exists, waiting for `Go`; `pid` in the sandbox's PID namespace.
-    Spawned { id: u64, pid: i32 },
+    /// The runner exists, waiting for `Go`; `pid` in the sandbox's PID namespace, `start`
+    /// its start time (`/proc/<pid>/stat` field 22, clock ticks since boot: the same in
+    /// every namespace), so that a later process with the same pid is never taken for it.
+    Spawned { id: u64, pid: i32, start: u64 },
     /// The runner could not be made.
     Failed { id: u64, error: String },
     /// The runner ended: exit code, or the signal that killed it.
@@ -91,32 +93,134 @@ pub(crate) enum FromStage {
     },
 }
 
-/// The out-of-tree paths an approved line names that the agent's ruleset does not grant:
-/// each existing path itself, or for a path that does not exist yet its existing parent
-/// directory (creating a file needs rights on the directory). Paths under the plan's
-/// read-write or read-only roots, and `/` itself, get nothing more.
+/// One path an approved command gets on top of the agent's ruleset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Grant {
+    /// The path (canonical).
+    pub path: PathBuf,
+    /// Read-write (the line writes it) rather than read + execute.
+    pub write: bool,
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.write { "read-write" } else { "read" };
+        write!(f, "{how} {}", self.path.display())
+    }
+}
+
+/// Rules whose findings mean the line's paths came from text that can change between the ask
+/// and the run (an alias body in a config file, a sourced or run script): such a line gets
+/// no grants, so it runs in the agent's domain as before.
+const INDIRECT_RULES: &[&str] = &["git.alias", "shell.source", "shell.script"];
+
+/// What an approved line gets on top of the agent's ruleset (`named`: the classification's
+/// `paths`, `written`: its `writes`):
+/// - a path it only reads: that path, read + execute, when it exists;
+/// - a path it writes: that path read-write when it exists; when it does not exist yet, its
+///   existing parent directory read-write (creating a file needs rights on the directory);
+/// - nothing for paths the agent already has (under `read_write`, or read-only paths under
+///   `read_only`), for `/`, or for a line that is opaque or reached its paths through an
+///   alias or a script ([`INDIRECT_RULES`]).
 pub(crate) fn grants(
-    named: &[PathBuf],
+    class: &tyba_policy::Classification,
     read_write: &[PathBuf],
     read_only: &[PathBuf],
-) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in named {
-        let target = match std::fs::canonicalize(p) {
+) -> Vec<Grant> {
+    if class.shape.opaque || class.rules().iter().any(|r| INDIRECT_RULES.contains(r)) {
+        return Vec::new();
+    }
+    let mut out: Vec<Grant> = Vec::new();
+    for p in &class.paths {
+        let write = class.writes.contains(p);
+        let path = match std::fs::canonicalize(p) {
             Ok(c) => c,
-            Err(_) => match p.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
+            Err(_) if write => match p.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
                 Some(d) => d,
                 None => continue,
             },
+            Err(_) => continue,
         };
-        let covered = read_write
-            .iter()
-            .chain(read_only)
-            .any(|r| target.starts_with(r));
-        if target == Path::new("/") || covered || out.contains(&target) {
+        let under = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
+        if path == Path::new("/") || under(read_write) || (!write && under(read_only)) {
             continue;
         }
-        out.push(target);
+        match out.iter_mut().find(|g| g.path == path) {
+            Some(g) => g.write |= write,
+            None => out.push(Grant { path, write }),
+        }
+    }
+    out
+}
+
+/// Variables a runner never inherits from the asking process, beyond the policy's code
+/// variables: the ones that change which code or configuration a program loads.
+const RUNNER_DROPPED: &[&str] = &[
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYLIB",
+    "NODE_PATH",
+    "GCONV_PATH",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "CURL_HOME",
+    "WGETRC",
+    "INPUTRC",
+    "ZDOTDIR",
+];
+
+/// The environment of a runner: the asking process's, without the variables that make
+/// programs load other code or configuration (the policy's code variables, `LD_*`, `GIT_*`,
+/// [`RUNNER_DROPPED`]), with `HOME` set to the person's home, and `PATH` without entries
+/// under the session's writable roots. The approved line then runs the programs and
+/// configuration its words name, not ones the agent planted beside them.
+pub(crate) fn runner_env(
+    envp: Vec<Vec<u8>>,
+    read_write: &[PathBuf],
+    home: Option<&Path>,
+) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::with_capacity(envp.len());
+    let mut saw_path = false;
+    for e in envp {
+        let Some(eq) = e.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let name = String::from_utf8_lossy(&e[..eq]).into_owned();
+        if tyba_policy::is_code_variable(&name)
+            || name.starts_with("LD_")
+            || name.starts_with("GIT_")
+            || RUNNER_DROPPED.contains(&name.as_str())
+            || name == "HOME"
+        {
+            continue;
+        }
+        if name == "PATH" {
+            saw_path = true;
+            let kept: Vec<&[u8]> = e[eq + 1..]
+                .split(|&b| b == b':')
+                .filter(|d| {
+                    let d = Path::new(std::ffi::OsStr::from_bytes(d));
+                    d.is_absolute() && !read_write.iter().any(|r| d.starts_with(r))
+                })
+                .collect();
+            let mut v = b"PATH=".to_vec();
+            v.extend(kept.join(&b':'));
+            out.push(v);
+            continue;
+        }
+        out.push(e);
+    }
+    if !saw_path {
+        out.push(b"PATH=/usr/local/bin:/usr/bin:/bin".to_vec());
+    }
+    if let Some(h) = home {
+        let mut v = b"HOME=".to_vec();
+        v.extend_from_slice(h.as_os_str().as_bytes());
+        out.push(v);
     }
     out
 }
@@ -260,7 +364,8 @@ fn stage2_handle(
             Some(match spawn_runner(fds, &targets, plan, abi, require_full) {
                 Ok((pid, go)) => {
                     children.insert(pid, Child { id, go: Some(go) });
-                    FromStage::Spawned { id, pid }
+                    let start = crate::procfs::stat(pid as u32).map_or(0, |(_, s)| s);
+                    FromStage::Spawned { id, pid, start }
                 }
                 Err(error) => FromStage::Failed { id, error },
             })
@@ -320,7 +425,8 @@ fn spawn_runner(
     let path = CString::new(p.path.clone()).map_err(|_| "the file name contains a NUL byte")?;
     let argv = cstrings(&p.argv)?;
     let envp = cstrings(&p.envp)?;
-    let ruleset = landlock_ruleset(plan, &p.grants, abi, require_full)
+    let extra: Vec<(PathBuf, bool)> = p.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
+    let ruleset = landlock_ruleset(plan, &extra, abi, require_full)
         .map_err(|e| format!("the approved command's Landlock ruleset: {e}"))?;
     let (go_r, go_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
@@ -400,6 +506,18 @@ impl std::fmt::Debug for StageLink {
     }
 }
 
+/// A runner stage 2 has forked.
+pub(crate) struct Spawned {
+    /// Its id on the link.
+    pub id: u64,
+    /// Its pid in the sandbox's PID namespace.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot).
+    pub start: u64,
+    /// Where its end is reported.
+    pub ended: mpsc::Receiver<FromStage>,
+}
+
 /// What the supervisor hands over to start one runner.
 pub(crate) struct Spawn {
     pub payload: SpawnPayload,
@@ -446,9 +564,8 @@ impl StageLink {
         }
     }
 
-    /// Asks stage 2 for a runner; returns its id, its pid in the sandbox's namespace, and the
-    /// channel its end will be reported on.
-    pub(crate) fn spawn(&self, s: Spawn) -> Result<(u64, i32, mpsc::Receiver<FromStage>), String> {
+    /// Asks stage 2 for a runner; returns it, waiting for `Go`.
+    pub(crate) fn spawn(&self, s: Spawn) -> Result<Spawned, String> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         self.waiters
@@ -470,14 +587,19 @@ impl StageLink {
             send_json(self.sock.as_fd(), &ToStage::Spawn { id, targets }, &raw)
                 .map_err(|e| format!("reaching the sandbox: {e}"))?;
             match rx.recv_timeout(Duration::from_secs(10)) {
-                Ok(FromStage::Spawned { pid, .. }) => Ok(pid),
+                Ok(FromStage::Spawned { pid, start, .. }) => Ok((pid as u32, start)),
                 Ok(FromStage::Failed { error, .. }) => Err(error),
                 Ok(FromStage::Exited { .. }) => Err("the runner ended before starting".into()),
                 Err(_) => Err("the sandbox did not answer".into()),
             }
         })();
         match result {
-            Ok(pid) => Ok((id, pid, rx)),
+            Ok((pid, start)) => Ok(Spawned {
+                id,
+                pid,
+                start,
+                ended: rx,
+            }),
             Err(e) => {
                 self.forget(id);
                 Err(e)
@@ -503,38 +625,105 @@ impl StageLink {
 mod tests {
     use super::*;
 
+    fn class(paths: &[PathBuf], writes: &[PathBuf]) -> tyba_policy::Classification {
+        let mut c = tyba_policy::Classification::green();
+        c.paths = paths.to_vec();
+        c.writes = writes.to_vec();
+        c
+    }
+
     #[test]
-    fn grants_are_the_named_out_of_tree_paths_only() {
+    fn grants_are_the_named_out_of_tree_paths_read_unless_written() {
         let d = std::env::temp_dir().join(format!("tyba-grants-{}", std::process::id()));
         let wt = d.join("wt");
         let o = d.join("o");
         std::fs::create_dir_all(&wt).unwrap();
-        std::fs::create_dir_all(&o).unwrap();
+        std::fs::create_dir_all(o.join("sub")).unwrap();
         std::fs::write(o.join("secret"), "s").unwrap();
+        std::fs::write(o.join("target"), "t").unwrap();
         let wt = std::fs::canonicalize(&wt).unwrap();
         let o = std::fs::canonicalize(&o).unwrap();
-        let plan = SandboxPlan {
-            worktree: wt.clone(),
-            read_write: vec![wt.clone()],
-            read_only: vec![PathBuf::from("/usr")],
-            ..Default::default()
-        };
-        let g = grants(
-            &[
-                wt.join("in.txt"),
-                o.join("secret"),
-                o.join("new/deeper"),
-                o.join("new-file"),
-                PathBuf::from("/usr/bin/cat"),
-                PathBuf::from("/"),
-                o.join("secret"),
-            ],
-            &plan.read_write,
-            &plan.read_only,
+        let rw = vec![wt.clone()];
+        let ro = vec![PathBuf::from("/usr")];
+        let named = [
+            wt.join("in.txt"),
+            o.join("secret"),
+            o.join("missing-read"),
+            o.join("target"),
+            o.join("sub/new-file"),
+            o.join("gone/deeper"),
+            PathBuf::from("/usr/bin/cat"),
+            PathBuf::from("/"),
+            o.join("secret"),
+        ];
+        let written = [
+            o.join("target"),
+            o.join("sub/new-file"),
+            o.join("gone/deeper"),
+        ];
+        let g = grants(&class(&named, &written), &rw, &ro);
+        // Read-only what is only read; the written file itself; a new file's parent; nothing
+        // for a missing read, a missing parent, covered paths, `/` or a repeat.
+        assert_eq!(
+            g,
+            vec![
+                Grant {
+                    path: o.join("secret"),
+                    write: false
+                },
+                Grant {
+                    path: o.join("target"),
+                    write: true
+                },
+                Grant {
+                    path: o.join("sub"),
+                    write: true
+                },
+            ]
         );
-        // The existing file itself; a missing file's existing parent; nothing for a path
-        // whose parent is missing too, for covered paths, `/`, or a repeat.
-        assert_eq!(g, vec![o.join("secret"), o.clone()]);
+        // A line whose paths came through an alias or a script, or that is opaque, gets none.
+        let mut c = class(&named, &written);
+        c.add(tyba_policy::Finding::new(
+            tyba_policy::Verdict::Red,
+            "git.alias",
+            "alias",
+        ));
+        assert!(grants(&c, &rw, &ro).is_empty());
+        let mut c = class(&named, &written);
+        c.shape.opaque = true;
+        assert!(grants(&c, &rw, &ro).is_empty());
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn runner_env_drops_what_loads_other_code_and_planted_path_entries() {
+        let env: Vec<Vec<u8>> = [
+            "BASH_ENV=/wt/.env.sh",
+            "LD_PRELOAD=/wt/x.so",
+            "BASH_FUNC_ls%%=() { evil; }",
+            "GIT_CONFIG_GLOBAL=/wt/gc",
+            "PYTHONPATH=/wt",
+            "HOME=/wt/fakehome",
+            "PATH=/wt/bin:relative:/usr/bin:/bin",
+            "LANG=C.UTF-8",
+            "FOO=bar",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let out = runner_env(env, &[PathBuf::from("/wt")], Some(Path::new("/home/u")));
+        let out: Vec<String> = out
+            .into_iter()
+            .map(|v| String::from_utf8(v).unwrap())
+            .collect();
+        assert_eq!(
+            out,
+            [
+                "PATH=/usr/bin:/bin",
+                "LANG=C.UTF-8",
+                "FOO=bar",
+                "HOME=/home/u"
+            ]
+        );
     }
 }

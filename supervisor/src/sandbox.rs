@@ -392,15 +392,16 @@ pub fn restrict(
     Ok(status)
 }
 
-/// Builds (without enforcing) the plan's Landlock ruleset, plus read-write on each of
-/// `extra` (an approved command's own grants: see `crate::runner`). Rules name inodes, so
+/// Builds (without enforcing) the plan's Landlock ruleset, plus each of `extra` (an approved
+/// command's own grants, see `crate::runner`: read-write when its flag is set, else read +
+/// execute). Rules name inodes, so
 /// call it where the rules' paths resolve as the sandboxed processes will see them.
 ///
 /// # Errors
 /// [`LandlockError`] when the ruleset cannot be made or a rule cannot be added.
 pub fn landlock_ruleset(
     plan: &SandboxPlan,
-    extra: &[PathBuf],
+    extra: &[(PathBuf, bool)],
     abi_n: i32,
     require_full: bool,
 ) -> Result<RulesetCreated, LandlockError> {
@@ -427,8 +428,11 @@ pub fn landlock_ruleset(
     for p in &plan.read_only {
         rules.push((p.clone(), ro));
     }
-    for p in plan.read_write.iter().chain(extra) {
+    for p in &plan.read_write {
         rules.push((p.clone(), rw));
+    }
+    for (p, write) in extra {
+        rules.push((p.clone(), if *write { rw } else { ro }));
     }
     for d in DEVICES_RW {
         rules.push((PathBuf::from(d), AccessFs::ReadFile | AccessFs::WriteFile));

@@ -118,7 +118,7 @@ const EXEC_VARS: &[&str] = &[
     "PS4",
 ];
 
-fn is_exec_var(name: &str) -> bool {
+pub(crate) fn is_exec_var(name: &str) -> bool {
     EXEC_VARS.contains(&name) || name.starts_with("GIT_CONFIG") || name.starts_with("BASH_FUNC_")
 }
 

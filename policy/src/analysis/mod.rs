@@ -11,6 +11,7 @@ use crate::config::RuleSpec;
 use crate::verdict::{Classification, Finding, Verdict};
 use crate::Policy;
 use brush_parser::ast;
+pub(crate) use commands::is_exec_var;
 use paths::{Access, PathCtx};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -532,6 +533,12 @@ impl Analyzer<'_> {
         }
         for p in resolved {
             // The report names the first paths; the verdict already counts every one.
+            if access == Access::Write
+                && self.out.writes.len() < MAX_REPORTED_PATHS
+                && !self.out.writes.contains(&p)
+            {
+                self.out.writes.push(p.clone());
+            }
             if self.out.paths.len() < MAX_REPORTED_PATHS && !self.out.paths.contains(&p) {
                 self.out.paths.push(p);
             }
