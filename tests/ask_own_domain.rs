@@ -199,3 +199,55 @@ PATH=$PWD/bin:$PATH bash -c "cat {o}/secret"; echo cat=$?"#,
         }
     }
 }
+
+#[test]
+fn killing_an_approved_command_ends_everything_it_started_even_outside_its_group() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain-kill") else {
+            continue;
+        };
+        let o = outside(&fx);
+        let o = o.display();
+        // The approved line leaves a `setsid` daemon writing outside (shell builtins only, so
+        // it never execs again), then waits; the agent kills it (its proxy) with SIGKILL and
+        // keeps working for a while.
+        let script = format!(
+            r#"sh -c "setsid sh -c 'i=0; while [ \$i -lt 5000000 ]; do echo x >> {o}/daemon; i=\$((i+1)); done' & exec sleep 60" & p=$!
+until [ -s {o}/daemon ]; do :; done
+kill -KILL $p; wait $p; echo killed=$? > killed
+end=$((SECONDS + 4)); while [ $SECONDS -lt $end ]; do :; done"#
+        );
+        let s = fx.start(&[], &script);
+        let (id, action) = fx.next_ask();
+        assert!(action.contains("setsid"), "{who:?}: {action}");
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let daemon = fx.wt.parent().unwrap().join("O/daemon");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !fx.wt.join("killed").exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{who:?}: never killed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // Give the keeper a moment, then the daemon must have stopped while the session lives.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let size = std::fs::metadata(&daemon).unwrap().len();
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        let later = std::fs::metadata(&daemon).unwrap().len();
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(fx.wt.join("killed"))
+                .unwrap()
+                .trim(),
+            "killed=137",
+            "{who:?}: {out} / {err}"
+        );
+        assert_eq!(
+            size, later,
+            "{who:?}: the daemon kept writing after its command was killed"
+        );
+    }
+}

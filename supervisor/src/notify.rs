@@ -57,8 +57,7 @@ pub(crate) struct State {
     agent: AgentState,
     launch_chain_open: bool,
     approved: HashSet<ProcId>,
-    /// Runners forked by stage 2 and not yet exec'd: pid in the sandbox's namespace → start
-    /// time.
+    /// Live runner keepers forked by stage 2: pid in the sandbox's namespace → start time.
     runners: HashMap<u32, u64>,
     memory: SessionMemory,
     pub(crate) log: Vec<AuditEvent>,
@@ -393,18 +392,6 @@ impl Notifier {
                 }
                 _ => {}
             }
-            // A runner's exec (`crate::runner`): a child of stage 2 the supervisor asked for,
-            // execing the supervisor's own copy of an approved command.
-            if !s.runners.is_empty() && procfs::stat(pid.pid).is_ok_and(|(pp, _)| pp == self.stage2)
-            {
-                if let Some(ns) = procfs::ns_pid(pid.pid) {
-                    if s.runners.get(&ns) == Some(&pid.start) {
-                        s.runners.remove(&ns);
-                        s.approved.insert(pid);
-                        return Ok(ExecDecision::Continue);
-                    }
-                }
-            }
             s.launch_chain_open = false;
             // An approved command's descendants (and its own further execs) pass.
             let agent_pid = match s.agent {
@@ -422,6 +409,16 @@ impl Notifier {
                 let Ok((ppid, _)) = procfs::stat(cur.pid) else {
                     break;
                 };
+                // A runner's keeper (`crate::runner`), a child of stage 2 the supervisor asked
+                // for and known by its pid in the sandbox and its start time: everything under
+                // it is the approved command, started from the supervisor's own copy.
+                if ppid == self.stage2
+                    && !s.runners.is_empty()
+                    && procfs::ns_pid(cur.pid)
+                        .is_some_and(|ns| s.runners.get(&ns) == Some(&cur.start))
+                {
+                    return Ok(ExecDecision::Continue);
+                }
                 let Ok((_, start)) = procfs::stat(ppid) else {
                     break;
                 };

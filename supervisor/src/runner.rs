@@ -372,24 +372,133 @@ fn stage2_handle(
         }
         ToStage::Go { id } => {
             if let Some(c) = children.values_mut().find(|c| c.id == id) {
-                if let Some(go) = c.go.take() {
-                    let _ = std::fs::File::from(go).write_all(b"g");
+                if let Some(go) = &c.go {
+                    let _ = nix::unistd::write(go, b"g");
                 }
             }
             None
         }
         ToStage::Signal { id, sig } => {
             if let Some((&pid, c)) = children.iter_mut().find(|(_, c)| c.id == id) {
-                if let Ok(s) = Signal::try_from(sig) {
-                    // Dropping `go` without a byte makes a runner that never started exit.
-                    c.go = None;
-                    if nix::sys::signal::kill(Pid::from_raw(-pid), s).is_err() {
-                        let _ = nix::sys::signal::kill(Pid::from_raw(pid), s);
+                if sig == libc::SIGKILL {
+                    // The end of the command: its keeper kills every descendant (a keeper
+                    // that never started just exits).
+                    if let Some(go) = c.go.take() {
+                        let _ = nix::unistd::write(&go, b"k");
                     }
+                } else if let Ok(s) = Signal::try_from(sig) {
+                    // The keeper blocks every signal; the command's process group gets it.
+                    let _ = nix::sys::signal::kill(Pid::from_raw(-pid), s);
                 }
             }
             None
         }
+    }
+}
+
+/// Every child of the calling process (`/proc/<pid>/task/<pid>/children`, the calling
+/// process single-threaded).
+fn own_children() -> Vec<i32> {
+    let me = std::process::id();
+    std::fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
+        .map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Kills every descendant of the calling child subreaper: each child is killed and reaped,
+/// its own children are then reparented here, until none is left.
+fn kill_descendants() {
+    for _ in 0..10_000 {
+        let kids = own_children();
+        if kids.is_empty() {
+            // Reap what died meanwhile.
+            while let Ok(ws) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                if ws == WaitStatus::StillAlive {
+                    break;
+                }
+            }
+            return;
+        }
+        for k in &kids {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*k), Signal::SIGKILL);
+        }
+        for k in kids {
+            let _ = waitpid(Pid::from_raw(k), None);
+        }
+    }
+}
+
+/// The runner's keeper (stage 2's child): a child subreaper in a session of its own that
+/// forks the command, relays nothing, and when the command ends or stage 2 says `k`, kills
+/// every process the command left (even those that left its process group), then ends as
+/// the command ended. Never returns.
+fn keeper(go: OwnedFd, command: impl FnOnce() -> std::convert::Infallible) -> ! {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let _ = SigSet::all().thread_block();
+    let mut b = [0u8; 1];
+    if nix::unistd::read(&go, &mut b).unwrap_or(0) != 1 || b[0] != b'g' {
+        sys::exit_now(125);
+    }
+    // SAFETY: the keeper is single-threaded (a fork of single-threaded stage 2).
+    let cmd = match unsafe { sys::fork() } {
+        Err(_) => sys::exit_now(126),
+        Ok(Forked::Child) => match command() {},
+        Ok(Forked::Parent(p)) => p,
+    };
+    // The keeper holds none of the command's fds, so pipes end when the command does.
+    sys::close_fds_from_except(0, go.as_fd());
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok();
+    let mut status: Option<WaitStatus> = None;
+    loop {
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(ws) if ws.pid() == Some(Pid::from_raw(cmd)) => status = Some(ws),
+                Ok(_) => {}
+            }
+        }
+        if status.is_some() {
+            break;
+        }
+        let mut fds = vec![PollFd::new(go.as_fd(), PollFlags::POLLIN)];
+        if let Some(s) = &sfd {
+            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+        }
+        let timeout = if sfd.is_some() {
+            PollTimeout::NONE
+        } else {
+            PollTimeout::from(50u16)
+        };
+        let _ = nix::poll::poll(&mut fds, timeout);
+        let go_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+        drop(fds);
+        if let Some(s) = &sfd {
+            while let Ok(Some(_)) = s.read_signal() {}
+        }
+        if go_ready {
+            // `k`, or stage 2 gone: end the command and everything it started.
+            let _ = nix::unistd::read(&go, &mut b);
+            kill_descendants();
+            sys::exit_now(128 + libc::SIGKILL);
+        }
+    }
+    kill_descendants();
+    match status {
+        Some(WaitStatus::Exited(_, c)) => sys::exit_now(c),
+        Some(WaitStatus::Signaled(_, sig, _)) => {
+            let _ = nix::sys::signal::raise(sig);
+            let mut one = SigSet::empty();
+            one.add(sig);
+            let _ = one.thread_unblock();
+            sys::exit_now(128 + sig as i32)
+        }
+        _ => sys::exit_now(125),
     }
 }
 
@@ -399,7 +508,8 @@ fn cstrings(v: &[Vec<u8>]) -> Result<Vec<CString>, String> {
         .collect()
 }
 
-/// Forks a runner (stage 2 side). Returns its pid and the write end of its go pipe.
+/// Forks a runner's keeper (stage 2 side), which forks the command once told `g`. Returns
+/// the keeper's pid and the write end of its control pipe.
 fn spawn_runner(
     fds: Vec<OwnedFd>,
     targets: &[i32],
@@ -459,31 +569,29 @@ fn spawn_runner(
                 sys::exit_now(126);
             }
             drop(cwd);
-            sys::reset_signals();
-            let mut b = [0u8; 1];
-            let started = std::fs::File::from(go_r).read(&mut b).unwrap_or(0) == 1;
-            if !started {
-                sys::exit_now(125);
-            }
-            if let Err(e) = restrict(ruleset, require_full) {
+            keeper(go_r, move || -> std::convert::Infallible {
+                let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+                sys::reset_signals();
+                if let Err(e) = restrict(ruleset, require_full) {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "tyba: cannot confine the approved command: {e}"
+                    );
+                    sys::exit_now(126);
+                }
+                let a: Vec<&std::ffi::CStr> = argv.iter().map(|s| s.as_c_str()).collect();
+                let e_: Vec<&std::ffi::CStr> = envp.iter().map(|s| s.as_c_str()).collect();
+                let e = sys::execve(&path, &a, &e_);
                 let _ = writeln!(
                     std::io::stderr(),
-                    "tyba: cannot confine the approved command: {e}"
+                    "tyba: cannot run {}: {e}",
+                    path.to_string_lossy()
                 );
-                sys::exit_now(126);
-            }
-            let a: Vec<&std::ffi::CStr> = argv.iter().map(|s| s.as_c_str()).collect();
-            let e_: Vec<&std::ffi::CStr> = envp.iter().map(|s| s.as_c_str()).collect();
-            let e = sys::execve(&path, &a, &e_);
-            let _ = writeln!(
-                std::io::stderr(),
-                "tyba: cannot run {}: {e}",
-                path.to_string_lossy()
-            );
-            sys::exit_now(if e.raw_os_error() == Some(libc::ENOENT) {
-                127
-            } else {
-                126
+                sys::exit_now(if e.raw_os_error() == Some(libc::ENOENT) {
+                    127
+                } else {
+                    126
+                })
             })
         }
     }
