@@ -251,3 +251,41 @@ end=$((SECONDS + 4)); while [ $SECONDS -lt $end ]; do :; done"#
         );
     }
 }
+
+#[test]
+fn approved_command_from_posix_spawn_leaves_the_parents_memory_as_it_was() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain-spawn") else {
+            continue;
+        };
+        let o = outside(&fx);
+        // The agent is python (bash execs it: the launch chain); its posix_spawn child shares
+        // its memory (CLONE_VM|CLONE_VFORK) and execs `cat` from python's own bytes object.
+        let script = format!(
+            r#"exec python3 -c "
+import os
+p = b'/usr/bin/cat'
+pid = os.posix_spawn(p, [b'cat', b'{o}/secret'], os.environ)
+_, st = os.waitpid(pid, 0)
+print('status', os.waitstatus_to_exitcode(st))
+print('name', p.decode())
+""#,
+            o = o.display()
+        );
+        let s = fx.start(&[], &script);
+        let (id, action) = fx.next_ask();
+        assert!(action.contains("cat "), "{who:?}: {action}");
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("topsecret") && out.contains("status 0"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(
+            out.contains("name /usr/bin/cat"),
+            "{who:?}: the parent's copy of the file name was restored: {out} / {err}"
+        );
+    }
+}

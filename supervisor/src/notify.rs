@@ -538,15 +538,17 @@ impl Notifier {
         let name_ptr = if execveat { n.args[1] } else { n.args[0] };
         let new_name = format!("{}\0", crate::proxy::PROXY_EXEC_FN);
         let mem = Mem::open_rw(n.pid).map_err(|e| cannot(e.to_string()))?;
-        let old_len = mem
+        let mut old_name = mem
             .read_cstr(name_ptr, libc::PATH_MAX as usize)
-            .map_err(|e| cannot(e.to_string()))?
-            .len()
-            + 1;
-        let alone = procfs::threads(tgid) == Some(1)
-            && procfs::stat(tgid)
-                .ok()
-                .is_some_and(|(pp, _)| sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
+            .map_err(|e| cannot(e.to_string()))?;
+        old_name.push(0);
+        let old_len = old_name.len();
+        let parent = procfs::stat(tgid).ok().map(|(pp, _)| pp);
+        // A vfork/posix_spawn child shares its parent's memory: the rewrite lands in the
+        // parent's copy of the name too, and is undone there once the proxy runs.
+        let shares_with_parent =
+            parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
+        let alone = procfs::threads(tgid) == Some(1) && shares_with_parent.is_none();
         if old_len < new_name.len() && !alone {
             return Err(cannot(format!(
                 "its file name is shorter than {} bytes and its process shares memory; run it by its full path",
@@ -658,6 +660,19 @@ impl Notifier {
                 reason: Some(reason),
             });
             return Ok(());
+        }
+        if let Some(pp) = shares_with_parent {
+            // The proxy runs in a memory of its own now; give the parent its name back (when
+            // it is still our rewrite, and the bytes fit where they were).
+            if old_len >= new_name.len() {
+                if let Ok(pm) = Mem::open_rw(pp) {
+                    if pm.read(name_ptr, new_name.len()).ok().as_deref()
+                        == Some(new_name.as_bytes())
+                    {
+                        let _ = pm.write(name_ptr, &old_name[..new_name.len()]);
+                    }
+                }
+            }
         }
         self.stage.send(&ToStage::Go { id });
         // Signals the proxy receives go to the runner; the proxy's end ends the runner.
