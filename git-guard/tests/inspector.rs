@@ -235,3 +235,60 @@ fn aliases_are_reported() {
         Some(cwd.join(".git/hooks/pre-push"))
     );
 }
+
+/// A remote URL with credentials (the security review's `https://alice:ghp_…@github.com`):
+/// the push is still blocked, and neither the findings nor the serialized plan carry them.
+#[test]
+fn url_credentials_never_reach_findings_or_reports() {
+    let home = isolate_once();
+    let root = tempfile::tempdir().unwrap();
+    let dir = fixture(root.path(), home);
+    setup(
+        &dir,
+        home,
+        &[
+            "git remote add cred https://alice:ghp_SECRETTOKEN123@github.com/x/y".into(),
+            "git remote add scp bob:hunter2@example.invalid:x/y.git".into(),
+        ],
+    );
+    let protected = protected();
+    let cwd = dir.join("work");
+    for (line, secrets) in [
+        (
+            vec!["push", "cred", "HEAD:main"],
+            &["ghp_SECRETTOKEN123", "alice"][..],
+        ),
+        (vec!["push", "scp", "HEAD:main"], &["hunter2", "bob:"][..]),
+        (
+            vec!["push", "https://carol:pw123@github.com/x/y", "HEAD:main"],
+            &["pw123", "carol"][..],
+        ),
+    ] {
+        let args: Vec<String> = line.iter().map(|s| s.to_string()).collect();
+        let inv = GitInvocation {
+            args: &args,
+            env: &[],
+            cwd: &cwd,
+            protected: &protected,
+        };
+        let a = Inspector::new().analyze(&inv);
+        assert!(
+            a.findings.iter().any(|f| f.rule == "git.push.protected"),
+            "{line:?} is still blocked: {:?}",
+            a.findings
+        );
+        let json = serde_json::to_string(&a.pushes).unwrap();
+        let text: Vec<&str> = a.findings.iter().map(|f| f.reason.as_str()).collect();
+        for s in secrets {
+            assert!(
+                !text.iter().any(|r| r.contains(s)),
+                "{line:?}: {s} in {text:?}"
+            );
+            assert!(!json.contains(s), "{line:?}: {s} in {json}");
+        }
+        assert!(
+            text.iter().any(|r| r.contains("***@")),
+            "{line:?}: the remote is still named, redacted: {text:?}"
+        );
+    }
+}
