@@ -292,3 +292,55 @@ fn url_credentials_never_reach_findings_or_reports() {
         );
     }
 }
+
+/// `mkfifo .git/config` (and a FIFO `HEAD`, a FIFO `.git`): the repository is refused at
+/// once instead of blocking the reader, and a push that could reach a protected branch is
+/// blocked as unresolved (fail closed).
+#[test]
+fn fifo_repository_files_are_refused_without_blocking() {
+    let home = isolate_once();
+    let root = tempfile::tempdir().unwrap();
+    let protected = protected();
+    for (name, fifo) in [
+        ("cfg", ".git/config"),
+        ("head", ".git/HEAD"),
+        ("dotgit", ".git"),
+    ] {
+        let repo = root.path().join(name);
+        std::fs::create_dir_all(&repo).unwrap();
+        run_ok(
+            clean(std::process::Command::new("git"), home)
+                .args(["init", "-q", "-b", "main"])
+                .current_dir(&repo),
+        );
+        let target = repo.join(fifo);
+        if target.is_dir() {
+            std::fs::remove_dir_all(&target).unwrap();
+        } else {
+            std::fs::remove_file(&target).unwrap();
+        }
+        run_ok(std::process::Command::new("mkfifo").arg(&target));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (cwd, protected) = (repo.clone(), protected.clone());
+        std::thread::spawn(move || {
+            let args: Vec<String> = ["push", "origin", "main"].map(String::from).to_vec();
+            let inv = GitInvocation {
+                args: &args,
+                env: &[],
+                cwd: &cwd,
+                protected: &protected,
+            };
+            let _ = tx.send(Inspector::new().inspect(&inv));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{fifo}: the inspector blocked on the FIFO"));
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.rule == "git.push.unresolved" && f.reason.contains("not a regular file")),
+            "{fifo}: {:?}",
+            r.findings
+        );
+    }
+}
