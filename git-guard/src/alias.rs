@@ -6,7 +6,6 @@
 
 use crate::inspect::{analyze, Analysis, RULE_UNRESOLVED};
 use std::path::Path;
-use tyba_policy::{Finding, Verdict};
 
 /// Splits shell text into simple-command texts at unquoted `;`, `&`, `|`, newlines and
 /// parentheses; `None` when quotes are unbalanced.
@@ -119,10 +118,9 @@ pub(crate) fn analyze_shell(
         full.push_str(&args.join(" "));
     }
     let opaque = |a: &mut Analysis, why: &str| {
-        let f = Finding::new(
-            Verdict::Blocked,
+        let f = crate::inspect::blocked(
             RULE_UNRESOLVED,
-            format!("shell alias `{text}`: {why}; it mentions a push or the hook configuration"),
+            &format!("shell alias `{text}`: {why}; it mentions a push or the hook configuration"),
         );
         if !a.findings.contains(&f) {
             a.findings.push(f);

@@ -41,6 +41,13 @@ pub enum RepoError {
         /// What gix reported.
         message: String,
     },
+    /// A file git reads in the repository is not a regular file (a FIFO or a device would
+    /// block the reader or never end).
+    #[error("refusing to read {path}: not a regular file")]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+    },
     /// References could not be listed.
     #[error("cannot list the references of {path}: {message}")]
     Refs {

@@ -7,6 +7,7 @@ use crate::config::{is_guard_key, split_key};
 use crate::push::{self, is_protected, PushPlan};
 use crate::repo::{Locator, RepoState};
 use std::path::{Path, PathBuf};
+use tyba_policy::redact::{redact_credentials, redact_url};
 use tyba_policy::{AliasExpansion, Finding, Verdict};
 
 /// Rule id: a push whose destinations include a protected branch.
@@ -189,7 +190,7 @@ pub struct Analysis {
 
 impl Analysis {
     fn block(&mut self, rule: &str, reason: String) {
-        let f = Finding::new(Verdict::Blocked, rule, reason);
+        let f = blocked(rule, &reason);
         if !self.findings.contains(&f) {
             self.findings.push(f);
         }
@@ -203,6 +204,17 @@ impl Analysis {
         }
         self.pushes.extend(other.pushes);
     }
+}
+
+/// A blocked finding. Its reason quotes remotes, URLs and configuration values (which the
+/// agent or the person read): URL credentials are redacted here, where every finding is made
+/// (`tyba_policy::redact`).
+pub(crate) fn blocked(rule: &str, reason: &str) -> Finding {
+    Finding::new(
+        Verdict::Blocked,
+        rule,
+        redact_credentials(reason).into_owned(),
+    )
 }
 
 /// Global options and environment after `git.c`'s `handle_options`.
@@ -601,9 +613,10 @@ fn report_push(a: &mut Analysis, plan: PushPlan, protected: &[String]) {
                 (Some(_), true) => "would update",
                 (Some(_), false) => "could update",
             };
+            let remote = redact_url(&t.remote);
             let place = match &t.url {
-                Some(url) if *url != t.remote => format!("remote {} ({url})", t.remote),
-                _ => format!("remote {}", t.remote),
+                Some(url) if *url != t.remote => format!("remote {remote} ({})", redact_url(url)),
+                _ => format!("remote {remote}"),
             };
             a.block(
                 RULE_PROTECTED,

@@ -21,6 +21,7 @@ use crate::repo::RepoState;
 use crate::OptionError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use tyba_policy::redact::{redact_credentials, redact_url};
 
 /// One remote ref a push would write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,8 +41,12 @@ pub struct RefUpdate {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Target {
     /// The remote as named on the line or in configuration (`origin`), or the URL/path given.
+    /// Serialized with its credentials redacted (`tyba_policy::redact`).
+    #[serde(serialize_with = "ser_redacted_url")]
     pub remote: String,
-    /// The push URL (after `pushurl`/`insteadOf` rules), if any.
+    /// The push URL (after `pushurl`/`insteadOf` rules), if any: the real one, credentials
+    /// included, for resolution; serialized with them redacted.
+    #[serde(serialize_with = "ser_redacted_opt_url")]
     pub url: Option<String>,
     /// Whether the remote's refs were read (a local path); otherwise they were assumed.
     pub remote_refs_known: bool,
@@ -58,8 +63,26 @@ pub struct PushPlan {
     pub no_verify: bool,
     /// Why git would push nothing (it dies before sending), if it would.
     pub git_fails: Option<String>,
-    /// Where resolution had to assume (human notes, in order).
+    /// Where resolution had to assume (human notes, in order); serialized redacted.
+    #[serde(serialize_with = "ser_redacted_texts")]
     pub notes: Vec<String>,
+}
+
+// Reports (`tyba git-guard check --json`) are read by people and agents: URL credentials
+// never reach them.
+fn ser_redacted_url<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(v))
+}
+
+fn ser_redacted_opt_url<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(u) => s.serialize_some(&*redact_url(u)),
+        None => s.serialize_none(),
+    }
+}
+
+fn ser_redacted_texts<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|t| redact_credentials(t)))
 }
 
 impl PushPlan {

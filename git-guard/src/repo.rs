@@ -48,6 +48,10 @@ impl RepoState {
     /// # Errors
     /// [`RepoError`] when there is no repository or it cannot be read.
     pub fn open(loc: &Locator) -> Result<RepoState, RepoError> {
+        match &loc.git_dir {
+            Some(dir) => check_git_dir_files(dir)?,
+            None => check_discovered_files(&loc.cwd)?,
+        }
         let opts = gix::open::Options::default().cli_overrides(loc.overrides.clone());
         let repo = match &loc.git_dir {
             Some(dir) => gix::open_opts(dir, opts.clone()).map_err(|e| RepoError::Open {
@@ -80,6 +84,8 @@ impl RepoState {
             message: e.to_string(),
         };
         let config = FlatConfig::from_gix(repo.config_snapshot().plumbing());
+        // A linked worktree's common directory was not checked before opening.
+        check_git_dir_files(repo.common_dir())?;
         let local_refs = match ref_names_on_disk(repo, &config) {
             Some(names) => names,
             None => {
@@ -111,6 +117,8 @@ impl RepoState {
     /// The refs of a repository at a local path (a bare or non-bare repository), for a remote
     /// given by path. `None` when it cannot be opened.
     pub(crate) fn remote_refs_at(path: &Path) -> Option<Vec<String>> {
+        check_git_dir_files(path).ok()?;
+        check_git_dir_files(&path.join(".git")).ok()?;
         let opts = gix::open::Options::isolated();
         let repo = gix::open_opts(path, opts).ok()?;
         let config = FlatConfig::from_gix(repo.config_snapshot().plumbing());
@@ -165,6 +173,62 @@ impl RepoState {
     pub fn common_dir(&self) -> &Path {
         &self.common_dir
     }
+}
+
+/// Files of a git directory that gix or this module read whole. Opening a FIFO blocks until a
+/// writer comes, and a device may never end: a repository the agent made
+/// (`mkfifo .git/config`) would hang whoever reads it. Such a repository is refused (the push
+/// is then judged blind, fail closed). A cheap first line only: includes and other files are
+/// not checked, and callers that read repositories for a hostile party bound the time it
+/// takes (the supervisor classifies under a deadline).
+const GIT_DIR_FILES: &[&str] = &[
+    "HEAD",
+    "config",
+    "config.worktree",
+    "commondir",
+    "gitdir",
+    "packed-refs",
+];
+
+/// Whether `p` exists and is not what a reader expects: following symlinks (a symlink to a
+/// FIFO blocks too), `stat` only, which never blocks.
+fn not_regular(p: &Path, dir_ok: bool) -> bool {
+    match std::fs::metadata(p) {
+        Ok(m) => !(m.is_file() || dir_ok && m.is_dir()),
+        // A dangling symlink reads as missing; anything else is for the reader to report.
+        Err(_) => false,
+    }
+}
+
+fn check_git_dir_files(dir: &Path) -> Result<(), RepoError> {
+    for f in GIT_DIR_FILES {
+        let p = dir.join(f);
+        if not_regular(&p, false) {
+            return Err(RepoError::NotRegular { path: p });
+        }
+    }
+    Ok(())
+}
+
+/// The files discovery from `cwd` reads first: the nearest `.git` (a directory, or a
+/// `gitdir:` file) and its git directory's files; a bare repository met on the way up.
+fn check_discovered_files(cwd: &Path) -> Result<(), RepoError> {
+    for dir in cwd.ancestors() {
+        let dot_git = dir.join(".git");
+        if std::fs::symlink_metadata(&dot_git).is_ok() {
+            if not_regular(&dot_git, true) {
+                return Err(RepoError::NotRegular { path: dot_git });
+            }
+            if dot_git.is_dir() {
+                check_git_dir_files(&dot_git)?;
+            }
+            return Ok(());
+        }
+        if dir.join("objects").is_dir() && dir.join("refs").is_dir() {
+            return check_git_dir_files(dir);
+        }
+    }
+    Ok(())
 }
 
 /// `~/x` → `$HOME/x` (git's path expansion for config values of type path).

@@ -235,3 +235,112 @@ fn aliases_are_reported() {
         Some(cwd.join(".git/hooks/pre-push"))
     );
 }
+
+/// A remote URL with credentials (the security review's `https://alice:ghp_…@github.com`):
+/// the push is still blocked, and neither the findings nor the serialized plan carry them.
+#[test]
+fn url_credentials_never_reach_findings_or_reports() {
+    let home = isolate_once();
+    let root = tempfile::tempdir().unwrap();
+    let dir = fixture(root.path(), home);
+    setup(
+        &dir,
+        home,
+        &[
+            "git remote add cred https://alice:ghp_SECRETTOKEN123@github.com/x/y".into(),
+            "git remote add scp bob:hunter2@example.invalid:x/y.git".into(),
+        ],
+    );
+    let protected = protected();
+    let cwd = dir.join("work");
+    for (line, secrets) in [
+        (
+            vec!["push", "cred", "HEAD:main"],
+            &["ghp_SECRETTOKEN123", "alice"][..],
+        ),
+        (vec!["push", "scp", "HEAD:main"], &["hunter2", "bob:"][..]),
+        (
+            vec!["push", "https://carol:pw123@github.com/x/y", "HEAD:main"],
+            &["pw123", "carol"][..],
+        ),
+    ] {
+        let args: Vec<String> = line.iter().map(|s| s.to_string()).collect();
+        let inv = GitInvocation {
+            args: &args,
+            env: &[],
+            cwd: &cwd,
+            protected: &protected,
+        };
+        let a = Inspector::new().analyze(&inv);
+        assert!(
+            a.findings.iter().any(|f| f.rule == "git.push.protected"),
+            "{line:?} is still blocked: {:?}",
+            a.findings
+        );
+        let json = serde_json::to_string(&a.pushes).unwrap();
+        let text: Vec<&str> = a.findings.iter().map(|f| f.reason.as_str()).collect();
+        for s in secrets {
+            assert!(
+                !text.iter().any(|r| r.contains(s)),
+                "{line:?}: {s} in {text:?}"
+            );
+            assert!(!json.contains(s), "{line:?}: {s} in {json}");
+        }
+        assert!(
+            text.iter().any(|r| r.contains("***@")),
+            "{line:?}: the remote is still named, redacted: {text:?}"
+        );
+    }
+}
+
+/// `mkfifo .git/config` (and a FIFO `HEAD`, a FIFO `.git`): the repository is refused at
+/// once instead of blocking the reader, and a push that could reach a protected branch is
+/// blocked as unresolved (fail closed).
+#[test]
+fn fifo_repository_files_are_refused_without_blocking() {
+    let home = isolate_once();
+    let root = tempfile::tempdir().unwrap();
+    let protected = protected();
+    for (name, fifo) in [
+        ("cfg", ".git/config"),
+        ("head", ".git/HEAD"),
+        ("dotgit", ".git"),
+    ] {
+        let repo = root.path().join(name);
+        std::fs::create_dir_all(&repo).unwrap();
+        run_ok(
+            clean(std::process::Command::new("git"), home)
+                .args(["init", "-q", "-b", "main"])
+                .current_dir(&repo),
+        );
+        let target = repo.join(fifo);
+        if target.is_dir() {
+            std::fs::remove_dir_all(&target).unwrap();
+        } else {
+            std::fs::remove_file(&target).unwrap();
+        }
+        run_ok(std::process::Command::new("mkfifo").arg(&target));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (cwd, protected) = (repo.clone(), protected.clone());
+        std::thread::spawn(move || {
+            let args: Vec<String> = ["push", "origin", "main"].map(String::from).to_vec();
+            let inv = GitInvocation {
+                args: &args,
+                env: &[],
+                cwd: &cwd,
+                protected: &protected,
+            };
+            let _ = tx.send(Inspector::new().inspect(&inv));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{fifo}: the inspector blocked on the FIFO"));
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.rule == "git.push.unresolved" && f.reason.contains("not a regular file")),
+            "{fifo}: {:?}",
+            r.findings
+        );
+    }
+}

@@ -43,6 +43,7 @@ mod action;
 mod analysis;
 pub mod config;
 mod decision;
+pub mod redact;
 mod verdict;
 
 pub use action::{Action, AliasExpansion, Context, GitInspector, GitInvocation, GitReport};

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tyba_git_guard::hook::{self, Installed, Uninstalled};
 use tyba_git_guard::{Inspector, PushPlan};
+use tyba_policy::redact::{redact_credentials, redact_url};
 use tyba_policy::GitInvocation;
 
 /// Arguments of `tyba git-guard`.
@@ -149,9 +150,10 @@ fn pre_push(remote: &str, url: Option<&str>, policy: Option<&Path>) -> anyhow::R
     if bad.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
+    // git passes the URL as configured, credentials included; the message reaches the agent.
     let place = match url {
-        Some(u) if u != remote => format!("{remote} ({u})"),
-        _ => remote.to_string(),
+        Some(u) if u != remote => format!("{} ({})", redact_url(remote), redact_url(u)),
+        _ => redact_url(remote).into_owned(),
     };
     for l in bad {
         let verb = if l.is_delete() { "delete" } else { "update" };
@@ -252,14 +254,14 @@ fn print_text(verdict: &str, analysis: &tyba_git_guard::Analysis, protected: &[S
                 .url
                 .as_deref()
                 .filter(|u| *u != t.remote)
-                .map(|u| format!(" ({u})"))
+                .map(|u| format!(" ({})", redact_url(u)))
                 .unwrap_or_default();
             let known = if t.remote_refs_known {
                 ""
             } else {
                 " [remote refs unknown]"
             };
-            println!("  remote {}{url}{known}:", t.remote);
+            println!("  remote {}{url}{known}:", redact_url(&t.remote));
             for u in &t.updates {
                 let action = if u.src.is_none() { "delete" } else { "update" };
                 let src = u
@@ -278,7 +280,7 @@ fn print_text(verdict: &str, analysis: &tyba_git_guard::Analysis, protected: &[S
             }
         }
         for n in &plan.notes {
-            println!("  note: {n}");
+            println!("  note: {}", redact_credentials(n));
         }
     }
 }

@@ -289,13 +289,21 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     control.register_sandbox(a_pid.as_raw(), stage2 as u32);
     let notifier = Arc::new(Notifier {
         listener,
-        policy: cfg.policy,
+        classifier: crate::classify_worker::Classifier::new(
+            crate::classify_worker::ClassifySetup {
+                policy: cfg.policy,
+                worktree: cfg.session.worktree.clone(),
+                scratch: std::fs::canonicalize(&cfg.plan.tmp_dir)
+                    .unwrap_or_else(|_| cfg.plan.tmp_dir.clone()),
+                home: cfg.home,
+                roots: crate::sandbox::classifier_roots(&plan),
+                abi: cfg.enforcement.landlock_abi,
+                require_full: !cfg.allow_weaker,
+            },
+        ),
         control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
-        scratch: std::fs::canonicalize(&cfg.plan.tmp_dir)
-            .unwrap_or_else(|_| cfg.plan.tmp_dir.clone()),
-        home: cfg.home,
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         writable: plan.read_write.clone(),

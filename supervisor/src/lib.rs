@@ -39,6 +39,7 @@
 pub mod approve;
 pub mod bpf;
 pub mod broker;
+mod classify_worker;
 pub mod control;
 mod env;
 mod launch;

@@ -26,10 +26,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tyba_policy::{
-    decide, Action, ActionKind, AlwaysKey, Context, Decision, ExecMode, Policy, SessionMemory,
-    Verdict,
-};
+use tyba_policy::{decide, ActionKind, AlwaysKey, Decision, ExecMode, SessionMemory, Verdict};
 
 /// One audited event of the session: what was decided about a notified call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,14 +63,12 @@ pub(crate) struct State {
 /// Everything the loop needs; shared with worker threads.
 pub(crate) struct Notifier {
     pub listener: OwnedFd,
-    pub policy: Policy,
+    /// Classifies exec command lines with the policy (off this thread, confined, bounded).
+    pub classifier: crate::classify_worker::Classifier,
     /// The live level (changed by `tyba autonomy` between decisions) and the counts.
     pub control: Arc<SessionControl>,
     pub mode: ExecMode,
     pub worktree: PathBuf,
-    /// The session's private temp dir (the agent's `TMPDIR`).
-    pub scratch: PathBuf,
-    pub home: Option<PathBuf>,
     pub approver: Arc<dyn Approver>,
     pub hosts: AgentHosts,
     pub writable: Vec<PathBuf>,
@@ -431,21 +426,13 @@ impl Notifier {
         }
         let command = command_line(&path, &argv);
         let cwd = procfs::cwd(n.pid).unwrap_or_else(|_| self.worktree.clone());
-        // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba classify`.
-        let inspector = tyba_git_guard::Inspector::new();
-        let ctx = Context {
-            worktree: &self.worktree,
-            cwd: &cwd,
-            home: self.home.as_deref(),
-            scratch: Some(&self.scratch),
-            git: Some(&inspector),
+        // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba
+        // classify`, on a worker confined to what the agent may read, under a deadline
+        // (`crate::classify_worker`); its refusals fail closed.
+        let class = match self.classifier.classify(&command, &cwd) {
+            Ok(c) => c,
+            Err(reason) => return Ok(ExecDecision::Refuse(reason)),
         };
-        let class = self.policy.classify(
-            &Action::Exec {
-                command: command.clone(),
-            },
-            &ctx,
-        );
         let mut s = self
             .state
             .lock()

@@ -468,3 +468,75 @@ pub fn landlock_ruleset(
         .create()?
         .add_rules(beneath.into_iter().map(Ok::<_, RulesetError>))?)
 }
+
+/// The roots the supervisor's exec classifier may read (`crate::classify_worker`): exactly
+/// what the agent's domain may read, the plan's `read_only` and `read_write` roots, minus
+/// `/proc` (the supervisor's `/proc` is the host's, not the sandbox's private one; the exec's
+/// `/proc` entries are read before classifying, outside the classifier's domain).
+pub fn classifier_roots(plan: &SandboxPlan) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    for p in plan.read_only.iter().chain(&plan.read_write) {
+        if !is_within(p, Path::new("/proc")) {
+            push_unique(&mut roots, p.clone());
+        }
+    }
+    roots
+}
+
+/// Builds (without enforcing) a read-only Landlock ruleset: read and execute beneath each of
+/// `roots` (execute: gix may run `git` to find its installation's configuration), read-write
+/// on `/dev/null` only (a child's null stdio), every other file access and TCP bind/connect
+/// (ABI 4) denied. No device that never ends (`/dev/zero`, `/dev/urandom`) and no terminal is
+/// granted: a configuration file could include one.
+///
+/// # Errors
+/// [`LandlockError`] when the ruleset cannot be made or a rule cannot be added.
+pub fn read_only_ruleset(
+    roots: &[PathBuf],
+    abi_n: i32,
+    require_full: bool,
+) -> Result<RulesetCreated, LandlockError> {
+    let abi = abi_from(abi_n.min(7));
+    let all = AccessFs::from_all(abi);
+    let ro = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute;
+    let file_rights = AccessFs::from_file(abi);
+    let level = if require_full {
+        CompatLevel::HardRequirement
+    } else {
+        CompatLevel::BestEffort
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(all)?;
+    if abi_n >= 4 {
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> =
+        roots.iter().map(|p| (p.clone(), ro)).collect();
+    rules.push((
+        PathBuf::from("/dev/null"),
+        AccessFs::ReadFile | AccessFs::WriteFile,
+    ));
+    let mut beneath = Vec::with_capacity(rules.len());
+    for (p, access) in rules {
+        let fd = match PathFd::new(&p) {
+            Ok(fd) => fd,
+            Err(_) if !p.exists() => continue,
+            Err(e) => {
+                return Err(LandlockError::Path {
+                    path: p,
+                    message: e.to_string(),
+                })
+            }
+        };
+        let access = if p.is_dir() {
+            access
+        } else {
+            access & file_rights
+        };
+        beneath.push(PathBeneath::new(fd, access));
+    }
+    Ok(ruleset
+        .create()?
+        .add_rules(beneath.into_iter().map(Ok::<_, RulesetError>))?)
+}

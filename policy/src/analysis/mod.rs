@@ -76,13 +76,17 @@ fn classify_on_this_stack(policy: &Policy, action: &Action, ctx: &Context<'_>) -
         }
         Action::Read { paths } => a.tool_paths(paths, Access::Read),
         Action::Fetch { url } => {
-            a.out
-                .hosts
-                .push(commands::host_of(url).unwrap_or_else(|| url.clone()));
+            a.out.hosts.push(
+                commands::host_of(url)
+                    .unwrap_or_else(|| crate::redact::redact_url(url).into_owned()),
+            );
             a.add(
                 Verdict::Red,
                 "net.fetch",
-                format!("the web tool reaches the network ({url})"),
+                format!(
+                    "the web tool reaches the network ({})",
+                    crate::redact::redact_url(url)
+                ),
             );
         }
     }
