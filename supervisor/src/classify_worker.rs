@@ -139,6 +139,11 @@ impl Classifier {
         Ok(tx)
     }
 
+    /// The person's home directory, as the policy expands `~`.
+    pub(crate) fn home(&self) -> Option<&Path> {
+        self.setup.home.as_deref()
+    }
+
     /// Classifies `command` as run in `cwd`, on a confined worker, within the deadline.
     ///
     /// # Errors

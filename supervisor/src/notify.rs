@@ -576,7 +576,7 @@ impl Notifier {
             payload: SpawnPayload {
                 path: c.path.into_bytes(),
                 argv: c.argv.into_iter().map(String::into_bytes).collect(),
-                envp: runner::runner_env(c.envp, &self.writable, self.home.as_deref()),
+                envp: runner::runner_env(c.envp, &self.writable, self.classifier.home()),
                 grants: c.grants,
             },
             cwd: cwd.into(),
