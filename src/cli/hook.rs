@@ -9,13 +9,16 @@
 //!   execution mode `auto`, with an empty "always" memory. Green is allowed, blocked refused with the reason. Yellow
 //!   and red: inside `tyba run` (with [`session::SESSION_SOCKET_ENV`] set) they are asked
 //!   through the session; outside one, Claude Code gets `ask` (its own prompt) and Codex and
-//!   Gemini CLI a refusal saying how to be asked.
+//!   Gemini CLI a refusal saying how to be asked. When the decision shows the diff (an edit at
+//!   autonomy `low`), the ask carries the diff of the change the tool would make
+//!   ([`diff::for_call`]), or why there is none.
 //! - Fail closed: these agents let a call through when a hook crashes, times out or prints
 //!   something they cannot read. So the answer is always written: any error, unreadable or
 //!   unknown input, and even a panic, is a refusal with its reason.
 //! - `tyba hook install|uninstall claude-code|codex|gemini [--project|--user]` merges (removes)
 //!   tyba's entry in the agent's settings file, keeping everything else.
 
+mod diff;
 mod input;
 mod install;
 pub mod session;
@@ -251,6 +254,10 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
     } else {
         format!("{}: {}", ask.verdict, reasons.join("; "))
     };
+    // DESIGN.md §4: at low autonomy an edit is asked with its diff shown before the write.
+    let diff = ask
+        .show_diff
+        .then(|| diff::for_call(agent, &call.tool, &call.input, &action_cwd));
     match socket {
         Some(socket) => {
             let request = session::AskRequest {
@@ -262,6 +269,7 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
                 rememberable: ask.rememberable.is_some(),
                 cwd: action_cwd,
                 worktree,
+                diff,
             };
             match session::ask_session(socket, &request) {
                 Ok(session::Answer::Once | session::Answer::Always) => Outcome::Allow,
@@ -275,11 +283,20 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
             }
         }
         None => match agent {
-            Agent::ClaudeCode => Outcome::Ask(format!("tyba: {summary}")),
+            Agent::ClaudeCode => Outcome::Ask(claude_ask_text(&summary, diff.as_deref())),
             Agent::Codex | Agent::Gemini => Outcome::Deny(format!(
                 "refused by tyba: this needs the person's approval ({summary}), and no one can be asked outside a tyba session; run the agent under `tyba run` to be asked, or do it another way"
             )),
         },
+    }
+}
+
+/// The reason Claude Code shows in its own prompt when tyba lets it ask: the summary, and the
+/// diff when the decision shows one.
+fn claude_ask_text(summary: &str, diff: Option<&str>) -> String {
+    match diff {
+        Some(d) => format!("tyba: {summary}\n{d}"),
+        None => format!("tyba: {summary}"),
     }
 }
 
@@ -416,6 +433,18 @@ mod tests {
         let claude: serde_json::Value =
             serde_json::from_str(&reply(Agent::ClaudeCode, &o).stdout).unwrap();
         assert_eq!(claude["hookSpecificOutput"]["permissionDecision"], "deny");
+    }
+
+    #[test]
+    fn claude_codes_own_ask_carries_the_diff_when_one_is_shown() {
+        assert_eq!(claude_ask_text("red: x", None), "tyba: red: x");
+        let o = Outcome::Ask(claude_ask_text("green", Some("--- /dev/null\n+++ a\n")));
+        let v: serde_json::Value =
+            serde_json::from_str(&reply(Agent::ClaudeCode, &o).stdout).unwrap();
+        assert_eq!(
+            v["hookSpecificOutput"]["permissionDecisionReason"],
+            "tyba: green\n--- /dev/null\n+++ a\n"
+        );
     }
 
     #[test]

@@ -24,6 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tyba_supervisor::broker::proto::{PendingView, WireAnswer};
 use tyba_supervisor::broker::{audit, client, paths, prompt, Broker, BrokerConfig};
+// Text from the agent's side has every control character replaced: the agent cannot send
+// escape sequences to the person's terminal through a command line, a path or a diff.
+use tyba_supervisor::broker::text::clean;
 use tyba_supervisor::{Approver, DenyAll};
 
 /// The variable naming the session's hook socket in the agent's environment.
@@ -97,14 +100,6 @@ fn snapshot() -> anyhow::Result<serde_json::Value> {
     ))
 }
 
-/// Text from the agent's side with every control character replaced: the agent cannot send
-/// escape sequences to the person's terminal through a command line or a path.
-fn clean(x: &str) -> String {
-    x.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 fn describe(p: &PendingView) -> String {
     let mut s = format!(
         "  {}  {}  {}  (waiting {}s{})\n",
@@ -128,6 +123,12 @@ fn describe(p: &PendingView) -> String {
             clean(&p.argv.join(" ")),
             clean(&p.cwd)
         ));
+    }
+    if let Some(diff) = &p.diff {
+        s.push_str("      diff:\n");
+        for line in diff.lines() {
+            s.push_str(&format!("        {}\n", clean(line)));
+        }
     }
     s
 }
@@ -358,4 +359,37 @@ pub fn session_approver(
         eprintln!("tyba: audit log {}", p.display());
     }
     (Arc::new(broker.clone()), Some(broker))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_ask_lists_its_diff_indented_under_it() {
+        let p = PendingView {
+            id: "0a1b2c3d4e5f-1".into(),
+            kind: "hook".into(),
+            action: "write src/a.txt (Write via claude-code)".into(),
+            verdict: "green".into(),
+            reasons: Vec::new(),
+            always_allowed: false,
+            pid: 42,
+            argv: vec!["tyba".into(), "hook".into(), "claude-code".into()],
+            cwd: "/wt".into(),
+            waited_ms: 2000,
+            diff: Some("--- /dev/null\n+++ src/a.txt\n@@ -0,0 +1 @@\n+hi\x1b[2J\n".into()),
+        };
+        assert_eq!(
+            describe(&p),
+            "  0a1b2c3d4e5f-1  green  write src/a.txt (Write via claude-code)  (waiting 2s)\n\
+             \x20     by pid 42 `tyba hook claude-code` in /wt\n\
+             \x20     diff:\n\
+             \x20       --- /dev/null\n\
+             \x20       +++ src/a.txt\n\
+             \x20       @@ -0,0 +1 @@\n\
+             \x20       +hi?[2J\n"
+        );
+    }
 }

@@ -43,6 +43,9 @@ pub struct AskRequest {
     pub cwd: PathBuf,
     /// The worktree it was classified against.
     pub worktree: PathBuf,
+    /// For an edit the decision shows with its diff (autonomy `low`): the diff, or why there
+    /// is none, already cleaned and bounded (`diff::for_call`).
+    pub diff: Option<String>,
 }
 
 /// The person's answer (DESIGN.md §1 "answer").
@@ -116,6 +119,7 @@ pub fn ask_session(socket: &Path, request: &AskRequest) -> Result<Answer, Sessio
         rememberable: request.rememberable,
         cwd: request.cwd.display().to_string(),
         worktree: request.worktree.display().to_string(),
+        diff: request.diff.clone(),
     };
     let wait = std::time::Duration::from_secs(HOOK_TIMEOUT_SECS.saturating_sub(15));
     let a = client::ask_hook(socket, &ask, wait).map_err(|source| SessionError::Channel {

@@ -45,6 +45,10 @@ pub struct AuditLine {
     /// The asking process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// For a hook's edit asked at low autonomy: the diff the person was shown (as listed in
+    /// [`super::proto::PendingView::diff`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 /// An append-only JSONL file.

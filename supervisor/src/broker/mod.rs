@@ -33,6 +33,7 @@ pub mod paths;
 pub mod prompt;
 pub mod proto;
 mod server;
+pub mod text;
 
 use crate::approve::{Answer, Approver, ApproverError, AskKind, AskRequest};
 use crate::control::{ControlError, Counted, SessionControl, SessionInfo};
@@ -296,6 +297,14 @@ impl Subject {
         }
     }
 
+    /// The diff shown with a hook's edit, already cleaned by [`Broker::ask_hook`].
+    fn diff(&self) -> Option<String> {
+        match self {
+            Subject::Hook { ask, .. } => ask.diff.clone(),
+            Subject::Kernel(_) | Subject::Pause { .. } => None,
+        }
+    }
+
     fn always_ok(&self) -> bool {
         match self {
             Subject::Kernel(r) => r.rememberable && r.verdict == tyba_policy::Verdict::Yellow,
@@ -433,6 +442,7 @@ impl Broker {
             argv: e.argv.clone(),
             cwd: e.cwd.clone(),
             waited_ms: e.started.elapsed().as_millis() as u64,
+            diff: e.subject.diff(),
         }
     }
 
@@ -714,6 +724,7 @@ impl Broker {
             answered_by: Some(by.to_string()),
             wait_ms: Some(waited.as_millis() as u64),
             pid: Some(e.pid),
+            diff: e.subject.diff(),
         });
     }
 
@@ -814,7 +825,11 @@ impl Broker {
     /// remembered for later hook asks of the exact same action string only — never in the
     /// kernel layer's memory, so a process forging hook asks cannot widen what the sandbox
     /// lets through.
+    ///
+    /// A diff the hook sends is cleaned and bounded here ([`text::clean_diff`]) before anyone
+    /// sees or logs it: its sender is inside the sandbox.
     pub fn ask_hook(&self, mut ask: HookAsk, pid: u32) -> HookAnswer {
+        ask.diff = ask.diff.map(|d| text::clean_diff(&d));
         let shell = SHELL_TOOLS.contains(&ask.tool.to_ascii_lowercase().as_str());
         let ours = if shell { self.classify(&ask) } else { None };
         if let Some((verdict, reasons)) = &ours {

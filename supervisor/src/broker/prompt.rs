@@ -8,9 +8,13 @@
 //! | `a` | always (only offered for yellow commands; refused with a reason otherwise) |
 //! | `d` | deny |
 //! | `r` | deny with a reason (typed, Enter sends, Esc goes back) |
-//! | `?` | details: the process, its argv and directory, every reason |
+//! | `?` | details: the process, its argv and directory, every reason, an edit's whole diff |
 //! | `l` | later: give the screen back; the ask stays in `tyba inbox` |
 //! | `s` | switch the session's autonomy level: then `l` low, `m` medium, `h` high (then `y` to confirm), Esc back |
+//!
+//! A hook's edit asked at low autonomy shows the diff of the change under the ask, before
+//! the keys: its first lines, and with `?` all of it (at most
+//! [`super::text::DIFF_MAX_LINES`] lines), or why there is none.
 //!
 //! A level switched here applies to the next action; the ask on screen stays asked. It is
 //! written to the audit log as answered by `terminal`.
@@ -34,6 +38,48 @@ use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use tyba_policy::Autonomy;
+
+/// How many lines of an edit's diff the prompt shows before `?` (details) shows all of it.
+const DIFF_INLINE_LINES: usize = 12;
+
+/// Appends an edit's diff to the prompt's lines: the first [`DIFF_INLINE_LINES`], or with
+/// `details` all of it (the broker bounded it already). Each line is cleaned again, then
+/// coloured by tyba itself: additions green, removals red, hunk headers cyan.
+fn diff_lines(l: &mut Vec<String>, diff: &str, details: bool) {
+    let total = diff.lines().count();
+    let shown = if details {
+        total
+    } else {
+        total.min(DIFF_INLINE_LINES)
+    };
+    l.push(String::new());
+    l.push("  diff (the change the tool would make):".to_string());
+    for line in diff.lines().take(shown) {
+        let line = super::text::clean(line);
+        let colour = if line.starts_with("+++") || line.starts_with("---") {
+            "\x1b[1m"
+        } else if line.starts_with('+') {
+            "\x1b[32m"
+        } else if line.starts_with('-') {
+            "\x1b[31m"
+        } else if line.starts_with("@@") {
+            "\x1b[36m"
+        } else {
+            ""
+        };
+        if colour.is_empty() {
+            l.push(format!("    {line}"));
+        } else {
+            l.push(format!("    {colour}{line}\x1b[0m"));
+        }
+    }
+    if shown < total {
+        l.push(format!(
+            "    … {} more lines: [?] shows the whole diff",
+            total - shown
+        ));
+    }
+}
 
 const WORDS: &[&str] = &[
     "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
@@ -139,10 +185,7 @@ impl Prompt {
     /// Shows a line from tyba (a change of level, a stop, a refused control attempt): in the
     /// prompt when it is up, else as a marked line between the agent's output.
     pub fn notice(&self, text: &str) {
-        let clean: String = text
-            .chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect();
+        let clean = super::text::clean(text);
         let more = self.broker.pending().len().saturating_sub(1);
         let Some(mut st) = self.lock() else { return };
         if st.showing.is_some() {
@@ -218,11 +261,7 @@ impl Prompt {
     fn draw(&self, st: &PState, more: usize) {
         let Some(p) = &st.showing else { return };
         // Everything but the header comes from the agent's side: no control characters.
-        let clean = |x: &str| -> String {
-            x.chars()
-                .map(|c| if c.is_control() { '?' } else { c })
-                .collect()
-        };
+        let clean = super::text::clean;
         let mut l: Vec<String> = vec![String::new()];
         l.push(format!("  {}: {}", p.verdict, clean(&p.action)));
         for r in p.reasons.iter().take(if st.details { 64 } else { 2 }) {
@@ -238,6 +277,9 @@ impl Prompt {
         if st.details {
             l.push(format!("  argv: {}", clean(&p.argv.join(" "))));
             l.push(format!("  kind: {}", p.kind));
+        }
+        if let Some(diff) = &p.diff {
+            diff_lines(&mut l, diff, st.details);
         }
         l.push(String::new());
         if p.kind == "pause" {
@@ -261,11 +303,7 @@ impl Prompt {
     }
 
     fn draw_lines(&self, st: &PState, p: &PendingView, lines: &[String], more: usize) {
-        let clean = |x: &str| -> String {
-            x.chars()
-                .map(|c| if c.is_control() { '?' } else { c })
-                .collect()
-        };
+        let clean = super::text::clean;
         let mut l = lines.to_vec();
         if more > 0 {
             l.push(format!("  ({more} more waiting; `tyba inbox` lists them)"));
@@ -440,5 +478,88 @@ impl RelayGate for Prompt {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::proto::HookAsk;
+    use super::super::BrokerConfig;
+    use super::*;
+
+    /// A terminal that keeps what is drawn on it.
+    #[derive(Clone, Default)]
+    struct Screen(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Screen {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Screen {
+        fn wait_for(&self, needle: &str) -> String {
+            for _ in 0..1000 {
+                let t = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
+                if t.contains(needle) {
+                    return t;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!("never drew {needle:?}");
+        }
+    }
+
+    #[test]
+    fn an_edit_ask_shows_its_diff_before_the_answer_and_all_of_it_on_details() {
+        let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", "/wt".into());
+        cfg.socket = false;
+        cfg.audit = false;
+        cfg.notices = false;
+        let b = Broker::start(cfg).unwrap();
+        let screen = Screen::default();
+        let p = Prompt::start(&b, "cedar-onyx-42".into(), Box::new(screen.clone()));
+        let mut diff = String::from("--- src/a.rs\n+++ src/a.rs\n@@ -1,1 +1,30 @@\n-fn old() {}\n");
+        for n in 0..30 {
+            diff.push_str(&format!("+\x1b[2Jline {n}\n"));
+        }
+        let ask = HookAsk {
+            agent: "claude-code".into(),
+            tool: "Edit".into(),
+            action: "write src/a.rs".into(),
+            verdict: "green".into(),
+            reasons: Vec::new(),
+            rememberable: false,
+            cwd: "/wt".into(),
+            worktree: "/wt".into(),
+            diff: Some(diff),
+        };
+        let hb = b.clone();
+        let h = std::thread::spawn(move || hb.ask_hook(ask, std::process::id()));
+        let t = screen.wait_for("more lines: [?] shows the whole diff");
+        assert!(t.contains("diff (the change the tool would make):"), "{t}");
+        assert!(t.contains("\x1b[31m-fn old() {}\x1b[0m"), "{t}");
+        assert!(t.contains("\x1b[32m+?[2Jline 0\x1b[0m"), "{t}");
+        assert!(
+            !t.contains("line 8\x1b"),
+            "only the first lines before details: {t}"
+        );
+        assert!(t.contains("… 22 more lines"), "{t}");
+        // The diff comes before the keys.
+        assert!(
+            t.find("line 7").unwrap() < t.rfind("[o] once").unwrap(),
+            "{t}"
+        );
+        assert!(p.input(b"?"));
+        let t = screen.wait_for("line 29");
+        assert!(!t.contains("\x1b[2Jline"), "{t}");
+        assert!(p.input(b"o"));
+        assert_eq!(h.join().unwrap().answer, WireAnswer::Once);
+        b.close("over");
     }
 }

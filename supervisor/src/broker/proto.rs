@@ -103,6 +103,12 @@ pub struct HookAsk {
     /// The worktree it was classified against.
     #[serde(default)]
     pub worktree: String,
+    /// For an edit asked at low autonomy: the unified diff of the change the tool would make
+    /// (a patch tool's own patch), or why there is none (`tyba could not compute the diff:
+    /// …`). The broker cleans and bounds it again ([`crate::broker::text::clean_diff`]): it
+    /// comes from inside the sandbox. Absent from older hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 /// A session as listed (`tyba inbox --json`'s `session`, `tyba sessions --json`'s items).
@@ -172,6 +178,12 @@ pub struct PendingView {
     pub cwd: String,
     /// How long it has waited, in milliseconds.
     pub waited_ms: u64,
+    /// For a hook's edit asked at low autonomy: the diff the person is shown before answering
+    /// (lines of text, control characters replaced, at most
+    /// [`crate::broker::text::DIFF_MAX_LINES`] lines and a last `… N more lines`), or why
+    /// there is none. Absent for every other ask, and from older supervisors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 /// The answer sent back on the hook channel.

@@ -165,6 +165,7 @@ fn hook_always_is_remembered_for_hooks_only_and_red_never() {
         rememberable: true,
         cwd: "/wt".into(),
         worktree: "/wt".into(),
+        diff: None,
     };
     let b2 = b.clone();
     let t = std::thread::spawn(move || b2.ask_hook(hook("yellow"), std::process::id()));
@@ -317,6 +318,7 @@ fn shell_hook(command: &str, verdict: &str) -> HookAsk {
         rememberable: verdict == "yellow",
         cwd: std::env::temp_dir().display().to_string(),
         worktree: std::env::temp_dir().display().to_string(),
+        diff: None,
     }
 }
 
@@ -445,6 +447,7 @@ fn asks_and_hook_denials_are_counted() {
                 rememberable: true,
                 cwd: String::new(),
                 worktree: String::new(),
+                diff: None,
             },
             std::process::id(),
         )
@@ -485,4 +488,75 @@ fn the_prompt_switches_the_level_and_confirms_before_high() {
     assert!(p.input(b"d"));
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
     b.close("over");
+}
+
+#[test]
+fn a_hook_diff_is_cleaned_and_bounded_before_anyone_sees_it() {
+    let b = broker();
+    let mut diff =
+        String::from("--- a.txt\n+++ a.txt\n@@ -1 +1 @@\n-old\n+\x1b]2;owned\x07new\u{202e}\n");
+    for n in 0..300 {
+        diff.push_str(&format!("+line {n}\n"));
+    }
+    let ask = HookAsk {
+        agent: "claude-code".into(),
+        tool: "Write".into(),
+        action: "write a.txt".into(),
+        verdict: "green".into(),
+        reasons: Vec::new(),
+        rememberable: false,
+        cwd: "/wt".into(),
+        worktree: "/wt".into(),
+        diff: Some(diff),
+    };
+    let hb = b.clone();
+    let h = std::thread::spawn(move || hb.ask_hook(ask, std::process::id()));
+    let p = wait_pending(&b, 1);
+    let shown = p[0].diff.clone().expect("the diff is listed");
+    assert!(
+        shown.starts_with("--- a.txt\n+++ a.txt\n@@ -1 +1 @@\n-old\n+?]2;owned?new?\n"),
+        "{shown}"
+    );
+    assert!(
+        !shown.chars().any(|c| c.is_control() && c != '\n'),
+        "{shown}"
+    );
+    assert_eq!(shown.lines().count(), text::DIFF_MAX_LINES + 1);
+    assert!(shown.ends_with("… 105 more lines\n"), "{shown}");
+    b.answer(&p[0].id, WireAnswer::Once, None, "t").unwrap();
+    assert_eq!(h.join().unwrap().answer, WireAnswer::Once);
+    // Kernel asks carry none, and the field is then left out of the listing.
+    let t = ask_on_thread(&b, req("touch a", Verdict::Yellow));
+    let p = wait_pending(&b, 1);
+    assert_eq!(p[0].diff, None);
+    let json = serde_json::to_string(&p[0]).unwrap();
+    assert!(!json.contains("\"diff\""), "{json}");
+    b.answer(&p[0].id, WireAnswer::Once, None, "t").unwrap();
+    t.join().unwrap();
+    b.close("over");
+}
+
+#[test]
+fn peers_without_the_diff_field_still_parse() {
+    let old_ask = r#"{"op":"ask","agent":"codex","tool":"Bash","action":"ls","verdict":"yellow"}"#;
+    match serde_json::from_str::<proto::Request>(old_ask).unwrap() {
+        proto::Request::Ask(a) => assert_eq!(a.diff, None),
+        other => panic!("{other:?}"),
+    }
+    let old_view = r#"{"id":"s-1","kind":"hook","action":"x","verdict":"yellow","reasons":[],"always_allowed":false,"pid":1,"argv":[],"cwd":"/","waited_ms":3}"#;
+    let v: PendingView = serde_json::from_str(old_view).unwrap();
+    assert_eq!(v.diff, None);
+    let new_ask = serde_json::to_string(&proto::Request::Ask(HookAsk {
+        agent: "codex".into(),
+        tool: "apply_patch".into(),
+        action: "apply_patch a".into(),
+        verdict: "green".into(),
+        reasons: Vec::new(),
+        rememberable: false,
+        cwd: String::new(),
+        worktree: String::new(),
+        diff: Some("+a\n".into()),
+    }))
+    .unwrap();
+    assert!(new_ask.contains(r#""diff":"+a\n""#), "{new_ask}");
 }
