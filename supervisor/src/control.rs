@@ -310,32 +310,11 @@ fn has_exited(pidfd: std::os::fd::BorrowedFd<'_>) -> bool {
 /// Sends `sig` to every descendant of `root` (not `root` itself: PID 1 of the sandbox ignores
 /// what it has no handler for, and it exits when the agent does).
 fn signal_descendants(root: u32, sig: i32) {
-    let mut parent_of = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok((ppid, _)) = crate::procfs::stat(pid) {
-                parent_of.push((pid, ppid));
-            }
-        }
-    }
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        for (c, pp) in &parent_of {
-            if *pp == p && !tree.contains(c) {
-                tree.push(*c);
-            }
-        }
-        i += 1;
-    }
+    let tree = crate::procfs::descendants(root);
     let Ok(s) = nix::sys::signal::Signal::try_from(sig) else {
         return;
     };
-    for pid in tree.into_iter().skip(1) {
+    for pid in tree {
         if let Ok(raw) = i32::try_from(pid) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), s);
         }

@@ -215,3 +215,32 @@ impl Mem {
         self.0.write_all_at(bytes, addr)
     }
 }
+
+/// Every descendant of process `root` (not `root` itself), parents before children, from one
+/// pass over `/proc/<pid>/stat`. A snapshot: processes forked after it are not in it.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok((ppid, _)) = stat(pid) {
+                parent_of.push((pid, ppid));
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        for (c, pp) in &parent_of {
+            if *pp == p && !tree.contains(c) {
+                tree.push(*c);
+            }
+        }
+        i += 1;
+    }
+    tree.remove(0);
+    tree
+}

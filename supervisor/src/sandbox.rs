@@ -392,24 +392,21 @@ pub fn restrict(
     Ok(status)
 }
 
-/// Builds (without enforcing) the plan's Landlock ruleset, plus each of `extra` (an approved
-/// command's own grants, see `crate::runner`: read-write when its flag is set, else read +
-/// execute). Rules name inodes, so
-/// call it where the rules' paths resolve as the sandboxed processes will see them.
-///
-/// # Errors
-/// [`LandlockError`] when the ruleset cannot be made or a rule cannot be added.
-pub fn landlock_ruleset(
-    plan: &SandboxPlan,
-    extra: &[(PathBuf, bool)],
+/// A ruleset handling every filesystem right of the ABI and TCP bind/connect (ABI 4), with
+/// the compatibility level `require_full` asks for; plus the ABI's full and file-only rights.
+fn handled_ruleset(
     abi_n: i32,
     require_full: bool,
-) -> Result<RulesetCreated, LandlockError> {
+) -> Result<
+    (
+        Ruleset,
+        landlock::BitFlags<AccessFs>,
+        landlock::BitFlags<AccessFs>,
+    ),
+    LandlockError,
+> {
     let abi = abi_from(abi_n.min(7));
     let all = AccessFs::from_all(abi);
-    let rw = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
-    let ro = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute;
-    let file_rights = AccessFs::from_file(abi);
     let level = if require_full {
         CompatLevel::HardRequirement
     } else {
@@ -421,29 +418,16 @@ pub fn landlock_ruleset(
     if abi_n >= 4 {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
     }
-    if abi_n >= 6 {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
-    }
-    let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
-    for p in &plan.read_only {
-        rules.push((p.clone(), ro));
-    }
-    for p in &plan.read_write {
-        rules.push((p.clone(), rw));
-    }
-    for (p, write) in extra {
-        rules.push((p.clone(), if *write { rw } else { ro }));
-    }
-    for d in DEVICES_RW {
-        rules.push((PathBuf::from(d), AccessFs::ReadFile | AccessFs::WriteFile));
-    }
-    for d in DEVICES_RO {
-        rules.push((PathBuf::from(d), AccessFs::ReadFile.into()));
-    }
-    let tty = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev;
-    for d in DEVICES_TTY {
-        rules.push((PathBuf::from(d), tty & all));
-    }
+    Ok((ruleset, all, AccessFs::from_file(abi)))
+}
+
+/// Creates `ruleset` with one path-beneath rule per `(path, rights)` (rights cut to the
+/// file-only ones for a file); paths that no longer exist are skipped.
+fn create_with_rules(
+    ruleset: Ruleset,
+    rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)>,
+    file_rights: landlock::BitFlags<AccessFs>,
+) -> Result<RulesetCreated, LandlockError> {
     let mut beneath = Vec::with_capacity(rules.len());
     for (p, access) in rules {
         let fd = match PathFd::new(&p) {
@@ -467,6 +451,48 @@ pub fn landlock_ruleset(
     Ok(ruleset
         .create()?
         .add_rules(beneath.into_iter().map(Ok::<_, RulesetError>))?)
+}
+
+/// Builds (without enforcing) the plan's Landlock ruleset, plus each of `extra` (an approved
+/// command's own grants, see `crate::runner`: read-write when its flag is set, else read +
+/// execute). Rules name inodes, so
+/// call it where the rules' paths resolve as the sandboxed processes will see them.
+///
+/// # Errors
+/// [`LandlockError`] when the ruleset cannot be made or a rule cannot be added.
+pub fn landlock_ruleset(
+    plan: &SandboxPlan,
+    extra: &[(PathBuf, bool)],
+    abi_n: i32,
+    require_full: bool,
+) -> Result<RulesetCreated, LandlockError> {
+    let (mut ruleset, all, file_rights) = handled_ruleset(abi_n, require_full)?;
+    let rw = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
+    let ro = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute;
+    if abi_n >= 6 {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
+    }
+    let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
+    for p in &plan.read_only {
+        rules.push((p.clone(), ro));
+    }
+    for p in &plan.read_write {
+        rules.push((p.clone(), rw));
+    }
+    for (p, write) in extra {
+        rules.push((p.clone(), if *write { rw } else { ro }));
+    }
+    for d in DEVICES_RW {
+        rules.push((PathBuf::from(d), AccessFs::ReadFile | AccessFs::WriteFile));
+    }
+    for d in DEVICES_RO {
+        rules.push((PathBuf::from(d), AccessFs::ReadFile.into()));
+    }
+    let tty = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev;
+    for d in DEVICES_TTY {
+        rules.push((PathBuf::from(d), tty & all));
+    }
+    create_with_rules(ruleset, rules, file_rights)
 }
 
 /// The roots the supervisor's exec classifier may read (`crate::classify_worker`): exactly
@@ -496,47 +522,13 @@ pub fn read_only_ruleset(
     abi_n: i32,
     require_full: bool,
 ) -> Result<RulesetCreated, LandlockError> {
-    let abi = abi_from(abi_n.min(7));
-    let all = AccessFs::from_all(abi);
+    let (ruleset, _, file_rights) = handled_ruleset(abi_n, require_full)?;
     let ro = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute;
-    let file_rights = AccessFs::from_file(abi);
-    let level = if require_full {
-        CompatLevel::HardRequirement
-    } else {
-        CompatLevel::BestEffort
-    };
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(level)
-        .handle_access(all)?;
-    if abi_n >= 4 {
-        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
-    }
     let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> =
         roots.iter().map(|p| (p.clone(), ro)).collect();
     rules.push((
         PathBuf::from("/dev/null"),
         AccessFs::ReadFile | AccessFs::WriteFile,
     ));
-    let mut beneath = Vec::with_capacity(rules.len());
-    for (p, access) in rules {
-        let fd = match PathFd::new(&p) {
-            Ok(fd) => fd,
-            Err(_) if !p.exists() => continue,
-            Err(e) => {
-                return Err(LandlockError::Path {
-                    path: p,
-                    message: e.to_string(),
-                })
-            }
-        };
-        let access = if p.is_dir() {
-            access
-        } else {
-            access & file_rights
-        };
-        beneath.push(PathBeneath::new(fd, access));
-    }
-    Ok(ruleset
-        .create()?
-        .add_rules(beneath.into_iter().map(Ok::<_, RulesetError>))?)
+    create_with_rules(ruleset, rules, file_rights)
 }

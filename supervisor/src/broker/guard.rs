@@ -132,31 +132,9 @@ impl Guard {
 /// Sends `sig` to every descendant process of the supervisor (the sandbox's whole tree; not
 /// `notify-send` helpers). Returns how many processes were signalled.
 pub fn signal_tree(sig: i32) -> usize {
-    let me = std::process::id();
-    let mut parent_of = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok((ppid, _)) = crate::procfs::stat(pid) {
-                parent_of.push((pid, ppid));
-            }
-        }
-    }
-    let mut tree = vec![me];
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        for (c, pp) in &parent_of {
-            if *pp == p && !tree.contains(c) {
-                tree.push(*c);
-            }
-        }
-        i += 1;
-    }
+    let tree = crate::procfs::descendants(std::process::id());
     let mut n = 0;
-    for pid in tree.into_iter().skip(1) {
+    for pid in tree {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         if comm.trim() == "notify-send" {
             continue;
