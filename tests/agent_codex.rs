@@ -391,7 +391,7 @@ fn run_codex_session(who: &Who, codex: &Path, hooks: bool) {
         // it: `~/.cargo/bin` (policy `read_only`), as after `cargo install`.
         let bin = fx.home.join(".cargo/bin");
         std::fs::create_dir_all(&bin).unwrap();
-        std::fs::copy(&fx.tyba, bin.join("tyba")).unwrap();
+        copy_exe(&fx.tyba, &bin.join("tyba"));
         give(&fx.home, who);
         let o = run_tyba(
             who,

@@ -45,7 +45,7 @@ fn ask_edit_at_low_autonomy_shows_the_diff_in_the_inbox_and_the_log() {
             continue;
         };
         // The hook must be executable inside the sandbox: a copy in the worktree.
-        std::fs::copy(&fx.tyba, fx.wt.join("tyba")).unwrap();
+        copy_exe(&fx.tyba, &fx.wt.join("tyba"));
         let notes = fx.wt.join("notes.txt");
         let readme = fx.wt.join("README.md");
         let write = claude_input(

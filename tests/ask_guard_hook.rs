@@ -114,7 +114,7 @@ fn ask_hook_inside_the_session_reaches_the_person() {
         };
         // The hook must be executable inside the sandbox: a copy in the worktree.
         let inner = fx.wt.join("tyba");
-        std::fs::copy(&fx.tyba, &inner).unwrap();
+        copy_exe(&fx.tyba, &inner);
         let input = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/data/hooks/codex/bash-yellow.json"),

@@ -120,12 +120,10 @@ fn fixture(who: &Who, tag: &str) -> Fixture {
     std::fs::write(o.join("secret"), "TOP-SECRET\n").unwrap();
     std::fs::write(o.join("target"), "original\n").unwrap();
     std::fs::set_permissions(o.join("target"), std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::write(
-        o.join("script.sh"),
+    write_exe(
+        &o.join("script.sh"),
         "#!/bin/sh\necho ran > \"$PWD/ran_marker\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(o.join("script.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY\n").unwrap();
     std::fs::write(home.join(".bashrc"), "# rc\n").unwrap();

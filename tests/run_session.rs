@@ -10,7 +10,6 @@ mod support;
 use std::ffi::OsString;
 use std::io::Read;
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use support::*;
 
@@ -111,8 +110,7 @@ fn run_exec_is_classified_by_the_file_run_not_by_its_argv0_label() {
         // A script in the worktree (yellow) and `rm -rf` (red), run under green labels
         // (`ls`, `bash -c ls`): the kernel runs the file, so the file is what is classified.
         let evil = e.wt.join("evil.sh");
-        std::fs::write(&evil, "#!/bin/sh\nfor a; do :; done; echo ran > \"$a\"\n").unwrap();
-        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_exe(&evil, "#!/bin/sh\nfor a; do :; done; echo ran > \"$a\"\n");
         std::fs::create_dir_all(e.wt.join("victim")).unwrap();
         std::fs::write(e.wt.join("victim/f"), "keep").unwrap();
         give(&e.wt, &e.who);
@@ -251,16 +249,10 @@ fn run_children_of_an_approved_command_are_not_asked_again() {
         let Some(e) = setup(&who, "children") else {
             continue;
         };
-        std::fs::write(
-            e.wt.join("build.sh"),
+        write_exe(
+            &e.wt.join("build.sh"),
             "#!/bin/sh\ncat /etc/hostname > from-child.txt\necho child-rc=$?\n",
-        )
-        .unwrap();
-        std::process::Command::new("chmod")
-            .arg("755")
-            .arg(e.wt.join("build.sh"))
-            .status()
-            .unwrap();
+        );
         give(&e.wt.join("build.sh"), &who);
         // At high autonomy the yellow `./build.sh` is allowed; the `cat /etc/hostname` it runs
         // would be red if asked, but it is the approved command's child. The same `cat` started
@@ -583,7 +575,7 @@ fn run_refuses_to_start_when_the_sandbox_cannot_be_enforced() {
             continue;
         };
         let inner = e.wt.join("tyba-inner");
-        std::fs::copy(env!("CARGO_BIN_EXE_tyba"), &inner).unwrap();
+        copy_exe(Path::new(env!("CARGO_BIN_EXE_tyba")), &inner);
         give(&inner, &who);
         let (code, _, err) = run(
             &e,

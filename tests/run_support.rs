@@ -124,11 +124,44 @@ pub fn tyba_for(who: &Who, scratch: &Scratch) -> PathBuf {
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
             let dst = dir.join("tyba");
-            std::fs::copy(&built, &dst).unwrap();
-            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).unwrap();
+            copy_exe(&built, &dst);
             dst
         }
     }
+}
+
+/// Copies the executable `src` to `dst` (mode 0755) in a child process (`install`), so that
+/// no write fd of the new file ever exists in this multi-threaded test process: a child
+/// another test forks meanwhile would inherit it until its own exec, and running `dst`
+/// would then fail with `ETXTBSY` ("Text file busy").
+pub fn copy_exe(src: &Path, dst: &Path) {
+    let st = Command::new("install")
+        .arg("-m")
+        .arg("0755")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(st.success(), "install {} {}", src.display(), dst.display());
+}
+
+/// Writes an executable script at `path` (mode 0755) from a child process, for the same
+/// reason as [`copy_exe`].
+pub fn write_exe(path: &Path, contents: &str) {
+    use std::io::Write as _;
+    let mut c = Command::new("sh")
+        .arg("-c")
+        .arg(r#"cat > "$0" && chmod 755 "$0""#)
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(contents.as_bytes())
+        .unwrap();
+    assert!(c.wait().unwrap().success(), "writing {}", path.display());
 }
 
 /// A command that runs `program` as `who`.

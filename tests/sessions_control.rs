@@ -456,7 +456,7 @@ fn controls_are_unreachable_from_inside_the_sandbox_and_attempts_are_logged() {
             continue;
         };
         let inside = fx.wt.join("tyba-in");
-        std::fs::copy(&fx.tyba, &inside).unwrap();
+        copy_exe(&fx.tyba, &inside);
         give(&inside, &fx.who);
         let mut s = fx.start(&[], INSIDE);
         let sid = the_session(&fx)["id"].as_str().unwrap().to_string();
@@ -563,7 +563,7 @@ fn hooks_inside_a_session_decide_at_its_live_level() {
             continue;
         };
         let inside = fx.wt.join("tyba-in");
-        std::fs::copy(&fx.tyba, &inside).unwrap();
+        copy_exe(&fx.tyba, &inside);
         give(&inside, &fx.who);
         let input = format!(
             r#"{{"cwd":"{}","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"touch x.txt"}}}}"#,
