@@ -289,3 +289,59 @@ print('name', p.decode())
         );
     }
 }
+
+#[test]
+fn a_file_named_like_a_shell_is_shown_and_confined_as_the_program_it_is() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain-fakeshell") else {
+            continue;
+        };
+        let o = outside(&fx);
+        // A `bash` of the agent's own in the worktree, run with a `-c` line that reads
+        // outside: the ask must name that file, and approving it grants nothing outside.
+        write_exe(
+            &fx.wt.join("bash"),
+            &format!(
+                "#!/bin/sh\ncat {o}/secret > {wt}/leaked; echo ran > {wt}/ran\n",
+                o = o.display(),
+                wt = fx.wt.display()
+            ),
+        );
+        give(&fx.wt, &fx.who);
+        // TAR_OPTIONS makes tar run what it names; the runner never takes it.
+        let script = format!(
+            r#"(exec -a bash ./bash -c "cat {o}/secret"); echo fake=$?
+TAR_OPTIONS='--checkpoint=1 --checkpoint-action=exec=touch {wt}/ran-tar' bash -c "tar cf - README.md > {o}/backup.tar"; echo tar=$?"#,
+            o = o.display(),
+            wt = fx.wt.display()
+        );
+        let s = fx.start(&[], &script);
+        let (id, action) = fx.next_ask();
+        assert!(
+            action.contains("/bash -c"),
+            "{who:?}: the ask names the file run, not only its -c line: {action}"
+        );
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let (id, action) = fx.next_ask();
+        assert!(action.contains("tar cf"), "{who:?}: {action}");
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let leaked = std::fs::read_to_string(fx.wt.join("leaked")).unwrap_or_default();
+        assert!(
+            fx.wt.join("ran").exists() && !leaked.contains("topsecret"),
+            "{who:?}: the fake shell ran in the agent's domain only: {leaked} / {out} / {err}"
+        );
+        assert!(out.contains("tar=0"), "{who:?}: {out} / {err}");
+        assert!(
+            fx.wt.parent().unwrap().join("O/backup.tar").exists(),
+            "{who:?}: the approved write happened: {out} / {err}"
+        );
+        assert!(
+            !fx.wt.join("ran-tar").exists(),
+            "{who:?}: TAR_OPTIONS ran code in the approved command: {out} / {err}"
+        );
+    }
+}

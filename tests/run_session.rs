@@ -493,6 +493,8 @@ fn run_default_session_is_a_linked_worktree_on_its_own_branch() {
 echo evil > "$(git rev-parse --path-format=absolute --git-common-dir)/hooks/pre-push"; echo hook=$?
 echo "gitdir: /tmp" > .git; echo dotgit=$?
 echo '[core]' >> "$(git rev-parse --path-format=absolute --git-common-dir)/config"; echo config=$?
+echo /tmp/evil > "$(git rev-parse --path-format=absolute --git-dir)/commondir"; echo commondir=$?
+mkdir -p "$(git rev-parse --path-format=absolute --git-dir)/modules/x" "$(git rev-parse --path-format=absolute --git-common-dir)/modules/x"; echo modules=$?
 git status --porcelain; echo status=$?"#;
         let (code, out, err) = run(
             &e,
@@ -538,6 +540,14 @@ git status --porcelain; echo status=$?"#;
         assert!(
             !out.contains("config=0"),
             "{who:?}: the main config is read-only: {out}"
+        );
+        assert!(
+            !out.contains("commondir=0"),
+            "{who:?}: the linked worktree's commondir is read-only: {out}"
+        );
+        assert!(
+            !out.contains("modules=0"),
+            "{who:?}: submodule git dirs cannot be planted: {out}"
         );
         assert!(out.contains("status=0"), "{who:?}: git status works: {out}");
         let branch = err
@@ -603,5 +613,50 @@ fn run_refuses_to_start_when_the_sandbox_cannot_be_enforced() {
             err.contains("cannot create user, mount, PID and network namespaces"),
             "{who:?}: {err}"
         );
+    }
+}
+
+#[test]
+fn run_here_a_planted_commondir_is_moved_aside_before_the_persons_git_follows_it() {
+    for who in whos() {
+        let Some(e) = setup(&who, "commondir") else {
+            continue;
+        };
+        // The agent's own process writes it (perl: no command for the classifier to see).
+        let script = r#"perl -e 'open(F, ">", ".git/commondir") or die "open: $!"; print F "/tmp/evil\n"; close F; print "planted\n"'"#;
+        let (code, out, err) = run(
+            &e,
+            &[],
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(out.contains("planted"), "{who:?}: {out} / {err}");
+        assert!(
+            !e.wt.join(".git/commondir").exists(),
+            "{who:?}: the planted commondir is gone: {err}"
+        );
+        assert!(
+            e.wt.join(".git/commondir.tyba-quarantined").exists()
+                && err.contains("WARNING: the agent created"),
+            "{who:?}: moved aside and reported: {err}"
+        );
+        let st = command_as(&e.who, Path::new("git"))
+            .env("HOME", &e.home)
+            .arg("-C")
+            .arg(&e.wt)
+            .args(["status", "--porcelain"])
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "{who:?}: the person's git still works");
     }
 }

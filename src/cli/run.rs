@@ -143,6 +143,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let tmp_dir = make_tmp_dir(&session.id)?;
 
     let enforcement = Enforcement::probe();
+    let redirects = session
+        .git
+        .as_ref()
+        .map(|g| tyba_supervisor::sandbox::GitRedirects::snapshot(&g.git_dir));
     // Kept until the session ends; dropping it removes the placeholders left unchanged.
     let placeholders =
         tyba_supervisor::sandbox::ControlPlaceholders::create(policy.config(), home.as_deref());
@@ -242,6 +246,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     let _ = std::fs::remove_dir_all(&tmp_dir);
     drop(placeholders);
+    for (made, aside) in redirects.map(|r| r.quarantine()).unwrap_or_default() {
+        match aside {
+            Some(a) => eprintln!(
+                "tyba: WARNING: the agent created {} (it makes git read configuration and hooks from elsewhere); moved aside to {}",
+                made.display(),
+                a.display()
+            ),
+            None => eprintln!(
+                "tyba: WARNING: the agent created {} (it makes git read configuration and hooks from elsewhere) and it could not be moved aside: remove it before running git there",
+                made.display()
+            ),
+        }
+    }
     let outcome = match result {
         Ok(o) => o,
         Err(RunError::Unavailable(u)) => {

@@ -61,8 +61,22 @@ impl SessionInfo {
     }
 
     /// The branch checked out in the worktree now (`None` when detached or not git).
+    ///
+    /// `HEAD` is in a directory the agent can write: it is read only when it is a regular
+    /// file (not a FIFO, device or symlink), without blocking, and at most 4 KiB of it.
     pub fn branch(&self) -> Option<String> {
-        let head = std::fs::read_to_string(self.git_dir.as_ref()?.join("HEAD")).ok()?;
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(self.git_dir.as_ref()?.join("HEAD"))
+            .ok()?;
+        if !f.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut head = String::new();
+        f.take(4096).read_to_string(&mut head).ok()?;
         head.trim()
             .strip_prefix("ref: refs/heads/")
             .map(str::to_string)

@@ -164,12 +164,18 @@ fn program_word(path: &str, argv0: Option<&str>) -> String {
 }
 
 /// The command line an exec stands for: the script of `SHELL [opts] -c SCRIPT …` when the
-/// file run is a shell, else the program word ([`program_word`]) and `argv[1..]`,
+/// file run is a system shell (`/usr/bin/bash`, `/bin/sh`, …), else the program word ([`program_word`]) and `argv[1..]`,
 /// shell-quoted and joined.
 pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
     let program = program_word(path, argv.first().map(String::as_str));
-    let base = program.rsplit('/').next().unwrap_or(&program);
-    if SHELLS.contains(&base) {
+    // Only the system's shells are shells: a file the agent named `bash` in the worktree is a
+    // program nobody listed, shown and classified with its path and whole argv.
+    let system_shell = SYSTEM_BIN_DIRS.iter().any(|d| {
+        path.strip_prefix(d)
+            .and_then(|r| r.strip_prefix('/'))
+            .is_some_and(|name| SHELLS.contains(&name))
+    });
+    if system_shell {
         let mut saw_c = false;
         for a in argv.iter().skip(1) {
             if a.starts_with('-') || a.starts_with('+') {
@@ -1036,6 +1042,19 @@ mod tests {
         assert_eq!(
             command_line("/usr/bin/bash", &v(&["-bash", "-c", "rm -rf x"])),
             "rm -rf x"
+        );
+        // A file named like a shell outside the system's directories is not one.
+        assert_eq!(
+            command_line("/work/wt/bash", &v(&["bash", "-c", "echo hi > ~/x"])),
+            "/work/wt/bash -c 'echo hi > ~/x'"
+        );
+        assert_eq!(
+            command_line("/work/wt/bash", &v(&["/work/wt/bash", "-c", "ls"])),
+            "/work/wt/bash -c ls"
+        );
+        assert_eq!(
+            command_line("/usr/bin/../../work/wt/sh", &v(&["sh", "-c", "ls"])),
+            "/usr/bin/../../work/wt/sh -c ls"
         );
         // An empty argv still names the file.
         assert_eq!(command_line("/usr/bin/id", &[]), "/usr/bin/id");

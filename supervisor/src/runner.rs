@@ -153,30 +153,31 @@ pub(crate) fn grants(
     out
 }
 
-/// Variables a runner never inherits from the asking process, beyond the policy's code
-/// variables: the ones that change which code or configuration a program loads.
-const RUNNER_DROPPED: &[&str] = &[
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "PYTHONUSERBASE",
-    "PERL5LIB",
-    "PERLLIB",
-    "RUBYLIB",
-    "NODE_PATH",
-    "GCONV_PATH",
-    "XDG_CONFIG_HOME",
-    "XDG_CONFIG_DIRS",
-    "CURL_HOME",
-    "WGETRC",
-    "INPUTRC",
-    "ZDOTDIR",
+/// The only variables a runner takes from the asking process (besides `PATH`, filtered, and
+/// `HOME`, reset): locale, terminal and time zone, which select formatting, never code. A
+/// denylist cannot be complete: `TAR_OPTIONS`, `MAKEFLAGS`, `ZIPOPT`, `RUSTC_WRAPPER`,
+/// `NPM_CONFIG_*` all make some program run what they name.
+const RUNNER_KEPT: &[&str] = &[
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "COLUMNS",
+    "LINES",
+    "TMPDIR",
+    "TYBA_SESSION",
+    "TYBA_WORKTREE",
 ];
 
-/// The environment of a runner: the asking process's, without the variables that make
-/// programs load other code or configuration (the policy's code variables, `LD_*`, `GIT_*`,
-/// [`RUNNER_DROPPED`]), with `HOME` set to the person's home, and `PATH` without entries
-/// under the session's writable roots. The approved line then runs the programs and
-/// configuration its words name, not ones the agent planted beside them.
+/// The environment of a runner: of the asking process's variables only [`RUNNER_KEPT`] and
+/// `LC_*` (and never one the policy counts as making programs run code), with `HOME` set to
+/// the person's home and `PATH` without relative entries or entries under the session's
+/// writable roots. The approved line then runs the programs and configuration its words name,
+/// not ones the agent planted beside them or named in a variable the person never saw.
 pub(crate) fn runner_env(
     envp: Vec<Vec<u8>>,
     read_write: &[PathBuf],
@@ -190,12 +191,8 @@ pub(crate) fn runner_env(
             continue;
         };
         let name = String::from_utf8_lossy(&e[..eq]).into_owned();
-        if tyba_policy::is_code_variable(&name)
-            || name.starts_with("LD_")
-            || name.starts_with("GIT_")
-            || RUNNER_DROPPED.contains(&name.as_str())
-            || name == "HOME"
-        {
+        let kept = RUNNER_KEPT.contains(&name.as_str()) || name.starts_with("LC_");
+        if name != "PATH" && (!kept || tyba_policy::is_code_variable(&name)) {
             continue;
         }
         if name == "PATH" {
@@ -565,6 +562,20 @@ fn spawn_runner(
                 }
             }
             drop(moved);
+            // Standard streams the asking process had closed stay closed in effect: never
+            // stage 2's own, which are the person's terminal or `tyba run`'s stdio.
+            for t in 0..=2 {
+                if !targets.contains(&t) {
+                    let null = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open("/dev/null");
+                    match null {
+                        Ok(f) if sys::dup_onto(f.as_fd(), t).is_ok() => {}
+                        _ => sys::exit_now(126),
+                    }
+                }
+            }
             if nix::unistd::fchdir(cwd.as_fd()).is_err() {
                 sys::exit_now(126);
             }
@@ -814,6 +825,9 @@ mod tests {
             "HOME=/wt/fakehome",
             "PATH=/wt/bin:relative:/usr/bin:/bin",
             "LANG=C.UTF-8",
+            "LC_ALL=C",
+            "TAR_OPTIONS=--checkpoint-action=exec=evil",
+            "MAKEFLAGS=--eval=$(shell evil)",
             "FOO=bar",
         ]
         .iter()
@@ -829,7 +843,7 @@ mod tests {
             [
                 "PATH=/usr/bin:/bin",
                 "LANG=C.UTF-8",
-                "FOO=bar",
+                "LC_ALL=C",
                 "HOME=/home/u"
             ]
         );

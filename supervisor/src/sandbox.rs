@@ -206,17 +206,32 @@ impl SandboxPlan {
                 push_unique(&mut plan.read_write, g.git_dir.clone());
             }
             let hooks = g.common_dir.join("hooks");
-            if !hooks.exists() && plan.read_write.iter().any(|r| is_within(&hooks, r)) {
-                // An absent hooks dir could be created by the agent: make it now so it can be
-                // bound read-only.
-                let _ = std::fs::create_dir_all(&hooks);
+            // Submodules' git dirs hold their own config and hooks, which the person's `git
+            // status` reads when it looks into a submodule.
+            let modules: Vec<PathBuf> = [g.common_dir.join("modules"), g.git_dir.join("modules")]
+                .into_iter()
+                .fold(Vec::new(), |mut v, p| {
+                    push_unique(&mut v, p);
+                    v
+                });
+            for dir in std::iter::once(&hooks).chain(&modules) {
+                if !dir.exists() && plan.read_write.iter().any(|r| is_within(dir, r)) {
+                    // An absent hooks or modules dir could be created by the agent: make it
+                    // now (empty; git ignores an empty one) so it can be bound read-only.
+                    let _ = std::fs::create_dir_all(dir);
+                }
             }
             for p in [
                 hooks,
                 g.common_dir.join("config"),
                 g.git_dir.join("config.worktree"),
+                // A linked worktree's `commondir` names where git reads config and hooks.
+                g.git_dir.join("commondir"),
                 plan.worktree.join(".git"),
-            ] {
+            ]
+            .into_iter()
+            .chain(modules)
+            {
                 if p.exists() && !(p.is_dir() && p == plan.worktree.join(".git")) {
                     push_unique(&mut plan.protected, p);
                 }
@@ -336,6 +351,45 @@ impl Drop for ControlPlaceholders {
                 }
             }
         }
+    }
+}
+
+/// Files that redirect where git reads its configuration and hooks and that did not exist
+/// when the session started: `commondir` (and `gitdir`) in the session's git dir. Landlock
+/// cannot keep one name from being created in a writable directory, and a bind needs an
+/// existing target (an empty `commondir` breaks git), so with `--here` such a file is
+/// checked for when the session ends: one the agent made is renamed aside
+/// (`commondir.tyba-quarantined`) before the person's git can follow it, and reported.
+#[derive(Debug, Default)]
+pub struct GitRedirects {
+    absent: Vec<PathBuf>,
+}
+
+impl GitRedirects {
+    /// Records which redirecting files are absent from `git_dir` now.
+    pub fn snapshot(git_dir: &Path) -> Self {
+        GitRedirects {
+            absent: ["commondir", "gitdir"]
+                .iter()
+                .map(|n| git_dir.join(n))
+                .filter(|p| std::fs::symlink_metadata(p).is_err())
+                .collect(),
+        }
+    }
+
+    /// Renames aside each recorded file that exists now; returns `(made, renamed to)`.
+    pub fn quarantine(&self) -> Vec<(PathBuf, Option<PathBuf>)> {
+        let mut out = Vec::new();
+        for p in &self.absent {
+            if std::fs::symlink_metadata(p).is_ok() {
+                let mut aside = p.clone().into_os_string();
+                aside.push(".tyba-quarantined");
+                let aside = PathBuf::from(aside);
+                let moved = std::fs::rename(p, &aside).ok().map(|_| aside);
+                out.push((p.clone(), moved));
+            }
+        }
+        out
     }
 }
 
