@@ -616,3 +616,33 @@ fn hooks_inside_a_session_decide_at_its_live_level() {
         );
     }
 }
+
+#[test]
+fn a_session_that_does_not_answer_is_reported_not_hidden() {
+    let Some(fx) = setup(&Who::Me, "sess-silent") else {
+        return;
+    };
+    let dir = fx.runtime.join("tyba");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    // A listener that accepts and never answers: a stuck supervisor.
+    let l = std::os::unix::net::UnixListener::bind(dir.join("5111e47abc12.sock")).unwrap();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in l.incoming().take(2) {
+            conns.push(c);
+        }
+        std::thread::sleep(Duration::from_secs(8));
+        drop(conns);
+    });
+    for args in [&["sessions"][..], &["inbox"][..]] {
+        let (code, out, err) = fx.cli(args);
+        assert_eq!(code, 0, "{args:?}: {out} / {err}");
+        assert!(
+            err.contains("session 5111e47abc12 did not answer")
+                && err.contains("tyba stop 5111e47abc12"),
+            "{args:?}: a silent session is reported: {out} / {err}"
+        );
+    }
+    drop(held);
+}

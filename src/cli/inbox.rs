@@ -86,7 +86,8 @@ fn client_err(e: client::ClientError) -> anyhow::Error {
 }
 
 fn snapshot() -> anyhow::Result<serde_json::Value> {
-    let sessions = client::list_sessions().map_err(client_err)?;
+    let (sessions, silent) = client::list_sessions_and_silent().map_err(client_err)?;
+    report_silent(&silent);
     Ok(serde_json::Value::Array(
         sessions
             .iter()
@@ -200,6 +201,23 @@ pub fn inbox(a: InboxArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Says on stderr which sessions hold a socket but did not answer the listing, so that a
+/// stuck session is never mistaken for none (`tyba stop SESSION` still reaches it).
+pub(crate) fn report_silent(silent: &[(std::path::PathBuf, String)]) {
+    for (sock, why) in silent {
+        let id = sock
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        eprintln!(
+            "tyba: session {} did not answer ({}); `tyba stop {}` still reaches it",
+            clean(&id),
+            clean(why),
+            clean(&id)
+        );
     }
 }
 

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use tyba_policy::Autonomy;
 use tyba_supervisor::broker::client::{self, ClientError};
 use tyba_supervisor::broker::proto::{Request, SessionView};
+use tyba_supervisor::broker::text::clean;
 
 /// Arguments of `tyba sessions`.
 #[derive(Debug, clap::Args)]
@@ -68,18 +69,10 @@ fn client_err(e: ClientError) -> anyhow::Error {
     }
 }
 
-fn clean(x: &str) -> String {
-    x.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 fn live_sessions() -> anyhow::Result<Vec<SessionView>> {
-    Ok(client::list_sessions()
-        .map_err(client_err)?
-        .into_iter()
-        .filter_map(|l| l.reply.session)
-        .collect())
+    let (live, silent) = client::list_sessions_and_silent().map_err(client_err)?;
+    super::inbox::report_silent(&silent);
+    Ok(live.into_iter().filter_map(|l| l.reply.session).collect())
 }
 
 fn level_name(v: &SessionView) -> &'static str {

@@ -109,6 +109,10 @@ pub fn request(
     })
 }
 
+/// A session whose socket accepted the connection but did not answer: `(socket, what
+/// happened)`.
+pub type Silent = (PathBuf, String);
+
 /// One live session and its pending asks.
 #[derive(Debug, Clone)]
 pub struct Listed {
@@ -124,10 +128,20 @@ pub struct Listed {
 /// # Errors
 /// [`ClientError::NoDir`] without a socket directory.
 pub fn list_sessions() -> Result<Vec<Listed>, ClientError> {
+    list_sessions_and_silent().map(|(live, _)| live)
+}
+
+/// [`list_sessions`], plus the sessions whose socket accepted the connection but did not
+/// answer within 5 s: `(socket, what happened)`. Such a session is alive (its supervisor
+/// holds the socket) but busy or stuck; `tyba stop SESSION` still connects to it directly.
+///
+/// # Errors
+/// [`ClientError::NoDir`] without a socket directory.
+pub fn list_sessions_and_silent() -> Result<(Vec<Listed>, Vec<Silent>), ClientError> {
     let dir = paths::socket_dir().ok_or(ClientError::NoDir)?;
     let rd = match std::fs::read_dir(&dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(source) => return Err(ClientError::Dir { path: dir, source }),
     };
     let mut socks: Vec<(std::time::SystemTime, PathBuf)> = rd
@@ -143,19 +157,20 @@ pub fn list_sessions() -> Result<Vec<Listed>, ClientError> {
         .collect();
     socks.sort();
     let mut out = Vec::new();
+    let mut silent = Vec::new();
     for (_, p) in socks {
         match request(&p, &Request::List, Some(Duration::from_secs(5))) {
             Ok(reply) if reply.ok => out.push(Listed { socket: p, reply }),
-            Ok(_) => {}
+            Ok(reply) => silent.push((p, reply.error.unwrap_or_else(|| "refused".into()))),
             Err(ClientError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::ConnectionRefused =>
             {
                 let _ = std::fs::remove_file(&p);
             }
-            Err(_) => {}
+            Err(e) => silent.push((p, e.to_string())),
         }
     }
-    Ok(out)
+    Ok((out, silent))
 }
 
 /// The socket of the session to act on: `session` when named (checked to be an id; its
