@@ -18,7 +18,7 @@ use crate::control::{Counted, SessionControl};
 use crate::meta::{self, Target};
 use crate::net::{self, AgentHosts, Dest};
 use crate::procfs::{self, Mem, ProcId};
-use crate::runner::{self, FromStage, Spawn, SpawnPayload, StageLink, ToStage};
+use crate::runner::{self, Spawn, SpawnPayload, StageLink, ToStage};
 use crate::sys::{self, Notif, Reply};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -551,33 +551,7 @@ impl Notifier {
         if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
             return Err(cannot("its file name is not in private memory".into()));
         }
-        // The asking process's inheritable fds and working directory.
-        let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| cannot(e.to_string()))?;
-        let mut fds = Vec::new();
-        let dir =
-            std::fs::read_dir(format!("/proc/{tgid}/fd")).map_err(|e| cannot(e.to_string()))?;
-        for e in dir.flatten() {
-            let Some(num) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if procfs::fd_cloexec(tgid, num) {
-                continue;
-            }
-            if fds.len() == runner::MAX_FDS {
-                return Err(cannot(format!("more than {} open fds", runner::MAX_FDS)));
-            }
-            if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), num) {
-                fds.push((fd, num));
-            }
-        }
-        let cwd = {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
-                .open(format!("/proc/{tgid}/cwd"))
-                .map_err(|e| cannot(format!("its working directory: {e}")))?
-        };
+        let (fds, cwd) = runner::inherited(tgid).map_err(cannot)?;
         let spawn = Spawn {
             payload: SpawnPayload {
                 path: c.path.into_bytes(),
@@ -585,7 +559,7 @@ impl Notifier {
                 envp: runner::runner_env(c.envp, &self.writable, self.classifier.home()),
                 grants: c.grants,
             },
-            cwd: cwd.into(),
+            cwd,
             fds,
         };
         let runner::Spawned {
@@ -635,16 +609,7 @@ impl Notifier {
         mem.write(name_ptr, new_name.as_bytes())
             .map_err(|e| abort(format!("installing its proxy: {e}")))?;
         self.reply(n.id, Reply::Continue);
-        let hello = nix::poll::poll(
-            &mut [nix::poll::PollFd::new(
-                sup.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )],
-            nix::poll::PollTimeout::from(10_000u16),
-        )
-        .is_ok_and(|r| r > 0)
-            && recv_text(&sup).as_deref() == Some("h");
-        if !hello {
+        if !runner::proxy_started(&sup) {
             let reason = abort("its proxy did not start".into());
             self.log(AuditEvent {
                 kind: "exec",
@@ -668,43 +633,9 @@ impl Notifier {
             }
         }
         self.stage.send(&ToStage::Go { id });
-        // Signals the proxy receives go to the runner; the proxy's end ends the runner.
-        let sup = Arc::new(sup);
-        {
-            let (sup, stage) = (Arc::clone(&sup), Arc::clone(&self.stage));
-            std::thread::spawn(move || loop {
-                match recv_text(&sup) {
-                    Some(m) => {
-                        if let Some(sig) = m.strip_prefix('s').and_then(|v| v.parse().ok()) {
-                            stage.send(&ToStage::Signal { id, sig });
-                        }
-                    }
-                    None => {
-                        stage.send(&ToStage::Signal {
-                            id,
-                            sig: libc::SIGKILL,
-                        });
-                        return;
-                    }
-                }
-            });
-        }
-        let end = match rx.recv() {
-            Ok(FromStage::Exited {
-                signal: Some(sig), ..
-            }) => format!("k{sig}"),
-            Ok(FromStage::Exited { code, .. }) => format!("x{}", code.unwrap_or(125)),
-            _ => "k9".to_string(),
-        };
-        self.stage.forget(id);
+        runner::relay(&self.stage, id, sup, &rx);
         // A runner that ended before its exec must not leave its pid to a later process.
         unregister();
-        let _ = nix::sys::socket::send(
-            sup.as_raw_fd(),
-            end.as_bytes(),
-            nix::sys::socket::MsgFlags::empty(),
-        );
-        let _ = nix::sys::socket::shutdown(sup.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         Ok(())
     }
 
@@ -941,23 +872,6 @@ impl Notifier {
             return self.refuse(n, "metadata", what, format!("refused by tyba: {reason}"), e);
         }
         self.reply_result(n.id, meta::perform(obj, op));
-    }
-}
-
-/// One packet of an approved command's proxy channel; `None` at its end.
-fn recv_text(sock: &OwnedFd) -> Option<String> {
-    let mut buf = [0u8; 64];
-    loop {
-        match nix::sys::socket::recv(
-            sock.as_raw_fd(),
-            &mut buf,
-            nix::sys::socket::MsgFlags::empty(),
-        ) {
-            Ok(0) => return None,
-            Ok(n) => return Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return None,
-        }
     }
 }
 

@@ -174,7 +174,7 @@ const RUNNER_KEPT: &[&str] = &[
 ];
 
 /// The environment of a runner: of the asking process's variables only [`RUNNER_KEPT`] and
-/// `LC_*` (and never one the policy counts as making programs run code), with `HOME` set to
+/// `LC_*`, with `HOME` set to
 /// the person's home and `PATH` without relative entries or entries under the session's
 /// writable roots. The approved line then runs the programs and configuration its words name,
 /// not ones the agent planted beside them or named in a variable the person never saw.
@@ -192,7 +192,7 @@ pub(crate) fn runner_env(
         };
         let name = String::from_utf8_lossy(&e[..eq]).into_owned();
         let kept = RUNNER_KEPT.contains(&name.as_str()) || name.starts_with("LC_");
-        if name != "PATH" && (!kept || tyba_policy::is_code_variable(&name)) {
+        if name != "PATH" && !kept {
             continue;
         }
         if name == "PATH" {
@@ -252,6 +252,51 @@ fn recv_json<T: for<'de> Deserialize<'de>>(
     Ok(Some((v, fds)))
 }
 
+/// Waits for "a child changed state, or `fd` has something to read": `SIGCHLD` blocked and
+/// read through a signalfd (polling every 50 ms when none can be made). Stage 2 and each
+/// keeper are single-threaded loops over this.
+struct ChildWatch {
+    sfd: Option<SignalFd>,
+}
+
+impl ChildWatch {
+    fn new() -> ChildWatch {
+        let mut mask = SigSet::empty();
+        mask.add(Signal::SIGCHLD);
+        let _ = mask.thread_block();
+        ChildWatch {
+            sfd: SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok(),
+        }
+    }
+
+    /// Blocks until then; returns whether `fd` is readable (or hung up). Reap after it:
+    /// children that ended before the watch existed are not signalled again.
+    fn wait(&self, fd: Option<BorrowedFd<'_>>) -> bool {
+        let mut fds = Vec::with_capacity(2);
+        if let Some(f) = fd {
+            fds.push(PollFd::new(f, PollFlags::POLLIN));
+        }
+        if let Some(s) = &self.sfd {
+            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+        }
+        let timeout = if self.sfd.is_some() {
+            PollTimeout::NONE
+        } else {
+            PollTimeout::from(50u16)
+        };
+        match nix::poll::poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+        let ready = fd.is_some() && fds[0].revents().is_some_and(|r| !r.is_empty());
+        drop(fds);
+        if let Some(s) = &self.sfd {
+            while let Ok(Some(_)) = s.read_signal() {}
+        }
+        ready
+    }
+}
+
 /// Stage 2's loop after the agent is forked: serves spawn requests on `ctl` and reaps
 /// children until the agent (`agent`, a pid in the sandbox's namespace) exits; returns its
 /// exit code (128 + signal when killed). Everything left is killed with the namespace when
@@ -263,10 +308,7 @@ pub(crate) fn serve_stage2(
     abi: i32,
     require_full: bool,
 ) -> i32 {
-    let mut mask = SigSet::empty();
-    mask.add(Signal::SIGCHLD);
-    let _ = mask.thread_block();
-    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok();
+    let watch = ChildWatch::new();
     let mut children: HashMap<i32, Child> = HashMap::new();
     let mut ctl = Some(ctl);
     loop {
@@ -300,33 +342,7 @@ pub(crate) fn serve_stage2(
                 }
             }
         }
-        let mut fds = Vec::new();
-        if let Some(s) = &sfd {
-            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
-        }
-        if let Some(c) = &ctl {
-            fds.push(PollFd::new(c.as_fd(), PollFlags::POLLIN));
-        }
-        // Without a signalfd, poll briefly and reap.
-        let timeout = if sfd.is_some() {
-            PollTimeout::NONE
-        } else {
-            PollTimeout::from(50u16)
-        };
-        match nix::poll::poll(&mut fds, timeout) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-        let ctl_ready = fds
-            .last()
-            .and_then(|f| f.revents())
-            .is_some_and(|r| !r.is_empty())
-            && ctl.is_some();
-        drop(fds);
-        if let Some(s) = &sfd {
-            while let Ok(Some(_)) = s.read_signal() {}
-        }
-        if !ctl_ready {
+        if !watch.wait(ctl.as_ref().map(|c| c.as_fd())) {
             continue;
         }
         let Some(c) = ctl.as_ref() else { continue };
@@ -448,9 +464,7 @@ fn keeper(go: OwnedFd, command: impl FnOnce() -> std::convert::Infallible) -> ! 
     };
     // The keeper holds none of the command's fds, so pipes end when the command does.
     sys::close_fds_from_except(0, go.as_fd());
-    let mut mask = SigSet::empty();
-    mask.add(Signal::SIGCHLD);
-    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok();
+    let watch = ChildWatch::new();
     let mut status: Option<WaitStatus> = None;
     loop {
         loop {
@@ -463,22 +477,7 @@ fn keeper(go: OwnedFd, command: impl FnOnce() -> std::convert::Infallible) -> ! 
         if status.is_some() {
             break;
         }
-        let mut fds = vec![PollFd::new(go.as_fd(), PollFlags::POLLIN)];
-        if let Some(s) = &sfd {
-            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
-        }
-        let timeout = if sfd.is_some() {
-            PollTimeout::NONE
-        } else {
-            PollTimeout::from(50u16)
-        };
-        let _ = nix::poll::poll(&mut fds, timeout);
-        let go_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
-        drop(fds);
-        if let Some(s) = &sfd {
-            while let Ok(Some(_)) = s.read_signal() {}
-        }
-        if go_ready {
+        if watch.wait(Some(go.as_fd())) {
             // `k`, or stage 2 gone: end the command and everything it started.
             let _ = nix::unistd::read(&go, &mut b);
             kill_descendants();
@@ -737,6 +736,103 @@ impl StageLink {
             w.remove(&id);
         }
     }
+}
+
+/// The asking process's inheritable fds (those without close-on-exec, as exec would pass
+/// them; `(fd, number)`, at most [`MAX_FDS`]) and its working directory, taken with
+/// `pidfd_getfd(2)` and `/proc/<pid>/cwd`.
+///
+/// # Errors
+/// The reason, when the process is gone or holds too many fds.
+pub(crate) fn inherited(tgid: u32) -> Result<(Vec<(OwnedFd, i32)>, OwnedFd), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| e.to_string())?;
+    let mut fds = Vec::new();
+    let dir = std::fs::read_dir(format!("/proc/{tgid}/fd")).map_err(|e| e.to_string())?;
+    for e in dir.flatten() {
+        let Some(num) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if crate::procfs::fd_cloexec(tgid, num) {
+            continue;
+        }
+        if fds.len() == MAX_FDS {
+            return Err(format!("more than {MAX_FDS} open fds"));
+        }
+        if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), num) {
+            fds.push((fd, num));
+        }
+    }
+    let cwd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(format!("/proc/{tgid}/cwd"))
+        .map_err(|e| format!("its working directory: {e}"))?;
+    Ok((fds, cwd.into()))
+}
+
+/// One packet of a proxy channel (`crate::proxy` for the messages); `None` at its end.
+fn recv_text(sock: &OwnedFd) -> Option<String> {
+    let mut buf = [0u8; 64];
+    loop {
+        match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+            Ok(0) => return None,
+            Ok(n) => return Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Whether the proxy said hello (`h`) on its channel within 10 s.
+pub(crate) fn proxy_started(chan: &OwnedFd) -> bool {
+    nix::poll::poll(
+        &mut [PollFd::new(chan.as_fd(), PollFlags::POLLIN)],
+        PollTimeout::from(10_000u16),
+    )
+    .is_ok_and(|r| r > 0)
+        && recv_text(chan).as_deref() == Some("h")
+}
+
+/// Relays between a started runner `id` and its proxy until the runner ends: the signals the
+/// proxy forwards (`s<N>`) go to the runner, the proxy's end kills it (with everything it
+/// started), and the runner's end goes to the proxy (`x<CODE>` or `k<SIGNAL>`).
+pub(crate) fn relay(
+    stage: &std::sync::Arc<StageLink>,
+    id: u64,
+    chan: OwnedFd,
+    ended: &mpsc::Receiver<FromStage>,
+) {
+    let chan = std::sync::Arc::new(chan);
+    {
+        let (chan, stage) = (std::sync::Arc::clone(&chan), std::sync::Arc::clone(stage));
+        std::thread::spawn(move || loop {
+            match recv_text(&chan) {
+                Some(m) => {
+                    if let Some(sig) = m.strip_prefix('s').and_then(|v| v.parse().ok()) {
+                        stage.send(&ToStage::Signal { id, sig });
+                    }
+                }
+                None => {
+                    stage.send(&ToStage::Signal {
+                        id,
+                        sig: libc::SIGKILL,
+                    });
+                    return;
+                }
+            }
+        });
+    }
+    let end = match ended.recv() {
+        Ok(FromStage::Exited {
+            signal: Some(sig), ..
+        }) => format!("k{sig}"),
+        Ok(FromStage::Exited { code, .. }) => format!("x{}", code.unwrap_or(125)),
+        _ => format!("k{}", libc::SIGKILL),
+    };
+    stage.forget(id);
+    let _ = nix::sys::socket::send(chan.as_raw_fd(), end.as_bytes(), MsgFlags::empty());
+    let _ = nix::sys::socket::shutdown(chan.as_raw_fd(), nix::sys::socket::Shutdown::Both);
 }
 
 #[cfg(test)]
