@@ -54,13 +54,6 @@ pub use decision::{
 };
 pub use verdict::{Classification, Finding, Shape, Verdict};
 
-/// Whether assigning environment variable `name` makes programs run code (`LD_PRELOAD`,
-/// `BASH_ENV`, `GIT_SSH_COMMAND`, `PAGER`, `BASH_FUNC_*`, `GIT_CONFIG*`, …): DESIGN.md §2a,
-/// where such an assignment in a command line is red.
-pub fn is_code_variable(name: &str) -> bool {
-    analysis::is_exec_var(name)
-}
-
 /// A loaded, validated policy: the compiled-in rules plus the merged policy files.
 #[derive(Debug, Clone)]
 pub struct Policy {

@@ -118,7 +118,7 @@ const EXEC_VARS: &[&str] = &[
     "PS4",
 ];
 
-pub(crate) fn is_exec_var(name: &str) -> bool {
+fn is_exec_var(name: &str) -> bool {
     EXEC_VARS.contains(&name) || name.starts_with("GIT_CONFIG") || name.starts_with("BASH_FUNC_")
 }
 
@@ -1573,14 +1573,8 @@ impl Analyzer<'_> {
                 if t == "-C" || t == "--chdir" {
                     if let Some(v) = &v {
                         self.path_field(st, v, Access::Read);
-                        st2.cwds = match v.known() {
-                            Some(d) => st
-                                .cwds
-                                .iter()
-                                .map(|c| c.as_ref().map(|c| super::paths::resolve(c, &d)))
-                                .collect(),
-                            None => vec![None],
-                        };
+                        st2.cwds = st.cwds.clone();
+                        st2.enter(v);
                     }
                 }
                 if t == "-S" || t == "--split-string" {
@@ -4031,14 +4025,7 @@ impl Analyzer<'_> {
         match opt {
             "-C" => {
                 self.path_field(st_git, &v, Access::Read);
-                st_git.cwds = match v.known() {
-                    Some(d) => st_git
-                        .cwds
-                        .iter()
-                        .map(|c| c.as_ref().map(|c| super::paths::resolve(c, &d)))
-                        .collect(),
-                    None => vec![None],
-                };
+                st_git.enter(&v);
             }
             "--git-dir" | "--work-tree" => self.path_field(st_git, &v, Access::Read),
             "--exec-path" => {

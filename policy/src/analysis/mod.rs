@@ -11,7 +11,6 @@ use crate::config::RuleSpec;
 use crate::verdict::{Classification, Finding, Verdict};
 use crate::Policy;
 use brush_parser::ast;
-pub(crate) use commands::is_exec_var;
 use paths::{Access, PathCtx};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -169,6 +168,19 @@ impl State {
             vars: HashMap::new(),
             functions: Vec::new(),
         }
+    }
+
+    /// Moves every working directory into `dir` (a `-C DIR` option): relative to each, or
+    /// unknown when the word's value is not known.
+    pub(crate) fn enter(&mut self, dir: &Field) {
+        self.cwds = match dir.known() {
+            Some(d) => self
+                .cwds
+                .iter()
+                .map(|c| c.as_ref().map(|c| paths::resolve(c, &d)))
+                .collect(),
+            None => vec![None],
+        };
     }
 
     /// Every state either branch may leave (worst case of both).
