@@ -26,43 +26,23 @@ pub struct Fx {
     pub who: Who,
 }
 
-/// Every user to test as: ourselves, and the unprivileged user when we are root.
-pub fn whos() -> Vec<Who> {
-    let mut v = vec![Who::Me];
-    if let Some(u) = unprivileged() {
-        if u != Who::Me {
-            v.push(u);
-        }
-    }
-    v
-}
-
 /// A fixture for `who`, or `None` (after a skip message) when the sandbox cannot start here.
 pub fn setup(who: &Who, tag: &str) -> Option<Fx> {
-    let scratch = Scratch::new(tag);
-    let tyba = tyba_for(who, &scratch);
-    let root = scratch.dir.join("f");
-    let home = root.join("home");
-    let runtime = root.join("rt");
-    std::fs::create_dir_all(&home).unwrap();
+    let r = sandbox_repo(who, tag)?;
+    let runtime = r.root.join("rt");
     std::fs::create_dir_all(&runtime).unwrap();
     std::fs::set_permissions(
         &runtime,
         std::os::unix::fs::PermissionsExt::from_mode(0o700),
     )
     .unwrap();
-    give(&root, who);
-    let wt = root.join("repo");
-    make_repo(who, &wt);
-    if !sandbox_works(who, &tyba, &wt, &home) {
-        return None;
-    }
+    give(&runtime, who);
     Some(Fx {
-        scratch,
-        wt,
-        home,
+        scratch: r.scratch,
+        wt: r.wt,
+        home: r.home,
         runtime,
-        tyba,
+        tyba: r.tyba,
         who: who.clone(),
     })
 }

@@ -14,16 +14,6 @@ use support::*;
 const SECRET: &str = "ghp_SECRETTOKEN123";
 const SECRET_URL: &str = "https://alice:ghp_SECRETTOKEN123@github.com/x/y";
 
-fn whos() -> Vec<Who> {
-    let mut v = vec![Who::Me];
-    if let Some(u) = unprivileged() {
-        if u != Who::Me {
-            v.push(u);
-        }
-    }
-    v
-}
-
 fn mkfifo(p: &Path) {
     let st = std::process::Command::new("mkfifo")
         .arg(p)
@@ -52,17 +42,13 @@ struct Fixture {
 /// `.git/config` and `sub2` whose `.git` file points at a git dir (also in the worktree) with
 /// a FIFO `config`.
 fn fixture(who: &Who, tag: &str) -> Option<Fixture> {
-    let scratch = Scratch::new(tag);
-    let tyba = tyba_for(who, &scratch);
-    let root = scratch.dir.join("f");
-    let home = root.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    give(&root, who);
-    let wt = root.join("repo");
-    make_repo(who, &wt);
-    if !sandbox_works(who, &tyba, &wt, &home) {
-        return None;
-    }
+    let SandboxRepo {
+        scratch,
+        root,
+        wt,
+        home,
+        tyba,
+    } = sandbox_repo(who, tag)?;
     git_as(who, &wt, &["remote", "add", "origin", SECRET_URL]);
     let outside = root.join("rt6/P");
     make_repo(who, &outside);

@@ -21,35 +21,23 @@ struct Env {
     who: Who,
 }
 
-fn whos() -> Vec<Who> {
-    let mut v = vec![Who::Me];
-    if let Some(u) = unprivileged() {
-        if u != Who::Me {
-            v.push(u);
-        }
-    }
-    v
-}
-
 fn setup(who: &Who, tag: &str) -> Option<Env> {
-    let scratch = Scratch::new(tag);
-    let tyba = tyba_for(who, &scratch);
-    let root = scratch.dir.join("f");
-    let home = root.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    give(&root, who);
-    let wt = root.join("repo");
-    make_repo(who, &wt);
-    if !sandbox_works(who, &tyba, &wt, &home) {
-        return None;
-    }
+    let r = sandbox_repo(who, tag)?;
     Some(Env {
-        _scratch: scratch,
-        wt,
-        home,
-        tyba,
+        _scratch: r.scratch,
+        wt: r.wt,
+        home: r.home,
+        tyba: r.tyba,
         who: who.clone(),
     })
+}
+
+/// `tyba run FLAGS -- bash -c SCRIPT` in the worktree: (status, stdout, stderr).
+fn run_bash(e: &Env, flags: &[&str], script: &str) -> (i32, String, String) {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend(["--", "bash", "-c", script]);
+    run(e, &[], &args)
 }
 
 fn run(e: &Env, extra_env: &[(&str, OsString)], args: &[&str]) -> (i32, String, String) {
@@ -68,19 +56,7 @@ fn run_refusal_reason_reaches_the_command_stderr_with_failing_status() {
             continue;
         };
         let script = "touch made-by-agent.txt; echo rc=$?";
-        let (code, out, err) = run(
-            &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--",
-                "bash",
-                "-c",
-                script,
-            ],
-        );
+        let (code, out, err) = run_bash(&e, &["--here", "--non-interactive"], script);
         assert_eq!(code, 0, "{who:?}: the agent itself exits normally: {err}");
         assert!(
             out.contains("rc=126"),
@@ -118,19 +94,7 @@ fn run_exec_is_classified_by_the_file_run_not_by_its_argv0_label() {
 (exec -a bash ./evil.sh -c ls made-as-bash); echo as_bash=$?
 (exec -a ls /usr/bin/rm -rf victim); echo as_rm=$?
 (exec -a cat /bin/cat README.md) > /dev/null; echo same_program=$?"#;
-        let (code, out, err) = run(
-            &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--",
-                "bash",
-                "-c",
-                script,
-            ],
-        );
+        let (code, out, err) = run_bash(&e, &["--here", "--non-interactive"], script);
         assert_eq!(code, 0, "{who:?}: {err}");
         for (label, made) in [("as_ls", "made-as-ls"), ("as_bash", "made-as-bash")] {
             assert!(
@@ -173,20 +137,10 @@ print "hookdir=", (mkdir("$ENV{HOME}/.claude/hooks/h") ? "made" : "refused"), "\
 open(my $g, ">", "$ENV{HOME}/.codex/hooks.json") and print $g "{}"; print "codex_hooks=", (-s "$ENV{HOME}/.codex/hooks.json" > 3) ? "written" : "refused", "\n";
 print "state=", (open(my $h, ">", "$ENV{HOME}/.claude/history.jsonl") ? "written" : "refused"), "\n";
 '"#;
-        let (code, out, err) = run(
+        let (code, out, err) = run_bash(
             &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--autonomy",
-                "high",
-                "--",
-                "bash",
-                "-c",
-                script,
-            ],
+            &["--here", "--non-interactive", "--autonomy", "high"],
+            script,
         );
         assert_eq!(code, 0, "{who:?}: {err}");
         for line in ["settings=refused", "hookdir=refused", "codex_hooks=refused"] {
@@ -218,18 +172,10 @@ fn run_green_command_passes_without_asking() {
         let Some(e) = setup(&who, "green") else {
             continue;
         };
-        let (code, out, err) = run(
+        let (code, out, err) = run_bash(
             &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--",
-                "bash",
-                "-c",
-                "ls; echo rc=$?; cat README.md",
-            ],
+            &["--here", "--non-interactive"],
+            "ls; echo rc=$?; cat README.md",
         );
         assert_eq!(code, 0, "{err}");
         assert!(
@@ -258,20 +204,10 @@ fn run_children_of_an_approved_command_are_not_asked_again() {
         // would be red if asked, but it is the approved command's child. The same `cat` started
         // by the agent itself is asked, and denied.
         let script = "./build.sh; cat /etc/hostname > from-agent.txt; echo agent-rc=$?";
-        let (code, out, err) = run(
+        let (code, out, err) = run_bash(
             &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--autonomy",
-                "high",
-                "--",
-                "bash",
-                "-c",
-                script,
-            ],
+            &["--here", "--non-interactive", "--autonomy", "high"],
+            script,
         );
         assert_eq!(code, 0, "{err}");
         assert!(
@@ -296,33 +232,9 @@ fn run_exit_status_is_the_agents() {
         let Some(e) = setup(&who, "exit") else {
             continue;
         };
-        let (code, _, err) = run(
-            &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--",
-                "bash",
-                "-c",
-                "exit 7",
-            ],
-        );
+        let (code, _, err) = run_bash(&e, &["--here", "--non-interactive"], "exit 7");
         assert_eq!(code, 7, "{err}");
-        let (code, _, _) = run(
-            &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--",
-                "bash",
-                "-c",
-                "kill -TERM $$",
-            ],
-        );
+        let (code, _, _) = run_bash(&e, &["--here", "--non-interactive"], "kill -TERM $$");
         assert_eq!(code, 128 + 15);
     }
 }
@@ -496,20 +408,7 @@ echo '[core]' >> "$(git rev-parse --path-format=absolute --git-common-dir)/confi
 echo /tmp/evil > "$(git rev-parse --path-format=absolute --git-dir)/commondir"; echo commondir=$?
 mkdir -p "$(git rev-parse --path-format=absolute --git-dir)/modules/x" "$(git rev-parse --path-format=absolute --git-common-dir)/modules/x"; echo modules=$?
 git status --porcelain; echo status=$?"#;
-        let (code, out, err) = run(
-            &e,
-            &[],
-            &[
-                "run",
-                "--non-interactive",
-                "--autonomy",
-                "high",
-                "--",
-                "bash",
-                "-c",
-                script,
-            ],
-        );
+        let (code, out, err) = run_bash(&e, &["--non-interactive", "--autonomy", "high"], script);
         assert_eq!(code, 0, "{err}");
         let wt = worktree_from(&err);
         assert!(
@@ -624,20 +523,10 @@ fn run_here_a_planted_commondir_is_moved_aside_before_the_persons_git_follows_it
         };
         // The agent's own process writes it (perl: no command for the classifier to see).
         let script = r#"perl -e 'open(F, ">", ".git/commondir") or die "open: $!"; print F "/tmp/evil\n"; close F; print "planted\n"'"#;
-        let (code, out, err) = run(
+        let (code, out, err) = run_bash(
             &e,
-            &[],
-            &[
-                "run",
-                "--here",
-                "--non-interactive",
-                "--autonomy",
-                "high",
-                "--",
-                "bash",
-                "-c",
-                script,
-            ],
+            &["--here", "--non-interactive", "--autonomy", "high"],
+            script,
         );
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(out.contains("planted"), "{who:?}: {out} / {err}");

@@ -164,6 +164,57 @@ pub fn write_exe(path: &Path, contents: &str) {
     assert!(c.wait().unwrap().success(), "writing {}", path.display());
 }
 
+/// Every user to test as: ourselves, and the unprivileged user when we are root.
+pub fn whos() -> Vec<Who> {
+    let mut v = vec![Who::Me];
+    if let Some(u) = unprivileged() {
+        if u != Who::Me {
+            v.push(u);
+        }
+    }
+    v
+}
+
+/// A scratch tree for one sandbox test as `who`: `root/home` (an empty HOME) and
+/// `root/repo` (a committed repository), both owned by `who`, and the `tyba` binary `who` can
+/// run.
+#[derive(Debug)]
+pub struct SandboxRepo {
+    /// Removed on drop.
+    pub scratch: Scratch,
+    /// `scratch/f`.
+    pub root: PathBuf,
+    /// The repository, the session's worktree.
+    pub wt: PathBuf,
+    /// The fake HOME.
+    pub home: PathBuf,
+    /// The binary to run.
+    pub tyba: PathBuf,
+}
+
+/// Makes a [`SandboxRepo`], or `None` (after a skip message) when the sandbox cannot start
+/// here (a failure instead under `TYBA_REQUIRE_SANDBOX=1`).
+pub fn sandbox_repo(who: &Who, tag: &str) -> Option<SandboxRepo> {
+    let scratch = Scratch::new(tag);
+    let tyba = tyba_for(who, &scratch);
+    let root = scratch.dir.join("f");
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    give(&root, who);
+    let wt = root.join("repo");
+    make_repo(who, &wt);
+    if !sandbox_works(who, &tyba, &wt, &home) {
+        return None;
+    }
+    Some(SandboxRepo {
+        scratch,
+        root,
+        wt,
+        home,
+        tyba,
+    })
+}
+
 /// A command that runs `program` as `who`.
 pub fn command_as(who: &Who, program: &Path) -> Command {
     match who {
