@@ -104,6 +104,13 @@ impl AgentInstall {
         install
     }
 
+    /// Whether the agent has an installation of its own (a package, a venv, a program that
+    /// is no shell or interpreter): then it is the person's program, and the environment it
+    /// gives its commands is its configuration.
+    pub fn has_installation(&self) -> bool {
+        !self.roots.is_empty()
+    }
+
     /// Whether `file` (canonical, the file the kernel runs) lies under one of the roots.
     pub fn owns(&self, file: &Path) -> bool {
         self.roots.iter().any(|r| file.starts_with(r))

@@ -18,8 +18,10 @@
 //!   yellow pass, red passes only when the cover was approved red for the same rules,
 //!   otherwise it is asked, naming the cover.
 //! - [`env_assignments`] reads the exec's environment: variables that make programs run code
-//!   and differ from the session's start (or from what the cover approved) are judged as
-//!   assignments on the command line ([`classified_line`]).
+//!   and differ from the session's start (or from what the covering command ran with) are
+//!   judged as assignments on the command line ([`classified_line`]). The environment an
+//!   agent with an installation gives its own execs is its own (its configuration), not
+//!   judged; a shell or interpreter named as the agent is the model's interpreter, judged.
 
 use crate::procfs;
 use std::collections::HashMap;
@@ -58,7 +60,8 @@ pub(crate) struct Cover {
     pub verdict: Verdict,
     /// The rule ids that fired on it.
     pub rules: Vec<String>,
-    /// The code-running variables, with their values, that it was allowed with.
+    /// The code-running variables, with their values, that it ran with: its descendants may
+    /// keep them.
     pub env: Vec<(String, String)>,
 }
 
@@ -243,6 +246,11 @@ pub(crate) fn env_assignments(
         out.push((name, value));
     }
     out
+}
+
+/// The code-running variables of `envp` with their values, first occurrence of a name only.
+pub(crate) fn code_env(envp: &[Vec<u8>]) -> Vec<(String, String)> {
+    env_assignments(envp, &HashMap::new(), &[])
 }
 
 /// The line classified for an exec: `export NAME=VALUE; …` for each of `assigns`, then

@@ -659,7 +659,15 @@ impl Notifier {
             Role::Command(c) => &c.env,
             _ => &[],
         };
-        let assigns = exec::env_assignments(&r.envp, &self.start_env, covered_env);
+        // An agent with an installation sets its commands' environment itself (Claude Code's
+        // `GIT_EDITOR=true`, its git probes' `GIT_CONFIG_*` hardening): the person's program
+        // and its configuration, not the model's. A shell or interpreter named as the agent
+        // is the model's own interpreter: what it sets is judged.
+        let assigns = if role.is_agent() && self.install.has_installation() {
+            Vec::new()
+        } else {
+            exec::env_assignments(&r.envp, &self.start_env, covered_env)
+        };
         if role.is_agent() && assigns.is_empty() {
             if let Some((real, _)) = &file {
                 if self.install.is_own_exec(real, &r.argv, &r.cwd) {
@@ -676,8 +684,9 @@ impl Notifier {
             Err(reason) => return Ok(ExecDecision::Refuse(reason)),
         };
         let rules = decisive_rules(&class);
-        let mut env = covered_env.to_vec();
-        env.extend(assigns.iter().cloned());
+        // What a cover made here allows its descendants: the code-running variables this
+        // exec runs with.
+        let env = exec::code_env(&r.envp);
         let new_cover = |command: &str| {
             Role::Command(Arc::new(Cover {
                 line: command.to_string(),
