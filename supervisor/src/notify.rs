@@ -151,6 +151,10 @@ struct ExecRead {
     argv: Vec<String>,
     envp: Vec<Vec<u8>>,
     cwd: PathBuf,
+    /// The file name as passed, and the directory fd it is relative to (`AT_FDCWD` for
+    /// `execve`); for `execveat(fd, "", AT_EMPTY_PATH)` the name is empty.
+    raw_path: Vec<u8>,
+    dirfd: i32,
 }
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
@@ -458,18 +462,18 @@ impl Notifier {
         } else {
             (n.args[0], n.args[1], n.args[2])
         };
-        let path = String::from_utf8_lossy(&procfs::read_cstr(
-            n.pid,
-            path_ptr,
-            libc::PATH_MAX as usize,
-        )?)
-        .into_owned();
+        let raw_path = procfs::read_cstr(n.pid, path_ptr, libc::PATH_MAX as usize)?;
+        let path = String::from_utf8_lossy(&raw_path).into_owned();
+        // The dirfd argument is an int: the low 32 bits of the register.
+        let dirfd = if execveat {
+            n.args[0] as u32 as i32
+        } else {
+            libc::AT_FDCWD
+        };
         let argv = procfs::read_string_array(n.pid, argv_ptr, 65_536, 2 << 20)?;
         let envp = procfs::read_string_array(n.pid, envp_ptr, 65_536, 2 << 20)?;
         let cwd = procfs::cwd(n.pid)?;
         let path = if execveat && !path.starts_with('/') {
-            // The dirfd argument is an int: the low 32 bits of the register.
-            let dirfd = n.args[0] as u32 as i32;
             let dir = if dirfd == libc::AT_FDCWD {
                 cwd.clone()
             } else {
@@ -492,6 +496,8 @@ impl Notifier {
                 .collect(),
             envp,
             cwd,
+            raw_path,
+            dirfd,
         })
     }
 
@@ -505,16 +511,23 @@ impl Notifier {
         use std::os::unix::fs::MetadataExt;
         let execveat = i64::from(n.nr) == libc::SYS_execveat;
         let nofollow = execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
-        let p = r.path.as_bytes();
+        let empty_path = execveat && n.args[4] & libc::AT_EMPTY_PATH as u64 != 0;
         // Names the kernel resolves through the process's own /proc: its fds and itself.
         let own = |rest: &str| format!("/proc/{}/{rest}", n.pid);
-        let magic = if let Some(rest) = r.path.strip_prefix("/proc/self/") {
+        let raw = String::from_utf8_lossy(&r.raw_path);
+        let magic = if r.raw_path.is_empty() && empty_path && r.dirfd != libc::AT_FDCWD {
+            // fexecve(3): the fd's own file.
+            Some(own(&format!("fd/{}", r.dirfd)))
+        } else if r.raw_path.is_empty() {
+            return Err(libc::ENOENT);
+        } else if r.dirfd != libc::AT_FDCWD && !r.raw_path.starts_with(b"/") {
+            None
+        } else if let Some(rest) = raw.strip_prefix("/proc/self/") {
             Some(own(rest))
-        } else if let Some(rest) = r.path.strip_prefix("/proc/thread-self/") {
+        } else if let Some(rest) = raw.strip_prefix("/proc/thread-self/") {
             Some(own(rest))
         } else {
-            r.path
-                .strip_prefix("/dev/fd/")
+            raw.strip_prefix("/dev/fd/")
                 .map(|rest| own(&format!("fd/{rest}")))
         };
         let obj = match magic {
@@ -533,8 +546,8 @@ impl Notifier {
             }
             None => {
                 let target = Target::Path {
-                    dirfd: libc::AT_FDCWD,
-                    path: p.to_vec(),
+                    dirfd: r.dirfd,
+                    path: r.raw_path.clone(),
                     nofollow,
                 };
                 let pidfd = sys::pidfd_open(n.pid as i32).map_err(|e| errno_of(&e))?;
