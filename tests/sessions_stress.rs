@@ -4,15 +4,16 @@
 //!
 //! Each round starts [`AT_ONCE`] sessions together in one worktree and one home whose agent
 //! state directories exist without their control files (so every session makes, or takes
-//! up, the stand-ins): one whose agent exits at once, one that waits and then ends by itself,
-//! one ended by `tyba stop`, and one `--non-interactive` (ended either way). Meanwhile
-//! [`POLLERS`] processes run `tyba inbox --json` and `tyba sessions --json` back to back. Checked from
-//! outside: every session's broker came up (its stderr names its audit log, the waiting ones
-//! are listed with their socket and lock), none lost its socket while others came and went,
-//! the stand-ins stayed read-only inside every waiting session after the others ended, every
-//! listing succeeded, and at the end nothing is left: no socket, lock or staging file, no
-//! stand-in or its record, no session temp dir. Bounded: [`ROUNDS`] × [`AT_ONCE`] sessions
-//! per user, each wait at most [`WAIT`].
+//! up, the stand-ins), of four kinds in turn: the agent exits at once; it waits, then ends by
+//! itself; it waits and is ended by `tyba stop`; `--non-interactive`, waiting, ended either
+//! way by round. Meanwhile [`POLLERS`] processes run `tyba inbox --json` and `tyba sessions
+//! --json` back to back. Checked from outside: every session's broker came up (its stderr
+//! names its audit log; the waiting ones are listed, with their socket and lock), none lost
+//! its socket while others came and went, the stand-ins stayed read-only inside every
+//! waiting session after the others ended, every listing succeeded with nothing on stderr,
+//! and at the end nothing is left: no socket, lock or staging file, no stand-in or its
+//! record, no session temp dir; every session wrote its audit log. Bounded: [`ROUNDS`] ×
+//! [`AT_ONCE`] sessions per user, each wait at most [`WAIT`].
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "ask_support.rs"]

@@ -295,6 +295,8 @@ pub struct ControlPlaceholders {
     made: Vec<PathBuf>,
     /// Every stand-in this session relies on, with its record's shared lock.
     held: Vec<HeldStandIn>,
+    /// The registry the records are in.
+    registry: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -395,6 +397,16 @@ impl ControlPlaceholders {
     /// `agent_state` or `read_write` paths. Failures are skipped: the start-up report then
     /// lists the file as not kept read-only.
     pub fn create(config: &tyba_policy::EffectiveConfig, home: Option<&Path>) -> Self {
+        Self::create_in(config, home, stand_in_registry())
+    }
+
+    /// [`ControlPlaceholders::create`] with the registry at `registry` (made private by the
+    /// caller); none without one.
+    fn create_in(
+        config: &tyba_policy::EffectiveConfig,
+        home: Option<&Path>,
+        registry: Option<PathBuf>,
+    ) -> Self {
         let fs = &config.filesystem;
         let roots: Vec<PathBuf> = fs
             .agent_state
@@ -422,12 +434,13 @@ impl ControlPlaceholders {
         if wanted.is_empty() {
             return me;
         }
-        let Some(dir) = stand_in_registry() else {
+        let Some(dir) = registry else {
             return me;
         };
         let Some(_registry) = lock_registry(&dir) else {
             return me;
         };
+        me.registry = Some(dir.clone());
         for p in wanted {
             let record = stand_in_record(&dir, &p);
             let contents = stand_in_contents(&p);
@@ -523,7 +536,7 @@ impl Drop for ControlPlaceholders {
         if self.held.is_empty() {
             return;
         }
-        let registry = stand_in_registry().and_then(|d| lock_registry(&d));
+        let registry = self.registry.as_deref().and_then(lock_registry);
         for h in self.held.drain(..).rev() {
             let HeldStandIn {
                 path,
@@ -779,4 +792,92 @@ pub fn read_only_ruleset(
         AccessFs::ReadFile | AccessFs::WriteFile,
     ));
     create_with_rules(ruleset, rules, file_rights)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn stand_in_home() -> (
+        tempfile::TempDir,
+        PathBuf,
+        PathBuf,
+        tyba_policy::EffectiveConfig,
+    ) {
+        let t = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(t.path()).unwrap().join("home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        let reg = t.path().join("stand-ins");
+        crate::broker::paths::ensure_private_dir(&reg).unwrap();
+        let config = tyba_policy::Policy::embedded_default().config().clone();
+        (t, home, reg, config)
+    }
+
+    fn records(reg: &Path) -> Vec<std::ffi::OsString> {
+        std::fs::read_dir(reg)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "registry.lock")
+            .collect()
+    }
+
+    #[test]
+    fn a_stand_in_stays_while_any_session_relies_on_it_and_goes_with_the_last() {
+        let (_t, home, reg, config) = stand_in_home();
+        let settings = home.join(".claude/settings.json");
+        let hooks = home.join(".claude/hooks");
+        let a = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert!(a.paths().any(|p| p == settings), "{a:?}");
+        assert_eq!(std::fs::read(&settings).unwrap(), b"{}\n");
+        assert!(hooks.is_dir());
+        // A second session finds them made: it relies on them, it does not make them.
+        let b = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert_eq!(b.paths().count(), 0, "{b:?}");
+        assert_eq!(b.held.len(), a.held.len());
+        drop(a);
+        assert!(
+            settings.exists() && hooks.is_dir(),
+            "gone while b relies on them"
+        );
+        drop(b);
+        assert!(
+            !settings.exists() && !hooks.exists(),
+            "left after the last session"
+        );
+        assert!(records(&reg).is_empty(), "{:?}", records(&reg));
+    }
+
+    #[test]
+    fn a_changed_stand_in_is_the_users_and_a_dead_sessions_is_taken_up() {
+        let (_t, home, reg, config) = stand_in_home();
+        let settings = home.join(".claude/settings.json");
+        let local = home.join(".claude/settings.local.json");
+        let mut a = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        // The person writes real settings into one while the session runs.
+        std::fs::write(&settings, "{\"permissions\":{}}").unwrap();
+        // The session dies: its locks go with it, its stand-ins and records stay.
+        drop(std::mem::take(&mut a.held));
+        drop(a);
+        assert!(local.exists() && !records(&reg).is_empty());
+        let b = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert_eq!(b.paths().count(), 0, "taken up, not made again: {b:?}");
+        drop(b);
+        assert_eq!(
+            std::fs::read_to_string(&settings).unwrap(),
+            "{\"permissions\":{}}",
+            "the person's file stays"
+        );
+        assert!(
+            !local.exists(),
+            "the dead session's stand-in is removed by the next"
+        );
+        assert!(records(&reg).is_empty(), "{:?}", records(&reg));
+        // The person's file is no stand-in any more: a later session leaves it alone.
+        let c = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert!(!c.paths().any(|p| p == settings));
+        drop(c);
+        assert!(settings.exists());
+    }
 }
