@@ -494,15 +494,21 @@ fn check_push_refused(p: &PushFx, ran: &Ran, who: &Who, variant: &str) {
         );
     }
     let log = log_of(fx);
+    // Refused without an ask (the log keeps no verdict for refusals), for the protected ref.
     let in_log = log.iter().any(|l| {
         l["decision"] == "refuse"
-            && l["verdict"] == "blocked"
+            && (l["verdict"] == "blocked" || l["verdict"] == "")
             && norm(&action(l)).contains("git push net HEAD:main")
+            && l["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("refs/heads/main")
     });
-    let in_summary = ran
-        .err
-        .lines()
-        .any(|l| l.starts_with("tyba:   ") && norm(l).contains("git push net HEAD:main"));
+    let in_summary = ran.err.lines().any(|l| {
+        l.starts_with("tyba:   ")
+            && norm(l).contains("git push net HEAD:main")
+            && l.contains("refs/heads/main")
+    });
     assert!(
         in_log || in_summary,
         "{ctx}: no refusal of the push in the log {log:?} or the summary"
@@ -1155,9 +1161,19 @@ fn exec_path_walk_through_missing_directories_asks_nothing() {
                 ran.err,
                 brief(&ran.asks)
             );
-            assert_eq!(ran.asks.len(), 1, "{ctx}: asks beyond the one red exec");
+            // `git --version` and `rm -f xN` are yellow: 12 asks, and the red one.
+            assert_eq!(ran.asks.len(), 13, "{ctx}: asks beyond the commands");
+            for a in &ran.asks {
+                let t = action(a);
+                assert!(
+                    t == "run `git --version`"
+                        || t.starts_with("run `rm -f x")
+                        || t == "run `/usr/bin/rm -rf nothere`",
+                    "{ctx}: asked about a PATH candidate: {t}"
+                );
+            }
             assert!(
-                norm(&action(&ran.asks[0])).contains("rm -rf nothere"),
+                norm(&action(ran.asks.last().unwrap())).contains("rm -rf nothere"),
                 "{ctx}"
             );
             let rs = results(&ran.out);
@@ -1188,10 +1204,11 @@ fn exec_path_walk_through_missing_directories_asks_nothing() {
                 "{who:?}: rm -f x{i} ran"
             );
         }
-        // Nobody to ask: a candidate that were judged would be refused, and 48 of them
+        // Nobody to ask, high autonomy (the yellow `git --version` passes): a candidate that
+        // were judged would be refused, and 48 of them
         // (12 lookups, 4 missing directories each) would reach the repeated-failure guard
         // (`pause_after = 8`). Only the red exec at the end is refused.
-        let ran = run_alone(&fx, &[], &env, &["python3", "walk.py"]);
+        let ran = run_alone(&fx, &["--autonomy", "high"], &env, &["python3", "walk.py"]);
         let ctx = format!("{who:?} non-interactive: out {} / err {}", ran.out, ran.err);
         let rs = results(&ran.out);
         for i in 0..12 {
@@ -1273,6 +1290,79 @@ fn exec_popen_and_spawn_callers_read_the_reason_from_the_childs_stderr() {
         let rs = results(&r.out);
         assert_eq!(result(&rs, "py").unwrap()["rc"], 0, "{who:?}: {r:?}");
         assert!(!dir.join("build").exists(), "{who:?}");
+    }
+}
+
+/// The agent (Python): `rm -rf build` through the shell (`/bin/sh`, as aider runs commands),
+/// its stderr captured (`capture`) or inherited.
+const SHELL_PY: &str = r#"
+import json, subprocess, sys
+capture = sys.argv[1] == "capture"
+try:
+    r = subprocess.run("rm -rf build", shell=True, capture_output=capture)
+    print("RESULT " + json.dumps({"step": "shell", "rc": r.returncode, "err": (r.stderr or b"").decode()}), flush=True)
+except OSError as e:
+    print("RESULT " + json.dumps({"step": "shell", "errno": e.errno, "exc": str(e)}), flush=True)
+"#;
+
+/// `subprocess.run("…", shell=True)` runs `/bin/sh` from a vfork child: a file name shorter
+/// than `/dev/fd/3`, in a process sharing memory, so the spec's fallback applies (EACCES,
+/// the reason written to the process's stderr). With stderr inherited the reason reaches the
+/// session's output whichever way the refusal went.
+#[test]
+fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "popen-sh") else {
+            continue;
+        };
+        put(&fx, "shell.py", SHELL_PY);
+        make_build(&fx);
+        let ran = run_alone(&fx, &[], &fx.env(), &["python3", "shell.py", "inherit"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
+        assert!(
+            r["rc"] == 126 || r["errno"] == EACCES,
+            "{ctx}: refused: {r}"
+        );
+        assert!(
+            ran.err.lines().any(|l| l.starts_with("tyba: refused")),
+            "{ctx}: the reason on the process's stderr"
+        );
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
+        // Control: without tyba the same program removes build/.
+        let dir = copy_of_wt(&fx, "popen-sh-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/python3", "shell.py", "inherit"],
+        );
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
+/// Issue 11, observation 6 as aider meets it: `subprocess.run("…", shell=True,
+/// capture_output=True)` must let the caller read tyba's reason. The spec's fallback for
+/// short names in a vfork child (EACCES) loses it: Python raises `[Errno 13] Permission
+/// denied: '/bin/sh'` and never reads the pipe.
+#[test]
+#[ignore = "known gap: /bin/sh from a vfork child gets the EACCES fallback (docs/sandbox.md), so a capturing caller never reads the reason"]
+fn exec_popen_shell_true_capturing_caller_reads_the_reason() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "popen-sh-cap") else {
+            continue;
+        };
+        put(&fx, "shell.py", SHELL_PY);
+        make_build(&fx);
+        let ran = run_alone(&fx, &[], &fx.env(), &["python3", "shell.py", "capture"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
+        assert_eq!(r["rc"], 126, "{ctx}: {r}");
+        let err = r["err"].as_str().unwrap_or_default();
+        assert!(reason_in_summary(err, &ran.err), "{ctx}: {r}");
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
     }
 }
 
@@ -1373,8 +1463,11 @@ fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)]) -> String {
             let py = "import subprocess\n\
                       cs = [c for c in open('blocked.nul').read().split('\\0') if c]\n\
                       for i, c in enumerate(cs):\n    \
-                          r = subprocess.run(c, shell=True)\n    \
-                          if i: open('rc/%d' % (i - 1), 'w').write(str(r.returncode))\n";
+                          try:\n        \
+                              rc = str(subprocess.run(c, shell=True).returncode)\n    \
+                          except OSError as e:\n        \
+                              rc = 'E%d' % e.errno\n    \
+                          if i: open('rc/%d' % (i - 1), 'w').write(rc)\n";
             format!("python3 -c {} >wrapper.out 2>wrapper.err", sq(py))
         }
     }
@@ -1467,19 +1560,31 @@ fn property(w: Wrapper) {
         let mut failures = Vec::new();
         for (i, (id, c)) in cmds.iter().enumerate() {
             let n = norm(c);
-            if ran.asks.iter().any(|a| norm(&action(a)).contains(&n)) {
+            // (The repeated-failure guard's pause names the last refusal: it is no ask about
+            // the command.)
+            if ran
+                .asks
+                .iter()
+                .any(|a| a["verdict"] != "paused" && norm(&action(a)).contains(&n))
+            {
                 failures.push(format!("{id}: asked instead of refused"));
             }
+            // Refusals are logged without a verdict (`verdict` is empty); in a session whose
+            // person approves every ask, a refusal is one made without asking.
             let refused = log.iter().any(|l| {
                 l["decision"] == "refuse"
-                    && l["verdict"] == "blocked"
+                    && (l["verdict"] == "blocked" || l["verdict"] == "")
                     && norm(&action(l)).contains(&n)
             });
             if !refused {
-                failures.push(format!("{id}: no blocked refusal of `{c}` in the log"));
+                failures.push(format!("{id}: no refusal of `{c}` in the log"));
             }
+            // 126: the refusal program ran in the refused process. EACCES: the documented
+            // fallback where the file name cannot be rewritten (`/bin/sh`, shorter than 10
+            // bytes, in Python's vfork child), the reason then on the process's stderr.
             if let Ok(rc) = std::fs::read_to_string(fx.wt.join(format!("rc/{i}"))) {
-                if rc.trim() != "126" {
+                let fallback = matches!(w, Wrapper::PythonShell) && rc.trim() == "E13";
+                if rc.trim() != "126" && !fallback {
                     failures.push(format!(
                         "{id}: the caller saw status {}, not 126",
                         rc.trim()
@@ -1507,9 +1612,14 @@ fn property(w: Wrapper) {
             failures.push("a recursive deletion ran".into());
         }
         if matches!(w, Wrapper::Make) {
-            let n = werr.matches("Error 126 (ignored)").count();
+            // 126 from the refusal program; make's own `/bin/sh` (vfork) gets the EACCES
+            // fallback (status 127 in make's words).
+            let n = werr.matches("Error 126 (ignored)").count()
+                + werr.matches("make: /bin/sh: Permission denied").count();
             if n != cmds.len() {
-                failures.push(format!("make saw {n} recipe lines fail with status 126"));
+                failures.push(format!(
+                    "make saw {n} recipe lines refused by status 126 or the EACCES fallback"
+                ));
             }
         }
         let refusals = werr.lines().filter(|l| l.starts_with("tyba: ")).count();
@@ -1519,7 +1629,15 @@ fn property(w: Wrapper) {
                 cmds.len()
             ));
         }
-        assert!(failures.is_empty(), "{ctx}:\n  {}", failures.join("\n  "));
+        let logged: Vec<String> = log
+            .iter()
+            .map(|l| format!("{} {} {}", l["decision"], l["verdict"], action(l)))
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "{ctx}\n log {logged:#?}:\n  {}",
+            failures.join("\n  ")
+        );
         // Control: the remote takes a push without tyba, so the refs check could fail.
         let env = base_env(&fx.home, &[]);
         let r = outside(
