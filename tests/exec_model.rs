@@ -614,6 +614,85 @@ fn exec_makefile_push_non_interactive_medium_refuses_make_itself() {
     }
 }
 
+/// A red descendant of an approved command is asked, naming the approved command, never
+/// rememberable; with nobody to ask it is refused. (DESIGN of issue 11: yellow descendants of
+/// an approved build pass, red ones are asked.)
+#[test]
+fn exec_red_descendant_of_an_approved_make_is_asked_naming_it() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "red-desc") else {
+            continue;
+        };
+        put(
+            &fx,
+            "Makefile2",
+            "clean:\n\ttouch cleaned-by-make\n\trm -rf build\n",
+        );
+        make_build(&fx);
+        let live = start(
+            &fx,
+            &[],
+            &fx.env(),
+            &["bash", "-c", "make -f Makefile2 clean; echo make-rc=$?"],
+            None,
+        );
+        let ran = drive(&fx, live, |a| {
+            if action(a).contains("make -f Makefile2 clean") {
+                Reply::Approve
+            } else {
+                Reply::Deny(Some("use git clean"))
+            }
+        });
+        let ctx = format!(
+            "{who:?}: out {} / err {} / asks {:?}",
+            ran.out, ran.err, ran.asks
+        );
+        assert!(
+            fx.wt.join("cleaned-by-make").exists(),
+            "{ctx}: the yellow touch passed"
+        );
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}: build/ removed");
+        assert_eq!(
+            ran.asks.len(),
+            2,
+            "{ctx}: make, then its rm (not its touch)"
+        );
+        let rm = &ran.asks[1];
+        assert!(norm(&action(rm)).contains("rm -rf build"), "{ctx}");
+        assert_eq!(rm["verdict"], "red", "{ctx}");
+        assert_eq!(rm["always_allowed"], false, "{ctx}");
+        assert!(
+            rm["reasons"].as_array().into_iter().flatten().any(|r| r
+                .as_str()
+                .unwrap_or_default()
+                .contains("make -f Makefile2 clean")),
+            "{ctx}: the ask names the approved command"
+        );
+        assert!(
+            ran.err.contains("tyba: use git clean") && ran.out.contains("make-rc=2"),
+            "{ctx}"
+        );
+        // Nobody to ask, high autonomy: make passes, its rm is refused.
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &["bash", "-c", "make -f Makefile2 clean; echo make-rc=$?"],
+        );
+        assert!(fx.wt.join("build/out.o").exists(), "{who:?}: {ran:?}");
+        assert!(ran.out.contains("make-rc=2"), "{who:?}: {ran:?}");
+        // Control: without tyba the target removes build/.
+        let dir = copy_of_wt(&fx, "red-desc-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/make", "-f", "Makefile2", "clean"],
+        );
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. Code-running configuration through the environment (GIT_CONFIG_*, GIT_PAGER, PAGER).
 
@@ -978,19 +1057,61 @@ fn exec_failed_exec_keeps_no_approval_and_missing_files_are_not_asked() {
 
 const FAKE_AGENT_JS: &str = r#"#!/usr/bin/env node
 // A fake agent, installed like an npm package: it re-launches itself under node with a
-// bigger heap (as Gemini CLI does), and the child runs the agent's commands.
+// bigger heap (as Gemini CLI does), and the child runs the agent's commands. `fake-agent
+// probe` and `fake-agent race` are the hostile variants of the tests below.
 const cp = require('child_process');
-if (!process.argv.includes('--child')) {
+const fs = require('fs');
+const out = (o) => console.log('RESULT ' + JSON.stringify(o));
+const mode = process.argv[2];
+if (process.argv.includes('-rf')) {
+  // Run through the swapped link: the agent's own file, doing nothing.
+  process.exit(0);
+} else if (mode === 'probe') {
+  // Its own interpreter, but carrying other code: never the agent.
+  const probes = [
+    ['eval', process.execPath, ['-e', "require('fs').writeFileSync('pwned_eval', 'x')"], {}],
+    ['require', process.execPath, ['--require', './evil.js', __filename, '--child'], {}],
+    ['node_options', process.execPath, [__filename, '--child'], { NODE_OPTIONS: '--require ./evil.js' }],
+    ['worktree_script', process.execPath, ['./evil.js'], {}],
+  ];
+  for (const [step, file, args, env] of probes) {
+    const r = cp.spawnSync(file, args, { encoding: 'utf8', env: Object.assign({}, process.env, env, { EVIL_STEP: step }) });
+    out({ step, status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null });
+  }
+} else if (mode === 'race') {
+  // Swaps a link in the worktree between its own agent.js and /usr/bin/rm while it execs
+  // the link: a decision made on one file must not run the other.
+  const { Worker } = require('worker_threads');
+  fs.symlinkSync(__filename, 'lnk');
+  const w = new Worker(`
+    const fs = require('fs');
+    const targets = [${JSON.stringify(__filename)}, '/usr/bin/rm'];
+    let i = 0;
+    while (!fs.existsSync('stop')) {
+      try { fs.symlinkSync(targets[i++ % 2], 'lnk.tmp'); fs.renameSync('lnk.tmp', 'lnk'); } catch (e) {}
+    }`, { eval: true });
+  let runs = 0, zero = 0;
+  for (; runs < 400 && fs.existsSync('build'); runs++) {
+    const r = cp.spawnSync('./lnk', ['-rf', 'build'], { encoding: 'utf8' });
+    if (r.status === 0) zero++;
+  }
+  fs.writeFileSync('stop', '');
+  w.terminate();
+  out({ step: 'race', runs, zero, build: fs.existsSync('build') });
+} else if (!process.argv.includes('--child')) {
   const r = cp.spawnSync(process.execPath, ['--max-old-space-size=256', __filename, '--child'], { stdio: 'inherit' });
-  console.log('RESULT ' + JSON.stringify({ step: 'relaunch', status: r.status, error: r.error ? r.error.code : null }));
+  out({ step: 'relaunch', status: r.status, error: r.error ? r.error.code : null });
   process.exit(r.status === null ? 99 : r.status);
 } else {
-  console.log('RESULT ' + JSON.stringify({ step: 'child-start' }));
+  out({ step: 'child-start' });
   const r = cp.spawnSync('rm', ['-rf', 'build'], { encoding: 'utf8' });
-  console.log('RESULT ' + JSON.stringify({ step: 'rm', status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null }));
+  out({ step: 'rm', status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null });
   process.stderr.write(r.stderr || '');
 }
 "#;
+
+/// The code the hostile variants try to load: it leaves a marker named by its step.
+const EVIL_JS: &str = "require('fs').writeFileSync('pwned_' + process.env.EVIL_STEP, 'x');\n";
 
 struct AgentFx {
     fx: Fx,
@@ -1105,6 +1226,85 @@ fn exec_agent_relaunch_non_interactive_refuses_only_the_command() {
         let dir = copy_of_wt(fx, "relaunch-control");
         let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent"]);
         assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
+/// A hostile agent cannot pass code off as its own re-launch: its interpreter with `-e`, with
+/// `--require`, with `NODE_OPTIONS` changed, or running a script outside the installation
+/// is a command, classified (and refused with nobody to ask), and the code never runs.
+#[test]
+fn exec_agent_interpreter_carrying_other_code_is_a_command() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "probe") else {
+            continue;
+        };
+        let fx = &a.fx;
+        put(fx, "evil.js", EVIL_JS);
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let ran = run_alone(fx, &["--policy", &policy], &env, &["fake-agent", "probe"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let steps = ["eval", "require", "node_options", "worktree_script"];
+        for step in steps {
+            let r = result(&rs, step).unwrap_or_else(|| panic!("{ctx}: no {step}"));
+            assert_eq!(r["status"], 126, "{ctx}: {step} was not refused: {r}");
+            assert!(
+                !fx.wt.join(format!("pwned_{step}")).exists(),
+                "{ctx}: {step}: the code ran as the agent"
+            );
+        }
+        assert!(
+            ran.err.contains("NODE_OPTIONS"),
+            "{ctx}: the changed NODE_OPTIONS is shown"
+        );
+        // Control: without tyba every probe runs its code.
+        let dir = copy_of_wt(fx, "probe-control");
+        let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent", "probe"]);
+        for step in steps {
+            assert!(
+                dir.join(format!("pwned_{step}")).exists(),
+                "{who:?}: control: {step} did not run its code: {r:?}"
+            );
+        }
+    }
+}
+
+/// The agent execs a link in the worktree that it swaps between its own `agent.js` (which
+/// passes as the agent) and `/usr/bin/rm` (red): whichever file the decision was made on is
+/// the one that runs, so `rm -rf build` never runs undecided.
+///
+/// Fails today (both users, within a few hundred runs, often within 5): an exec of the link
+/// decided while it named `agent.js` passes as the agent's own file and is continued; the
+/// kernel then resolves the link again, to `/usr/bin/rm`, and `rm -rf build` runs with no
+/// decision made on it, in a `--non-interactive` session.
+#[test]
+#[ignore = "known bug: an allowed exec is continued by name, so a link swapped after the decision runs another file"]
+fn exec_agent_swapping_a_link_between_its_own_file_and_rm_runs_nothing_undecided() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "race") else {
+            continue;
+        };
+        let fx = &a.fx;
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let ran = run_alone(fx, &["--policy", &policy], &env, &["fake-agent", "race"]);
+        let ctx = format!(
+            "{who:?}: out {} / err {}",
+            ran.out.chars().take(3000).collect::<String>(),
+            ran.err.chars().take(3000).collect::<String>()
+        );
+        let rs = results(&ran.out);
+        let r = result(&rs, "race").unwrap_or_else(|| panic!("{ctx}"));
+        assert!(
+            fx.wt.join("build/out.o").exists(),
+            "{ctx}: rm ran through the swapped link: {r}"
+        );
+        assert_eq!(r["runs"], 400, "{ctx}: {r}");
+        // Control: without tyba the swapped link soon runs rm.
+        let dir = copy_of_wt(fx, "race-control");
+        let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent", "race"]);
         assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
     }
 }
