@@ -273,22 +273,40 @@ fn copy_of_wt(fx: &Fx, name: &str) -> PathBuf {
 // ---------------------------------------------------------------------------------------
 // A pids cgroup, so that a fork bomb that got through would stay inside the test.
 
-/// A cgroup v1 `pids` group (`Documentation/admin-guide/cgroup-v1/pids.rst`) that the whole
-/// session is started in, capped at `pids.max`; every process left in it is killed on drop.
+/// A `pids` cgroup (v1 `Documentation/admin-guide/cgroup-v1/pids.rst`, or v2 with the `pids`
+/// controller) that the whole session is started in, capped at `pids.max`; every process left
+/// in it is killed on drop.
 struct PidsCage {
     dir: PathBuf,
 }
 
 impl PidsCage {
-    /// `None` when no pids cgroup can be made here (not root, or no v1 `pids` hierarchy).
+    /// `None` when no pids cgroup can be made here (not root, or no `pids` controller).
     fn new(tag: &str) -> Option<PidsCage> {
-        let base = Path::new("/sys/fs/cgroup/pids");
-        if my_uid() != 0 || !base.join("cgroup.procs").exists() {
+        if my_uid() != 0 {
             return None;
         }
-        let dir = base.join(format!("tyba-test-{}-{tag}", std::process::id()));
+        let name = format!("tyba-test-{}-{tag}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/pids");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let base = if v1.join("cgroup.procs").exists() {
+            v1
+        } else {
+            let controllers =
+                std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
+            if !controllers.split_whitespace().any(|c| c == "pids") {
+                return None;
+            }
+            // Children of the root get the controller only when the root hands it down.
+            let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+pids");
+            v2
+        };
+        let dir = base.join(name);
         std::fs::create_dir_all(&dir).ok()?;
-        std::fs::write(dir.join("pids.max"), "600").ok()?;
+        if std::fs::write(dir.join("pids.max"), "600").is_err() {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
         Some(PidsCage { dir })
     }
 
