@@ -1089,13 +1089,16 @@ if (process.argv.includes('-rf')) {
   const probes = [
     ['eval', process.execPath, ['-e', "require('fs').writeFileSync('pwned_eval', 'x')"], {}],
     ['require', process.execPath, ['--require', './evil.js', __filename, '--child'], {}],
-    ['node_options', process.execPath, [__filename, '--child'], { NODE_OPTIONS: '--require ./evil.js' }],
     ['worktree_script', process.execPath, ['./evil.js'], {}],
   ];
   for (const [step, file, args, env] of probes) {
     const r = cp.spawnSync(file, args, { encoding: 'utf8', env: Object.assign({}, process.env, env, { EVIL_STEP: step }) });
     out({ step, status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null });
   }
+} else if (mode === 'node_options') {
+  // Its own file, but with NODE_OPTIONS loading other code.
+  const r = cp.spawnSync(process.execPath, [__filename, '--child'], { encoding: 'utf8', env: Object.assign({}, process.env, { NODE_OPTIONS: '--require ./evil.js', EVIL_STEP: 'node_options' }) });
+  out({ step: 'node_options', status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null });
 } else if (mode === 'race') {
   // Swaps a link in the worktree between its own agent.js and /usr/bin/rm while it execs
   // the link: a decision made on one file must not run the other.
@@ -1109,7 +1112,7 @@ if (process.argv.includes('-rf')) {
       try { fs.symlinkSync(targets[i++ % 2], 'lnk.tmp'); fs.renameSync('lnk.tmp', 'lnk'); } catch (e) {}
     }`, { eval: true });
   let runs = 0, zero = 0;
-  for (; runs < 400 && fs.existsSync('build'); runs++) {
+  for (; runs < 1000 && fs.existsSync('build'); runs++) {
     const r = cp.spawnSync('./lnk', ['-rf', 'build'], { encoding: 'utf8' });
     if (r.status === 0) zero++;
   }
@@ -1264,7 +1267,7 @@ fn exec_agent_interpreter_carrying_other_code_is_a_command() {
         let ran = run_alone(fx, &["--policy", &policy], &env, &["fake-agent", "probe"]);
         let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
         let rs = results(&ran.out);
-        let steps = ["eval", "require", "node_options", "worktree_script"];
+        let steps = ["eval", "require", "worktree_script"];
         for step in steps {
             let r = result(&rs, step).unwrap_or_else(|| panic!("{ctx}: no {step}"));
             assert_eq!(r["status"], 126, "{ctx}: {step} was not refused: {r}");
@@ -1273,10 +1276,6 @@ fn exec_agent_interpreter_carrying_other_code_is_a_command() {
                 "{ctx}: {step}: the code ran as the agent"
             );
         }
-        assert!(
-            ran.err.contains("NODE_OPTIONS"),
-            "{ctx}: the changed NODE_OPTIONS is shown"
-        );
         // Control: without tyba every probe runs its code.
         let dir = copy_of_wt(fx, "probe-control");
         let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent", "probe"]);
@@ -1289,12 +1288,67 @@ fn exec_agent_interpreter_carrying_other_code_is_a_command() {
     }
 }
 
+/// The agent's own file re-launched with `NODE_OPTIONS` loading a script of the worktree is
+/// not the agent (docs/sandbox.md: "with no code-running variable changed from the session's
+/// start"): it is a command, classified with the variable shown, and refused with nobody to
+/// ask.
+///
+/// Fails since "the environment an agent with an installation gives its commands is its own"
+/// (9bfbc93): the environment is no longer compared for the agent's own-file check, so the
+/// exec passes as the agent and `evil.js` runs in a process with the agent's identity.
+#[test]
+#[ignore = "known bug: an agent with an installation re-launching its own file with NODE_OPTIONS changed passes as the agent"]
+fn exec_agent_own_file_with_node_options_changed_is_a_command() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "node-options") else {
+            continue;
+        };
+        let fx = &a.fx;
+        put(fx, "evil.js", EVIL_JS);
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let ran = run_alone(
+            fx,
+            &["--policy", &policy],
+            &env,
+            &["fake-agent", "node_options"],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "node_options").unwrap_or_else(|| panic!("{ctx}"));
+        assert!(
+            !fx.wt.join("pwned_node_options").exists(),
+            "{ctx}: evil.js ran as the agent: {r}"
+        );
+        assert_eq!(r["status"], 126, "{ctx}: {r}");
+        assert!(
+            ran.err
+                .lines()
+                .any(|l| l.starts_with("tyba:   exec") && l.contains("NODE_OPTIONS")),
+            "{ctx}: the changed NODE_OPTIONS is shown"
+        );
+        // Control: without tyba evil.js runs.
+        let dir = copy_of_wt(fx, "node-options-control");
+        let r = outside(
+            fx,
+            &dir,
+            &env,
+            &["/usr/bin/env", "fake-agent", "node_options"],
+        );
+        assert!(
+            dir.join("pwned_node_options").exists(),
+            "{who:?}: control: {r:?}"
+        );
+    }
+}
+
 /// The agent execs a link in the worktree that it swaps between its own `agent.js` (which
 /// passes as the agent) and `/usr/bin/rm` (red): whichever file the decision was made on is
 /// the one that runs, so `rm -rf build` never runs undecided.
 ///
-/// Fails today (both users, within a few hundred runs, often within 5): an exec of the link
-/// decided while it named `agent.js` passes as the agent's own file and is continued; the
+/// Fails today (as root: rm ran after 3, 336, 289 and 70 runs, once not within 400): an exec
+/// of the link decided while it named `agent.js` passes as the agent's own file and is
+/// continued; the
 /// kernel then resolves the link again, to `/usr/bin/rm`, and `rm -rf build` runs with no
 /// decision made on it, in a `--non-interactive` session.
 #[test]
@@ -1319,9 +1373,12 @@ fn exec_agent_swapping_a_link_between_its_own_file_and_rm_runs_nothing_undecided
             fx.wt.join("build/out.o").exists(),
             "{ctx}: rm ran through the swapped link: {r}"
         );
-        assert_eq!(r["runs"], 400, "{ctx}: {r}");
+        assert_eq!(r["runs"], 1000, "{ctx}: {r}");
         // Control: without tyba the swapped link soon runs rm.
         let dir = copy_of_wt(fx, "race-control");
+        for f in ["lnk", "lnk.tmp", "stop"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
         let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent", "race"]);
         assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
     }
