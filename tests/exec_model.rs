@@ -1384,6 +1384,85 @@ fn exec_agent_swapping_a_link_between_its_own_file_and_rm_runs_nothing_undecided
     }
 }
 
+/// The agent program (C): a thread flips a file name between `/usr/bin/true` (green) and
+/// `/usr/bin/rm` (red) while a vfork child, sharing that memory, execs it with `-rf build`.
+const FLIP_C: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+extern char **environ;
+static char buf[64] = "/usr/bin/true";
+static volatile int stop;
+static void *flip(void *a) {
+    (void)a;
+    while (!stop) {
+        memcpy(buf, "/usr/bin/rm\0\0", 14);
+        __asm__ volatile("" ::: "memory");
+        memcpy(buf, "/usr/bin/true", 14);
+        __asm__ volatile("" ::: "memory");
+    }
+    return 0;
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, flip, 0);
+    char *argv[] = {"x", "-rf", "build", 0};
+    struct stat s;
+    int i;
+    for (i = 0; i < 2000 && stat("build", &s) == 0; i++) {
+        pid_t p = vfork();
+        if (p == 0) { execve(buf, argv, environ); _exit(127); }
+        int st;
+        waitpid(p, &st, 0);
+    }
+    stop = 1;
+    pthread_join(t, 0);
+    printf("RESULT {\"step\": \"flip\", \"runs\": %d}\n", i);
+    return 0;
+}
+"#;
+
+/// The file name and argv an exec is decided on are read from the process's memory; a
+/// process sharing that memory can change them before the kernel reads them again. What
+/// runs must be what was decided: `rm -rf build` never runs in a `--non-interactive`
+/// session.
+///
+/// Fails today, as root and as the unprivileged user (rm ran after 18 to 64 tries): an
+/// allowed exec (and the refusal's rewritten name) is continued by address, and the kernel
+/// then reads `/usr/bin/rm` from the shared memory.
+#[test]
+#[ignore = "known bug: an exec is continued by address, so a process sharing memory changes what runs after the decision"]
+fn exec_file_name_changed_in_shared_memory_after_the_decision_runs_nothing_undecided() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "flip") else {
+            continue;
+        };
+        put(&fx, "flip.c", FLIP_C);
+        let st = Command::new("cc")
+            .args(["-O1", "-pthread", "-o"])
+            .arg(fx.wt.join("flip"))
+            .arg(fx.wt.join("flip.c"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "cc");
+        give(&fx.wt, &who);
+        make_build(&fx);
+        let ran = run_alone(&fx, &[], &fx.env(), &["./flip"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}: rm ran");
+        let rs = results(&ran.out);
+        assert_eq!(result(&rs, "flip").unwrap()["runs"], 2000, "{ctx}");
+        // Control: without tyba the flipped name soon runs rm.
+        let dir = copy_of_wt(&fx, "flip-control");
+        let r = outside(&fx, &dir, &base_env(&fx.home, &[]), &["./flip"]);
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 5. PATH walks through missing directories ask nothing.
 
