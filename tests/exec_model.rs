@@ -907,6 +907,65 @@ fn exec_environment_pager_is_asked_with_the_variables_and_a_deny_holds() {
     }
 }
 
+/// The agent (Python): runs ARGV on a pseudo-terminal and prints its status and output.
+const PTY_PY: &str = r#"
+import json, os, subprocess, sys
+m, s = os.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s)
+os.close(s)
+out = b""
+while True:
+    try:
+        b = os.read(m, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+print("RESULT " + json.dumps({"step": "pty", "rc": p.wait(), "out": out.decode(errors="replace")}), flush=True)
+"#;
+
+/// git's own pager (`less`, git's default) for a green `git log` on a terminal is no
+/// change of configuration: it must run unasked. git exports `GIT_EXEC_PATH` (its own
+/// `--exec-path`) and `GIT_PREFIX` to every program it starts, so judging the variables a
+/// covered program sets for its own children against the cover's environment makes the pager
+/// red ("`export GIT_EXEC_PATH` makes programs run code"), and the same for git's hooks,
+/// editors and helpers.
+#[test]
+#[ignore = "known friction: git's own GIT_EXEC_PATH makes every program git starts red (the pager of `git log` on a terminal is refused)"]
+fn exec_git_log_on_a_terminal_runs_its_own_pager_unasked() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-pager") else {
+            continue;
+        };
+        put(&fx, "pty.py", PTY_PY);
+        let env = env_with(&fx, &[("LESS", "FRX".into())]);
+        let ran = run_alone(&fx, &[], &env, &["python3", "pty.py", "git", "log", "-n1"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "pty").unwrap_or_else(|| panic!("{ctx}"));
+        assert_eq!(r["rc"], 0, "{ctx}: {r}");
+        assert!(
+            r["out"].as_str().unwrap_or_default().contains("commit "),
+            "{ctx}"
+        );
+        assert!(!ran.err.contains("denied in this session"), "{ctx}");
+        // Control: without tyba the same agent sees git's output through its pager.
+        let r = outside(
+            &fx,
+            &fx.wt,
+            &base_env(&fx.home, &[("LESS", "FRX".into())]),
+            &["/usr/bin/python3", "pty.py", "git", "log", "-n1"],
+        );
+        let rs = results(&r.out);
+        assert_eq!(
+            result(&rs, "pty").unwrap()["rc"],
+            0,
+            "{who:?}: control: {r:?}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. An approval covers the exec it was made for, and a failed exec keeps no approval.
 
