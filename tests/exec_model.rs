@@ -14,6 +14,12 @@
 //! re-launch keeps the agent's role; a refused exec runs tyba's refusal program, which prints
 //! `tyba: <reason>` on stderr and exits 126. Speed is measured by the exec-path benchmark,
 //! never here.
+//!
+//! The `#[ignore]`d tests state what the model requires and fails to do today (each says
+//! why); run them with `--include-ignored`.
+//!
+//! The property's sessions run in a `pids` cgroup (root only: the unprivileged run joins it
+//! before `setpriv`), so that a fork bomb that got through stays inside the test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "ask_support.rs"]
@@ -364,9 +370,10 @@ impl Drop for Daemon {
 }
 
 /// Runs git as the test's user on repositories of any owner (`safe.directory = *` from a
-/// global file: git does not pass `-c` on to the `upload-pack` of a local clone).
-fn git_root(args: &[&str]) -> String {
-    let global = std::env::temp_dir().join(format!("tyba-test-{}-gitconfig", std::process::id()));
+/// global file in the fixture's `scratch` dir: git does not pass `-c` on to the
+/// `upload-pack` of a local clone).
+fn git_root(scratch: &Path, args: &[&str]) -> String {
+    let global = scratch.join("gitconfig-safe");
     if !global.exists() {
         std::fs::write(&global, "[safe]\n\tdirectory = *\n").unwrap();
     }
@@ -427,7 +434,10 @@ impl Daemon {
 
     /// `git ls-remote` of a served repository, read from its directory.
     fn refs(&self, repo: &str) -> String {
-        git_root(&["ls-remote", &self.base.join(repo).display().to_string()])
+        git_root(
+            self.base.parent().unwrap(),
+            &["ls-remote", &self.base.join(repo).display().to_string()],
+        )
     }
 }
 
@@ -436,17 +446,29 @@ impl Daemon {
 fn bare_remote(fx: &Fx, srv: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(srv).unwrap();
     let dst = srv.join(name);
-    git_root(&[
-        "clone",
-        "-q",
-        "--bare",
-        &fx.wt.display().to_string(),
-        &dst.display().to_string(),
-    ]);
+    git_root(
+        &fx.scratch.dir,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &fx.wt.display().to_string(),
+            &dst.display().to_string(),
+        ],
+    );
     let d = dst.display().to_string();
-    git_root(&["-C", &d, "config", "receive.denyDeletes", "false"]);
-    git_root(&["-C", &d, "config", "receive.denyNonFastForwards", "false"]);
-    git_root(&["-C", &d, "config", "receive.denyDeleteCurrent", "ignore"]);
+    git_root(
+        &fx.scratch.dir,
+        &["-C", &d, "config", "receive.denyDeletes", "false"],
+    );
+    git_root(
+        &fx.scratch.dir,
+        &["-C", &d, "config", "receive.denyNonFastForwards", "false"],
+    );
+    git_root(
+        &fx.scratch.dir,
+        &["-C", &d, "config", "receive.denyDeleteCurrent", "ignore"],
+    );
     dst
 }
 
