@@ -931,9 +931,15 @@ fn exec_environment_pager_is_asked_with_the_variables_and_a_deny_holds() {
 
 /// The agent (Python): runs ARGV on a pseudo-terminal and prints its status and output.
 const PTY_PY: &str = r#"
-import json, os, subprocess, sys
+import fcntl, json, os, struct, subprocess, sys, termios
 m, s = os.openpty()
-p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s)
+fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
+
+def controlling_tty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=controlling_tty)
 os.close(s)
 out = b""
 while True:
@@ -952,16 +958,17 @@ print("RESULT " + json.dumps({"step": "pty", "rc": p.wait(), "out": out.decode(e
 /// `--exec-path`) and `GIT_PREFIX` to every program it starts, so judging the variables a
 /// covered program sets for its own children against the cover's environment makes the pager
 /// red ("`export GIT_EXEC_PATH` makes programs run code"), and the same for git's hooks,
-/// editors and helpers.
+/// editors and helpers (as it did before `GIT_EXEC_PATH` under system paths was taken as the
+/// system's own).
 #[test]
-#[ignore = "known friction: git's own GIT_EXEC_PATH makes every program git starts red (the pager of `git log` on a terminal is refused)"]
 fn exec_git_log_on_a_terminal_runs_its_own_pager_unasked() {
     for who in whos() {
         let Some(fx) = setup(&who, "own-pager") else {
             continue;
         };
         put(&fx, "pty.py", PTY_PY);
-        let env = env_with(&fx, &[("LESS", "FRX".into())]);
+        // less needs a terminal type to page (and quits at once on one screen with -F).
+        let env = env_with(&fx, &[("LESS", "FRX".into()), ("TERM", "xterm".into())]);
         let ran = run_alone(&fx, &[], &env, &["python3", "pty.py", "git", "log", "-n1"]);
         let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
         let rs = results(&ran.out);
@@ -976,7 +983,10 @@ fn exec_git_log_on_a_terminal_runs_its_own_pager_unasked() {
         let r = outside(
             &fx,
             &fx.wt,
-            &base_env(&fx.home, &[("LESS", "FRX".into())]),
+            &base_env(
+                &fx.home,
+                &[("LESS", "FRX".into()), ("TERM", "xterm".into())],
+            ),
             &["/usr/bin/python3", "pty.py", "git", "log", "-n1"],
         );
         let rs = results(&r.out);
@@ -996,16 +1006,21 @@ fn exec_git_log_on_a_terminal_runs_its_own_pager_unasked() {
 /// writes the step's name to `step.txt` (for the scripted person):
 /// - `missing`: `/nonexistent-dir/cargo build` (ENOENT: must not be asked);
 /// - `noexec`: `./plain.txt`, a file without the x bit (EACCES: must not be asked);
-/// - `e2big`: `rm -rf build` itself (red: asked, approved once by the person) with one
-///   environment string longer than the kernel's `MAX_ARG_STRLEN` (128 KiB), so the exec
-///   that was approved fails with E2BIG after the decision (`execve(2)`);
-/// - `true`: `/usr/bin/true` (green) failing the same way.
+/// - `e2big`: `rm -rf build` itself with one environment string longer than the kernel's
+///   `MAX_ARG_STRLEN` (128 KiB): E2BIG (`execve(2)`), answered before anything is decided;
+/// - `true`: `/usr/bin/true` (green) failing the same way;
+/// - `vanish`: `./lnk -rf build`, `lnk` a link to `/usr/bin/rm` made by the child (red:
+///   asked); the person removes the link and approves once, so the approved exec fails
+///   (ENOENT); the child makes the link again and execs the same line: asked again (instead
+///   of `rm`, the second exec is this same line).
 const FAILED_EXEC_AGENT: &str = r#"
 import json, os, sys
 
 def attempt(step, path, argv, env):
     with open("step.txt", "w") as f:
         f.write(step)
+    if step == "vanish":
+        os.symlink("/usr/bin/rm", "lnk")
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -1015,8 +1030,11 @@ def attempt(step, path, argv, env):
         except OSError as e:
             os.write(w, str(e.errno).encode())
         os.close(w)
+        again = ("./lnk", ["./lnk", "-rf", "build"]) if step == "vanish" else ("/usr/bin/rm", ["rm", "-rf", "build"])
+        if step == "vanish":
+            os.symlink("/usr/bin/rm", "lnk")
         try:
-            os.execv("/usr/bin/rm", ["rm", "-rf", "build"])
+            os.execv(*again)
         except OSError as e:
             os._exit(200 + e.errno % 50)
     os.close(w)
@@ -1031,7 +1049,7 @@ def attempt(step, path, argv, env):
 
 env = dict(os.environ)
 big = dict(env, TYBA_TEST_BIG="x" * 140000)
-steps = sys.argv[1:] or ["missing", "noexec", "e2big", "true"]
+steps = sys.argv[1:] or ["missing", "noexec", "e2big", "true", "vanish"]
 for s in steps:
     if s == "missing":
         attempt(s, "/nonexistent-dir/cargo", ["cargo", "build"], env)
@@ -1041,6 +1059,8 @@ for s in steps:
         attempt(s, "/usr/bin/rm", ["rm", "-rf", "build"], big)
     elif s == "true":
         attempt(s, "/usr/bin/true", ["true"], big)
+    elif s == "vanish":
+        attempt(s, "./lnk", ["./lnk", "-rf", "build"], env)
 "#;
 
 const ENOENT: i64 = 2;
@@ -1056,15 +1076,17 @@ fn exec_failed_exec_keeps_no_approval_and_missing_files_are_not_asked() {
         put(&fx, "agent.py", FAILED_EXEC_AGENT);
         put(&fx, "plain.txt", "#!/bin/sh\nrm -rf build\n");
         make_build(&fx);
-        // The person approves the first `rm -rf build` of the `e2big` step (the exec that
-        // then fails) and denies every other ask, with a reason.
+        // The person removes the link and approves the first exec of the `vanish` step (which
+        // then fails), and denies every other ask, with a reason.
         let step_file = fx.wt.join("step.txt");
+        let link = fx.wt.join("lnk");
         let mut approved = false;
         let live = start(&fx, &[], &fx.env(), &["python3", "agent.py"], None);
         let ran = drive(&fx, live, |_| {
             let step = std::fs::read_to_string(&step_file).unwrap_or_default();
-            if step == "e2big" && !approved {
+            if step == "vanish" && !approved {
                 approved = true;
+                std::fs::remove_file(&link).unwrap();
                 Reply::Approve
             } else {
                 Reply::Deny(Some("not now"))
@@ -1099,38 +1121,46 @@ fn exec_failed_exec_keeps_no_approval_and_missing_files_are_not_asked() {
         };
         assert_eq!(get("missing")["first_errno"], ENOENT, "{ctx}");
         assert_eq!(get("noexec")["first_errno"], EACCES, "{ctx}");
-        assert_eq!(
-            get("e2big")["first_errno"],
-            E2BIG,
-            "{ctx}: the approved exec failed in the kernel"
-        );
+        assert_eq!(get("e2big")["first_errno"], E2BIG, "{ctx}");
         assert_eq!(get("true")["first_errno"], E2BIG, "{ctx}");
-        // Each step's later `rm -rf build` was asked, and denied: the refusal program ran
-        // in the process (status 126) with the person's reason.
-        for s in ["missing", "noexec", "e2big", "true"] {
+        assert!(approved, "{ctx}: the vanish exec was never asked");
+        assert_eq!(
+            get("vanish")["first_errno"],
+            ENOENT,
+            "{ctx}: the approved exec failed"
+        );
+        // Each step's later exec was asked, and denied: the refusal program ran in the
+        // process (status 126) with the person's reason.
+        for s in ["missing", "noexec", "e2big", "true", "vanish"] {
             assert_eq!(get(s)["rc"], 126, "{ctx}: {s}");
         }
-        assert!(approved, "{ctx}: the e2big exec was never asked");
         let rm_asks = ran
             .asks
             .iter()
-            .filter(|a| norm(&action(a)).contains("rm -rf build"))
+            .filter(|a| norm(&action(a)) == "run rm -rf build")
+            .count();
+        assert_eq!(rm_asks, 4, "{ctx}: one ask per later `rm -rf build`");
+        let lnk_asks = ran
+            .asks
+            .iter()
+            .filter(|a| norm(&action(a)) == "run ./lnk -rf build")
             .count();
         assert_eq!(
-            rm_asks, 5,
-            "{ctx}: one ask per `rm -rf build` exec (the e2big step has two), none for `true`"
+            lnk_asks, 2,
+            "{ctx}: the line approved for the exec that failed is asked again"
         );
-        assert_eq!(ran.asks.len(), 5, "{ctx}");
+        assert_eq!(ran.asks.len(), 6, "{ctx}");
         for a in &ran.asks {
             assert_eq!(a["verdict"], "red", "{ctx}");
         }
         assert_eq!(
             ran.err.matches("tyba: not now").count(),
-            4,
+            5,
             "{ctx}: the person's reason reached each refused process"
         );
         // Control: outside tyba the e2big step's first exec fails the same way and the rm
-        // after it removes build/, so the checks above can fail.
+        // after it removes build/, so the checks above can fail (the vanish step's second
+        // exec is the same rm through the link).
         let dir = copy_of_wt(&fx, "failed-exec-control");
         let r = outside(
             &fx,
@@ -1374,11 +1404,12 @@ fn exec_agent_interpreter_carrying_other_code_is_a_command() {
 /// start"): it is a command, classified with the variable shown, and refused with nobody to
 /// ask.
 ///
-/// Fails since "the environment an agent with an installation gives its commands is its own"
-/// (9bfbc93): the environment is no longer compared for the agent's own-file check, so the
-/// exec passes as the agent and `evil.js` runs in a process with the agent's identity.
+/// The exec is refused now, but the line judged and shown is `node …/agent.js --child`
+/// without the `NODE_OPTIONS` that loads `evil.js`: the environment an agent with an
+/// installation gives its commands is not judged, so a person asked about it would approve
+/// what looks like the agent's own re-launch.
 #[test]
-#[ignore = "known bug: an agent with an installation re-launching its own file with NODE_OPTIONS changed passes as the agent"]
+#[ignore = "known gap: the NODE_OPTIONS of an agent with an installation is neither judged nor shown"]
 fn exec_agent_own_file_with_node_options_changed_is_a_command() {
     for who in whos() {
         let Some(a) = agent_fixture(&who, "node-options") else {
