@@ -1,5 +1,6 @@
 //! The golden snapshot of `tyba classify --jsonl`: every case of the command corpora in
-//! `tests/data` (`commands.jsonl`, `commands-extra.jsonl`, `commands-redteam*.jsonl`) and
+//! `tests/data` (`commands.jsonl`, `commands-extra.jsonl`, `commands-redteam*.jsonl`,
+//! `commands-faults.jsonl`) and
 //! disguised variants of each command line (wrapped in `bash -c '…'`, with `; rm -rf ~`
 //! appended, behind `env`, `timeout 5` and `nice -n 5`), classified through the binary on the
 //! fixture of `tests/data/policy_fixture.sh`; one line per case and variant: `case`
@@ -35,6 +36,7 @@ const CORPORA: &[&str] = &[
     "commands-redteam.jsonl",
     "commands-redteam2.jsonl",
     "commands-redteam3.jsonl",
+    "commands-faults.jsonl",
 ];
 
 /// Disguises of a command line that must never lower its verdict (DESIGN §2a: wrappers are

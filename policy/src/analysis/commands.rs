@@ -292,7 +292,8 @@ pub(crate) fn host_of(s: &str) -> Option<String> {
 }
 
 /// System directories whose programs are matched by name (DESIGN.md §2a "Words and paths").
-const SYSTEM_BIN_DIRS: &[&str] = &["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"];
+pub(crate) const SYSTEM_BIN_DIRS: &[&str] =
+    &["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"];
 
 /// Peels `/proc/self/root`, `/proc/thread-self/root`, `/proc/<pid>/root` and folds the path;
 /// returns the program name when the result lies directly in a system bin directory.
@@ -596,6 +597,9 @@ impl Analyzer<'_> {
                 return self.invoke(st, &words, env, stdin, depth);
             }
         }
+        if !st.functions.iter().any(|f| f == name) {
+            self.program_lookup(&st, name, &env);
+        }
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
@@ -787,6 +791,7 @@ impl Analyzer<'_> {
         let p = inv.program.as_str();
         let args = inv.args;
         self.extra_rules(p, args);
+        self.program_effects(&st, p, args);
         if !inv.env.is_empty() && p == "git" {
             // handled in git()
         }
@@ -1144,7 +1149,7 @@ impl Analyzer<'_> {
         }
     }
 
-    fn opaque(&mut self, what: &str, reason: &str) {
+    pub(crate) fn opaque(&mut self, what: &str, reason: &str) {
         self.out.shape.opaque = true;
         self.add(
             Verdict::Red,
@@ -1544,7 +1549,17 @@ impl Analyzer<'_> {
         let mut st2 = st.clone();
         let mut split: Option<Option<String>> = None;
         while i < args.len() {
-            let Some(t) = args[i].known() else { break };
+            let Some(t) = args[i].known() else {
+                // `NAME=VALUE` whose value is partly unknown is still an assignment.
+                if let Some((n, value)) = super::assignments::split_assignment(&args[i]) {
+                    self.assignment_rules(&n, std::slice::from_ref(&value), st, true);
+                    self.assignment_value_paths(st, &value);
+                    env.push((n, None));
+                    i += 1;
+                    continue;
+                }
+                break;
+            };
             if t == "--" {
                 // Options end; `NAME=VALUE` assignments still follow.
                 i += 1;
@@ -2173,6 +2188,9 @@ impl Analyzer<'_> {
                     }
                 }
                 None => {
+                    if let Some((_, value)) = super::assignments::split_assignment(a) {
+                        self.assignment_value_paths(&st, &value);
+                    }
                     let prefix = a.known_prefix();
                     let name = prefix.split('=').next().unwrap_or("");
                     if name.is_empty() || is_exec_var(name) || !prefix.contains('=') {
@@ -2203,14 +2221,7 @@ impl Analyzer<'_> {
     fn cd(&mut self, st: State, inv: &Invocation<'_>) -> State {
         let p = inv.program.as_str();
         let mut st = st;
-        let operands: Vec<&Field> = inv
-            .args
-            .iter()
-            .filter(|a| {
-                a.known()
-                    .is_none_or(|t| !(t.starts_with('-') && t.len() > 1))
-            })
-            .collect();
+        let operands: Vec<&Field> = super::bindings::cd_operands(inv.args);
         if p == "popd" {
             let prev = st.cwds.clone();
             st.cwds = st.dirstack.pop().unwrap_or_else(|| vec![None]);
@@ -3563,6 +3574,7 @@ impl Analyzer<'_> {
                 format!("git with {r} is not read-only"),
             );
         }
+        self.git_subcommand_code(&sub, rest, &st_git, depth);
         let known_rest: Vec<String> = rest.iter().filter_map(Field::known).collect();
         let has = |o: &str| {
             known_rest
@@ -4368,6 +4380,11 @@ impl Analyzer<'_> {
                 Verdict::Yellow,
                 "git.not-read-only",
                 "`git config` that writes configuration".to_string(),
+            );
+            self.add(
+                Verdict::Red,
+                "git.config-write",
+                "`git config` writes the repository's configuration (.git/config), which can run code later".to_string(),
             );
             if global {
                 self.add(
