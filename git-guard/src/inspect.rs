@@ -11,15 +11,15 @@ use tyba_policy::redact::{redact_credentials, redact_url};
 use tyba_policy::{AliasExpansion, Finding, Verdict};
 
 /// Rule id: a push whose destinations include a protected branch.
-pub const RULE_PROTECTED: &str = "git.push.protected";
+pub const RULE_PROTECTED: &str = tyba_policy::rules::GIT_PUSH_PROTECTED.id;
 /// Rule id: a push the guard cannot resolve that could reach a protected branch.
-pub const RULE_UNRESOLVED: &str = "git.push.unresolved";
+pub const RULE_UNRESOLVED: &str = tyba_policy::rules::GIT_PUSH_UNRESOLVED.id;
 /// Rule id: `git push --no-verify` (any spelling) skips the pre-push hook.
-pub const RULE_NO_VERIFY: &str = "git.guard.no-verify";
+pub const RULE_NO_VERIFY: &str = tyba_policy::rules::GIT_GUARD_NO_VERIFY.id;
 /// Rule id: `core.hooksPath`, `hook.*` or an include changed for a git command.
-pub const RULE_HOOKS_PATH: &str = "git.guard.hooks-path";
+pub const RULE_HOOKS_PATH: &str = tyba_policy::rules::GIT_GUARD_HOOKS_PATH.id;
 /// Rule id: `git send-pack`/`git http-push` push without running the pre-push hook.
-pub const RULE_SEND_PACK: &str = "git.guard.send-pack";
+pub const RULE_SEND_PACK: &str = tyba_policy::rules::GIT_GUARD_SEND_PACK.id;
 
 /// Builtin git commands of git 2.47 (`git --list-cmds=builtins`): an alias cannot shadow them.
 const BUILTINS: &[&str] = &[

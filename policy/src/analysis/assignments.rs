@@ -14,6 +14,7 @@ use super::commands::SYSTEM_BIN_DIRS;
 use super::paths::Access;
 use super::words::{Field, Part};
 use super::{Analyzer, State};
+use crate::rules;
 use crate::verdict::Verdict;
 
 /// Shell builtins and keywords: bash runs them without looking at `PATH`.
@@ -216,7 +217,7 @@ impl Analyzer<'_> {
             .collect();
         self.add(
             Verdict::Yellow,
-            "cmd.path-shadowed",
+            rules::CMD_PATH_SHADOWED.id,
             format!(
                 "`{name}` may be a program in {} (PATH puts it before the system directories)",
                 shown.join(", ")

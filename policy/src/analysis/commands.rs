@@ -123,7 +123,7 @@ fn is_exec_var(name: &str) -> bool {
 }
 
 /// Shells that take `-c STRING`, a script file, or stdin.
-const SHELLS: &[&str] = &[
+pub(crate) const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "rbash", "yash",
     "posh",
 ];
@@ -4383,7 +4383,7 @@ impl Analyzer<'_> {
             );
             self.add(
                 Verdict::Red,
-                "git.config-write",
+                crate::rules::GIT_CONFIG_WRITE.id,
                 "`git config` writes the repository's configuration (.git/config), which can run code later".to_string(),
             );
             if global {

@@ -14,6 +14,7 @@
 use super::paths::Access;
 use super::words::Field;
 use super::{Analyzer, State};
+use crate::rules;
 use crate::verdict::Verdict;
 
 /// How an option takes its value.
@@ -174,7 +175,7 @@ impl Analyzer<'_> {
         {
             self.add(
                 Verdict::Red,
-                "persist.service",
+                rules::PERSIST_SERVICE.id,
                 "`loginctl enable-linger` keeps the user's services running after logout"
                     .to_string(),
             );
@@ -219,7 +220,7 @@ impl Analyzer<'_> {
         };
         self.add(
             Verdict::Red,
-            "config.tool-write",
+            rules::CONFIG_TOOL_WRITE.id,
             format!("`{p} config` writes {what}"),
         );
     }
@@ -230,7 +231,7 @@ impl Analyzer<'_> {
             let Some(t) = args[i].known() else {
                 self.add(
                     Verdict::Red,
-                    "persist.service",
+                    rules::PERSIST_SERVICE.id,
                     "`systemctl` with a word that cannot be known may enable or start a service"
                         .to_string(),
                 );
@@ -247,7 +248,7 @@ impl Analyzer<'_> {
             if !SYSTEMCTL_READ_VERBS.contains(&t.as_str()) {
                 self.add(
                     Verdict::Red,
-                    "persist.service",
+                    rules::PERSIST_SERVICE.id,
                     format!(
                         "`systemctl {t}` changes what the service manager runs, outside the sandbox"
                     ),

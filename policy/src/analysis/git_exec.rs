@@ -14,6 +14,7 @@
 
 use super::words::Field;
 use super::{Analyzer, State};
+use crate::rules;
 use crate::verdict::Verdict;
 
 /// Options of a subcommand whose value is a shell line git runs (`--exec=CMD`, `-x CMD`).
@@ -104,7 +105,7 @@ impl Analyzer<'_> {
                 if !read && rest.iter().any(|a| !a.is_known()) {
                     self.add(
                         Verdict::Red,
-                        "git.config-write",
+                        rules::GIT_CONFIG_WRITE.id,
                         "`git config` with words that cannot be known may write the repository's configuration".to_string(),
                     );
                 }
@@ -140,7 +141,7 @@ impl Analyzer<'_> {
                             Some(v) => self.git_shell_line(st, &v, &what, depth),
                             None => self.add(
                                 Verdict::Yellow,
-                                "git.runs-command",
+                                rules::GIT_RUNS_COMMAND.id,
                                 format!("`git {what}` without its command"),
                             ),
                         }
@@ -171,7 +172,7 @@ impl Analyzer<'_> {
         if r && f && !cached {
             self.add(
                 Verdict::Red,
-                "rm.recursive-force",
+                rules::RM_RECURSIVE_FORCE.id,
                 "`git rm -r -f` deletes a tree from the working tree without confirmation"
                     .to_string(),
             );
@@ -181,7 +182,7 @@ impl Analyzer<'_> {
     fn git_runs(&mut self, what: &str) {
         self.add(
             Verdict::Yellow,
-            "git.runs-command",
+            rules::GIT_RUNS_COMMAND.id,
             format!("`git {what}` runs a command it is given"),
         );
     }
