@@ -43,6 +43,7 @@ mod action;
 mod analysis;
 pub mod config;
 mod decision;
+pub mod git_tables;
 pub mod programs;
 pub mod redact;
 pub mod rules;

@@ -10,80 +10,6 @@ use crate::verdict::Verdict;
 use brush_parser::ast;
 use std::path::{Path, PathBuf};
 
-/// git's own subcommands that never push (an alias or external command may).
-const KNOWN_GIT_SUBCOMMANDS: &[&str] = &[
-    "status",
-    "log",
-    "show",
-    "diff",
-    "blame",
-    "rev-parse",
-    "ls-files",
-    "ls-tree",
-    "cat-file",
-    "rev-list",
-    "show-ref",
-    "for-each-ref",
-    "merge-base",
-    "describe",
-    "shortlog",
-    "count-objects",
-    "grep",
-    "branch",
-    "tag",
-    "remote",
-    "config",
-    "stash",
-    "worktree",
-    "reflog",
-    "add",
-    "commit",
-    "checkout",
-    "switch",
-    "restore",
-    "reset",
-    "rm",
-    "mv",
-    "merge",
-    "rebase",
-    "cherry-pick",
-    "revert",
-    "fetch",
-    "pull",
-    "clone",
-    "init",
-    "clean",
-    "gc",
-    "fsck",
-    "apply",
-    "am",
-    "format-patch",
-    "bisect",
-    "notes",
-    "submodule",
-    "sparse-checkout",
-    "archive",
-    "var",
-    "help",
-    "version",
-    "check-ignore",
-    "check-attr",
-    "name-rev",
-    "whatchanged",
-    "show-branch",
-    "annotate",
-    "maintenance",
-    "update-index",
-    "update-ref",
-    "symbolic-ref",
-    "hash-object",
-    "write-tree",
-    "read-tree",
-    "commit-tree",
-    "mktree",
-    "ls-remote",
-];
-
 /// Variables that make programs run code (DESIGN.md §2a), red when assigned in any form.
 const EXEC_VARS: &[&str] = &[
     "LD_PRELOAD",
@@ -3438,19 +3364,10 @@ impl Analyzer<'_> {
             match t.as_str() {
                 // DESIGN.md §2a: only `--no-pager`, `-C`, `--git-dir`, `--work-tree` keep git green.
                 "--no-pager" => {}
-                "--no-replace-objects"
-                | "--literal-pathspecs"
-                | "--glob-pathspecs"
-                | "--noglob-pathspecs"
-                | "--icase-pathspecs"
-                | "--no-optional-locks"
-                | "--bare"
-                | "--no-lazy-fetch"
-                | "--no-advice" => {
-                    not_green.push(format!("`{t}`"));
-                }
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
-                | "--exec-path" | "-c" | "--config-env" | "--list-cmds" | "--attr-source" => {
+                o if crate::git_tables::GLOBAL_VALUE_OPTIONS.contains(&o)
+                    || o == "--exec-path"
+                    || o == "--list-cmds" =>
+                {
                     let v = args.get(i).cloned();
                     i += 1;
                     self.git_global(st, &mut st_git, &t, v, &mut not_green, &mut config_pairs);
@@ -3459,6 +3376,10 @@ impl Analyzer<'_> {
                     not_green.push("`-p` (runs the configured pager)".to_string())
                 }
                 "-P" => {}
+                // The other flags of git_tables leave the subcommand to run, not green.
+                o if crate::git_tables::GLOBAL_FLAGS.contains(&o) => {
+                    not_green.push(format!("`{t}`"));
+                }
                 _ => {
                     // `--opt=VALUE`, and `-C`/`-c` with the value attached.
                     let attached = t
@@ -3496,10 +3417,7 @@ impl Analyzer<'_> {
         let sub = sub_field.and_then(Field::known);
         if std::mem::take(&mut self.hook_override) {
             let could_push = match sub.as_deref() {
-                Some(s) => {
-                    matches!(s, "push" | "send-pack" | "http-push" | "subtree")
-                        || !KNOWN_GIT_SUBCOMMANDS.contains(&s)
-                }
+                Some(s) => crate::git_tables::may_push(s),
                 None => sub_field.is_some(),
             };
             // Switching hooks off for one command matters when it can push (DESIGN.md §2:
@@ -3712,33 +3630,7 @@ impl Analyzer<'_> {
             return;
         }
         let findings_before = self.out.findings.len();
-        let green_sub = matches!(
-            sub.as_str(),
-            "status"
-                | "log"
-                | "show"
-                | "diff"
-                | "blame"
-                | "rev-parse"
-                | "ls-files"
-                | "ls-tree"
-                | "cat-file"
-                | "rev-list"
-                | "show-ref"
-                | "for-each-ref"
-                | "merge-base"
-                | "describe"
-                | "shortlog"
-                | "count-objects"
-                | "grep"
-                | "branch"
-                | "tag"
-                | "remote"
-                | "config"
-                | "stash"
-                | "worktree"
-                | "reflog"
-        );
+        let green_sub = crate::git_tables::READ_ONLY_SUBCOMMANDS.contains(&sub.as_str());
         match sub.as_str() {
             "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
             | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe"
@@ -4100,73 +3992,8 @@ impl Analyzer<'_> {
             self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git {how} {key}` changes which hooks git runs: it switches the push guard off"));
             return;
         }
-        // Switching the monitor off runs nothing (`-c core.fsmonitor=false`, as agents probe).
-        if k == "core.fsmonitor"
-            && value.is_some_and(|v| {
-                matches!(
-                    v.to_ascii_lowercase().as_str(),
-                    "false" | "no" | "off" | "0"
-                )
-            })
-        {
-            return;
-        }
-        let code = matches!(
-            k.as_str(),
-            "core.pager"
-                | "interactive.difffilter"
-                | "core.editor"
-                | "core.sshcommand"
-                | "core.fsmonitor"
-                | "core.askpass"
-                | "core.gitproxy"
-                | "diff.external"
-                | "sequence.editor"
-                | "gpg.program"
-                | "gpg.ssh.program"
-                | "gpg.x509.program"
-                | "credential.helper"
-                | "uploadpack.packobjectshook"
-                | "include.path"
-                | "core.alternaterefscommand"
-                | "sendemail.smtpserver"
-                | "merge.tool"
-                | "diff.tool"
-                | "core.worktree"
-                | "remote.ext.url"
-                | "protocol.allow"
-                | "protocol.ext.allow"
-                | "http.proxy"
-                | "pager.log"
-                | "web.browser"
-                | "instaweb.httpd"
-                | "ssh.variant"
-                | "core.sshcmd"
-                | "status.showuntrackedfiles"
-        ) || k.starts_with("alias.")
-            || k.starts_with("pager.")
-            || k.starts_with("includeif.")
-            || (k.starts_with("diff.") && (k.ends_with(".command") || k.ends_with(".textconv")))
-            || (k.starts_with("trailer.") && (k.ends_with(".cmd") || k.ends_with(".command")))
-            || (k.starts_with("submodule.")
-                && k.ends_with(".update")
-                && value.is_none_or(|v| v.starts_with('!')))
-            || (k.starts_with("filter.")
-                && (k.ends_with(".clean") || k.ends_with(".smudge") || k.ends_with(".process")))
-            || (k.starts_with("merge.") && k.ends_with(".driver"))
-            || (k.starts_with("mergetool.") && k.ends_with(".cmd"))
-            || (k.starts_with("difftool.") && k.ends_with(".cmd"))
-            || (k.starts_with("credential.") && k.ends_with(".helper"))
-            || (k.starts_with("remote.")
-                && (k.ends_with(".receivepack")
-                    || k.ends_with(".uploadpack")
-                    || k.ends_with(".proxy")
-                    || k.ends_with(".vcs")))
-            || (k.starts_with("browser.") && (k.ends_with(".cmd") || k.ends_with(".path")))
-            || (k.starts_with("man.") && (k.ends_with(".cmd") || k.ends_with(".path")));
-        if k == "status.showuntrackedfiles" {
-            return;
-        }
+        // Keys whose value git runs (git_tables, shared with the git guard).
+        let code = crate::git_tables::runs_program(key, value);
         if code {
             let shown = value.map(|v| format!("={v}")).unwrap_or_default();
             self.add(
