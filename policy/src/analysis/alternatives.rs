@@ -44,6 +44,10 @@ impl Analyzer<'_> {
             }
             states = next;
         }
+        // Each further run is work like another command (the line's budget, MAX_WORK).
+        if self.over_budget((states.len() - 1) * st.cwds.len().max(1)) {
+            return st;
+        }
         let mut out: Option<State> = None;
         for one in states {
             let after = self.simple(s, one, stdin, depth);
