@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
 
+pub(crate) use commands::is_exec_var;
 pub(crate) use commands::{SHELLS, SYSTEM_BIN_DIRS};
 
 /// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not

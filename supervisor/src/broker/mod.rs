@@ -562,10 +562,16 @@ impl Broker {
         }
     }
 
-    /// Pending asks, oldest first.
+    /// Pending asks, oldest first: those still waiting for an answer (an answered ask is gone
+    /// from the list at once, before its asker has taken the answer).
     pub fn pending(&self) -> Vec<PendingView> {
         match self.lock() {
-            Some(s) => s.pending.iter().map(|(id, e)| self.view(*id, e)).collect(),
+            Some(s) => s
+                .pending
+                .iter()
+                .filter(|(_, e)| e.answer.is_none())
+                .map(|(id, e)| self.view(*id, e))
+                .collect(),
             None => Vec::new(),
         }
     }
