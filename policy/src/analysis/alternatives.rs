@@ -29,6 +29,12 @@ impl Analyzer<'_> {
     ) -> State {
         let split = variables_to_split(s, &st);
         if split.is_empty() {
+            if s.word_or_name.as_ref().is_some_and(|w| w.value == "read") {
+                let before = st.clone();
+                let mut after = self.simple(s, st, stdin, depth);
+                self.bind_here_string_read(s, &before, &mut after);
+                return after;
+            }
             return self.simple(s, st, stdin, depth);
         }
         let mut states = vec![st.clone()];
