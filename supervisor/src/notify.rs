@@ -158,17 +158,8 @@ struct ExecRead {
     dirfd: i32,
 }
 
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
-
-/// Directories searched for bare program names on a standard `PATH`.
-const SYSTEM_BIN_DIRS: &[&str] = &[
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
+// The policy's own program facts: a shell and a system program are the same to both.
+use tyba_policy::programs::{SHELLS, SYSTEM_BIN_DIRS};
 
 /// The program word of an exec: the file the kernel runs (`path`, made explicit when relative),
 /// shown as `argv[0]` only when `argv[0]` names that same file: equal to `path`, or a bare
