@@ -144,9 +144,9 @@ impl AgentInstall {
 /// Programs that run whatever command line or script they are given: shells and general
 /// interpreters. Such a program named as the agent is the agent for its first exec only; its
 /// re-execs (`bash -c …` from a `bash` agent) are commands, analysed as the lines they are.
+/// (The shells are the policy's own, `tyba_policy::programs::SHELLS`; these are the rest.)
 const GENERAL_PROGRAMS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "env", "node", "nodejs",
-    "deno", "bun", "perl", "ruby", "php", "lua", "tclsh",
+    "busybox", "env", "node", "nodejs", "deno", "bun", "perl", "ruby", "php", "lua", "tclsh",
 ];
 
 /// Whether `p` is a shell or a general interpreter ([`GENERAL_PROGRAMS`], `python`,
@@ -156,6 +156,7 @@ fn is_general_program(p: &Path) -> bool {
         return false;
     };
     GENERAL_PROGRAMS.contains(&name)
+        || tyba_policy::programs::is_shell(name)
         || name
             .strip_prefix("python")
             .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))

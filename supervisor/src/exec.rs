@@ -232,7 +232,9 @@ pub(crate) struct StartupFiles {
     pub sourced: Vec<String>,
 }
 
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
+/// Shells that read startup files even when neither login nor interactive (`.zshenv`,
+/// `.cshrc`, fish's `config.fish`).
+const ALWAYS_STARTUP: &[&str] = &["zsh", "csh", "tcsh", "fish"];
 
 /// The variables that say where a shell's startup files are ([`StartupFiles::vars`]).
 pub(crate) const STARTUP_VARS: &[&str] = &["HOME", "ZDOTDIR", "XDG_CONFIG_HOME"];
@@ -242,10 +244,11 @@ impl StartupFiles {
     /// that reads some.
     pub(crate) fn of(file: &std::path::Path, argv: &[String]) -> Option<StartupFiles> {
         let name = file.file_name()?.to_str()?;
-        if !SHELLS.contains(&name) {
+        if !tyba_policy::programs::is_shell(name) && name != "busybox" {
             return None;
         }
-        let mut login = name == "zsh" || argv.first().is_some_and(|a| a.starts_with('-'));
+        let mut login =
+            ALWAYS_STARTUP.contains(&name) || argv.first().is_some_and(|a| a.starts_with('-'));
         let mut sourced = Vec::new();
         let mut it = argv.iter().skip(1);
         while let Some(a) = it.next() {
