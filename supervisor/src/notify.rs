@@ -306,6 +306,8 @@ struct InstalledProxy {
     name_ptr: u64,
     old_name: Vec<u8>,
     new_name: Vec<u8>,
+    /// Where the exec's `envp[0]` was emptied, and what it held.
+    old_env: Option<(u64, Vec<u8>)>,
 }
 
 impl InstalledProxy {
@@ -313,6 +315,11 @@ impl InstalledProxy {
     /// (when it is still the rewrite, and the bytes fit where they were).
     fn restore_parent(&self) {
         let Some(pp) = self.parent else { return };
+        if let (Some((at, old)), Ok(pm)) = (&self.old_env, Mem::open_rw(pp)) {
+            if pm.read(*at, 8).ok().as_deref() == Some([0u8; 8].as_slice()) {
+                let _ = pm.write(*at, old);
+            }
+        }
         if self.old_name.len() < self.new_name.len() {
             return;
         }
@@ -911,7 +918,7 @@ impl Notifier {
         let racers_trusted = procfs::tgid(n.pid)
             .and_then(|t| procfs::stat_ext(t).map(|st| (t, st)))
             .is_ok_and(|(t, st)| self.role_of(t, &st).is_agent());
-        match self.install_proxy(n, racers_trusted) {
+        match self.install_proxy(n, racers_trusted, true) {
             Ok(installed) => {
                 self.reply(n.id, Reply::Continue);
                 std::thread::spawn(move || {
@@ -940,7 +947,12 @@ impl Notifier {
     ///
     /// # Errors
     /// Why it cannot (an unreadable executable, a file name too short in shared memory, …).
-    fn install_proxy(&self, n: &Notif, racers_trusted: bool) -> Result<InstalledProxy, String> {
+    fn install_proxy(
+        &self,
+        n: &Notif,
+        racers_trusted: bool,
+        empty_env: bool,
+    ) -> Result<InstalledProxy, String> {
         let exe = self
             .proxy_exe
             .as_ref()
@@ -979,6 +991,18 @@ impl Notifier {
         if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
             return Err("its file name is not in private memory".into());
         }
+        // A refusal program starts with no environment: the refused command's `LD_PRELOAD`
+        // or `LD_LIBRARY_PATH` would load its code into tyba's own executable.
+        let envp_ptr = if execveat { n.args[3] } else { n.args[2] };
+        let old_env = if empty_env && envp_ptr != 0 {
+            if !procfs::private_mapping(tgid, envp_ptr, 8) {
+                return Err("its environment is not in private memory".into());
+            }
+            let old = mem.read(envp_ptr, 8).map_err(|e| e.to_string())?;
+            Some((envp_ptr, old))
+        } else {
+            None
+        };
         let (sup, prox) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
             nix::sys::socket::SockType::SeqPacket,
@@ -998,6 +1022,10 @@ impl Notifier {
             })
             .map_err(|e| format!("installing its proxy: {e}"))?;
         drop(prox);
+        if let Some((at, _)) = &old_env {
+            mem.write(*at, &[0u8; 8])
+                .map_err(|e| format!("installing its proxy: {e}"))?;
+        }
         mem.write(name_ptr, &new_name)
             .map_err(|e| format!("installing its proxy: {e}"))?;
         Ok(InstalledProxy {
@@ -1006,6 +1034,7 @@ impl Notifier {
             name_ptr,
             old_name,
             new_name,
+            old_env,
         })
     }
 
@@ -1053,7 +1082,7 @@ impl Notifier {
         if let Ok(mut s) = self.state.lock() {
             s.runners.insert(ns_pid, (start, cover));
         }
-        let installed = self.install_proxy(n, true).map_err(abort)?;
+        let installed = self.install_proxy(n, true, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);
         if !runner::proxy_started(&installed.chan) {
             let reason = abort("its proxy did not start".into());
