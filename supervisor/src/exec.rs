@@ -234,6 +234,9 @@ pub(crate) struct StartupFiles {
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
 
+/// The variables that say where a shell's startup files are ([`StartupFiles::vars`]).
+pub(crate) const STARTUP_VARS: &[&str] = &["HOME", "ZDOTDIR", "XDG_CONFIG_HOME"];
+
 impl StartupFiles {
     /// The startup files of an exec of `file` (canonical) with `argv`, when it is a shell
     /// that reads some.
@@ -268,7 +271,7 @@ impl StartupFiles {
             }
         }
         login.then_some(StartupFiles {
-            vars: &["HOME", "ZDOTDIR", "XDG_CONFIG_HOME"],
+            vars: STARTUP_VARS,
             sourced,
         })
     }

@@ -84,8 +84,9 @@ pub(crate) struct Notifier {
     pub stage2: u32,
     /// The agent program's installation: what the agent's own runtime may exec as itself.
     pub install: AgentInstall,
-    /// The code-running variables (`tyba_policy::is_code_running_var`) the agent started
-    /// with, by name: an exec's variable with another value is an assignment.
+    /// The code-running variables (`tyba_policy::is_code_running_var`) and the shells'
+    /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
+    /// an exec's variable with another value is an assignment.
     pub start_env: HashMap<String, String>,
     pub state: Mutex<State>,
 }
