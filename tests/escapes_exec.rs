@@ -357,10 +357,23 @@ fn startup_files_case(autonomy: &str) {
         let Some((ctl, run)) = twins(&who, &t, &home_prepare()) else {
             continue;
         };
-        let script = home_script();
+        // The counterpart: a login or interactive shell under the agent's own HOME runs.
+        let script = format!(
+            "{}\nbash -lc 'echo login-same-home'\nbash -ic 'echo interactive-same-home'",
+            home_script()
+        );
         let c = plain(&ctl, &script);
         let r = session(&run, &["--autonomy", autonomy], &script);
         let mut k = Checks::default();
+        for same in ["login-same-home", "interactive-same-home"] {
+            k.check(
+                r.out.contains(same),
+                format!(
+                    "under tyba a shell under the agent's own HOME runs ({same}): {}",
+                    r.all()
+                ),
+            );
+        }
         for (n, spelling) in HOME_SPELLINGS {
             k.check(
                 exists(&ctl, &format!("ran{n}")) && !exists(&ctl, &format!("keep{n}")),
@@ -401,7 +414,7 @@ fn startup_files_under_a_changed_home_run_nothing_at_low_autonomy() {
 fn rm_named_through_an_open_descriptor_is_still_rm() {
     for who in whos() {
         let t = tag(&who, "devfd");
-        let prepare = "for i in 1 2 3 4 5; do mkdir -p keep$i && echo k > keep$i/f; done
+        let prepare = "for i in 1 2 3 4 5 6; do mkdir -p keep$i && echo k > keep$i/f; done
 printf 'exec 5</usr/bin/rm\n/dev/fd/5 -rf keep1\n' > x.sh";
         let Some((ctl, run)) = twins(&who, &t, prepare) else {
             continue;
@@ -410,11 +423,12 @@ printf 'exec 5</usr/bin/rm\n/dev/fd/5 -rf keep1\n' > x.sh";
 ( exec 5</usr/bin/rm; /proc/self/fd/5 -rf keep2 ); echo "2 rc=$?"
 ( exec 5</usr/bin/rm; exec /proc/$BASHPID/fd/5 -rf keep3 ); echo "3 rc=$?"
 ( exec 5</usr/bin/rm; /proc/thread-self/fd/5 -rf keep4 ); echo "4 rc=$?"
-( exec 7</usr/bin; /dev/fd/7/rm -rf keep5 ); echo "5 rc=$?""#;
+( exec 7</usr/bin; /dev/fd/7/rm -rf keep5 ); echo "5 rc=$?"
+ln -s /proc/self/fd/5 fd5; ( exec 5</usr/bin/rm; ./fd5 -rf keep6 ); echo "6 rc=$?""#;
         let c = plain(&ctl, script);
         let r = session(&run, &["--autonomy", "high"], script);
         let mut k = Checks::default();
-        for i in 1..=5 {
+        for i in 1..=6 {
             k.check(
                 !exists(&ctl, &format!("keep{i}")),
                 format!(
@@ -448,11 +462,13 @@ git push -q origin main; git push -q two main; git push -q two main:refs/heads/w
 echo remote.git/ > .git/info/exclude; echo remote2.git/ >> .git/info/exclude
 echo more >> README.md; git commit -qam two
 printf '#!/bin/bash\ncd %s/remote2.git && exec -a git-receive-pack git .\n' "$PWD" > .git/rp; chmod +x .git/rp
-mkdir -p build/deep; echo precious > build/deep/data.bin; echo u > untracked.txt"#;
+mkdir -p build/deep; echo precious > build/deep/data.bin; echo u > untracked.txt
+echo u > untracked2.txt; ln -s "$(command -v git)" git-clean"#;
         let Some((ctl, run)) = twins(&who, &t, prepare) else {
             continue;
         };
-        let script = r#"(exec -a git-push git origin HEAD:main); echo "push rc=$?"
+        let script = r#"./git-clean -f -- untracked2.txt; echo "symlink clean rc=$?"
+(exec -a git-push git origin HEAD:main); echo "push rc=$?"
 (exec -a git-push git --receive-pack="$PWD/.git/rp #" two :main); echo "delete rc=$?"
 (exec -a git-clean git -fdx -e remote.git -e remote2.git); echo "clean rc=$?"
 (exec -a git-clean git -f -d -x -- untracked.txt); echo "clean2 rc=$?""#;
@@ -477,7 +493,9 @@ mkdir -p build/deep; echo precious > build/deep/data.bin; echo u > untracked.txt
             format!("control: without tyba main is deleted: {}", c.all()),
         );
         k.check(
-            !exists(&ctl, "build") && !exists(&ctl, "untracked.txt"),
+            !exists(&ctl, "build")
+                && !exists(&ctl, "untracked.txt")
+                && !exists(&ctl, "untracked2.txt"),
             format!(
                 "control: without tyba git clean removes the untracked files: {}",
                 c.all()
@@ -495,7 +513,9 @@ mkdir -p build/deep; echo precious > build/deep/data.bin; echo u > untracked.txt
             ),
         );
         k.check(
-            exists(&run, "build/deep/data.bin") && exists(&run, "untracked.txt"),
+            exists(&run, "build/deep/data.bin")
+                && exists(&run, "untracked.txt")
+                && exists(&run, "untracked2.txt"),
             format!("under tyba git clean removed nothing: {}", r.all()),
         );
         k.finish(&t);
@@ -809,6 +829,65 @@ echo finished"#;
                 format!("only network use was refused: {l}"),
             );
         }
+        k.finish(&t);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A refused exec runs none of its code: tyba's refusal program (its own executable at
+// /dev/fd/3) must not start under the refused exec's environment, whose LD_PRELOAD or
+// LD_LIBRARY_PATH would load the very library the refusal was about.
+// ---------------------------------------------------------------------------------------
+
+const EVIL_SO_C: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void ran(void) {
+    FILE *f = fopen("evil_ran", "a");
+    if (f) { fprintf(f, "%d\n", (int)getpid()); fclose(f); }
+}
+"#;
+
+#[test]
+#[ignore = "tyba still wrong: the refusal program of a refused `LD_PRELOAD=./evil.so ls` is started with the refused envp, so the dynamic loader loads evil.so into it and its constructor runs (evil_ran written; seen on main 3d7e40e)"]
+fn a_refused_exec_runs_no_library_its_environment_names() {
+    for who in whos() {
+        let t = tag(&who, "refusal-env");
+        let Some((ctl, run)) = twins(&who, &t, "true") else {
+            continue;
+        };
+        let so = cc(
+            &ctl.scratch.dir.join("cc"),
+            &[("evil.c", EVIL_SO_C)],
+            &["-shared", "-fPIC", "evil.c"],
+            "evil.so",
+        );
+        for fx in [&ctl, &run] {
+            copy_exe(&so, &fx.wt.join("evil.so"));
+            give(&fx.wt.join("evil.so"), &who);
+        }
+        let script = r#"LD_PRELOAD=$PWD/evil.so /usr/bin/ls > /dev/null; echo "rc=$?""#;
+        let c = plain(&ctl, script);
+        let r = session(&run, &["--autonomy", "high"], script);
+        let mut k = Checks::default();
+        k.check(
+            exists(&ctl, "evil_ran"),
+            format!(
+                "control: without tyba the preloaded library runs: {}",
+                c.all()
+            ),
+        );
+        k.check(
+            r.out.contains("rc=126") && refusals(&r.err).iter().any(|l| l.contains("LD_PRELOAD")),
+            format!("under tyba the exec is refused: {}", r.all()),
+        );
+        k.check(
+            !exists(&run, "evil_ran"),
+            format!(
+                "under tyba the refused exec's library did not run: {}",
+                r.all()
+            ),
+        );
         k.finish(&t);
     }
 }
