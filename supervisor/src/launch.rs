@@ -104,7 +104,10 @@ struct ChildCtx {
     /// Stage 2's end of its link to the supervisor (`crate::runner`).
     ctl: Option<OwnedFd>,
     ack_r: Option<OwnedFd>,
+    /// The agent's end of its pty, opened by stage 2 in the sandbox's private devpts.
     pty_slave: Option<OwnedFd>,
+    /// The person's terminal size when the agent gets a pty (`Some(None)`: size unknown).
+    want_pty: Option<Option<libc::winsize>>,
     plan: SandboxPlan,
     abi: i32,
     allow_weaker: bool,
@@ -159,27 +162,18 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             plan.read_only.push(exe);
         }
     }
+    // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
+    // in the host's (whose other terminals are the person's): see `private_terminals`.
     let stdin = std::io::stdin();
-    let pty = if cfg.use_pty && nix::unistd::isatty(stdin.as_fd()).unwrap_or(false) {
-        let ws = sys::get_winsize(stdin.as_fd());
-        let p = nix::pty::openpty(None, None).map_err(nix_err("openpty"))?;
-        if let Some(ws) = ws {
-            sys::set_winsize(p.slave.as_fd(), &ws);
-        }
-        Some(p)
-    } else {
-        None
-    };
-    let (master, slave) = match pty {
-        Some(p) => (Some(p.master), Some(p.slave)),
-        None => (None, None),
-    };
+    let want_pty = (cfg.use_pty && nix::unistd::isatty(stdin.as_fd()).unwrap_or(false))
+        .then(|| sys::get_winsize(stdin.as_fd()));
     let ctx = ChildCtx {
         sup_pid: nix::unistd::getpid(),
         status_w: Some(status_w),
         ctl: Some(ctl_stage),
         ack_r: Some(ack_r),
-        pty_slave: slave,
+        pty_slave: None,
+        want_pty,
         plan: plan.clone(),
         abi: cfg.enforcement.landlock_abi,
         allow_weaker: cfg.allow_weaker,
@@ -223,6 +217,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let mut warnings = Vec::new();
     let mut stage2 = None;
     let mut listener_no = None;
+    let mut master_no = None;
     let mut reader = BufReader::new(std::fs::File::from(status_r));
     let mut line = String::new();
     loop {
@@ -247,6 +242,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         } else if let Some(e) = l.strip_prefix("E ") {
             let _ = waitpid(a_pid, None);
             return Err(SandboxUnavailable(e.to_string()).into());
+        } else if let Some(fd) = l.strip_prefix("P ") {
+            // Written by stage 2 before its "L".
+            master_no = fd.parse::<i32>().ok();
         } else if let Some(fd) = l.strip_prefix("L ") {
             listener_no = fd.parse::<i32>().ok();
             if stage2.is_some() {
@@ -262,15 +260,20 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ))
         .into());
     };
-    let listener = sys::pidfd_open(stage2)
-        .and_then(|pfd| sys::pidfd_getfd(pfd.as_fd(), listener_no))
-        .map_err(|e| {
-            let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
-            let _ = waitpid(a_pid, None);
-            SandboxUnavailable(format!(
-                "cannot take the seccomp listener from the sandbox: {e}"
-            ))
-        })?;
+    let taken = sys::pidfd_open(stage2).and_then(|pfd| {
+        let listener = sys::pidfd_getfd(pfd.as_fd(), listener_no)?;
+        let master = master_no
+            .map(|m| sys::pidfd_getfd(pfd.as_fd(), m))
+            .transpose()?;
+        Ok((listener, master))
+    });
+    let (listener, master) = taken.map_err(|e| {
+        let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+        let _ = waitpid(a_pid, None);
+        SandboxUnavailable(format!(
+            "cannot take the seccomp listener or the pty from the sandbox: {e}"
+        ))
+    })?;
     if let Err(e) = sys::notif_set_sync_wakeup(listener.as_fd()) {
         let w = format!("seccomp synchronous wake-up unavailable ({e}): notified calls are slower");
         eprintln!("tyba: not enforced: {w}");
@@ -478,22 +481,31 @@ fn stage1(mut c: ChildCtx) -> ! {
         sys::exit_now(1);
     }
     let mut st = c.status_w.take().map(std::fs::File::from);
+    // IPC: SysV shared memory, semaphores and message queues and POSIX message queues of
+    // processes outside are out of reach, and the sandbox's own die with it
+    // (`ipc_namespaces(7)`). UTS and cgroup: the host name and the cgroup tree are the
+    // sandbox's own view (`uts_namespaces(7)`, `cgroup_namespaces(7)`).
     let flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNET;
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
     let ns = match unshare(flags) {
         Ok(()) => true,
         Err(e) if c.allow_weaker => {
             report(
                 &mut st,
-                &format!("W namespaces unavailable ({e}): no PID namespace, private /proc, network namespace or read-only git files"),
+                &format!("W namespaces unavailable ({e}): no PID, network, IPC, UTS or cgroup namespace, private /proc, private terminals or read-only git files"),
             );
             false
         }
         Err(e) => fail(
             &mut st,
-            &format!("cannot create user, mount, PID and network namespaces: {e}"),
+            &format!(
+                "cannot create user, mount, PID, network, IPC, UTS and cgroup namespaces: {e}"
+            ),
         ),
     };
     if ns {
@@ -560,6 +572,58 @@ fn bind_read_only(p: &Path) -> Result<(), String> {
         .map_err(|e| format!("remount {} read-only: {e}", p.display()))
 }
 
+/// Mounts a new devpts instance over `/dev/pts` and binds its `ptmx` over `/dev/ptmx`, in the
+/// sandbox's mount namespace: the host's terminals (the person's other shells) are neither
+/// visible nor openable, and every pty opened inside is the sandbox's own
+/// (`Documentation/filesystems/devpts.rst`: `newinstance`; `ptmxmode=0666` so the
+/// sandbox's user can open its `ptmx`). Landlock grants `/dev/pts` and `/dev/ptmx` only when
+/// this succeeded ([`SandboxPlan::private_pts`]).
+fn private_devpts() -> Result<(), String> {
+    mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(|e| format!("mount devpts on /dev/pts: {e}"))?;
+    if Path::new("/dev/ptmx").exists() {
+        mount(
+            Some("/dev/pts/ptmx"),
+            "/dev/ptmx",
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| format!("bind /dev/pts/ptmx over /dev/ptmx: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Opens a pty pair in the private instance (`/dev/ptmx` is its `ptmx` after
+/// [`private_devpts`]), sized like the person's terminal; returns `(master, slave)`.
+fn open_private_pty(ws: Option<&libc::winsize>) -> Result<(OwnedFd, OwnedFd), String> {
+    use nix::fcntl::OFlag;
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+        .map_err(|e| format!("open /dev/ptmx: {e}"))?;
+    nix::pty::grantpt(&master).map_err(|e| format!("grantpt: {e}"))?;
+    nix::pty::unlockpt(&master).map_err(|e| format!("unlockpt: {e}"))?;
+    let name = nix::pty::ptsname_r(&master).map_err(|e| format!("ptsname: {e}"))?;
+    if !name.starts_with("/dev/pts/") {
+        return Err(format!("the pty {name} is not in /dev/pts"));
+    }
+    let slave = nix::fcntl::open(
+        name.as_str(),
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| format!("open {name}: {e}"))?;
+    if let Some(ws) = ws {
+        sys::set_winsize(slave.as_fd(), ws);
+    }
+    Ok((master.into(), slave))
+}
+
 /// Stage 2: PID 1 of the sandbox. Mounts, Landlock, seccomp, listener hand-over, then the
 /// agent, then reaping until the agent exits.
 fn stage2(mut c: ChildCtx, ns: bool) -> ! {
@@ -585,6 +649,14 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             } else {
                 fail(&mut st, &format!("cannot mount a private /proc: {e}"));
             }
+        }
+        match private_devpts() {
+            Ok(()) => c.plan.private_pts = true,
+            Err(e) if c.allow_weaker => report(
+                &mut st,
+                &format!("W no private terminal instance ({e}): the agent gets no pty and no terminal device"),
+            ),
+            Err(e) => fail(&mut st, &format!("cannot mount a private devpts: {e}")),
         }
         for p in c.plan.protected.clone() {
             if let Err(e) = bind_read_only(&p) {
@@ -612,6 +684,31 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             &format!("W NOT read-only (no mount namespace): {}", list.join(", ")),
         );
     }
+    // The agent's pty, in the private instance only. The master goes to the supervisor
+    // (taken with `pidfd_getfd` like the listener, before the "go"), which relays it to the
+    // person's terminal.
+    let pty_master = match c.want_pty {
+        Some(ws) if c.plan.private_pts => match open_private_pty(ws.as_ref()) {
+            Ok((master, slave)) => {
+                use std::os::fd::AsRawFd;
+                report(&mut st, &format!("P {}", master.as_raw_fd()));
+                c.pty_slave = Some(slave);
+                Some(master)
+            }
+            Err(e) => fail(
+                &mut st,
+                &format!("cannot open a pty in the private devpts: {e}"),
+            ),
+        },
+        Some(_) => {
+            report(
+                &mut st,
+                "W the agent runs without a pty (no private devpts instance)",
+            );
+            None
+        }
+        None => None,
+    };
     // Stage 2 itself stays outside every Landlock domain: it forks the agent into the
     // session's domain and approved commands into domains of their own (`crate::runner`).
     // The ruleset is built here, before the hand-over, so a rule that cannot be made stops
@@ -657,6 +754,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         sys::exit_now(4);
     }
     drop(listener);
+    drop(pty_master);
     // SAFETY: stage 2 is single-threaded.
     match unsafe { sys::fork() } {
         Err(_) => sys::exit_now(4),

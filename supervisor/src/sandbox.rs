@@ -8,7 +8,8 @@
 //! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
 //!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
 //! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
-//!   `/dev/urandom` read, `/dev/tty`, `/dev/ptmx`, `/dev/pts` read-write with terminal ioctls;
+//!   `/dev/urandom` read, `/dev/tty` read-write with terminal ioctls, and `/dev/ptmx`,
+//!   `/dev/pts` too when they are the sandbox's private devpts instance (never the host's);
 //! - TCP bind and connect handled with no port allowed (ABI 4): the agent's own connections
 //!   are made by the supervisor and injected; abstract unix sockets and signals scoped (ABI 6).
 //!
@@ -32,8 +33,12 @@ pub const SYSTEM_READ_ONLY: &[&str] = &[
 pub const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 /// Devices granted read-only.
 pub const DEVICES_RO: &[&str] = &["/dev/random", "/dev/urandom"];
-/// Terminal devices granted read-write with ioctls.
-pub const DEVICES_TTY: &[&str] = &["/dev/tty", "/dev/ptmx", "/dev/pts"];
+/// Terminal devices granted read-write with ioctls: the controlling terminal (the agent's own
+/// pty, or none).
+pub const DEVICES_TTY: &[&str] = &["/dev/tty"];
+/// The pty devices, granted read-write with ioctls only when they are the sandbox's private
+/// devpts instance ([`SandboxPlan::private_pts`]); the host's are the person's terminals.
+pub const DEVICES_PTS: &[&str] = &["/dev/ptmx", "/dev/pts"];
 
 /// The full plan for one session, computed by the supervisor before it forks.
 #[derive(Debug, Clone, Default)]
@@ -50,6 +55,10 @@ pub struct SandboxPlan {
     pub protected: Vec<PathBuf>,
     /// Policy paths that do not exist and were left out (for the start-up report).
     pub missing: Vec<String>,
+    /// Whether `/dev/pts` (and `/dev/ptmx`) are a private devpts instance in the sandbox's
+    /// mount namespace (set by the sandbox's stage 2 once mounted): only then are they
+    /// granted.
+    pub private_pts: bool,
 }
 
 /// What the kernel will and will not enforce for a plan.
@@ -545,6 +554,11 @@ pub fn landlock_ruleset(
     let tty = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev;
     for d in DEVICES_TTY {
         rules.push((PathBuf::from(d), tty & all));
+    }
+    if plan.private_pts {
+        for d in DEVICES_PTS {
+            rules.push((PathBuf::from(d), tty & all));
+        }
     }
     create_with_rules(ruleset, rules, file_rights)
 }
