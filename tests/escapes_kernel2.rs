@@ -593,3 +593,193 @@ fn the_agents_terminal_is_its_own_pty_as_unprivileged_user() {
     let Some(who) = unprivileged() else { return };
     own_tty_suite(who, "tty-user");
 }
+
+// ----------------------------------------------------------------------- watches ----
+
+/// Starts `tyba run --here --non-interactive --autonomy high -- bash -c SCRIPT` as `who`
+/// without waiting for it.
+fn spawn_tyba_bash(
+    r: &SandboxRepo,
+    who: &Who,
+    env: &[(OsString, OsString)],
+    script: &str,
+) -> std::process::Child {
+    let mut c = command_as(who, &r.tyba);
+    c.args([
+        "run",
+        "--here",
+        "--non-interactive",
+        "--autonomy",
+        "high",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ])
+    .current_dir(&r.wt)
+    .env_clear()
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+/// Waits until `p` holds something (at most `secs`); returns it.
+fn wait_for(p: &Path, secs: u64) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let s = read(p);
+        if !s.is_empty() || std::time::Instant::now() > deadline {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits for `child` at most `secs`, killing it past that; returns its stderr.
+fn finish(mut child: std::process::Child, secs: u64) -> (Option<std::process::ExitStatus>, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let _ = child.wait();
+    (status, err)
+}
+
+/// Watches `$WATCHED` for created files, writes `watching` (or `denied ERR`) to
+/// `$R/watch_state`, then the first name reported (10 s at most) to `$R/watch_name`; the same
+/// on a directory of the worktree, where the script makes the file itself; and fanotify.
+const WATCH_SCRIPT: &str = r#"
+set +e
+R="$PWD/report"; mkdir -p "$R" inner
+perl -e 'my $r = syscall(300, 0x200, 0); print $r < 0 ? "denied $!" : "fd $r"' > "$R/fanotify"
+cat > watch.pl <<'PL'
+my ($dir, $state, $out, $make) = @ARGV;
+# The outside path comes from the environment: only the kernel layer sees it.
+$dir = $ENV{WATCHED} if $dir eq "from-env";
+my $fd = syscall(294, 0);
+my $wd = syscall(254, $fd, $dir, 0x100);
+my $err = "$!";
+open(my $s, ">", $state);
+if ($wd < 0) { print $s "denied $err"; close $s; exit }
+print $s "watching"; close $s;
+if ($make) { open(my $m, ">", "$dir/$make"); close $m }
+open(my $f, "<&=", $fd) or die;
+local $SIG{ALRM} = sub { exit };
+alarm 10;
+sysread($f, my $buf, 4096) or exit;
+my ($w, $mask, $cookie, $len) = unpack("lLLL", $buf);
+my $name = unpack("Z*", substr($buf, 16, $len));
+open(my $o, ">", $out); print $o $name;
+PL
+perl watch.pl "$PWD/inner" "$R/inner_state" "$R/inner_name" made-inside
+perl watch.pl from-env "$R/watch_state" "$R/watch_name"
+echo finished > "$R/finished"
+"#;
+
+fn watch_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let watched = r.root.join("private");
+    std::fs::create_dir_all(&watched).unwrap();
+    std::fs::set_permissions(
+        &watched,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    give(&watched, &who);
+    let env = base_env(&r.home, &[("WATCHED", watched.clone().into())]);
+    let mut c = Checks::default();
+
+    // Control: without the sandbox the watch reports the name the person creates.
+    let ctl = r.root.join("control");
+    std::fs::create_dir_all(&ctl).unwrap();
+    give(&ctl, &who);
+    let mut bare = command_as(&who, Path::new("/bin/bash"));
+    bare.arg("-c")
+        .arg(WATCH_SCRIPT)
+        .current_dir(&ctl)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in &env {
+        bare.env(k, v);
+    }
+    let child = bare.spawn().unwrap();
+    let state = wait_for(&ctl.join("report/watch_state"), 20);
+    std::fs::write(watched.join("persons-file-control"), "x").unwrap();
+    finish(child, 30);
+    c.check(
+        state == "watching" && read(&ctl.join("report/watch_name")) == "persons-file-control",
+        format!(
+            "control: without the sandbox the watch lists the directory ({state:?}, {:?})",
+            read(&ctl.join("report/watch_name"))
+        ),
+    );
+    c.check(
+        read(&ctl.join("report/fanotify")).starts_with("fd"),
+        format!(
+            "control: without the sandbox fanotify_init succeeds ({:?})",
+            read(&ctl.join("report/fanotify"))
+        ),
+    );
+
+    let child = spawn_tyba_bash(&r, &who, &env, WATCH_SCRIPT);
+    let rr = r.wt.join("report");
+    let state = wait_for(&rr.join("watch_state"), 30);
+    std::fs::write(watched.join("persons-secret-name"), "x").unwrap();
+    let (_, stderr) = finish(child, 60);
+    c.check(
+        read(&rr.join("finished")).trim() == "finished",
+        format!("the script ran to its end: {stderr}"),
+    );
+    c.check(
+        state.starts_with("denied") && state.contains("Permission denied"),
+        format!("the watch outside the readable roots is refused with EACCES ({state:?})"),
+    );
+    c.check(
+        !read(&rr.join("watch_name")).contains("persons-secret-name"),
+        "no name from the unlistable directory reached the agent",
+    );
+    c.check(
+        read(&rr.join("inner_state")) == "watching"
+            && read(&rr.join("inner_name")) == "made-inside",
+        format!(
+            "control: a watch in the worktree works and reports names ({:?}, {:?})",
+            read(&rr.join("inner_state")),
+            read(&rr.join("inner_name"))
+        ),
+    );
+    c.check(
+        read(&rr.join("fanotify")).starts_with("denied"),
+        format!("fanotify_init is denied ({:?})", read(&rr.join("fanotify"))),
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn watches_outside_the_readable_roots_are_refused_as_root_or_self() {
+    watch_suite(Who::Me, "watch-me");
+}
+
+#[test]
+fn watches_outside_the_readable_roots_are_refused_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    watch_suite(who, "watch-user");
+}

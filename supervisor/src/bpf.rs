@@ -226,6 +226,9 @@ pub fn sandbox_rules() -> Vec<(i64, Rule)> {
         (libc::SYS_execve, Notify),
         (libc::SYS_execveat, Notify),
         (libc::SYS_connect, Notify),
+        // Watches name what they watch by path, and Landlock does not check that path: the
+        // supervisor does (`crate::meta::handle_watch`).
+        (libc::SYS_inotify_add_watch, Notify),
         // Argument tests.
         (libc::SYS_clone, CloneNoNamespaces),
         // clone3 passes its flags in memory the filter cannot read: ENOSYS makes libc fall
@@ -287,6 +290,10 @@ pub fn sandbox_rules() -> Vec<(i64, Rule)> {
         (libc::SYS_lookup_dcookie, eperm),
         (libc::SYS_iopl, eperm),
         (libc::SYS_ioperm, eperm),
+        // fanotify reports events (and, with FAN_REPORT_NAME, names) on whole mounts and
+        // filesystems, whatever Landlock grants; unprivileged since Linux 5.13.
+        (libc::SYS_fanotify_init, eperm),
+        (libc::SYS_fanotify_mark, eperm),
         // Extended attributes: not covered by Landlock and not needed; "not supported" makes
         // cp/tar carry on without them.
         (libc::SYS_setxattr, Deny(libc::EOPNOTSUPP)),
@@ -381,6 +388,24 @@ mod tests {
         assert_eq!(run(libc::SYS_execve, [0; 6]), RET_USER_NOTIF);
         assert_eq!(run(libc::SYS_fchmodat, [0; 6]), RET_USER_NOTIF);
         assert_eq!(run(libc::SYS_clone3, [0; 6]), errno(libc::ENOSYS));
+        assert_eq!(
+            run(libc::SYS_inotify_add_watch, [3, 0, 0x100, 0, 0, 0]),
+            RET_USER_NOTIF
+        );
+        assert_eq!(
+            run(libc::SYS_fanotify_init, [0x200, 0, 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
+        assert_eq!(
+            run(libc::SYS_fanotify_mark, [3, 1, 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
+        // Reading events and making an instance stay plain calls.
+        assert_eq!(run(libc::SYS_inotify_init1, [0; 6]), RET_ALLOW);
+        assert_eq!(
+            run(libc::SYS_inotify_rm_watch, [3, 1, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
     }
 
     #[test]
