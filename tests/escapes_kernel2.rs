@@ -783,3 +783,94 @@ fn watches_outside_the_readable_roots_are_refused_as_unprivileged_user() {
     let Some(who) = unprivileged() else { return };
     watch_suite(who, "watch-user");
 }
+
+// ------------------------------------------------------------ secrets in the env ----
+
+const ENV_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+export -p > "$R/env"
+"#;
+
+fn env_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let bundle = r.home.join("ca-bundle.pem");
+    std::fs::write(&bundle, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    give(&bundle, &who);
+    let secrets: &[(&str, &str)] = &[
+        ("BW_SESSION", "bw-SECRET-1"),
+        ("OP_SESSION_myaccount", "op-SECRET-2"),
+        ("MYSQL_PWD", "mysql-SECRET-3"),
+        ("DEPLOY_URL", "https://deploy:SECRET-4@example.com/app"),
+        (
+            "SLACK_NOTIFY",
+            "https://hooks.slack.com/services/T0001/B0002/SECRET5abcdef",
+        ),
+        (
+            "CHAT_ALERTS",
+            "https://discord.com/api/webhooks/123456789012/SECRET-6",
+        ),
+        ("PG_CONN", "host=db user=app password=SECRET-7"),
+        ("MODEL", "sk-ant-api03-SECRET8abcdefghijklmnopqrstu"),
+        ("FEED", "https://example.com/feed?token=SECRET-9"),
+    ];
+    let kept: Vec<(&str, String)> = vec![
+        ("AWS_CA_BUNDLE", bundle.display().to_string()),
+        ("DATABASE_URL", "postgres://localhost/app".to_string()),
+        ("UPSTREAM", "ssh://git@github.com/o/r.git".to_string()),
+    ];
+    let mut extra: Vec<(&str, OsString)> = secrets.iter().map(|(k, v)| (*k, v.into())).collect();
+    extra.extend(kept.iter().map(|(k, v)| (*k, OsString::from(v))));
+    let env = base_env(&r.home, &extra);
+    let mut c = Checks::default();
+
+    // Control: without the sandbox every value is there.
+    let ctl = r.root.join("control");
+    std::fs::create_dir_all(&ctl).unwrap();
+    give(&ctl, &who);
+    bare_bash_as(&who, &ctl, &env, ENV_SCRIPT);
+    let seen = read(&ctl.join("report/env"));
+    for (k, v) in secrets {
+        c.check(
+            seen.contains(v),
+            format!("control: without the sandbox {k} is seen"),
+        );
+    }
+
+    let stderr = tyba_bash(&r, &who, &env, ENV_SCRIPT);
+    let seen = read(&r.wt.join("report/env"));
+    c.check(
+        seen.contains("declare -x PATH="),
+        format!("the agent's environment was written: {stderr}"),
+    );
+    for (k, v) in secrets {
+        c.check(
+            !seen.contains(v) && !seen.contains(&format!(" {k}=")),
+            format!("{k} is withheld"),
+        );
+        c.check(
+            stderr.contains(k),
+            format!("{k} is named in the start-up report"),
+        );
+        c.check(!stderr.contains(v), format!("{k}'s value is not printed"));
+    }
+    for (k, v) in &kept {
+        c.check(
+            seen.contains(&format!("{k}=\"{v}\"")),
+            format!("{k}={v} is passed (not a secret): {seen}"),
+        );
+    }
+    c.finish(tag);
+}
+
+#[test]
+fn secrets_in_the_environment_are_withheld_by_name_and_value_as_root_or_self() {
+    env_suite(Who::Me, "env-me");
+}
+
+#[test]
+fn secrets_in_the_environment_are_withheld_by_name_and_value_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    env_suite(who, "env-user");
+}

@@ -160,7 +160,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
-    let (mut env, stripped) = tyba_supervisor::scrub_env(std::env::vars_os(), &args.pass_env);
+    let (mut env, stripped) =
+        tyba_supervisor::scrub_env_explained(std::env::vars_os(), &args.pass_env);
     env.retain(|(k, _)| k != "TMPDIR" && k != "TYBA_SESSION" && k != "TYBA_WORKTREE");
     env.push(("TMPDIR".into(), tmp_dir.clone().into_os_string()));
     env.push(("TYBA_SESSION".into(), session.id.clone().into()));
@@ -204,7 +205,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if !stripped.is_empty() {
         eprintln!(
             "tyba: withheld from the agent (secrets; --pass-env NAME to pass): {}",
-            stripped.join(", ")
+            stripped
+                .iter()
+                .map(|(n, k)| format!("{n} ({})", k.describe()))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let mut info = SessionInfo::new(

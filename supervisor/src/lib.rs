@@ -54,7 +54,7 @@ pub mod session;
 mod sys;
 
 pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};
-pub use env::scrub_env;
+pub use env::{scrub_env, scrub_env_explained, SecretKind};
 pub use launch::{run, Outcome, RunError, SessionConfig};
 pub use notify::AuditEvent;
 pub use sandbox::{Enforcement, SandboxPlan};
