@@ -874,3 +874,184 @@ fn secrets_in_the_environment_are_withheld_by_name_and_value_as_unprivileged_use
     let Some(who) = unprivileged() else { return };
     env_suite(who, "env-user");
 }
+
+// ---------------------------------------------------------------------- clean-up ----
+
+/// Fills the session's temp dir, reports its path, waits for `go`, then makes it
+/// unremovable for a plain `rm -rf` by its owner (`chmod 000`, through perl: only the kernel
+/// layer sees these paths).
+const CHMOD_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+mkdir -p "$TMPDIR/a/b/c" && echo x > "$TMPDIR/a/b/c/f" && echo y > "$TMPDIR/top"
+echo "$TMPDIR" > "$R/tmpdir"
+for i in $(seq 1 200); do [ -e go ] && break; sleep 0.1; done
+perl -e 'for my $d ("a/b/c", "a/b", "a", "") { chmod(0, "$ENV{TMPDIR}/$d") or print "chmod $d: $!\n" }' > "$R/chmod"
+echo finished > "$R/finished"
+"#;
+
+fn chmod_cleanup_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let env = base_env(&r.home, &[]);
+    let mut c = Checks::default();
+
+    // Control: the same tree, made unremovable the same way, defeats a plain removal by its
+    // (unprivileged) owner.
+    if who != Who::Me || my_uid() != 0 {
+        let ctl = r.root.join("control");
+        std::fs::create_dir_all(&ctl).unwrap();
+        give(&ctl, &who);
+        let script = r#"T="$PWD/t"; mkdir -p "$T/a/b/c" && echo x > "$T/a/b/c/f"; chmod 0 "$T/a/b/c" "$T/a/b" "$T/a" "$T"; rm -rf "$T" 2>/dev/null; [ -e "$T" ] && echo left > still-there"#;
+        bare_bash_as(&who, &ctl, &env, script);
+        c.check(
+            ctl.join("still-there").exists(),
+            "control: a plain rm -rf by the owner leaves the chmod 000 tree",
+        );
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("u+rwx")
+            .arg(&ctl)
+            .status();
+    }
+
+    let child = spawn_tyba_bash(&r, &who, &env, CHMOD_SCRIPT);
+    let rr = r.wt.join("report");
+    let tmp = wait_for(&rr.join("tmpdir"), 30).trim().to_string();
+    c.check(
+        !tmp.is_empty() && Path::new(&tmp).join("top").is_file(),
+        format!("control: the session's temp dir exists outside while it runs ({tmp:?})"),
+    );
+    std::fs::write(r.wt.join("go"), "").unwrap();
+    let (status, stderr) = finish(child, 60);
+    c.check(
+        read(&rr.join("finished")).trim() == "finished" && read(&rr.join("chmod")).is_empty(),
+        format!(
+            "the agent made its temp dir mode 000 ({:?}): {stderr}",
+            read(&rr.join("chmod"))
+        ),
+    );
+    c.check(
+        status.is_some_and(|s| s.success()),
+        "the session ended normally",
+    );
+    c.check(
+        !tmp.is_empty() && std::fs::symlink_metadata(&tmp).is_err(),
+        format!("the temp dir {tmp} is removed after the session: {stderr}"),
+    );
+    if !tmp.is_empty() {
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("u+rwx")
+            .arg(&tmp)
+            .status();
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    c.finish(tag);
+}
+
+#[test]
+fn the_temp_dir_is_removed_after_chmod_000_as_root_or_self() {
+    chmod_cleanup_suite(Who::Me, "chmod-me");
+}
+
+#[test]
+fn the_temp_dir_is_removed_after_chmod_000_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    chmod_cleanup_suite(who, "chmod-user");
+}
+
+/// Reports the temp dir, leaves a daemon behind, then waits to be ended from outside.
+const SIGNAL_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+echo y > "$TMPDIR/top"
+setsid nohup bash -c "exec -a $MARKER sleep 300" > /dev/null 2>&1 &
+echo "$TMPDIR" > "$R/tmpdir"
+sleep 300
+echo not-ended > "$R/finished"
+"#;
+
+fn marker_processes(marker: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(marker) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+fn signal_cleanup_suite(who: Who, tag: &str) {
+    for sig in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGHUP] {
+        let tag = format!("{tag}-{}", sig.as_str().to_ascii_lowercase());
+        let Some(r) = sandbox_repo(&who, &tag) else {
+            return;
+        };
+        let marker = format!("tyba-signal-{}-{tag}", std::process::id());
+        let env = base_env(&r.home, &[("MARKER", OsString::from(&marker))]);
+        let mut c = Checks::default();
+        let child = spawn_tyba_bash(&r, &who, &env, SIGNAL_SCRIPT);
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let rr = r.wt.join("report");
+        let tmp = wait_for(&rr.join("tmpdir"), 30).trim().to_string();
+        // Control: the temp dir and the daemon exist outside while the session runs.
+        c.check(
+            !tmp.is_empty() && Path::new(&tmp).join("top").is_file(),
+            format!("control: the session's temp dir exists while it runs ({tmp:?})"),
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while marker_processes(&marker).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        c.check(
+            !marker_processes(&marker).is_empty(),
+            "control: the agent's daemon runs during the session",
+        );
+        nix::sys::signal::kill(pid, sig).unwrap();
+        let (status, stderr) = finish(child, 20);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c.check(status.is_some(), format!("tyba ended within 20 s of {sig}"));
+        c.check(
+            status.and_then(|s| s.code()) == Some(128 + sig as i32),
+            format!("tyba exits with 128 + {sig} ({status:?}): {stderr}"),
+        );
+        c.check(
+            !tmp.is_empty() && std::fs::symlink_metadata(&tmp).is_err(),
+            format!("the temp dir {tmp} is removed after {sig}: {stderr}"),
+        );
+        let left = marker_processes(&marker);
+        c.check(
+            left.is_empty(),
+            format!("nothing of the session is left after {sig}: {left:?}"),
+        );
+        c.check(
+            read(&rr.join("finished")).is_empty(),
+            "the agent was ended, not left to finish",
+        );
+        for p in left {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p as i32),
+                nix::sys::signal::SIGKILL,
+            );
+        }
+        if !tmp.is_empty() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        c.finish(&tag);
+    }
+}
+
+#[test]
+fn a_signal_to_tyba_ends_the_session_and_cleans_up_as_root_or_self() {
+    signal_cleanup_suite(Who::Me, "sig-me");
+}
+
+#[test]
+fn a_signal_to_tyba_ends_the_session_and_cleans_up_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    signal_cleanup_suite(who, "sig-user");
+}

@@ -25,7 +25,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tyba_policy::{ExecMode, Policy};
 
 /// Everything `tyba run` decided before launching.
@@ -119,6 +119,92 @@ struct ChildCtx {
     env: Vec<CString>,
 }
 
+/// The signals that end a session instead of the supervisor (`signal(7)`): terminate, hang-up
+/// (the person's terminal closed), interrupt and quit (from a terminal without a pty, or
+/// `kill`).
+pub const END_SIGNALS: &[Signal] = &[
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+];
+
+/// The first end signal received, and the sandbox to kill when one is.
+#[derive(Debug, Default)]
+struct EndState {
+    received: Option<Signal>,
+    /// A pidfd of stage 1 while a session runs: killing it brings the namespace down
+    /// (parent-death signals, then the PID namespace's init).
+    sandbox: Option<OwnedFd>,
+}
+
+static END_STATE: OnceLock<Mutex<EndState>> = OnceLock::new();
+
+/// Makes [`END_SIGNALS`] end the running session (its sandbox killed, then [`run`] returns
+/// as for an agent that exited, with exit status 128 + the signal's number) instead of
+/// killing the supervisor before it cleans up. Call it first, before any thread starts: it
+/// blocks those signals in the calling thread (which every later thread and child inherits;
+/// the agent's signal state is reset before it starts) and takes them on a thread of its own
+/// with `sigwait(3)`. A signal that comes before the sandbox starts ends it as soon as it
+/// does. Calling it again does nothing.
+///
+/// # Errors
+/// [`RunError::Io`] when the mask cannot be set or the thread cannot start.
+pub fn end_session_on_signals() -> Result<(), RunError> {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
+    if END_STATE.get().is_some() {
+        return Ok(());
+    }
+    let mut set = SigSet::empty();
+    for s in END_SIGNALS {
+        set.add(*s);
+    }
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
+        .map_err(nix_err("blocking the end signals"))?;
+    let state = END_STATE.get_or_init(|| Mutex::new(EndState::default()));
+    std::thread::Builder::new()
+        .name("tyba-signals".into())
+        .spawn(move || loop {
+            let Ok(sig) = set.wait() else { continue };
+            if let Ok(mut s) = state.lock() {
+                s.received.get_or_insert(sig);
+                if let Some(p) = &s.sandbox {
+                    let _ = sys::pidfd_send_signal(p.as_fd(), libc::SIGKILL);
+                }
+            }
+        })
+        .map_err(io_err("starting the signal thread"))?;
+    Ok(())
+}
+
+/// The end signal that ended (or will end) the session, if one came
+/// ([`end_session_on_signals`]).
+pub fn end_signal() -> Option<Signal> {
+    END_STATE
+        .get()
+        .and_then(|m| m.lock().ok().and_then(|s| s.received))
+}
+
+/// Registers stage 1 as the sandbox an end signal kills; kills it at once if one came.
+fn arm_end_signals(stage1: Pid) {
+    let Some(m) = END_STATE.get() else { return };
+    let Ok(pfd) = sys::pidfd_open(stage1.as_raw()) else {
+        return;
+    };
+    if let Ok(mut s) = m.lock() {
+        if s.received.is_some() {
+            let _ = sys::pidfd_send_signal(pfd.as_fd(), libc::SIGKILL);
+        }
+        s.sandbox = Some(pfd);
+    }
+}
+
+fn disarm_end_signals() {
+    if let Some(Ok(mut s)) = END_STATE.get().map(|m| m.lock()) {
+        s.sandbox = None;
+    }
+}
+
 fn cstring(b: &[u8]) -> Result<CString, RunError> {
     CString::new(b).map_err(|_| RunError::Io {
         what: "argument contains a NUL byte",
@@ -203,6 +289,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         Forked::Child => stage1(ctx),
         Forked::Parent(p) => Pid::from_raw(p),
     };
+    arm_end_signals(a_pid);
     let ChildCtx {
         status_w,
         ctl,
@@ -342,6 +429,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
         }
     };
+    disarm_end_signals();
+    // Ended by a signal to the supervisor: the status says which (as a shell would).
+    let status = end_signal().map_or(status, |s| 128 + s as i32);
     control.sandbox_ended();
     if let Some(r) = relay {
         r.finish();

@@ -55,7 +55,9 @@ mod sys;
 
 pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};
 pub use env::{scrub_env, scrub_env_explained, SecretKind};
-pub use launch::{run, Outcome, RunError, SessionConfig};
+pub use launch::{
+    end_session_on_signals, end_signal, run, Outcome, RunError, SessionConfig, END_SIGNALS,
+};
 pub use notify::AuditEvent;
 pub use sandbox::{Enforcement, SandboxPlan};
 

@@ -402,6 +402,49 @@ impl GitRedirects {
     }
 }
 
+/// A tree that could not be removed ([`remove_tree`]).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot remove {}: {source}", path.display())]
+pub struct CleanupError {
+    /// The tree's root.
+    pub path: PathBuf,
+    /// The last removal error.
+    pub source: std::io::Error,
+}
+
+/// Removes `dir` and everything beneath it, as its owner: when a plain removal fails (the
+/// agent made directories unreadable or unwritable, `chmod 000`), gives every directory of
+/// the tree (never following a symbolic link) mode `0700` and removes again. Call only when
+/// no process of the sandbox is left (nothing can race the walk). A `dir` that does not
+/// exist is removed already.
+///
+/// # Errors
+/// [`CleanupError`] with the error of the last attempt.
+pub fn remove_tree(dir: &Path) -> Result<(), CleanupError> {
+    use std::os::unix::fs::PermissionsExt;
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    };
+    if gone(std::fs::remove_dir_all(dir)).is_ok() {
+        return Ok(());
+    }
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        if !std::fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            todo.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    gone(std::fs::remove_dir_all(dir)).map_err(|source| CleanupError {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
 /// Errors applying the Landlock domain.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -599,4 +642,36 @@ pub fn read_only_ruleset(
         AccessFs::ReadFile | AccessFs::WriteFile,
     ));
     create_with_rules(ruleset, rules, file_rights)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn remove_tree_restores_permissions_and_follows_no_link() {
+        let base = tempfile::tempdir().unwrap();
+        let outside = base.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "x").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let t = base.path().join("tmp");
+        std::fs::create_dir_all(t.join("a/b/c")).unwrap();
+        std::fs::write(t.join("a/b/c/f"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, t.join("a/link")).unwrap();
+        for d in ["a/b/c", "a/b", "a", ""] {
+            std::fs::set_permissions(t.join(d), std::fs::Permissions::from_mode(0o000)).unwrap();
+        }
+        remove_tree(&t).unwrap();
+        assert!(!t.exists());
+        // The link's target kept its mode and contents.
+        let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o500);
+        assert!(outside.join("keep").exists());
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // Removing what is not there is done already.
+        remove_tree(&t).unwrap();
+    }
 }
