@@ -111,7 +111,10 @@ struct ChildCtx {
     plan: SandboxPlan,
     abi: i32,
     allow_weaker: bool,
+    /// The user-notification filter (installed last, with the listener).
     filter: Vec<sys::SockFilter>,
+    /// The static filters (`seccompiler`), installed first.
+    static_filters: Vec<seccompiler::BpfProgram>,
     uid: u32,
     gid: u32,
     program: CString,
@@ -225,10 +228,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ))
         .into());
     }
-    let filter = crate::bpf::assemble(&crate::bpf::sandbox_rules()).map_err(|e| RunError::Io {
-        what: "assembling the seccomp filter",
+    let filter_err = |e| RunError::Io {
+        what: "building the seccomp filters",
         source: std::io::Error::other(e),
-    })?;
+    };
+    let filter = crate::bpf::notify_filter(&crate::bpf::notified_syscalls()).map_err(filter_err)?;
+    let static_filters = crate::bpf::static_filters().map_err(filter_err)?;
     let (status_r, status_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
     let (ack_r, ack_w) =
@@ -264,6 +269,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         abi: cfg.enforcement.landlock_abi,
         allow_weaker: cfg.allow_weaker,
         filter,
+        static_filters,
         uid: nix::unistd::geteuid().as_raw(),
         gid: nix::unistd::getegid().as_raw(),
         program: cstring(cfg.program.as_os_str().as_bytes())?,
@@ -814,6 +820,13 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     };
     if let Err(e) = sys::set_no_new_privs() {
         fail(&mut st, &format!("cannot set no_new_privs: {e}"));
+    }
+    // The static filters first, the notification filter (with its listener) last: the
+    // kernel runs them all and the most restrictive action wins (`crate::bpf`).
+    for p in &c.static_filters {
+        if let Err(e) = seccompiler::apply_filter(p) {
+            fail(&mut st, &format!("cannot install the seccomp filter: {e}"));
+        }
     }
     let killable = libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     let listener = match sys::install_filter_with_listener(&c.filter, killable) {
