@@ -1055,3 +1055,150 @@ fn a_signal_to_tyba_ends_the_session_and_cleans_up_as_unprivileged_user() {
     let Some(who) = unprivileged() else { return };
     signal_cleanup_suite(who, "sig-user");
 }
+
+/// With only standard output a terminal (`tyba run … < /dev/null` in a terminal): read what
+/// the person typed from fd 1, resize it, and show output.
+const OUT_TTY_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+[ -t 1 ] && echo tty > "$R/stdout_is_tty"
+read -t 3 -r line <&1; echo "got=$line" > "$R/read_fd1"
+perl -e 'open(my $t, ">&=", 3) or die; my $w = pack("S4", 3, 3, 0, 0); print ioctl($t, 0x5414, $w) ? "resized" : "denied $!"' 3>&1 > "$R/resize_fd1"
+echo RELAY-OUT-OK
+"#;
+
+/// Runs `program args` as `who` with standard input `/dev/null` and standard output a pty of
+/// the test's (24×80) on which `typed-secret` waits unread; returns (what the terminal
+/// showed, its size after, what is still unread on it).
+fn on_output_pty(
+    who: &Who,
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+    env: &[(OsString, OsString)],
+) -> (String, String, String) {
+    let ws = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 80,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&ws), None).unwrap();
+    let name = std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&pty.slave)
+    ))
+    .unwrap()
+    .to_string_lossy()
+    .into_owned();
+    let mut master = std::fs::File::from(pty.master);
+    master.write_all(b"typed-secret\n").unwrap();
+    let mut c = command_as(who, program);
+    c.args(args).current_dir(dir).env_clear();
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdin(Stdio::null())
+        .stdout(Stdio::from(pty.slave.try_clone().unwrap()))
+        .stderr(Stdio::null());
+    let child = c.spawn().unwrap();
+    let (_, _) = finish(child, 60);
+    let size = winsize_of(&name);
+    let unread = {
+        use std::os::fd::AsFd;
+        let s = pty.slave;
+        let flags = nix::fcntl::fcntl(s.as_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        nix::fcntl::fcntl(
+            s.as_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(
+                nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK,
+            ),
+        )
+        .unwrap();
+        let mut buf = [0u8; 256];
+        let n = nix::unistd::read(s.as_fd(), &mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let shown = drain(&master.into());
+    (shown, size, unread)
+}
+
+fn output_tty_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let env = base_env(&r.home, &[]);
+    let mut c = Checks::default();
+
+    // Control: without the sandbox the program reads the typed line from fd 1 and resizes.
+    let ctl = r.root.join("control");
+    std::fs::create_dir_all(&ctl).unwrap();
+    give(&ctl, &who);
+    let (_, size, _) = on_output_pty(
+        &who,
+        Path::new("/bin/bash"),
+        &["-c", OUT_TTY_SCRIPT],
+        &ctl,
+        &env,
+    );
+    c.check(
+        read(&ctl.join("report/read_fd1")).contains("typed-secret"),
+        format!(
+            "control: without the sandbox the typed line is read from fd 1 ({:?})",
+            read(&ctl.join("report/read_fd1"))
+        ),
+    );
+    c.check(
+        size == "3 3",
+        format!("control: without the sandbox the terminal is resized ({size})"),
+    );
+
+    let args = [
+        "run",
+        "--here",
+        "--non-interactive",
+        "--autonomy",
+        "high",
+        "--",
+        "bash",
+        "-c",
+        OUT_TTY_SCRIPT,
+    ];
+    let (shown, size, unread) = on_output_pty(&who, &r.tyba, &args, &r.wt, &env);
+    let rr = r.wt.join("report");
+    c.check(
+        read(&rr.join("read_fd1")).starts_with("got=")
+            && !read(&rr.join("read_fd1")).contains("typed-secret"),
+        format!(
+            "the typed line does not reach the agent ({:?})",
+            read(&rr.join("read_fd1"))
+        ),
+    );
+    c.check(
+        unread.contains("typed-secret"),
+        format!("the typed line is still unread on the person's terminal ({unread:?})"),
+    );
+    c.check(
+        size == "24 80",
+        format!("the person's terminal keeps its size ({size})"),
+    );
+    c.check(
+        read(&rr.join("stdout_is_tty")).trim() == "tty",
+        "the agent's standard output is a terminal (its own pty)",
+    );
+    c.check(
+        shown.contains("RELAY-OUT-OK"),
+        format!("the agent's output reaches the person's terminal ({shown:?})"),
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn an_output_only_terminal_is_relayed_not_handed_over_as_root_or_self() {
+    output_tty_suite(Who::Me, "outtty-me");
+}
+
+#[test]
+fn an_output_only_terminal_is_relayed_not_handed_over_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    output_tty_suite(who, "outtty-user");
+}

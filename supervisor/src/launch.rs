@@ -108,6 +108,9 @@ struct ChildCtx {
     pty_slave: Option<OwnedFd>,
     /// The person's terminal size when the agent gets a pty (`Some(None)`: size unknown).
     want_pty: Option<Option<libc::winsize>>,
+    /// Which of the agent's standard fds (0, 1, 2) are its pty: those that are a terminal in
+    /// the supervisor, all three when standard input is one.
+    pty_fds: [bool; 3],
     plan: SandboxPlan,
     abi: i32,
     allow_weaker: bool,
@@ -255,9 +258,20 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     }
     // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
     // in the host's (whose other terminals are the person's): see `private_terminals`.
-    let stdin = std::io::stdin();
-    let want_pty = (cfg.use_pty && nix::unistd::isatty(stdin.as_fd()).unwrap_or(false))
-        .then(|| sys::get_winsize(stdin.as_fd()));
+    // A terminal among the standard fds is the person's: the agent never holds it. With
+    // standard input a terminal the agent's three standard fds are its pty (keys relayed in,
+    // output out); with only standard output or error one (`tyba run … < file`), those are,
+    // and the relay only carries output.
+    let terms = [Term::In, Term::Out, Term::Err].map(|t| t.with(|fd| nix::unistd::isatty(fd)));
+    let terms = terms.map(|r| r.unwrap_or(false));
+    let pty_fds = if terms[0] { [true; 3] } else { terms };
+    let person = [Term::In, Term::Out, Term::Err]
+        .into_iter()
+        .zip(terms)
+        .find_map(|(t, is)| is.then_some(t));
+    let want_pty = person
+        .filter(|_| cfg.use_pty)
+        .map(|t| t.with(sys::get_winsize));
     let ctx = ChildCtx {
         sup_pid: nix::unistd::getpid(),
         status_w: Some(status_w),
@@ -265,6 +279,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ack_r: Some(ack_r),
         pty_slave: None,
         want_pty,
+        pty_fds,
         plan: plan.clone(),
         abi: cfg.enforcement.landlock_abi,
         allow_weaker: cfg.allow_weaker,
@@ -425,7 +440,10 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         .map_err(io_err("starting the sandbox"))?;
     drop(ack);
 
-    let relay = master.map(|m| start_relay(m, gate)).transpose()?;
+    let relay = match person {
+        Some(t) => master.map(|m| start_relay(m, gate, t)).transpose()?,
+        None => None,
+    };
     let status = loop {
         match waitpid(a_pid, None) {
             Ok(WaitStatus::Exited(_, c)) => break c,
@@ -458,6 +476,24 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     })
 }
 
+/// One of the supervisor's standard streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    In,
+    Out,
+    Err,
+}
+
+impl Term {
+    fn with<R>(self, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> R) -> R {
+        match self {
+            Term::In => f(std::io::stdin().as_fd()),
+            Term::Out => f(std::io::stdout().as_fd()),
+            Term::Err => f(std::io::stderr().as_fd()),
+        }
+    }
+}
+
 struct Relay {
     saved: Option<nix::sys::termios::Termios>,
     out: std::thread::JoinHandle<()>,
@@ -476,13 +512,23 @@ impl Relay {
     }
 }
 
+/// Relays between the agent's pty `master` and the person's terminal `person`: keys from
+/// standard input when it is that terminal (then in raw mode until [`Relay::finish`]), the
+/// pty's output to standard output (or standard error when only that is the terminal), and
+/// window sizes.
 fn start_relay(
     master: OwnedFd,
     gate: Option<Arc<dyn crate::approve::RelayGate>>,
+    person: Term,
 ) -> Result<Relay, RunError> {
     use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
     let stdin = std::io::stdin();
-    let saved = tcgetattr(stdin.as_fd()).ok();
+    let keys = person == Term::In;
+    let saved = if keys {
+        tcgetattr(stdin.as_fd()).ok()
+    } else {
+        None
+    };
     if let Some(t) = &saved {
         let mut raw = t.clone();
         cfmakeraw(&mut raw);
@@ -490,7 +536,11 @@ fn start_relay(
     }
     let m2 = master.try_clone().map_err(io_err("pty"))?;
     let in_gate = gate.clone();
+    // Standard input that is not the terminal is not the pty's: the agent reads it itself.
     std::thread::spawn(move || {
+        if !keys {
+            return;
+        }
         let mut w = std::fs::File::from(m2);
         let mut buf = [0u8; 4096];
         let mut input = std::io::stdin();
@@ -511,11 +561,10 @@ fn start_relay(
     // kernel then sends SIGWINCH to the agent's foreground process group.
     if let Ok(m3) = master.try_clone() {
         std::thread::spawn(move || {
-            let stdin = std::io::stdin();
-            let mut last = sys::get_winsize(stdin.as_fd()).map(|w| (w.ws_row, w.ws_col));
+            let mut last = person.with(sys::get_winsize).map(|w| (w.ws_row, w.ws_col));
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(250));
-                let now = sys::get_winsize(stdin.as_fd());
+                let now = person.with(sys::get_winsize);
                 let key = now.map(|w| (w.ws_row, w.ws_col));
                 if key != last {
                     if let Some(w) = now {
@@ -529,7 +578,11 @@ fn start_relay(
     let out = std::thread::spawn(move || {
         let mut r = std::fs::File::from(master);
         let mut buf = [0u8; 8192];
-        let mut out = std::io::stdout();
+        let mut out: Box<dyn Write> = if person == Term::Err {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
         while let Ok(n) = r.read(&mut buf) {
             if n == 0 {
                 break;
@@ -896,8 +949,10 @@ fn exec_agent(mut c: ChildCtx) -> ! {
     let _ = nix::unistd::setsid();
     if let Some(slave) = c.pty_slave.take() {
         let _ = sys::set_controlling_tty(slave.as_fd());
-        for t in 0..3 {
-            let _ = sys::dup_onto(slave.as_fd(), t);
+        for (t, pty) in (0..3).zip(c.pty_fds) {
+            if pty {
+                let _ = sys::dup_onto(slave.as_fd(), t);
+            }
         }
         drop(slave);
     }
