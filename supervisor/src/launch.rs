@@ -171,7 +171,8 @@ pub fn end_session_on_signals() -> Result<(), RunError> {
     std::thread::Builder::new()
         .name("tyba-signals".into())
         .spawn(move || loop {
-            let Ok(sig) = set.wait() else { continue };
+            // sigwait fails only for an invalid set: stop rather than spin.
+            let Ok(sig) = set.wait() else { return };
             if let Ok(mut s) = state.lock() {
                 s.received.get_or_insert(sig);
                 if let Some(p) = &s.sandbox {
@@ -257,7 +258,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         }
     }
     // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
-    // in the host's (whose other terminals are the person's): see `private_terminals`.
+    // in the host's (whose other terminals are the person's): see `private_devpts`.
     // A terminal among the standard fds is the person's: the agent never holds it. With
     // standard input a terminal the agent's three standard fds are its pty (keys relayed in,
     // output out); with only standard output or error one (`tyba run … < file`), those are,
