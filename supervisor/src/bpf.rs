@@ -162,6 +162,8 @@ const SOCK_TYPE_MASK: u64 = 0xf;
 const SOCK_RAW: u64 = 3;
 const SOCK_PACKET: u64 = 10;
 const MSG_FASTOPEN: u64 = 0x2000_0000;
+/// `PR_SET_MM` (`prctl(2)`).
+const PR_SET_MM: u64 = 35;
 /// The socket families the sandbox may create.
 const SOCKET_FAMILIES: &[i32] = &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6];
 
@@ -274,6 +276,9 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, e: i32) -> Result<BpfProgram,
 ///   `TIOCLINUX` (typing into a terminal); `socket` of an allowed family with a raw or packet
 ///   type; `sendto`/`sendmsg` with `MSG_FASTOPEN` (TCP Fast Open connects inside them, past
 ///   the connect checks); `personality` other than the query (`0xffffffff`) and `PER_LINUX`;
+///   `prctl(PR_SET_MM)`, which rewrites the fields of `/proc/<pid>/stat` and
+///   `/proc/<pid>/exe` the exec model reads to tell that an exec happened (`crate::exec`): a
+///   process could fake an exec it never made;
 /// - `EAFNOSUPPORT`: `socket` of a family other than unix, inet, inet6 (netlink, packet,
 ///   vsock…);
 /// - `ENOSYS`: [`DENIED_ENOSYS`];
@@ -313,6 +318,7 @@ pub fn static_filters() -> Result<Vec<BpfProgram>, FilterError> {
     eperm.insert(libc::SYS_socket, raw);
     eperm.insert(libc::SYS_sendto, vec![has_bit(3, MSG_FASTOPEN)?]);
     eperm.insert(libc::SYS_sendmsg, vec![has_bit(2, MSG_FASTOPEN)?]);
+    eperm.insert(libc::SYS_prctl, vec![rule(vec![cond(0, Eq, PR_SET_MM)?])?]);
     eperm.insert(
         libc::SYS_personality,
         vec![rule(vec![cond(0, Ne, 0xffff_ffff)?, cond(0, Ne, 0)?])?],
@@ -571,6 +577,17 @@ mod tests {
             run(libc::SYS_personality, [0x0040_0000, 0, 0, 0, 0, 0]),
             errno(libc::EPERM)
         );
+    }
+
+    #[test]
+    fn prctl_cannot_rewrite_the_memory_map_fields() {
+        assert_eq!(
+            run(libc::SYS_prctl, [PR_SET_MM, 8, 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
+        // PR_SET_NAME, PR_SET_PDEATHSIG and the others stay allowed.
+        assert_eq!(run(libc::SYS_prctl, [15, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run(libc::SYS_prctl, [1, 9, 0, 0, 0, 0]), RET_ALLOW);
     }
 
     #[test]

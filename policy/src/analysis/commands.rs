@@ -118,7 +118,9 @@ const EXEC_VARS: &[&str] = &[
     "PS4",
 ];
 
-fn is_exec_var(name: &str) -> bool {
+/// Whether assigning `name` makes programs run code (DESIGN.md §2a's list, `GIT_CONFIG*`,
+/// exported bash functions `BASH_FUNC_*`): red in any form of assignment.
+pub(crate) fn is_exec_var(name: &str) -> bool {
     EXEC_VARS.contains(&name) || name.starts_with("GIT_CONFIG") || name.starts_with("BASH_FUNC_")
 }
 

@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
 
+pub(crate) use commands::is_exec_var;
+
 /// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not
 /// analysed further: it is then red and opaque (stricter, never more permissive).
 const MAX_DEPTH: usize = 24;
