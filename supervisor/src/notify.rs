@@ -391,6 +391,7 @@ impl Notifier {
                 std::thread::spawn(move || me.handle_connect(n));
             }
             nr if crate::bpf::METADATA_SYSCALLS.contains(&nr) => self.handle_meta(n),
+            libc::SYS_inotify_add_watch => meta::handle_watch(self, n),
             _ => self.reply(n.id, Reply::Errno(libc::ENOSYS)),
         }
     }
