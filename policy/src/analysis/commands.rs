@@ -3502,7 +3502,9 @@ impl Analyzer<'_> {
                 i += 1;
                 continue;
             };
-            if !t.starts_with('-') {
+            // git.c: an unknown option ends the global options; `--version` and `-v` there
+            // are the `version` subcommand.
+            if !t.starts_with('-') || t == "--version" || t == "-v" {
                 break;
             }
             i += 1;
@@ -3564,7 +3566,10 @@ impl Analyzer<'_> {
             }
         }
         let sub_field = args.get(i);
-        let sub = sub_field.and_then(Field::known);
+        let sub = sub_field.and_then(Field::known).map(|s| match s.as_str() {
+            "--version" | "-v" => "version".to_string(),
+            _ => s,
+        });
         if std::mem::take(&mut self.hook_override) {
             let could_push = match sub.as_deref() {
                 Some(s) => {
@@ -3808,6 +3813,7 @@ impl Analyzer<'_> {
                 | "stash"
                 | "worktree"
                 | "reflog"
+                | "version"
         );
         match sub.as_str() {
             "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
@@ -3958,6 +3964,15 @@ impl Analyzer<'_> {
                         "git.not-read-only",
                         "`git worktree` that adds, moves or removes worktrees".to_string(),
                     );
+                }
+            }
+            // `git version [--build-options]` prints git's own version (git-version(1)).
+            "version" => {
+                if rest
+                    .iter()
+                    .any(|a| a.known().as_deref() != Some("--build-options"))
+                {
+                    self.unlisted_git("`git version` with other arguments");
                 }
             }
             "reflog" => {
@@ -4170,15 +4185,29 @@ impl Analyzer<'_> {
             self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git {how} {key}` changes which hooks git runs: it switches the push guard off"));
             return;
         }
-        // Switching the monitor off runs nothing (`-c core.fsmonitor=false`, as agents probe).
-        if k == "core.fsmonitor"
-            && value.is_some_and(|v| {
-                matches!(
-                    v.to_ascii_lowercase().as_str(),
-                    "false" | "no" | "off" | "0"
-                )
-            })
-        {
+        // Switching a program-valued key off runs nothing (DESIGN.md §2a): `-c
+        // core.fsmonitor=false` or `=` as agents probe (git reads it as a maybe-bool, where the
+        // empty string is false), `core.pager=` and `pager.<cmd>=`/`=false` (git-config(1): an
+        // empty pager, or false, means none), `credential.helper=` (an empty value resets the
+        // list of helpers).
+        let off = |v: &str| {
+            matches!(
+                v.to_ascii_lowercase().as_str(),
+                "" | "false" | "no" | "off" | "0"
+            )
+        };
+        let switched_off = match value {
+            Some(v) if k == "core.fsmonitor" || k.starts_with("pager.") => off(v),
+            Some(v) if k == "core.pager" => v.is_empty(),
+            Some(v)
+                if k == "credential.helper"
+                    || (k.starts_with("credential.") && k.ends_with(".helper")) =>
+            {
+                v.is_empty()
+            }
+            _ => false,
+        };
+        if switched_off {
             return;
         }
         let code = matches!(
