@@ -94,6 +94,11 @@ fn classify_on_this_stack(policy: &Policy, action: &Action, ctx: &Context<'_>) -
     a.finish()
 }
 
+/// Whether assigning this variable makes programs run code (DESIGN.md §2a "Variables").
+pub(crate) fn is_exec_variable(name: &str) -> bool {
+    commands::is_exec_var(name)
+}
+
 /// Checks a policy-file rule when it loads: not green, a program name, no green-list
 /// program, and its examples match it (and its counter-examples do not).
 pub(crate) fn validate_rule(r: &RuleSpec) -> Result<(), String> {
