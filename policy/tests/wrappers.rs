@@ -149,6 +149,16 @@ fn after_always(
     ))
 }
 
+/// Variables the shell snapshot fixture exports.
+fn snapshot_vars() -> Vec<String> {
+    std::fs::read_to_string(data("agents/claude-code/snapshot-bash.sh"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('=').map(|(n, _)| n.to_string()))
+        .collect()
+}
+
 fn wrapped_like_bare(file: &str) {
     let fx = fixture();
     let policy = Policy::embedded_default();
@@ -184,8 +194,13 @@ fn wrapped_like_bare(file: &str) {
             // A line that does not parse once wrapped (an unterminated quote swallows the
             // wrapper's closing lines) wraps nothing any more: its own text is its key.
             let wraps = c.inner_command.is_some() || !c.rules().contains(&"shell.parse-error");
-            // A blank command has nothing to remember.
-            if c.verdict == Verdict::Yellow && wraps && !cmd.trim().is_empty() {
+            // A blank command has nothing to remember; a command reading a variable the
+            // wrapper sets (the snapshot's `PATH`) is not the bare command any more.
+            let reads_wrapper_var = snapshot_vars()
+                .iter()
+                .any(|v| w.template.contains("shell-snapshots") && cmd.contains(&format!("${v}")));
+            if c.verdict == Verdict::Yellow && wraps && !cmd.trim().is_empty() && !reads_wrapper_var
+            {
                 // "always" on the bare command matches the wrapped call, and the other way.
                 let d = after_always(&fx, &policy, &cmd, &wrapped, cwd);
                 if d != Some(Decision::Allow) {

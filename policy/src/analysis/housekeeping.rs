@@ -265,6 +265,28 @@ pub(crate) fn numeric_special(raw: &str) -> bool {
     )
 }
 
+/// A raw word that is one parameter expansion and nothing else (`$__code`, `"${rc}"`): no
+/// substitution, no operator that could run or assign anything.
+fn plain_parameter(raw: &str) -> bool {
+    let v = raw
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(raw);
+    let Some(v) = v.strip_prefix('$') else {
+        return false;
+    };
+    let name = v
+        .strip_prefix('{')
+        .and_then(|v| v.strip_suffix('}'))
+        .unwrap_or(v);
+    !name.is_empty()
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// What a definition binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DefKind {
@@ -978,7 +1000,7 @@ impl Peel<'_, '_> {
                     ast::CommandPrefixOrSuffixItem::Word(w) => match self.literal(&w.value) {
                         Some(t) => words.push(t),
                         None if words.first().is_some_and(|n| n == "exit" || n == "return")
-                            && (numeric_special(&w.value) || w.value.starts_with('$')) =>
+                            && (numeric_special(&w.value) || plain_parameter(&w.value)) =>
                         {
                             words.push(String::new())
                         }

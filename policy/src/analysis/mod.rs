@@ -1217,12 +1217,19 @@ impl Analyzer<'_> {
                     }
                     _ => Access::Write,
                 };
-                let feeds_stdin = matches!(
+                // `< /dev/null` feeds nothing: an empty stdin carries no code (Claude Code
+                // runs every command so).
+                let from_null = matches!(
+                    target,
+                    ast::IoFileRedirectTarget::Filename(w) if w.value == "/dev/null"
+                );
+                let feeds_stdin = (matches!(
                     kind,
                     ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite
                 ) && fd.unwrap_or(0) == 0
                     || matches!(kind, ast::IoFileRedirectKind::DuplicateInput)
-                        && fd.unwrap_or(0) == 0;
+                        && fd.unwrap_or(0) == 0)
+                    && !from_null;
                 match target {
                     ast::IoFileRedirectTarget::Filename(w)
                     | ast::IoFileRedirectTarget::Duplicate(w) => {
