@@ -333,3 +333,21 @@ fn scratch_redirection_needs_a_session() {
     let c = policy.classify(&Action::Exec { command: cmd }, &ctx);
     assert_eq!(c.verdict, Verdict::Red, "{:?}", c.rules());
 }
+
+/// A command that runs a sourced definition reaches code through a file that can change
+/// before it runs: the line carries `shell.source`, which keeps the runner from granting it
+/// the paths it names (supervisor `runner::grants`), whatever its colour.
+#[test]
+fn a_shadowed_use_is_marked_as_sourced_code() {
+    let fx = fixture();
+    let policy = Policy::embedded_default();
+    let snap =
+        fx.fill("source @HOME@/.claude/shell-snapshots/snapshot-bash-1764580000000-q7xk2a.sh");
+    let used = fx.classify(&policy, &format!("{snap} && gst"), ".");
+    assert!(used.rules().contains(&"shell.source"), "{:?}", used.rules());
+    assert!(used.inner_command.is_none());
+    let unused = fx.classify(&policy, &format!("{snap} && git status"), ".");
+    assert_eq!(unused.verdict, Verdict::Green, "{:?}", unused.rules());
+    assert!(!unused.rules().contains(&"shell.source"));
+    assert_eq!(unused.inner_command.as_deref(), Some("git status"));
+}

@@ -685,6 +685,13 @@ impl Analyzer<'_> {
             return;
         }
         self.shadowed_use = true;
+        // Marks the line as reaching code through a sourced file (its text can change between
+        // an ask and the run: the runner gives such a line no grants of its own).
+        self.add(
+            Verdict::Green,
+            "shell.source",
+            format!("`{name}` runs a definition from a sourced file"),
+        );
         if self.expanding.iter().any(|n| n == name) {
             return;
         }
