@@ -499,3 +499,78 @@ fn normalise_dist(n: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pypi_names_normalise() {
+        assert_eq!(normalise_dist("Aider.Chat"), "aider-chat");
+        assert_eq!(normalise_dist("aider__chat"), "aider-chat");
+    }
+
+    #[test]
+    fn npm_patterns() {
+        assert!(name_matches("@openai/codex", "@openai/codex"));
+        assert!(!name_matches("@openai/codex", "@openai/codex-linux-x64"));
+        assert!(name_matches("@openai/codex-*", "@openai/codex-linux-x64"));
+        assert!(!name_matches("@openai/codex-*", "@openai-evil/codex-x"));
+    }
+
+    #[test]
+    fn nested_packages_outermost_first() {
+        let m =
+            InstallMarkers::from_path(Path::new("/p/lib/node_modules/@a/b/node_modules/c/bin/x"));
+        let names: Vec<&str> = m.npm_packages.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, vec!["@a/b", "c"]);
+        assert_eq!(
+            m.npm_packages[1].1,
+            Path::new("/p/lib/node_modules/@a/b/node_modules/c")
+        );
+        assert!(
+            InstallMarkers::from_path(Path::new("/usr/bin/node_modules"))
+                .npm_packages
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn probes_match_words_or_exact_lists() {
+        let p = AgentProfile {
+            probes: vec![
+                ProbeSpec {
+                    id: "t".into(),
+                    program: "tmux".into(),
+                    args: vec!["display-message".into()],
+                    exact: false,
+                    decision: ProbeDecision::QuietRefuse,
+                    reason: "r".into(),
+                    examples: vec![],
+                },
+                ProbeSpec {
+                    id: "e".into(),
+                    program: "env".into(),
+                    args: vec![],
+                    exact: true,
+                    decision: ProbeDecision::QuietRefuse,
+                    reason: "r".into(),
+                    examples: vec![],
+                },
+            ],
+            ..AgentProfile::default()
+        };
+        let argv = |s: &str| -> Vec<String> { s.split_whitespace().map(str::to_string).collect() };
+        assert_eq!(
+            p.probe(&argv("/usr/bin/tmux display-message -p x"))
+                .unwrap()
+                .id,
+            "t"
+        );
+        assert!(p.probe(&argv("tmux attach")).is_none());
+        assert_eq!(p.probe(&argv("env")).unwrap().id, "e");
+        assert!(p.probe(&argv("env X=1 make")).is_none());
+        assert!(p.probe(&[]).is_none());
+    }
+}

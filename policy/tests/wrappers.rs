@@ -351,3 +351,57 @@ fn a_shadowed_use_is_marked_as_sourced_code() {
     assert!(!unused.rules().contains(&"shell.source"));
     assert_eq!(unused.inner_command.as_deref(), Some("git status"));
 }
+
+/// Every option the installed bash knows (`shopt -p`, `set -o`: what a shell snapshot lists)
+/// is in tyba's tables: unsetting each is neutral, and setting it is neutral exactly where
+/// the table says (checked against the real bash's option names).
+#[test]
+fn every_option_of_the_real_bash_is_judged() {
+    let fx = fixture();
+    let policy = Policy::embedded_default();
+    let names = |script: &str, field: usize| -> Vec<String> {
+        let out = std::process::Command::new("bash")
+            .args(["-c", script])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(field).map(str::to_string))
+            .collect()
+    };
+    let shopts = names("shopt -p", 2);
+    let sets = names("set -o", 0);
+    assert!(shopts.len() > 40 && sets.len() > 20, "{shopts:?} {sets:?}");
+    let not_neutral_when_set = [
+        "nullglob",
+        "dotglob",
+        "nocaseglob",
+        "globstar",
+        "lastpipe",
+        "extdebug",
+    ];
+    let mut bad = Vec::new();
+    for n in &shopts {
+        let c = fx.classify(&policy, &format!("shopt -u {n}"), ".");
+        if c.verdict != Verdict::Green {
+            bad.push(format!("shopt -u {n}: {} {:?}", c.verdict, c.rules()));
+        }
+        let c = fx.classify(&policy, &format!("shopt -s {n}"), ".");
+        if not_neutral_when_set.contains(&n.as_str()) && c.verdict == Verdict::Green {
+            bad.push(format!("shopt -s {n} is green"));
+        }
+    }
+    for n in &sets {
+        let c = fx.classify(&policy, &format!("set +o {n}"), ".");
+        if c.verdict != Verdict::Green {
+            bad.push(format!("set +o {n}: {} {:?}", c.verdict, c.rules()));
+        }
+        let c = fx.classify(&policy, &format!("set -o {n}"), ".");
+        let expect_green = !matches!(n.as_str(), "allexport" | "keyword" | "posix");
+        if (c.verdict == Verdict::Green) != expect_green {
+            bad.push(format!("set -o {n}: {}", c.verdict));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

@@ -1159,3 +1159,102 @@ fn slice_chars(text: &str, start: usize, end: usize) -> &str {
     let (s, e) = (byte(start), byte(end));
     text.get(s..e.max(s)).unwrap_or("")
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn w(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn shopt_directions() {
+        assert!(shopt_neutral(&w(
+            "-u promptvars nullglob extglob nocaseglob dotglob"
+        )));
+        assert!(shopt_neutral(&w("-s extglob expand_aliases checkwinsize")));
+        assert!(shopt_neutral(&w("-q extglob")));
+        assert!(shopt_neutral(&w("-p")));
+        assert!(shopt_neutral(&w("-s -o pipefail")));
+        assert!(!shopt_neutral(&w("-s nullglob")));
+        assert!(!shopt_neutral(&w("-s extglob dotglob")));
+        assert!(!shopt_neutral(&w("-s -o posix")));
+        assert!(!shopt_neutral(&w("-s frobnicate")));
+        assert!(!shopt_neutral(&w("-x extglob")));
+        // Options after names are names to bash: not accepted.
+        assert!(!shopt_neutral(&w("extglob -s")));
+    }
+
+    #[test]
+    fn set_directions() {
+        assert!(set_neutral(&w("-euo pipefail")));
+        assert!(set_neutral(&w("+e")));
+        assert!(set_neutral(&w("-o errexit -o nounset")));
+        assert!(set_neutral(&w("+o posix +a +k")));
+        assert!(set_neutral(&w("-o")));
+        assert!(!set_neutral(&[]));
+        assert!(!set_neutral(&w("-a")));
+        assert!(!set_neutral(&w("-ek")));
+        assert!(!set_neutral(&w("-o posix")));
+        assert!(!set_neutral(&w("-- x")));
+        assert!(!set_neutral(&w("x")));
+        assert!(!set_neutral(&w("-e x")));
+    }
+
+    #[test]
+    fn jobs_and_status_words() {
+        assert!(jobs_neutral(&w("-p")));
+        assert!(jobs_neutral(&w("-l %1")));
+        assert!(!jobs_neutral(&w("-x make")));
+        for ok in ["$?", "${?}", "\"$?\"", "$#", "$$", "$!"] {
+            assert!(numeric_special(ok), "{ok}");
+        }
+        for no in ["$x", "$(true)", "1", "$?x"] {
+            assert!(!numeric_special(no), "{no}");
+        }
+        for ok in ["$__code", "\"${rc}\"", "$x1"] {
+            assert!(plain_parameter(ok), "{ok}");
+        }
+        for no in ["$(make install)", "${x:-$(y)}", "$", "${x[0]}", "$1x-"] {
+            assert!(!plain_parameter(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn definitions_files() {
+        let defs = |t: &str| definitions_only(&parse(t).unwrap());
+        let d = defs("f () { rm -rf ~; }\nalias -- ll='ls -l'\nexport PATH=/usr/bin\nshopt -s expand_aliases\nunalias -a 2>/dev/null || true\n").unwrap();
+        assert_eq!(d.defs.len(), 2);
+        assert_eq!(d.defs[1].kind, DefKind::Alias);
+        assert_eq!(&*d.defs[1].body, "ls -l");
+        assert_eq!(d.vars, vec!["PATH"]);
+        for not in [
+            "echo hi",
+            "f () { :; } &",
+            "X=1 make",
+            "shopt -s globstar",
+            "eval \"$(echo Zgo= | base64 -d)\"",
+            "declare -p",
+            "alias ll=\"$(pwd)\"",
+            "ls | cat",
+        ] {
+            assert!(defs(not).is_none(), "{not}");
+        }
+    }
+
+    #[test]
+    fn character_positions() {
+        assert_eq!(slice_chars("a𐖌bc", 1, 3), "𐖌b");
+        assert_eq!(slice_chars("abc", 2, 10), "c");
+        assert_eq!(slice_chars("abc", 3, 1), "");
+    }
+
+    #[test]
+    fn payload_separators() {
+        assert_eq!(trim_separators(" make test && "), "make test");
+        assert_eq!(trim_separators("a;\n"), "a");
+        assert_eq!(trim_separators("a || "), "a");
+    }
+}
