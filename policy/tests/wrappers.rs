@@ -405,3 +405,21 @@ fn every_option_of_the_real_bash_is_judged() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// A sourced file is remembered per version (device, inode, size, times): a rewrite, even
+/// to the same size, is read again.
+#[test]
+fn a_sourced_file_rewritten_is_read_again() {
+    let fx = fixture();
+    let policy = Policy::embedded_default();
+    let f = fx.home.join("rewritten.sh");
+    let line = format!("source {} && ls", f.display());
+    std::fs::write(&f, "xs () { true; }\n").unwrap();
+    assert_eq!(fx.classify(&policy, &line, ".").verdict, Verdict::Green);
+    // Same size, other content: `ls` is now a function deleting the worktree.
+    let other = "ls(){ rm -rf .;}";
+    assert_eq!(other.len(), "xs () { true; }\n".len());
+    std::fs::write(&f, other).unwrap();
+    let c = fx.classify(&policy, &line, ".");
+    assert!(c.verdict >= Verdict::Red, "{:?}", c.rules());
+}

@@ -306,20 +306,76 @@ pub(crate) struct Definition {
 }
 
 /// What a definitions-only file binds.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Definitions {
     defs: Vec<Definition>,
     /// Variables assigned or declared (unknown afterwards).
     vars: Vec<String>,
 }
 
-/// Reads a file for `source` when it is a regular, small, UTF-8 file.
-fn read_sourced(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_SOURCED_BYTES {
+/// A file `source` reads, as read: its text, whether it parses, and its definitions when it
+/// holds nothing else.
+#[derive(Debug)]
+struct Sourced {
+    text: String,
+    parses: bool,
+    defs: Option<Definitions>,
+}
+
+/// What identifies one version of a file: device, inode, size, modification and change
+/// times (the change time moves on every write).
+type FileVersion = (PathBuf, u64, u64, u64, i64, i64, i64, i64);
+
+/// Files `source` read, newest last: an agent's wrapper sources the same snapshot for every
+/// command, and parsing it each time would cost more than the rest of the line.
+static SOURCED: std::sync::Mutex<Vec<(FileVersion, Arc<Sourced>)>> =
+    std::sync::Mutex::new(Vec::new());
+const SOURCED_CACHE_ENTRIES: usize = 32;
+
+fn version(path: &Path) -> Option<FileVersion> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    if !m.is_file() || m.len() > MAX_SOURCED_BYTES {
         return None;
     }
-    String::from_utf8(std::fs::read(path).ok()?).ok()
+    Some((
+        path.to_path_buf(),
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
+/// Reads a file for `source` when it is a regular, small, UTF-8 file; a version read before
+/// is not read again. A file that changes while it is read is not remembered.
+fn load_sourced(path: &Path) -> Option<Arc<Sourced>> {
+    let before = version(path)?;
+    if let Ok(cache) = SOURCED.lock() {
+        if let Some((_, s)) = cache.iter().find(|(v, _)| *v == before) {
+            return Some(s.clone());
+        }
+    }
+    let text = String::from_utf8(std::fs::read(path).ok()?).ok()?;
+    let prog = parse(&text).ok();
+    let defs = prog.as_ref().and_then(definitions_only);
+    let s = Arc::new(Sourced {
+        parses: prog.is_some(),
+        text,
+        defs,
+    });
+    if version(path).as_ref() == Some(&before) {
+        if let Ok(mut cache) = SOURCED.lock() {
+            if cache.len() >= SOURCED_CACHE_ENTRIES {
+                cache.remove(0);
+            }
+            cache.push((before, s.clone()));
+        }
+    }
+    Some(s)
 }
 
 /// Words of a simple command when every one is a known literal (no expansion at all).
@@ -601,21 +657,20 @@ impl Analyzer<'_> {
             }
             Some(t) => {
                 let file = self.sourced_file(&st, &t);
-                let text = file.as_deref().and_then(read_sourced);
-                let prog = text.as_deref().and_then(|t| parse(t).ok());
+                let sourced = file.as_deref().and_then(load_sourced);
                 let outside = file.as_deref().is_some_and(|p| {
                     !p.starts_with(self.ctx.worktree)
                         && self.ctx.scratch.is_none_or(|s| !p.starts_with(s))
                 });
-                if let (true, Some(prog)) = (outside, &prog) {
-                    if let Some(defs) = definitions_only(prog) {
-                        return self.definitions(st, f, defs);
-                    }
+                if let (true, Some(defs)) =
+                    (outside, sourced.as_ref().and_then(|s| s.defs.as_ref()))
+                {
+                    return self.definitions(st, f, defs.clone());
                 }
                 self.source_floor();
                 self.path_field(&st, f, paths::Access::Read);
-                match (text, prog) {
-                    (Some(text), Some(_)) => self.line(&text, st, depth + 1),
+                match sourced {
+                    Some(s) if s.parses => self.line(&s.text, st, depth + 1),
                     _ => st,
                 }
             }
@@ -930,14 +985,11 @@ impl Peel<'_, '_> {
                 if let (Some(n), Some(f)) = (words.first(), words.get(1)) {
                     if n == "source" || n == "." {
                         let st = State::new(self.a.ctx.cwd);
-                        if let Some(d) = self
-                            .a
-                            .sourced_file(&st, f)
-                            .and_then(|p| read_sourced(&p))
-                            .and_then(|t| parse(&t).ok())
-                            .and_then(|p| definitions_only(&p))
+                        if let Some(s) = self.a.sourced_file(&st, f).and_then(|p| load_sourced(&p))
                         {
-                            self.assigned.extend(d.vars);
+                            if let Some(d) = &s.defs {
+                                self.assigned.extend(d.vars.iter().cloned());
+                            }
                         }
                     }
                 }
@@ -1074,14 +1126,13 @@ impl Peel<'_, '_> {
             && self.a.ctx.scratch.is_none_or(|s| !file.starts_with(s));
         outside
             && !t.split('/').any(paths::credential_component)
-            && read_sourced(&file)
-                .and_then(|text| parse(&text).ok())
-                .and_then(|p| definitions_only(&p))
-                .is_some_and(|d| {
+            && load_sourced(&file).is_some_and(|s| {
+                s.defs.as_ref().is_some_and(|d| {
                     !d.vars
                         .iter()
                         .any(|v| super::commands::is_exec_var(v) || self.pinned.contains(v))
                 })
+            })
     }
 
     fn scratch_redirect(&self, io: &ast::IoRedirect) -> bool {
