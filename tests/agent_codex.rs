@@ -8,7 +8,8 @@
 //! `TYBA_TEST_USER`. Two runs of the same session:
 //!
 //! - `agent_codex_real_cli_offline_under_tyba_run`: the kernel layer alone. The model sees a
-//!   refusal only as Codex's failed spawn (`Permission denied (os error 13)`).
+//!   refusal as the output of tyba's refusal program: exit 126 and `tyba: <reason>`, the
+//!   person's reason when they gave one.
 //! - `agent_codex_with_tyba_hook_reasons_reach_the_model`: with `tyba hook install codex
 //!   --user` (tyba copied to `~/.cargo/bin`, where the sandbox may execute it) and
 //!   `--dangerously-bypass-hook-trust`. The model sees the person's reasons and the policy's
@@ -499,14 +500,17 @@ fn run_codex_session(who: &Who, codex: &Path, hooks: bool) {
     }
     let exited0 = |o: &str| o.contains("exited with code 0");
     // What a refusal looks like to the model: with tyba's hook, Codex's block message with
-    // tyba's reason; without it, only the failed spawn (the kernel layer's reason goes to the
-    // stderr of a process that never started).
+    // tyba's reason; without it, the refused exec ran tyba's refusal program: exit 126 and
+    // `tyba: <reason>` (the person's own words when they gave a reason) in its output.
     let refused = |o: &str, reason: &str| {
         !exited0(o)
             && if hooks {
                 o.starts_with("Command blocked by PreToolUse hook: ") && o.contains(reason)
             } else {
-                o.contains("Permission denied (os error 13)")
+                let said = reason
+                    .strip_prefix("denied by the person: ")
+                    .unwrap_or(reason);
+                o.contains("exited with code 126") && o.contains(&format!("tyba: {said}"))
             }
     };
 

@@ -121,9 +121,10 @@ fn approved_command_the_agent_execs_itself_gives_the_session_its_status() {
             continue;
         };
         let o = outside(&fx);
-        // After its first command (which ends the launch chain), the agent's own process
-        // execs the approved command: the agent's process itself becomes the proxy, and the
-        // command's children (`cat`) share its domain without being asked.
+        // After a first command, the agent's own process execs the approved command: the
+        // agent's process itself becomes the proxy, and the command's children (`cat`, red
+        // for the very rule the command was approved for) share its domain without being
+        // asked again.
         let script = format!(
             "ls > /dev/null; exec sh -c 'cat {}/secret; exit 5'",
             o.display()
@@ -259,8 +260,9 @@ fn approved_command_from_posix_spawn_leaves_the_parents_memory_as_it_was() {
             continue;
         };
         let o = outside(&fx);
-        // The agent is python (bash execs it: the launch chain); its posix_spawn child shares
-        // its memory (CLONE_VM|CLONE_VFORK) and execs `cat` from python's own bytes object.
+        // bash execs python (a command of the agent: asked); python's posix_spawn child
+        // shares its memory (CLONE_VM|CLONE_VFORK) and execs `cat` from python's own bytes
+        // object: a red descendant of the approved python, asked again.
         let script = format!(
             r#"exec python3 -c "
 import os
@@ -273,6 +275,10 @@ print('name', p.decode())
             o = o.display()
         );
         let s = fx.start(&[], &script);
+        let (id, action) = fx.next_ask();
+        assert!(action.contains("python3 -c"), "{who:?}: {action}");
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
         let (id, action) = fx.next_ask();
         assert!(action.contains("cat "), "{who:?}: {action}");
         let (code, _, err) = fx.cli(&["approve", &id]);
@@ -322,6 +328,15 @@ TAR_OPTIONS='--checkpoint=1 --checkpoint-action=exec=touch {wt}/ran-tar' bash -c
             "{who:?}: the ask names the file run, not only its -c line: {action}"
         );
         let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        // The approval covers that exec only: the fake shell's own read outside is asked
+        // again, naming the approved command; denied, it fails.
+        let (id, action) = fx.next_ask();
+        assert!(
+            action.contains("cat ") && action.contains("secret"),
+            "{who:?}: {action}"
+        );
+        let (code, _, err) = fx.cli(&["deny", &id]);
         assert_eq!(code, 0, "{who:?}: {err}");
         let (id, action) = fx.next_ask();
         assert!(action.contains("tar cf"), "{who:?}: {action}");

@@ -190,19 +190,20 @@ fn run_green_command_passes_without_asking() {
 }
 
 #[test]
-fn run_children_of_an_approved_command_are_not_asked_again() {
+fn run_children_of_an_approved_command_pass_when_yellow_and_are_asked_when_red() {
     for who in whos() {
         let Some(e) = setup(&who, "children") else {
             continue;
         };
         write_exe(
             &e.wt.join("build.sh"),
-            "#!/bin/sh\ncat /etc/hostname > from-child.txt\necho child-rc=$?\n",
+            "#!/bin/sh\ntouch built.txt\necho touch-rc=$?\ncat /etc/hostname > from-child.txt\necho child-rc=$?\n",
         );
         give(&e.wt.join("build.sh"), &who);
-        // At high autonomy the yellow `./build.sh` is allowed; the `cat /etc/hostname` it runs
-        // would be red if asked, but it is the approved command's child. The same `cat` started
-        // by the agent itself is asked, and denied.
+        // At high autonomy the yellow `./build.sh` is allowed. Its yellow `touch` runs under
+        // that approval, unasked; the `cat /etc/hostname` it runs is red: the approval of the
+        // build does not cover it, so it is asked (here: refused, non-interactive), naming
+        // the approved command. The same `cat` started by the agent itself is refused too.
         let script = "./build.sh; cat /etc/hostname > from-agent.txt; echo agent-rc=$?";
         let (code, out, err) = run_bash(
             &e,
@@ -211,17 +212,25 @@ fn run_children_of_an_approved_command_are_not_asked_again() {
         );
         assert_eq!(code, 0, "{err}");
         assert!(
-            out.contains("child-rc=0"),
-            "{who:?}: the child ran: {out} / {err}"
+            out.contains("touch-rc=0") && e.wt.join("built.txt").exists(),
+            "{who:?}: the yellow child ran: {out} / {err}"
+        );
+        assert!(
+            out.contains("child-rc=126"),
+            "{who:?}: the red child was refused: {out} / {err}"
+        );
+        assert!(
+            err.contains("started by the approved command `./build.sh`"),
+            "{who:?}: the refusal names the approved command: {err}"
         );
         assert!(
             out.contains("agent-rc=126"),
             "{who:?}: the agent's own red command was refused: {out} / {err}"
         );
-        let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
         assert_eq!(
-            std::fs::read_to_string(e.wt.join("from-child.txt")).unwrap(),
-            hostname
+            std::fs::read_to_string(e.wt.join("from-child.txt")).unwrap_or_default(),
+            "",
+            "{who:?}: nothing was read through the refused child"
         );
     }
 }

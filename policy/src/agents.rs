@@ -407,7 +407,7 @@ pub(crate) fn validate(layer: &BTreeMap<String, AgentProfile>) -> Result<(), Str
             if !ident {
                 return bad("not an environment variable name:", v);
             }
-            if crate::analysis::is_exec_variable(v) {
+            if crate::analysis::is_exec_var(v) {
                 return bad(
                     "a variable that makes programs run code cannot be passed:",
                     v,

@@ -55,6 +55,14 @@ pub use decision::{
 };
 pub use verdict::{Classification, Finding, Shape, Verdict};
 
+/// Whether an environment variable makes programs run code when set (DESIGN.md §2a: the
+/// list of variables red when assigned in any form, `GIT_CONFIG*`, exported bash functions).
+/// The supervisor reads an exec's environment with this: such a variable set to a value the
+/// session did not start with is judged as an assignment on the command line.
+pub fn is_code_running_var(name: &str) -> bool {
+    analysis::is_exec_var(name)
+}
+
 /// A loaded, validated policy: the compiled-in rules plus the merged policy files.
 #[derive(Debug, Clone)]
 pub struct Policy {

@@ -314,6 +314,22 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         uid,
         gid,
         stage2: stage2 as u32,
+        install: crate::agent::AgentInstall::resolve(
+            &cfg.program,
+            cfg.env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_os_str()),
+        ),
+        start_env: cfg
+            .env
+            .iter()
+            .filter_map(|(k, v)| {
+                let k = k.to_string_lossy();
+                tyba_policy::is_code_running_var(&k)
+                    .then(|| (k.into_owned(), v.to_string_lossy().into_owned()))
+            })
+            .collect(),
         state: Mutex::new(notify::State::new()),
     });
     let stop = Arc::new(AtomicBool::new(false));

@@ -36,12 +36,14 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod approve;
 pub mod bpf;
 pub mod broker;
 mod classify_worker;
 pub mod control;
 mod env;
+mod exec;
 mod launch;
 mod meta;
 mod net;

@@ -1,32 +1,37 @@
 //! The notify loop: answers the system calls the seccomp filter hands to the supervisor
 //! (`seccomp_unotify(2)`).
 //!
-//! - `execve`/`execveat`: the **launch chain** (the agent program the person named, and the
-//!   images its own process execs into before any other process of the session makes a
-//!   notified call) passes; a process whose ancestor (or itself) is an **approved command** passes
-//!   (an approved command's children are not asked again); every other exec is a command the
-//!   agent started: it is classified by the policy and decided (allow, ask, refuse).
+//! - `execve`/`execveat`: decided one by one by the exec model of [`crate::exec`]: a missing
+//!   or non-executable file is answered with the kernel's errno, unasked; an exec by the
+//!   agent's own runtime of a file of its installation ([`crate::agent`]) is the agent;
+//!   every other exec is a command, classified with the code-running variables of its
+//!   environment and decided by the autonomy level (a command of the agent) or by the command
+//!   that covers it (a command's descendant: blocked refused at every depth, red asked). A
+//!   refused exec runs tyba's refusal program, which prints the reason and exits 126.
 //! - `connect`: made by the supervisor itself on its own copy of the address, never continued:
-//!   the agent program's connections to its hosts get a socket from the host's network
-//!   namespace injected in place of theirs; everything else is red and asked.
+//!   the agent's connections to its hosts get a socket from the host's network namespace
+//!   injected in place of theirs; everything else is red and asked.
 //! - metadata calls: see [`crate::meta`].
-//!
-//! A refusal's reason is written to the refused process's stderr, and its call fails.
 
+use crate::agent::AgentInstall;
 use crate::approve::{Answer, Approver, AskKind, AskRequest};
 use crate::control::{Counted, SessionControl};
+use crate::exec::{self, Cover, Covered, FileId, ProcTable, Role};
 use crate::meta::{self, Target};
 use crate::net::{self, AgentHosts, Dest};
 use crate::procfs::{self, Mem, ProcId};
 use crate::runner::{self, Spawn, SpawnPayload, StageLink, ToStage};
 use crate::sys::{self, Notif, Reply};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tyba_policy::{decide, ActionKind, AlwaysKey, Decision, ExecMode, SessionMemory, Verdict};
+use tyba_policy::{
+    decide, refusal_text, ActionKind, AlwaysKey, Classification, Decision, ExecMode, SessionMemory,
+    Verdict,
+};
 
 /// One audited event of the session: what was decided about a notified call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,21 +46,15 @@ pub struct AuditEvent {
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AgentState {
-    NotStarted,
-    Running(ProcId),
-    /// The agent's process exec'd into a command: no process is the agent any more.
-    Replaced,
-}
-
 #[derive(Debug)]
 pub(crate) struct State {
-    agent: AgentState,
-    launch_chain_open: bool,
-    approved: HashSet<ProcId>,
-    /// Live runner keepers forked by stage 2: pid in the sandbox's namespace → start time.
-    runners: HashMap<u32, u64>,
+    /// Whether the agent program's exec (the first of the session) has been seen.
+    agent_started: bool,
+    /// The roles of the session's processes ([`crate::exec`]).
+    procs: ProcTable,
+    /// Live runner keepers forked by stage 2: pid in the sandbox's namespace → start time and
+    /// the approved command everything under it runs under.
+    runners: HashMap<u32, (u64, Arc<Cover>)>,
     memory: SessionMemory,
     pub(crate) log: Vec<AuditEvent>,
 }
@@ -83,6 +82,11 @@ pub(crate) struct Notifier {
     pub gid: u32,
     /// Pid (supervisor's namespace) of the sandbox's PID 1.
     pub stage2: u32,
+    /// The agent program's installation: what the agent's own runtime may exec as itself.
+    pub install: AgentInstall,
+    /// The code-running variables (`tyba_policy::is_code_running_var`) the agent started
+    /// with, by name: an exec's variable with another value is an assignment.
+    pub start_env: HashMap<String, String>,
     pub state: Mutex<State>,
 }
 
@@ -97,9 +101,8 @@ impl std::fmt::Debug for Notifier {
 impl State {
     pub(crate) fn new() -> State {
         State {
-            agent: AgentState::NotStarted,
-            launch_chain_open: false,
-            approved: HashSet::new(),
+            agent_started: false,
+            procs: ProcTable::new(),
             runners: HashMap::new(),
             memory: SessionMemory::new(),
             log: Vec::new(),
@@ -108,9 +111,30 @@ impl State {
 }
 
 enum ExecDecision {
-    Continue,
+    /// Runs; the process takes `role` once its image has changed.
+    Continue(Option<Pending>),
+    /// The file cannot run: the kernel's own answer, given by the supervisor.
+    Errno(i32),
     Refuse(String),
-    Ask(AskRequest, Option<AlwaysKey>, ProcId, Option<ExecCopy>),
+    Ask(Box<PendingAsk>),
+}
+
+/// What an exec's process becomes once the exec succeeds.
+struct Pending {
+    tgid: u32,
+    stat: procfs::Stat,
+    now: Role,
+    then: Role,
+    /// The file the exec runs, then its `#!` interpreters.
+    files: Vec<FileId>,
+}
+
+struct PendingAsk {
+    req: AskRequest,
+    key: Option<AlwaysKey>,
+    copy: Option<ExecCopy>,
+    /// The role the process takes when approved (its cover is the approved command).
+    pending: Pending,
 }
 
 /// The supervisor's own copy of an exec whose approval needs a domain of its own.
@@ -119,6 +143,18 @@ struct ExecCopy {
     argv: Vec<String>,
     envp: Vec<Vec<u8>>,
     grants: Vec<runner::Grant>,
+}
+
+/// An exec as read from the process: file name, argv, environment, working directory.
+struct ExecRead {
+    path: String,
+    argv: Vec<String>,
+    envp: Vec<Vec<u8>>,
+    cwd: PathBuf,
+    /// The file name as passed, and the directory fd it is relative to (`AT_FDCWD` for
+    /// `execve`); for `execveat(fd, "", AT_EMPTY_PATH)` the name is empty.
+    raw_path: Vec<u8>,
+    dirfd: i32,
 }
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
@@ -197,7 +233,31 @@ pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
         .join(" ")
 }
 
-fn shell_quote(a: &str) -> String {
+/// The command line an exec stands for when judged by its `argv[0]`: for a program whose
+/// behaviour argv[0] selects — git's `git-<command>` names, busybox applets — or any argv[0]
+/// naming another program than the file run, that name with `argv[1..]`. `None` when argv[0]
+/// names the file itself.
+pub(crate) fn argv0_line(path: &str, argv: &[String]) -> Option<String> {
+    let a0 = argv.first()?;
+    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+    let (a0b, fileb) = (base(a0), base(path));
+    if a0b.is_empty() || a0b == fileb || a0 == path {
+        return None;
+    }
+    let rest = argv.iter().skip(1).map(|a| shell_quote(a));
+    let words: Vec<String> = match a0b.strip_prefix("git-") {
+        Some(sub) if fileb == "git" && !sub.is_empty() => ["git".to_string(), shell_quote(sub)]
+            .into_iter()
+            .chain(rest)
+            .collect(),
+        // A login shell's `-bash`: judged by its startup files (`crate::exec::StartupFiles`).
+        _ if a0b.starts_with('-') => return None,
+        _ => std::iter::once(shell_quote(&a0b)).chain(rest).collect(),
+    };
+    Some(words.join(" "))
+}
+
+pub(crate) fn shell_quote(a: &str) -> String {
     if !a.is_empty()
         && a.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_/.,:=@%+-".contains(&b))
@@ -210,6 +270,68 @@ fn shell_quote(a: &str) -> String {
 
 fn errno_of(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EACCES)
+}
+
+/// The rule ids of a classification's decisive findings (those of its verdict's colour).
+fn decisive_rules(c: &Classification) -> Vec<String> {
+    c.findings
+        .iter()
+        .filter(|f| f.verdict == c.verdict)
+        .map(|f| f.rule.clone())
+        .collect()
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, with `…` when cut.
+fn shorten(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Writes `tyba: <reason>` on the stderr of thread `tid`'s process.
+fn write_stderr(tid: u32, reason: &str) {
+    if let Ok(pid) = procfs::tgid(tid) {
+        if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
+            if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
+                let mut f = std::fs::File::from(fd);
+                let _ = writeln!(f, "tyba: {reason}");
+            }
+        }
+    }
+}
+
+/// A proxy installed in place of an exec ([`Notifier::install_proxy`]).
+struct InstalledProxy {
+    /// The supervisor's end of the proxy's channel.
+    chan: OwnedFd,
+    /// The vfork parent whose memory held the rewritten name too.
+    parent: Option<u32>,
+    name_ptr: u64,
+    old_name: Vec<u8>,
+    new_name: Vec<u8>,
+}
+
+impl InstalledProxy {
+    /// Once the proxy runs in a memory of its own, gives a vfork parent its file name back
+    /// (when it is still the rewrite, and the bytes fit where they were).
+    fn restore_parent(&self) {
+        let Some(pp) = self.parent else { return };
+        if self.old_name.len() < self.new_name.len() {
+            return;
+        }
+        if let Ok(pm) = Mem::open_rw(pp) {
+            if pm.read(self.name_ptr, self.new_name.len()).ok().as_deref()
+                == Some(self.new_name.as_slice())
+            {
+                let _ = pm.write(self.name_ptr, &self.old_name[..self.new_name.len()]);
+            }
+        }
+    }
 }
 
 impl Notifier {
@@ -246,14 +368,7 @@ impl Notifier {
         if let Ok(mut s) = self.state.lock() {
             s.log.push(event);
         }
-        if let Ok(pid) = procfs::tgid(n.pid) {
-            if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
-                if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
-                    let mut f = std::fs::File::from(fd);
-                    let _ = writeln!(f, "tyba: {reason}");
-                }
-            }
-        }
+        write_stderr(n.pid, &reason);
         self.reply(n.id, Reply::Errno(errno));
     }
 
@@ -283,29 +398,35 @@ impl Notifier {
 
     fn handle_exec(self: &Arc<Self>, n: Notif) {
         match self.exec_decision(&n) {
-            Ok(ExecDecision::Continue) => self.reply(n.id, Reply::Continue),
+            Ok(ExecDecision::Continue(pending)) => {
+                if let Some(p) = pending {
+                    self.set_pending(p);
+                }
+                self.reply(n.id, Reply::Continue)
+            }
+            Ok(ExecDecision::Errno(e)) => self.reply(n.id, Reply::Errno(e)),
             Ok(ExecDecision::Refuse(reason)) => {
                 let what = self.exec_what(&n);
-                self.refuse(&n, "exec", what, reason, libc::EACCES)
+                self.refuse_exec(&n, what, reason)
             }
-            Ok(ExecDecision::Ask(req, key, pid, copy)) => {
+            Ok(ExecDecision::Ask(ask)) => {
                 let me = Arc::clone(self);
                 std::thread::spawn(move || {
+                    let PendingAsk {
+                        req,
+                        key,
+                        copy,
+                        pending,
+                    } = *ask;
                     let what = match &req.kind {
                         AskKind::Command { command } => command.clone(),
                         k => k.to_string(),
                     };
                     match me.ask(&req) {
                         Ok(answer) => {
-                            if let Ok(mut s) = me.state.lock() {
-                                if let (Answer::Always, Some(k)) = (&answer, key) {
+                            if let (Answer::Always, Some(k)) = (&answer, key) {
+                                if let Ok(mut s) = me.state.lock() {
                                     s.memory.remember(k);
-                                }
-                                if copy.is_none() {
-                                    s.approved.insert(pid);
-                                }
-                                if s.agent == AgentState::Running(pid) {
-                                    s.agent = AgentState::Replaced;
                                 }
                             }
                             me.log(AuditEvent {
@@ -315,15 +436,27 @@ impl Notifier {
                                 reason: Some(format!("{answer:?}")),
                             });
                             match copy {
-                                None => me.reply(n.id, Reply::Continue),
+                                None => {
+                                    me.set_pending(pending);
+                                    me.reply(n.id, Reply::Continue)
+                                }
                                 Some(c) => {
-                                    if let Err(reason) = me.run_approved(&n, c) {
-                                        me.refuse(&n, "exec", what, reason, libc::EACCES)
+                                    let cover = match &pending.then {
+                                        Role::Command(c) => Arc::clone(c),
+                                        _ => Arc::new(Cover {
+                                            line: what.clone(),
+                                            verdict: req.verdict,
+                                            rules: Vec::new(),
+                                            env: Vec::new(),
+                                        }),
+                                    };
+                                    if let Err(reason) = me.run_approved(&n, c, cover) {
+                                        me.refuse_exec(&n, what, reason)
                                     }
                                 }
                             }
                         }
-                        Err(reason) => me.refuse(&n, "exec", what, reason, libc::EACCES),
+                        Err(reason) => me.refuse_exec(&n, what, reason),
                     }
                 });
             }
@@ -331,30 +464,42 @@ impl Notifier {
         }
     }
 
+    fn set_pending(&self, p: Pending) {
+        if let Ok(mut s) = self.state.lock() {
+            s.procs.set_pending(p.tgid, &p.stat, p.now, p.then, p.files);
+        }
+    }
+
     fn exec_what(&self, n: &Notif) -> String {
         self.read_exec(n)
-            .map(|(path, argv)| command_line(&path, &argv))
+            .map(|r| command_line(&r.path, &r.argv))
             .unwrap_or_else(|_| "(unreadable exec)".to_string())
     }
 
-    /// `(path, argv)` of an execve/execveat, lossily decoded. For `execveat(2)` the path is
-    /// made absolute from its directory fd (`AT_EMPTY_PATH` with an empty path: the fd's own
-    /// file), as the kernel resolves it.
-    fn read_exec(&self, n: &Notif) -> std::io::Result<(String, Vec<String>)> {
-        let mem = Mem::open(n.pid)?;
-        let (path_ptr, argv_ptr) = if i64::from(n.nr) == libc::SYS_execveat {
-            (n.args[1], n.args[2])
+    /// The file name, argv, environment and working directory of an execve/execveat, lossily
+    /// decoded where text. For `execveat(2)` the path is made absolute from its directory fd
+    /// (`AT_EMPTY_PATH` with an empty path: the fd's own file), as the kernel resolves it.
+    fn read_exec(&self, n: &Notif) -> std::io::Result<ExecRead> {
+        let execveat = i64::from(n.nr) == libc::SYS_execveat;
+        let (path_ptr, argv_ptr, envp_ptr) = if execveat {
+            (n.args[1], n.args[2], n.args[3])
         } else {
-            (n.args[0], n.args[1])
+            (n.args[0], n.args[1], n.args[2])
         };
-        let path = String::from_utf8_lossy(&mem.read_cstr(path_ptr, libc::PATH_MAX as usize)?)
-            .into_owned();
-        let argv = mem.read_argv(argv_ptr, 65_536, 2 << 20)?;
-        let path = if i64::from(n.nr) == libc::SYS_execveat && !path.starts_with('/') {
-            // The dirfd argument is an int: the low 32 bits of the register.
-            let dirfd = n.args[0] as u32 as i32;
+        let raw_path = procfs::read_cstr(n.pid, path_ptr, libc::PATH_MAX as usize)?;
+        let path = String::from_utf8_lossy(&raw_path).into_owned();
+        // The dirfd argument is an int: the low 32 bits of the register.
+        let dirfd = if execveat {
+            n.args[0] as u32 as i32
+        } else {
+            libc::AT_FDCWD
+        };
+        let argv = procfs::read_string_array(n.pid, argv_ptr, 65_536, 2 << 20)?;
+        let envp = procfs::read_string_array(n.pid, envp_ptr, 65_536, 2 << 20)?;
+        let cwd = procfs::cwd(n.pid)?;
+        let path = if execveat && !path.starts_with('/') {
             let dir = if dirfd == libc::AT_FDCWD {
-                procfs::cwd(n.pid)?
+                cwd.clone()
             } else {
                 std::fs::read_link(format!("/proc/{}/fd/{dirfd}", n.pid))?
             };
@@ -367,79 +512,296 @@ impl Notifier {
         } else {
             path
         };
-        Ok((
+        Ok(ExecRead {
             path,
-            argv.iter()
+            argv: argv
+                .iter()
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect(),
-        ))
+            envp,
+            cwd,
+            raw_path,
+            dirfd,
+        })
+    }
+
+    /// The file an exec would run, as the process resolves its name: `Ok(Some((canonical
+    /// path, identity)))`, `Ok(None)` when the supervisor cannot name it exactly (a magic
+    /// link, a deleted file: it is then only classified), or `Err(errno)` with the errno the
+    /// kernel's exec would fail with (ENOENT, ENOTDIR, EACCES for a directory, a file without
+    /// execute bits or outside the Landlock rules' execute roots, ENOEXEC for a file that is
+    /// neither ELF nor `#!`).
+    fn exec_file(
+        &self,
+        n: &Notif,
+        tgid: u32,
+        r: &ExecRead,
+    ) -> Result<Option<(PathBuf, Vec<FileId>)>, i32> {
+        use std::os::unix::fs::MetadataExt;
+        let execveat = i64::from(n.nr) == libc::SYS_execveat;
+        let nofollow = execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
+        let empty_path = execveat && n.args[4] & libc::AT_EMPTY_PATH as u64 != 0;
+        // Names the kernel resolves through the process's own /proc: its fds and itself.
+        let own = |rest: &str| format!("/proc/{tgid}/{rest}");
+        let raw = String::from_utf8_lossy(&r.raw_path);
+        let magic = if r.raw_path.is_empty() && empty_path && r.dirfd != libc::AT_FDCWD {
+            // fexecve(3): the fd's own file.
+            Some(own(&format!("fd/{}", r.dirfd)))
+        } else if r.raw_path.is_empty() {
+            return Err(libc::ENOENT);
+        } else if r.dirfd != libc::AT_FDCWD && !r.raw_path.starts_with(b"/") {
+            None
+        } else if let Some(rest) = raw.strip_prefix("/proc/self/") {
+            Some(own(rest))
+        } else if let Some(rest) = raw.strip_prefix("/proc/thread-self/") {
+            Some(format!("/proc/{}/{rest}", n.pid))
+        } else {
+            raw.strip_prefix("/dev/fd/")
+                .map(|rest| own(&format!("fd/{rest}")))
+        };
+        let obj = match magic {
+            Some(m) => {
+                let md = std::fs::metadata(&m).map_err(|e| errno_of(&e))?;
+                if !md.is_file() {
+                    return Err(libc::EACCES);
+                }
+                if md.mode() & 0o111 == 0 {
+                    return Err(libc::EACCES);
+                }
+                return Ok(std::fs::canonicalize(&m)
+                    .ok()
+                    .filter(|c| c.is_absolute() && c.is_file())
+                    .map(|c| (c, vec![(md.dev(), md.ino())])));
+            }
+            None => {
+                let target = Target::Path {
+                    dirfd: r.dirfd,
+                    path: r.raw_path.clone(),
+                    nofollow,
+                };
+                let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| errno_of(&e))?;
+                match meta::open_target(n.pid, &pidfd, &target) {
+                    Ok(o) => o,
+                    // A symlink through a magic link: the kernel follows it, this open does not.
+                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) && !nofollow => {
+                        return Ok(None)
+                    }
+                    Err(e) => return Err(errno_of(&e)),
+                }
+            }
+        };
+        let st = nix::sys::stat::fstat(obj.as_fd()).map_err(|e| e as i32)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
+            return Err(libc::EACCES);
+        }
+        let real = meta::object_path(&obj).map_err(|e| errno_of(&e))?;
+        let inside = |roots: &[PathBuf]| roots.iter().any(|w| real.starts_with(w));
+        if !inside(&self.readable) && !inside(&self.writable) {
+            // Landlock grants execute nowhere else: the kernel would answer EACCES.
+            return Err(libc::EACCES);
+        }
+        // What binfmt would take: ELF or `#!`; anything else fails with ENOEXEC (a shell then
+        // runs it as a script itself, each of its commands an exec of its own).
+        let mut head = [0u8; 4];
+        let n_read = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd()))
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .unwrap_or(4);
+        if n_read >= 2 && !head.starts_with(b"#!") && !(n_read == 4 && &head == b"\x7fELF") {
+            return Err(libc::ENOEXEC);
+        }
+        let mut ids = vec![(st.st_dev, st.st_ino)];
+        if head.starts_with(b"#!") {
+            // What the process's /proc/PID/exe will be: the `#!` interpreter (binfmt_script
+            // runs it, recursively, a few levels deep).
+            ids.extend(self.interpreters(n, tgid, &obj));
+        }
+        Ok(Some((real, ids)))
+    }
+
+    /// The identities of the `#!` interpreters `script` runs through, as the process resolves
+    /// their names, at most 4 deep (binfmt_script's limit).
+    fn interpreters(&self, n: &Notif, tgid: u32, script: &OwnedFd) -> Vec<FileId> {
+        let mut out = Vec::new();
+        let Ok(pidfd) = sys::pidfd_open(tgid as i32) else {
+            return out;
+        };
+        let mut cur = std::fs::File::open(format!("/proc/self/fd/{}", script.as_raw_fd())).ok();
+        for _ in 0..4 {
+            let Some(mut f) = cur.take() else { break };
+            let mut line = [0u8; 256];
+            let got = std::io::Read::read(&mut f, &mut line).unwrap_or(0);
+            let Some(rest) = line[..got].strip_prefix(b"#!") else {
+                break;
+            };
+            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            let Some(name) = rest[..end]
+                .split(|b| *b == b' ' || *b == b'\t')
+                .find(|w| !w.is_empty())
+            else {
+                break;
+            };
+            let target = Target::Path {
+                dirfd: libc::AT_FDCWD,
+                path: name.to_vec(),
+                nofollow: false,
+            };
+            let Ok(obj) = meta::open_target(n.pid, &pidfd, &target) else {
+                break;
+            };
+            let Ok(st) = nix::sys::stat::fstat(obj.as_fd()) else {
+                break;
+            };
+            out.push((st.st_dev, st.st_ino));
+            cur = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd())).ok();
+        }
+        out
     }
 
     fn exec_decision(&self, n: &Notif) -> std::io::Result<ExecDecision> {
-        let pid = procfs::proc_id(n.pid)?;
+        // A thread-group leader (the common case) is its own process: `pidfd_open` succeeds
+        // only for leaders, which spares reading `/proc/<tid>/status`.
+        let tgid = match sys::pidfd_open(n.pid as i32) {
+            Ok(_) => n.pid,
+            Err(_) => procfs::tgid(n.pid)?,
+        };
+        let stat = procfs::stat_ext(tgid)?;
         {
             let mut s = self
                 .state
                 .lock()
                 .map_err(|_| std::io::Error::other("poisoned"))?;
-            match s.agent {
-                AgentState::NotStarted => {
-                    s.agent = AgentState::Running(pid);
-                    s.launch_chain_open = true;
-                    return Ok(ExecDecision::Continue);
-                }
-                AgentState::Running(a) if a == pid && s.launch_chain_open => {
-                    return Ok(ExecDecision::Continue)
-                }
-                _ => {}
-            }
-            s.launch_chain_open = false;
-            // An approved command's descendants (and its own further execs) pass.
-            let agent_pid = match s.agent {
-                AgentState::Running(a) => Some(a.pid),
-                _ => None,
-            };
-            let mut cur = pid;
-            for _ in 0..128 {
-                if s.approved.contains(&cur) {
-                    return Ok(ExecDecision::Continue);
-                }
-                if Some(cur.pid) == agent_pid || cur.pid == self.stage2 || cur.pid <= 1 {
-                    break;
-                }
-                let Ok((ppid, _)) = procfs::stat(cur.pid) else {
-                    break;
-                };
-                // A runner's keeper (`crate::runner`), a child of stage 2 the supervisor asked
-                // for and known by its pid in the sandbox and its start time: everything under
-                // it is the approved command, started from the supervisor's own copy.
-                if ppid == self.stage2
-                    && !s.runners.is_empty()
-                    && procfs::ns_pid(cur.pid)
-                        .is_some_and(|ns| s.runners.get(&ns) == Some(&cur.start))
-                {
-                    return Ok(ExecDecision::Continue);
-                }
-                let Ok((_, start)) = procfs::stat(ppid) else {
-                    break;
-                };
-                cur = ProcId { pid: ppid, start };
+            if !s.agent_started {
+                // The first exec of the session: stage 2's child starting the agent program.
+                s.agent_started = true;
+                s.procs.set(tgid, stat.start, Role::Agent);
+                return Ok(ExecDecision::Continue(None));
             }
         }
-        let (path, argv) = self.read_exec(n)?;
+        let r = self.read_exec(n)?;
+        if let Err(errno) = exec::check_sizes(tgid, &r.argv, &r.envp) {
+            // The kernel would fail it with E2BIG: answered here, before anything is decided
+            // or rewritten for an exec that cannot happen.
+            return Ok(ExecDecision::Errno(errno));
+        }
+        let file = match self.exec_file(n, tgid, &r) {
+            Ok(f) => f,
+            Err(errno) => return Ok(ExecDecision::Errno(errno)),
+        };
         if !self.valid(n.id) {
             return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
         }
-        let command = command_line(&path, &argv);
-        let cwd = procfs::cwd(n.pid).unwrap_or_else(|_| self.worktree.clone());
+        let role = self.role_of(tgid, &stat);
+        let file_ids = file
+            .as_ref()
+            .map(|(_, ids)| ids.clone())
+            .unwrap_or_default();
+        let pending = |then: Role| Pending {
+            tgid,
+            stat,
+            now: role.clone(),
+            then,
+            files: file_ids.clone(),
+        };
+        let covered_env: &[(String, String)] = match &role {
+            Role::Command(c) => &c.env,
+            _ => &[],
+        };
+        // An agent with an installation sets its commands' environment itself (Claude Code's
+        // `GIT_EDITOR=true`, its git probes' `GIT_CONFIG_*` hardening): the person's program
+        // and its configuration, not the model's. A shell or interpreter named as the agent
+        // is the model's own interpreter: what it sets is judged.
+        let shell = file
+            .as_ref()
+            .and_then(|(real, _)| exec::StartupFiles::of(real, &r.argv));
+        let judged = |covered: &[(String, String)]| {
+            exec::env_assignments(&r.envp, &self.start_env, covered, shell.as_ref())
+        };
+        if role.is_agent() && judged(&[]).is_empty() {
+            // The agent's own re-launch keeps its identity only with the environment it
+            // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
+            if let Some((real, _)) = &file {
+                if self.install.is_own_exec(real, &r.argv, &r.cwd) {
+                    return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
+                }
+            }
+        }
+        let assigns = if role.is_agent() && self.install.has_installation() {
+            Vec::new()
+        } else {
+            judged(covered_env)
+        };
+        // A name through the process's own fds or /proc entry (`/dev/fd/5`, `/proc/self/exe`)
+        // says nothing of the program: the file it reaches is shown and classified.
+        let shown = match &file {
+            Some((real, _)) if exec::is_magic_name(&r.raw_path, r.raw_path.is_empty()) => {
+                real.to_string_lossy().into_owned()
+            }
+            _ => r.path.clone(),
+        };
+        let mut prefix = assigns.clone();
+        if let Some(sh) = &shell {
+            prefix.extend(sh.sourced.iter().map(|f| (String::new(), f.clone())));
+        }
+        let command = exec::classified_line(&prefix, &command_line(&shown, &r.argv));
         // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba
         // classify`, on a worker confined to what the agent may read, under a deadline
         // (`crate::classify_worker`); its refusals fail closed.
-        let class = match self.classifier.classify(&command, &cwd) {
+        let mut class = match self.classifier.classify(&command, &r.cwd) {
             Ok(c) => c,
             Err(reason) => return Ok(ExecDecision::Refuse(reason)),
         };
-        let mut s = self
+        // A program that takes what it does from its argv[0] (`git-clean`, busybox applets)
+        // is also judged as what argv[0] names; the worse verdict wins.
+        if let Some(alt) = argv0_line(&shown, &r.argv) {
+            let alt = exec::classified_line(&prefix, &alt);
+            match self.classifier.classify(&alt, &r.cwd) {
+                Ok(c) => class.merge(c),
+                Err(reason) => return Ok(ExecDecision::Refuse(reason)),
+            }
+        }
+        let rules = decisive_rules(&class);
+        // What a cover made here allows its descendants: the code-running variables this
+        // exec runs with.
+        let env = exec::code_env(&r.envp);
+        let new_cover = |command: &str| {
+            Role::Command(Arc::new(Cover {
+                line: command.to_string(),
+                verdict: class.verdict,
+                rules: rules.clone(),
+                env: env.clone(),
+            }))
+        };
+        if let Role::Command(c) = &role {
+            return Ok(match exec::covered(class.verdict, &rules, c) {
+                Covered::Pass => {
+                    self.control.count(Counted::Allowed);
+                    ExecDecision::Continue(Some(pending(role.clone())))
+                }
+                Covered::Refuse => ExecDecision::Refuse(refusal_text(&class)),
+                Covered::Ask => {
+                    let first = format!(
+                        "started by the approved command `{}`",
+                        shorten(&c.line, 200)
+                    );
+                    let (reasons, copy) = self.ask_parts(&class, Some(first), r);
+                    ExecDecision::Ask(Box::new(PendingAsk {
+                        req: AskRequest {
+                            kind: AskKind::Command {
+                                command: command.clone(),
+                            },
+                            verdict: class.verdict,
+                            reasons,
+                            rememberable: false,
+                            pid: n.pid,
+                        },
+                        key: None,
+                        copy,
+                        pending: pending(new_cover(&command)),
+                    }))
+                }
+            });
+        }
+        let s = self
             .state
             .lock()
             .map_err(|_| std::io::Error::other("poisoned"))?;
@@ -453,104 +815,210 @@ impl Notifier {
         ) {
             Decision::Allow => {
                 self.control.count(Counted::Allowed);
-                s.approved.insert(pid);
-                if s.agent == AgentState::Running(pid) {
-                    s.agent = AgentState::Replaced;
-                }
-                Ok(ExecDecision::Continue)
+                Ok(ExecDecision::Continue(Some(pending(new_cover(&command)))))
             }
             Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
             Decision::Ask(a) => {
-                let grants = runner::grants(&class, &self.writable, &self.readable);
-                let mut reasons: Vec<String> = class
-                    .decisive_reasons()
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect();
-                if !grants.is_empty() {
-                    let list: Vec<String> = grants.iter().map(|g| g.to_string()).collect();
-                    reasons.push(format!(
-                        "if approved, it runs in a sandbox domain of its own that adds: {}",
-                        list.join("; ")
-                    ));
-                }
-                let copy = if grants.is_empty() {
-                    None
-                } else {
-                    Some(ExecCopy {
-                        path,
-                        argv,
-                        envp: self.read_envp(n)?,
-                        grants,
-                    })
-                };
-                Ok(ExecDecision::Ask(
-                    AskRequest {
-                        kind: AskKind::Command { command },
+                let (reasons, copy) = self.ask_parts(&class, None, r);
+                Ok(ExecDecision::Ask(Box::new(PendingAsk {
+                    req: AskRequest {
+                        kind: AskKind::Command {
+                            command: command.clone(),
+                        },
                         verdict: a.verdict,
                         reasons,
                         rememberable: a.rememberable.is_some(),
                         pid: n.pid,
                     },
-                    a.rememberable,
-                    pid,
+                    key: a.rememberable,
                     copy,
-                ))
+                    pending: pending(new_cover(&command)),
+                })))
             }
         }
     }
 
-    /// The environment of an execve/execveat.
-    fn read_envp(&self, n: &Notif) -> std::io::Result<Vec<Vec<u8>>> {
-        let envp_ptr = if i64::from(n.nr) == libc::SYS_execveat {
-            n.args[3]
-        } else {
-            n.args[2]
+    /// The reasons an exec's ask shows (`first`, then the classification's decisive ones,
+    /// then the grants), and the supervisor's copy of the exec when approving it grants paths
+    /// outside the agent's domain (it then runs in a domain of its own, `crate::runner`).
+    fn ask_parts(
+        &self,
+        class: &Classification,
+        first: Option<String>,
+        r: ExecRead,
+    ) -> (Vec<String>, Option<ExecCopy>) {
+        let grants = runner::grants(class, &self.writable, &self.readable);
+        let mut reasons: Vec<String> = first.into_iter().collect();
+        reasons.extend(class.decisive_reasons().iter().map(|r| r.to_string()));
+        if grants.is_empty() {
+            return (reasons, None);
+        }
+        let list: Vec<String> = grants.iter().map(|g| g.to_string()).collect();
+        reasons.push(format!(
+            "if approved, it runs in a sandbox domain of its own that adds: {}",
+            list.join("; ")
+        ));
+        let copy = ExecCopy {
+            path: r.path,
+            argv: r.argv,
+            envp: r.envp,
+            grants,
         };
-        Mem::open(n.pid)?.read_argv(envp_ptr, 65_536, 2 << 20)
+        (reasons, Some(copy))
     }
 
-    /// Runs an approved exec in a Landlock domain of its own (`crate::runner`): forks the
-    /// runner through stage 2, turns the asking process into its proxy, relays the end.
-    /// Replies to the notification itself, except on `Err` (the refusal reason).
-    fn run_approved(&self, n: &Notif, c: ExecCopy) -> Result<(), String> {
-        let cannot = |why: String| {
-            format!("approved, but tyba cannot run it in its own sandbox domain: {why}")
+    /// The role of process `tgid` ([`crate::exec::ProcTable::role_of`]); a process under a
+    /// runner keeper is the approved command that keeper runs.
+    fn role_of(&self, tgid: u32, stat: &procfs::Stat) -> Role {
+        let Ok(mut s) = self.state.lock() else {
+            return Role::Stray;
         };
+        let State { procs, runners, .. } = &mut *s;
+        let keeper = |pid: u32, start: u64| -> Option<Role> {
+            if runners.is_empty() {
+                return None;
+            }
+            let ns = procfs::ns_pid(pid)?;
+            match runners.get(&ns) {
+                Some((st, c)) if *st == start => Some(Role::Command(Arc::clone(c))),
+                _ => None,
+            }
+        };
+        procs.role_of(tgid, stat, self.stage2, &keeper)
+    }
+
+    /// Refuses an exec: logs and counts it, then makes the process run tyba's refusal
+    /// program (the proxy told to refuse, `crate::proxy`), which prints `tyba: <reason>` on
+    /// its stderr and exits 126, so a caller that spawned it sees why. Where the exec's file
+    /// name cannot be rewritten safely, the exec fails with EACCES and the reason is written
+    /// to the process's stderr instead.
+    fn refuse_exec(&self, n: &Notif, what: String, reason: String) {
+        let mut event = AuditEvent {
+            kind: "exec",
+            what,
+            allowed: false,
+            reason: Some(reason),
+        };
+        // The approver's note (the repeated-failure guard's nudge) goes into the refusal.
+        if let Some(note) = self.approver.record(&event) {
+            event.reason = event.reason.map(|r| r + &note);
+        }
+        let reason = event.reason.clone().unwrap_or_default();
+        self.control.count(Counted::Denied);
+        if let Ok(mut s) = self.state.lock() {
+            s.log.push(event);
+        }
+        // The rewrite of the file name can be raced by another thread sharing the process's
+        // memory; only the agent's own runtime (whose power it would not widen) may have one.
+        let racers_trusted = procfs::tgid(n.pid)
+            .and_then(|t| procfs::stat_ext(t).map(|st| (t, st)))
+            .is_ok_and(|(t, st)| self.role_of(t, &st).is_agent());
+        match self.install_proxy(n, racers_trusted) {
+            Ok(installed) => {
+                self.reply(n.id, Reply::Continue);
+                std::thread::spawn(move || {
+                    if runner::proxy_started(&installed.chan) {
+                        installed.restore_parent();
+                        let msg = format!("r{}", shorten(&reason, crate::proxy::MAX_REASON));
+                        let _ = nix::sys::socket::send(
+                            installed.chan.as_raw_fd(),
+                            msg.as_bytes(),
+                            nix::sys::socket::MsgFlags::empty(),
+                        );
+                    }
+                });
+            }
+            Err(_) => {
+                write_stderr(n.pid, &reason);
+                self.reply(n.id, Reply::Errno(libc::EACCES));
+            }
+        }
+    }
+
+    /// Makes the exec of `n` run tyba's own executable as a proxy: injects it at fd 3 and a
+    /// channel at fd [`crate::proxy::CHANNEL_FD`], and rewrites the exec's file name to
+    /// [`crate::proxy::PROXY_EXEC_FN`], where that changes nothing but this exec. The caller
+    /// replies `Continue`.
+    ///
+    /// # Errors
+    /// Why it cannot (an unreadable executable, a file name too short in shared memory, …).
+    fn install_proxy(&self, n: &Notif, racers_trusted: bool) -> Result<InstalledProxy, String> {
         let exe = self
             .proxy_exe
             .as_ref()
             .and_then(|p| std::fs::File::open(p).ok())
-            .ok_or_else(|| cannot("tyba's own executable is unreadable".into()))?;
-        let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
+            .ok_or_else(|| "tyba's own executable is unreadable".to_string())?;
+        let tgid = procfs::tgid(n.pid).map_err(|e| e.to_string())?;
         let execveat = i64::from(n.nr) == libc::SYS_execveat;
         if execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0 {
-            return Err(cannot("execveat with AT_SYMLINK_NOFOLLOW".into()));
+            return Err("execveat with AT_SYMLINK_NOFOLLOW".into());
         }
         // Where the exec's file name is, and whether rewriting it changes nothing else.
         let name_ptr = if execveat { n.args[1] } else { n.args[0] };
-        let new_name = format!("{}\0", crate::proxy::PROXY_EXEC_FN);
-        let mem = Mem::open_rw(n.pid).map_err(|e| cannot(e.to_string()))?;
+        let new_name = format!("{}\0", crate::proxy::PROXY_EXEC_FN).into_bytes();
+        let mem = Mem::open_rw(n.pid).map_err(|e| e.to_string())?;
         let mut old_name = mem
             .read_cstr(name_ptr, libc::PATH_MAX as usize)
-            .map_err(|e| cannot(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         old_name.push(0);
-        let old_len = old_name.len();
         let parent = procfs::stat(tgid).ok().map(|(pp, _)| pp);
         // A vfork/posix_spawn child shares its parent's memory: the rewrite lands in the
         // parent's copy of the name too, and is undone there once the proxy runs.
         let shares_with_parent =
             parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
         let alone = procfs::threads(tgid) == Some(1) && shares_with_parent.is_none();
-        if old_len < new_name.len() && !alone {
-            return Err(cannot(format!(
+        let single = procfs::threads(tgid) == Some(1)
+            && shares_with_parent.is_none_or(|pp| procfs::threads(pp) == Some(1));
+        if !single && !racers_trusted {
+            return Err("another thread shares its memory".into());
+        }
+        if old_name.len() < new_name.len() && !alone {
+            return Err(format!(
                 "its file name is shorter than {} bytes and its process shares memory; run it by its full path",
                 new_name.len() - 1
-            )));
+            ));
         }
         if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
-            return Err(cannot("its file name is not in private memory".into()));
+            return Err("its file name is not in private memory".into());
         }
+        let (sup, prox) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| e.to_string())?;
+        sys::notif_addfd_setfd(self.listener.as_fd(), n.id, exe.as_fd(), 3, true)
+            .and_then(|_| {
+                sys::notif_addfd_setfd(
+                    self.listener.as_fd(),
+                    n.id,
+                    prox.as_fd(),
+                    crate::proxy::CHANNEL_FD as u32,
+                    false,
+                )
+            })
+            .map_err(|e| format!("installing its proxy: {e}"))?;
+        drop(prox);
+        mem.write(name_ptr, &new_name)
+            .map_err(|e| format!("installing its proxy: {e}"))?;
+        Ok(InstalledProxy {
+            chan: sup,
+            parent: shares_with_parent,
+            name_ptr,
+            old_name,
+            new_name,
+        })
+    }
+
+    /// Runs an approved exec in a Landlock domain of its own (`crate::runner`): forks the
+    /// runner through stage 2, turns the asking process into its proxy, relays the end.
+    /// Replies to the notification itself, except on `Err` (the refusal reason).
+    fn run_approved(&self, n: &Notif, c: ExecCopy, cover: Arc<Cover>) -> Result<(), String> {
+        let cannot = |why: String| {
+            format!("approved, but tyba cannot run it in its own sandbox domain: {why}")
+        };
+        let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
         let (fds, cwd) = runner::inherited(tgid).map_err(cannot)?;
         let spawn = Spawn {
             payload: SpawnPayload {
@@ -570,7 +1038,7 @@ impl Notifier {
         } = self.stage.spawn(spawn).map_err(cannot)?;
         let unregister = || {
             if let Ok(mut s) = self.state.lock() {
-                if s.runners.get(&ns_pid) == Some(&start) {
+                if s.runners.get(&ns_pid).map(|(st, _)| *st) == Some(start) {
                     s.runners.remove(&ns_pid);
                 }
             }
@@ -585,31 +1053,11 @@ impl Notifier {
             cannot(why)
         };
         if let Ok(mut s) = self.state.lock() {
-            s.runners.insert(ns_pid, start);
+            s.runners.insert(ns_pid, (start, cover));
         }
-        let (sup, prox) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::SeqPacket,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| abort(e.to_string()))?;
-        sys::notif_addfd_setfd(self.listener.as_fd(), n.id, exe.as_fd(), 3, true)
-            .and_then(|_| {
-                sys::notif_addfd_setfd(
-                    self.listener.as_fd(),
-                    n.id,
-                    prox.as_fd(),
-                    crate::proxy::CHANNEL_FD as u32,
-                    false,
-                )
-            })
-            .map_err(|e| abort(format!("installing its proxy: {e}")))?;
-        drop(prox);
-        mem.write(name_ptr, new_name.as_bytes())
-            .map_err(|e| abort(format!("installing its proxy: {e}")))?;
+        let installed = self.install_proxy(n, true).map_err(abort)?;
         self.reply(n.id, Reply::Continue);
-        if !runner::proxy_started(&sup) {
+        if !runner::proxy_started(&installed.chan) {
             let reason = abort("its proxy did not start".into());
             self.log(AuditEvent {
                 kind: "exec",
@@ -619,39 +1067,20 @@ impl Notifier {
             });
             return Ok(());
         }
-        if let Some(pp) = shares_with_parent {
-            // The proxy runs in a memory of its own now; give the parent its name back (when
-            // it is still our rewrite, and the bytes fit where they were).
-            if old_len >= new_name.len() {
-                if let Ok(pm) = Mem::open_rw(pp) {
-                    if pm.read(name_ptr, new_name.len()).ok().as_deref()
-                        == Some(new_name.as_bytes())
-                    {
-                        let _ = pm.write(name_ptr, &old_name[..new_name.len()]);
-                    }
-                }
-            }
-        }
+        installed.restore_parent();
         self.stage.send(&ToStage::Go { id });
-        runner::relay(&self.stage, id, sup, &rx);
+        runner::relay(&self.stage, id, installed.chan, &rx);
         // A runner that ended before its exec must not leave its pid to a later process.
         unregister();
         Ok(())
     }
 
-    /// Whether `pid` is the agent program; a notified call by any other process ends the
-    /// launch chain.
+    /// Whether process `pid` is the agent's own runtime ([`crate::exec::Role::Agent`]).
     fn is_agent(&self, pid: ProcId) -> bool {
-        self.state
-            .lock()
-            .map(|mut s| {
-                let agent = s.agent == AgentState::Running(pid);
-                if !agent {
-                    s.launch_chain_open = false;
-                }
-                agent
-            })
-            .unwrap_or(false)
+        match procfs::stat_ext(pid.pid) {
+            Ok(st) if st.start == pid.start => self.role_of(pid.pid, &st).is_agent(),
+            _ => false,
+        }
     }
 
     fn handle_connect(&self, n: Notif) {
@@ -921,6 +1350,32 @@ mod tests {
             command_line("/usr/bin/sh", &v(&["sh", "script.sh"])),
             "sh script.sh"
         );
+    }
+
+    #[test]
+    fn argv0_names_what_multi_call_programs_do() {
+        assert_eq!(
+            argv0_line("/usr/bin/git", &v(&["git-clean", "-fdx"])),
+            Some("git clean -fdx".to_string())
+        );
+        assert_eq!(
+            argv0_line("/usr/local/bin/git", &v(&["git-push", "origin", ":main"])),
+            Some("git push origin :main".to_string())
+        );
+        assert_eq!(
+            argv0_line("/bin/busybox", &v(&["rm", "-rf", "x"])),
+            Some("rm -rf x".to_string())
+        );
+        assert_eq!(argv0_line("/usr/bin/git", &v(&["git", "status"])), None);
+        assert_eq!(
+            argv0_line("/usr/bin/git", &v(&["/usr/bin/git", "status"])),
+            None
+        );
+        assert_eq!(
+            argv0_line("/usr/bin/bash", &v(&["-bash", "-c", "ls"])),
+            None
+        );
+        assert_eq!(argv0_line("/usr/bin/id", &[]), None);
     }
 
     #[test]

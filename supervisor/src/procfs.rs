@@ -36,6 +36,212 @@ pub fn stat(pid: u32) -> io::Result<(u32, u64)> {
     Ok((ppid, start))
 }
 
+/// What the exec model reads of a process in one pass over `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Parent pid (field 4).
+    pub ppid: u32,
+    /// Start time in clock ticks since boot (field 22).
+    pub start: u64,
+    /// Address of the start of the stack (field 28): new, and randomised, at every exec.
+    pub stack: u64,
+}
+
+/// [`Stat`] of process `pid`.
+///
+/// # Errors
+/// ENOENT/ESRCH when it is gone; `Other` for a line that does not parse.
+pub fn stat_ext(pid: u32) -> io::Result<Stat> {
+    let mut buf = [0u8; 1024];
+    let n = {
+        use std::io::Read;
+        let mut f = std::fs::File::open(format!("/proc/{pid}/stat"))?;
+        f.read(&mut buf)?
+    };
+    let s = std::str::from_utf8(&buf[..n]).map_err(|_| io::Error::other("bad stat"))?;
+    let after = s
+        .rsplit_once(')')
+        .map(|(_, a)| a)
+        .ok_or_else(|| io::Error::other("bad stat"))?;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // after ')' come fields 3 (state), 4 (ppid), … 22 (starttime), … 28 (startstack).
+    let num = |i: usize| -> io::Result<u64> {
+        f.get(i)
+            .and_then(|x| x.parse().ok())
+            .ok_or_else(|| io::Error::other("bad stat field"))
+    };
+    Ok(Stat {
+        ppid: u32::try_from(num(1)?).map_err(|_| io::Error::other("bad ppid"))?,
+        start: num(19)?,
+        stack: num(25)?,
+    })
+}
+
+/// The soft stack size limit of process `pid` in bytes (`Max stack size` in
+/// `/proc/<pid>/limits`); `None` when unlimited or unreadable.
+pub fn stack_limit(pid: u32) -> Option<usize> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("Max stack size"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// `(device, inode)` of the file process `pid` runs (`/proc/<pid>/exe`).
+pub fn exe_id(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Reads NULL-terminated arrays of string pointers (argv, envp) of thread `tid` with a few
+/// `process_vm_readv(2)` calls: the pointers a page at a time, then the strings in batches,
+/// each read no further than the end of its page (a string that goes on is read on).
+/// At most `max_items` items and `max_bytes` bytes in all.
+///
+/// # Errors
+/// EFAULT for unmapped memory (what the kernel's exec would answer); E2BIG past the limits;
+/// ESRCH when the thread is gone.
+pub fn read_string_array(
+    tid: u32,
+    addr: u64,
+    max_items: usize,
+    max_bytes: usize,
+) -> io::Result<Vec<Vec<u8>>> {
+    if addr == 0 {
+        return Ok(Vec::new());
+    }
+    let pid = nix::unistd::Pid::from_raw(tid as i32);
+    // The pointers.
+    let mut ptrs: Vec<u64> = Vec::new();
+    let mut at = addr;
+    let mut carry: Vec<u8> = Vec::new();
+    'ptrs: loop {
+        let len = (4096 - (at % 4096)) as usize;
+        let bytes = vm_read(pid, at, len)?;
+        at += len as u64;
+        carry.extend_from_slice(&bytes);
+        let mut off = 0;
+        while carry.len() - off >= 8 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&carry[off..off + 8]);
+            off += 8;
+            let p = u64::from_le_bytes(w);
+            if p == 0 {
+                break 'ptrs;
+            }
+            if ptrs.len() >= max_items {
+                return Err(io::Error::from_raw_os_error(libc::E2BIG));
+            }
+            ptrs.push(p);
+        }
+        carry.drain(..off);
+    }
+    // The strings: a first batch of page-bounded chunks, then the rest of any that go on.
+    let mut out: Vec<Vec<u8>> = vec![Vec::new(); ptrs.len()];
+    let mut todo: Vec<(usize, u64)> = ptrs.iter().copied().enumerate().collect();
+    let mut total = 0usize;
+    while !todo.is_empty() {
+        let mut next = Vec::new();
+        for batch in todo.chunks(512) {
+            let lens: Vec<usize> = batch
+                .iter()
+                .map(|&(_, p)| ((4096 - (p % 4096)) as usize).min(512))
+                .collect();
+            let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0u8; l]).collect();
+            let remote: Vec<nix::sys::uio::RemoteIoVec> = batch
+                .iter()
+                .zip(&lens)
+                .map(|(&(_, p), &l)| nix::sys::uio::RemoteIoVec {
+                    base: p as usize,
+                    len: l,
+                })
+                .collect();
+            let got = {
+                let mut local: Vec<std::io::IoSliceMut<'_>> = bufs
+                    .iter_mut()
+                    .map(|b| std::io::IoSliceMut::new(b))
+                    .collect();
+                nix::sys::uio::process_vm_readv(pid, &mut local, &remote)
+                    .map_err(io::Error::from)?
+            };
+            let mut left = got;
+            let mut stopped = false;
+            for ((&(i, p), buf), &l) in batch.iter().zip(&bufs).zip(&lens) {
+                if stopped || left < l {
+                    stopped = true;
+                    // This one faulted (or a later one did and the batch stopped here):
+                    // read it, and whatever follows, one at a time.
+                    let s = read_cstr_vm(pid, p, max_bytes.saturating_sub(total) + 1)?;
+                    total += s.len() + 1;
+                    out[i].extend_from_slice(&s);
+                    continue;
+                }
+                left -= l;
+                match buf.iter().position(|&b| b == 0) {
+                    Some(z) => {
+                        out[i].extend_from_slice(&buf[..z]);
+                        total += z + 1;
+                    }
+                    None => {
+                        out[i].extend_from_slice(buf);
+                        total += l;
+                        next.push((i, p + l as u64));
+                    }
+                }
+                if total > max_bytes {
+                    return Err(io::Error::from_raw_os_error(libc::E2BIG));
+                }
+            }
+        }
+        todo = next;
+    }
+    Ok(out)
+}
+
+/// Reads exactly `len` bytes of `pid`'s memory at `addr` (EFAULT when part is unmapped).
+fn vm_read(pid: nix::unistd::Pid, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let n = nix::sys::uio::process_vm_readv(
+        pid,
+        &mut [std::io::IoSliceMut::new(&mut buf)],
+        &[nix::sys::uio::RemoteIoVec {
+            base: addr as usize,
+            len,
+        }],
+    )
+    .map_err(io::Error::from)?;
+    if n < len {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(buf)
+}
+
+/// A NUL-terminated string of at most `max` bytes at `addr`, a page at a time.
+fn read_cstr_vm(pid: nix::unistd::Pid, addr: u64, max: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = addr;
+    while out.len() < max {
+        let room = ((4096 - (at % 4096)) as usize).min(max - out.len());
+        let chunk = vm_read(pid, at, room)?;
+        if let Some(z) = chunk.iter().position(|&b| b == 0) {
+            out.extend_from_slice(&chunk[..z]);
+            return Ok(out);
+        }
+        out.extend_from_slice(&chunk);
+        at += room as u64;
+    }
+    Err(io::Error::from_raw_os_error(libc::E2BIG))
+}
+
+/// A NUL-terminated string of thread `tid` of at most `max` bytes at `addr`
+/// (`process_vm_readv(2)`).
+///
+/// # Errors
+/// EFAULT for unmapped memory; E2BIG when no NUL is found within `max` bytes.
+pub fn read_cstr(tid: u32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
+    read_cstr_vm(nix::unistd::Pid::from_raw(tid as i32), addr, max)
+}
+
 /// The thread-group id of thread `tid` (`Tgid:` in `/proc/<tid>/status`).
 pub fn tgid(tid: u32) -> io::Result<u32> {
     let s = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
@@ -115,35 +321,6 @@ impl Mem {
             at += n as u64;
         }
         Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
-    }
-
-    /// Reads a NULL-terminated array of string pointers (argv), at most `max_items` items and
-    /// `max_bytes` bytes in all.
-    ///
-    /// # Errors
-    /// EIO; `E2BIG` past the limits.
-    pub fn read_argv(
-        &self,
-        addr: u64,
-        max_items: usize,
-        max_bytes: usize,
-    ) -> io::Result<Vec<Vec<u8>>> {
-        let mut out = Vec::new();
-        if addr == 0 {
-            return Ok(out);
-        }
-        let mut total = 0usize;
-        for i in 0..max_items {
-            let p = self.read(addr + 8 * i as u64, 8)?;
-            let ptr = u64::from_le_bytes([p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]]);
-            if ptr == 0 {
-                return Ok(out);
-            }
-            let s = self.read_cstr(ptr, max_bytes.saturating_sub(total).max(1))?;
-            total += s.len() + 1;
-            out.push(s);
-        }
-        Err(io::Error::from_raw_os_error(libc::E2BIG))
     }
 }
 

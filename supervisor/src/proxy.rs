@@ -8,6 +8,11 @@
 //! hang-up, quit, user signals, window size, alarm, continue), and ends as the runner ended:
 //! `x<CODE>` exits with that code, `k<N>` dies of signal N. If the supervisor goes away it
 //! exits with 125 after saying so on stderr. Stopping (`SIGTSTP`) stops the proxy only.
+//!
+//! The same program is tyba's **refusal program**: a refused exec runs it, and the supervisor
+//! sends `r<REASON>`; it prints `tyba: <REASON>` on its stderr (the refused process's own) and
+//! exits 126, the status of a command found but not run, so every spawn API sees a process
+//! that says why (DESIGN.md §5, "exec").
 
 use crate::sys;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -21,6 +26,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 pub const PROXY_EXEC_FN: &str = "/dev/fd/3";
 /// The channel's fd number in the proxy.
 pub const CHANNEL_FD: RawFd = 4;
+/// The longest refusal reason (bytes) the supervisor sends in an `r<REASON>` message.
+pub const MAX_REASON: usize = 4000;
 
 const FORWARDED: &[Signal] = &[
     Signal::SIGINT,
@@ -99,7 +106,7 @@ fn proxy(chan: OwnedFd) -> i32 {
         if !chan_ready {
             continue;
         }
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; MAX_REASON + 64];
         let n = match nix::sys::socket::recv(
             chan.as_raw_fd(),
             &mut buf,
@@ -109,7 +116,12 @@ fn proxy(chan: OwnedFd) -> i32 {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => 0,
         };
-        let msg = std::str::from_utf8(&buf[..n]).unwrap_or("");
+        let msg = String::from_utf8_lossy(&buf[..n]);
+        let msg = msg.as_ref();
+        if let Some(reason) = msg.strip_prefix('r') {
+            let _ = writeln!(std::io::stderr(), "tyba: {reason}");
+            return 126;
+        }
         if let Some(c) = msg.strip_prefix('x').and_then(|c| c.parse::<i32>().ok()) {
             return c;
         }

@@ -118,11 +118,12 @@ const EXEC_VARS: &[&str] = &[
     "PS4",
 ];
 
+/// Whether assigning `name` makes programs run code (DESIGN.md §2a's list, `GIT_CONFIG*`,
+/// exported bash functions `BASH_FUNC_*`): red in any form of assignment.
 pub(crate) fn is_exec_var(name: &str) -> bool {
     EXEC_VARS.contains(&name) || name.starts_with("GIT_CONFIG") || name.starts_with("BASH_FUNC_")
 }
 
-/// Shells that take `-c STRING`, a script file, or stdin.
 /// bash's builtin commands (bash(1) "SHELL BUILTIN COMMANDS"): what `builtin NAME` may run.
 pub(crate) const SHELL_BUILTINS: &[&str] = &[
     ".",
@@ -188,6 +189,7 @@ pub(crate) const SHELL_BUILTINS: &[&str] = &[
     "wait",
 ];
 
+/// Shells that take `-c STRING`, a script file, or stdin.
 const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "rbash", "yash",
     "posh",

@@ -17,6 +17,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
 
+pub(crate) use commands::is_exec_var;
+
 /// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not
 /// analysed further: it is then red and opaque (stricter, never more permissive).
 const MAX_DEPTH: usize = 24;
@@ -92,11 +94,6 @@ fn classify_on_this_stack(policy: &Policy, action: &Action, ctx: &Context<'_>) -
         }
     }
     a.finish()
-}
-
-/// Whether assigning this variable makes programs run code (DESIGN.md §2a "Variables").
-pub(crate) fn is_exec_variable(name: &str) -> bool {
-    commands::is_exec_var(name)
 }
 
 /// Checks a policy-file rule when it loads: not green, a program name, no green-list

@@ -1,0 +1,397 @@
+//! Who is the agent: the agent program resolved to its installation (DESIGN.md §5, "who is the
+//! agent"; issue 11).
+//!
+//! The person names a program (`claude`, `codex`, `gemini`, `aider`, `bash`). What runs is
+//! often not that file: npm's `bin` entry is a `#!/usr/bin/env node` script inside its package,
+//! which starts the package's native binary (Codex) or re-launches itself under `node` with
+//! other options (Gemini CLI); pip's entry point is a script whose `#!` names the venv's
+//! Python. [`AgentInstall::resolve`] follows the program through `PATH` and symlinks to its
+//! **installation**:
+//!
+//! - the npm package directory that holds it (nearest ancestor whose parent is
+//!   `node_modules`, or `node_modules/@scope`, with a `package.json`), plus the directories of
+//!   the package's `dependencies` and `optionalDependencies`, resolved the way Node resolves
+//!   them (nested `node_modules` first, then each ancestor's);
+//! - else the Python virtual environment that holds it (nearest ancestor with `pyvenv.cfg`);
+//! - else the program file alone (`tyba run -- bash`: only `/usr/bin/bash` is the agent).
+//!
+//! and to its **interpreters**: the program named by its `#!` line (through `env` and `PATH`
+//! when the line is `#!/usr/bin/env NAME`), canonical.
+//!
+//! [`AgentInstall::is_own_exec`] then says whether an exec by the agent's own process tree
+//! runs the agent itself: a file under one of the roots, or an interpreter whose script
+//! operand is under one of the roots with only options that load no other code. The rule is
+//! by place, never by timing or by name.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// The agent program's installation: the places whose files are the agent itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentInstall {
+    /// The program the person named, resolved (canonical).
+    pub program: PathBuf,
+    /// Files or directories (canonical) whose files are the agent's own.
+    pub roots: Vec<PathBuf>,
+    /// Interpreters (canonical) that run the agent's scripts (`node`, the venv's `python3`).
+    pub interpreters: Vec<PathBuf>,
+}
+
+/// Interpreter options that load or run code other than the script operand: an exec with one
+/// of them is a command, never the agent (`node -e`, `--require`, `python3 -c`, `-m`).
+///
+/// Options not listed here and not in [`HARMLESS_VALUE_OPTIONS`] are refused too: only the
+/// options listed as harmless keep the agent's identity.
+const HARMLESS_FLAGS: &[&str] = &[
+    // node(1)
+    "--no-warnings",
+    "--no-deprecation",
+    "--enable-source-maps",
+    "--expose-gc",
+    "--trace-warnings",
+    "--trace-uncaught",
+    "--no-experimental-fetch",
+    "--experimental-vm-modules",
+    "--no-experimental-global-navigator",
+    // python(1)
+    "-E",
+    "-s",
+    "-S",
+    "-I",
+    "-u",
+    "-B",
+    "-O",
+    "-OO",
+    "-P",
+    "-q",
+];
+
+/// Options taking a value (`--opt=VALUE` or, for single letters, the next argument) that change
+/// only resources or diagnostics.
+const HARMLESS_VALUE_OPTIONS: &[&str] = &[
+    "--max-old-space-size",
+    "--max-semi-space-size",
+    "--stack-size",
+    "--disable-warning",
+    "--unhandled-rejections",
+    "--title",
+];
+
+impl AgentInstall {
+    /// Resolves `program` (absolute, as found on `PATH`) to its installation; `path_env` is
+    /// the `PATH` the agent gets (for `#!/usr/bin/env NAME`).
+    pub fn resolve(program: &Path, path_env: Option<&OsStr>) -> AgentInstall {
+        let canonical = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
+        let mut install = AgentInstall {
+            program: canonical.clone(),
+            ..AgentInstall::default()
+        };
+        if let Some(pkg) = npm_package_of(&canonical) {
+            for dep in npm_dependencies(&pkg) {
+                push_unique(&mut install.roots, dep);
+            }
+            install.roots.insert(0, pkg);
+        } else if let Some(venv) = venv_of(&canonical) {
+            install.roots.push(venv);
+        } else if !is_general_program(&canonical) && !is_general_program(program) {
+            install.roots.push(canonical.clone());
+        }
+        if let Some(interp) = shebang_interpreter(&canonical, path_env) {
+            push_unique(&mut install.interpreters, interp);
+        }
+        install
+    }
+
+    /// Whether the agent has an installation of its own (a package, a venv, a program that
+    /// is no shell or interpreter): then it is the person's program, and the environment it
+    /// gives its commands is its configuration.
+    pub fn has_installation(&self) -> bool {
+        !self.roots.is_empty()
+    }
+
+    /// Whether `file` (canonical, the file the kernel runs) lies under one of the roots.
+    pub fn owns(&self, file: &Path) -> bool {
+        self.roots.iter().any(|r| file.starts_with(r))
+    }
+
+    /// Whether an exec of `file` (canonical) with `argv`, by the agent's own process, runs the
+    /// agent itself: a file of the installation, or one of its interpreters running a script
+    /// of the installation with harmless options only. `cwd` resolves a relative script.
+    pub fn is_own_exec(&self, file: &Path, argv: &[String], cwd: &Path) -> bool {
+        if self.owns(file) {
+            return true;
+        }
+        if !self.interpreters.iter().any(|i| i == file) {
+            return false;
+        }
+        match script_operand(argv) {
+            Some(script) => {
+                let p = cwd.join(script);
+                std::fs::canonicalize(&p).is_ok_and(|c| self.owns(&c) && c.is_file())
+            }
+            None => false,
+        }
+    }
+}
+
+/// Programs that run whatever command line or script they are given: shells and general
+/// interpreters. Such a program named as the agent is the agent for its first exec only; its
+/// re-execs (`bash -c …` from a `bash` agent) are commands, analysed as the lines they are.
+const GENERAL_PROGRAMS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "env", "node", "nodejs",
+    "deno", "bun", "perl", "ruby", "php", "lua", "tclsh",
+];
+
+/// Whether `p` is a shell or a general interpreter ([`GENERAL_PROGRAMS`], `python`,
+/// `python3`, `python3.11`, …) by its file name.
+fn is_general_program(p: &Path) -> bool {
+    let Some(name) = p.file_name().and_then(OsStr::to_str) else {
+        return false;
+    };
+    GENERAL_PROGRAMS.contains(&name)
+        || name
+            .strip_prefix("python")
+            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+fn push_unique(v: &mut Vec<PathBuf>, p: PathBuf) {
+    if !v.contains(&p) {
+        v.push(p);
+    }
+}
+
+/// The script operand of an interpreter's argv: the first word after only harmless options;
+/// `None` when an option loads other code, reads the program from standard input, or is
+/// unknown.
+fn script_operand(argv: &[String]) -> Option<&str> {
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            return it.next().map(String::as_str);
+        }
+        if !a.starts_with('-') || a == "-" {
+            return (a != "-").then_some(a.as_str());
+        }
+        if HARMLESS_FLAGS.contains(&a.as_str()) {
+            continue;
+        }
+        if let Some((name, _)) = a.split_once('=') {
+            if HARMLESS_VALUE_OPTIONS.contains(&name) {
+                continue;
+            }
+            return None;
+        }
+        if HARMLESS_VALUE_OPTIONS.contains(&a.as_str()) {
+            // Its value is the next word.
+            it.next()?;
+            continue;
+        }
+        return None;
+    }
+    None
+}
+
+/// The npm package directory holding `file`: the nearest ancestor `D` whose parent is a
+/// `node_modules` directory (or `node_modules/@scope`) and that has a `package.json`.
+fn npm_package_of(file: &Path) -> Option<PathBuf> {
+    let mut cur = file.parent();
+    while let Some(d) = cur {
+        let parent = d.parent()?;
+        let in_modules = parent.file_name() == Some(OsStr::new("node_modules"))
+            || (parent
+                .file_name()
+                .is_some_and(|n| n.as_encoded_bytes().starts_with(b"@"))
+                && parent.parent().and_then(Path::file_name) == Some(OsStr::new("node_modules")));
+        if in_modules && d.join("package.json").is_file() {
+            return Some(d.to_path_buf());
+        }
+        cur = d.parent();
+    }
+    None
+}
+
+/// The directories of `pkg`'s `dependencies` and `optionalDependencies` (one level), found
+/// as Node finds them: `pkg/node_modules/NAME`, then `node_modules/NAME` in each ancestor.
+fn npm_dependencies(pkg: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(pkg.join("package.json")) else {
+        return Vec::new();
+    };
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for key in ["dependencies", "optionalDependencies"] {
+        let Some(map) = json.get(key).and_then(|v| v.as_object()) else {
+            continue;
+        };
+        for name in map.keys() {
+            // A package name is `name` or `@scope/name`, nothing that walks directories.
+            let valid = !name.is_empty()
+                && name.split('/').count() <= 2
+                && name
+                    .split('/')
+                    .all(|p| !p.is_empty() && p != "." && p != "..");
+            if !valid {
+                continue;
+            }
+            let mut base = Some(pkg);
+            while let Some(b) = base {
+                let cand = b.join("node_modules").join(name);
+                if cand.join("package.json").is_file() {
+                    if let Ok(c) = std::fs::canonicalize(&cand) {
+                        push_unique(&mut out, c);
+                    }
+                    break;
+                }
+                base = b.parent();
+            }
+        }
+    }
+    out
+}
+
+/// The Python virtual environment holding `file`: the nearest ancestor with `pyvenv.cfg`.
+fn venv_of(file: &Path) -> Option<PathBuf> {
+    file.ancestors()
+        .skip(1)
+        .find(|d| d.join("pyvenv.cfg").is_file())
+        .map(Path::to_path_buf)
+}
+
+/// The canonical interpreter named by `file`'s `#!` line: the path itself, or with
+/// `/usr/bin/env [-S] NAME` the first `NAME` found on `path_env`.
+fn shebang_interpreter(file: &Path, path_env: Option<&OsStr>) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let interp = words.next()?;
+    let interp = if Path::new(interp).file_name() == Some(OsStr::new("env")) {
+        let name = words.find(|w| !w.starts_with('-'))?;
+        if name.contains('/') {
+            PathBuf::from(name)
+        } else {
+            std::env::split_paths(path_env?)
+                .map(|d| d.join(name))
+                .find(|c| c.is_file())?
+        }
+    } else {
+        PathBuf::from(interp)
+    };
+    std::fs::canonicalize(interp).ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn write(p: &Path, s: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    }
+
+    #[test]
+    fn an_npm_launcher_resolves_to_its_package_and_its_native_dependency() {
+        let d = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(d.path()).unwrap();
+        let nm = d.join("lib/node_modules");
+        let pkg = nm.join("@openai/codex");
+        write(
+            &pkg.join("package.json"),
+            r#"{"name":"@openai/codex","optionalDependencies":{"@openai/codex-linux-x64":"1","../../etc":"1"}}"#,
+        );
+        write(&pkg.join("bin/codex.js"), "#!/usr/bin/env node\n");
+        // Hoisted beside the package, as `npm install --prefix` lays it out.
+        let native = nm.join("@openai/codex-linux-x64");
+        write(&native.join("package.json"), "{}");
+        write(&native.join("vendor/codex"), "");
+        std::fs::create_dir_all(d.join("bin")).unwrap();
+        std::os::unix::fs::symlink(pkg.join("bin/codex.js"), d.join("bin/codex")).unwrap();
+        let node_dir = d.join("nodebin");
+        write(&node_dir.join("node"), "");
+        let path = std::env::join_paths([d.join("missing"), node_dir.clone()]).unwrap();
+        let i = AgentInstall::resolve(&d.join("bin/codex"), Some(&path));
+        assert_eq!(i.program, pkg.join("bin/codex.js"));
+        assert_eq!(i.roots, vec![pkg.clone(), native.clone()]);
+        assert_eq!(i.interpreters, vec![node_dir.join("node")]);
+        assert!(i.owns(&native.join("vendor/codex")));
+        assert!(!i.owns(&nm.join("other/x")));
+        let cwd = d.clone();
+        let node = node_dir.join("node");
+        let script = pkg.join("bin/codex.js").display().to_string();
+        assert!(i.is_own_exec(&node, &v(&["node", &script, "exec"]), &cwd));
+        assert!(i.is_own_exec(
+            &node,
+            &v(&[
+                "node",
+                "--max-old-space-size=4096",
+                "--no-warnings",
+                &script
+            ]),
+            &cwd
+        ));
+        // Options that load other code, or a script elsewhere, make it a command.
+        for bad in [
+            v(&["node", "-e", "1", &script]),
+            v(&["node", "--require", "/tmp/x.js", &script]),
+            v(&["node", "--import=/tmp/x.mjs", &script]),
+            v(&["node", "--unknown-flag", &script]),
+            v(&["node", "-"]),
+            v(&["node"]),
+            v(&["node", "/tmp/evil.js"]),
+        ] {
+            assert!(!i.is_own_exec(&node, &bad, &cwd), "{bad:?}");
+        }
+        // Another interpreter running the agent's script is not the agent's interpreter.
+        assert!(!i.is_own_exec(
+            Path::new("/usr/bin/python3"),
+            &v(&["python3", &script]),
+            &cwd
+        ));
+    }
+
+    #[test]
+    fn a_venv_entry_point_resolves_to_the_venv_and_its_python() {
+        let d = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(d.path()).unwrap();
+        let venv = d.join("venv");
+        write(&venv.join("pyvenv.cfg"), "home = /usr/bin\n");
+        write(&venv.join("bin/python3"), "");
+        write(
+            &venv.join("bin/aider"),
+            &format!("#!{}\nimport aider\n", venv.join("bin/python3").display()),
+        );
+        let i = AgentInstall::resolve(&venv.join("bin/aider"), None);
+        assert_eq!(i.roots, vec![venv.clone()]);
+        assert!(i.owns(&venv.join("lib/python3.11/site-packages/aider/main.py")));
+    }
+
+    #[test]
+    fn a_plain_program_is_only_itself_and_a_shell_not_even_that() {
+        let d = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(d.path()).unwrap();
+        write(&d.join("bin/claude"), "\x7fELF");
+        let i = AgentInstall::resolve(&d.join("bin/claude"), None);
+        assert_eq!(i.roots, vec![d.join("bin/claude")]);
+        assert!(i.owns(&d.join("bin/claude")));
+        assert!(!i.owns(Path::new("/usr/bin/rm")));
+        // A shell or interpreter named as the agent owns nothing: its re-execs are commands.
+        for p in ["/bin/sh", "/usr/bin/bash", "/usr/bin/python3"] {
+            if Path::new(p).exists() {
+                let i = AgentInstall::resolve(Path::new(p), None);
+                assert!(i.roots.is_empty(), "{p}: {:?}", i.roots);
+                assert!(!i.is_own_exec(&std::fs::canonicalize(p).unwrap(), &[], Path::new("/")));
+            }
+        }
+        assert!(is_general_program(Path::new("/usr/bin/python3.11")));
+        assert!(!is_general_program(Path::new("/usr/bin/python3-config")));
+    }
+}

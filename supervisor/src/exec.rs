@@ -1,0 +1,671 @@
+//! The exec model (DESIGN.md §5 "exec" and "who is the agent"; issue 11; `docs/sandbox.md`,
+//! "The exec model"): what the supervisor knows of each sandboxed process, and the rules that
+//! decide one `execve` from it.
+//!
+//! - Every process has a [`Role`]: the **agent** (the agent program's own runtime, see
+//!   [`crate::agent`]), a **command** covered by the command the person or the autonomy level
+//!   allowed (its [`Cover`]), or **stray** (nothing known: judged as a command of the agent
+//!   with no identity).
+//! - Roles live in a [`ProcTable`] keyed by pid and start time, filled at execs only: a fork
+//!   child is not in it and has its parent's role until its own exec. Looking a process up
+//!   reads `/proc/<pid>/stat` of it and of the ancestors it takes to reach a known process;
+//!   nothing walks the whole tree.
+//! - The role an exec gives a process is **pending** until the process's image has changed
+//!   (its `/proc/<pid>/exe` is the file decided on, and its stack start moved, which every
+//!   exec re-randomises): an exec that fails leaves the process its old role, so an approval
+//!   never outlives the exec it was made for.
+//! - [`covered`] decides an exec under a cover: blocked is refused at every depth, green and
+//!   yellow pass, red passes only when the cover was approved red for the same rules,
+//!   otherwise it is asked, naming the cover.
+//! - [`env_assignments`] reads the exec's environment: variables that make programs run code
+//!   and differ from the session's start (or from what the covering command ran with) are
+//!   judged as assignments on the command line ([`classified_line`]). The environment an
+//!   agent with an installation gives its own execs is its own (its configuration), not
+//!   judged; a shell or interpreter named as the agent is the model's interpreter, judged.
+
+use crate::procfs;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tyba_policy::Verdict;
+
+/// `(device, inode)` of a file: what an exec ran, checked against `/proc/<pid>/exe`.
+pub(crate) type FileId = (u64, u64);
+
+/// What a process is to the supervisor.
+#[derive(Debug, Clone)]
+pub(crate) enum Role {
+    /// The agent program's own runtime: its execs of its installation stay the agent; its
+    /// other execs are commands, decided like a command line the agent typed.
+    Agent,
+    /// A command (or a process it started) allowed under this cover.
+    Command(Arc<Cover>),
+    /// Not known (an orphan that never exec'd before it was reparented): a command of the agent
+    /// with no identity and no cover.
+    Stray,
+}
+
+impl Role {
+    /// Whether this is the agent's own runtime.
+    pub(crate) fn is_agent(&self) -> bool {
+        matches!(self, Role::Agent)
+    }
+}
+
+/// The command an approval or an allow was made for, which its descendants run under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cover {
+    /// The command line as classified (with its environment assignments).
+    pub line: String,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// The rule ids that fired on it.
+    pub rules: Vec<String>,
+    /// The code-running variables, with their values, that it ran with: its descendants may
+    /// keep them.
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    role: Role,
+    /// What `/proc/<pid>/exe` may be once the exec succeeded: the file, or its `#!`
+    /// interpreters.
+    files: Vec<FileId>,
+    old_exe: Option<FileId>,
+    old_stack: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    start: u64,
+    role: Role,
+    pending: Option<Pending>,
+}
+
+/// How deep [`ProcTable::role_of`] looks for a known ancestor.
+const MAX_DEPTH: usize = 64;
+
+/// Past this many entries the table drops the ones whose process is gone.
+const SWEEP_AT: usize = 4096;
+
+/// The roles of the session's processes.
+#[derive(Debug, Default)]
+pub(crate) struct ProcTable {
+    entries: HashMap<u32, Entry>,
+    sweep_at: usize,
+}
+
+impl ProcTable {
+    /// An empty table.
+    pub(crate) fn new() -> ProcTable {
+        ProcTable {
+            entries: HashMap::new(),
+            sweep_at: SWEEP_AT,
+        }
+    }
+
+    /// Records `role` for process `pid` (started at `start`) as it is now.
+    pub(crate) fn set(&mut self, pid: u32, start: u64, role: Role) {
+        self.sweep();
+        self.entries.insert(
+            pid,
+            Entry {
+                start,
+                role,
+                pending: None,
+            },
+        );
+    }
+
+    /// Records that process `pid`, now `role_now`, becomes `role` once its exec of a file
+    /// succeeds; `files` are that file's identity and its `#!` interpreters' (what
+    /// `/proc/<pid>/exe` may then be); `stat` is the process as it was when the exec was
+    /// decided.
+    pub(crate) fn set_pending(
+        &mut self,
+        pid: u32,
+        stat: &procfs::Stat,
+        role_now: Role,
+        role: Role,
+        files: Vec<FileId>,
+    ) {
+        self.sweep();
+        self.entries.insert(
+            pid,
+            Entry {
+                start: stat.start,
+                role: role_now,
+                pending: Some(Pending {
+                    role,
+                    files,
+                    old_exe: procfs::exe_id(pid),
+                    old_stack: stat.stack,
+                }),
+            },
+        );
+    }
+
+    /// The role of process `pid`, whose stat is `st`: its own entry, else its nearest known
+    /// ancestor's. `keeper` names the role of a process stage 2 forked for an approved command
+    /// (`crate::runner`); reaching `stage2`, PID 1 or an unreadable process gives
+    /// [`Role::Stray`].
+    pub(crate) fn role_of(
+        &mut self,
+        pid: u32,
+        st: &procfs::Stat,
+        stage2: u32,
+        keeper: &dyn Fn(u32, u64) -> Option<Role>,
+    ) -> Role {
+        let (mut cur, mut cur_st) = (pid, *st);
+        for _ in 0..MAX_DEPTH {
+            if let Some(e) = self.entries.get_mut(&cur) {
+                if e.start == cur_st.start {
+                    if let Some(p) = e.pending.take() {
+                        e.role = resolve(p, procfs::exe_id(cur), cur_st.stack, e.role.clone());
+                    }
+                    return e.role.clone();
+                }
+            }
+            if cur_st.ppid == stage2 {
+                if let Some(r) = keeper(cur, cur_st.start) {
+                    return r;
+                }
+                return Role::Stray;
+            }
+            if cur == stage2 || cur <= 1 || cur_st.ppid <= 1 {
+                return Role::Stray;
+            }
+            cur = cur_st.ppid;
+            cur_st = match procfs::stat_ext(cur) {
+                Ok(s) => s,
+                Err(_) => return Role::Stray,
+            };
+        }
+        Role::Stray
+    }
+
+    /// Drops the entries of processes that are gone, once the table has grown past its mark.
+    fn sweep(&mut self) {
+        if self.entries.len() < self.sweep_at {
+            return;
+        }
+        self.entries
+            .retain(|pid, e| procfs::stat_ext(*pid).is_ok_and(|s| s.start == e.start));
+        self.sweep_at = (self.entries.len() * 2).max(SWEEP_AT);
+    }
+}
+
+/// The role a process has after a pending exec: `exe` is its `/proc/<pid>/exe` now, `stack`
+/// its stack start now.
+///
+/// - Its stack moved (every exec re-randomises it): the exec happened. The new role when the
+///   image is the file decided on (or its interpreter); [`Role::Stray`] when it is another
+///   file (swapped in after the decision): nothing decided covers it.
+/// - Its stack did not move (address randomisation off, `setarch -R`): the new role only when
+///   the image changed to the file decided on; otherwise the exec failed and the old role
+///   stays.
+fn resolve(p: Pending, exe: Option<FileId>, stack: u64, old: Role) -> Role {
+    let expected = exe.is_some_and(|e| p.files.contains(&e));
+    if stack != p.old_stack {
+        if expected {
+            p.role
+        } else {
+            Role::Stray
+        }
+    } else if expected && !p.old_exe.is_some_and(|o| p.files.contains(&o)) {
+        p.role
+    } else {
+        old
+    }
+}
+
+/// What a system shell reads before its command, besides `BASH_ENV`/`ENV` (code-running
+/// variables anyway): for a login shell (`-l`, `--login`, an `argv[0]` starting with `-`), an
+/// interactive one (`-i`), and for zsh always (`.zshenv`), the startup files found through
+/// `HOME`, `ZDOTDIR` and `XDG_CONFIG_HOME`; and the files named by `--rcfile` and
+/// `--init-file` (bash(1) INVOCATION, zsh(1) STARTUP/SHUTDOWN FILES).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StartupFiles {
+    /// Variables that choose where the startup files are.
+    pub vars: &'static [&'static str],
+    /// Files the shell is told to source.
+    pub sourced: Vec<String>,
+}
+
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
+
+impl StartupFiles {
+    /// The startup files of an exec of `file` (canonical) with `argv`, when it is a shell
+    /// that reads some.
+    pub(crate) fn of(file: &std::path::Path, argv: &[String]) -> Option<StartupFiles> {
+        let name = file.file_name()?.to_str()?;
+        if !SHELLS.contains(&name) {
+            return None;
+        }
+        let mut login = name == "zsh" || argv.first().is_some_and(|a| a.starts_with('-'));
+        let mut sourced = Vec::new();
+        let mut it = argv.iter().skip(1);
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--login" | "-l" | "-i" => login = true,
+                "--rcfile" | "--init-file" => {
+                    login = true;
+                    if let Some(f) = it.next() {
+                        sourced.push(f.clone());
+                    }
+                }
+                "--" | "-c" => break,
+                s if s.starts_with('-') && !s.starts_with("--") => {
+                    if s.contains('l') || s.contains('i') {
+                        login = true;
+                    }
+                    if s.contains('c') {
+                        break;
+                    }
+                }
+                s if s.starts_with("--") => {}
+                _ => break,
+            }
+        }
+        login.then_some(StartupFiles {
+            vars: &["HOME", "ZDOTDIR", "XDG_CONFIG_HOME"],
+            sourced,
+        })
+    }
+}
+
+/// Path-list variables whose value, when every entry lies under a system path, only points
+/// programs at the system's own code: git exports `GIT_EXEC_PATH=/usr/lib/git-core` to every
+/// program it runs.
+const SYSTEM_PATH_VARS: &[&str] = &["GIT_EXEC_PATH", "LD_LIBRARY_PATH"];
+
+/// The system paths (DESIGN.md §2), read-only to the agent.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+fn system_paths_only(value: &str) -> bool {
+    !value.is_empty()
+        && value.split(':').all(|e| {
+            let p = std::path::Path::new(e);
+            p.is_absolute()
+                && !p
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+                && SYSTEM_DIRS.iter().any(|d| p.starts_with(d))
+        })
+}
+
+/// The code-running variables of `envp` (`NAME=VALUE` strings) whose value differs from the
+/// session's start (`start`) and from what the covering command ran with (`covered`), in the
+/// order of `envp`. Every occurrence of a name counts (`getenv(3)` takes the first, the
+/// dynamic loader and shells the last). For a shell that reads startup files (`shell`), the
+/// variables that say where they are count too. A path-list value wholly under system paths
+/// of [`SYSTEM_PATH_VARS`] is no assignment.
+pub(crate) fn env_assignments(
+    envp: &[Vec<u8>],
+    start: &HashMap<String, String>,
+    covered: &[(String, String)],
+    shell: Option<&StartupFiles>,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in envp {
+        let Some(eq) = e.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let name = String::from_utf8_lossy(&e[..eq]).into_owned();
+        let counts = tyba_policy::is_code_running_var(&name)
+            || shell.is_some_and(|s| s.vars.contains(&name.as_str()));
+        if !counts {
+            continue;
+        }
+        let value = String::from_utf8_lossy(&e[eq + 1..]).into_owned();
+        if start.get(&name) == Some(&value)
+            || covered.iter().any(|(n, v)| *n == name && *v == value)
+            || (SYSTEM_PATH_VARS.contains(&name.as_str()) && system_paths_only(&value))
+        {
+            continue;
+        }
+        if !out.iter().any(|(n, v)| *n == name && *v == value) {
+            out.push((name, value));
+        }
+    }
+    out
+}
+
+/// The code-running variables of `envp` with their values.
+pub(crate) fn code_env(envp: &[Vec<u8>]) -> Vec<(String, String)> {
+    env_assignments(envp, &HashMap::new(), &[], None)
+}
+
+/// The line classified for an exec: `export NAME=VALUE; …` for each of `prefix` (an empty
+/// name stands for a file the program sources: `source FILE; …`), then `command` (the exec's
+/// own line, `crate::notify::command_line`).
+pub(crate) fn classified_line(prefix: &[(String, String)], command: &str) -> String {
+    if prefix.is_empty() {
+        return command.to_string();
+    }
+    let mut s = String::new();
+    for (n, v) in prefix {
+        if n.is_empty() {
+            s.push_str("source ");
+        } else {
+            s.push_str("export ");
+            s.push_str(n);
+            s.push('=');
+        }
+        s.push_str(&crate::notify::shell_quote(v));
+        s.push_str("; ");
+    }
+    s.push_str(command);
+    s
+}
+
+/// Whether an exec's file name reaches its file through the process's own fds or `/proc`
+/// entry (`/dev/fd/N`, `/proc/self/…`, `/proc/thread-self/…`, `/dev/stdin`, or `fexecve`'s
+/// empty name): the name then says nothing of the program.
+pub(crate) fn is_magic_name(raw: &[u8], empty: bool) -> bool {
+    empty
+        || raw.starts_with(b"/dev/fd/")
+        || raw.starts_with(b"/proc/self/")
+        || raw.starts_with(b"/proc/thread-self/")
+        || raw.starts_with(b"/dev/std")
+}
+
+/// The longest single argument or environment string `execve(2)` takes (`MAX_ARG_STRLEN`,
+/// 32 pages).
+const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+/// `Err(E2BIG)` when the kernel would refuse these argv and envp (`execve(2)`, "Limits on
+/// size of arguments and environment"): a string over [`MAX_ARG_STRLEN`], or all of them
+/// (with their pointers) over a quarter of the process's stack limit, at least 128 KiB and at
+/// most 6 MiB.
+pub(crate) fn check_sizes(tgid: u32, argv: &[String], envp: &[Vec<u8>]) -> Result<(), i32> {
+    let lens = argv
+        .iter()
+        .map(|a| a.len())
+        .chain(envp.iter().map(Vec::len));
+    let mut total = 0usize;
+    for l in lens {
+        if l + 1 > MAX_ARG_STRLEN {
+            return Err(libc::E2BIG);
+        }
+        total += l + 1 + 8;
+    }
+    if total <= 128 * 1024 {
+        return Ok(());
+    }
+    let limit = procfs::stack_limit(tgid)
+        .map(|s| (s / 4).max(128 * 1024))
+        .unwrap_or(usize::MAX)
+        .min(6 << 20);
+    if total > limit {
+        return Err(libc::E2BIG);
+    }
+    Ok(())
+}
+
+/// What an exec under a cover gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Covered {
+    /// Runs: green, yellow, or red for the very rules the cover was approved with.
+    Pass,
+    /// Waits for the person (never rememberable).
+    Ask,
+    /// Refused: blocked at any depth.
+    Refuse,
+}
+
+/// The decision for an exec classified `verdict` with `rules` under `cover`.
+pub(crate) fn covered(verdict: Verdict, rules: &[String], cover: &Cover) -> Covered {
+    match verdict {
+        Verdict::Blocked => Covered::Refuse,
+        Verdict::Green | Verdict::Yellow => Covered::Pass,
+        Verdict::Red => {
+            if cover.verdict == Verdict::Red && rules.iter().all(|r| cover.rules.contains(r)) {
+                Covered::Pass
+            } else {
+                Covered::Ask
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn cover(verdict: Verdict, rules: &[&str]) -> Cover {
+        Cover {
+            line: "make ship".into(),
+            verdict,
+            rules: rules.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+        }
+    }
+
+    fn rules(r: &[&str]) -> Vec<String> {
+        r.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn under_a_cover_blocked_is_refused_and_red_asked_unless_approved_for_the_same_rules() {
+        let y = cover(Verdict::Yellow, &["build.runs-code"]);
+        assert_eq!(covered(Verdict::Blocked, &[], &y), Covered::Refuse);
+        assert_eq!(covered(Verdict::Green, &[], &y), Covered::Pass);
+        assert_eq!(
+            covered(Verdict::Yellow, &rules(&["fs.delete"]), &y),
+            Covered::Pass
+        );
+        assert_eq!(
+            covered(Verdict::Red, &rules(&["net.client"]), &y),
+            Covered::Ask
+        );
+        let r = cover(Verdict::Red, &["net.client", "shell.pipe-to-shell"]);
+        assert_eq!(
+            covered(Verdict::Red, &rules(&["net.client"]), &r),
+            Covered::Pass
+        );
+        assert_eq!(
+            covered(Verdict::Red, &rules(&["net.client", "fs.rm-rf"]), &r),
+            Covered::Ask
+        );
+        // Nothing approved red covers a blocked descendant.
+        assert_eq!(covered(Verdict::Blocked, &[], &r), Covered::Refuse);
+    }
+
+    #[test]
+    fn only_changed_code_running_variables_are_assignments() {
+        let envp: Vec<Vec<u8>> = [
+            "PATH=/usr/bin",
+            "PAGER=less",
+            "GIT_CONFIG_COUNT=1",
+            "GIT_CONFIG_KEY_0=core.pager",
+            "GIT_CONFIG_VALUE_0=rm -f notes.md",
+            "EDITOR=vim",
+            "EDITOR=nano",
+            "LD_PRELOAD=/tmp/x.so",
+            "noequals",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let start: HashMap<String, String> = [("PAGER", "less"), ("EDITOR", "emacs")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let covered = vec![("LD_PRELOAD".to_string(), "/tmp/x.so".to_string())];
+        let a = env_assignments(&envp, &start, &covered, None);
+        let names: Vec<&str> = a.iter().map(|(n, _)| n.as_str()).collect();
+        // Both occurrences of EDITOR count: loaders and shells take the last.
+        assert_eq!(
+            names,
+            [
+                "GIT_CONFIG_COUNT",
+                "GIT_CONFIG_KEY_0",
+                "GIT_CONFIG_VALUE_0",
+                "EDITOR",
+                "EDITOR"
+            ]
+        );
+        assert_eq!((a[3].1.as_str(), a[4].1.as_str()), ("vim", "nano"));
+        // git's own exec path is the system's code; one in the worktree is not.
+        let g = |v: &str| vec![format!("GIT_EXEC_PATH={v}").into_bytes()];
+        assert!(env_assignments(&g("/usr/lib/git-core"), &start, &[], None).is_empty());
+        assert_eq!(env_assignments(&g("/wt/x"), &start, &[], None).len(), 1);
+        assert_eq!(
+            env_assignments(&g("/usr/../wt"), &start, &[], None).len(),
+            1
+        );
+        assert_eq!(
+            env_assignments(&g("/usr/lib:/wt"), &start, &[], None).len(),
+            1
+        );
+        // A login shell's HOME counts; a plain command's does not.
+        let h = vec![b"HOME=/wt/h".to_vec()];
+        let sh = StartupFiles::of(
+            std::path::Path::new("/usr/bin/bash"),
+            &["bash".into(), "-lc".into(), "ls".into()],
+        );
+        assert!(sh.is_some());
+        assert_eq!(env_assignments(&h, &start, &[], sh.as_ref()).len(), 1);
+        assert!(env_assignments(&h, &start, &[], None).is_empty());
+
+        assert_eq!(
+            classified_line(&a[2..3], "git log -n1"),
+            "export GIT_CONFIG_VALUE_0='rm -f notes.md'; git log -n1"
+        );
+        assert_eq!(classified_line(&[], "ls"), "ls");
+    }
+
+    #[test]
+    fn shells_that_read_startup_files_are_known() {
+        let of = |f: &str, a: &[&str]| {
+            StartupFiles::of(
+                std::path::Path::new(f),
+                &a.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        assert!(of("/usr/bin/bash", &["bash", "-c", "ls"]).is_none());
+        assert!(of("/usr/bin/bash", &["bash", "-c", "ls", "-l"]).is_none());
+        assert!(of("/usr/bin/bash", &["bash", "-i", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/bash", &["-bash", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/bash", &["bash", "--login", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/zsh", &["zsh", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/cat", &["-cat"]).is_none());
+        assert_eq!(
+            of("/usr/bin/bash", &["bash", "--rcfile", "x.sh", "-i"]).map(|s| s.sourced),
+            Some(vec!["x.sh".to_string()])
+        );
+        assert_eq!(
+            classified_line(&[(String::new(), "x.sh".into())], "ls"),
+            "source x.sh; ls"
+        );
+    }
+
+    #[test]
+    fn sizes_the_kernel_refuses_are_e2big() {
+        let me = std::process::id();
+        assert_eq!(check_sizes(me, &["ls".into()], &[]), Ok(()));
+        let long = "x".repeat(MAX_ARG_STRLEN);
+        assert_eq!(check_sizes(me, &[long], &[]), Err(libc::E2BIG));
+        let many: Vec<Vec<u8>> = (0..200).map(|_| vec![b'y'; 100_000]).collect();
+        assert_eq!(check_sizes(me, &[], &many), Err(libc::E2BIG));
+    }
+
+    #[test]
+    fn a_pending_role_waits_for_the_image_to_change() {
+        // This test process is its own subject: its exe and stack do not change, so a pending
+        // role for a file that is not its exe never takes effect.
+        let me = std::process::id();
+        let st = procfs::stat_ext(me).unwrap();
+        let mut t = ProcTable::new();
+        let c = Arc::new(cover(Verdict::Yellow, &[]));
+        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![(1, 1)]);
+        assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
+        // Once resolved as failed, the old role stays for good.
+        assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
+        // The same file with the same stack is not taken as a new image either.
+        let exe = procfs::exe_id(me).unwrap();
+        let c = Arc::new(cover(Verdict::Yellow, &[]));
+        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![exe]);
+        assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
+    }
+
+    #[test]
+    fn an_exec_counts_only_once_the_image_changed_to_the_file_decided_on() {
+        let new = || Role::Command(Arc::new(cover(Verdict::Yellow, &[])));
+        let p = |files: Vec<FileId>, old_exe: Option<FileId>| Pending {
+            role: new(),
+            files,
+            old_exe,
+            old_stack: 100,
+        };
+        let is_cmd = |r: &Role| matches!(r, Role::Command(_));
+        // Stack moved, image is the file (or its interpreter): done.
+        assert!(is_cmd(&resolve(
+            p(vec![(1, 2), (1, 3)], Some((1, 9))),
+            Some((1, 3)),
+            200,
+            Role::Agent
+        )));
+        // Stack moved to another file than decided: nothing covers it.
+        assert!(matches!(
+            resolve(
+                p(vec![(1, 2)], Some((1, 9))),
+                Some((1, 7)),
+                200,
+                Role::Agent
+            ),
+            Role::Stray
+        ));
+        // Stack unchanged: the exec failed, unless the image changed to the file (ASLR off).
+        assert!(resolve(
+            p(vec![(1, 2)], Some((1, 9))),
+            Some((1, 9)),
+            100,
+            Role::Agent
+        )
+        .is_agent());
+        assert!(is_cmd(&resolve(
+            p(vec![(1, 2)], Some((1, 9))),
+            Some((1, 2)),
+            100,
+            Role::Agent
+        )));
+        // Same file before and after with the stack unchanged: taken as failed.
+        assert!(resolve(
+            p(vec![(1, 2)], Some((1, 2))),
+            Some((1, 2)),
+            100,
+            Role::Agent
+        )
+        .is_agent());
+        // A process gone or unreadable keeps its old role.
+        assert!(resolve(p(vec![(1, 2)], Some((1, 9))), None, 100, Role::Agent).is_agent());
+    }
+
+    #[test]
+    fn a_fork_child_has_its_parents_role() {
+        let me = std::process::id();
+        let st = procfs::stat_ext(me).unwrap();
+        let mut t = ProcTable::new();
+        t.set(me, st.start, Role::Agent);
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let cst = procfs::stat_ext(child.id()).unwrap();
+        let r = t.role_of(child.id(), &cst, 0, &|_, _| None);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(r.is_agent());
+        // An unknown lineage is stray.
+        let mut empty = ProcTable::new();
+        assert!(matches!(
+            empty.role_of(me, &st, 0, &|_, _| None),
+            Role::Stray
+        ));
+    }
+}
