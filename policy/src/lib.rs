@@ -44,7 +44,10 @@ pub mod agents;
 mod analysis;
 pub mod config;
 mod decision;
+pub mod git_tables;
+pub mod programs;
 pub mod redact;
+pub mod rules;
 mod verdict;
 
 pub use action::{Action, AliasExpansion, Context, GitInspector, GitInvocation, GitReport};

@@ -326,7 +326,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             .iter()
             .filter_map(|(k, v)| {
                 let k = k.to_string_lossy();
-                tyba_policy::is_code_running_var(&k)
+                (tyba_policy::is_code_running_var(&k) || crate::exec::STARTUP_VARS.contains(&&*k))
                     .then(|| (k.into_owned(), v.to_string_lossy().into_owned()))
             })
             .collect(),

@@ -84,8 +84,9 @@ pub(crate) struct Notifier {
     pub stage2: u32,
     /// The agent program's installation: what the agent's own runtime may exec as itself.
     pub install: AgentInstall,
-    /// The code-running variables (`tyba_policy::is_code_running_var`) the agent started
-    /// with, by name: an exec's variable with another value is an assignment.
+    /// The code-running variables (`tyba_policy::is_code_running_var`) and the shells'
+    /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
+    /// an exec's variable with another value is an assignment.
     pub start_env: HashMap<String, String>,
     pub state: Mutex<State>,
 }
@@ -157,17 +158,8 @@ struct ExecRead {
     dirfd: i32,
 }
 
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
-
-/// Directories searched for bare program names on a standard `PATH`.
-const SYSTEM_BIN_DIRS: &[&str] = &[
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
+// The policy's own program facts: a shell and a system program are the same to both.
+use tyba_policy::programs::{SHELLS, SYSTEM_BIN_DIRS};
 
 /// The program word of an exec: the file the kernel runs (`path`, made explicit when relative),
 /// shown as `argv[0]` only when `argv[0]` names that same file: equal to `path`, or a bare
@@ -716,18 +708,24 @@ impl Notifier {
         let judged = |covered: &[(String, String)]| {
             exec::env_assignments(&r.envp, &self.start_env, covered, shell.as_ref())
         };
-        if role.is_agent() && judged(&[]).is_empty() {
+        // The agent's own file, reached by a name no process of the session can change
+        // between this check and the kernel's (no link in the worktree or scratch dir).
+        let own_file = role.is_agent()
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && file.as_ref().is_some_and(|(real, _)| {
+                self.install
+                    .is_own_exec(real, &r.argv, &r.cwd, &self.writable)
+            });
+        if own_file && judged(&[]).is_empty() {
             // The agent's own re-launch keeps its identity only with the environment it
             // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
-            if let Some((real, _)) = &file {
-                if self.install.is_own_exec(real, &r.argv, &r.cwd) {
-                    return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
-                }
-            }
+            return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
-        let assigns = if role.is_agent() && self.install.has_installation() {
+        let assigns = if role.is_agent() && self.install.has_installation() && !own_file {
             Vec::new()
         } else {
+            // For the agent's own file with a changed environment: shown and judged, since
+            // the environment is what makes it a command.
             judged(covered_env)
         };
         // A name through the process's own fds or /proc entry (`/dev/fd/5`, `/proc/self/exe`)

@@ -22,8 +22,9 @@
 //!   that the classifier can read and that holds only definitions (functions, aliases,
 //!   assignments and declarations, neutral option builtins): the definitions join the line's
 //!   state, and a later use of a defined name takes the colour of the definition's body as
-//!   well as its own. Variables such a file assigns are unknown afterwards (their values may
-//!   be secrets), and exec-capable variables are red as anywhere. Any other readable file is
+//!   well as its own. Variables such a file assigns are unknown afterwards, as if inherited
+//!   (their values may be secrets; a snapshot's `PATH` is the person's own, so it does not
+//!   count as a `PATH` the line changed), and exec-capable variables are red as anywhere. Any other readable file is
 //!   analysed as inline code on top of the old rules (yellow `shell.source` and the path
 //!   rules); an unreadable or non-literal one keeps the old rules alone.
 //!
@@ -721,7 +722,9 @@ impl Analyzer<'_> {
         }
         for v in defs.vars {
             self.assigns_variable(&v, Some("source"), &st);
-            st.vars.insert(v, vec![None]);
+            // Unknown afterwards, like a variable the agent inherited (the snapshot's `PATH`
+            // is the person's own): not a value the line gave it.
+            st.vars.remove(&v);
         }
         for d in defs.defs {
             if !st.defs.contains(&d) {
