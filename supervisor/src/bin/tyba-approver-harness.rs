@@ -22,6 +22,9 @@ impl Approver for DenyWith {
 }
 
 fn main() -> std::process::ExitCode {
+    // A refused exec runs this executable as tyba's refusal program (the proxy told to
+    // refuse), as it would run tyba's own.
+    tyba_supervisor::proxy::run_if_proxy();
     match real_main() {
         Ok(c) => std::process::ExitCode::from(c),
         Err(e) => {
