@@ -11,7 +11,8 @@
 //! ("Add command output to the chat?") and reaches the model in the next request as `Output
 //! from CMD` + the merged stdout and stderr. So the person at aider's own prompt is scripted
 //! on its stdin (`--no-fancy-input`): the task, then per step an empty line for each
-//! confirmation (the default, yes) and `Continue.`. aider runs in the repository with git
+//! confirmation (the default, yes) and `Continue.`; the files the steps name are in the chat
+//! (`--read`), so aider does not offer to add them. aider runs in the repository with git
 //! (GitPython: `git version` and friends at start), as its users run it; the fake home has a
 //! git identity in `~/.gitconfig`, as theirs does.
 //!
@@ -20,6 +21,9 @@
 //! `deny`. Both assert: no ask or refusal before the first scripted step, none but the steps'
 //! own in the whole session, tyba's reasons reach the model, nothing outside the worktree
 //! changed.
+//!
+//! Both tests are ignored until tyba's refusal reaches a `vfork` child execing `/bin/sh` (the
+//! `#[ignore]` reason); everything else they check passes once `git version` is read-only.
 //!
 //! The venv is found at `TYBA_TEST_AIDER_VENV` or `/opt/tyba-test-venv`; when it is not there
 //! the test fails with `TYBA_REQUIRE_SANDBOX=1` and is skipped otherwise.
@@ -238,6 +242,12 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
         "--map-tokens",
         "0",
         "--no-auto-commits",
+        // The files the steps name, read-only in the chat: aider then does not offer to add
+        // them when the model mentions them (another confirmation on stdin).
+        "--read",
+        "README.md",
+        "--read",
+        "build.sh",
     ];
     let mut stdin = String::from("Run the scripted commands.\n");
     for _ in 0..s.steps.len() {
@@ -440,6 +450,7 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
 }
 
 #[test]
+#[ignore = "issue 12: aider runs each command with Popen(shell=True), a vfork child execing /bin/sh; tyba cannot rewrite a name shorter than /dev/fd/3 in shared memory and answers EACCES, so the model reads `[Errno 13] Permission denied: '/bin/sh'`, never tyba's reason"]
 fn agent_aider_by_name_non_interactive() {
     let Some(venv) = aider_venv() else {
         return;
@@ -448,6 +459,7 @@ fn agent_aider_by_name_non_interactive() {
 }
 
 #[test]
+#[ignore = "issue 12: aider runs each command with Popen(shell=True), a vfork child execing /bin/sh; tyba cannot rewrite a name shorter than /dev/fd/3 in shared memory and answers EACCES, so the model reads `[Errno 13] Permission denied: '/bin/sh'`, never tyba's reason"]
 fn agent_aider_by_name_scripted_person() {
     let Some(venv) = aider_venv() else {
         return;
