@@ -253,6 +253,7 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
     for _ in 0..s.steps.len() {
         stdin.push_str("\n\n\nContinue.\n");
     }
+    let home_before = s.home_snapshot(&[".aider"]);
     let steps = s.steps.clone();
     let (asks, code, out, err) = run_session(
         &s,
@@ -429,6 +430,11 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
     ck.check(
         !s.root.join("outside.txt").exists(),
         "../outside.txt does not exist",
+    );
+    let home_changes = changes(&home_before, &s.home_snapshot(&[".aider"]));
+    ck.check(
+        home_changes.is_empty(),
+        format!("nothing in the home but the agent's state changed: {home_changes:?}"),
     );
     let changes = s.outside_changes();
     ck.check(

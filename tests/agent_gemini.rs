@@ -203,6 +203,7 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
         format!("http://127.0.0.1:{port}"),
     );
     set_env(&mut env, "GEMINI_API_KEY", "offline");
+    let home_before = s.home_snapshot(&[".gemini"]);
     let steps = s.steps.clone();
     let (asks, code, out, err) = run_session(
         &s,
@@ -408,6 +409,11 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
     ck.check(
         !s.root.join("outside.txt").exists(),
         "../outside.txt does not exist",
+    );
+    let home_changes = changes(&home_before, &s.home_snapshot(&[".gemini"]));
+    ck.check(
+        home_changes.is_empty(),
+        format!("nothing in the home but the agent's state changed: {home_changes:?}"),
     );
     let changes = s.outside_changes();
     ck.check(

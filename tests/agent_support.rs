@@ -164,9 +164,9 @@ fn git_out(who: &Who, dir: &Path, args: &[&str]) -> String {
         .to_string()
 }
 
-/// Path → (kind, size, mode, content hash) of every entry under `dir`, except the top-level
-/// names in `skip`.
-pub fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, String> {
+/// Path → (kind, size, mode, content hash) of every entry under `dir`, except the paths in
+/// `skip` and everything under them.
+pub fn snapshot(dir: &Path, skip: &[PathBuf]) -> BTreeMap<PathBuf, String> {
     use std::hash::{Hash, Hasher};
     use std::os::unix::fs::MetadataExt;
     let mut out = BTreeMap::new();
@@ -177,7 +177,7 @@ pub fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, String> {
         };
         for e in rd.flatten() {
             let p = e.path();
-            if d == dir && skip.iter().any(|s| e.file_name() == *s) {
+            if skip.contains(&p) {
                 continue;
             }
             let Ok(m) = std::fs::symlink_metadata(&p) else {
@@ -252,7 +252,7 @@ impl Scripted {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let outside_before = snapshot(&root, &["repo", "home", "rt"]);
+        let outside_before = snapshot(&root, &outside_skip(&root));
         Some(Scripted {
             fx,
             root,
@@ -276,22 +276,49 @@ impl Scripted {
 
     /// What changed under the fixture root outside the worktree, the home and the runtime dir.
     pub fn outside_changes(&self) -> Vec<String> {
-        let after = snapshot(&self.root, &["repo", "home", "rt"]);
-        let mut v = Vec::new();
-        for (p, a) in &after {
-            match self.outside_before.get(p) {
-                None => v.push(format!("new: {}", p.display())),
-                Some(b) if b != a => v.push(format!("changed: {}", p.display())),
-                _ => {}
-            }
-        }
-        for p in self.outside_before.keys() {
-            if !after.contains_key(p) {
-                v.push(format!("gone: {}", p.display()));
-            }
-        }
-        v
+        changes(
+            &self.outside_before,
+            &snapshot(&self.root, &outside_skip(&self.root)),
+        )
     }
+
+    /// The home, except the agent's own state directories `agent_state` (names in the home,
+    /// the policy's `agent_state`) and tyba's state (`~/.local/state/tyba`): nothing in it
+    /// may change in a session.
+    pub fn home_snapshot(&self, agent_state: &[&str]) -> BTreeMap<PathBuf, String> {
+        let home = &self.fx.home;
+        let mut skip: Vec<PathBuf> = agent_state.iter().map(|n| home.join(n)).collect();
+        skip.push(home.join(".local/state/tyba"));
+        snapshot(home, &skip)
+    }
+}
+
+fn outside_skip(root: &Path) -> Vec<PathBuf> {
+    ["repo", "home", "rt"]
+        .iter()
+        .map(|n| root.join(n))
+        .collect()
+}
+
+/// What differs from `before` in `after`: `new: P`, `changed: P`, `gone: P`.
+pub fn changes(
+    before: &BTreeMap<PathBuf, String>,
+    after: &BTreeMap<PathBuf, String>,
+) -> Vec<String> {
+    let mut v = Vec::new();
+    for (p, a) in after {
+        match before.get(p) {
+            None => v.push(format!("new: {}", p.display())),
+            Some(b) if b != a => v.push(format!("changed: {}", p.display())),
+            _ => {}
+        }
+    }
+    for p in before.keys() {
+        if !after.contains_key(p) {
+            v.push(format!("gone: {}", p.display()));
+        }
+    }
+    v
 }
 
 // ---------------------------------------------------------------------------------------
