@@ -361,7 +361,7 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
         format!("the model saw README.md: {:?}", outs[0]),
     );
     match mode {
-        Mode::Person => {
+        Mode::Person | Mode::Hook => {
             ck.check(step_asks(BUILD) == 1, "the build is asked exactly once");
             ck.check(answered(BUILD, "approve"), "the build was approved");
             ck.check(

@@ -10,13 +10,17 @@
 //! command (`_bgpids_file=…` / `( trap 'jobs -p > "$_bgpids_file"' EXIT` / CMD / `)` / …):
 //! both are the real thing, nothing here turns them off.
 //!
-//! Two modes, as the test's user and as the unprivileged `TYBA_TEST_USER`:
+//! Three modes, as the test's user and as the unprivileged `TYBA_TEST_USER`:
 //! - `--non-interactive` (CI): each yellow/red step is one refusal with tyba's reason, the
 //!   green read runs, the push is refused as a push to protected `main`;
 //! - a scripted person answering through `tyba inbox --json` / `approve` / `deny`: the build is
-//!   asked once and approved, `rm -rf build` denied with a reason the model then reads.
+//!   asked once and approved, `rm -rf build` denied with a reason the model then reads;
+//! - the same person with tyba's hook installed (`tyba hook install gemini --user`, tyba in
+//!   `~/.cargo/bin`): still one ask per step (the hook's, the exec then not asked again), and a
+//!   refusal reaches the model as the command's output or as Gemini's `Tool execution
+//!   blocked: …` with the reason.
 //!
-//! Both assert: no ask or refusal before the first scripted step, none but the steps' own in
+//! All assert: no ask or refusal before the first scripted step, none but the steps' own in
 //! the whole session, nothing outside the worktree changed.
 //!
 //! Gemini is found under `TYBA_TEST_GEMINI_PREFIX` or `/opt/tyba-test-npm-global`; when it is
@@ -143,6 +147,10 @@ fn handle(rec: &Recorded, steps: &[String], method: &str, path: &str, body: &[u8
 /// The scripted step an ask's action is for: `run `CMD`` as the kernel layer shows a command,
 /// or Gemini's wrapper around it (the command is one line of the wrapped script).
 fn step_of(steps: &[String], action: &str) -> Option<String> {
+    // tyba's hook asks `CMD (run_shell_command via gemini)`.
+    let action = action
+        .strip_suffix(" (run_shell_command via gemini)")
+        .unwrap_or(action);
     let inner = action
         .strip_prefix("run `")
         .and_then(|a| a.strip_suffix('`'))
@@ -196,6 +204,26 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
     give(&s.fx.home, who);
 
     let mut env = s.fx.env();
+    if mode == Mode::Hook {
+        // The hook runs inside the sandbox, so tyba must be where the sandbox may execute
+        // it: `~/.cargo/bin` (policy `read_only`), as after `cargo install`.
+        let bin = s.fx.home.join(".cargo/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        copy_exe(&s.fx.tyba, &bin.join("tyba"));
+        give(&s.fx.home, who);
+        let o = run_tyba(
+            who,
+            &bin.join("tyba"),
+            &s.fx.wt,
+            &env,
+            &["hook", "install", "gemini", "--user"],
+        );
+        assert!(
+            o.status.success(),
+            "tyba hook install gemini --user: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     set_env(&mut env, "PATH", path_with(&prefix.join("bin")));
     set_env(
         &mut env,
@@ -247,6 +275,13 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
     let failed = |i: usize, text: &str| {
         let o = out_of(i);
         o.contains("Exit Code: ") && o.contains(text)
+    };
+    // A refusal with `reason`: the refused exec's `tyba: REASON` in the command's output, or
+    // (with the hook) Gemini's `Tool execution blocked: …` carrying the reason.
+    let refused = |i: usize, reason: &str| {
+        let o = out_of(i);
+        failed(i, &format!("tyba: {reason}"))
+            || (mode == Mode::Hook && o.contains("Tool execution blocked") && o.contains(reason))
     };
     let ok = |i: usize, text: &str| {
         let o = out_of(i);
@@ -330,7 +365,7 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
         format!("the agent read README.md: {:?}", out_of(0)),
     );
     match mode {
-        Mode::Person => {
+        Mode::Person | Mode::Hook => {
             // 2. The yellow build: asked once, approved, ran.
             ck.check(step_asks(BUILD) == 1, "the build is asked exactly once");
             ck.check(answered(BUILD, "approve"), "the build was approved");
@@ -343,18 +378,18 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
             ck.check(step_asks(RM) == 1, "`rm -rf build` is asked exactly once");
             ck.check(answered(RM, "deny"), "`rm -rf build` was denied");
             ck.check(
-                failed(2, &format!("tyba: {RM_REASON}")),
+                refused(2, RM_REASON),
                 format!("the agent saw \"tyba: {RM_REASON}\": {:?}", out_of(2)),
             );
             // 5, 6: asked once each, denied with reasons the model read.
             ck.check(step_asks(OUTSIDE) == 1, "the outside write is asked once");
             ck.check(
-                failed(4, &format!("tyba: {OUTSIDE_REASON}")),
+                refused(4, OUTSIDE_REASON),
                 format!("the agent saw \"tyba: {OUTSIDE_REASON}\": {:?}", out_of(4)),
             );
             ck.check(step_asks(&s.net) == 1, "the network call is asked once");
             ck.check(
-                failed(5, &format!("tyba: {NET_REASON}")),
+                refused(5, NET_REASON),
                 format!("the agent saw \"tyba: {NET_REASON}\": {:?}", out_of(5)),
             );
             ck.check(
@@ -398,7 +433,10 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
     // 4. The push to main: never asked, refused as a push to protected main, remote unmoved.
     ck.check(step_asks(PUSH) == 0, "the push to main is never asked");
     ck.check(
-        failed(3, "tyba: ") && failed(3, "protected"),
+        (failed(3, "tyba: ") && failed(3, "protected"))
+            || (mode == Mode::Hook
+                && out_of(3).contains("Tool execution blocked")
+                && out_of(3).contains("protected")),
         format!("the agent saw the push refused: {:?}", out_of(3)),
     );
     ck.check(
@@ -448,4 +486,13 @@ fn agent_gemini_by_name_scripted_person() {
         return;
     };
     for_each_who(|who| run_gemini_session(who, &prefix, Mode::Person));
+}
+
+#[test]
+#[ignore = "issue 12: tyba's own hook command (`/bin/sh -c '\"$0\" hook gemini; …' ~/.cargo/bin/tyba`) is asked (yellow) at the first tool call, and `sh build.sh` approved through the hook is asked again by the kernel layer for Gemini's wrapped exec: 6 asks for 4 steps"]
+fn agent_gemini_by_name_with_tyba_hook() {
+    let Some(prefix) = gemini_prefix() else {
+        return;
+    };
+    for_each_who(|who| run_gemini_session(who, &prefix, Mode::Hook));
 }

@@ -40,6 +40,9 @@ pub enum Mode {
     NonInteractive,
     /// A scripted person answering through the inbox.
     Person,
+    /// A scripted person, with tyba's hook installed in the agent's user settings
+    /// (`tyba hook install AGENT --user`, tyba in `~/.cargo/bin`).
+    Hook,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -222,6 +225,9 @@ impl Scripted {
         std::fs::create_dir_all(fx.wt.join("build")).unwrap();
         std::fs::write(fx.wt.join("build/earlier.txt"), "earlier\n").unwrap();
         std::fs::write(fx.wt.join(".gitignore"), "build/\n").unwrap();
+        // tyba's own state (`$XDG_STATE_HOME/tyba`: audit logs) goes under the home's
+        // `~/.local/state`, which a person's home has.
+        std::fs::create_dir_all(fx.home.join(".local/state")).unwrap();
         let remote = root.join("remote.git");
         std::fs::create_dir_all(&remote).unwrap();
         give(&root, who);
@@ -337,13 +343,20 @@ pub struct Answered {
 
 /// What the person answers to the ask `p`, given the step it is for (`None`: not a step).
 /// The read and the build are the task (approved once each, should they be asked); the
-/// destructive, outside and network steps are denied with a reason; anything else is denied
-/// (a careful person refuses what they were not expecting).
+/// destructive, outside and network steps are denied with a reason; tyba's own hook command
+/// is allowed for the session; anything else is denied (a careful person refuses what they
+/// were not expecting).
 pub fn answer_for(p: &serde_json::Value, step: Option<&str>, net: &str) -> Vec<String> {
     let id = p["id"].as_str().unwrap_or("").to_string();
     let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     if p["kind"] == "pause" {
         return v(&["approve", &id]);
+    }
+    let action = p["action"].as_str().unwrap_or("");
+    if step.is_none() && action.starts_with("run `/bin/sh -c '\"$0\" hook ") {
+        // tyba's own hook, as `tyba hook install` wrote it: the person who installed it
+        // allows it for the session (counted as an ask all the same).
+        return v(&["approve", &id, "--always"]);
     }
     match step {
         Some(READ) | Some(BUILD) => v(&["approve", &id]),
@@ -397,7 +410,7 @@ pub fn approver(
 
 /// Starts `tyba run --here [--non-interactive] --allow-host 127.0.0.1:PORT --pass-env …
 /// -- AGENT…` as the fixture's user in the worktree with exactly `env`, feeds it `stdin`,
-/// answers its asks (in [`Mode::Person`]) and waits up to `limit` for its end.
+/// answers its asks (unless [`Mode::NonInteractive`]) and waits up to `limit` for its end.
 /// Returns (asks, exit status, stdout, stderr).
 #[allow(clippy::too_many_arguments)]
 pub fn run_session(
@@ -445,7 +458,7 @@ pub fn run_session(
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
         let h = sc.spawn(|| {
-            if mode == Mode::Person {
+            if mode != Mode::NonInteractive {
                 approver(s, step_of, &stop)
             } else {
                 Vec::new()
