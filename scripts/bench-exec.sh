@@ -33,7 +33,7 @@ fi
 WORK=$(mktemp -d /tmp/tyba-bench-exec.XXXXXX)
 cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
-export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" GIT_CONFIG_NOSYSTEM=1
+export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" GIT_CONFIG_NOSYSTEM=1 PATH=/usr/local/bin:/usr/bin:/bin
 mkdir -p "$HOME"
 REPO="$WORK/repo"
 mkdir -p "$REPO"
@@ -72,7 +72,7 @@ per = {k: [] for k in variants}
 loop = {k: [] for k in variants}
 for _ in range(rounds):
     for k, prefix in variants.items():
-        _, o = run(prefix, ["python3", "spawn.py", "1000"])
+        _, o = run(prefix, ["/usr/bin/python3", "spawn.py", "1000"])
         per[k].append(float(o.strip().splitlines()[-1]))
         w, _ = run(prefix, ["bash", "-c", "for i in $(seq 1000); do /bin/true; done"])
         loop[k].append(w)

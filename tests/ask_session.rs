@@ -349,11 +349,26 @@ fn ask_socket_mode_is_0600_while_the_session_lives() {
 }
 
 #[test]
-fn ask_non_interactive_keeps_denying_without_a_socket() {
+fn ask_non_interactive_denies_at_once_and_is_listed_while_it_runs() {
     let Some(fx) = setup(&Who::Me, "ask-nonint") else {
         return;
     };
-    let s = fx.start(&["--non-interactive"], "touch n.txt; echo rc=$?");
+    let s = fx.start(
+        &["--non-interactive"],
+        "touch n.txt; echo rc=$?; : > ready; until [ -e go ]; do :; done",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !fx.wt.join("ready").exists() {
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (code, out, err) = fx.cli(&["inbox", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v[0]["session"]["non_interactive"], true, "{v}");
+    assert_eq!(v[0]["pending"], serde_json::json!([]), "nothing waits: {v}");
+    std::fs::write(fx.wt.join("go"), "").unwrap();
     let (_, out, err) = s.finish();
     assert!(out.contains("rc=126"), "{out} / {err}");
     assert!(err.contains("non-interactive"), "{err}");

@@ -375,6 +375,72 @@ fn bad_input_gets_a_clear_error_and_a_documented_exit_code() {
         format!("dead socket: {code} {err}"),
     );
     checks.check(!dead.exists(), "the dead socket is removed");
+    // A socket nobody listens on while its session's lock is held (here by flock(1)): the
+    // supervisor lives, so nothing of it is removed, and the listing says so. Once the lock
+    // is free (the holder died), the next listing removes the socket and the lock.
+    let held_sock = dir.join("10cced000000.sock");
+    let held_lock = dir.join("10cced000000.lock");
+    let lone_lock = dir.join("10cced000001.lock");
+    drop(std::os::unix::net::UnixListener::bind(&held_sock).unwrap());
+    std::fs::write(&held_lock, "").unwrap();
+    std::fs::write(&lone_lock, "").unwrap();
+    let holders: Vec<std::process::Child> = [&held_lock, &lone_lock]
+        .iter()
+        .map(|l| {
+            let mut c = std::process::Command::new("flock")
+                // -o: the lock stays with flock itself, not with the command it runs.
+                .args(["-n", "-o"])
+                .arg(l)
+                // The command ends when the test closes its stdin.
+                .args(["-c", "echo locked; exec cat"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(c.stdout.take().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            assert_eq!(line, "locked\n");
+            c
+        })
+        .collect();
+    for args in [
+        &["sessions"][..],
+        &["inbox"][..],
+        &["stop", "10cced000000"][..],
+    ] {
+        let (code, _, err) = fx.cli(args);
+        checks.check(
+            held_sock.exists() && held_lock.exists() && lone_lock.exists(),
+            format!(
+                "{args:?}: the files of a session whose lock is held were touched: {code} {err}"
+            ),
+        );
+        if args[0] != "stop" {
+            checks.check(
+                err.contains("session 10cced000000 did not answer")
+                    && err.contains("still holds the session's lock"),
+                format!("{args:?}: a held lock is reported: {err}"),
+            );
+        }
+    }
+    for mut h in holders {
+        let _ = h.kill();
+        let _ = h.wait();
+        drop(h.stdin.take());
+    }
+    let (code, out, err) = fx.cli(&["sessions", "--json"]);
+    checks.check(
+        code == 0 && out.trim() == "[]" && err.is_empty(),
+        format!("after the holder died: {code} {out} {err}"),
+    );
+    checks.check(
+        !held_sock.exists() && !held_lock.exists() && !lone_lock.exists(),
+        "a session proved dead has its socket and lock removed, and a lone free lock too",
+    );
     // Two live sessions and none named: ambiguous, nothing changed.
     let a = fx.start(&[], "touch a.txt; echo a=$?");
     let b = fx.start(&[], "touch b.txt; echo b=$?");
@@ -645,4 +711,134 @@ fn a_session_that_does_not_answer_is_reported_not_hidden() {
         );
     }
     drop(held);
+}
+
+#[test]
+fn a_non_interactive_session_is_listed_stopped_and_logged_its_asks_denied_at_once() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "sess-nonint") else {
+            continue;
+        };
+        let inside = fx.wt.join("tyba-in");
+        copy_exe(&fx.tyba, &inside);
+        give(&inside, &fx.who);
+        let input = format!(
+            r#"{{"cwd":"{}","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"touch ../hooked.txt"}}}}"#,
+            fx.wt.display()
+        );
+        std::fs::write(fx.wt.join("in.json"), input).unwrap();
+        give(&fx.wt.join("in.json"), &fx.who);
+        let go = fx.wt.join("go");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&go)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        give(&go, &fx.who);
+        // At high `./tyba-in` (yellow) runs without asking; the red asks meet nobody. The
+        // agent then waits on a FIFO nobody opens: only `tyba stop` ends it.
+        let s = fx.start(
+            &["--non-interactive", "--autonomy", "high"],
+            "./tyba-in hook claude-code < in.json > h.json; echo h=$?; \
+             touch ../outside.txt; echo t=$?; : > ready; read x < go; echo after",
+        );
+        wait_file(&fx.wt.join("ready"));
+        let v = the_session(&fx);
+        assert_eq!(v["non_interactive"], true, "{who:?}: {v}");
+        assert_eq!(v["pending"], 0, "{who:?}: asks do not wait: {v}");
+        assert_eq!(
+            (&v["asked"], &v["denied"]),
+            (&serde_json::json!(2), &serde_json::json!(2)),
+            "{who:?}: the hook's ask and the sandbox's, both denied: {v}"
+        );
+        assert_eq!(v["pid"], s.child.id());
+        let sid = v["id"].as_str().unwrap().to_string();
+        let (code, text, err) = fx.cli(&["sessions"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            text.contains(&format!("session {sid}  non-interactive  autonomy high")),
+            "{who:?}: {text}"
+        );
+        let (code, text, err) = fx.cli(&["inbox"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            text.contains("non-interactive: asks are denied at once")
+                && text.contains("no pending asks"),
+            "{who:?}: {text}"
+        );
+        let (code, out, err) = fx.cli(&["stop"]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains(&format!("session {sid}: stopped; 0 pending asks denied"))
+                && out.contains("the agent's processes have ended"),
+            "{who:?}: {out}"
+        );
+        let (_, sout, serr) = s.finish();
+        assert!(
+            sout.contains("h=0") && sout.contains("t=126") && !sout.contains("after"),
+            "{who:?}: {sout} / {serr}"
+        );
+        assert!(
+            serr.contains("stopped by tyba stop (pid "),
+            "{who:?}: {serr}"
+        );
+        assert!(sessions(&fx).is_empty(), "{who:?}: gone after the stop");
+        assert!(!fx.wt.join("../outside.txt").exists());
+        let h = std::fs::read_to_string(fx.wt.join("h.json")).unwrap();
+        assert!(
+            h.contains(r#""permissionDecision":"deny""#)
+                && h.contains("non-interactive session: asks are denied"),
+            "{who:?}: {h}"
+        );
+        // The same audit log as any session: both asks, answered by nobody, and the stop.
+        let log = fx.log_lines();
+        let asks: Vec<(&str, &str)> = log
+            .iter()
+            .filter(|l| l["decision"] == "ask")
+            .map(|l| (l["kind"].as_str().unwrap(), l["action"].as_str().unwrap()))
+            .collect();
+        assert_eq!(asks.len(), 2, "{who:?}: {log:?}");
+        assert!(
+            asks[0].0 == "hook" && asks[0].1.contains("touch ../hooked.txt"),
+            "{who:?}: {asks:?}"
+        );
+        assert_eq!(
+            asks[1],
+            ("command", "run `touch ../outside.txt`"),
+            "{who:?}"
+        );
+        for l in log.iter().filter(|l| l["decision"] == "ask") {
+            assert_eq!(l["answer"], "deny", "{l}");
+            assert_eq!(l["answered_by"], "nobody (non-interactive session)", "{l}");
+            assert_eq!(l["wait_ms"], 0, "{l}");
+            assert!(
+                l["reason"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("(non-interactive session: asks are denied)"),
+                "{l}"
+            );
+        }
+        assert!(
+            !log.iter()
+                .any(|l| l["decision"] == "refuse" && l["action"] == "touch ../outside.txt"),
+            "{who:?}: the denied ask is logged once: {log:?}"
+        );
+        assert!(
+            log.iter().any(|l| l["kind"] == "control"
+                && l["decision"] == "stop"
+                && l["answered_by"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("tyba stop (pid ")),
+            "{who:?}: {log:?}"
+        );
+        assert!(
+            std::fs::read_dir(fx.runtime.join("tyba"))
+                .unwrap()
+                .next()
+                .is_none(),
+            "{who:?}: its socket and lock are gone"
+        );
+    }
 }

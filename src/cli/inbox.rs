@@ -144,10 +144,15 @@ fn render(v: &serde_json::Value) -> String {
     for s in sessions {
         let sess = &s["session"];
         out.push_str(&format!(
-            "session {}  {}  (supervisor pid {})\n",
+            "session {}  {}  (supervisor pid {}){}\n",
             clean(sess["id"].as_str().unwrap_or("?")),
             clean(sess["worktree"].as_str().unwrap_or("?")),
-            sess["pid"]
+            sess["pid"],
+            if sess["non_interactive"] == true {
+                "  non-interactive: asks are denied at once"
+            } else {
+                ""
+            }
         ));
         let pending: Vec<PendingView> =
             serde_json::from_value(s["pending"].clone()).unwrap_or_default();
@@ -313,13 +318,13 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
 
 /// The approver `tyba run` uses and the broker behind it, if any.
 ///
-/// `--non-interactive`: [`DenyAll`] (no socket: such a session is not listed by `tyba
-/// sessions` and cannot be re-levelled or stopped from another terminal). Otherwise a
-/// [`Broker`] answerable from `tyba inbox/approve/deny` and steered by `tyba
-/// autonomy/stop` through `control`, with the same-terminal prompt when standard input is a terminal, and
-/// a hook-only socket in the session's private temp dir named by `TYBA_SESSION_SOCKET` in the
-/// agent's environment. If the broker cannot start, every ask is denied (fail closed) and the
-/// reason is printed.
+/// A [`Broker`] answerable from `tyba inbox/approve/deny` and steered by `tyba
+/// autonomy/stop` through `control`, with the same-terminal prompt when standard input is a
+/// terminal, and a hook-only socket in the session's private temp dir named by
+/// `TYBA_SESSION_SOCKET` in the agent's environment. With `--non-interactive` the broker is
+/// the same (listed by `tyba sessions` marked non-interactive, stoppable, writing the audit
+/// log) but answers every ask at once with a deny, and there is no prompt. If the broker
+/// cannot start, every ask is denied (fail closed) and the reason is printed.
 pub fn session_approver(
     non_interactive: bool,
     session: &tyba_supervisor::session::Session,
@@ -329,9 +334,6 @@ pub fn session_approver(
     control: &Arc<tyba_supervisor::control::SessionControl>,
 ) -> (Arc<dyn Approver>, Option<Broker>) {
     env.retain(|(k, _)| k != HOOK_SOCKET_ENV);
-    if non_interactive {
-        return (Arc::new(DenyAll::non_interactive()), None);
-    }
     let hook_socket = tmp_dir.join("tyba-hook.sock");
     // A unix socket path holds at most 107 bytes; without the hook socket, hooks deny.
     let hook_ok = hook_socket.as_os_str().len() < 100;
@@ -342,8 +344,15 @@ pub fn session_approver(
     cfg.policy = Some(policy.clone());
     cfg.home = super::home_dir();
     cfg.control = Arc::clone(control);
+    cfg.non_interactive = non_interactive;
     let broker = match Broker::start(cfg) {
         Ok(b) => b,
+        Err(e) if non_interactive => {
+            eprintln!(
+                "tyba: cannot start the session's broker ({e}): asks are denied as always in a non-interactive session, but this session is not listed, cannot be stopped by `tyba stop` and writes no audit log"
+            );
+            return (Arc::new(DenyAll::non_interactive()), None);
+        }
         Err(e) => {
             eprintln!("tyba: cannot start the approval broker ({e}): every ask will be denied");
             return (
@@ -361,7 +370,12 @@ pub fn session_approver(
             "tyba: the temp dir path is too long for the hook socket: agent hooks will deny what they would ask"
         );
     }
-    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+    if non_interactive {
+        eprintln!(
+            "tyba: non-interactive session {}: asks are denied at once; listed by `tyba sessions`, ended by `tyba stop {}`",
+            session.id, session.id
+        );
+    } else if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
         let word = prompt::secret_word();
         eprintln!(
             "tyba: asks are shown in this terminal marked with the session word «{word}» (a prompt without it is not tyba's), and listed by `tyba inbox`"

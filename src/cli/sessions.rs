@@ -86,8 +86,13 @@ fn render(sessions: &[SessionView]) -> String {
     let mut out = String::new();
     for s in sessions {
         out.push_str(&format!(
-            "session {}  autonomy {}  mode {}  started {}\n",
+            "session {}  {}autonomy {}  mode {}  started {}\n",
             clean(&s.id),
+            if s.non_interactive {
+                "non-interactive  "
+            } else {
+                ""
+            },
             level_name(s),
             clean(&s.exec_mode),
             clean(&s.started_at)

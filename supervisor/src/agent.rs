@@ -75,8 +75,6 @@ const HARMLESS_VALUE_OPTIONS: &[&str] = &[
     "--disable-warning",
     "--unhandled-rejections",
     "--title",
-    "-W",
-    "-X",
 ];
 
 impl AgentInstall {
@@ -186,10 +184,6 @@ fn script_operand(argv: &[String]) -> Option<&str> {
         if HARMLESS_VALUE_OPTIONS.contains(&a.as_str()) {
             // Its value is the next word.
             it.next()?;
-            continue;
-        }
-        // Single-letter values attached (`-Xutf8`, `-Wignore`).
-        if a.len() > 2 && (a.starts_with("-X") || a.starts_with("-W")) {
             continue;
         }
         return None;

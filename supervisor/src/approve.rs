@@ -128,6 +128,9 @@ pub trait RelayGate: Send + Sync {
     fn input(&self, bytes: &[u8]) -> bool;
 }
 
+/// The note a non-interactive session's refusals of asks end with.
+pub const NON_INTERACTIVE_NOTE: &str = "non-interactive session: asks are denied";
+
 /// Denies every ask with its reason: `--non-interactive`, or when the broker cannot start.
 #[derive(Debug, Clone)]
 pub struct DenyAll {
@@ -138,7 +141,7 @@ impl DenyAll {
     /// The `--non-interactive` approver.
     pub fn non_interactive() -> Self {
         DenyAll {
-            note: "non-interactive session: asks are denied".to_string(),
+            note: NON_INTERACTIVE_NOTE.to_string(),
         }
     }
 

@@ -89,7 +89,14 @@ pub enum Rule {
     NoFastOpen(u32),
     /// `personality`: only the query (`0xffffffff`) and `PER_LINUX` (0).
     PersonalityQueryOnly,
+    /// `prctl`: fail with `EPERM` for `PR_SET_MM` (35), which rewrites the fields of
+    /// `/proc/<pid>/stat` and `/proc/<pid>/exe` the exec model reads to tell that an exec
+    /// happened (`crate::exec`): a process could fake an exec it never made.
+    PrctlNoSetMm,
 }
+
+/// `PR_SET_MM` (`prctl(2)`).
+const PR_SET_MM: u32 = 35;
 
 /// Namespace flags of `clone(2)` (`CLONE_NEWTIME` is not accepted by `clone` itself).
 const CLONE_NS_FLAGS: u32 = (libc::CLONE_NEWNS
@@ -140,6 +147,12 @@ fn rule_block(rule: Rule) -> Vec<SockFilter> {
         Rule::NoFastOpen(i) => vec![
             ld(arg_lo(i)),
             jump(BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, 0, 1),
+            ret(errno(libc::EPERM)),
+            ret(RET_ALLOW),
+        ],
+        Rule::PrctlNoSetMm => vec![
+            ld(arg_lo(0)),
+            jump(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_MM, 0, 1),
             ret(errno(libc::EPERM)),
             ret(RET_ALLOW),
         ],
@@ -239,6 +252,7 @@ pub fn sandbox_rules() -> Vec<(i64, Rule)> {
         // resolver falls back to send on ENOSYS.
         (libc::SYS_sendmmsg, Deny(libc::ENOSYS)),
         (libc::SYS_personality, PersonalityQueryOnly),
+        (libc::SYS_prctl, PrctlNoSetMm),
         // Denied outright: what breaks sandboxes and what no coding agent needs.
         (libc::SYS_ptrace, eperm),
         (libc::SYS_process_vm_readv, eperm),
@@ -433,5 +447,16 @@ mod tests {
             errno(libc::EPERM)
         );
         assert_eq!(run(libc::SYS_sendto, [3, 0, 0, 0, 1, 16]), RET_ALLOW);
+    }
+
+    #[test]
+    fn prctl_cannot_rewrite_the_memory_map_fields() {
+        assert_eq!(
+            run(libc::SYS_prctl, [PR_SET_MM as u64, 8, 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
+        // PR_SET_NAME, PR_SET_PDEATHSIG and the others stay allowed.
+        assert_eq!(run(libc::SYS_prctl, [15, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run(libc::SYS_prctl, [1, 9, 0, 0, 0, 0]), RET_ALLOW);
     }
 }

@@ -219,56 +219,190 @@ fn resolve(p: Pending, exe: Option<FileId>, stack: u64, old: Role) -> Role {
     }
 }
 
+/// What a system shell reads before its command, besides `BASH_ENV`/`ENV` (code-running
+/// variables anyway): for a login shell (`-l`, `--login`, an `argv[0]` starting with `-`), an
+/// interactive one (`-i`), and for zsh always (`.zshenv`), the startup files found through
+/// `HOME`, `ZDOTDIR` and `XDG_CONFIG_HOME`; and the files named by `--rcfile` and
+/// `--init-file` (bash(1) INVOCATION, zsh(1) STARTUP/SHUTDOWN FILES).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StartupFiles {
+    /// Variables that choose where the startup files are.
+    pub vars: &'static [&'static str],
+    /// Files the shell is told to source.
+    pub sourced: Vec<String>,
+}
+
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
+
+impl StartupFiles {
+    /// The startup files of an exec of `file` (canonical) with `argv`, when it is a shell
+    /// that reads some.
+    pub(crate) fn of(file: &std::path::Path, argv: &[String]) -> Option<StartupFiles> {
+        let name = file.file_name()?.to_str()?;
+        if !SHELLS.contains(&name) {
+            return None;
+        }
+        let mut login = name == "zsh" || argv.first().is_some_and(|a| a.starts_with('-'));
+        let mut sourced = Vec::new();
+        let mut it = argv.iter().skip(1);
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--login" | "-l" | "-i" => login = true,
+                "--rcfile" | "--init-file" => {
+                    login = true;
+                    if let Some(f) = it.next() {
+                        sourced.push(f.clone());
+                    }
+                }
+                "--" | "-c" => break,
+                s if s.starts_with('-') && !s.starts_with("--") => {
+                    if s.contains('l') || s.contains('i') {
+                        login = true;
+                    }
+                    if s.contains('c') {
+                        break;
+                    }
+                }
+                s if s.starts_with("--") => {}
+                _ => break,
+            }
+        }
+        login.then_some(StartupFiles {
+            vars: &["HOME", "ZDOTDIR", "XDG_CONFIG_HOME"],
+            sourced,
+        })
+    }
+}
+
+/// Path-list variables whose value, when every entry lies under a system path, only points
+/// programs at the system's own code: git exports `GIT_EXEC_PATH=/usr/lib/git-core` to every
+/// program it runs.
+const SYSTEM_PATH_VARS: &[&str] = &["GIT_EXEC_PATH", "LD_LIBRARY_PATH"];
+
+/// The system paths (DESIGN.md §2), read-only to the agent.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+fn system_paths_only(value: &str) -> bool {
+    !value.is_empty()
+        && value.split(':').all(|e| {
+            let p = std::path::Path::new(e);
+            p.is_absolute()
+                && !p
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+                && SYSTEM_DIRS.iter().any(|d| p.starts_with(d))
+        })
+}
+
 /// The code-running variables of `envp` (`NAME=VALUE` strings) whose value differs from the
-/// session's start (`start`) and from what the cover allowed (`covered`), in the order of
-/// `envp`, first occurrence of a name only (as `getenv(3)` finds it).
+/// session's start (`start`) and from what the covering command ran with (`covered`), in the
+/// order of `envp`. Every occurrence of a name counts (`getenv(3)` takes the first, the
+/// dynamic loader and shells the last). For a shell that reads startup files (`shell`), the
+/// variables that say where they are count too. A path-list value wholly under system paths
+/// of [`SYSTEM_PATH_VARS`] is no assignment.
 pub(crate) fn env_assignments(
     envp: &[Vec<u8>],
     start: &HashMap<String, String>,
     covered: &[(String, String)],
+    shell: Option<&StartupFiles>,
 ) -> Vec<(String, String)> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
     for e in envp {
         let Some(eq) = e.iter().position(|&b| b == b'=') else {
             continue;
         };
         let name = String::from_utf8_lossy(&e[..eq]).into_owned();
-        if !seen.insert(name.clone()) || !tyba_policy::is_code_running_var(&name) {
+        let counts = tyba_policy::is_code_running_var(&name)
+            || shell.is_some_and(|s| s.vars.contains(&name.as_str()));
+        if !counts {
             continue;
         }
         let value = String::from_utf8_lossy(&e[eq + 1..]).into_owned();
         if start.get(&name) == Some(&value)
             || covered.iter().any(|(n, v)| *n == name && *v == value)
+            || (SYSTEM_PATH_VARS.contains(&name.as_str()) && system_paths_only(&value))
         {
             continue;
         }
-        out.push((name, value));
+        if !out.iter().any(|(n, v)| *n == name && *v == value) {
+            out.push((name, value));
+        }
     }
     out
 }
 
-/// The code-running variables of `envp` with their values, first occurrence of a name only.
+/// The code-running variables of `envp` with their values.
 pub(crate) fn code_env(envp: &[Vec<u8>]) -> Vec<(String, String)> {
-    env_assignments(envp, &HashMap::new(), &[])
+    env_assignments(envp, &HashMap::new(), &[], None)
 }
 
-/// The line classified for an exec: `export NAME=VALUE; …` for each of `assigns`, then
-/// `command` (the exec's own line, `crate::notify::command_line`).
-pub(crate) fn classified_line(assigns: &[(String, String)], command: &str) -> String {
-    if assigns.is_empty() {
+/// The line classified for an exec: `export NAME=VALUE; …` for each of `prefix` (an empty
+/// name stands for a file the program sources: `source FILE; …`), then `command` (the exec's
+/// own line, `crate::notify::command_line`).
+pub(crate) fn classified_line(prefix: &[(String, String)], command: &str) -> String {
+    if prefix.is_empty() {
         return command.to_string();
     }
     let mut s = String::new();
-    for (n, v) in assigns {
-        s.push_str("export ");
-        s.push_str(n);
-        s.push('=');
+    for (n, v) in prefix {
+        if n.is_empty() {
+            s.push_str("source ");
+        } else {
+            s.push_str("export ");
+            s.push_str(n);
+            s.push('=');
+        }
         s.push_str(&crate::notify::shell_quote(v));
         s.push_str("; ");
     }
     s.push_str(command);
     s
+}
+
+/// Whether an exec's file name reaches its file through the process's own fds or `/proc`
+/// entry (`/dev/fd/N`, `/proc/self/…`, `/proc/thread-self/…`, `/dev/stdin`, or `fexecve`'s
+/// empty name): the name then says nothing of the program.
+pub(crate) fn is_magic_name(raw: &[u8], empty: bool) -> bool {
+    empty
+        || raw.starts_with(b"/dev/fd/")
+        || raw.starts_with(b"/proc/self/")
+        || raw.starts_with(b"/proc/thread-self/")
+        || raw.starts_with(b"/dev/std")
+}
+
+/// The longest single argument or environment string `execve(2)` takes (`MAX_ARG_STRLEN`,
+/// 32 pages).
+const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+/// `Err(E2BIG)` when the kernel would refuse these argv and envp (`execve(2)`, "Limits on
+/// size of arguments and environment"): a string over [`MAX_ARG_STRLEN`], or all of them
+/// (with their pointers) over a quarter of the process's stack limit, at least 128 KiB and at
+/// most 6 MiB.
+pub(crate) fn check_sizes(tgid: u32, argv: &[String], envp: &[Vec<u8>]) -> Result<(), i32> {
+    let lens = argv
+        .iter()
+        .map(|a| a.len())
+        .chain(envp.iter().map(Vec::len));
+    let mut total = 0usize;
+    for l in lens {
+        if l + 1 > MAX_ARG_STRLEN {
+            return Err(libc::E2BIG);
+        }
+        total += l + 1 + 8;
+    }
+    if total <= 128 * 1024 {
+        return Ok(());
+    }
+    let limit = procfs::stack_limit(tgid)
+        .map(|s| (s / 4).max(128 * 1024))
+        .unwrap_or(usize::MAX)
+        .min(6 << 20);
+    if total > limit {
+        return Err(libc::E2BIG);
+    }
+    Ok(())
 }
 
 /// What an exec under a cover gets.
@@ -362,23 +496,82 @@ mod tests {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
         let covered = vec![("LD_PRELOAD".to_string(), "/tmp/x.so".to_string())];
-        let a = env_assignments(&envp, &start, &covered);
+        let a = env_assignments(&envp, &start, &covered, None);
         let names: Vec<&str> = a.iter().map(|(n, _)| n.as_str()).collect();
+        // Both occurrences of EDITOR count: loaders and shells take the last.
         assert_eq!(
             names,
             [
                 "GIT_CONFIG_COUNT",
                 "GIT_CONFIG_KEY_0",
                 "GIT_CONFIG_VALUE_0",
+                "EDITOR",
                 "EDITOR"
             ]
         );
-        assert_eq!(a[3].1, "vim");
+        assert_eq!((a[3].1.as_str(), a[4].1.as_str()), ("vim", "nano"));
+        // git's own exec path is the system's code; one in the worktree is not.
+        let g = |v: &str| vec![format!("GIT_EXEC_PATH={v}").into_bytes()];
+        assert!(env_assignments(&g("/usr/lib/git-core"), &start, &[], None).is_empty());
+        assert_eq!(env_assignments(&g("/wt/x"), &start, &[], None).len(), 1);
+        assert_eq!(
+            env_assignments(&g("/usr/../wt"), &start, &[], None).len(),
+            1
+        );
+        assert_eq!(
+            env_assignments(&g("/usr/lib:/wt"), &start, &[], None).len(),
+            1
+        );
+        // A login shell's HOME counts; a plain command's does not.
+        let h = vec![b"HOME=/wt/h".to_vec()];
+        let sh = StartupFiles::of(
+            std::path::Path::new("/usr/bin/bash"),
+            &["bash".into(), "-lc".into(), "ls".into()],
+        );
+        assert!(sh.is_some());
+        assert_eq!(env_assignments(&h, &start, &[], sh.as_ref()).len(), 1);
+        assert!(env_assignments(&h, &start, &[], None).is_empty());
+
         assert_eq!(
             classified_line(&a[2..3], "git log -n1"),
             "export GIT_CONFIG_VALUE_0='rm -f notes.md'; git log -n1"
         );
         assert_eq!(classified_line(&[], "ls"), "ls");
+    }
+
+    #[test]
+    fn shells_that_read_startup_files_are_known() {
+        let of = |f: &str, a: &[&str]| {
+            StartupFiles::of(
+                std::path::Path::new(f),
+                &a.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        assert!(of("/usr/bin/bash", &["bash", "-c", "ls"]).is_none());
+        assert!(of("/usr/bin/bash", &["bash", "-c", "ls", "-l"]).is_none());
+        assert!(of("/usr/bin/bash", &["bash", "-i", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/bash", &["-bash", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/bash", &["bash", "--login", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/zsh", &["zsh", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/cat", &["-cat"]).is_none());
+        assert_eq!(
+            of("/usr/bin/bash", &["bash", "--rcfile", "x.sh", "-i"]).map(|s| s.sourced),
+            Some(vec!["x.sh".to_string()])
+        );
+        assert_eq!(
+            classified_line(&[(String::new(), "x.sh".into())], "ls"),
+            "source x.sh; ls"
+        );
+    }
+
+    #[test]
+    fn sizes_the_kernel_refuses_are_e2big() {
+        let me = std::process::id();
+        assert_eq!(check_sizes(me, &["ls".into()], &[]), Ok(()));
+        let long = "x".repeat(MAX_ARG_STRLEN);
+        assert_eq!(check_sizes(me, &[long], &[]), Err(libc::E2BIG));
+        let many: Vec<Vec<u8>> = (0..200).map(|_| vec![b'y'; 100_000]).collect();
+        assert_eq!(check_sizes(me, &[], &many), Err(libc::E2BIG));
     }
 
     #[test]

@@ -151,6 +151,10 @@ struct ExecRead {
     argv: Vec<String>,
     envp: Vec<Vec<u8>>,
     cwd: PathBuf,
+    /// The file name as passed, and the directory fd it is relative to (`AT_FDCWD` for
+    /// `execve`); for `execveat(fd, "", AT_EMPTY_PATH)` the name is empty.
+    raw_path: Vec<u8>,
+    dirfd: i32,
 }
 
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
@@ -227,6 +231,30 @@ pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
         .map(shell_quote)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The command line an exec stands for when judged by its `argv[0]`: for a program whose
+/// behaviour argv[0] selects — git's `git-<command>` names, busybox applets — or any argv[0]
+/// naming another program than the file run, that name with `argv[1..]`. `None` when argv[0]
+/// names the file itself.
+pub(crate) fn argv0_line(path: &str, argv: &[String]) -> Option<String> {
+    let a0 = argv.first()?;
+    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+    let (a0b, fileb) = (base(a0), base(path));
+    if a0b.is_empty() || a0b == fileb || a0 == path {
+        return None;
+    }
+    let rest = argv.iter().skip(1).map(|a| shell_quote(a));
+    let words: Vec<String> = match a0b.strip_prefix("git-") {
+        Some(sub) if fileb == "git" && !sub.is_empty() => ["git".to_string(), shell_quote(sub)]
+            .into_iter()
+            .chain(rest)
+            .collect(),
+        // A login shell's `-bash`: judged by its startup files (`crate::exec::StartupFiles`).
+        _ if a0b.starts_with('-') => return None,
+        _ => std::iter::once(shell_quote(&a0b)).chain(rest).collect(),
+    };
+    Some(words.join(" "))
 }
 
 pub(crate) fn shell_quote(a: &str) -> String {
@@ -458,18 +486,18 @@ impl Notifier {
         } else {
             (n.args[0], n.args[1], n.args[2])
         };
-        let path = String::from_utf8_lossy(&procfs::read_cstr(
-            n.pid,
-            path_ptr,
-            libc::PATH_MAX as usize,
-        )?)
-        .into_owned();
+        let raw_path = procfs::read_cstr(n.pid, path_ptr, libc::PATH_MAX as usize)?;
+        let path = String::from_utf8_lossy(&raw_path).into_owned();
+        // The dirfd argument is an int: the low 32 bits of the register.
+        let dirfd = if execveat {
+            n.args[0] as u32 as i32
+        } else {
+            libc::AT_FDCWD
+        };
         let argv = procfs::read_string_array(n.pid, argv_ptr, 65_536, 2 << 20)?;
         let envp = procfs::read_string_array(n.pid, envp_ptr, 65_536, 2 << 20)?;
         let cwd = procfs::cwd(n.pid)?;
         let path = if execveat && !path.starts_with('/') {
-            // The dirfd argument is an int: the low 32 bits of the register.
-            let dirfd = n.args[0] as u32 as i32;
             let dir = if dirfd == libc::AT_FDCWD {
                 cwd.clone()
             } else {
@@ -492,6 +520,8 @@ impl Notifier {
                 .collect(),
             envp,
             cwd,
+            raw_path,
+            dirfd,
         })
     }
 
@@ -501,20 +531,32 @@ impl Notifier {
     /// kernel's exec would fail with (ENOENT, ENOTDIR, EACCES for a directory, a file without
     /// execute bits or outside the Landlock rules' execute roots, ENOEXEC for a file that is
     /// neither ELF nor `#!`).
-    fn exec_file(&self, n: &Notif, r: &ExecRead) -> Result<Option<(PathBuf, Vec<FileId>)>, i32> {
+    fn exec_file(
+        &self,
+        n: &Notif,
+        tgid: u32,
+        r: &ExecRead,
+    ) -> Result<Option<(PathBuf, Vec<FileId>)>, i32> {
         use std::os::unix::fs::MetadataExt;
         let execveat = i64::from(n.nr) == libc::SYS_execveat;
         let nofollow = execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
-        let p = r.path.as_bytes();
+        let empty_path = execveat && n.args[4] & libc::AT_EMPTY_PATH as u64 != 0;
         // Names the kernel resolves through the process's own /proc: its fds and itself.
-        let own = |rest: &str| format!("/proc/{}/{rest}", n.pid);
-        let magic = if let Some(rest) = r.path.strip_prefix("/proc/self/") {
+        let own = |rest: &str| format!("/proc/{tgid}/{rest}");
+        let raw = String::from_utf8_lossy(&r.raw_path);
+        let magic = if r.raw_path.is_empty() && empty_path && r.dirfd != libc::AT_FDCWD {
+            // fexecve(3): the fd's own file.
+            Some(own(&format!("fd/{}", r.dirfd)))
+        } else if r.raw_path.is_empty() {
+            return Err(libc::ENOENT);
+        } else if r.dirfd != libc::AT_FDCWD && !r.raw_path.starts_with(b"/") {
+            None
+        } else if let Some(rest) = raw.strip_prefix("/proc/self/") {
             Some(own(rest))
-        } else if let Some(rest) = r.path.strip_prefix("/proc/thread-self/") {
-            Some(own(rest))
+        } else if let Some(rest) = raw.strip_prefix("/proc/thread-self/") {
+            Some(format!("/proc/{}/{rest}", n.pid))
         } else {
-            r.path
-                .strip_prefix("/dev/fd/")
+            raw.strip_prefix("/dev/fd/")
                 .map(|rest| own(&format!("fd/{rest}")))
         };
         let obj = match magic {
@@ -533,11 +575,11 @@ impl Notifier {
             }
             None => {
                 let target = Target::Path {
-                    dirfd: libc::AT_FDCWD,
-                    path: p.to_vec(),
+                    dirfd: r.dirfd,
+                    path: r.raw_path.clone(),
                     nofollow,
                 };
-                let pidfd = sys::pidfd_open(n.pid as i32).map_err(|e| errno_of(&e))?;
+                let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| errno_of(&e))?;
                 match meta::open_target(n.pid, &pidfd, &target) {
                     Ok(o) => o,
                     // A symlink through a magic link: the kernel follows it, this open does not.
@@ -571,16 +613,16 @@ impl Notifier {
         if head.starts_with(b"#!") {
             // What the process's /proc/PID/exe will be: the `#!` interpreter (binfmt_script
             // runs it, recursively, a few levels deep).
-            ids.extend(self.interpreters(n, &obj));
+            ids.extend(self.interpreters(n, tgid, &obj));
         }
         Ok(Some((real, ids)))
     }
 
     /// The identities of the `#!` interpreters `script` runs through, as the process resolves
     /// their names, at most 4 deep (binfmt_script's limit).
-    fn interpreters(&self, n: &Notif, script: &OwnedFd) -> Vec<FileId> {
+    fn interpreters(&self, n: &Notif, tgid: u32, script: &OwnedFd) -> Vec<FileId> {
         let mut out = Vec::new();
-        let Ok(pidfd) = sys::pidfd_open(n.pid as i32) else {
+        let Ok(pidfd) = sys::pidfd_open(tgid as i32) else {
             return out;
         };
         let mut cur = std::fs::File::open(format!("/proc/self/fd/{}", script.as_raw_fd())).ok();
@@ -636,7 +678,12 @@ impl Notifier {
             }
         }
         let r = self.read_exec(n)?;
-        let file = match self.exec_file(n, &r) {
+        if let Err(errno) = exec::check_sizes(tgid, &r.argv, &r.envp) {
+            // The kernel would fail it with E2BIG: answered here, before anything is decided
+            // or rewritten for an exec that cannot happen.
+            return Ok(ExecDecision::Errno(errno));
+        }
+        let file = match self.exec_file(n, tgid, &r) {
             Ok(f) => f,
             Err(errno) => return Ok(ExecDecision::Errno(errno)),
         };
@@ -663,26 +710,55 @@ impl Notifier {
         // `GIT_EDITOR=true`, its git probes' `GIT_CONFIG_*` hardening): the person's program
         // and its configuration, not the model's. A shell or interpreter named as the agent
         // is the model's own interpreter: what it sets is judged.
-        let assigns = if role.is_agent() && self.install.has_installation() {
-            Vec::new()
-        } else {
-            exec::env_assignments(&r.envp, &self.start_env, covered_env)
+        let shell = file
+            .as_ref()
+            .and_then(|(real, _)| exec::StartupFiles::of(real, &r.argv));
+        let judged = |covered: &[(String, String)]| {
+            exec::env_assignments(&r.envp, &self.start_env, covered, shell.as_ref())
         };
-        if role.is_agent() && assigns.is_empty() {
+        if role.is_agent() && judged(&[]).is_empty() {
+            // The agent's own re-launch keeps its identity only with the environment it
+            // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
             if let Some((real, _)) = &file {
                 if self.install.is_own_exec(real, &r.argv, &r.cwd) {
                     return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
                 }
             }
         }
-        let command = exec::classified_line(&assigns, &command_line(&r.path, &r.argv));
+        let assigns = if role.is_agent() && self.install.has_installation() {
+            Vec::new()
+        } else {
+            judged(covered_env)
+        };
+        // A name through the process's own fds or /proc entry (`/dev/fd/5`, `/proc/self/exe`)
+        // says nothing of the program: the file it reaches is shown and classified.
+        let shown = match &file {
+            Some((real, _)) if exec::is_magic_name(&r.raw_path, r.raw_path.is_empty()) => {
+                real.to_string_lossy().into_owned()
+            }
+            _ => r.path.clone(),
+        };
+        let mut prefix = assigns.clone();
+        if let Some(sh) = &shell {
+            prefix.extend(sh.sourced.iter().map(|f| (String::new(), f.clone())));
+        }
+        let command = exec::classified_line(&prefix, &command_line(&shown, &r.argv));
         // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba
         // classify`, on a worker confined to what the agent may read, under a deadline
         // (`crate::classify_worker`); its refusals fail closed.
-        let class = match self.classifier.classify(&command, &r.cwd) {
+        let mut class = match self.classifier.classify(&command, &r.cwd) {
             Ok(c) => c,
             Err(reason) => return Ok(ExecDecision::Refuse(reason)),
         };
+        // A program that takes what it does from its argv[0] (`git-clean`, busybox applets)
+        // is also judged as what argv[0] names; the worse verdict wins.
+        if let Some(alt) = argv0_line(&shown, &r.argv) {
+            let alt = exec::classified_line(&prefix, &alt);
+            match self.classifier.classify(&alt, &r.cwd) {
+                Ok(c) => class.merge(c),
+                Err(reason) => return Ok(ExecDecision::Refuse(reason)),
+            }
+        }
         let rules = decisive_rules(&class);
         // What a cover made here allows its descendants: the code-running variables this
         // exec runs with.
@@ -832,7 +908,12 @@ impl Notifier {
         if let Ok(mut s) = self.state.lock() {
             s.log.push(event);
         }
-        match self.install_proxy(n) {
+        // The rewrite of the file name can be raced by another thread sharing the process's
+        // memory; only the agent's own runtime (whose power it would not widen) may have one.
+        let racers_trusted = procfs::tgid(n.pid)
+            .and_then(|t| procfs::stat_ext(t).map(|st| (t, st)))
+            .is_ok_and(|(t, st)| self.role_of(t, &st).is_agent());
+        match self.install_proxy(n, racers_trusted) {
             Ok(installed) => {
                 self.reply(n.id, Reply::Continue);
                 std::thread::spawn(move || {
@@ -861,7 +942,7 @@ impl Notifier {
     ///
     /// # Errors
     /// Why it cannot (an unreadable executable, a file name too short in shared memory, …).
-    fn install_proxy(&self, n: &Notif) -> Result<InstalledProxy, String> {
+    fn install_proxy(&self, n: &Notif, racers_trusted: bool) -> Result<InstalledProxy, String> {
         let exe = self
             .proxy_exe
             .as_ref()
@@ -886,6 +967,11 @@ impl Notifier {
         let shares_with_parent =
             parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
         let alone = procfs::threads(tgid) == Some(1) && shares_with_parent.is_none();
+        let single = procfs::threads(tgid) == Some(1)
+            && shares_with_parent.is_none_or(|pp| procfs::threads(pp) == Some(1));
+        if !single && !racers_trusted {
+            return Err("another thread shares its memory".into());
+        }
         if old_name.len() < new_name.len() && !alone {
             return Err(format!(
                 "its file name is shorter than {} bytes and its process shares memory; run it by its full path",
@@ -969,7 +1055,7 @@ impl Notifier {
         if let Ok(mut s) = self.state.lock() {
             s.runners.insert(ns_pid, (start, cover));
         }
-        let installed = self.install_proxy(n).map_err(abort)?;
+        let installed = self.install_proxy(n, true).map_err(abort)?;
         self.reply(n.id, Reply::Continue);
         if !runner::proxy_started(&installed.chan) {
             let reason = abort("its proxy did not start".into());
@@ -1264,6 +1350,32 @@ mod tests {
             command_line("/usr/bin/sh", &v(&["sh", "script.sh"])),
             "sh script.sh"
         );
+    }
+
+    #[test]
+    fn argv0_names_what_multi_call_programs_do() {
+        assert_eq!(
+            argv0_line("/usr/bin/git", &v(&["git-clean", "-fdx"])),
+            Some("git clean -fdx".to_string())
+        );
+        assert_eq!(
+            argv0_line("/usr/local/bin/git", &v(&["git-push", "origin", ":main"])),
+            Some("git push origin :main".to_string())
+        );
+        assert_eq!(
+            argv0_line("/bin/busybox", &v(&["rm", "-rf", "x"])),
+            Some("rm -rf x".to_string())
+        );
+        assert_eq!(argv0_line("/usr/bin/git", &v(&["git", "status"])), None);
+        assert_eq!(
+            argv0_line("/usr/bin/git", &v(&["/usr/bin/git", "status"])),
+            None
+        );
+        assert_eq!(
+            argv0_line("/usr/bin/bash", &v(&["-bash", "-c", "ls"])),
+            None
+        );
+        assert_eq!(argv0_line("/usr/bin/id", &[]), None);
     }
 
     #[test]

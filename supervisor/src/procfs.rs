@@ -77,6 +77,14 @@ pub fn stat_ext(pid: u32) -> io::Result<Stat> {
     })
 }
 
+/// The soft stack size limit of process `pid` in bytes (`Max stack size` in
+/// `/proc/<pid>/limits`); `None` when unlimited or unreadable.
+pub fn stack_limit(pid: u32) -> Option<usize> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("Max stack size"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// `(device, inode)` of the file process `pid` runs (`/proc/<pid>/exe`).
 pub fn exe_id(pid: u32) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;

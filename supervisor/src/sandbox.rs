@@ -271,19 +271,142 @@ impl SandboxPlan {
 /// a `settings.json` or `hooks.json` that approves its own actions.
 ///
 /// Made with `O_EXCL` (never over anything); `*.json` files get `{}`, other files nothing,
-/// names without an extension are made as empty directories (`hooks/`, `rules/`). On drop,
-/// each one that is still exactly as made is removed, so the user's state is left as found.
+/// names without an extension are made as empty directories (`hooks/`, `rules/`).
+///
+/// A stand-in lives in the user's own directories, where every session of that user sees it,
+/// so it is shared and counted (issue 17): unlinking a file that is bind-mounted in another
+/// session's mount namespace would detach that session's read-only bind (Linux ≥ 3.18 allows
+/// it and lazily unmounts the others), and one session removing what another is about to
+/// bind made it fail with `ENOENT`. So each stand-in has a record in
+/// `$XDG_STATE_HOME/tyba/stand-ins/<key>.lock` (its path, device and inode), and every
+/// session that relies on it (the one that made it, and any later one that finds it) holds a
+/// shared `flock(2)` on that record for its whole life (the kernel drops it however the
+/// session ends). Records are made, taken and dropped only under an exclusive `flock` on
+/// `stand-ins/registry.lock`. When a session ends it lets its shared lock go and, if it can
+/// then take the record exclusively (no other live session relies on it), removes the
+/// stand-in when it is still exactly as made (a file with other contents or a directory with
+/// something inside is the user's now, and stays) and the record with it. A stand-in left by
+/// a session that died is taken up by the next session and removed at its end. Without a
+/// state directory (no `HOME` nor `XDG_STATE_HOME`) no stand-in is made, and the start-up
+/// report lists the files as not kept read-only.
 #[derive(Debug, Default)]
 pub struct ControlPlaceholders {
-    /// `(path, Some(contents))` for files, `(path, None)` for directories, in order made.
-    made: Vec<(PathBuf, Option<&'static [u8]>)>,
+    /// The stand-ins this session made, for the start-up report.
+    made: Vec<PathBuf>,
+    /// Every stand-in this session relies on, with its record's shared lock.
+    held: Vec<HeldStandIn>,
+    /// The registry the records are in.
+    registry: Option<PathBuf>,
+}
+
+#[derive(Debug)]
+struct HeldStandIn {
+    path: PathBuf,
+    record: PathBuf,
+    contents: Option<&'static [u8]>,
+    _shared: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// What a stand-in at `p` holds: `Some(bytes)` for a file, `None` for a directory.
+fn stand_in_contents(p: &Path) -> Option<&'static [u8]> {
+    match p.extension() {
+        None => None,
+        Some(e) if e == "json" => Some(b"{}\n"),
+        Some(_) => Some(b""),
+    }
+}
+
+/// The registry of stand-ins, made private; `None` without a state directory.
+fn stand_in_registry() -> Option<PathBuf> {
+    let dir = crate::broker::paths::state_dir()?.join("stand-ins");
+    crate::broker::paths::ensure_private_dir(&dir).ok()?;
+    Some(dir)
+}
+
+/// The exclusive lock on the registry, waited for (held only for a few file operations).
+fn lock_registry(dir: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir.join("registry.lock"))
+        .ok()?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok()
+}
+
+/// The record file of the stand-in at `p`: a 64-bit FNV-1a hash of the path's bytes (the
+/// record holds the path itself, and is trusted only when it matches).
+fn stand_in_record(dir: &Path, p: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let h = p
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    dir.join(format!("{h:016x}.lock"))
+}
+
+fn record_text(p: &Path, m: &std::fs::Metadata) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let mut v = p.as_os_str().as_bytes().to_vec();
+    v.push(0);
+    v.extend_from_slice(format!("{} {}\n", m.dev(), m.ino()).as_bytes());
+    v
+}
+
+/// Whether `record` says `p` is a stand-in, and `p` is still that very file.
+fn record_names(record: &Path, p: &Path) -> bool {
+    match (std::fs::read(record), std::fs::symlink_metadata(p)) {
+        (Ok(text), Ok(m)) => text == record_text(p, &m),
+        _ => false,
+    }
+}
+
+fn open_record(record: &Path, create: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create_new(create)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(record)
+}
+
+fn shared(f: std::fs::File) -> Option<nix::fcntl::Flock<std::fs::File>> {
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockSharedNonblock).ok()
+}
+
+/// Takes `record` exclusively without waiting; `None` while some session holds it (or it
+/// is gone).
+fn unused(record: &Path) -> Option<nix::fcntl::Flock<std::fs::File>> {
+    let f = open_record(record, false).ok()?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).ok()
 }
 
 impl ControlPlaceholders {
-    /// Makes the placeholders for `config`'s `agent_control_files` whose parent directory
-    /// exists and lies within one of its `agent_state` or `read_write` paths. Failures are
-    /// skipped: the start-up report then lists the file as not kept read-only.
+    /// Makes (or takes up, when another session made them) the stand-ins for `config`'s
+    /// `agent_control_files` whose parent directory exists and lies within one of its
+    /// `agent_state` or `read_write` paths. Failures are skipped: the start-up report then
+    /// lists the file as not kept read-only.
     pub fn create(config: &tyba_policy::EffectiveConfig, home: Option<&Path>) -> Self {
+        Self::create_in(config, home, stand_in_registry())
+    }
+
+    /// [`ControlPlaceholders::create`] with the registry at `registry` (made private by the
+    /// caller); none without one.
+    fn create_in(
+        config: &tyba_policy::EffectiveConfig,
+        home: Option<&Path>,
+        registry: Option<PathBuf>,
+    ) -> Self {
         let fs = &config.filesystem;
         let roots: Vec<PathBuf> = fs
             .agent_state
@@ -291,14 +414,11 @@ impl ControlPlaceholders {
             .chain(&fs.read_write)
             .filter_map(|s| expand_home(s, home).and_then(|p| std::fs::canonicalize(p).ok()))
             .collect();
-        let mut made = Vec::new();
+        let mut wanted = Vec::new();
         for s in &fs.agent_control_files {
             let Some(p) = expand_home(s, home) else {
                 continue;
             };
-            if std::fs::symlink_metadata(&p).is_ok() {
-                continue;
-            }
             let Some(parent) = p.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
                 continue;
             };
@@ -308,13 +428,50 @@ impl ControlPlaceholders {
             let Some(name) = p.file_name() else {
                 continue;
             };
-            let p = parent.join(name);
-            let contents: Option<&'static [u8]> = match p.extension() {
-                None => None,
-                Some(e) if e == "json" => Some(b"{}\n"),
-                Some(_) => Some(b""),
-            };
-            let ok = match contents {
+            wanted.push(parent.join(name));
+        }
+        let mut me = ControlPlaceholders::default();
+        if wanted.is_empty() {
+            return me;
+        }
+        let Some(dir) = registry else {
+            return me;
+        };
+        let Some(_registry) = lock_registry(&dir) else {
+            return me;
+        };
+        me.registry = Some(dir.clone());
+        for p in wanted {
+            let record = stand_in_record(&dir, &p);
+            let contents = stand_in_contents(&p);
+            if record_names(&record, &p) {
+                // Another session's stand-in (or one a dead session left): rely on it too.
+                if let Some(l) = open_record(&record, false).ok().and_then(shared) {
+                    me.held.push(HeldStandIn {
+                        path: p,
+                        record,
+                        contents,
+                        _shared: l,
+                    });
+                }
+                continue;
+            }
+            if std::fs::symlink_metadata(&record).is_ok() {
+                // A stale record (its stand-in removed or replaced), or another path's: dropped
+                // only when no session holds it, else this path gets no stand-in.
+                match unused(&record) {
+                    Some(l) => {
+                        let _ = std::fs::remove_file(&record);
+                        drop(l);
+                    }
+                    None => continue,
+                }
+            }
+            if std::fs::symlink_metadata(&p).is_ok() {
+                // The user's own file: bound read-only as it is.
+                continue;
+            }
+            let made = match contents {
                 None => std::fs::create_dir(&p).is_ok(),
                 Some(c) => std::fs::OpenOptions::new()
                     .write(true)
@@ -323,33 +480,83 @@ impl ControlPlaceholders {
                     .and_then(|mut f| std::io::Write::write_all(&mut f, c))
                     .is_ok(),
             };
-            if ok {
-                made.push((p, contents));
+            if !made {
+                continue;
+            }
+            let lock = std::fs::symlink_metadata(&p).ok().and_then(|m| {
+                let mut f = open_record(&record, true).ok()?;
+                std::io::Write::write_all(&mut f, &record_text(&p, &m)).ok()?;
+                shared(f)
+            });
+            match lock {
+                Some(l) => {
+                    me.made.push(p.clone());
+                    me.held.push(HeldStandIn {
+                        path: p,
+                        record,
+                        contents,
+                        _shared: l,
+                    });
+                }
+                None => {
+                    // Unrecorded, it could not be shared safely: not made after all.
+                    let _ = std::fs::remove_file(&record);
+                    remove_if_as_made(&p, contents);
+                }
             }
         }
-        ControlPlaceholders { made }
+        me
     }
 
-    /// The placeholders made.
+    /// The placeholders this session made.
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
-        self.made.iter().map(|(p, _)| p.as_path())
+        self.made.iter().map(PathBuf::as_path)
+    }
+}
+
+/// Removes the stand-in at `p` if it is still exactly as made.
+fn remove_if_as_made(p: &Path, contents: Option<&[u8]>) {
+    match contents {
+        // Fails, and so keeps it, when something was put inside.
+        None => {
+            let _ = std::fs::remove_dir(p);
+        }
+        Some(c) => {
+            let same = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
+                && std::fs::read(p).is_ok_and(|now| now == c);
+            if same {
+                let _ = std::fs::remove_file(p);
+            }
+        }
     }
 }
 
 impl Drop for ControlPlaceholders {
     fn drop(&mut self) {
-        for (p, contents) in self.made.iter().rev() {
-            match contents {
-                // Fails, and so keeps it, when something was put inside.
-                None => {
-                    let _ = std::fs::remove_dir(p);
-                }
-                Some(c) => {
-                    if std::fs::read(p).is_ok_and(|now| now == *c) {
-                        let _ = std::fs::remove_file(p);
-                    }
-                }
+        if self.held.is_empty() {
+            return;
+        }
+        let registry = self.registry.as_deref().and_then(lock_registry);
+        for h in self.held.drain(..).rev() {
+            let HeldStandIn {
+                path,
+                record,
+                contents,
+                _shared,
+            } = h;
+            drop(_shared);
+            if registry.is_none() {
+                continue;
             }
+            // The last session relying on it removes it.
+            let Some(last) = unused(&record) else {
+                continue;
+            };
+            if record_names(&record, &path) {
+                remove_if_as_made(&path, contents);
+            }
+            let _ = std::fs::remove_file(&record);
+            drop(last);
         }
     }
 }
@@ -585,4 +792,92 @@ pub fn read_only_ruleset(
         AccessFs::ReadFile | AccessFs::WriteFile,
     ));
     create_with_rules(ruleset, rules, file_rights)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn stand_in_home() -> (
+        tempfile::TempDir,
+        PathBuf,
+        PathBuf,
+        tyba_policy::EffectiveConfig,
+    ) {
+        let t = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(t.path()).unwrap().join("home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        let reg = t.path().join("stand-ins");
+        crate::broker::paths::ensure_private_dir(&reg).unwrap();
+        let config = tyba_policy::Policy::embedded_default().config().clone();
+        (t, home, reg, config)
+    }
+
+    fn records(reg: &Path) -> Vec<std::ffi::OsString> {
+        std::fs::read_dir(reg)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "registry.lock")
+            .collect()
+    }
+
+    #[test]
+    fn a_stand_in_stays_while_any_session_relies_on_it_and_goes_with_the_last() {
+        let (_t, home, reg, config) = stand_in_home();
+        let settings = home.join(".claude/settings.json");
+        let hooks = home.join(".claude/hooks");
+        let a = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert!(a.paths().any(|p| p == settings), "{a:?}");
+        assert_eq!(std::fs::read(&settings).unwrap(), b"{}\n");
+        assert!(hooks.is_dir());
+        // A second session finds them made: it relies on them, it does not make them.
+        let b = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert_eq!(b.paths().count(), 0, "{b:?}");
+        assert_eq!(b.held.len(), a.held.len());
+        drop(a);
+        assert!(
+            settings.exists() && hooks.is_dir(),
+            "gone while b relies on them"
+        );
+        drop(b);
+        assert!(
+            !settings.exists() && !hooks.exists(),
+            "left after the last session"
+        );
+        assert!(records(&reg).is_empty(), "{:?}", records(&reg));
+    }
+
+    #[test]
+    fn a_changed_stand_in_is_the_users_and_a_dead_sessions_is_taken_up() {
+        let (_t, home, reg, config) = stand_in_home();
+        let settings = home.join(".claude/settings.json");
+        let local = home.join(".claude/settings.local.json");
+        let mut a = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        // The person writes real settings into one while the session runs.
+        std::fs::write(&settings, "{\"permissions\":{}}").unwrap();
+        // The session dies: its locks go with it, its stand-ins and records stay.
+        drop(std::mem::take(&mut a.held));
+        drop(a);
+        assert!(local.exists() && !records(&reg).is_empty());
+        let b = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert_eq!(b.paths().count(), 0, "taken up, not made again: {b:?}");
+        drop(b);
+        assert_eq!(
+            std::fs::read_to_string(&settings).unwrap(),
+            "{\"permissions\":{}}",
+            "the person's file stays"
+        );
+        assert!(
+            !local.exists(),
+            "the dead session's stand-in is removed by the next"
+        );
+        assert!(records(&reg).is_empty(), "{:?}", records(&reg));
+        // The person's file is no stand-in any more: a later session leaves it alone.
+        let c = ControlPlaceholders::create_in(&config, Some(&home), Some(reg.clone()));
+        assert!(!c.paths().any(|p| p == settings));
+        drop(c);
+        assert!(settings.exists());
+    }
 }

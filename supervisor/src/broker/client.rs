@@ -123,7 +123,8 @@ pub struct Listed {
 }
 
 /// Lists the user's live sessions (sockets in [`paths::socket_dir`]), oldest socket first.
-/// Sockets nobody listens on any more (a supervisor that was killed) are removed.
+/// The files of sessions proved dead are removed ([`clear_if_dead`]); nothing of a live or
+/// starting session is ever touched.
 ///
 /// # Errors
 /// [`ClientError::NoDir`] without a socket directory.
@@ -131,9 +132,119 @@ pub fn list_sessions() -> Result<Vec<Listed>, ClientError> {
     list_sessions_and_silent().map(|(live, _)| live)
 }
 
+/// The session id a socket path names (`<id>.sock`).
+fn socket_session(socket: &Path) -> Option<String> {
+    let id = socket.file_stem()?.to_str()?;
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric())).then(|| id.to_string())
+}
+
+/// What became of a socket that refused a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The session is proved dead (its lock was free) and its files were removed; or it had
+    /// already removed them itself.
+    Gone,
+    /// The session's lock is held: its supervisor lives (starting, ending, or not serving).
+    /// Nothing was touched.
+    Alive,
+}
+
+/// Decides the fate of `socket`, which refused a connection (nobody listens on it).
+///
+/// Staleness is decided by the session's lock ([`super::lock`]), never by timing: a session
+/// publishes its socket only once it listens and holds its lock from before until after, so
+/// the socket is removed only when that lock can be taken (the supervisor is dead) or when
+/// there is no lock file at all (a tyba that took none; a session of this one always has
+/// it while its socket exists).
+pub fn clear_if_dead(socket: &Path) -> Refusal {
+    let (Some(dir), Some(id)) = (socket.parent(), socket_session(socket)) else {
+        return Refusal::Alive;
+    };
+    match super::lock::probe(dir, &id) {
+        super::lock::Probe::Alive => Refusal::Alive,
+        super::lock::Probe::Dead(d) => {
+            d.clean();
+            Refusal::Gone
+        }
+        super::lock::Probe::NoLock => {
+            let _ = std::fs::remove_file(socket);
+            Refusal::Gone
+        }
+    }
+}
+
+/// Whether the session of `socket`, which failed to answer, still lives: its socket is
+/// there and its lock held (or it has no lock file, from a tyba that took none). A session
+/// proved dead has its files removed.
+fn still_there(socket: &Path) -> bool {
+    if std::fs::symlink_metadata(socket).is_err() {
+        return false;
+    }
+    let (Some(dir), Some(id)) = (socket.parent(), socket_session(socket)) else {
+        return true;
+    };
+    match super::lock::probe(dir, &id) {
+        super::lock::Probe::Alive => true,
+        super::lock::Probe::Dead(d) => {
+            d.clean();
+            false
+        }
+        super::lock::Probe::NoLock => std::fs::symlink_metadata(socket).is_ok(),
+    }
+}
+
+/// What listing one socket found.
+enum Listing {
+    Live(Box<Reply>),
+    Silent(String),
+    Gone,
+}
+
+/// Asks the session at `p` for its listing. A session that ends meanwhile (it hangs up or
+/// resets the connection, its socket goes) is [`Listing::Gone`]; one whose exchange failed
+/// any other way than by timing out is asked once more (`retry`) before it is called silent,
+/// since a session that has just started ending may drop a connection it had queued.
+fn list_one(p: &Path, retry: bool) -> Listing {
+    match request(p, &Request::List, Some(Duration::from_secs(5))) {
+        Ok(reply) if reply.ok => Listing::Live(Box::new(reply)),
+        Ok(reply) => Listing::Silent(reply.error.unwrap_or_else(|| "refused".into())),
+        Err(ClientError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Listing::Gone
+        }
+        Err(ClientError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+        {
+            match clear_if_dead(p) {
+                Refusal::Gone => Listing::Gone,
+                Refusal::Alive => Listing::Silent(
+                    "nobody listens on its socket, but its supervisor still holds the session's lock"
+                        .into(),
+                ),
+            }
+        }
+        Err(e) => {
+            let timed_out = matches!(&e, ClientError::Io { source, .. }
+                if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
+            if !still_there(p) {
+                Listing::Gone
+            } else if retry && !timed_out {
+                std::thread::sleep(Duration::from_millis(50));
+                list_one(p, false)
+            } else {
+                Listing::Silent(e.to_string())
+            }
+        }
+    }
+}
+
 /// [`list_sessions`], plus the sessions whose socket accepted the connection but did not
-/// answer within 5 s: `(socket, what happened)`. Such a session is alive (its supervisor
-/// holds the socket) but busy or stuck; `tyba stop SESSION` still connects to it directly.
+/// answer within 5 s, or refused it while their supervisor still holds the session's lock:
+/// `(socket, what happened)`. Such a session is alive but busy or stuck; `tyba stop SESSION`
+/// still connects to it directly. A session that ended between the directory listing and
+/// the end of the exchange (its socket removed, or its lock free) is neither.
+///
+/// Lock files left by dead supervisors without a socket (one killed while starting) are
+/// removed too, under the same proof.
 ///
 /// # Errors
 /// [`ClientError::NoDir`] without a socket directory.
@@ -158,16 +269,25 @@ pub fn list_sessions_and_silent() -> Result<(Vec<Listed>, Vec<Silent>), ClientEr
     socks.sort();
     let mut out = Vec::new();
     let mut silent = Vec::new();
-    for (_, p) in socks {
-        match request(&p, &Request::List, Some(Duration::from_secs(5))) {
-            Ok(reply) if reply.ok => out.push(Listed { socket: p, reply }),
-            Ok(reply) => silent.push((p, reply.error.unwrap_or_else(|| "refused".into()))),
-            Err(ClientError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::ConnectionRefused =>
-            {
-                let _ = std::fs::remove_file(&p);
-            }
-            Err(e) => silent.push((p, e.to_string())),
+    for (_, p) in &socks {
+        match list_one(p, true) {
+            Listing::Live(reply) => out.push(Listed {
+                socket: p.clone(),
+                reply: *reply,
+            }),
+            Listing::Silent(why) => silent.push((p.clone(), why)),
+            Listing::Gone => {}
+        }
+    }
+    for id in super::lock::locked_ids(&dir) {
+        if socks
+            .iter()
+            .any(|(_, p)| socket_session(p).as_deref() == Some(id.as_str()))
+        {
+            continue;
+        }
+        if let super::lock::Probe::Dead(d) = super::lock::probe(&dir, &id) {
+            d.clean();
         }
     }
     Ok((out, silent))
@@ -220,14 +340,20 @@ pub fn resolve_session(session: Option<&str>) -> Result<PathBuf, ClientError> {
 /// Sends a control request (`set_autonomy`, `stop`) to the session at `socket`.
 ///
 /// # Errors
-/// [`ClientError::NoSession`] when nobody listens there any more (the socket is removed);
-/// I/O; [`ClientError::Refused`] with the session's reason.
+/// [`ClientError::NoSession`] when nobody listens there any more (the socket is removed when
+/// [`clear_if_dead`] proves the session dead); I/O; [`ClientError::Refused`] with the
+/// session's reason.
 pub fn control(socket: &Path, req: &Request) -> Result<Reply, ClientError> {
     let r = match request(socket, req, Some(Duration::from_secs(30))) {
         Err(ClientError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::ConnectionRefused =>
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+            ) =>
         {
-            let _ = std::fs::remove_file(socket);
+            if source.kind() == std::io::ErrorKind::ConnectionRefused {
+                let _ = clear_if_dead(socket);
+            }
             let session = socket
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())

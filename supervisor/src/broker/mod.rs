@@ -28,6 +28,7 @@
 pub mod audit;
 pub mod client;
 pub mod guard;
+pub mod lock;
 pub mod notice;
 pub mod paths;
 pub mod prompt;
@@ -51,6 +52,8 @@ const LIVENESS_PERIOD: Duration = Duration::from_millis(250);
 const MAX_HOOK_PENDING: usize = 64;
 /// How long a hook ask's `once` stands for the kernel layer's ask of the same command.
 const LINK_WINDOW: Duration = Duration::from_secs(120);
+/// Who answers the asks of a non-interactive session, in the audit log.
+pub const NOBODY: &str = "nobody (non-interactive session)";
 /// Hook tools whose action is a shell command line.
 const SHELL_TOOLS: &[&str] = &["bash", "run_shell_command", "shell", "exec_command"];
 
@@ -138,6 +141,11 @@ pub struct BrokerConfig {
     pub home: Option<PathBuf>,
     /// The session's live controls, shared with the notify loop.
     pub control: Arc<SessionControl>,
+    /// `--non-interactive`: nobody answers. Every ask (the sandbox's and the agent hook's) is
+    /// denied at once with its reason and logged as an ask answered `deny` by `nobody
+    /// (non-interactive session)`; the session is listed (marked so), stoppable and logged
+    /// like any other.
+    pub non_interactive: bool,
 }
 
 impl BrokerConfig {
@@ -159,6 +167,7 @@ impl BrokerConfig {
                 tyba_policy::Autonomy::Medium,
                 SessionInfo::new(Vec::new(), "auto"),
             ),
+            non_interactive: false,
         }
     }
 }
@@ -210,6 +219,8 @@ struct Inner {
     changed: Condvar,
     audit: Option<AuditLog>,
     socket: Mutex<Option<server::Served>>,
+    /// The session's lock, held while the person's socket exists ([`lock`]).
+    lock: Mutex<Option<lock::SessionLock>>,
     hook: Mutex<Option<server::Served>>,
     listeners: Mutex<Vec<Listener>>,
     prompt: Mutex<Option<Arc<prompt::Prompt>>>,
@@ -344,7 +355,13 @@ impl Broker {
         };
         let state = State {
             next: 1,
-            guard: guard::Guard::new(cfg.nudge_after, cfg.pause_after),
+            // Nobody could resume a pause of a non-interactive session, and its refusals keep
+            // the plain reason: the guard is off there.
+            guard: if cfg.non_interactive {
+                guard::Guard::new(0, 0)
+            } else {
+                guard::Guard::new(cfg.nudge_after, cfg.pause_after)
+            },
             ..State::default()
         };
         let broker = Broker {
@@ -354,43 +371,82 @@ impl Broker {
                 changed: Condvar::new(),
                 audit,
                 socket: Mutex::new(None),
+                lock: Mutex::new(None),
                 hook: Mutex::new(None),
                 listeners: Mutex::new(Vec::new()),
                 prompt: Mutex::new(None),
                 cfg,
             }),
         };
-        if broker.inner.cfg.socket {
-            let dir = paths::private_socket_dir()?;
-            let path = paths::socket_path(&dir, &broker.inner.cfg.session);
-            let s = server::serve(&broker, &path, server::Role::Person).map_err(|source| {
-                BrokerError::Io {
-                    what: "cannot listen on",
-                    path,
-                    source,
-                }
-            })?;
-            if let Ok(mut g) = broker.inner.socket.lock() {
-                *g = Some(s);
-            }
-        }
-        if let Some(path) = broker.inner.cfg.hook_socket.clone() {
-            let s = server::serve(&broker, &path, server::Role::Hook).map_err(|source| {
-                BrokerError::Io {
-                    what: "cannot listen on",
-                    path,
-                    source,
-                }
-            })?;
-            if let Ok(mut g) = broker.inner.hook.lock() {
-                *g = Some(s);
-            }
+        if let Err(e) = broker.listen() {
+            broker.unlisten();
+            return Err(e);
         }
         if broker.inner.cfg.notices {
             let session = broker.inner.cfg.session.clone();
             broker.on_pending(Box::new(move |p| notice::announce(&session, p)));
         }
         Ok(broker)
+    }
+
+    /// Takes the session's lock, then opens the person's socket and the hook socket, as
+    /// configured.
+    fn listen(&self) -> Result<(), BrokerError> {
+        if self.inner.cfg.socket {
+            let dir = paths::private_socket_dir()?;
+            let session = &self.inner.cfg.session;
+            let l =
+                lock::SessionLock::acquire(&dir, session).map_err(|source| BrokerError::Io {
+                    what: "cannot take the session's lock",
+                    path: lock::lock_path(&dir, session),
+                    source,
+                })?;
+            if let Ok(mut g) = self.inner.lock.lock() {
+                *g = Some(l);
+            }
+            let path = paths::socket_path(&dir, session);
+            let staging = lock::staging_socket_path(&dir, session);
+            let s = server::serve(self, &path, server::Role::Person, Some(&staging)).map_err(
+                |source| BrokerError::Io {
+                    what: "cannot listen on",
+                    path,
+                    source,
+                },
+            )?;
+            if let Ok(mut g) = self.inner.socket.lock() {
+                *g = Some(s);
+            }
+        }
+        if let Some(path) = self.inner.cfg.hook_socket.clone() {
+            let s = server::serve(self, &path, server::Role::Hook, None).map_err(|source| {
+                BrokerError::Io {
+                    what: "cannot listen on",
+                    path,
+                    source,
+                }
+            })?;
+            if let Ok(mut g) = self.inner.hook.lock() {
+                *g = Some(s);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the sockets, then gives up the session's lock (in that order: a listed socket
+    /// always has its lock).
+    fn unlisten(&self) {
+        for slot in [&self.inner.socket, &self.inner.hook] {
+            if let Ok(mut g) = slot.lock() {
+                if let Some(s) = g.take() {
+                    s.stop();
+                }
+            }
+        }
+        if let Ok(mut g) = self.inner.lock.lock() {
+            if let Some(l) = g.take() {
+                l.release();
+            }
+        }
     }
 
     /// The session id.
@@ -470,6 +526,7 @@ impl Broker {
             denied: counts.denied,
             started_at: audit::rfc3339(info.started_at),
             stopped_by: c.stopped_by(),
+            non_interactive: self.inner.cfg.non_interactive,
         }
     }
 
@@ -562,10 +619,16 @@ impl Broker {
         }
     }
 
-    /// Pending asks, oldest first.
+    /// Pending asks, oldest first: those still waiting for an answer (an answered ask is gone
+    /// from the list at once, before its asker has taken the answer).
     pub fn pending(&self) -> Vec<PendingView> {
         match self.lock() {
-            Some(s) => s.pending.iter().map(|(id, e)| self.view(*id, e)).collect(),
+            Some(s) => s
+                .pending
+                .iter()
+                .filter(|(_, e)| e.answer.is_none())
+                .map(|(id, e)| self.view(*id, e))
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -615,6 +678,41 @@ impl Broker {
         drop(s);
         self.inner.changed.notify_all();
         Some((id, v))
+    }
+
+    /// Denies an ask at once in a non-interactive session with `reason`: counted as asked,
+    /// logged as an ask answered `deny` by [`NOBODY`] after no wait (a kernel ask's refusal is
+    /// then not logged a second time by `record`).
+    fn deny_unattended(&self, subject: Subject, pid: u32, reason: String) -> Answer {
+        self.inner.cfg.control.count(Counted::Asked);
+        let answer = Answer::Deny {
+            reason: Some(reason.clone()),
+        };
+        let id = match self.lock() {
+            Some(mut s) => {
+                let id = s.next;
+                s.next += 1;
+                if matches!(subject, Subject::Kernel(_)) {
+                    s.logged_denials.push(reason);
+                    if s.logged_denials.len() > 256 {
+                        s.logged_denials.remove(0);
+                    }
+                }
+                id
+            }
+            None => return answer,
+        };
+        let e = Entry {
+            subject,
+            pid,
+            argv: proc_argv(pid),
+            cwd: proc_cwd(pid),
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            answer: None,
+        };
+        self.log_entry(id, &e, &answer, NOBODY, Duration::ZERO);
+        answer
     }
 
     fn announce(&self, v: &PendingView) {
@@ -802,13 +900,7 @@ impl Broker {
             };
             self.log_entry(id, &e, &deny, "session end", e.started.elapsed());
         }
-        for slot in [&self.inner.socket, &self.inner.hook] {
-            if let Ok(mut g) = slot.lock() {
-                if let Some(s) = g.take() {
-                    s.stop();
-                }
-            }
-        }
+        self.unlisten();
         let p = self.inner.prompt.lock().ok().and_then(|g| g.clone());
         if let Some(p) = p {
             p.wake();
@@ -848,6 +940,22 @@ impl Broker {
         let link = ours.is_some();
         let command = ask.action.clone();
         let key = format!("{}\u{0}{}", ask.tool, ask.action);
+        if self.inner.cfg.non_interactive {
+            self.inner.cfg.control.count(Counted::Denied);
+            let subject = Subject::Hook { ask, always_ok };
+            let reason = format!(
+                "{} ({})",
+                subject.default_refusal(),
+                crate::approve::NON_INTERACTIVE_NOTE
+            );
+            return match self.deny_unattended(subject, pid, reason) {
+                Answer::Deny { reason } => HookAnswer {
+                    answer: WireAnswer::Deny,
+                    reason,
+                },
+                _ => deny_answer("refused by tyba: non-interactive session"),
+            };
+        }
         {
             let Some(s) = self.lock() else {
                 return deny_answer("refused by tyba: the approval channel failed");
@@ -1019,6 +1127,14 @@ impl Approver for Broker {
         if let Some(a) = self.linked(request) {
             self.log_linked(request, &a);
             return Ok(a);
+        }
+        if self.inner.cfg.non_interactive {
+            let reason = format!(
+                "{} ({})",
+                request.default_refusal(),
+                crate::approve::NON_INTERACTIVE_NOTE
+            );
+            return Ok(self.deny_unattended(Subject::Kernel(request.clone()), request.pid, reason));
         }
         let Some((id, v)) = self.submit(Subject::Kernel(request.clone()), request.pid) else {
             let reason = format!("{} (the session has ended)", request.default_refusal());

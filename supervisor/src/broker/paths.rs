@@ -2,7 +2,9 @@
 //!
 //! - Sockets: `$XDG_RUNTIME_DIR/tyba/<session>.sock`, or without `XDG_RUNTIME_DIR`,
 //!   `$XDG_STATE_HOME/tyba/run/` (`~/.local/state/tyba/run/`). The directory is made mode
-//!   0700 and must be owned by the user; each socket is mode 0600.
+//!   0700 and must be owned by the user; each socket is mode 0600. Beside each socket, the
+//!   session's lock file `<session>.lock`, which decides whether the session is alive
+//!   ([`super::lock`]).
 //! - Audit logs: `$XDG_STATE_HOME/tyba/log/<session>.jsonl` (`~/.local/state/tyba/log/`).
 //!
 //! None of these is granted by the sandbox's Landlock rules, and the notify loop refuses

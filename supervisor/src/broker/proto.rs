@@ -153,6 +153,10 @@ pub struct SessionView {
     /// Who stopped it, once someone has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
+    /// A `tyba run --non-interactive` session: nobody answers, its asks are denied at once
+    /// (and logged). `false` from older supervisors, which did not list such sessions.
+    #[serde(default)]
+    pub non_interactive: bool,
 }
 
 /// One pending ask as listed.

@@ -59,9 +59,35 @@ fn bind(path: &Path) -> std::io::Result<UnixListener> {
     }
 }
 
-pub(crate) fn serve(broker: &Broker, path: &Path, role: Role) -> std::io::Result<Served> {
-    let listener = bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+/// Listens on `path` for `role`. With `staging`, the socket is bound and listening there
+/// first and then renamed to `path`, so that `path` never names a socket that is not yet
+/// listening (a listing that connects in between would otherwise see it refused, issue 17);
+/// the caller holds the session's lock, so whatever is at `staging` or `path` is its own.
+pub(crate) fn serve(
+    broker: &Broker,
+    path: &Path,
+    role: Role,
+    staging: Option<&Path>,
+) -> std::io::Result<Served> {
+    let listener = match staging {
+        None => {
+            let l = bind(path)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+            l
+        }
+        Some(staging) => {
+            let _ = std::fs::remove_file(staging);
+            let l = UnixListener::bind(staging)?;
+            let published =
+                std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o600))
+                    .and_then(|()| std::fs::rename(staging, path));
+            if let Err(e) = published {
+                let _ = std::fs::remove_file(staging);
+                return Err(e);
+            }
+            l
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let served = Served {
         path: path.to_path_buf(),
