@@ -4,20 +4,23 @@
 #   launch      `true` alone, under `tyba run --here`, under bwrap
 #   file-heavy  grep -r, read every file, git status, write 200 files, over a ~12k-file tree
 #   compile     make -j2 -B of a generated C project (60 files)
-# Usage: scripts/bench-overhead.sh [--runs N] [--out FILE.md]
+# Usage: scripts/bench-overhead.sh [--runs N] [--out FILE.md] [--only "launch file-heavy compile"]
 # Needs: hyperfine and bubblewrap (apt-get install hyperfine bubblewrap), gcc, make, git.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUNS=20
 OUT=""
+ONLY="launch file-heavy compile"
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) RUNS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--out FILE.md]" >&2; exit 2 ;;
+        --only) ONLY=$2; shift 2 ;;
+        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS]" >&2; exit 2 ;;
     esac
 done
+wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 for tool in hyperfine git gcc make python3; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is required (apt-get install hyperfine bubblewrap gcc make)" >&2; exit 2; }
@@ -87,6 +90,7 @@ bw() { echo "bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind $1 
 
 bench() { # name dir bare-command...
     local name=$1 dir=$2; shift 2
+    wanted "$name" || return 0
     local cmd="$*"
     local args=(-n bare "$cmd" -n tyba "$TY $cmd")
     if [ "$HAVE_BWRAP" = 1 ]; then args+=(-n bwrap "$(bw "$dir") $cmd"); fi
@@ -99,11 +103,14 @@ bench compile "$CPROJ" make -s -j2 -B
 
 # Interleaved medians: bare, tyba and bwrap alternate run by run, so load that comes and goes
 # (a shared VM) hits all three alike; medians ignore the spikes.
-cat > "$WORK/interleave.tsv" <<EOF
+cat > "$WORK/interleave.all" <<EOF
 launch	$TREE	/bin/true
 file-heavy	$TREE	bash .bench-file-heavy.sh
 compile	$CPROJ	make -s -j2 -B
 EOF
+while IFS= read -r line; do
+    if wanted "${line%%	*}"; then printf '%s\n' "$line"; fi
+done < "$WORK/interleave.all" > "$WORK/interleave.tsv"
 
 python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" <<'EOF'
 import json, sys, os, platform, datetime, shlex, statistics, subprocess, time
@@ -135,6 +142,8 @@ for line in open(os.path.join(work, "interleave.tsv")):
     inter.append((name, med))
 rows = []
 for name in ["launch", "file-heavy", "compile"]:
+    if not os.path.exists(os.path.join(work, name + ".json")):
+        continue
     data = {r["command"]: r for r in json.load(open(os.path.join(work, name + ".json")))["results"]}
     bare = data["bare"]["mean"]
     tyba = data["tyba"]["mean"]

@@ -116,6 +116,11 @@ fn red_team_cases_through_the_binary() {
 }
 
 #[test]
+fn fault_class_cases_through_the_binary() {
+    check_file("commands-faults.jsonl");
+}
+
+#[test]
 fn json_output_has_the_contract_fields() {
     let fx = fixture();
     let out = tyba(&fx)

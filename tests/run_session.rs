@@ -518,7 +518,7 @@ fn run_refuses_to_start_when_the_sandbox_cannot_be_enforced() {
             "{who:?}: the inner tyba refuses with exit 4: {err}"
         );
         assert!(
-            err.contains("cannot create user, mount, PID and network namespaces"),
+            err.contains("cannot create user, mount, PID, network, IPC, UTS and cgroup namespaces"),
             "{who:?}: {err}"
         );
     }

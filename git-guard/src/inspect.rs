@@ -7,165 +7,20 @@ use crate::config::{is_guard_key, split_key};
 use crate::push::{self, is_protected, PushPlan};
 use crate::repo::{Locator, RepoState};
 use std::path::{Path, PathBuf};
+use tyba_policy::git_tables::{GLOBAL_EXITING_OPTIONS, GLOBAL_FLAGS, GLOBAL_VALUE_OPTIONS};
 use tyba_policy::redact::{redact_credentials, redact_url};
 use tyba_policy::{AliasExpansion, Finding, Verdict};
 
 /// Rule id: a push whose destinations include a protected branch.
-pub const RULE_PROTECTED: &str = "git.push.protected";
+pub const RULE_PROTECTED: &str = tyba_policy::rules::GIT_PUSH_PROTECTED.id;
 /// Rule id: a push the guard cannot resolve that could reach a protected branch.
-pub const RULE_UNRESOLVED: &str = "git.push.unresolved";
+pub const RULE_UNRESOLVED: &str = tyba_policy::rules::GIT_PUSH_UNRESOLVED.id;
 /// Rule id: `git push --no-verify` (any spelling) skips the pre-push hook.
-pub const RULE_NO_VERIFY: &str = "git.guard.no-verify";
+pub const RULE_NO_VERIFY: &str = tyba_policy::rules::GIT_GUARD_NO_VERIFY.id;
 /// Rule id: `core.hooksPath`, `hook.*` or an include changed for a git command.
-pub const RULE_HOOKS_PATH: &str = "git.guard.hooks-path";
+pub const RULE_HOOKS_PATH: &str = tyba_policy::rules::GIT_GUARD_HOOKS_PATH.id;
 /// Rule id: `git send-pack`/`git http-push` push without running the pre-push hook.
-pub const RULE_SEND_PACK: &str = "git.guard.send-pack";
-
-/// Builtin git commands of git 2.47 (`git --list-cmds=builtins`): an alias cannot shadow them.
-const BUILTINS: &[&str] = &[
-    "add",
-    "am",
-    "annotate",
-    "apply",
-    "archive",
-    "bisect",
-    "blame",
-    "branch",
-    "bugreport",
-    "bundle",
-    "cat-file",
-    "check-attr",
-    "check-ignore",
-    "check-mailmap",
-    "check-ref-format",
-    "checkout",
-    "checkout--worker",
-    "checkout-index",
-    "cherry",
-    "cherry-pick",
-    "clean",
-    "clone",
-    "column",
-    "commit",
-    "commit-graph",
-    "commit-tree",
-    "config",
-    "count-objects",
-    "credential",
-    "credential-cache",
-    "credential-cache--daemon",
-    "credential-store",
-    "describe",
-    "diagnose",
-    "diff",
-    "diff-files",
-    "diff-index",
-    "diff-tree",
-    "difftool",
-    "fast-export",
-    "fast-import",
-    "fetch",
-    "fetch-pack",
-    "fmt-merge-msg",
-    "for-each-ref",
-    "for-each-repo",
-    "format-patch",
-    "fsck",
-    "fsck-objects",
-    "fsmonitor--daemon",
-    "gc",
-    "get-tar-commit-id",
-    "grep",
-    "hash-object",
-    "help",
-    "hook",
-    "index-pack",
-    "init",
-    "init-db",
-    "interpret-trailers",
-    "log",
-    "ls-files",
-    "ls-remote",
-    "ls-tree",
-    "mailinfo",
-    "mailsplit",
-    "maintenance",
-    "merge",
-    "merge-base",
-    "merge-file",
-    "merge-index",
-    "merge-ours",
-    "merge-recursive",
-    "merge-recursive-ours",
-    "merge-recursive-theirs",
-    "merge-subtree",
-    "merge-tree",
-    "mktag",
-    "mktree",
-    "multi-pack-index",
-    "mv",
-    "name-rev",
-    "notes",
-    "pack-objects",
-    "pack-redundant",
-    "pack-refs",
-    "patch-id",
-    "pickaxe",
-    "prune",
-    "prune-packed",
-    "pull",
-    "push",
-    "range-diff",
-    "read-tree",
-    "rebase",
-    "receive-pack",
-    "reflog",
-    "refs",
-    "remote",
-    "remote-ext",
-    "remote-fd",
-    "repack",
-    "replace",
-    "replay",
-    "rerere",
-    "reset",
-    "restore",
-    "rev-list",
-    "rev-parse",
-    "revert",
-    "rm",
-    "send-pack",
-    "shortlog",
-    "show",
-    "show-branch",
-    "show-index",
-    "show-ref",
-    "sparse-checkout",
-    "stage",
-    "stash",
-    "status",
-    "stripspace",
-    "submodule--helper",
-    "switch",
-    "symbolic-ref",
-    "tag",
-    "unpack-file",
-    "unpack-objects",
-    "update-index",
-    "update-ref",
-    "update-server-info",
-    "upload-archive",
-    "upload-archive--writer",
-    "upload-pack",
-    "var",
-    "verify-commit",
-    "verify-pack",
-    "verify-tag",
-    "version",
-    "whatchanged",
-    "worktree",
-    "write-tree",
-];
+pub const RULE_SEND_PACK: &str = tyba_policy::rules::GIT_GUARD_SEND_PACK.id;
 
 /// Environment variables whose assignment on a git command can replace the configuration
 /// that holds `core.hooksPath` or the directory hooks are found in.
@@ -328,8 +183,7 @@ fn parse_global(words: &[String], env: &[(String, String)], cwd: &Path) -> Globa
                 i += 2;
                 continue;
             }
-            "--git-dir" | "--work-tree" | "--namespace" | "--config-env" | "--attr-source"
-            | "--shallow-file" | "--super-prefix" => {
+            v if GLOBAL_VALUE_OPTIONS.contains(&v) => {
                 let mut v = None;
                 if !take_next(&mut v) {
                     g.unknown = Some(w.into());
@@ -339,37 +193,15 @@ fn parse_global(words: &[String], env: &[(String, String)], cwd: &Path) -> Globa
                 i += 2;
                 continue;
             }
-            "--no-pager"
-            | "-P"
-            | "-p"
-            | "--paginate"
-            | "--no-replace-objects"
-            | "--literal-pathspecs"
-            | "--no-literal-pathspecs"
-            | "--glob-pathspecs"
-            | "--noglob-pathspecs"
-            | "--icase-pathspecs"
-            | "--no-optional-locks"
-            | "--no-advice"
-            | "--no-lazy-fetch" => {}
             "--bare" => g.loc.git_dir = Some(g.loc.cwd.clone()),
-            "--exec-path" | "--html-path" | "--man-path" | "--info-path" | "-v" | "--version"
-            | "-h" | "--help" => {
+            f if GLOBAL_FLAGS.contains(&f) => {}
+            f if GLOBAL_EXITING_OPTIONS.contains(&f) => {
                 // git prints and exits (or runs `git help`): no subcommand runs
                 return g;
             }
             _ => {
                 if let Some((name, value)) = w.split_once('=') {
-                    if matches!(
-                        name,
-                        "--git-dir"
-                            | "--work-tree"
-                            | "--namespace"
-                            | "--config-env"
-                            | "--attr-source"
-                            | "--shallow-file"
-                            | "--super-prefix"
-                    ) {
+                    if GLOBAL_VALUE_OPTIONS.contains(&name) && name.starts_with("--") {
                         apply_valued(&mut g, name, value, env);
                     } else if name == "--exec-path" {
                     } else if name == "--list-cmds" {
@@ -430,9 +262,7 @@ pub(crate) fn analyze(
     // status`, as Codex and Claude Code probe every repository) runs no pre-push hook anyway.
     let could_push = match g.cmd_at.map(|i| words[i].as_str()) {
         None => false,
-        Some(c) => {
-            matches!(c, "push" | "send-pack" | "http-push" | "subtree") || !BUILTINS.contains(&c)
-        }
+        Some(c) => tyba_policy::git_tables::may_push(c),
     };
     if could_push {
         for (name, _) in env {
@@ -519,7 +349,7 @@ pub(crate) fn analyze(
                 a.block(RULE_HOOKS_PATH, why);
             }
         }
-        c if !BUILTINS.contains(&c) => {
+        c if !tyba_policy::git_tables::BUILTINS.contains(&c) => {
             if depth > 16 {
                 a.block(
                     RULE_UNRESOLVED,

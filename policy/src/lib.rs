@@ -43,7 +43,10 @@ mod action;
 mod analysis;
 pub mod config;
 mod decision;
+pub mod git_tables;
+pub mod programs;
 pub mod redact;
+pub mod rules;
 mod verdict;
 
 pub use action::{Action, AliasExpansion, Context, GitInspector, GitInvocation, GitReport};

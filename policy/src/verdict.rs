@@ -66,7 +66,8 @@ const MAX_FINDINGS_PER_RULE: usize = 4;
 pub struct Finding {
     /// Colour this rule imposes on the action.
     pub verdict: Verdict,
-    /// Stable rule id, dotted (`family.rule`); documented in `docs/rules.md`.
+    /// Stable rule id, dotted (`family.rule`): one of [`crate::rules::ALL`] (or of its
+    /// families `wrapper.<program>`, `policy.<id>`), listed in `docs/rules.md`.
     pub rule: String,
     /// Human reason, lower-case, no trailing period; shown to the person and the agent.
     pub reason: String,
@@ -92,6 +93,11 @@ pub struct Shape {
     /// A construct the analyser cannot see through (`eval` of a non-literal, `bash -c "$x"`,
     /// `source` of a generated file): refused in `auto` mode.
     pub opaque: bool,
+    /// The line reached its paths through text that can change between the ask and the run
+    /// (a git alias in a configuration file, a sourced or run script): a rule of
+    /// [`crate::rules::INDIRECT`] fired. Serialized only when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub indirect: bool,
 }
 
 /// The policy's full answer for one action.
@@ -135,6 +141,9 @@ impl Classification {
     /// Adds a finding and raises the verdict to at least its colour.
     pub fn add(&mut self, finding: Finding) {
         self.verdict = self.verdict.max(finding.verdict);
+        if crate::rules::INDIRECT.iter().any(|r| r.id == finding.rule) {
+            self.shape.indirect = true;
+        }
         // Keep a few examples per rule: a glob over a thousand files needs no thousand reasons.
         let same_rule = self
             .findings
@@ -149,6 +158,13 @@ impl Classification {
         {
             self.findings.push(finding);
         }
+    }
+
+    /// Whether an approved run of this action may be given the paths it names on top of
+    /// the agent's ruleset: not when the line is opaque or [`Shape::indirect`] (its paths
+    /// may change before it runs).
+    pub fn grants_allowed(&self) -> bool {
+        !(self.shape.opaque || self.shape.indirect)
     }
 
     /// Rule ids of all findings, in order.
@@ -188,5 +204,6 @@ impl Classification {
         }
         self.shape.compound |= other.shape.compound;
         self.shape.opaque |= other.shape.opaque;
+        self.shape.indirect |= other.shape.indirect;
     }
 }

@@ -124,6 +124,14 @@ fn red_team_round_three_cases() {
     run_file("commands-redteam3.jsonl");
 }
 
+/// Our cases of the fault classes of issue 15 (loop-bound globs, assignment values, several
+/// possible values, git's deletion and exec spellings, configuration writes, persistence,
+/// output-directory options, `cd --`), with disguised variants.
+#[test]
+fn fault_class_cases() {
+    run_file("commands-faults.jsonl");
+}
+
 /// Where `../shared/corpus` exists beside the repository, the copies must be current.
 #[test]
 fn corpus_copies_are_current() {

@@ -106,6 +106,11 @@ fn nix_uid() -> u32 {
 
 /// Runs `tyba run`.
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+    // First, before any thread: a SIGTERM or SIGHUP to tyba ends the session and the clean-up
+    // below still runs.
+    if let Err(e) = tyba_supervisor::end_session_on_signals() {
+        eprintln!("tyba: warning: a signal to tyba would end it without cleaning up: {e}");
+    }
     let autonomy: Autonomy = args.autonomy.parse().map_err(UsageError)?;
     let (exec_mode, mode_warning) =
         ExecMode::requested(&args.exec_mode, args.dangerously_bypass_shell_validation)
@@ -160,7 +165,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
-    let (mut env, stripped) = tyba_supervisor::scrub_env(std::env::vars_os(), &args.pass_env);
+    let (mut env, stripped) =
+        tyba_supervisor::scrub_env_explained(std::env::vars_os(), &args.pass_env);
     env.retain(|(k, _)| k != "TMPDIR" && k != "TYBA_SESSION" && k != "TYBA_WORKTREE");
     env.push(("TMPDIR".into(), tmp_dir.clone().into_os_string()));
     env.push(("TYBA_SESSION".into(), session.id.clone().into()));
@@ -204,7 +210,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if !stripped.is_empty() {
         eprintln!(
             "tyba: withheld from the agent (secrets; --pass-env NAME to pass): {}",
-            stripped.join(", ")
+            stripped
+                .iter()
+                .map(|(n, k)| format!("{n} ({})", k.describe()))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let mut info = SessionInfo::new(
@@ -244,7 +254,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         // Fail closed: whatever still waits is denied and logged so.
         b.close("the session ended");
     }
-    let _ = std::fs::remove_dir_all(&tmp_dir);
+    if let Err(e) = tyba_supervisor::sandbox::remove_tree(&tmp_dir) {
+        eprintln!("tyba: WARNING: the session's temp dir is left behind: {e}");
+    }
     drop(placeholders);
     for (made, aside) in redirects.map(|r| r.quarantine()).unwrap_or_default() {
         match aside {
@@ -269,6 +281,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(sig) = tyba_supervisor::end_signal() {
+        eprintln!("tyba: session {} ended by {sig}", session.id);
+    }
     if let Some(by) = control.stopped_by() {
         let c = control.counts();
         eprintln!(

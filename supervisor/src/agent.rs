@@ -116,8 +116,15 @@ impl AgentInstall {
 
     /// Whether an exec of `file` (canonical) with `argv`, by the agent's own process, runs the
     /// agent itself: a file of the installation, or one of its interpreters running a script
-    /// of the installation with harmless options only. `cwd` resolves a relative script.
-    pub fn is_own_exec(&self, file: &Path, argv: &[String], cwd: &Path) -> bool {
+    /// of the installation with harmless options only, named by a path outside `writable`
+    /// (where a link could be swapped after the check). `cwd` resolves a relative script.
+    pub fn is_own_exec(
+        &self,
+        file: &Path,
+        argv: &[String],
+        cwd: &Path,
+        writable: &[PathBuf],
+    ) -> bool {
         if self.owns(file) {
             return true;
         }
@@ -125,11 +132,11 @@ impl AgentInstall {
             return false;
         }
         match script_operand(argv) {
-            Some(script) => {
+            Some(script) if !crate::exec::lexically_within(script.as_bytes(), cwd, writable) => {
                 let p = cwd.join(script);
                 std::fs::canonicalize(&p).is_ok_and(|c| self.owns(&c) && c.is_file())
             }
-            None => false,
+            _ => false,
         }
     }
 }
@@ -137,9 +144,9 @@ impl AgentInstall {
 /// Programs that run whatever command line or script they are given: shells and general
 /// interpreters. Such a program named as the agent is the agent for its first exec only; its
 /// re-execs (`bash -c …` from a `bash` agent) are commands, analysed as the lines they are.
+/// (The shells are the policy's own, `tyba_policy::programs::SHELLS`; these are the rest.)
 const GENERAL_PROGRAMS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish", "env", "node", "nodejs",
-    "deno", "bun", "perl", "ruby", "php", "lua", "tclsh",
+    "busybox", "env", "node", "nodejs", "deno", "bun", "perl", "ruby", "php", "lua", "tclsh",
 ];
 
 /// Whether `p` is a shell or a general interpreter ([`GENERAL_PROGRAMS`], `python`,
@@ -149,6 +156,7 @@ fn is_general_program(p: &Path) -> bool {
         return false;
     };
     GENERAL_PROGRAMS.contains(&name)
+        || tyba_policy::programs::is_shell(name)
         || name
             .strip_prefix("python")
             .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
@@ -327,7 +335,7 @@ mod tests {
         let cwd = d.clone();
         let node = node_dir.join("node");
         let script = pkg.join("bin/codex.js").display().to_string();
-        assert!(i.is_own_exec(&node, &v(&["node", &script, "exec"]), &cwd));
+        assert!(i.is_own_exec(&node, &v(&["node", &script, "exec"]), &cwd, &[]));
         assert!(i.is_own_exec(
             &node,
             &v(&[
@@ -336,8 +344,11 @@ mod tests {
                 "--no-warnings",
                 &script
             ]),
-            &cwd
+            &cwd,
+            &[]
         ));
+        // Named through a writable place, a link could be swapped after the check.
+        assert!(!i.is_own_exec(&node, &v(&["node", &script]), &cwd, &[pkg.join("bin")]));
         // Options that load other code, or a script elsewhere, make it a command.
         for bad in [
             v(&["node", "-e", "1", &script]),
@@ -348,13 +359,14 @@ mod tests {
             v(&["node"]),
             v(&["node", "/tmp/evil.js"]),
         ] {
-            assert!(!i.is_own_exec(&node, &bad, &cwd), "{bad:?}");
+            assert!(!i.is_own_exec(&node, &bad, &cwd, &[]), "{bad:?}");
         }
         // Another interpreter running the agent's script is not the agent's interpreter.
         assert!(!i.is_own_exec(
             Path::new("/usr/bin/python3"),
             &v(&["python3", &script]),
-            &cwd
+            &cwd,
+            &[]
         ));
     }
 
@@ -388,7 +400,12 @@ mod tests {
             if Path::new(p).exists() {
                 let i = AgentInstall::resolve(Path::new(p), None);
                 assert!(i.roots.is_empty(), "{p}: {:?}", i.roots);
-                assert!(!i.is_own_exec(&std::fs::canonicalize(p).unwrap(), &[], Path::new("/")));
+                assert!(!i.is_own_exec(
+                    &std::fs::canonicalize(p).unwrap(),
+                    &[],
+                    Path::new("/"),
+                    &[]
+                ));
             }
         }
         assert!(is_general_program(Path::new("/usr/bin/python3.11")));

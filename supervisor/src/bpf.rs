@@ -1,31 +1,36 @@
-//! The seccomp filter, assembled by hand from classic BPF (`linux/filter.h`,
-//! `linux/seccomp.h`, kernel `Documentation/userspace-api/seccomp_filter.rst`).
+//! The seccomp filters (`linux/seccomp.h`, kernel
+//! `Documentation/userspace-api/seccomp_filter.rst`), x86_64 only.
 //!
-//! Why our own assembler (see `docs/sandbox.md`): seccompiler has no `SECCOMP_RET_USER_NOTIF`
-//! action and installs filters itself without the listener flag; libseccomp would bring a C
-//! library and its headers into the build. The program we need is a short linear list of
-//! syscall-number checks with a few argument tests, about a hundred instructions, and it is
-//! checked here by an interpreter in the unit tests.
+//! Two kinds, installed one after the other on the sandbox's stage 2 (every process of the
+//! sandbox inherits them all; the kernel runs every filter and the most restrictive action
+//! wins, `ERRNO` over `USER_NOTIF` over `ALLOW`, `seccomp(2)` "multiple filters"):
 //!
-//! Shape of the program (x86_64 only):
-//! 1. the architecture must be `AUDIT_ARCH_X86_64`, else the process is killed;
-//! 2. x32 system calls (`nr >= 0x4000_0000`) fail with `ENOSYS`;
-//! 3. each listed system call jumps to its action (deny with an errno, notify the supervisor,
-//!    or an argument test);
-//! 4. everything else is allowed.
+//! 1. **The static filters**, built with `seccompiler` (the filter library Firecracker uses):
+//!    the denied system calls and the argument tests, one filter per errno (a `seccompiler`
+//!    filter has one action on match): [`static_filters`].
+//! 2. **The user-notification filter**, assembled here because `seccompiler` has no
+//!    `SECCOMP_RET_USER_NOTIF` action and installs without `SECCOMP_FILTER_FLAG_NEW_LISTENER`:
+//!    the architecture check (other architectures killed), x32 numbers (`nr >= 0x4000_0000`,
+//!    which `seccompiler` does not test) failing with `ENOSYS`, then a syscall-number list
+//!    whose calls go to the supervisor: [`notify_filter`].
+//!
+//! Both are checked by the BPF interpreter of the unit tests, combined as the kernel combines
+//! them.
 
 use crate::sys::SockFilter;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+use std::collections::BTreeMap;
 
 const BPF_LD: u16 = 0x00;
 const BPF_W: u16 = 0x00;
 const BPF_ABS: u16 = 0x20;
-const BPF_ALU: u16 = 0x04;
-const BPF_AND: u16 = 0x50;
 const BPF_K: u16 = 0x00;
 const BPF_JMP: u16 = 0x05;
 const BPF_JEQ: u16 = 0x10;
 const BPF_JGE: u16 = 0x30;
-const BPF_JSET: u16 = 0x40;
 const BPF_RET: u16 = 0x06;
 
 /// `AUDIT_ARCH_X86_64`.
@@ -41,10 +46,6 @@ pub const RET_ALLOW: u32 = 0x7fff_0000;
 
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
-/// Offset of the low 32 bits of argument `i` in `struct seccomp_data` (little-endian).
-const fn arg_lo(i: u32) -> u32 {
-    16 + 8 * i
-}
 
 fn stmt(code: u16, k: u32) -> SockFilter {
     SockFilter {
@@ -71,122 +72,40 @@ fn errno(e: i32) -> u32 {
     RET_ERRNO | (e as u32 & 0xffff)
 }
 
-/// What the filter does with one system call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    /// Fail with this errno.
-    Deny(i32),
-    /// Hand to the supervisor.
-    Notify,
-    /// `clone`: fail with `EPERM` when any namespace flag is set in the flags argument.
-    CloneNoNamespaces,
-    /// `ioctl`: fail with `EPERM` for `TIOCSTI` and `TIOCLINUX`.
-    IoctlNoTerminalInjection,
-    /// `socket`: only `AF_UNIX`, `AF_INET`, `AF_INET6`, and no raw or packet sockets.
-    SocketFamilies,
-    /// `sendto`/`sendmsg`: fail with `EPERM` with `MSG_FASTOPEN` in the flags argument `i`
-    /// (TCP Fast Open connects inside sendmsg, past the connect checks).
-    NoFastOpen(u32),
-    /// `personality`: only the query (`0xffffffff`) and `PER_LINUX` (0).
-    PersonalityQueryOnly,
-    /// `prctl`: fail with `EPERM` for `PR_SET_MM` (35), which rewrites the fields of
-    /// `/proc/<pid>/stat` and `/proc/<pid>/exe` the exec model reads to tell that an exec
-    /// happened (`crate::exec`): a process could fake an exec it never made.
-    PrctlNoSetMm,
-}
-
-/// `PR_SET_MM` (`prctl(2)`).
-const PR_SET_MM: u32 = 35;
-
-/// Namespace flags of `clone(2)` (`CLONE_NEWTIME` is not accepted by `clone` itself).
-const CLONE_NS_FLAGS: u32 = (libc::CLONE_NEWNS
-    | libc::CLONE_NEWCGROUP
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUSER
-    | libc::CLONE_NEWPID
-    | libc::CLONE_NEWNET) as u32;
-
-const TIOCSTI: u32 = 0x5412;
-const TIOCLINUX: u32 = 0x541c;
-const SOCK_TYPE_MASK: u32 = 0xf;
-const SOCK_RAW: u32 = 3;
-const SOCK_PACKET: u32 = 10;
-const MSG_FASTOPEN: u32 = 0x2000_0000;
-
-fn rule_block(rule: Rule) -> Vec<SockFilter> {
-    match rule {
-        Rule::Deny(e) => vec![ret(errno(e))],
-        Rule::Notify => vec![ret(RET_USER_NOTIF)],
-        Rule::CloneNoNamespaces => vec![
-            ld(arg_lo(0)),
-            jump(BPF_JMP | BPF_JSET | BPF_K, CLONE_NS_FLAGS, 0, 1),
-            ret(errno(libc::EPERM)),
-            ret(RET_ALLOW),
-        ],
-        Rule::IoctlNoTerminalInjection => vec![
-            ld(arg_lo(1)),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 2, 0),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 1, 0),
-            ret(RET_ALLOW),
-            ret(errno(libc::EPERM)),
-        ],
-        Rule::SocketFamilies => vec![
-            ld(arg_lo(0)),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, libc::AF_UNIX as u32, 3, 0),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, libc::AF_INET as u32, 2, 0),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, libc::AF_INET6 as u32, 1, 0),
-            ret(errno(libc::EAFNOSUPPORT)),
-            ld(arg_lo(1)),
-            stmt(BPF_ALU | BPF_AND | BPF_K, SOCK_TYPE_MASK),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, SOCK_RAW, 2, 0),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, SOCK_PACKET, 1, 0),
-            ret(RET_ALLOW),
-            ret(errno(libc::EPERM)),
-        ],
-        Rule::NoFastOpen(i) => vec![
-            ld(arg_lo(i)),
-            jump(BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, 0, 1),
-            ret(errno(libc::EPERM)),
-            ret(RET_ALLOW),
-        ],
-        Rule::PrctlNoSetMm => vec![
-            ld(arg_lo(0)),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_MM, 0, 1),
-            ret(errno(libc::EPERM)),
-            ret(RET_ALLOW),
-        ],
-        Rule::PersonalityQueryOnly => vec![
-            ld(arg_lo(0)),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, 0xffff_ffff, 2, 0),
-            jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0),
-            ret(errno(libc::EPERM)),
-            ret(RET_ALLOW),
-        ],
-    }
-}
-
-/// Errors assembling a program.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+/// Errors building the filters.
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum AssembleError {
-    /// An action block is too long for an 8-bit conditional jump.
-    #[error("action block for syscall {nr} is too long to jump over")]
-    BlockTooLong {
-        /// The syscall number.
-        nr: i64,
-    },
-    /// The whole program exceeds `BPF_MAXINSNS` (4096).
+pub enum FilterError {
+    /// `seccompiler` refused a filter or a rule.
+    #[error("seccompiler: {0}")]
+    Seccompiler(#[from] seccompiler::BackendError),
+    /// The program exceeds `BPF_MAXINSNS` (4096).
     #[error("program has {0} instructions, more than 4096")]
     TooLong(usize),
 }
 
-/// Assembles the program for these `(syscall number, rule)` pairs (first match wins; numbers
-/// from the x86_64 table).
+/// The system calls handed to the supervisor: commands, connections, watches, and the
+/// metadata changes Landlock has no rights for.
+pub fn notified_syscalls() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_execve,
+        libc::SYS_execveat,
+        libc::SYS_connect,
+        // Watches name what they watch by path, and Landlock does not check that path: the
+        // supervisor does (`crate::meta::handle_watch`).
+        libc::SYS_inotify_add_watch,
+    ];
+    v.extend_from_slice(METADATA_SYSCALLS);
+    v
+}
+
+/// Assembles the user-notification filter for these syscall numbers: the architecture must
+/// be `AUDIT_ARCH_X86_64` (else the process is killed), x32 numbers fail with `ENOSYS`, each
+/// listed call returns `SECCOMP_RET_USER_NOTIF`, everything else `SECCOMP_RET_ALLOW`.
 ///
 /// # Errors
-/// [`AssembleError`] when a block or the program is too long.
-pub fn assemble(rules: &[(i64, Rule)]) -> Result<Vec<SockFilter>, AssembleError> {
+/// [`FilterError::TooLong`] past 4096 instructions.
+pub fn notify_filter(notified: &[i64]) -> Result<Vec<SockFilter>, FilterError> {
     let mut p = vec![
         ld(OFF_ARCH),
         jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
@@ -195,17 +114,13 @@ pub fn assemble(rules: &[(i64, Rule)]) -> Result<Vec<SockFilter>, AssembleError>
         jump(BPF_JMP | BPF_JGE | BPF_K, 0x4000_0000, 0, 1),
         ret(errno(libc::ENOSYS)),
     ];
-    for &(nr, rule) in rules {
-        let block = rule_block(rule);
-        let skip = u8::try_from(block.len()).map_err(|_| AssembleError::BlockTooLong { nr })?;
-        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr as u32, 0, skip));
-        p.extend(block);
-        // Blocks that loaded an argument end in returns on every path, so the accumulator
-        // still holds the syscall number when the next comparison runs.
+    for &nr in notified {
+        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr as u32, 0, 1));
+        p.push(ret(RET_USER_NOTIF));
     }
     p.push(ret(RET_ALLOW));
     if p.len() > 4096 {
-        return Err(AssembleError::TooLong(p.len()));
+        return Err(FilterError::TooLong(p.len()));
     }
     Ok(p)
 }
@@ -230,98 +145,209 @@ pub const METADATA_SYSCALLS: &[i64] = &[
 const SYS_SETXATTRAT: i64 = 463;
 const SYS_REMOVEXATTRAT: i64 = 466;
 
-/// The rule table of tyba's sandbox (DESIGN.md §5, issue 4 §3).
-pub fn sandbox_rules() -> Vec<(i64, Rule)> {
-    use Rule::*;
-    let eperm = Deny(libc::EPERM);
-    let mut r: Vec<(i64, Rule)> = vec![
-        // Routed to the supervisor: commands, connections, metadata changes.
-        (libc::SYS_execve, Notify),
-        (libc::SYS_execveat, Notify),
-        (libc::SYS_connect, Notify),
-        // Argument tests.
-        (libc::SYS_clone, CloneNoNamespaces),
-        // clone3 passes its flags in memory the filter cannot read: ENOSYS makes libc fall
-        // back to clone, whose flags it can.
-        (libc::SYS_clone3, Deny(libc::ENOSYS)),
-        (libc::SYS_ioctl, IoctlNoTerminalInjection),
-        (libc::SYS_socket, SocketFamilies),
-        (libc::SYS_sendto, NoFastOpen(3)),
-        (libc::SYS_sendmsg, NoFastOpen(2)),
-        // sendmmsg can carry per-message addresses on a connected datagram socket; libc's
-        // resolver falls back to send on ENOSYS.
-        (libc::SYS_sendmmsg, Deny(libc::ENOSYS)),
-        (libc::SYS_personality, PersonalityQueryOnly),
-        (libc::SYS_prctl, PrctlNoSetMm),
-        // Denied outright: what breaks sandboxes and what no coding agent needs.
-        (libc::SYS_ptrace, eperm),
-        (libc::SYS_process_vm_readv, eperm),
-        (libc::SYS_process_vm_writev, eperm),
-        (libc::SYS_pidfd_getfd, eperm),
-        (libc::SYS_mount, eperm),
-        (libc::SYS_umount2, eperm),
-        (libc::SYS_pivot_root, eperm),
-        (libc::SYS_chroot, eperm),
-        (libc::SYS_move_mount, eperm),
-        (libc::SYS_open_tree, eperm),
-        (libc::SYS_fsopen, eperm),
-        (libc::SYS_fsconfig, eperm),
-        (libc::SYS_fsmount, eperm),
-        (libc::SYS_fspick, eperm),
-        (libc::SYS_mount_setattr, eperm),
-        (libc::SYS_unshare, eperm),
-        (libc::SYS_setns, eperm),
-        (libc::SYS_bpf, eperm),
-        (libc::SYS_perf_event_open, eperm),
-        (libc::SYS_io_uring_setup, eperm),
-        (libc::SYS_io_uring_enter, eperm),
-        (libc::SYS_io_uring_register, eperm),
-        (libc::SYS_userfaultfd, eperm),
-        (libc::SYS_keyctl, eperm),
-        (libc::SYS_add_key, eperm),
-        (libc::SYS_request_key, eperm),
-        (libc::SYS_kexec_load, eperm),
-        (libc::SYS_kexec_file_load, eperm),
-        (libc::SYS_init_module, eperm),
-        (libc::SYS_finit_module, eperm),
-        (libc::SYS_delete_module, eperm),
-        (libc::SYS_open_by_handle_at, eperm),
-        (libc::SYS_name_to_handle_at, eperm),
-        (libc::SYS_reboot, eperm),
-        (libc::SYS_swapon, eperm),
-        (libc::SYS_swapoff, eperm),
-        (libc::SYS_acct, eperm),
-        (libc::SYS_quotactl, eperm),
-        (libc::SYS_syslog, eperm),
-        (libc::SYS_vhangup, eperm),
-        (libc::SYS_settimeofday, eperm),
-        (libc::SYS_clock_settime, eperm),
-        (libc::SYS_clock_adjtime, eperm),
-        (libc::SYS_adjtimex, eperm),
-        (libc::SYS_lookup_dcookie, eperm),
-        (libc::SYS_iopl, eperm),
-        (libc::SYS_ioperm, eperm),
-        // Extended attributes: not covered by Landlock and not needed; "not supported" makes
-        // cp/tar carry on without them.
-        (libc::SYS_setxattr, Deny(libc::EOPNOTSUPP)),
-        (libc::SYS_lsetxattr, Deny(libc::EOPNOTSUPP)),
-        (libc::SYS_fsetxattr, Deny(libc::EOPNOTSUPP)),
-        (libc::SYS_removexattr, Deny(libc::EOPNOTSUPP)),
-        (libc::SYS_lremovexattr, Deny(libc::EOPNOTSUPP)),
-        (libc::SYS_fremovexattr, Deny(libc::EOPNOTSUPP)),
-        (SYS_SETXATTRAT, Deny(libc::EOPNOTSUPP)),
-        (SYS_REMOVEXATTRAT, Deny(libc::EOPNOTSUPP)),
-    ];
-    for &nr in METADATA_SYSCALLS {
-        r.push((nr, Notify));
-    }
-    r
+/// Namespace flags of `clone(2)` (`CLONE_NEWTIME` is not accepted by `clone` itself).
+const CLONE_NS_FLAGS: &[i32] = &[
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWCGROUP,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+];
+
+const TIOCSTI: u64 = 0x5412;
+const TIOCLINUX: u64 = 0x541c;
+const SOCK_TYPE_MASK: u64 = 0xf;
+const SOCK_RAW: u64 = 3;
+const SOCK_PACKET: u64 = 10;
+const MSG_FASTOPEN: u64 = 0x2000_0000;
+/// `PR_SET_MM` (`prctl(2)`).
+const PR_SET_MM: u64 = 35;
+/// The socket families the sandbox may create.
+const SOCKET_FAMILIES: &[i32] = &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6];
+
+/// Denied outright with `EPERM`: what breaks sandboxes and what no coding agent needs
+/// (DESIGN.md §5, issue 4 §3, issue 13).
+pub const DENIED_EPERM: &[i64] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_pidfd_getfd,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_userfaultfd,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_reboot,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_acct,
+    libc::SYS_quotactl,
+    libc::SYS_syslog,
+    libc::SYS_vhangup,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_clock_adjtime,
+    libc::SYS_adjtimex,
+    libc::SYS_lookup_dcookie,
+    libc::SYS_iopl,
+    libc::SYS_ioperm,
+    // fanotify reports events (and, with FAN_REPORT_NAME, names) on whole mounts and
+    // filesystems, whatever Landlock grants; unprivileged since Linux 5.13.
+    libc::SYS_fanotify_init,
+    libc::SYS_fanotify_mark,
+];
+
+/// Extended attribute writes: not covered by Landlock and not needed; "not supported"
+/// (`EOPNOTSUPP`) makes cp/tar carry on without them.
+pub const DENIED_EOPNOTSUPP: &[i64] = &[
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    SYS_SETXATTRAT,
+    SYS_REMOVEXATTRAT,
+];
+
+/// `ENOSYS`: calls whose arguments the filter cannot read, with a fallback libc takes.
+/// `clone3` passes its flags in memory (libc falls back to `clone`, whose flags it can read);
+/// `sendmmsg` can carry per-message addresses on a connected datagram socket (the resolver
+/// falls back to `send`).
+pub const DENIED_ENOSYS: &[i64] = &[libc::SYS_clone3, libc::SYS_sendmmsg];
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, FilterError> {
+    Ok(SeccompCondition::new(
+        arg,
+        SeccompCmpArgLen::Dword,
+        op,
+        value,
+    )?)
 }
 
-/// A tiny interpreter for the instructions [`assemble`] emits, for tests: runs the program on
-/// a `seccomp_data` and returns the action.
+fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, FilterError> {
+    Ok(SeccompRule::new(conds)?)
+}
+
+/// `(arg & bit) == bit` for one bit.
+fn has_bit(arg: u8, bit: u64) -> Result<SeccompRule, FilterError> {
+    rule(vec![cond(arg, SeccompCmpOp::MaskedEq(bit), bit)?])
+}
+
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, e: i32) -> Result<BpfProgram, FilterError> {
+    let f = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(e as u32),
+        TargetArch::x86_64,
+    )?;
+    Ok(BpfProgram::try_from(f)?)
+}
+
+/// The static filters, built with `seccompiler`, one per errno (each: allow, unless a rule
+/// matches):
+/// - `EPERM`: [`DENIED_EPERM`]; `clone` with any namespace flag; `ioctl` `TIOCSTI` and
+///   `TIOCLINUX` (typing into a terminal); `socket` of an allowed family with a raw or packet
+///   type; `sendto`/`sendmsg` with `MSG_FASTOPEN` (TCP Fast Open connects inside them, past
+///   the connect checks); `personality` other than the query (`0xffffffff`) and `PER_LINUX`;
+///   `prctl(PR_SET_MM)`, which rewrites the fields of `/proc/<pid>/stat` and
+///   `/proc/<pid>/exe` the exec model reads to tell that an exec happened (`crate::exec`): a
+///   process could fake an exec it never made;
+/// - `EAFNOSUPPORT`: `socket` of a family other than unix, inet, inet6 (netlink, packet,
+///   vsock…);
+/// - `ENOSYS`: [`DENIED_ENOSYS`];
+/// - `EOPNOTSUPP`: [`DENIED_EOPNOTSUPP`].
+///
+/// Argument tests compare the low 32 bits (`int` arguments).
+///
+/// # Errors
+/// [`FilterError`] when `seccompiler` refuses a rule or a filter.
+pub fn static_filters() -> Result<Vec<BpfProgram>, FilterError> {
+    use SeccompCmpOp::{Eq, MaskedEq, Ne};
+    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED_EPERM.iter().map(|&nr| (nr, Vec::new())).collect();
+    eperm.insert(
+        libc::SYS_clone,
+        CLONE_NS_FLAGS
+            .iter()
+            .map(|&f| has_bit(0, f as u64))
+            .collect::<Result<_, _>>()?,
+    );
+    eperm.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, Eq, TIOCSTI)?])?,
+            rule(vec![cond(1, Eq, TIOCLINUX)?])?,
+        ],
+    );
+    let mut raw = Vec::new();
+    for &fam in SOCKET_FAMILIES {
+        for ty in [SOCK_RAW, SOCK_PACKET] {
+            raw.push(rule(vec![
+                cond(0, Eq, fam as u64)?,
+                cond(1, MaskedEq(SOCK_TYPE_MASK), ty)?,
+            ])?);
+        }
+    }
+    eperm.insert(libc::SYS_socket, raw);
+    eperm.insert(libc::SYS_sendto, vec![has_bit(3, MSG_FASTOPEN)?]);
+    eperm.insert(libc::SYS_sendmsg, vec![has_bit(2, MSG_FASTOPEN)?]);
+    eperm.insert(libc::SYS_prctl, vec![rule(vec![cond(0, Eq, PR_SET_MM)?])?]);
+    eperm.insert(
+        libc::SYS_personality,
+        vec![rule(vec![cond(0, Ne, 0xffff_ffff)?, cond(0, Ne, 0)?])?],
+    );
+    let families = SOCKET_FAMILIES
+        .iter()
+        .map(|&f| cond(0, Ne, f as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+    let eafnosupport = BTreeMap::from([(libc::SYS_socket, vec![rule(families)?])]);
+    let list = |l: &[i64]| -> BTreeMap<i64, Vec<SeccompRule>> {
+        l.iter().map(|&nr| (nr, Vec::new())).collect()
+    };
+    Ok(vec![
+        compile(eperm, libc::EPERM)?,
+        compile(eafnosupport, libc::EAFNOSUPPORT)?,
+        compile(list(DENIED_ENOSYS), libc::ENOSYS)?,
+        compile(list(DENIED_EOPNOTSUPP), libc::EOPNOTSUPP)?,
+    ])
+}
+
+/// An interpreter for classic BPF seccomp programs, for tests: runs `prog` on a
+/// `seccomp_data` and returns the action. `(code, jt, jf, k)` per instruction.
 #[cfg(test)]
-pub(crate) fn interpret(prog: &[SockFilter], nr: i64, arch: u32, args: [u64; 6]) -> u32 {
+pub(crate) fn interpret(prog: &[(u16, u8, u8, u32)], nr: i64, arch: u32, args: [u64; 6]) -> u32 {
+    const BPF_ALU: u16 = 0x04;
+    const BPF_AND: u16 = 0x50;
+    const BPF_JA: u16 = 0x00;
+    const BPF_JGT: u16 = 0x20;
+    const BPF_JSET: u16 = 0x40;
     let mut data = Vec::with_capacity(64);
     data.extend((nr as i32).to_le_bytes());
     data.extend(arch.to_le_bytes());
@@ -332,24 +358,27 @@ pub(crate) fn interpret(prog: &[SockFilter], nr: i64, arch: u32, args: [u64; 6])
     let mut acc: u32 = 0;
     let mut pc = 0usize;
     loop {
-        let i = prog[pc];
+        let (code, jt, jf, k) = prog[pc];
         pc += 1;
-        match i.code {
+        match code {
             c if c == BPF_LD | BPF_W | BPF_ABS => {
-                let o = i.k as usize;
+                let o = k as usize;
                 acc = u32::from_le_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]]);
             }
-            c if c == BPF_ALU | BPF_AND | BPF_K => acc &= i.k,
-            c if c == BPF_RET | BPF_K => return i.k,
-            c => {
+            c if c == BPF_ALU | BPF_AND | BPF_K => acc &= k,
+            c if c == BPF_RET | BPF_K => return k,
+            c if c == BPF_JMP | BPF_JA => pc += k as usize,
+            c if c & 0x07 == BPF_JMP && c & 0x08 == BPF_K => {
                 let cond = match c & 0xf0 {
-                    x if x == BPF_JEQ => acc == i.k,
-                    x if x == BPF_JGE => acc >= i.k,
-                    x if x == BPF_JSET => acc & i.k != 0,
-                    _ => panic!("unknown opcode {c:#x}"),
+                    x if x == BPF_JEQ => acc == k,
+                    x if x == BPF_JGT => acc > k,
+                    x if x == BPF_JGE => acc >= k,
+                    x if x == BPF_JSET => acc & k != 0,
+                    _ => panic!("unknown jump {c:#x}"),
                 };
-                pc += if cond { i.jt as usize } else { i.jf as usize };
+                pc += if cond { jt as usize } else { jf as usize };
             }
+            c => panic!("unknown opcode {c:#x}"),
         }
     }
 }
@@ -359,20 +388,52 @@ pub(crate) fn interpret(prog: &[SockFilter], nr: i64, arch: u32, args: [u64; 6])
 mod tests {
     use super::*;
 
+    /// Every filter of the sandbox, in the order stage 2 installs them.
+    fn programs() -> Vec<Vec<(u16, u8, u8, u32)>> {
+        let mut v: Vec<Vec<(u16, u8, u8, u32)>> = static_filters()
+            .unwrap()
+            .into_iter()
+            .map(|p| p.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect())
+            .collect();
+        v.push(
+            notify_filter(&notified_syscalls())
+                .unwrap()
+                .iter()
+                .map(|i| (i.code, i.jt, i.jf, i.k))
+                .collect(),
+        );
+        v
+    }
+
+    /// The kernel's combination (`seccomp_run_filters`): every filter runs, newest first; the
+    /// action with the lowest value of `(s32)(ret & SECCOMP_RET_ACTION_FULL)` wins, the first
+    /// seen on a tie.
+    fn run_on(arch: u32, nr: i64, args: [u64; 6]) -> u32 {
+        let mut best: Option<u32> = None;
+        for p in programs().iter().rev() {
+            let r = interpret(p, nr, arch, args);
+            let key = |x: u32| (x & 0xffff_0000) as i32;
+            if best.is_none_or(|b| key(r) < key(b)) {
+                best = Some(r);
+            }
+        }
+        best.unwrap()
+    }
+
     fn run(nr: i64, args: [u64; 6]) -> u32 {
-        let p = assemble(&sandbox_rules()).unwrap();
-        interpret(&p, nr, AUDIT_ARCH_X86_64, args)
+        run_on(AUDIT_ARCH_X86_64, nr, args)
     }
 
     #[test]
     fn wrong_arch_is_killed() {
-        let p = assemble(&sandbox_rules()).unwrap();
-        assert_eq!(interpret(&p, 0, 0x4000_0003, [0; 6]), RET_KILL_PROCESS);
+        assert_eq!(run_on(0x4000_0003, 0, [0; 6]), RET_KILL_PROCESS);
+        assert_eq!(run_on(0x4000_0003, 59, [0; 6]), RET_KILL_PROCESS);
     }
 
     #[test]
     fn x32_is_enosys() {
         assert_eq!(run(0x4000_0000 + 59, [0; 6]), errno(libc::ENOSYS));
+        assert_eq!(run(0x4000_0000 + 101, [0; 6]), errno(libc::ENOSYS));
     }
 
     #[test]
@@ -383,6 +444,9 @@ mod tests {
             libc::SYS_openat,
             libc::SYS_newfstatat,
             libc::SYS_bind,
+            libc::SYS_clone,
+            libc::SYS_inotify_init1,
+            libc::SYS_inotify_rm_watch,
         ] {
             assert_eq!(run(nr, [0; 6]), RET_ALLOW, "syscall {nr}");
         }
@@ -390,11 +454,32 @@ mod tests {
 
     #[test]
     fn denied_and_notified() {
+        for &nr in DENIED_EPERM {
+            assert_eq!(run(nr, [0; 6]), errno(libc::EPERM), "syscall {nr}");
+        }
+        for &nr in DENIED_EOPNOTSUPP {
+            assert_eq!(run(nr, [0; 6]), errno(libc::EOPNOTSUPP), "syscall {nr}");
+        }
+        for &nr in DENIED_ENOSYS {
+            assert_eq!(run(nr, [0; 6]), errno(libc::ENOSYS), "syscall {nr}");
+        }
+        for nr in notified_syscalls() {
+            assert_eq!(
+                run(nr, [3, 0, 0x100, 0, 0, 0]),
+                RET_USER_NOTIF,
+                "syscall {nr}"
+            );
+        }
         assert_eq!(run(libc::SYS_ptrace, [0; 6]), errno(libc::EPERM));
-        assert_eq!(run(libc::SYS_io_uring_setup, [0; 6]), errno(libc::EPERM));
+        assert_eq!(
+            run(libc::SYS_fanotify_init, [0x200, 0, 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
         assert_eq!(run(libc::SYS_execve, [0; 6]), RET_USER_NOTIF);
-        assert_eq!(run(libc::SYS_fchmodat, [0; 6]), RET_USER_NOTIF);
-        assert_eq!(run(libc::SYS_clone3, [0; 6]), errno(libc::ENOSYS));
+        assert_eq!(
+            run(libc::SYS_inotify_add_watch, [3, 0, 0x100, 0, 0, 0]),
+            RET_USER_NOTIF
+        );
     }
 
     #[test]
@@ -403,23 +488,41 @@ mod tests {
             run(libc::SYS_clone, [libc::SIGCHLD as u64, 0, 0, 0, 0, 0]),
             RET_ALLOW
         );
-        assert_eq!(
-            run(
-                libc::SYS_clone,
-                [(libc::CLONE_NEWUSER | libc::SIGCHLD) as u64, 0, 0, 0, 0, 0]
-            ),
-            errno(libc::EPERM)
-        );
+        let thread = (libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM
+            | libc::CLONE_SETTLS
+            | libc::CLONE_PARENT_SETTID
+            | libc::CLONE_CHILD_CLEARTID) as u64;
+        assert_eq!(run(libc::SYS_clone, [thread, 0, 0, 0, 0, 0]), RET_ALLOW);
+        for &f in CLONE_NS_FLAGS {
+            assert_eq!(
+                run(libc::SYS_clone, [(f | libc::SIGCHLD) as u64, 0, 0, 0, 0, 0]),
+                errno(libc::EPERM),
+                "flag {f:#x}"
+            );
+        }
     }
 
     #[test]
     fn ioctl_and_socket_args() {
         assert_eq!(
-            run(libc::SYS_ioctl, [1, TIOCSTI as u64, 0, 0, 0, 0]),
+            run(libc::SYS_ioctl, [1, TIOCSTI, 0, 0, 0, 0]),
             errno(libc::EPERM)
         );
         assert_eq!(
-            run(libc::SYS_ioctl, [1, TIOCLINUX as u64, 0, 0, 0, 0]),
+            run(libc::SYS_ioctl, [1, TIOCLINUX, 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
+        // The command is an unsigned int: high bits do not hide it.
+        assert_eq!(
+            run(
+                libc::SYS_ioctl,
+                [1, TIOCSTI | 0xffff_ffff_0000_0000, 0, 0, 0, 0]
+            ),
             errno(libc::EPERM)
         );
         assert_eq!(run(libc::SYS_ioctl, [1, 0x5401, 0, 0, 0, 0]), RET_ALLOW);
@@ -429,7 +532,16 @@ mod tests {
             RET_ALLOW
         );
         assert_eq!(s(libc::AF_UNIX, libc::SOCK_DGRAM), RET_ALLOW);
+        assert_eq!(
+            s(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK),
+            RET_ALLOW
+        );
         assert_eq!(s(libc::AF_INET, libc::SOCK_RAW), errno(libc::EPERM));
+        assert_eq!(
+            s(libc::AF_INET6, libc::SOCK_RAW | libc::SOCK_CLOEXEC),
+            errno(libc::EPERM)
+        );
+        assert_eq!(s(libc::AF_UNIX, SOCK_PACKET as i32), errno(libc::EPERM));
         assert_eq!(
             s(libc::AF_VSOCK, libc::SOCK_STREAM),
             errno(libc::EAFNOSUPPORT)
@@ -443,20 +555,44 @@ mod tests {
             errno(libc::EAFNOSUPPORT)
         );
         assert_eq!(
-            run(libc::SYS_sendto, [3, 0, 0, MSG_FASTOPEN as u64, 1, 16]),
+            run(libc::SYS_sendto, [3, 0, 0, MSG_FASTOPEN, 1, 16]),
+            errno(libc::EPERM)
+        );
+        assert_eq!(
+            run(libc::SYS_sendmsg, [3, 0, MSG_FASTOPEN | 0x40, 0, 0, 0]),
             errno(libc::EPERM)
         );
         assert_eq!(run(libc::SYS_sendto, [3, 0, 0, 0, 1, 16]), RET_ALLOW);
+        assert_eq!(run(libc::SYS_sendmsg, [3, 0, 0x40, 0, 0, 0]), RET_ALLOW);
+    }
+
+    #[test]
+    fn personality_query_only() {
+        assert_eq!(
+            run(libc::SYS_personality, [0xffff_ffff, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        assert_eq!(run(libc::SYS_personality, [0, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(
+            run(libc::SYS_personality, [0x0040_0000, 0, 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
     }
 
     #[test]
     fn prctl_cannot_rewrite_the_memory_map_fields() {
         assert_eq!(
-            run(libc::SYS_prctl, [PR_SET_MM as u64, 8, 0, 0, 0, 0]),
+            run(libc::SYS_prctl, [PR_SET_MM, 8, 0, 0, 0, 0]),
             errno(libc::EPERM)
         );
         // PR_SET_NAME, PR_SET_PDEATHSIG and the others stay allowed.
         assert_eq!(run(libc::SYS_prctl, [15, 0, 0, 0, 0, 0]), RET_ALLOW);
         assert_eq!(run(libc::SYS_prctl, [1, 9, 0, 0, 0, 0]), RET_ALLOW);
+    }
+
+    #[test]
+    fn the_notify_filter_is_small() {
+        let p = notify_filter(&notified_syscalls()).unwrap();
+        assert!(p.len() <= 2 * notified_syscalls().len() + 8, "{}", p.len());
     }
 }

@@ -232,17 +232,23 @@ pub(crate) struct StartupFiles {
     pub sourced: Vec<String>,
 }
 
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
+/// Shells that read startup files even when neither login nor interactive (`.zshenv`,
+/// `.cshrc`, fish's `config.fish`).
+const ALWAYS_STARTUP: &[&str] = &["zsh", "csh", "tcsh", "fish"];
+
+/// The variables that say where a shell's startup files are ([`StartupFiles::vars`]).
+pub(crate) const STARTUP_VARS: &[&str] = &["HOME", "ZDOTDIR", "XDG_CONFIG_HOME"];
 
 impl StartupFiles {
     /// The startup files of an exec of `file` (canonical) with `argv`, when it is a shell
     /// that reads some.
     pub(crate) fn of(file: &std::path::Path, argv: &[String]) -> Option<StartupFiles> {
         let name = file.file_name()?.to_str()?;
-        if !SHELLS.contains(&name) {
+        if !tyba_policy::programs::is_shell(name) && name != "busybox" {
             return None;
         }
-        let mut login = name == "zsh" || argv.first().is_some_and(|a| a.starts_with('-'));
+        let mut login =
+            ALWAYS_STARTUP.contains(&name) || argv.first().is_some_and(|a| a.starts_with('-'));
         let mut sourced = Vec::new();
         let mut it = argv.iter().skip(1);
         while let Some(a) = it.next() {
@@ -268,7 +274,7 @@ impl StartupFiles {
             }
         }
         login.then_some(StartupFiles {
-            vars: &["HOME", "ZDOTDIR", "XDG_CONFIG_HOME"],
+            vars: STARTUP_VARS,
             sourced,
         })
     }
@@ -359,6 +365,34 @@ pub(crate) fn classified_line(prefix: &[(String, String)], command: &str) -> Str
     }
     s.push_str(command);
     s
+}
+
+/// Whether `name` (as a process passed it, relative to `cwd`), taken lexically (`.` and `..`
+/// folded, no link followed), lies under one of `roots`: there a process of the session could
+/// swap a link between the supervisor's check and the kernel's lookup.
+pub(crate) fn lexically_within(
+    name: &[u8],
+    cwd: &std::path::Path,
+    roots: &[std::path::PathBuf],
+) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::path::Path::new(std::ffi::OsStr::from_bytes(name));
+    let full = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
+    let mut norm = std::path::PathBuf::from("/");
+    for c in full.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                norm.pop();
+            }
+            std::path::Component::Normal(x) => norm.push(x),
+            _ => {}
+        }
+    }
+    roots.iter().any(|r| norm.starts_with(r))
 }
 
 /// Whether an exec's file name reaches its file through the process's own fds or `/proc`
@@ -562,6 +596,18 @@ mod tests {
             classified_line(&[(String::new(), "x.sh".into())], "ls"),
             "source x.sh; ls"
         );
+    }
+
+    #[test]
+    fn names_through_writable_places_are_seen_lexically() {
+        let roots = vec![std::path::PathBuf::from("/wt")];
+        let cwd = std::path::Path::new("/wt/src");
+        assert!(lexically_within(b"lnk", cwd, &roots));
+        assert!(lexically_within(b"/wt/x", cwd, &roots));
+        assert!(lexically_within(b"/usr/../wt/x", cwd, &roots));
+        assert!(!lexically_within(b"/usr/bin/node", cwd, &roots));
+        assert!(!lexically_within(b"../../usr/bin/node", cwd, &roots));
+        assert!(!lexically_within(b"/wtx/y", cwd, &roots));
     }
 
     #[test]

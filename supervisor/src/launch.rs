@@ -25,7 +25,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tyba_policy::{ExecMode, Policy};
 
 /// Everything `tyba run` decided before launching.
@@ -104,16 +104,112 @@ struct ChildCtx {
     /// Stage 2's end of its link to the supervisor (`crate::runner`).
     ctl: Option<OwnedFd>,
     ack_r: Option<OwnedFd>,
+    /// The agent's end of its pty, opened by stage 2 in the sandbox's private devpts.
     pty_slave: Option<OwnedFd>,
+    /// The person's terminal size when the agent gets a pty (`Some(None)`: size unknown).
+    want_pty: Option<Option<libc::winsize>>,
+    /// Which of the agent's standard fds (0, 1, 2) are its pty: those that are a terminal in
+    /// the supervisor, all three when standard input is one.
+    pty_fds: [bool; 3],
     plan: SandboxPlan,
     abi: i32,
     allow_weaker: bool,
+    /// The user-notification filter (installed last, with the listener).
     filter: Vec<sys::SockFilter>,
+    /// The static filters (`seccompiler`), installed first.
+    static_filters: Vec<seccompiler::BpfProgram>,
     uid: u32,
     gid: u32,
     program: CString,
     argv: Vec<CString>,
     env: Vec<CString>,
+}
+
+/// The signals that end a session instead of the supervisor (`signal(7)`): terminate, hang-up
+/// (the person's terminal closed), interrupt and quit (from a terminal without a pty, or
+/// `kill`).
+pub const END_SIGNALS: &[Signal] = &[
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+];
+
+/// The first end signal received, and the sandbox to kill when one is.
+#[derive(Debug, Default)]
+struct EndState {
+    received: Option<Signal>,
+    /// A pidfd of stage 1 while a session runs: killing it brings the namespace down
+    /// (parent-death signals, then the PID namespace's init).
+    sandbox: Option<OwnedFd>,
+}
+
+static END_STATE: OnceLock<Mutex<EndState>> = OnceLock::new();
+
+/// Makes [`END_SIGNALS`] end the running session (its sandbox killed, then [`run`] returns
+/// as for an agent that exited, with exit status 128 + the signal's number) instead of
+/// killing the supervisor before it cleans up. Call it first, before any thread starts: it
+/// blocks those signals in the calling thread (which every later thread and child inherits;
+/// the agent's signal state is reset before it starts) and takes them on a thread of its own
+/// with `sigwait(3)`. A signal that comes before the sandbox starts ends it as soon as it
+/// does. Calling it again does nothing.
+///
+/// # Errors
+/// [`RunError::Io`] when the mask cannot be set or the thread cannot start.
+pub fn end_session_on_signals() -> Result<(), RunError> {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
+    if END_STATE.get().is_some() {
+        return Ok(());
+    }
+    let mut set = SigSet::empty();
+    for s in END_SIGNALS {
+        set.add(*s);
+    }
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
+        .map_err(nix_err("blocking the end signals"))?;
+    let state = END_STATE.get_or_init(|| Mutex::new(EndState::default()));
+    std::thread::Builder::new()
+        .name("tyba-signals".into())
+        .spawn(move || loop {
+            // sigwait fails only for an invalid set: stop rather than spin.
+            let Ok(sig) = set.wait() else { return };
+            if let Ok(mut s) = state.lock() {
+                s.received.get_or_insert(sig);
+                if let Some(p) = &s.sandbox {
+                    let _ = sys::pidfd_send_signal(p.as_fd(), libc::SIGKILL);
+                }
+            }
+        })
+        .map_err(io_err("starting the signal thread"))?;
+    Ok(())
+}
+
+/// The end signal that ended (or will end) the session, if one came
+/// ([`end_session_on_signals`]).
+pub fn end_signal() -> Option<Signal> {
+    END_STATE
+        .get()
+        .and_then(|m| m.lock().ok().and_then(|s| s.received))
+}
+
+/// Registers stage 1 as the sandbox an end signal kills; kills it at once if one came.
+fn arm_end_signals(stage1: Pid) {
+    let Some(m) = END_STATE.get() else { return };
+    let Ok(pfd) = sys::pidfd_open(stage1.as_raw()) else {
+        return;
+    };
+    if let Ok(mut s) = m.lock() {
+        if s.received.is_some() {
+            let _ = sys::pidfd_send_signal(pfd.as_fd(), libc::SIGKILL);
+        }
+        s.sandbox = Some(pfd);
+    }
+}
+
+fn disarm_end_signals() {
+    if let Some(Ok(mut s)) = END_STATE.get().map(|m| m.lock()) {
+        s.sandbox = None;
+    }
 }
 
 fn cstring(b: &[u8]) -> Result<CString, RunError> {
@@ -136,10 +232,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ))
         .into());
     }
-    let filter = crate::bpf::assemble(&crate::bpf::sandbox_rules()).map_err(|e| RunError::Io {
-        what: "assembling the seccomp filter",
+    let filter_err = |e| RunError::Io {
+        what: "building the seccomp filters",
         source: std::io::Error::other(e),
-    })?;
+    };
+    let filter = crate::bpf::notify_filter(&crate::bpf::notified_syscalls()).map_err(filter_err)?;
+    let static_filters = crate::bpf::static_filters().map_err(filter_err)?;
     let (status_r, status_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
     let (ack_r, ack_w) =
@@ -159,31 +257,35 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             plan.read_only.push(exe);
         }
     }
-    let stdin = std::io::stdin();
-    let pty = if cfg.use_pty && nix::unistd::isatty(stdin.as_fd()).unwrap_or(false) {
-        let ws = sys::get_winsize(stdin.as_fd());
-        let p = nix::pty::openpty(None, None).map_err(nix_err("openpty"))?;
-        if let Some(ws) = ws {
-            sys::set_winsize(p.slave.as_fd(), &ws);
-        }
-        Some(p)
-    } else {
-        None
-    };
-    let (master, slave) = match pty {
-        Some(p) => (Some(p.master), Some(p.slave)),
-        None => (None, None),
-    };
+    // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
+    // in the host's (whose other terminals are the person's): see `private_devpts`.
+    // A terminal among the standard fds is the person's: the agent never holds it. With
+    // standard input a terminal the agent's three standard fds are its pty (keys relayed in,
+    // output out); with only standard output or error one (`tyba run … < file`), those are,
+    // and the relay only carries output.
+    let terms = [Term::In, Term::Out, Term::Err].map(|t| t.with(|fd| nix::unistd::isatty(fd)));
+    let terms = terms.map(|r| r.unwrap_or(false));
+    let pty_fds = if terms[0] { [true; 3] } else { terms };
+    let person = [Term::In, Term::Out, Term::Err]
+        .into_iter()
+        .zip(terms)
+        .find_map(|(t, is)| is.then_some(t));
+    let want_pty = person
+        .filter(|_| cfg.use_pty)
+        .map(|t| t.with(sys::get_winsize));
     let ctx = ChildCtx {
         sup_pid: nix::unistd::getpid(),
         status_w: Some(status_w),
         ctl: Some(ctl_stage),
         ack_r: Some(ack_r),
-        pty_slave: slave,
+        pty_slave: None,
+        want_pty,
+        pty_fds,
         plan: plan.clone(),
         abi: cfg.enforcement.landlock_abi,
         allow_weaker: cfg.allow_weaker,
         filter,
+        static_filters,
         uid: nix::unistd::geteuid().as_raw(),
         gid: nix::unistd::getegid().as_raw(),
         program: cstring(cfg.program.as_os_str().as_bytes())?,
@@ -209,6 +311,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         Forked::Child => stage1(ctx),
         Forked::Parent(p) => Pid::from_raw(p),
     };
+    arm_end_signals(a_pid);
     let ChildCtx {
         status_w,
         ctl,
@@ -223,6 +326,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let mut warnings = Vec::new();
     let mut stage2 = None;
     let mut listener_no = None;
+    let mut master_no = None;
     let mut reader = BufReader::new(std::fs::File::from(status_r));
     let mut line = String::new();
     loop {
@@ -247,6 +351,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         } else if let Some(e) = l.strip_prefix("E ") {
             let _ = waitpid(a_pid, None);
             return Err(SandboxUnavailable(e.to_string()).into());
+        } else if let Some(fd) = l.strip_prefix("P ") {
+            // Written by stage 2 before its "L".
+            master_no = fd.parse::<i32>().ok();
         } else if let Some(fd) = l.strip_prefix("L ") {
             listener_no = fd.parse::<i32>().ok();
             if stage2.is_some() {
@@ -262,15 +369,20 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ))
         .into());
     };
-    let listener = sys::pidfd_open(stage2)
-        .and_then(|pfd| sys::pidfd_getfd(pfd.as_fd(), listener_no))
-        .map_err(|e| {
-            let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
-            let _ = waitpid(a_pid, None);
-            SandboxUnavailable(format!(
-                "cannot take the seccomp listener from the sandbox: {e}"
-            ))
-        })?;
+    let taken = sys::pidfd_open(stage2).and_then(|pfd| {
+        let listener = sys::pidfd_getfd(pfd.as_fd(), listener_no)?;
+        let master = master_no
+            .map(|m| sys::pidfd_getfd(pfd.as_fd(), m))
+            .transpose()?;
+        Ok((listener, master))
+    });
+    let (listener, master) = taken.map_err(|e| {
+        let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+        let _ = waitpid(a_pid, None);
+        SandboxUnavailable(format!(
+            "cannot take the seccomp listener or the pty from the sandbox: {e}"
+        ))
+    })?;
     if let Err(e) = sys::notif_set_sync_wakeup(listener.as_fd()) {
         let w = format!("seccomp synchronous wake-up unavailable ({e}): notified calls are slower");
         eprintln!("tyba: not enforced: {w}");
@@ -326,7 +438,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             .iter()
             .filter_map(|(k, v)| {
                 let k = k.to_string_lossy();
-                tyba_policy::is_code_running_var(&k)
+                (tyba_policy::is_code_running_var(&k) || crate::exec::STARTUP_VARS.contains(&&*k))
                     .then(|| (k.into_owned(), v.to_string_lossy().into_owned()))
             })
             .collect(),
@@ -345,7 +457,10 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         .map_err(io_err("starting the sandbox"))?;
     drop(ack);
 
-    let relay = master.map(|m| start_relay(m, gate)).transpose()?;
+    let relay = match person {
+        Some(t) => master.map(|m| start_relay(m, gate, t)).transpose()?,
+        None => None,
+    };
     let status = loop {
         match waitpid(a_pid, None) {
             Ok(WaitStatus::Exited(_, c)) => break c,
@@ -355,6 +470,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
         }
     };
+    disarm_end_signals();
+    // Ended by a signal to the supervisor: the status says which (as a shell would).
+    let status = end_signal().map_or(status, |s| 128 + s as i32);
     control.sandbox_ended();
     if let Some(r) = relay {
         r.finish();
@@ -375,6 +493,24 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     })
 }
 
+/// One of the supervisor's standard streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    In,
+    Out,
+    Err,
+}
+
+impl Term {
+    fn with<R>(self, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> R) -> R {
+        match self {
+            Term::In => f(std::io::stdin().as_fd()),
+            Term::Out => f(std::io::stdout().as_fd()),
+            Term::Err => f(std::io::stderr().as_fd()),
+        }
+    }
+}
+
 struct Relay {
     saved: Option<nix::sys::termios::Termios>,
     out: std::thread::JoinHandle<()>,
@@ -393,13 +529,23 @@ impl Relay {
     }
 }
 
+/// Relays between the agent's pty `master` and the person's terminal `person`: keys from
+/// standard input when it is that terminal (then in raw mode until [`Relay::finish`]), the
+/// pty's output to standard output (or standard error when only that is the terminal), and
+/// window sizes.
 fn start_relay(
     master: OwnedFd,
     gate: Option<Arc<dyn crate::approve::RelayGate>>,
+    person: Term,
 ) -> Result<Relay, RunError> {
     use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
     let stdin = std::io::stdin();
-    let saved = tcgetattr(stdin.as_fd()).ok();
+    let keys = person == Term::In;
+    let saved = if keys {
+        tcgetattr(stdin.as_fd()).ok()
+    } else {
+        None
+    };
     if let Some(t) = &saved {
         let mut raw = t.clone();
         cfmakeraw(&mut raw);
@@ -407,7 +553,11 @@ fn start_relay(
     }
     let m2 = master.try_clone().map_err(io_err("pty"))?;
     let in_gate = gate.clone();
+    // Standard input that is not the terminal is not the pty's: the agent reads it itself.
     std::thread::spawn(move || {
+        if !keys {
+            return;
+        }
         let mut w = std::fs::File::from(m2);
         let mut buf = [0u8; 4096];
         let mut input = std::io::stdin();
@@ -428,11 +578,10 @@ fn start_relay(
     // kernel then sends SIGWINCH to the agent's foreground process group.
     if let Ok(m3) = master.try_clone() {
         std::thread::spawn(move || {
-            let stdin = std::io::stdin();
-            let mut last = sys::get_winsize(stdin.as_fd()).map(|w| (w.ws_row, w.ws_col));
+            let mut last = person.with(sys::get_winsize).map(|w| (w.ws_row, w.ws_col));
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(250));
-                let now = sys::get_winsize(stdin.as_fd());
+                let now = person.with(sys::get_winsize);
                 let key = now.map(|w| (w.ws_row, w.ws_col));
                 if key != last {
                     if let Some(w) = now {
@@ -446,7 +595,11 @@ fn start_relay(
     let out = std::thread::spawn(move || {
         let mut r = std::fs::File::from(master);
         let mut buf = [0u8; 8192];
-        let mut out = std::io::stdout();
+        let mut out: Box<dyn Write> = if person == Term::Err {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
         while let Ok(n) = r.read(&mut buf) {
             if n == 0 {
                 break;
@@ -494,22 +647,31 @@ fn stage1(mut c: ChildCtx) -> ! {
         sys::exit_now(1);
     }
     let mut st = c.status_w.take().map(std::fs::File::from);
+    // IPC: SysV shared memory, semaphores and message queues and POSIX message queues of
+    // processes outside are out of reach, and the sandbox's own die with it
+    // (`ipc_namespaces(7)`). UTS and cgroup: the host name and the cgroup tree are the
+    // sandbox's own view (`uts_namespaces(7)`, `cgroup_namespaces(7)`).
     let flags = CloneFlags::CLONE_NEWUSER
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNET;
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
     let ns = match unshare(flags) {
         Ok(()) => true,
         Err(e) if c.allow_weaker => {
             report(
                 &mut st,
-                &format!("W namespaces unavailable ({e}): no PID namespace, private /proc, network namespace or read-only git files"),
+                &format!("W namespaces unavailable ({e}): no PID, network, IPC, UTS or cgroup namespace, private /proc, private terminals or read-only git files"),
             );
             false
         }
         Err(e) => fail(
             &mut st,
-            &format!("cannot create user, mount, PID and network namespaces: {e}"),
+            &format!(
+                "cannot create user, mount, PID, network, IPC, UTS and cgroup namespaces: {e}"
+            ),
         ),
     };
     if ns {
@@ -576,6 +738,58 @@ fn bind_read_only(p: &Path) -> Result<(), String> {
         .map_err(|e| format!("remount {} read-only: {e}", p.display()))
 }
 
+/// Mounts a new devpts instance over `/dev/pts` and binds its `ptmx` over `/dev/ptmx`, in the
+/// sandbox's mount namespace: the host's terminals (the person's other shells) are neither
+/// visible nor openable, and every pty opened inside is the sandbox's own
+/// (`Documentation/filesystems/devpts.rst`: `newinstance`; `ptmxmode=0666` so the
+/// sandbox's user can open its `ptmx`). Landlock grants `/dev/pts` and `/dev/ptmx` only when
+/// this succeeded ([`SandboxPlan::private_pts`]).
+fn private_devpts() -> Result<(), String> {
+    mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(|e| format!("mount devpts on /dev/pts: {e}"))?;
+    if Path::new("/dev/ptmx").exists() {
+        mount(
+            Some("/dev/pts/ptmx"),
+            "/dev/ptmx",
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| format!("bind /dev/pts/ptmx over /dev/ptmx: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Opens a pty pair in the private instance (`/dev/ptmx` is its `ptmx` after
+/// [`private_devpts`]), sized like the person's terminal; returns `(master, slave)`.
+fn open_private_pty(ws: Option<&libc::winsize>) -> Result<(OwnedFd, OwnedFd), String> {
+    use nix::fcntl::OFlag;
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+        .map_err(|e| format!("open /dev/ptmx: {e}"))?;
+    nix::pty::grantpt(&master).map_err(|e| format!("grantpt: {e}"))?;
+    nix::pty::unlockpt(&master).map_err(|e| format!("unlockpt: {e}"))?;
+    let name = nix::pty::ptsname_r(&master).map_err(|e| format!("ptsname: {e}"))?;
+    if !name.starts_with("/dev/pts/") {
+        return Err(format!("the pty {name} is not in /dev/pts"));
+    }
+    let slave = nix::fcntl::open(
+        name.as_str(),
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| format!("open {name}: {e}"))?;
+    if let Some(ws) = ws {
+        sys::set_winsize(slave.as_fd(), ws);
+    }
+    Ok((master.into(), slave))
+}
+
 /// Stage 2: PID 1 of the sandbox. Mounts, Landlock, seccomp, listener hand-over, then the
 /// agent, then reaping until the agent exits.
 fn stage2(mut c: ChildCtx, ns: bool) -> ! {
@@ -601,6 +815,14 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             } else {
                 fail(&mut st, &format!("cannot mount a private /proc: {e}"));
             }
+        }
+        match private_devpts() {
+            Ok(()) => c.plan.private_pts = true,
+            Err(e) if c.allow_weaker => report(
+                &mut st,
+                &format!("W no private terminal instance ({e}): the agent gets no pty and no terminal device"),
+            ),
+            Err(e) => fail(&mut st, &format!("cannot mount a private devpts: {e}")),
         }
         for p in c.plan.protected.clone() {
             if let Err(e) = bind_read_only(&p) {
@@ -628,6 +850,31 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             &format!("W NOT read-only (no mount namespace): {}", list.join(", ")),
         );
     }
+    // The agent's pty, in the private instance only. The master goes to the supervisor
+    // (taken with `pidfd_getfd` like the listener, before the "go"), which relays it to the
+    // person's terminal.
+    let pty_master = match c.want_pty {
+        Some(ws) if c.plan.private_pts => match open_private_pty(ws.as_ref()) {
+            Ok((master, slave)) => {
+                use std::os::fd::AsRawFd;
+                report(&mut st, &format!("P {}", master.as_raw_fd()));
+                c.pty_slave = Some(slave);
+                Some(master)
+            }
+            Err(e) => fail(
+                &mut st,
+                &format!("cannot open a pty in the private devpts: {e}"),
+            ),
+        },
+        Some(_) => {
+            report(
+                &mut st,
+                "W the agent runs without a pty (no private devpts instance)",
+            );
+            None
+        }
+        None => None,
+    };
     // Stage 2 itself stays outside every Landlock domain: it forks the agent into the
     // session's domain and approved commands into domains of their own (`crate::runner`).
     // The ruleset is built here, before the hand-over, so a rule that cannot be made stops
@@ -643,6 +890,13 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     };
     if let Err(e) = sys::set_no_new_privs() {
         fail(&mut st, &format!("cannot set no_new_privs: {e}"));
+    }
+    // The static filters first, the notification filter (with its listener) last: the
+    // kernel runs them all and the most restrictive action wins (`crate::bpf`).
+    for p in &c.static_filters {
+        if let Err(e) = seccompiler::apply_filter(p) {
+            fail(&mut st, &format!("cannot install the seccomp filter: {e}"));
+        }
     }
     let killable = libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     let listener = match sys::install_filter_with_listener(&c.filter, killable) {
@@ -673,6 +927,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         sys::exit_now(4);
     }
     drop(listener);
+    drop(pty_master);
     // SAFETY: stage 2 is single-threaded.
     match unsafe { sys::fork() } {
         Err(_) => sys::exit_now(4),
@@ -711,8 +966,10 @@ fn exec_agent(mut c: ChildCtx) -> ! {
     let _ = nix::unistd::setsid();
     if let Some(slave) = c.pty_slave.take() {
         let _ = sys::set_controlling_tty(slave.as_fd());
-        for t in 0..3 {
-            let _ = sys::dup_onto(slave.as_fd(), t);
+        for (t, pty) in (0..3).zip(c.pty_fds) {
+            if pty {
+                let _ = sys::dup_onto(slave.as_fd(), t);
+            }
         }
         drop(slave);
     }

@@ -5,11 +5,13 @@
 //!
 //! ## The process tree
 //! ```text
-//! tyba run (supervisor: notify loop, approvals, audit; no sandbox)
-//!  └─ stage 1: unshare(user, mount, pid, net namespaces), uid/gid map of the caller's ids
-//!      └─ stage 2 = PID 1 of the new PID namespace: private /proc, read-only binds over
-//!         protected git files, loopback up, Landlock domain, seccomp filter with a listener
-//!         handed to the supervisor, then reaps
+//! tyba run (supervisor: notify loop, approvals, audit, pty relay; no sandbox)
+//!  └─ stage 1: unshare(user, mount, pid, net, ipc, uts, cgroup namespaces), uid/gid map of
+//!      │        the caller's ids
+//!      └─ stage 2 = PID 1 of the new PID namespace: private /proc, private devpts (the
+//!         agent's pty, its master handed to the supervisor), read-only binds over protected
+//!         git files, loopback up, Landlock domain, seccomp filters (the last with a listener
+//!         handed to the supervisor), then reaps
 //!          └─ the agent (own session, own process group, own pty when there is a terminal)
 //!              └─ the commands it starts (each exec classified by the policy)
 //! ```
@@ -20,7 +22,7 @@
 //! The agent and the commands it starts are assumed hostile. Landlock confines every open,
 //! the namespaces hide other processes and the host network, seccomp denies the system calls
 //! that break sandboxes and hands to the supervisor the ones Landlock does not cover
-//! (`execve`/`execveat`, `connect`, mode/owner/time changes). The supervisor never answers
+//! (`execve`/`execveat`, `connect`, `inotify_add_watch`, mode/owner/time changes). The supervisor never answers
 //! `CONTINUE` on a pointer argument unless a kernel mechanism holds the line behind it; exec
 //! classification is the exception by nature (an exec cannot be done on the process's behalf)
 //! and is documented as such in `docs/sandbox.md`: a process racing its own argv can only run
@@ -56,8 +58,10 @@ pub mod session;
 mod sys;
 
 pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};
-pub use env::scrub_env;
-pub use launch::{run, Outcome, RunError, SessionConfig};
+pub use env::{scrub_env, scrub_env_explained, SecretKind};
+pub use launch::{
+    end_session_on_signals, end_signal, run, Outcome, RunError, SessionConfig, END_SIGNALS,
+};
 pub use notify::AuditEvent;
 pub use sandbox::{Enforcement, SandboxPlan};
 

@@ -3,6 +3,12 @@
 //! call names (race-free: it opens the object itself, through the process's root, cwd or fd),
 //! checks where the object is, and performs the change on its own handle. The process's
 //! pointer arguments are read once and never reused by the kernel.
+//!
+//! Watches (`inotify_add_watch`) are handled the same way: the path names what is watched and
+//! the events report the names of files made, changed and removed there, so a watch on a
+//! directory the agent cannot list would list it. The supervisor opens the object, checks it
+//! lies beneath a root the agent may read, and adds the watch itself, to the agent's own
+//! inotify instance (the same open file, taken with `pidfd_getfd`); elsewhere `EACCES`.
 
 use crate::procfs::Mem;
 use crate::sys;
@@ -299,5 +305,125 @@ pub fn perform(obj: &OwnedFd, op: MetaOp) -> io::Result<()> {
         MetaOp::Chmod(mode) => sys::fchmod_object(obj.as_fd(), mode & 0o7777),
         MetaOp::Chown(u, g) => sys::fchown_object(obj.as_fd(), u, g),
         MetaOp::Utimes(t) => sys::utimens_object(obj.as_fd(), t),
+    }
+}
+
+/// `IN_DONT_FOLLOW` (`inotify(7)`): do not follow a final symbolic link.
+const IN_DONT_FOLLOW: u32 = 0x0200_0000;
+
+/// Whether a watch on `path` may be added: it lies beneath one of `readable` or `writable`
+/// (the roots the agent's Landlock domain may read), and is not a deleted object.
+pub fn watch_allowed(path: &Path, readable: &[PathBuf], writable: &[PathBuf]) -> bool {
+    if path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") {
+        return false;
+    }
+    readable
+        .iter()
+        .chain(writable)
+        .any(|r| crate::sandbox::is_within(path, r))
+}
+
+/// What a notified `inotify_add_watch` comes to.
+enum Watch {
+    /// The watch was added: its descriptor.
+    Added(i32),
+    /// The object is outside every readable root: the path the kernel gives for it.
+    Outside(PathBuf),
+    /// The notification is gone (the process died or was interrupted).
+    Gone,
+}
+
+fn add_watch(nf: &crate::notify::Notifier, n: &sys::Notif) -> io::Result<Watch> {
+    let pid = crate::procfs::tgid(n.pid)?;
+    let mem = Mem::open(n.pid)?;
+    let path = mem.read_cstr(n.args[1], libc::PATH_MAX as usize)?;
+    let mask = n.args[2] as u32;
+    let nofollow = mask & IN_DONT_FOLLOW != 0;
+    let pidfd = sys::pidfd_open(pid as i32)?;
+    let target = Target::Path {
+        dirfd: libc::AT_FDCWD,
+        path,
+        nofollow,
+    };
+    let obj = open_target(n.pid, &pidfd, &target)?;
+    let inotify = sys::pidfd_getfd(pidfd.as_fd(), n.args[0] as i32)?;
+    if !sys::notif_id_valid(nf.listener.as_fd(), n.id) {
+        return Ok(Watch::Gone);
+    }
+    let real = object_path(&obj)?;
+    if !watch_allowed(&real, &nf.readable, &nf.writable) {
+        return Ok(Watch::Outside(real));
+    }
+    let st = nix::sys::stat::fstat(obj.as_fd()).map_err(io::Error::from)?;
+    if nofollow && st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        // The watch would be added through `/proc/self/fd/N`, which names the link's target,
+        // not the link: not done rather than done on another object.
+        return Err(io::Error::from_raw_os_error(libc::EACCES));
+    }
+    use std::os::fd::AsRawFd;
+    let via = CString::new(format!("/proc/self/fd/{}", obj.as_raw_fd()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    sys::inotify_add_watch(inotify.as_fd(), &via, mask & !IN_DONT_FOLLOW).map(Watch::Added)
+}
+
+/// Answers a notified `inotify_add_watch(fd, path, mask)`: added by the supervisor on the
+/// object it opened itself when that object lies beneath a readable root (the watch
+/// descriptor is the reply), refused with `EACCES` otherwise (logged, counted as denied; not
+/// asked: a watch outside the roots can be nothing but a listing the domain forbids).
+pub(crate) fn handle_watch(nf: &crate::notify::Notifier, n: sys::Notif) {
+    let reply = match add_watch(nf, &n) {
+        Ok(Watch::Added(wd)) => sys::Reply::Value(i64::from(wd)),
+        Ok(Watch::Gone) => return,
+        Ok(Watch::Outside(real)) => {
+            let event = crate::notify::AuditEvent {
+                kind: "watch",
+                what: real.display().to_string(),
+                allowed: false,
+                reason: Some(
+                    "refused by tyba: inotify watch outside the paths the sandbox may read"
+                        .to_string(),
+                ),
+            };
+            let _ = nf.approver.record(&event);
+            nf.control.count(crate::control::Counted::Denied);
+            if let Ok(mut s) = nf.state.lock() {
+                s.log.push(event);
+            }
+            sys::Reply::Errno(libc::EACCES)
+        }
+        Err(e) => sys::Reply::Errno(e.raw_os_error().unwrap_or(libc::EACCES)),
+    };
+    let _ = sys::notif_send(nf.listener.as_fd(), n.id, reply);
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watches_only_beneath_readable_roots() {
+        let ro = vec![PathBuf::from("/usr"), PathBuf::from("/etc")];
+        let rw = vec![PathBuf::from("/home/p/wt")];
+        for ok in [
+            "/usr",
+            "/usr/lib",
+            "/etc/passwd",
+            "/home/p/wt",
+            "/home/p/wt/src",
+        ] {
+            assert!(watch_allowed(Path::new(ok), &ro, &rw), "{ok}");
+        }
+        for no in [
+            "/home/p",
+            "/home/p/wt2",
+            "/home/p/.ssh",
+            "/tmp",
+            "/",
+            "/usr2",
+            "/home/p/wt/gone (deleted)",
+        ] {
+            assert!(!watch_allowed(Path::new(no), &ro, &rw), "{no}");
+        }
     }
 }

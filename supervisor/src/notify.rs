@@ -84,8 +84,9 @@ pub(crate) struct Notifier {
     pub stage2: u32,
     /// The agent program's installation: what the agent's own runtime may exec as itself.
     pub install: AgentInstall,
-    /// The code-running variables (`tyba_policy::is_code_running_var`) the agent started
-    /// with, by name: an exec's variable with another value is an assignment.
+    /// The code-running variables (`tyba_policy::is_code_running_var`) and the shells'
+    /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
+    /// an exec's variable with another value is an assignment.
     pub start_env: HashMap<String, String>,
     pub state: Mutex<State>,
 }
@@ -157,17 +158,8 @@ struct ExecRead {
     dirfd: i32,
 }
 
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"];
-
-/// Directories searched for bare program names on a standard `PATH`.
-const SYSTEM_BIN_DIRS: &[&str] = &[
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
+// The policy's own program facts: a shell and a system program are the same to both.
+use tyba_policy::programs::{SHELLS, SYSTEM_BIN_DIRS};
 
 /// The program word of an exec: the file the kernel runs (`path`, made explicit when relative),
 /// shown as `argv[0]` only when `argv[0]` names that same file: equal to `path`, or a bare
@@ -314,6 +306,8 @@ struct InstalledProxy {
     name_ptr: u64,
     old_name: Vec<u8>,
     new_name: Vec<u8>,
+    /// Where the exec's `envp[0]` was emptied, and what it held.
+    old_env: Option<(u64, Vec<u8>)>,
 }
 
 impl InstalledProxy {
@@ -321,6 +315,11 @@ impl InstalledProxy {
     /// (when it is still the rewrite, and the bytes fit where they were).
     fn restore_parent(&self) {
         let Some(pp) = self.parent else { return };
+        if let (Some((at, old)), Ok(pm)) = (&self.old_env, Mem::open_rw(pp)) {
+            if pm.read(*at, 8).ok().as_deref() == Some([0u8; 8].as_slice()) {
+                let _ = pm.write(*at, old);
+            }
+        }
         if self.old_name.len() < self.new_name.len() {
             return;
         }
@@ -392,6 +391,7 @@ impl Notifier {
                 std::thread::spawn(move || me.handle_connect(n));
             }
             nr if crate::bpf::METADATA_SYSCALLS.contains(&nr) => self.handle_meta(n),
+            libc::SYS_inotify_add_watch => meta::handle_watch(self, n),
             _ => self.reply(n.id, Reply::Errno(libc::ENOSYS)),
         }
     }
@@ -716,18 +716,24 @@ impl Notifier {
         let judged = |covered: &[(String, String)]| {
             exec::env_assignments(&r.envp, &self.start_env, covered, shell.as_ref())
         };
-        if role.is_agent() && judged(&[]).is_empty() {
+        // The agent's own file, reached by a name no process of the session can change
+        // between this check and the kernel's (no link in the worktree or scratch dir).
+        let own_file = role.is_agent()
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && file.as_ref().is_some_and(|(real, _)| {
+                self.install
+                    .is_own_exec(real, &r.argv, &r.cwd, &self.writable)
+            });
+        if own_file && judged(&[]).is_empty() {
             // The agent's own re-launch keeps its identity only with the environment it
             // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
-            if let Some((real, _)) = &file {
-                if self.install.is_own_exec(real, &r.argv, &r.cwd) {
-                    return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
-                }
-            }
+            return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
-        let assigns = if role.is_agent() && self.install.has_installation() {
+        let assigns = if role.is_agent() && self.install.has_installation() && !own_file {
             Vec::new()
         } else {
+            // For the agent's own file with a changed environment: shown and judged, since
+            // the environment is what makes it a command.
             judged(covered_env)
         };
         // A name through the process's own fds or /proc entry (`/dev/fd/5`, `/proc/self/exe`)
@@ -913,7 +919,7 @@ impl Notifier {
         let racers_trusted = procfs::tgid(n.pid)
             .and_then(|t| procfs::stat_ext(t).map(|st| (t, st)))
             .is_ok_and(|(t, st)| self.role_of(t, &st).is_agent());
-        match self.install_proxy(n, racers_trusted) {
+        match self.install_proxy(n, racers_trusted, true) {
             Ok(installed) => {
                 self.reply(n.id, Reply::Continue);
                 std::thread::spawn(move || {
@@ -942,7 +948,12 @@ impl Notifier {
     ///
     /// # Errors
     /// Why it cannot (an unreadable executable, a file name too short in shared memory, …).
-    fn install_proxy(&self, n: &Notif, racers_trusted: bool) -> Result<InstalledProxy, String> {
+    fn install_proxy(
+        &self,
+        n: &Notif,
+        racers_trusted: bool,
+        empty_env: bool,
+    ) -> Result<InstalledProxy, String> {
         let exe = self
             .proxy_exe
             .as_ref()
@@ -981,6 +992,18 @@ impl Notifier {
         if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
             return Err("its file name is not in private memory".into());
         }
+        // A refusal program starts with no environment: the refused command's `LD_PRELOAD`
+        // or `LD_LIBRARY_PATH` would load its code into tyba's own executable.
+        let envp_ptr = if execveat { n.args[3] } else { n.args[2] };
+        let old_env = if empty_env && envp_ptr != 0 {
+            if !procfs::private_mapping(tgid, envp_ptr, 8) {
+                return Err("its environment is not in private memory".into());
+            }
+            let old = mem.read(envp_ptr, 8).map_err(|e| e.to_string())?;
+            Some((envp_ptr, old))
+        } else {
+            None
+        };
         let (sup, prox) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
             nix::sys::socket::SockType::SeqPacket,
@@ -1000,6 +1023,10 @@ impl Notifier {
             })
             .map_err(|e| format!("installing its proxy: {e}"))?;
         drop(prox);
+        if let Some((at, _)) = &old_env {
+            mem.write(*at, &[0u8; 8])
+                .map_err(|e| format!("installing its proxy: {e}"))?;
+        }
         mem.write(name_ptr, &new_name)
             .map_err(|e| format!("installing its proxy: {e}"))?;
         Ok(InstalledProxy {
@@ -1008,6 +1035,7 @@ impl Notifier {
             name_ptr,
             old_name,
             new_name,
+            old_env,
         })
     }
 
@@ -1055,7 +1083,7 @@ impl Notifier {
         if let Ok(mut s) = self.state.lock() {
             s.runners.insert(ns_pid, (start, cover));
         }
-        let installed = self.install_proxy(n, true).map_err(abort)?;
+        let installed = self.install_proxy(n, true, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);
         if !runner::proxy_started(&installed.chan) {
             let reason = abort("its proxy did not start".into());

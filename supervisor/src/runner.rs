@@ -109,25 +109,21 @@ impl std::fmt::Display for Grant {
     }
 }
 
-/// Rules whose findings mean the line's paths came from text that can change between the ask
-/// and the run (an alias body in a config file, a sourced or run script): such a line gets
-/// no grants, so it runs in the agent's domain as before.
-const INDIRECT_RULES: &[&str] = &["git.alias", "shell.source", "shell.script"];
-
 /// What an approved line gets on top of the agent's ruleset (`named`: the classification's
 /// `paths`, `written`: its `writes`):
 /// - a path it only reads: that path, read + execute, when it exists;
 /// - a path it writes: that path read-write when it exists; when it does not exist yet, its
 ///   existing parent directory read-write (creating a file needs rights on the directory);
 /// - nothing for paths the agent already has (under `read_write`, or read-only paths under
-///   `read_only`), for `/`, or for a line that is opaque or reached its paths through an
-///   alias or a script ([`INDIRECT_RULES`]).
+///   `read_only`), for `/`, or for a line the policy gives no grants
+///   ([`tyba_policy::Classification::grants_allowed`]: opaque, or its paths reached through
+///   an alias or a script, which can change between the ask and the run).
 pub(crate) fn grants(
     class: &tyba_policy::Classification,
     read_write: &[PathBuf],
     read_only: &[PathBuf],
 ) -> Vec<Grant> {
-    if class.shape.opaque || class.rules().iter().any(|r| INDIRECT_RULES.contains(r)) {
+    if !class.grants_allowed() {
         return Vec::new();
     }
     let mut out: Vec<Grant> = Vec::new();

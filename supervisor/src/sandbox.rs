@@ -8,7 +8,8 @@
 //! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
 //!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
 //! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
-//!   `/dev/urandom` read, `/dev/tty`, `/dev/ptmx`, `/dev/pts` read-write with terminal ioctls;
+//!   `/dev/urandom` read, `/dev/tty` read-write with terminal ioctls, and `/dev/ptmx`,
+//!   `/dev/pts` too when they are the sandbox's private devpts instance (never the host's);
 //! - TCP bind and connect handled with no port allowed (ABI 4): the agent's own connections
 //!   are made by the supervisor and injected; abstract unix sockets and signals scoped (ABI 6).
 //!
@@ -32,8 +33,12 @@ pub const SYSTEM_READ_ONLY: &[&str] = &[
 pub const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 /// Devices granted read-only.
 pub const DEVICES_RO: &[&str] = &["/dev/random", "/dev/urandom"];
-/// Terminal devices granted read-write with ioctls.
-pub const DEVICES_TTY: &[&str] = &["/dev/tty", "/dev/ptmx", "/dev/pts"];
+/// Terminal devices granted read-write with ioctls: the controlling terminal (the agent's own
+/// pty, or none).
+pub const DEVICES_TTY: &[&str] = &["/dev/tty"];
+/// The pty devices, granted read-write with ioctls only when they are the sandbox's private
+/// devpts instance ([`SandboxPlan::private_pts`]); the host's are the person's terminals.
+pub const DEVICES_PTS: &[&str] = &["/dev/ptmx", "/dev/pts"];
 
 /// The full plan for one session, computed by the supervisor before it forks.
 #[derive(Debug, Clone, Default)]
@@ -50,6 +55,10 @@ pub struct SandboxPlan {
     pub protected: Vec<PathBuf>,
     /// Policy paths that do not exist and were left out (for the start-up report).
     pub missing: Vec<String>,
+    /// Whether `/dev/pts` (and `/dev/ptmx`) are a private devpts instance in the sandbox's
+    /// mount namespace (set by the sandbox's stage 2 once mounted): only then are they
+    /// granted.
+    pub private_pts: bool,
 }
 
 /// What the kernel will and will not enforce for a plan.
@@ -600,6 +609,49 @@ impl GitRedirects {
     }
 }
 
+/// A tree that could not be removed ([`remove_tree`]).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot remove {}: {source}", path.display())]
+pub struct CleanupError {
+    /// The tree's root.
+    pub path: PathBuf,
+    /// The last removal error.
+    pub source: std::io::Error,
+}
+
+/// Removes `dir` and everything beneath it, as its owner: when a plain removal fails (the
+/// agent made directories unreadable or unwritable, `chmod 000`), gives every directory of
+/// the tree (never following a symbolic link) mode `0700` and removes again. Call only when
+/// no process of the sandbox is left (nothing can race the walk). A `dir` that does not
+/// exist is removed already.
+///
+/// # Errors
+/// [`CleanupError`] with the error of the last attempt.
+pub fn remove_tree(dir: &Path) -> Result<(), CleanupError> {
+    use std::os::unix::fs::PermissionsExt;
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    };
+    if gone(std::fs::remove_dir_all(dir)).is_ok() {
+        return Ok(());
+    }
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        if !std::fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            todo.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    gone(std::fs::remove_dir_all(dir)).map_err(|source| CleanupError {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
 /// Errors applying the Landlock domain.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -753,6 +805,11 @@ pub fn landlock_ruleset(
     for d in DEVICES_TTY {
         rules.push((PathBuf::from(d), tty & all));
     }
+    if plan.private_pts {
+        for d in DEVICES_PTS {
+            rules.push((PathBuf::from(d), tty & all));
+        }
+    }
     create_with_rules(ruleset, rules, file_rights)
 }
 
@@ -798,6 +855,32 @@ pub fn read_only_ruleset(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn remove_tree_restores_permissions_and_follows_no_link() {
+        let base = tempfile::tempdir().unwrap();
+        let outside = base.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "x").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let t = base.path().join("tmp");
+        std::fs::create_dir_all(t.join("a/b/c")).unwrap();
+        std::fs::write(t.join("a/b/c/f"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, t.join("a/link")).unwrap();
+        for d in ["a/b/c", "a/b", "a", ""] {
+            std::fs::set_permissions(t.join(d), std::fs::Permissions::from_mode(0o000)).unwrap();
+        }
+        remove_tree(&t).unwrap();
+        assert!(!t.exists());
+        // The link's target kept its mode and contents.
+        let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o500);
+        assert!(outside.join("keep").exists());
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // Removing what is not there is done already.
+        remove_tree(&t).unwrap();
+    }
 
     fn stand_in_home() -> (
         tempfile::TempDir,

@@ -10,80 +10,6 @@ use crate::verdict::Verdict;
 use brush_parser::ast;
 use std::path::{Path, PathBuf};
 
-/// git's own subcommands that never push (an alias or external command may).
-const KNOWN_GIT_SUBCOMMANDS: &[&str] = &[
-    "status",
-    "log",
-    "show",
-    "diff",
-    "blame",
-    "rev-parse",
-    "ls-files",
-    "ls-tree",
-    "cat-file",
-    "rev-list",
-    "show-ref",
-    "for-each-ref",
-    "merge-base",
-    "describe",
-    "shortlog",
-    "count-objects",
-    "grep",
-    "branch",
-    "tag",
-    "remote",
-    "config",
-    "stash",
-    "worktree",
-    "reflog",
-    "add",
-    "commit",
-    "checkout",
-    "switch",
-    "restore",
-    "reset",
-    "rm",
-    "mv",
-    "merge",
-    "rebase",
-    "cherry-pick",
-    "revert",
-    "fetch",
-    "pull",
-    "clone",
-    "init",
-    "clean",
-    "gc",
-    "fsck",
-    "apply",
-    "am",
-    "format-patch",
-    "bisect",
-    "notes",
-    "submodule",
-    "sparse-checkout",
-    "archive",
-    "var",
-    "help",
-    "version",
-    "check-ignore",
-    "check-attr",
-    "name-rev",
-    "whatchanged",
-    "show-branch",
-    "annotate",
-    "maintenance",
-    "update-index",
-    "update-ref",
-    "symbolic-ref",
-    "hash-object",
-    "write-tree",
-    "read-tree",
-    "commit-tree",
-    "mktree",
-    "ls-remote",
-];
-
 /// Variables that make programs run code (DESIGN.md §2a), red when assigned in any form.
 const EXEC_VARS: &[&str] = &[
     "LD_PRELOAD",
@@ -125,7 +51,7 @@ pub(crate) fn is_exec_var(name: &str) -> bool {
 }
 
 /// Shells that take `-c STRING`, a script file, or stdin.
-const SHELLS: &[&str] = &[
+pub(crate) const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "rbash", "yash",
     "posh",
 ];
@@ -294,7 +220,8 @@ pub(crate) fn host_of(s: &str) -> Option<String> {
 }
 
 /// System directories whose programs are matched by name (DESIGN.md §2a "Words and paths").
-const SYSTEM_BIN_DIRS: &[&str] = &["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"];
+pub(crate) const SYSTEM_BIN_DIRS: &[&str] =
+    &["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"];
 
 /// Peels `/proc/self/root`, `/proc/thread-self/root`, `/proc/<pid>/root` and folds the path;
 /// returns the program name when the result lies directly in a system bin directory.
@@ -598,6 +525,9 @@ impl Analyzer<'_> {
                 return self.invoke(st, &words, env, stdin, depth);
             }
         }
+        if !st.functions.iter().any(|f| f == name) {
+            self.program_lookup(&st, name, &env);
+        }
         let program = if name.contains('/') {
             match system_program(name) {
                 Some(p) => p,
@@ -789,6 +719,7 @@ impl Analyzer<'_> {
         let p = inv.program.as_str();
         let args = inv.args;
         self.extra_rules(p, args);
+        self.program_effects(&st, p, args);
         if !inv.env.is_empty() && p == "git" {
             // handled in git()
         }
@@ -1146,7 +1077,7 @@ impl Analyzer<'_> {
         }
     }
 
-    fn opaque(&mut self, what: &str, reason: &str) {
+    pub(crate) fn opaque(&mut self, what: &str, reason: &str) {
         self.out.shape.opaque = true;
         self.add(
             Verdict::Red,
@@ -1546,7 +1477,17 @@ impl Analyzer<'_> {
         let mut st2 = st.clone();
         let mut split: Option<Option<String>> = None;
         while i < args.len() {
-            let Some(t) = args[i].known() else { break };
+            let Some(t) = args[i].known() else {
+                // `NAME=VALUE` whose value is partly unknown is still an assignment.
+                if let Some((n, value)) = super::assignments::split_assignment(&args[i]) {
+                    self.assignment_rules(&n, std::slice::from_ref(&value), st, true);
+                    self.assignment_value_paths(st, &value);
+                    env.push((n, None));
+                    i += 1;
+                    continue;
+                }
+                break;
+            };
             if t == "--" {
                 // Options end; `NAME=VALUE` assignments still follow.
                 i += 1;
@@ -2175,6 +2116,9 @@ impl Analyzer<'_> {
                     }
                 }
                 None => {
+                    if let Some((_, value)) = super::assignments::split_assignment(a) {
+                        self.assignment_value_paths(&st, &value);
+                    }
                     let prefix = a.known_prefix();
                     let name = prefix.split('=').next().unwrap_or("");
                     if name.is_empty() || is_exec_var(name) || !prefix.contains('=') {
@@ -2205,14 +2149,7 @@ impl Analyzer<'_> {
     fn cd(&mut self, st: State, inv: &Invocation<'_>) -> State {
         let p = inv.program.as_str();
         let mut st = st;
-        let operands: Vec<&Field> = inv
-            .args
-            .iter()
-            .filter(|a| {
-                a.known()
-                    .is_none_or(|t| !(t.starts_with('-') && t.len() > 1))
-            })
-            .collect();
+        let operands: Vec<&Field> = super::bindings::cd_operands(inv.args);
         if p == "popd" {
             let prev = st.cwds.clone();
             st.cwds = st.dirstack.pop().unwrap_or_else(|| vec![None]);
@@ -3429,19 +3366,10 @@ impl Analyzer<'_> {
             match t.as_str() {
                 // DESIGN.md §2a: only `--no-pager`, `-C`, `--git-dir`, `--work-tree` keep git green.
                 "--no-pager" => {}
-                "--no-replace-objects"
-                | "--literal-pathspecs"
-                | "--glob-pathspecs"
-                | "--noglob-pathspecs"
-                | "--icase-pathspecs"
-                | "--no-optional-locks"
-                | "--bare"
-                | "--no-lazy-fetch"
-                | "--no-advice" => {
-                    not_green.push(format!("`{t}`"));
-                }
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--super-prefix"
-                | "--exec-path" | "-c" | "--config-env" | "--list-cmds" | "--attr-source" => {
+                o if crate::git_tables::GLOBAL_VALUE_OPTIONS.contains(&o)
+                    || o == "--exec-path"
+                    || o == "--list-cmds" =>
+                {
                     let v = args.get(i).cloned();
                     i += 1;
                     self.git_global(st, &mut st_git, &t, v, &mut not_green, &mut config_pairs);
@@ -3450,6 +3378,10 @@ impl Analyzer<'_> {
                     not_green.push("`-p` (runs the configured pager)".to_string())
                 }
                 "-P" => {}
+                // The other flags of git_tables leave the subcommand to run, not green.
+                o if crate::git_tables::GLOBAL_FLAGS.contains(&o) => {
+                    not_green.push(format!("`{t}`"));
+                }
                 _ => {
                     // `--opt=VALUE`, and `-C`/`-c` with the value attached.
                     let attached = t
@@ -3487,10 +3419,7 @@ impl Analyzer<'_> {
         let sub = sub_field.and_then(Field::known);
         if std::mem::take(&mut self.hook_override) {
             let could_push = match sub.as_deref() {
-                Some(s) => {
-                    matches!(s, "push" | "send-pack" | "http-push" | "subtree")
-                        || !KNOWN_GIT_SUBCOMMANDS.contains(&s)
-                }
+                Some(s) => crate::git_tables::may_push(s),
                 None => sub_field.is_some(),
             };
             // Switching hooks off for one command matters when it can push (DESIGN.md §2:
@@ -3565,6 +3494,7 @@ impl Analyzer<'_> {
                 format!("git with {r} is not read-only"),
             );
         }
+        self.git_subcommand_code(&sub, rest, &st_git, depth);
         let known_rest: Vec<String> = rest.iter().filter_map(Field::known).collect();
         let has = |o: &str| {
             known_rest
@@ -3702,33 +3632,7 @@ impl Analyzer<'_> {
             return;
         }
         let findings_before = self.out.findings.len();
-        let green_sub = matches!(
-            sub.as_str(),
-            "status"
-                | "log"
-                | "show"
-                | "diff"
-                | "blame"
-                | "rev-parse"
-                | "ls-files"
-                | "ls-tree"
-                | "cat-file"
-                | "rev-list"
-                | "show-ref"
-                | "for-each-ref"
-                | "merge-base"
-                | "describe"
-                | "shortlog"
-                | "count-objects"
-                | "grep"
-                | "branch"
-                | "tag"
-                | "remote"
-                | "config"
-                | "stash"
-                | "worktree"
-                | "reflog"
-        );
+        let green_sub = crate::git_tables::READ_ONLY_SUBCOMMANDS.contains(&sub.as_str());
         match sub.as_str() {
             "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
             | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe"
@@ -4090,73 +3994,8 @@ impl Analyzer<'_> {
             self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git {how} {key}` changes which hooks git runs: it switches the push guard off"));
             return;
         }
-        // Switching the monitor off runs nothing (`-c core.fsmonitor=false`, as agents probe).
-        if k == "core.fsmonitor"
-            && value.is_some_and(|v| {
-                matches!(
-                    v.to_ascii_lowercase().as_str(),
-                    "false" | "no" | "off" | "0"
-                )
-            })
-        {
-            return;
-        }
-        let code = matches!(
-            k.as_str(),
-            "core.pager"
-                | "interactive.difffilter"
-                | "core.editor"
-                | "core.sshcommand"
-                | "core.fsmonitor"
-                | "core.askpass"
-                | "core.gitproxy"
-                | "diff.external"
-                | "sequence.editor"
-                | "gpg.program"
-                | "gpg.ssh.program"
-                | "gpg.x509.program"
-                | "credential.helper"
-                | "uploadpack.packobjectshook"
-                | "include.path"
-                | "core.alternaterefscommand"
-                | "sendemail.smtpserver"
-                | "merge.tool"
-                | "diff.tool"
-                | "core.worktree"
-                | "remote.ext.url"
-                | "protocol.allow"
-                | "protocol.ext.allow"
-                | "http.proxy"
-                | "pager.log"
-                | "web.browser"
-                | "instaweb.httpd"
-                | "ssh.variant"
-                | "core.sshcmd"
-                | "status.showuntrackedfiles"
-        ) || k.starts_with("alias.")
-            || k.starts_with("pager.")
-            || k.starts_with("includeif.")
-            || (k.starts_with("diff.") && (k.ends_with(".command") || k.ends_with(".textconv")))
-            || (k.starts_with("trailer.") && (k.ends_with(".cmd") || k.ends_with(".command")))
-            || (k.starts_with("submodule.")
-                && k.ends_with(".update")
-                && value.is_none_or(|v| v.starts_with('!')))
-            || (k.starts_with("filter.")
-                && (k.ends_with(".clean") || k.ends_with(".smudge") || k.ends_with(".process")))
-            || (k.starts_with("merge.") && k.ends_with(".driver"))
-            || (k.starts_with("mergetool.") && k.ends_with(".cmd"))
-            || (k.starts_with("difftool.") && k.ends_with(".cmd"))
-            || (k.starts_with("credential.") && k.ends_with(".helper"))
-            || (k.starts_with("remote.")
-                && (k.ends_with(".receivepack")
-                    || k.ends_with(".uploadpack")
-                    || k.ends_with(".proxy")
-                    || k.ends_with(".vcs")))
-            || (k.starts_with("browser.") && (k.ends_with(".cmd") || k.ends_with(".path")))
-            || (k.starts_with("man.") && (k.ends_with(".cmd") || k.ends_with(".path")));
-        if k == "status.showuntrackedfiles" {
-            return;
-        }
+        // Keys whose value git runs (git_tables, shared with the git guard).
+        let code = crate::git_tables::runs_program(key, value);
         if code {
             let shown = value.map(|v| format!("={v}")).unwrap_or_default();
             self.add(
@@ -4370,6 +4209,11 @@ impl Analyzer<'_> {
                 Verdict::Yellow,
                 "git.not-read-only",
                 "`git config` that writes configuration".to_string(),
+            );
+            self.add(
+                Verdict::Red,
+                crate::rules::GIT_CONFIG_WRITE.id,
+                "`git config` writes the repository's configuration (.git/config), which can run code later".to_string(),
             );
             if global {
                 self.add(

@@ -1,7 +1,12 @@
 //! The analyser: walks the bash syntax tree of a command line, expands words statically,
 //! tracks the directories and variables the line may be in, and applies the command rules.
 
+mod alternatives;
+mod assignments;
+mod bindings;
 mod commands;
+mod effects;
+mod git_exec;
 mod green;
 mod paths;
 mod words;
@@ -17,6 +22,7 @@ use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
 
 pub(crate) use commands::is_exec_var;
+pub(crate) use commands::{SHELLS, SYSTEM_BIN_DIRS};
 
 /// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not
 /// analysed further: it is then red and opaque (stricter, never more permissive).
@@ -832,7 +838,7 @@ impl Analyzer<'_> {
             return st;
         }
         match c {
-            ast::Command::Simple(s) => self.simple(s, st, stdin, depth),
+            ast::Command::Simple(s) => self.simple_each_value(s, st, stdin, depth),
             ast::Command::Compound(cc, redirs) => {
                 self.out.shape.compound = true;
                 let mut stdin = stdin;
@@ -922,9 +928,12 @@ impl Analyzer<'_> {
                 match &f.values {
                     Some(ws) => {
                         for w in ws {
-                            // Glob patterns stay patterns: they expand where the variable is used.
+                            // A glob binds the variable to its matches (bindings.rs).
                             for field in self.expand_word(&w.value, &st) {
-                                values.push(field.known());
+                                if field.has_glob() {
+                                    self.path_field(&st, &field, Access::Read);
+                                }
+                                values.extend(self.for_word_values(&st, &field));
                             }
                         }
                     }

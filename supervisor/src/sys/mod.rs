@@ -390,6 +390,17 @@ pub fn utimens_object(fd: BorrowedFd<'_>, times: Option<[libc::timespec; 2]>) ->
         .map(drop)
 }
 
+/// Adds a watch on `path` to the inotify instance `inotify` (`inotify_add_watch(2)`) and
+/// returns the watch descriptor.
+///
+/// # Errors
+/// EINVAL when `inotify` is not an inotify instance or the mask is empty; ENOENT, EACCES,
+/// ENOSPC (watch limit), ENOTDIR (`IN_ONLYDIR`), EEXIST (`IN_MASK_CREATE`).
+pub fn inotify_add_watch(inotify: BorrowedFd<'_>, path: &CStr, mask: u32) -> io::Result<i32> {
+    // SAFETY: `path` is a C string that outlives the call; other arguments are integers.
+    cvt_int(unsafe { libc::inotify_add_watch(inotify.as_raw_fd(), path.as_ptr(), mask) })
+}
+
 /// Brings the loopback interface `lo` up in the current network namespace
 /// (`SIOCGIFFLAGS`/`SIOCSIFFLAGS`, `netdevice(7)`).
 ///

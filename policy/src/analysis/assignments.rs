@@ -1,0 +1,277 @@
+//! Assignment values and the program lookup they change.
+//!
+//! - An assignment value is a word (DESIGN.md §2a "Variables"), whatever spells it (`X=…`,
+//!   `export`, `declare`, `local`, `readonly`, `typeset`, `env X=…`): each colon-separated
+//!   piece is checked as a path even when another piece cannot be known, so
+//!   `export PATH=/malicious/path:$PATH` names `/malicious/path` (outside the worktree: red).
+//! - `PATH` (bash(1) "COMMAND EXECUTION"): a command word without a slash is looked up in the
+//!   directories of `PATH` in order. Once the line gives `PATH` a value that puts any
+//!   directory other than the system program directories first, or a value that cannot be
+//!   known, a bare command word may be a program found there: it is a program nobody listed
+//!   (yellow, `cmd.path-shadowed`), and a known directory is checked as a path read.
+
+use super::commands::SYSTEM_BIN_DIRS;
+use super::paths::Access;
+use super::words::{Field, Part};
+use super::{Analyzer, State};
+use crate::rules;
+use crate::verdict::Verdict;
+
+/// Shell builtins and keywords: bash runs them without looking at `PATH`.
+const SHELL_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "declare",
+    "dirs",
+    "disown",
+    "echo",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "time",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "wait",
+];
+
+/// Splits a word `NAME=VALUE` whose value may be partly unknown (`X=/opt/x:$Y`) into the
+/// name and the value; `None` when the name part is not known text followed by `=`.
+pub(crate) fn split_assignment(f: &Field) -> Option<(String, Field)> {
+    let Some(Part::Lit { text, glob }) = f.parts.first() else {
+        return None;
+    };
+    let (name, value) = text.split_once('=')?;
+    let name = name.trim_end_matches('+');
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(f.parts.len());
+    if !value.is_empty() {
+        parts.push(Part::Lit {
+            text: value.to_string(),
+            glob: *glob,
+        });
+    }
+    parts.extend(f.parts[1..].iter().cloned());
+    Some((
+        name.to_string(),
+        Field {
+            parts,
+            forced: true,
+        },
+    ))
+}
+
+/// The colon-separated pieces of a value (`PATH`-like lists), each a field of its own; a
+/// piece holding an unknown part keeps it. A value with no colon, or a URL, is one piece.
+pub(crate) fn colon_pieces(f: &Field) -> Vec<Field> {
+    let has_colon = f.parts.iter().any(
+        |p| matches!(p, Part::Lit { text, .. } if text.contains(':') && !text.contains("://")),
+    );
+    if !has_colon {
+        return vec![f.clone()];
+    }
+    let mut out = Vec::new();
+    let mut cur = Field::default();
+    for p in &f.parts {
+        match p {
+            Part::Unknown => cur.parts.push(Part::Unknown),
+            Part::Lit { text, glob } => {
+                let mut pieces = text.split(':').peekable();
+                while let Some(piece) = pieces.next() {
+                    if !piece.is_empty() {
+                        cur.parts.push(Part::Lit {
+                            text: piece.to_string(),
+                            glob: *glob,
+                        });
+                    }
+                    if pieces.peek().is_some() && !cur.parts.is_empty() {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                }
+            }
+        }
+    }
+    if !cur.parts.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// The directories a `PATH` value puts before the first system program directory, in order
+/// (`None` for one that cannot be known). Empty when the system directories come first.
+fn shadowing_dirs(value: Option<&str>) -> Vec<Option<String>> {
+    let Some(v) = value else {
+        return vec![None];
+    };
+    let mut out = Vec::new();
+    for dir in v.split(':') {
+        let d = dir.trim_end_matches('/');
+        if SYSTEM_BIN_DIRS.contains(&d) {
+            break;
+        }
+        // An empty element is the current directory (bash(1)).
+        out.push(Some(if dir.is_empty() {
+            ".".to_string()
+        } else {
+            dir.to_string()
+        }));
+    }
+    out
+}
+
+impl Analyzer<'_> {
+    /// Checks every piece of an assignment value as a path read (DESIGN.md §2a: assignment
+    /// values are words; an absolute path outside the worktree is red).
+    pub(crate) fn assignment_value_paths(&mut self, st: &State, value: &Field) {
+        for piece in colon_pieces(value) {
+            self.path_field(st, &piece, Access::Read);
+        }
+    }
+
+    /// A bare command word looked up in a `PATH` the line changed: a program that may be
+    /// found in a directory put before the system ones is not the program its name says.
+    pub(crate) fn program_lookup(
+        &mut self,
+        st: &State,
+        name: &str,
+        env: &[(String, Option<String>)],
+    ) {
+        if name.contains('/') || SHELL_BUILTINS.contains(&name) {
+            return;
+        }
+        let mut dirs: Vec<Option<String>> = Vec::new();
+        match env.iter().rev().find(|(n, _)| n == "PATH") {
+            Some((_, v)) => dirs.extend(shadowing_dirs(v.as_deref())),
+            None => {
+                let Some(values) = st.vars.get("PATH") else {
+                    return;
+                };
+                for v in values {
+                    for d in shadowing_dirs(v.as_deref()) {
+                        if !dirs.contains(&d) {
+                            dirs.push(d);
+                        }
+                    }
+                }
+            }
+        }
+        if dirs.is_empty() {
+            return;
+        }
+        let shown: Vec<String> = dirs
+            .iter()
+            .map(|d| {
+                d.clone()
+                    .unwrap_or_else(|| "a directory not known".to_string())
+            })
+            .collect();
+        self.add(
+            Verdict::Yellow,
+            rules::CMD_PATH_SHADOWED.id,
+            format!(
+                "`{name}` may be a program in {} (PATH puts it before the system directories)",
+                shown.join(", ")
+            ),
+        );
+        for d in dirs.into_iter().flatten() {
+            let cand = format!("{}/{name}", d.trim_end_matches('/'));
+            self.path_field(st, &Field::lit(&cand), Access::Read);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(fs: &[Field]) -> Vec<String> {
+        fs.iter().map(Field::display).collect()
+    }
+
+    #[test]
+    fn colon_pieces_keep_known_pieces_beside_unknown_ones() {
+        let mut f = Field::lit("/malicious/path:");
+        f.parts.push(Part::Unknown);
+        let pieces = colon_pieces(&f);
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(pieces[0].known().as_deref(), Some("/malicious/path"));
+        assert!(!pieces[1].is_known());
+        assert_eq!(
+            shown(&colon_pieces(&Field::lit("https://x/y"))),
+            ["https://x/y"]
+        );
+        assert_eq!(shown(&colon_pieces(&Field::lit("a::b"))), ["a", "b"]);
+    }
+
+    #[test]
+    fn split_assignment_takes_a_partly_unknown_value() {
+        let mut f = Field::lit("X=/opt/");
+        f.parts.push(Part::Unknown);
+        let (n, v) = split_assignment(&f).unwrap_or_default();
+        assert_eq!(n, "X");
+        assert_eq!(v.known_prefix(), "/opt/");
+        assert!(split_assignment(&Field::lit("-x")).is_none());
+        assert!(split_assignment(&Field::lit("a-b=c")).is_none());
+    }
+
+    #[test]
+    fn path_shadowing_is_what_comes_before_the_system_directories() {
+        assert!(shadowing_dirs(Some("/usr/bin:/tmp")).is_empty());
+        assert_eq!(
+            shadowing_dirs(Some("/tmp:/usr/bin")),
+            [Some("/tmp".to_string())]
+        );
+        assert_eq!(shadowing_dirs(Some(":/bin")), [Some(".".to_string())]);
+        assert_eq!(shadowing_dirs(None), [None]);
+    }
+}

@@ -1,0 +1,2153 @@
+//! The exec model (issue 11): every `execve` of a sandboxed process is decided for exactly
+//! that exec, by what really runs, at any depth. One regression test per observation of the
+//! issue, with real processes (git, make, a `git daemon` on loopback, Python, node), run as
+//! the test's user and as the unprivileged `TYBA_TEST_USER`, each effect checked from outside
+//! the sandbox, and each check paired with a control that shows it can fail (the same thing
+//! run without tyba reaches the effect). Then the property: every blocked corpus command
+//! (`tests/data/commands.jsonl`) run as a descendant of an approved `make`, `bash script.sh`,
+//! `xargs -0 sh -c`, `npm run` or `python3 -c 'subprocess.run(…, shell=True)'` is refused.
+//!
+//! The model under test (docs/sandbox.md): a missing or non-executable file is answered with
+//! its errno, never asked; the exec's code-running environment variables are classified as
+//! if assigned on the command line; an approval covers the exec it was made for only;
+//! blocked descendants of an approved command are refused at every depth; the agent's own
+//! re-launch keeps the agent's role; a refused exec runs tyba's refusal program, which prints
+//! `tyba: <reason>` on stderr and exits 126. Speed is measured by the exec-path benchmark,
+//! never here.
+//!
+//! The `#[ignore]`d tests state what the model requires and fails to do today (each says
+//! why); run them with `--include-ignored`.
+//!
+//! The property's sessions run in a `pids` cgroup (root only: the unprivileged run joins it
+//! before `setpriv`), so that a fork bomb that got through stays inside the test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "ask_support.rs"]
+mod ask;
+
+use ask::*;
+use std::ffi::OsString;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------
+// Sessions with any agent program, answered by a scripted person.
+
+/// The environment of a session: the fixture's, with `extra` set (replacing a variable of
+/// the same name, e.g. `PATH`).
+fn env_with(fx: &Fx, extra: &[(&str, OsString)]) -> Vec<(OsString, OsString)> {
+    let mut env = fx.env();
+    for (k, v) in extra {
+        env.retain(|(n, _)| n != k);
+        env.push(((*k).into(), v.clone()));
+    }
+    env
+}
+
+/// A running `tyba run --here FLAGS -- ARGV`, its output read while it runs.
+struct Live {
+    child: Child,
+    out: std::thread::JoinHandle<String>,
+    err: std::thread::JoinHandle<String>,
+}
+
+/// What a session did: its status and output, and every ask the person saw (in order).
+#[derive(Debug)]
+struct Ran {
+    code: i32,
+    out: String,
+    err: String,
+    asks: Vec<serde_json::Value>,
+}
+
+fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = r.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    })
+}
+
+/// Starts `tyba run --here FLAGS -- ARGV` as the fixture's user in the worktree, stdin
+/// closed, with `env`; `cage` (a pids cgroup) holds the whole session when given.
+fn start(
+    fx: &Fx,
+    flags: &[&str],
+    env: &[(OsString, OsString)],
+    argv: &[&str],
+    cage: Option<&PidsCage>,
+) -> Live {
+    let mut c = match cage {
+        None => command_as(&fx.who, &fx.tyba),
+        Some(cage) => cage.command(&fx.who, &fx.tyba),
+    };
+    c.arg("run").arg("--here").args(flags).arg("--").args(argv);
+    c.current_dir(&fx.wt).env_clear().stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = reader(child.stdout.take().unwrap());
+    let err = reader(child.stderr.take().unwrap());
+    Live { child, out, err }
+}
+
+/// The scripted person's answer to one ask.
+enum Reply {
+    Approve,
+    Deny(Option<&'static str>),
+}
+
+/// Answers every ask of the session with `answer` (through `tyba inbox --json`, `tyba
+/// approve`, `tyba deny`) until the session ends (at most 150 s), and returns what it did.
+fn drive(fx: &Fx, mut live: Live, mut answer: impl FnMut(&serde_json::Value) -> Reply) -> Ran {
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let mut asks: Vec<serde_json::Value> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let done = live.child.try_wait().unwrap().is_some();
+        if done {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = live.child.kill();
+            break;
+        }
+        let (code, out, _) = fx.cli(&["inbox", "--json"]);
+        if code == 0 {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&out) {
+                for sess in v.as_array().cloned().unwrap_or_default() {
+                    for p in sess["pending"].as_array().cloned().unwrap_or_default() {
+                        let id = p["id"].as_str().unwrap_or_default().to_string();
+                        if id.is_empty() || !seen.insert(id.clone()) {
+                            continue;
+                        }
+                        let r = answer(&p);
+                        asks.push(p);
+                        let _ = match r {
+                            Reply::Approve => fx.cli(&["approve", &id]),
+                            Reply::Deny(None) => fx.cli(&["deny", &id]),
+                            Reply::Deny(Some(reason)) => fx.cli(&["deny", &id, "--reason", reason]),
+                        };
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    let st = live.child.wait().unwrap();
+    Ran {
+        code: st.code().unwrap_or(-1),
+        out: live.out.join().unwrap(),
+        err: live.err.join().unwrap(),
+        asks,
+    }
+}
+
+/// Runs a `--non-interactive` session to its end (no socket: nobody can be asked).
+fn run_alone(fx: &Fx, flags: &[&str], env: &[(OsString, OsString)], argv: &[&str]) -> Ran {
+    let mut f = vec!["--non-interactive"];
+    f.extend_from_slice(flags);
+    let live = start(fx, &f, env, argv, None);
+    drive(fx, live, |p| panic!("a non-interactive session asked: {p}"))
+}
+
+/// The audit log of the fixture's latest session (empty when there is none, as for a
+/// `--non-interactive` session).
+fn log_of(fx: &Fx) -> Vec<serde_json::Value> {
+    let (code, out, _) = fx.cli(&["log", "--json"]);
+    if code != 0 {
+        return Vec::new();
+    }
+    out.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The asks' verdicts and actions, each cut to 200 characters (for failure messages).
+fn brief(asks: &[serde_json::Value]) -> Vec<String> {
+    asks.iter()
+        .map(|a| {
+            let t: String = action(a).chars().take(200).collect();
+            format!("{} {t}", a["verdict"].as_str().unwrap_or_default())
+        })
+        .collect()
+}
+
+fn action(v: &serde_json::Value) -> String {
+    v["action"].as_str().unwrap_or_default().to_string()
+}
+
+/// A command line without quotes and with single spaces, to compare the corpus text with
+/// the way tyba shows an exec (`'if=/dev/zero'` for `if=/dev/zero`).
+fn norm(s: &str) -> String {
+    s.replace(['\'', '"', '`'], "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether the first line of a refused child's stderr (`tyba: REASON`) names a reason, the
+/// one the session's end-of-session summary gives for a refused exec.
+fn reason_in_summary(child_stderr: &str, session_stderr: &str) -> bool {
+    let Some(reason) = child_stderr
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("tyba: "))
+        .map(str::trim)
+    else {
+        return false;
+    };
+    reason.len() > 8
+        && session_stderr
+            .lines()
+            .any(|l| l.starts_with("tyba:   exec ") && l.contains(reason))
+}
+
+/// The `RESULT {json}` lines an agent program of these tests prints on stdout.
+fn results(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("RESULT "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .collect()
+}
+
+fn result<'a>(rs: &'a [serde_json::Value], step: &str) -> Option<&'a serde_json::Value> {
+    rs.iter().find(|r| r["step"] == step)
+}
+
+/// Writes `contents` at `wt/name` and gives the worktree to the fixture's user.
+fn put(fx: &Fx, name: &str, contents: &str) -> PathBuf {
+    let p = fx.wt.join(name);
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(&p, contents).unwrap();
+    give(&fx.wt, &fx.who);
+    p
+}
+
+/// A `build/` directory with a file in it, the target of the `rm -rf build` checks.
+fn make_build(fx: &Fx) {
+    std::fs::create_dir_all(fx.wt.join("build")).unwrap();
+    std::fs::write(fx.wt.join("build/out.o"), "object\n").unwrap();
+    give(&fx.wt, &fx.who);
+}
+
+/// Runs `argv` as the fixture's user in `dir`, outside tyba (the controls): (status, stdout,
+/// stderr).
+fn outside(fx: &Fx, dir: &Path, env: &[(OsString, OsString)], argv: &[&str]) -> Ran {
+    let mut c = command_as(&fx.who, Path::new(argv[0]));
+    c.args(&argv[1..])
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    Ran {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+        err: String::from_utf8_lossy(&o.stderr).into_owned(),
+        asks: Vec::new(),
+    }
+}
+
+/// A copy of the worktree (for controls that must not touch the session's files), owned by
+/// the fixture's user.
+fn copy_of_wt(fx: &Fx, name: &str) -> PathBuf {
+    let dst = fx.scratch.dir.join(name);
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&fx.wt)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    give(&dst, &fx.who);
+    dst
+}
+
+// ---------------------------------------------------------------------------------------
+// A pids cgroup, so that a fork bomb that got through would stay inside the test.
+
+/// A `pids` cgroup (v1 `Documentation/admin-guide/cgroup-v1/pids.rst`, or v2 with the `pids`
+/// controller) that the whole session is started in, capped at `pids.max`; every process left
+/// in it is killed on drop.
+struct PidsCage {
+    dir: PathBuf,
+}
+
+impl PidsCage {
+    /// `None` when no pids cgroup can be made here (not root, or no `pids` controller).
+    fn new(tag: &str) -> Option<PidsCage> {
+        if my_uid() != 0 {
+            return None;
+        }
+        let name = format!("tyba-test-{}-{tag}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/pids");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let base = if v1.join("cgroup.procs").exists() {
+            v1
+        } else {
+            let controllers =
+                std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
+            if !controllers.split_whitespace().any(|c| c == "pids") {
+                return None;
+            }
+            // Children of the root get the controller only when the root hands it down.
+            let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+pids");
+            v2
+        };
+        let dir = base.join(name);
+        std::fs::create_dir_all(&dir).ok()?;
+        if std::fs::write(dir.join("pids.max"), "600").is_err() {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(PidsCage { dir })
+    }
+
+    /// A command that joins the cgroup and then runs `program` as `who`.
+    fn command(&self, who: &Who, program: &Path) -> Command {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(r#"echo $$ > "$0/cgroup.procs" && exec "$@""#)
+            .arg(&self.dir);
+        let inner = command_as(who, program);
+        c.arg(inner.get_program());
+        c.args(inner.get_args());
+        c
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for PidsCage {
+    fn drop(&mut self) {
+        for _ in 0..200 {
+            let left = self.pids();
+            if left.is_empty() {
+                break;
+            }
+            for p in left {
+                kill(p, "KILL");
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A `git daemon` on loopback serving bare repositories with receive-pack.
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    base: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs git as the test's user on repositories of any owner (`safe.directory = *` from a
+/// global file in the fixture's `scratch` dir: git does not pass `-c` on to the
+/// `upload-pack` of a local clone).
+fn git_root(scratch: &Path, args: &[&str]) -> String {
+    let global = scratch.join("gitconfig-safe");
+    if !global.exists() {
+        std::fs::write(&global, "[safe]\n\tdirectory = *\n").unwrap();
+    }
+    let o = Command::new("git")
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", &global)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+impl Daemon {
+    /// Serves `base` (`--base-path`, `--export-all`, `--enable=receive-pack`) on
+    /// 127.0.0.1 at a free port, as the test's user.
+    fn start(base: &Path) -> Daemon {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("git")
+            .arg("daemon")
+            .arg("--reuseaddr")
+            .arg("--listen=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg("--export-all")
+            .arg("--enable=receive-pack")
+            .arg(base)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "git daemon never listened");
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        Daemon {
+            child,
+            port,
+            base: base.to_path_buf(),
+        }
+    }
+
+    fn url(&self, repo: &str) -> String {
+        format!("git://127.0.0.1:{}/{repo}", self.port)
+    }
+
+    /// `git ls-remote` of a served repository, read from its directory.
+    fn refs(&self, repo: &str) -> String {
+        git_root(
+            self.base.parent().unwrap(),
+            &["ls-remote", &self.base.join(repo).display().to_string()],
+        )
+    }
+}
+
+/// A bare copy of the worktree's repository at `srv/name`, owned by the test's user (the
+/// daemon's), with receive settings that let every push through (so only tyba can stop one).
+fn bare_remote(fx: &Fx, srv: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(srv).unwrap();
+    let dst = srv.join(name);
+    git_root(
+        &fx.scratch.dir,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &fx.wt.display().to_string(),
+            &dst.display().to_string(),
+        ],
+    );
+    let d = dst.display().to_string();
+    git_root(
+        &fx.scratch.dir,
+        &["-C", &d, "config", "receive.denyDeletes", "false"],
+    );
+    git_root(
+        &fx.scratch.dir,
+        &["-C", &d, "config", "receive.denyNonFastForwards", "false"],
+    );
+    git_root(
+        &fx.scratch.dir,
+        &["-C", &d, "config", "receive.denyDeleteCurrent", "ignore"],
+    );
+    dst
+}
+
+fn commit(fx: &Fx, file: &str, text: &str) {
+    std::fs::write(fx.wt.join(file), text).unwrap();
+    give(&fx.wt, &fx.who);
+    git_as(&fx.who, &fx.wt, &["add", file]);
+    git_as(&fx.who, &fx.wt, &["commit", "-q", "-m", file]);
+}
+
+fn head(fx: &Fx) -> String {
+    String::from_utf8_lossy(&git_as(&fx.who, &fx.wt, &["rev-parse", "HEAD"]).stdout)
+        .trim()
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. A push to `main` from an approved `make` target.
+
+const MAKEFILE2: &str = "ship:\n\ttouch shipped-by-make\n\tgit push net HEAD:main\n";
+
+struct PushFx {
+    fx: Fx,
+    daemon: Daemon,
+    before: String,
+}
+
+fn push_fixture(who: &Who, tag: &str) -> Option<PushFx> {
+    let fx = setup(who, tag)?;
+    let srv = fx.scratch.dir.join("srv");
+    bare_remote(&fx, &srv, "remote.git");
+    let daemon = Daemon::start(&srv);
+    git_as(
+        who,
+        &fx.wt,
+        &["remote", "add", "net", &daemon.url("remote.git")],
+    );
+    put(&fx, "Makefile2", MAKEFILE2);
+    commit(&fx, "Makefile2", MAKEFILE2);
+    let before = daemon.refs("remote.git");
+    assert!(!before.contains(&head(&fx)), "the remote starts behind");
+    Some(PushFx { fx, daemon, before })
+}
+
+/// Checks the push was stopped by tyba as blocked (from outside: the remote's refs; from
+/// tyba: its refusal), then pushes without tyba to show the remote takes the push.
+fn check_push_refused(p: &PushFx, ran: &Ran, who: &Who, variant: &str) {
+    let fx = &p.fx;
+    let ctx = format!("{who:?} {variant}: out {} / err {}", ran.out, ran.err);
+    assert!(
+        fx.wt.join("shipped-by-make").exists(),
+        "{ctx}: the approved make target ran"
+    );
+    assert_eq!(
+        p.daemon.refs("remote.git"),
+        p.before,
+        "{ctx}: the remote's main moved"
+    );
+    for a in &ran.asks {
+        assert!(
+            !norm(&action(a)).contains("git push net HEAD:main"),
+            "{ctx}: the blocked push was asked instead of refused: {a}"
+        );
+    }
+    let log = log_of(fx);
+    // Refused without an ask (the log keeps no verdict for refusals), for the protected ref.
+    let in_log = log.iter().any(|l| {
+        l["decision"] == "refuse"
+            && (l["verdict"] == "blocked" || l["verdict"] == "")
+            && norm(&action(l)).contains("git push net HEAD:main")
+            && l["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("refs/heads/main")
+    });
+    let in_summary = ran.err.lines().any(|l| {
+        l.starts_with("tyba:   ")
+            && norm(l).contains("git push net HEAD:main")
+            && l.contains("refs/heads/main")
+    });
+    assert!(
+        in_log || in_summary,
+        "{ctx}: no refusal of the push in the log {log:?} or the summary"
+    );
+    // make saw its recipe line fail with the refusal program's status.
+    assert!(
+        ran.err.contains("Error 126") && ran.out.contains("make-rc=2"),
+        "{ctx}: make's push failed with tyba's status 126"
+    );
+}
+
+/// The control: the same target without tyba moves the remote's main.
+fn control_push(p: &PushFx, who: &Who) {
+    let env = base_env(&p.fx.home, &[]);
+    let r = outside(
+        &p.fx,
+        &p.fx.wt,
+        &env,
+        &["/usr/bin/make", "-f", "Makefile2", "ship"],
+    );
+    assert_eq!(r.code, 0, "{who:?}: control push: {} / {}", r.out, r.err);
+    assert!(
+        p.daemon.refs("remote.git").contains(&head(&p.fx)),
+        "{who:?}: the control push did not reach the remote: the check above could not fail"
+    );
+}
+
+#[test]
+fn exec_makefile_push_to_main_is_refused_although_make_was_approved() {
+    for who in whos() {
+        let Some(p) = push_fixture(&who, "mkpush") else {
+            continue;
+        };
+        // A person who approves every ask (make, its connect, anything else).
+        let live = start(
+            &p.fx,
+            &[],
+            &p.fx.env(),
+            &["bash", "-c", "make -f Makefile2 ship; echo make-rc=$?"],
+            None,
+        );
+        let ran = drive(&p.fx, live, |_| Reply::Approve);
+        assert!(
+            ran.asks
+                .iter()
+                .any(|a| action(a).contains("make -f Makefile2 ship")),
+            "{who:?}: make itself was asked: {:?}",
+            ran.asks
+        );
+        check_push_refused(&p, &ran, &who, "interactive, every ask approved");
+        control_push(&p, &who);
+    }
+}
+
+#[test]
+fn exec_makefile_push_to_main_is_refused_at_high_autonomy() {
+    for who in whos() {
+        // Non-interactive at high autonomy: make (yellow) runs without an ask, the push
+        // inside it is refused with nobody to ask.
+        let Some(p) = push_fixture(&who, "mkpush-hi") else {
+            continue;
+        };
+        let ran = run_alone(
+            &p.fx,
+            &["--autonomy", "high"],
+            &p.fx.env(),
+            &["bash", "-c", "make -f Makefile2 ship; echo make-rc=$?"],
+        );
+        check_push_refused(&p, &ran, &who, "non-interactive, high autonomy");
+        // Interactive at high autonomy, every ask approved.
+        let Some(p) = push_fixture(&who, "mkpush-hi2") else {
+            continue;
+        };
+        let live = start(
+            &p.fx,
+            &["--autonomy", "high"],
+            &p.fx.env(),
+            &["bash", "-c", "make -f Makefile2 ship; echo make-rc=$?"],
+            None,
+        );
+        let ran = drive(&p.fx, live, |_| Reply::Approve);
+        check_push_refused(&p, &ran, &who, "interactive, high autonomy");
+        control_push(&p, &who);
+    }
+}
+
+#[test]
+fn exec_makefile_push_non_interactive_medium_refuses_make_itself() {
+    for who in whos() {
+        let Some(p) = push_fixture(&who, "mkpush-ni") else {
+            continue;
+        };
+        let ran = run_alone(
+            &p.fx,
+            &[],
+            &p.fx.env(),
+            &["bash", "-c", "make -f Makefile2 ship; echo make-rc=$?"],
+        );
+        assert!(ran.out.contains("make-rc=126"), "{who:?}: {ran:?}");
+        assert!(!p.fx.wt.join("shipped-by-make").exists(), "{who:?}");
+        assert_eq!(p.daemon.refs("remote.git"), p.before, "{who:?}");
+        control_push(&p, &who);
+    }
+}
+
+/// A red descendant of an approved command is asked, naming the approved command, never
+/// rememberable; with nobody to ask it is refused. (DESIGN of issue 11: yellow descendants of
+/// an approved build pass, red ones are asked.)
+#[test]
+fn exec_red_descendant_of_an_approved_make_is_asked_naming_it() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "red-desc") else {
+            continue;
+        };
+        put(
+            &fx,
+            "Makefile2",
+            "clean:\n\ttouch cleaned-by-make\n\trm -rf build\n",
+        );
+        make_build(&fx);
+        let live = start(
+            &fx,
+            &[],
+            &fx.env(),
+            &["bash", "-c", "make -f Makefile2 clean; echo make-rc=$?"],
+            None,
+        );
+        let ran = drive(&fx, live, |a| {
+            if action(a).contains("make -f Makefile2 clean") {
+                Reply::Approve
+            } else {
+                Reply::Deny(Some("use git clean"))
+            }
+        });
+        let ctx = format!(
+            "{who:?}: out {} / err {} / asks {:?}",
+            ran.out, ran.err, ran.asks
+        );
+        assert!(
+            fx.wt.join("cleaned-by-make").exists(),
+            "{ctx}: the yellow touch passed"
+        );
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}: build/ removed");
+        assert_eq!(
+            ran.asks.len(),
+            2,
+            "{ctx}: make, then its rm (not its touch)"
+        );
+        let rm = &ran.asks[1];
+        assert!(norm(&action(rm)).contains("rm -rf build"), "{ctx}");
+        assert_eq!(rm["verdict"], "red", "{ctx}");
+        assert_eq!(rm["always_allowed"], false, "{ctx}");
+        assert!(
+            rm["reasons"].as_array().into_iter().flatten().any(|r| r
+                .as_str()
+                .unwrap_or_default()
+                .contains("make -f Makefile2 clean")),
+            "{ctx}: the ask names the approved command"
+        );
+        assert!(
+            ran.err.contains("tyba: use git clean") && ran.out.contains("make-rc=2"),
+            "{ctx}"
+        );
+        // Nobody to ask, high autonomy: make passes, its rm is refused.
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &["bash", "-c", "make -f Makefile2 clean; echo make-rc=$?"],
+        );
+        assert!(fx.wt.join("build/out.o").exists(), "{who:?}: {ran:?}");
+        assert!(ran.out.contains("make-rc=2"), "{who:?}: {ran:?}");
+        // Control: without tyba the target removes build/.
+        let dir = copy_of_wt(&fx, "red-desc-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/make", "-f", "Makefile2", "clean"],
+        );
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Code-running configuration through the environment (GIT_CONFIG_*, GIT_PAGER, PAGER).
+
+/// The agent: runs `git log -n1` (and `git -p log -n1`) on a pseudo-terminal it opens (git
+/// starts no pager without a terminal on stdout, whatever `-p` says), once per form of
+/// pager configuration, each form with its own victim `notes_F.md` and marker `pwned_F`.
+const PAGER_AGENT: &str = r#"
+import json, os, subprocess, sys
+
+def pager(form):
+    return "rm -f notes_%s.md; touch pwned_%s; cat" % (form, form)
+
+FORMS = [
+    ("config", ["git", "log", "-n1"], lambda f: {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.pager", "GIT_CONFIG_VALUE_0": pager(f)}),
+    ("configp", ["git", "-p", "log", "-n1"], lambda f: {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.pager", "GIT_CONFIG_VALUE_0": pager(f)}),
+    ("gitpager", ["git", "log", "-n1"], lambda f: {"GIT_PAGER": pager(f)}),
+    ("pager", ["git", "log", "-n1"], lambda f: {"PAGER": pager(f)}),
+    ("params", ["git", "log", "-n1"], lambda f: {"GIT_CONFIG_PARAMETERS": "'core.pager'='%s'" % pager(f)}),
+]
+only = sys.argv[1:]
+for form, argv, extra in FORMS:
+    if only and form not in only:
+        continue
+    env = dict(os.environ)
+    env.update(extra(form))
+    m, s = os.openpty()
+    try:
+        p = subprocess.Popen(argv, stdin=s, stdout=s, stderr=s, env=env)
+        os.close(s)
+        out = b""
+        while True:
+            try:
+                b = os.read(m, 4096)
+            except OSError:
+                break
+            if not b:
+                break
+            out += b
+        rc = p.wait()
+        print("RESULT " + json.dumps({"step": form, "rc": rc, "out": out.decode(errors="replace")}), flush=True)
+    except OSError as e:
+        os.close(s)
+        print("RESULT " + json.dumps({"step": form, "errno": e.errno}), flush=True)
+"#;
+
+const PAGER_FORMS: &[&str] = &["config", "configp", "gitpager", "pager", "params"];
+
+fn pager_fixture(who: &Who, tag: &str) -> Option<Fx> {
+    let fx = setup(who, tag)?;
+    put(&fx, "pager_agent.py", PAGER_AGENT);
+    for f in PAGER_FORMS {
+        put(&fx, &format!("notes_{f}.md"), "keep me\n");
+    }
+    Some(fx)
+}
+
+/// The control: outside tyba, on a copy, every form runs the pager (the victim goes, the
+/// marker comes), so the checks in the sessions can fail.
+fn control_pager(fx: &Fx, who: &Who) {
+    let dir = copy_of_wt(fx, "pager-control");
+    let r = outside(
+        fx,
+        &dir,
+        &base_env(&fx.home, &[]),
+        &["/usr/bin/python3", "pager_agent.py"],
+    );
+    for f in PAGER_FORMS {
+        assert!(
+            dir.join(format!("pwned_{f}")).exists() && !dir.join(format!("notes_{f}.md")).exists(),
+            "{who:?}: control: the {f} form did not run its pager without tyba: {} / {}",
+            r.out,
+            r.err
+        );
+    }
+}
+
+fn check_pager_effects(fx: &Fx, who: &Who, ran: &Ran) {
+    for f in PAGER_FORMS {
+        assert!(
+            fx.wt.join(format!("notes_{f}.md")).exists(),
+            "{who:?}: the {f} pager deleted its victim: {} / {}",
+            ran.out,
+            ran.err
+        );
+        assert!(
+            !fx.wt.join(format!("pwned_{f}")).exists(),
+            "{who:?}: the {f} pager ran: {} / {}",
+            ran.out,
+            ran.err
+        );
+    }
+}
+
+#[test]
+fn exec_environment_pager_is_classified_and_refused_non_interactive() {
+    for who in whos() {
+        let Some(fx) = pager_fixture(&who, "pager-ni") else {
+            continue;
+        };
+        let ran = run_alone(&fx, &[], &fx.env(), &["python3", "pager_agent.py"]);
+        check_pager_effects(&fx, &who, &ran);
+        let rs = results(&ran.out);
+        for f in PAGER_FORMS {
+            let r = result(&rs, f).unwrap_or_else(|| panic!("{who:?}: no {f}: {ran:?}"));
+            // The git exec itself is refused (the refusal program's status), not the pager
+            // after git ran.
+            assert_eq!(r["rc"], 126, "{who:?}: {f}: {r}");
+            assert!(
+                r["out"].as_str().unwrap_or_default().starts_with("tyba: "),
+                "{who:?}: {f}: the caller reads tyba's reason first: {r}"
+            );
+        }
+        // The refusals name the variables that made the command red, with their values.
+        for (f, var) in [
+            ("config", "GIT_CONFIG_VALUE_0="),
+            ("configp", "GIT_CONFIG_VALUE_0="),
+            ("gitpager", "GIT_PAGER="),
+            ("pager", "PAGER="),
+            ("params", "GIT_CONFIG_PARAMETERS="),
+        ] {
+            assert!(
+                ran.err.lines().any(|l| l.starts_with("tyba:   ")
+                    && l.contains(var)
+                    && l.contains(&format!("notes_{f}.md"))
+                    && l.contains("log -n1")),
+                "{who:?}: the summary shows {var} of the {f} form: {}",
+                ran.err
+            );
+        }
+        control_pager(&fx, &who);
+    }
+}
+
+#[test]
+fn exec_environment_pager_is_asked_with_the_variables_and_a_deny_holds() {
+    for who in whos() {
+        let Some(fx) = pager_fixture(&who, "pager-ask") else {
+            continue;
+        };
+        let live = start(
+            &fx,
+            &[],
+            &fx.env(),
+            &["python3", "pager_agent.py", "config", "gitpager"],
+            None,
+        );
+        let ran = drive(&fx, live, |_| Reply::Deny(Some("no pagers")));
+        let git_asks: Vec<&serde_json::Value> = ran
+            .asks
+            .iter()
+            .filter(|a| action(a).contains("git"))
+            .collect();
+        assert_eq!(
+            git_asks.len(),
+            2,
+            "{who:?}: one ask per git exec: {:?}",
+            ran.asks
+        );
+        assert!(
+            git_asks.iter().any(|a| {
+                let t = action(a);
+                t.contains("GIT_CONFIG_KEY_0=core.pager")
+                    && t.contains("GIT_CONFIG_VALUE_0=")
+                    && t.contains("rm -f notes_config.md")
+                    && t.contains("git log -n1")
+            }),
+            "{who:?}: the ask shows the variables: {git_asks:?}"
+        );
+        assert!(
+            git_asks
+                .iter()
+                .any(|a| action(a).contains("GIT_PAGER=") && action(a).contains("pwned_gitpager")),
+            "{who:?}: {git_asks:?}"
+        );
+        for a in &git_asks {
+            assert_eq!(a["verdict"], "red", "{who:?}: {a}");
+        }
+        for f in ["config", "gitpager"] {
+            assert!(fx.wt.join(format!("notes_{f}.md")).exists(), "{who:?}: {f}");
+            assert!(!fx.wt.join(format!("pwned_{f}")).exists(), "{who:?}: {f}");
+        }
+        let rs = results(&ran.out);
+        for f in ["config", "gitpager"] {
+            let r = result(&rs, f).unwrap_or_else(|| panic!("{who:?}: {ran:?}"));
+            assert!(
+                r["out"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("tyba: no pagers"),
+                "{who:?}: the person's reason reaches the caller: {r}"
+            );
+        }
+        control_pager(&fx, &who);
+    }
+}
+
+/// The agent (Python): runs ARGV on a pseudo-terminal and prints its status and output.
+const PTY_PY: &str = r#"
+import fcntl, json, os, struct, subprocess, sys, termios
+m, s = os.openpty()
+fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
+
+def controlling_tty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=controlling_tty)
+os.close(s)
+out = b""
+while True:
+    try:
+        b = os.read(m, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+print("RESULT " + json.dumps({"step": "pty", "rc": p.wait(), "out": out.decode(errors="replace")}), flush=True)
+"#;
+
+/// git's own pager (`less`, git's default) for a green `git log` on a terminal is no
+/// change of configuration: it must run unasked. git exports `GIT_EXEC_PATH` (its own
+/// `--exec-path`) and `GIT_PREFIX` to every program it starts, so judging the variables a
+/// covered program sets for its own children against the cover's environment makes the pager
+/// red ("`export GIT_EXEC_PATH` makes programs run code"), and the same for git's hooks,
+/// editors and helpers (as it did before `GIT_EXEC_PATH` under system paths was taken as the
+/// system's own).
+#[test]
+fn exec_git_log_on_a_terminal_runs_its_own_pager_unasked() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-pager") else {
+            continue;
+        };
+        put(&fx, "pty.py", PTY_PY);
+        // less needs a terminal type to page (and quits at once on one screen with -F).
+        let env = env_with(&fx, &[("LESS", "FRX".into()), ("TERM", "xterm".into())]);
+        let ran = run_alone(&fx, &[], &env, &["python3", "pty.py", "git", "log", "-n1"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "pty").unwrap_or_else(|| panic!("{ctx}"));
+        assert_eq!(r["rc"], 0, "{ctx}: {r}");
+        assert!(
+            r["out"].as_str().unwrap_or_default().contains("commit "),
+            "{ctx}"
+        );
+        assert!(!ran.err.contains("denied in this session"), "{ctx}");
+        // Control: without tyba the same agent sees git's output through its pager.
+        let r = outside(
+            &fx,
+            &fx.wt,
+            &base_env(
+                &fx.home,
+                &[("LESS", "FRX".into()), ("TERM", "xterm".into())],
+            ),
+            &["/usr/bin/python3", "pty.py", "git", "log", "-n1"],
+        );
+        let rs = results(&r.out);
+        assert_eq!(
+            result(&rs, "pty").unwrap()["rc"],
+            0,
+            "{who:?}: control: {r:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. An approval covers the exec it was made for, and a failed exec keeps no approval.
+
+/// The agent (Python): forked children, each of which tries an exec that fails and then
+/// `execv("/usr/bin/rm", ["rm", "-rf", "build"])` in the same process. Before each step it
+/// writes the step's name to `step.txt` (for the scripted person):
+/// - `missing`: `/nonexistent-dir/cargo build` (ENOENT: must not be asked);
+/// - `noexec`: `./plain.txt`, a file without the x bit (EACCES: must not be asked);
+/// - `e2big`: `rm -rf build` itself with one environment string longer than the kernel's
+///   `MAX_ARG_STRLEN` (128 KiB): E2BIG (`execve(2)`), answered before anything is decided;
+/// - `true`: `/usr/bin/true` (green) failing the same way;
+/// - `vanish`: `./lnk -rf build`, `lnk` a link to `/usr/bin/rm` made by the child (red:
+///   asked); the person removes the link and approves once, so the approved exec fails
+///   (ENOENT); the child makes the link again and execs the same line: asked again (instead
+///   of `rm`, the second exec is this same line).
+const FAILED_EXEC_AGENT: &str = r#"
+import json, os, sys
+
+def attempt(step, path, argv, env):
+    with open("step.txt", "w") as f:
+        f.write(step)
+    if step == "vanish":
+        os.symlink("/usr/bin/rm", "lnk")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.execve(path, argv, env)
+        except OSError as e:
+            os.write(w, str(e.errno).encode())
+        os.close(w)
+        again = ("./lnk", ["./lnk", "-rf", "build"]) if step == "vanish" else ("/usr/bin/rm", ["rm", "-rf", "build"])
+        if step == "vanish":
+            os.symlink("/usr/bin/rm", "lnk")
+        try:
+            os.execv(*again)
+        except OSError as e:
+            os._exit(200 + e.errno % 50)
+    os.close(w)
+    first = b""
+    while True:
+        b = os.read(r, 64)
+        if not b:
+            break
+        first += b
+    _, st = os.waitpid(pid, 0)
+    print("RESULT " + json.dumps({"step": step, "first_errno": int(first or b"0"), "rc": os.waitstatus_to_exitcode(st), "build": os.path.isdir("build")}), flush=True)
+
+env = dict(os.environ)
+big = dict(env, TYBA_TEST_BIG="x" * 140000)
+steps = sys.argv[1:] or ["missing", "noexec", "e2big", "true", "vanish"]
+for s in steps:
+    if s == "missing":
+        attempt(s, "/nonexistent-dir/cargo", ["cargo", "build"], env)
+    elif s == "noexec":
+        attempt(s, "./plain.txt", ["plain.txt"], env)
+    elif s == "e2big":
+        attempt(s, "/usr/bin/rm", ["rm", "-rf", "build"], big)
+    elif s == "true":
+        attempt(s, "/usr/bin/true", ["true"], big)
+    elif s == "vanish":
+        attempt(s, "./lnk", ["./lnk", "-rf", "build"], env)
+"#;
+
+const ENOENT: i64 = 2;
+const EACCES: i64 = 13;
+const E2BIG: i64 = 7;
+
+#[test]
+fn exec_failed_exec_keeps_no_approval_and_missing_files_are_not_asked() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "failed-exec") else {
+            continue;
+        };
+        put(&fx, "agent.py", FAILED_EXEC_AGENT);
+        put(&fx, "plain.txt", "#!/bin/sh\nrm -rf build\n");
+        make_build(&fx);
+        // The person removes the link and approves the first exec of the `vanish` step (which
+        // then fails), and denies every other ask, with a reason.
+        let step_file = fx.wt.join("step.txt");
+        let link = fx.wt.join("lnk");
+        let mut approved = false;
+        let live = start(&fx, &[], &fx.env(), &["python3", "agent.py"], None);
+        let ran = drive(&fx, live, |_| {
+            let step = std::fs::read_to_string(&step_file).unwrap_or_default();
+            if step == "vanish" && !approved {
+                approved = true;
+                std::fs::remove_file(&link).unwrap();
+                Reply::Approve
+            } else {
+                Reply::Deny(Some("not now"))
+            }
+        });
+        let ctx = format!(
+            "{who:?}: out {} / err {} / asks {:?}",
+            ran.out,
+            ran.err,
+            brief(&ran.asks)
+        );
+        assert!(
+            fx.wt.join("build/out.o").exists(),
+            "{ctx}: build/ was removed"
+        );
+        // Nothing was asked or logged about the missing or non-executable files.
+        for what in ["cargo", "plain.txt"] {
+            assert!(
+                !ran.asks.iter().any(|a| action(a).contains(what)),
+                "{ctx}: {what} was asked about"
+            );
+            assert!(
+                !log_of(&fx).iter().any(|l| action(l).contains(what)),
+                "{ctx}: {what} was logged"
+            );
+        }
+        let rs = results(&ran.out);
+        let get = |s: &str| {
+            result(&rs, s)
+                .unwrap_or_else(|| panic!("{ctx}: no {s}"))
+                .clone()
+        };
+        assert_eq!(get("missing")["first_errno"], ENOENT, "{ctx}");
+        assert_eq!(get("noexec")["first_errno"], EACCES, "{ctx}");
+        assert_eq!(get("e2big")["first_errno"], E2BIG, "{ctx}");
+        assert_eq!(get("true")["first_errno"], E2BIG, "{ctx}");
+        assert!(approved, "{ctx}: the vanish exec was never asked");
+        assert_eq!(
+            get("vanish")["first_errno"],
+            ENOENT,
+            "{ctx}: the approved exec failed"
+        );
+        // Each step's later exec was asked, and denied: the refusal program ran in the
+        // process (status 126) with the person's reason.
+        for s in ["missing", "noexec", "e2big", "true", "vanish"] {
+            assert_eq!(get(s)["rc"], 126, "{ctx}: {s}");
+        }
+        let rm_asks = ran
+            .asks
+            .iter()
+            .filter(|a| norm(&action(a)) == "run rm -rf build")
+            .count();
+        assert_eq!(rm_asks, 4, "{ctx}: one ask per later `rm -rf build`");
+        let lnk_asks = ran
+            .asks
+            .iter()
+            .filter(|a| norm(&action(a)) == "run ./lnk -rf build")
+            .count();
+        assert_eq!(
+            lnk_asks, 2,
+            "{ctx}: the line approved for the exec that failed is asked again"
+        );
+        assert_eq!(ran.asks.len(), 6, "{ctx}");
+        for a in &ran.asks {
+            assert_eq!(a["verdict"], "red", "{ctx}");
+        }
+        assert_eq!(
+            ran.err.matches("tyba: not now").count(),
+            5,
+            "{ctx}: the person's reason reached each refused process"
+        );
+        // Control: outside tyba the e2big step's first exec fails the same way and the rm
+        // after it removes build/, so the checks above can fail (the vanish step's second
+        // exec is the same rm through the link).
+        let dir = copy_of_wt(&fx, "failed-exec-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/python3", "agent.py", "e2big"],
+        );
+        let rs = results(&r.out);
+        assert_eq!(
+            result(&rs, "e2big").unwrap()["first_errno"],
+            E2BIG,
+            "{who:?}: {r:?}"
+        );
+        assert!(
+            !dir.join("build").exists(),
+            "{who:?}: control: the rm after the failed exec removes build/"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. The agent's own re-launch is the agent, and its commands are still commands.
+
+const FAKE_AGENT_JS: &str = r#"#!/usr/bin/env node
+// A fake agent, installed like an npm package: it re-launches itself under node with a
+// bigger heap (as Gemini CLI does), and the child runs the agent's commands. `fake-agent
+// probe` and `fake-agent race` are the hostile variants of the tests below.
+const cp = require('child_process');
+const fs = require('fs');
+const out = (o) => console.log('RESULT ' + JSON.stringify(o));
+const mode = process.argv[2];
+if (process.argv.includes('-rf')) {
+  // Run through the swapped link: the agent's own file, doing nothing.
+  process.exit(0);
+} else if (mode === 'probe') {
+  // Its own interpreter, but carrying other code: never the agent.
+  const probes = [
+    ['eval', process.execPath, ['-e', "require('fs').writeFileSync('pwned_eval', 'x')"], {}],
+    ['require', process.execPath, ['--require', './evil.js', __filename, '--child'], {}],
+    ['worktree_script', process.execPath, ['./evil.js'], {}],
+  ];
+  for (const [step, file, args, env] of probes) {
+    const r = cp.spawnSync(file, args, { encoding: 'utf8', env: Object.assign({}, process.env, env, { EVIL_STEP: step }) });
+    out({ step, status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null });
+  }
+} else if (mode === 'node_options') {
+  // Its own file, but with NODE_OPTIONS loading other code.
+  const r = cp.spawnSync(process.execPath, [__filename, '--child'], { encoding: 'utf8', env: Object.assign({}, process.env, { NODE_OPTIONS: '--require ./evil.js', EVIL_STEP: 'node_options' }) });
+  out({ step: 'node_options', status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null });
+} else if (mode === 'race') {
+  // Swaps a link in the worktree between its own agent.js and /usr/bin/rm while it execs
+  // the link: a decision made on one file must not run the other.
+  const { Worker } = require('worker_threads');
+  fs.symlinkSync(__filename, 'lnk');
+  const w = new Worker(`
+    const fs = require('fs');
+    const targets = [${JSON.stringify(__filename)}, '/usr/bin/rm'];
+    let i = 0;
+    while (!fs.existsSync('stop')) {
+      try { fs.symlinkSync(targets[i++ % 2], 'lnk.tmp'); fs.renameSync('lnk.tmp', 'lnk'); } catch (e) {}
+    }`, { eval: true });
+  let runs = 0, zero = 0;
+  for (; runs < 1000 && fs.existsSync('build'); runs++) {
+    const r = cp.spawnSync('./lnk', ['-rf', 'build'], { encoding: 'utf8' });
+    if (r.status === 0) zero++;
+  }
+  fs.writeFileSync('stop', '');
+  w.terminate();
+  out({ step: 'race', runs, zero, build: fs.existsSync('build') });
+} else if (!process.argv.includes('--child')) {
+  const r = cp.spawnSync(process.execPath, ['--max-old-space-size=256', __filename, '--child'], { stdio: 'inherit' });
+  out({ step: 'relaunch', status: r.status, error: r.error ? r.error.code : null });
+  process.exit(r.status === null ? 99 : r.status);
+} else {
+  out({ step: 'child-start' });
+  const r = cp.spawnSync('rm', ['-rf', 'build'], { encoding: 'utf8' });
+  out({ step: 'rm', status: r.status, stderr: r.stderr, error: r.error ? r.error.code : null });
+  process.stderr.write(r.stderr || '');
+}
+"#;
+
+/// The code the hostile variants try to load: it leaves a marker named by its step.
+const EVIL_JS: &str = "require('fs').writeFileSync('pwned_' + process.env.EVIL_STEP, 'x');\n";
+
+struct AgentFx {
+    fx: Fx,
+    policy: PathBuf,
+    path: OsString,
+}
+
+/// The fake agent under `~/.npm-global` (outside the worktree), named by `PATH`, and a policy
+/// file opening that directory read-only (`[filesystem] read_only`, docs/policy.md): the
+/// default policy opens `~/.local/bin` but no `node_modules` tree.
+fn agent_fixture(who: &Who, tag: &str) -> Option<AgentFx> {
+    let fx = setup(who, tag)?;
+    let prefix = fx.home.join(".npm-global");
+    let pkg = prefix.join("lib/node_modules/fake-agent");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"fake-agent","version":"1.0.0","bin":{"fake-agent":"bin/agent.js"}}"#,
+    )
+    .unwrap();
+    write_exe(&pkg.join("bin/agent.js"), FAKE_AGENT_JS);
+    std::os::unix::fs::symlink(
+        "../lib/node_modules/fake-agent/bin/agent.js",
+        prefix.join("bin/fake-agent"),
+    )
+    .unwrap();
+    give(&fx.home, who);
+    let policy = fx.scratch.dir.join("f/agent-policy.toml");
+    std::fs::write(&policy, "[filesystem]\nread_only = [\"~/.npm-global\"]\n").unwrap();
+    make_build(&fx);
+    let path = format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        prefix.join("bin").display()
+    )
+    .into();
+    Some(AgentFx { fx, policy, path })
+}
+
+#[test]
+fn exec_agent_relaunch_is_the_agent_and_its_commands_are_still_asked() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "relaunch") else {
+            continue;
+        };
+        let fx = &a.fx;
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let live = start(fx, &["--policy", &policy], &env, &["fake-agent"], None);
+        let ran = drive(fx, live, |_| Reply::Deny(Some("keep the build")));
+        let ctx = format!(
+            "{who:?}: out {} / err {} / asks {:?}",
+            ran.out,
+            ran.err,
+            brief(&ran.asks)
+        );
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}: build/ removed");
+        // The first ask is the agent's command; the re-launch was never asked.
+        assert!(!ran.asks.is_empty(), "{ctx}: `rm -rf build` was not asked");
+        assert!(
+            norm(&action(&ran.asks[0])).contains("rm -rf build"),
+            "{ctx}: an ask came before the agent's first command"
+        );
+        assert_eq!(ran.asks.len(), 1, "{ctx}");
+        let rs = results(&ran.out);
+        let rm = result(&rs, "rm").unwrap_or_else(|| panic!("{ctx}: the child never ran rm"));
+        assert_eq!(rm["status"], 126, "{ctx}");
+        assert!(
+            rm["stderr"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("tyba: keep the build"),
+            "{ctx}"
+        );
+        assert_eq!(result(&rs, "relaunch").unwrap()["status"], 0, "{ctx}");
+    }
+}
+
+#[test]
+fn exec_agent_relaunch_non_interactive_refuses_only_the_command() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "relaunch-ni") else {
+            continue;
+        };
+        let fx = &a.fx;
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let ran = run_alone(fx, &["--policy", &policy], &env, &["fake-agent"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}: build/ removed");
+        let rs = results(&ran.out);
+        assert!(
+            result(&rs, "child-start").is_some(),
+            "{ctx}: the re-launch was refused"
+        );
+        let rm = result(&rs, "rm").unwrap_or_else(|| panic!("{ctx}"));
+        assert_eq!(rm["status"], 126, "{ctx}");
+        let stderr = rm["stderr"].as_str().unwrap_or_default();
+        assert!(
+            stderr.starts_with("tyba: ") && reason_in_summary(stderr, &ran.err),
+            "{ctx}: tyba's reason on the child's stderr"
+        );
+        // Only the command is in the refusals.
+        let refused: Vec<&str> = ran
+            .err
+            .lines()
+            .filter(|l| l.starts_with("tyba:   "))
+            .collect();
+        assert_eq!(refused.len(), 1, "{ctx}");
+        assert!(norm(refused[0]).contains("rm -rf build"), "{ctx}");
+        // Control: without tyba the agent removes build/.
+        let dir = copy_of_wt(fx, "relaunch-control");
+        let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent"]);
+        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
+/// A hostile agent cannot pass code off as its own re-launch: its interpreter with `-e`, with
+/// `--require`, with `NODE_OPTIONS` changed, or running a script outside the installation
+/// is a command, classified (and refused with nobody to ask), and the code never runs.
+#[test]
+fn exec_agent_interpreter_carrying_other_code_is_a_command() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "probe") else {
+            continue;
+        };
+        let fx = &a.fx;
+        put(fx, "evil.js", EVIL_JS);
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let ran = run_alone(fx, &["--policy", &policy], &env, &["fake-agent", "probe"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let steps = ["eval", "require", "worktree_script"];
+        for step in steps {
+            let r = result(&rs, step).unwrap_or_else(|| panic!("{ctx}: no {step}"));
+            assert_eq!(r["status"], 126, "{ctx}: {step} was not refused: {r}");
+            assert!(
+                !fx.wt.join(format!("pwned_{step}")).exists(),
+                "{ctx}: {step}: the code ran as the agent"
+            );
+        }
+        // Control: without tyba every probe runs its code.
+        let dir = copy_of_wt(fx, "probe-control");
+        let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent", "probe"]);
+        for step in steps {
+            assert!(
+                dir.join(format!("pwned_{step}")).exists(),
+                "{who:?}: control: {step} did not run its code: {r:?}"
+            );
+        }
+    }
+}
+
+/// The agent's own file re-launched with `NODE_OPTIONS` loading a script of the worktree is
+/// not the agent (docs/sandbox.md: "with no code-running variable changed from the session's
+/// start"): it is a command, classified with the variable shown, and refused with nobody to
+/// ask.
+///
+/// The exec is refused now, but the line judged and shown is `node …/agent.js --child`
+/// without the `NODE_OPTIONS` that loads `evil.js`: the environment an agent with an
+/// installation gives its commands is not judged, so a person asked about it would approve
+/// what looks like the agent's own re-launch.
+#[test]
+#[ignore = "known gap: the NODE_OPTIONS of an agent with an installation is neither judged nor shown"]
+fn exec_agent_own_file_with_node_options_changed_is_a_command() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "node-options") else {
+            continue;
+        };
+        let fx = &a.fx;
+        put(fx, "evil.js", EVIL_JS);
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let ran = run_alone(
+            fx,
+            &["--policy", &policy],
+            &env,
+            &["fake-agent", "node_options"],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "node_options").unwrap_or_else(|| panic!("{ctx}"));
+        assert!(
+            !fx.wt.join("pwned_node_options").exists(),
+            "{ctx}: evil.js ran as the agent: {r}"
+        );
+        assert_eq!(r["status"], 126, "{ctx}: {r}");
+        assert!(
+            ran.err
+                .lines()
+                .any(|l| l.starts_with("tyba:   exec") && l.contains("NODE_OPTIONS")),
+            "{ctx}: the changed NODE_OPTIONS is shown"
+        );
+        // Control: without tyba evil.js runs.
+        let dir = copy_of_wt(fx, "node-options-control");
+        let r = outside(
+            fx,
+            &dir,
+            &env,
+            &["/usr/bin/env", "fake-agent", "node_options"],
+        );
+        assert!(
+            dir.join("pwned_node_options").exists(),
+            "{who:?}: control: {r:?}"
+        );
+    }
+}
+
+/// The agent execs a link in the worktree that it swaps between its own `agent.js` (which
+/// passes as the agent) and `/usr/bin/rm` (red): whichever file the decision was made on is
+/// the one that runs, so `rm -rf build` never runs undecided.
+///
+/// Fails today (as root: rm ran after 3, 336, 289 and 70 runs, once not within 400): an exec
+/// of the link decided while it named `agent.js` passes as the agent's own file and is
+/// continued; the
+/// kernel then resolves the link again, to `/usr/bin/rm`, and `rm -rf build` runs with no
+/// decision made on it, in a `--non-interactive` session.
+#[test]
+#[ignore = "known bug: an allowed exec is continued by name, so a link swapped after the decision runs another file"]
+fn exec_agent_swapping_a_link_between_its_own_file_and_rm_runs_nothing_undecided() {
+    for who in whos() {
+        let Some(a) = agent_fixture(&who, "race") else {
+            continue;
+        };
+        let fx = &a.fx;
+        let env = env_with(fx, &[("PATH", a.path.clone())]);
+        let policy = a.policy.display().to_string();
+        let ran = run_alone(fx, &["--policy", &policy], &env, &["fake-agent", "race"]);
+        let ctx = format!(
+            "{who:?}: out {} / err {}",
+            ran.out.chars().take(3000).collect::<String>(),
+            ran.err.chars().take(3000).collect::<String>()
+        );
+        let rs = results(&ran.out);
+        let r = result(&rs, "race").unwrap_or_else(|| panic!("{ctx}"));
+        assert!(
+            fx.wt.join("build/out.o").exists(),
+            "{ctx}: rm ran through the swapped link: {r}"
+        );
+        assert_eq!(r["runs"], 1000, "{ctx}: {r}");
+        // Control: without tyba the swapped link soon runs rm.
+        let dir = copy_of_wt(fx, "race-control");
+        for f in ["lnk", "lnk.tmp", "stop"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        let r = outside(fx, &dir, &env, &["/usr/bin/env", "fake-agent", "race"]);
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
+/// The agent program (C): a thread flips a file name between `/usr/bin/true` (green) and
+/// `/usr/bin/rm` (red) while a vfork child, sharing that memory, execs it with `-rf build`.
+const FLIP_C: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+extern char **environ;
+static char buf[64] = "/usr/bin/true";
+static volatile int stop;
+static void *flip(void *a) {
+    (void)a;
+    while (!stop) {
+        memcpy(buf, "/usr/bin/rm\0\0", 14);
+        __asm__ volatile("" ::: "memory");
+        memcpy(buf, "/usr/bin/true", 14);
+        __asm__ volatile("" ::: "memory");
+    }
+    return 0;
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, flip, 0);
+    char *argv[] = {"x", "-rf", "build", 0};
+    struct stat s;
+    int i;
+    for (i = 0; i < 2000 && stat("build", &s) == 0; i++) {
+        pid_t p = vfork();
+        if (p == 0) { execve(buf, argv, environ); _exit(127); }
+        int st;
+        waitpid(p, &st, 0);
+    }
+    stop = 1;
+    pthread_join(t, 0);
+    printf("RESULT {\"step\": \"flip\", \"runs\": %d}\n", i);
+    return 0;
+}
+"#;
+
+/// The file name and argv an exec is decided on are read from the process's memory; a
+/// process sharing that memory can change them before the kernel reads them again. What
+/// runs must be what was decided: `rm -rf build` never runs in a `--non-interactive`
+/// session.
+///
+/// Fails today, as root and as the unprivileged user (rm ran after 18 to 64 tries): an
+/// allowed exec (and the refusal's rewritten name) is continued by address, and the kernel
+/// then reads `/usr/bin/rm` from the shared memory.
+#[test]
+#[ignore = "known bug: an exec is continued by address, so a process sharing memory changes what runs after the decision"]
+fn exec_file_name_changed_in_shared_memory_after_the_decision_runs_nothing_undecided() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "flip") else {
+            continue;
+        };
+        put(&fx, "flip.c", FLIP_C);
+        let st = Command::new("cc")
+            .args(["-O1", "-pthread", "-o"])
+            .arg(fx.wt.join("flip"))
+            .arg(fx.wt.join("flip.c"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "cc");
+        give(&fx.wt, &who);
+        make_build(&fx);
+        let ran = run_alone(&fx, &[], &fx.env(), &["./flip"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}: rm ran");
+        let rs = results(&ran.out);
+        assert_eq!(result(&rs, "flip").unwrap()["runs"], 2000, "{ctx}");
+        // Control: without tyba the flipped name soon runs rm.
+        let dir = copy_of_wt(&fx, "flip-control");
+        let r = outside(&fx, &dir, &base_env(&fx.home, &[]), &["./flip"]);
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. PATH walks through missing directories ask nothing.
+
+const WALK_PY: &str = r#"
+import json, subprocess
+for i in range(12):
+    r = subprocess.run(["git", "--version"], capture_output=True)
+    print("RESULT " + json.dumps({"step": "git%d" % i, "rc": r.returncode, "out": r.stdout.decode()}), flush=True)
+r = subprocess.run(["/usr/bin/rm", "-rf", "nothere"], capture_output=True)
+print("RESULT " + json.dumps({"step": "red", "rc": r.returncode}), flush=True)
+"#;
+
+const WALK_JS: &str = r#"
+const cp = require('child_process');
+for (let i = 0; i < 12; i++) {
+  const r = cp.spawnSync('rm', ['-f', 'x' + i], { encoding: 'utf8' });
+  console.log('RESULT ' + JSON.stringify({ step: 'rm' + i, rc: r.status, err: r.stderr, error: r.error ? r.error.code : null }));
+}
+const r = cp.spawnSync('/usr/bin/rm', ['-rf', 'nothere'], { encoding: 'utf8' });
+console.log('RESULT ' + JSON.stringify({ step: 'red', rc: r.status }));
+"#;
+
+#[test]
+fn exec_path_walk_through_missing_directories_asks_nothing() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "pathwalk") else {
+            continue;
+        };
+        put(&fx, "walk.py", WALK_PY);
+        put(&fx, "walk.js", WALK_JS);
+        for i in 0..12 {
+            put(&fx, &format!("x{i}"), "x\n");
+        }
+        // Missing directories inside the worktree, outside it, and nowhere.
+        let path = format!(
+            "{}:{}:/nonexistent/bin:{}:/usr/local/bin:/usr/bin:/bin",
+            fx.wt.join("no-bin").display(),
+            fx.scratch.dir.join("f/outside-missing/bin").display(),
+            fx.home.join(".local/bin").display()
+        );
+        let env = env_with(&fx, &[("PATH", path.into())]);
+        for (agent, script, per) in [("python3", "walk.py", "git"), ("node", "walk.js", "rm")] {
+            // Medium autonomy, every ask approved: the yellow `rm -f xN` and the one red
+            // exec at the end are asked, a candidate in a missing directory never is.
+            let live = start(&fx, &[], &env, &[agent, script], None);
+            let ran = drive(&fx, live, |_| Reply::Approve);
+            let ctx = format!(
+                "{who:?} {agent}: out {} / err {} / asks {:?}",
+                ran.out,
+                ran.err,
+                brief(&ran.asks)
+            );
+            // `git --version` and `rm -f xN` are yellow: 12 asks, and the red one.
+            assert_eq!(ran.asks.len(), 13, "{ctx}: asks beyond the commands");
+            for a in &ran.asks {
+                let t = action(a);
+                assert!(
+                    t == "run `git --version`"
+                        || t.starts_with("run `rm -f x")
+                        || t == "run `/usr/bin/rm -rf nothere`",
+                    "{ctx}: asked about a PATH candidate: {t}"
+                );
+            }
+            assert!(
+                norm(&action(ran.asks.last().unwrap())).contains("rm -rf nothere"),
+                "{ctx}"
+            );
+            let rs = results(&ran.out);
+            for i in 0..12 {
+                let r = result(&rs, &format!("{per}{i}")).unwrap_or_else(|| panic!("{ctx}"));
+                assert_eq!(r["rc"], 0, "{ctx}: {r}");
+            }
+            assert_eq!(result(&rs, "red").unwrap()["rc"], 0, "{ctx}");
+            let log = log_of(&fx);
+            assert!(
+                !log.iter().any(|l| l["decision"] == "pause"),
+                "{ctx}: the repeated-failure guard paused: {log:?}"
+            );
+            assert!(
+                !log.iter().any(|l| {
+                    let a = action(l);
+                    a.contains("no-bin")
+                        || a.contains("outside-missing")
+                        || a.contains("/nonexistent/")
+                }),
+                "{ctx}: a missing candidate reached the log: {log:?}"
+            );
+            assert!(!ran.err.contains("paused"), "{ctx}");
+        }
+        for i in 0..12 {
+            assert!(
+                !fx.wt.join(format!("x{i}")).exists(),
+                "{who:?}: rm -f x{i} ran"
+            );
+        }
+        // Nobody to ask, high autonomy (the yellow `git --version` passes): a candidate that
+        // were judged would be refused, and 48 of them
+        // (12 lookups, 4 missing directories each) would reach the repeated-failure guard
+        // (`pause_after = 8`). Only the red exec at the end is refused.
+        let ran = run_alone(&fx, &["--autonomy", "high"], &env, &["python3", "walk.py"]);
+        let ctx = format!("{who:?} non-interactive: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        for i in 0..12 {
+            let r = result(&rs, &format!("git{i}")).unwrap_or_else(|| panic!("{ctx}"));
+            assert_eq!(r["rc"], 0, "{ctx}: {r}");
+        }
+        assert_eq!(result(&rs, "red").unwrap()["rc"], 126, "{ctx}");
+        assert!(ran.err.contains("denied in this session (1)"), "{ctx}");
+        assert!(!ran.err.contains("paused"), "{ctx}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. A Popen/spawn caller reads tyba's reason from the child's stderr.
+
+const POPEN_PY: &str = r#"
+import json, subprocess
+try:
+    r = subprocess.run(["/usr/bin/rm", "-rf", "build"], capture_output=True)
+    print("RESULT " + json.dumps({"step": "py", "rc": r.returncode, "err": r.stderr.decode()}), flush=True)
+except OSError as e:
+    print("RESULT " + json.dumps({"step": "py", "errno": e.errno, "exc": str(e)}), flush=True)
+"#;
+
+const SPAWN_JS: &str = r#"
+const cp = require('child_process');
+const r = cp.spawnSync('/usr/bin/rm', ['-rf', 'build'], { encoding: 'utf8' });
+console.log('RESULT ' + JSON.stringify({ step: 'js', rc: r.status, err: r.stderr, error: r.error ? r.error.code : null }));
+"#;
+
+#[test]
+fn exec_popen_and_spawn_callers_read_the_reason_from_the_childs_stderr() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "popen") else {
+            continue;
+        };
+        put(&fx, "popen.py", POPEN_PY);
+        put(&fx, "spawn.js", SPAWN_JS);
+        make_build(&fx);
+        for (agent, script, step) in [("python3", "popen.py", "py"), ("node", "spawn.js", "js")] {
+            // Non-interactive: the refusal's own reason.
+            let ran = run_alone(&fx, &[], &fx.env(), &[agent, script]);
+            let ctx = format!("{who:?} {agent}: out {} / err {}", ran.out, ran.err);
+            let rs = results(&ran.out);
+            let r = result(&rs, step).unwrap_or_else(|| panic!("{ctx}"));
+            assert_eq!(r["rc"], 126, "{ctx}: {r}");
+            let err = r["err"].as_str().unwrap_or_default();
+            assert!(err.starts_with("tyba: "), "{ctx}: {r}");
+            assert!(
+                reason_in_summary(err, &ran.err) && !err.contains("Permission denied"),
+                "{ctx}: the reason is named: {r}"
+            );
+            assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
+            // A person's reason.
+            let live = start(&fx, &[], &fx.env(), &[agent, script], None);
+            let ran = drive(&fx, live, |_| Reply::Deny(Some("use make clean")));
+            let ctx = format!("{who:?} {agent}: out {} / err {}", ran.out, ran.err);
+            assert_eq!(ran.asks.len(), 1, "{ctx}: {:?}", ran.asks);
+            let rs = results(&ran.out);
+            let r = result(&rs, step).unwrap_or_else(|| panic!("{ctx}"));
+            assert_eq!(r["rc"], 126, "{ctx}: {r}");
+            assert!(
+                r["err"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("tyba: use make clean"),
+                "{ctx}: {r}"
+            );
+            assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
+        }
+        // Control: without tyba the caller sees rm's own success and build/ goes.
+        let dir = copy_of_wt(&fx, "popen-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/python3", "popen.py"],
+        );
+        let rs = results(&r.out);
+        assert_eq!(result(&rs, "py").unwrap()["rc"], 0, "{who:?}: {r:?}");
+        assert!(!dir.join("build").exists(), "{who:?}");
+    }
+}
+
+/// The agent (Python): `rm -rf build` through the shell (`/bin/sh`, as aider runs commands),
+/// its stderr captured (`capture`) or inherited.
+const SHELL_PY: &str = r#"
+import json, subprocess, sys
+capture = sys.argv[1] == "capture"
+try:
+    r = subprocess.run("rm -rf build", shell=True, capture_output=capture)
+    print("RESULT " + json.dumps({"step": "shell", "rc": r.returncode, "err": (r.stderr or b"").decode()}), flush=True)
+except OSError as e:
+    print("RESULT " + json.dumps({"step": "shell", "errno": e.errno, "exc": str(e)}), flush=True)
+"#;
+
+/// `subprocess.run("…", shell=True)` runs `/bin/sh` from a vfork child: a file name shorter
+/// than `/dev/fd/3`, in a process sharing memory, so the spec's fallback applies (EACCES,
+/// the reason written to the process's stderr). With stderr inherited the reason reaches the
+/// session's output whichever way the refusal went.
+#[test]
+fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "popen-sh") else {
+            continue;
+        };
+        put(&fx, "shell.py", SHELL_PY);
+        make_build(&fx);
+        let ran = run_alone(&fx, &[], &fx.env(), &["python3", "shell.py", "inherit"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
+        assert!(
+            r["rc"] == 126 || r["errno"] == EACCES,
+            "{ctx}: refused: {r}"
+        );
+        assert!(
+            ran.err.lines().any(|l| l.starts_with("tyba: refused")),
+            "{ctx}: the reason on the process's stderr"
+        );
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
+        // Control: without tyba the same program removes build/.
+        let dir = copy_of_wt(&fx, "popen-sh-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/python3", "shell.py", "inherit"],
+        );
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
+/// Issue 11, observation 6 as aider meets it: `subprocess.run("…", shell=True,
+/// capture_output=True)` must let the caller read tyba's reason. The spec's fallback for
+/// short names in a vfork child (EACCES) loses it: Python raises `[Errno 13] Permission
+/// denied: '/bin/sh'` and never reads the pipe.
+#[test]
+#[ignore = "known gap: /bin/sh from a vfork child gets the EACCES fallback (docs/sandbox.md), so a capturing caller never reads the reason"]
+fn exec_popen_shell_true_capturing_caller_reads_the_reason() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "popen-sh-cap") else {
+            continue;
+        };
+        put(&fx, "shell.py", SHELL_PY);
+        make_build(&fx);
+        let ran = run_alone(&fx, &[], &fx.env(), &["python3", "shell.py", "capture"]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        let rs = results(&ran.out);
+        let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
+        assert_eq!(r["rc"], 126, "{ctx}: {r}");
+        let err = r["err"].as_str().unwrap_or_default();
+        assert!(reason_in_summary(err, &ran.err), "{ctx}: {r}");
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Property: blocked corpus commands are refused as descendants of approved commands.
+
+/// The corpus's blocked exec cases (`tests/data/commands.jsonl`, `expect: blocked`, no other
+/// tool).
+fn blocked_corpus() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/commands.jsonl"),
+    )
+    .unwrap();
+    let v: Vec<(String, String)> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|c| c["expect"] == "blocked")
+        .filter(|c| c["tool"].as_str().is_none_or(|t| t == "exec"))
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_string(),
+                c["cmd"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(v.len() >= 15, "the corpus lost its blocked cases: {v:?}");
+    v
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Wrapper {
+    Make,
+    BashScript,
+    Xargs,
+    NpmRun,
+    PythonShell,
+}
+
+fn sq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The wrapper's files in the worktree, and the agent's line that runs it (one approved
+/// top-level command). Every wrapper first makes `wrapper-ran` (so the approved wrapper is
+/// seen to run its descendants), then hands each blocked command to a shell, in turn, with
+/// its status written to `rc/N` where the wrapper can.
+fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)]) -> String {
+    let nul: String = std::iter::once("touch wrapper-ran".to_string())
+        .chain(cmds.iter().map(|(_, c)| c.clone()))
+        .map(|c| c + "\0")
+        .collect();
+    put(fx, "blocked.nul", &nul);
+    std::fs::create_dir_all(fx.wt.join("rc")).unwrap();
+    give(&fx.wt, &fx.who);
+    match w {
+        Wrapper::Make => {
+            // Recipe lines as written: make runs a line without shell syntax itself (the
+            // pushes, `rm -rf /`, `dd`, `mkfs`) and the rest through `/bin/sh -c`.
+            let mut mk = String::from("all: start");
+            for i in 0..cmds.len() {
+                mk.push_str(&format!(" c{i}"));
+            }
+            mk.push_str("\nstart:\n\ttouch wrapper-ran\n");
+            for (i, (_, c)) in cmds.iter().enumerate() {
+                mk.push_str(&format!("c{i}: start\n\t-{}\n", c.replace('$', "$$")));
+            }
+            put(fx, "Makefile2", &mk);
+            "make -k -f Makefile2 all >wrapper.out 2>wrapper.err".to_string()
+        }
+        Wrapper::BashScript => {
+            let mut sh = String::from("touch wrapper-ran\n");
+            for (i, (_, c)) in cmds.iter().enumerate() {
+                sh.push_str(&format!("bash -c {}\necho $? > rc/{i}\n", sq(c)));
+            }
+            put(fx, "script.sh", &sh);
+            "bash script.sh >wrapper.out 2>wrapper.err".to_string()
+        }
+        Wrapper::Xargs => {
+            // `xargs -0 -n1 sh -c` typed by the agent is dynamic code, refused outright: it is
+            // approved here as the script `bash xargs.sh` that runs it.
+            put(fx, "xargs.sh", "xargs -0 -n1 sh -c <blocked.nul\n");
+            "bash xargs.sh >wrapper.out 2>wrapper.err".to_string()
+        }
+        Wrapper::NpmRun => {
+            let mut scripts = serde_json::Map::new();
+            let mut all = String::from("touch wrapper-ran");
+            for (i, (_, c)) in cmds.iter().enumerate() {
+                scripts.insert(format!("c{i}"), c.clone().into());
+                all.push_str(&format!("; npm run -s c{i}; echo $? > rc/{i}"));
+            }
+            scripts.insert("all".into(), all.into());
+            let pkg = serde_json::json!({"name": "fx", "version": "1.0.0", "scripts": scripts});
+            put(fx, "package.json", &pkg.to_string());
+            "npm run -s all >wrapper.out 2>wrapper.err".to_string()
+        }
+        Wrapper::PythonShell => {
+            let py = "import subprocess\n\
+                      cs = [c for c in open('blocked.nul').read().split('\\0') if c]\n\
+                      for i, c in enumerate(cs):\n    \
+                          try:\n        \
+                              rc = str(subprocess.run(c, shell=True).returncode)\n    \
+                          except OSError as e:\n        \
+                              rc = 'E%d' % e.errno\n    \
+                          if i: open('rc/%d' % (i - 1), 'w').write(rc)\n";
+            format!("python3 -c {} >wrapper.out 2>wrapper.err", sq(py))
+        }
+    }
+}
+
+/// The fixture of the property: the corpus's repository shape (main one commit ahead of
+/// `origin`, `master` and `feature/x`), `origin` served by a `git daemon` on loopback that
+/// takes every push, a file `tool`, markers in the worktree and the home.
+struct PropFx {
+    fx: Fx,
+    daemon: Daemon,
+    refs: String,
+    git_config: Vec<u8>,
+    hosts: Vec<u8>,
+}
+
+fn prop_fixture(who: &Who, tag: &str) -> Option<PropFx> {
+    let fx = setup(who, tag)?;
+    git_as(who, &fx.wt, &["branch", "master"]);
+    let srv = fx.scratch.dir.join("srv");
+    bare_remote(&fx, &srv, "origin.git");
+    let daemon = Daemon::start(&srv);
+    git_as(
+        who,
+        &fx.wt,
+        &["remote", "add", "origin", &daemon.url("origin.git")],
+    );
+    commit(&fx, "notes.txt", "notes\n");
+    git_as(who, &fx.wt, &["branch", "-f", "master", "HEAD"]);
+    git_as(who, &fx.wt, &["branch", "feature/x", "HEAD"]);
+    put(&fx, "tool", "#!/bin/sh\n");
+    put(&fx, "keep.txt", "keep\n");
+    std::fs::write(fx.home.join("keep.txt"), "keep\n").unwrap();
+    give(&fx.home, who);
+    let refs = daemon.refs("origin.git");
+    Some(PropFx {
+        git_config: std::fs::read(fx.wt.join(".git/config")).unwrap(),
+        hosts: std::fs::read("/etc/hosts").unwrap_or_default(),
+        fx,
+        daemon,
+        refs,
+    })
+}
+
+fn property(w: Wrapper) {
+    let cmds = blocked_corpus();
+    for who in whos() {
+        let tag = format!("prop-{w:?}").to_lowercase();
+        let Some(cage) = PidsCage::new(&format!("{tag}-{}", matches!(who, Who::Me))) else {
+            assert!(
+                !require_sandbox(),
+                "no pids cgroup to hold a fork bomb that got through (needs root and \
+                 /sys/fs/cgroup/pids)"
+            );
+            eprintln!("SKIP: no pids cgroup here");
+            return;
+        };
+        let Some(p) = prop_fixture(&who, &tag) else {
+            continue;
+        };
+        let fx = &p.fx;
+        let line = wrapper_files(fx, w, &cmds);
+        let env = env_with(
+            fx,
+            &[
+                (
+                    "PATH",
+                    "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".into(),
+                ),
+                ("npm_config_update_notifier", "false".into()),
+                ("npm_config_logs_max", "0".into()),
+                ("npm_config_cache", fx.home.join(".npm").into()),
+            ],
+        );
+        let live = start(fx, &[], &env, &["bash", "-c", &line], Some(&cage));
+        // The person approves every ask: only tyba's refusals can stop a blocked command.
+        let ran = drive(fx, live, |_| Reply::Approve);
+        let wout = std::fs::read_to_string(fx.wt.join("wrapper.out")).unwrap_or_default();
+        let werr = std::fs::read_to_string(fx.wt.join("wrapper.err")).unwrap_or_default();
+        let ctx =
+            format!(
+            "{who:?} {w:?}: out {} / err {} / wrapper out {wout} / wrapper err {werr} / asks {:?}",
+            ran.out, ran.err, brief(&ran.asks)
+        );
+        assert!(
+            fx.wt.join("wrapper-ran").exists(),
+            "{ctx}: the approved wrapper did not run its descendants"
+        );
+        let log = log_of(fx);
+        let mut failures = Vec::new();
+        for (i, (id, c)) in cmds.iter().enumerate() {
+            let n = norm(c);
+            // (The repeated-failure guard's pause names the last refusal: it is no ask about
+            // the command.)
+            if ran
+                .asks
+                .iter()
+                .any(|a| a["verdict"] != "paused" && norm(&action(a)).contains(&n))
+            {
+                failures.push(format!("{id}: asked instead of refused"));
+            }
+            // Refusals are logged without a verdict (`verdict` is empty); in a session whose
+            // person approves every ask, a refusal is one made without asking.
+            let refused = log.iter().any(|l| {
+                l["decision"] == "refuse"
+                    && (l["verdict"] == "blocked" || l["verdict"] == "")
+                    && norm(&action(l)).contains(&n)
+            });
+            if !refused {
+                failures.push(format!("{id}: no refusal of `{c}` in the log"));
+            }
+            // 126: the refusal program ran in the refused process. EACCES: the documented
+            // fallback where the file name cannot be rewritten (`/bin/sh`, shorter than 10
+            // bytes, in Python's vfork child), the reason then on the process's stderr.
+            if let Ok(rc) = std::fs::read_to_string(fx.wt.join(format!("rc/{i}"))) {
+                let fallback = matches!(w, Wrapper::PythonShell) && rc.trim() == "E13";
+                if rc.trim() != "126" && !fallback {
+                    failures.push(format!(
+                        "{id}: the caller saw status {}, not 126",
+                        rc.trim()
+                    ));
+                }
+            }
+        }
+        // The effects, from outside.
+        if p.daemon.refs("origin.git") != p.refs {
+            failures.push(format!(
+                "origin's refs changed: {}",
+                p.daemon.refs("origin.git")
+            ));
+        }
+        if std::fs::read(fx.wt.join(".git/config")).unwrap() != p.git_config {
+            failures.push("the repository's config changed".into());
+        }
+        if std::fs::read("/etc/hosts").unwrap_or_default() != p.hosts {
+            failures.push("/etc/hosts changed".into());
+        }
+        if Path::new("/usr/local/bin/tool").exists() {
+            failures.push("/usr/local/bin/tool exists".into());
+        }
+        if !fx.wt.join("keep.txt").exists() || !fx.home.join("keep.txt").exists() {
+            failures.push("a recursive deletion ran".into());
+        }
+        if matches!(w, Wrapper::Make) {
+            // 126 from the refusal program; make's own `/bin/sh` (vfork) gets the EACCES
+            // fallback (status 127 in make's words).
+            let n = werr.matches("Error 126 (ignored)").count()
+                + werr.matches("make: /bin/sh: Permission denied").count();
+            if n != cmds.len() {
+                failures.push(format!(
+                    "make saw {n} recipe lines refused by status 126 or the EACCES fallback"
+                ));
+            }
+        }
+        let refusals = werr.lines().filter(|l| l.starts_with("tyba: ")).count();
+        if refusals < cmds.len() {
+            failures.push(format!(
+                "{refusals} `tyba: ` reasons reached the wrapper's stderr for {} commands",
+                cmds.len()
+            ));
+        }
+        let logged: Vec<String> = log
+            .iter()
+            .map(|l| format!("{} {} {}", l["decision"], l["verdict"], action(l)))
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "{ctx}\n log {logged:#?}:\n  {}",
+            failures.join("\n  ")
+        );
+        // Control: the remote takes a push without tyba, so the refs check could fail.
+        let env = base_env(&fx.home, &[]);
+        let r = outside(
+            fx,
+            &fx.wt,
+            &env,
+            &[
+                "/usr/bin/env",
+                "git",
+                "push",
+                "origin",
+                "HEAD:refs/heads/control",
+            ],
+        );
+        assert_eq!(r.code, 0, "{who:?}: control push: {r:?}");
+        assert!(
+            p.daemon.refs("origin.git").contains("refs/heads/control"),
+            "{who:?}"
+        );
+        drop(cage);
+    }
+}
+
+#[test]
+fn exec_property_blocked_corpus_under_approved_make() {
+    property(Wrapper::Make);
+}
+
+#[test]
+fn exec_property_blocked_corpus_under_approved_bash_script() {
+    property(Wrapper::BashScript);
+}
+
+#[test]
+fn exec_property_blocked_corpus_under_approved_xargs() {
+    property(Wrapper::Xargs);
+}
+
+#[test]
+fn exec_property_blocked_corpus_under_approved_npm_run() {
+    property(Wrapper::NpmRun);
+}
+
+#[test]
+fn exec_property_blocked_corpus_under_approved_python_subprocess() {
+    property(Wrapper::PythonShell);
+}
