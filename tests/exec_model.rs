@@ -1409,7 +1409,6 @@ fn exec_agent_interpreter_carrying_other_code_is_a_command() {
 /// installation gives its commands is not judged, so a person asked about it would approve
 /// what looks like the agent's own re-launch.
 #[test]
-#[ignore = "known gap: the NODE_OPTIONS of an agent with an installation is neither judged nor shown"]
 fn exec_agent_own_file_with_node_options_changed_is_a_command() {
     for who in whos() {
         let Some(a) = agent_fixture(&who, "node-options") else {
@@ -1464,7 +1463,6 @@ fn exec_agent_own_file_with_node_options_changed_is_a_command() {
 /// kernel then resolves the link again, to `/usr/bin/rm`, and `rm -rf build` runs with no
 /// decision made on it, in a `--non-interactive` session.
 #[test]
-#[ignore = "known bug: an allowed exec is continued by name, so a link swapped after the decision runs another file"]
 fn exec_agent_swapping_a_link_between_its_own_file_and_rm_runs_nothing_undecided() {
     for who in whos() {
         let Some(a) = agent_fixture(&who, "race") else {

@@ -262,6 +262,12 @@ const CASES: &[(&str, &str, Want)] = &[
     ("gemini", "todos", Want::Allow),
     ("gemini", "write-own-settings", Want::Deny("control file")),
     ("gemini", "mcp", Want::Deny("MCP")),
+    // Gemini CLI 0.61: `delay_ms`, the background-process tools and subagents.
+    ("gemini", "shell-delay-green", Want::Allow),
+    ("gemini", "shell-background-yellow", Want::Deny("tyba run")),
+    ("gemini", "list-background", Want::Allow),
+    ("gemini", "read-background-output", Want::Allow),
+    ("gemini", "invoke-agent", Want::Allow),
     (
         "gemini",
         "unknown-tool",
@@ -523,4 +529,161 @@ fn a_large_write_is_read_whole_and_answered() {
         read("gemini", &run(&fx, "gemini", input.as_bytes())),
         Answer::Allow
     );
+}
+
+/// A stand-in for the session's hook socket: answers the autonomy level `high` (where yellow
+/// would pass unasked) and denies every ask, recording it.
+fn fake_session(sock: &Path) -> std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>> {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixListener;
+    let listener = UnixListener::bind(sock).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut line = String::new();
+            if BufReader::new(&conn).read_line(&mut line).is_err() {
+                continue;
+            }
+            let req: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let reply = match req["op"].as_str() {
+                Some("autonomy") => serde_json::json!({"ok": true, "autonomy": "high"}),
+                Some("ask") => {
+                    record.lock().unwrap().push(req.clone());
+                    serde_json::json!({"ok": true, "answer": {"answer": "deny", "reason": "seen"}})
+                }
+                _ => serde_json::json!({"ok": false, "error": "unexpected"}),
+            };
+            let _ = conn.write_all(format!("{reply}\n").as_bytes());
+        }
+    });
+    seen
+}
+
+/// DESIGN.md §7: a field or tool tyba does not know is never a silent allow. Inside a session
+/// it is asked with the raw input shown, not rememberable, even where the level would let the
+/// call through; outside one it is refused with the reason.
+#[test]
+fn unknown_fields_and_tools_are_asked_inside_a_session_and_refused_outside() {
+    let fx = fixture();
+    let sock = fx.home.join("hook.sock");
+    let seen = fake_session(&sock);
+    let env = [("TYBA_SESSION_SOCKET", sock.to_str().unwrap())];
+    let w = fx.w.to_str().unwrap();
+    let cases = [
+        (
+            "claude-code",
+            format!(
+                r#"{{"cwd":"{w}","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"ls"}},"sandbox":"off"}}"#
+            ),
+            "`sandbox`",
+        ),
+        (
+            "claude-code",
+            format!(
+                r#"{{"cwd":"{w}","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"ls","cwd":"/etc"}}}}"#
+            ),
+            "`tool_input.cwd`",
+        ),
+        (
+            "codex",
+            format!(
+                r#"{{"cwd":"{w}","hook_event_name":"PreToolUse","tool_name":"teleport","tool_input":{{"to":"/"}}}}"#
+            ),
+            "the tool `teleport`",
+        ),
+        (
+            "gemini",
+            format!(
+                r#"{{"cwd":"{w}","hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{{"command":"ls","new_knob":1}}}}"#
+            ),
+            "`tool_input.new_knob`",
+        ),
+    ];
+    for (agent, input, what) in &cases {
+        // Outside a session: refused, naming the unknown part.
+        let out = read(agent, &run(&fx, agent, input.as_bytes()));
+        assert!(
+            matches!(out, Answer::Deny(ref r) if r.starts_with("refused by tyba") && r.contains("unknown")),
+            "{agent} outside: {out:?}"
+        );
+        // Inside: asked (the fake session denies), with the raw input as the action.
+        let before = seen.lock().unwrap().len();
+        let got = read(agent, &run_with(&fx, agent, input.as_bytes(), &env));
+        assert!(
+            matches!(got, Answer::Deny(ref r) if r.contains("seen")),
+            "{agent} inside: {got:?}"
+        );
+        let asks = seen.lock().unwrap();
+        assert_eq!(asks.len(), before + 1, "{agent}: one ask");
+        let ask = &asks[before];
+        assert_eq!(ask["action"].as_str().unwrap(), input.trim(), "{agent}");
+        assert_eq!(
+            ask["rememberable"],
+            serde_json::Value::Bool(false),
+            "{agent}"
+        );
+        let reasons = ask["reasons"].to_string();
+        assert!(reasons.contains(what), "{agent}: {reasons}");
+    }
+    // A blocked command stays blocked, unknown field or not: refused without asking.
+    let before = seen.lock().unwrap().len();
+    let push = format!(
+        r#"{{"cwd":"{w}","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"git push origin HEAD:main"}},"sandbox":"off"}}"#
+    );
+    let got = read(
+        "claude-code",
+        &run_with(&fx, "claude-code", push.as_bytes(), &env),
+    );
+    assert!(
+        matches!(got, Answer::Deny(ref r) if !r.contains("seen")),
+        "{got:?}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), before);
+}
+
+/// Fields and tools current versions send (docs/agents.md): Gemini CLI 0.61's
+/// `run_shell_command.delay_ms`, its background-process and subagent tools, Claude Code
+/// 2.1.3xx's `scratchpad_dir`.
+#[test]
+fn current_versions_inputs_are_understood() {
+    let fx = fixture();
+    let w = fx.w.to_str().unwrap();
+    let cases = [
+        (
+            "gemini",
+            format!(
+                r#"{{"session_id":"s","transcript_path":"/t","cwd":"{w}","hook_event_name":"BeforeTool","timestamp":"2026-11-30T00:50:12.345Z","tool_name":"run_shell_command","tool_input":{{"command":"git status","description":"d","is_background":false,"delay_ms":200}}}}"#
+            ),
+        ),
+        (
+            "gemini",
+            format!(
+                r#"{{"session_id":"s","cwd":"{w}","hook_event_name":"BeforeTool","tool_name":"list_background_processes","tool_input":{{}}}}"#
+            ),
+        ),
+        (
+            "gemini",
+            format!(
+                r#"{{"session_id":"s","cwd":"{w}","hook_event_name":"BeforeTool","tool_name":"read_background_output","tool_input":{{"pid":12345}}}}"#
+            ),
+        ),
+        (
+            "gemini",
+            format!(
+                r#"{{"session_id":"s","cwd":"{w}","hook_event_name":"BeforeTool","tool_name":"invoke_agent","tool_input":{{"agent_name":"codebase_investigator","prompt":"look"}}}}"#
+            ),
+        ),
+        (
+            "claude-code",
+            format!(
+                r#"{{"session_id":"s","transcript_path":"/t","cwd":"{w}","scratchpad_dir":"/tmp/claude-scratch","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"git status"}},"tool_use_id":"toolu_1"}}"#
+            ),
+        ),
+    ];
+    for (agent, input) in &cases {
+        let got = read(agent, &run(&fx, agent, input.as_bytes()));
+        assert_eq!(got, Answer::Allow, "{agent}: {input}");
+    }
 }

@@ -93,6 +93,65 @@ fn bench(c: &mut Criterion) {
         });
     }
     t.finish();
+
+    // The agents' wrappers around one command (tests/data/agent-wrappers.jsonl), in a session
+    // with a scratch directory and the shell snapshot fixture in the home directory.
+    let scratch = root.join("scratch");
+    let snaps = home.join(".claude/shell-snapshots");
+    std::fs::create_dir_all(&snaps).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/agents/claude-code/snapshot-bash.sh"),
+        snaps.join("snapshot-bash-1764580000000-q7xk2a.sh"),
+    )
+    .unwrap();
+    let session = Context {
+        scratch: Some(&scratch),
+        ..ctx
+    };
+    let wrappers = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/agent-wrappers.jsonl"),
+    )
+    .unwrap();
+    let mut wg = c.benchmark_group("wrapped");
+    let cmd = "git status";
+    wg.bench_function("bare", |b| {
+        b.iter(|| {
+            black_box(policy.classify(
+                &Action::Exec {
+                    command: cmd.to_string(),
+                },
+                &session,
+            ))
+        })
+    });
+    for line in wrappers.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let agent = v["agent"].as_str().unwrap().to_string();
+        let inner = if v["quote"] == "single" {
+            format!("'{cmd}'")
+        } else {
+            cmd.to_string()
+        };
+        let wrapped = v["template"]
+            .as_str()
+            .unwrap()
+            .replace("@SCRATCH@", &scratch.display().to_string())
+            .replace("@HOME@", &home.display().to_string())
+            .replace("@CMD@", &inner);
+        wg.bench_function(agent, |b| {
+            b.iter(|| {
+                black_box(policy.classify(
+                    &Action::Exec {
+                        command: wrapped.clone(),
+                    },
+                    &session,
+                ))
+            })
+        });
+    }
+    wg.finish();
 }
 
 criterion_group!(benches, bench);

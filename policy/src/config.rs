@@ -7,6 +7,7 @@
 //! to the green list, make a green command ask, soften a blocked one or unprotect a branch:
 //! those are not expressible, or are load errors.
 
+use crate::agents::{AgentProfile, AgentProfiles};
 use crate::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -32,6 +33,14 @@ pub enum ConfigError {
         /// Where the text came from (a path, or `embedded default`).
         origin: String,
         /// toml's message, with line and column.
+        message: String,
+    },
+    /// An agent profile is malformed (see [`crate::agents`]).
+    #[error("invalid agent profile in {origin}: {message}")]
+    Agent {
+        /// Where the text came from.
+        origin: String,
+        /// What is wrong, naming the agent.
         message: String,
     },
     /// A rule is malformed, would weaken the policy, or its examples do not match.
@@ -65,6 +74,9 @@ pub struct PolicyFile {
     /// Extra rules (yellow, red or blocked only).
     #[serde(default, rename = "rule")]
     pub rules: Vec<RuleSpec>,
+    /// `[agents.NAME]`: agent profiles ([`crate::agents`]).
+    #[serde(default)]
+    pub agents: std::collections::BTreeMap<String, AgentProfile>,
 }
 
 /// `[filesystem]`: paths opened at kernel level (Landlock), `~` allowed. Commands naming them
@@ -78,12 +90,13 @@ pub struct FilesystemSection {
     /// Read and execute only (toolchains, e.g. `~/.rustup`).
     #[serde(default)]
     pub read_only: Vec<String>,
-    /// The agent program's own state directories (writable by the agent process), e.g.
-    /// `~/.claude`; their settings/rules/hooks files listed in `agent_control_files` stay
-    /// read-only.
+    /// State directories of every agent (writable by the agent process), e.g. `~/.claude`;
+    /// the files listed in `agent_control_files` stay read-only. Kept for older policy files:
+    /// the merged value also holds every profile's `state` (prefer `[agents.NAME] state`).
     #[serde(default)]
     pub agent_state: Vec<String>,
-    /// Files inside agent state directories that stay read-only (settings, rules, hooks).
+    /// Files inside agent state directories that stay read-only (settings, rules, hooks). The
+    /// merged value also holds every profile's `control_files`.
     #[serde(default)]
     pub agent_control_files: Vec<String>,
 }
@@ -93,6 +106,7 @@ pub struct FilesystemSection {
 #[serde(deny_unknown_fields)]
 pub struct NetworkSection {
     /// `host` or `host:port` the agent program itself (not the commands it runs) may connect to.
+    /// The merged value also holds every profile's `hosts` (prefer `[agents.NAME] hosts`).
     #[serde(default)]
     pub agent_hosts: Vec<String>,
 }
@@ -180,6 +194,8 @@ pub struct EffectiveConfig {
     pub pause_after: u32,
     /// Extra rules, in layer order.
     pub rules: Vec<RuleSpec>,
+    /// Agent profiles, merged: a layer adds agents and extends the lists of known ones.
+    pub agents: AgentProfiles,
     /// Where each layer came from, in merge order.
     pub sources: Vec<String>,
 }
@@ -194,6 +210,7 @@ impl EffectiveConfig {
             nudge_after: 3,
             pause_after: 8,
             rules: Vec::new(),
+            agents: AgentProfiles::default(),
             sources: Vec::new(),
         };
         for (origin, f) in layers {
@@ -222,6 +239,14 @@ impl EffectiveConfig {
                 out.pause_after = n;
             }
             out.rules.extend(f.rules.iter().cloned());
+            out.agents.merge(&f.agents);
+        }
+        // The lists the kernel layer reads hold every profile's too.
+        let profiles: Vec<AgentProfile> = out.agents.0.values().cloned().collect();
+        for p in &profiles {
+            extend_unique(&mut out.filesystem.agent_state, &p.state);
+            extend_unique(&mut out.filesystem.agent_control_files, &p.control_files);
+            extend_unique(&mut out.network.agent_hosts, &p.hosts);
         }
         out
     }

@@ -210,7 +210,10 @@ impl SessionMemory {
 /// Turns a classification into a decision (DESIGN.md §4 table).
 ///
 /// `action` is the exact string that "always" would remember (the command line as the agent
-/// sent it, or a tool's canonical description). Blocked is refused at every level; red asks at
+/// sent it, or a tool's canonical description). For a command line that is one command in
+/// neutral shell housekeeping (an agent's wrapper, [`Classification::inner_command`]), that
+/// command's text is the key instead, so "always" on the bare command matches the next
+/// wrapped call of it and the other way round; a line with any other part keeps its own text. Blocked is refused at every level; red asks at
 /// every level and is never rememberable; green commands never ask; in `safe` mode any compound
 /// line is refused with a hint to split it, and in `auto` mode opaque constructs are refused.
 pub fn decide(
@@ -221,6 +224,10 @@ pub fn decide(
     mode: ExecMode,
     memory: &SessionMemory,
 ) -> Decision {
+    let action = match (kind, &class.inner_command) {
+        (ActionKind::Command, Some(inner)) => inner.as_str(),
+        _ => action,
+    };
     if class.verdict == Verdict::Blocked {
         return Decision::Refuse {
             reason: refusal_text(class),

@@ -207,6 +207,9 @@ pub const READ_ONLY_SUBCOMMANDS: &[&str] = &[
     "stash",
     "worktree",
     "reflog",
+    // `git version [--build-options]` (and `git --version`, `git -v`, which git.c rewrites
+    // to it) prints git's own version: read-only like the rest.
+    "version",
 ];
 
 /// Global options that take a value, separate (`-C DIR`) or after `=` (`--git-dir=DIR`).
@@ -260,14 +263,28 @@ pub const GLOBAL_EXITING_OPTIONS: &[&str] = &[
 /// guard's own keys (`core.hooksPath`, `hook.*`) are the guard's, not listed here.
 pub fn runs_program(key: &str, value: Option<&str>) -> bool {
     let k = key.to_ascii_lowercase();
-    if k == "core.fsmonitor"
-        && value.is_some_and(|v| {
-            matches!(
-                v.to_ascii_lowercase().as_str(),
-                "false" | "no" | "off" | "0"
-            )
-        })
-    {
+    // Switching a program-valued key off runs nothing (DESIGN.md §2a): `core.fsmonitor` and
+    // `pager.<cmd>` are read as maybe-bools, where false and the empty string are off;
+    // an empty `core.pager` means no pager; an empty `credential.helper` resets the list of
+    // helpers (git-config(1)).
+    let off = |v: &str| {
+        matches!(
+            v.to_ascii_lowercase().as_str(),
+            "" | "false" | "no" | "off" | "0"
+        )
+    };
+    let switched_off = match value {
+        Some(v) if k == "core.fsmonitor" || k.starts_with("pager.") => off(v),
+        Some(v)
+            if k == "core.pager"
+                || k == "credential.helper"
+                || (k.starts_with("credential.") && k.ends_with(".helper")) =>
+        {
+            v.is_empty()
+        }
+        _ => false,
+    };
+    if switched_off {
         return false;
     }
     if k == "status.showuntrackedfiles" {
@@ -353,6 +370,12 @@ mod tests {
         assert!(runs_program("submodule.m.update", Some("!sh")));
         assert!(!runs_program("submodule.m.update", Some("rebase")));
         assert!(!runs_program("core.fsmonitor", Some("false")));
+        assert!(!runs_program("core.fsmonitor", Some("")));
+        assert!(!runs_program("core.pager", Some("")));
+        assert!(!runs_program("pager.log", Some("false")));
+        assert!(!runs_program("credential.helper", Some("")));
+        assert!(runs_program("core.pager", Some("false")));
+        assert!(runs_program("core.editor", Some("")));
         assert!(runs_program("core.fsmonitor", Some("touch /tmp/p")));
         assert!(!runs_program("user.email", Some("x")));
         assert!(!runs_program("status.showUntrackedFiles", Some("all")));

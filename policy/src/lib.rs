@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod action;
+pub mod agents;
 mod analysis;
 pub mod config;
 mod decision;
@@ -99,6 +100,10 @@ impl Policy {
         }
         // The embedded default's examples are checked by the test suite; files are checked here.
         for (origin, f) in parsed.iter().skip(1) {
+            agents::validate(&f.agents).map_err(|message| ConfigError::Agent {
+                origin: origin.clone(),
+                message,
+            })?;
             for r in &f.rules {
                 analysis::validate_rule(r).map_err(|message| ConfigError::Rule {
                     origin: origin.clone(),
@@ -119,6 +124,10 @@ impl Policy {
     /// The first rule whose examples do not hold.
     pub fn check_embedded_default() -> Result<(), ConfigError> {
         let f = PolicyFile::parse(config::EMBEDDED_DEFAULT, "embedded default")?;
+        agents::validate(&f.agents).map_err(|message| ConfigError::Agent {
+            origin: "embedded default".to_string(),
+            message,
+        })?;
         for r in &f.rules {
             analysis::validate_rule(r).map_err(|message| ConfigError::Rule {
                 origin: "embedded default".to_string(),

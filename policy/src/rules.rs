@@ -71,6 +71,7 @@ rules! {
     GIT_PUSH_UNRESOLVED = "git.push.unresolved", [Blocked], "a push whose destination cannot be resolved and could reach a protected branch";
     GIT_RUNS_COMMAND = "git.runs-command", [Yellow], "a git subcommand that runs a command it is given (`rebase --exec`, `bisect run`, `submodule foreach`)";
     HOOK_OPAQUE_TOOL = "hook.opaque-tool", [Yellow], "an agent tool call whose effect the hook cannot see";
+    HOOK_UNKNOWN_INPUT = "hook.unknown-input", [Yellow], "a hook input with a field or tool tyba does not know, asked inside a session with the raw input";
     INTERP_CODE = "interp.code", [Yellow], "an interpreter running code tyba does not analyse";
     NET_CLIENT = "net.client", [Red], "a network client";
     NET_DEV_TCP = "net.dev-tcp", [Red], "a `/dev/tcp` or `/dev/udp` redirection opens a connection";
@@ -105,7 +106,7 @@ rules! {
     SHELL_PIPE_TO_SHELL = "shell.pipe-to-shell", [Red], "input piped or redirected into a shell";
     SHELL_REDIRECT_WRITE = "shell.redirect-write", [Yellow], "a redirection that writes a file";
     SHELL_SCRIPT = "shell.script", [Yellow], "a script file run by a shell";
-    SHELL_SOURCE = "shell.source", [Yellow], "`source`/`.` of a file";
+    SHELL_SOURCE = "shell.source", [Green, Yellow], "`source`/`.` of a file (green: a marker on a command running a definition from a sourced definitions file)";
     SHELL_SUBSCRIPT_CODE = "shell.subscript-code", [Yellow], "a subscript holding a command substitution bash may run";
     SHELL_TOO_COMPLEX = "shell.too-complex", [Blocked], "a line too complex to analyse in full";
     SHELL_TOO_DEEP = "shell.too-deep", [Blocked], "a line nested deeper than tyba analyses";

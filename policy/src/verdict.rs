@@ -123,6 +123,13 @@ pub struct Classification {
     pub hosts: Vec<String>,
     /// Syntax features the line used.
     pub shape: Shape,
+    /// For a command line whose every part but one is neutral shell housekeeping (an agent's
+    /// wrapper: option builtins, traps, `eval` of literal words, scratch-directory redirections,
+    /// sourced definitions; DESIGN.md §2a), that one part as written: the text the session's
+    /// "always" memory keys on, so an answer given for the bare command matches the wrapped
+    /// call. `None` for any other line, and whenever a sourced definition shadowed a command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inner_command: Option<String>,
 }
 
 impl Classification {
@@ -135,6 +142,7 @@ impl Classification {
             writes: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
+            inner_command: None,
         }
     }
 

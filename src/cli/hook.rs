@@ -131,9 +131,33 @@ fn handle(agent: Agent, socket: Option<PathBuf>) -> Outcome {
         Err(e) => return Outcome::Deny(format!("refused by tyba: {e}")),
     };
     match input::parse(agent, &bytes) {
-        Ok(call) => decide_call(agent, &call, socket.as_deref()),
+        Ok(call) => decide_call(agent, &call, socket.as_deref(), None),
+        // DESIGN.md §7: an unknown field or tool is never a silent allow; inside a session it
+        // is asked with the raw input shown, outside one refused with the reason.
+        Err(e) if e.is_unknown() && socket.is_some() => match input::parse_lenient(agent, &bytes) {
+            Ok((call, unknowns)) if !unknowns.is_empty() => {
+                let unknown = Unknown {
+                    reason: e.to_string(),
+                    raw: String::from_utf8_lossy(&bytes).trim().to_string(),
+                    what: unknowns,
+                };
+                decide_call(agent, &call, socket.as_deref(), Some(&unknown))
+            }
+            Ok(_) => Outcome::Deny(format!("refused by tyba: {e}")),
+            Err(e) => Outcome::Deny(format!("refused by tyba: {e}")),
+        },
         Err(e) => Outcome::Deny(format!("refused by tyba: {e}")),
     }
+}
+
+/// An input holding fields or a tool tyba does not know, to be asked about inside a session.
+struct Unknown {
+    /// The strict parser's reason.
+    reason: String,
+    /// The input as the agent sent it, shown to the person.
+    raw: String,
+    /// What was unknown.
+    what: input::Unknowns,
 }
 
 fn read_stdin() -> Result<Vec<u8>, StdinError> {
@@ -160,9 +184,15 @@ fn read_stdin() -> Result<Vec<u8>, StdinError> {
     }
 }
 
-/// Classifies and decides one understood call.
-fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
-    if call.what == What::Internal {
+/// Classifies and decides one understood call; `unknown` when the input held fields or a
+/// tool tyba does not know (then it is always asked, never remembered, never allowed alone).
+fn decide_call(
+    agent: Agent,
+    call: &Call,
+    socket: Option<&Path>,
+    unknown: Option<&Unknown>,
+) -> Outcome {
+    if call.what == What::Internal && unknown.is_none() {
         return Outcome::Allow;
     }
     let cwd = match std::fs::canonicalize(&call.cwd) {
@@ -202,7 +232,7 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
         scratch: None,
         git,
     };
-    let (class, kind, key) = match &call.what {
+    let (mut class, kind, mut key) = match &call.what {
         What::Act(action) => (
             policy.classify(action, &ctx),
             kind_of(action),
@@ -224,8 +254,36 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
                 format!("{} {}", call.tool, call.input),
             )
         }
-        What::Internal => return Outcome::Allow,
+        What::Internal | What::Unknown => (
+            Classification::green(),
+            ActionKind::Other,
+            format!("{} {}", call.tool, call.input),
+        ),
     };
+    if let Some(u) = unknown {
+        let what = match (&u.what.tool, u.what.fields.as_slice()) {
+            (Some(t), _) => format!("the tool `{t}`"),
+            (None, f) => format!(
+                "the field{} {}",
+                if f.len() == 1 { "" } else { "s" },
+                f.iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        class.add(Finding::new(
+            Verdict::Yellow,
+            "hook.unknown-input",
+            format!(
+                "the {} hook input holds {what}, which tyba does not know ({}); the raw input is shown",
+                agent.product(),
+                u.reason
+            ),
+        ));
+        // The person answers for the input as the agent sent it.
+        key = u.raw.clone();
+    }
     // Inside a session, its live level (`tyba autonomy` changes it); the strictest when the
     // session does not say (its asks then fail closed too).
     let autonomy = match socket {
@@ -240,7 +298,13 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
         ExecMode::Auto,
         &SessionMemory::new(),
     ) {
-        Decision::Allow => return Outcome::Allow,
+        Decision::Allow if unknown.is_none() => return Outcome::Allow,
+        // At any autonomy an unknown input waits for the person.
+        Decision::Allow => tyba_policy::Ask {
+            verdict: class.verdict.max(Verdict::Yellow),
+            rememberable: None,
+            show_diff: false,
+        },
         Decision::Refuse { reason } => return Outcome::Deny(reason),
         Decision::Ask(ask) => ask,
     };
@@ -266,7 +330,8 @@ fn decide_call(agent: Agent, call: &Call, socket: Option<&Path>) -> Outcome {
                 action: key,
                 verdict: ask.verdict,
                 reasons,
-                rememberable: ask.rememberable.is_some(),
+                // An input tyba does not fully know is answered once at a time.
+                rememberable: ask.rememberable.is_some() && unknown.is_none(),
                 cwd: action_cwd,
                 worktree,
                 diff,

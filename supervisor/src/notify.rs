@@ -306,8 +306,6 @@ struct InstalledProxy {
     name_ptr: u64,
     old_name: Vec<u8>,
     new_name: Vec<u8>,
-    /// Where the exec's `envp[0]` was emptied, and what it held.
-    old_env: Option<(u64, Vec<u8>)>,
 }
 
 impl InstalledProxy {
@@ -315,11 +313,6 @@ impl InstalledProxy {
     /// (when it is still the rewrite, and the bytes fit where they were).
     fn restore_parent(&self) {
         let Some(pp) = self.parent else { return };
-        if let (Some((at, old)), Ok(pm)) = (&self.old_env, Mem::open_rw(pp)) {
-            if pm.read(*at, 8).ok().as_deref() == Some([0u8; 8].as_slice()) {
-                let _ = pm.write(*at, old);
-            }
-        }
         if self.old_name.len() < self.new_name.len() {
             return;
         }
@@ -919,7 +912,15 @@ impl Notifier {
         let racers_trusted = procfs::tgid(n.pid)
             .and_then(|t| procfs::stat_ext(t).map(|st| (t, st)))
             .is_ok_and(|(t, st)| self.role_of(t, &st).is_agent());
-        match self.install_proxy(n, racers_trusted, true) {
+        let loader_env = self
+            .read_exec(n)
+            .map(|r| {
+                r.envp
+                    .iter()
+                    .any(|e| e.starts_with(b"LD_") || e.starts_with(b"GCONV_PATH="))
+            })
+            .unwrap_or(true);
+        match self.install_proxy(n, racers_trusted, true, loader_env) {
             Ok(installed) => {
                 self.reply(n.id, Reply::Continue);
                 std::thread::spawn(move || {
@@ -953,6 +954,7 @@ impl Notifier {
         n: &Notif,
         racers_trusted: bool,
         empty_env: bool,
+        loader_env: bool,
     ) -> Result<InstalledProxy, String> {
         let exe = self
             .proxy_exe
@@ -993,17 +995,18 @@ impl Notifier {
             return Err("its file name is not in private memory".into());
         }
         // A refusal program starts with no environment: the refused command's `LD_PRELOAD`
-        // or `LD_LIBRARY_PATH` would load its code into tyba's own executable.
+        // or `LD_LIBRARY_PATH` would load its code into tyba's own executable. Its `envp[0]`
+        // is emptied where the memory is the process's own; a vfork parent's cannot be
+        // written (it resumes, and may free it, as soon as the exec is done), so a refused
+        // exec whose environment names loader variables then falls back to EACCES.
         let envp_ptr = if execveat { n.args[3] } else { n.args[2] };
-        let old_env = if empty_env && envp_ptr != 0 {
-            if !procfs::private_mapping(tgid, envp_ptr, 8) {
-                return Err("its environment is not in private memory".into());
-            }
-            let old = mem.read(envp_ptr, 8).map_err(|e| e.to_string())?;
-            Some((envp_ptr, old))
-        } else {
-            None
-        };
+        let clear_env = empty_env && envp_ptr != 0 && shares_with_parent.is_none();
+        if empty_env && shares_with_parent.is_some() && loader_env {
+            return Err("its environment loads code and lives in its parent's memory".into());
+        }
+        if clear_env && !procfs::private_mapping(tgid, envp_ptr, 8) {
+            return Err("its environment is not in private memory".into());
+        }
         let (sup, prox) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
             nix::sys::socket::SockType::SeqPacket,
@@ -1023,8 +1026,8 @@ impl Notifier {
             })
             .map_err(|e| format!("installing its proxy: {e}"))?;
         drop(prox);
-        if let Some((at, _)) = &old_env {
-            mem.write(*at, &[0u8; 8])
+        if clear_env {
+            mem.write(envp_ptr, &[0u8; 8])
                 .map_err(|e| format!("installing its proxy: {e}"))?;
         }
         mem.write(name_ptr, &new_name)
@@ -1035,7 +1038,6 @@ impl Notifier {
             name_ptr,
             old_name,
             new_name,
-            old_env,
         })
     }
 
@@ -1083,7 +1085,7 @@ impl Notifier {
         if let Ok(mut s) = self.state.lock() {
             s.runners.insert(ns_pid, (start, cover));
         }
-        let installed = self.install_proxy(n, true, false).map_err(abort)?;
+        let installed = self.install_proxy(n, true, false, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);
         if !runner::proxy_started(&installed.chan) {
             let reason = abort("its proxy did not start".into());

@@ -50,6 +50,71 @@ pub(crate) fn is_exec_var(name: &str) -> bool {
     EXEC_VARS.contains(&name) || name.starts_with("GIT_CONFIG") || name.starts_with("BASH_FUNC_")
 }
 
+/// bash's builtin commands (bash(1) "SHELL BUILTIN COMMANDS"): what `builtin NAME` may run.
+pub(crate) const SHELL_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "declare",
+    "dirs",
+    "disown",
+    "echo",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "wait",
+];
+
 /// Shells that take `-c STRING`, a script file, or stdin.
 pub(crate) const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "rbash", "yash",
@@ -302,10 +367,43 @@ impl Analyzer<'_> {
             }
         }
 
+        if !has_command_word && assigns.is_empty() && words.is_empty() {
+            // Redirections alone (`< /dev/null`): the command runs nothing, like the empty one.
+            self.add(
+                Verdict::Yellow,
+                "shell.empty",
+                "the command has nothing to run but its redirections",
+            );
+            return st;
+        }
         if !has_command_word || words.is_empty() && !assigns.is_empty() {
             // Bare assignments: neutral when literal, but recorded for later words.
+            let numeric: Vec<String> = s
+                .prefix
+                .iter()
+                .flat_map(|p| p.0.iter())
+                .filter_map(|item| match item {
+                    ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
+                        match (&a.name, &a.value) {
+                            (
+                                ast::AssignmentName::VariableName(n),
+                                ast::AssignmentValue::Scalar(v),
+                            ) if !a.append && super::housekeeping::numeric_special(&v.value) => {
+                                Some(n.clone())
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                })
+                .collect();
             for (name, fields, _) in &assigns {
                 self.assignment_rules(name, fields, &st, false);
+                if numeric.contains(name) {
+                    // `__code=$?`: a number, never a path.
+                    st.vars.insert(name.clone(), vec![None]);
+                    continue;
+                }
                 // Assignment values are words like any other (DESIGN.md §2a).
                 for f in fields {
                     for v in split_colon_list(f) {
@@ -546,6 +644,9 @@ impl Analyzer<'_> {
         } else {
             name.to_string()
         };
+        // A name sourced definitions bind: their bodies run (and, should bash lack them, the
+        // command itself; both are analysed below).
+        self.defined_use(&st, &program, args, depth);
         if st.functions.iter().any(|f| f == &program) {
             // Its body was analysed where it was defined.
             self.generic_paths(&st, args, Access::Any);
@@ -794,6 +895,10 @@ impl Analyzer<'_> {
         for a in args.iter().filter(|a| a.has_glob()) {
             self.path_field(&st, a, Access::Read);
         }
+        // Shell housekeeping (DESIGN.md §2a): neutral, or analysed as what it wraps.
+        if let Some(st2) = self.housekeeping(&st, &inv, depth) {
+            return st2;
+        }
         // Wrappers: the worse of yellow and the inner command.
         if let Some(st2) = self.wrapper(&st, &inv, depth) {
             return st2;
@@ -808,14 +913,8 @@ impl Analyzer<'_> {
         }
         match p {
             "cd" | "pushd" | "popd" => return self.cd(st, &inv),
-            "eval" => {
-                self.eval(&st, args, depth, inv.stdin);
-                return st;
-            }
-            "source" | "." => {
-                self.source(&st, &inv);
-                return st;
-            }
+            "eval" => return self.eval(&st, args, depth, inv.stdin),
+            "source" | "." => return self.source(st, &inv, depth),
             "read" | "mapfile" | "readarray" | "getopts" | "let" => {
                 return self.assigning_builtin(st, &inv, depth);
             }
@@ -1972,42 +2071,25 @@ impl Analyzer<'_> {
     }
 
     /// `eval ARGS…`: the joined words are a command line.
-    fn eval(&mut self, st: &State, args: &[Field], depth: usize, stdin: Stdin) {
-        self.add(
-            Verdict::Yellow,
-            "shell.eval",
-            "`eval` runs its arguments as shell code".to_string(),
-        );
+    ///
+    /// Literal words are the code that runs, analysed inline with no floor of their own
+    /// (DESIGN.md §2a, shell housekeeping); anything else is code assembled at run time.
+    fn eval(&mut self, st: &State, args: &[Field], depth: usize, stdin: Stdin) -> State {
         match join_known(args) {
-            Some(code) => {
-                self.line_with_stdin(&code, st.clone(), depth + 1, stdin);
+            Some(code) if code.trim().is_empty() => {
+                // Like the empty command line (DESIGN.md §2): nothing to approve.
+                self.add(Verdict::Yellow, "shell.empty", "`eval` of nothing");
+                st.clone()
             }
-            None => self.opaque("eval", "arguments that cannot be known"),
-        }
-    }
-
-    /// `source FILE` / `. FILE`.
-    fn source(&mut self, st: &State, inv: &Invocation<'_>) {
-        self.add(
-            Verdict::Yellow,
-            "shell.source",
-            "`source` runs a file's code in the shell".to_string(),
-        );
-        if let Some(f) = inv.args.first() {
-            match f.known() {
-                Some(t)
-                    if t == "/dev/stdin"
-                        || t == "-"
-                        || t.starts_with("/dev/fd/")
-                        || t.starts_with("/proc/self/fd/") =>
-                {
-                    self.opaque("source", "code read from a stream");
-                }
-                Some(_) => self.path_field(st, f, Access::Read),
-                None => self.opaque(
-                    "source",
-                    "a file whose path or content is generated at run time",
-                ),
+            Some(code) => self.line_with_stdin(&code, st.clone(), depth + 1, stdin),
+            None => {
+                self.add(
+                    Verdict::Yellow,
+                    "shell.eval",
+                    "`eval` runs its arguments as shell code".to_string(),
+                );
+                self.opaque("eval", "arguments that cannot be known");
+                st.clone()
             }
         }
     }
@@ -3359,7 +3441,9 @@ impl Analyzer<'_> {
                 i += 1;
                 continue;
             };
-            if !t.starts_with('-') {
+            // git.c: an unknown option ends the global options; `--version` and `-v` there
+            // are the `version` subcommand.
+            if !t.starts_with('-') || t == "--version" || t == "-v" {
                 break;
             }
             i += 1;
@@ -3416,7 +3500,10 @@ impl Analyzer<'_> {
             }
         }
         let sub_field = args.get(i);
-        let sub = sub_field.and_then(Field::known);
+        let sub = sub_field.and_then(Field::known).map(|s| match s.as_str() {
+            "--version" | "-v" => "version".to_string(),
+            _ => s,
+        });
         if std::mem::take(&mut self.hook_override) {
             let could_push = match sub.as_deref() {
                 Some(s) => crate::git_tables::may_push(s),
@@ -3782,6 +3869,15 @@ impl Analyzer<'_> {
                         "git.not-read-only",
                         "`git worktree` that adds, moves or removes worktrees".to_string(),
                     );
+                }
+            }
+            // `git version [--build-options]` prints git's own version (git-version(1)).
+            "version" => {
+                if rest
+                    .iter()
+                    .any(|a| a.known().as_deref() != Some("--build-options"))
+                {
+                    self.unlisted_git("`git version` with other arguments");
                 }
             }
             "reflog" => {

@@ -8,6 +8,7 @@ mod commands;
 mod effects;
 mod git_exec;
 mod green;
+mod housekeeping;
 mod paths;
 mod words;
 
@@ -77,6 +78,7 @@ fn classify_on_this_stack(policy: &Policy, action: &Action, ctx: &Context<'_>) -
         Action::Exec { command } => {
             let st = State::new(ctx.cwd);
             a.line(command, st, 0);
+            a.out.inner_command = a.inner_command(command);
         }
         Action::Write { paths } | Action::ApplyPatch { paths } => {
             a.tool_paths(paths, Access::Write)
@@ -165,6 +167,8 @@ pub(crate) struct State {
     pub dirstack: Vec<Vec<Option<PathBuf>>>,
     pub vars: HashMap<String, VarValues>,
     pub functions: Vec<String>,
+    /// Functions and aliases from sourced definitions files, analysed where they are used.
+    pub defs: Vec<housekeeping::Definition>,
 }
 
 impl State {
@@ -175,6 +179,7 @@ impl State {
             dirstack: Vec::new(),
             vars: HashMap::new(),
             functions: Vec::new(),
+            defs: Vec::new(),
         }
     }
 
@@ -224,6 +229,11 @@ impl State {
         for f in &other.functions {
             if !self.functions.contains(f) {
                 self.functions.push(f.clone());
+            }
+        }
+        for d in &other.defs {
+            if !self.defs.contains(d) {
+                self.defs.push(d.clone());
             }
         }
         if self.dirstack.len() < other.dirstack.len() {
@@ -277,6 +287,12 @@ pub(crate) struct Analyzer<'p> {
     pub(crate) hook_override: bool,
     /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).
     fed: Vec<bool>,
+    /// Trap bodies set and not yet analysed with the state the shell exits in.
+    traps: Vec<String>,
+    /// A command used a name a sourced definitions file defines.
+    shadowed_use: bool,
+    /// Sourced definitions being analysed at their use (against recursion).
+    expanding: Vec<String>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -293,6 +309,9 @@ impl<'p> Analyzer<'p> {
             spawns: Vec::new(),
             hook_override: false,
             fed: Vec::new(),
+            traps: Vec::new(),
+            shadowed_use: false,
+            expanding: Vec::new(),
         }
     }
 }
@@ -607,6 +626,10 @@ impl Analyzer<'_> {
                     st = self.compound_list(cc, st, depth);
                 }
                 self.sources.pop();
+                if depth == 0 {
+                    // The shell exits here: its EXIT traps run with the state it is in.
+                    self.flush_traps(0, &st, depth);
+                }
                 st
             }
             Err(e) => {
@@ -643,6 +666,24 @@ impl Analyzer<'_> {
     /// Classifies the pieces of an unparseable line: the segments between operators, and the
     /// line with an unterminated quote closed.
     fn salvage(&mut self, text: &str, st: &State, depth: usize) {
+        // An unterminated here-document swallows the rest of the text (a wrapper's closing
+        // lines too): analyse each opener with all that follows it as its body.
+        if let Some(delims) = heredoc_delimiters(text) {
+            let lines: Vec<&str> = text.split('\n').collect();
+            for (i, l) in lines.iter().enumerate() {
+                if !l.contains("<<") || i == 0 {
+                    continue;
+                }
+                let mut closed = lines[i..].join("\n");
+                for d in delims.iter().rev() {
+                    closed.push('\n');
+                    closed.push_str(d);
+                }
+                if parse(&closed).is_ok() {
+                    self.line(&closed, st.clone(), depth + 1);
+                }
+            }
+        }
         let opts = words::options();
         match brush_parser::tokenize_str_with_options(text, &opts.tokenizer_options()) {
             Ok(tokens) => {
@@ -919,7 +960,10 @@ impl Analyzer<'_> {
                 self.compound_list_stdin(&g.list, st, stdin, depth)
             }
             ast::CompoundCommand::Subshell(s) => {
-                self.compound_list_stdin(&s.list, st.clone(), stdin, depth);
+                let traps = self.traps.len();
+                let end = self.compound_list_stdin(&s.list, st.clone(), stdin, depth);
+                // The subshell's EXIT traps run when it ends, in its own final state.
+                self.flush_traps(traps, &end, depth);
                 st
             }
             ast::CompoundCommand::ForClause(f) => {
@@ -1179,12 +1223,19 @@ impl Analyzer<'_> {
                     }
                     _ => Access::Write,
                 };
-                let feeds_stdin = matches!(
+                // `< /dev/null` feeds nothing: an empty stdin carries no code (Claude Code
+                // runs every command so).
+                let from_null = matches!(
+                    target,
+                    ast::IoFileRedirectTarget::Filename(w) if w.value == "/dev/null"
+                );
+                let feeds_stdin = (matches!(
                     kind,
                     ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite
                 ) && fd.unwrap_or(0) == 0
                     || matches!(kind, ast::IoFileRedirectKind::DuplicateInput)
-                        && fd.unwrap_or(0) == 0;
+                        && fd.unwrap_or(0) == 0)
+                    && !from_null;
                 match target {
                     ast::IoFileRedirectTarget::Filename(w)
                     | ast::IoFileRedirectTarget::Duplicate(w) => {
@@ -1287,7 +1338,11 @@ impl Analyzer<'_> {
                 return;
             }
         }
-        if access == Access::Write && !matches!(kind, ast::IoFileRedirectKind::Read) {
+        if access == Access::Write
+            && !matches!(kind, ast::IoFileRedirectKind::Read)
+            && !self.in_scratch(st, f)
+        {
+            // Writes into the session's scratch directory are housekeeping (DESIGN.md §2a).
             self.add(
                 Verdict::Yellow,
                 "shell.redirect-write",

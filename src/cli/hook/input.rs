@@ -54,7 +54,8 @@ impl Agent {
     fn metadata_fields(self) -> &'static [&'static str] {
         match self {
             // Claude Code 2.1.332 (recorded here, see docs/agents-offline notes) and the hooks
-            // reference: subagent calls add agent_id/agent_type.
+            // reference's common input fields (2.1.3xx: `scratchpad_dir`); subagent calls add
+            // agent_id/agent_type.
             Agent::ClaudeCode => &[
                 "session_id",
                 "transcript_path",
@@ -64,6 +65,7 @@ impl Agent {
                 "effort",
                 "agent_id",
                 "agent_type",
+                "scratchpad_dir",
             ],
             // codex-rs/hooks PreToolUseCommandInput.
             Agent::Codex => &[
@@ -173,6 +175,39 @@ pub enum What {
     Internal,
     /// A tool tyba cannot see into (MCP servers): unknown to the policy, so yellow.
     Opaque,
+    /// A tool tyba does not know at all (only from [`parse_lenient`]): asked inside a
+    /// session with the raw input shown, never allowed by itself.
+    Unknown,
+}
+
+/// What a hook input held that tyba does not know, found by [`parse_lenient`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unknowns {
+    /// Unknown fields, in input order: top-level names (`sandbox`) and tool arguments
+    /// (`tool_input.cwd`).
+    pub fields: Vec<String>,
+    /// The tool's name when the tool itself is unknown.
+    pub tool: Option<String>,
+}
+
+impl Unknowns {
+    /// Whether the input held nothing unknown.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty() && self.tool.is_none()
+    }
+}
+
+impl InputError {
+    /// Whether the input failed only for holding a field or tool tyba does not know (inside
+    /// a session such an input is asked with its raw text; anything else is refused).
+    pub fn is_unknown(&self) -> bool {
+        matches!(
+            self,
+            InputError::UnknownField { .. }
+                | InputError::UnknownTool { .. }
+                | InputError::UnknownToolField { .. }
+        )
+    }
 }
 
 /// One tool call, understood.
@@ -196,12 +231,31 @@ pub struct Call {
 /// # Errors
 /// Any [`InputError`]: the caller refuses the call with its text.
 pub fn parse(agent: Agent, bytes: &[u8]) -> Result<Call, InputError> {
+    parse_with(agent, bytes, false).map(|(call, _)| call)
+}
+
+/// Parses one hook input of `agent` like [`parse`], but collects unknown fields and an
+/// unknown tool instead of failing on them (the tool then maps to [`What::Unknown`], and a
+/// known tool ignores its unknown arguments). Every other error is still an error.
+///
+/// # Errors
+/// Any [`InputError`] but the unknown ones.
+pub fn parse_lenient(agent: Agent, bytes: &[u8]) -> Result<(Call, Unknowns), InputError> {
+    parse_with(agent, bytes, true)
+}
+
+fn parse_with(agent: Agent, bytes: &[u8], lenient: bool) -> Result<(Call, Unknowns), InputError> {
+    let mut unknowns = Unknowns::default();
     let text = std::str::from_utf8(bytes).map_err(|_| InputError::Utf8)?;
     let value: Value = serde_json::from_str(text).map_err(InputError::Json)?;
     let obj = value.as_object().ok_or(InputError::NotObject)?;
     const READ: [&str; 4] = ["cwd", "hook_event_name", "tool_name", "tool_input"];
     for key in obj.keys() {
         if !READ.contains(&key.as_str()) && !agent.metadata_fields().contains(&key.as_str()) {
+            if lenient {
+                unknowns.fields.push(key.clone());
+                continue;
+            }
             return Err(InputError::UnknownField {
                 agent: agent.product(),
                 field: key.clone(),
@@ -233,6 +287,8 @@ pub fn parse(agent: Agent, bytes: &[u8]) -> Result<Call, InputError> {
         agent,
         name: &tool,
         args,
+        lenient,
+        unknown: std::cell::RefCell::new(Vec::new()),
     };
     let (what, dir) = match agent {
         Agent::ClaudeCode => claude_code(&t)?,
@@ -243,13 +299,20 @@ pub fn parse(agent: Agent, bytes: &[u8]) -> Result<Call, InputError> {
         Some(d) => cwd.join(d),
         None => cwd.clone(),
     };
-    Ok(Call {
-        tool: tool.clone(),
-        cwd,
-        action_cwd,
-        what,
-        input: input.clone(),
-    })
+    unknowns.fields.extend(t.unknown.take());
+    if what == What::Unknown {
+        unknowns.tool = Some(tool.clone());
+    }
+    Ok((
+        Call {
+            tool: tool.clone(),
+            cwd,
+            action_cwd,
+            what,
+            input: input.clone(),
+        },
+        unknowns,
+    ))
 }
 
 /// A tool call's name and arguments, for the per-agent mappings.
@@ -257,11 +320,21 @@ struct Tool<'a> {
     agent: Agent,
     name: &'a str,
     args: &'a Map<String, Value>,
+    /// Collect unknown arguments and tools instead of failing ([`parse_lenient`]).
+    lenient: bool,
+    unknown: std::cell::RefCell<Vec<String>>,
 }
 
 impl Tool<'_> {
     /// Checks that every argument is one of `known`.
     fn only(&self, known: &[&str]) -> Result<(), InputError> {
+        if self.lenient {
+            let mut u = self.unknown.borrow_mut();
+            for k in self.args.keys().filter(|k| !known.contains(&k.as_str())) {
+                u.push(format!("tool_input.{k}"));
+            }
+            return Ok(());
+        }
         match self.args.keys().find(|k| !known.contains(&k.as_str())) {
             Some(k) => Err(InputError::UnknownToolField {
                 agent: self.agent.product(),
@@ -300,11 +373,15 @@ impl Tool<'_> {
         )))
     }
 
-    fn unknown(&self) -> InputError {
-        InputError::UnknownTool {
+    /// A tool tyba does not know: an error, or [`What::Unknown`] when lenient.
+    fn unknown(&self) -> Result<Mapped, InputError> {
+        if self.lenient {
+            return Ok((What::Unknown, None));
+        }
+        Err(InputError::UnknownTool {
             agent: self.agent.product(),
             tool: self.name.to_string(),
-        }
+        })
     }
 }
 
@@ -437,7 +514,7 @@ fn claude_code(t: &Tool<'_>) -> Result<Mapped, InputError> {
         {
             Ok((What::Opaque, None))
         }
-        _ => Err(t.unknown()),
+        _ => t.unknown(),
     }
 }
 
@@ -476,7 +553,7 @@ fn codex(t: &Tool<'_>) -> Result<Mapped, InputError> {
         }
         "update_plan" => Ok((What::Internal, None)),
         n if n.starts_with("mcp__") => Ok((What::Opaque, None)),
-        _ => Err(t.unknown()),
+        _ => t.unknown(),
     }
 }
 
@@ -494,12 +571,18 @@ fn gemini(t: &Tool<'_>) -> Result<Mapped, InputError> {
     };
     match t.name {
         "run_shell_command" => {
+            // gemini-cli 0.61 `ShellToolParams`: `delay_ms` (how long a background command
+            // runs before its output is returned) and `additional_permissions` (a request to
+            // widen Gemini's own sandbox, which tyba's does not follow) do not change what
+            // runs.
             t.only(&[
                 "command",
                 "description",
                 "dir_path",
                 "directory",
                 "is_background",
+                "delay_ms",
+                "additional_permissions",
             ])?;
             let dir = match t.opt_str("dir_path")? {
                 Some(d) => Some(d),
@@ -629,10 +712,22 @@ fn gemini(t: &Tool<'_>) -> Result<Mapped, InputError> {
                 paths: vec!["~/.gemini/GEMINI.md".into()],
             })
         }
-        "write_todos" | "ask_user" | "enter_plan_mode" | "exit_plan_mode" | "update_topic"
-        | "activate_skill" | "get_internal_docs" => Ok((What::Internal, None)),
+        // The agent's own state: to-do lists, questions to the person, plans, topics, skills,
+        // its own docs; the background shells it started (listing them, reading their
+        // output); subagents, whose own tool calls come through this hook in turn.
+        "write_todos"
+        | "ask_user"
+        | "enter_plan_mode"
+        | "exit_plan_mode"
+        | "update_topic"
+        | "activate_skill"
+        | "get_internal_docs"
+        | "list_background_processes"
+        | "read_background_output"
+        | "invoke_agent"
+        | "complete_task" => Ok((What::Internal, None)),
         n if n.starts_with("mcp_") => Ok((What::Opaque, None)),
-        _ => Err(t.unknown()),
+        _ => t.unknown(),
     }
 }
 
@@ -750,6 +845,35 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lenient_parsing_collects_what_the_strict_one_refuses() {
+        let input = br#"{"cwd":"/w","hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"ls","knob":1},"extra":true}"#;
+        let e = parse(Agent::Gemini, input).unwrap_err();
+        assert!(e.is_unknown(), "{e}");
+        let (call, u) = parse_lenient(Agent::Gemini, input).unwrap();
+        assert_eq!(u.fields, vec!["extra", "tool_input.knob"]);
+        assert!(u.tool.is_none() && !u.is_empty());
+        assert_eq!(
+            call.what,
+            What::Act(Action::Exec {
+                command: "ls".into()
+            })
+        );
+        let tool =
+            br#"{"cwd":"/w","hook_event_name":"BeforeTool","tool_name":"frob","tool_input":{}}"#;
+        let (call, u) = parse_lenient(Agent::Gemini, tool).unwrap();
+        assert_eq!(
+            (call.what, u.tool.as_deref()),
+            (What::Unknown, Some("frob"))
+        );
+        // Anything but unknown names is still an error.
+        let bad =
+            br#"{"cwd":"w","hook_event_name":"BeforeTool","tool_name":"frob","tool_input":{}}"#;
+        assert!(parse_lenient(Agent::Gemini, bad).is_err());
+        let ok = br#"{"cwd":"/w","hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"ls"}}"#;
+        assert!(parse_lenient(Agent::Gemini, ok).unwrap().1.is_empty());
+    }
 
     #[test]
     fn patch_headers_give_every_path() {
