@@ -84,6 +84,28 @@ pub(crate) struct Classifier {
     live: Arc<AtomicUsize>,
     deadline: Duration,
     max_stuck: usize,
+    /// Classifications that depend on their line's text alone ([`text_only`]), by line,
+    /// working directory and the identity of the file the exec runs.
+    memo: Mutex<std::collections::HashMap<MemoKey, Classification>>,
+}
+
+type MemoKey = (String, PathBuf, Option<(u64, u64)>);
+
+/// How many classifications [`Classifier`] keeps before it starts afresh.
+const MEMO_ENTRIES: usize = 1024;
+
+/// Whether a classification of `command` depends on nothing but its text (and the file the
+/// exec runs, which is part of the key): it names no path, writes none, reaches no host, and
+/// the line has nothing the analyser expands or reads from the filesystem — no glob, no `~`,
+/// no `source`/`.`, no git (whose repository and aliases are read).
+fn text_only(command: &str, c: &Classification) -> bool {
+    c.paths.is_empty()
+        && c.writes.is_empty()
+        && c.hosts.is_empty()
+        && !command.contains(['*', '?', '[', '~'])
+        && !command.contains("git")
+        && !command.contains("source")
+        && !command.split_whitespace().any(|w| w == ".")
 }
 
 /// Decrements the live count when a worker thread ends (return or panic).
@@ -108,6 +130,7 @@ impl Classifier {
             live: Arc::new(AtomicUsize::new(0)),
             deadline,
             max_stuck,
+            memo: Mutex::new(std::collections::HashMap::new()),
         };
         if let Ok(mut cur) = c.current.lock() {
             *cur = c.spawn().ok();
@@ -149,7 +172,26 @@ impl Classifier {
     /// # Errors
     /// The refusal reason (`refused by tyba: …`) when the classification timed out, too many
     /// workers are stuck, or the worker cannot confine itself or died.
-    pub(crate) fn classify(&self, command: &str, cwd: &Path) -> Reply {
+    pub(crate) fn classify(&self, command: &str, cwd: &Path, file: Option<(u64, u64)>) -> Reply {
+        let key: MemoKey = (command.to_string(), cwd.to_path_buf(), file);
+        if let Some(c) = self.memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
+        let r = self.classify_on_worker(command, cwd);
+        if let Ok(c) = &r {
+            if text_only(command, c) {
+                if let Ok(mut m) = self.memo.lock() {
+                    if m.len() >= MEMO_ENTRIES {
+                        m.clear();
+                    }
+                    m.insert(key, c.clone());
+                }
+            }
+        }
+        r
+    }
+
+    fn classify_on_worker(&self, command: &str, cwd: &Path) -> Reply {
         let mut cur = self
             .current
             .lock()
@@ -264,6 +306,28 @@ mod tests {
     }
 
     #[test]
+    fn only_classifications_of_the_text_alone_are_kept() {
+        let mut c = Classification::green();
+        assert!(text_only("true", &c));
+        assert!(text_only("make -j2", &c));
+        for line in [
+            "cat *",
+            "ls ~",
+            "git status",
+            "source x.sh; ls",
+            ". ./env; ls",
+            "ls a?",
+        ] {
+            assert!(!text_only(line, &c), "{line}");
+        }
+        c.paths.push(PathBuf::from("/wt/x"));
+        assert!(!text_only("cat x", &c));
+        let mut h = Classification::green();
+        h.hosts.push("example.com".into());
+        assert!(!text_only("curl example.com", &h));
+    }
+
+    #[test]
     fn stuck_workers_are_bounded_and_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = setup(dir.path());
@@ -287,27 +351,27 @@ mod tests {
         s.roots.push(repo.clone());
         let c = Classifier::with_limits(s, Duration::from_millis(300), 2);
         assert_eq!(
-            c.classify("ls", dir.path()).unwrap().verdict,
+            c.classify("ls", dir.path(), None).unwrap().verdict,
             Verdict::Green,
             "classified on the worker"
         );
         let push = "git push origin feature";
         let t = Instant::now();
-        let e = c.classify(push, &repo).unwrap_err();
+        let e = c.classify(push, &repo, None).unwrap_err();
         assert!(e.contains("took longer than"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(3));
         // A fresh worker classifies the next command.
         assert_eq!(
-            c.classify("ls", dir.path()).unwrap().verdict,
+            c.classify("ls", dir.path(), None).unwrap().verdict,
             Verdict::Green
         );
         // A second stuck worker reaches the bound (2): refused at once, no new worker.
         assert!(c
-            .classify(push, &repo)
+            .classify(push, &repo, None)
             .unwrap_err()
             .contains("took longer than"));
         let t = Instant::now();
-        let e = c.classify("ls", dir.path()).unwrap_err();
+        let e = c.classify("ls", dir.path(), None).unwrap_err();
         assert!(e.contains("still stuck"), "{e}");
         assert!(t.elapsed() < Duration::from_millis(200));
         // A writer unblocks the stuck reads: the workers end and classification resumes.
@@ -319,7 +383,7 @@ mod tests {
                 .write(true)
                 .custom_flags(libc::O_NONBLOCK)
                 .open(&fifo);
-            match c.classify("ls", dir.path()) {
+            match c.classify("ls", dir.path(), None) {
                 Ok(r) => {
                     assert_eq!(r.verdict, Verdict::Green);
                     break;

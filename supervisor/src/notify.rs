@@ -745,7 +745,8 @@ impl Notifier {
         // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba
         // classify`, on a worker confined to what the agent may read, under a deadline
         // (`crate::classify_worker`); its refusals fail closed.
-        let mut class = match self.classifier.classify(&command, &r.cwd) {
+        let file_id = file_ids.first().copied();
+        let mut class = match self.classifier.classify(&command, &r.cwd, file_id) {
             Ok(c) => c,
             Err(reason) => return Ok(ExecDecision::Refuse(reason)),
         };
@@ -753,7 +754,7 @@ impl Notifier {
         // is also judged as what argv[0] names; the worse verdict wins.
         if let Some(alt) = argv0_line(&shown, &r.argv) {
             let alt = exec::classified_line(&prefix, &alt);
-            match self.classifier.classify(&alt, &r.cwd) {
+            match self.classifier.classify(&alt, &r.cwd, file_id) {
                 Ok(c) => class.merge(c),
                 Err(reason) => return Ok(ExecDecision::Refuse(reason)),
             }
