@@ -345,13 +345,20 @@ impl Notifier {
 
     /// Writes `tyba: <reason>` on the process's stderr, logs, and fails the call with `errno`.
     fn refuse(&self, n: &Notif, kind: &'static str, what: String, reason: String, errno: i32) {
+        let reason = self.record_refusal(kind, what, reason);
+        write_stderr(n.pid, &reason);
+        self.reply(n.id, Reply::Errno(errno));
+    }
+
+    /// Logs and counts a refusal; returns its reason with the approver's note (the
+    /// repeated-failure guard's nudge) added.
+    fn record_refusal(&self, kind: &'static str, what: String, reason: String) -> String {
         let mut event = AuditEvent {
             kind,
             what,
             allowed: false,
             reason: Some(reason),
         };
-        // The approver's note (the repeated-failure guard's nudge) goes into the refusal.
         if let Some(note) = self.approver.record(&event) {
             event.reason = event.reason.map(|r| r + &note);
         }
@@ -360,8 +367,7 @@ impl Notifier {
         if let Ok(mut s) = self.state.lock() {
             s.log.push(event);
         }
-        write_stderr(n.pid, &reason);
-        self.reply(n.id, Reply::Errno(errno));
+        reason
     }
 
     /// Asks the approver on this thread; `Err`/`Deny` refuse (fail closed).
@@ -893,21 +899,7 @@ impl Notifier {
     /// name cannot be rewritten safely, the exec fails with EACCES and the reason is written
     /// to the process's stderr instead.
     fn refuse_exec(&self, n: &Notif, what: String, reason: String) {
-        let mut event = AuditEvent {
-            kind: "exec",
-            what,
-            allowed: false,
-            reason: Some(reason),
-        };
-        // The approver's note (the repeated-failure guard's nudge) goes into the refusal.
-        if let Some(note) = self.approver.record(&event) {
-            event.reason = event.reason.map(|r| r + &note);
-        }
-        let reason = event.reason.clone().unwrap_or_default();
-        self.control.count(Counted::Denied);
-        if let Ok(mut s) = self.state.lock() {
-            s.log.push(event);
-        }
+        let reason = self.record_refusal("exec", what, reason);
         // The rewrite of the file name can be raced by another thread sharing the process's
         // memory; only the agent's own runtime (whose power it would not widen) may have one.
         let racers_trusted = procfs::tgid(n.pid)

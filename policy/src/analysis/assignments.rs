@@ -17,71 +17,11 @@ use super::{Analyzer, State};
 use crate::rules;
 use crate::verdict::Verdict;
 
-/// Shell builtins and keywords: bash runs them without looking at `PATH`.
-const SHELL_BUILTINS: &[&str] = &[
-    ".",
-    ":",
-    "[",
-    "alias",
-    "bg",
-    "bind",
-    "break",
-    "builtin",
-    "caller",
-    "cd",
-    "command",
-    "compgen",
-    "complete",
-    "compopt",
-    "continue",
-    "declare",
-    "dirs",
-    "disown",
-    "echo",
-    "enable",
-    "eval",
-    "exec",
-    "exit",
-    "export",
-    "false",
-    "fc",
-    "fg",
-    "getopts",
-    "hash",
-    "help",
-    "history",
-    "jobs",
-    "kill",
-    "let",
-    "local",
-    "logout",
-    "mapfile",
-    "popd",
-    "printf",
-    "pushd",
-    "pwd",
-    "read",
-    "readarray",
-    "readonly",
-    "return",
-    "set",
-    "shift",
-    "shopt",
-    "source",
-    "suspend",
-    "test",
-    "time",
-    "times",
-    "trap",
-    "true",
-    "type",
-    "typeset",
-    "ulimit",
-    "umask",
-    "unalias",
-    "unset",
-    "wait",
-];
+/// Shell builtins (the one list of `super::commands`) and the `time` keyword: bash runs them
+/// without looking at `PATH`.
+fn runs_without_path(name: &str) -> bool {
+    name == "time" || super::commands::SHELL_BUILTINS.contains(&name)
+}
 
 /// Splits a word `NAME=VALUE` whose value may be partly unknown (`X=/opt/x:$Y`) into the
 /// name and the value; `None` when the name part is not known text followed by `=`.
@@ -186,7 +126,7 @@ impl Analyzer<'_> {
         name: &str,
         env: &[(String, Option<String>)],
     ) {
-        if name.contains('/') || SHELL_BUILTINS.contains(&name) {
+        if name.contains('/') || runs_without_path(name) {
             return;
         }
         let mut dirs: Vec<Option<String>> = Vec::new();
