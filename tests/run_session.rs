@@ -558,3 +558,66 @@ fn run_here_a_planted_commondir_is_moved_aside_before_the_persons_git_follows_it
         assert!(st.status.success(), "{who:?}: the person's git still works");
     }
 }
+
+#[test]
+fn run_an_agent_profile_hides_the_persons_tmux_and_ssh_agent_sockets() {
+    for who in whos() {
+        let Some(e) = setup(&who, "hidden-env") else {
+            continue;
+        };
+        // Claude Code installed the npm way under the fake home, started by its path: its
+        // profile is recognised by the package, and TMUX/SSH_AUTH_SOCK never reach it.
+        let pkg = e
+            .home
+            .join(".npm-global/lib/node_modules/@anthropic-ai/claude-code");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(
+            pkg.join("package.json"),
+            r#"{"name":"@anthropic-ai/claude-code"}"#,
+        )
+        .unwrap();
+        write_exe(
+            &pkg.join("cli.sh"),
+            "#!/bin/sh\necho \"tmux=${TMUX-unset} pane=${TMUX_PANE-unset} ssh=${SSH_AUTH_SOCK-unset} keep=${KEEP-unset}\"\n",
+        );
+        give(&e.home, &who);
+        let prog = pkg.join("cli.sh");
+        let prog = prog.to_str().unwrap();
+        let extra = [
+            ("TMUX", OsString::from("/tmp/tmux-1000/default,42,0")),
+            ("TMUX_PANE", OsString::from("%3")),
+            ("SSH_AUTH_SOCK", OsString::from("/tmp/ssh-x/agent.1")),
+            ("KEEP", OsString::from("yes")),
+        ];
+        let (code, out, err) = run(
+            &e,
+            &extra,
+            &["run", "--here", "--non-interactive", "--", prog],
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("tmux=unset pane=unset ssh=unset keep=yes"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(err.contains("claude-code"), "{who:?}: said so: {err}");
+        // Control: a program no profile knows keeps the person's TMUX.
+        let (code, out, err) = run(
+            &e,
+            &extra,
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                "bash",
+                "-c",
+                "echo tmux=${TMUX-unset}",
+            ],
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("tmux=/tmp/tmux-1000"),
+            "{who:?}: {out} / {err}"
+        );
+    }
+}

@@ -168,6 +168,29 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let (mut env, stripped) =
         tyba_supervisor::scrub_env_explained(std::env::vars_os(), &args.pass_env);
     env.retain(|(k, _)| k != "TMPDIR" && k != "TYBA_SESSION" && k != "TYBA_WORKTREE");
+    // What the agent's profile hides at the source (the person's tmux and ssh agent
+    // sockets): its start-up probes of them then find nothing to ask about.
+    let resolved = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
+    let markers = tyba_policy::agents::InstallMarkers::from_path(&resolved);
+    let recognised = policy
+        .config()
+        .agents
+        .profile_for(&resolved, home.as_deref(), &markers);
+    if let Some(r) = &recognised {
+        let hidden: Vec<String> = env
+            .iter()
+            .filter(|(k, _)| r.profile.hidden_env.iter().any(|h| k == h.as_str()))
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        if !hidden.is_empty() {
+            eprintln!(
+                "tyba: hidden from {} (its profile): {}",
+                r.name,
+                hidden.join(", ")
+            );
+        }
+        env.retain(|(k, _)| !r.profile.hidden_env.iter().any(|h| k == h.as_str()));
+    }
     env.push(("TMPDIR".into(), tmp_dir.clone().into_os_string()));
     env.push(("TYBA_SESSION".into(), session.id.clone().into()));
     env.push((
