@@ -621,3 +621,53 @@ fn run_an_agent_profile_hides_the_persons_tmux_and_ssh_agent_sockets() {
         );
     }
 }
+
+#[test]
+fn run_a_c_build_runs_under_the_approval_of_make_and_a_push_inside_it_does_not() {
+    for who in whos() {
+        let Some(e) = setup(&who, "cbuild") else {
+            continue;
+        };
+        std::fs::write(e.wt.join("m1.c"), "int f1(int x) { return x * 2; }\n").unwrap();
+        std::fs::write(e.wt.join("main.c"), "int main(void) { return 0; }\n").unwrap();
+        // gcc runs cc1, as, collect2 and ld from /usr/lib with the system's own files on their
+        // lines: the build's own work under the approval of `make`. A step that names a file
+        // the sandbox cannot read, or pushes to main through git's own directory, is not.
+        std::fs::write(
+            e.wt.join("Makefile"),
+            "prog: m1.o main.o\n\tcc -o prog m1.o main.o\n%.o: %.c\n\tcc -O1 -c $< -o $@\n\
+             leak:\n\tcat /root/.profile > leaked.txt\n\
+             ship:\n\t/usr/lib/git-core/git push origin HEAD:main\n",
+        )
+        .unwrap();
+        give(&e.wt, &who);
+        let (code, out, err) = run_bash(
+            &e,
+            &["--here", "--non-interactive", "--autonomy", "high"],
+            "make -s prog; echo build=$?; make -s leak; echo leak=$?; make -s ship; echo ship=$?",
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("build=0") && e.wt.join("prog").exists(),
+            "{who:?}: the build ran: {out} / {err}"
+        );
+        assert!(
+            !out.contains("leak=0"),
+            "{who:?}: the read outside was refused: {out} / {err}"
+        );
+        assert!(
+            std::fs::read_to_string(e.wt.join("leaked.txt"))
+                .unwrap_or_default()
+                .is_empty(),
+            "{who:?}: nothing read: {err}"
+        );
+        assert!(
+            !out.contains("ship=0"),
+            "{who:?}: the push was refused: {out} / {err}"
+        );
+        assert!(
+            err.contains("refs/heads/main"),
+            "{who:?}: the push is refused as a push to main: {err}"
+        );
+    }
+}

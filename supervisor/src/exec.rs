@@ -290,6 +290,16 @@ const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
+/// Whether `real` (canonical) is a system program outside the system bin directories
+/// (`/usr/lib/gcc/…/cc1`, `/usr/lib/git-core/git-remote-http`): code the person's system
+/// installed, read-only to the agent, that programs run by path.
+pub(crate) fn is_system_program(real: &std::path::Path) -> bool {
+    SYSTEM_DIRS.iter().any(|d| real.starts_with(d))
+        && !tyba_policy::programs::SYSTEM_BIN_DIRS
+            .iter()
+            .any(|d| real.parent() == Some(std::path::Path::new(d)))
+}
+
 fn system_paths_only(value: &str) -> bool {
     !value.is_empty()
         && value.split(':').all(|e| {

@@ -225,6 +225,18 @@ pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
         .join(" ")
 }
 
+/// `NAME ARGS…` for the file `real` run with `argv`: the program by its file name.
+fn name_line(real: &std::path::Path, argv: &[String]) -> String {
+    let name = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    std::iter::once(shell_quote(&name))
+        .chain(argv.iter().skip(1).map(|a| shell_quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The command line an exec stands for when judged by its `argv[0]`: for a program whose
 /// behaviour argv[0] selects — git's `git-<command>` names, busybox applets — or any argv[0]
 /// naming another program than the file run, that name with `argv[1..]`. `None` when argv[0]
@@ -747,7 +759,19 @@ impl Notifier {
         if let Some(sh) = &shell {
             prefix.extend(sh.sourced.iter().map(|f| (String::new(), f.clone())));
         }
-        let command = exec::classified_line(&prefix, &command_line(&shown, &r.argv));
+        // A system program outside the bin directories (`/usr/lib/gcc/…/cc1`,
+        // `/usr/lib/git-core/git`) is also judged by its name: `git push` is git whatever its
+        // directory. A command's descendant running one is the build's own work, not a path
+        // it reaches: judged by the name only.
+        let by_name = file
+            .as_ref()
+            .filter(|(real, _)| exec::is_system_program(real))
+            .map(|(real, _)| name_line(real, &r.argv));
+        let own_line = match (&role, &by_name) {
+            (Role::Command(_), Some(l)) => l.clone(),
+            _ => command_line(&shown, &r.argv),
+        };
+        let command = exec::classified_line(&prefix, &own_line);
         // Pushes and aliases resolve against the repository (tyba-git-guard), like `tyba
         // classify`, on a worker confined to what the agent may read, under a deadline
         // (`crate::classify_worker`); its refusals fail closed.
@@ -758,7 +782,10 @@ impl Notifier {
         };
         // A program that takes what it does from its argv[0] (`git-clean`, busybox applets)
         // is also judged as what argv[0] names; the worse verdict wins.
-        if let Some(alt) = argv0_line(&shown, &r.argv) {
+        let alts = argv0_line(&shown, &r.argv)
+            .into_iter()
+            .chain(by_name.filter(|l| *l != own_line));
+        for alt in alts {
             let alt = exec::classified_line(&prefix, &alt);
             match self.classifier.classify(&alt, &r.cwd, file_id) {
                 Ok(c) => class.merge(c),
@@ -778,7 +805,15 @@ impl Notifier {
             }))
         };
         if let Role::Command(c) = &role {
-            return Ok(match exec::covered(class.verdict, &rules, c) {
+            // A build's own steps name the system's files (`ld … /usr/lib/…/crt1.o`): reading
+            // what the agent's domain reads anyway is no reach outside for a command's
+            // descendant; Landlock holds the line. Writing outside still is.
+            let verdict = if self.reads_only_what_the_domain_reads(&class) {
+                Verdict::Yellow
+            } else {
+                class.verdict
+            };
+            return Ok(match exec::covered(verdict, &rules, c) {
                 Covered::Pass => {
                     self.control.count(Counted::Allowed);
                     ExecDecision::Continue(Some(pending(role.clone())))
@@ -842,6 +877,24 @@ impl Notifier {
                 })))
             }
         }
+    }
+
+    /// Whether `class` is red only for naming, without writing them, paths outside the
+    /// worktree that the agent's Landlock domain may read anyway (system paths, paths the
+    /// policy opens).
+    fn reads_only_what_the_domain_reads(&self, class: &Classification) -> bool {
+        let under = |p: &std::path::Path, roots: &[PathBuf]| roots.iter().any(|r| p.starts_with(r));
+        class.verdict == Verdict::Red
+            && class
+                .findings
+                .iter()
+                .filter(|f| f.verdict == Verdict::Red)
+                .all(|f| f.rule == tyba_policy::rules::PATH_OUTSIDE_WORKTREE.id)
+            && class.writes.iter().all(|w| under(w, &self.writable))
+            && class
+                .paths
+                .iter()
+                .all(|p| under(p, &self.writable) || under(p, &self.readable))
     }
 
     /// The reasons an exec's ask shows (`first`, then the classification's decisive ones,
