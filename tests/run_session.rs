@@ -195,15 +195,23 @@ fn run_children_of_an_approved_command_pass_when_yellow_and_are_asked_when_red()
         let Some(e) = setup(&who, "children") else {
             continue;
         };
+        let secret = e.wt.parent().unwrap().join("outside-secret.txt");
+        std::fs::write(&secret, "topsecret\n").unwrap();
+        give(&secret, &who);
         write_exe(
             &e.wt.join("build.sh"),
-            "#!/bin/sh\ntouch built.txt\necho touch-rc=$?\ncat /etc/hostname > from-child.txt\necho child-rc=$?\n",
+            &format!(
+                "#!/bin/sh\ntouch built.txt\necho touch-rc=$?\ncat /etc/hostname > host.txt\necho sys-rc=$?\ncat {} > from-child.txt\necho child-rc=$?\n",
+                secret.display()
+            ),
         );
         give(&e.wt.join("build.sh"), &who);
         // At high autonomy the yellow `./build.sh` is allowed. Its yellow `touch` runs under
-        // that approval, unasked; the `cat /etc/hostname` it runs is red: the approval of the
-        // build does not cover it, so it is asked (here: refused, non-interactive), naming
-        // the approved command. The same `cat` started by the agent itself is refused too.
+        // that approval, unasked, and so does its read of a system file the sandbox reads
+        // anyway. Its `cat` of a file outside that the sandbox cannot read is red: the
+        // approval of the build does not cover it, so it is asked (here: refused,
+        // non-interactive), naming the approved command. The agent's own `cat
+        // /etc/hostname` is red and refused: the agent named a path outside.
         let script = "./build.sh; cat /etc/hostname > from-agent.txt; echo agent-rc=$?";
         let (code, out, err) = run_bash(
             &e,
@@ -214,6 +222,10 @@ fn run_children_of_an_approved_command_pass_when_yellow_and_are_asked_when_red()
         assert!(
             out.contains("touch-rc=0") && e.wt.join("built.txt").exists(),
             "{who:?}: the yellow child ran: {out} / {err}"
+        );
+        assert!(
+            out.contains("sys-rc=0"),
+            "{who:?}: the child's read of a system file ran: {out} / {err}"
         );
         assert!(
             out.contains("child-rc=126"),
