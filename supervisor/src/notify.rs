@@ -1031,6 +1031,12 @@ impl Notifier {
         if !single && !racers_trusted {
             return Err("another thread shares its memory".into());
         }
+        // A refusal's rewrite in memory shared with a vfork parent that has other threads
+        // running is visible to them (a program that cached the path it spawns would spawn
+        // `/dev/fd/3` next): refused with EACCES instead.
+        if empty_env && shares_with_parent.is_some_and(|pp| procfs::threads(pp) != Some(1)) {
+            return Err("its parent's other threads share the memory of its file name".into());
+        }
         if old_name.len() < new_name.len() && !alone {
             return Err(format!(
                 "its file name is shorter than {} bytes and its process shares memory; run it by its full path",
