@@ -134,7 +134,9 @@ struct PendingAsk {
     req: AskRequest,
     key: Option<AlwaysKey>,
     copy: Option<ExecCopy>,
-    /// The role the process takes when approved (its cover is the approved command).
+    /// The approved command, which what it starts runs under.
+    cover: Arc<Cover>,
+    /// The role the process takes when approved: a command under `cover`.
     pending: Pending,
 }
 
@@ -427,6 +429,7 @@ impl Notifier {
                         req,
                         key,
                         copy,
+                        cover,
                         pending,
                     } = *ask;
                     let what = match &req.kind {
@@ -452,15 +455,6 @@ impl Notifier {
                                     me.reply(n.id, Reply::Continue)
                                 }
                                 Some(c) => {
-                                    let cover = match &pending.then {
-                                        Role::Command(c) => Arc::clone(c),
-                                        _ => Arc::new(Cover {
-                                            line: what.clone(),
-                                            verdict: req.verdict,
-                                            rules: Vec::new(),
-                                            env: Vec::new(),
-                                        }),
-                                    };
                                     if let Err(reason) = me.run_approved(&n, c, cover) {
                                         me.refuse_exec(&n, what, reason)
                                     }
@@ -797,12 +791,12 @@ impl Notifier {
         // exec runs with.
         let env = exec::code_env(&r.envp);
         let new_cover = |command: &str| {
-            Role::Command(Arc::new(Cover {
+            Arc::new(Cover {
                 line: command.to_string(),
                 verdict: class.verdict,
                 rules: rules.clone(),
                 env: env.clone(),
-            }))
+            })
         };
         if let Role::Command(c) = &role {
             // A build's own steps name the system's files (`ld … /usr/lib/…/crt1.o`): reading
@@ -825,6 +819,7 @@ impl Notifier {
                         shorten(&c.line, 200)
                     );
                     let (reasons, copy) = self.ask_parts(&class, Some(first), r);
+                    let cover = new_cover(&command);
                     ExecDecision::Ask(Box::new(PendingAsk {
                         req: AskRequest {
                             kind: AskKind::Command {
@@ -837,7 +832,8 @@ impl Notifier {
                         },
                         key: None,
                         copy,
-                        pending: pending(new_cover(&command)),
+                        pending: pending(Role::Command(Arc::clone(&cover))),
+                        cover,
                     }))
                 }
             });
@@ -856,11 +852,14 @@ impl Notifier {
         ) {
             Decision::Allow => {
                 self.control.count(Counted::Allowed);
-                Ok(ExecDecision::Continue(Some(pending(new_cover(&command)))))
+                Ok(ExecDecision::Continue(Some(pending(Role::Command(
+                    new_cover(&command),
+                )))))
             }
             Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
             Decision::Ask(a) => {
                 let (reasons, copy) = self.ask_parts(&class, None, r);
+                let cover = new_cover(&command);
                 Ok(ExecDecision::Ask(Box::new(PendingAsk {
                     req: AskRequest {
                         kind: AskKind::Command {
@@ -873,7 +872,8 @@ impl Notifier {
                     },
                     key: a.rememberable,
                     copy,
-                    pending: pending(new_cover(&command)),
+                    pending: pending(Role::Command(Arc::clone(&cover))),
+                    cover,
                 })))
             }
         }
@@ -1025,9 +1025,10 @@ impl Notifier {
         // parent's copy of the name too, and is undone there once the proxy runs.
         let shares_with_parent =
             parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
-        let alone = procfs::threads(tgid) == Some(1) && shares_with_parent.is_none();
-        let single = procfs::threads(tgid) == Some(1)
-            && shares_with_parent.is_none_or(|pp| procfs::threads(pp) == Some(1));
+        let one_thread = procfs::threads(tgid) == Some(1);
+        let alone = one_thread && shares_with_parent.is_none();
+        let single =
+            one_thread && shares_with_parent.is_none_or(|pp| procfs::threads(pp) == Some(1));
         if !single && !racers_trusted {
             return Err("another thread shares its memory".into());
         }
