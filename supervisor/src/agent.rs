@@ -35,6 +35,9 @@ pub struct AgentInstall {
     pub roots: Vec<PathBuf>,
     /// Interpreters (canonical) that run the agent's scripts (`node`, the venv's `python3`).
     pub interpreters: Vec<PathBuf>,
+    /// The policy's profile of this agent, when one recognises the program (its name and
+    /// facts, `tyba_policy::agents`): its known start-up probes are refused quietly.
+    pub profile: Option<(String, tyba_policy::agents::AgentProfile)>,
 }
 
 /// Interpreter options that load or run code other than the script operand: an exec with one
@@ -100,6 +103,33 @@ impl AgentInstall {
             push_unique(&mut install.interpreters, interp);
         }
         install
+    }
+
+    /// Adds the profile of `profiles` that recognises the resolved program (`home` expands
+    /// `~` in the profiles' installation directories), by its place first, then its name
+    /// ([`tyba_policy::agents::AgentProfiles::profile_for`]).
+    pub fn with_profile(
+        mut self,
+        profiles: &tyba_policy::agents::AgentProfiles,
+        home: Option<&Path>,
+    ) -> AgentInstall {
+        let markers = tyba_policy::agents::InstallMarkers::from_path(&self.program);
+        self.profile = profiles
+            .profile_for(&self.program, home, &markers)
+            .map(|r| (r.name.to_string(), r.profile.clone()));
+        self
+    }
+
+    /// The quiet refusal the agent's profile gives an exec `argv` of the agent's own process
+    /// for which the general rules decided `general` (DESIGN.md §5; issue 12): only an ask of
+    /// a known probe becomes a refusal, logged and not asked; nothing is ever allowed here.
+    pub fn quiet_probe(
+        &self,
+        argv: &[String],
+        general: &tyba_policy::Decision,
+    ) -> Option<tyba_policy::agents::QuietRefusal> {
+        let (name, profile) = self.profile.as_ref()?;
+        profile.probe_outcome(name, argv, general)
     }
 
     /// Whether the agent has an installation of its own (a package, a venv, a program that

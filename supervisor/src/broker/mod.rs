@@ -1153,6 +1153,21 @@ impl Approver for Broker {
             s.guard.reset();
             return None;
         }
+        if event.is_quiet() {
+            // Not asked and not the model's doing: logged, never counted by the guard.
+            if let Some(log) = &self.inner.audit {
+                log.write(&AuditLine {
+                    time: audit::rfc3339(SystemTime::now()),
+                    session: self.inner.cfg.session.clone(),
+                    kind: event.kind.to_string(),
+                    action: event.what.clone(),
+                    decision: "quiet-refuse".into(),
+                    reason: event.reason.clone(),
+                    ..AuditLine::default()
+                });
+            }
+            return None;
+        }
         let reason = event.reason.clone().unwrap_or_default();
         // After the end, the only refusals left are the asks `close` denied and logged.
         let already = match s.closed {
