@@ -123,13 +123,25 @@ impl AgentInstall {
     /// The quiet refusal the agent's profile gives an exec `argv` of the agent's own process
     /// for which the general rules decided `general` (DESIGN.md §5; issue 12): only an ask of
     /// a known probe becomes a refusal, logged and not asked; nothing is ever allowed here.
+    ///
+    /// `line` is the command line the exec was classified as: a shell the agent starts for
+    /// one plain command (`/bin/sh -c env`) is classified as that command, and is matched by
+    /// its words when they are plain (no quoting, expansion or operator).
     pub fn quiet_probe(
         &self,
         argv: &[String],
+        line: &str,
         general: &tyba_policy::Decision,
     ) -> Option<tyba_policy::agents::QuietRefusal> {
         let (name, profile) = self.profile.as_ref()?;
-        profile.probe_outcome(name, argv, general)
+        profile.probe_outcome(name, argv, general).or_else(|| {
+            let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:@#{},%+ ".contains(c);
+            if line.is_empty() || !line.chars().all(plain) {
+                return None;
+            }
+            let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            profile.probe_outcome(name, &words, general)
+        })
     }
 
     /// Whether the agent has an installation of its own (a package, a venv, a program that

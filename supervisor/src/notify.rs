@@ -866,7 +866,7 @@ impl Notifier {
             self.mode,
             &s.memory,
         );
-        if let Some(q) = self.install.quiet_probe(&r.argv, &decision) {
+        if let Some(q) = self.install.quiet_probe(&r.argv, &command, &decision) {
             return Ok(ExecDecision::Quiet(format!(
                 "refused quietly by tyba: {} (a known start-up probe of {}, `{}` in its profile)",
                 q.reason, q.agent, q.probe

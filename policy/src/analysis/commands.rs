@@ -940,10 +940,24 @@ impl Analyzer<'_> {
                 return self.declare(st, &inv)
             }
             "unset" => {
+                // bash(1): `unset [-fv] [-n] [--] NAME…`; `-f` removes functions (an agent's
+                // wrapper removes its own shadowing definitions this way), after which the
+                // name is the program again.
                 let mut st = st;
+                let mut functions = false;
+                let mut options = true;
                 for a in args {
                     if let Some(n) = a.known() {
-                        if !n.starts_with('-') {
+                        if options && n == "--" {
+                            options = false;
+                        } else if options && n.starts_with('-') {
+                            functions = n.contains('f');
+                        } else if functions {
+                            st.functions.retain(|f| *f != n);
+                            st.defs.retain(|d| {
+                                d.name != n || d.kind != super::housekeeping::DefKind::Function
+                            });
+                        } else {
                             st.vars.insert(n, vec![None]);
                         }
                     }
