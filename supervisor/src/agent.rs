@@ -183,6 +183,82 @@ impl AgentInstall {
     }
 }
 
+/// The agents whose hook protocol `tyba hook install` writes, by their names on tyba's
+/// command line (`tyba hook codex`).
+pub const HOOK_AGENTS: &[&str] = &["claude-code", "codex", "gemini"];
+
+/// The `sh` script around tyba in the hook command `tyba hook install` writes
+/// (`/bin/sh -c '<script>' <tyba>`; docs/agents.md "`tyba hook install|uninstall`"): the agents
+/// let a call through when a hook exits with a status other than 0 or 2, so every other status
+/// becomes exit 2 with a reason on stderr. It holds no `'` or `\`.
+pub fn hook_wrapper_script(agent: &str) -> String {
+    format!(
+        r#""$0" hook {agent}; s=$?; [ "$s" -eq 0 ] || [ "$s" -eq 2 ] || {{ echo "tyba hook {agent} could not answer (exit status $s; is $0 still there?): refusing the tool call" >&2; exit 2; }}; exit "$s""#
+    )
+}
+
+/// Whether an exec `argv` (of the agent's own process, in `cwd`) runs tyba's own hook around
+/// this very executable `own_exe`: exactly the command `tyba hook install` writes, `/bin/sh -c
+/// '<script>' EXE`, either as the exec itself or as the one line of a shell's `-c`/`-lc` (Codex
+/// runs hooks with `$SHELL -lc`), with `EXE` the same file as `own_exe` and named outside
+/// `writable` (where a link could be swapped after the check). tyba's hook only reads the tool
+/// call and answers or asks through the session: it is tyba, not a command of the agent's.
+pub fn is_own_hook(argv: &[String], cwd: &Path, own_exe: &Path, writable: &[PathBuf]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let same_file = |exe: &str| {
+        use std::os::unix::ffi::OsStrExt;
+        if !Path::new(exe).is_absolute()
+            || crate::exec::lexically_within(OsStr::new(exe).as_bytes(), cwd, writable)
+        {
+            return false;
+        }
+        match (std::fs::metadata(exe), std::fs::metadata(own_exe)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    };
+    let direct = |words: &[String]| match words {
+        [sh, c, script, exe] => {
+            sh == "/bin/sh"
+                && c == "-c"
+                && HOOK_AGENTS
+                    .iter()
+                    .any(|a| *script == hook_wrapper_script(a))
+                && same_file(exe)
+        }
+        _ => false,
+    };
+    if direct(argv) {
+        return true;
+    }
+    // `SHELL -lc LINE`, LINE being the installed command (its path bare or single-quoted).
+    let [shell, c, line] = argv else {
+        return false;
+    };
+    let shell_name = Path::new(shell).file_name().and_then(OsStr::to_str);
+    if !matches!(shell_name, Some("sh" | "bash" | "zsh" | "dash"))
+        || !matches!(c.as_str(), "-c" | "-lc")
+    {
+        return false;
+    }
+    HOOK_AGENTS.iter().any(|a| {
+        let head = format!("/bin/sh -c '{}' ", hook_wrapper_script(a));
+        line.strip_prefix(&head).is_some_and(|exe| {
+            let exe = exe
+                .strip_prefix('\'')
+                .and_then(|e| e.strip_suffix('\''))
+                .unwrap_or(exe);
+            !exe.contains(['\'', ' ', '\t', '\n'])
+                && direct(&[
+                    "/bin/sh".to_string(),
+                    "-c".to_string(),
+                    hook_wrapper_script(a),
+                    exe.to_string(),
+                ])
+        })
+    })
+}
+
 /// Programs that run whatever command line or script they are given: shells and general
 /// interpreters. Such a program named as the agent is the agent for its first exec only; its
 /// re-execs (`bash -c …` from a `bash` agent) are commands, analysed as the lines they are.
@@ -341,6 +417,65 @@ mod tests {
 
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn tyba_own_hook_is_only_the_installed_command_around_this_very_file() {
+        let d = tempfile::tempdir().unwrap();
+        let me = d.path().join("tyba");
+        std::fs::write(&me, "x").unwrap();
+        let other = d.path().join("tyba-copy");
+        std::fs::write(&other, "x").unwrap();
+        let wt = d.path().join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        let script = hook_wrapper_script("codex");
+        let m = me.to_str().unwrap();
+        let no: &[PathBuf] = &[];
+        assert!(is_own_hook(
+            &v(&["/bin/sh", "-c", &script, m]),
+            &wt,
+            &me,
+            no
+        ));
+        let line = format!("/bin/sh -c '{script}' {m}");
+        assert!(is_own_hook(&v(&["/bin/bash", "-lc", &line]), &wt, &me, no));
+        let quoted = format!("/bin/sh -c '{script}' '{m}'");
+        assert!(is_own_hook(&v(&["/bin/zsh", "-lc", &quoted]), &wt, &me, no));
+        // Another file with the same contents, another script, more words, a writable name.
+        let o = other.to_str().unwrap();
+        assert!(!is_own_hook(
+            &v(&["/bin/sh", "-c", &script, o]),
+            &wt,
+            &me,
+            no
+        ));
+        let evil = script.replace("exit \"$s\"", "rm -rf ~; exit \"$s\"");
+        assert!(!is_own_hook(&v(&["/bin/sh", "-c", &evil, m]), &wt, &me, no));
+        assert!(!is_own_hook(
+            &v(&["/bin/sh", "-c", &script, m, "x"]),
+            &wt,
+            &me,
+            no
+        ));
+        let line2 = format!("{line}; rm -rf ~");
+        assert!(!is_own_hook(
+            &v(&["/bin/bash", "-lc", &line2]),
+            &wt,
+            &me,
+            no
+        ));
+        assert!(!is_own_hook(
+            &v(&["/bin/sh", "-c", &script, m]),
+            &wt,
+            &me,
+            &[d.path().to_path_buf()]
+        ));
+        assert!(!is_own_hook(
+            &v(&["/bin/sh", "-c", &script, "tyba"]),
+            &wt,
+            &me,
+            no
+        ));
     }
 
     fn write(p: &Path, s: &str) {

@@ -750,6 +750,23 @@ impl Notifier {
             // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
+        // tyba's own hook, as `tyba hook install` wrote it around this executable: tyba.
+        if role.is_agent()
+            && self
+                .proxy_exe
+                .as_deref()
+                .is_some_and(|me| crate::agent::is_own_hook(&r.argv, &r.cwd, me, &self.writable))
+        {
+            self.control.count(Counted::Allowed);
+            return Ok(ExecDecision::Continue(Some(pending(Role::Command(
+                Arc::new(Cover {
+                    line: r.argv.join(" "),
+                    verdict: Verdict::Green,
+                    rules: Vec::new(),
+                    env: exec::code_env(&r.envp),
+                }),
+            )))));
+        }
         let assigns = if role.is_agent() && self.install.has_installation() && !own_file {
             Vec::new()
         } else {

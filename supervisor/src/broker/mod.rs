@@ -139,6 +139,9 @@ pub struct BrokerConfig {
     pub policy: Option<tyba_policy::Policy>,
     /// `~` for that classification.
     pub home: Option<PathBuf>,
+    /// The session's scratch directory (its `TMPDIR`): an agent's wrapper redirecting into it
+    /// is housekeeping, so the command inside the wrapper is what a hook's answer links to.
+    pub scratch: Option<PathBuf>,
     /// The session's live controls, shared with the notify loop.
     pub control: Arc<SessionControl>,
     /// `--non-interactive`: nobody answers. Every ask (the sandbox's and the agent hook's) is
@@ -163,6 +166,7 @@ impl BrokerConfig {
             notices: true,
             policy: None,
             home: None,
+            scratch: None,
             control: SessionControl::new(
                 tyba_policy::Autonomy::Medium,
                 SessionInfo::new(Vec::new(), "auto"),
@@ -1054,9 +1058,48 @@ impl Broker {
             return Some(Answer::Always);
         }
         s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
-        let i = s.linked_once.iter().position(|(c, _)| c == command)?;
+        let i = match s.linked_once.iter().position(|(c, _)| c == command) {
+            Some(i) => i,
+            None => {
+                // The agent runs the command the hook asked about inside its own wrapper
+                // (Claude Code's `… && eval 'CMD' < /dev/null && pwd -P >| $TMPDIR/…`, Gemini
+                // CLI's background-pid trap): the same intent when the line is that one
+                // command in neutral shell housekeeping (`Classification::inner_command`, the
+                // key "always" uses), and no worse than what the hook's ask showed.
+                drop(s);
+                let (inner, verdict) = self.inner_command(command)?;
+                if verdict > request.verdict {
+                    return None;
+                }
+                s = self.lock()?;
+                s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
+                s.linked_once.iter().position(|(c, _)| *c == inner)?
+            }
+        };
         s.linked_once.remove(i);
         Some(Answer::Once)
+    }
+
+    /// The one command inside a line of shell housekeeping, with the line's verdict, as the
+    /// session's policy sees it in the worktree.
+    fn inner_command(&self, line: &str) -> Option<(String, tyba_policy::Verdict)> {
+        let policy = self.inner.cfg.policy.as_ref()?;
+        let wt = &self.inner.cfg.worktree;
+        let inspector = tyba_git_guard::Inspector::new();
+        let ctx = tyba_policy::Context {
+            worktree: wt,
+            cwd: wt,
+            home: self.inner.cfg.home.as_deref(),
+            scratch: self.inner.cfg.scratch.as_deref(),
+            git: Some(&inspector),
+        };
+        let c = policy.classify(
+            &tyba_policy::Action::Exec {
+                command: line.to_string(),
+            },
+            &ctx,
+        );
+        Some((c.inner_command?, c.verdict))
     }
 
     fn log_linked(&self, request: &AskRequest, answer: &Answer) {
