@@ -57,7 +57,7 @@ fn npm_prefix() -> Option<PathBuf> {
     assert!(
         !require_sandbox(),
         "the Codex CLI is not installed under {} and TYBA_REQUIRE_SANDBOX=1: install it with \
-         `npm install -g --prefix {NPM_PREFIX} @openai/codex@{CODEX_VERSION}` (as .ci/run does) \
+         `npm install -g --prefix {NPM_PREFIX} @openai/codex@{CODEX_VERSION}` (as scripts/install-test-agents does) \
          or point TYBA_TEST_NPM_PREFIX at an npm prefix holding it",
         prefix.display()
     );

@@ -633,8 +633,9 @@ pub struct Measured {
     pub quiet: usize,
 }
 
-/// The probes refused quietly in a session, from its end-of-session lines (`tyba: refused
-/// quietly (N):` then one `tyba:   PROBE: REASON` entry each).
+/// The refusals made quietly in a session, from its end-of-session lines (`tyba: refused
+/// quietly (not asked) (N):` then one `tyba:   KIND WHAT[ (×K)]: REASON` entry per distinct
+/// refusal), each repeated as often as it was made.
 pub fn quiet_refusals(stderr: &str) -> Vec<String> {
     let mut v = Vec::new();
     let mut on = false;
@@ -645,7 +646,16 @@ pub fn quiet_refusals(stderr: &str) -> Vec<String> {
         }
         if on {
             match l.strip_prefix("tyba:   ") {
-                Some(e) => v.push(e.to_string()),
+                Some(e) => {
+                    let times = e
+                        .split_once(" (×")
+                        .and_then(|(_, r)| r.split_once("):"))
+                        .and_then(|(n, _)| n.parse::<usize>().ok())
+                        .unwrap_or(1);
+                    for _ in 0..times {
+                        v.push(e.to_string());
+                    }
+                }
                 None => on = false,
             }
         }

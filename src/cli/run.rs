@@ -334,12 +334,25 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Refusals nobody was asked about and the model did not ask for: the agent's known
     // probes its profile refuses, watches outside the readable roots.
-    let quiet: Vec<_> = outcome.events.iter().filter(|e| e.is_quiet()).collect();
+    // The same probe repeated (an agent probes at every turn) is one line with its count.
+    let mut quiet: Vec<(&tyba_supervisor::AuditEvent, usize)> = Vec::new();
+    for e in outcome.events.iter().filter(|e| e.is_quiet()) {
+        match quiet.iter_mut().find(|(q, _)| *q == e) {
+            Some((_, n)) => *n += 1,
+            None => quiet.push((e, 1)),
+        }
+    }
     if !quiet.is_empty() {
-        eprintln!("tyba: refused quietly (not asked) ({}):", quiet.len());
-        for d in quiet {
+        let total: usize = quiet.iter().map(|(_, n)| n).sum();
+        eprintln!("tyba: refused quietly (not asked) ({total}):");
+        for (d, n) in quiet {
+            let times = if n > 1 {
+                format!(" (×{n})")
+            } else {
+                String::new()
+            };
             eprintln!(
-                "tyba:   {} {}: {}",
+                "tyba:   {} {}{times}: {}",
                 d.kind,
                 d.what,
                 d.reason.as_deref().unwrap_or("refused")
