@@ -211,7 +211,16 @@ impl SandboxPlan {
             let install = crate::agent::AgentInstall::resolve(&a, i.agent_path_env);
             push_unique(&mut plan.read_only, a);
             for p in install.roots.into_iter().chain(install.interpreters) {
-                push_unique(&mut plan.read_only, p);
+                // Never the home or a directory above it (a `pyvenv.cfg` in the home would
+                // make the whole home the installation): only what lies below.
+                let holds_home = i.home.is_some_and(|h| {
+                    std::fs::canonicalize(h)
+                        .unwrap_or_else(|_| h.to_path_buf())
+                        .starts_with(&p)
+                });
+                if !holds_home && p != Path::new("/") {
+                    push_unique(&mut plan.read_only, p);
+                }
             }
         }
         if let Some(g) = &i.session.git {

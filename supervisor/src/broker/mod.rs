@@ -207,7 +207,7 @@ struct State {
     hook_always: HashSet<String>,
     /// Shell commands the person allowed once through a hook ask, with when: the kernel
     /// layer's ask for the same exact command line, within [`LINK_WINDOW`], is that answer.
-    linked_once: Vec<(String, Instant)>,
+    linked_once: Vec<(String, Instant, tyba_policy::Verdict)>,
     /// Shell commands the person allowed always through a hook ask (yellow by the broker's
     /// own classification): the kernel layer's ask for the same line is answered `always`.
     linked_always: HashSet<String>,
@@ -943,6 +943,8 @@ impl Broker {
         let always_ok = ask.rememberable && ask.verdict == "yellow";
         let link = ours.is_some();
         let command = ask.action.clone();
+        // What the person is shown and answers: a wrapped exec is linked only up to it.
+        let shown: tyba_policy::Verdict = ask.verdict.parse().unwrap_or(tyba_policy::Verdict::Red);
         let key = format!("{}\u{0}{}", ask.tool, ask.action);
         if self.inner.cfg.non_interactive {
             self.inner.cfg.control.count(Counted::Denied);
@@ -989,8 +991,8 @@ impl Broker {
         match answer {
             Answer::Once => {
                 if let (true, Some(mut s)) = (link, self.lock()) {
-                    s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
-                    s.linked_once.push((command, Instant::now()));
+                    s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
+                    s.linked_once.push((command, Instant::now(), shown));
                 }
                 HookAnswer {
                     answer: WireAnswer::Once,
@@ -1057,23 +1059,23 @@ impl Broker {
         if request.rememberable && s.linked_always.contains(command) {
             return Some(Answer::Always);
         }
-        s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
-        let i = match s.linked_once.iter().position(|(c, _)| c == command) {
+        s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
+        let i = match s.linked_once.iter().position(|(c, _, _)| c == command) {
             Some(i) => i,
             None => {
                 // The agent runs the command the hook asked about inside its own wrapper
                 // (Claude Code's `… && eval 'CMD' < /dev/null && pwd -P >| $TMPDIR/…`, Gemini
                 // CLI's background-pid trap): the same intent when the line is that one
                 // command in neutral shell housekeeping (`Classification::inner_command`, the
-                // key "always" uses), and no worse than what the hook's ask showed.
+                // key "always" uses), and neither the line nor this ask worse than what the
+                // hook's ask showed the person.
                 drop(s);
                 let (inner, verdict) = self.inner_command(command)?;
-                if verdict > request.verdict {
-                    return None;
-                }
                 s = self.lock()?;
-                s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
-                s.linked_once.iter().position(|(c, _)| *c == inner)?
+                s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
+                s.linked_once.iter().position(|(c, _, shown)| {
+                    *c == inner && verdict <= *shown && request.verdict <= *shown
+                })?
             }
         };
         s.linked_once.remove(i);
