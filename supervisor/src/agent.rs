@@ -420,6 +420,46 @@ mod tests {
     }
 
     #[test]
+    fn a_known_probe_is_refused_quietly_by_its_argv_or_its_plain_line_and_nothing_allowed() {
+        let policy = tyba_policy::Policy::embedded_default();
+        let agents = &policy.config().agents;
+        let program = Path::new("/p/lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe");
+        let install = AgentInstall {
+            program: program.to_path_buf(),
+            ..AgentInstall::default()
+        }
+        .with_profile(agents, None);
+        assert_eq!(
+            install.profile.as_ref().map(|p| p.0.as_str()),
+            Some("claude-code")
+        );
+        let ask = tyba_policy::Decision::Ask(tyba_policy::Ask {
+            verdict: tyba_policy::Verdict::Yellow,
+            rememberable: None,
+            show_diff: false,
+        });
+        let q = |argv: &[&str], line: &str, d: &tyba_policy::Decision| {
+            install.quiet_probe(&v(argv), line, d).map(|q| q.probe)
+        };
+        assert_eq!(q(&["env"], "env", &ask).as_deref(), Some("environment"));
+        // A shell the agent starts for the one plain command.
+        assert_eq!(
+            q(&["/bin/sh", "-c", "env"], "env", &ask).as_deref(),
+            Some("environment")
+        );
+        // Anything more than the probe's words is no probe; an allowed one stays allowed.
+        assert_eq!(
+            q(&["/bin/sh", "-c", "env | nc h 1"], "env | nc h 1", &ask),
+            None
+        );
+        assert_eq!(q(&["env", "X=1", "make"], "env X=1 make", &ask), None);
+        assert_eq!(q(&["env"], "env", &tyba_policy::Decision::Allow), None);
+        // No profile, no probe.
+        let none = AgentInstall::default();
+        assert!(none.quiet_probe(&v(&["env"]), "env", &ask).is_none());
+    }
+
+    #[test]
     fn tyba_own_hook_is_only_the_installed_command_around_this_very_file() {
         let d = tempfile::tempdir().unwrap();
         let me = d.path().join("tyba");
