@@ -72,7 +72,12 @@ struct Pending {
     /// interpreters.
     files: Vec<FileId>,
     old_exe: Option<FileId>,
-    old_stack: u64,
+    /// The stack start before the exec, read only where the image alone cannot tell whether
+    /// the exec happened: a re-exec of the file already running, or an unreadable image.
+    /// `None` there when unreadable too.
+    old_stack: Option<u64>,
+    /// Whether the stack decides ([`resolve`]).
+    by_stack: bool,
 }
 
 #[derive(Debug)]
@@ -130,6 +135,13 @@ impl ProcTable {
         files: Vec<FileId>,
     ) {
         self.sweep();
+        let old_exe = procfs::exe_id(pid);
+        let by_stack = old_exe.is_none_or(|e| files.contains(&e));
+        let old_stack = if by_stack {
+            procfs::stack_start(pid).ok()
+        } else {
+            None
+        };
         self.entries.insert(
             pid,
             Entry {
@@ -138,8 +150,9 @@ impl ProcTable {
                 pending: Some(Pending {
                     role,
                     files,
-                    old_exe: procfs::exe_id(pid),
-                    old_stack: stat.stack,
+                    old_exe,
+                    old_stack,
+                    by_stack,
                 }),
             },
         );
@@ -161,7 +174,8 @@ impl ProcTable {
             if let Some(e) = self.entries.get_mut(&cur) {
                 if e.start == cur_st.start {
                     if let Some(p) = e.pending.take() {
-                        e.role = resolve(p, procfs::exe_id(cur), cur_st.stack, e.role.clone());
+                        let stack = || procfs::stack_start(cur).ok();
+                        e.role = resolve(p, procfs::exe_id(cur), stack, e.role.clone());
                     }
                     return e.role.clone();
                 }
@@ -196,17 +210,40 @@ impl ProcTable {
 }
 
 /// The role a process has after a pending exec: `exe` is its `/proc/<pid>/exe` now, `stack`
-/// its stack start now.
+/// reads its stack start now.
 ///
-/// - Its stack moved (every exec re-randomises it): the exec happened. The new role when the
-///   image is the file decided on (or its interpreter); [`Role::Stray`] when it is another
-///   file (swapped in after the decision): nothing decided covers it.
-/// - Its stack did not move (address randomisation off, `setarch -R`): the new role only when
-///   the image changed to the file decided on; otherwise the exec failed and the old role
-///   stays.
-fn resolve(p: Pending, exe: Option<FileId>, stack: u64, old: Role) -> Role {
+/// Where the process ran another file than the one decided on (the common case: a shell's
+/// child execing a program), the image tells: the file decided on (or its interpreter) → the
+/// new role; the image it ran before → the exec failed, the old role stays; any other file
+/// (swapped in after the decision) → [`Role::Stray`]: nothing decided covers it.
+///
+/// Where it already ran the file decided on (a re-exec), or its image was unreadable, the
+/// stack start tells:
+/// - it moved (every exec re-randomises it): the exec happened. The new role when the image
+///   is the file decided on; [`Role::Stray`] otherwise;
+/// - it did not move (address randomisation off, `setarch -R`): the new role only when the
+///   image changed to the file decided on; otherwise the exec failed and the old role stays.
+/// - unreadable: [`Role::Stray`].
+fn resolve(
+    p: Pending,
+    exe: Option<FileId>,
+    stack: impl FnOnce() -> Option<u64>,
+    old: Role,
+) -> Role {
     let expected = exe.is_some_and(|e| p.files.contains(&e));
-    if stack != p.old_stack {
+    if !p.by_stack {
+        return if expected {
+            p.role
+        } else if exe.is_some() && exe == p.old_exe {
+            old
+        } else {
+            Role::Stray
+        };
+    }
+    let (Some(stack), Some(old_stack)) = (stack(), p.old_stack) else {
+        return Role::Stray;
+    };
+    if stack != old_stack {
         if expected {
             p.role
         } else {
@@ -347,6 +384,26 @@ pub(crate) fn env_assignments(
         }
     }
     out
+}
+
+/// [`env_assignments`] from `code`, the exec's [`code_env`] already read: the same answer,
+/// without a second pass over the environment unless `shell` reads startup files.
+pub(crate) fn assignments_of(
+    code: &[(String, String)],
+    envp: &[Vec<u8>],
+    start: &HashMap<String, String>,
+    covered: &[(String, String)],
+    shell: Option<&StartupFiles>,
+) -> Vec<(String, String)> {
+    if shell.is_some() {
+        return env_assignments(envp, start, covered, shell);
+    }
+    code.iter()
+        .filter(|(n, v)| {
+            start.get(n) != Some(v) && !covered.iter().any(|(cn, cv)| cn == n && cv == v)
+        })
+        .cloned()
+        .collect()
 }
 
 /// The code-running variables of `envp` with their values.
@@ -520,6 +577,42 @@ mod tests {
     }
 
     #[test]
+    fn assignments_from_the_read_environment_match_a_fresh_pass() {
+        let envp: Vec<Vec<u8>> = [
+            "PATH=/usr/bin",
+            "PAGER=less",
+            "PAGER=more",
+            "GIT_CONFIG_COUNT=1",
+            "GIT_EXEC_PATH=/usr/lib/git-core",
+            "LD_PRELOAD=/wt/x.so",
+            "HOME=/wt/h",
+            "EDITOR=vim",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let start: HashMap<String, String> = [("PAGER", "less"), ("EDITOR", "vim")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let covered = vec![("GIT_CONFIG_COUNT".to_string(), "1".to_string())];
+        let login = StartupFiles::of(
+            std::path::Path::new("/usr/bin/bash"),
+            &["bash".into(), "-lc".into(), "ls".into()],
+        );
+        assert!(login.is_some());
+        let code = code_env(&envp);
+        for shell in [None, login.as_ref()] {
+            for cov in [&[][..], &covered[..]] {
+                assert_eq!(
+                    assignments_of(&code, &envp, &start, cov, shell),
+                    env_assignments(&envp, &start, cov, shell)
+                );
+            }
+        }
+    }
+
+    #[test]
     fn only_changed_code_running_variables_are_assignments() {
         let envp: Vec<Vec<u8>> = [
             "PATH=/usr/bin",
@@ -653,53 +746,79 @@ mod tests {
     fn an_exec_counts_only_once_the_image_changed_to_the_file_decided_on() {
         let new = || Role::Command(Arc::new(cover(Verdict::Yellow, &[])));
         let p = |files: Vec<FileId>, old_exe: Option<FileId>| Pending {
+            by_stack: old_exe.is_none_or(|e| files.contains(&e)),
             role: new(),
             files,
             old_exe,
-            old_stack: 100,
+            old_stack: Some(100),
         };
         let is_cmd = |r: &Role| matches!(r, Role::Command(_));
-        // Stack moved, image is the file (or its interpreter): done.
+        let stack = |s: u64| move || Some(s);
+        // Another file than it ran: the image tells. The file (or its interpreter): done.
         assert!(is_cmd(&resolve(
             p(vec![(1, 2), (1, 3)], Some((1, 9))),
             Some((1, 3)),
-            200,
+            || panic!("the stack is not read when the image tells"),
             Role::Agent
         )));
-        // Stack moved to another file than decided: nothing covers it.
+        // The image it ran before: the exec failed, the old role stays.
+        assert!(resolve(
+            p(vec![(1, 2)], Some((1, 9))),
+            Some((1, 9)),
+            stack(200),
+            Role::Agent
+        )
+        .is_agent());
+        // A third file (swapped in after the decision), or no readable image: nothing covers it.
+        for exe in [Some((1, 7)), None] {
+            assert!(matches!(
+                resolve(p(vec![(1, 2)], Some((1, 9))), exe, stack(200), Role::Agent),
+                Role::Stray
+            ));
+        }
+        // A re-exec of the file it runs: the stack tells. Moved: done.
+        assert!(is_cmd(&resolve(
+            p(vec![(1, 2)], Some((1, 2))),
+            Some((1, 2)),
+            stack(200),
+            Role::Agent
+        )));
+        // Unchanged: taken as failed.
+        assert!(resolve(
+            p(vec![(1, 2)], Some((1, 2))),
+            Some((1, 2)),
+            stack(100),
+            Role::Agent
+        )
+        .is_agent());
+        // Moved to another file than decided: nothing covers it.
         assert!(matches!(
             resolve(
-                p(vec![(1, 2)], Some((1, 9))),
+                p(vec![(1, 2)], Some((1, 2))),
                 Some((1, 7)),
-                200,
+                stack(200),
                 Role::Agent
             ),
             Role::Stray
         ));
-        // Stack unchanged: the exec failed, unless the image changed to the file (ASLR off).
-        assert!(resolve(
-            p(vec![(1, 2)], Some((1, 9))),
-            Some((1, 9)),
-            100,
-            Role::Agent
-        )
-        .is_agent());
+        // The old image was unreadable: the stack tells; the image changed to the file with
+        // the stack unchanged (ASLR off) still counts.
         assert!(is_cmd(&resolve(
-            p(vec![(1, 2)], Some((1, 9))),
+            p(vec![(1, 2)], None),
             Some((1, 2)),
-            100,
+            stack(100),
             Role::Agent
         )));
-        // Same file before and after with the stack unchanged: taken as failed.
-        assert!(resolve(
-            p(vec![(1, 2)], Some((1, 2))),
-            Some((1, 2)),
-            100,
-            Role::Agent
-        )
-        .is_agent());
-        // A process gone or unreadable keeps its old role.
-        assert!(resolve(p(vec![(1, 2)], Some((1, 9))), None, 100, Role::Agent).is_agent());
+        // A stack that cannot be read: nothing covers it.
+        assert!(matches!(
+            resolve(
+                p(vec![(1, 2)], Some((1, 2))),
+                Some((1, 2)),
+                || None,
+                Role::Agent
+            ),
+            Role::Stray
+        ));
     }
 
     #[test]

@@ -442,6 +442,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                     .then(|| (k.into_owned(), v.to_string_lossy().into_owned()))
             })
             .collect(),
+        root: nix::fcntl::open(
+            format!("/proc/{stage2}/root").as_str(),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok(),
         state: Mutex::new(notify::State::new()),
     });
     let stop = Arc::new(AtomicBool::new(false));

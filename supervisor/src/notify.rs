@@ -57,7 +57,17 @@ pub(crate) struct State {
     runners: HashMap<u32, (u64, Arc<Cover>)>,
     memory: SessionMemory,
     pub(crate) log: Vec<AuditEvent>,
+    /// Files already seen to be ELF, by identity and change times ([`ElfKey`]): their first
+    /// bytes are not read again.
+    elf: std::collections::HashSet<ElfKey>,
 }
+
+/// A file's identity and the stamps any change of its content moves: device, inode, size,
+/// mtime and ctime (seconds and nanoseconds).
+type ElfKey = (u64, u64, i64, i64, i64, i64, i64);
+
+/// The most files [`State::elf`] remembers; past it, it starts over.
+const ELF_MEMO: usize = 4096;
 
 /// Everything the loop needs; shared with worker threads.
 pub(crate) struct Notifier {
@@ -88,6 +98,10 @@ pub(crate) struct Notifier {
     /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
     /// an exec's variable with another value is an assignment.
     pub start_env: HashMap<String, String>,
+    /// The sandbox's root directory (stage 2's, `O_PATH`), the root of every process of the
+    /// session ([`meta::open_target_in`]); `None` when it could not be opened (each lookup
+    /// then opens the process's own).
+    pub root: Option<OwnedFd>,
     pub state: Mutex<State>,
 }
 
@@ -107,6 +121,7 @@ impl State {
             runners: HashMap::new(),
             memory: SessionMemory::new(),
             log: Vec::new(),
+            elf: std::collections::HashSet::new(),
         }
     }
 }
@@ -539,6 +554,7 @@ impl Notifier {
     fn exec_file(
         &self,
         n: &Notif,
+        pidfd: &OwnedFd,
         tgid: u32,
         r: &ExecRead,
     ) -> Result<Option<(PathBuf, Vec<FileId>)>, i32> {
@@ -584,8 +600,12 @@ impl Notifier {
                     path: r.raw_path.clone(),
                     nofollow,
                 };
-                let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| errno_of(&e))?;
-                match meta::open_target(n.pid, &pidfd, &target) {
+                match meta::open_target_in(
+                    n.pid,
+                    pidfd,
+                    self.root.as_ref().map(|r| r.as_fd()),
+                    &target,
+                ) {
                     Ok(o) => o,
                     // A symlink through a magic link: the kernel follows it, this open does not.
                     Err(e) if e.raw_os_error() == Some(libc::ELOOP) && !nofollow => {
@@ -605,6 +625,18 @@ impl Notifier {
             // Landlock grants execute nowhere else: the kernel would answer EACCES.
             return Err(libc::EACCES);
         }
+        let key: ElfKey = (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime,
+            st.st_mtime_nsec,
+            st.st_ctime,
+            st.st_ctime_nsec,
+        );
+        if self.state.lock().is_ok_and(|s| s.elf.contains(&key)) {
+            return Ok(Some((real, vec![(st.st_dev, st.st_ino)])));
+        }
         // What binfmt would take: ELF or `#!`; anything else fails with ENOEXEC (a shell then
         // runs it as a script itself, each of its commands an exec of its own).
         let mut head = [0u8; 4];
@@ -615,21 +647,26 @@ impl Notifier {
             return Err(libc::ENOEXEC);
         }
         let mut ids = vec![(st.st_dev, st.st_ino)];
+        if n_read == 4 && &head == b"\x7fELF" {
+            if let Ok(mut s) = self.state.lock() {
+                if s.elf.len() >= ELF_MEMO {
+                    s.elf.clear();
+                }
+                s.elf.insert(key);
+            }
+        }
         if head.starts_with(b"#!") {
             // What the process's /proc/PID/exe will be: the `#!` interpreter (binfmt_script
             // runs it, recursively, a few levels deep).
-            ids.extend(self.interpreters(n, tgid, &obj));
+            ids.extend(self.interpreters(n, pidfd, &obj));
         }
         Ok(Some((real, ids)))
     }
 
     /// The identities of the `#!` interpreters `script` runs through, as the process resolves
     /// their names, at most 4 deep (binfmt_script's limit).
-    fn interpreters(&self, n: &Notif, tgid: u32, script: &OwnedFd) -> Vec<FileId> {
+    fn interpreters(&self, n: &Notif, pidfd: &OwnedFd, script: &OwnedFd) -> Vec<FileId> {
         let mut out = Vec::new();
-        let Ok(pidfd) = sys::pidfd_open(tgid as i32) else {
-            return out;
-        };
         let mut cur = std::fs::File::open(format!("/proc/self/fd/{}", script.as_raw_fd())).ok();
         for _ in 0..4 {
             let Some(mut f) = cur.take() else { break };
@@ -650,7 +687,9 @@ impl Notifier {
                 path: name.to_vec(),
                 nofollow: false,
             };
-            let Ok(obj) = meta::open_target(n.pid, &pidfd, &target) else {
+            let Ok(obj) =
+                meta::open_target_in(n.pid, pidfd, self.root.as_ref().map(|r| r.as_fd()), &target)
+            else {
                 break;
             };
             let Ok(st) = nix::sys::stat::fstat(obj.as_fd()) else {
@@ -664,12 +703,16 @@ impl Notifier {
 
     fn exec_decision(&self, n: &Notif) -> std::io::Result<ExecDecision> {
         // A thread-group leader (the common case) is its own process: `pidfd_open` succeeds
-        // only for leaders, which spares reading `/proc/<tid>/status`.
-        let tgid = match sys::pidfd_open(n.pid as i32) {
-            Ok(_) => n.pid,
-            Err(_) => procfs::tgid(n.pid)?,
+        // only for leaders, which spares reading `/proc/<tid>/status`. The pidfd then serves
+        // every lookup of this decision.
+        let (tgid, pidfd) = match sys::pidfd_open(n.pid as i32) {
+            Ok(fd) => (n.pid, fd),
+            Err(_) => {
+                let t = procfs::tgid(n.pid)?;
+                (t, sys::pidfd_open(t as i32)?)
+            }
         };
-        let stat = procfs::stat_ext(tgid)?;
+        let stat = procfs::stat_of(pidfd.as_fd(), tgid)?;
         {
             let mut s = self
                 .state
@@ -688,7 +731,7 @@ impl Notifier {
             // or rewritten for an exec that cannot happen.
             return Ok(ExecDecision::Errno(errno));
         }
-        let file = match self.exec_file(n, tgid, &r) {
+        let file = match self.exec_file(n, &pidfd, tgid, &r) {
             Ok(f) => f,
             Err(errno) => return Ok(ExecDecision::Errno(errno)),
         };
@@ -718,8 +761,11 @@ impl Notifier {
         let shell = file
             .as_ref()
             .and_then(|(real, _)| exec::StartupFiles::of(real, &r.argv));
+        // What a cover made here allows its descendants: the code-running variables this
+        // exec runs with.
+        let env = exec::code_env(&r.envp);
         let judged = |covered: &[(String, String)]| {
-            exec::env_assignments(&r.envp, &self.start_env, covered, shell.as_ref())
+            exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref())
         };
         // The agent's own file, reached by a name no process of the session can change
         // between this check and the kernel's (no link in the worktree or scratch dir).
@@ -787,9 +833,6 @@ impl Notifier {
             }
         }
         let rules = decisive_rules(&class);
-        // What a cover made here allows its descendants: the code-running variables this
-        // exec runs with.
-        let env = exec::code_env(&r.envp);
         let new_cover = |command: &str| {
             Arc::new(Cover {
                 line: command.to_string(),
