@@ -1773,8 +1773,8 @@ except OSError as e:
 "#;
 
 /// `subprocess.run("…", shell=True)` runs `/bin/sh` from a vfork child: a file name shorter
-/// than `/dev/fd/3`, in a process sharing memory, so the spec's fallback applies (EACCES,
-/// the reason written to the process's stderr). With stderr inherited the reason reaches the
+/// than `/dev/fd/3`, in a process sharing memory, so the fallback applies (the reason written
+/// to the child's stderr, then the child ended). With stderr inherited the reason reaches the
 /// session's output whichever way the refusal went.
 #[test]
 fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
@@ -1789,8 +1789,8 @@ fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
         let rs = results(&ran.out);
         let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
         assert!(
-            r["rc"] == 126 || r["errno"] == EACCES,
-            "{ctx}: refused: {r}"
+            r["rc"] == 126 || r["rc"] == -9,
+            "{ctx}: refused, and the spawn itself succeeded: {r}"
         );
         assert!(
             ran.err.lines().any(|l| l.starts_with("tyba: refused")),
@@ -1810,11 +1810,10 @@ fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
 }
 
 /// Issue 11, observation 6 as aider meets it: `subprocess.run("…", shell=True,
-/// capture_output=True)` must let the caller read tyba's reason. The spec's fallback for
-/// short names in a vfork child (EACCES) loses it: Python raises `[Errno 13] Permission
-/// denied: '/bin/sh'` and never reads the pipe.
+/// capture_output=True)` must let the caller read tyba's reason. Failing the exec (EACCES)
+/// would lose it: Python raises `[Errno 13] Permission denied: '/bin/sh'` and never reads the
+/// pipe.
 #[test]
-#[ignore = "known gap: /bin/sh from a vfork child gets the EACCES fallback (docs/sandbox.md), so a capturing caller never reads the reason"]
 fn exec_popen_shell_true_capturing_caller_reads_the_reason() {
     for who in whos() {
         let Some(fx) = setup(&who, "popen-sh-cap") else {
@@ -1826,7 +1825,10 @@ fn exec_popen_shell_true_capturing_caller_reads_the_reason() {
         let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
         let rs = results(&ran.out);
         let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
-        assert_eq!(r["rc"], 126, "{ctx}: {r}");
+        // The spawn succeeds (no OSError): the refusal program's 126, or, where the vfork
+        // child's file name cannot be rewritten, the child ended by SIGKILL once its stderr
+        // said why (docs/sandbox.md).
+        assert!(r["rc"] == 126 || r["rc"] == -9, "{ctx}: {r}");
         let err = r["err"].as_str().unwrap_or_default();
         assert!(reason_in_summary(err, &ran.err), "{ctx}: {r}");
         assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
@@ -2046,11 +2048,12 @@ fn property(w: Wrapper) {
             if !refused {
                 failures.push(format!("{id}: no refusal of `{c}` in the log"));
             }
-            // 126: the refusal program ran in the refused process. EACCES: the documented
+            // 126: the refusal program ran in the refused process. -9: the documented
             // fallback where the file name cannot be rewritten (`/bin/sh`, shorter than 10
-            // bytes, in Python's vfork child), the reason then on the process's stderr.
+            // bytes, in Python's vfork child): the reason on the child's stderr, then the
+            // child ended. Never a failed spawn (`E13`).
             if let Ok(rc) = std::fs::read_to_string(fx.wt.join(format!("rc/{i}"))) {
-                let fallback = matches!(w, Wrapper::PythonShell) && rc.trim() == "E13";
+                let fallback = matches!(w, Wrapper::PythonShell) && rc.trim() == "-9";
                 if rc.trim() != "126" && !fallback {
                     failures.push(format!(
                         "{id}: the caller saw status {}, not 126",

@@ -1025,10 +1025,39 @@ impl Notifier {
                 });
             }
             Err(_) => {
+                if let Some(child) = self.vfork_child(n) {
+                    // A vfork/posix_spawn child whose file name cannot be rewritten (too
+                    // short for the refusal program's name, or its parent's other threads
+                    // share the memory): failing its exec makes the caller raise
+                    // `Permission denied` and drop what the child wrote. It is ended instead,
+                    // once its stderr says why: the spawn succeeds, and the caller reads the
+                    // reason from the child's output (its status: killed by SIGKILL). Off
+                    // this thread: a full pipe on its stderr must not stall decisions.
+                    std::thread::spawn(move || {
+                        if let Ok(fd) = sys::pidfd_getfd(child.as_fd(), 2) {
+                            let mut f = std::fs::File::from(fd);
+                            let _ = writeln!(f, "tyba: {reason}");
+                        }
+                        let _ = sys::pidfd_send_signal(child.as_fd(), libc::SIGKILL);
+                    });
+                    return;
+                }
                 write_stderr(n.pid, &reason);
                 self.reply(n.id, Reply::Errno(libc::EACCES));
             }
         }
+    }
+
+    /// A pidfd of the process of `n` when it is a vfork child (it shares its parent's
+    /// address space: `vfork(2)`, `posix_spawn(3)`, `clone(CLONE_VM)`) still waiting in this
+    /// notification.
+    fn vfork_child(&self, n: &Notif) -> Option<OwnedFd> {
+        let tgid = procfs::tgid(n.pid).ok()?;
+        let pidfd = sys::pidfd_open(tgid as i32).ok()?;
+        let st = procfs::stat_of(pidfd.as_fd(), tgid).ok()?;
+        let shared = sys::same_address_space(tgid, st.ppid).ok()?;
+        // Valid still: the pidfd is of the process the notification is from.
+        (shared && self.valid(n.id)).then_some(pidfd)
     }
 
     /// Makes the exec of `n` run tyba's own executable as a proxy: injects it at fd 3 and a
