@@ -80,6 +80,34 @@ struct Pending {
     by_stack: bool,
 }
 
+/// The image of a process before a decided exec, which tells afterwards whether the exec
+/// happened ([`resolve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ImageMark {
+    old_exe: Option<FileId>,
+    old_stack: Option<u64>,
+    by_stack: bool,
+}
+
+impl ImageMark {
+    /// Reads the mark of the process behind `dir` before its exec of `files` (the file, then
+    /// its `#!` interpreters): its image, and its stack start where the image cannot tell.
+    pub(crate) fn read(dir: &procfs::ProcDir, files: &[FileId]) -> ImageMark {
+        let old_exe = dir.exe_id();
+        let by_stack = old_exe.is_none_or(|e| files.contains(&e));
+        let old_stack = if by_stack {
+            dir.stack_start().ok()
+        } else {
+            None
+        };
+        ImageMark {
+            old_exe,
+            old_stack,
+            by_stack,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
     start: u64,
@@ -124,8 +152,8 @@ impl ProcTable {
 
     /// Records that process `pid`, now `role_now`, becomes `role` once its exec of a file
     /// succeeds; `files` are that file's identity and its `#!` interpreters' (what
-    /// `/proc/<pid>/exe` may then be); `stat` is the process as it was when the exec was
-    /// decided.
+    /// `/proc/<pid>/exe` may then be); `stat` and `mark` are the process as it was when the
+    /// exec was decided.
     pub(crate) fn set_pending(
         &mut self,
         pid: u32,
@@ -133,15 +161,14 @@ impl ProcTable {
         role_now: Role,
         role: Role,
         files: Vec<FileId>,
+        mark: ImageMark,
     ) {
         self.sweep();
-        let old_exe = procfs::exe_id(pid);
-        let by_stack = old_exe.is_none_or(|e| files.contains(&e));
-        let old_stack = if by_stack {
-            procfs::stack_start(pid).ok()
-        } else {
-            None
-        };
+        let ImageMark {
+            old_exe,
+            old_stack,
+            by_stack,
+        } = mark;
         self.entries.insert(
             pid,
             Entry {
@@ -366,12 +393,14 @@ pub(crate) fn env_assignments(
         let Some(eq) = e.iter().position(|&b| b == b'=') else {
             continue;
         };
-        let name = String::from_utf8_lossy(&e[..eq]).into_owned();
+        // Borrowed, not copied, for the common valid-UTF-8 name: most names do not count.
+        let name = String::from_utf8_lossy(&e[..eq]);
         let counts = tyba_policy::is_code_running_var(&name)
-            || shell.is_some_and(|s| s.vars.contains(&name.as_str()));
+            || shell.is_some_and(|s| s.vars.contains(&&*name));
         if !counts {
             continue;
         }
+        let name = name.into_owned();
         let value = String::from_utf8_lossy(&e[eq + 1..]).into_owned();
         if start.get(&name) == Some(&value)
             || covered.iter().any(|(n, v)| *n == name && *v == value)
@@ -730,15 +759,20 @@ mod tests {
         let me = std::process::id();
         let st = procfs::stat_ext(me).unwrap();
         let mut t = ProcTable::new();
+        let dir = procfs::ProcDir::open(me).unwrap();
         let c = Arc::new(cover(Verdict::Yellow, &[]));
-        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![(1, 1)]);
+        let files = vec![(1, 1)];
+        let mark = ImageMark::read(&dir, &files);
+        t.set_pending(me, &st, Role::Agent, Role::Command(c), files, mark);
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
         // Once resolved as failed, the old role stays for good.
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
         // The same file with the same stack is not taken as a new image either.
         let exe = procfs::exe_id(me).unwrap();
         let c = Arc::new(cover(Verdict::Yellow, &[]));
-        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![exe]);
+        let mark = ImageMark::read(&dir, &[exe]);
+        assert!(mark.by_stack && mark.old_stack.is_some());
+        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![exe], mark);
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
     }
 

@@ -143,6 +143,8 @@ struct Pending {
     then: Role,
     /// The file the exec runs, then its `#!` interpreters.
     files: Vec<FileId>,
+    /// The process's image before the exec.
+    mark: exec::ImageMark,
 }
 
 struct PendingAsk {
@@ -173,6 +175,8 @@ struct ExecRead {
     /// `execve`); for `execveat(fd, "", AT_EMPTY_PATH)` the name is empty.
     raw_path: Vec<u8>,
     dirfd: i32,
+    /// The thread's `/proc` directory.
+    dir: procfs::ProcDir,
 }
 
 // The policy's own program facts: a shell and a system program are the same to both.
@@ -486,7 +490,8 @@ impl Notifier {
 
     fn set_pending(&self, p: Pending) {
         if let Ok(mut s) = self.state.lock() {
-            s.procs.set_pending(p.tgid, &p.stat, p.now, p.then, p.files);
+            s.procs
+                .set_pending(p.tgid, &p.stat, p.now, p.then, p.files, p.mark);
         }
     }
 
@@ -516,7 +521,8 @@ impl Notifier {
         };
         let argv = procfs::read_string_array(n.pid, argv_ptr, 65_536, 2 << 20)?;
         let envp = procfs::read_string_array(n.pid, envp_ptr, 65_536, 2 << 20)?;
-        let cwd = procfs::cwd(n.pid)?;
+        let dir = procfs::ProcDir::open(n.pid)?;
+        let cwd = dir.cwd()?;
         let path = if execveat && !path.starts_with('/') {
             let dir = if dirfd == libc::AT_FDCWD {
                 cwd.clone()
@@ -542,6 +548,7 @@ impl Notifier {
             cwd,
             raw_path,
             dirfd,
+            dir,
         })
     }
 
@@ -743,12 +750,14 @@ impl Notifier {
             .as_ref()
             .map(|(_, ids)| ids.clone())
             .unwrap_or_default();
+        let mark = exec::ImageMark::read(&r.dir, &file_ids);
         let pending = |then: Role| Pending {
             tgid,
             stat,
             now: role.clone(),
             then,
             files: file_ids.clone(),
+            mark,
         };
         let covered_env: &[(String, String)] = match &role {
             Role::Command(c) => &c.env,

@@ -137,10 +137,7 @@ fn proc_stat(pid: u32) -> io::Result<(u32, u64)> {
 /// # Errors
 /// ENOENT/ESRCH when it is gone; `Other` for a line that does not parse.
 pub fn stack_start(pid: u32) -> io::Result<u64> {
-    stat_fields(pid)?
-        .get(25)
-        .copied()
-        .ok_or_else(|| io::Error::other("bad startstack"))
+    ProcDir::open(pid)?.stack_start()
 }
 
 /// The soft stack size limit of process `pid` in bytes (`Max stack size` in
@@ -426,9 +423,79 @@ pub fn proc_id(tid: u32) -> io::Result<ProcId> {
     })
 }
 
-/// The working directory of thread `tid`, as the kernel names it.
-pub fn cwd(tid: u32) -> io::Result<PathBuf> {
-    std::fs::read_link(format!("/proc/{tid}/cwd"))
+/// A thread's `/proc/<tid>` directory, opened once (`O_PATH`) for the few entries one
+/// decision reads: the first lookup of a new process's `/proc` directory is most of what each
+/// entry costs.
+#[derive(Debug)]
+pub struct ProcDir(std::os::fd::OwnedFd);
+
+impl ProcDir {
+    /// Opens `/proc/<tid>`.
+    ///
+    /// # Errors
+    /// ENOENT when the thread is gone.
+    pub fn open(tid: u32) -> io::Result<ProcDir> {
+        let fd = nix::fcntl::open(
+            format!("/proc/{tid}").as_str(),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(io::Error::from)?;
+        Ok(ProcDir(fd))
+    }
+
+    /// The working directory, as the kernel names it (`cwd`).
+    ///
+    /// # Errors
+    /// ENOENT/EACCES when gone or not readable.
+    pub fn cwd(&self) -> io::Result<PathBuf> {
+        use std::os::fd::AsFd;
+        nix::fcntl::readlinkat(self.0.as_fd(), "cwd")
+            .map(PathBuf::from)
+            .map_err(io::Error::from)
+    }
+
+    /// `(device, inode)` of the file the process runs (`exe`).
+    pub fn exe_id(&self) -> Option<(u64, u64)> {
+        use std::os::fd::AsFd;
+        nix::sys::stat::fstatat(self.0.as_fd(), "exe", nix::fcntl::AtFlags::empty())
+            .ok()
+            .map(|st| (st.st_dev, st.st_ino))
+    }
+
+    /// The start of the stack (`stat` field 28; [`stack_start`]).
+    ///
+    /// # Errors
+    /// As [`stack_start`].
+    pub fn stack_start(&self) -> io::Result<u64> {
+        use std::os::fd::AsFd;
+        let fd = nix::fcntl::openat(
+            self.0.as_fd(),
+            "stat",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(io::Error::from)?;
+        let mut buf = [0u8; 1024];
+        let n = nix::unistd::read(&fd, &mut buf).map_err(io::Error::from)?;
+        startstack_of(&buf[..n])
+    }
+}
+
+/// Field 28 (`startstack`) of a `/proc/<pid>/stat` line.
+fn startstack_of(line: &[u8]) -> io::Result<u64> {
+    let s = std::str::from_utf8(line).map_err(|_| io::Error::other("bad stat"))?;
+    let after = s
+        .rsplit_once(')')
+        .map(|(_, a)| a)
+        .ok_or_else(|| io::Error::other("bad stat"))?;
+    after
+        .split_whitespace()
+        .nth(25)
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| io::Error::other("bad startstack"))
 }
 
 /// Whether fd `fd` of process `pid` has close-on-exec (`flags:` in `/proc/<pid>/fdinfo/<fd>`).
@@ -600,7 +667,10 @@ mod tests {
         let me = std::process::id();
         let a = stat_ext(me).unwrap();
         assert_eq!(stat_ext(me).unwrap(), a);
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let c = stat_ext(child.id()).unwrap();
         let _ = child.kill();
         let _ = child.wait();
@@ -618,7 +688,9 @@ mod tests {
         // `/proc`, which the other tests cover.
         let release = nix::sys::utsname::uname().unwrap();
         let r = release.release().to_string_lossy().into_owned();
-        let mut it = r.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+        let mut it = r
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|x| x.parse::<u32>().ok());
         let (maj, min) = (it.next().unwrap(), it.next().unwrap());
         if (maj, min) >= (6, 13) {
             assert_eq!(ident_source(), IdentSource::Pidfs);
@@ -661,7 +733,12 @@ mod tests {
         assert_eq!(read_back(&buf, &offs), want);
         // Out of order and repeated pointers keep their order.
         let offs2 = vec![offs[4], offs[0], offs[4], offs[2]];
-        let want2 = vec![want[4].clone(), want[0].clone(), want[4].clone(), want[2].clone()];
+        let want2 = vec![
+            want[4].clone(),
+            want[0].clone(),
+            want[4].clone(),
+            want[2].clone(),
+        ];
         assert_eq!(read_back(&buf, &offs2), want2);
     }
 
@@ -674,8 +751,8 @@ mod tests {
         let e = read_string_array(std::process::id(), ptrs.as_ptr() as u64, 10, 1000).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::E2BIG));
         ptrs[0] = 8; // never mapped
-        let e = read_string_array(std::process::id(), ptrs.as_ptr() as u64, 10, 1 << 20)
-            .unwrap_err();
+        let e =
+            read_string_array(std::process::id(), ptrs.as_ptr() as u64, 10, 1 << 20).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
     }
 }
