@@ -624,7 +624,7 @@ mod tests {
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
-        let covered = vec![("GIT_CONFIG_COUNT".to_string(), "1".to_string())];
+        let covered = [("GIT_CONFIG_COUNT".to_string(), "1".to_string())];
         let login = StartupFiles::of(
             std::path::Path::new("/usr/bin/bash"),
             &["bash".into(), "-lc".into(), "ls".into()],

@@ -747,7 +747,7 @@ mod tests {
         let buf = vec![b'x'; 70_000];
         let mut z = buf.clone();
         z.push(0);
-        let mut ptrs = vec![z.as_ptr() as u64, 0];
+        let mut ptrs = [z.as_ptr() as u64, 0];
         let e = read_string_array(std::process::id(), ptrs.as_ptr() as u64, 10, 1000).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::E2BIG));
         ptrs[0] = 8; // never mapped
