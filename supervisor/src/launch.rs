@@ -416,6 +416,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
+        allowed: notify::allowed_log(Arc::clone(&approver)).ok(),
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         writable: plan.read_write.clone(),

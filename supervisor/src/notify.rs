@@ -46,6 +46,26 @@ pub struct AuditEvent {
     pub reason: Option<String>,
 }
 
+/// An exec the supervisor let run without asking, as the audit log records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedExec {
+    /// The command line as classified (with its environment assignments).
+    pub command: String,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// The rule ids that fired on it.
+    pub rules: Vec<String>,
+    /// Why it ran unasked: `the agent program`, `the agent's own runtime`, `allowed` (the
+    /// policy and the autonomy level let it), or `under the approved command `…``.
+    pub why: String,
+    /// The exec's own argv.
+    pub argv: Vec<String>,
+    /// Its working directory.
+    pub cwd: PathBuf,
+    /// The thread that made it (supervisor's PID namespace).
+    pub pid: u32,
+}
+
 #[derive(Debug)]
 pub(crate) struct State {
     /// Whether the agent program's exec (the first of the session) has been seen.
@@ -102,7 +122,29 @@ pub(crate) struct Notifier {
     /// session ([`meta::open_target_in`]); `None` when it could not be opened (each lookup
     /// then opens the process's own).
     pub root: Option<OwnedFd>,
+    /// Where allowed execs go for the audit log ([`Approver::record_allowed`], on a thread of
+    /// its own: [`allowed_log`]).
+    pub allowed: Option<std::sync::mpsc::Sender<AllowedExec>>,
     pub state: Mutex<State>,
+}
+
+/// Starts the thread that hands allowed execs to `approver` for the audit log; the sender
+/// goes into [`Notifier::allowed`]. The thread ends when every sender is gone.
+///
+/// # Errors
+/// The thread cannot be started.
+pub(crate) fn allowed_log(
+    approver: Arc<dyn Approver>,
+) -> std::io::Result<std::sync::mpsc::Sender<AllowedExec>> {
+    let (tx, rx) = std::sync::mpsc::channel::<AllowedExec>();
+    std::thread::Builder::new()
+        .name("tyba-audit".into())
+        .spawn(move || {
+            for e in rx {
+                approver.record_allowed(&e);
+            }
+        })?;
+    Ok(tx)
 }
 
 impl std::fmt::Debug for Notifier {
@@ -363,6 +405,13 @@ impl Notifier {
     fn reply(&self, id: u64, r: Reply) {
         // ENOENT: the process died or was interrupted meanwhile; nothing to answer.
         let _ = sys::notif_send(self.listener.as_fd(), id, r);
+    }
+
+    /// Hands an allowed exec to the audit log's thread.
+    fn log_allowed(&self, e: AllowedExec) {
+        if let Some(tx) = &self.allowed {
+            let _ = tx.send(e);
+        }
     }
 
     fn valid(&self, id: u64) -> bool {
@@ -729,6 +778,18 @@ impl Notifier {
                 // The first exec of the session: stage 2's child starting the agent program.
                 s.agent_started = true;
                 s.procs.set(tgid, stat.start, Role::Agent);
+                drop(s);
+                if let Ok(r) = self.read_exec(n) {
+                    self.log_allowed(AllowedExec {
+                        command: command_line(&r.path, &r.argv),
+                        verdict: Verdict::Green,
+                        rules: Vec::new(),
+                        why: "the agent program".into(),
+                        argv: r.argv,
+                        cwd: r.cwd,
+                        pid: n.pid,
+                    });
+                }
                 return Ok(ExecDecision::Continue(None));
             }
         }
@@ -787,6 +848,15 @@ impl Notifier {
         if own_file && judged(&[]).is_empty() {
             // The agent's own re-launch keeps its identity only with the environment it
             // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
+            self.log_allowed(AllowedExec {
+                command: command_line(&r.path, &r.argv),
+                verdict: Verdict::Green,
+                rules: Vec::new(),
+                why: "the agent's own runtime".into(),
+                argv: r.argv.clone(),
+                cwd: r.cwd.clone(),
+                pid: n.pid,
+            });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
         let assigns = if role.is_agent() && self.install.has_installation() && !own_file {
@@ -862,6 +932,15 @@ impl Notifier {
             return Ok(match exec::covered(verdict, &rules, c) {
                 Covered::Pass => {
                     self.control.count(Counted::Allowed);
+                    self.log_allowed(AllowedExec {
+                        command: command.clone(),
+                        verdict: class.verdict,
+                        rules: rules.clone(),
+                        why: format!("under the approved command `{}`", shorten(&c.line, 200)),
+                        argv: r.argv.clone(),
+                        cwd: r.cwd.clone(),
+                        pid: n.pid,
+                    });
                     ExecDecision::Continue(Some(pending(role.clone())))
                 }
                 Covered::Refuse => ExecDecision::Refuse(refusal_text(&class)),
@@ -904,6 +983,15 @@ impl Notifier {
         ) {
             Decision::Allow => {
                 self.control.count(Counted::Allowed);
+                self.log_allowed(AllowedExec {
+                    command: command.clone(),
+                    verdict: class.verdict,
+                    rules: rules.clone(),
+                    why: "allowed".into(),
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                    pid: n.pid,
+                });
                 Ok(ExecDecision::Continue(Some(pending(Role::Command(
                     new_cover(&command),
                 )))))
