@@ -890,3 +890,46 @@ fn a_refused_exec_runs_no_library_its_environment_names() {
         k.finish(&t);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// tyba's own hook runs as tyba, not as a command of the agent's (`crate::agent::is_own_hook`):
+// only a system shell, by a name no process of the session can swap, with nothing in its
+// environment that runs code before its line. argv is a label the caller picks.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_program_or_a_login_shell_dressed_as_tybas_hook_is_still_judged() {
+    for who in whos() {
+        let t = tag(&who, "ownhook");
+        let prepare = "printf '#!/bin/sh\\ntouch pwned1\\n' > evil && chmod +x evil
+mkdir -p fh && printf 'touch pwned2\\n' > fh/.bash_profile
+printf 'touch pwned3\\n' > benv.sh";
+        let Some((ctl, run)) = twins(&who, &t, prepare) else {
+            continue;
+        };
+        let hook = tyba_supervisor::agent::hook_wrapper_script("codex");
+        assert!(!hook.contains('\''));
+        let exe = std::fs::canonicalize(&run.tyba).unwrap();
+        let script = format!(
+            r#"S='{hook}'; T={exe}
+( exec -a /bin/sh ./evil -c "$S" "$T" ) </dev/null; echo "1 rc=$?"
+( HOME=$PWD/fh exec bash -lc "/bin/sh -c '$S' $T" ) </dev/null; echo "2 rc=$?"
+( BASH_ENV=$PWD/benv.sh exec bash -c "/bin/sh -c '$S' $T" ) </dev/null; echo "3 rc=$?""#,
+            exe = exe.display()
+        );
+        let c = plain(&ctl, &script);
+        let r = session(&run, &[], &script);
+        let mut k = Checks::default();
+        for i in 1..=3 {
+            k.check(
+                exists(&ctl, &format!("pwned{i}")),
+                format!("control: without tyba case {i} runs its code: {}", c.all()),
+            );
+            k.check(
+                !exists(&run, &format!("pwned{i}")),
+                format!("under tyba case {i} ran nothing unasked: {}", r.all()),
+            );
+        }
+        k.finish(&t);
+    }
+}

@@ -435,6 +435,34 @@ pub(crate) fn assignments_of(
         .collect()
 }
 
+/// Variables that make a shell, or the dynamic loader before any program, run other code
+/// than the line it was given: the loader's (`LD_*`, `GCONV_PATH`), bash's start-up and
+/// tracing (`BASH_ENV`, `ENV`, `SHELLOPTS`, `BASHOPTS`, `PS4`), exported functions
+/// (`BASH_FUNC_*`, whose names may shadow a path such as `/bin/sh`), and where a login shell's
+/// startup files are ([`STARTUP_VARS`]) (bash(1) INVOCATION, ld.so(8)).
+fn runs_before_the_line(name: &str) -> bool {
+    name.starts_with("LD_")
+        || name.starts_with("BASH_FUNC_")
+        || matches!(
+            name,
+            "GCONV_PATH" | "BASH_ENV" | "ENV" | "SHELLOPTS" | "BASHOPTS" | "PS4"
+        )
+        || STARTUP_VARS.contains(&name)
+}
+
+/// Whether `envp` sets, differently from the session's start (`start`), a variable that
+/// makes a shell or the loader run code before the line it is given
+/// ([`runs_before_the_line`]): such an exec of a shell is not the line alone.
+pub(crate) fn shell_env_changed(envp: &[Vec<u8>], start: &HashMap<String, String>) -> bool {
+    envp.iter().any(|e| {
+        let Some(eq) = e.iter().position(|&b| b == b'=') else {
+            return false;
+        };
+        let name = String::from_utf8_lossy(&e[..eq]);
+        runs_before_the_line(&name) && start.get(&*name).map(String::as_bytes) != Some(&e[eq + 1..])
+    })
+}
+
 /// The code-running variables of `envp` with their values.
 pub(crate) fn code_env(envp: &[Vec<u8>]) -> Vec<(String, String)> {
     env_assignments(envp, &HashMap::new(), &[], None)
@@ -603,6 +631,35 @@ mod tests {
         );
         // Nothing approved red covers a blocked descendant.
         assert_eq!(covered(Verdict::Blocked, &[], &r), Covered::Refuse);
+    }
+
+    #[test]
+    fn a_shells_own_start_up_variables_changed_are_seen() {
+        let start: HashMap<String, String> = [("HOME", "/home/u"), ("PAGER", "less")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let e = |v: &[&str]| -> Vec<Vec<u8>> { v.iter().map(|s| s.as_bytes().to_vec()).collect() };
+        assert!(!shell_env_changed(
+            &e(&["HOME=/home/u", "PAGER=more", "GIT_EDITOR=true"]),
+            &start
+        ));
+        for bad in [
+            "HOME=/wt",
+            "BASH_ENV=/wt/x.sh",
+            "ENV=/wt/x.sh",
+            "LD_PRELOAD=/wt/x.so",
+            "BASH_FUNC_/bin/sh%%=() { rm -rf ~; }",
+            "SHELLOPTS=xtrace",
+            "PS4=$(rm -rf ~)",
+            "GCONV_PATH=/wt",
+            "ZDOTDIR=/wt",
+        ] {
+            assert!(
+                shell_env_changed(&e(&["HOME=/home/u", bad]), &start),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

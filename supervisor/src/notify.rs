@@ -876,8 +876,25 @@ impl Notifier {
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
-        // tyba's own hook, as `tyba hook install` wrote it around this executable: tyba.
+        // tyba's own hook, as `tyba hook install` wrote it around this executable: tyba. The
+        // argv is a label the caller picks: the file run must be a system shell, reached by a
+        // name no process of the session can swap, with nothing in its environment that runs
+        // code before the line (`BASH_ENV`, `LD_PRELOAD`, a login shell's `HOME`, an exported
+        // function named `/bin/sh`). The agent's other variables (Claude Code's
+        // `GIT_EDITOR`) reach only tyba's hook, which reads none of them.
+        let system_shell = file.as_ref().is_some_and(|(real, _)| {
+            SYSTEM_BIN_DIRS
+                .iter()
+                .any(|d| real.parent() == Some(std::path::Path::new(d)))
+                && real
+                    .file_name()
+                    .and_then(|f| f.to_str())
+                    .is_some_and(tyba_policy::programs::is_shell)
+        });
         if role.is_agent()
+            && system_shell
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && !exec::shell_env_changed(&r.envp, &self.start_env)
             && self
                 .proxy_exe
                 .as_deref()
