@@ -823,6 +823,7 @@ impl Broker {
             wait_ms: Some(waited.as_millis() as u64),
             pid: Some(e.pid),
             diff: e.subject.diff(),
+            dropped: None,
         });
     }
 
