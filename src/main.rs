@@ -48,7 +48,7 @@ enum Command {
     Sessions(cli::sessions::SessionsArgs),
     /// Change a live session's autonomy level (raising to high asks you to confirm).
     Autonomy(cli::sessions::AutonomyArgs),
-    /// End a live session: pending asks denied, the agent's processes ended, worktree kept.
+    /// End a live session: pending asks denied, the agent's processes ended, its work kept.
     Stop(cli::sessions::StopArgs),
     /// List the sessions' worktrees and branches: running, changed, merged, empty or gone.
     Worktrees(cli::worktrees::ListArgs),
