@@ -348,3 +348,20 @@ fn sigterm_and_sighup_to_tyba_end_the_session_with_its_summary() {
         }
     }
 }
+
+#[test]
+fn a_worktree_moved_off_its_branch_is_kept_with_a_word_about_it() {
+    let who = Who::Me;
+    let Some(fx) = setup(&who, "wt-detach") else {
+        return;
+    };
+    let (code, err) = fx.session(
+        &["--autonomy", "high"],
+        "git checkout -q --detach && echo x > y.txt && git add y.txt && git commit -q -m d",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("changed nothing"), "{err}");
+    assert!(err.contains("is no longer on tyba/"), "{err}");
+    let branch = branch_of(&err);
+    assert_eq!(fx.branches(), std::slice::from_ref(&branch));
+}

@@ -128,6 +128,12 @@ impl Session {
         .ok()
         .and_then(|n| n.trim().parse().ok());
         let tip = git(repo, &["rev-parse", "--verify", branch]).ok();
+        // The worktree itself must be where it started too: a detached or switched HEAD
+        // may hold commits no branch has.
+        let head = git(&self.worktree, &["rev-parse", "--verify", "HEAD"]).ok();
+        let on_branch = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"])
+            .ok()
+            .is_some_and(|r| r.trim() == format!("refs/heads/{branch}"));
         let uncommitted = git(
             &self.worktree,
             &["status", "--porcelain", "--untracked-files=all"],
@@ -135,7 +141,12 @@ impl Session {
         .ok()
         .map(|s| s.lines().count());
         match (commits, uncommitted) {
-            (Some(0), Some(0)) if !keep && tip.as_deref() == Some(start.as_str()) => {
+            (Some(0), Some(0))
+                if !keep
+                    && on_branch
+                    && tip.as_deref() == Some(start.as_str())
+                    && head.as_deref() == Some(start.as_str()) =>
+            {
                 let wt = self.worktree.to_string_lossy();
                 // A lock left by this session (it is over) does not keep it.
                 let _ = git(repo, &["worktree", "unlock", &wt]);
@@ -176,6 +187,14 @@ impl Session {
             "the session's work is on branch {branch} ({commits} commit{}) in {wt}",
             if commits == 1 { "" } else { "s" }
         )];
+        let on_branch = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"])
+            .ok()
+            .is_some_and(|r| r.trim() == format!("refs/heads/{branch}"));
+        if !on_branch {
+            v.push(format!(
+                "  the worktree is no longer on {branch} (switched or detached): see git -C {wt} log -1 HEAD before removing it"
+            ));
+        }
         if uncommitted > 0 {
             v.push(format!(
                 "  {uncommitted} uncommitted path{} there, not in the branch yet: git -C {wt} status",

@@ -14,7 +14,9 @@
 //! - `merged`: nothing uncommitted, and another branch contains the branch's tip;
 //! - `empty`: like merged, and the branch never moved from the commit it was made at (the
 //!   oldest entry of its reflog);
-//! - `gone`: the branch is there but its worktree directory is not.
+//! - `gone`: the branch is there but no worktree has it checked out (its directory was
+//!   removed, or its worktree was switched to another branch or a detached `HEAD`, which
+//!   `tyba clean` leaves alone: only the branch is removed, when merged).
 //!
 //! Only `empty`, `merged` and (when its branch is merged) `gone` are removed by [`clean`],
 //! unless the person asks for unmerged work to go too.
