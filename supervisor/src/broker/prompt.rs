@@ -791,14 +791,23 @@ impl Prompt {
             st.later.insert(p.id);
             return;
         }
+        let escape_sequence = bytes.len() > 1 && bytes[0] == 0x1b;
         if st.mode.typing() {
+            // An arrow key is no text (and its `A` is no answer).
+            if escape_sequence {
+                return;
+            }
+            // Typed text ends where the mode does (Enter, Esc): the rest of the read is
+            // dropped, never taken as answer keys.
             for b in bytes {
                 self.key(st, *b);
+                if !st.mode.typing() {
+                    break;
+                }
             }
             return;
         }
         let now = Instant::now();
-        let escape_sequence = bytes.len() > 1 && bytes[0] == 0x1b;
         if now < st.armed_at || (bytes.len() > 1 && !escape_sequence) {
             st.dropped += bytes.len();
             st.armed_at = now + QUIET;
@@ -1043,6 +1052,37 @@ mod tests {
         settle(QUIET);
         assert!(p.input(b"o"));
         assert_eq!(h.join().unwrap(), crate::approve::Answer::Once);
+        b.close("over");
+    }
+
+    #[test]
+    fn keys_after_typed_text_ends_and_arrow_keys_answer_nothing() {
+        let b = quiet_broker();
+        let screen = Screen::default();
+        let p = Prompt::start_sized(
+            &b,
+            "cedar-onyx-42".into(),
+            Box::new(screen.clone()),
+            30,
+            100,
+        );
+        let h = kernel_ask(&b, "touch x", tyba_policy::Verdict::Yellow);
+        screen.wait_for("run `touch x`");
+        settle(ARM);
+        assert!(p.input(b"r"));
+        screen.wait_for("reason (Enter sends");
+        // An arrow key in the reason: ignored, not Esc then `[` then `A` (always).
+        assert!(p.input(b"\x1b[A"));
+        // Text, Esc, then keys in the same read: the keys are not answers.
+        assert!(p.input(b"text\x1boa"));
+        settle(QUIET);
+        assert_eq!(b.pending().len(), 1);
+        settle(QUIET);
+        assert!(p.input(b"d"));
+        assert!(matches!(
+            h.join().unwrap(),
+            crate::approve::Answer::Deny { .. }
+        ));
         b.close("over");
     }
 
