@@ -403,6 +403,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let gate = approver.relay_gate();
     let control = Arc::clone(&cfg.control);
     control.register_sandbox(a_pid.as_raw(), stage2 as u32);
+    let install = crate::agent::AgentInstall::resolve(
+        &cfg.program,
+        cfg.env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str()),
+    )
+    .with_profile(&cfg.policy.config().agents, cfg.home.as_deref());
     let notifier = Arc::new(Notifier {
         listener,
         classifier: crate::classify_worker::Classifier::new(
@@ -420,6 +428,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
+        allowed: notify::allowed_log(Arc::clone(&approver)).ok(),
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         writable: plan.read_write.clone(),
@@ -430,13 +439,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         uid,
         gid,
         stage2: stage2 as u32,
-        install: crate::agent::AgentInstall::resolve(
-            &cfg.program,
-            cfg.env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.as_os_str()),
-        ),
+        install,
         start_env: cfg
             .env
             .iter()
@@ -446,6 +449,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                     .then(|| (k.into_owned(), v.to_string_lossy().into_owned()))
             })
             .collect(),
+        root: nix::fcntl::open(
+            format!("/proc/{stage2}/root").as_str(),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok(),
         state: Mutex::new(notify::State::new()),
     });
     let stop = Arc::new(AtomicBool::new(false));
