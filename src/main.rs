@@ -48,8 +48,12 @@ enum Command {
     Sessions(cli::sessions::SessionsArgs),
     /// Change a live session's autonomy level (raising to high asks you to confirm).
     Autonomy(cli::sessions::AutonomyArgs),
-    /// End a live session: pending asks denied, the agent's processes ended, worktree kept.
+    /// End a live session: pending asks denied, the agent's processes ended, its work kept.
     Stop(cli::sessions::StopArgs),
+    /// List the sessions' worktrees and branches: running, changed, merged, empty or gone.
+    Worktrees(cli::worktrees::ListArgs),
+    /// Remove finished session worktrees that are empty or merged (--unmerged: all finished).
+    Clean(cli::worktrees::CleanArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +81,8 @@ fn main() -> ExitCode {
         Command::Sessions(a) => cli::sessions::sessions(a),
         Command::Autonomy(a) => cli::sessions::autonomy(a),
         Command::Stop(a) => cli::sessions::stop(a),
+        Command::Worktrees(a) => cli::worktrees::list(a),
+        Command::Clean(a) => cli::worktrees::clean(a),
     };
     match result {
         Ok(code) => code,

@@ -110,7 +110,10 @@ fn word(screen: &str) -> String {
     screen[start..end].to_string()
 }
 
+/// Types `keys` as a person who read the prompt first: after a pause longer than the
+/// prompt's guard against type-ahead (keys typed as a prompt appears are dropped).
 fn type_keys(w: &mut dyn Write, keys: &str) {
+    std::thread::sleep(Duration::from_millis(1000));
     w.write_all(keys.as_bytes()).unwrap();
     w.flush().unwrap();
 }

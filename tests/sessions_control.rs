@@ -288,7 +288,7 @@ fn stop_denies_the_pending_asks_ends_the_agent_and_keeps_the_worktree() {
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(
             out.contains("stopped; 1 pending ask denied")
-                && out.contains(&format!("worktree kept: {}", fx.wt.display()))
+                && out.contains(&format!("worktree: {}", fx.wt.display()))
                 && out.contains("the agent's processes have ended"),
             "{who:?}: {out}"
         );

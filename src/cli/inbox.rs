@@ -260,8 +260,13 @@ fn latest_log(dir: &Path) -> Option<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .max_by_key(|p| {
-            std::fs::metadata(p)
-                .and_then(|m| m.modified())
+            // A log that reached its bound goes on in its `.tail` file.
+            let mut tail = p.as_os_str().to_owned();
+            tail.push(".tail");
+            [p.clone(), PathBuf::from(tail)]
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+                .max()
                 .unwrap_or(std::time::UNIX_EPOCH)
         })
 }
@@ -280,10 +285,21 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
     };
     let lines =
         audit::read(&path).map_err(|e| Refused(format!("cannot read {}: {e}", path.display())))?;
+    if lines.is_empty() {
+        // Valid (empty) JSON lines on stdout for --json; the note for people either way.
+        if a.json {
+            eprintln!("tyba: no entries in {}", path.display());
+        } else {
+            say!("no entries in {}", path.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut o = std::io::stdout().lock();
     for l in &lines {
         let text = if a.json {
             serde_json::to_string(l).unwrap_or_default()
+        } else if l.kind == audit::TRUNCATED {
+            format!("{}  -- {}", clean(&l.time), clean(&l.action))
         } else {
             let outcome = match (&l.answer, &l.reason) {
                 (Some(ans), _) => format!("{} {ans}", l.decision),

@@ -17,6 +17,7 @@ pub mod inbox;
 pub mod policy;
 pub mod run;
 pub mod sessions;
+pub mod worktrees;
 
 use std::path::{Path, PathBuf};
 

@@ -52,6 +52,9 @@ pub struct Args {
     /// Pass this environment variable although it looks like a secret (repeatable).
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+    /// Keep the session's new worktree and branch even when the session changed nothing.
+    #[arg(long)]
+    pub keep_worktree: bool,
     /// Start even when the kernel cannot enforce the whole sandbox (says what is missing).
     #[arg(long)]
     pub allow_weaker_sandbox: bool,
@@ -104,6 +107,32 @@ fn nix_uid() -> u32 {
         .unwrap_or(0)
 }
 
+/// The end of the session's worktree: removed when the session changed nothing (unless
+/// `keep`), else the commands to review, merge and remove it.
+fn end_of_worktree(session: &session::Session, keep: bool) {
+    match session.finish(keep) {
+        session::Finished::NotOurs => {}
+        session::Finished::Removed => eprintln!(
+            "tyba: the session changed nothing: its worktree and branch {} are removed",
+            session.created_branch.as_deref().unwrap_or("")
+        ),
+        session::Finished::RemoveFailed(e) => {
+            eprintln!("tyba: the session changed nothing, but removing its worktree failed: {e}");
+            if let Some(h) = session.removal_hint() {
+                eprintln!("tyba: {h}");
+            }
+        }
+        session::Finished::Kept {
+            commits,
+            uncommitted,
+        } => {
+            for l in session.review_hint(commits, uncommitted) {
+                eprintln!("tyba: {l}");
+            }
+        }
+    }
+}
+
 /// Runs `tyba run`.
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // First, before any thread: a SIGTERM or SIGHUP to tyba ends the session and the clean-up
@@ -143,6 +172,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let session = session::prepare(&cwd, &choice)?;
+    for w in &session.warnings {
+        eprintln!("tyba: warning: {w}");
+    }
+    // While the session runs, git refuses to remove its worktree and `tyba worktrees` lists
+    // it as running.
+    let running_lock = match (&session.created_branch, &session.main_repo) {
+        (Some(_), Some(repo)) => {
+            tyba_supervisor::worktrees::RunningLock::take(repo, &session.worktree, &session.id)
+        }
+        _ => None,
+    };
     let policy = super::load_policy(args.policy.as_deref(), Some(&session.worktree))?;
     let home = super::home_dir();
     let tmp_dir = make_tmp_dir(&session.id)?;
@@ -299,15 +339,21 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let outcome = match result {
         Ok(o) => o,
         Err(RunError::Unavailable(u)) => {
-            if let Some(h) = session.removal_hint() {
-                eprintln!("tyba: {h}");
-            }
+            drop(running_lock);
+            end_of_worktree(&session, false);
             return Err(anyhow::Error::new(u));
         }
         Err(e) => return Err(e.into()),
     };
     if let Some(sig) = tyba_supervisor::end_signal() {
         eprintln!("tyba: session {} ended by {sig}", session.id);
+    }
+    if let Some(n) = outcome.agent_signal {
+        let name = tyba_supervisor::signal_name(n);
+        eprintln!(
+            "tyba: the agent was killed by {name} (exit status {})",
+            outcome.exit_status
+        );
     }
     if let Some(by) = control.stopped_by() {
         let c = control.counts();
@@ -359,9 +405,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    if let Some(h) = session.removal_hint() {
-        eprintln!("tyba: {h}");
-    }
+    drop(running_lock);
+    end_of_worktree(&session, args.keep_worktree);
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_status).unwrap_or(1),
     ))

@@ -222,7 +222,10 @@ pub fn stop(a: StopArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|b| format!(" (branch {})", clean(b)))
         .unwrap_or_default();
-    say!("  worktree kept: {}{branch}", clean(&s.worktree));
+    say!(
+        "  worktree: {}{branch} (kept when it holds work; a worktree tyba made that the session left unchanged is removed)",
+        clean(&s.worktree)
+    );
     // The supervisor exits once the sandbox is gone.
     let deadline = Instant::now() + STOP_WAIT;
     while running(s.pid) && Instant::now() < deadline {

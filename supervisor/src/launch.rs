@@ -64,6 +64,10 @@ pub struct SessionConfig {
 pub struct Outcome {
     /// The agent's exit status (128 + signal number when killed by a signal).
     pub exit_status: i32,
+    /// The signal that killed the agent, when one did (as its sandbox's init reaped it:
+    /// `exit(139)` is not SIGSEGV); `None` when it exited, or when the session was ended by
+    /// a signal to the supervisor ([`end_signal`]).
+    pub agent_signal: Option<i32>,
     /// What the supervisor decided on notified calls, in order (denials, and asks answered).
     pub events: Vec<AuditEvent>,
     /// Things the sandbox reported it could not enforce, in order.
@@ -482,6 +486,13 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         }
     };
     disarm_end_signals();
+    let agent_signal = if end_signal().is_some() {
+        None
+    } else {
+        stage
+            .agent_end(std::time::Duration::from_millis(500))
+            .and_then(|e| e.signal)
+    };
     // Ended by a signal to the supervisor: the status says which (as a shell would).
     let status = end_signal().map_or(status, |s| 128 + s as i32);
     control.sandbox_ended();
@@ -499,6 +510,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         .unwrap_or_default();
     Ok(Outcome {
         exit_status: status,
+        agent_signal,
         events,
         warnings,
     })

@@ -56,6 +56,7 @@ mod runner;
 pub mod sandbox;
 pub mod session;
 mod sys;
+pub mod worktrees;
 
 pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};
 pub use env::{scrub_env, scrub_env_explained, SecretKind};
@@ -64,6 +65,15 @@ pub use launch::{
 };
 pub use notify::AuditEvent;
 pub use sandbox::{Enforcement, SandboxPlan};
+
+/// A signal's name as `signal(7)` gives it (`SIGSEGV`), or `signal N` for a number with no
+/// name (real-time signals).
+pub fn signal_name(n: i32) -> String {
+    match nix::sys::signal::Signal::try_from(n) {
+        Ok(s) => s.as_str().to_string(),
+        Err(_) => format!("signal {n}"),
+    }
+}
 
 /// The kernel cannot enforce the sandbox as required.
 #[derive(Debug, thiserror::Error)]

@@ -322,6 +322,19 @@ pub(crate) fn serve_stage2(
                         continue;
                     };
                     if pid == agent {
+                        // The supervisor learns how the agent ended (a signal is not an
+                        // exit status: `exit(139)` is not SIGSEGV); id 0 is the agent's.
+                        if let Some(s) = ctl.as_ref() {
+                            let _ = send_json(
+                                s.as_fd(),
+                                &FromStage::Exited {
+                                    id: AGENT_ID,
+                                    code,
+                                    signal,
+                                },
+                                &[],
+                            );
+                        }
                         return code.unwrap_or_else(|| 128 + signal.unwrap_or(0));
                     }
                     if let (Some(c), Some(s)) = (children.remove(&pid), ctl.as_ref()) {
@@ -606,12 +619,31 @@ fn spawn_runner(
 // ---------------------------------------------------------------------------------------
 // Supervisor side.
 
+/// The id on the stage-2 link of the agent itself: its `Exited` is sent when it ends
+/// (runners' ids start at 1).
+const AGENT_ID: u64 = 0;
+
+/// How the agent ended, as stage 2 reaped it: its exit code, or the signal that killed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct AgentEnd {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+#[derive(Debug, Default)]
+struct EndSeen {
+    agent: Option<AgentEnd>,
+    hung_up: bool,
+}
+
 /// The supervisor's end of the stage-2 link: sends spawns, routes stage 2's answers to the
 /// thread waiting for each runner.
 pub(crate) struct StageLink {
     sock: OwnedFd,
     next: AtomicU64,
     waiters: Mutex<HashMap<u64, mpsc::Sender<FromStage>>>,
+    end: Mutex<EndSeen>,
+    end_cv: std::sync::Condvar,
 }
 
 impl std::fmt::Debug for StageLink {
@@ -647,13 +679,32 @@ impl StageLink {
             sock,
             next: AtomicU64::new(1),
             waiters: Mutex::new(HashMap::new()),
+            end: Mutex::new(EndSeen::default()),
+            end_cv: std::sync::Condvar::new(),
         }
+    }
+
+    /// How the agent ended, once stage 2 said so; waits up to `timeout` for its message (it
+    /// comes before stage 2 exits). `None` when stage 2 hung up without saying (killed).
+    pub(crate) fn agent_end(&self, timeout: Duration) -> Option<AgentEnd> {
+        let g = self.end.lock().ok()?;
+        let (g, _) = self
+            .end_cv
+            .wait_timeout_while(g, timeout, |e| e.agent.is_none() && !e.hung_up)
+            .ok()?;
+        g.agent
     }
 
     /// Reads stage 2's messages until it hangs up; run on its own thread.
     pub(crate) fn read_loop(&self) {
         loop {
             match recv_json::<FromStage>(self.sock.as_fd()) {
+                Ok(Some((FromStage::Exited { id, code, signal }, _))) if id == AGENT_ID => {
+                    if let Ok(mut e) = self.end.lock() {
+                        e.agent = Some(AgentEnd { code, signal });
+                    }
+                    self.end_cv.notify_all();
+                }
                 Ok(Some((msg, _))) => {
                     let id = match &msg {
                         FromStage::Spawned { id, .. }
@@ -672,6 +723,10 @@ impl StageLink {
                     if let Ok(mut w) = self.waiters.lock() {
                         w.clear();
                     }
+                    if let Ok(mut e) = self.end.lock() {
+                        e.hung_up = true;
+                    }
+                    self.end_cv.notify_all();
                     return;
                 }
             }

@@ -2,8 +2,15 @@
 //!
 //! Default: a new linked worktree on a new branch `tyba/<session-id>` from `HEAD`, made with
 //! `git worktree add`, at `$XDG_STATE_HOME/tyba/worktrees/<repo>-<session-id>` (or
-//! `~/.local/state/tyba/worktrees/…`). It is kept when the session ends; remove it with
-//! `git worktree remove <path> && git branch -D tyba/<session-id>`.
+//! `~/.local/state/tyba/worktrees/…`). When the session ends it is removed if the session
+//! changed nothing in it ([`Session::finish`]); otherwise it is kept, with the commands to
+//! review and merge the work, and `tyba clean` removes it once merged
+//! ([`crate::worktrees`]).
+//!
+//! Warnings ([`Session::warnings`]): the main repository has uncommitted changes (the new
+//! worktree starts from `HEAD` without them); the directory is not in a repository (the agent
+//! works in it directly, with no branch of its own). A repository without commits is an
+//! error ([`SessionError::NoCommits`]): there is no `HEAD` to start a worktree from.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +29,9 @@ pub enum SessionError {
         /// What git said.
         stderr: String,
     },
+    /// The repository has no commit for a new worktree to start from.
+    #[error("the repository at {0} has no commits yet, so there is nothing to start a session's worktree from: make a first commit (`git commit --allow-empty -m init`), or run the agent in this directory itself with `tyba run --here`")]
+    NoCommits(PathBuf),
     /// Filesystem error.
     #[error("{what} {path}: {source}")]
     Io {
@@ -71,9 +81,134 @@ pub struct Session {
     pub created_branch: Option<String>,
     /// The main repository the linked worktree was added to.
     pub main_repo: Option<PathBuf>,
+    /// When tyba created a linked worktree: the commit it started at (full hash).
+    pub start_commit: Option<String>,
+    /// When tyba created a linked worktree: the branch checked out in the main repository
+    /// then (what the work is reviewed against), when there was one.
+    pub base_branch: Option<String>,
+    /// Things the person should know before the agent starts (one sentence each).
+    pub warnings: Vec<String>,
+}
+
+/// What [`Session::finish`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finished {
+    /// Not a worktree tyba created: nothing to do.
+    NotOurs,
+    /// The session changed nothing: worktree and branch removed.
+    Removed,
+    /// The session changed nothing but removing failed.
+    RemoveFailed(String),
+    /// Work is there: kept.
+    Kept {
+        /// Commits on the branch since the start.
+        commits: usize,
+        /// Paths with uncommitted changes in the worktree.
+        uncommitted: usize,
+    },
 }
 
 impl Session {
+    /// At the end of the session: removes the worktree and branch tyba created when the
+    /// session left no commit and nothing uncommitted (untracked files included) and `keep`
+    /// is false; otherwise says what is there. The start commit was taken before the agent
+    /// ran, so nothing the agent wrote decides what "unchanged" means.
+    pub fn finish(&self, keep: bool) -> Finished {
+        let (Some(branch), Some(repo), Some(start)) = (
+            self.created_branch.as_ref(),
+            self.main_repo.as_ref(),
+            self.start_commit.as_ref(),
+        ) else {
+            return Finished::NotOurs;
+        };
+        let commits = git(
+            repo,
+            &["rev-list", "--count", &format!("{start}..{branch}")],
+        )
+        .ok()
+        .and_then(|n| n.trim().parse().ok());
+        let tip = git(repo, &["rev-parse", "--verify", branch]).ok();
+        // The worktree itself must be where it started too: a detached or switched HEAD
+        // may hold commits no branch has.
+        let head = git(&self.worktree, &["rev-parse", "--verify", "HEAD"]).ok();
+        let on_branch = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"])
+            .ok()
+            .is_some_and(|r| r.trim() == format!("refs/heads/{branch}"));
+        let uncommitted = git(
+            &self.worktree,
+            &["status", "--porcelain", "--untracked-files=all"],
+        )
+        .ok()
+        .map(|s| s.lines().count());
+        match (commits, uncommitted) {
+            (Some(0), Some(0))
+                if !keep
+                    && on_branch
+                    && tip.as_deref() == Some(start.as_str())
+                    && head.as_deref() == Some(start.as_str()) =>
+            {
+                let wt = self.worktree.to_string_lossy();
+                // A lock left by this session (it is over) does not keep it.
+                let _ = git(repo, &["worktree", "unlock", &wt]);
+                crate::worktrees::drop_empty_modules_dir(&self.worktree);
+                let removed = git(repo, &["worktree", "remove", &wt])
+                    .and_then(|_| git(repo, &["branch", "-D", "--", branch]));
+                match removed {
+                    Ok(_) => Finished::Removed,
+                    Err(e) => Finished::RemoveFailed(e.to_string()),
+                }
+            }
+            (c, u) => Finished::Kept {
+                commits: c.unwrap_or(0),
+                uncommitted: u.unwrap_or(0),
+            },
+        }
+    }
+
+    /// The lines printed at the end for a kept worktree: where the work is, how to review it,
+    /// merge it and remove the worktree.
+    pub fn review_hint(&self, commits: usize, uncommitted: usize) -> Vec<String> {
+        let (Some(branch), Some(repo)) = (self.created_branch.as_ref(), self.main_repo.as_ref())
+        else {
+            return Vec::new();
+        };
+        let r = repo.display();
+        let wt = self.worktree.display();
+        let base = self
+            .base_branch
+            .clone()
+            .or_else(|| {
+                self.start_commit
+                    .as_ref()
+                    .map(|c| c[..c.len().min(12)].to_string())
+            })
+            .unwrap_or_else(|| "HEAD".into());
+        let mut v = vec![format!(
+            "the session's work is on branch {branch} ({commits} commit{}) in {wt}",
+            if commits == 1 { "" } else { "s" }
+        )];
+        let on_branch = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"])
+            .ok()
+            .is_some_and(|r| r.trim() == format!("refs/heads/{branch}"));
+        if !on_branch {
+            v.push(format!(
+                "  the worktree is no longer on {branch} (switched or detached): see git -C {wt} log -1 HEAD before removing it"
+            ));
+        }
+        if uncommitted > 0 {
+            v.push(format!(
+                "  {uncommitted} uncommitted path{} there, not in the branch yet: git -C {wt} status",
+                if uncommitted == 1 { "" } else { "s" }
+            ));
+        }
+        v.push(format!("  review: git -C {r} diff {base}...{branch}"));
+        v.push(format!("  merge:  git -C {r} merge {branch}"));
+        v.push(format!(
+            "  remove: tyba clean (once merged), or git -C {r} worktree remove --force {wt} && git -C {r} branch -D {branch}"
+        ));
+        v
+    }
+
     /// The text printed at the end: where the worktree is and how to remove it.
     pub fn removal_hint(&self) -> Option<String> {
         let branch = self.created_branch.as_ref()?;
@@ -222,6 +357,9 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 git,
                 created_branch: None,
                 main_repo: None,
+                start_commit: None,
+                base_branch: None,
+                warnings: Vec::new(),
             })
         }
         WorktreeChoice::New { at, branch } => {
@@ -231,14 +369,42 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                     path: cwd.to_path_buf(),
                     source,
                 })?;
+                let warning = format!(
+                    "{} is not in a git repository: the agent works in this directory itself, with no worktree or branch of its own to review (the kernel sandbox still confines it to this directory)",
+                    wt.display()
+                );
                 return Ok(Session {
                     id,
                     worktree: wt,
                     git: None,
                     created_branch: None,
                     main_repo: None,
+                    start_commit: None,
+                    base_branch: None,
+                    warnings: vec![warning],
                 });
             };
+            let Ok(start) = git(&top, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            else {
+                return Err(SessionError::NoCommits(top));
+            };
+            let start = start.trim().to_string();
+            let base_branch = git(&top, &["symbolic-ref", "--quiet", "--short", "HEAD"])
+                .ok()
+                .map(|b| b.trim().to_string())
+                .filter(|b| !b.is_empty());
+            let mut warnings = Vec::new();
+            let dirty = git(&top, &["status", "--porcelain", "--untracked-files=normal"])
+                .map(|s| s.lines().count())
+                .unwrap_or(0);
+            if dirty > 0 {
+                warnings.push(format!(
+                    "{} has {dirty} uncommitted path{} (changes or untracked files): the session's worktree starts from HEAD ({}) without them; commit or stash them first, or run the agent in this directory with --here",
+                    top.display(),
+                    if dirty == 1 { "" } else { "s" },
+                    &start[..start.len().min(12)]
+                ));
+            }
             let name = top
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -258,7 +424,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
             let path_s = path.to_string_lossy().into_owned();
             git(
                 &top,
-                &["worktree", "add", "--quiet", "-b", &branch, &path_s, "HEAD"],
+                &["worktree", "add", "--quiet", "-b", &branch, &path_s, &start],
             )?;
             let wt = canonical(&path);
             let git = git_layout(&wt);
@@ -268,6 +434,9 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 git,
                 created_branch: Some(branch),
                 main_repo: Some(top),
+                start_commit: Some(start),
+                base_branch,
+                warnings,
             })
         }
     }

@@ -4,6 +4,15 @@
 //! Logged: every ask with its answer, who answered and how long it waited; every refusal the
 //! notify loop made without asking; pauses of the repeated-failure guard. An `always` answer
 //! is logged as an answer, never as a rule: nothing ever reads the log back into a session.
+//!
+//! **Bounded.** A session's log takes at most about [`MAX_SESSION_LOG_BYTES`] on disk, so an
+//! agent that floods it can neither fill the disk nor push its later actions out of sight:
+//! the first half of the bound keeps the session's first entries (`<session>.jsonl`), then a
+//! line of kind `truncated` says the bound was reached, and the newest entries go to
+//! `<session>.jsonl.tail`, each a quarter of the bound, the one before kept as
+//! `<session>.jsonl.tail.1`. A new tail segment starts with a `truncated` line whose
+//! `dropped` counts the entries dropped between the first entries and the newest so far.
+//! [`read`] puts them back in order with one `truncated` line where entries are missing.
 
 use serde::Serialize;
 use std::io::Write;
@@ -55,31 +64,93 @@ pub struct AuditLine {
     /// For an exec: its working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// For a `truncated` line: how many entries were dropped to keep the log bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
 }
 
-/// An append-only JSONL file.
+/// The most bytes one session's log takes on disk, about (a line is never split, so each
+/// part may go over by one line and a `truncated` note).
+pub const MAX_SESSION_LOG_BYTES: u64 = 32 << 20;
+
+/// The kind and decision of the lines that say the log was cut.
+pub const TRUNCATED: &str = "truncated";
+
+/// The newest entries of a log that reached its bound.
+fn tail_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".tail");
+    PathBuf::from(p)
+}
+
+/// The segment of newest entries before the current one.
+fn prev_tail_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".tail.1");
+    PathBuf::from(p)
+}
+
+fn open_append(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true).mode(0o600);
+    if truncate {
+        o.write(true).truncate(true);
+    } else {
+        o.append(true);
+    }
+    o.custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+}
+
+#[derive(Debug)]
+struct Files {
+    head: std::fs::File,
+    head_bytes: u64,
+    tail: Option<std::fs::File>,
+    tail_bytes: u64,
+    tail_lines: u64,
+    prev_lines: u64,
+    dropped: u64,
+}
+
+/// An append-only JSONL file, bounded ([`MAX_SESSION_LOG_BYTES`]).
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
-    file: Mutex<std::fs::File>,
+    bound: u64,
+    files: Mutex<Files>,
 }
 
 impl AuditLog {
-    /// Opens (creates, mode 0600) the log at `path` for appending.
+    /// Opens (creates, mode 0600) the log at `path` for appending, bounded to
+    /// [`MAX_SESSION_LOG_BYTES`].
     ///
     /// # Errors
     /// The file cannot be opened.
     pub fn open(path: &Path) -> std::io::Result<AuditLog> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(path)?;
+        Self::open_bounded(path, MAX_SESSION_LOG_BYTES)
+    }
+
+    /// [`AuditLog::open`] with a bound of `bound` bytes.
+    ///
+    /// # Errors
+    /// The file cannot be opened.
+    pub fn open_bounded(path: &Path, bound: u64) -> std::io::Result<AuditLog> {
+        let head = open_append(path, false)?;
+        let head_bytes = head.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(AuditLog {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
+            bound,
+            files: Mutex::new(Files {
+                head,
+                head_bytes,
+                tail: None,
+                tail_bytes: 0,
+                tail_lines: 0,
+                prev_lines: 0,
+                dropped: 0,
+            }),
         })
     }
 
@@ -88,15 +159,80 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends one line (one `write`, so concurrent writers never interleave).
+    /// Appends one line (one `write`, so concurrent writers never interleave), keeping the
+    /// log within its bound (see the module's docs).
     pub fn write(&self, line: &AuditLine) {
-        let Ok(mut text) = serde_json::to_string(line) else {
-            return;
-        };
-        text.push('\n');
-        if let Ok(mut f) = self.file.lock() {
-            let _ = f.write_all(text.as_bytes());
+        let Some(text) = json_line(line) else { return };
+        let n = text.len() as u64;
+        let Ok(mut f) = self.files.lock() else { return };
+        let head_cap = self.bound / 2;
+        let seg_cap = (self.bound / 4).max(1);
+        if f.tail.is_none() {
+            if f.head_bytes + n <= head_cap {
+                if f.head.write_all(text.as_bytes()).is_ok() {
+                    f.head_bytes += n;
+                }
+                return;
+            }
+            let note = self.note(
+                line,
+                format!(
+                    "the audit log reached its bound ({head_cap} bytes for the first entries): the newest entries follow, older ones beyond the bound are dropped and counted"
+                ),
+                None,
+            );
+            let _ = f.head.write_all(note.as_bytes());
+            let _ = std::fs::remove_file(prev_tail_path(&self.path));
+            match open_append(&tail_path(&self.path), true) {
+                Ok(t) => f.tail = Some(t),
+                Err(_) => return,
+            }
         }
+        if f.tail_bytes + n > seg_cap && f.tail_lines > 0 {
+            f.dropped += f.prev_lines;
+            let (cur, prev) = (tail_path(&self.path), prev_tail_path(&self.path));
+            if std::fs::rename(&cur, &prev).is_err() {
+                return;
+            }
+            f.prev_lines = f.tail_lines;
+            let mut t = match open_append(&cur, true) {
+                Ok(t) => t,
+                Err(_) => {
+                    f.tail = None;
+                    return;
+                }
+            };
+            let dropped = f.dropped;
+            let note = self.note(
+                line,
+                format!("{dropped} entries dropped to keep the audit log within its bound ({} bytes per session)", self.bound),
+                Some(dropped),
+            );
+            let _ = t.write_all(note.as_bytes());
+            f.tail_bytes = note.len() as u64;
+            f.tail_lines = 0;
+            f.tail = Some(t);
+        }
+        if let Some(t) = f.tail.as_mut() {
+            if t.write_all(text.as_bytes()).is_ok() {
+                f.tail_bytes += n;
+                f.tail_lines += 1;
+            }
+        }
+    }
+
+    /// A `truncated` line for `like`'s session, as text.
+    fn note(&self, like: &AuditLine, action: String, dropped: Option<u64>) -> String {
+        json_line(&AuditLine {
+            time: rfc3339(std::time::SystemTime::now()),
+            session: like.session.clone(),
+            kind: TRUNCATED.into(),
+            action,
+            decision: TRUNCATED.into(),
+            dropped,
+            ..AuditLine::default()
+        })
+        .unwrap_or_default()
     }
 }
 
@@ -127,16 +263,47 @@ pub fn rfc3339(time: std::time::SystemTime) -> String {
     )
 }
 
-/// Reads a log back for `tyba log`: every line that parses, in order.
+fn json_line(line: &AuditLine) -> Option<String> {
+    let mut text = serde_json::to_string(line).ok()?;
+    text.push('\n');
+    Some(text)
+}
+
+fn parse(text: &str) -> Vec<AuditLine> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Reads a log back for `tyba log`: every line that parses, in order: the first entries,
+/// then, when the log reached its bound, its `truncated` note, one `truncated` line counting
+/// the entries dropped (when some were), and the newest entries.
 ///
 /// # Errors
 /// The file cannot be read.
 pub fn read(path: &Path) -> std::io::Result<Vec<AuditLine>> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+    let mut out = parse(&std::fs::read_to_string(path)?);
+    let prev = std::fs::read_to_string(prev_tail_path(path))
+        .map(|t| parse(&t))
+        .unwrap_or_default();
+    let cur = std::fs::read_to_string(tail_path(path))
+        .map(|t| parse(&t))
+        .unwrap_or_default();
+    // The newest segment's note counts every entry dropped so far.
+    let note = cur
+        .iter()
+        .chain(prev.iter())
+        .find(|l| l.kind == TRUNCATED && l.dropped.is_some())
+        .cloned();
+    if let Some(n) = note.filter(|n| n.dropped.unwrap_or(0) > 0) {
+        out.push(n);
+    }
+    out.extend(
+        prev.into_iter()
+            .chain(cur)
+            .filter(|l| !(l.kind == TRUNCATED && l.dropped.is_some())),
+    );
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -168,5 +335,66 @@ mod tests {
         log.write(&l);
         log.write(&l);
         assert_eq!(read(log.path()).unwrap(), vec![l.clone(), l]);
+    }
+
+    #[test]
+    fn a_flooded_log_stays_bounded_and_keeps_its_first_and_newest_entries() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("s.jsonl");
+        let bound = 40_000;
+        let log = AuditLog::open_bounded(&path, bound).unwrap();
+        let line = |n: usize| AuditLine {
+            session: "s".into(),
+            kind: "exec".into(),
+            action: format!("entry {n} {}", "x".repeat(100)),
+            ..AuditLine::default()
+        };
+        let total = 5_000;
+        for n in 0..total {
+            log.write(&line(n));
+        }
+        let on_disk: u64 = [path.clone(), tail_path(&path), prev_tail_path(&path)]
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
+        assert!(on_disk <= bound + 2_000, "{on_disk} bytes on disk");
+        let back = read(&path).unwrap();
+        assert_eq!(back[0], line(0), "the first entries stay");
+        assert_eq!(
+            back.last().unwrap(),
+            &line(total - 1),
+            "the newest entries stay"
+        );
+        let notes: Vec<&AuditLine> = back.iter().filter(|l| l.kind == TRUNCATED).collect();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].action.contains("reached its bound"), "{notes:?}");
+        let dropped = notes[1].dropped.unwrap();
+        let kept = back.iter().filter(|l| l.kind == "exec").count() as u64;
+        assert_eq!(
+            kept + dropped,
+            total as u64,
+            "every entry is kept or counted"
+        );
+        // The kept entries are in order, with one gap where the dropped ones were.
+        let ns: Vec<usize> = back
+            .iter()
+            .filter(|l| l.kind == "exec")
+            .map(|l| l.action.split(' ').nth(1).unwrap().parse().unwrap())
+            .collect();
+        let gaps = ns.windows(2).filter(|w| w[1] != w[0] + 1).count();
+        assert_eq!(gaps, 1, "{ns:?}");
+        assert!(ns.windows(2).all(|w| w[1] > w[0]));
+    }
+
+    #[test]
+    fn a_log_under_its_bound_has_no_note() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("s.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        log.write(&AuditLine::default());
+        let back = read(&path).unwrap();
+        assert_eq!(back.len(), 1);
+        assert!(!tail_path(&path).exists());
     }
 }

@@ -1,16 +1,36 @@
-//! The same-terminal prompt (issue 5 §3): `tyba run` relays the agent's pty, and when an ask
-//! is pending the relay's [`RelayGate`] holds the agent's output, switches the person's
+//! The same-terminal prompt (issues 5 §3 and 14): `tyba run` relays the agent's pty, and when
+//! an ask is pending the relay's [`RelayGate`] holds the agent's output, switches the person's
 //! terminal to the alternate screen, draws the prompt there and reads single keys:
 //!
 //! | key | answer |
 //! |---|---|
-//! | `o` | once |
+//! | `o` | once (on a red ask: then `y` or Enter to confirm, any other key goes back) |
 //! | `a` | always (only offered for yellow commands; refused with a reason otherwise) |
 //! | `d` | deny |
 //! | `r` | deny with a reason (typed, Enter sends, Esc goes back) |
-//! | `?` | details: the process, its argv and directory, every reason, an edit's whole diff |
-//! | `l` | later: give the screen back; the ask stays in `tyba inbox` |
-//! | `s` | switch the session's autonomy level: then `l` low, `m` medium, `h` high (then `y` to confirm), Esc back |
+//! | `?` | details: the whole command, the asking process, its argv and directory, every reason, an edit's whole diff; `Space`/`b` page through them |
+//! | `l`, Ctrl-C | later: give the screen back; the ask stays in `tyba inbox` |
+//! | `s` | switch the session's autonomy level: then `l` low, `m` medium, `h` high, Esc back; a raise is confirmed (`y` or Enter for medium; typing `high` and Enter for high) |
+//!
+//! **Keys that cannot answer by accident.** Keys typed for the agent must not answer an ask
+//! that appears under them (issue 14: the `o` of `echo done` approving a red `curl`):
+//! - when a prompt appears, the terminal's unread input is discarded (`tcflush(TCIFLUSH)`):
+//!   it was typed before the prompt existed;
+//! - for [`ARM`] after an ask appears, and until [`QUIET`] has passed with no key, keys are
+//!   dropped (a typing burst that runs into the prompt is dropped whole), and the prompt says
+//!   how many it ignored; a read of several keys at once (a paste, or keys typed faster than
+//!   tyba read them) is dropped the same way, an escape sequence (an arrow key) is ignored;
+//! - allowing a red ask and raising the autonomy level take a second, deliberate key after
+//!   [`QUIET`], and raising to `high` takes the level's name typed out.
+//!
+//! Only the text of a reason (or of `high`) is typed freely.
+//!
+//! **The header stays on screen.** The prompt is laid out for the terminal's size: its first
+//! two rows (the marker with the session word, then the verdict and a one-line summary of the
+//! action, cut with `…` to the width) and its last rows (the keys) are always drawn; the rest
+//! (reasons, the asking process, the diff) fills the rows between, cut to fit. `?` shows the
+//! whole command text wrapped, paged with `Space` and `b`. The waiting time is redrawn each
+//! second.
 //!
 //! A hook's edit asked at low autonomy shows the diff of the change under the ask, before
 //! the keys: its first lines, and with `?` all of it (at most
@@ -28,7 +48,9 @@
 //! the agent started (the agent never sees it). A prompt without the word is not tyba's.
 //!
 //! Limit: an agent that is itself in the alternate screen (a full-screen TUI) gets a cleared
-//! screen back and redraws on its next output (or Ctrl-L).
+//! screen back and redraws on its next output (or Ctrl-L). The exec asks' `argv` is the asking
+//! process's as `/proc` shows it before the exec (the exec's own argv and environment are in
+//! the command line it was classified as, shown whole under `?`).
 
 use super::proto::{PendingView, WireAnswer};
 use super::Broker;
@@ -36,47 +58,106 @@ use crate::approve::RelayGate;
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tyba_policy::Autonomy;
+
+/// How long after an ask appears keys are dropped (type-ahead for the agent).
+pub const ARM: Duration = Duration::from_millis(800);
+/// How long with no key before the next key counts: a dropped key restarts it, and entering a
+/// confirmation starts it, so a burst of keys never passes a prompt and its confirmation.
+pub const QUIET: Duration = Duration::from_millis(500);
+
+/// The terminal size assumed when it cannot be read: rows, columns.
+const FALLBACK_SIZE: (usize, usize) = (24, 80);
 
 /// How many lines of an edit's diff the prompt shows before `?` (details) shows all of it.
 const DIFF_INLINE_LINES: usize = 12;
+/// One logical line of the prompt: indented text, maybe coloured by tyba itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Line {
+    indent: usize,
+    colour: &'static str,
+    text: String,
+}
+
+impl Line {
+    fn plain(indent: usize, text: impl Into<String>) -> Line {
+        Line {
+            indent,
+            colour: "",
+            text: text.into(),
+        }
+    }
+
+    /// The rows this line takes at `cols` columns (each at most `cols - 1` characters wide,
+    /// so no row makes the terminal wrap or scroll), coloured and reset row by row.
+    fn rows(&self, cols: usize) -> Vec<String> {
+        let width = cols.saturating_sub(1 + self.indent).max(8);
+        let chars: Vec<char> = self.text.chars().collect();
+        let pad = " ".repeat(self.indent);
+        let mut out = Vec::new();
+        for seg in chars.chunks(width) {
+            let seg: String = seg.iter().collect();
+            if self.colour.is_empty() {
+                out.push(format!("{pad}{seg}"));
+            } else {
+                out.push(format!("{pad}{}{seg}\x1b[0m", self.colour));
+            }
+        }
+        if out.is_empty() {
+            out.push(String::new());
+        }
+        out
+    }
+}
+
+/// `text` cut to `max` characters, ending with `tail` when cut.
+fn cut(text: &str, max: usize, tail: &str) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
+    }
+    let keep = max.saturating_sub(tail.chars().count());
+    let mut s: String = text.chars().take(keep).collect();
+    s.push_str(tail);
+    s.chars().take(max).collect()
+}
 
 /// Appends an edit's diff to the prompt's lines: the first [`DIFF_INLINE_LINES`], or with
 /// `details` all of it (the broker bounded it already). Each line is cleaned again, then
 /// coloured by tyba itself: additions green, removals red, hunk headers cyan.
-fn diff_lines(l: &mut Vec<String>, diff: &str, details: bool) {
+fn diff_lines(l: &mut Vec<Line>, diff: &str, details: bool) {
     let total = diff.lines().count();
     let shown = if details {
         total
     } else {
         total.min(DIFF_INLINE_LINES)
     };
-    l.push(String::new());
-    l.push("  diff (the change the tool would make):".to_string());
+    l.push(Line::plain(0, ""));
+    l.push(Line::plain(2, "diff (the change the tool would make):"));
     for line in diff.lines().take(shown) {
-        let line = super::text::clean(line);
-        let colour = if line.starts_with("+++") || line.starts_with("---") {
+        let text = super::text::clean(line);
+        let colour = if text.starts_with("+++") || text.starts_with("---") {
             "\x1b[1m"
-        } else if line.starts_with('+') {
+        } else if text.starts_with('+') {
             "\x1b[32m"
-        } else if line.starts_with('-') {
+        } else if text.starts_with('-') {
             "\x1b[31m"
-        } else if line.starts_with("@@") {
+        } else if text.starts_with("@@") {
             "\x1b[36m"
         } else {
             ""
         };
-        if colour.is_empty() {
-            l.push(format!("    {line}"));
-        } else {
-            l.push(format!("    {colour}{line}\x1b[0m"));
-        }
+        l.push(Line {
+            indent: 4,
+            colour,
+            text,
+        });
     }
     if shown < total {
-        l.push(format!(
-            "    … {} more lines: [?] shows the whole diff",
-            total - shown
+        l.push(Line::plain(
+            4,
+            format!("… {} more lines: [?] shows the whole diff", total - shown),
         ));
     }
 }
@@ -111,8 +192,19 @@ enum Mode {
     Reason(String),
     /// Choosing an autonomy level.
     Level,
-    /// Confirming the raise to `high`.
-    ConfirmHigh,
+    /// Confirming a raise to `medium` (`y` or Enter).
+    ConfirmRaise(Autonomy),
+    /// Confirming the raise to `high`: the word typed so far (`high` and Enter confirm).
+    ConfirmHigh(String),
+    /// Confirming `once` on a red ask (`y` or Enter).
+    ConfirmRed,
+}
+
+impl Mode {
+    /// Modes that take typed text: every key counts, pastes too.
+    fn typing(&self) -> bool {
+        matches!(self, Mode::Reason(_) | Mode::ConfirmHigh(_))
+    }
 }
 
 #[derive(Debug)]
@@ -121,10 +213,18 @@ struct PState {
     showing: Option<PendingView>,
     mode: Mode,
     details: bool,
+    /// In details: the first body row shown.
+    scroll: usize,
+    /// The last body page's first row, as last drawn.
+    max_scroll: usize,
     message: Option<String>,
     /// Whether the agent has switched its own screen to the alternate buffer.
     agent_alt: bool,
     later: HashSet<String>,
+    /// Keys before this instant are dropped ([`ARM`], [`QUIET`]).
+    armed_at: Instant,
+    /// Keys dropped since the ask on screen appeared.
+    dropped: usize,
 }
 
 /// The prompt; attach it with [`Broker::set_prompt`] and hand it to the relay as its gate.
@@ -134,6 +234,11 @@ pub struct Prompt {
     st: Mutex<PState>,
     cv: Condvar,
     out: Mutex<Box<dyn Write + Send>>,
+    /// The terminal's size, rows and columns, when known.
+    size: Box<dyn Fn() -> Option<(usize, usize)> + Send + Sync>,
+    /// Whether standard input is the person's terminal (its unread input is discarded when
+    /// a prompt appears).
+    terminal: bool,
 }
 
 impl std::fmt::Debug for Prompt {
@@ -143,9 +248,46 @@ impl std::fmt::Debug for Prompt {
 }
 
 impl Prompt {
+    /// A prompt drawing on `out`, marked with `secret`, laid out for a terminal of
+    /// `rows` × `cols` (the size is not read from anywhere: for tests and for outputs that
+    /// are not a terminal). Starts the thread that follows the broker's pending asks.
+    pub fn start_sized(
+        broker: &Broker,
+        secret: String,
+        out: Box<dyn Write + Send>,
+        rows: usize,
+        cols: usize,
+    ) -> Arc<Prompt> {
+        Self::start_with(
+            broker,
+            secret,
+            out,
+            Box::new(move || Some((rows, cols))),
+            false,
+        )
+    }
+
     /// A prompt drawing on `out` (the person's terminal: `tyba run`'s stdout), marked with
-    /// `secret`. Starts the thread that follows the broker's pending asks.
+    /// `secret`, laid out for standard output's window size (80 × 24 when unknown); the
+    /// unread input of standard input (the same terminal) is discarded whenever a prompt
+    /// appears. Starts the thread that follows the broker's pending asks.
     pub fn start(broker: &Broker, secret: String, out: Box<dyn Write + Send>) -> Arc<Prompt> {
+        let size = Box::new(|| {
+            use std::os::fd::AsFd;
+            let ws = crate::sys::get_winsize(std::io::stdout().as_fd())?;
+            (ws.ws_row > 0 && ws.ws_col > 0)
+                .then(|| (usize::from(ws.ws_row), usize::from(ws.ws_col)))
+        });
+        Self::start_with(broker, secret, out, size, true)
+    }
+
+    fn start_with(
+        broker: &Broker,
+        secret: String,
+        out: Box<dyn Write + Send>,
+        size: Box<dyn Fn() -> Option<(usize, usize)> + Send + Sync>,
+        terminal: bool,
+    ) -> Arc<Prompt> {
         let p = Arc::new(Prompt {
             broker: broker.clone(),
             secret,
@@ -153,12 +295,18 @@ impl Prompt {
                 showing: None,
                 mode: Mode::Keys,
                 details: false,
+                scroll: 0,
+                max_scroll: 0,
                 message: None,
                 agent_alt: false,
                 later: HashSet::new(),
+                armed_at: Instant::now(),
+                dropped: 0,
             }),
             cv: Condvar::new(),
             out: Mutex::new(out),
+            size,
+            terminal,
         });
         broker.set_prompt(Arc::clone(&p));
         let me = Arc::clone(&p);
@@ -167,7 +315,7 @@ impl Prompt {
             .spawn(move || {
                 let mut seen = 0;
                 loop {
-                    seen = me.broker.wait_change(seen, Duration::from_millis(300));
+                    seen = me.broker.wait_change(seen, Duration::from_millis(250));
                     me.refresh();
                     if me.broker.is_closed() {
                         return;
@@ -190,7 +338,7 @@ impl Prompt {
         let Some(mut st) = self.lock() else { return };
         if st.showing.is_some() {
             st.message = Some(clean);
-            self.draw(&st, more);
+            self.draw(&mut st, more);
         } else {
             self.write(&format!("\r\n\x1b[7m tyba \x1b[0m {clean}\r\n"));
         }
@@ -219,7 +367,21 @@ impl Prompt {
         }
     }
 
-    /// Shows the oldest pending ask (not deferred), or gives the screen back.
+    /// Discards what the person typed that tyba has not read yet: it was typed before the
+    /// prompt was there (`tcflush(3)`, `TCIFLUSH`). Nothing when standard input is not the
+    /// terminal.
+    fn discard_typed_ahead(&self) {
+        if self.terminal {
+            use std::os::fd::AsFd;
+            let _ = nix::sys::termios::tcflush(
+                std::io::stdin().as_fd(),
+                nix::sys::termios::FlushArg::TCIFLUSH,
+            );
+        }
+    }
+
+    /// Shows the oldest pending ask (not deferred), or gives the screen back; redraws the
+    /// ask on screen when its waiting time reaches a new second.
     fn refresh(&self) {
         let pending = if self.broker.is_closed() {
             Vec::new()
@@ -230,9 +392,16 @@ impl Prompt {
         let current: HashSet<&str> = pending.iter().map(|p| p.id.as_str()).collect();
         st.later.retain(|id| current.contains(id.as_str()));
         let next = pending.iter().find(|p| !st.later.contains(&p.id)).cloned();
-        let same = matches!((&st.showing, &next), (Some(a), Some(b)) if a.id == b.id);
-        if same {
-            return;
+        let more = pending.len().saturating_sub(1);
+        if let (Some(a), Some(b)) = (&st.showing, &next) {
+            if a.id == b.id {
+                let tick = a.waited_ms / 1000 != b.waited_ms / 1000;
+                st.showing = next;
+                if tick {
+                    self.draw(&mut st, more);
+                }
+                return;
+            }
         }
         match next {
             Some(p) => {
@@ -240,12 +409,15 @@ impl Prompt {
                 st.showing = Some(p);
                 st.mode = Mode::Keys;
                 st.details = false;
+                st.scroll = 0;
+                st.dropped = 0;
+                st.armed_at = Instant::now() + ARM;
                 if entering {
+                    self.discard_typed_ahead();
                     let enter = if st.agent_alt { "" } else { "\x1b[?1049h" };
                     self.write(&format!("{enter}\x07\x1b]2;tyba: ask waiting\x07"));
                 }
-                let more = pending.len().saturating_sub(1);
-                self.draw(&st, more);
+                self.draw(&mut st, more);
             }
             None => {
                 if st.showing.take().is_some() {
@@ -258,88 +430,229 @@ impl Prompt {
         }
     }
 
-    fn draw(&self, st: &PState, more: usize) {
-        let Some(p) = &st.showing else { return };
-        // Everything but the header comes from the agent's side: no control characters.
+    /// The rows of the prompt for `p` on a terminal of `rows` × `cols`: never more than
+    /// `rows`, none wider than `cols - 1`; the first two are the marker (session word) and
+    /// the verdict with a one-line summary, the last ones the keys. Updates the details'
+    /// scroll bound.
+    fn frame(
+        &self,
+        st: &mut PState,
+        p: &PendingView,
+        more: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Vec<String> {
+        let rows = rows.max(8);
+        let cols = cols.max(24);
+        // Everything but the marker comes from the agent's side: no control characters.
         let clean = super::text::clean;
-        let mut l: Vec<String> = vec![String::new()];
-        l.push(format!("  {}: {}", p.verdict, clean(&p.action)));
-        for r in p.reasons.iter().take(if st.details { 64 } else { 2 }) {
-            l.push(format!("  why: {}", clean(r)));
+        let marker = format!(
+            " tyba \u{258c} {} \u{258c} session word: {} ",
+            p.id, self.secret
+        );
+        let marker = cut(&marker, cols - 1, "…");
+        let action = clean(&p.action);
+        let summary = format!("  {}: {action}", p.verdict);
+        let tail = format!("… ({} characters: [?] shows all)", action.chars().count());
+        let top = vec![
+            format!("\x1b[7m{marker}\x1b[0m"),
+            cut(&summary, cols - 1, &tail),
+        ];
+
+        let mut body: Vec<Line> = Vec::new();
+        let reasons = if st.details { 64 } else { 2 };
+        for r in p.reasons.iter().take(reasons) {
+            body.push(Line::plain(2, format!("why: {}", clean(r))));
+        }
+        if p.reasons.len() > reasons {
+            body.push(Line::plain(
+                2,
+                format!(
+                    "… {} more reasons: [?] shows them",
+                    p.reasons.len() - reasons
+                ),
+            ));
         }
         let cwd = if p.cwd.is_empty() { "?" } else { &p.cwd };
-        l.push(format!(
-            "  by pid {} in {} (waiting {}s)",
-            p.pid,
-            clean(cwd),
-            p.waited_ms / 1000
+        body.push(Line::plain(
+            2,
+            format!(
+                "by pid {} in {} (waiting {}s)",
+                p.pid,
+                clean(cwd),
+                p.waited_ms / 1000
+            ),
         ));
         if st.details {
-            l.push(format!("  argv: {}", clean(&p.argv.join(" "))));
-            l.push(format!("  kind: {}", p.kind));
+            body.push(Line::plain(0, ""));
+            body.push(Line::plain(2, format!("{} (the whole text):", p.kind)));
+            body.push(Line::plain(4, action.clone()));
+            let who = if p.kind == "command" {
+                "argv of the asking process (before its exec)"
+            } else {
+                "argv of the asking process"
+            };
+            body.push(Line::plain(
+                2,
+                format!("{who}: {}", clean(&p.argv.join(" "))),
+            ));
         }
         if let Some(diff) = &p.diff {
-            diff_lines(&mut l, diff, st.details);
+            diff_lines(&mut body, diff, st.details);
         }
-        l.push(String::new());
-        if p.kind == "pause" {
-            l.push("  the agent's processes are frozen".to_string());
-            l.push("  [o] resume   [d] end the session   [l] later".to_string());
-            return self.draw_lines(st, p, &l, more);
-        }
-        let always = if p.always_allowed {
-            "[a] always (this exact command, this session)"
-        } else {
-            "[a] always: not offered (only yellow commands can be remembered)"
-        };
-        l.push(format!(
-            "  [o] once   {always}   [d] deny   [r] deny with a reason   [?] details   [l] later"
-        ));
-        l.push(format!(
-            "  [s] switch autonomy (now {})",
-            self.broker.control().autonomy()
-        ));
-        self.draw_lines(st, p, &l, more)
-    }
 
-    fn draw_lines(&self, st: &PState, p: &PendingView, lines: &[String], more: usize) {
-        let clean = super::text::clean;
-        let mut l = lines.to_vec();
+        let mut foot: Vec<Line> = vec![Line::plain(0, "")];
+        if p.kind == "pause" {
+            foot.push(Line::plain(2, "the agent's processes are frozen"));
+            foot.push(Line::plain(
+                2,
+                "[o] resume   [d] end the session   [l] later",
+            ));
+        } else {
+            let always = if p.always_allowed {
+                "[a] always (this exact command, this session)"
+            } else {
+                "[a] always: not offered (only yellow commands can be remembered)"
+            };
+            let once = if p.verdict == "red" {
+                "[o] once (then [y] to confirm)"
+            } else {
+                "[o] once"
+            };
+            foot.push(Line::plain(
+                2,
+                format!("{once}   {always}   [d] deny   [r] deny with a reason"),
+            ));
+            let pages = if st.details {
+                "   [Space]/[b] page"
+            } else {
+                ""
+            };
+            foot.push(Line::plain(
+                2,
+                format!(
+                    "[?] details{pages}   [l] later (Ctrl-C)   [s] switch autonomy (now {})",
+                    self.broker.control().autonomy()
+                ),
+            ));
+        }
         if more > 0 {
-            l.push(format!("  ({more} more waiting; `tyba inbox` lists them)"));
+            foot.push(Line::plain(
+                2,
+                format!("({more} more waiting; `tyba inbox` lists them)"),
+            ));
         }
         match &st.mode {
             Mode::Reason(text) => {
-                l.push(String::new());
-                l.push(format!(
-                    "  reason (Enter sends, Esc goes back): {}",
-                    clean(text)
+                foot.push(Line::plain(0, ""));
+                foot.push(Line::plain(
+                    2,
+                    format!("reason (Enter sends, Esc goes back): {}", clean(text)),
                 ));
             }
             Mode::Level => {
-                l.push(String::new());
-                l.push(
-                    "  autonomy: [l] low   [m] medium   [h] high (trusted workspaces only)   [Esc] back"
-                        .to_string(),
-                );
+                foot.push(Line::plain(0, ""));
+                foot.push(Line::plain(
+                    2,
+                    "autonomy: [l] low   [m] medium   [h] high (trusted workspaces only)   [Esc] back",
+                ));
             }
-            Mode::ConfirmHigh => {
-                l.push(String::new());
-                l.push("  raise to high? yellow commands (builds, scripts, installs) will run without asking; red still asks.".to_string());
-                l.push("  [y] yes, this workspace is trusted   any other key: no".to_string());
+            Mode::ConfirmRaise(level) => {
+                foot.push(Line::plain(0, ""));
+                foot.push(Line::plain(
+                    2,
+                    format!("raise autonomy to {level}? [y] or Enter: yes   any other key: no"),
+                ));
+            }
+            Mode::ConfirmHigh(text) => {
+                foot.push(Line::plain(0, ""));
+                foot.push(Line::plain(2, "raise autonomy to HIGH? yellow commands (builds, scripts, installs) will run without asking; red still asks."));
+                foot.push(Line::plain(
+                    2,
+                    format!(
+                        "type `high` and Enter if this workspace is trusted (Esc: no): {}",
+                        clean(text)
+                    ),
+                ));
+            }
+            Mode::ConfirmRed => {
+                foot.push(Line::plain(0, ""));
+                foot.push(Line::plain(
+                    2,
+                    format!(
+                        "allow this RED action once ({})? [y] or Enter: yes, allow it   any other key: no",
+                        cut(&action, 60, "…")
+                    ),
+                ));
             }
             Mode::Keys => {}
         }
         if let Some(m) = &st.message {
-            l.push(String::new());
-            l.push(format!("  {}", clean(m)));
+            foot.push(Line::plain(0, ""));
+            foot.push(Line::plain(2, clean(m)));
         }
-        let header = format!(
-            "\x1b[7m tyba \u{258c} {} \u{258c} session word: {} \x1b[0m",
-            p.id, self.secret
-        );
-        let body: String = l.iter().map(|x| format!("{x}\r\n")).collect();
-        self.write(&format!("\x1b[H\x1b[2J{header}\r\n{body}"));
+
+        let mut foot_rows: Vec<String> = foot.iter().flat_map(|l| l.rows(cols)).collect();
+        // The keys keep at least the rows under the top; the newest lines (mode, message)
+        // are the ones kept.
+        let room = rows - top.len();
+        if foot_rows.len() > room {
+            foot_rows.drain(..foot_rows.len() - room);
+        }
+        let body_rows: Vec<String> = body.iter().flat_map(|l| l.rows(cols)).collect();
+        let avail = room - foot_rows.len();
+        let mut shown: Vec<String> = Vec::new();
+        if body_rows.len() <= avail {
+            st.max_scroll = 0;
+            shown = body_rows;
+        } else if avail > 0 {
+            let page = avail - 1;
+            st.max_scroll = body_rows.len().saturating_sub(page);
+            let from = if st.details {
+                st.scroll.min(st.max_scroll)
+            } else {
+                0
+            };
+            let to = (from + page).min(body_rows.len());
+            shown.extend(body_rows[from..to].iter().cloned());
+            let note = if st.details {
+                format!(
+                    "  … rows {}–{} of {}: [Space] next page, [b] back",
+                    from + 1,
+                    to,
+                    body_rows.len()
+                )
+            } else {
+                format!(
+                    "  … {} more rows: [?] shows everything",
+                    body_rows.len() - to
+                )
+            };
+            shown.push(cut(&note, cols - 1, "…"));
+        }
+        let mut out = top;
+        out.extend(shown);
+        out.extend(foot_rows);
+        out
+    }
+
+    fn draw(&self, st: &mut PState, more: usize) {
+        let Some(p) = st.showing.clone() else { return };
+        let (rows, cols) = (self.size)().unwrap_or(FALLBACK_SIZE);
+        let frame = self.frame(st, &p, more, rows, cols);
+        // Drawn over the previous frame row by row (no clear: no flicker on the timer's
+        // redraw), the last row without a line break so the screen never scrolls.
+        let mut s = String::from("\x1b[H");
+        let n = frame.len();
+        for (i, row) in frame.iter().enumerate() {
+            s.push_str(row);
+            s.push_str("\x1b[K");
+            if i + 1 < n {
+                s.push_str("\r\n");
+            }
+        }
+        s.push_str("\x1b[J");
+        self.write(&s);
     }
 
     fn answer(&self, st: &mut PState, id: &str, a: WireAnswer, reason: Option<String>) {
@@ -347,6 +660,13 @@ impl Prompt {
             Ok(()) => st.message = None,
             Err(e) => st.message = Some(e.to_string()),
         }
+    }
+
+    /// Enters a mode that waits for a deliberate second key: keys before [`QUIET`] has
+    /// passed are dropped.
+    fn confirm(st: &mut PState, mode: Mode) {
+        st.mode = mode;
+        st.armed_at = Instant::now() + QUIET;
     }
 
     fn key(&self, st: &mut PState, b: u8) {
@@ -371,18 +691,28 @@ impl Prompt {
                 }
                 _ => {}
             },
-            Mode::Level => match b {
-                b'l' | b'L' => self.set_level(st, Autonomy::Low, false),
-                b'm' | b'M' => self.set_level(st, Autonomy::Medium, false),
-                b'h' | b'H' if self.broker.control().autonomy() == Autonomy::High => {
-                    self.set_level(st, Autonomy::High, false)
+            Mode::Level => {
+                let now = self.broker.control().autonomy();
+                let level = match b {
+                    b'l' | b'L' => Some(Autonomy::Low),
+                    b'm' | b'M' => Some(Autonomy::Medium),
+                    b'h' | b'H' => Some(Autonomy::High),
+                    _ => None,
+                };
+                match (level, b) {
+                    (Some(l), _) if l <= now => self.set_level(st, l, false),
+                    (Some(Autonomy::High), _) => {
+                        Self::confirm(st, Mode::ConfirmHigh(String::new()))
+                    }
+                    (Some(l), _) => Self::confirm(st, Mode::ConfirmRaise(l)),
+                    (None, 0x1b) => st.mode = Mode::Keys,
+                    (None, _) => {
+                        st.message = Some("autonomy: l low, m medium, h high, Esc back".into())
+                    }
                 }
-                b'h' | b'H' => st.mode = Mode::ConfirmHigh,
-                0x1b => st.mode = Mode::Keys,
-                _ => st.message = Some("autonomy: l low, m medium, h high, Esc back".into()),
-            },
-            Mode::ConfirmHigh => match b {
-                b'y' | b'Y' => self.set_level(st, Autonomy::High, true),
+            }
+            Mode::ConfirmRaise(level) => match b {
+                b'y' | b'Y' | b'\r' | b'\n' => self.set_level(st, level, false),
                 _ => {
                     st.mode = Mode::Keys;
                     st.message = Some(format!(
@@ -391,23 +721,108 @@ impl Prompt {
                     ));
                 }
             },
+            Mode::ConfirmHigh(mut text) => match b {
+                b'\r' | b'\n' if text.trim().eq_ignore_ascii_case("high") => {
+                    self.set_level(st, Autonomy::High, true)
+                }
+                0x7f | 0x08 => {
+                    text.pop();
+                    st.mode = Mode::ConfirmHigh(text);
+                }
+                0x20..=0x7e if text.len() < 16 => {
+                    text.push(char::from(b));
+                    st.mode = Mode::ConfirmHigh(text);
+                }
+                _ => {
+                    st.mode = Mode::Keys;
+                    st.message = Some(format!(
+                        "autonomy stays {} (raising to high takes the word `high` typed out)",
+                        self.broker.control().autonomy()
+                    ));
+                }
+            },
+            Mode::ConfirmRed => match b {
+                b'y' | b'Y' | b'\r' | b'\n' => {
+                    st.mode = Mode::Keys;
+                    self.answer(st, &p.id, WireAnswer::Once, None);
+                }
+                _ => {
+                    st.mode = Mode::Keys;
+                    st.message =
+                        Some("not allowed: [o] then [y] allows this red action once".into());
+                }
+            },
             Mode::Keys => {
                 match b {
+                    b'o' | b'O' if p.verdict == "red" => Self::confirm(st, Mode::ConfirmRed),
                     b'o' | b'O' => self.answer(st, &p.id, WireAnswer::Once, None),
                     b'a' | b'A' => self.answer(st, &p.id, WireAnswer::Always, None),
                     b'd' | b'D' => self.answer(st, &p.id, WireAnswer::Deny, None),
                     b'r' | b'R' => st.mode = Mode::Reason(String::new()),
-                    b'?' => st.details = !st.details,
+                    b'?' => {
+                        st.details = !st.details;
+                        st.scroll = 0;
+                    }
+                    b' ' | b'j' if st.details => {
+                        st.scroll = (st.scroll + page_step(&self.size)).min(st.max_scroll)
+                    }
+                    b'b' | b'k' if st.details => {
+                        st.scroll = st.scroll.saturating_sub(page_step(&self.size))
+                    }
                     b'l' | b'L' => {
                         st.later.insert(p.id.clone());
                     }
-                    b's' | b'S' => st.mode = Mode::Level,
+                    b's' | b'S' => Self::confirm(st, Mode::Level),
                     _ => st.message = Some(
                         "keys: o once, a always, d deny, r reason, ? details, l later, s autonomy"
                             .into(),
                     ),
                 }
             }
+        }
+    }
+
+    /// Takes one read of the person's keys while an ask is shown.
+    fn keys(&self, st: &mut PState, bytes: &[u8]) {
+        let Some(p) = st.showing.clone() else { return };
+        // Ctrl-C leaves the prompt, whatever the mode and however it was typed.
+        if bytes.contains(&0x03) {
+            st.mode = Mode::Keys;
+            st.later.insert(p.id);
+            return;
+        }
+        let escape_sequence = bytes.len() > 1 && bytes[0] == 0x1b;
+        if st.mode.typing() {
+            // An arrow key is no text (and its `A` is no answer).
+            if escape_sequence {
+                return;
+            }
+            // Typed text ends where the mode does (Enter, Esc): the rest of the read is
+            // dropped, never taken as answer keys.
+            for b in bytes {
+                self.key(st, *b);
+                if !st.mode.typing() {
+                    break;
+                }
+            }
+            return;
+        }
+        let now = Instant::now();
+        if now < st.armed_at || (bytes.len() > 1 && !escape_sequence) {
+            st.dropped += bytes.len();
+            st.armed_at = now + QUIET;
+            st.message = Some(format!(
+                "{} key{} ignored: typed as the prompt appeared or too fast to be an answer; read it, then press one key",
+                st.dropped,
+                if st.dropped == 1 { "" } else { "s" }
+            ));
+            return;
+        }
+        if escape_sequence {
+            return;
+        }
+        if let Some(b) = bytes.first() {
+            self.key(st, *b);
         }
     }
 
@@ -428,6 +843,12 @@ impl Prompt {
             (None, None) => {}
         }
     }
+}
+
+/// Rows one page of details moves: the terminal's height less the fixed rows, at least one.
+fn page_step(size: &(dyn Fn() -> Option<(usize, usize)> + Send + Sync)) -> usize {
+    let (rows, _) = size().unwrap_or(FALLBACK_SIZE);
+    rows.saturating_sub(8).max(1)
 }
 
 impl RelayGate for Prompt {
@@ -462,19 +883,17 @@ impl RelayGate for Prompt {
             if st.showing.is_none() {
                 return false;
             }
-            for b in bytes {
-                self.key(&mut st, *b);
-            }
+            self.keys(&mut st, bytes);
         }
         self.refresh();
         let more = self.broker.pending().len().saturating_sub(1);
-        if let Some(st) = self.lock() {
+        if let Some(mut st) = self.lock() {
             let deferred = st
                 .showing
                 .as_ref()
                 .is_some_and(|p| st.later.contains(&p.id));
             if !deferred {
-                self.draw(&st, more);
+                self.draw(&mut st, more);
             }
         }
         true
@@ -523,7 +942,13 @@ mod tests {
         cfg.notices = false;
         let b = Broker::start(cfg).unwrap();
         let screen = Screen::default();
-        let p = Prompt::start(&b, "cedar-onyx-42".into(), Box::new(screen.clone()));
+        let p = Prompt::start_sized(
+            &b,
+            "cedar-onyx-42".into(),
+            Box::new(screen.clone()),
+            50,
+            120,
+        );
         let mut diff = String::from("--- src/a.rs\n+++ src/a.rs\n@@ -1,1 +1,30 @@\n-fn old() {}\n");
         for n in 0..30 {
             diff.push_str(&format!("+\x1b[2Jline {n}\n"));
@@ -542,6 +967,7 @@ mod tests {
         let hb = b.clone();
         let h = std::thread::spawn(move || hb.ask_hook(ask, std::process::id()));
         let t = screen.wait_for("more lines: [?] shows the whole diff");
+        std::thread::sleep(ARM + Duration::from_millis(100));
         assert!(t.contains("diff (the change the tool would make):"), "{t}");
         assert!(t.contains("\x1b[31m-fn old() {}\x1b[0m"), "{t}");
         assert!(t.contains("\x1b[32m+?[2Jline 0\x1b[0m"), "{t}");
@@ -558,8 +984,237 @@ mod tests {
         assert!(p.input(b"?"));
         let t = screen.wait_for("line 29");
         assert!(!t.contains("\x1b[2Jline"), "{t}");
+        std::thread::sleep(QUIET + Duration::from_millis(100));
         assert!(p.input(b"o"));
         assert_eq!(h.join().unwrap().answer, WireAnswer::Once);
         b.close("over");
+    }
+
+    fn quiet_broker() -> Broker {
+        let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", "/wt".into());
+        cfg.socket = false;
+        cfg.audit = false;
+        cfg.notices = false;
+        Broker::start(cfg).unwrap()
+    }
+
+    fn kernel_ask(
+        b: &Broker,
+        command: &str,
+        verdict: tyba_policy::Verdict,
+    ) -> std::thread::JoinHandle<crate::approve::Answer> {
+        let req = crate::approve::AskRequest {
+            kind: crate::approve::AskKind::Command {
+                command: command.into(),
+            },
+            verdict,
+            reasons: vec!["because".into()],
+            rememberable: verdict == tyba_policy::Verdict::Yellow,
+            pid: std::process::id(),
+        };
+        let hb = b.clone();
+        std::thread::spawn(move || crate::approve::Approver::ask(&hb, &req).unwrap())
+    }
+
+    fn settle(d: Duration) {
+        std::thread::sleep(d + Duration::from_millis(120));
+    }
+
+    #[test]
+    fn keys_typed_as_the_prompt_appears_and_bursts_answer_nothing() {
+        let b = quiet_broker();
+        let screen = Screen::default();
+        let p = Prompt::start_sized(
+            &b,
+            "cedar-onyx-42".into(),
+            Box::new(screen.clone()),
+            30,
+            100,
+        );
+        let h = kernel_ask(&b, "touch x", tyba_policy::Verdict::Yellow);
+        screen.wait_for("run `touch x`");
+        // Type-ahead running into the prompt: one key at a time, as a person types.
+        for k in b"echo done" {
+            assert!(p.input(&[*k]));
+            std::thread::sleep(Duration::from_millis(60));
+        }
+        screen.wait_for("keys ignored");
+        assert_eq!(b.pending().len(), 1, "no key answered");
+        // A burst read at once is no answer either, even after the pause.
+        settle(QUIET);
+        assert!(p.input(b"oooo"));
+        assert_eq!(b.pending().len(), 1);
+        // An escape sequence (an arrow key) is ignored.
+        settle(QUIET);
+        assert!(p.input(b"\x1b[A"));
+        assert_eq!(b.pending().len(), 1);
+        // One deliberate key after a pause answers.
+        settle(QUIET);
+        assert!(p.input(b"o"));
+        assert_eq!(h.join().unwrap(), crate::approve::Answer::Once);
+        b.close("over");
+    }
+
+    #[test]
+    fn keys_after_typed_text_ends_and_arrow_keys_answer_nothing() {
+        let b = quiet_broker();
+        let screen = Screen::default();
+        let p = Prompt::start_sized(
+            &b,
+            "cedar-onyx-42".into(),
+            Box::new(screen.clone()),
+            30,
+            100,
+        );
+        let h = kernel_ask(&b, "touch x", tyba_policy::Verdict::Yellow);
+        screen.wait_for("run `touch x`");
+        settle(ARM);
+        assert!(p.input(b"r"));
+        screen.wait_for("reason (Enter sends");
+        // An arrow key in the reason: ignored, not Esc then `[` then `A` (always).
+        assert!(p.input(b"\x1b[A"));
+        // Text, Esc, then keys in the same read: the keys are not answers.
+        assert!(p.input(b"text\x1boa"));
+        settle(QUIET);
+        assert_eq!(b.pending().len(), 1);
+        settle(QUIET);
+        assert!(p.input(b"d"));
+        assert!(matches!(
+            h.join().unwrap(),
+            crate::approve::Answer::Deny { .. }
+        ));
+        b.close("over");
+    }
+
+    #[test]
+    fn a_red_once_takes_a_confirmation_after_a_pause() {
+        let b = quiet_broker();
+        let screen = Screen::default();
+        let p = Prompt::start_sized(
+            &b,
+            "cedar-onyx-42".into(),
+            Box::new(screen.clone()),
+            30,
+            100,
+        );
+        let h = kernel_ask(&b, "curl http://x", tyba_policy::Verdict::Red);
+        screen.wait_for("run `curl http://x`");
+        settle(ARM);
+        assert!(p.input(b"o"));
+        screen.wait_for("allow this RED action once");
+        // The confirmation typed straight after is dropped, and so is an Enter.
+        assert!(p.input(b"y"));
+        assert!(p.input(b"\r"));
+        assert_eq!(b.pending().len(), 1);
+        // Any other key goes back without an answer.
+        settle(QUIET);
+        assert!(p.input(b"x"));
+        screen.wait_for("not allowed: [o] then [y]");
+        assert_eq!(b.pending().len(), 1);
+        settle(QUIET);
+        assert!(p.input(b"o"));
+        settle(QUIET);
+        assert!(p.input(b"y"));
+        assert_eq!(h.join().unwrap(), crate::approve::Answer::Once);
+        b.close("over");
+    }
+
+    #[test]
+    fn raising_autonomy_is_confirmed_and_high_is_typed_out() {
+        let b = quiet_broker();
+        let screen = Screen::default();
+        let p = Prompt::start_sized(
+            &b,
+            "cedar-onyx-42".into(),
+            Box::new(screen.clone()),
+            30,
+            100,
+        );
+        let h = kernel_ask(&b, "touch x", tyba_policy::Verdict::Yellow);
+        screen.wait_for("run `touch x`");
+        settle(ARM);
+        let key = |k: &[u8]| {
+            assert!(p.input(k));
+            settle(QUIET);
+        };
+        // `shy` typed slowly: `s` opens the levels, `h` asks for the word, `y` is no word.
+        key(b"s");
+        key(b"h");
+        screen.wait_for("type `high` and Enter");
+        key(b"y");
+        key(b"\r");
+        assert_eq!(b.control().autonomy(), Autonomy::Medium);
+        screen.wait_for("autonomy stays medium");
+        // Lowering is at once; raising to medium takes `y`.
+        key(b"s");
+        key(b"l");
+        assert_eq!(b.control().autonomy(), Autonomy::Low);
+        key(b"s");
+        key(b"m");
+        screen.wait_for("raise autonomy to medium?");
+        assert_eq!(b.control().autonomy(), Autonomy::Low);
+        key(b"y");
+        assert_eq!(b.control().autonomy(), Autonomy::Medium);
+        // The word, typed out.
+        key(b"s");
+        key(b"h");
+        assert!(p.input(b"high\r"));
+        assert_eq!(b.control().autonomy(), Autonomy::High);
+        assert_eq!(b.pending().len(), 1, "the ask stays asked");
+        // Ctrl-C leaves the prompt: the screen is given back, the ask still waits.
+        assert!(p.input(b"\x03"));
+        screen.wait_for("\x1b[?1049l");
+        assert_eq!(b.pending().len(), 1);
+        assert!(!p.input(b"o"), "keys go to the agent again");
+        b.close("over");
+        let _ = h.join();
+    }
+
+    #[test]
+    fn the_header_stays_whatever_the_command_and_the_waiting_time_moves() {
+        let b = quiet_broker();
+        let screen = Screen::default();
+        let p = Prompt::start_sized(&b, "cedar-onyx-42".into(), Box::new(screen.clone()), 20, 60);
+        let long = format!("echo {}", "x".repeat(5000));
+        let h = kernel_ask(&b, &long, tyba_policy::Verdict::Yellow);
+        screen.wait_for("(waiting 1s)");
+        let shown = b.pending()[0].clone();
+        for details in [false, true] {
+            let mut st = p.lock().unwrap();
+            st.details = details;
+            for scroll in [0, 3, 1000] {
+                st.scroll = scroll;
+                let rows = p.frame(&mut st, &shown, 0, 20, 60);
+                assert!(rows.len() <= 20, "{rows:?}");
+                assert!(rows[0].contains("session word: cedar-onyx-42"), "{rows:?}");
+                assert!(rows[1].starts_with("  yellow: run `echo xxx"), "{rows:?}");
+                assert!(
+                    rows[1].contains("(5011 characters: [?] shows all)"),
+                    "{rows:?}"
+                );
+                assert!(rows.iter().any(|r| r.contains("[o] once")), "{rows:?}");
+                for r in &rows {
+                    let visible = r.replace("\x1b[7m", "").replace("\x1b[0m", "");
+                    assert!(visible.chars().count() < 60, "{r:?}");
+                }
+                if details {
+                    assert!(
+                        rows.iter()
+                            .any(|r| r.contains("rows ") && r.contains("[Space]")),
+                        "{rows:?}"
+                    );
+                }
+            }
+        }
+        // Paging reaches the end of the whole text.
+        {
+            let mut st = p.lock().unwrap();
+            st.details = true;
+            st.scroll = usize::MAX / 2;
+            let rows = p.frame(&mut st, &shown, 0, 20, 60);
+            assert!(rows.iter().any(|r| r.contains("xxx`")), "{rows:?}");
+        }
+        b.close("over");
+        let _ = h.join();
     }
 }

@@ -61,7 +61,7 @@ pub enum Request {
         #[serde(default)]
         confirm_high: bool,
     },
-    /// Ends the session: pending asks denied, the agent's processes ended, the worktree kept
+    /// Ends the session: pending asks denied, the agent's processes ended, its work kept
     /// (the person's socket only).
     Stop,
 }

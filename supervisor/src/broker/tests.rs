@@ -249,7 +249,8 @@ fn the_prompt_holds_output_answers_with_keys_and_cleans_agent_text() {
     use crate::approve::RelayGate;
     let b = broker();
     let screen = Screen::default();
-    let p = prompt::Prompt::start(&b, "amber-onyx-07".into(), Box::new(screen.clone()));
+    let p =
+        prompt::Prompt::start_sized(&b, "amber-onyx-07".into(), Box::new(screen.clone()), 24, 80);
     p.output(b"agent says hi\r\n");
     let t = ask_on_thread(&b, req("touch \x1b[2Jevil", Verdict::Yellow));
     let shown = screen.wait_for("session word: amber-onyx-07");
@@ -264,7 +265,8 @@ fn the_prompt_holds_output_answers_with_keys_and_cleans_agent_text() {
     let held = std::thread::spawn(move || p2.output(b"LATE"));
     std::thread::sleep(Duration::from_millis(100));
     assert!(!screen.text().contains("LATE"));
-    // Keys go to the prompt, not the agent.
+    // Keys go to the prompt, not the agent; they count once the prompt has been up a moment.
+    armed(prompt::ARM);
     assert!(p.input(b"o"));
     assert_eq!(t.join().unwrap(), Answer::Once);
     held.join().unwrap();
@@ -281,9 +283,10 @@ fn the_prompt_refuses_always_on_red_and_takes_a_typed_reason() {
     use crate::approve::RelayGate;
     let b = broker();
     let screen = Screen::default();
-    let p = prompt::Prompt::start(&b, "w".into(), Box::new(screen.clone()));
+    let p = prompt::Prompt::start_sized(&b, "w".into(), Box::new(screen.clone()), 24, 80);
     let t = ask_on_thread(&b, req("curl x", Verdict::Red));
     screen.wait_for("not offered");
+    armed(prompt::ARM);
     assert!(p.input(b"a"));
     screen.wait_for("`always` is refused");
     assert!(p.input(b"r"));
@@ -466,28 +469,51 @@ fn the_prompt_switches_the_level_and_confirms_before_high() {
     use tyba_policy::Autonomy;
     let b = broker();
     let screen = Screen::default();
-    let p = prompt::Prompt::start(&b, "w".into(), Box::new(screen.clone()));
+    let p = prompt::Prompt::start_sized(&b, "w".into(), Box::new(screen.clone()), 24, 80);
     let t = ask_on_thread(&b, req("touch a", Verdict::Yellow));
     screen.wait_for("[s] switch autonomy (now medium)");
+    armed(prompt::ARM);
     assert!(p.input(b"s"));
     screen.wait_for("[l] low");
+    armed(prompt::QUIET);
     assert!(p.input(b"l"));
     screen.wait_for("autonomy medium -> low");
     assert_eq!(b.control().autonomy(), Autonomy::Low);
-    // High asks first; anything but `y` keeps the level.
-    assert!(p.input(b"sh"));
-    screen.wait_for("raise to high?");
-    assert!(p.input(b"n"));
+    // `shy` typed for the agent (one read, or key by key) raises nothing.
+    armed(prompt::QUIET);
+    assert!(p.input(b"shy"));
+    for k in [b"s", b"h", b"y"] {
+        assert!(p.input(k));
+    }
+    screen.wait_for("keys ignored");
+    assert_eq!(b.control().autonomy(), Autonomy::Low);
+    // High asks for its name; anything else keeps the level.
+    armed(prompt::QUIET);
+    assert!(p.input(b"s"));
+    armed(prompt::QUIET);
+    assert!(p.input(b"h"));
+    screen.wait_for("raise autonomy to HIGH?");
+    assert!(p.input(b"n\r"));
     screen.wait_for("autonomy stays low");
     assert_eq!(b.control().autonomy(), Autonomy::Low);
-    assert!(p.input(b"shy"));
+    armed(prompt::QUIET);
+    assert!(p.input(b"s"));
+    armed(prompt::QUIET);
+    assert!(p.input(b"h"));
+    assert!(p.input(b"high\r"));
     screen.wait_for("autonomy low -> high");
     assert_eq!(b.control().autonomy(), Autonomy::High);
     // The ask on screen stays asked: the change is for the next action.
     assert_eq!(b.pending().len(), 1);
+    armed(prompt::QUIET);
     assert!(p.input(b"d"));
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
     b.close("over");
+}
+
+/// Waits past `d`: the prompt's keys count again.
+fn armed(d: Duration) {
+    std::thread::sleep(d + Duration::from_millis(100));
 }
 
 #[test]

@@ -1,0 +1,367 @@
+//! The worktree lifecycle on real sessions and real git (issue 14): an unchanged session's
+//! worktree and branch are removed at its end; `tyba worktrees` lists running, changed,
+//! merged and empty ones; `tyba clean` removes only finished ones without work unless asked;
+//! the end summary says how to review and merge; warnings for a dirty tree, a repository
+//! without commits and a directory that is not a repository; an agent killed by a signal is
+//! reported as such; SIGTERM and SIGHUP to tyba end the session with its summary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "run_support.rs"]
+mod support;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use support::*;
+
+struct Fx {
+    r: SandboxRepo,
+    who: Who,
+}
+
+impl Fx {
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        let rt = self.r.root.join("rt");
+        std::fs::create_dir_all(&rt).unwrap();
+        std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        give(&rt, &self.who);
+        base_env(&self.r.home, &[("XDG_RUNTIME_DIR", rt.into_os_string())])
+    }
+
+    /// `tyba ARGS` in `dir`: (status, stdout, stderr).
+    fn tyba_in(&self, dir: &Path, args: &[&str]) -> (i32, String, String) {
+        let o = run_tyba(&self.who, &self.r.tyba, dir, &self.env(), args);
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    fn tyba(&self, args: &[&str]) -> (i32, String, String) {
+        self.tyba_in(&self.r.wt, args)
+    }
+
+    /// A finished non-interactive session running `script` in a new worktree.
+    fn session(&self, extra: &[&str], script: &str) -> (i32, String) {
+        let mut args = vec!["run", "--non-interactive"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "bash", "-c", script]);
+        let (code, _, err) = self.tyba(&args);
+        (code, err)
+    }
+
+    fn list(&self) -> Vec<serde_json::Value> {
+        let (code, out, err) = self.tyba(&["worktrees", "--json"]);
+        assert_eq!(code, 0, "tyba worktrees: {err}");
+        serde_json::from_str::<serde_json::Value>(&out)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    fn state_of(&self, branch: &str) -> Option<String> {
+        self.list()
+            .iter()
+            .find(|w| w["branch"] == branch)
+            .map(|w| w["state"].as_str().unwrap().to_string())
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        String::from_utf8_lossy(&git_as(&self.who, &self.r.wt, args).stdout).into_owned()
+    }
+
+    fn branches(&self) -> Vec<String> {
+        self.git(&[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/tyba/",
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
+    }
+}
+
+/// The branch a session's stderr names (`tyba: new branch tyba/<id>`).
+fn branch_of(err: &str) -> String {
+    let at = err.find("new branch ").expect("a new branch is announced") + "new branch ".len();
+    err[at..].lines().next().unwrap().trim().to_string()
+}
+
+fn worktree_of(fx: &Fx, branch: &str) -> PathBuf {
+    let l = fx.list();
+    let w = l.iter().find(|w| w["branch"] == branch).unwrap();
+    PathBuf::from(w["path"].as_str().unwrap())
+}
+
+fn setup(who: &Who, tag: &str) -> Option<Fx> {
+    let r = sandbox_repo(who, tag)?;
+    Some(Fx {
+        r,
+        who: who.clone(),
+    })
+}
+
+#[test]
+fn sessions_worktrees_are_listed_removed_when_unchanged_and_cleaned_when_merged() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-life") else {
+            continue;
+        };
+        // Unchanged: removed at the end, branch and all.
+        let (code, err) = fx.session(&[], "true");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            err.contains("the session changed nothing: its worktree and branch tyba/"),
+            "{who:?}: {err}"
+        );
+        assert!(fx.branches().is_empty(), "{who:?}: {:?}", fx.branches());
+        assert_eq!(fx.git(&["worktree", "list"]).lines().count(), 1);
+
+        // Kept on request: empty.
+        let (_, err) = fx.session(&["--keep-worktree"], "true");
+        let empty = branch_of(&err);
+        assert_eq!(fx.state_of(&empty).as_deref(), Some("empty"), "{who:?}");
+
+        // A commit of the agent's: changed, and the summary says how to review and merge.
+        let (code, err) = fx.session(
+            &["--autonomy", "high"],
+            "echo work > w.txt && git add w.txt && git commit -q -m work",
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let committed = branch_of(&err);
+        assert!(
+            err.contains(&format!(
+                "review: git -C {} diff main...{committed}",
+                fx.r.wt.display()
+            )),
+            "{who:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "merge:  git -C {} merge {committed}",
+                fx.r.wt.display()
+            )),
+            "{who:?}: {err}"
+        );
+        assert!(err.contains("(1 commit)"), "{who:?}: {err}");
+        let l = fx.list();
+        let c = l.iter().find(|w| w["branch"] == committed).unwrap();
+        assert_eq!(c["state"], "changed", "{who:?}: {c}");
+        assert_eq!(c["unmerged_commits"], 1, "{who:?}: {c}");
+
+        // Uncommitted work only: changed, and said so at the end.
+        let (_, err) = fx.session(&["--autonomy", "high"], "echo draft > d.txt");
+        let drafted = branch_of(&err);
+        assert!(err.contains("1 uncommitted path there"), "{who:?}: {err}");
+        assert_eq!(fx.state_of(&drafted).as_deref(), Some("changed"));
+
+        // A running session is listed as running and never cleaned.
+        let mut c = command_as(&who, &fx.r.tyba);
+        c.args([
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            "sleep 60",
+        ])
+        .current_dir(&fx.r.wt)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        for (k, v) in fx.env() {
+            c.env(k, v);
+        }
+        let mut running = c.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let live = loop {
+            if let Some(w) = fx.list().iter().find(|w| w["state"] == "running") {
+                break w["branch"].as_str().unwrap().to_string();
+            }
+            assert!(Instant::now() < deadline, "{who:?}: never running");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let (code, out, err) = fx.tyba(&["clean"]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains(&format!("kept {live} (running): its session is running")),
+            "{who:?}: {out}"
+        );
+        assert!(
+            out.contains(&format!("removed {empty} (empty")),
+            "{who:?}: {out}"
+        );
+        assert!(
+            out.contains(&format!("kept {committed} (changed)")),
+            "{who:?}: {out}"
+        );
+        assert!(worktree_of(&fx, &live).is_dir());
+        let (code, _, err) = fx.tyba(&["stop"]);
+        assert_eq!(code, 0, "{err}");
+        let _ = running.wait();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut running.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(err.contains("changed nothing"), "{who:?}: {err}");
+
+        // Merged into main: cleaned; unmerged work stays unless asked.
+        fx.git(&["merge", "-q", "--no-edit", &committed]);
+        assert_eq!(fx.state_of(&committed).as_deref(), Some("merged"));
+        let merged_wt = worktree_of(&fx, &committed);
+        let (code, out, _) = fx.tyba(&["clean"]);
+        assert_eq!(code, 0);
+        assert!(
+            out.contains(&format!("removed {committed} (merged")),
+            "{out}"
+        );
+        assert!(!merged_wt.exists());
+        assert!(out.contains(&format!("kept {drafted} (changed)")), "{out}");
+        assert_eq!(fx.branches(), std::slice::from_ref(&drafted), "{who:?}");
+        let (_, out, _) = fx.tyba(&["clean", "--unmerged", "--dry-run"]);
+        assert!(out.contains(&format!("would remove {drafted}")), "{out}");
+        assert_eq!(
+            fx.branches(),
+            std::slice::from_ref(&drafted),
+            "dry run removes nothing"
+        );
+        let (code, out, _) = fx.tyba(&["clean", "--unmerged"]);
+        assert_eq!(code, 0, "{out}");
+        assert!(fx.branches().is_empty(), "{who:?}: {out}");
+        let (_, out, _) = fx.tyba(&["worktrees"]);
+        assert!(out.contains("no session worktrees"), "{out}");
+    }
+}
+
+#[test]
+fn warnings_for_a_dirty_tree_no_commits_and_no_repository() {
+    let who = Who::Me;
+    let Some(fx) = setup(&who, "wt-warn") else {
+        return;
+    };
+    std::fs::write(fx.r.wt.join("README.md"), "changed\n").unwrap();
+    let (_, err) = fx.session(&[], "true");
+    assert!(
+        err.contains("has 1 uncommitted path") && err.contains("without them"),
+        "{err}"
+    );
+    // No commits yet.
+    let empty = fx.r.root.join("fresh");
+    std::fs::create_dir_all(&empty).unwrap();
+    give(&empty, &who);
+    git_as(&who, &empty, &["init", "-q", "-b", "main"]);
+    let (code, _, err) = fx.tyba_in(&empty, &["run", "--non-interactive", "--", "true"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("has no commits yet"), "{err}");
+    assert!(err.contains("--here"), "{err}");
+    // Not a repository.
+    let plain = fx.r.root.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    give(&plain, &who);
+    let (code, _, err) = fx.tyba_in(&plain, &["run", "--non-interactive", "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("is not in a git repository"), "{err}");
+    let (code, _, err) = fx.tyba_in(&plain, &["worktrees"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not in a git repository"), "{err}");
+}
+
+#[test]
+fn an_agent_killed_by_a_signal_is_reported_and_an_exit_code_is_not() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-sig") else {
+            continue;
+        };
+        let (code, err) = fx.session(&[], "kill -SEGV $$");
+        assert_eq!(code, 139, "{who:?}: {err}");
+        assert!(
+            err.contains("the agent was killed by SIGSEGV"),
+            "{who:?}: {err}"
+        );
+        let (code, err) = fx.session(&[], "exit 139");
+        assert_eq!(code, 139, "{who:?}: {err}");
+        assert!(!err.contains("killed by"), "{who:?}: {err}");
+    }
+}
+
+#[test]
+fn sigterm_and_sighup_to_tyba_end_the_session_with_its_summary() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-term") else {
+            continue;
+        };
+        for sig in ["TERM", "HUP"] {
+            let mut c = command_as(&who, &fx.r.tyba);
+            c.args([
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                "echo x > left.txt; sleep 60",
+            ])
+            .current_dir(&fx.r.wt)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+            for (k, v) in fx.env() {
+                c.env(k, v);
+            }
+            let mut child = c.spawn().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let l = fx.list();
+                if l.iter()
+                    .any(|w| w["state"] == "running" && w["uncommitted"] == 1)
+                {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{who:?}: never running: {l:?}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // The supervisor itself (setpriv execs it, so the child's pid is tyba's).
+            let _ = std::process::Command::new("kill")
+                .arg(format!("-{sig}"))
+                .arg(child.id().to_string())
+                .status();
+            let status = child.wait().unwrap();
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            assert!(
+                err.contains(&format!("ended by SIG{sig}")),
+                "{who:?} {sig}: {err}"
+            );
+            assert!(err.contains("review: git -C"), "{who:?} {sig}: {err}");
+            assert!(
+                err.contains("1 uncommitted path there"),
+                "{who:?} {sig}: {err}"
+            );
+            assert!(!status.success());
+        }
+    }
+}
+
+#[test]
+fn a_worktree_moved_off_its_branch_is_kept_with_a_word_about_it() {
+    let who = Who::Me;
+    let Some(fx) = setup(&who, "wt-detach") else {
+        return;
+    };
+    let (code, err) = fx.session(
+        &["--autonomy", "high"],
+        "git checkout -q --detach && echo x > y.txt && git add y.txt && git commit -q -m d",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("changed nothing"), "{err}");
+    assert!(err.contains("is no longer on tyba/"), "{err}");
+    let branch = branch_of(&err);
+    assert_eq!(fx.branches(), std::slice::from_ref(&branch));
+}
