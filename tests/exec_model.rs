@@ -576,6 +576,49 @@ fn control_push(p: &PushFx, who: &Who) {
     );
 }
 
+/// Issue 14 ("asks that say what will happen"): an exec's ask carries the exec's own argv
+/// and working directory (the process's `/proc` still shows the shell before its exec) and
+/// the environment assignments judged with it.
+#[test]
+fn exec_ask_shows_the_execs_own_argv_and_environment() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "askargv") else {
+            continue;
+        };
+        let live = start(
+            &fx,
+            &[],
+            &fx.env(),
+            &[
+                "bash",
+                "-c",
+                "GIT_PAGER='cat; touch pwned' git -p log -n1; echo rc=$?",
+            ],
+            None,
+        );
+        let ran = drive(&fx, live, |_| Reply::Deny(None));
+        let ctx = format!("{who:?}: {:?}", ran.asks);
+        let a = ran
+            .asks
+            .iter()
+            .find(|a| action(a).contains("git -p log"))
+            .unwrap_or_else(|| panic!("{ctx}"));
+        assert_eq!(
+            a["argv"],
+            serde_json::json!(["git", "-p", "log", "-n1"]),
+            "{ctx}"
+        );
+        let wt = std::fs::canonicalize(&fx.wt).unwrap();
+        assert_eq!(a["cwd"], wt.to_string_lossy().as_ref(), "{ctx}");
+        assert_eq!(
+            a["env"],
+            serde_json::json!(["GIT_PAGER=cat; touch pwned"]),
+            "{ctx}"
+        );
+        assert!(!fx.wt.join("pwned").exists(), "{ctx}");
+    }
+}
+
 /// Issue 14 ("a complete audit log"): every exec the supervisor allows without asking is in
 /// `tyba log --json` with its verdict, rule ids, argv and working directory, and why it ran:
 /// the agent program, allowed by the policy, or under an approved command.

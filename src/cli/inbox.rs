@@ -125,6 +125,9 @@ fn describe(p: &PendingView) -> String {
             clean(&p.cwd)
         ));
     }
+    for e in &p.env {
+        s.push_str(&format!("      sets: {}\n", clean(e)));
+    }
     if let Some(diff) = &p.diff {
         s.push_str("      diff:\n");
         for line in diff.lines() {
@@ -427,6 +430,7 @@ mod tests {
             pid: 42,
             argv: vec!["tyba".into(), "hook".into(), "claude-code".into()],
             cwd: "/wt".into(),
+            env: Vec::new(),
             waited_ms: 2000,
             diff: Some("--- /dev/null\n+++ src/a.txt\n@@ -0,0 +1 @@\n+hi\x1b[2J\n".into()),
         };

@@ -38,6 +38,7 @@ fn ask_latency(c: &mut Criterion) {
             reasons: vec!["builds run code".into()],
             rememberable: true,
             pid: std::process::id(),
+            exec: None,
         };
         while go_rx.recv().is_ok() {
             let a = asker.ask(&req).unwrap();

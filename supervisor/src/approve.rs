@@ -64,6 +64,22 @@ pub struct AskRequest {
     pub rememberable: bool,
     /// Thread id of the asking process, in the supervisor's PID namespace.
     pub pid: u32,
+    /// For an exec: what it would run, read at the exec (the process's own `/proc` still
+    /// shows the program before it). `None` for other asks.
+    pub exec: Option<ExecAsk>,
+}
+
+/// What an asked exec would run: its own argv, working directory, and the environment
+/// assignments that matter (code-running variables that differ from the session's start, as
+/// classified: `export NAME=…;`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecAsk {
+    /// The exec's argv (lossily decoded).
+    pub argv: Vec<String>,
+    /// Its working directory.
+    pub cwd: std::path::PathBuf,
+    /// `(name, value)` of the assignments judged with it, in the order of its environment.
+    pub env: Vec<(String, String)>,
 }
 
 impl AskRequest {

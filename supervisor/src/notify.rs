@@ -14,7 +14,7 @@
 //! - metadata calls: see [`crate::meta`].
 
 use crate::agent::AgentInstall;
-use crate::approve::{Answer, Approver, AskKind, AskRequest};
+use crate::approve::{Answer, Approver, AskKind, AskRequest, ExecAsk};
 use crate::control::{Counted, SessionControl};
 use crate::exec::{self, Cover, Covered, FileId, ProcTable, Role};
 use crate::meta::{self, Target};
@@ -1009,6 +1009,11 @@ impl Notifier {
                         "started by the approved command `{}`",
                         shorten(&c.line, 200)
                     );
+                    let exec = ExecAsk {
+                        argv: r.argv.clone(),
+                        cwd: r.cwd.clone(),
+                        env: assigns.clone(),
+                    };
                     let (reasons, copy) = self.ask_parts(&class, Some(first), r);
                     let cover = new_cover(&command);
                     ExecDecision::Ask(Box::new(PendingAsk {
@@ -1020,6 +1025,7 @@ impl Notifier {
                             reasons,
                             rememberable: false,
                             pid: n.pid,
+                            exec: Some(exec),
                         },
                         key: None,
                         copy,
@@ -1065,6 +1071,11 @@ impl Notifier {
             }
             Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
             Decision::Ask(a) => {
+                let exec = ExecAsk {
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                    env: assigns.clone(),
+                };
                 let (reasons, copy) = self.ask_parts(&class, None, r);
                 let cover = new_cover(&command);
                 Ok(ExecDecision::Ask(Box::new(PendingAsk {
@@ -1076,6 +1087,7 @@ impl Notifier {
                         reasons,
                         rememberable: a.rememberable.is_some(),
                         pid: n.pid,
+                        exec: Some(exec),
                     },
                     key: a.rememberable,
                     copy,
@@ -1474,6 +1486,7 @@ impl Notifier {
                         )],
                         rememberable: false,
                         pid: n.pid,
+                        exec: None,
                     };
                     if let Err(reason) = self.ask(&req) {
                         self.refuse(
@@ -1504,6 +1517,7 @@ impl Notifier {
                         reasons: vec![format!("network: {who} connects to {a}")],
                         rememberable: false,
                         pid: n.pid,
+                        exec: None,
                     };
                     if let Err(reason) = self.ask(&req) {
                         self.refuse(n, "connect", a.to_string(), reason, libc::EACCES);
@@ -1612,6 +1626,7 @@ impl Notifier {
                 )],
                 rememberable: false,
                 pid: n.pid,
+                exec: None,
             };
             match me.ask(&req) {
                 Ok(_) => me.finish_meta(&n, op, &obj, what),

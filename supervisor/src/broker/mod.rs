@@ -190,6 +190,8 @@ struct Entry {
     pid: u32,
     argv: Vec<String>,
     cwd: String,
+    /// For an exec: the environment assignments judged with it (`NAME=VALUE`).
+    env: Vec<String>,
     started: Instant,
     started_at: SystemTime,
     answer: Option<(Answer, String)>,
@@ -242,6 +244,22 @@ impl std::fmt::Debug for Broker {
             .field("session", &self.inner.cfg.session)
             .finish_non_exhaustive()
     }
+}
+
+/// The argv, working directory and environment assignments an ask shows: an exec's own, as
+/// read at the exec, else the asking process's from `/proc`.
+fn shown_process(subject: &Subject, pid: u32) -> (Vec<String>, String, Vec<String>) {
+    if let Subject::Kernel(AskRequest {
+        exec: Some(e), ..
+    }) = subject
+    {
+        return (
+            e.argv.clone(),
+            e.cwd.display().to_string(),
+            e.env.iter().map(|(n, v)| format!("{n}={v}")).collect(),
+        );
+    }
+    (proc_argv(pid), proc_cwd(pid), Vec::new())
 }
 
 fn proc_argv(pid: u32) -> Vec<String> {
@@ -501,6 +519,7 @@ impl Broker {
             pid: e.pid,
             argv: e.argv.clone(),
             cwd: e.cwd.clone(),
+            env: e.env.clone(),
             waited_ms: e.started.elapsed().as_millis() as u64,
             diff: e.subject.diff(),
         }
@@ -667,11 +686,13 @@ impl Broker {
         if !matches!(subject, Subject::Pause { .. }) {
             self.inner.cfg.control.count(Counted::Asked);
         }
+        let (argv, cwd, env) = shown_process(&subject, pid);
         let e = Entry {
             subject,
             pid,
-            argv: proc_argv(pid),
-            cwd: proc_cwd(pid),
+            argv,
+            cwd,
+            env,
             started: Instant::now(),
             started_at: SystemTime::now(),
             answer: None,
@@ -706,11 +727,13 @@ impl Broker {
             }
             None => return answer,
         };
+        let (argv, cwd, env) = shown_process(&subject, pid);
         let e = Entry {
             subject,
             pid,
-            argv: proc_argv(pid),
-            cwd: proc_cwd(pid),
+            argv,
+            cwd,
+            env,
             started: Instant::now(),
             started_at: SystemTime::now(),
             answer: None,

@@ -488,7 +488,7 @@ impl Prompt {
             body.push(Line::plain(2, format!("{} (the whole text):", p.kind)));
             body.push(Line::plain(4, action.clone()));
             let who = if p.kind == "command" {
-                "argv of the asking process (before its exec)"
+                "argv of the exec"
             } else {
                 "argv of the asking process"
             };
@@ -496,6 +496,12 @@ impl Prompt {
                 2,
                 format!("{who}: {}", clean(&p.argv.join(" "))),
             ));
+            if !p.env.is_empty() {
+                body.push(Line::plain(2, "environment it sets, judged with it:"));
+                for e in &p.env {
+                    body.push(Line::plain(4, clean(e)));
+                }
+            }
         }
         if let Some(diff) = &p.diff {
             diff_lines(&mut body, diff, st.details);
@@ -1011,6 +1017,7 @@ mod tests {
             reasons: vec!["because".into()],
             rememberable: verdict == tyba_policy::Verdict::Yellow,
             pid: std::process::id(),
+            exec: None,
         };
         let hb = b.clone();
         std::thread::spawn(move || crate::approve::Approver::ask(&hb, &req).unwrap())

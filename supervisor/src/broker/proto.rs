@@ -176,10 +176,16 @@ pub struct PendingView {
     pub always_allowed: bool,
     /// The asking process (thread id in the supervisor's PID namespace).
     pub pid: u32,
-    /// Its argv, from `/proc` (empty when unreadable).
+    /// For an exec, the exec's own argv (read at the exec); else the asking process's, from
+    /// `/proc` (empty when unreadable).
     pub argv: Vec<String>,
-    /// Its working directory, from `/proc`.
+    /// The working directory, from the same source.
     pub cwd: String,
+    /// For an exec: the environment assignments judged with it (`NAME=VALUE`, code-running
+    /// variables that differ from the session's start). Empty otherwise, and from older
+    /// supervisors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
     /// How long it has waited, in milliseconds.
     pub waited_ms: u64,
     /// For a hook's edit asked at low autonomy: the diff the person is shown before answering

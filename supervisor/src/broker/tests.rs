@@ -22,6 +22,7 @@ fn req(command: &str, verdict: Verdict) -> AskRequest {
         rememberable: verdict == Verdict::Yellow,
         pid: std::process::id(),
     }
+    exec: None,
 }
 
 fn ask_on_thread(b: &Broker, r: AskRequest) -> std::thread::JoinHandle<Answer> {
