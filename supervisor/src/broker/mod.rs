@@ -249,10 +249,7 @@ impl std::fmt::Debug for Broker {
 /// The argv, working directory and environment assignments an ask shows: an exec's own, as
 /// read at the exec, else the asking process's from `/proc`.
 fn shown_process(subject: &Subject, pid: u32) -> (Vec<String>, String, Vec<String>) {
-    if let Subject::Kernel(AskRequest {
-        exec: Some(e), ..
-    }) = subject
-    {
+    if let Subject::Kernel(AskRequest { exec: Some(e), .. }) = subject {
         return (
             e.argv.clone(),
             e.cwd.display().to_string(),

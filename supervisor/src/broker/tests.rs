@@ -21,8 +21,8 @@ fn req(command: &str, verdict: Verdict) -> AskRequest {
         reasons: vec!["because".into()],
         rememberable: verdict == Verdict::Yellow,
         pid: std::process::id(),
+        exec: None,
     }
-    exec: None,
 }
 
 fn ask_on_thread(b: &Broker, r: AskRequest) -> std::thread::JoinHandle<Answer> {
