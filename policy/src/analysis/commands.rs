@@ -1,8 +1,9 @@
 //! Simple commands: assignments, the command word, wrappers peeled, then the rules of each
 //! program family (DESIGN.md §2/§2a).
 
-use super::green::{self, names, parse_opts, OptSpec, Tok};
 use super::paths::Access;
+use super::registry::options::{names, parse_opts, OptSpec, Tok};
+use super::registry::{self, Judgement};
 use super::words::Field;
 use super::{Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
@@ -781,7 +782,7 @@ impl Analyzer<'_> {
         }
     }
 
-    fn judged(&mut self, st: &State, j: green::Judgement, args: &[Field]) {
+    fn judged(&mut self, st: &State, j: Judgement, args: &[Field]) {
         self.option_value_paths(st, args);
         if let Some(starts) = &j.follows_links {
             self.symlinks_out(st, starts);
@@ -794,6 +795,9 @@ impl Analyzer<'_> {
         }
         for (f, a) in j.paths {
             self.path_field(st, &f, a);
+        }
+        for (what, reason) in j.opaque {
+            self.opaque(what, reason);
         }
     }
 
@@ -1011,33 +1015,6 @@ impl Analyzer<'_> {
             | "rsync" | "mkfifo" | "mknod" => self.writer(&st, &inv),
             "find" => self.find(&st, &inv, depth),
             "fd" | "fdfind" => self.fd(&st, &inv, depth),
-            "sed" => {
-                let j = green::judge_sed(args);
-                self.judged(&st, j, args);
-                if args.iter().any(|a| !a.is_known())
-                    && args
-                        .iter()
-                        .all(|a| a.known().is_none_or(|t| t.starts_with('-')))
-                {
-                    self.opaque("sed", "a sed script that cannot be known");
-                }
-                self.dynamic_args_not_green(p, args);
-            }
-            "grep" | "egrep" | "fgrep" => {
-                let j = green::judge_grep(args);
-                self.judged(&st, j, args);
-                self.dynamic_args_not_green(p, args);
-            }
-            "rg" => {
-                let j = green::judge_rg(args);
-                self.judged(&st, j, args);
-                self.dynamic_args_not_green(p, args);
-            }
-            "jq" => {
-                let j = green::judge_jq(args);
-                self.judged(&st, j, args);
-                self.dynamic_args_not_green(p, args);
-            }
             "awk" | "gawk" | "mawk" | "nawk" => self.awk(&st, &inv),
             "tar" | "bsdtar" | "zip" | "unzip" | "7z" => self.archiver(&st, &inv),
             "npm" | "pnpm" | "yarn" | "pip" | "pip3" | "bun" | "uv" | "poetry" | "cargo" | "go"
@@ -1114,7 +1091,8 @@ impl Analyzer<'_> {
                 }
             }
             _ => {
-                if let Some(j) = green::judge_simple(p, args) {
+                if let Some(entry) = registry::judged(p) {
+                    let j = entry.judge(p, args);
                     self.judged(&st, j, args);
                     self.dynamic_args_not_green(p, args);
                 } else {

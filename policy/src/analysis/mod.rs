@@ -7,9 +7,9 @@ mod bindings;
 mod commands;
 mod effects;
 mod git_exec;
-mod green;
 mod housekeeping;
 mod paths;
+mod registry;
 mod words;
 
 use crate::action::{Action, Context};
@@ -114,7 +114,7 @@ pub(crate) fn validate_rule(r: &RuleSpec) -> Result<(), String> {
             r.program
         ));
     }
-    if green::is_green_program(&r.program) {
+    if registry::is_green_program(&r.program) {
         return Err(format!(
             "`{}` is on the green list; a policy file cannot make a green command ask",
             r.program
