@@ -3,7 +3,7 @@
 
 use super::paths::Access;
 use super::registry::options::{names, parse_opts, OptSpec, Tok};
-use super::registry::{self, Judgement};
+use super::registry::{self, Judgement, Walk};
 use super::words::Field;
 use super::{Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
@@ -115,136 +115,6 @@ pub(crate) const SHELL_BUILTINS: &[&str] = &[
     "unset",
     "wait",
 ];
-
-/// Shells that take `-c STRING`, a script file, or stdin.
-pub(crate) const SHELLS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "ash", "csh", "tcsh", "rbash", "yash",
-    "posh",
-];
-
-/// Network clients: red whatever they do (DESIGN.md §2 "network, always").
-const NET_CLIENTS: &[&str] = &[
-    "curl",
-    "nc.openbsd",
-    "nc.traditional",
-    "slogin",
-    "autossh",
-    "sshfs",
-    "sshpass",
-    "mtr",
-    "iperf",
-    "iperf3",
-    "nping",
-    "arping",
-    "axel",
-    "curlie",
-    "wscat",
-    "pg_dump",
-    "pg_dumpall",
-    "pg_restore",
-    "pg_basebackup",
-    "mysqldump",
-    "sqlplus",
-    "influx",
-    "mongodump",
-    "mongorestore",
-    "redis-benchmark",
-    "ftpget",
-    "ftpput",
-    "ncftp",
-    "rsh",
-    "rlogin",
-    "rcp",
-    "drill",
-    "kdig",
-    "wg",
-    "openvpn",
-    "tailscale",
-    "bore",
-    "lt",
-    "wget",
-    "wget2",
-    "ssh",
-    "scp",
-    "sftp",
-    "nc",
-    "ncat",
-    "netcat",
-    "socat",
-    "telnet",
-    "ftp",
-    "tftp",
-    "aria2c",
-    "http",
-    "https",
-    "xh",
-    "httpie",
-    "lynx",
-    "w3m",
-    "links",
-    "elinks",
-    "mosh",
-    "ping",
-    "ping6",
-    "dig",
-    "nslookup",
-    "host",
-    "whois",
-    "traceroute",
-    "tracepath",
-    "nmap",
-    "psql",
-    "mysql",
-    "mariadb",
-    "mongo",
-    "mongosh",
-    "redis-cli",
-    "sqlcmd",
-    "cqlsh",
-    "clickhouse-client",
-    "gh",
-    "glab",
-    "hub",
-    "aws",
-    "gcloud",
-    "gsutil",
-    "az",
-    "kubectl",
-    "helm",
-    "heroku",
-    "fly",
-    "flyctl",
-    "vercel",
-    "netlify",
-    "doctl",
-    "ssh-copy-id",
-    "rclone",
-    "s3cmd",
-    "ftp-ssl",
-    "lftp",
-    "smbclient",
-    "openssl",
-    "torsocks",
-    "proxychains",
-    "proxychains4",
-    "nsupdate",
-    "ldapsearch",
-    "snmpget",
-    "websocat",
-    "grpcurl",
-    "docker",
-    "podman",
-    "nerdctl",
-    "terraform",
-    "pulumi",
-    "ansible",
-    "ansible-playbook",
-    "ngrok",
-    "cloudflared",
-];
-
-/// Runners that fetch code from the network and execute it.
-const FETCH_RUNNERS: &[&str] = &["npx", "uvx", "pnpx", "bunx", "pipx"];
 
 /// Interpreters that take inline code.
 fn interpreter(program: &str) -> Option<&'static [&'static str]> {
@@ -845,7 +715,8 @@ impl Analyzer<'_> {
             );
         }
         // Checked before the interpreters and wrappers return (`deno run npm:x`, `bun x`).
-        let fetch_runner = FETCH_RUNNERS.contains(&p) || self.is_fetch_runner(p, args);
+        let fetch_runner =
+            registry::walk(p) == Some(Walk::FetchRunner) || self.is_fetch_runner(p, args);
         if fetch_runner {
             self.add(
                 Verdict::Red,
@@ -907,7 +778,7 @@ impl Analyzer<'_> {
         if let Some(st2) = self.wrapper(&st, &inv, depth) {
             return st2;
         }
-        if SHELLS.contains(&p) {
+        if registry::walk(p) == Some(Walk::Shell) {
             self.shell(&st, &inv, depth);
             return st;
         }
@@ -996,7 +867,7 @@ impl Analyzer<'_> {
         if self.vault(&st, &inv) {
             return st;
         }
-        if NET_CLIENTS.contains(&p) {
+        if registry::walk(p) == Some(Walk::Network) {
             self.network(&st, &inv);
             return st;
         }
@@ -1147,7 +1018,7 @@ impl Analyzer<'_> {
         for (i, a) in args.iter().enumerate() {
             let Some(t) = a.known() else { continue };
             let base = t.rsplit('/').next().unwrap_or("");
-            if SHELLS.contains(&base) {
+            if registry::SHELLS.contains(&base) {
                 let _ = self.invoke(st.clone(), &args[i..], Vec::new(), stdin, depth);
                 return;
             }

@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
 
 pub(crate) use commands::is_exec_var;
-pub(crate) use commands::{SHELLS, SYSTEM_BIN_DIRS};
+pub(crate) use commands::SYSTEM_BIN_DIRS;
+pub(crate) use registry::SHELLS;
 
 /// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not
 /// analysed further: it is then red and opaque (stricter, never more permissive).

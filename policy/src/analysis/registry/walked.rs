@@ -3,7 +3,7 @@
 //! they run): `cd`/`pushd`/`popd` move the line's directory, `find`/`fd` run commands
 //! (`-exec`, `--exec`), `git` expands aliases, runs hooks and pushes.
 
-use super::{ex, Judge, Operands, Program};
+use super::{ex, Judge, Operands, Program, Walk};
 use crate::rules;
 use crate::verdict::Verdict::{Green, Red, Yellow};
 
@@ -19,7 +19,7 @@ const fn walked(
         green: true,
         options: &[],
         operands: Operands::Read,
-        judge: Judge::Walker,
+        judge: Judge::Walker(Walk::Own),
         rules,
         examples,
     }
