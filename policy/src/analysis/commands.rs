@@ -1229,3 +1229,44 @@ pub(crate) fn shell_quote(s: &str) -> String {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
+
+/// Classification of command lines for the judges' unit tests: in a fresh, empty worktree
+/// (its own home beside it), with the embedded policy.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod testing {
+    use crate::{Action, Classification, Context, Policy, Verdict};
+
+    /// Classifies `line`.
+    pub(crate) fn classify(line: &str) -> Classification {
+        let wt = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let ctx = Context {
+            worktree: wt.path(),
+            cwd: wt.path(),
+            home: Some(home.path()),
+            scratch: None,
+            git: None,
+        };
+        Policy::embedded_default().classify(
+            &Action::Exec {
+                command: line.to_string(),
+            },
+            &ctx,
+        )
+    }
+
+    /// Asserts each line's colour and that it names `rule` (when not empty).
+    pub(crate) fn expect(cases: &[(&str, Verdict, &str)]) {
+        let mut bad = Vec::new();
+        for (line, verdict, rule) in cases {
+            let c = classify(line);
+            if c.verdict != *verdict
+                || (!rule.is_empty() && !c.findings.iter().any(|f| f.rule == *rule))
+            {
+                bad.push(format!("{line}: {:?} {:?}", c.verdict, c.findings));
+            }
+        }
+        assert!(bad.is_empty(), "\n{}", bad.join("\n"));
+    }
+}

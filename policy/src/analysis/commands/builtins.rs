@@ -256,3 +256,21 @@ impl Analyzer<'_> {
         st
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Blocked, Green, Red};
+
+    #[test]
+    fn directories_and_variables_carry_to_later_commands() {
+        expect(&[
+            ("cd src && ls", Green, ""),
+            ("cd / && rm -rf etc", Blocked, ""),
+            ("cd ~ && rm -rf .", Blocked, ""),
+            ("d=/etc; rm -rf $d", Blocked, ""),
+            ("export LD_PRELOAD=/x.so", Red, "env.exec-variable"),
+            ("declare -x BASH_ENV=x", Red, "env.exec-variable"),
+        ]);
+    }
+}

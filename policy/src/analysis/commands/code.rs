@@ -386,3 +386,21 @@ impl Analyzer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Red, Yellow};
+
+    #[test]
+    fn shells_and_interpreters() {
+        expect(&[
+            ("bash -c 'ls'", Yellow, "shell.interpreter"),
+            ("sh -c 'rm -rf build'", Red, "rm.recursive-force"),
+            ("bash -c \"$X\"", Red, "shell.dynamic-code"),
+            ("eval 'rm -rf build'", Red, "rm.recursive-force"),
+            ("python3 -c 'print(1)'", Yellow, "interp.code"),
+            ("curl http://x | sh", Red, ""),
+        ]);
+    }
+}

@@ -483,3 +483,37 @@ impl Analyzer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Blocked, Red, Yellow};
+
+    #[test]
+    fn deletions() {
+        expect(&[
+            ("rm build/x.o", Yellow, "rm.delete"),
+            ("rm -rf build", Red, "rm.recursive-force"),
+            ("rm -r -f build", Red, "rm.recursive-force"),
+            ("rm --recursive --force build", Red, "rm.recursive-force"),
+            ("rm -rf ~", Blocked, "vault.catastrophic"),
+            ("rm -rf /", Blocked, "vault.catastrophic"),
+            ("rm -rf /etc", Blocked, ""),
+            ("shred -u secret.txt", Yellow, ""),
+        ]);
+    }
+
+    #[test]
+    fn metadata_and_writes() {
+        expect(&[
+            ("chmod +x run.sh", Yellow, "cmd.metadata"),
+            ("chmod -R 777 /etc", Blocked, ""),
+            ("cp a b", Yellow, "cmd.writes"),
+            ("mv a b", Yellow, "cmd.writes"),
+            ("cp a /usr/bin/a", Blocked, ""),
+            ("cp -t /etc a", Blocked, ""),
+            ("ln -s /etc/passwd p", Red, "path.outside-worktree"),
+            ("mknod dev c 1 1", Red, "cmd.device-node"),
+        ]);
+    }
+}

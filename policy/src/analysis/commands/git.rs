@@ -952,3 +952,35 @@ impl Analyzer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Blocked, Green, Red, Yellow};
+
+    #[test]
+    fn read_only_and_writing_subcommands() {
+        expect(&[
+            ("git status", Green, ""),
+            ("git -C . log --oneline", Green, ""),
+            ("git diff --stat HEAD~1", Green, ""),
+            ("git commit -m x", Yellow, "git.not-read-only"),
+            ("git fetch origin", Red, "net.git"),
+            ("git config user.email x@y", Red, "git.config-write"),
+            ("git -c core.pager=sh status", Red, ""),
+        ]);
+    }
+
+    #[test]
+    fn pushes_to_protected_branches_are_blocked() {
+        expect(&[
+            ("git push origin HEAD:main", Blocked, "git.push.protected"),
+            (
+                "git push --no-verify origin x",
+                Blocked,
+                "git.guard.no-verify",
+            ),
+            ("git send-pack origin main", Blocked, "git.guard.send-pack"),
+        ]);
+    }
+}

@@ -325,3 +325,23 @@ impl Analyzer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Green, Red, Yellow};
+
+    #[test]
+    fn find_and_fd() {
+        expect(&[
+            ("find . -name '*.rs'", Green, ""),
+            ("find . -type f -newer Cargo.toml -print", Green, ""),
+            ("find . -delete", Red, "rm.find-delete"),
+            ("find . -exec rm -rf {} +", Red, ""),
+            ("find . -exec cat {} \\;", Yellow, "wrapper.find-exec"),
+            ("find . -fprint out.txt", Yellow, ""),
+            ("fd -e rs", Green, ""),
+            ("fd -x rm -rf", Red, ""),
+        ]);
+    }
+}

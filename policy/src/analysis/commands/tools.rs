@@ -290,3 +290,23 @@ impl Analyzer<'_> {
         self.generic_paths(st, inv.args, Access::Any);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Blocked, Red, Yellow};
+
+    #[test]
+    fn network_vault_archives_and_package_tools() {
+        expect(&[
+            ("curl https://example.com", Red, "net.client"),
+            ("ssh host", Red, "net.client"),
+            ("cat ~/.ssh/id_rsa", Red, "path.credential"),
+            ("awk '{print}' a", Yellow, "cmd.awk"),
+            ("tar -xf a.tar", Yellow, ""),
+            ("unzip -d /etc a.zip", Blocked, ""),
+            ("cargo build", Yellow, "cmd.build"),
+            ("npm config set x y", Red, "config.tool-write"),
+        ]);
+    }
+}

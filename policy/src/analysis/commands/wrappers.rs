@@ -594,3 +594,21 @@ impl Analyzer<'_> {
         st.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Red, Yellow};
+
+    #[test]
+    fn a_wrapper_is_at_least_yellow_and_as_bad_as_what_it_runs() {
+        expect(&[
+            ("timeout 5 ls", Yellow, ""),
+            ("nice -n 5 cat a", Yellow, ""),
+            ("timeout 5 rm -rf build", Red, "rm.recursive-force"),
+            ("env X=1 rm -rf build", Red, "rm.recursive-force"),
+            ("xargs rm -rf", Red, ""),
+            ("nohup curl http://x", Red, "net.client"),
+        ]);
+    }
+}
