@@ -124,33 +124,6 @@ pub(crate) const SHELL_BUILTINS: &[&str] = &[
     "wait",
 ];
 
-/// Interpreters that take inline code.
-fn interpreter(program: &str) -> Option<&'static [&'static str]> {
-    let base = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    Some(match base {
-        "python" | "pypy" => &["-c"],
-        "node" | "nodejs" => &["-e", "--eval", "-p", "--print"],
-        "deno" | "bun" => &["-e", "--eval", "-p", "--print"],
-        "perl" => &["-e", "-E"],
-        "ruby" | "jruby" => &["-e"],
-        "php" => &["-r"],
-        "lua" | "luajit" => &["-e"],
-        "Rscript" | "R" => &["-e"],
-        "julia" => &["-e", "--eval"],
-        "tclsh" | "wish" => &[],
-        "pwsh" | "powershell" => &["-c", "-Command", "-command"],
-        "osascript" => &["-e"],
-        "guile" => &["-c"],
-        "elixir" | "erl" => &["-e", "-eval"],
-        "swift" => &["-e"],
-        "groovy" => &["-e"],
-        "scala" => &["-e"],
-        "jshell" => &[],
-        "irb" => &[],
-        _ => return None,
-    })
-}
-
 /// Extracts the host of a URL-like string (`https://host:port/…`, `user@host:path`).
 pub(crate) fn host_of(s: &str) -> Option<String> {
     if let Some((_, rest)) = s.split_once("://") {
@@ -790,7 +763,7 @@ impl Analyzer<'_> {
             self.shell(&st, &inv, depth);
             return st;
         }
-        if let Some(flags) = interpreter(p) {
+        if let Some(flags) = registry::interpreter_flags(p) {
             self.interpreter(&st, &inv, flags, depth);
             return st;
         }

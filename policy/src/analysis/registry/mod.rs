@@ -16,6 +16,7 @@ pub(crate) mod options;
 mod digest;
 mod files;
 mod info;
+mod interpreters;
 mod network;
 mod search;
 mod shells;
@@ -96,6 +97,8 @@ pub(crate) enum Walk {
     Network,
     /// A runner that fetches code from the network and runs it (`npx`).
     FetchRunner,
+    /// An interpreter whose inline code follows one of these options (`python -c`).
+    Interpreter(&'static [&'static str]),
 }
 
 /// One example of an entry: a command line and the colour it classifies as.
@@ -169,9 +172,10 @@ impl Judgement {
 }
 
 /// Every family's entries.
-fn families() -> [&'static [Program]; 8] {
+fn families() -> [&'static [Program]; 9] {
     [
         shells::PROGRAMS,
+        interpreters::PROGRAMS,
         network::PROGRAMS,
         info::PROGRAMS,
         text::PROGRAMS,
@@ -282,6 +286,16 @@ pub(crate) fn walk(program: &str) -> Option<Walk> {
     match lookup(program)?.judge {
         Judge::Walker(w) => Some(w),
         Judge::Table | Judge::Fn(_) => None,
+    }
+}
+
+/// The inline-code options of `program` when it is an interpreter: its own entry's, or
+/// (for a version suffix, `python3.12`) its base name's.
+pub(crate) fn interpreter_flags(program: &str) -> Option<&'static [&'static str]> {
+    let base = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    match walk(program).or_else(|| walk(base))? {
+        Walk::Interpreter(flags) => Some(flags),
+        _ => None,
     }
 }
 
@@ -602,6 +616,10 @@ mod tests {
             }
         }
         assert!(!is_green_program("rm"));
+        assert_eq!(interpreter_flags("python3.12"), Some(&["-c"][..]));
+        assert_eq!(interpreter_flags("node"), interpreter_flags("nodejs18"));
+        assert!(interpreter_flags("bash").is_none());
+        assert!(interpreter_flags("pip3").is_none());
         assert!(judged("cd").is_none());
     }
 
