@@ -860,18 +860,16 @@ impl Analyzer<'_> {
             self.generic_paths(&st, args, Access::Any);
             return st;
         }
+        let kind = registry::walk(p);
         match p {
-            "rm" | "unlink" | "rmdir" | "shred" => self.rm(&st, &inv),
-            "chmod" | "chown" | "chgrp" | "chattr" | "setfacl" => self.chmod(&st, &inv),
-            "cp" | "mv" | "ln" | "install" | "tee" | "touch" | "mkdir" | "truncate" | "dd"
-            | "rsync" | "mkfifo" | "mknod" => self.writer(&st, &inv),
+            _ if kind == Some(Walk::Remove) => self.rm(&st, &inv),
+            _ if kind == Some(Walk::Metadata) => self.chmod(&st, &inv),
+            _ if kind == Some(Walk::Writer) => self.writer(&st, &inv),
             "find" => self.find(&st, &inv, depth),
             "fd" | "fdfind" => self.fd(&st, &inv, depth),
-            "awk" | "gawk" | "mawk" | "nawk" => self.awk(&st, &inv),
-            "tar" | "bsdtar" | "zip" | "unzip" | "7z" => self.archiver(&st, &inv),
-            "npm" | "pnpm" | "yarn" | "pip" | "pip3" | "bun" | "uv" | "poetry" | "cargo" | "go"
-            | "deno" | "pipenv" | "bundle" | "conda" | "mamba" | "micromamba" | "pyenv"
-            | "rbenv" | "asdf" | "opam" | "stack" | "pixi" | "hatch" | "pdm" | "rye" => {
+            _ if kind == Some(Walk::Awk) => self.awk(&st, &inv),
+            _ if kind == Some(Walk::Archiver) => self.archiver(&st, &inv),
+            _ if kind == Some(Walk::PackageTool) => {
                 self.package_tool(&st, &inv);
                 // `uv run CMD`, `poetry run CMD`, `pnpm exec CMD`, `bundle exec CMD`…: wrappers
                 // (`npm run`, `yarn run`, `bun run` take script names; `cargo`/`go run` build).
@@ -881,7 +879,7 @@ impl Analyzer<'_> {
                 if let Some(i) = first {
                     let sub = args[i].known().unwrap_or_default();
                     let runs_argv = match p {
-                        "cargo" | "go" | "deno" | "bun" => false,
+                        "cargo" | "go" => false,
                         "npm" | "yarn" => sub == "exec",
                         _ => matches!(sub.as_str(), "run" | "exec" | "x" | "tool"),
                     };
@@ -896,7 +894,7 @@ impl Analyzer<'_> {
                     }
                 }
             }
-            "crontab" | "at" | "batch" | "systemd-run" | "launchctl" => {
+            _ if kind == Some(Walk::Scheduler) => {
                 self.add(
                     Verdict::Red,
                     "persist.scheduler",

@@ -13,6 +13,7 @@
 
 pub(crate) mod options;
 
+mod changes;
 mod digest;
 mod files;
 mod info;
@@ -99,6 +100,20 @@ pub(crate) enum Walk {
     FetchRunner,
     /// An interpreter whose inline code follows one of these options (`python -c`).
     Interpreter(&'static [&'static str]),
+    /// A deletion (`rm`, `shred`).
+    Remove,
+    /// A change of file metadata (`chmod`, `chown`).
+    Metadata,
+    /// A program that writes, creates, moves or links files (`cp`, `dd`, `rsync`).
+    Writer,
+    /// An awk, whose program can run commands and write files.
+    Awk,
+    /// An archiver (`tar`, `unzip`, `7z`).
+    Archiver,
+    /// A package manager or build tool; `run`/`exec` subcommands wrap a command.
+    PackageTool,
+    /// A scheduler of code that runs later, outside the sandbox (`crontab`, `at`).
+    Scheduler,
 }
 
 /// One example of an entry: a command line and the colour it classifies as.
@@ -172,8 +187,9 @@ impl Judgement {
 }
 
 /// Every family's entries.
-fn families() -> [&'static [Program]; 9] {
+fn families() -> [&'static [Program]; 10] {
     [
+        changes::PROGRAMS,
         shells::PROGRAMS,
         interpreters::PROGRAMS,
         network::PROGRAMS,
