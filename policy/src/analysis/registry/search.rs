@@ -489,6 +489,7 @@ fn sed_prints_only(script: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -511,5 +512,79 @@ mod tests {
         ] {
             assert!(!sed_prints_only(s), "{s}");
         }
+    }
+
+    fn judge(line: &str) -> Judgement {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let entry = super::super::lookup(words[0]).unwrap();
+        let args: Vec<Field> = words[1..].iter().map(|w| Field::lit(w)).collect();
+        entry.judge(words[0], &args)
+    }
+
+    fn paths(j: &Judgement) -> Vec<String> {
+        j.paths.iter().filter_map(|(f, _)| f.known()).collect()
+    }
+
+    fn rules(j: &Judgement) -> Vec<&str> {
+        j.findings.iter().map(|f| f.rule.as_str()).collect()
+    }
+
+    #[test]
+    fn grep_reads_its_operands_after_the_pattern() {
+        assert_eq!(paths(&judge("grep foo a b")), ["a", "b"]);
+        assert_eq!(paths(&judge("grep -e foo a")), ["a"]);
+        assert_eq!(paths(&judge("grep -f pats a")), ["pats", "a"]);
+        assert_eq!(paths(&judge("egrep -A 3 foo a")), ["a"]);
+        let j = judge("grep -r foo");
+        assert!(j.reads_cwd && j.follows_links.is_none());
+        assert!(judge("grep -R foo src").follows_links.is_some());
+        assert!(judge("grep foo a").findings.is_empty());
+    }
+
+    #[test]
+    fn rg_options_that_run_programs_are_red() {
+        assert_eq!(rules(&judge("rg --pre ./f x")), ["cmd.program-option"]);
+        // `--pr` is ambiguous (`--pre`, `--pre-glob`): not green either way.
+        assert_eq!(rules(&judge("rg --pr=./f x")), ["cmd.not-read-only"]);
+        assert_eq!(
+            rules(&judge("rg --hostname-bin=h x")),
+            ["cmd.program-option"]
+        );
+        assert_eq!(
+            rules(&judge("rg --pre-glob '*.gz' x")),
+            ["cmd.not-read-only"]
+        );
+        assert_eq!(rules(&judge("rg -z x")), ["cmd.not-read-only"]);
+        assert_eq!(paths(&judge("rg --files src")), ["src"]);
+        assert!(judge("rg x").reads_cwd);
+        assert!(judge("rg -L x").follows_links.is_some());
+    }
+
+    #[test]
+    fn jq_filters_are_not_paths_and_env_is_not_green() {
+        assert_eq!(paths(&judge("jq .a f.json")), ["f.json"]);
+        assert_eq!(
+            paths(&judge("jq --rawfile v secret .a f.json")),
+            ["secret", "f.json"]
+        );
+        assert_eq!(paths(&judge("jq -f prog.jq f.json")), ["prog.jq", "f.json"]);
+        assert!(paths(&judge("jq -n --args .a x y")).is_empty());
+        assert_eq!(rules(&judge("jq -n env")), ["cmd.not-read-only"]);
+        assert_eq!(rules(&judge("jq -n $ENV.HOME")), ["cmd.not-read-only"]);
+        assert!(judge("jq .environment f").findings.is_empty());
+    }
+
+    #[test]
+    fn sed_is_green_only_printing() {
+        assert!(judge("sed -n 1,5p a").findings.is_empty());
+        assert!(!judge("sed -n 1,5p -i a").findings.is_empty());
+        assert!(!judge("sed s/a/b/ a").findings.is_empty());
+        assert_eq!(paths(&judge("sed -n p a b")), ["a", "b"]);
+        let unknown = judge_sed(
+            super::super::lookup("sed").unwrap(),
+            "sed",
+            &[Field::lit("-n"), Field::unknown()],
+        );
+        assert_eq!(unknown.opaque.len(), 1);
     }
 }
