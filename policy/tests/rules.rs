@@ -99,14 +99,20 @@ fn emitted() -> BTreeMap<String, BTreeSet<Verdict>> {
             }
         }
     }
-    // The vault's table may be laid out over lines: any `("vault.x", "…")` pair counts.
-    let commands = std::fs::read_to_string(root().join("policy/src/analysis/commands.rs")).unwrap();
-    let mut j = 0;
-    while let Some(at) = commands[j..].find("(\"vault.") {
-        let s = j + at + 2;
-        let id: String = commands[s..].chars().take_while(|c| *c != '"').collect();
-        out.entry(id).or_default().insert(Verdict::Blocked);
-        j = s;
+    // The vault's table (the analyser's tools judge) may be laid out over lines: any
+    // `("vault.x", "…")` pair counts.
+    let mut analysis = Vec::new();
+    sources(&root().join("policy/src/analysis"), &mut analysis);
+    for f in analysis {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let mut j = 0;
+        while let Some(at) = code[j..].find("(\"vault.") {
+            let s = j + at + 2;
+            let id: String = code[s..].chars().take_while(|c| *c != '"').collect();
+            out.entry(id).or_default().insert(Verdict::Blocked);
+            j = s;
+        }
     }
     out
 }

@@ -7,9 +7,9 @@ mod bindings;
 mod commands;
 mod effects;
 mod git_exec;
-mod green;
 mod housekeeping;
 mod paths;
+mod registry;
 mod words;
 
 use crate::action::{Action, Context};
@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
 
 pub(crate) use commands::is_exec_var;
-pub(crate) use commands::{SHELLS, SYSTEM_BIN_DIRS};
+pub(crate) use commands::SYSTEM_BIN_DIRS;
+pub(crate) use registry::SHELLS;
 
 /// Nesting (`bash -c` in `bash -c`, substitutions in substitutions) beyond which a line is not
 /// analysed further: it is then red and opaque (stricter, never more permissive).
@@ -114,7 +115,7 @@ pub(crate) fn validate_rule(r: &RuleSpec) -> Result<(), String> {
             r.program
         ));
     }
-    if green::is_green_program(&r.program) {
+    if registry::is_green_program(&r.program) {
         return Err(format!(
             "`{}` is on the green list; a policy file cannot make a green command ask",
             r.program

@@ -237,7 +237,7 @@ fn brace_expand(raw: &str, opts: &ParserOptions) -> Vec<Option<String>> {
     match brush_parser::word::parse_brace_expansions(raw, opts) {
         Ok(Some(items)) => {
             let mut acc = vec![String::new()];
-            if !expand_brace_items(&items, &mut acc) {
+            if !expand_brace_items(&items, &mut acc, zero_padded(raw)) {
                 return vec![None];
             }
             acc.into_iter().map(Some).collect()
@@ -246,7 +246,29 @@ fn brace_expand(raw: &str, opts: &ParserOptions) -> Vec<Option<String>> {
     }
 }
 
-fn expand_brace_items(items: &[BraceExpressionOrText], acc: &mut Vec<String>) -> bool {
+/// Whether a number in `raw` is written with a leading zero where a brace sequence bound
+/// may be (`{01..10}`, `{1..010}`): bash pads such a sequence (`01 02 …`), which the parsed
+/// bounds no longer say.
+fn zero_padded(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    (0..b.len().saturating_sub(1)).any(|i| {
+        let before = |k: usize| k.checked_sub(1).map(|k| b[k]);
+        let bound_start = match before(i) {
+            Some(b'{') | Some(b'.') => true,
+            Some(b'-') => matches!(before(i - 1), Some(b'{') | Some(b'.')),
+            _ => false,
+        };
+        b[i] == b'0' && b[i + 1].is_ascii_digit() && bound_start
+    })
+}
+
+/// Expands brace items into `acc`; `false` when the words are too many to list or cannot
+/// be known (a zero-padded number sequence when `padded`).
+fn expand_brace_items(
+    items: &[BraceExpressionOrText],
+    acc: &mut Vec<String>,
+    padded: bool,
+) -> bool {
     for item in items {
         match item {
             BraceExpressionOrText::Text(t) => {
@@ -260,7 +282,7 @@ fn expand_brace_items(items: &[BraceExpressionOrText], acc: &mut Vec<String>) ->
                     match m {
                         BraceExpressionMember::Child(children) => {
                             let mut sub = vec![String::new()];
-                            if !expand_brace_items(children, &mut sub) {
+                            if !expand_brace_items(children, &mut sub, padded) {
                                 return false;
                             }
                             alts.extend(sub);
@@ -270,6 +292,9 @@ fn expand_brace_items(items: &[BraceExpressionOrText], acc: &mut Vec<String>) ->
                             end,
                             increment,
                         } => {
+                            if padded {
+                                return false;
+                            }
                             let step = increment.unsigned_abs().max(1);
                             let count = start.abs_diff(*end) / step + 1;
                             if count > MAX_BRACE_WORDS as u64 {
@@ -858,7 +883,9 @@ pub(crate) fn decode_ansi_c(s: &str) -> String {
                         None => break,
                     }
                 }
-                push_code(&mut out, v);
+                if !push_code(&mut out, v) {
+                    break;
+                }
             }
             'x' | 'u' | 'U' => {
                 let max = match e {
@@ -881,13 +908,15 @@ pub(crate) fn decode_ansi_c(s: &str) -> String {
                 if n == 0 {
                     out.push('\\');
                     out.push(e);
-                } else {
-                    push_code(&mut out, v);
+                } else if !push_code(&mut out, v) {
+                    break;
                 }
             }
             'c' => {
                 if let Some(x) = chars.next() {
-                    push_code(&mut out, (x as u32) & 0x1f);
+                    if !push_code(&mut out, (x as u32) & 0x1f) {
+                        break;
+                    }
                 }
             }
             other => {
@@ -899,10 +928,16 @@ pub(crate) fn decode_ansi_c(s: &str) -> String {
     out
 }
 
-fn push_code(out: &mut String, v: u32) {
+/// Pushes the character of code `v`; `false` at a NUL, where bash ends the string (the rest
+/// of the `$'…'` text is dropped: `$'\0etc'` is empty).
+fn push_code(out: &mut String, v: u32) -> bool {
     if v == 0 {
-        // bash truncates the string at a NUL.
-        return;
+        return false;
     }
     out.push(char::from_u32(v).unwrap_or('\u{fffd}'));
+    true
 }
+
+#[cfg(test)]
+#[path = "words_tests.rs"]
+mod tests;

@@ -1,0 +1,519 @@
+//! Programs that delete, change the metadata of, or write files: `rm` and kin, `chmod` and
+//! kin, the writers (`cp`, `mv`, `ln`, `install`, `tee`, `dd`, `rsync`…) (DESIGN.md §2).
+
+use super::*;
+
+impl Analyzer<'_> {
+    /// `rm`, `unlink`, `rmdir`, `shred`.
+    pub(crate) fn rm(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        let mut recursive = false;
+        let mut force = false;
+        let mut dynamic = false;
+        let mut targets = Vec::new();
+        for t in parse_opts(
+            inv.args,
+            &if p == "shred" {
+                // shred -n N, -s N; `--remove[=HOW]` and `-u` take no separate value.
+                OptSpec {
+                    short_val: "ns",
+                    long_val: &["iterations", "size", "random-source"],
+                }
+            } else {
+                // rm's only value, `--interactive[=WHEN]`, is optional: never the next word.
+                OptSpec {
+                    short_val: "",
+                    long_val: &[],
+                }
+            },
+        ) {
+            match t {
+                Tok::Opt { name, .. } => {
+                    let n = name.as_str();
+                    if n == "-r" || n == "-R" || names(n, "--recursive") {
+                        recursive = true;
+                    } else if n == "-f" || names(n, "--force") {
+                        force = true;
+                    } else if names(n, "--no-preserve-root") {
+                        self.add(
+                            Verdict::Blocked,
+                            "vault.no-preserve-root",
+                            "`--no-preserve-root` lets rm delete /".to_string(),
+                        );
+                    }
+                }
+                Tok::DynamicOpt => dynamic = true,
+                Tok::Operand(f) => targets.push(f),
+            }
+        }
+        if p != "rm" {
+            recursive = false;
+        }
+        self.add(Verdict::Yellow, "rm.delete", format!("`{p}` deletes files"));
+        if recursive && (force || dynamic) {
+            self.add(
+                Verdict::Red,
+                "rm.recursive-force",
+                "recursive forced deletion".to_string(),
+            );
+        }
+        if p == "shred"
+            && targets.iter().any(|_| true)
+            && inv.args.iter().any(|a| {
+                a.known()
+                    .is_some_and(|t| t == "-u" || t.starts_with("--remove"))
+            })
+        {
+            self.add(
+                Verdict::Yellow,
+                "rm.delete",
+                "`shred -u` deletes files".to_string(),
+            );
+        }
+        for f in &targets {
+            self.catastrophic_target(st, f, recursive, p);
+            self.path_field(st, f, Access::Modify);
+        }
+    }
+
+    /// A recursive modifying command aimed at `/`, `/*`, `~`, `$HOME` or a system path is a
+    /// fixed denial (seed `004_893a9b0cb34e722a.txt`, the vault).
+    pub(crate) fn catastrophic_target(&mut self, st: &State, f: &Field, recursive: bool, p: &str) {
+        if !recursive {
+            return;
+        }
+        let text = match f.known() {
+            Some(t) => t,
+            None => {
+                let prefix = f.known_prefix();
+                if prefix == "/" || prefix.is_empty() && f.empty_variant().is_empty() {
+                    // `rm -rf /$X` reaches anything under /.
+                    if prefix == "/" {
+                        self.add(
+                            Verdict::Blocked,
+                            "vault.catastrophic",
+                            format!(
+                                "`{p}` recursively modifies `{}` (anything under /)",
+                                f.display()
+                            ),
+                        );
+                    }
+                }
+                return;
+            }
+        };
+        let home = self
+            .ctx
+            .home
+            .map(|h| h.to_string_lossy().trim_end_matches('/').to_string());
+        let trimmed = text.trim_end_matches('/');
+        // A glob reaches everything in the directory it starts in: `rm -rf *` in `~` is
+        // `rm -rf ~/*`.
+        let globbed_dir = f.has_glob().then(|| {
+            let before = &text[..text.find(['*', '?', '[']).unwrap_or(text.len())];
+            match before.rfind('/') {
+                Some(0) => "/".to_string(),
+                Some(i) => before[..i].to_string(),
+                None => ".".to_string(),
+            }
+        });
+        let unglobbed = match &globbed_dir {
+            Some(d) => d.as_str(),
+            None => trimmed.trim_end_matches('/'),
+        };
+        // `rm -rf ""` fails; `/`, `//`, `/.`, `/*` are the root.
+        let is_root = !text.is_empty()
+            && (trimmed.is_empty() || unglobbed.is_empty() || unglobbed == "/" || trimmed == "/.");
+        let is_home = home
+            .as_deref()
+            .is_some_and(|h| unglobbed == h || trimmed == h);
+        let mut system = false;
+        for cwd in st.cwds.iter().flatten() {
+            let phys = crate::analysis::paths::resolve(cwd, unglobbed);
+            if phys == Path::new("/")
+                || crate::analysis::paths::is_system_path(&phys) && phys.components().count() <= 3
+            {
+                system = true;
+            }
+            if home.as_deref().is_some_and(|h| phys == Path::new(h)) {
+                system = true;
+            }
+        }
+        if is_root || is_home || system {
+            self.add(
+                Verdict::Blocked,
+                "vault.catastrophic",
+                format!("`{p}` recursively modifies `{text}`"),
+            );
+        }
+    }
+
+    /// `chmod`, `chown`, `chgrp`, `chattr`, `setfacl`: metadata changes.
+    pub(crate) fn chmod(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        self.add(
+            Verdict::Yellow,
+            "cmd.metadata",
+            format!("`{p}` changes file metadata"),
+        );
+        // These tools' only short options are flags (`-c -f -v -R -h -H -L -P`); any other word
+        // starting with `-` is a mode (`chmod -w,u+w f`, `chattr -i f`) and so an operand.
+        let mut recursive = false;
+        let mut reference = false;
+        let mut operands: Vec<Field> = Vec::new();
+        let mut i = 0;
+        let mut only_operands = false;
+        while i < inv.args.len() {
+            let a = &inv.args[i];
+            i += 1;
+            let Some(t) = a.known() else {
+                operands.push(a.clone());
+                continue;
+            };
+            if only_operands {
+                operands.push(a.clone());
+            } else if t == "--" {
+                only_operands = true;
+            } else if let Some(long) = t.strip_prefix("--") {
+                let (name, val) = long
+                    .split_once('=')
+                    .map_or((long, None), |(n, v)| (n, Some(v)));
+                if "recursive".starts_with(name) && !name.is_empty() {
+                    recursive = true;
+                } else if "reference".starts_with(name) && name.len() >= 3 {
+                    reference = true;
+                    let v = match val {
+                        Some(v) => Some(Field::lit(v)),
+                        None => {
+                            i += 1;
+                            inv.args.get(i - 1).cloned()
+                        }
+                    };
+                    if let Some(v) = v {
+                        self.path_field(st, &v, Access::Read);
+                    }
+                } else if "from".starts_with(name) && val.is_none() {
+                    i += 1;
+                }
+            } else if t.len() > 1
+                && t.starts_with('-')
+                && t[1..].chars().all(|c| "cfvRHLPh".contains(c))
+            {
+                recursive |= t.contains('R');
+            } else {
+                operands.push(a.clone());
+            }
+        }
+        // The first operand is the mode or owner, unless --reference gave it.
+        let skip = usize::from(!reference);
+        for f in operands.iter().skip(skip) {
+            self.catastrophic_target(st, f, recursive, p);
+            self.path_field(st, f, Access::Modify);
+        }
+    }
+
+    /// Commands that write or create their targets.
+    pub(crate) fn writer(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        self.add(
+            Verdict::Yellow,
+            "cmd.writes",
+            format!("`{p}` changes files"),
+        );
+        if p == "dd" {
+            for a in inv.args {
+                let Some(t) = a.known() else {
+                    self.path_field(st, a, Access::Any);
+                    continue;
+                };
+                let t = match (t.split_once('='), self.ctx.home) {
+                    (Some((k, v)), Some(h)) if v == "~" || v.starts_with("~/") => {
+                        format!("{k}={}{}", h.display(), &v[1..])
+                    }
+                    _ => t,
+                };
+                if let Some(v) = t.strip_prefix("of=") {
+                    if v.starts_with("/dev/") && !crate::analysis::paths::is_system_exception(v) {
+                        self.add(
+                            Verdict::Blocked,
+                            "vault.device-write",
+                            format!("`dd of={v}` writes a device"),
+                        );
+                    }
+                    self.path_field(st, &Field::lit(v), Access::Write);
+                } else if let Some(v) = t.strip_prefix("if=") {
+                    self.path_field(st, &Field::lit(v), Access::Read);
+                }
+            }
+            return;
+        }
+        let spec = match p {
+            // Optional-valued options (`--backup[=C]`, `--context[=CTX]`, `--preserve[=L]`,
+            // `--reflink[=W]`, `--update[=U]`, `-Z`) never take the next word.
+            "cp" | "mv" | "ln" => OptSpec {
+                short_val: "tS",
+                long_val: &["target-directory", "suffix", "sparse", "no-preserve"],
+            },
+            "install" => OptSpec {
+                short_val: "tSmog",
+                long_val: &[
+                    "target-directory",
+                    "suffix",
+                    "mode",
+                    "owner",
+                    "group",
+                    "strip-program",
+                ],
+            },
+            "touch" => OptSpec {
+                short_val: "drt",
+                long_val: &["date", "reference", "time"],
+            },
+            "mkdir" | "mkfifo" | "mknod" => OptSpec {
+                short_val: "m",
+                long_val: &["mode"],
+            },
+            "truncate" => OptSpec {
+                short_val: "sr",
+                long_val: &["size", "reference"],
+            },
+            "rsync" => OptSpec {
+                short_val: "eBfT",
+                long_val: &[
+                    "rsh",
+                    "rsync-path",
+                    "exclude",
+                    "include",
+                    "filter",
+                    "exclude-from",
+                    "include-from",
+                    "files-from",
+                    "temp-dir",
+                    "partial-dir",
+                    "backup-dir",
+                    "suffix",
+                    "chmod",
+                    "chown",
+                    "log-file",
+                    "password-file",
+                    "compare-dest",
+                    "copy-dest",
+                    "link-dest",
+                    "max-size",
+                    "min-size",
+                    "timeout",
+                    "bwlimit",
+                    "out-format",
+                    "port",
+                    "sockopts",
+                    "protocol",
+                    "iconv",
+                    "info",
+                    "debug",
+                ],
+            },
+            _ => OptSpec {
+                short_val: "",
+                long_val: &[],
+            },
+        };
+        let mut operands = Vec::new();
+        let mut target_dir: Option<Field> = None;
+        for t in parse_opts(inv.args, &spec) {
+            match t {
+                Tok::Opt { name, value } => {
+                    let n = name.as_str();
+                    if (n == "-t" || names(n, "--target-directory")) && p != "touch" {
+                        target_dir = value;
+                    } else if p == "rsync"
+                        && (n == "-e" || names(n, "--rsh") || names(n, "--rsync-path"))
+                    {
+                        self.add(
+                            Verdict::Red,
+                            "cmd.program-option",
+                            format!("`rsync {n}` runs a program"),
+                        );
+                    } else if p == "install" && names(n, "--strip-program") {
+                        self.add(
+                            Verdict::Red,
+                            "cmd.program-option",
+                            "`install --strip-program` runs a program".to_string(),
+                        );
+                    } else if let Some(v) = value {
+                        if matches!(n, "-r")
+                            || names(n, "--reference")
+                            || names(n, "--exclude-from")
+                            || names(n, "--files-from")
+                            || names(n, "--include-from")
+                            || names(n, "--password-file")
+                        {
+                            self.path_field(st, &v, Access::Read);
+                        } else if names(n, "--log-file")
+                            || names(n, "--temp-dir")
+                            || names(n, "--backup-dir")
+                            || names(n, "--partial-dir")
+                        {
+                            self.path_field(st, &v, Access::Write);
+                        }
+                    }
+                }
+                Tok::DynamicOpt => {}
+                Tok::Operand(f) => operands.push(f),
+            }
+        }
+        if p == "rsync"
+            && operands.iter().any(|o| {
+                o.known().is_some_and(|t| {
+                    t.contains("::")
+                        || t.starts_with("rsync://")
+                        || t.split('/').next().is_some_and(|h| h.contains(':'))
+                })
+            })
+        {
+            self.add(
+                Verdict::Red,
+                "net.client",
+                "`rsync` to a remote host uses the network".to_string(),
+            );
+            for o in &operands {
+                if o.known()
+                    .is_some_and(|t| t.split('/').next().is_some_and(|h| h.contains(':')))
+                {
+                    continue;
+                }
+                self.path_field(st, o, Access::Any);
+            }
+            return;
+        }
+        // `install -d DIR…` creates every operand.
+        let install_dirs = p == "install"
+            && inv.args.iter().any(|a| {
+                a.known().is_some_and(|t| {
+                    t == "--directory"
+                        || t.starts_with('-') && !t.starts_with("--") && t.contains('d')
+                })
+            });
+        match p {
+            _ if install_dirs => {
+                for o in operands {
+                    self.path_field(st, &o, Access::Write);
+                }
+            }
+            "tee" | "touch" | "mkdir" | "truncate" | "mkfifo" | "mknod" => {
+                if p == "mknod" {
+                    self.add(
+                        Verdict::Red,
+                        "cmd.device-node",
+                        "`mknod` can create device nodes".to_string(),
+                    );
+                }
+                for o in operands {
+                    self.path_field(st, &o, Access::Write);
+                }
+            }
+            _ => {
+                // SOURCE… DEST, or -t DIR SOURCE….
+                let (sources, dest): (Vec<Field>, Option<Field>) = match target_dir {
+                    Some(d) => (operands, Some(d)),
+                    None => {
+                        let mut o = operands;
+                        let d = if o.len() >= 2 || p == "ln" && o.len() == 1 {
+                            o.pop()
+                        } else {
+                            None
+                        };
+                        if p == "ln" && d.is_none() {
+                            (o, Some(Field::lit(".")))
+                        } else {
+                            (o, d)
+                        }
+                    }
+                };
+                // A hard link (`ln` without -s, `cp -l`) makes the source writable through the new
+                // name: as good as changing it.
+                let symbolic = inv.args.iter().filter_map(Field::known).any(|t| {
+                    t == "--symbolic"
+                        || t.starts_with('-') && !t.starts_with("--") && t.contains('s')
+                });
+                let hard_link = (p == "ln" && !symbolic)
+                    || (p == "cp"
+                        && inv.args.iter().filter_map(Field::known).any(|t| {
+                            t == "--link"
+                                || t.starts_with('-') && !t.starts_with("--") && t.contains('l')
+                        }));
+                let src_access = if p == "mv" || hard_link {
+                    Access::Modify
+                } else {
+                    Access::Read
+                };
+                let recursive_copy = inv.args.iter().any(|a| {
+                    a.known().is_some_and(|t| {
+                        t == "-r"
+                            || t == "-R"
+                            || t == "-a"
+                            || t.starts_with("--recursive")
+                            || t.starts_with("--archive")
+                            || t.starts_with('-')
+                                && !t.starts_with("--")
+                                && (t.contains('r') || t.contains('R') || t.contains('a'))
+                    })
+                });
+                for s in &sources {
+                    self.path_field(st, s, src_access);
+                }
+                if let Some(d) = dest {
+                    if recursive_copy
+                        && p == "rsync"
+                        && inv
+                            .args
+                            .iter()
+                            .any(|a| a.known().is_some_and(|t| t.starts_with("--delete")))
+                    {
+                        self.catastrophic_target(st, &d, true, p);
+                    }
+                    // `mv`/`ln` replace the destination itself (even `/dev/null`).
+                    let dest_access = if p == "mv" || p == "ln" {
+                        Access::Modify
+                    } else {
+                        Access::Write
+                    };
+                    self.path_field(st, &d, dest_access);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Blocked, Red, Yellow};
+
+    #[test]
+    fn deletions() {
+        expect(&[
+            ("rm build/x.o", Yellow, "rm.delete"),
+            ("rm -rf build", Red, "rm.recursive-force"),
+            ("rm -r -f build", Red, "rm.recursive-force"),
+            ("rm --recursive --force build", Red, "rm.recursive-force"),
+            ("rm -rf ~", Blocked, "vault.catastrophic"),
+            ("rm -rf /", Blocked, "vault.catastrophic"),
+            ("rm -rf /etc", Blocked, ""),
+            ("shred -u secret.txt", Yellow, ""),
+        ]);
+    }
+
+    #[test]
+    fn metadata_and_writes() {
+        expect(&[
+            ("chmod +x run.sh", Yellow, "cmd.metadata"),
+            ("chmod -R 777 /etc", Blocked, ""),
+            ("cp a b", Yellow, "cmd.writes"),
+            ("mv a b", Yellow, "cmd.writes"),
+            ("cp a /usr/bin/a", Blocked, ""),
+            ("cp -t /etc a", Blocked, ""),
+            ("ln -s /etc/passwd p", Red, "path.outside-worktree"),
+            ("mknod dev c 1 1", Red, "cmd.device-node"),
+        ]);
+    }
+}

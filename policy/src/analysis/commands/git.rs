@@ -1,0 +1,986 @@
+//! `git` (and `hub`): global options, aliases (resolved by the git inspector), the
+//! subcommands' read-only sets and options, configuration writes and pushes (DESIGN.md §2a
+//! "git", §3 the guard).
+
+use super::*;
+
+impl Analyzer<'_> {
+    /// `git`: global options, the green subcommands with their read-only flags, code-running
+    /// configuration, network subcommands, the push guard.
+    pub(crate) fn git(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
+        let args = inv.args;
+        let mut i = 0;
+        let mut st_git = st.clone();
+        let mut not_green: Vec<String> = Vec::new();
+        let mut config_pairs: Vec<(String, Option<String>)> = Vec::new();
+        while i < args.len() {
+            let Some(t) = args[i].known() else {
+                not_green.push("an option that cannot be known".to_string());
+                self.opaque("git", "a global option that cannot be known");
+                i += 1;
+                continue;
+            };
+            // git.c: an unknown option ends the global options; `--version` and `-v` there
+            // are the `version` subcommand.
+            if !t.starts_with('-') || t == "--version" || t == "-v" {
+                break;
+            }
+            i += 1;
+            match t.as_str() {
+                // DESIGN.md §2a: only `--no-pager`, `-C`, `--git-dir`, `--work-tree` keep git green.
+                "--no-pager" => {}
+                o if crate::git_tables::GLOBAL_VALUE_OPTIONS.contains(&o)
+                    || o == "--exec-path"
+                    || o == "--list-cmds" =>
+                {
+                    let v = args.get(i).cloned();
+                    i += 1;
+                    self.git_global(st, &mut st_git, &t, v, &mut not_green, &mut config_pairs);
+                }
+                "-p" | "--paginate" => {
+                    not_green.push("`-p` (runs the configured pager)".to_string())
+                }
+                "-P" => {}
+                // The other flags of git_tables leave the subcommand to run, not green.
+                o if crate::git_tables::GLOBAL_FLAGS.contains(&o) => {
+                    not_green.push(format!("`{t}`"));
+                }
+                _ => {
+                    // `--opt=VALUE`, and `-C`/`-c` with the value attached.
+                    let attached = t
+                        .split_once('=')
+                        .map(|(o, v)| (o.to_string(), v.to_string()))
+                        .or_else(|| {
+                            ["-C", "-c"].iter().find_map(|o| {
+                                t.strip_prefix(o)
+                                    .filter(|v| !v.is_empty())
+                                    .map(|v| (o.to_string(), v.to_string()))
+                            })
+                        });
+                    match attached {
+                        Some((opt, v)) => self.git_global(
+                            st,
+                            &mut st_git,
+                            &opt,
+                            Some(Field::lit(&v)),
+                            &mut not_green,
+                            &mut config_pairs,
+                        ),
+                        None => not_green.push(format!("`{t}`")),
+                    }
+                }
+            }
+        }
+        for (name, value) in &inv.env {
+            if name == "GIT_DIR" || name == "GIT_WORK_TREE" {
+                if let Some(v) = value {
+                    self.path_field(st, &Field::lit(v), Access::Read);
+                }
+            }
+        }
+        let sub_field = args.get(i);
+        let sub = sub_field.and_then(Field::known).map(|s| match s.as_str() {
+            "--version" | "-v" => "version".to_string(),
+            _ => s,
+        });
+        if std::mem::take(&mut self.hook_override) {
+            let could_push = match sub.as_deref() {
+                Some(s) => crate::git_tables::may_push(s),
+                None => sub_field.is_some(),
+            };
+            // Switching hooks off for one command matters when it can push (DESIGN.md §2:
+            // the push guard); for a read-only builtin (agents probe repositories with
+            // `-c core.hooksPath=/dev/null`) no pre-push hook runs either way: not green.
+            if could_push {
+                self.add(
+                    Verdict::Blocked,
+                    "git.guard.hooks-path",
+                    "a hooks path set for a command that can push switches the pre-push hook off"
+                        .to_string(),
+                );
+            } else {
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    "git with its hooks configuration replaced for one command".to_string(),
+                );
+            }
+        }
+        let rest = if i < args.len() {
+            &args[i + 1..]
+        } else {
+            &[][..]
+        };
+        // The git inspector resolves aliases and pushes against the repository.
+        let all: Vec<String> = args.iter().map(Field::display).collect();
+        let env: Vec<(String, String)> = inv
+            .env
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone().unwrap_or_else(|| "$?".to_string())))
+            .collect();
+        let mut alias = None;
+        let protected = self.policy.config().protected_branches.clone();
+        let git_cwds: Vec<PathBuf> = st_git.cwds.iter().flatten().cloned().collect();
+        if let Some(g) = self.ctx.git {
+            for cwd in &git_cwds {
+                let report = g.inspect(&GitInvocation {
+                    args: &all,
+                    env: &env,
+                    cwd,
+                    protected: &protected,
+                });
+                for f in report.findings {
+                    self.out.add(f);
+                }
+                if report.alias.is_some() {
+                    alias = report.alias;
+                }
+            }
+        }
+        let Some(sub) = sub else {
+            if sub_field.is_some() {
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-args",
+                    "the git subcommand cannot be known".to_string(),
+                );
+                if self.ctx.git.is_none() {
+                    self.git_push_static(args, &protected);
+                }
+            } else {
+                self.unlisted_git("git without a subcommand");
+            }
+            self.generic_paths(&st_git, rest, Access::Any);
+            return;
+        };
+        for r in &not_green {
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                format!("git with {r} is not read-only"),
+            );
+        }
+        self.git_subcommand_code(&sub, rest, &st_git, depth);
+        let known_rest: Vec<String> = rest.iter().filter_map(Field::known).collect();
+        let has = |o: &str| {
+            known_rest
+                .iter()
+                .any(|a| a == o || a.starts_with(&format!("{o}=")))
+        };
+        // Options that switch on configured programs or write files, on any subcommand.
+        for a in &known_rest {
+            if a == "--ext-diff" || a == "--textconv" {
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    format!("`git {sub} {a}` runs a configured program"),
+                );
+            }
+            if a == "--output" {
+                if let Some(v) = known_rest.iter().skip_while(|x| *x != "--output").nth(1) {
+                    self.path_field(&st_git, &Field::lit(v), Access::Write);
+                }
+            }
+            if a == "--output" || a.starts_with("--output=") {
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    format!("`git {sub} --output` writes a file"),
+                );
+                if let Some(v) = a.strip_prefix("--output=") {
+                    self.path_field(&st_git, &Field::lit(v), Access::Write);
+                }
+            }
+        }
+        if known_rest.iter().any(|a| a == "--help" || a == "-h") || sub == "help" {
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                format!("`git {sub} --help` runs man and a pager"),
+            );
+        }
+        let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "archive" if sub != "archive" || has("--remote"))
+            || sub == "remote"
+                && known_rest
+                    .iter()
+                    .any(|s| matches!(s.as_str(), "show" | "update" | "prune" | "set-head"))
+            || sub == "lfs"
+                && known_rest.iter().any(|s| {
+                    matches!(
+                        s.as_str(),
+                        "pull" | "fetch" | "push" | "clone" | "install" | "post-checkout"
+                    )
+                })
+            || sub == "maintenance"
+                && known_rest
+                    .iter()
+                    .any(|s| s.contains("prefetch") || s == "run")
+            || sub == "subtree"
+                && known_rest
+                    .iter()
+                    .any(|s| matches!(s.as_str(), "push" | "pull" | "add"))
+            || sub == "submodule"
+                && known_rest
+                    .iter()
+                    .any(|s| matches!(s.as_str(), "update" | "sync" | "add" | "foreach"))
+            || sub == "svn";
+        if network {
+            for a in &known_rest {
+                if let Some(h) = host_of(a) {
+                    self.out.hosts.push(h);
+                }
+            }
+            self.add(
+                Verdict::Red,
+                "net.git",
+                format!("`git {sub}` uses the network"),
+            );
+        }
+        if sub == "subtree" && known_rest.iter().any(|s| s == "push") {
+            // `git subtree push --prefix=P REMOTE REF`: REF is the remote branch updated.
+            if known_rest.iter().filter(|a| !a.starts_with('-')).any(|a| {
+                protected
+                    .iter()
+                    .any(|p| a.trim_start_matches("refs/heads/").eq_ignore_ascii_case(p))
+            }) {
+                self.add(
+                    Verdict::Blocked,
+                    "git.push.protected",
+                    "`git subtree push` would update a protected branch".to_string(),
+                );
+            }
+        }
+        if sub == "init" || sub == "clone" {
+            let template = known_rest.iter().any(|a| a.starts_with("--template"))
+                || config_pairs
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("init.templateDir"))
+                || inv.env.iter().any(|(n, _)| n == "GIT_TEMPLATE_DIR")
+                || st.vars.contains_key("GIT_TEMPLATE_DIR");
+            if template {
+                self.add(Verdict::Blocked, "git.guard.hook", format!("`git {sub}` with a template directory copies its hooks, the pre-push hook included"));
+            }
+        }
+        // A changed home or global configuration can set core.hooksPath for the push.
+        if sub == "push" {
+            let moved = ["HOME", "XDG_CONFIG_HOME"]
+                .iter()
+                .any(|n| inv.env.iter().any(|(e, _)| e == n) || st.vars.contains_key(*n))
+                || st
+                    .vars
+                    .keys()
+                    .any(|k| k.starts_with("GIT_CONFIG") || k == "GIT_DIR" || k == "GIT_EXEC_PATH");
+            if moved {
+                self.add(Verdict::Blocked, "git.guard.hooks-path", "`git push` with another home or configuration directory can switch the pre-push hook off".to_string());
+            }
+        }
+        if (sub == "push" || sub == "send-pack")
+            && (rest.iter().any(|r| !r.is_known()) || inv.env.iter().any(|(_, v)| v.is_none()))
+        {
+            self.add(
+                Verdict::Blocked,
+                "git.push.unresolved",
+                "the push has words that cannot be known before it runs; it could update a protected branch".to_string(),
+            );
+        }
+        if sub == "push" || sub == "send-pack" {
+            if sub == "send-pack" {
+                self.add(
+                    Verdict::Blocked,
+                    "git.guard.send-pack",
+                    "`git send-pack` pushes without running the pre-push hook".to_string(),
+                );
+            }
+            if self.ctx.git.is_none() {
+                self.git_push_static(args, &protected);
+            }
+            self.generic_paths(&st_git, rest, Access::Read);
+            return;
+        }
+        let findings_before = self.out.findings.len();
+        let green_sub = crate::git_tables::READ_ONLY_SUBCOMMANDS.contains(&sub.as_str());
+        match sub.as_str() {
+            "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
+            | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe"
+            | "shortlog" | "count-objects" => {
+                if sub == "diff" && has("--no-index") {
+                    // compares files anywhere: paths checked below
+                }
+                if sub == "cat-file" && (has("--filters") || has("--textconv")) {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git cat-file --filters/--textconv` runs configured programs".to_string(),
+                    );
+                }
+            }
+            "grep" => {
+                for a in &known_rest {
+                    match git_grep_open_pager(a) {
+                        Some(Some(cmd)) => self.add(
+                            Verdict::Red,
+                            "git.program-option",
+                            format!("`git grep -O{cmd}` runs a program"),
+                        ),
+                        Some(None) => self.add(
+                            Verdict::Yellow,
+                            "git.not-read-only",
+                            "`git grep -O` opens the configured pager".to_string(),
+                        ),
+                        None => {}
+                    }
+                }
+            }
+            "branch" | "tag" => {
+                // Listing only: a closed set of listing options (DESIGN.md §2a); anything else
+                // (creating, deleting, moving, upstream or description changes, verifying
+                // signatures) is not read-only.
+                let (flags, long): (&str, &[&str]) = if sub == "branch" {
+                    (
+                        "arlvqi",
+                        &[
+                            "all",
+                            "remotes",
+                            "list",
+                            "verbose",
+                            "contains",
+                            "no-contains",
+                            "merged",
+                            "no-merged",
+                            "points-at",
+                            "sort",
+                            "format",
+                            "show-current",
+                            "color",
+                            "no-color",
+                            "column",
+                            "no-column",
+                            "ignore-case",
+                            "abbrev",
+                            "no-abbrev",
+                            "quiet",
+                        ],
+                    )
+                } else {
+                    (
+                        "li",
+                        &[
+                            "list",
+                            "contains",
+                            "no-contains",
+                            "merged",
+                            "no-merged",
+                            "points-at",
+                            "sort",
+                            "format",
+                            "color",
+                            "no-color",
+                            "column",
+                            "no-column",
+                            "ignore-case",
+                        ],
+                    )
+                };
+                let mut listing_with_operands = false;
+                let mut read_only = true;
+                let mut positional = 0;
+                for a in &known_rest {
+                    if let Some(long_opt) = a.strip_prefix("--") {
+                        let name = long_opt.split('=').next().unwrap_or("");
+                        if !long.contains(&name) {
+                            read_only = false;
+                        }
+                        listing_with_operands |= matches!(
+                            name,
+                            "list"
+                                | "contains"
+                                | "no-contains"
+                                | "merged"
+                                | "no-merged"
+                                | "points-at"
+                        );
+                    } else if let Some(letters) = a.strip_prefix('-') {
+                        let n_ok = sub == "tag"
+                            && letters.starts_with('n')
+                            && letters[1..].bytes().all(|b| b.is_ascii_digit());
+                        let all_flags =
+                            !letters.is_empty() && letters.chars().all(|c| flags.contains(c));
+                        if !n_ok && !all_flags {
+                            read_only = false;
+                        }
+                        listing_with_operands |= letters.contains('l');
+                    } else {
+                        positional += 1;
+                    }
+                }
+                if !read_only || positional > 0 && !listing_with_operands {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        format!("`git {sub}` that is not a listing (creates, deletes, changes or verifies)"),
+                    );
+                }
+            }
+            "remote" => {
+                let ok = known_rest.iter().all(|a| a == "-v" || a == "--verbose");
+                if !ok && !network {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git remote` that changes remotes".to_string(),
+                    );
+                }
+            }
+            "config" => self.git_config(&known_rest, rest, &st_git),
+            "stash" => {
+                if known_rest.first().map(String::as_str) != Some("list") {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git stash` changes the working tree".to_string(),
+                    );
+                }
+            }
+            "worktree" => {
+                if known_rest.first().map(String::as_str) != Some("list") {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git worktree` that adds, moves or removes worktrees".to_string(),
+                    );
+                }
+            }
+            // `git version [--build-options]` prints git's own version (git-version(1)).
+            "version" => {
+                if rest
+                    .iter()
+                    .any(|a| a.known().as_deref() != Some("--build-options"))
+                {
+                    self.unlisted_git("`git version` with other arguments");
+                }
+            }
+            "reflog" => {
+                if known_rest
+                    .first()
+                    .is_some_and(|a| matches!(a.as_str(), "expire" | "delete" | "drop"))
+                {
+                    self.add(
+                        Verdict::Yellow,
+                        "git.not-read-only",
+                        "`git reflog expire/delete` changes the reflog".to_string(),
+                    );
+                }
+            }
+            "clean" => {
+                self.add(
+                    Verdict::Yellow,
+                    "git.not-read-only",
+                    "`git clean` deletes untracked files".to_string(),
+                );
+                let mut f = false;
+                let mut d_or_x = false;
+                for a in &known_rest {
+                    if a.starts_with("--") {
+                        // git accepts unambiguous abbreviations (`--forc`, `--fo`).
+                        f |= a.len() >= 4 && "--force".starts_with(a.as_str());
+                    } else if let Some(l) = a.strip_prefix('-') {
+                        f |= l.contains('f');
+                        d_or_x |= l.contains('d') || l.contains('x') || l.contains('X');
+                    }
+                }
+                if f && d_or_x {
+                    self.add(
+                        Verdict::Red,
+                        "rm.recursive-force",
+                        "`git clean -f` with `-d`/`-x` deletes recursively without confirmation"
+                            .to_string(),
+                    );
+                }
+            }
+            "hook" => {
+                self.add(
+                    Verdict::Red,
+                    "git.hook-run",
+                    "`git hook run` runs repository hooks".to_string(),
+                );
+            }
+            _ => {
+                if !network {
+                    // An alias (resolved by the inspector) or any other subcommand.
+                    match alias {
+                        Some(AliasExpansion::Git(words)) if depth < crate::analysis::MAX_DEPTH => {
+                            let mut line = String::from("git");
+                            for w in &words {
+                                line.push(' ');
+                                line.push_str(&shell_quote(w));
+                            }
+                            for r in rest {
+                                line.push(' ');
+                                line.push_str(&shell_quote(&r.display()));
+                            }
+                            self.add(
+                                Verdict::Yellow,
+                                "git.alias",
+                                format!("`git {sub}` is an alias"),
+                            );
+                            self.line(&line, st_git.clone(), depth + 1);
+                        }
+                        Some(AliasExpansion::Shell(text)) => {
+                            self.add(
+                                Verdict::Yellow,
+                                "git.alias",
+                                format!("`git {sub}` is a shell alias"),
+                            );
+                            self.line(&text, st_git.clone(), depth + 1);
+                        }
+                        _ => self.unlisted_git(&format!("`git {sub}`")),
+                    }
+                }
+            }
+        }
+        self.dynamic_args_not_green("git", rest);
+        // Revisions and pathspecs: paths are checked like any word (`HEAD:README.md` resolves
+        // inside; `-- /etc/passwd` does not).
+        let mut paths_rest: Vec<Field> = Vec::new();
+        for r in rest {
+            if let Some(t) = r.known() {
+                if t.starts_with('-') {
+                    // Option values are words: `--orderfile=.env`, and attached short values
+                    // (`-O/etc/passwd`, `-X.env`) whatever the option.
+                    if let Some((_, v)) = t.split_once('=') {
+                        if !v.is_empty() {
+                            paths_rest.push(self.tilde_value(&Field::lit(v), r));
+                        }
+                    } else if !t.starts_with("--") && t.len() > 2 {
+                        let v: String = t.chars().skip(2).collect();
+                        if v.starts_with(['/', '~', '.'])
+                            || v.contains('/')
+                            || crate::analysis::paths::credential_component(&v)
+                        {
+                            paths_rest.push(self.tilde_value(&Field::lit(&v), r));
+                        }
+                    }
+                    continue;
+                }
+                // Revision ranges (`a..b`, `a...b`) are not paths.
+                if t.contains("..") && !t.contains('/') && !t.starts_with("..") {
+                    continue;
+                }
+            }
+            paths_rest.push(r.clone());
+        }
+        // Subcommands that change the tree (`mv`, `checkout`, `restore`, `checkout-index`…)
+        // may write where their words point.
+        let read_only = green_sub
+            && !self.out.findings[findings_before.min(self.out.findings.len())..]
+                .iter()
+                .any(|f| f.rule == "git.not-read-only");
+        let access = if read_only { Access::Read } else { Access::Any };
+        for f in paths_rest {
+            self.path_field(&st_git, &f, access);
+        }
+    }
+
+    pub(crate) fn unlisted_git(&mut self, what: &str) {
+        self.add(
+            Verdict::Yellow,
+            "git.not-read-only",
+            format!("{what} is not a read-only git command"),
+        );
+    }
+
+    /// One git global option.
+    pub(crate) fn git_global(
+        &mut self,
+        st: &State,
+        st_git: &mut State,
+        opt: &str,
+        v: Option<Field>,
+        not_green: &mut Vec<String>,
+        config: &mut Vec<(String, Option<String>)>,
+    ) {
+        let Some(v) = v else {
+            not_green.push(format!("`{opt}` without a value"));
+            return;
+        };
+        match opt {
+            "-C" => {
+                self.path_field(st_git, &v, Access::Read);
+                st_git.enter(&v);
+            }
+            "--git-dir" | "--work-tree" => self.path_field(st_git, &v, Access::Read),
+            "--exec-path" => {
+                self.add(
+                    Verdict::Red,
+                    "git.program-option",
+                    "`git --exec-path=DIR` runs git programs from another directory".to_string(),
+                );
+                self.path_field(st, &v, Access::Read);
+            }
+            "-c" => {
+                match v.known() {
+                    Some(kv) => {
+                        let (k, val) = match kv.split_once('=') {
+                            Some((k, val)) => (k.to_string(), Some(val.to_string())),
+                            None => (kv.clone(), None),
+                        };
+                        self.git_config_key(&k, val.as_deref(), "-c");
+                        // Values are words: `blame.ignoreRevsFile=.env` names a credential.
+                        if let Some(val) = &val {
+                            if !val.is_empty() {
+                                let v = self.tilde_value(&Field::lit(val), &Field::default());
+                                self.path_field(st_git, &v, Access::Read);
+                            }
+                        }
+                        config.push((k, val));
+                    }
+                    None => {
+                        self.opaque("git -c", "a configuration value that cannot be known");
+                    }
+                }
+                not_green.push("`-c`".to_string());
+            }
+            "--config-env" => {
+                match v.known() {
+                    Some(kv) => {
+                        let k = kv.split_once('=').map(|(k, _)| k.to_string()).unwrap_or(kv);
+                        // The value comes from the environment: unknown, treat as code-capable.
+                        self.git_config_key(&k, None, "--config-env");
+                    }
+                    None => self.opaque("git --config-env", "a key that cannot be known"),
+                }
+                not_green.push("`--config-env`".to_string());
+            }
+            _ => not_green.push(format!("`{opt}`")),
+        }
+    }
+
+    /// Configuration keys whose value is a program (red) or that switch the push guard off
+    /// (blocked).
+    pub(crate) fn git_config_key(&mut self, key: &str, value: Option<&str>, how: &str) {
+        let k = key.to_ascii_lowercase();
+        if k == "core.hookspath" || k.starts_with("hook.") {
+            if how == "-c" || how == "--config-env" {
+                // For this one command: it matters when the command can push (decided once
+                // the subcommand is known).
+                self.hook_override = true;
+                return;
+            }
+            self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git {how} {key}` changes which hooks git runs: it switches the push guard off"));
+            return;
+        }
+        // Keys whose value git runs (git_tables, shared with the git guard).
+        let code = crate::git_tables::runs_program(key, value);
+        if code {
+            let shown = value.map(|v| format!("={v}")).unwrap_or_default();
+            self.add(
+                Verdict::Red,
+                "git.config-code",
+                format!("`git {how} {key}{shown}` sets a key whose value git runs as a program"),
+            );
+        }
+    }
+
+    /// `git config`: reads (`--get*`, `--list`, `get`, `list`) are green; anything else is a
+    /// write (yellow); global/system writes are red; hook keys and sections are blocked. Long
+    /// options are matched the way git's parser does, abbreviations included (`--unset-a`,
+    /// `--glob`); an option git would not recognise, or an ambiguous one, counts as a write.
+    pub(crate) fn git_config(&mut self, known: &[String], rest: &[Field], st: &State) {
+        const READ: &[&str] = &[
+            "get",
+            "get-all",
+            "get-regexp",
+            "get-urlmatch",
+            "get-color",
+            "get-colorbool",
+            "list",
+            "show-origin",
+            "show-scope",
+            "name-only",
+            "null",
+            "includes",
+            "no-includes",
+            "default",
+            "type",
+            "bool",
+            "int",
+            "path",
+            "local",
+            "worktree",
+            "expiry-date",
+            "bool-or-int",
+            "fixed-value",
+            "no-type",
+            "all",
+            "regexp",
+            "url",
+            "value",
+        ];
+        const WRITE: &[&str] = &[
+            "add",
+            "unset",
+            "unset-all",
+            "replace-all",
+            "rename-section",
+            "remove-section",
+            "edit",
+            "global",
+            "system",
+            "file",
+            "blob",
+            "comment",
+            "append",
+        ];
+        let mut read = false;
+        let mut write = false;
+        let mut edit = false;
+        let mut global = false;
+        let mut positional: Vec<&String> = Vec::new();
+        let mut i = 0;
+        while i < known.len() {
+            let a = &known[i];
+            if let Some(long) = a.strip_prefix("--") {
+                let (name, val) = long
+                    .split_once('=')
+                    .map_or((long, None), |(n, v)| (n, Some(v)));
+                let exact = READ.contains(&name) || WRITE.contains(&name);
+                let cands: Vec<&str> = READ
+                    .iter()
+                    .chain(WRITE)
+                    .copied()
+                    .filter(|o| o.starts_with(name))
+                    .collect();
+                let full = if exact {
+                    Some(name)
+                } else if cands.len() == 1 {
+                    Some(cands[0])
+                } else {
+                    None
+                };
+                match full {
+                    Some(f) if READ.contains(&f) => {
+                        if f.starts_with("get") || f == "list" {
+                            read = true;
+                        }
+                        if matches!(f, "default" | "type") && val.is_none() {
+                            i += 1;
+                        }
+                    }
+                    Some(f) => {
+                        edit |= f == "edit";
+                        write |= !matches!(f, "file" | "blob" | "global" | "system");
+                        if matches!(f, "global" | "system") {
+                            global = true;
+                        }
+                        if matches!(f, "file" | "blob") {
+                            let v = match val {
+                                Some(v) => Some(Field::lit(v)),
+                                None => {
+                                    i += 1;
+                                    rest.get(i).cloned()
+                                }
+                            };
+                            if let Some(v) = v {
+                                self.path_field(st, &v, Access::Any);
+                            }
+                        }
+                    }
+                    None => write = true,
+                }
+            } else if let Some(letters) = a.strip_prefix('-') {
+                for c in letters.chars() {
+                    match c {
+                        'l' => read = true,
+                        'z' => {}
+                        'e' => {
+                            write = true;
+                            edit = true;
+                        }
+                        'f' => {
+                            i += 1;
+                            if let Some(v) = rest.get(i) {
+                                self.path_field(st, v, Access::Any);
+                            }
+                        }
+                        _ => write = true,
+                    }
+                }
+            } else {
+                positional.push(a);
+            }
+            i += 1;
+        }
+        // git 2.46+: `git config get|list|set|unset|rename-section|remove-section|edit …`.
+        let verb = positional.first().map(|s| s.as_str());
+        let verb_form = matches!(
+            verb,
+            Some("get" | "list" | "set" | "unset" | "rename-section" | "remove-section" | "edit")
+        );
+        let sub_read = matches!(verb, Some("get" | "list"));
+        let args: Vec<&String> = if verb_form {
+            positional[1..].to_vec()
+        } else {
+            positional.clone()
+        };
+        let sectionwise = known
+            .iter()
+            .any(|a| a.starts_with("--rename-s") || a.starts_with("--remove-s"))
+            || matches!(verb, Some("rename-section" | "remove-section"));
+        if verb_form && !sub_read
+            || !verb_form && !read && !args.is_empty() && (args.len() >= 2 || write)
+        {
+            write = true;
+        }
+        if edit || verb == Some("edit") {
+            self.add(
+                Verdict::Blocked,
+                "git.guard.hooks-path",
+                "`git config --edit` can change core.hooksPath, which switches the push guard off"
+                    .to_string(),
+            );
+            self.add(
+                Verdict::Red,
+                "path.git-config",
+                "`git config --edit` edits the configuration, which can run code later".to_string(),
+            );
+        }
+        if write {
+            if let Some(k) = args.first() {
+                if sectionwise {
+                    // Removing or renaming a section changes every key in it.
+                    let sect = k.to_ascii_lowercase();
+                    if sect == "core" || sect == "hook" || sect.starts_with("hook.") {
+                        self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git config` changing the `{k}` section changes which hooks git runs"));
+                    }
+                    if sect.starts_with("alias")
+                        || sect.starts_with("include")
+                        || sect.starts_with("filter")
+                        || sect.starts_with("diff")
+                        || sect == "core"
+                    {
+                        self.add(
+                            Verdict::Red,
+                            "git.config-code",
+                            format!(
+                                "`git config` changing the `{k}` section changes programs git runs"
+                            ),
+                        );
+                    }
+                    if let Some(new) = args.get(1) {
+                        let n = new.to_ascii_lowercase();
+                        if n == "core"
+                            || n.starts_with("hook")
+                            || n.starts_with("alias")
+                            || n.starts_with("include")
+                        {
+                            self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git config` renaming a section to `{new}` can change which hooks or programs git runs"));
+                        }
+                    }
+                } else {
+                    self.git_config_key(k, args.get(1).map(|s| s.as_str()), "config");
+                }
+            }
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                "`git config` that writes configuration".to_string(),
+            );
+            self.add(
+                Verdict::Red,
+                crate::rules::GIT_CONFIG_WRITE.id,
+                "`git config` writes the repository's configuration (.git/config), which can run code later".to_string(),
+            );
+            if global {
+                self.add(
+                    Verdict::Red,
+                    "config.global",
+                    "`git config --global/--system` writes the user's or the system's configuration".to_string(),
+                );
+            }
+        } else if !(read || sub_read) {
+            // DESIGN.md §2a: `config` is green with `--get*`/`--list` only.
+            self.add(
+                Verdict::Yellow,
+                "git.not-read-only",
+                "`git config` without `--get`/`--list`".to_string(),
+            );
+        }
+    }
+
+    /// Without a git inspector: a push naming a protected branch, or switching the hook off,
+    /// is blocked; a push whose destination cannot be seen from the line could reach a
+    /// protected branch through the repository's configuration, so it is blocked too.
+    pub(crate) fn git_push_static(&mut self, args: &[Field], protected: &[String]) {
+        let known: Vec<String> = args.iter().filter_map(Field::known).collect();
+        let push_at = known.iter().position(|a| a == "push" || a == "send-pack");
+        let mut named = false;
+        let mut explicit = false;
+        for a in known.iter().skip(push_at.map(|p| p + 1).unwrap_or(0)) {
+            if a.starts_with("--no-ver") || a.starts_with("--no-veri") || a == "--no-verify" {
+                self.add(
+                    Verdict::Blocked,
+                    "git.guard.no-verify",
+                    "`git push --no-verify` skips the pre-push hook that guards protected branches"
+                        .to_string(),
+                );
+            }
+            if a == "--all" || a == "--mirror" || a == "--branches" {
+                named = true;
+            }
+            if a.starts_with('-') {
+                continue;
+            }
+            explicit = true;
+            let dst = a
+                .rsplit(':')
+                .next()
+                .unwrap_or(a)
+                .trim_start_matches(['+', '^']);
+            let short = dst.trim_start_matches("refs/").trim_start_matches("heads/");
+            if protected.iter().any(|p| p.eq_ignore_ascii_case(short))
+                || dst == "HEAD"
+                || dst == "@"
+                || a.contains('*')
+                || a == ":"
+                || a == "+:"
+            {
+                named = true;
+            }
+        }
+        if named || !explicit {
+            self.add(Verdict::Blocked, "git.push.protected", "this push may update a protected branch (main/master) and the repository was not inspected".to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Blocked, Green, Red, Yellow};
+
+    #[test]
+    fn read_only_and_writing_subcommands() {
+        expect(&[
+            ("git status", Green, ""),
+            ("git -C . log --oneline", Green, ""),
+            ("git diff --stat HEAD~1", Green, ""),
+            ("git commit -m x", Yellow, "git.not-read-only"),
+            ("git fetch origin", Red, "net.git"),
+            ("git config user.email x@y", Red, "git.config-write"),
+            ("git -c core.pager=sh status", Red, ""),
+        ]);
+    }
+
+    #[test]
+    fn pushes_to_protected_branches_are_blocked() {
+        expect(&[
+            ("git push origin HEAD:main", Blocked, "git.push.protected"),
+            (
+                "git push --no-verify origin x",
+                Blocked,
+                "git.guard.no-verify",
+            ),
+            ("git send-pack origin main", Blocked, "git.guard.send-pack"),
+        ]);
+    }
+}

@@ -1,0 +1,347 @@
+//! `find` and `fd`: their predicates and actions (`-exec`, `-delete`, `--exec`), the
+//! commands they run analysed as commands (DESIGN.md §2a green list).
+
+use super::*;
+
+impl Analyzer<'_> {
+    /// `find`: read-only without actions; `-exec`/`-ok` are wrappers; `-delete` is recursive
+    /// deletion; `-fprint*`/`-fls` write files.
+    pub(crate) fn find(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
+        let args = inv.args;
+        let mut i = 0;
+        let mut starts: Vec<Field> = Vec::new();
+        // Leading options -H -L -P -D x -Ox.
+        let mut follows = false;
+        while i < args.len() {
+            match args[i].known().as_deref() {
+                Some("-L") => {
+                    follows = true;
+                    i += 1;
+                }
+                Some("-H" | "-P") => i += 1,
+                Some("-D") => i += 2,
+                Some(t) if t.starts_with("-O") => i += 1,
+                _ => break,
+            }
+        }
+        while i < args.len() {
+            match args[i].known() {
+                Some(t)
+                    if t.starts_with('-') && t.len() > 1
+                        || t == "("
+                        || t == "!"
+                        || t == ")"
+                        || t == "," =>
+                {
+                    break
+                }
+                _ => {
+                    starts.push(args[i].clone());
+                    i += 1;
+                }
+            }
+        }
+        if starts.is_empty() {
+            starts.push(Field::lit("."));
+        }
+        let mut deletes = false;
+        let mut deletes_via_exec = false;
+        while i < args.len() {
+            let t = args[i].known();
+            i += 1;
+            let Some(t) = t else {
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-args",
+                    "`find` has an expression that cannot be known".to_string(),
+                );
+                continue;
+            };
+            match t.as_str() {
+                "-exec" | "-execdir" | "-ok" | "-okdir" => {
+                    let end = args[i..]
+                        .iter()
+                        .position(|a| a.known().is_some_and(|x| x == ";" || x == "+"))
+                        .map(|e| i + e)
+                        .unwrap_or(args.len());
+                    let mut inner: Vec<Field> = args[i..end].to_vec();
+                    // `{}` stands for each found path, under the start paths.
+                    for a in inner.iter_mut() {
+                        if let Some(x) = a.known() {
+                            if x.contains("{}") {
+                                let (before, after) = x.split_once("{}").unwrap_or((&x, ""));
+                                let start = if t == "-execdir" || t == "-okdir" {
+                                    "./".to_string()
+                                } else {
+                                    match starts.first().and_then(Field::known) {
+                                        Some(s) if starts.len() == 1 => {
+                                            format!("{}/", s.trim_end_matches('/'))
+                                        }
+                                        _ => String::new(),
+                                    }
+                                };
+                                *a = Field::around_unknown(&format!("{before}{start}"), after);
+                            }
+                        }
+                    }
+                    self.add(
+                        Verdict::Yellow,
+                        "wrapper.find-exec",
+                        format!("`find {t}` runs a command on every match"),
+                    );
+                    let program = inner
+                        .first()
+                        .and_then(Field::known)
+                        .map(|n| n.rsplit('/').next().unwrap_or("").to_string());
+                    if program.as_deref().is_some_and(|n| {
+                        matches!(
+                            n,
+                            "rm" | "shred"
+                                | "unlink"
+                                | "rmdir"
+                                | "mv"
+                                | "chmod"
+                                | "chown"
+                                | "chgrp"
+                                | "truncate"
+                                | "dd"
+                        )
+                    }) {
+                        // Run on every file under the start points: as wide as a recursive one.
+                        deletes_via_exec = true;
+                    }
+                    if !inner.is_empty() {
+                        let _ = self.invoke(
+                            st.clone(),
+                            &inner,
+                            inv.env.clone(),
+                            Stdin::Inherited,
+                            depth,
+                        );
+                    }
+                    i = end + 1;
+                }
+                "-delete" => deletes = true,
+                "-fprint" | "-fprint0" | "-fls" | "-fprintf" => {
+                    self.add(
+                        Verdict::Yellow,
+                        "cmd.not-read-only",
+                        format!("`find {t}` writes a file"),
+                    );
+                    if let Some(f) = args.get(i) {
+                        self.path_field(st, f, Access::Write);
+                    }
+                    i += if t == "-fprintf" { 2 } else { 1 };
+                }
+                "-files0-from" => {
+                    self.add(
+                        Verdict::Yellow,
+                        "cmd.dynamic-args",
+                        "`find -files0-from` reads its start points at run time".to_string(),
+                    );
+                    if let Some(f) = args.get(i) {
+                        self.path_field(st, f, Access::Read);
+                    }
+                    i += 1;
+                }
+                "-follow" => follows = true,
+                "-newer" | "-anewer" | "-cnewer" | "-samefile" => {
+                    if let Some(f) = args.get(i) {
+                        self.path_field(st, f, Access::Read);
+                    }
+                    i += 1;
+                }
+                x if x.starts_with("-newer") && x.len() == 8 => {
+                    if let Some(f) = args.get(i) {
+                        if !x.ends_with('t') {
+                            self.path_field(st, f, Access::Read);
+                        }
+                    }
+                    i += 1;
+                }
+                "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-iwholename"
+                | "-regex" | "-iregex" | "-lname" | "-ilname" | "-type" | "-xtype" | "-user"
+                | "-group" | "-uid" | "-gid" | "-perm" | "-size" | "-mtime" | "-atime"
+                | "-ctime" | "-mmin" | "-amin" | "-cmin" | "-links" | "-inum" | "-maxdepth"
+                | "-mindepth" | "-used" | "-printf" | "-context" | "-fstype" | "-regextype" => {
+                    i += 1
+                }
+                _ => {}
+            }
+        }
+        if deletes {
+            self.add(
+                Verdict::Red,
+                "rm.find-delete",
+                "`find -delete` deletes recursively without confirmation".to_string(),
+            );
+        }
+        if follows {
+            self.symlinks_out(st, &starts);
+        }
+        for s in &starts {
+            if deletes || deletes_via_exec {
+                self.catastrophic_target(st, s, true, "find");
+            }
+            self.path_field(
+                st,
+                s,
+                if deletes {
+                    Access::Modify
+                } else {
+                    Access::Read
+                },
+            );
+        }
+    }
+
+    /// `fd`: read-only unless `-x`/`-X` (wrappers).
+    pub(crate) fn fd(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
+        let args = inv.args;
+        let spec = OptSpec {
+            short_val: "edEctjSoxX",
+            long_val: &[
+                "extension",
+                "max-depth",
+                "exclude",
+                "color",
+                "type",
+                "threads",
+                "size",
+                "owner",
+                "changed-within",
+                "changed-before",
+                "base-directory",
+                "search-path",
+                "max-results",
+                "ignore-file",
+                "path-separator",
+                "batch-size",
+                "format",
+            ],
+        };
+        let mut operands = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            let t = args[i].known();
+            if let Some(first) = t.as_deref().and_then(fd_exec_start) {
+                let end = args[i + 1..]
+                    .iter()
+                    .position(|a| a.known().as_deref() == Some(";"))
+                    .map(|e| i + 1 + e)
+                    .unwrap_or(args.len());
+                let mut inner: Vec<Field> = first.iter().map(|w| Field::lit(w)).collect();
+                inner.extend_from_slice(&args[i + 1..end]);
+                for a in inner.iter_mut() {
+                    if a.known().is_some_and(|x| x.contains('{')) {
+                        *a = Field::around_unknown("./", "");
+                    }
+                }
+                if inner
+                    .iter()
+                    .all(|a| a.known().is_some_and(|x| !x.contains('{')))
+                {
+                    inner.push(Field::around_unknown("./", ""));
+                }
+                self.add(
+                    Verdict::Yellow,
+                    "wrapper.fd-exec",
+                    "`fd -x/-X` runs a command on every match".to_string(),
+                );
+                let deleter = inner.first().and_then(Field::known).is_some_and(|n| {
+                    matches!(
+                        n.rsplit('/').next().unwrap_or(""),
+                        "rm" | "shred" | "unlink" | "rmdir" | "mv" | "chmod" | "chown" | "truncate"
+                    )
+                });
+                if deleter {
+                    // Every match under the search paths: check those like a recursive target.
+                    let positional: Vec<Field> = args[..i]
+                        .iter()
+                        .filter(|a| a.known().is_none_or(|t| !t.starts_with('-')))
+                        .cloned()
+                        .collect();
+                    for path in positional.iter().skip(1) {
+                        self.catastrophic_target(st, path, true, "fd");
+                    }
+                }
+                if !inner.is_empty() {
+                    let _ =
+                        self.invoke(st.clone(), &inner, inv.env.clone(), Stdin::Inherited, depth);
+                }
+                i = end + 1;
+                continue;
+            }
+            operands.push(args[i].clone());
+            i += 1;
+        }
+        let mut pos = Vec::new();
+        for t in parse_opts(&operands, &spec) {
+            match t {
+                Tok::Opt { name, value } => {
+                    if names(&name, "--base-directory")
+                        || names(&name, "--search-path")
+                        || names(&name, "--ignore-file")
+                    {
+                        if let Some(v) = value {
+                            self.path_field(st, &v, Access::Read);
+                        }
+                    }
+                }
+                Tok::DynamicOpt => self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-args",
+                    "`fd` has arguments that cannot be known".to_string(),
+                ),
+                Tok::Operand(f) => pos.push(f),
+            }
+        }
+        let mut it = pos.into_iter();
+        it.next();
+        let rest: Vec<Field> = it.collect();
+        let follows = args.iter().filter_map(Field::known).any(|t| {
+            t == "--follow" || t.starts_with('-') && !t.starts_with("--") && t.contains('L')
+        });
+        if follows {
+            let starts = if rest.is_empty() {
+                vec![Field::lit(".")]
+            } else {
+                rest.clone()
+            };
+            self.symlinks_out(st, &starts);
+        }
+        if rest.is_empty() {
+            self.path_field(st, &Field::lit("."), Access::Read);
+        }
+        for f in rest {
+            self.path_field(st, &f, Access::Read);
+        }
+        if args.iter().any(|a| !a.is_known()) {
+            self.add(
+                Verdict::Yellow,
+                "cmd.dynamic-args",
+                "`fd` has arguments that cannot be known".to_string(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Green, Red, Yellow};
+
+    #[test]
+    fn find_and_fd() {
+        expect(&[
+            ("find . -name '*.rs'", Green, ""),
+            ("find . -type f -newer Cargo.toml -print", Green, ""),
+            ("find . -delete", Red, "rm.find-delete"),
+            ("find . -exec rm -rf {} +", Red, ""),
+            ("find . -exec cat {} \\;", Yellow, "wrapper.find-exec"),
+            ("find . -fprint out.txt", Yellow, ""),
+            ("fd -e rs", Green, ""),
+            ("fd -x rm -rf", Red, ""),
+        ]);
+    }
+}

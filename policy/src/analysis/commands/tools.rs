@@ -1,0 +1,312 @@
+//! The vault's paths, network clients, servers, awk, archivers and package tools
+//! (DESIGN.md §2, §2a).
+
+use super::*;
+
+impl Analyzer<'_> {
+    /// The vault's fixed denials for whole programs (DESIGN.md §2 "blocked"): file-system and
+    /// partition-table makers whatever the target, and stopping or restarting the machine.
+    pub(crate) fn vault(&mut self, _st: &State, inv: &Invocation<'_>) -> bool {
+        let p = inv.program.as_str();
+        let known = || inv.args.iter().filter_map(Field::known);
+        let (rule, reason) = match p {
+            _ if p.starts_with("mkfs") => ("vault.disk", "destroys file systems"),
+            "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs" | "mkexfatfs" | "wipefs" | "blkdiscard"
+            | "sgdisk" | "sfdisk" => ("vault.disk", "destroys file systems or partition tables"),
+            // Interactive partition editors only with a target or a script.
+            "fdisk" | "parted" if known().any(|a| !a.starts_with('-') || a == "--script") => {
+                ("vault.disk", "rewrites partition tables")
+            }
+            "shutdown" | "reboot" | "poweroff" | "halt" | "kexec" => {
+                ("vault.power", "stops the machine")
+            }
+            "systemctl" | "loginctl"
+                if known().any(|a| {
+                    matches!(
+                        a.trim_end_matches(".target"),
+                        "reboot"
+                            | "poweroff"
+                            | "halt"
+                            | "kexec"
+                            | "rescue"
+                            | "emergency"
+                            | "shutdown"
+                            | "soft-reboot"
+                            | "suspend"
+                            | "hibernate"
+                    )
+                }) =>
+            {
+                ("vault.power", "stops or restarts the machine")
+            }
+            "init" | "telinit" if known().any(|a| a == "0" || a == "6") => {
+                ("vault.power", "changes to a halt or reboot runlevel")
+            }
+            _ => return false,
+        };
+        self.add(Verdict::Blocked, rule, format!("`{p}` {reason}"));
+        true
+    }
+
+    /// Network clients (red), with the hosts they name.
+    pub(crate) fn network(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        for a in inv.args {
+            if let Some(t) = a.known() {
+                if let Some(h) = host_of(&t) {
+                    if !self.out.hosts.contains(&h) {
+                        self.out.hosts.push(h);
+                    }
+                }
+            }
+        }
+        if matches!(p, "nc" | "ncat" | "netcat")
+            && inv.args.iter().any(|a| {
+                a.known()
+                    .is_some_and(|t| t.starts_with('-') && !t.starts_with("--") && t.contains('l'))
+            })
+        {
+            self.add(
+                Verdict::Red,
+                "net.server",
+                format!("`{p} -l` listens for connections"),
+            );
+        }
+        self.add(
+            Verdict::Red,
+            "net.client",
+            format!("`{p}` uses the network"),
+        );
+        // Local operands (`scp notes.txt host:`, `curl -o out`) are paths too.
+        for a in inv.args {
+            if let Some(t) = a.known() {
+                if t.contains("://")
+                    || (t.contains(':') && !t.starts_with('/') && !t.starts_with('.'))
+                    || t.contains('@')
+                {
+                    continue;
+                }
+            }
+            for c in path_candidates(a) {
+                self.path_field(st, &c, Access::Any);
+            }
+        }
+    }
+
+    pub(crate) fn is_fetch_runner(&self, p: &str, args: &[Field]) -> bool {
+        let first = args
+            .iter()
+            .find_map(|a| a.known().filter(|t| !t.starts_with('-')));
+        match (p, first.as_deref()) {
+            ("pnpm" | "yarn", Some("dlx")) => true,
+            ("npm", Some("exec" | "x")) => true,
+            ("bun", Some("x")) => true,
+            ("pipx", Some("run")) => true,
+            ("npm" | "yarn" | "pnpm" | "bun", Some("create")) => true,
+            ("npm", Some("init")) => {
+                args.iter()
+                    .filter_map(Field::known)
+                    .filter(|t| !t.starts_with('-'))
+                    .count()
+                    > 1
+            }
+            ("gem", Some("exec")) => true,
+            ("deno", Some("run" | "x")) => args
+                .iter()
+                .filter_map(Field::known)
+                .any(|t| t.starts_with("npm:") || t.starts_with("jsr:") || t.contains("://")),
+            ("corepack", _) => args.iter().filter_map(Field::known).any(|t| t == "dlx"),
+            ("nix", Some("run" | "shell" | "develop")) => true,
+            ("nix-shell", _) => args
+                .iter()
+                .any(|a| a.known().is_some_and(|t| t == "-p" || t == "--packages")),
+            ("uv", Some("tool")) => args.iter().any(|a| a.known().as_deref() == Some("run")),
+            ("go", Some("run")) => args
+                .iter()
+                .any(|a| a.known().is_some_and(|t| t.contains('@'))),
+            _ => false,
+        }
+    }
+
+    /// Servers and listeners are network tools.
+    pub(crate) fn server(&mut self, p: &str, args: &[Field]) -> bool {
+        let known: Vec<String> = if p == "busybox" {
+            args.iter().filter_map(Field::known).collect()
+        } else {
+            Vec::new()
+        };
+        let hit = match p {
+            "darkhttpd" | "twistd" | "uvicorn" | "gunicorn" | "hypercorn" | "jupyter"
+            | "jupyter-notebook" | "jupyter-lab" | "memcached" | "redis-server" | "mongod"
+            | "postgres" | "mysqld" | "ngrok-agent" | "miniserve" | "caddy-server"
+            | "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2"
+            | "lighttpd" | "caddy" | "sshd" | "vsftpd" => true,
+            "busybox" => known.first().is_some_and(|a| a == "httpd"),
+            _ => false,
+        };
+        if hit {
+            self.add(
+                Verdict::Red,
+                "net.server",
+                format!("`{p}` serves on the network"),
+            );
+        }
+        hit
+    }
+
+    /// awk: yellow (it runs programs); code built at run time is red.
+    pub(crate) fn awk(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        self.add(
+            Verdict::Yellow,
+            "cmd.awk",
+            format!("`{p}` programs can run commands and write files"),
+        );
+        let spec = OptSpec {
+            short_val: "fvFi",
+            long_val: &[
+                "file",
+                "assign",
+                "field-separator",
+                "include",
+                "load",
+                "source",
+            ],
+        };
+        let mut have_prog = false;
+        let mut operands = Vec::new();
+        for t in parse_opts(inv.args, &spec) {
+            match t {
+                Tok::Opt { name, value } => {
+                    if name == "-f"
+                        || names(&name, "--file")
+                        || name == "-i"
+                        || names(&name, "--include")
+                    {
+                        have_prog = true;
+                        if let Some(v) = value {
+                            self.path_field(st, &v, Access::Read);
+                        }
+                    }
+                    if names(&name, "--source") {
+                        have_prog = true;
+                    }
+                }
+                Tok::DynamicOpt => {}
+                Tok::Operand(f) => operands.push(f),
+            }
+        }
+        let mut it = operands.into_iter();
+        if !have_prog {
+            if let Some(prog) = it.next() {
+                if !prog.is_known() {
+                    self.opaque(p, "a program text that cannot be known");
+                }
+            }
+        }
+        for f in it {
+            if f.known()
+                .is_some_and(|t| t.split_once('=').is_some_and(|(n, _)| is_identifier(n)))
+            {
+                continue;
+            }
+            self.path_field(st, &f, Access::Read);
+        }
+    }
+
+    /// Archivers: program-valued options are red.
+    pub(crate) fn archiver(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        self.unlisted(p);
+        for a in inv.args {
+            let Some(t) = a.known() else { continue };
+            if [
+                "--to-command",
+                "--use-compress-program",
+                "--checkpoint-action",
+                "--info-script",
+                "--new-volume-script",
+                "--rsh-command",
+                "--unzip-command",
+                "--rmt-command",
+            ]
+            .iter()
+            .any(|o| t.starts_with(o))
+                || p == "zip" && (t == "-TT" || t.starts_with("--unzip-command"))
+                || p == "tar" && t == "-I"
+                || p == "tar" && t == "-F"
+            {
+                self.add(
+                    Verdict::Red,
+                    "cmd.program-option",
+                    format!("`{p} {t}` runs a program"),
+                );
+            }
+        }
+        self.generic_paths(st, inv.args, Access::Any);
+    }
+
+    /// Package managers and build tools: yellow; global configuration writes are red.
+    pub(crate) fn package_tool(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        self.add(
+            Verdict::Yellow,
+            "cmd.build",
+            format!("`{p}` runs builds, scripts or installs (arbitrary code)"),
+        );
+        let known: Vec<String> = inv.args.iter().filter_map(Field::known).collect();
+        let global = known.iter().any(|a| {
+            a == "-g"
+                || a == "--global"
+                || a == "--location=global"
+                || a == "--location=user"
+                || a == "--user"
+                || a == "--system"
+                || a == "--site"
+        });
+        let config_write = known.first().is_some_and(|a| a == "config" || a == "set")
+            && known.iter().any(|a| {
+                a == "set"
+                    || a == "unset"
+                    || a == "delete"
+                    || a == "edit"
+                    || a == "rm"
+                    || a == "add"
+            });
+        if config_write && global {
+            self.add(
+                Verdict::Red,
+                "config.global",
+                format!("`{p}` writes the user's or the system's configuration"),
+            );
+        }
+        if p == "npm" && known.first().is_some_and(|a| a == "set") && global {
+            self.add(
+                Verdict::Red,
+                "config.global",
+                "`npm set -g` writes the global configuration".to_string(),
+            );
+        }
+        self.generic_paths(st, inv.args, Access::Any);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::expect;
+    use crate::Verdict::{Blocked, Red, Yellow};
+
+    #[test]
+    fn network_vault_archives_and_package_tools() {
+        expect(&[
+            ("curl https://example.com", Red, "net.client"),
+            ("ssh host", Red, "net.client"),
+            ("cat ~/.ssh/id_rsa", Red, "path.credential"),
+            ("awk '{print}' a", Yellow, "cmd.awk"),
+            ("tar -xf a.tar", Yellow, ""),
+            ("unzip -d /etc a.zip", Blocked, ""),
+            ("cargo build", Yellow, "cmd.build"),
+            ("npm config set x y", Red, "config.tool-write"),
+        ]);
+    }
+}
