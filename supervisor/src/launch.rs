@@ -232,6 +232,13 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ))
         .into());
     }
+    if !cfg.plan.unprotected.is_empty() && !cfg.allow_weaker {
+        return Err(SandboxUnavailable(format!(
+            "cannot protect the git files the person's git obeys: {}; rerun with --allow-weaker-sandbox to start anyway",
+            cfg.plan.unprotected.join("; ")
+        ))
+        .into());
+    }
     let filter_err = |e| RunError::Io {
         what: "building the seccomp filters",
         source: std::io::Error::other(e),
@@ -824,6 +831,15 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             ),
             Err(e) => fail(&mut st, &format!("cannot mount a private devpts: {e}")),
         }
+        for p in c.plan.pinned.clone() {
+            // A mount point cannot be renamed or removed: the name stays this git dir.
+            if let Err(e) = mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+                fail(
+                    &mut st,
+                    &format!("cannot pin the git dir {} in place: {e}", p.display()),
+                );
+            }
+        }
         for p in c.plan.protected.clone() {
             if let Err(e) = bind_read_only(&p) {
                 fail(
@@ -838,11 +854,12 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 &format!("W loopback interface not up in the sandbox: {e}"),
             );
         }
-    } else if !c.plan.protected.is_empty() {
+    } else if !c.plan.protected.is_empty() || !c.plan.pinned.is_empty() {
         let list: Vec<String> = c
             .plan
             .protected
             .iter()
+            .chain(&c.plan.pinned)
             .map(|p| p.display().to_string())
             .collect();
         report(

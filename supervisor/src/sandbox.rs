@@ -55,6 +55,17 @@ pub struct SandboxPlan {
     pub protected: Vec<PathBuf>,
     /// Policy paths that do not exist and were left out (for the start-up report).
     pub missing: Vec<String>,
+    /// Git dirs inside a writable tree, bind-mounted over themselves (writable) so that their
+    /// name cannot be renamed or removed (`EBUSY`): the person's git finds them by name.
+    pub pinned: Vec<PathBuf>,
+    /// Absent git files that must be kept from being created, with their stand-in
+    /// ([`GitFile::stand_in`]); made by [`git_stand_ins`], which moves each to `protected`.
+    pub wanted_stand_ins: Vec<(PathBuf, Option<&'static [u8]>)>,
+    /// Protections that cannot be set up: the session refuses to start when any is left
+    /// ([`crate::launch::run`]), unless `--allow-weaker-sandbox`.
+    pub unprotected: Vec<String>,
+    /// What the start-up report says about the plan (not failures).
+    pub notes: Vec<String>,
     /// Whether `/dev/pts` (and `/dev/ptmx`) are a private devpts instance in the sandbox's
     /// mount namespace (set by the sandbox's stage 2 once mounted): only then are they
     /// granted.
@@ -161,6 +172,120 @@ fn push_unique(v: &mut Vec<PathBuf>, p: PathBuf) {
     }
 }
 
+/// What stands in for an absent git file, so that it can be bound read-only (a bind needs an
+/// existing target) and the agent cannot create it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StandIn {
+    /// An empty directory (git ignores an empty `hooks/`, `info/`, `modules/`…).
+    Dir,
+    /// A file with these contents, which git reads as if the file were absent.
+    File(&'static [u8]),
+    /// None exists: the file must already be there, or the session refuses to start.
+    None,
+}
+
+/// One file or directory git reads as configuration, code or redirection (see [`git_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitFile {
+    /// Its path.
+    pub path: PathBuf,
+    /// What stands in for it when it is absent.
+    pub stand_in: StandIn,
+}
+
+/// Every file and directory of a repository's git dirs that the person's git reads as
+/// configuration, runs as code, or follows as a redirection, by name
+/// (`gitrepository-layout(5)`, `git-config(1)` "FILES", `git-worktree(1)` "DETAILS",
+/// `githooks(5)`, `gitsubmodules(7)`):
+///
+/// - in the common dir: `config`; `hooks/`; `info/` (`attributes`, `exclude`, `grafts`,
+///   `sparse-checkout`); `objects/info/` (`alternates`, `http-alternates`: where objects are
+///   read from); `modules/` (each submodule's git dir, with its own config and hooks);
+///   `worktrees/` (the other linked worktrees' admin dirs: their `commondir`, `gitdir`,
+///   `config.worktree`); `branches/` and `remotes/` (remotes defined by file);
+/// - in the worktree's git dir: `config.worktree` (read with `extensions.worktreeConfig`;
+///   an empty one stands in), `commondir` (where git reads config and hooks; in a main git
+///   dir, `.` stands in: the git dir is its own common dir), and for a linked worktree its
+///   `gitdir` (the worktree it belongs to) and `modules/`;
+/// - the worktree's `.git` when it is a file (`gitdir: PATH`: the git dir itself).
+///
+/// Only those under a writable root need protecting ([`SandboxPlan::build`] filters).
+pub fn git_files(g: &crate::session::GitLayout, worktree: &Path) -> Vec<GitFile> {
+    let f = |path: PathBuf, stand_in| GitFile { path, stand_in };
+    let c = &g.common_dir;
+    let mut v = vec![
+        f(c.join("config"), StandIn::File(b"")),
+        f(c.join("hooks"), StandIn::Dir),
+        f(c.join("info"), StandIn::Dir),
+        f(c.join("objects/info"), StandIn::Dir),
+        f(c.join("modules"), StandIn::Dir),
+        f(c.join("worktrees"), StandIn::Dir),
+        f(c.join("branches"), StandIn::Dir),
+        f(c.join("remotes"), StandIn::Dir),
+        f(g.git_dir.join("config.worktree"), StandIn::File(b"")),
+    ];
+    if g.git_dir == g.common_dir {
+        v.push(f(g.git_dir.join("commondir"), StandIn::File(b".\n")));
+    } else {
+        v.push(f(g.git_dir.join("commondir"), StandIn::None));
+        v.push(f(g.git_dir.join("gitdir"), StandIn::None));
+        v.push(f(g.git_dir.join("modules"), StandIn::Dir));
+    }
+    let dotgit = worktree.join(".git");
+    if std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir()) {
+        v.push(f(dotgit, StandIn::None));
+    }
+    v
+}
+
+/// The directories of a common git dir the agent's own branches live in:
+/// `refs/heads/tyba` and `logs/refs/heads/tyba` (DESIGN.md §5: the agent writes only its own
+/// branches). Made when absent.
+pub fn own_branch_dirs(common_dir: &Path) -> [PathBuf; 2] {
+    [
+        common_dir.join("refs/heads/tyba"),
+        common_dir.join("logs/refs/heads/tyba"),
+    ]
+}
+
+/// Makes `d` when absent and checks it is a real directory reached through no symbolic link
+/// (a rule on a link would grant its target).
+fn real_dir(d: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(d).is_err() {
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    let real = std::fs::canonicalize(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    if real != d || !std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+        return Err(format!(
+            "{} is not a plain directory (a symbolic link, or behind one): the agent's branches cannot be granted alone",
+            d.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Makes (or takes up) the stand-ins [`SandboxPlan::build`] asked for
+/// ([`SandboxPlan::wanted_stand_ins`]) and moves each one made or found to
+/// [`SandboxPlan::protected`]; one that cannot be made goes to
+/// [`SandboxPlan::unprotected`]. Stand-ins are counted across the user's sessions and
+/// removed by the last one when still as made, like the agents' control files
+/// ([`ControlPlaceholders`]).
+pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
+    let wanted = std::mem::take(&mut plan.wanted_stand_ins);
+    let me = ControlPlaceholders::make(wanted.clone(), stand_in_registry());
+    for (p, _) in wanted {
+        if std::fs::symlink_metadata(&p).is_ok() {
+            push_unique(&mut plan.protected, p);
+        } else {
+            plan.unprotected.push(format!(
+                "{} does not exist and its stand-in could not be made (is $XDG_STATE_HOME or $HOME set and writable?), so the agent could create it",
+                p.display()
+            ));
+        }
+    }
+    me
+}
+
 /// Whether `p` is `root` or lies beneath it (component-wise).
 pub fn is_within(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
@@ -203,46 +328,55 @@ impl SandboxPlan {
         if let Some(g) = &i.session.git {
             let inside = is_within(&g.common_dir, &plan.worktree);
             if !inside {
+                // A linked worktree (or `--here` in one): the main git dir is read-only but
+                // for the objects and the agent's own branches (`refs/heads/tyba/…` and their
+                // reflogs); the person's branches, `packed-refs`, the main worktree's `HEAD`
+                // and every other file of the main git dir stay read-only.
                 push_unique(&mut plan.read_only, g.common_dir.clone());
-                for part in ["objects", "refs", "logs"] {
-                    let p = g.common_dir.join(part);
-                    if p.exists() {
-                        push_unique(&mut plan.read_write, p);
+                let objects = g.common_dir.join("objects");
+                if objects.is_dir() {
+                    push_unique(&mut plan.read_write, objects);
+                }
+                if g.common_dir.join("reftable").exists() {
+                    plan.notes.push(format!(
+                        "{} uses the reftable backend, whose tables hold every branch together: no ref of it is writable, so the agent cannot commit or make branches there",
+                        g.common_dir.display()
+                    ));
+                } else {
+                    for d in own_branch_dirs(&g.common_dir) {
+                        match real_dir(&d) {
+                            Ok(()) => push_unique(&mut plan.read_write, d),
+                            Err(e) => plan.unprotected.push(e),
+                        }
                     }
                 }
             }
             if !is_within(&g.git_dir, &plan.worktree) && g.git_dir != g.common_dir {
                 push_unique(&mut plan.read_write, g.git_dir.clone());
             }
-            let hooks = g.common_dir.join("hooks");
-            // Submodules' git dirs hold their own config and hooks, which the person's `git
-            // status` reads when it looks into a submodule.
-            let modules: Vec<PathBuf> = [g.common_dir.join("modules"), g.git_dir.join("modules")]
-                .into_iter()
-                .fold(Vec::new(), |mut v, p| {
-                    push_unique(&mut v, p);
-                    v
-                });
-            for dir in std::iter::once(&hooks).chain(&modules) {
-                if !dir.exists() && plan.read_write.iter().any(|r| is_within(dir, r)) {
-                    // An absent hooks or modules dir could be created by the agent: make it
-                    // now (empty; git ignores an empty one) so it can be bound read-only.
-                    let _ = std::fs::create_dir_all(dir);
+            // Git dirs inside a writable tree are pinned by name (a mount point cannot be
+            // renamed or removed): `.git` moved aside and rebuilt would be obeyed as well.
+            for d in [&g.git_dir, &g.common_dir] {
+                if d.is_dir() && plan.read_write.iter().any(|r| is_within(d, r)) {
+                    push_unique(&mut plan.pinned, d.clone());
                 }
             }
-            for p in [
-                hooks,
-                g.common_dir.join("config"),
-                g.git_dir.join("config.worktree"),
-                // A linked worktree's `commondir` names where git reads config and hooks.
-                g.git_dir.join("commondir"),
-                plan.worktree.join(".git"),
-            ]
-            .into_iter()
-            .chain(modules)
-            {
-                if p.exists() && !(p.is_dir() && p == plan.worktree.join(".git")) {
+            for f in git_files(g, &plan.worktree) {
+                let p = f.path;
+                if !plan.read_write.iter().any(|r| is_within(&p, r)) {
+                    continue;
+                }
+                if std::fs::symlink_metadata(&p).is_ok() {
                     push_unique(&mut plan.protected, p);
+                } else {
+                    match f.stand_in {
+                        StandIn::Dir => plan.wanted_stand_ins.push((p, None)),
+                        StandIn::File(c) => plan.wanted_stand_ins.push((p, Some(c))),
+                        StandIn::None => plan.unprotected.push(format!(
+                            "{} does not exist and has no stand-in, so the agent could create it",
+                            p.display()
+                        )),
+                    }
                 }
             }
         }
@@ -437,8 +571,16 @@ impl ControlPlaceholders {
             let Some(name) = p.file_name() else {
                 continue;
             };
-            wanted.push(parent.join(name));
+            let p = parent.join(name);
+            let contents = stand_in_contents(&p);
+            wanted.push((p, contents));
         }
+        Self::make(wanted, registry)
+    }
+
+    /// Makes (or takes up) a stand-in for each of `wanted` (`(path, contents)`: `None` for a
+    /// directory) that does not exist, recorded in `registry`; none without one.
+    fn make(wanted: Vec<(PathBuf, Option<&'static [u8]>)>, registry: Option<PathBuf>) -> Self {
         let mut me = ControlPlaceholders::default();
         if wanted.is_empty() {
             return me;
@@ -450,9 +592,8 @@ impl ControlPlaceholders {
             return me;
         };
         me.registry = Some(dir.clone());
-        for p in wanted {
+        for (p, contents) in wanted {
             let record = stand_in_record(&dir, &p);
-            let contents = stand_in_contents(&p);
             if record_names(&record, &p) {
                 // Another session's stand-in (or one a dead session left): rely on it too.
                 if let Some(l) = open_record(&record, false).ok().and_then(shared) {
@@ -567,45 +708,6 @@ impl Drop for ControlPlaceholders {
             let _ = std::fs::remove_file(&record);
             drop(last);
         }
-    }
-}
-
-/// Files that redirect where git reads its configuration and hooks and that did not exist
-/// when the session started: `commondir` (and `gitdir`) in the session's git dir. Landlock
-/// cannot keep one name from being created in a writable directory, and a bind needs an
-/// existing target (an empty `commondir` breaks git), so with `--here` such a file is
-/// checked for when the session ends: one the agent made is renamed aside
-/// (`commondir.tyba-quarantined`) before the person's git can follow it, and reported.
-#[derive(Debug, Default)]
-pub struct GitRedirects {
-    absent: Vec<PathBuf>,
-}
-
-impl GitRedirects {
-    /// Records which redirecting files are absent from `git_dir` now.
-    pub fn snapshot(git_dir: &Path) -> Self {
-        GitRedirects {
-            absent: ["commondir", "gitdir"]
-                .iter()
-                .map(|n| git_dir.join(n))
-                .filter(|p| std::fs::symlink_metadata(p).is_err())
-                .collect(),
-        }
-    }
-
-    /// Renames aside each recorded file that exists now; returns `(made, renamed to)`.
-    pub fn quarantine(&self) -> Vec<(PathBuf, Option<PathBuf>)> {
-        let mut out = Vec::new();
-        for p in &self.absent {
-            if std::fs::symlink_metadata(p).is_ok() {
-                let mut aside = p.clone().into_os_string();
-                aside.push(".tyba-quarantined");
-                let aside = PathBuf::from(aside);
-                let moved = std::fs::rename(p, &aside).ok().map(|_| aside);
-                out.push((p.clone(), moved));
-            }
-        }
-        out
     }
 }
 

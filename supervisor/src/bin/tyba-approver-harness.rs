@@ -59,13 +59,14 @@ fn real_main() -> Result<u8, Box<dyn std::error::Error>> {
     let tmp = std::env::temp_dir().join(format!("tyba-harness-{}", session.id));
     std::fs::create_dir_all(&tmp)?;
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
+    let mut plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
         session: &session,
         tmp_dir: &tmp,
         config: policy.config(),
         home: home.as_deref(),
         agent_program: None,
     });
+    let _stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
     let cfg = SessionConfig {
         session,
         plan,

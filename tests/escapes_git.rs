@@ -1,0 +1,532 @@
+//! The git fault classes of the second review of the kernel layer (issue 13): the person's
+//! branches (class 6) and the git files the person's git runs or obeys (class 5), each
+//! attempted from inside `tyba run` (the default linked worktree, and `--here`) at
+//! `--non-interactive --autonomy high`, as root and as the unprivileged `TYBA_TEST_USER`, with
+//! the effect checked from outside the sandbox, and each with a control: the same attempt run
+//! as the same user without the sandbox, which must succeed (so the check can fail).
+//!
+//! The attempts are made through perl with paths from the environment where the classifier
+//! would refuse the command line first: only the kernel layer stops those.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "run_support.rs"]
+mod support;
+
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use support::*;
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Runs `bash -c SCRIPT` as `who` in `dir` without the sandbox, with `env` (the control).
+fn bare_bash_as(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) -> String {
+    let mut c = command_as(who, Path::new("/bin/bash"));
+    c.arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `tyba run FLAGS --non-interactive --autonomy high -- bash -c SCRIPT` in `dir`:
+/// (stdout, stderr).
+fn tyba_bash(
+    r: &SandboxRepo,
+    who: &Who,
+    dir: &Path,
+    flags: &[&str],
+    env: &[(OsString, OsString)],
+    script: &str,
+) -> (String, String) {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend([
+        "--non-interactive",
+        "--autonomy",
+        "high",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ]);
+    let o = run_tyba(who, &r.tyba, dir, env, &args);
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `git -C dir ARGS` as `who`, outside; its trimmed stdout ("" when it fails).
+fn git_out(who: &Who, dir: &Path, args: &[&str]) -> String {
+    let mut c = command_as(who, Path::new("/usr/bin/env"));
+    c.arg("git").arg("-C").arg(dir).args(args);
+    c.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    let o = c.output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn worktree_from(stderr: &str) -> Option<PathBuf> {
+    let line = stderr.lines().find(|l| l.contains(": worktree "))?;
+    Some(PathBuf::from(line.split(": worktree ").nth(1)?.trim()))
+}
+
+// ------------------------------------------------------------- class 6: branches ----
+
+/// Moves, makes and deletes the person's refs of the main repository from a linked
+/// worktree: with git (`update-ref`, `branch -f`, deleting a packed branch), and by writing
+/// the files directly (loose refs, `packed-refs` written and replaced by rename, the main
+/// worktree's `HEAD`, reflogs, tags, replace refs, remote-tracking refs). Then the agent's
+/// own work: a commit on its branch and a new `tyba/…` branch.
+const BRANCH_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+NEW=$(git commit-tree -m evil "HEAD^{tree}")
+git update-ref refs/heads/main "$NEW"; echo "update-ref main $?" >> "$R/git"
+git update-ref refs/heads/packed "$NEW"; echo "update-ref packed $?" >> "$R/git"
+git branch -f feature "$NEW"; echo "branch -f feature $?" >> "$R/git"
+git update-ref -d refs/heads/packed; echo "delete packed $?" >> "$R/git"
+git branch person-new "$NEW"; echo "branch person-new $?" >> "$R/git"
+C="$C" NEW="$NEW" perl -e '
+  sub put { my ($p, $t) = @_; if (open(my $f, ">", "$ENV{C}/$p")) { print $f $t; close $f; print "wrote $p\n" } else { print "open $p: $!\n" } }
+  put("refs/heads/main", "$ENV{NEW}\n");
+  put("refs/heads/feature", "$ENV{NEW}\n");
+  put("refs/heads/person-new", "$ENV{NEW}\n");
+  put("refs/tags/v-evil", "$ENV{NEW}\n");
+  put("refs/remotes/origin/main", "$ENV{NEW}\n");
+  put("refs/replace/$ENV{NEW}", "$ENV{NEW}\n");
+  put("packed-refs", "$ENV{NEW} refs/heads/packed\n");
+  put("packed-refs.new", "$ENV{NEW} refs/heads/packed\n");
+  rename("$ENV{C}/packed-refs.new", "$ENV{C}/packed-refs") ? print "renamed packed-refs\n" : print "rename packed-refs: $!\n";
+  put("HEAD", "ref: refs/heads/feature\n");
+  put("logs/refs/heads/main", "");
+  mkdir("$ENV{C}/refs/heads/evil") ? print "mkdir refs/heads/evil\n" : print "mkdir refs/heads/evil: $!\n";
+  unlink("$ENV{C}/refs/heads/feature") ? print "unlinked feature\n" : print "unlink feature: $!\n";
+' > "$R/perl"
+echo own > own.txt; git add own.txt; git commit -q -m own-work; echo "commit $?" >> "$R/own"
+git branch tyba/extra; echo "branch tyba/extra $?" >> "$R/own"
+echo finished > "$R/finished"
+"#;
+
+fn branch_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    // The person's branches: `main` checked out (loose), `feature` (loose), `packed` (only in
+    // packed-refs).
+    git_as(&who, &r.wt, &["branch", "packed"]);
+    git_as(&who, &r.wt, &["pack-refs", "--all"]);
+    git_as(&who, &r.wt, &["branch", "feature"]);
+    let git_dir = r.wt.join(".git");
+    let refs_before = git_out(&who, &r.wt, &["for-each-ref"]);
+    let packed_before = read(&git_dir.join("packed-refs"));
+    let head_before = read(&git_dir.join("HEAD"));
+    let main_log_before = read(&git_dir.join("logs/refs/heads/main"));
+    let env = base_env(&r.home, &[]);
+    let mut c = Checks::default();
+
+    let (_out, err) = tyba_bash(&r, &who, &r.wt, &[], &env, BRANCH_SCRIPT);
+    let wt = worktree_from(&err);
+    let report = wt.clone().unwrap_or_else(|| r.root.clone()).join("report");
+    c.check(
+        read(&report.join("finished")).trim() == "finished" && wt.is_some(),
+        format!("the agent ran in a linked worktree: {err}"),
+    );
+    let perl = read(&report.join("perl"));
+    c.check(
+        !perl.contains("wrote ")
+            && !perl.contains("renamed")
+            && !perl.contains("unlinked")
+            && !perl.lines().any(|l| l == "mkdir refs/heads/evil"),
+        format!("no ref file of the main repository written directly: {perl}"),
+    );
+    let gitlog = read(&report.join("git"));
+    c.check(
+        gitlog.lines().all(|l| !l.ends_with(" 0")),
+        format!("git cannot move, make or delete the person's refs: {gitlog}"),
+    );
+    c.check(
+        git_out(&who, &r.wt, &["for-each-ref", "--exclude=refs/heads/tyba/"]) == refs_before,
+        format!(
+            "the person's refs are as they were: {} vs {refs_before}",
+            git_out(&who, &r.wt, &["for-each-ref"])
+        ),
+    );
+    c.check(
+        read(&git_dir.join("packed-refs")) == packed_before,
+        "packed-refs unchanged",
+    );
+    c.check(
+        read(&git_dir.join("HEAD")) == head_before,
+        "the main worktree's HEAD unchanged",
+    );
+    c.check(
+        read(&git_dir.join("logs/refs/heads/main")) == main_log_before,
+        "main's reflog unchanged",
+    );
+    for p in [
+        "refs/heads/person-new",
+        "refs/heads/evil",
+        "refs/tags/v-evil",
+        "refs/remotes/origin/main",
+        "refs/replace",
+        "packed-refs.new",
+    ] {
+        c.check(
+            std::fs::symlink_metadata(git_dir.join(p)).is_err(),
+            format!("{p} not made in the main git dir"),
+        );
+    }
+    // The agent's own work still lands on its own branches.
+    let own = read(&report.join("own"));
+    c.check(
+        own.contains("commit 0") && own.contains("branch tyba/extra 0"),
+        format!("the agent commits on its branch and makes tyba/ branches: {own} / {err}"),
+    );
+    let branches = git_out(&who, &r.wt, &["branch", "--list", "tyba/*"]);
+    c.check(
+        branches.contains("tyba/extra"),
+        format!("tyba/extra exists outside: {branches}"),
+    );
+    if let Some(wt) = &wt {
+        c.check(
+            git_out(&who, wt, &["log", "-1", "--format=%s"]) == "own-work",
+            "the agent's commit is on its branch",
+        );
+    }
+
+    // Control: the same script without the sandbox, in the same linked worktree, moves the
+    // person's branches and rewrites the main git dir.
+    if let Some(wt) = &wt {
+        std::fs::remove_dir_all(&report).unwrap();
+        bare_bash_as(&who, wt, &env, BRANCH_SCRIPT);
+        let perl = read(&report.join("perl"));
+        c.check(
+            perl.contains("wrote refs/heads/main") && perl.contains("renamed packed-refs"),
+            format!("control: without tyba the files are written: {perl}"),
+        );
+        c.check(
+            git_out(&who, &r.wt, &["for-each-ref"]) != refs_before
+                && read(&git_dir.join("HEAD")) != head_before,
+            "control: without tyba the person's refs and HEAD move",
+        );
+    }
+    c.finish(tag);
+}
+
+#[test]
+fn the_persons_branches_cannot_move_from_a_linked_worktree_as_root_or_self() {
+    branch_suite(Who::Me, "branches-me");
+}
+
+#[test]
+fn the_persons_branches_cannot_move_from_a_linked_worktree_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    branch_suite(who, "branches-user");
+}
+
+// ------------------------------------------------------------ class 5: git files ----
+
+/// Plants, in the `--here` checkout, every kind of git file the person's git then obeys:
+/// `.git` renamed away and rebuilt with a `core.fsmonitor`, a `commondir` to a copy with one
+/// (its old quarantine name taken first), an absent `config.worktree` created (with
+/// `extensions.worktreeConfig`), the other linked worktree's `commondir` and
+/// `config.worktree`, an object `alternates`, `info/attributes`, a remote by file. Each
+/// fsmonitor hook marks a file of its own outside when it runs.
+const HERE_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+mkdir -p .git/commondir.tyba-quarantined 2>/dev/null
+cp -a .git evil-common 2>/dev/null
+printf '[core]\n\tfsmonitor = %s\n' "$HOOKS/commondir" >> evil-common/config
+perl -e '
+  sub put { my ($p, $t) = @_; if (open(my $f, ">", $p)) { print $f $t; close $f; print "wrote $p\n" } else { print "open $p: $!\n" } }
+  put(".git/commondir", "../evil-common\n");
+  put(".git/config.worktree", "[core]\n\tfsmonitor = $ENV{HOOKS}/config-worktree\n");
+  put(".git/worktrees/other/commondir", "$ENV{PWD}/evil-common\n");
+  put(".git/worktrees/other/config.worktree", "[core]\n\tfsmonitor = $ENV{HOOKS}/other-config-worktree\n");
+  put(".git/objects/info/alternates", "$ENV{PWD}/evil-common/objects\n");
+  put(".git/info/attributes", "* filter=evil\n");
+  mkdir(".git/remotes"); put(".git/remotes/origin", "URL: /tmp/evil\n");
+' > "$R/plant"
+perl -e '
+  if (rename(".git", ".git-away")) {
+    print "renamed .git\n";
+    system("cp", "-a", ".git-away", ".git");
+    open(my $f, ">>", ".git/config") or die; print $f "[core]\n\tfsmonitor = $ENV{HOOKS}/rebuilt\n"; close $f;
+  } else { print "rename .git: $!\n" }
+  rmdir(".git") ? print "removed .git\n" : print "rmdir .git: $!\n";
+' > "$R/rename"
+echo finished > "$R/finished"
+"#;
+
+/// Writes an fsmonitor hook at `hooks/NAME` that marks `marks/NAME` when git runs it.
+fn hook(hooks: &Path, marks: &Path, name: &str) {
+    write_exe(
+        &hooks.join(name),
+        &format!("#!/bin/sh\necho ran > {}/{name}\nexit 1\n", marks.display()),
+    );
+}
+
+const HOOK_NAMES: &[&str] = &[
+    "commondir",
+    "config-worktree",
+    "other-config-worktree",
+    "rebuilt",
+];
+
+fn here_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let hooks = r.root.join("hooks");
+    let marks = r.root.join("marks");
+    let report = r.wt.join("report");
+    for d in [&hooks, &marks] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for n in HOOK_NAMES {
+        hook(&hooks, &marks, n);
+    }
+    give(&r.root, &who);
+    git_as(
+        &who,
+        &r.wt,
+        &["config", "extensions.worktreeConfig", "true"],
+    );
+    let other = r.root.join("other");
+    git_as(
+        &who,
+        &r.wt,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "other",
+            other.to_str().unwrap(),
+        ],
+    );
+    let git_dir = r.wt.join(".git");
+    let ino_before = std::fs::metadata(&git_dir).unwrap().ino();
+    let other_commondir = read(&git_dir.join("worktrees/other/commondir"));
+    let config_before = read(&git_dir.join("config"));
+    let env = base_env(&r.home, &[("HOOKS", hooks.clone().into())]);
+    // What the person runs afterwards, in both checkouts: each planted hook would mark.
+    let persons_status = || {
+        for d in [&r.wt, &other] {
+            let _ = git_out(&who, d, &["status", "--porcelain"]);
+        }
+    };
+    let mut c = Checks::default();
+
+    let (_out, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, HERE_SCRIPT);
+    c.check(
+        read(&report.join("finished")).trim() == "finished",
+        format!("the agent ran: {err}"),
+    );
+    let plant = read(&report.join("plant"));
+    c.check(
+        !plant.contains("wrote "),
+        format!("no git file planted: {plant}"),
+    );
+    let ren = read(&report.join("rename"));
+    c.check(
+        ren.contains("rename .git: Device or resource busy") && !ren.contains("removed .git"),
+        format!(".git cannot be renamed or removed: {ren}"),
+    );
+    c.check(
+        std::fs::metadata(&git_dir).unwrap().ino() == ino_before,
+        ".git is the same directory",
+    );
+    for p in [
+        "commondir",
+        "config.worktree",
+        "worktrees/other/config.worktree",
+        "objects/info/alternates",
+        "info/attributes",
+        "remotes/origin",
+    ] {
+        c.check(
+            std::fs::symlink_metadata(git_dir.join(p)).is_err(),
+            format!(".git/{p} absent after the session: {err}"),
+        );
+    }
+    c.check(
+        read(&git_dir.join("worktrees/other/commondir")) == other_commondir,
+        "the other worktree's commondir unchanged",
+    );
+    c.check(
+        read(&git_dir.join("config")) == config_before,
+        "the config unchanged",
+    );
+    persons_status();
+    for n in HOOK_NAMES {
+        c.check(
+            !marks.join(n).exists(),
+            format!("the person's git status ran no planted fsmonitor ({n})"),
+        );
+    }
+    c.check(
+        git_out(&who, &r.wt, &["rev-parse", "HEAD"]).len() == 40,
+        "the person's git still works",
+    );
+
+    // Control: the same script without the sandbox plants every file, and the person's
+    // next `git status` runs the hooks.
+    let _ = std::fs::remove_dir_all(r.wt.join("evil-common"));
+    let _ = std::fs::remove_dir_all(&report);
+    bare_bash_as(&who, &r.wt, &env, HERE_SCRIPT);
+    let plant = read(&report.join("plant"));
+    c.check(
+        plant.contains("wrote .git/commondir")
+            && plant.contains("wrote .git/worktrees/other/commondir"),
+        format!("control: without tyba the files are written: {plant}"),
+    );
+    c.check(
+        read(&report.join("rename")).contains("renamed .git")
+            && std::fs::metadata(&git_dir).unwrap().ino() != ino_before,
+        "control: without tyba .git is renamed away and rebuilt",
+    );
+    // The rebuilt git dir holds the planted commondir too; without it the planted
+    // config.worktree (which wins over the rebuilt config) is obeyed.
+    let _ = std::fs::remove_file(git_dir.join("commondir"));
+    persons_status();
+    for n in ["config-worktree", "other-config-worktree"] {
+        c.check(
+            marks.join(n).exists(),
+            format!("control: without tyba the person's git status runs the planted {n}"),
+        );
+    }
+    c.finish(tag);
+}
+
+#[test]
+fn git_files_the_person_obeys_cannot_be_planted_here_as_root_or_self() {
+    here_suite(Who::Me, "gitfiles-here-me");
+}
+
+#[test]
+fn git_files_the_person_obeys_cannot_be_planted_here_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    here_suite(who, "gitfiles-here-user");
+}
+
+/// The same kinds in the default linked worktree: its absent `config.worktree` (with
+/// `extensions.worktreeConfig`), its `gitdir` and `commondir`, the main git dir's object
+/// `alternates`, and the `.git` file.
+const LINKED_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+G=$(git rev-parse --absolute-git-dir); C=$(git rev-parse --path-format=absolute --git-common-dir)
+G="$G" C="$C" perl -e '
+  sub put { my ($p, $t) = @_; if (open(my $f, ">", $p)) { print $f $t; close $f; print "wrote $p\n" } else { print "open $p: $!\n" } }
+  put("$ENV{G}/config.worktree", "[core]\n\tfsmonitor = $ENV{HOOKS}/linked-config-worktree\n");
+  put("$ENV{G}/commondir", "/tmp\n");
+  put("$ENV{G}/gitdir", "/tmp/.git\n");
+  put("$ENV{C}/objects/info/alternates", "/tmp\n");
+  put(".git", "gitdir: /tmp\n");
+  rename("$ENV{G}/config.worktree", "$ENV{G}/cw-away") ? print "renamed config.worktree\n" : print "rename config.worktree: $!\n";
+' > "$R/plant"
+echo finished > "$R/finished"
+"#;
+
+fn linked_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let hooks = r.root.join("hooks");
+    let marks = r.root.join("marks");
+    for d in [&hooks, &marks] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    hook(&hooks, &marks, "linked-config-worktree");
+    give(&r.root, &who);
+    git_as(
+        &who,
+        &r.wt,
+        &["config", "extensions.worktreeConfig", "true"],
+    );
+    let env = base_env(&r.home, &[("HOOKS", hooks.clone().into())]);
+    let mut c = Checks::default();
+    let (_out, err) = tyba_bash(&r, &who, &r.wt, &[], &env, LINKED_SCRIPT);
+    let Some(wt) = worktree_from(&err) else {
+        c.check(false, format!("no linked worktree: {err}"));
+        return c.finish(tag);
+    };
+    let report = wt.join("report");
+    let plant = read(&report.join("plant"));
+    c.check(
+        read(&report.join("finished")).trim() == "finished" && !plant.contains("wrote "),
+        format!("nothing planted in the linked worktree: {plant} / {err}"),
+    );
+    let admin = PathBuf::from(git_out(&who, &wt, &["rev-parse", "--absolute-git-dir"]));
+    c.check(
+        admin.starts_with(r.wt.join(".git/worktrees")),
+        format!(
+            "the person's git still finds the admin dir: {}",
+            admin.display()
+        ),
+    );
+    c.check(
+        std::fs::symlink_metadata(admin.join("config.worktree")).is_err()
+            && std::fs::symlink_metadata(r.wt.join(".git/objects/info/alternates")).is_err(),
+        "no config.worktree nor alternates after the session",
+    );
+    let _ = git_out(&who, &wt, &["status", "--porcelain"]);
+    c.check(
+        !marks.join("linked-config-worktree").exists(),
+        "the person's git status in the worktree ran no planted fsmonitor",
+    );
+    // Control: without tyba the same script plants them and the hook runs.
+    let _ = std::fs::remove_dir_all(&report);
+    bare_bash_as(&who, &wt, &env, LINKED_SCRIPT);
+    let plant = read(&report.join("plant"));
+    c.check(
+        plant.contains("config.worktree\n") && plant.contains("alternates"),
+        format!("control: without tyba the files are written: {plant}"),
+    );
+    let _ = std::fs::remove_file(r.wt.join(".git/objects/info/alternates"));
+    // Undo the redirections the control made so that git finds the admin dir again.
+    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+    std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+    let _ = std::fs::rename(admin.join("cw-away"), admin.join("config.worktree"));
+    let _ = git_out(&who, &wt, &["status", "--porcelain"]);
+    c.check(
+        marks.join("linked-config-worktree").exists(),
+        "control: without tyba the person's git status runs the planted fsmonitor",
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn git_files_the_person_obeys_cannot_be_planted_in_a_linked_worktree_as_root_or_self() {
+    linked_suite(Who::Me, "gitfiles-linked-me");
+}
+
+#[test]
+fn git_files_the_person_obeys_cannot_be_planted_in_a_linked_worktree_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    linked_suite(who, "gitfiles-linked-user");
+}
