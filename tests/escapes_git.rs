@@ -530,3 +530,188 @@ fn git_files_the_person_obeys_cannot_be_planted_in_a_linked_worktree_as_unprivil
     }
     linked_suite(who, "gitfiles-linked-user");
 }
+
+// ------------------------------------------------- class 7: the repository's policy ----
+
+/// Reads the person's secret in the home directory and plants a file there, through perl
+/// (only the kernel layer sees these paths); then tries to approve its own policy file: with
+/// `tyba policy allow`, and by writing the approval record (its key computed as tyba does)
+/// and the user's policy file directly.
+const POLICY_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+perl -e 'if (open(my $f, "<", "$ENV{HOME}/secret.txt")) { print <$f> } else { print "read: $!\n" }' > "$R/read"
+perl -e 'if (open(my $f, ">", "$ENV{HOME}/planted")) { print $f "x"; print "planted\n" } else { print "plant: $!\n" }' > "$R/plant"
+"$TYBA" policy allow > "$R/allow" 2>&1; echo "allow $?" >> "$R/allow"
+perl -MDigest::SHA=sha256_hex -e '
+  local $/; open(my $p, "<", ".tyba/policy.toml") or die; my $t = <$p>;
+  my $key = sha256_hex("tyba-policy-approval\0" . $ENV{REPO} . "\0" . $t . "\0");
+  my $d = "$ENV{XDG_CONFIG_HOME}/tyba/trusted-policies";
+  mkdir("$ENV{XDG_CONFIG_HOME}/tyba"); mkdir($d);
+  if (open(my $f, ">", "$d/$key")) { print $f "x"; print "recorded\n" } else { print "record: $!\n" }
+  if (open(my $f, ">>", "$ENV{XDG_CONFIG_HOME}/tyba/policy.toml")) { print $f "\n"; print "user policy\n" } else { print "user policy: $!\n" }
+' > "$R/record"
+echo finished > "$R/finished"
+"#;
+
+const WIDE_POLICY: &str = "[filesystem]\nread_write = [\"~\"]\n";
+
+fn policy_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    std::fs::write(r.home.join("secret.txt"), "PERSONS-SECRET\n").unwrap();
+    give(&r.home, &who);
+    let repo_id = std::fs::canonicalize(r.wt.join(".git")).unwrap();
+    let env = base_env(
+        &r.home,
+        &[
+            ("TYBA", r.tyba.clone().into()),
+            ("REPO", repo_id.clone().into()),
+        ],
+    );
+    let report = r.wt.join("report");
+    let approvals = r.home.join(".config/tyba/trusted-policies");
+    let mut c = Checks::default();
+    // Session 1: the agent writes the repository's policy file (in its worktree, allowed).
+    let (_o, err) = tyba_bash(
+        &r,
+        &who,
+        &r.wt,
+        &["--here"],
+        &env,
+        &format!(
+            "mkdir -p .tyba && printf '{}' > .tyba/policy.toml",
+            WIDE_POLICY.replace('\n', "\\n")
+        ),
+    );
+    c.check(
+        read(&r.wt.join(".tyba/policy.toml")) == WIDE_POLICY,
+        format!("the agent wrote the repository's policy file: {err}"),
+    );
+    // Session 2: that file is not approved, so it opens nothing.
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, POLICY_SCRIPT);
+    c.check(
+        read(&report.join("finished")).trim() == "finished",
+        format!("session 2 ran: {err}"),
+    );
+    c.check(
+        !read(&report.join("read")).contains("PERSONS-SECRET"),
+        format!(
+            "the unapproved policy does not open ~: {}",
+            read(&report.join("read"))
+        ),
+    );
+    c.check(
+        !r.home.join("planted").exists(),
+        "nothing planted in ~ under the unapproved policy",
+    );
+    c.check(
+        err.contains("is not approved: only its restrictions apply")
+            && err.contains("filesystem.read_write = [\"~\"]"),
+        format!("the start-up report says the file is not approved and what is ignored: {err}"),
+    );
+    c.check(
+        !read(&report.join("allow")).contains("allow 0")
+            && !read(&report.join("record")).contains("recorded")
+            && !read(&report.join("record")).contains("user policy\n")
+            && std::fs::read_dir(&approvals).map_or(0, |d| d.count()) == 0,
+        format!(
+            "the agent cannot approve its own policy file: {} / {}",
+            read(&report.join("allow")),
+            read(&report.join("record"))
+        ),
+    );
+    let show = run_tyba(&who, &r.tyba, &r.wt, &env, &["policy", "show"]);
+    let show_out = String::from_utf8_lossy(&show.stdout).into_owned();
+    let json = run_tyba(&who, &r.tyba, &r.wt, &env, &["policy", "show", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap_or_default();
+    let rw = json["filesystem"]["read_write"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    c.check(
+        show_out.contains("is not approved") && !rw.is_empty() && !rw.iter().any(|v| v == "~"),
+        format!("tyba policy show says it is not approved and opens nothing: {show_out}"),
+    );
+
+    // Control: the person approves this exact content from outside; the same session then
+    // reads the secret (so the check above can fail), but still cannot write the person's
+    // tyba config although `~` is writable.
+    let allow = run_tyba(&who, &r.tyba, &r.wt, &env, &["policy", "allow"]);
+    c.check(
+        allow.status.success(),
+        format!(
+            "tyba policy allow: {}",
+            String::from_utf8_lossy(&allow.stderr)
+        ),
+    );
+    let show = run_tyba(&who, &r.tyba, &r.wt, &env, &["policy", "show"]);
+    c.check(
+        String::from_utf8_lossy(&show.stdout).contains("is approved"),
+        "tyba policy show says it is approved",
+    );
+    let records_before = std::fs::read_dir(&approvals).map_or(0, |d| d.count());
+    let _ = std::fs::remove_dir_all(&report);
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, POLICY_SCRIPT);
+    c.check(
+        read(&report.join("read")).contains("PERSONS-SECRET") && r.home.join("planted").exists(),
+        format!(
+            "control: the approved policy opens ~: {} / {err}",
+            read(&report.join("read"))
+        ),
+    );
+    c.check(
+        !read(&report.join("record")).contains("recorded")
+            && !read(&report.join("record")).contains("user policy\n")
+            && std::fs::read_dir(&approvals).map_or(0, |d| d.count()) == records_before,
+        format!(
+            "with ~ writable the person's tyba config stays read-only: {}",
+            read(&report.join("record"))
+        ),
+    );
+    let _ = std::fs::remove_file(r.home.join("planted"));
+    // Any change to the approved bytes needs a new approval.
+    std::fs::write(
+        r.wt.join(".tyba/policy.toml"),
+        format!("{WIDE_POLICY}# changed\n"),
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&report);
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, POLICY_SCRIPT);
+    c.check(
+        !read(&report.join("read")).contains("PERSONS-SECRET") && !r.home.join("planted").exists(),
+        format!("a changed file is not approved any more: {err}"),
+    );
+    // And the record the agent computes is the real key: written from outside without the
+    // sandbox, it approves the file (so the agent's failure to write it above is the guard).
+    let _ = std::fs::remove_dir_all(&report);
+    give(&r.home, &who);
+    bare_bash_as(&who, &r.wt, &env, POLICY_SCRIPT);
+    c.check(
+        read(&report.join("record")).contains("recorded"),
+        format!(
+            "control: without tyba the record is written: {}",
+            read(&report.join("record"))
+        ),
+    );
+    let show = run_tyba(&who, &r.tyba, &r.wt, &env, &["policy", "show"]);
+    c.check(
+        String::from_utf8_lossy(&show.stdout).contains("is approved"),
+        "control: the record the agent computes approves the file",
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn the_repository_policy_widens_nothing_until_the_person_approves_it_as_root_or_self() {
+    policy_suite(Who::Me, "repo-policy-me");
+}
+
+#[test]
+fn the_repository_policy_widens_nothing_until_the_person_approves_it_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    policy_suite(who, "repo-policy-user");
+}

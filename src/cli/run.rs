@@ -152,7 +152,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let session = session::prepare(&cwd, &choice)?;
-    let policy = super::load_policy(args.policy.as_deref(), Some(&session.worktree))?;
+    let (policy, repo_layer) =
+        super::load_policy_explained(args.policy.as_deref(), Some(&session.worktree))?;
     let home = super::home_dir();
     let tmp_dir = make_tmp_dir(&session.id)?;
 
@@ -170,6 +171,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The git files the person's git obeys that do not exist yet get stand-ins, bound
     // read-only like the others (kept until the session ends, as the placeholders above).
     let git_stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
+    // The person's tyba config (the user policy, the approvals of repository policies)
+    // stays the person's even when a policy path opens a tree holding it.
+    if let Some(d) = super::trust::config_dir() {
+        plan.keep_read_only(&d);
+    }
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
@@ -216,6 +222,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     for n in &enforcement.not_enforced {
         eprintln!("tyba: not enforced: {n}");
+    }
+    if let Some(r) = &repo_layer {
+        eprintln!("tyba: {}", r.describe());
     }
     for n in &plan.notes {
         eprintln!("tyba: note: {n}");

@@ -392,6 +392,43 @@ impl SandboxPlan {
         plan
     }
 
+    /// Keeps the directory `dir` of the person's own (tyba's config: the user policy and the
+    /// approvals of repository policies) read-only for the session when a writable root
+    /// covers it: made when absent, then bound read-only like the protected files. One that
+    /// cannot be made goes to [`SandboxPlan::unprotected`] (the session refuses to start).
+    pub fn keep_read_only(&mut self, dir: &Path) {
+        let covered = |p: &Path, rw: &[PathBuf]| rw.iter().any(|r| is_within(p, r));
+        // Compare where it is (or would be) physically: its nearest existing ancestor.
+        let mut base = dir.to_path_buf();
+        let mut rest = Vec::new();
+        while std::fs::symlink_metadata(&base).is_err() {
+            match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
+                (Some(n), Some(p)) => {
+                    rest.push(n);
+                    base = p.to_path_buf();
+                }
+                _ => return,
+            }
+        }
+        let Ok(mut real) = std::fs::canonicalize(&base) else {
+            return;
+        };
+        for n in rest.into_iter().rev() {
+            real.push(n);
+        }
+        if !covered(&real, &self.read_write) {
+            return;
+        }
+        match std::fs::create_dir_all(&real).and_then(|()| std::fs::canonicalize(&real)) {
+            Ok(p) if covered(&p, &self.read_write) => push_unique(&mut self.protected, p),
+            Ok(_) => {}
+            Err(e) => self.unprotected.push(format!(
+                "cannot make {} to keep it read-only: {e}",
+                real.display()
+            )),
+        }
+    }
+
     /// Protected paths that are missing and could be created by the agent (reported at start).
     pub fn unprotected_control_files(
         &self,
