@@ -116,6 +116,9 @@ C="$C" NEW="$NEW" perl -e '
   put("logs/refs/heads/main", "");
   mkdir("$ENV{C}/refs/heads/evil") ? print "mkdir refs/heads/evil\n" : print "mkdir refs/heads/evil: $!\n";
   unlink("$ENV{C}/refs/heads/feature") ? print "unlinked feature\n" : print "unlink feature: $!\n";
+  # Through its own branch directory: a hard link to main written in place, a symbolic link.
+  if (link("$ENV{C}/refs/heads/main", "$ENV{C}/refs/heads/tyba/hard")) { put("refs/heads/tyba/hard", "$ENV{NEW}\n") } else { print "link main: $!\n" }
+  if (symlink("../main", "$ENV{C}/refs/heads/tyba/soft")) { put("refs/heads/tyba/soft", "$ENV{NEW}\n") } else { print "symlink main: $!\n" }
 ' > "$R/perl"
 echo own > own.txt; git add own.txt; git commit -q -m own-work; echo "commit $?" >> "$R/own"
 git branch tyba/extra; echo "branch tyba/extra $?" >> "$R/own"

@@ -3,8 +3,9 @@
 //! Landlock rules (kernel `Documentation/userspace-api/landlock.rst`):
 //! - read-write (every filesystem right but making devices): the worktree, the session's
 //!   private temp dir (`TMPDIR`), the policy's `read_write` paths and `agent_state` paths, and
-//!   for a linked worktree the parts of the main git dir commits write (`objects`, `refs`,
-//!   `logs`, `worktrees/<name>`);
+//!   for a linked worktree the parts of the main git dir the agent's commits write
+//!   (`objects`, its own branches `refs/heads/tyba` and `logs/refs/heads/tyba`,
+//!   `worktrees/<name>`), never the person's branches, `packed-refs` or `HEAD`;
 //! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
 //!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
 //! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
@@ -14,9 +15,11 @@
 //!   are made by the supervisor and injected; abstract unix sockets and signals scoped (ABI 6).
 //!
 //! Landlock cannot carve a read-only hole in a read-write tree, so the files that would run
-//! code outside the sandbox later (`hooks/` and `config` of the git dir, the worktree's `.git`
-//! file, the agents' settings/rules/hooks files) are bind-mounted read-only over themselves
-//! in the sandbox's private mount namespace.
+//! code outside the sandbox later or redirect the person's git (every file of [`git_files`],
+//! the agents' settings/rules/hooks files) are bind-mounted read-only over themselves in the
+//! sandbox's private mount namespace, absent ones first given a stand-in
+//! ([`git_stand_ins`]), and git dirs inside a writable tree are pinned as mount points (a
+//! mount point cannot be renamed).
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, RestrictionStatus,
