@@ -127,8 +127,9 @@ pub fn parse_host_spec(s: &str) -> Option<HostSpec> {
 type Resolved = (HashSet<(IpAddr, Option<u16>)>, Option<Instant>);
 
 /// The agent's allowed destinations, resolved by the supervisor (re-resolved on a miss at most
-/// every 30 s, since model APIs sit behind changing CDN addresses), plus the name servers of
-/// `/etc/resolv.conf` on port 53 for the agent's own name resolution.
+/// every 30 s, since model APIs sit behind changing CDN addresses). The name servers of
+/// `/etc/resolv.conf` are not among them: name resolution goes to the supervisor's relay in
+/// the sandbox's own network namespace (`crate::dns`), see [`AgentHosts::is_nameserver`].
 #[derive(Debug)]
 pub struct AgentHosts {
     specs: Vec<HostSpec>,
@@ -140,14 +141,7 @@ impl AgentHosts {
     /// From `host[:port]` strings; unparseable ones are dropped.
     pub fn new(list: &[String]) -> AgentHosts {
         let specs: Vec<HostSpec> = list.iter().filter_map(|s| parse_host_spec(s)).collect();
-        let nameservers = std::fs::read_to_string("/etc/resolv.conf")
-            .map(|t| {
-                t.lines()
-                    .filter_map(|l| l.trim().strip_prefix("nameserver"))
-                    .filter_map(|v| v.trim().parse::<IpAddr>().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let nameservers = crate::dns::nameservers();
         // Names are resolved on the agent's first connection, not here: a launch must not
         // wait on DNS.
         AgentHosts {
@@ -189,11 +183,15 @@ impl AgentHosts {
             .unwrap_or(false)
     }
 
-    /// Whether the agent program may connect to `a`.
+    /// Whether `a` is a name server of `/etc/resolv.conf` on port 53: a datagram socket
+    /// connected to it inside the sandbox reaches the resolver relay there (`crate::dns`).
+    pub fn is_nameserver(&self, a: &SocketAddr) -> bool {
+        a.port() == 53 && self.nameservers.contains(&a.ip())
+    }
+
+    /// Whether the agent program may have a stream socket of the host's network namespace
+    /// connected to `a` (one of its hosts; name servers are not).
     pub fn allows(&self, a: &SocketAddr) -> bool {
-        if a.port() == 53 && self.nameservers.contains(&a.ip()) {
-            return true;
-        }
         if self.matches(a) {
             return true;
         }
