@@ -253,7 +253,7 @@ fn the_persons_branches_cannot_move_from_a_linked_worktree_as_unprivileged_user(
 /// `extensions.worktreeConfig`), the other linked worktree's `commondir` and
 /// `config.worktree`, an object `alternates`, `info/attributes`, a remote by file. Each
 /// fsmonitor hook marks a file of its own outside when it runs.
-const HERE_SCRIPT: &str = r#"
+const HERE_SCRIPT: &str = r##"
 R="$PWD/report"; mkdir -p "$R"
 mkdir -p .git/commondir.tyba-quarantined 2>/dev/null
 cp -a .git evil-common 2>/dev/null
@@ -267,6 +267,9 @@ perl -e '
   put(".git/objects/info/alternates", "$ENV{PWD}/evil-common/objects\n");
   put(".git/info/attributes", "* filter=evil\n");
   mkdir(".git/remotes"); put(".git/remotes/origin", "URL: /tmp/evil\n");
+  put("shared.gitconfig", "[core]\n\tfsmonitor = $ENV{HOOKS}/include\n");
+  mkdir(".githooks"); put(".githooks/pre-commit", "#!/bin/sh\n");
+  put("tools/conv.sh", "#!/bin/sh\n");
 ' > "$R/plant"
 perl -e '
   if (rename(".git", ".git-away")) {
@@ -277,7 +280,7 @@ perl -e '
   rmdir(".git") ? print "removed .git\n" : print "rmdir .git: $!\n";
 ' > "$R/rename"
 echo finished > "$R/finished"
-"#;
+"##;
 
 /// Writes an fsmonitor hook at `hooks/NAME` that marks `marks/NAME` when git runs it.
 fn hook(hooks: &Path, marks: &Path, name: &str) {
@@ -288,6 +291,7 @@ fn hook(hooks: &Path, marks: &Path, name: &str) {
 }
 
 const HOOK_NAMES: &[&str] = &[
+    "include",
     "commondir",
     "config-worktree",
     "other-config-worktree",
@@ -313,6 +317,21 @@ fn here_suite(who: Who, tag: &str) {
         &r.wt,
         &["config", "extensions.worktreeConfig", "true"],
     );
+    // Configuration that names worktree files for git to read or run: a shared config
+    // included from the worktree, a hooks dir and a diff driver's program in it (absent).
+    git_as(
+        &who,
+        &r.wt,
+        &["config", "include.path", "../shared.gitconfig"],
+    );
+    git_as(&who, &r.wt, &["config", "core.hooksPath", ".githooks"]);
+    git_as(
+        &who,
+        &r.wt,
+        &["config", "diff.evil.textconv", "./tools/conv.sh"],
+    );
+    std::fs::create_dir_all(r.wt.join("tools")).unwrap();
+    give(&r.wt.join("tools"), &who);
     let other = r.root.join("other");
     git_as(
         &who,
@@ -365,6 +384,9 @@ fn here_suite(who: Who, tag: &str) {
         "objects/info/alternates",
         "info/attributes",
         "remotes/origin",
+        "../shared.gitconfig",
+        "../.githooks",
+        "../tools/conv.sh",
     ] {
         c.check(
             std::fs::symlink_metadata(git_dir.join(p)).is_err(),
@@ -417,6 +439,20 @@ fn here_suite(who: Who, tag: &str) {
             format!("control: without tyba the person's git status runs the planted {n}"),
         );
     }
+    // Back to the original git dir (the rebuilt one's fsmonitor line wins over the include),
+    // without the planted commondir and config.worktree: the included worktree file is
+    // obeyed.
+    if r.wt.join(".git-away").is_dir() {
+        std::fs::remove_dir_all(&git_dir).unwrap();
+        std::fs::rename(r.wt.join(".git-away"), &git_dir).unwrap();
+    }
+    let _ = std::fs::remove_file(git_dir.join("commondir"));
+    let _ = std::fs::remove_file(git_dir.join("config.worktree"));
+    persons_status();
+    c.check(
+        marks.join("include").exists() && plant.contains("wrote .githooks/pre-commit"),
+        format!("control: without tyba the included worktree config is obeyed: {plant}"),
+    );
     c.finish(tag);
 }
 

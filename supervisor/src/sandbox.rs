@@ -241,6 +241,136 @@ pub fn git_files(g: &crate::session::GitLayout, worktree: &Path) -> Vec<GitFile>
     v
 }
 
+/// Configuration keys whose value git runs as a command (its first word, after a leading
+/// `!`, is a program): `git-config(1)`, `gitattributes(5)` (drivers), `githooks(5)`.
+const COMMAND_KEYS: &[&str] = &[
+    "core.sshcommand",
+    "core.editor",
+    "core.pager",
+    "core.askpass",
+    "core.gitproxy",
+    "sequence.editor",
+    "gpg.program",
+    "credential.helper",
+    "uploadpack.packobjectshook",
+];
+
+/// Command keys of named sections (`diff.<driver>.textconv`, …): `(section, key)`.
+const SUBSECTION_COMMAND_KEYS: &[(&str, &str)] = &[
+    ("diff", "textconv"),
+    ("diff", "command"),
+    ("filter", "clean"),
+    ("filter", "smudge"),
+    ("filter", "process"),
+    ("merge", "driver"),
+    ("gpg", "program"),
+    ("difftool", "cmd"),
+    ("mergetool", "cmd"),
+    ("alias", ""),
+    ("pager", ""),
+];
+
+/// The files and directories the repository's git configuration (system, global, local,
+/// worktree, with includes; as `git config --list --show-origin --includes` reads it in the
+/// worktree) names for git to read as configuration or to run: `include.path` and
+/// `includeIf.*.path` (more configuration; relative to the including file), `core.hooksPath`
+/// (the hooks; relative to the worktree), `core.fsmonitor` when it is a path, and the
+/// programs of command-valued keys ([`COMMAND_KEYS`], drivers, aliases) when their first word
+/// is a path (relative to the worktree). A project's `include.path = ../.gitconfig` or
+/// `core.hooksPath = .husky` would otherwise make a worktree file the person's git obeys.
+/// Only those under a writable root matter ([`SandboxPlan::build`] filters). Nothing when git
+/// cannot be run.
+pub fn config_named_files(worktree: &Path, home: Option<&Path>) -> Vec<GitFile> {
+    let Ok(out) = std::process::Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(["config", "--list", "-z", "--show-origin", "--includes"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split('\0');
+    let mut v = Vec::new();
+    let resolve = |value: &str, base: &Path| -> Option<PathBuf> {
+        let value = value.trim();
+        if value.is_empty() {
+            return None;
+        }
+        if value == "~" || value.starts_with("~/") {
+            return expand_home(value, home);
+        }
+        let p = Path::new(value);
+        Some(if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        })
+    };
+    let program = |value: &str| -> Option<String> {
+        let first = value
+            .trim()
+            .trim_start_matches('!')
+            .split_whitespace()
+            .next()?;
+        let first = first.trim_matches(|c| c == '"' || c == '\'');
+        first.contains('/').then(|| first.to_string())
+    };
+    while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+        let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+        let key = key.to_ascii_lowercase();
+        let origin_dir = origin
+            .strip_prefix("file:")
+            .map(|f| worktree.join(f))
+            .and_then(|f| f.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| worktree.to_path_buf());
+        let (section, rest) = key.split_once('.').unwrap_or((key.as_str(), ""));
+        let (sub, name) = match rest.rsplit_once('.') {
+            Some((sub, name)) => (Some(sub), name),
+            None => (None, rest),
+        };
+        let found = match (section, sub, name) {
+            ("include", None, "path") | ("includeif", Some(_), "path") => {
+                resolve(value, &origin_dir).map(|p| (p, StandIn::File(b"")))
+            }
+            ("core", None, "hookspath") => resolve(value, worktree).map(|p| (p, StandIn::Dir)),
+            ("core", None, "fsmonitor") if value.contains('/') => {
+                resolve(value, worktree).map(|p| (p, StandIn::File(b"")))
+            }
+            _ => {
+                let command = COMMAND_KEYS.contains(&key.as_str())
+                    || SUBSECTION_COMMAND_KEYS.iter().any(|(sec, n)| {
+                        *sec == section && (n.is_empty() || (sub.is_some() && n == &name))
+                    });
+                command
+                    .then(|| program(value))
+                    .flatten()
+                    .and_then(|p| resolve(&p, worktree))
+                    .map(|p| (p, StandIn::File(b"")))
+            }
+        };
+        if let Some((p, stand_in)) = found {
+            let p = match std::fs::canonicalize(&p) {
+                Ok(real) => real,
+                // Absent: where it would be, through its existing parent.
+                Err(_) => match (
+                    p.parent().and_then(|d| std::fs::canonicalize(d).ok()),
+                    p.file_name(),
+                ) {
+                    (Some(d), Some(n)) => d.join(n),
+                    _ => p,
+                },
+            };
+            if !v.iter().any(|f: &GitFile| f.path == p) {
+                v.push(GitFile { path: p, stand_in });
+            }
+        }
+    }
+    v
+}
+
 /// The directories of a common git dir the agent's own branches live in:
 /// `refs/heads/tyba` and `logs/refs/heads/tyba` (DESIGN.md §5: the agent writes only its own
 /// branches). Made when absent.
@@ -364,7 +494,8 @@ impl SandboxPlan {
                     push_unique(&mut plan.pinned, d.clone());
                 }
             }
-            for f in git_files(g, &plan.worktree) {
+            let named = config_named_files(&plan.worktree, i.home);
+            for f in git_files(g, &plan.worktree).into_iter().chain(named) {
                 let p = f.path;
                 if !plan.read_write.iter().any(|r| is_within(&p, r)) {
                     continue;
@@ -1022,6 +1153,55 @@ mod tests {
         std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o700)).unwrap();
         // Removing what is not there is done already.
         remove_tree(&t).unwrap();
+    }
+
+    #[test]
+    fn the_files_git_configuration_names_are_found() {
+        let t = tempfile::tempdir().unwrap();
+        let wt = std::fs::canonicalize(t.path()).unwrap().join("wt");
+        std::fs::create_dir_all(wt.join("tools")).unwrap();
+        let git = |args: &[&str]| {
+            let st = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&wt)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", t.path())
+                .status()
+                .unwrap();
+            assert!(st.success(), "{args:?}");
+        };
+        git(&["init", "-q"]);
+        for (k, v) in [
+            ("include.path", "../shared.gitconfig"),
+            ("includeIf.onbranch:main.path", "/etc/tyba-test-absent/x"),
+            ("core.hooksPath", ".githooks"),
+            ("core.fsmonitor", "./tools/fsm"),
+            ("diff.evil.textconv", "./tools/conv --flag"),
+            ("alias.st", "!./tools/st.sh"),
+            ("alias.lg", "log --format=a/b"),
+            ("core.sshCommand", "ssh -i key"),
+        ] {
+            git(&["config", k, v]);
+        }
+        let found: Vec<PathBuf> = config_named_files(&wt, None)
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        for p in [
+            wt.join("shared.gitconfig"),
+            wt.join(".githooks"),
+            wt.join("tools/fsm"),
+            wt.join("tools/conv"),
+            wt.join("tools/st.sh"),
+            PathBuf::from("/etc/tyba-test-absent/x"),
+        ] {
+            assert!(found.contains(&p), "{} in {found:?}", p.display());
+        }
+        // Nothing else in the worktree: an alias that runs git and a command named by a bare
+        // program name name no file there.
+        let in_wt = found.iter().filter(|p| p.starts_with(&wt)).count();
+        assert_eq!(in_wt, 5, "{found:?}");
     }
 
     fn stand_in_home() -> (
