@@ -270,6 +270,101 @@ const SUBSECTION_COMMAND_KEYS: &[(&str, &str)] = &[
     ("pager", ""),
 ];
 
+/// Sections whose values may name a program git runs ([`COMMAND_KEYS`],
+/// [`SUBSECTION_COMMAND_KEYS`]).
+const COMMAND_SECTIONS: &[&str] = &[
+    "core",
+    "sequence",
+    "gpg",
+    "credential",
+    "uploadpack",
+    "diff",
+    "filter",
+    "merge",
+    "difftool",
+    "mergetool",
+    "alias",
+    "pager",
+];
+
+/// Whether one configuration file's text may name a file for [`config_named_files`]: a line
+/// of an `include`/`includeIf` section, `core.hooksPath`, or a value of a
+/// [`COMMAND_SECTIONS`] section whose first word is a path; or a line it cannot read simply
+/// (a continued value). A superset: the answer is only whether git need be asked.
+fn config_text_may_name_files(text: &str) -> bool {
+    let mut section = String::new();
+    for raw in text.lines() {
+        let mut line = raw.trim();
+        if line.ends_with('\\') {
+            return true;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some((head, after)) = rest.split_once(']') else {
+                return true;
+            };
+            section = head
+                .split(|c: char| c == '.' || c.is_whitespace() || c == '"')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            line = after.trim();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if section == "include" || section == "includeif" {
+            return true;
+        }
+        let (name, value) = line.split_once('=').unwrap_or((line, ""));
+        let name = name.trim().to_ascii_lowercase();
+        if section == "core" && name == "hookspath" {
+            return true;
+        }
+        if COMMAND_SECTIONS.contains(&section.as_str()) {
+            let first = value
+                .trim()
+                .trim_start_matches(['"', '!'])
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            if first.contains('/') || first.contains('~') {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether the git configuration files git reads for `g` (`git-config(1)` "FILES":
+/// `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`, `~/.gitconfig`, the repository's
+/// `config` and `config.worktree`) may name a file for [`config_named_files`]
+/// ([`config_text_may_name_files`]): spares running git at every start when none does. True
+/// when a `GIT_CONFIG*` variable is set (configuration from elsewhere) or a file that exists
+/// cannot be read.
+pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>) -> bool {
+    if std::env::vars_os().any(|(k, _)| k.to_string_lossy().starts_with("GIT_CONFIG")) {
+        return true;
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.map(|h| h.join(".config")));
+    let files = [
+        Some(PathBuf::from("/etc/gitconfig")),
+        xdg.map(|x| x.join("git/config")),
+        home.map(|h| h.join(".gitconfig")),
+        Some(g.common_dir.join("config")),
+        Some(g.git_dir.join("config.worktree")),
+    ];
+    files
+        .into_iter()
+        .flatten()
+        .any(|f| match std::fs::read(&f) {
+            Ok(b) => config_text_may_name_files(&String::from_utf8_lossy(&b)),
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        })
+}
+
 /// The files and directories the repository's git configuration (system, global, local,
 /// worktree, with includes; as `git config --list --show-origin --includes` reads it in the
 /// worktree) names for git to read as configuration or to run: `include.path` and
@@ -494,7 +589,11 @@ impl SandboxPlan {
                     push_unique(&mut plan.pinned, d.clone());
                 }
             }
-            let named = config_named_files(&plan.worktree, i.home);
+            let named = if config_may_name_files(g, i.home) {
+                config_named_files(&plan.worktree, i.home)
+            } else {
+                Vec::new()
+            };
             for f in git_files(g, &plan.worktree).into_iter().chain(named) {
                 let p = f.path;
                 if !plan.read_write.iter().any(|r| is_within(&p, r)) {
@@ -1202,6 +1301,32 @@ mod tests {
         // program name name no file there.
         let in_wt = found.iter().filter(|p| p.starts_with(&wt)).count();
         assert_eq!(in_wt, 5, "{found:?}");
+    }
+
+    #[test]
+    fn the_cheap_test_of_git_configuration_is_a_superset() {
+        for t in [
+            "[include]\n\tpath = x",
+            "[includeIf \"gitdir:/a/\"]\npath = y",
+            "[Core]\n\tHooksPath = .githooks",
+            "[core] hooksPath = .husky",
+            "[core]\n\tfsmonitor = ./fsm",
+            "[diff \"x\"]\n\ttextconv = ./conv",
+            "[alias]\n\tst = \"!./st.sh\"",
+            "[core]\n\tsshCommand = ~/bin/ssh",
+            "[alias]\n\tx = a \\\n\tb",
+        ] {
+            assert!(config_text_may_name_files(t), "{t:?}");
+        }
+        for t in [
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tlogallrefupdates = true",
+            "[remote \"origin\"]\n\turl = https://example.com/a/b.git",
+            "[credential \"https://x\"]\n\thelper = gcloud.sh",
+            "[alias]\n\tlg = log --oneline\n# include = x",
+            "[user]\n\tname = a/b",
+        ] {
+            assert!(!config_text_may_name_files(t), "{t:?}");
+        }
     }
 
     fn stand_in_home() -> (
