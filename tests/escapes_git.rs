@@ -754,3 +754,85 @@ fn the_repository_policy_widens_nothing_until_the_person_approves_it_as_unprivil
     }
     policy_suite(who, "repo-policy-user");
 }
+
+/// A repository with the reftable backend keeps every branch in the same tables: none is
+/// writable from a linked worktree (fail closed), said at start.
+const REFTABLE_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+NEW=$(git commit-tree -m evil "HEAD^{tree}")
+git update-ref refs/heads/main "$NEW"; echo "update-ref main $?" >> "$R/git"
+C="$C" perl -e '
+  if (open(my $f, ">>", "$ENV{C}/reftable/tables.list")) { print $f "evil.ref\n"; print "wrote tables.list\n" } else { print "tables.list: $!\n" }
+  if (open(my $f, ">", "$ENV{C}/reftable/evil.ref")) { print "wrote evil.ref\n" } else { print "evil.ref: $!\n" }
+' > "$R/perl"
+echo finished > "$R/finished"
+"#;
+
+fn reftable_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let rt = r.root.join("rt");
+    std::fs::create_dir_all(&rt).unwrap();
+    std::fs::write(rt.join("README.md"), "hello\n").unwrap();
+    give(&rt, &who);
+    git_as(
+        &who,
+        &rt,
+        &["init", "-q", "-b", "main", "--ref-format=reftable"],
+    );
+    git_as(&who, &rt, &["add", "."]);
+    git_as(&who, &rt, &["commit", "-q", "-m", "init"]);
+    let main_before = git_out(&who, &rt, &["rev-parse", "main"]);
+    let list_before = read(&rt.join(".git/reftable/tables.list"));
+    let env = base_env(&r.home, &[]);
+    let mut c = Checks::default();
+    let (_o, err) = tyba_bash(&r, &who, &rt, &[], &env, REFTABLE_SCRIPT);
+    let Some(wt) = worktree_from(&err) else {
+        c.check(false, format!("no linked worktree: {err}"));
+        return c.finish(tag);
+    };
+    let report = wt.join("report");
+    let perl = read(&report.join("perl"));
+    c.check(
+        read(&report.join("finished")).trim() == "finished" && !perl.contains("wrote"),
+        format!("the reftable tables are not writable: {perl} / {err}"),
+    );
+    c.check(
+        err.contains("reftable backend"),
+        format!("the start-up report says so: {err}"),
+    );
+    // (`git worktree add -b tyba/…` before the session rewrote the tables: compared by
+    // content, not by file.)
+    let list = read(&rt.join(".git/reftable/tables.list"));
+    c.check(
+        git_out(&who, &rt, &["rev-parse", "main"]) == main_before && !list.contains("evil"),
+        format!("main and the tables are unchanged: {list_before:?} -> {list:?}"),
+    );
+    // Control: the same script without the sandbox moves main.
+    let _ = std::fs::remove_dir_all(&report);
+    bare_bash_as(&who, &wt, &env, REFTABLE_SCRIPT);
+    c.check(
+        git_out(&who, &rt, &["rev-parse", "main"]) != main_before,
+        format!(
+            "control: without tyba main moves: {}",
+            read(&report.join("git"))
+        ),
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn a_reftable_repository_has_no_writable_ref_as_root_or_self() {
+    reftable_suite(Who::Me, "reftable-me");
+}
+
+#[test]
+fn a_reftable_repository_has_no_writable_ref_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    reftable_suite(who, "reftable-user");
+}
