@@ -202,8 +202,9 @@ pub struct GitFile {
 /// `githooks(5)`, `gitsubmodules(7)`):
 ///
 /// - in the common dir: `config`; `hooks/`; `info/` (`attributes`, `exclude`, `grafts`,
-///   `sparse-checkout`); `objects/info/` (`alternates`, `http-alternates`: where objects are
-///   read from); `modules/` (each submodule's git dir, with its own config and hooks);
+///   `sparse-checkout`); `objects/info/alternates` and `http-alternates` (where objects are
+///   read from; empty ones stand in, and the rest of `objects/info/` stays writable for `git
+///   gc`'s commit-graph); `modules/` (each submodule's git dir, with its own config and hooks);
 ///   `worktrees/` (the other linked worktrees' admin dirs: their `commondir`, `gitdir`,
 ///   `config.worktree`); `branches/` and `remotes/` (remotes defined by file);
 /// - in the worktree's git dir: `config.worktree` (read with `extensions.worktreeConfig`;
@@ -220,7 +221,8 @@ pub fn git_files(g: &crate::session::GitLayout, worktree: &Path) -> Vec<GitFile>
         f(c.join("config"), StandIn::File(b"")),
         f(c.join("hooks"), StandIn::Dir),
         f(c.join("info"), StandIn::Dir),
-        f(c.join("objects/info"), StandIn::Dir),
+        f(c.join("objects/info/alternates"), StandIn::File(b"")),
+        f(c.join("objects/info/http-alternates"), StandIn::File(b"")),
         f(c.join("modules"), StandIn::Dir),
         f(c.join("worktrees"), StandIn::Dir),
         f(c.join("branches"), StandIn::Dir),
@@ -500,6 +502,13 @@ fn real_dir(d: &Path) -> Result<(), String> {
 /// ([`ControlPlaceholders`]).
 pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
     let wanted = std::mem::take(&mut plan.wanted_stand_ins);
+    for (p, _) in &wanted {
+        // A stand-in needs its directory (`objects/info/`, a `tools/` a driver names); one
+        // that cannot be made leaves the file unprotected below.
+        if let Some(d) = p.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+    }
     let me = ControlPlaceholders::make(wanted.clone(), stand_in_registry());
     for (p, _) in wanted {
         if std::fs::symlink_metadata(&p).is_ok() {
