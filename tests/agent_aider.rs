@@ -22,8 +22,9 @@
 //! own in the whole session, tyba's reasons reach the model, nothing outside the worktree
 //! changed.
 //!
-//! Both tests are ignored until tyba's refusal reaches a `vfork` child execing `/bin/sh` (the
-//! `#[ignore]` reason); everything else they check passes once `git version` is read-only.
+//! aider runs each command with `Popen(shell=True)`: a `vfork` child execing `/bin/sh`, whose
+//! refusal reaches the model through the child's captured output (`docs/sandbox.md`, "The
+//! exec model": refusals).
 //!
 //! The venv is found at `TYBA_TEST_AIDER_VENV` or `/opt/tyba-test-venv`; when it is not there
 //! the test fails with `TYBA_REQUIRE_SANDBOX=1` and is skipped otherwise.
@@ -456,7 +457,6 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
 }
 
 #[test]
-#[ignore = "issue 12: aider runs each command with Popen(shell=True), a vfork child execing /bin/sh; tyba cannot rewrite a name shorter than /dev/fd/3 in shared memory and answers EACCES, so the model reads `[Errno 13] Permission denied: '/bin/sh'`, never tyba's reason"]
 fn agent_aider_by_name_non_interactive() {
     let Some(venv) = aider_venv() else {
         return;
@@ -465,7 +465,6 @@ fn agent_aider_by_name_non_interactive() {
 }
 
 #[test]
-#[ignore = "issue 12: aider runs each command with Popen(shell=True), a vfork child execing /bin/sh; tyba cannot rewrite a name shorter than /dev/fd/3 in shared memory and answers EACCES, so the model reads `[Errno 13] Permission denied: '/bin/sh'`, never tyba's reason"]
 fn agent_aider_by_name_scripted_person() {
     let Some(venv) = aider_venv() else {
         return;

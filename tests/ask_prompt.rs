@@ -148,7 +148,8 @@ fn ask_prompt_once_holds_the_agent_output_and_gives_the_screen_back() {
         assert!(screen.contains("rc=0"), "{who:?}: {screen}");
         assert!(fx.wt.join("p.txt").exists());
         let log = fx.log_lines();
-        assert_eq!(log[0]["answered_by"], "terminal", "{log:?}");
+        let ask = log.iter().find(|l| l["decision"] == "ask").unwrap();
+        assert_eq!(ask["answered_by"], "terminal", "{log:?}");
     }
 }
 

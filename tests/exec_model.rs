@@ -576,6 +576,70 @@ fn control_push(p: &PushFx, who: &Who) {
     );
 }
 
+/// Issue 14 ("a complete audit log"): every exec the supervisor allows without asking is in
+/// `tyba log --json` with its verdict, rule ids, argv and working directory, and why it ran:
+/// the agent program, allowed by the policy, or under an approved command.
+#[test]
+fn exec_allowed_execs_are_in_the_audit_log() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "allowlog") else {
+            continue;
+        };
+        put(&fx, "M", "t:\n\tls -a > /dev/null\n");
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &[
+                "bash",
+                "-c",
+                "/bin/true; git status --short > /dev/null; make -s -f M t; echo done",
+            ],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(ran.out.contains("done"), "{ctx}");
+        let log = log_of(&fx);
+        let allowed: Vec<&serde_json::Value> =
+            log.iter().filter(|l| l["decision"] == "allow").collect();
+        let find = |argv0: &str| {
+            allowed
+                .iter()
+                .find(|l| l["argv"][0] == argv0)
+                .unwrap_or_else(|| panic!("{ctx}: no allowed exec of {argv0} in {log:?}"))
+        };
+        let agent = find("bash");
+        assert_eq!(agent["reason"], "the agent program", "{agent}");
+        let t = find("/bin/true");
+        assert_eq!(t["verdict"], "green", "{t}");
+        assert_eq!(t["kind"], "exec", "{t}");
+        let wt = std::fs::canonicalize(&fx.wt).unwrap();
+        assert_eq!(t["cwd"], wt.to_string_lossy().as_ref(), "{t}");
+        let g = find("git");
+        assert_eq!(
+            g["argv"],
+            serde_json::json!(["git", "status", "--short"]),
+            "{g}"
+        );
+        let m = find("make");
+        assert!(m["reason"].is_null(), "allowed by the policy: {m}");
+        // make runs `ls` through /bin/sh (or directly): under the command allowed above.
+        let ls = allowed
+            .iter()
+            .find(|l| action(l).contains("ls -a"))
+            .unwrap_or_else(|| panic!("{ctx}: `ls -a` not logged: {log:?}"));
+        assert!(
+            ls["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("under the approved command `make")),
+            "{ls}"
+        );
+        // Every allowed line names its session and time.
+        assert!(allowed
+            .iter()
+            .all(|l| l["session"].is_string() && l["time"].is_string()));
+    }
+}
+
 #[test]
 fn exec_makefile_push_to_main_is_refused_although_make_was_approved() {
     for who in whos() {
@@ -1773,8 +1837,8 @@ except OSError as e:
 "#;
 
 /// `subprocess.run("…", shell=True)` runs `/bin/sh` from a vfork child: a file name shorter
-/// than `/dev/fd/3`, in a process sharing memory, so the spec's fallback applies (EACCES,
-/// the reason written to the process's stderr). With stderr inherited the reason reaches the
+/// than `/dev/fd/3`, in a process sharing memory, so the fallback applies (the reason written
+/// to the child's stderr, then the child ended). With stderr inherited the reason reaches the
 /// session's output whichever way the refusal went.
 #[test]
 fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
@@ -1789,8 +1853,8 @@ fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
         let rs = results(&ran.out);
         let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
         assert!(
-            r["rc"] == 126 || r["errno"] == EACCES,
-            "{ctx}: refused: {r}"
+            r["rc"] == 126 || r["rc"] == -9,
+            "{ctx}: refused, and the spawn itself succeeded: {r}"
         );
         assert!(
             ran.err.lines().any(|l| l.starts_with("tyba: refused")),
@@ -1810,11 +1874,10 @@ fn exec_popen_shell_true_refusal_reason_reaches_the_inherited_stderr() {
 }
 
 /// Issue 11, observation 6 as aider meets it: `subprocess.run("…", shell=True,
-/// capture_output=True)` must let the caller read tyba's reason. The spec's fallback for
-/// short names in a vfork child (EACCES) loses it: Python raises `[Errno 13] Permission
-/// denied: '/bin/sh'` and never reads the pipe.
+/// capture_output=True)` must let the caller read tyba's reason. Failing the exec (EACCES)
+/// would lose it: Python raises `[Errno 13] Permission denied: '/bin/sh'` and never reads the
+/// pipe.
 #[test]
-#[ignore = "known gap: /bin/sh from a vfork child gets the EACCES fallback (docs/sandbox.md), so a capturing caller never reads the reason"]
 fn exec_popen_shell_true_capturing_caller_reads_the_reason() {
     for who in whos() {
         let Some(fx) = setup(&who, "popen-sh-cap") else {
@@ -1826,7 +1889,10 @@ fn exec_popen_shell_true_capturing_caller_reads_the_reason() {
         let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
         let rs = results(&ran.out);
         let r = result(&rs, "shell").unwrap_or_else(|| panic!("{ctx}"));
-        assert_eq!(r["rc"], 126, "{ctx}: {r}");
+        // The spawn succeeds (no OSError): the refusal program's 126, or, where the vfork
+        // child's file name cannot be rewritten, the child ended by SIGKILL once its stderr
+        // said why (docs/sandbox.md).
+        assert!(r["rc"] == 126 || r["rc"] == -9, "{ctx}: {r}");
         let err = r["err"].as_str().unwrap_or_default();
         assert!(reason_in_summary(err, &ran.err), "{ctx}: {r}");
         assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
@@ -2046,11 +2112,12 @@ fn property(w: Wrapper) {
             if !refused {
                 failures.push(format!("{id}: no refusal of `{c}` in the log"));
             }
-            // 126: the refusal program ran in the refused process. EACCES: the documented
+            // 126: the refusal program ran in the refused process. -9: the documented
             // fallback where the file name cannot be rewritten (`/bin/sh`, shorter than 10
-            // bytes, in Python's vfork child), the reason then on the process's stderr.
+            // bytes, in Python's vfork child): the reason on the child's stderr, then the
+            // child ended. Never a failed spawn (`E13`).
             if let Ok(rc) = std::fs::read_to_string(fx.wt.join(format!("rc/{i}"))) {
-                let fallback = matches!(w, Wrapper::PythonShell) && rc.trim() == "E13";
+                let fallback = matches!(w, Wrapper::PythonShell) && rc.trim() == "-9";
                 if rc.trim() != "126" && !fallback {
                     failures.push(format!(
                         "{id}: the caller saw status {}, not 126",
@@ -2079,13 +2146,13 @@ fn property(w: Wrapper) {
             failures.push("a recursive deletion ran".into());
         }
         if matches!(w, Wrapper::Make) {
-            // 126 from the refusal program; make's own `/bin/sh` (vfork) gets the EACCES
-            // fallback (status 127 in make's words).
+            // 126 from the refusal program; make's own `/bin/sh` (a vfork child, a name too
+            // short to rewrite) is ended once its stderr said why: `Killed` in make's words.
             let n = werr.matches("Error 126 (ignored)").count()
-                + werr.matches("make: /bin/sh: Permission denied").count();
+                + werr.matches("] Killed (ignored)").count();
             if n != cmds.len() {
                 failures.push(format!(
-                    "make saw {n} recipe lines refused by status 126 or the EACCES fallback"
+                    "make saw {n} recipe lines refused by status 126 or ended after the reason"
                 ));
             }
         }

@@ -111,6 +111,10 @@ pub trait Approver: Send + Sync {
         None
     }
 
+    /// Hears every exec the supervisor allowed without asking (off the notify thread: the
+    /// loop hands them over a channel), for the audit log.
+    fn record_allowed(&self, _exec: &crate::notify::AllowedExec) {}
+
     /// The same-terminal prompt, when this approver has one: the pty relay passes the
     /// agent's output and the person's keys through it.
     fn relay_gate(&self) -> Option<std::sync::Arc<dyn RelayGate>> {

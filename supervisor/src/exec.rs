@@ -72,7 +72,40 @@ struct Pending {
     /// interpreters.
     files: Vec<FileId>,
     old_exe: Option<FileId>,
-    old_stack: u64,
+    /// The stack start before the exec, read only where the image alone cannot tell whether
+    /// the exec happened: a re-exec of the file already running, or an unreadable image.
+    /// `None` there when unreadable too.
+    old_stack: Option<u64>,
+    /// Whether the stack decides ([`resolve`]).
+    by_stack: bool,
+}
+
+/// The image of a process before a decided exec, which tells afterwards whether the exec
+/// happened ([`resolve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ImageMark {
+    old_exe: Option<FileId>,
+    old_stack: Option<u64>,
+    by_stack: bool,
+}
+
+impl ImageMark {
+    /// Reads the mark of the process behind `dir` before its exec of `files` (the file, then
+    /// its `#!` interpreters): its image, and its stack start where the image cannot tell.
+    pub(crate) fn read(dir: &procfs::ProcDir, files: &[FileId]) -> ImageMark {
+        let old_exe = dir.exe_id();
+        let by_stack = old_exe.is_none_or(|e| files.contains(&e));
+        let old_stack = if by_stack {
+            dir.stack_start().ok()
+        } else {
+            None
+        };
+        ImageMark {
+            old_exe,
+            old_stack,
+            by_stack,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -119,8 +152,8 @@ impl ProcTable {
 
     /// Records that process `pid`, now `role_now`, becomes `role` once its exec of a file
     /// succeeds; `files` are that file's identity and its `#!` interpreters' (what
-    /// `/proc/<pid>/exe` may then be); `stat` is the process as it was when the exec was
-    /// decided.
+    /// `/proc/<pid>/exe` may then be); `stat` and `mark` are the process as it was when the
+    /// exec was decided.
     pub(crate) fn set_pending(
         &mut self,
         pid: u32,
@@ -128,8 +161,14 @@ impl ProcTable {
         role_now: Role,
         role: Role,
         files: Vec<FileId>,
+        mark: ImageMark,
     ) {
         self.sweep();
+        let ImageMark {
+            old_exe,
+            old_stack,
+            by_stack,
+        } = mark;
         self.entries.insert(
             pid,
             Entry {
@@ -138,8 +177,9 @@ impl ProcTable {
                 pending: Some(Pending {
                     role,
                     files,
-                    old_exe: procfs::exe_id(pid),
-                    old_stack: stat.stack,
+                    old_exe,
+                    old_stack,
+                    by_stack,
                 }),
             },
         );
@@ -161,7 +201,8 @@ impl ProcTable {
             if let Some(e) = self.entries.get_mut(&cur) {
                 if e.start == cur_st.start {
                     if let Some(p) = e.pending.take() {
-                        e.role = resolve(p, procfs::exe_id(cur), cur_st.stack, e.role.clone());
+                        let stack = || procfs::stack_start(cur).ok();
+                        e.role = resolve(p, procfs::exe_id(cur), stack, e.role.clone());
                     }
                     return e.role.clone();
                 }
@@ -196,17 +237,40 @@ impl ProcTable {
 }
 
 /// The role a process has after a pending exec: `exe` is its `/proc/<pid>/exe` now, `stack`
-/// its stack start now.
+/// reads its stack start now.
 ///
-/// - Its stack moved (every exec re-randomises it): the exec happened. The new role when the
-///   image is the file decided on (or its interpreter); [`Role::Stray`] when it is another
-///   file (swapped in after the decision): nothing decided covers it.
-/// - Its stack did not move (address randomisation off, `setarch -R`): the new role only when
-///   the image changed to the file decided on; otherwise the exec failed and the old role
-///   stays.
-fn resolve(p: Pending, exe: Option<FileId>, stack: u64, old: Role) -> Role {
+/// Where the process ran another file than the one decided on (the common case: a shell's
+/// child execing a program), the image tells: the file decided on (or its interpreter) → the
+/// new role; the image it ran before → the exec failed, the old role stays; any other file
+/// (swapped in after the decision) → [`Role::Stray`]: nothing decided covers it.
+///
+/// Where it already ran the file decided on (a re-exec), or its image was unreadable, the
+/// stack start tells:
+/// - it moved (every exec re-randomises it): the exec happened. The new role when the image
+///   is the file decided on; [`Role::Stray`] otherwise;
+/// - it did not move (address randomisation off, `setarch -R`): the new role only when the
+///   image changed to the file decided on; otherwise the exec failed and the old role stays.
+/// - unreadable: [`Role::Stray`].
+fn resolve(
+    p: Pending,
+    exe: Option<FileId>,
+    stack: impl FnOnce() -> Option<u64>,
+    old: Role,
+) -> Role {
     let expected = exe.is_some_and(|e| p.files.contains(&e));
-    if stack != p.old_stack {
+    if !p.by_stack {
+        return if expected {
+            p.role
+        } else if exe.is_some() && exe == p.old_exe {
+            old
+        } else {
+            Role::Stray
+        };
+    }
+    let (Some(stack), Some(old_stack)) = (stack(), p.old_stack) else {
+        return Role::Stray;
+    };
+    if stack != old_stack {
         if expected {
             p.role
         } else {
@@ -329,12 +393,14 @@ pub(crate) fn env_assignments(
         let Some(eq) = e.iter().position(|&b| b == b'=') else {
             continue;
         };
-        let name = String::from_utf8_lossy(&e[..eq]).into_owned();
+        // Borrowed, not copied, for the common valid-UTF-8 name: most names do not count.
+        let name = String::from_utf8_lossy(&e[..eq]);
         let counts = tyba_policy::is_code_running_var(&name)
-            || shell.is_some_and(|s| s.vars.contains(&name.as_str()));
+            || shell.is_some_and(|s| s.vars.contains(&&*name));
         if !counts {
             continue;
         }
+        let name = name.into_owned();
         let value = String::from_utf8_lossy(&e[eq + 1..]).into_owned();
         if start.get(&name) == Some(&value)
             || covered.iter().any(|(n, v)| *n == name && *v == value)
@@ -347,6 +413,26 @@ pub(crate) fn env_assignments(
         }
     }
     out
+}
+
+/// [`env_assignments`] from `code`, the exec's [`code_env`] already read: the same answer,
+/// without a second pass over the environment unless `shell` reads startup files.
+pub(crate) fn assignments_of(
+    code: &[(String, String)],
+    envp: &[Vec<u8>],
+    start: &HashMap<String, String>,
+    covered: &[(String, String)],
+    shell: Option<&StartupFiles>,
+) -> Vec<(String, String)> {
+    if shell.is_some() {
+        return env_assignments(envp, start, covered, shell);
+    }
+    code.iter()
+        .filter(|(n, v)| {
+            start.get(n) != Some(v) && !covered.iter().any(|(cn, cv)| cn == n && cv == v)
+        })
+        .cloned()
+        .collect()
 }
 
 /// The code-running variables of `envp` with their values.
@@ -520,6 +606,42 @@ mod tests {
     }
 
     #[test]
+    fn assignments_from_the_read_environment_match_a_fresh_pass() {
+        let envp: Vec<Vec<u8>> = [
+            "PATH=/usr/bin",
+            "PAGER=less",
+            "PAGER=more",
+            "GIT_CONFIG_COUNT=1",
+            "GIT_EXEC_PATH=/usr/lib/git-core",
+            "LD_PRELOAD=/wt/x.so",
+            "HOME=/wt/h",
+            "EDITOR=vim",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let start: HashMap<String, String> = [("PAGER", "less"), ("EDITOR", "vim")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let covered = [("GIT_CONFIG_COUNT".to_string(), "1".to_string())];
+        let login = StartupFiles::of(
+            std::path::Path::new("/usr/bin/bash"),
+            &["bash".into(), "-lc".into(), "ls".into()],
+        );
+        assert!(login.is_some());
+        let code = code_env(&envp);
+        for shell in [None, login.as_ref()] {
+            for cov in [&[][..], &covered[..]] {
+                assert_eq!(
+                    assignments_of(&code, &envp, &start, cov, shell),
+                    env_assignments(&envp, &start, cov, shell)
+                );
+            }
+        }
+    }
+
+    #[test]
     fn only_changed_code_running_variables_are_assignments() {
         let envp: Vec<Vec<u8>> = [
             "PATH=/usr/bin",
@@ -637,15 +759,20 @@ mod tests {
         let me = std::process::id();
         let st = procfs::stat_ext(me).unwrap();
         let mut t = ProcTable::new();
+        let dir = procfs::ProcDir::open(me).unwrap();
         let c = Arc::new(cover(Verdict::Yellow, &[]));
-        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![(1, 1)]);
+        let files = vec![(1, 1)];
+        let mark = ImageMark::read(&dir, &files);
+        t.set_pending(me, &st, Role::Agent, Role::Command(c), files, mark);
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
         // Once resolved as failed, the old role stays for good.
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
         // The same file with the same stack is not taken as a new image either.
         let exe = procfs::exe_id(me).unwrap();
         let c = Arc::new(cover(Verdict::Yellow, &[]));
-        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![exe]);
+        let mark = ImageMark::read(&dir, &[exe]);
+        assert!(mark.by_stack && mark.old_stack.is_some());
+        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![exe], mark);
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
     }
 
@@ -653,53 +780,79 @@ mod tests {
     fn an_exec_counts_only_once_the_image_changed_to_the_file_decided_on() {
         let new = || Role::Command(Arc::new(cover(Verdict::Yellow, &[])));
         let p = |files: Vec<FileId>, old_exe: Option<FileId>| Pending {
+            by_stack: old_exe.is_none_or(|e| files.contains(&e)),
             role: new(),
             files,
             old_exe,
-            old_stack: 100,
+            old_stack: Some(100),
         };
         let is_cmd = |r: &Role| matches!(r, Role::Command(_));
-        // Stack moved, image is the file (or its interpreter): done.
+        let stack = |s: u64| move || Some(s);
+        // Another file than it ran: the image tells. The file (or its interpreter): done.
         assert!(is_cmd(&resolve(
             p(vec![(1, 2), (1, 3)], Some((1, 9))),
             Some((1, 3)),
-            200,
+            || panic!("the stack is not read when the image tells"),
             Role::Agent
         )));
-        // Stack moved to another file than decided: nothing covers it.
+        // The image it ran before: the exec failed, the old role stays.
+        assert!(resolve(
+            p(vec![(1, 2)], Some((1, 9))),
+            Some((1, 9)),
+            stack(200),
+            Role::Agent
+        )
+        .is_agent());
+        // A third file (swapped in after the decision), or no readable image: nothing covers it.
+        for exe in [Some((1, 7)), None] {
+            assert!(matches!(
+                resolve(p(vec![(1, 2)], Some((1, 9))), exe, stack(200), Role::Agent),
+                Role::Stray
+            ));
+        }
+        // A re-exec of the file it runs: the stack tells. Moved: done.
+        assert!(is_cmd(&resolve(
+            p(vec![(1, 2)], Some((1, 2))),
+            Some((1, 2)),
+            stack(200),
+            Role::Agent
+        )));
+        // Unchanged: taken as failed.
+        assert!(resolve(
+            p(vec![(1, 2)], Some((1, 2))),
+            Some((1, 2)),
+            stack(100),
+            Role::Agent
+        )
+        .is_agent());
+        // Moved to another file than decided: nothing covers it.
         assert!(matches!(
             resolve(
-                p(vec![(1, 2)], Some((1, 9))),
+                p(vec![(1, 2)], Some((1, 2))),
                 Some((1, 7)),
-                200,
+                stack(200),
                 Role::Agent
             ),
             Role::Stray
         ));
-        // Stack unchanged: the exec failed, unless the image changed to the file (ASLR off).
-        assert!(resolve(
-            p(vec![(1, 2)], Some((1, 9))),
-            Some((1, 9)),
-            100,
-            Role::Agent
-        )
-        .is_agent());
+        // The old image was unreadable: the stack tells; the image changed to the file with
+        // the stack unchanged (ASLR off) still counts.
         assert!(is_cmd(&resolve(
-            p(vec![(1, 2)], Some((1, 9))),
+            p(vec![(1, 2)], None),
             Some((1, 2)),
-            100,
+            stack(100),
             Role::Agent
         )));
-        // Same file before and after with the stack unchanged: taken as failed.
-        assert!(resolve(
-            p(vec![(1, 2)], Some((1, 2))),
-            Some((1, 2)),
-            100,
-            Role::Agent
-        )
-        .is_agent());
-        // A process gone or unreadable keeps its old role.
-        assert!(resolve(p(vec![(1, 2)], Some((1, 9))), None, 100, Role::Agent).is_agent());
+        // A stack that cannot be read: nothing covers it.
+        assert!(matches!(
+            resolve(
+                p(vec![(1, 2)], Some((1, 2))),
+                Some((1, 2)),
+                || None,
+                Role::Agent
+            ),
+            Role::Stray
+        ));
     }
 
     #[test]

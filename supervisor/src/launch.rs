@@ -449,6 +449,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
+        allowed: notify::allowed_log(Arc::clone(&approver)).ok(),
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         writable: plan.read_write.clone(),
@@ -475,6 +476,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                     .then(|| (k.into_owned(), v.to_string_lossy().into_owned()))
             })
             .collect(),
+        root: nix::fcntl::open(
+            format!("/proc/{stage2}/root").as_str(),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok(),
         state: Mutex::new(notify::State::new()),
     });
     let stop = Arc::new(AtomicBool::new(false));

@@ -14,7 +14,7 @@ use crate::procfs::Mem;
 use crate::sys;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The operation a metadata call asks for.
@@ -204,6 +204,21 @@ pub fn decode(mem: &Mem, nr: i64, a: [u64; 6]) -> io::Result<MetaCall> {
 /// # Errors
 /// The errno the process would most likely have got (ENOENT, ENOTDIR, ELOOP…), or EBADF.
 pub fn open_target(tid: u32, pidfd: &OwnedFd, target: &Target) -> io::Result<OwnedFd> {
+    open_target_in(tid, pidfd, None, target)
+}
+
+/// [`open_target`] with the process's root directory already open (`root`): every process
+/// of the sandbox has the same root, since `chroot(2)`, `pivot_root(2)`, `setns(2)` and
+/// `unshare(2)` are denied (`crate::bpf`).
+///
+/// # Errors
+/// As [`open_target`].
+pub fn open_target_in(
+    tid: u32,
+    pidfd: &OwnedFd,
+    root: Option<BorrowedFd<'_>>,
+    target: &Target,
+) -> io::Result<OwnedFd> {
     let o_path = (libc::O_PATH | libc::O_CLOEXEC) as u64;
     match target {
         Target::Fd(fd) => sys::pidfd_getfd(pidfd.as_fd(), *fd),
@@ -221,27 +236,31 @@ pub fn open_target(tid: u32, pidfd: &OwnedFd, target: &Target) -> io::Result<Own
                 } else {
                     0
                 };
-            let (base, rel, resolve): (OwnedFd, &[u8], u64) = if path[0] == b'/' {
-                let root = std::fs::File::open(format!("/proc/{tid}/root"))?;
+            let opened: OwnedFd;
+            let (base, rel, resolve): (BorrowedFd<'_>, &[u8], u64) = if path[0] == b'/' {
+                let root = match root {
+                    Some(r) => r,
+                    None => {
+                        opened = std::fs::File::open(format!("/proc/{tid}/root"))?.into();
+                        opened.as_fd()
+                    }
+                };
                 let rel = &path[path.iter().position(|&b| b != b'/').unwrap_or(path.len())..];
                 (
-                    root.into(),
+                    root,
                     rel,
                     libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
                 )
             } else if *dirfd == libc::AT_FDCWD {
-                let cwd = std::fs::File::open(format!("/proc/{tid}/cwd"))?;
-                (cwd.into(), path.as_slice(), libc::RESOLVE_NO_MAGICLINKS)
+                opened = std::fs::File::open(format!("/proc/{tid}/cwd"))?.into();
+                (opened.as_fd(), path.as_slice(), libc::RESOLVE_NO_MAGICLINKS)
             } else {
-                (
-                    sys::pidfd_getfd(pidfd.as_fd(), *dirfd)?,
-                    path.as_slice(),
-                    libc::RESOLVE_NO_MAGICLINKS,
-                )
+                opened = sys::pidfd_getfd(pidfd.as_fd(), *dirfd)?;
+                (opened.as_fd(), path.as_slice(), libc::RESOLVE_NO_MAGICLINKS)
             };
             let rel = if rel.is_empty() { b".".as_slice() } else { rel };
             let c = CString::new(rel).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-            sys::openat2(base.as_fd(), &c, flags, resolve)
+            sys::openat2(base, &c, flags, resolve)
         }
     }
 }

@@ -48,6 +48,26 @@ pub struct AuditEvent {
     pub reason: Option<String>,
 }
 
+/// An exec the supervisor let run without asking, as the audit log records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedExec {
+    /// The command line as classified (with its environment assignments).
+    pub command: String,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// The rule ids that fired on it.
+    pub rules: Vec<String>,
+    /// Why it ran unasked: `the agent program`, `the agent's own runtime`, `allowed` (the
+    /// policy and the autonomy level let it), or `under the approved command `…``.
+    pub why: String,
+    /// The exec's own argv.
+    pub argv: Vec<String>,
+    /// Its working directory.
+    pub cwd: PathBuf,
+    /// The thread that made it (supervisor's PID namespace).
+    pub pid: u32,
+}
+
 #[derive(Debug)]
 pub(crate) struct State {
     /// Whether the agent program's exec (the first of the session) has been seen.
@@ -59,7 +79,17 @@ pub(crate) struct State {
     runners: HashMap<u32, (u64, Arc<Cover>)>,
     memory: SessionMemory,
     pub(crate) log: Vec<AuditEvent>,
+    /// Files already seen to be ELF, by identity and change times ([`ElfKey`]): their first
+    /// bytes are not read again.
+    elf: std::collections::HashSet<ElfKey>,
 }
+
+/// A file's identity and the stamps any change of its content moves: device, inode, size,
+/// mtime and ctime (seconds and nanoseconds).
+type ElfKey = (u64, u64, i64, i64, i64, i64, i64);
+
+/// The most files [`State::elf`] remembers; past it, it starts over.
+const ELF_MEMO: usize = 4096;
 
 /// Everything the loop needs; shared with worker threads.
 pub(crate) struct Notifier {
@@ -90,7 +120,33 @@ pub(crate) struct Notifier {
     /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
     /// an exec's variable with another value is an assignment.
     pub start_env: HashMap<String, String>,
+    /// The sandbox's root directory (stage 2's, `O_PATH`), the root of every process of the
+    /// session ([`meta::open_target_in`]); `None` when it could not be opened (each lookup
+    /// then opens the process's own).
+    pub root: Option<OwnedFd>,
+    /// Where allowed execs go for the audit log ([`Approver::record_allowed`], on a thread of
+    /// its own: [`allowed_log`]).
+    pub allowed: Option<std::sync::mpsc::Sender<AllowedExec>>,
     pub state: Mutex<State>,
+}
+
+/// Starts the thread that hands allowed execs to `approver` for the audit log; the sender
+/// goes into [`Notifier::allowed`]. The thread ends when every sender is gone.
+///
+/// # Errors
+/// The thread cannot be started.
+pub(crate) fn allowed_log(
+    approver: Arc<dyn Approver>,
+) -> std::io::Result<std::sync::mpsc::Sender<AllowedExec>> {
+    let (tx, rx) = std::sync::mpsc::channel::<AllowedExec>();
+    std::thread::Builder::new()
+        .name("tyba-audit".into())
+        .spawn(move || {
+            for e in rx {
+                approver.record_allowed(&e);
+            }
+        })?;
+    Ok(tx)
 }
 
 impl std::fmt::Debug for Notifier {
@@ -109,6 +165,7 @@ impl State {
             runners: HashMap::new(),
             memory: SessionMemory::new(),
             log: Vec::new(),
+            elf: std::collections::HashSet::new(),
         }
     }
 }
@@ -130,6 +187,8 @@ struct Pending {
     then: Role,
     /// The file the exec runs, then its `#!` interpreters.
     files: Vec<FileId>,
+    /// The process's image before the exec.
+    mark: exec::ImageMark,
 }
 
 struct PendingAsk {
@@ -160,6 +219,8 @@ struct ExecRead {
     /// `execve`); for `execveat(fd, "", AT_EMPTY_PATH)` the name is empty.
     raw_path: Vec<u8>,
     dirfd: i32,
+    /// The thread's `/proc` directory.
+    dir: procfs::ProcDir,
 }
 
 // The policy's own program facts: a shell and a system program are the same to both.
@@ -348,6 +409,13 @@ impl Notifier {
         let _ = sys::notif_send(self.listener.as_fd(), id, r);
     }
 
+    /// Hands an allowed exec to the audit log's thread.
+    fn log_allowed(&self, e: AllowedExec) {
+        if let Some(tx) = &self.allowed {
+            let _ = tx.send(e);
+        }
+    }
+
     fn valid(&self, id: u64) -> bool {
         sys::notif_id_valid(self.listener.as_fd(), id)
     }
@@ -473,7 +541,8 @@ impl Notifier {
 
     fn set_pending(&self, p: Pending) {
         if let Ok(mut s) = self.state.lock() {
-            s.procs.set_pending(p.tgid, &p.stat, p.now, p.then, p.files);
+            s.procs
+                .set_pending(p.tgid, &p.stat, p.now, p.then, p.files, p.mark);
         }
     }
 
@@ -503,7 +572,8 @@ impl Notifier {
         };
         let argv = procfs::read_string_array(n.pid, argv_ptr, 65_536, 2 << 20)?;
         let envp = procfs::read_string_array(n.pid, envp_ptr, 65_536, 2 << 20)?;
-        let cwd = procfs::cwd(n.pid)?;
+        let dir = procfs::ProcDir::open(n.pid)?;
+        let cwd = dir.cwd()?;
         let path = if execveat && !path.starts_with('/') {
             let dir = if dirfd == libc::AT_FDCWD {
                 cwd.clone()
@@ -529,6 +599,7 @@ impl Notifier {
             cwd,
             raw_path,
             dirfd,
+            dir,
         })
     }
 
@@ -541,6 +612,7 @@ impl Notifier {
     fn exec_file(
         &self,
         n: &Notif,
+        pidfd: &OwnedFd,
         tgid: u32,
         r: &ExecRead,
     ) -> Result<Option<(PathBuf, Vec<FileId>)>, i32> {
@@ -586,8 +658,12 @@ impl Notifier {
                     path: r.raw_path.clone(),
                     nofollow,
                 };
-                let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| errno_of(&e))?;
-                match meta::open_target(n.pid, &pidfd, &target) {
+                match meta::open_target_in(
+                    n.pid,
+                    pidfd,
+                    self.root.as_ref().map(|r| r.as_fd()),
+                    &target,
+                ) {
                     Ok(o) => o,
                     // A symlink through a magic link: the kernel follows it, this open does not.
                     Err(e) if e.raw_os_error() == Some(libc::ELOOP) && !nofollow => {
@@ -607,6 +683,18 @@ impl Notifier {
             // Landlock grants execute nowhere else: the kernel would answer EACCES.
             return Err(libc::EACCES);
         }
+        let key: ElfKey = (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime,
+            st.st_mtime_nsec,
+            st.st_ctime,
+            st.st_ctime_nsec,
+        );
+        if self.state.lock().is_ok_and(|s| s.elf.contains(&key)) {
+            return Ok(Some((real, vec![(st.st_dev, st.st_ino)])));
+        }
         // What binfmt would take: ELF or `#!`; anything else fails with ENOEXEC (a shell then
         // runs it as a script itself, each of its commands an exec of its own).
         let mut head = [0u8; 4];
@@ -617,21 +705,26 @@ impl Notifier {
             return Err(libc::ENOEXEC);
         }
         let mut ids = vec![(st.st_dev, st.st_ino)];
+        if n_read == 4 && &head == b"\x7fELF" {
+            if let Ok(mut s) = self.state.lock() {
+                if s.elf.len() >= ELF_MEMO {
+                    s.elf.clear();
+                }
+                s.elf.insert(key);
+            }
+        }
         if head.starts_with(b"#!") {
             // What the process's /proc/PID/exe will be: the `#!` interpreter (binfmt_script
             // runs it, recursively, a few levels deep).
-            ids.extend(self.interpreters(n, tgid, &obj));
+            ids.extend(self.interpreters(n, pidfd, &obj));
         }
         Ok(Some((real, ids)))
     }
 
     /// The identities of the `#!` interpreters `script` runs through, as the process resolves
     /// their names, at most 4 deep (binfmt_script's limit).
-    fn interpreters(&self, n: &Notif, tgid: u32, script: &OwnedFd) -> Vec<FileId> {
+    fn interpreters(&self, n: &Notif, pidfd: &OwnedFd, script: &OwnedFd) -> Vec<FileId> {
         let mut out = Vec::new();
-        let Ok(pidfd) = sys::pidfd_open(tgid as i32) else {
-            return out;
-        };
         let mut cur = std::fs::File::open(format!("/proc/self/fd/{}", script.as_raw_fd())).ok();
         for _ in 0..4 {
             let Some(mut f) = cur.take() else { break };
@@ -652,7 +745,9 @@ impl Notifier {
                 path: name.to_vec(),
                 nofollow: false,
             };
-            let Ok(obj) = meta::open_target(n.pid, &pidfd, &target) else {
+            let Ok(obj) =
+                meta::open_target_in(n.pid, pidfd, self.root.as_ref().map(|r| r.as_fd()), &target)
+            else {
                 break;
             };
             let Ok(st) = nix::sys::stat::fstat(obj.as_fd()) else {
@@ -666,12 +761,16 @@ impl Notifier {
 
     fn exec_decision(&self, n: &Notif) -> std::io::Result<ExecDecision> {
         // A thread-group leader (the common case) is its own process: `pidfd_open` succeeds
-        // only for leaders, which spares reading `/proc/<tid>/status`.
-        let tgid = match sys::pidfd_open(n.pid as i32) {
-            Ok(_) => n.pid,
-            Err(_) => procfs::tgid(n.pid)?,
+        // only for leaders, which spares reading `/proc/<tid>/status`. The pidfd then serves
+        // every lookup of this decision.
+        let (tgid, pidfd) = match sys::pidfd_open(n.pid as i32) {
+            Ok(fd) => (n.pid, fd),
+            Err(_) => {
+                let t = procfs::tgid(n.pid)?;
+                (t, sys::pidfd_open(t as i32)?)
+            }
         };
-        let stat = procfs::stat_ext(tgid)?;
+        let stat = procfs::stat_of(pidfd.as_fd(), tgid)?;
         {
             let mut s = self
                 .state
@@ -681,6 +780,18 @@ impl Notifier {
                 // The first exec of the session: stage 2's child starting the agent program.
                 s.agent_started = true;
                 s.procs.set(tgid, stat.start, Role::Agent);
+                drop(s);
+                if let Ok(r) = self.read_exec(n) {
+                    self.log_allowed(AllowedExec {
+                        command: command_line(&r.path, &r.argv),
+                        verdict: Verdict::Green,
+                        rules: Vec::new(),
+                        why: "the agent program".into(),
+                        argv: r.argv,
+                        cwd: r.cwd,
+                        pid: n.pid,
+                    });
+                }
                 return Ok(ExecDecision::Continue(None));
             }
         }
@@ -690,7 +801,7 @@ impl Notifier {
             // or rewritten for an exec that cannot happen.
             return Ok(ExecDecision::Errno(errno));
         }
-        let file = match self.exec_file(n, tgid, &r) {
+        let file = match self.exec_file(n, &pidfd, tgid, &r) {
             Ok(f) => f,
             Err(errno) => return Ok(ExecDecision::Errno(errno)),
         };
@@ -702,12 +813,14 @@ impl Notifier {
             .as_ref()
             .map(|(_, ids)| ids.clone())
             .unwrap_or_default();
+        let mark = exec::ImageMark::read(&r.dir, &file_ids);
         let pending = |then: Role| Pending {
             tgid,
             stat,
             now: role.clone(),
             then,
             files: file_ids.clone(),
+            mark,
         };
         let covered_env: &[(String, String)] = match &role {
             Role::Command(c) => &c.env,
@@ -720,8 +833,11 @@ impl Notifier {
         let shell = file
             .as_ref()
             .and_then(|(real, _)| exec::StartupFiles::of(real, &r.argv));
+        // What a cover made here allows its descendants: the code-running variables this
+        // exec runs with.
+        let env = exec::code_env(&r.envp);
         let judged = |covered: &[(String, String)]| {
-            exec::env_assignments(&r.envp, &self.start_env, covered, shell.as_ref())
+            exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref())
         };
         // The agent's own file, reached by a name no process of the session can change
         // between this check and the kernel's (no link in the worktree or scratch dir).
@@ -734,6 +850,15 @@ impl Notifier {
         if own_file && judged(&[]).is_empty() {
             // The agent's own re-launch keeps its identity only with the environment it
             // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
+            self.log_allowed(AllowedExec {
+                command: command_line(&r.path, &r.argv),
+                verdict: Verdict::Green,
+                rules: Vec::new(),
+                why: "the agent's own runtime".into(),
+                argv: r.argv.clone(),
+                cwd: r.cwd.clone(),
+                pid: n.pid,
+            });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
         let assigns = if role.is_agent() && self.install.has_installation() && !own_file {
@@ -789,9 +914,6 @@ impl Notifier {
             }
         }
         let rules = decisive_rules(&class);
-        // What a cover made here allows its descendants: the code-running variables this
-        // exec runs with.
-        let env = exec::code_env(&r.envp);
         let new_cover = |command: &str| {
             Arc::new(Cover {
                 line: command.to_string(),
@@ -812,6 +934,15 @@ impl Notifier {
             return Ok(match exec::covered(verdict, &rules, c) {
                 Covered::Pass => {
                     self.control.count(Counted::Allowed);
+                    self.log_allowed(AllowedExec {
+                        command: command.clone(),
+                        verdict: class.verdict,
+                        rules: rules.clone(),
+                        why: format!("under the approved command `{}`", shorten(&c.line, 200)),
+                        argv: r.argv.clone(),
+                        cwd: r.cwd.clone(),
+                        pid: n.pid,
+                    });
                     ExecDecision::Continue(Some(pending(role.clone())))
                 }
                 Covered::Refuse => ExecDecision::Refuse(refusal_text(&class)),
@@ -854,6 +985,15 @@ impl Notifier {
         ) {
             Decision::Allow => {
                 self.control.count(Counted::Allowed);
+                self.log_allowed(AllowedExec {
+                    command: command.clone(),
+                    verdict: class.verdict,
+                    rules: rules.clone(),
+                    why: "allowed".into(),
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                    pid: n.pid,
+                });
                 Ok(ExecDecision::Continue(Some(pending(Role::Command(
                     new_cover(&command),
                 )))))
@@ -984,10 +1124,39 @@ impl Notifier {
                 });
             }
             Err(_) => {
+                if let Some(child) = self.vfork_child(n) {
+                    // A vfork/posix_spawn child whose file name cannot be rewritten (too
+                    // short for the refusal program's name, or its parent's other threads
+                    // share the memory): failing its exec makes the caller raise
+                    // `Permission denied` and drop what the child wrote. It is ended instead,
+                    // once its stderr says why: the spawn succeeds, and the caller reads the
+                    // reason from the child's output (its status: killed by SIGKILL). Off
+                    // this thread: a full pipe on its stderr must not stall decisions.
+                    std::thread::spawn(move || {
+                        if let Ok(fd) = sys::pidfd_getfd(child.as_fd(), 2) {
+                            let mut f = std::fs::File::from(fd);
+                            let _ = writeln!(f, "tyba: {reason}");
+                        }
+                        let _ = sys::pidfd_send_signal(child.as_fd(), libc::SIGKILL);
+                    });
+                    return;
+                }
                 write_stderr(n.pid, &reason);
                 self.reply(n.id, Reply::Errno(libc::EACCES));
             }
         }
+    }
+
+    /// A pidfd of the process of `n` when it is a vfork child (it shares its parent's
+    /// address space: `vfork(2)`, `posix_spawn(3)`, `clone(CLONE_VM)`) still waiting in this
+    /// notification.
+    fn vfork_child(&self, n: &Notif) -> Option<OwnedFd> {
+        let tgid = procfs::tgid(n.pid).ok()?;
+        let pidfd = sys::pidfd_open(tgid as i32).ok()?;
+        let st = procfs::stat_of(pidfd.as_fd(), tgid).ok()?;
+        let shared = sys::same_address_space(tgid, st.ppid).ok()?;
+        // Valid still: the pidfd is of the process the notification is from.
+        (shared && self.valid(n.id)).then_some(pidfd)
     }
 
     /// Makes the exec of `n` run tyba's own executable as a proxy: injects it at fd 3 and a

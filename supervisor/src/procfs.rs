@@ -6,52 +6,101 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-/// A process identity that survives pid reuse: thread-group id and start time (clock ticks
-/// since boot, `proc(5)` field 22).
+/// A process identity that survives pid reuse: thread-group id and [`Stat::start`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProcId {
     /// Thread-group id in the supervisor's PID namespace.
     pub pid: u32,
-    /// Start time in clock ticks since boot.
+    /// The process's identity ([`Stat::start`]).
     pub start: u64,
 }
 
-/// `(ppid, starttime)` of a process from `/proc/<pid>/stat`.
-pub fn stat(pid: u32) -> io::Result<(u32, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = s
-        .rsplit_once(')')
-        .map(|(_, a)| a)
-        .ok_or_else(|| io::Error::other("bad stat"))?;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // after ')' come fields 3 (state), 4 (ppid), … 22 (starttime) → indices 0, 1, … 19.
-    let ppid = f
-        .get(1)
-        .and_then(|x| x.parse().ok())
-        .ok_or_else(|| io::Error::other("bad ppid"))?;
-    let start = f
-        .get(19)
-        .and_then(|x| x.parse().ok())
-        .ok_or_else(|| io::Error::other("bad starttime"))?;
-    Ok((ppid, start))
-}
-
-/// What the exec model reads of a process in one pass over `/proc/<pid>/stat`.
+/// What the exec model knows of a process: its parent and an identity no later process with
+/// the same pid can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
-    /// Parent pid (field 4).
+    /// Parent's thread-group id, in the supervisor's PID namespace.
     pub ppid: u32,
-    /// Start time in clock ticks since boot (field 22).
+    /// The identity: the inode number of the process's pidfs entry (`pidfd_open(2)`; on
+    /// Linux ≥ 6.9 pidfs numbers every `struct pid` uniquely, never reusing a number), or,
+    /// where the kernel has no pidfs or no `PIDFD_GET_INFO`, the start time in clock ticks
+    /// since boot (`proc(5)`, `/proc/<pid>/stat` field 22). One source for the whole run:
+    /// [`ident_source`].
     pub start: u64,
-    /// Address of the start of the stack (field 28): new, and randomised, at every exec.
-    pub stack: u64,
 }
 
-/// [`Stat`] of process `pid`.
+/// Where [`Stat`] comes from on this kernel, probed once per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentSource {
+    /// `PIDFD_GET_INFO` and the pidfs inode: no `/proc` lookup (Linux ≥ 6.13).
+    Pidfs,
+    /// `/proc/<pid>/stat`.
+    Proc,
+}
+
+/// `PID_FS_MAGIC` (`include/uapi/linux/magic.h`).
+const PID_FS_MAGIC: i64 = 0x5049_4446;
+
+/// The [`IdentSource`] of this kernel: pidfs when a pidfd of this process lives on pidfs and
+/// answers `PIDFD_GET_INFO`.
+pub fn ident_source() -> IdentSource {
+    static SOURCE: std::sync::OnceLock<IdentSource> = std::sync::OnceLock::new();
+    *SOURCE.get_or_init(|| {
+        let ok = crate::sys::pidfd_open(std::process::id() as i32).is_ok_and(|fd| {
+            use std::os::fd::AsFd;
+            nix::sys::statfs::fstatfs(fd.as_fd())
+                .is_ok_and(|f| f.filesystem_type().0 == PID_FS_MAGIC)
+                && crate::sys::pidfd_get_info(fd.as_fd()).is_ok()
+        });
+        if ok {
+            IdentSource::Pidfs
+        } else {
+            IdentSource::Proc
+        }
+    })
+}
+
+/// [`Stat`] of the process (thread-group leader) `pid` behind `pidfd`.
 ///
 /// # Errors
-/// ENOENT/ESRCH when it is gone; `Other` for a line that does not parse.
+/// ESRCH/ENOENT when it is gone; `Other` for a `/proc` line that does not parse.
+pub fn stat_of(pidfd: std::os::fd::BorrowedFd<'_>, pid: u32) -> io::Result<Stat> {
+    match ident_source() {
+        IdentSource::Pidfs => {
+            let info = crate::sys::pidfd_get_info(pidfd)?;
+            let st = nix::sys::stat::fstat(pidfd).map_err(io::Error::from)?;
+            Ok(Stat {
+                ppid: info.ppid,
+                start: st.st_ino,
+            })
+        }
+        IdentSource::Proc => {
+            let (ppid, start) = proc_stat(pid)?;
+            Ok(Stat { ppid, start })
+        }
+    }
+}
+
+/// [`Stat`] of process (thread-group leader) `pid`.
+///
+/// # Errors
+/// ESRCH/ENOENT when it is gone or `pid` is not a thread-group leader.
 pub fn stat_ext(pid: u32) -> io::Result<Stat> {
+    use std::os::fd::AsFd;
+    let fd = crate::sys::pidfd_open(pid as i32)?;
+    stat_of(fd.as_fd(), pid)
+}
+
+/// `(ppid, identity)` of process `pid` ([`Stat`]).
+///
+/// # Errors
+/// As [`stat_ext`].
+pub fn stat(pid: u32) -> io::Result<(u32, u64)> {
+    stat_ext(pid).map(|s| (s.ppid, s.start))
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name, split on white space.
+fn stat_fields(pid: u32) -> io::Result<Vec<u64>> {
     let mut buf = [0u8; 1024];
     let n = {
         use std::io::Read;
@@ -63,18 +112,32 @@ pub fn stat_ext(pid: u32) -> io::Result<Stat> {
         .rsplit_once(')')
         .map(|(_, a)| a)
         .ok_or_else(|| io::Error::other("bad stat"))?;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // after ')' come fields 3 (state), 4 (ppid), … 22 (starttime), … 28 (startstack).
-    let num = |i: usize| -> io::Result<u64> {
-        f.get(i)
-            .and_then(|x| x.parse().ok())
-            .ok_or_else(|| io::Error::other("bad stat field"))
-    };
-    Ok(Stat {
-        ppid: u32::try_from(num(1)?).map_err(|_| io::Error::other("bad ppid"))?,
-        start: num(19)?,
-        stack: num(25)?,
-    })
+    // Field 3 (state) is a letter: kept as 0.
+    Ok(after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect())
+}
+
+/// `(ppid, starttime)` from `/proc/<pid>/stat` (fields 4 and 22).
+fn proc_stat(pid: u32) -> io::Result<(u32, u64)> {
+    let f = stat_fields(pid)?;
+    // After ')' come fields 3 (state), 4 (ppid), … 22 (starttime) → indices 0, 1, … 19.
+    let ppid = f
+        .get(1)
+        .and_then(|&x| u32::try_from(x).ok())
+        .ok_or_else(|| io::Error::other("bad ppid"))?;
+    let start = *f.get(19).ok_or_else(|| io::Error::other("bad starttime"))?;
+    Ok((ppid, start))
+}
+
+/// The address of the start of process `pid`'s stack (`/proc/<pid>/stat` field 28): new, and
+/// randomised, at every exec.
+///
+/// # Errors
+/// ENOENT/ESRCH when it is gone; `Other` for a line that does not parse.
+pub fn stack_start(pid: u32) -> io::Result<u64> {
+    ProcDir::open(pid)?.stack_start()
 }
 
 /// The soft stack size limit of process `pid` in bytes (`Max stack size` in
@@ -135,6 +198,9 @@ pub fn read_string_array(
             ptrs.push(p);
         }
         carry.drain(..off);
+    }
+    if let Some(out) = read_span(pid, &ptrs, max_bytes)? {
+        return Ok(out);
     }
     // The strings: a first batch of page-bounded chunks, then the rest of any that go on.
     let mut out: Vec<Vec<u8>> = vec![Vec::new(); ptrs.len()];
@@ -198,6 +264,94 @@ pub fn read_string_array(
     Ok(out)
 }
 
+/// Strings closer than this share one span of [`read_spans`].
+const SPAN_GAP: u64 = 64 * 1024;
+/// At most this many spans; past that [`read_spans`] gives up.
+const MAX_SPANS: usize = 8;
+
+/// The strings at `ptrs` read with one `process_vm_readv(2)`: the pointers are grouped into
+/// a few spans of memory (a program's argv and environment strings lie close together, in
+/// its heap or at the top of its stack), each read from its lowest string to the end of the
+/// page of its highest, since each remote piece costs the kernel a page lookup of its own and
+/// one span costs one. A string that goes on past its span is read on. `Ok(None)` when the
+/// strings are spread over more than [`MAX_SPANS`] spans or a span is not all mapped: the
+/// caller then reads string by string.
+///
+/// # Errors
+/// E2BIG past `max_bytes`; EFAULT for a string that runs into unmapped memory; ESRCH.
+fn read_span(
+    pid: nix::unistd::Pid,
+    ptrs: &[u64],
+    max_bytes: usize,
+) -> io::Result<Option<Vec<Vec<u8>>>> {
+    let mut sorted: Vec<u64> = ptrs.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    // (start, end) of each span, end a page boundary.
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for &p in &sorted {
+        let page_end = (p | 4095).saturating_add(1);
+        match spans.last_mut() {
+            Some((_, end)) if p < end.saturating_add(SPAN_GAP) => *end = (*end).max(page_end),
+            _ => spans.push((p, page_end)),
+        }
+        if spans.len() > MAX_SPANS {
+            return Ok(None);
+        }
+    }
+    let total_len: u64 = spans.iter().map(|(a, b)| b - a).sum();
+    if total_len > (max_bytes as u64).saturating_add(4096 * MAX_SPANS as u64) {
+        return Ok(None);
+    }
+    let mut bufs: Vec<Vec<u8>> = spans
+        .iter()
+        .map(|(a, b)| vec![0u8; (b - a) as usize])
+        .collect();
+    let remote: Vec<nix::sys::uio::RemoteIoVec> = spans
+        .iter()
+        .map(|&(a, b)| nix::sys::uio::RemoteIoVec {
+            base: a as usize,
+            len: (b - a) as usize,
+        })
+        .collect();
+    let got = {
+        let mut local: Vec<std::io::IoSliceMut<'_>> = bufs
+            .iter_mut()
+            .map(|b| std::io::IoSliceMut::new(b))
+            .collect();
+        match nix::sys::uio::process_vm_readv(pid, &mut local, &remote) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EFAULT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if got as u64 != total_len {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(ptrs.len());
+    let mut total = 0usize;
+    for &p in ptrs {
+        let i = spans.partition_point(|&(a, _)| a <= p) - 1;
+        let (start, end) = spans[i];
+        let from = &bufs[i][(p - start) as usize..];
+        let s = match from.iter().position(|&b| b == 0) {
+            Some(z) => from[..z].to_vec(),
+            None => {
+                let mut s = from.to_vec();
+                let rest = read_cstr_vm(pid, end, max_bytes.saturating_sub(total + s.len()) + 1)?;
+                s.extend_from_slice(&rest);
+                s
+            }
+        };
+        total += s.len() + 1;
+        if total > max_bytes {
+            return Err(io::Error::from_raw_os_error(libc::E2BIG));
+        }
+        out.push(s);
+    }
+    Ok(Some(out))
+}
+
 /// Reads exactly `len` bytes of `pid`'s memory at `addr` (EFAULT when part is unmapped).
 fn vm_read(pid: nix::unistd::Pid, addr: u64, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
@@ -253,14 +407,95 @@ pub fn tgid(tid: u32) -> io::Result<u32> {
 
 /// The identity of the process thread `tid` belongs to.
 pub fn proc_id(tid: u32) -> io::Result<ProcId> {
-    let pid = tgid(tid)?;
-    let (_, start) = stat(pid)?;
-    Ok(ProcId { pid, start })
+    use std::os::fd::AsFd;
+    // `pidfd_open` succeeds only for thread-group leaders, the common case.
+    let (pid, fd) = match crate::sys::pidfd_open(tid as i32) {
+        Ok(fd) => (tid, fd),
+        Err(_) => {
+            let pid = tgid(tid)?;
+            (pid, crate::sys::pidfd_open(pid as i32)?)
+        }
+    };
+    let st = stat_of(fd.as_fd(), pid)?;
+    Ok(ProcId {
+        pid,
+        start: st.start,
+    })
 }
 
-/// The working directory of thread `tid`, as the kernel names it.
-pub fn cwd(tid: u32) -> io::Result<PathBuf> {
-    std::fs::read_link(format!("/proc/{tid}/cwd"))
+/// A thread's `/proc/<tid>` directory, opened once (`O_PATH`) for the few entries one
+/// decision reads: the first lookup of a new process's `/proc` directory is most of what each
+/// entry costs.
+#[derive(Debug)]
+pub struct ProcDir(std::os::fd::OwnedFd);
+
+impl ProcDir {
+    /// Opens `/proc/<tid>`.
+    ///
+    /// # Errors
+    /// ENOENT when the thread is gone.
+    pub fn open(tid: u32) -> io::Result<ProcDir> {
+        let fd = nix::fcntl::open(
+            format!("/proc/{tid}").as_str(),
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(io::Error::from)?;
+        Ok(ProcDir(fd))
+    }
+
+    /// The working directory, as the kernel names it (`cwd`).
+    ///
+    /// # Errors
+    /// ENOENT/EACCES when gone or not readable.
+    pub fn cwd(&self) -> io::Result<PathBuf> {
+        use std::os::fd::AsFd;
+        nix::fcntl::readlinkat(self.0.as_fd(), "cwd")
+            .map(PathBuf::from)
+            .map_err(io::Error::from)
+    }
+
+    /// `(device, inode)` of the file the process runs (`exe`).
+    pub fn exe_id(&self) -> Option<(u64, u64)> {
+        use std::os::fd::AsFd;
+        nix::sys::stat::fstatat(self.0.as_fd(), "exe", nix::fcntl::AtFlags::empty())
+            .ok()
+            .map(|st| (st.st_dev, st.st_ino))
+    }
+
+    /// The start of the stack (`stat` field 28; [`stack_start`]).
+    ///
+    /// # Errors
+    /// As [`stack_start`].
+    pub fn stack_start(&self) -> io::Result<u64> {
+        use std::os::fd::AsFd;
+        let fd = nix::fcntl::openat(
+            self.0.as_fd(),
+            "stat",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(io::Error::from)?;
+        let mut buf = [0u8; 1024];
+        let n = nix::unistd::read(&fd, &mut buf).map_err(io::Error::from)?;
+        startstack_of(&buf[..n])
+    }
+}
+
+/// Field 28 (`startstack`) of a `/proc/<pid>/stat` line.
+fn startstack_of(line: &[u8]) -> io::Result<u64> {
+    let s = std::str::from_utf8(line).map_err(|_| io::Error::other("bad stat"))?;
+    let after = s
+        .rsplit_once(')')
+        .map(|(_, a)| a)
+        .ok_or_else(|| io::Error::other("bad stat"))?;
+    after
+        .split_whitespace()
+        .nth(25)
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| io::Error::other("bad startstack"))
 }
 
 /// Whether fd `fd` of process `pid` has close-on-exec (`flags:` in `/proc/<pid>/fdinfo/<fd>`).
@@ -420,4 +655,104 @@ pub fn descendants(root: u32) -> Vec<u32> {
     }
     tree.remove(0);
     tree
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_identity_is_stable_and_tells_processes_apart() {
+        let me = std::process::id();
+        let a = stat_ext(me).unwrap();
+        assert_eq!(stat_ext(me).unwrap(), a);
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let c = stat_ext(child.id()).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(c.ppid, me);
+        assert_ne!(c.start, a.start);
+        // Gone and reaped: no identity at all.
+        assert!(stat_ext(child.id()).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH)));
+        // The same answers from /proc where the kernel has pidfs (ppid agrees).
+        assert_eq!(proc_stat(me).unwrap().0, a.ppid);
+    }
+
+    #[test]
+    fn this_kernel_identifies_processes_without_proc() {
+        // Linux 6.18 here: pidfs and PIDFD_GET_INFO are both present. An older kernel takes
+        // `/proc`, which the other tests cover.
+        let release = nix::sys::utsname::uname().unwrap();
+        let r = release.release().to_string_lossy().into_owned();
+        let mut it = r
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|x| x.parse::<u32>().ok());
+        let (maj, min) = (it.next().unwrap(), it.next().unwrap());
+        if (maj, min) >= (6, 13) {
+            assert_eq!(ident_source(), IdentSource::Pidfs);
+        }
+    }
+
+    /// Strings laid out at chosen places of one buffer of this process, read back through
+    /// `read_string_array` as another process's argv would be.
+    fn read_back(buf: &[u8], offsets: &[usize]) -> Vec<Vec<u8>> {
+        let base = buf.as_ptr() as u64;
+        let mut ptrs: Vec<u64> = offsets.iter().map(|&o| base + o as u64).collect();
+        ptrs.push(0);
+        read_string_array(std::process::id(), ptrs.as_ptr() as u64, 1000, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn strings_near_and_far_and_across_pages_read_whole() {
+        let mut buf = vec![b'.'; 3 << 20];
+        let put = |buf: &mut Vec<u8>, at: usize, s: &[u8]| {
+            buf[at..at + s.len()].copy_from_slice(s);
+            buf[at + s.len()] = 0;
+        };
+        // Close together; one across a page boundary of the buffer; one long one; one far
+        // away (another span); one beyond the widest gap.
+        let page = 4096 - (buf.as_ptr() as usize % 4096);
+        let long = vec![b'L'; 10_000];
+        let cases: Vec<(usize, Vec<u8>)> = vec![
+            (10, b"PATH=/usr/bin".to_vec()),
+            (40, b"".to_vec()),
+            (page + 4096 - 3, b"ACROSS=the page end".to_vec()),
+            (page + 3 * 4096 + 100, long.clone()),
+            (page + 300_000, b"FAR=away".to_vec()),
+            (page + 2_900_000, b"FARTHER=still".to_vec()),
+        ];
+        for (at, s) in &cases {
+            put(&mut buf, *at, s);
+        }
+        let offs: Vec<usize> = cases.iter().map(|(a, _)| *a).collect();
+        let want: Vec<Vec<u8>> = cases.iter().map(|(_, s)| s.clone()).collect();
+        assert_eq!(read_back(&buf, &offs), want);
+        // Out of order and repeated pointers keep their order.
+        let offs2 = vec![offs[4], offs[0], offs[4], offs[2]];
+        let want2 = vec![
+            want[4].clone(),
+            want[0].clone(),
+            want[4].clone(),
+            want[2].clone(),
+        ];
+        assert_eq!(read_back(&buf, &offs2), want2);
+    }
+
+    #[test]
+    fn too_many_bytes_is_e2big_and_unmapped_is_efault() {
+        let buf = vec![b'x'; 70_000];
+        let mut z = buf.clone();
+        z.push(0);
+        let mut ptrs = [z.as_ptr() as u64, 0];
+        let e = read_string_array(std::process::id(), ptrs.as_ptr() as u64, 10, 1000).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::E2BIG));
+        ptrs[0] = 8; // never mapped
+        let e =
+            read_string_array(std::process::id(), ptrs.as_ptr() as u64, 10, 1 << 20).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+    }
 }

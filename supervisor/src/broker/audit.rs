@@ -28,7 +28,7 @@ pub struct AuditLine {
     pub verdict: String,
     /// The policy's decisive reasons, in order (they name the rules that matched).
     pub reasons: Vec<String>,
-    /// `ask`, `refuse` or `pause`.
+    /// `allow` (an exec run without asking), `ask`, `refuse` or `pause`.
     pub decision: String,
     /// `once`, `always`, `deny` (asks), `resume`, `end` (pauses); absent for refusals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,6 +49,12 @@ pub struct AuditLine {
     /// [`super::proto::PendingView::diff`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+    /// For an exec: its own argv.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// For an exec: its working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 /// An append-only JSONL file.

@@ -823,6 +823,7 @@ impl Broker {
             wait_ms: Some(waited.as_millis() as u64),
             pid: Some(e.pid),
             diff: e.subject.diff(),
+            ..AuditLine::default()
         });
     }
 
@@ -1145,6 +1146,25 @@ impl Approver for Broker {
         self.announce(&v);
         let (answer, _, _) = self.wait(id);
         Ok(answer)
+    }
+
+    fn record_allowed(&self, exec: &crate::notify::AllowedExec) {
+        if let Some(log) = &self.inner.audit {
+            log.write(&AuditLine {
+                time: audit::rfc3339(SystemTime::now()),
+                session: self.inner.cfg.session.clone(),
+                kind: "exec".into(),
+                action: exec.command.clone(),
+                verdict: exec.verdict.to_string(),
+                reasons: exec.rules.clone(),
+                decision: "allow".into(),
+                reason: (exec.why != "allowed").then(|| exec.why.clone()),
+                pid: Some(exec.pid),
+                argv: Some(exec.argv.clone()),
+                cwd: Some(exec.cwd.to_string_lossy().into_owned()),
+                ..AuditLine::default()
+            });
+        }
     }
 
     fn record(&self, event: &AuditEvent) -> Option<String> {
