@@ -608,17 +608,19 @@ impl SandboxPlan {
                 if !plan.read_write.iter().any(|r| is_within(&p, r)) {
                     continue;
                 }
-                if std::fs::symlink_metadata(&p).is_ok() {
-                    push_unique(&mut plan.protected, p);
-                } else {
-                    match f.stand_in {
-                        StandIn::Dir => plan.wanted_stand_ins.push((p, None)),
-                        StandIn::File(c) => plan.wanted_stand_ins.push((p, Some(c))),
-                        StandIn::None => plan.unprotected.push(format!(
-                            "{} does not exist and has no stand-in, so the agent could create it",
-                            p.display()
-                        )),
+                // Whatever can have a stand-in goes through [`git_stand_ins`] even when it
+                // exists: it may be another session's stand-in, which this session must rely
+                // on (hold) too, or that session's end would remove it under this one's bind.
+                match f.stand_in {
+                    StandIn::Dir => plan.wanted_stand_ins.push((p, None)),
+                    StandIn::File(c) => plan.wanted_stand_ins.push((p, Some(c))),
+                    StandIn::None if std::fs::symlink_metadata(&p).is_ok() => {
+                        push_unique(&mut plan.protected, p)
                     }
+                    StandIn::None => plan.unprotected.push(format!(
+                        "{} does not exist and has no stand-in, so the agent could create it",
+                        p.display()
+                    )),
                 }
             }
         }
