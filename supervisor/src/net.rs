@@ -129,25 +129,22 @@ type Resolved = (HashSet<(IpAddr, Option<u16>)>, Option<Instant>);
 /// The agent's allowed destinations, resolved by the supervisor (re-resolved on a miss at most
 /// every 30 s, since model APIs sit behind changing CDN addresses). The name servers of
 /// `/etc/resolv.conf` are not among them: name resolution goes to the supervisor's relay in
-/// the sandbox's own network namespace (`crate::dns`), see [`AgentHosts::is_nameserver`].
+/// the sandbox's own network namespace (`crate::dns`).
 #[derive(Debug)]
 pub struct AgentHosts {
     specs: Vec<HostSpec>,
     resolved: Mutex<Resolved>,
-    nameservers: Vec<IpAddr>,
 }
 
 impl AgentHosts {
     /// From `host[:port]` strings; unparseable ones are dropped.
     pub fn new(list: &[String]) -> AgentHosts {
         let specs: Vec<HostSpec> = list.iter().filter_map(|s| parse_host_spec(s)).collect();
-        let nameservers = crate::dns::nameservers();
         // Names are resolved on the agent's first connection, not here: a launch must not
         // wait on DNS.
         AgentHosts {
             specs,
             resolved: Mutex::new((HashSet::new(), None)),
-            nameservers,
         }
     }
 
@@ -181,12 +178,6 @@ impl AgentHosts {
             .lock()
             .map(|g| g.0.contains(&(ip, Some(a.port()))) || g.0.contains(&(ip, None)))
             .unwrap_or(false)
-    }
-
-    /// Whether `a` is a name server of `/etc/resolv.conf` on port 53: a datagram socket
-    /// connected to it inside the sandbox reaches the resolver relay there (`crate::dns`).
-    pub fn is_nameserver(&self, a: &SocketAddr) -> bool {
-        a.port() == 53 && self.nameservers.contains(&a.ip())
     }
 
     /// Whether the agent program may have a stream socket of the host's network namespace

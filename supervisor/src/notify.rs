@@ -1423,16 +1423,12 @@ impl Notifier {
                 Ok(())
             }
             (libc::AF_INET | libc::AF_INET6, Dest::Inet(a)) => {
-                let ty = sys::getsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)?;
-                if ty == libc::SOCK_DGRAM && self.hosts.is_nameserver(a) {
-                    // The resolver relay inside the sandbox's network namespace (crate::dns):
-                    // the process's own socket, connected there. No host socket is handed out.
-                    self.reply_result(n.id, sys::connect_raw(sock.as_fd(), &raw));
-                    return Ok(());
-                }
                 // Only stream sockets of the host's namespace are handed out (to the agent's
                 // hosts, or approved): a datagram socket could be sent anywhere (`sendto`),
-                // disconnected and bound. Other types stay in the sandbox's namespace.
+                // disconnected and bound. Other types (UDP to the name servers included) are
+                // the process's own, connected in the sandbox's namespace, where the resolver
+                // relay is (crate::dns).
+                let ty = sys::getsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)?;
                 if ty != libc::SOCK_STREAM {
                     self.reply_result(n.id, sys::connect_raw(sock.as_fd(), &raw));
                     return Ok(());
