@@ -192,7 +192,87 @@ fn entry_step(steps: &[String], entry: &str) -> Option<String> {
         .cloned()
 }
 
-fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
+/// Where aider is installed for one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Layout {
+    /// `pip install` into a venv: its `bin` on `PATH`.
+    Venv(PathBuf),
+    /// A tool manager's layout in the home, rebuilt from the one `.ci/run` made under a
+    /// stand-in home (`ROOT/home`): pipx (`~/.local/share/pipx/venvs/aider-chat`) or uv
+    /// (`~/.local/share/uv/tools/aider-chat`), the launcher `~/.local/bin/aider` a link to
+    /// the venv's `bin/aider`.
+    Tool {
+        /// The stand-in home `.ci/run` installed into.
+        root: PathBuf,
+        /// The venv's place under a home (`.local/share/pipx/venvs/aider-chat`).
+        venv: &'static str,
+    },
+}
+
+const PIPX_ROOT: &str = "/opt/tyba-test-pipx/home";
+const PIPX_VENV: &str = ".local/share/pipx/venvs/aider-chat";
+const UV_ROOT: &str = "/opt/tyba-test-uv/home";
+const UV_VENV: &str = ".local/share/uv/tools/aider-chat";
+
+/// The tool layout under `root`, checked to hold the pinned aider; `None` (after a skip
+/// message) or a failure under `TYBA_REQUIRE_SANDBOX=1` when it is missing.
+fn tool_layout(root: &str, venv: &'static str, how: &str) -> Option<Layout> {
+    let root = PathBuf::from(root);
+    let meta = root.join(venv).join(format!(
+        "lib/python3.11/site-packages/aider_chat-{AIDER_VERSION}.dist-info/METADATA"
+    ));
+    if meta.is_file() && root.join(venv).join("bin/aider").is_file() {
+        return Some(Layout::Tool { root, venv });
+    }
+    assert!(
+        !require_sandbox(),
+        "aider {AIDER_VERSION} is not installed with {how} under {} and TYBA_REQUIRE_SANDBOX=1 (.ci/run installs it)",
+        root.display()
+    );
+    eprintln!(
+        "SKIP: aider is not installed with {how} under {}",
+        root.display()
+    );
+    None
+}
+
+/// Builds `layout` in the fake home; returns the `bin` to put on `PATH` and the home
+/// directories that hold the installation (not snapshotted). The venv's files are hard links
+/// to the installed ones, but for `bin/aider`, whose `#!` line names the venv's `python` by
+/// its absolute path: rewritten for the new place, as a tool manager writes it.
+fn install(s: &Scripted, layout: &Layout) -> (PathBuf, Vec<&'static str>) {
+    let (root, venv) = match layout {
+        Layout::Venv(v) => return (v.join("bin"), Vec::new()),
+        Layout::Tool { root, venv } => (root, *venv),
+    };
+    let from = root.join(venv);
+    let to = s.fx.home.join(venv);
+    link_tree(&from, &to);
+    let script = std::fs::read_to_string(from.join("bin/aider")).unwrap();
+    let script = script.replacen(
+        &format!("#!{}/bin/python", from.display()),
+        &format!("#!{}/bin/python", to.display()),
+        1,
+    );
+    assert!(
+        script.starts_with(&format!("#!{}/bin/python", to.display())),
+        "{script}"
+    );
+    std::fs::remove_file(to.join("bin/aider")).unwrap();
+    write_exe(&to.join("bin/aider"), &script);
+    symlink(to.join("bin/aider"), &s.fx.home.join(".local/bin/aider"));
+    let top = if venv.contains("pipx") {
+        ".local/share/pipx"
+    } else {
+        ".local/share/uv"
+    };
+    (s.fx.home.join(".local/bin"), vec![top, ".local/bin"])
+}
+
+/// Runs the scripted session; with `start_only` it checks only the start (nothing asked or
+/// refused before the first step, the green read ran and reached the model, the session
+/// ended with aider's final reply).
+fn run_aider_session(who: &Who, layout: &Layout, mode: Mode, start_only: bool) {
     let t0 = Instant::now();
     let Some(s) = Scripted::new(who, "agent-aider") else {
         return;
@@ -217,7 +297,9 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
     give(&s.fx.home, who);
 
     let mut env = s.fx.env();
-    set_env(&mut env, "PATH", path_with(&venv.join("bin")));
+    // After every `give`: the layout's files are links to the installed ones.
+    let (bin, install_dirs) = install(&s, layout);
+    set_env(&mut env, "PATH", path_with(&bin));
     set_env(&mut env, "OPENAI_API_KEY", "offline");
     // litellm's bundled model cost map instead of a download.
     set_env(&mut env, "LITELLM_LOCAL_MODEL_COST_MAP", "True");
@@ -254,7 +336,9 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
     for _ in 0..s.steps.len() {
         stdin.push_str("\n\n\nContinue.\n");
     }
-    let home_before = s.home_snapshot(&[".aider"]);
+    let mut state = vec![".aider"];
+    state.extend(&install_dirs);
+    let home_before = s.home_snapshot(&state);
     let steps = s.steps.clone();
     let (asks, code, out, err) = run_session(
         &s,
@@ -301,6 +385,46 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
             .count()
     };
     let saw = |i: usize, text: &str| outs[i].contains(text);
+    if start_only {
+        let mut ck = Checks::default();
+        let before = asks
+            .iter()
+            .filter(|a| first_step_at.is_none_or(|t| a.at < t))
+            .count();
+        let refused_before =
+            refusals_before_first_step(&refusals, |e| entry_step(&s.steps, e).is_some());
+        ck.check(
+            before == 0,
+            format!("no ask before the first step ({before})"),
+        );
+        ck.check(
+            refused_before == 0,
+            format!("no refusal before the first step ({refused_before})"),
+        );
+        ck.check(code == 0, format!("tyba run exits 0 (got {code})"));
+        ck.check(
+            out.contains("scripted session done"),
+            "aider printed the final reply",
+        );
+        ck.check(
+            saw(0, "hello from the fixture"),
+            format!("the model saw README.md: {:?}", outs[0]),
+        );
+        ck.check(
+            s.remote_main_now() == s.remote_main,
+            "the remote's main did not move",
+        );
+        let changes = s.outside_changes();
+        ck.check(
+            changes.is_empty(),
+            format!("nothing outside the worktree changed: {changes:?}"),
+        );
+        eprintln!(
+            "MEASURED aider {layout:?} {who:?} {mode:?}: asks before the first step {before}, refusals before the first step {refused_before}"
+        );
+        ck.finish(&ctx);
+        return;
+    }
 
     let mut ck = Checks::default();
     let before: Vec<&Answered> = asks
@@ -432,7 +556,7 @@ fn run_aider_session(who: &Who, venv: &Path, mode: Mode) {
         !s.root.join("outside.txt").exists(),
         "../outside.txt does not exist",
     );
-    let home_changes = changes(&home_before, &s.home_snapshot(&[".aider"]));
+    let home_changes = changes(&home_before, &s.home_snapshot(&state));
     ck.check(
         home_changes.is_empty(),
         format!("nothing in the home but the agent's state changed: {home_changes:?}"),
@@ -461,7 +585,14 @@ fn agent_aider_by_name_non_interactive() {
     let Some(venv) = aider_venv() else {
         return;
     };
-    for_each_who(|who| run_aider_session(who, &venv, Mode::NonInteractive));
+    for_each_who(|who| {
+        run_aider_session(
+            who,
+            &Layout::Venv(venv.clone()),
+            Mode::NonInteractive,
+            false,
+        )
+    });
 }
 
 #[test]
@@ -469,5 +600,20 @@ fn agent_aider_by_name_scripted_person() {
     let Some(venv) = aider_venv() else {
         return;
     };
-    for_each_who(|who| run_aider_session(who, &venv, Mode::Person));
+    for_each_who(|who| run_aider_session(who, &Layout::Venv(venv.clone()), Mode::Person, false));
+}
+
+#[test]
+fn agent_aider_venv_pipx_and_uv_layouts_start_unasked() {
+    let Some(venv) = aider_venv() else {
+        return;
+    };
+    let mut layouts = vec![Layout::Venv(venv)];
+    layouts.extend(tool_layout(PIPX_ROOT, PIPX_VENV, "pipx"));
+    layouts.extend(tool_layout(UV_ROOT, UV_VENV, "uv tool"));
+    for_each_who(|who| {
+        for l in &layouts {
+            run_aider_session(who, l, Mode::NonInteractive, true);
+        }
+    });
 }

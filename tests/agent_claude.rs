@@ -1,68 +1,77 @@
-//! The real Claude Code CLI end to end (issue 6, item 4): `claude -p` (npm
-//! `@anthropic-ai/claude-code` 2.1.332, the native binary inside it, installed by `.ci/run`
-//! under `/opt/tyba-test-npm`) runs under `tyba run --here`, fully offline, against a scripted
-//! Messages API server on 127.0.0.1 written here (`ANTHROPIC_BASE_URL`). The same session as
-//! `tests/agent_codex.rs`: one `Bash` tool call per turn, a scripted person answering through
-//! `tyba inbox --json` / `tyba approve` / `tyba deny`. Kernel layer only (no hook): Claude
-//! Code's shell reports the command's stderr, so tyba's refusal text reaches the model as the
-//! `tool_result`. As the test's user and as the unprivileged `TYBA_TEST_USER`.
+//! The real Claude Code end to end (issue 12): npm `@anthropic-ai/claude-code` 2.1.332 installed
+//! as its users install it (`npm install -g --prefix PREFIX`: `PREFIX/bin/claude` is npm's link
+//! to the package's `bin/claude.exe`, which the package's install step replaces by the native
+//! binary of the platform package), started by the name users type: `tyba run --here -- claude
+//! -p …` with `PREFIX/bin` on `PATH`. Fully offline against a scripted Messages API server on
+//! 127.0.0.1 written here (`ANTHROPIC_BASE_URL`; `shared/notes/agents-offline.md`): one `Bash`
+//! tool call per turn, the whole history in each request, so the `tool_result` of every step
+//! (what the model read) is recorded. Claude Code runs every command inside its own wrapper
+//! (`\builtin shopt -u extglob … && eval 'CMD' < /dev/null && pwd -P >| $TMPDIR/claude-…-cwd`):
+//! the real thing, nothing here turns it off, so every step (the direct push too) goes through
+//! it. Harness: `tests/agent_support.rs`.
 //!
-//! Claude Code is found at `TYBA_TEST_CLAUDE` or under `/opt/tyba-test-npm`; when it is not
-//! there the test fails with `TYBA_REQUIRE_SANDBOX=1` and is skipped otherwise.
+//! Three modes, as the test's user and as the unprivileged `TYBA_TEST_USER`:
+//! `--non-interactive` (CI), a scripted person answering through `tyba inbox --json` /
+//! `approve` / `deny`, and the same person with tyba's hook installed (`tyba hook install
+//! claude-code --user`, tyba in `~/.cargo/bin`). The session adds a push to `main` from inside
+//! `make` to the six steps.
+//!
+//! Install layouts, each started by name with zero asks before the first step: npm with the
+//! system-wide prefix (`.ci/run`: `/opt/tyba-test-npm-global`), with a home prefix
+//! (`~/.npm-global`), nvm's (`~/.nvm/versions/node/vX/…`), and the native installer's
+//! (`~/.local/bin/claude` → `~/.local/share/claude/versions/2.1.332`, the package's native
+//! binary), the last three rebuilt in the fake home from the installed files (`link_tree`).
+//!
+//! Claude Code is found under `TYBA_TEST_NPM_PREFIX` or `/opt/tyba-test-npm-global`; when it is
+//! not there the test fails with `TYBA_REQUIRE_SANDBOX=1` and is skipped otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "ask_support.rs"]
-mod ask;
+#[path = "agent_support.rs"]
+mod agent;
 
-use ask::*;
-use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use agent::*;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The pinned version `.ci/run` installs.
 const CLAUDE_VERSION: &str = "2.1.332";
-const NPM_PREFIX: &str = "/opt/tyba-test-npm";
-const CLAUDE_NATIVE: &str = "node_modules/@anthropic-ai/claude-code-linux-x64/claude";
+const NPM_PREFIX: &str = "/opt/tyba-test-npm-global";
+const PACKAGE: &str = "lib/node_modules/@anthropic-ai/claude-code";
 
-const READ: &str = "cat README.md";
-const BUILD: &str = "sh build.sh";
-const RM: &str = "rm -rf build";
-const PUSH: &str = "git push origin HEAD:main";
-const OUTSIDE: &str = "echo x > ../outside.txt";
-const RM_REASON: &str = "use git clean";
-const OUTSIDE_REASON: &str = "stay in the worktree";
-const NET_REASON: &str = "no network in this task";
-
-fn claude_binary() -> Option<PathBuf> {
-    let p = std::env::var_os("TYBA_TEST_CLAUDE")
+/// The npm global prefix holding `bin/claude`, checked to be the pinned version.
+fn npm_prefix() -> Option<PathBuf> {
+    let prefix = std::env::var_os("TYBA_TEST_NPM_PREFIX")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(NPM_PREFIX).join(CLAUDE_NATIVE));
-    if p.is_file() {
-        return Some(p);
+        .unwrap_or_else(|| PathBuf::from(NPM_PREFIX));
+    let pkg = prefix.join(PACKAGE).join("package.json");
+    if prefix.join("bin/claude").exists() && pkg.is_file() {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&pkg).unwrap()).unwrap();
+        assert_eq!(
+            v["version"],
+            CLAUDE_VERSION,
+            "{} is not Claude Code {CLAUDE_VERSION}",
+            pkg.display()
+        );
+        return Some(prefix);
     }
     assert!(
         !require_sandbox(),
-        "Claude Code is not installed at {} and TYBA_REQUIRE_SANDBOX=1: install it with \
-         `npm install --prefix {NPM_PREFIX} @anthropic-ai/claude-code@{CLAUDE_VERSION}` (as \
-         .ci/run does) or point TYBA_TEST_CLAUDE at the native `claude` binary",
-        p.display()
+        "Claude Code is not installed under {} and TYBA_REQUIRE_SANDBOX=1: install it with \
+         `npm install -g --prefix {NPM_PREFIX} @anthropic-ai/claude-code@{CLAUDE_VERSION}` (as \
+         .ci/run does) or point TYBA_TEST_NPM_PREFIX at an npm prefix holding it",
+        prefix.display()
     );
-    eprintln!("SKIP: Claude Code is not installed at {}", p.display());
+    eprintln!(
+        "SKIP: Claude Code is not installed under {}",
+        prefix.display()
+    );
     None
 }
 
 // ---------------------------------------------------------------------------------------
-// The scripted model: Messages API over server-sent events, loopback only.
-
-#[derive(Debug, Default)]
-struct Model {
-    requests: Mutex<Vec<serde_json::Value>>,
-    other: Mutex<Vec<String>>,
-}
+// The scripted model: `POST /v1/messages?beta=true`, server-sent events.
 
 fn sse(event: &str, mut data: serde_json::Value) -> String {
     data["type"] = event.into();
@@ -95,461 +104,341 @@ fn tool_results(req: &serde_json::Value) -> Vec<(String, bool, String)> {
     v
 }
 
-impl Model {
-    fn reply(&self, body: &serde_json::Value, steps: &[String]) -> String {
-        let done = tool_results(body).len();
-        let msg = serde_json::json!({
-            "id": format!("msg_{done}"), "type": "message", "role": "assistant",
-            "model": body["model"], "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-        });
-        let mut s = sse("message_start", serde_json::json!({ "message": msg }));
-        let (block, delta, stop) = match steps.get(done) {
-            Some(cmd) => (
-                serde_json::json!({"type": "tool_use", "id": format!("toolu_{done}"), "name": "Bash", "input": {}}),
-                serde_json::json!({"type": "input_json_delta", "partial_json":
-                    serde_json::json!({"command": cmd, "description": "scripted step"}).to_string()}),
-                "tool_use",
-            ),
-            None => (
-                serde_json::json!({"type": "text", "text": ""}),
-                serde_json::json!({"type": "text_delta", "text": "scripted session done"}),
-                "end_turn",
-            ),
-        };
-        s.push_str(&sse(
-            "content_block_start",
-            serde_json::json!({"index": 0, "content_block": block}),
-        ));
-        s.push_str(&sse(
-            "content_block_delta",
-            serde_json::json!({"index": 0, "delta": delta}),
-        ));
-        s.push_str(&sse("content_block_stop", serde_json::json!({"index": 0})));
-        s.push_str(&sse(
-            "message_delta",
-            serde_json::json!({"delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 1}}),
-        ));
-        s.push_str(&sse("message_stop", serde_json::json!({})));
-        s
-    }
-
-    fn serve(&self, stream: TcpStream, steps: &[String]) {
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
-        let mut w = stream.try_clone().unwrap();
-        let mut r = BufReader::new(stream);
-        loop {
-            let mut line = String::new();
-            if r.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let mut parts = line.split_whitespace();
-            let (method, path) = (
-                parts.next().unwrap_or("").to_string(),
-                parts.next().unwrap_or("").to_string(),
-            );
-            let mut len = 0usize;
-            loop {
-                let mut h = String::new();
-                if r.read_line(&mut h).unwrap_or(0) == 0 {
-                    return;
-                }
-                let h = h.trim_end();
-                if h.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = h.split_once(':') {
-                    if k.eq_ignore_ascii_case("content-length") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-            }
-            let mut body = vec![0u8; len];
-            if r.read_exact(&mut body).is_err() {
-                return;
-            }
-            let messages = path == "/v1/messages" || path.starts_with("/v1/messages?");
-            let (status, ctype, payload) = if method == "POST" && messages {
-                match serde_json::from_slice::<serde_json::Value>(&body) {
-                    Ok(v) => {
-                        let reply = self.reply(&v, steps);
-                        self.requests.lock().unwrap().push(v);
-                        ("200 OK", "text/event-stream", reply)
-                    }
-                    Err(e) => {
-                        self.other
-                            .lock()
-                            .unwrap()
-                            .push(format!("{method} {path}: bad JSON ({e})"));
-                        ("400 Bad Request", "text/plain", String::new())
-                    }
-                }
-            } else {
-                self.other.lock().unwrap().push(format!("{method} {path}"));
-                ("404 Not Found", "text/plain", String::new())
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n",
-                payload.len()
-            );
-            if w.write_all(head.as_bytes()).is_err() || w.write_all(payload.as_bytes()).is_err() {
-                return;
-            }
-            let _ = w.flush();
-        }
-    }
+fn reply(body: &serde_json::Value, steps: &[String]) -> (usize, String) {
+    let done = tool_results(body).len();
+    let msg = serde_json::json!({
+        "id": format!("msg_{done}"), "type": "message", "role": "assistant",
+        "model": body["model"], "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    });
+    let mut s = sse("message_start", serde_json::json!({ "message": msg }));
+    let (block, delta, stop) = match steps.get(done) {
+        Some(cmd) => (
+            serde_json::json!({"type": "tool_use", "id": format!("toolu_{done}"), "name": "Bash", "input": {}}),
+            serde_json::json!({"type": "input_json_delta", "partial_json":
+                serde_json::json!({"command": cmd, "description": "scripted step"}).to_string()}),
+            "tool_use",
+        ),
+        None => (
+            serde_json::json!({"type": "text", "text": ""}),
+            serde_json::json!({"type": "text_delta", "text": "scripted session done"}),
+            "end_turn",
+        ),
+    };
+    s.push_str(&sse(
+        "content_block_start",
+        serde_json::json!({"index": 0, "content_block": block}),
+    ));
+    s.push_str(&sse(
+        "content_block_delta",
+        serde_json::json!({"index": 0, "delta": delta}),
+    ));
+    s.push_str(&sse("content_block_stop", serde_json::json!({"index": 0})));
+    s.push_str(&sse(
+        "message_delta",
+        serde_json::json!({"delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 1}}),
+    ));
+    s.push_str(&sse("message_stop", serde_json::json!({})));
+    (done, s)
 }
 
-fn listen(on_conn: impl Fn(TcpStream) + Send + Sync + 'static) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let on_conn = Arc::new(on_conn);
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let f = Arc::clone(&on_conn);
-            std::thread::spawn(move || f(s));
-        }
-    });
-    port
+fn handle(rec: &Recorded, steps: &[String], method: &str, path: &str, body: &[u8]) -> Reply {
+    let messages = path == "/v1/messages" || path.starts_with("/v1/messages?");
+    if method != "POST" || !messages {
+        rec.other_request(format!("{method} {path}"));
+        return ("404 Not Found", "text/plain", String::new());
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        rec.other_request(format!("{method} {path}: bad JSON"));
+        return ("400 Bad Request", "text/plain", String::new());
+    };
+    let (step, r) = reply(&v, steps);
+    rec.model_request(v, step);
+    ("200 OK", "text/event-stream", r)
 }
 
 // ---------------------------------------------------------------------------------------
-// The scripted person.
 
-#[derive(Debug, Clone)]
-struct Answered {
-    kind: String,
-    verdict: String,
-    action: String,
-    answer: String,
-    rc: i32,
-}
-
-/// The command line an ask is about. Claude Code 2.1.332 runs each `Bash` call as one
-/// `bash -c` line that ends `… && eval 'CMD' < /dev/null && pwd -P >| $TMPDIR/claude-XXXX-cwd`,
-/// which the kernel layer classifies (and shows) whole; the person reads `CMD` out of it.
-fn command_of(action: &str) -> Option<&str> {
-    let rest = action.split_once(" && eval '")?.1;
-    let end = rest.find("' < /dev/null")?;
-    Some(&rest[..end])
-}
-
-fn is_ask_for(action: &str, c: &str) -> bool {
-    action == format!("run `{c}`") || command_of(action) == Some(c)
-}
-
-fn answer_for(p: &serde_json::Value, net: &str) -> Vec<String> {
-    let id = p["id"].as_str().unwrap().to_string();
-    let action = p["action"].as_str().unwrap_or("");
-    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    if p["kind"] == "pause" {
-        return v(&["approve", &id]);
-    }
-    let cmd = |c: &str| is_ask_for(action, c);
-    // The read and the build are the task: allowed once each.
-    if cmd(READ) || cmd(BUILD) {
-        return v(&["approve", &id]);
-    }
-    if cmd(RM) {
-        return v(&["deny", &id, "--reason", RM_REASON]);
-    }
-    if cmd(OUTSIDE) {
-        return v(&["deny", &id, "--reason", OUTSIDE_REASON]);
-    }
-    if cmd(net) {
-        return v(&["deny", &id, "--reason", NET_REASON]);
-    }
-    v(&["deny", &id, "--reason", "not part of the scripted session"])
-}
-
-fn approver(fx: &Fx, net: &str, stop: &AtomicBool) -> Vec<Answered> {
-    let mut seen = std::collections::HashSet::new();
-    let mut log = Vec::new();
-    while !stop.load(Ordering::SeqCst) {
-        let (code, out, _) = fx.cli(&["inbox", "--json"]);
-        if code == 0 {
-            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-            for s in v.as_array().cloned().unwrap_or_default() {
-                for p in s["pending"].as_array().cloned().unwrap_or_default() {
-                    let id = p["id"].as_str().unwrap_or("").to_string();
-                    if !seen.insert(id) {
-                        continue;
-                    }
-                    let args = answer_for(&p, net);
-                    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-                    let (rc, _, _) = fx.cli(&refs);
-                    log.push(Answered {
-                        kind: p["kind"].as_str().unwrap_or("").into(),
-                        verdict: p["verdict"].as_str().unwrap_or("").into(),
-                        action: p["action"].as_str().unwrap_or("").into(),
-                        answer: args[0].clone(),
-                        rc,
-                    });
+/// The command inside Claude Code's wrapper (`… && eval 'CMD' < /dev/null && pwd -P >| …`,
+/// `'` written `'\''` inside), or the line itself.
+fn unwrap_claude(line: &str) -> String {
+    let Some((_, rest)) = line.split_once("eval '") else {
+        return line.to_string();
+    };
+    let mut out = String::new();
+    let mut r = rest;
+    loop {
+        match r.find('\'') {
+            Some(i) => {
+                out.push_str(&r[..i]);
+                if let Some(after) = r[i..].strip_prefix("'\\''") {
+                    out.push('\'');
+                    r = after;
+                } else {
+                    return out;
                 }
             }
+            None => return line.to_string(),
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    log
 }
 
-fn git_out(fx: &Fx, dir: &Path, args: &[&str]) -> String {
-    String::from_utf8_lossy(&git_as(&fx.who, dir, args).stdout)
-        .trim()
-        .to_string()
+/// The scripted step an ask's action is for: `run `LINE`` (the kernel layer; the line maybe
+/// Claude Code's wrapper around the step) or `CMD (Bash via claude-code)` (tyba's hook).
+fn step_of(steps: &[String], action: &str) -> Option<String> {
+    let a = action
+        .strip_suffix(" (Bash via claude-code)")
+        .or_else(|| {
+            action
+                .strip_prefix("run `")
+                .and_then(|a| a.strip_suffix('`'))
+        })
+        .unwrap_or(action);
+    let inner = unwrap_claude(a);
+    steps.iter().find(|s| s.as_str() == inner).cloned()
 }
 
-fn run_claude_session(who: &Who, claude: &Path) {
-    let t0 = Instant::now();
-    let Some(fx) = setup(who, "agent-claude") else {
-        return;
-    };
-    let root = fx.wt.parent().unwrap().to_path_buf();
-
-    std::fs::write(
-        fx.wt.join("build.sh"),
-        "mkdir -p build\necho built > build/out.txt\necho build ok\n",
-    )
-    .unwrap();
-    std::fs::write(fx.wt.join("README.md"), "hello from the fixture\n").unwrap();
-    let remote = root.join("remote.git");
-    std::fs::create_dir_all(&remote).unwrap();
-    give(&root, who);
-    git_as(who, &remote, &["init", "-q", "--bare", "-b", "main"]);
-    git_as(who, &fx.wt, &["add", "."]);
-    git_as(who, &fx.wt, &["commit", "-q", "-m", "build script"]);
-    git_as(
-        who,
-        &fx.wt,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
-    git_as(who, &fx.wt, &["push", "-q", "origin", "main"]);
-    let remote_main = git_out(&fx, &remote, &["rev-parse", "refs/heads/main"]);
-    std::fs::write(fx.wt.join("notes.txt"), "unpublished\n").unwrap();
-    give(&fx.wt, who);
-    git_as(who, &fx.wt, &["add", "notes.txt"]);
-    git_as(who, &fx.wt, &["commit", "-q", "-m", "local only"]);
-
-    let net_hits = Arc::new(AtomicUsize::new(0));
-    let hits = Arc::clone(&net_hits);
-    let net_port = listen(move |_| {
-        hits.fetch_add(1, Ordering::SeqCst);
-    });
-    let net = format!("curl -s http://127.0.0.1:{net_port}/");
-
-    let steps: Vec<String> = [READ, BUILD, RM, PUSH, OUTSIDE, &net]
+/// The scripted step a refusal of the end-of-session summary (`exec LINE: REASON`) is for:
+/// the step whose command is the line, or inside its wrapper; a `git push` refused inside
+/// `make publish` is the push's.
+fn entry_step(steps: &[String], entry: &str) -> Option<String> {
+    let action = entry.strip_prefix("exec ").unwrap_or(entry);
+    steps
         .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let model = Arc::new(Model::default());
-    let m = Arc::clone(&model);
-    let st = steps.clone();
-    let port = listen(move |s| m.serve(s, &st));
+        .filter(|c| {
+            action.starts_with(&format!("{c}: "))
+                || action
+                    .split_once(": refused")
+                    .or_else(|| action.split_once(": "))
+                    .is_some_and(|(line, _)| unwrap_claude(line) == c.as_str())
+        })
+        .max_by_key(|c| c.len())
+        .cloned()
+}
 
-    // ~/.claude is the policy's agent state (writable by the agent).
-    std::fs::create_dir_all(fx.home.join(".claude")).unwrap();
-    give(&fx.home, who);
+/// The `tool_result` blocks of a request, in order: (tool_use_id, is_error, content).
+fn results_of(req: &serde_json::Value) -> Vec<(String, bool, String)> {
+    tool_results(req)
+}
 
-    let mut c = command_as(&fx.who, &fx.tyba);
-    c.args(["run", "--here", "--allow-host"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--pass-env", "ANTHROPIC_API_KEY", "--"])
-        .arg(claude)
-        .args([
+/// Where the agent is installed for one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// npm global with the system prefix of `.ci/run`.
+    System,
+    /// `npm install -g --prefix ~/.npm-global`.
+    HomePrefix,
+    /// nvm: `~/.nvm/versions/node/vX/{bin,lib/node_modules}`.
+    Nvm,
+    /// The native installer: `~/.local/bin/claude` → `~/.local/share/claude/versions/V`.
+    Native,
+}
+
+/// Builds `layout` in the fake home from the installed `prefix`; returns the `bin` to put on
+/// `PATH` and the home directories that hold the installation (not snapshotted).
+fn install(s: &Scripted, prefix: &Path, layout: Layout) -> (PathBuf, Vec<&'static str>) {
+    let home = &s.fx.home;
+    let at = match layout {
+        Layout::System => return (prefix.join("bin"), Vec::new()),
+        Layout::Native => {
+            let v = home
+                .join(".local/share/claude/versions")
+                .join(CLAUDE_VERSION);
+            std::fs::create_dir_all(v.parent().unwrap()).unwrap();
+            std::fs::hard_link(prefix.join(PACKAGE).join("bin/claude.exe"), &v).unwrap();
+            symlink(&v, &home.join(".local/bin/claude"));
+            return (
+                home.join(".local/bin"),
+                vec![".local/share/claude", ".local/bin"],
+            );
+        }
+        Layout::HomePrefix => home.join(".npm-global"),
+        Layout::Nvm => {
+            let v = String::from_utf8(
+                std::process::Command::new("node")
+                    .arg("--version")
+                    .output()
+                    .unwrap()
+                    .stdout,
+            )
+            .unwrap();
+            let root = home.join(".nvm/versions/node").join(v.trim());
+            std::fs::create_dir_all(root.join("bin")).unwrap();
+            let node = std::fs::canonicalize("/usr/bin/node").unwrap();
+            std::fs::copy(&node, root.join("bin/node")).unwrap();
+            root
+        }
+    };
+    link_tree(&prefix.join(PACKAGE), &at.join(PACKAGE));
+    symlink(
+        "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
+        &at.join("bin/claude"),
+    );
+    let dirs = match layout {
+        Layout::HomePrefix => vec![".npm-global"],
+        _ => vec![".nvm"],
+    };
+    (at.join("bin"), dirs)
+}
+
+fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> Measured {
+    let t0 = Instant::now();
+    let Some(s) = Scripted::new(who, "agent-claude") else {
+        return Measured::default();
+    };
+    let mut s = s.with_make_push();
+    let rec = Arc::new(Recorded::default());
+    let r = Arc::clone(&rec);
+    let st = s.steps.clone();
+    let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
+
+    // ~/.claude is the policy's agent state (writable by the agent; its settings files are
+    // control files the sandbox keeps read-only).
+    let config_dir = s.fx.home.join(".claude");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    give(&s.fx.home, who);
+    let mut env = s.fx.env();
+    set_env(&mut env, "CLAUDE_CONFIG_DIR", config_dir.as_os_str());
+    if mode == Mode::Hook {
+        // The hook runs inside the sandbox, so tyba must be where the sandbox may execute
+        // it: `~/.cargo/bin` (policy `read_only`), as after `cargo install`.
+        let bin = s.fx.home.join(".cargo/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        copy_exe(&s.fx.tyba, &bin.join("tyba"));
+        give(&s.fx.home, who);
+        let o = run_tyba(
+            who,
+            &bin.join("tyba"),
+            &s.fx.wt,
+            &env,
+            &["hook", "install", "claude-code", "--user"],
+        );
+        assert!(
+            o.status.success(),
+            "tyba hook install claude-code --user: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // The person runs the tyba they installed: the session's tyba is the hook's.
+        s.fx.tyba = bin.join("tyba");
+    }
+    // After every `give`: the layout's files are links to the installed ones.
+    let (bin, install_dirs) = install(&s, prefix, layout);
+    set_env(&mut env, "PATH", path_with(&bin));
+    set_env(
+        &mut env,
+        "ANTHROPIC_BASE_URL",
+        format!("http://127.0.0.1:{port}"),
+    );
+    set_env(&mut env, "ANTHROPIC_API_KEY", "offline");
+    set_env(&mut env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    set_env(&mut env, "CLAUDE_CODE_MAX_RETRIES", "0");
+    // `--dangerously-skip-permissions` refuses to run as root without it.
+    set_env(&mut env, "IS_SANDBOX", "1");
+    let mut state = vec![".claude", ".claude.json"];
+    state.extend(&install_dirs);
+    let home_before = s.home_snapshot(&state);
+    let steps = s.steps.clone();
+    let (asks, code, out, err) = run_session(
+        &s,
+        mode,
+        port,
+        &["ANTHROPIC_API_KEY"],
+        &[
+            "claude",
             "-p",
             "--dangerously-skip-permissions",
             "--setting-sources",
             "user",
             "--",
             "Run the scripted commands.",
-        ]);
-    c.current_dir(&fx.wt).env_clear().stdin(Stdio::null());
-    let mut env: Vec<(OsString, OsString)> = fx.env();
-    env.extend([
-        ("CLAUDE_CONFIG_DIR".into(), fx.home.join(".claude").into()),
-        (
-            "ANTHROPIC_BASE_URL".into(),
-            format!("http://127.0.0.1:{port}").into(),
-        ),
-        ("ANTHROPIC_API_KEY".into(), "offline".into()),
-        (
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-            "1".into(),
-        ),
-        ("CLAUDE_CODE_MAX_RETRIES".into(), "0".into()),
-        // Needed with --dangerously-skip-permissions as root.
-        ("IS_SANDBOX".into(), "1".into()),
-    ]);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut session = Session { child };
-
-    let stop = AtomicBool::new(false);
-    let (asks, (code, out, err)) = std::thread::scope(|s| {
-        let h = s.spawn(|| approver(&fx, &net, &stop));
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while session.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if session.child.try_wait().unwrap().is_none() {
-            let _ = session.child.kill();
-        }
-        let res = session.finish();
-        stop.store(true, Ordering::SeqCst);
-        (h.join().unwrap(), res)
-    });
-    let requests = model.requests.lock().unwrap().clone();
+        ],
+        &env,
+        None,
+        &|a| step_of(&steps, a),
+        Duration::from_secs(100),
+    );
+    let requests = rec.requests.lock().unwrap().clone();
+    let other = rec.other.lock().unwrap().clone();
+    let first_step_at = *rec.first_step_at.lock().unwrap();
     let secs = t0.elapsed().as_secs_f64();
-    let results = requests.last().map(tool_results).unwrap_or_default();
+    let results = requests.last().map(results_of).unwrap_or_default();
+    let seen: Vec<Seen> = (0..s.steps.len())
+        .map(
+            |i| match results.iter().find(|r| r.0 == format!("toolu_{i}")) {
+                Some((_, is_error, text)) => Seen {
+                    reported: true,
+                    failed: *is_error,
+                    text: text.clone(),
+                },
+                None => Seen::default(),
+            },
+        )
+        .collect();
     let ctx = format!(
-        "{who:?} ({secs:.1} s)\n--- tyba run exit {code}\n--- stdout\n{out}\n--- stderr\n{err}\n--- asks\n{}\n--- tool results\n{results:#?}\n--- other requests {:?}\n",
-        asks.iter()
-            .map(|a| format!(
-                "{} {} {} -> {} ({})",
-                a.kind,
-                a.verdict,
-                a.action.replace('\n', " "),
-                a.answer,
-                a.rc
-            ))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        model.other.lock().unwrap()
+        "claude {layout:?} {who:?} {mode:?} ({secs:.1} s)\n--- tyba run exit {code}\n--- stdout\n{out}\n--- stderr\n{err}\n--- asks\n{}\n--- tool results the model read\n{results:#?}\n--- other requests {other:?}\n",
+        describe(&asks)
     );
     eprintln!("{ctx}");
-
-    let mut ck = Checks::default();
-    let answered = |c: &str, ans: &str| {
-        asks.iter()
-            .any(|a| is_ask_for(&a.action, c) && a.answer == ans && a.rc == 0)
-    };
-    let result = |i: usize| {
-        results
-            .iter()
-            .find(|r| r.0 == format!("toolu_{i}"))
-            .cloned()
-            .unwrap_or_default()
-    };
-    // Claude Code: a failing command is `is_error` with `Exit code N` and its merged output.
-    let refused = |i: usize, text: &str| {
-        let (_, is_error, content) = result(i);
-        is_error && content.contains(text)
-    };
-
-    ck.check(code == 0, format!("tyba run exits 0 (got {code})"));
-    ck.check(
-        out.contains("scripted session done"),
-        "claude printed the final message",
-    );
-    ck.check(
-        results.len() == steps.len(),
-        format!(
-            "a tool result per command ({} of {})",
-            results.len(),
-            steps.len()
-        ),
-    );
-    ck.check(
-        model.other.lock().unwrap().is_empty(),
-        "no other request reached the model server",
-    );
-    // 1. The read ran and the agent saw the file.
-    let (_, err0, read) = result(0);
-    ck.check(
-        !err0 && read.contains("hello from the fixture"),
-        format!("the agent read README.md: {read:?}"),
-    );
-    // 2. The build: asked once, approved, ran.
-    ck.check(
-        answered(BUILD, "approve"),
-        "the build was asked and approved",
-    );
-    ck.check(
-        asks.iter().filter(|a| is_ask_for(&a.action, BUILD)).count() == 1,
-        "the build is asked exactly once",
-    );
-    let (_, err1, build) = result(1);
-    ck.check(
-        !err1 && build.contains("build ok"),
-        format!("the agent saw the build's output: {build:?}"),
-    );
-    ck.check(fx.wt.join("build/out.txt").is_file(), "the build ran");
-    // 3. rm -rf: denied with the reason; the agent read the reason; build/ is still there.
-    ck.check(answered(RM, "deny"), "`rm -rf build` was asked and denied");
-    ck.check(
-        refused(2, &format!("tyba: {RM_REASON}")),
-        format!("the agent saw \"{RM_REASON}\": {:?}", result(2).2),
-    );
-    ck.check(
-        fx.wt.join("build/out.txt").is_file(),
-        "build/ is still there",
-    );
-    // 4. The push: never asked, refused with the policy's reason; the remote did not move.
-    ck.check(
-        !asks.iter().any(|a| is_ask_for(&a.action, PUSH)),
-        "the push to main is never asked",
-    );
-    ck.check(
-        refused(3, "protected"),
-        format!("the agent saw the push refused: {:?}", result(3).2),
-    );
-    ck.check(
-        git_out(&fx, &remote, &["rev-parse", "refs/heads/main"]) == remote_main,
-        "the remote's main did not move",
-    );
-    // 5. The out-of-tree write: denied with the reason; no file.
-    ck.check(
-        answered(OUTSIDE, "deny"),
-        "the out-of-tree write was asked and denied",
-    );
-    ck.check(
-        refused(4, &format!("tyba: {OUTSIDE_REASON}")),
-        format!("the agent saw \"{OUTSIDE_REASON}\": {:?}", result(4).2),
-    );
-    ck.check(
-        !root.join("outside.txt").exists(),
-        "../outside.txt does not exist",
-    );
-    // 6. The network call: denied with the reason; the listener got nothing.
-    ck.check(
-        answered(&net, "deny"),
-        "the network call was asked and denied",
-    );
-    ck.check(
-        refused(5, &format!("tyba: {NET_REASON}")),
-        format!("the agent saw \"{NET_REASON}\": {:?}", result(5).2),
-    );
-    ck.check(
-        net_hits.load(Ordering::SeqCst) == 0,
-        "the second listener got no connection",
-    );
-    ck.check(secs < 120.0, format!("under two minutes ({secs:.1} s)"));
-    ck.finish(&ctx);
+    let home_changes = changes(&home_before, &s.home_snapshot(&state));
+    check_outcome(
+        &s,
+        &Outcome {
+            agent: "claude",
+            who,
+            mode,
+            asks: &asks,
+            code,
+            out: &out,
+            err: &err,
+            seen: &seen,
+            first_step_at,
+            other: &other,
+            step_of: &|a| step_of(&s.steps, a),
+            entry_step: &|e| entry_step(&s.steps, e),
+            home_changes,
+        },
+        &ctx,
+    )
 }
 
 #[test]
-fn agent_claude_real_cli_offline_under_tyba_run() {
-    let Some(claude) = claude_binary() else {
+fn agent_claude_by_name_non_interactive() {
+    let Some(prefix) = npm_prefix() else {
         return;
     };
-    let v = std::process::Command::new(&claude)
-        .arg("--version")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .output()
-        .unwrap();
-    let version = String::from_utf8_lossy(&v.stdout).trim().to_string();
-    assert!(
-        version.starts_with(CLAUDE_VERSION),
-        "{} is `{version}`, the test is written for {CLAUDE_VERSION}",
-        claude.display()
-    );
-    for who in whos() {
-        run_claude_session(&who, &claude);
-    }
+    for_each_who(|who| {
+        run_claude_session(who, &prefix, Mode::NonInteractive, Layout::System);
+    });
+}
+
+#[test]
+fn agent_claude_by_name_scripted_person() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        run_claude_session(who, &prefix, Mode::Person, Layout::System);
+    });
+}
+
+#[test]
+fn agent_claude_by_name_with_tyba_hook() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        run_claude_session(who, &prefix, Mode::Hook, Layout::System);
+    });
+}
+
+#[test]
+fn agent_claude_home_nvm_and_native_installer_layouts() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        for layout in [Layout::HomePrefix, Layout::Nvm, Layout::Native] {
+            run_claude_session(who, &prefix, Mode::NonInteractive, layout);
+        }
+    });
 }

@@ -184,7 +184,7 @@ fn entry_step(steps: &[String], entry: &str) -> Option<String> {
 
 fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
     let t0 = Instant::now();
-    let Some(s) = Scripted::new(who, "agent-gemini") else {
+    let Some(mut s) = Scripted::new(who, "agent-gemini") else {
         return;
     };
     let rec = Arc::new(Recorded::default());
@@ -223,6 +223,8 @@ fn run_gemini_session(who: &Who, prefix: &Path, mode: Mode) {
             "tyba hook install gemini --user: {}",
             String::from_utf8_lossy(&o.stderr)
         );
+        // The person runs the tyba they installed: the session's tyba is the hook's.
+        s.fx.tyba = bin.join("tyba");
     }
     set_env(&mut env, "PATH", path_with(&prefix.join("bin")));
     set_env(
@@ -489,7 +491,6 @@ fn agent_gemini_by_name_scripted_person() {
 }
 
 #[test]
-#[ignore = "issue 12: tyba's own hook command (`/bin/sh -c '\"$0\" hook gemini; …' ~/.cargo/bin/tyba`) is asked (yellow) at the first tool call, and `sh build.sh` approved through the hook is asked again by the kernel layer for Gemini's wrapped exec: 6 asks for 4 steps"]
 fn agent_gemini_by_name_with_tyba_hook() {
     let Some(prefix) = gemini_prefix() else {
         return;

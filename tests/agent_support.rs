@@ -29,6 +29,9 @@ pub const BUILD: &str = "sh build.sh";
 pub const RM: &str = "rm -rf build";
 pub const PUSH: &str = "git push origin HEAD:main";
 pub const OUTSIDE: &str = "echo x > ../outside.txt";
+/// A push to `main` from inside a build tool: `make publish` runs `git push origin HEAD:main`
+/// (added to the session by [`Scripted::with_make_push`]).
+pub const MAKE_PUSH: &str = "make publish";
 pub const RM_REASON: &str = "use git clean";
 pub const OUTSIDE_REASON: &str = "stay in the worktree";
 pub const NET_REASON: &str = "no network in this task";
@@ -225,6 +228,11 @@ impl Scripted {
         std::fs::create_dir_all(fx.wt.join("build")).unwrap();
         std::fs::write(fx.wt.join("build/earlier.txt"), "earlier\n").unwrap();
         std::fs::write(fx.wt.join(".gitignore"), "build/\n").unwrap();
+        std::fs::write(
+            fx.wt.join("Makefile"),
+            "publish:\n\tgit push origin HEAD:main\n",
+        )
+        .unwrap();
         // tyba's own state (`$XDG_STATE_HOME/tyba`: audit logs) goes under the home's
         // `~/.local/state`, which a person's home has.
         std::fs::create_dir_all(fx.home.join(".local/state")).unwrap();
@@ -269,6 +277,23 @@ impl Scripted {
             net_hits,
             outside_before,
         })
+    }
+
+    /// The session with [`MAKE_PUSH`] after the direct push: the push to `main` from inside
+    /// an approved build tool.
+    pub fn with_make_push(mut self) -> Scripted {
+        let at = self
+            .steps
+            .iter()
+            .position(|c| c == PUSH)
+            .map_or(0, |i| i + 1);
+        self.steps.insert(at, MAKE_PUSH.to_string());
+        self
+    }
+
+    /// The index of step `c` in [`Scripted::steps`].
+    pub fn index(&self, c: &str) -> usize {
+        self.steps.iter().position(|s| s == c).unwrap()
     }
 
     /// The remote's `main` now.
@@ -359,7 +384,7 @@ pub fn answer_for(p: &serde_json::Value, step: Option<&str>, net: &str) -> Vec<S
         return v(&["approve", &id, "--always"]);
     }
     match step {
-        Some(READ) | Some(BUILD) => v(&["approve", &id]),
+        Some(READ) | Some(BUILD) | Some(MAKE_PUSH) => v(&["approve", &id]),
         Some(RM) => v(&["deny", &id, "--reason", RM_REASON]),
         Some(OUTSIDE) => v(&["deny", &id, "--reason", OUTSIDE_REASON]),
         Some(s) if s == net => v(&["deny", &id, "--reason", NET_REASON]),
@@ -558,4 +583,348 @@ pub fn for_each_who(f: impl Fn(&Who)) {
 /// (all of them when none does).
 pub fn refusals_before_first_step(entries: &[String], is_step: impl Fn(&str) -> bool) -> usize {
     entries.iter().take_while(|e| !is_step(e)).count()
+}
+
+// ---------------------------------------------------------------------------------------
+// The common assertions of a scripted session.
+
+/// What the model was told of one step, read from the requests the scripted server got.
+#[derive(Debug, Clone, Default)]
+pub struct Seen {
+    /// The agent reported the step to the model at all.
+    pub reported: bool,
+    /// The agent reported it as failed (a non-zero exit, a blocked call).
+    pub failed: bool,
+    /// The output or error text the model read.
+    pub text: String,
+}
+
+/// One finished session, as the checks read it.
+#[allow(missing_debug_implementations)]
+pub struct Outcome<'a> {
+    pub agent: &'a str,
+    pub who: &'a Who,
+    pub mode: Mode,
+    pub asks: &'a [Answered],
+    pub code: i32,
+    pub out: &'a str,
+    pub err: &'a str,
+    /// Per step of [`Scripted::steps`], in order.
+    pub seen: &'a [Seen],
+    pub first_step_at: Option<Instant>,
+    /// Requests to the scripted server that were not model requests.
+    pub other: &'a [String],
+    /// The scripted step an ask's action is for.
+    pub step_of: &'a dyn Fn(&str) -> Option<String>,
+    /// The scripted step an end-of-session refusal entry is for.
+    pub entry_step: &'a dyn Fn(&str) -> Option<String>,
+    /// What changed in the home outside the agent's state.
+    pub home_changes: Vec<String>,
+}
+
+/// The counts one session measured (for `docs/agents.md`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Measured {
+    pub asks_before_first_step: usize,
+    pub asks: usize,
+    pub refusals_before_first_step: usize,
+    pub refusals: usize,
+    /// Refusals quietly made (logged, not asked) of the agent's known probes.
+    pub quiet: usize,
+}
+
+/// The refusals made quietly in a session, from its end-of-session lines (`tyba: refused
+/// quietly (not asked) (N):` then one `tyba:   KIND WHAT[ (×K)]: REASON` entry per distinct
+/// refusal), each repeated as often as it was made.
+pub fn quiet_refusals(stderr: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut on = false;
+    for l in stderr.lines() {
+        if l.starts_with("tyba: refused quietly") {
+            on = true;
+            continue;
+        }
+        if on {
+            match l.strip_prefix("tyba:   ") {
+                Some(e) => {
+                    let times = e
+                        .split_once(" (×")
+                        .and_then(|(_, r)| r.split_once("):"))
+                        .and_then(|(n, _)| n.parse::<usize>().ok())
+                        .unwrap_or(1);
+                    for _ in 0..times {
+                        v.push(e.to_string());
+                    }
+                }
+                None => on = false,
+            }
+        }
+    }
+    v
+}
+
+/// Checks what the issue asks of every agent's scripted session: nothing asked or refused
+/// before the first step; the green read unasked; one ask (CI: one refusal) per yellow/red
+/// step; `rm -rf` refused with tyba's reason (the person's words) in what the model read; a
+/// push to `main` refused on every path of the session (direct through the agent's own
+/// wrapper, inside `make`) and never asked; nothing outside the worktree changed. Panics with
+/// every failed check and `ctx`.
+pub fn check_outcome(s: &Scripted, o: &Outcome, ctx: &str) -> Measured {
+    let step_of = o.step_of;
+    let entry_step = o.entry_step;
+    let refusals = summary_refusals(o.err);
+    let quiet = quiet_refusals(o.err);
+    let i = |c: &str| s.index(c);
+    let seen = |c: &str| o.seen.get(i(c)).cloned().unwrap_or_default();
+    let step_asks = |c: &str| {
+        o.asks
+            .iter()
+            .filter(|a| step_of(&a.action).as_deref() == Some(c))
+            .count()
+    };
+    let answered = |c: &str, ans: &str| {
+        o.asks
+            .iter()
+            .any(|a| step_of(&a.action).as_deref() == Some(c) && a.answer == ans && a.rc == 0)
+    };
+    let refused_for = |c: &str| {
+        refusals
+            .iter()
+            .filter(|e| entry_step(e).as_deref() == Some(c))
+            .count()
+    };
+    let ok = |c: &str, text: &str| {
+        let v = seen(c);
+        v.reported && !v.failed && v.text.contains(text)
+    };
+    let failed = |c: &str, text: &str| {
+        let v = seen(c);
+        v.reported && v.failed && v.text.contains(text)
+    };
+    let has_make = s.steps.iter().any(|c| c == MAKE_PUSH);
+
+    let mut ck = Checks::default();
+    let before: Vec<&Answered> = o
+        .asks
+        .iter()
+        .filter(|a| o.first_step_at.is_none_or(|t| a.at < t))
+        .collect();
+    ck.check(
+        before.is_empty(),
+        format!(
+            "no ask before the first scripted step ({} asked)",
+            before.len()
+        ),
+    );
+    let stray: Vec<&Answered> = o
+        .asks
+        .iter()
+        .filter(|a| step_of(&a.action).is_none())
+        .collect();
+    ck.check(
+        stray.is_empty(),
+        format!(
+            "no ask but the scripted steps' ({} others: {})",
+            stray.len(),
+            stray
+                .iter()
+                .map(|a| a.action.replace('\n', "⏎"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ),
+    );
+    let stray_refusals: Vec<&String> = refusals
+        .iter()
+        .filter(|e| entry_step(e).is_none())
+        .collect();
+    let refused_before = refusals_before_first_step(&refusals, |e| entry_step(e).is_some());
+    ck.check(
+        refused_before == 0,
+        format!("no refusal before the first scripted step ({refused_before} refused)"),
+    );
+    ck.check(
+        stray_refusals.is_empty(),
+        format!("no refusal but the scripted steps' ({stray_refusals:?})"),
+    );
+    ck.check(o.code == 0, format!("tyba run exits 0 (got {})", o.code));
+    ck.check(
+        o.out.contains("scripted session done"),
+        format!("{} printed the final message", o.agent),
+    );
+    let reported = o.seen.iter().filter(|v| v.reported).count();
+    ck.check(
+        reported == s.steps.len(),
+        format!(
+            "the model got a result per step ({reported} of {})",
+            s.steps.len()
+        ),
+    );
+    ck.check(
+        o.other.is_empty(),
+        format!("no other request reached the model server ({:?})", o.other),
+    );
+
+    // The green read: never asked or refused; the model saw the file.
+    ck.check(step_asks(READ) == 0, "the green read is not asked");
+    ck.check(refused_for(READ) == 0, "the green read is not refused");
+    ck.check(
+        ok(READ, "hello from the fixture"),
+        format!("the model read README.md: {:?}", seen(READ)),
+    );
+    let mut yellow_red = vec![BUILD, RM, OUTSIDE, s.net.as_str()];
+    if has_make {
+        yellow_red.push(MAKE_PUSH);
+    }
+    match o.mode {
+        Mode::Person | Mode::Hook => {
+            for c in &yellow_red {
+                ck.check(
+                    step_asks(c) == 1,
+                    format!("`{c}` is asked exactly once (asked {})", step_asks(c)),
+                );
+                ck.check(
+                    refused_for(c) <= 1,
+                    format!("`{c}` is refused at most once"),
+                );
+            }
+            ck.check(answered(BUILD, "approve"), "the build was approved");
+            ck.check(
+                ok(BUILD, "build ok"),
+                format!("the model saw the build's output: {:?}", seen(BUILD)),
+            );
+            ck.check(s.fx.wt.join("build/out.txt").is_file(), "the build ran");
+            ck.check(answered(RM, "deny"), "`rm -rf build` was denied");
+            for (c, reason) in [
+                (RM, RM_REASON),
+                (OUTSIDE, OUTSIDE_REASON),
+                (s.net.as_str(), NET_REASON),
+            ] {
+                ck.check(
+                    failed(c, reason),
+                    format!(
+                        "the model read the refusal of `{c}` with \"{reason}\": {:?}",
+                        seen(c)
+                    ),
+                );
+            }
+            if has_make {
+                ck.check(
+                    answered(MAKE_PUSH, "approve"),
+                    "`make publish` was approved",
+                );
+                ck.check(
+                    failed(MAKE_PUSH, "protected"),
+                    format!(
+                        "the model read the push inside make refused as a push to a protected branch: {:?}",
+                        seen(MAKE_PUSH)
+                    ),
+                );
+            }
+            ck.check(
+                o.asks.len() == yellow_red.len(),
+                format!(
+                    "{} asks in the session, one per yellow/red step (got {})",
+                    yellow_red.len(),
+                    o.asks.len()
+                ),
+            );
+        }
+        Mode::NonInteractive => {
+            for c in &yellow_red {
+                ck.check(
+                    refused_for(c) == 1,
+                    format!("`{c}` is refused once (refused {})", refused_for(c)),
+                );
+                ck.check(
+                    failed(c, "tyba: ") && failed(c, "non-interactive"),
+                    format!("the model read tyba's refusal of `{c}`: {:?}", seen(c)),
+                );
+            }
+            ck.check(
+                failed(RM, "deletion"),
+                format!("the model read tyba's reason for `rm -rf`: {:?}", seen(RM)),
+            );
+            ck.check(
+                !s.fx.wt.join("build/out.txt").exists(),
+                "the refused build did not run",
+            );
+            ck.check(o.asks.is_empty(), "nobody was asked");
+        }
+    }
+    ck.check(
+        s.fx.wt.join("build/earlier.txt").is_file(),
+        "build/ is still there",
+    );
+    // The direct push: never asked, refused as a push to protected main.
+    ck.check(step_asks(PUSH) == 0, "the push to main is never asked");
+    ck.check(
+        failed(PUSH, "protected"),
+        format!("the model read the push refused: {:?}", seen(PUSH)),
+    );
+    ck.check(
+        s.remote_main_now() == s.remote_main,
+        "the remote's main did not move",
+    );
+    ck.check(
+        !s.root.join("outside.txt").exists(),
+        "../outside.txt does not exist",
+    );
+    ck.check(
+        o.home_changes.is_empty(),
+        format!(
+            "nothing in the home but the agent's state changed: {:?}",
+            o.home_changes
+        ),
+    );
+    let changes = s.outside_changes();
+    ck.check(
+        changes.is_empty(),
+        format!("nothing outside the worktree changed: {changes:?}"),
+    );
+    ck.check(
+        s.net_hits.load(Ordering::SeqCst) == 0,
+        "the second listener got no connection",
+    );
+    let m = Measured {
+        asks_before_first_step: before.len(),
+        asks: o.asks.len(),
+        refusals_before_first_step: refused_before,
+        refusals: refusals.len(),
+        quiet: quiet.len(),
+    };
+    eprintln!(
+        "MEASURED {} {:?} {:?}: asks before the first step {}, asks in the session {}, refusals before the first step {}, refusals {} ({} not of a step), refused quietly {}",
+        o.agent,
+        o.who,
+        o.mode,
+        m.asks_before_first_step,
+        m.asks,
+        m.refusals_before_first_step,
+        m.refusals,
+        stray_refusals.len(),
+        m.quiet
+    );
+    ck.finish(ctx);
+    m
+}
+
+/// Hard links (`cp -al`) of the installed tree `from` at `to`: an install layout rebuilt at
+/// another prefix with the same files (the paths under `to` are canonical: tyba sees the
+/// layout, not the original). The links are made as root after every `give`, so the files
+/// stay the original owner's; nothing of them is changed.
+pub fn link_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let st = std::process::Command::new("cp")
+        .arg("-al")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -al {} {}", from.display(), to.display());
+}
+
+/// A symbolic link at `at` to `target` (its directory made).
+pub fn symlink(target: impl AsRef<Path>, at: &Path) {
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, at).unwrap();
 }

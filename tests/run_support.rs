@@ -44,7 +44,11 @@ pub fn my_uid() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
-/// The unprivileged user to test as: ourselves when not root, else `TYBA_TEST_USER`.
+/// The unprivileged user tests run as when root and `TYBA_TEST_USER` is unset.
+pub const DEFAULT_TEST_USER: &str = "tyba-ci";
+
+/// The unprivileged user to test as: ourselves when not root, else `TYBA_TEST_USER`, else
+/// [`DEFAULT_TEST_USER`] when it exists.
 /// `None` (with a message) when there is none and the sandbox is not required.
 pub fn unprivileged() -> Option<Who> {
     if my_uid() != 0 {
@@ -63,11 +67,21 @@ pub fn unprivileged() -> Option<Who> {
             }
         },
         None => {
+            // The user `.ci/run` and `scripts/install-test-agents` create, when it exists.
+            if let Some((uid, gid)) = lookup_user(DEFAULT_TEST_USER) {
+                return Some(Who::User {
+                    name: DEFAULT_TEST_USER.to_string(),
+                    uid,
+                    gid,
+                });
+            }
             assert!(
                 !require_sandbox(),
                 "running as root without TYBA_TEST_USER: cannot test as an unprivileged user"
             );
-            eprintln!("SKIP: root without TYBA_TEST_USER: the unprivileged run is skipped");
+            eprintln!(
+                "SKIP: root without TYBA_TEST_USER and no user {DEFAULT_TEST_USER}: the unprivileged run is skipped (scripts/install-test-agents creates it)"
+            );
             None
         }
     }

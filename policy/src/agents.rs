@@ -97,6 +97,12 @@ pub struct ProbeSpec {
     /// X=1 make`).
     #[serde(default)]
     pub exact: bool,
+    /// For a shell the agent starts with a script (`bash -c -l SCRIPT`): `-c` is among the
+    /// arguments and one argument, the script, starts with this text (Claude Code's shell
+    /// snapshot script starts `SNAPSHOT_FILE=`). The script varies with the home and the time,
+    /// so it is matched by its start; the decision can only refuse.
+    #[serde(default)]
+    pub script_prefix: Option<String>,
     /// What the probe gets instead of an ask.
     pub decision: ProbeDecision,
     /// Why, for the log and the agent.
@@ -342,6 +348,11 @@ impl AgentProfile {
                 } else {
                     p.args.iter().all(|a| rest.contains(a))
                 }
+                && p.script_prefix.as_ref().is_none_or(|pre| {
+                    !pre.is_empty()
+                        && rest.iter().any(|a| a == "-c")
+                        && rest.iter().any(|a| a.starts_with(pre.as_str()))
+                })
         })
     }
 
@@ -444,7 +455,14 @@ pub(crate) fn validate(layer: &BTreeMap<String, AgentProfile>) -> Result<(), Str
             if probe.program.is_empty() || probe.program.contains(['/', ' ']) {
                 return bad("probe program must be a bare name, got", &probe.program);
             }
-            if probe.args.is_empty() && !probe.exact {
+            if probe
+                .script_prefix
+                .as_ref()
+                .is_some_and(|p| p.trim().is_empty())
+            {
+                return bad("probe script_prefix must not be empty, in probe", &probe.id);
+            }
+            if probe.args.is_empty() && !probe.exact && probe.script_prefix.is_none() {
                 return Err(format!(
                     "agents.{name}: probe `{}` names no argument: it would match every `{}` (set `exact = true` for the program alone)",
                     probe.id, probe.program
@@ -548,6 +566,7 @@ mod tests {
                     decision: ProbeDecision::QuietRefuse,
                     reason: "r".into(),
                     examples: vec![],
+                    script_prefix: None,
                 },
                 ProbeSpec {
                     id: "e".into(),
@@ -557,6 +576,7 @@ mod tests {
                     decision: ProbeDecision::QuietRefuse,
                     reason: "r".into(),
                     examples: vec![],
+                    script_prefix: None,
                 },
             ],
             ..AgentProfile::default()

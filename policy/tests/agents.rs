@@ -261,3 +261,36 @@ fn known_probes_are_refused_quietly_never_allowed() {
 fn the_embedded_profiles_check() {
     Policy::check_embedded_default().unwrap();
 }
+
+#[test]
+fn a_script_probe_matches_only_a_shell_running_a_script_that_starts_so() {
+    let policy = Policy::embedded_default();
+    let claude = policy.config().agents.get("claude-code").unwrap();
+    let general = Decision::Ask(tyba_policy::Ask {
+        verdict: tyba_policy::Verdict::Red,
+        rememberable: None,
+        show_diff: false,
+    });
+    let snap =
+        "SNAPSHOT_FILE=/home/p/.claude/shell-snapshots/snapshot-bash-1-x.sh\nsource ~/.bashrc";
+    let is = |argv: &[&str]| {
+        let v: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        claude.probe_outcome("claude-code", &v, &general)
+    };
+    assert_eq!(
+        is(&["/bin/bash", "-c", "-l", snap]).map(|q| q.probe),
+        Some("shell-snapshot".to_string())
+    );
+    // Not a script that starts so, not run with -c, not another program.
+    assert!(is(&["/bin/bash", "-c", "-l", "echo SNAPSHOT_FILE=x"]).is_none());
+    assert!(is(&["/bin/bash", snap]).is_none());
+    assert!(is(&["/bin/sh", "-c", snap]).is_none());
+    // Never more than a quiet refusal: an allowed one stays allowed.
+    let v: Vec<String> = ["/bin/bash", "-c", snap]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert!(claude
+        .probe_outcome("claude-code", &v, &Decision::Allow)
+        .is_none());
+}

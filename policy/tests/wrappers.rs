@@ -423,3 +423,52 @@ fn a_sourced_file_rewritten_is_read_again() {
     let c = fx.classify(&policy, &line, ".");
     assert!(c.verdict >= Verdict::Red, "{:?}", c.rules());
 }
+
+/// Claude Code started from npm removes its own shadows first (`{ \builtin unalias -- 'which';
+/// \builtin unset -f -- 'which'; } >/dev/null 2>&1 || true`): housekeeping, so the wrapped
+/// command keeps its colour and its key. Removing a definition never makes a line greener: a
+/// function's body is judged where it is defined, and `unset -fv`/`-f -v` (which bash refuses)
+/// removes nothing; a group that writes somewhere, or holds a command, is no housekeeping.
+#[test]
+fn removing_shadows_is_housekeeping_and_never_greener() {
+    let fx = fixture();
+    let policy = Policy::embedded_default();
+    let group =
+        "{ \\builtin unalias -- 'which'; \\builtin unset -f -- 'which'; } >/dev/null 2>&1 || true";
+    let c = fx.classify(
+        &policy,
+        &format!("{group} && eval 'cat README.md' < /dev/null"),
+        ".",
+    );
+    assert_eq!(c.verdict, Verdict::Green, "{:?}", c.rules());
+    assert_eq!(c.inner_command.as_deref(), Some("cat README.md"));
+    for line in [
+        "ls() { rm -rf build; }; unset -f ls; ls",
+        "ls() { rm -rf build; }; unset -fv ls; ls",
+        "ls() { rm -rf build; }; unset -f -v ls; ls",
+        "ls() { rm -rf build; }; unalias -- ls; ls",
+    ] {
+        let c = fx.classify(&policy, line, ".");
+        assert_eq!(c.verdict, Verdict::Red, "{line}: {:?}", c.rules());
+    }
+    for (line, inner) in [
+        // Output into the worktree: not quiet.
+        (
+            "{ unalias -- which; } > out.txt || true && eval 'cat README.md'",
+            "cat README.md",
+        ),
+        // A command in the group: not housekeeping.
+        (
+            "{ unalias -- which; rm notes.txt; } >/dev/null 2>&1 || true && eval 'cat README.md'",
+            "cat README.md",
+        ),
+    ] {
+        let c = fx.classify(&policy, line, ".");
+        assert_ne!(c.inner_command.as_deref(), Some(inner), "{line}");
+        assert_ne!(c.verdict, Verdict::Green, "{line}: {:?}", c.rules());
+    }
+    // Removing a variable the payload may read: not housekeeping (the line keeps its own key).
+    let line = "{ unset -v HOME; } >/dev/null 2>&1 || true && eval 'cat README.md'";
+    let c = fx.classify(&policy, line, ".");
+    assert_ne!(c.inner_command.as_deref(), Some("cat README.md"), "{line}");
+}

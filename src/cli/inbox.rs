@@ -343,6 +343,7 @@ pub fn session_approver(
     cfg.pause_after = policy.config().pause_after;
     cfg.policy = Some(policy.clone());
     cfg.home = super::home_dir();
+    cfg.scratch = Some(std::fs::canonicalize(tmp_dir).unwrap_or_else(|_| tmp_dir.to_path_buf()));
     cfg.control = Arc::clone(control);
     cfg.non_interactive = non_interactive;
     let broker = match Broker::start(cfg) {

@@ -158,6 +158,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let tmp_dir = make_tmp_dir(&session.id)?;
 
     let enforcement = Enforcement::probe();
+    let path_env = std::env::var_os("PATH");
     // Kept until the session ends; dropping it removes the placeholders left unchanged.
     let placeholders =
         tyba_supervisor::sandbox::ControlPlaceholders::create(policy.config(), home.as_deref());
@@ -167,6 +168,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         config: policy.config(),
         home: home.as_deref(),
         agent_program: Some(&program),
+        agent_path_env: path_env.as_deref(),
     });
     // The git files the person's git obeys that do not exist yet get stand-ins, bound
     // read-only like the others (kept until the session ends, as the placeholders above).
@@ -327,12 +329,43 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             session.id, c.allowed, c.asked, c.denied
         );
     }
-    let denied: Vec<_> = outcome.events.iter().filter(|e| !e.allowed).collect();
+    let denied: Vec<_> = outcome
+        .events
+        .iter()
+        .filter(|e| !e.allowed && !e.is_quiet())
+        .collect();
     if !denied.is_empty() {
         eprintln!("tyba: denied in this session ({}):", denied.len());
         for d in denied {
             eprintln!(
                 "tyba:   {} {}: {}",
+                d.kind,
+                d.what,
+                d.reason.as_deref().unwrap_or("refused")
+            );
+        }
+    }
+    // Refusals nobody was asked about and the model did not ask for: the agent's known
+    // probes its profile refuses, watches outside the readable roots.
+    // The same probe repeated (an agent probes at every turn) is one line with its count.
+    let mut quiet: Vec<(&tyba_supervisor::AuditEvent, usize)> = Vec::new();
+    for e in outcome.events.iter().filter(|e| e.is_quiet()) {
+        match quiet.iter_mut().find(|(q, _)| *q == e) {
+            Some((_, n)) => *n += 1,
+            None => quiet.push((e, 1)),
+        }
+    }
+    if !quiet.is_empty() {
+        let total: usize = quiet.iter().map(|(_, n)| n).sum();
+        eprintln!("tyba: refused quietly (not asked) ({total}):");
+        for (d, n) in quiet {
+            let times = if n > 1 {
+                format!(" (×{n})")
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "tyba:   {} {}{times}: {}",
                 d.kind,
                 d.what,
                 d.reason.as_deref().unwrap_or("refused")

@@ -432,6 +432,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let gate = approver.relay_gate();
     let control = Arc::clone(&cfg.control);
     control.register_sandbox(a_pid.as_raw(), stage2 as u32);
+    let install = crate::agent::AgentInstall::resolve(
+        &cfg.program,
+        cfg.env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str()),
+    )
+    .with_profile(&cfg.policy.config().agents, cfg.home.as_deref());
     let notifier = Arc::new(Notifier {
         listener,
         classifier: crate::classify_worker::Classifier::new(
@@ -460,13 +468,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         uid,
         gid,
         stage2: stage2 as u32,
-        install: crate::agent::AgentInstall::resolve(
-            &cfg.program,
-            cfg.env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.as_os_str()),
-        ),
+        install,
         start_env: cfg
             .env
             .iter()

@@ -38,7 +38,8 @@ use tyba_policy::{
 /// One audited event of the session: what was decided about a notified call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent {
-    /// `exec`, `connect` or `metadata`.
+    /// `exec`, `connect`, `metadata`, `watch`, or `probe` (an agent's known start-up probe its
+    /// profile refuses quietly).
     pub kind: &'static str,
     /// What was attempted (command line, destination, path).
     pub what: String,
@@ -57,8 +58,9 @@ pub struct AllowedExec {
     pub verdict: Verdict,
     /// The rule ids that fired on it.
     pub rules: Vec<String>,
-    /// Why it ran unasked: `the agent program`, `the agent's own runtime`, `allowed` (the
-    /// policy and the autonomy level let it), or `under the approved command `…``.
+    /// Why it ran unasked: `the agent program`, `the agent's own runtime`, `tyba's own hook`,
+    /// `allowed` (the policy and the autonomy level let it), or `under the approved command
+    /// `…``.
     pub why: String,
     /// The exec's own argv.
     pub argv: Vec<String>,
@@ -149,6 +151,15 @@ pub(crate) fn allowed_log(
     Ok(tx)
 }
 
+impl AuditEvent {
+    /// Whether this refusal is a quiet one: logged and listed, never asked, not counted by the
+    /// repeated-failure guard, because the model did not ask for it: an agent's known probe
+    /// its profile refuses, an inotify watch outside the readable roots.
+    pub fn is_quiet(&self) -> bool {
+        !self.allowed && matches!(self.kind, "probe" | "watch")
+    }
+}
+
 impl std::fmt::Debug for Notifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Notifier")
@@ -176,6 +187,8 @@ enum ExecDecision {
     /// The file cannot run: the kernel's own answer, given by the supervisor.
     Errno(i32),
     Refuse(String),
+    /// Refused without asking: a known probe of the agent's profile (logged as `probe`).
+    Quiet(String),
     Ask(Box<PendingAsk>),
 }
 
@@ -491,6 +504,10 @@ impl Notifier {
             Ok(ExecDecision::Refuse(reason)) => {
                 let what = self.exec_what(&n);
                 self.refuse_exec(&n, what, reason)
+            }
+            Ok(ExecDecision::Quiet(reason)) => {
+                let what = self.exec_what(&n);
+                self.refuse_exec_as(&n, "probe", what, reason)
             }
             Ok(ExecDecision::Ask(ask)) => {
                 let me = Arc::clone(self);
@@ -861,6 +878,32 @@ impl Notifier {
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
+        // tyba's own hook, as `tyba hook install` wrote it around this executable: tyba.
+        if role.is_agent()
+            && self
+                .proxy_exe
+                .as_deref()
+                .is_some_and(|me| crate::agent::is_own_hook(&r.argv, &r.cwd, me, &self.writable))
+        {
+            self.control.count(Counted::Allowed);
+            self.log_allowed(AllowedExec {
+                command: command_line(&r.path, &r.argv),
+                verdict: Verdict::Green,
+                rules: Vec::new(),
+                why: "tyba's own hook".into(),
+                argv: r.argv.clone(),
+                cwd: r.cwd.clone(),
+                pid: n.pid,
+            });
+            return Ok(ExecDecision::Continue(Some(pending(Role::Command(
+                Arc::new(Cover {
+                    line: r.argv.join(" "),
+                    verdict: Verdict::Green,
+                    rules: Vec::new(),
+                    env: env.clone(),
+                }),
+            )))));
+        }
         let assigns = if role.is_agent() && self.install.has_installation() && !own_file {
             Vec::new()
         } else {
@@ -975,14 +1018,21 @@ impl Notifier {
             .state
             .lock()
             .map_err(|_| std::io::Error::other("poisoned"))?;
-        match decide(
+        let decision = decide(
             &class,
             ActionKind::Command,
             &command,
             self.control.autonomy(),
             self.mode,
             &s.memory,
-        ) {
+        );
+        if let Some(q) = self.install.quiet_probe(&r.argv, &command, &decision) {
+            return Ok(ExecDecision::Quiet(format!(
+                "refused quietly by tyba: {} (a known start-up probe of {}, `{}` in its profile)",
+                q.reason, q.agent, q.probe
+            )));
+        }
+        match decision {
             Decision::Allow => {
                 self.control.count(Counted::Allowed);
                 self.log_allowed(AllowedExec {
@@ -1094,7 +1144,12 @@ impl Notifier {
     /// name cannot be rewritten safely, the exec fails with EACCES and the reason is written
     /// to the process's stderr instead.
     fn refuse_exec(&self, n: &Notif, what: String, reason: String) {
-        let reason = self.record_refusal("exec", what, reason);
+        self.refuse_exec_as(n, "exec", what, reason)
+    }
+
+    /// [`Self::refuse_exec`], logged as an event of `kind`.
+    fn refuse_exec_as(&self, n: &Notif, kind: &'static str, what: String, reason: String) {
+        let reason = self.record_refusal(kind, what, reason);
         // The rewrite of the file name can be raced by another thread sharing the process's
         // memory; only the agent's own runtime (whose power it would not widen) may have one.
         let racers_trusted = procfs::tgid(n.pid)

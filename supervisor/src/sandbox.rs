@@ -165,8 +165,12 @@ pub struct PlanInputs<'a> {
     pub config: &'a tyba_policy::EffectiveConfig,
     /// `~` for policy paths.
     pub home: Option<&'a Path>,
-    /// The agent program, resolved on `PATH` (granted read + execute).
+    /// The agent program, resolved on `PATH`: it, its installation's roots and the
+    /// interpreters its `#!` line names are granted read + execute
+    /// ([`crate::agent::AgentInstall::resolve`]).
     pub agent_program: Option<&'a Path>,
+    /// The `PATH` the agent gets, for a `#!/usr/bin/env NAME` line.
+    pub agent_path_env: Option<&'a std::ffi::OsStr>,
 }
 
 fn push_unique(v: &mut Vec<PathBuf>, p: PathBuf) {
@@ -560,7 +564,26 @@ impl SandboxPlan {
             }
         }
         if let Some(a) = i.agent_program.and_then(|a| std::fs::canonicalize(a).ok()) {
+            // The agent's installation is the agent (DESIGN.md §5; issue 12): an npm package
+            // and the packages it depends on (Codex's launcher spawns its platform package's
+            // binary, Gemini CLI loads its bundle's chunks), a venv, a native installer's
+            // version file, wherever the person installed it (`~/.npm-global`, nvm's
+            // `~/.nvm/versions/node/*`, `~/.local/share/pipx/venvs/*`), and the interpreter
+            // that runs it (nvm's own `node`).
+            let install = crate::agent::AgentInstall::resolve(&a, i.agent_path_env);
             push_unique(&mut plan.read_only, a);
+            for p in install.roots.into_iter().chain(install.interpreters) {
+                // Never the home or a directory above it (a `pyvenv.cfg` in the home would
+                // make the whole home the installation): only what lies below.
+                let holds_home = i.home.is_some_and(|h| {
+                    std::fs::canonicalize(h)
+                        .unwrap_or_else(|_| h.to_path_buf())
+                        .starts_with(&p)
+                });
+                if !holds_home && p != Path::new("/") {
+                    push_unique(&mut plan.read_only, p);
+                }
+            }
         }
         if let Some(g) = &i.session.git {
             let inside = is_within(&g.common_dir, &plan.worktree);

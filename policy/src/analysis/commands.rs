@@ -940,10 +940,33 @@ impl Analyzer<'_> {
                 return self.declare(st, &inv)
             }
             "unset" => {
+                // bash(1): `unset [-fv] [-n] [--] NAME…`; `-f` removes functions (an agent's
+                // wrapper removes its own shadowing definitions this way), after which the
+                // name is the program again. Only a plain `-f` does: bash refuses `-fv` and
+                // `-f -v`, and then the definitions stay (kept here too, so a call is still
+                // analysed as them).
                 let mut st = st;
+                let known: Vec<String> = args.iter().filter_map(Field::known).collect();
+                let opts: Vec<&String> = known
+                    .iter()
+                    .take_while(|n| n.starts_with('-') && *n != "--")
+                    .collect();
+                let functions = opts.iter().any(|o| *o == "-f")
+                    && opts.iter().all(|o| *o == "-f")
+                    && known.len() == args.len();
+                let mut options = true;
                 for a in args {
                     if let Some(n) = a.known() {
-                        if !n.starts_with('-') {
+                        if options && n.starts_with('-') {
+                            options = n != "--";
+                            continue;
+                        }
+                        if functions {
+                            st.functions.retain(|f| *f != n);
+                            st.defs.retain(|d| {
+                                d.name != n || d.kind != super::housekeeping::DefKind::Function
+                            });
+                        } else {
                             st.vars.insert(n, vec![None]);
                         }
                     }

@@ -577,9 +577,19 @@ impl Analyzer<'_> {
             "jobs" if jobs_neutral(args.as_deref()?) => Some(st.clone()),
             "unalias" => {
                 let args = args?;
-                args.iter()
-                    .all(|a| a == "-a" || !a.starts_with('-'))
-                    .then(|| st.clone())
+                // `unalias -a`, `unalias [--] NAME…`: it removes aliases; the names are then
+                // what they are without them.
+                let mut st = st.clone();
+                let ok = args
+                    .iter()
+                    .all(|a| a == "-a" || a == "--" || !a.starts_with('-'));
+                if args.iter().any(|a| a == "-a") {
+                    st.defs.retain(|d| d.kind != DefKind::Alias);
+                }
+                for a in args.iter().filter(|a| !a.starts_with('-')) {
+                    st.defs.retain(|d| d.name != *a || d.kind != DefKind::Alias);
+                }
+                ok.then_some(st)
             }
             // The status word is a number: it names no path (substitutions in it were analysed
             // when it was expanded).
@@ -1019,6 +1029,17 @@ impl Peel<'_, '_> {
         }
         match &p.seq[0] {
             ast::Command::Simple(s) => self.neutral_simple(s),
+            // `{ \builtin unalias -- 'which'; \builtin unset -f -- 'which'; } >/dev/null 2>&1`:
+            // a group of housekeeping whose output goes nowhere is housekeeping.
+            ast::Command::Compound(ast::CompoundCommand::BraceGroup(g), redirs) => {
+                redirs
+                    .as_ref()
+                    .is_none_or(|r| r.0.iter().all(quiet_redirect))
+                    && g.list.0.iter().all(|item| {
+                        !matches!(item.1, ast::SeparatorOperator::Async)
+                            && pipelines(&item.0).iter().all(|p| self.neutral_pipeline(p))
+                    })
+            }
             _ => false,
         }
     }
@@ -1094,7 +1115,17 @@ impl Peel<'_, '_> {
             "shopt" => shopt_neutral(args),
             "set" => set_neutral(args),
             "jobs" => jobs_neutral(args),
-            "unalias" => args.iter().all(|a| a == "-a" || !a.starts_with('-')),
+            "unalias" => args
+                .iter()
+                .all(|a| a == "-a" || a == "--" || !a.starts_with('-')),
+            // Removing functions (not variables, which the payload may read): the names are
+            // the programs again, as the whole line's analysis sees them.
+            "unset" => {
+                args.iter().any(|a| a == "-f")
+                    && args
+                        .iter()
+                        .all(|a| a == "-f" || a == "--" || !a.starts_with('-'))
+            }
             "exit" | "return" | "true" | ":" => true,
             "pwd" => args.iter().all(|a| a == "-P" || a == "-L"),
             "trap" => {

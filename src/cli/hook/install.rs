@@ -277,11 +277,10 @@ fn obj(pairs: Vec<(&str, J)>) -> J {
 /// gone, not executable, killed by a signal) into exit 2 with a reason on stderr, which
 /// blocks in all three. Single-quoted, it holds no `'` or `\`, so it reaches `sh` unchanged
 /// from any shell the agent starts hooks with (`sh`, `bash`, `zsh`, `fish`).
+/// The supervisor recognises exactly this command as tyba's own hook
+/// ([`tyba_supervisor::agent::is_own_hook`]).
 fn wrapper_script(agent: Agent) -> String {
-    let a = agent.cli_name();
-    format!(
-        r#""$0" hook {a}; s=$?; [ "$s" -eq 0 ] || [ "$s" -eq 2 ] || {{ echo "tyba hook {a} could not answer (exit status $s; is $0 still there?): refusing the tool call" >&2; exit 2; }}; exit "$s""#
-    )
+    tyba_supervisor::agent::hook_wrapper_script(agent.cli_name())
 }
 
 /// The command tyba installs: `/bin/sh -c '<wrapper>' <absolute path of this binary>`.

@@ -65,6 +65,7 @@ fn real_main() -> Result<u8, Box<dyn std::error::Error>> {
         config: policy.config(),
         home: home.as_deref(),
         agent_program: None,
+        agent_path_env: None,
     });
     let _stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
     let cfg = SessionConfig {

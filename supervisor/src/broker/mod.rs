@@ -139,6 +139,9 @@ pub struct BrokerConfig {
     pub policy: Option<tyba_policy::Policy>,
     /// `~` for that classification.
     pub home: Option<PathBuf>,
+    /// The session's scratch directory (its `TMPDIR`): an agent's wrapper redirecting into it
+    /// is housekeeping, so the command inside the wrapper is what a hook's answer links to.
+    pub scratch: Option<PathBuf>,
     /// The session's live controls, shared with the notify loop.
     pub control: Arc<SessionControl>,
     /// `--non-interactive`: nobody answers. Every ask (the sandbox's and the agent hook's) is
@@ -163,6 +166,7 @@ impl BrokerConfig {
             notices: true,
             policy: None,
             home: None,
+            scratch: None,
             control: SessionControl::new(
                 tyba_policy::Autonomy::Medium,
                 SessionInfo::new(Vec::new(), "auto"),
@@ -203,7 +207,7 @@ struct State {
     hook_always: HashSet<String>,
     /// Shell commands the person allowed once through a hook ask, with when: the kernel
     /// layer's ask for the same exact command line, within [`LINK_WINDOW`], is that answer.
-    linked_once: Vec<(String, Instant)>,
+    linked_once: Vec<(String, Instant, tyba_policy::Verdict)>,
     /// Shell commands the person allowed always through a hook ask (yellow by the broker's
     /// own classification): the kernel layer's ask for the same line is answered `always`.
     linked_always: HashSet<String>,
@@ -940,6 +944,8 @@ impl Broker {
         let always_ok = ask.rememberable && ask.verdict == "yellow";
         let link = ours.is_some();
         let command = ask.action.clone();
+        // What the person is shown and answers: a wrapped exec is linked only up to it.
+        let shown: tyba_policy::Verdict = ask.verdict.parse().unwrap_or(tyba_policy::Verdict::Red);
         let key = format!("{}\u{0}{}", ask.tool, ask.action);
         if self.inner.cfg.non_interactive {
             self.inner.cfg.control.count(Counted::Denied);
@@ -986,8 +992,8 @@ impl Broker {
         match answer {
             Answer::Once => {
                 if let (true, Some(mut s)) = (link, self.lock()) {
-                    s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
-                    s.linked_once.push((command, Instant::now()));
+                    s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
+                    s.linked_once.push((command, Instant::now(), shown));
                 }
                 HookAnswer {
                     answer: WireAnswer::Once,
@@ -1054,10 +1060,49 @@ impl Broker {
         if request.rememberable && s.linked_always.contains(command) {
             return Some(Answer::Always);
         }
-        s.linked_once.retain(|(_, t)| t.elapsed() < LINK_WINDOW);
-        let i = s.linked_once.iter().position(|(c, _)| c == command)?;
+        s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
+        let i = match s.linked_once.iter().position(|(c, _, _)| c == command) {
+            Some(i) => i,
+            None => {
+                // The agent runs the command the hook asked about inside its own wrapper
+                // (Claude Code's `… && eval 'CMD' < /dev/null && pwd -P >| $TMPDIR/…`, Gemini
+                // CLI's background-pid trap): the same intent when the line is that one
+                // command in neutral shell housekeeping (`Classification::inner_command`, the
+                // key "always" uses), and neither the line nor this ask worse than what the
+                // hook's ask showed the person.
+                drop(s);
+                let (inner, verdict) = self.inner_command(command)?;
+                s = self.lock()?;
+                s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
+                s.linked_once.iter().position(|(c, _, shown)| {
+                    *c == inner && verdict <= *shown && request.verdict <= *shown
+                })?
+            }
+        };
         s.linked_once.remove(i);
         Some(Answer::Once)
+    }
+
+    /// The one command inside a line of shell housekeeping, with the line's verdict, as the
+    /// session's policy sees it in the worktree.
+    fn inner_command(&self, line: &str) -> Option<(String, tyba_policy::Verdict)> {
+        let policy = self.inner.cfg.policy.as_ref()?;
+        let wt = &self.inner.cfg.worktree;
+        let inspector = tyba_git_guard::Inspector::new();
+        let ctx = tyba_policy::Context {
+            worktree: wt,
+            cwd: wt,
+            home: self.inner.cfg.home.as_deref(),
+            scratch: self.inner.cfg.scratch.as_deref(),
+            git: Some(&inspector),
+        };
+        let c = policy.classify(
+            &tyba_policy::Action::Exec {
+                command: line.to_string(),
+            },
+            &ctx,
+        );
+        Some((c.inner_command?, c.verdict))
     }
 
     fn log_linked(&self, request: &AskRequest, answer: &Answer) {
@@ -1171,6 +1216,21 @@ impl Approver for Broker {
         let mut s = self.lock()?;
         if event.allowed {
             s.guard.reset();
+            return None;
+        }
+        if event.is_quiet() {
+            // Not asked and not the model's doing: logged, never counted by the guard.
+            if let Some(log) = &self.inner.audit {
+                log.write(&AuditLine {
+                    time: audit::rfc3339(SystemTime::now()),
+                    session: self.inner.cfg.session.clone(),
+                    kind: event.kind.to_string(),
+                    action: event.what.clone(),
+                    decision: "quiet-refuse".into(),
+                    reason: event.reason.clone(),
+                    ..AuditLine::default()
+                });
+            }
             return None;
         }
         let reason = event.reason.clone().unwrap_or_default();

@@ -560,3 +560,55 @@ fn peers_without_the_diff_field_still_parse() {
     .unwrap();
     assert!(new_ask.contains(r#""diff":"+a\n""#), "{new_ask}");
 }
+
+#[test]
+fn a_hook_once_answers_the_agents_wrapped_exec_of_that_command_once_and_nothing_worse() {
+    let scratch = tempfile::tempdir().unwrap();
+    let sc = std::fs::canonicalize(scratch.path()).unwrap();
+    let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", std::env::temp_dir());
+    cfg.socket = false;
+    cfg.audit = false;
+    cfg.notices = false;
+    cfg.pause_after = 0;
+    cfg.policy = Some(tyba_policy::Policy::embedded_default());
+    cfg.scratch = Some(sc.clone());
+    let b = Broker::start(cfg).unwrap();
+    // Claude Code's wrapper around a command, its cwd file in the session's scratch dir.
+    let wrapped = |cmd: &str| {
+        format!(
+            "\\builtin shopt -u extglob 2>/dev/null || true && {{ \\builtin unalias -- 'which'; \\builtin unset -f -- 'which'; }} >/dev/null 2>&1 || true && eval '{cmd}' \\< /dev/null && pwd -P >| {}/claude-2e7b-cwd",
+            sc.display()
+        )
+    };
+    let b2 = b.clone();
+    let t = std::thread::spawn(move || {
+        b2.ask_hook(shell_hook("touch linked.txt", "yellow"), std::process::id())
+    });
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Once, None, "t")
+        .unwrap();
+    assert_eq!(t.join().unwrap().answer, WireAnswer::Once);
+    // A wrapper around another command, or an ask worse than what the person was shown, is
+    // asked (and does not use up the answer).
+    let t = ask_on_thread(&b, req(&wrapped("touch other.txt"), Verdict::Yellow));
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-2", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    let t = ask_on_thread(&b, req(&wrapped("touch linked.txt"), Verdict::Red));
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-3", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    // The wrapped exec of that command is answered by it, once.
+    assert_eq!(
+        b.ask(&req(&wrapped("touch linked.txt"), Verdict::Yellow))
+            .unwrap(),
+        Answer::Once
+    );
+    let t = ask_on_thread(&b, req(&wrapped("touch linked.txt"), Verdict::Yellow));
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-4", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+}
