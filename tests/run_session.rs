@@ -537,28 +537,27 @@ fn run_refuses_to_start_when_the_sandbox_cannot_be_enforced() {
 }
 
 #[test]
-fn run_here_a_planted_commondir_is_moved_aside_before_the_persons_git_follows_it() {
+fn run_here_a_commondir_cannot_be_planted_for_the_persons_git_to_follow() {
     for who in whos() {
         let Some(e) = setup(&who, "commondir") else {
             continue;
         };
-        // The agent's own process writes it (perl: no command for the classifier to see).
-        let script = r#"perl -e 'open(F, ">", ".git/commondir") or die "open: $!"; print F "/tmp/evil\n"; close F; print "planted\n"'"#;
+        // The agent's own process writes it (perl: no command for the classifier to see);
+        // the name an earlier quarantine used is taken first.
+        let script = r#"mkdir .git/commondir.tyba-quarantined; perl -e 'open(F, ">", ".git/commondir") or die "open: $!"; print F "/tmp/evil\n"; close F; print "planted\n"'"#;
         let (code, out, err) = run_bash(
             &e,
             &["--here", "--non-interactive", "--autonomy", "high"],
             script,
         );
-        assert_eq!(code, 0, "{who:?}: {err}");
-        assert!(out.contains("planted"), "{who:?}: {out} / {err}");
+        assert_ne!(code, 0, "{who:?}: {out} / {err}");
         assert!(
-            !e.wt.join(".git/commondir").exists(),
-            "{who:?}: the planted commondir is gone: {err}"
+            !out.contains("planted") && err.contains("open: Read-only file system"),
+            "{who:?}: {out} / {err}"
         );
         assert!(
-            e.wt.join(".git/commondir.tyba-quarantined").exists()
-                && err.contains("WARNING: the agent created"),
-            "{who:?}: moved aside and reported: {err}"
+            !e.wt.join(".git/commondir").exists(),
+            "{who:?}: no commondir after the session (the stand-in is gone): {err}"
         );
         let st = command_as(&e.who, Path::new("git"))
             .env("HOME", &e.home)

@@ -17,6 +17,7 @@ pub mod inbox;
 pub mod policy;
 pub mod run;
 pub mod sessions;
+pub mod trust;
 pub mod worktrees;
 
 use std::path::{Path, PathBuf};
@@ -49,31 +50,101 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     }
 }
 
+/// How the repository's policy file was read ([`load_policy_explained`]).
+#[derive(Debug, Clone)]
+pub struct RepoLayer {
+    /// The file.
+    pub path: PathBuf,
+    /// Whether the person approved this exact content ([`trust`]); when not, only its
+    /// restrictions apply.
+    pub approved: bool,
+    /// What was ignored because it widens access (empty when approved).
+    pub ignored: Vec<String>,
+}
+
+impl RepoLayer {
+    /// One line for `tyba policy show` and the start of `tyba run`.
+    pub fn describe(&self) -> String {
+        if self.approved {
+            format!(
+                "the repository's policy file {} is approved (tyba policy allow): read as written",
+                self.path.display()
+            )
+        } else if self.ignored.is_empty() {
+            format!(
+                "the repository's policy file {} is not approved: only its restrictions apply (it has nothing else)",
+                self.path.display()
+            )
+        } else {
+            format!(
+                "the repository's policy file {} is not approved: only its restrictions apply; ignored: {}; approve its exact content, outside a session, with `tyba policy allow {}`",
+                self.path.display(),
+                self.ignored.join(", "),
+                self.path.display()
+            )
+        }
+    }
+}
+
 /// Loads the effective policy: embedded default, then `$XDG_CONFIG_HOME/tyba/policy.toml`
 /// (or `~/.config/tyba/policy.toml`), then `explicit` if given, else the repository's
-/// `.tyba/policy.toml` under `worktree`.
+/// `.tyba/policy.toml` under `worktree` (restricting only unless approved: [`trust`]).
 pub fn load_policy(
     explicit: Option<&Path>,
     worktree: Option<&Path>,
 ) -> anyhow::Result<tyba_policy::Policy> {
+    load_policy_explained(explicit, worktree).map(|(p, _)| p)
+}
+
+/// [`load_policy`], and how the repository's layer was read when there was one.
+pub fn load_policy_explained(
+    explicit: Option<&Path>,
+    worktree: Option<&Path>,
+) -> anyhow::Result<(tyba_policy::Policy, Option<RepoLayer>)> {
     let mut layers = Vec::new();
     if let Some(user) = user_policy_path() {
         if user.is_file() {
             layers.push(read_layer(&user)?);
         }
     }
+    let mut repo_layer = None;
     match explicit {
         Some(p) => layers.push(read_layer(p)?),
         None => {
             if let Some(wt) = worktree {
                 let repo = wt.join(".tyba/policy.toml");
                 if repo.is_file() {
-                    layers.push(read_layer(&repo)?);
+                    let (origin, text) = read_layer(&repo)?;
+                    let repository = trust::repository_of(&repo);
+                    if trust::is_approved(&repository, text.as_bytes()) {
+                        layers.push((origin, text));
+                        repo_layer = Some(RepoLayer {
+                            path: repo,
+                            approved: true,
+                            ignored: Vec::new(),
+                        });
+                    } else {
+                        let f = tyba_policy::PolicyFile::parse(&text, &origin)?;
+                        let before = tyba_policy::Policy::from_layers(layers.clone())?;
+                        let (kept, ignored) = trust::restricting_only(&f, before.config());
+                        let kept = toml::to_string(&kept).map_err(|e| {
+                            tyba_policy::ConfigError::Syntax {
+                                origin: origin.clone(),
+                                message: e.to_string(),
+                            }
+                        })?;
+                        layers.push((format!("{origin} (not approved: restrictions only)"), kept));
+                        repo_layer = Some(RepoLayer {
+                            path: repo,
+                            approved: false,
+                            ignored,
+                        });
+                    }
                 }
             }
         }
     }
-    Ok(tyba_policy::Policy::from_layers(layers)?)
+    Ok((tyba_policy::Policy::from_layers(layers)?, repo_layer))
 }
 
 fn read_layer(p: &Path) -> anyhow::Result<(String, String)> {

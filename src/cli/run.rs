@@ -28,7 +28,7 @@ pub struct Args {
     /// Use DIR as the worktree when it exists; otherwise create a linked worktree there.
     #[arg(long, value_name = "DIR")]
     pub worktree: Option<PathBuf>,
-    /// Branch of a new linked worktree (default `tyba/<session-id>`).
+    /// Branch of a new linked worktree, `tyba/NAME` (default `tyba/<session-id>`).
     #[arg(long, value_name = "NAME", conflicts_with = "here")]
     pub branch: Option<String>,
     /// Autonomy level: low, medium or high.
@@ -171,6 +171,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             branch: args.branch.clone(),
         }
     };
+    if let Some(b) = &args.branch {
+        // The agent writes only its own branches (DESIGN.md §5): `refs/heads/tyba/…`.
+        if !b.starts_with("tyba/") || b.len() <= "tyba/".len() {
+            return Err(UsageError(format!(
+                "--branch {b}: the agent's branches are named tyba/NAME (it cannot write other branches of the repository)"
+            ))
+            .into());
+        }
+    }
     let session = session::prepare(&cwd, &choice)?;
     for w in &session.warnings {
         eprintln!("tyba: warning: {w}");
@@ -183,20 +192,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
-    let policy = super::load_policy(args.policy.as_deref(), Some(&session.worktree))?;
+    let (policy, repo_layer) =
+        super::load_policy_explained(args.policy.as_deref(), Some(&session.worktree))?;
     let home = super::home_dir();
     let tmp_dir = make_tmp_dir(&session.id)?;
 
     let enforcement = Enforcement::probe();
     let path_env = std::env::var_os("PATH");
-    let redirects = session
-        .git
-        .as_ref()
-        .map(|g| tyba_supervisor::sandbox::GitRedirects::snapshot(&g.git_dir));
     // Kept until the session ends; dropping it removes the placeholders left unchanged.
     let placeholders =
         tyba_supervisor::sandbox::ControlPlaceholders::create(policy.config(), home.as_deref());
-    let plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
+    let mut plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
         session: &session,
         tmp_dir: &tmp_dir,
         config: policy.config(),
@@ -204,6 +210,14 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         agent_program: Some(&program),
         agent_path_env: path_env.as_deref(),
     });
+    // The git files the person's git obeys that do not exist yet get stand-ins, bound
+    // read-only like the others (kept until the session ends, as the placeholders above).
+    let git_stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
+    // The person's tyba config (the user policy, the approvals of repository policies)
+    // stays the person's even when a policy path opens a tree holding it.
+    if let Some(d) = super::trust::config_dir() {
+        plan.keep_read_only(&d);
+    }
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
@@ -250,6 +264,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     for n in &enforcement.not_enforced {
         eprintln!("tyba: not enforced: {n}");
+    }
+    if let Some(r) = &repo_layer {
+        eprintln!("tyba: {}", r.describe());
+    }
+    for n in &plan.notes {
+        eprintln!("tyba: note: {n}");
+    }
+    if args.allow_weaker_sandbox {
+        for u in &plan.unprotected {
+            eprintln!("tyba: not enforced: {u}");
+        }
     }
     let missing: Vec<String> = plan
         .unprotected_control_files(policy.config(), home.as_deref())
@@ -322,20 +347,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Err(e) = tyba_supervisor::sandbox::remove_tree(&tmp_dir) {
         eprintln!("tyba: WARNING: the session's temp dir is left behind: {e}");
     }
+    drop(git_stand_ins);
     drop(placeholders);
-    for (made, aside) in redirects.map(|r| r.quarantine()).unwrap_or_default() {
-        match aside {
-            Some(a) => eprintln!(
-                "tyba: WARNING: the agent created {} (it makes git read configuration and hooks from elsewhere); moved aside to {}",
-                made.display(),
-                a.display()
-            ),
-            None => eprintln!(
-                "tyba: WARNING: the agent created {} (it makes git read configuration and hooks from elsewhere) and it could not be moved aside: remove it before running git there",
-                made.display()
-            ),
-        }
-    }
     let outcome = match result {
         Ok(o) => o,
         Err(RunError::Unavailable(u)) => {

@@ -124,6 +124,8 @@ struct ChildCtx {
     static_filters: Vec<seccompiler::BpfProgram>,
     uid: u32,
     gid: u32,
+    /// The name servers stage 2 binds the resolver relay's sockets to (`crate::dns`).
+    nameservers: Vec<std::net::IpAddr>,
     program: CString,
     argv: Vec<CString>,
     env: Vec<CString>,
@@ -236,6 +238,13 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ))
         .into());
     }
+    if !cfg.plan.unprotected.is_empty() && !cfg.allow_weaker {
+        return Err(SandboxUnavailable(format!(
+            "cannot protect the git files the person's git obeys: {}; rerun with --allow-weaker-sandbox to start anyway",
+            cfg.plan.unprotected.join("; ")
+        ))
+        .into());
+    }
     let filter_err = |e| RunError::Io {
         what: "building the seccomp filters",
         source: std::io::Error::other(e),
@@ -292,6 +301,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         static_filters,
         uid: nix::unistd::geteuid().as_raw(),
         gid: nix::unistd::getegid().as_raw(),
+        nameservers: crate::dns::nameservers(),
         program: cstring(cfg.program.as_os_str().as_bytes())?,
         argv: cfg
             .argv
@@ -331,6 +341,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let mut stage2 = None;
     let mut listener_no = None;
     let mut master_no = None;
+    let mut relay_nos: Vec<(i32, std::net::IpAddr)> = Vec::new();
     let mut reader = BufReader::new(std::fs::File::from(status_r));
     let mut line = String::new();
     loop {
@@ -355,6 +366,13 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         } else if let Some(e) = l.strip_prefix("E ") {
             let _ = waitpid(a_pid, None);
             return Err(SandboxUnavailable(e.to_string()).into());
+        } else if let Some(d) = l.strip_prefix("D ") {
+            // A resolver relay socket (written by stage 2 before its "L"): `fd address`.
+            if let Some((fd, ip)) = d.split_once(' ') {
+                if let (Ok(fd), Ok(ip)) = (fd.parse::<i32>(), ip.parse()) {
+                    relay_nos.push((fd, ip));
+                }
+            }
         } else if let Some(fd) = l.strip_prefix("P ") {
             // Written by stage 2 before its "L".
             master_no = fd.parse::<i32>().ok();
@@ -378,9 +396,13 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         let master = master_no
             .map(|m| sys::pidfd_getfd(pfd.as_fd(), m))
             .transpose()?;
-        Ok((listener, master))
+        let relays = relay_nos
+            .iter()
+            .map(|(fd, ip)| sys::pidfd_getfd(pfd.as_fd(), *fd).map(|s| (s, *ip)))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok((listener, master, relays))
     });
-    let (listener, master) = taken.map_err(|e| {
+    let (listener, master, relays) = taken.map_err(|e| {
         let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
         let _ = waitpid(a_pid, None);
         SandboxUnavailable(format!(
@@ -391,6 +413,17 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         let w = format!("seccomp synchronous wake-up unavailable ({e}): notified calls are slower");
         eprintln!("tyba: not enforced: {w}");
         warnings.push(w);
+    }
+    // The agent's name resolution: the relay sockets live in the sandbox's network namespace;
+    // upstream queries go from the supervisor's own (`crate::dns`).
+    let names = crate::dns::allowed_names(&cfg.agent_hosts);
+    for (sock, ip) in relays {
+        let sock = std::net::UdpSocket::from(sock);
+        let names = names.clone();
+        std::thread::Builder::new()
+            .name("tyba-dns-relay".into())
+            .spawn(move || crate::dns::serve(sock, names, std::net::SocketAddr::new(ip, 53)))
+            .map_err(io_err("starting the resolver relay"))?;
     }
     let stage = Arc::new(crate::runner::StageLink::new(ctl_sup));
     {
@@ -813,11 +846,52 @@ fn open_private_pty(ws: Option<&libc::winsize>) -> Result<(OwnedFd, OwnedFd), St
     Ok((master.into(), slave))
 }
 
+/// The resolver relay's sockets, in the sandbox's network namespace (`crate::dns`): for each
+/// name server, `lo` gets its address (an IPv4 `/32` alias `lo:N`; loopback addresses are
+/// there already) and a UDP socket is bound to `<address>:53`, its fd reported as `D FD
+/// ADDRESS` for the supervisor to take. A name server that cannot be relayed (an IPv6 address
+/// other than `::1`, a failed alias or bind) is reported: the agent's lookups through it fail.
+fn relay_sockets(
+    nameservers: &[std::net::IpAddr],
+    st: &mut Option<std::fs::File>,
+) -> Vec<std::net::UdpSocket> {
+    use std::net::IpAddr;
+    use std::os::fd::AsRawFd;
+    let mut out: Vec<std::net::UdpSocket> = Vec::new();
+    for (i, ip) in nameservers.iter().enumerate().take(8) {
+        if out
+            .iter()
+            .any(|s| s.local_addr().is_ok_and(|a| a.ip() == *ip))
+        {
+            continue;
+        }
+        let on_lo = match ip {
+            IpAddr::V4(v4) if v4.is_loopback() => Ok(()),
+            IpAddr::V4(v4) => sys::add_loopback_alias_v4(i as u8, *v4),
+            IpAddr::V6(v6) if v6.is_loopback() => Ok(()),
+            IpAddr::V6(_) => Err(std::io::Error::other("IPv6 name servers are not relayed")),
+        };
+        match on_lo.and_then(|()| std::net::UdpSocket::bind((*ip, 53))) {
+            Ok(s) => {
+                report(st, &format!("D {} {ip}", s.as_raw_fd()));
+                out.push(s);
+            }
+            Err(e) => report(
+                st,
+                &format!("W no name resolution through {ip} in the sandbox: {e}"),
+            ),
+        }
+    }
+    out
+}
+
 /// Stage 2: PID 1 of the sandbox. Mounts, Landlock, seccomp, listener hand-over, then the
 /// agent, then reaping until the agent exits.
 fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let mut st = c.status_w.take().map(std::fs::File::from);
+    // Held until the supervisor has taken them (after the "go" below).
+    let mut relays = Vec::new();
     if ns {
         if let Err(e) = mount(
             None::<&str>,
@@ -847,6 +921,15 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             ),
             Err(e) => fail(&mut st, &format!("cannot mount a private devpts: {e}")),
         }
+        for p in c.plan.pinned.clone() {
+            // A mount point cannot be renamed or removed: the name stays this git dir.
+            if let Err(e) = mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+                fail(
+                    &mut st,
+                    &format!("cannot pin the git dir {} in place: {e}", p.display()),
+                );
+            }
+        }
         for p in c.plan.protected.clone() {
             if let Err(e) = bind_read_only(&p) {
                 fail(
@@ -861,11 +944,13 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 &format!("W loopback interface not up in the sandbox: {e}"),
             );
         }
-    } else if !c.plan.protected.is_empty() {
+        relays = relay_sockets(&c.nameservers, &mut st);
+    } else if !c.plan.protected.is_empty() || !c.plan.pinned.is_empty() {
         let list: Vec<String> = c
             .plan
             .protected
             .iter()
+            .chain(&c.plan.pinned)
             .map(|p| p.display().to_string())
             .collect();
         report(
@@ -951,6 +1036,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     }
     drop(listener);
     drop(pty_master);
+    drop(relays);
     // SAFETY: stage 2 is single-threaded.
     match unsafe { sys::fork() } {
         Err(_) => sys::exit_now(4),

@@ -44,6 +44,7 @@ pub mod bpf;
 pub mod broker;
 mod classify_worker;
 pub mod control;
+pub mod dns;
 mod env;
 mod exec;
 mod launch;

@@ -127,33 +127,24 @@ pub fn parse_host_spec(s: &str) -> Option<HostSpec> {
 type Resolved = (HashSet<(IpAddr, Option<u16>)>, Option<Instant>);
 
 /// The agent's allowed destinations, resolved by the supervisor (re-resolved on a miss at most
-/// every 30 s, since model APIs sit behind changing CDN addresses), plus the name servers of
-/// `/etc/resolv.conf` on port 53 for the agent's own name resolution.
+/// every 30 s, since model APIs sit behind changing CDN addresses). The name servers of
+/// `/etc/resolv.conf` are not among them: name resolution goes to the supervisor's relay in
+/// the sandbox's own network namespace (`crate::dns`).
 #[derive(Debug)]
 pub struct AgentHosts {
     specs: Vec<HostSpec>,
     resolved: Mutex<Resolved>,
-    nameservers: Vec<IpAddr>,
 }
 
 impl AgentHosts {
     /// From `host[:port]` strings; unparseable ones are dropped.
     pub fn new(list: &[String]) -> AgentHosts {
         let specs: Vec<HostSpec> = list.iter().filter_map(|s| parse_host_spec(s)).collect();
-        let nameservers = std::fs::read_to_string("/etc/resolv.conf")
-            .map(|t| {
-                t.lines()
-                    .filter_map(|l| l.trim().strip_prefix("nameserver"))
-                    .filter_map(|v| v.trim().parse::<IpAddr>().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
         // Names are resolved on the agent's first connection, not here: a launch must not
         // wait on DNS.
         AgentHosts {
             specs,
             resolved: Mutex::new((HashSet::new(), None)),
-            nameservers,
         }
     }
 
@@ -189,11 +180,9 @@ impl AgentHosts {
             .unwrap_or(false)
     }
 
-    /// Whether the agent program may connect to `a`.
+    /// Whether the agent program may have a stream socket of the host's network namespace
+    /// connected to `a` (one of its hosts; name servers are not).
     pub fn allows(&self, a: &SocketAddr) -> bool {
-        if a.port() == 53 && self.nameservers.contains(&a.ip()) {
-            return true;
-        }
         if self.matches(a) {
             return true;
         }

@@ -9,8 +9,10 @@
 //!   that covers it (a command's descendant: blocked refused at every depth, red asked). A
 //!   refused exec runs tyba's refusal program, which prints the reason and exits 126.
 //! - `connect`: made by the supervisor itself on its own copy of the address, never continued:
-//!   the agent's connections to its hosts get a socket from the host's network namespace
-//!   injected in place of theirs; everything else is red and asked.
+//!   the agent's stream connections to its hosts get a stream socket from the host's network
+//!   namespace injected in place of theirs (close-on-exec); other streams are red and asked;
+//!   other socket types (UDP: name servers, anything) are connected in place, in the
+//!   sandbox's namespace, where the resolver relay is (`crate::dns`).
 //! - metadata calls: see [`crate::meta`].
 
 use crate::agent::AgentInstall;
@@ -1506,6 +1508,16 @@ impl Notifier {
                 Ok(())
             }
             (libc::AF_INET | libc::AF_INET6, Dest::Inet(a)) => {
+                // Only stream sockets of the host's namespace are handed out (to the agent's
+                // hosts, or approved): a datagram socket could be sent anywhere (`sendto`),
+                // disconnected and bound. Other types (UDP to the name servers included) are
+                // the process's own, connected in the sandbox's namespace, where the resolver
+                // relay is (crate::dns).
+                let ty = sys::getsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)?;
+                if ty != libc::SOCK_STREAM {
+                    self.reply_result(n.id, sys::connect_raw(sock.as_fd(), &raw));
+                    return Ok(());
+                }
                 if !(by_agent && self.hosts.allows(a)) {
                     let who = if by_agent { "the agent" } else { "a command" };
                     let req = AskRequest {
@@ -1530,7 +1542,7 @@ impl Notifier {
                         reason: Some("approved".into()),
                     });
                 }
-                self.inject_connected(n, pid, &sock, domain, &raw)
+                self.inject_connected(n, &sock, domain, &raw)
             }
             _ => Err(std::io::Error::from_raw_os_error(libc::EAFNOSUPPORT)),
         }
@@ -1548,7 +1560,6 @@ impl Notifier {
     fn inject_connected(
         &self,
         n: &Notif,
-        pid: ProcId,
         sock: &OwnedFd,
         domain: i32,
         raw: &[u8],
@@ -1574,7 +1585,8 @@ impl Notifier {
                 return Ok(());
             }
         };
-        let cloexec = procfs::fd_cloexec(pid.pid, n.args[0] as i32);
+        // Close-on-exec whatever the process asked: the commands it starts never inherit it.
+        let cloexec = true;
         sys::notif_addfd_setfd(
             self.listener.as_fd(),
             n.id,

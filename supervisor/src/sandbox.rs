@@ -3,8 +3,9 @@
 //! Landlock rules (kernel `Documentation/userspace-api/landlock.rst`):
 //! - read-write (every filesystem right but making devices): the worktree, the session's
 //!   private temp dir (`TMPDIR`), the policy's `read_write` paths and `agent_state` paths, and
-//!   for a linked worktree the parts of the main git dir commits write (`objects`, `refs`,
-//!   `logs`, `worktrees/<name>`);
+//!   for a linked worktree the parts of the main git dir the agent's commits write
+//!   (`objects`, its own branches `refs/heads/tyba` and `logs/refs/heads/tyba`,
+//!   `worktrees/<name>`), never the person's branches, `packed-refs` or `HEAD`;
 //! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
 //!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
 //! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
@@ -14,9 +15,11 @@
 //!   are made by the supervisor and injected; abstract unix sockets and signals scoped (ABI 6).
 //!
 //! Landlock cannot carve a read-only hole in a read-write tree, so the files that would run
-//! code outside the sandbox later (`hooks/` and `config` of the git dir, the worktree's `.git`
-//! file, the agents' settings/rules/hooks files) are bind-mounted read-only over themselves
-//! in the sandbox's private mount namespace.
+//! code outside the sandbox later or redirect the person's git (every file of [`git_files`],
+//! the agents' settings/rules/hooks files) are bind-mounted read-only over themselves in the
+//! sandbox's private mount namespace, absent ones first given a stand-in
+//! ([`git_stand_ins`]), and git dirs inside a writable tree are pinned as mount points (a
+//! mount point cannot be renamed).
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, RestrictionStatus,
@@ -55,6 +58,17 @@ pub struct SandboxPlan {
     pub protected: Vec<PathBuf>,
     /// Policy paths that do not exist and were left out (for the start-up report).
     pub missing: Vec<String>,
+    /// Git dirs inside a writable tree, bind-mounted over themselves (writable) so that their
+    /// name cannot be renamed or removed (`EBUSY`): the person's git finds them by name.
+    pub pinned: Vec<PathBuf>,
+    /// Absent git files that must be kept from being created, with their stand-in
+    /// ([`GitFile::stand_in`]); made by [`git_stand_ins`], which moves each to `protected`.
+    pub wanted_stand_ins: Vec<(PathBuf, Option<&'static [u8]>)>,
+    /// Protections that cannot be set up: the session refuses to start when any is left
+    /// ([`crate::launch::run`]), unless `--allow-weaker-sandbox`.
+    pub unprotected: Vec<String>,
+    /// What the start-up report says about the plan (not failures).
+    pub notes: Vec<String>,
     /// Whether `/dev/pts` (and `/dev/ptmx`) are a private devpts instance in the sandbox's
     /// mount namespace (set by the sandbox's stage 2 once mounted): only then are they
     /// granted.
@@ -165,6 +179,354 @@ fn push_unique(v: &mut Vec<PathBuf>, p: PathBuf) {
     }
 }
 
+/// What stands in for an absent git file, so that it can be bound read-only (a bind needs an
+/// existing target) and the agent cannot create it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StandIn {
+    /// An empty directory (git ignores an empty `hooks/`, `info/`, `modules/`…).
+    Dir,
+    /// A file with these contents, which git reads as if the file were absent.
+    File(&'static [u8]),
+    /// None exists: the file must already be there, or the session refuses to start.
+    None,
+}
+
+/// One file or directory git reads as configuration, code or redirection (see [`git_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitFile {
+    /// Its path.
+    pub path: PathBuf,
+    /// What stands in for it when it is absent.
+    pub stand_in: StandIn,
+}
+
+/// Every file and directory of a repository's git dirs that the person's git reads as
+/// configuration, runs as code, or follows as a redirection, by name
+/// (`gitrepository-layout(5)`, `git-config(1)` "FILES", `git-worktree(1)` "DETAILS",
+/// `githooks(5)`, `gitsubmodules(7)`):
+///
+/// - in the common dir: `config`; `hooks/`; `info/` (`attributes`, `exclude`, `grafts`,
+///   `sparse-checkout`); `objects/info/alternates` and `http-alternates` (where objects are
+///   read from; empty ones stand in, and the rest of `objects/info/` stays writable for `git
+///   gc`'s commit-graph); `modules/` (each submodule's git dir, with its own config and hooks);
+///   `worktrees/` (the other linked worktrees' admin dirs: their `commondir`, `gitdir`,
+///   `config.worktree`); `branches/` and `remotes/` (remotes defined by file);
+/// - in the worktree's git dir: `config.worktree` (read with `extensions.worktreeConfig`;
+///   an empty one stands in), `commondir` (where git reads config and hooks; in a main git
+///   dir, `.` stands in: the git dir is its own common dir), and for a linked worktree its
+///   `gitdir` (the worktree it belongs to) and `modules/`;
+/// - the worktree's `.git` when it is a file (`gitdir: PATH`: the git dir itself).
+///
+/// Only those under a writable root need protecting ([`SandboxPlan::build`] filters).
+pub fn git_files(g: &crate::session::GitLayout, worktree: &Path) -> Vec<GitFile> {
+    let f = |path: PathBuf, stand_in| GitFile { path, stand_in };
+    let c = &g.common_dir;
+    let mut v = vec![
+        f(c.join("config"), StandIn::File(b"")),
+        f(c.join("hooks"), StandIn::Dir),
+        f(c.join("info"), StandIn::Dir),
+        f(c.join("objects/info/alternates"), StandIn::File(b"")),
+        f(c.join("objects/info/http-alternates"), StandIn::File(b"")),
+        f(c.join("modules"), StandIn::Dir),
+        f(c.join("worktrees"), StandIn::Dir),
+        f(c.join("branches"), StandIn::Dir),
+        f(c.join("remotes"), StandIn::Dir),
+        f(g.git_dir.join("config.worktree"), StandIn::File(b"")),
+    ];
+    if g.git_dir == g.common_dir {
+        v.push(f(g.git_dir.join("commondir"), StandIn::File(b".\n")));
+    } else {
+        v.push(f(g.git_dir.join("commondir"), StandIn::None));
+        v.push(f(g.git_dir.join("gitdir"), StandIn::None));
+        v.push(f(g.git_dir.join("modules"), StandIn::Dir));
+    }
+    let dotgit = worktree.join(".git");
+    if std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir()) {
+        v.push(f(dotgit, StandIn::None));
+    }
+    v
+}
+
+/// Configuration keys whose value git runs as a command (its first word, after a leading
+/// `!`, is a program): `git-config(1)`, `gitattributes(5)` (drivers), `githooks(5)`.
+const COMMAND_KEYS: &[&str] = &[
+    "core.sshcommand",
+    "core.editor",
+    "core.pager",
+    "core.askpass",
+    "core.gitproxy",
+    "sequence.editor",
+    "gpg.program",
+    "credential.helper",
+    "uploadpack.packobjectshook",
+];
+
+/// Command keys of named sections (`diff.<driver>.textconv`, …): `(section, key)`.
+const SUBSECTION_COMMAND_KEYS: &[(&str, &str)] = &[
+    ("diff", "textconv"),
+    ("diff", "command"),
+    ("filter", "clean"),
+    ("filter", "smudge"),
+    ("filter", "process"),
+    ("merge", "driver"),
+    ("gpg", "program"),
+    ("difftool", "cmd"),
+    ("mergetool", "cmd"),
+    ("alias", ""),
+    ("pager", ""),
+];
+
+/// Sections whose values may name a program git runs ([`COMMAND_KEYS`],
+/// [`SUBSECTION_COMMAND_KEYS`]).
+const COMMAND_SECTIONS: &[&str] = &[
+    "core",
+    "sequence",
+    "gpg",
+    "credential",
+    "uploadpack",
+    "diff",
+    "filter",
+    "merge",
+    "difftool",
+    "mergetool",
+    "alias",
+    "pager",
+];
+
+/// Whether one configuration file's text may name a file for [`config_named_files`]: a line
+/// of an `include`/`includeIf` section, `core.hooksPath`, or a value of a
+/// [`COMMAND_SECTIONS`] section whose first word is a path; or a line it cannot read simply
+/// (a continued value). A superset: the answer is only whether git need be asked.
+fn config_text_may_name_files(text: &str) -> bool {
+    let mut section = String::new();
+    for raw in text.lines() {
+        let mut line = raw.trim();
+        if line.ends_with('\\') {
+            return true;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some((head, after)) = rest.split_once(']') else {
+                return true;
+            };
+            section = head
+                .split(|c: char| c == '.' || c.is_whitespace() || c == '"')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            line = after.trim();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if section == "include" || section == "includeif" {
+            return true;
+        }
+        let (name, value) = line.split_once('=').unwrap_or((line, ""));
+        let name = name.trim().to_ascii_lowercase();
+        if section == "core" && name == "hookspath" {
+            return true;
+        }
+        if COMMAND_SECTIONS.contains(&section.as_str()) {
+            let first = value
+                .trim()
+                .trim_start_matches(['"', '!'])
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            if first.contains('/') || first.contains('~') {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether the git configuration files git reads for `g` (`git-config(1)` "FILES":
+/// `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`, `~/.gitconfig`, the repository's
+/// `config` and `config.worktree`) may name a file for [`config_named_files`]
+/// ([`config_text_may_name_files`]): spares running git at every start when none does. True
+/// when a `GIT_CONFIG*` variable is set (configuration from elsewhere) or a file that exists
+/// cannot be read.
+pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>) -> bool {
+    if std::env::vars_os().any(|(k, _)| k.to_string_lossy().starts_with("GIT_CONFIG")) {
+        return true;
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.map(|h| h.join(".config")));
+    let files = [
+        Some(PathBuf::from("/etc/gitconfig")),
+        xdg.map(|x| x.join("git/config")),
+        home.map(|h| h.join(".gitconfig")),
+        Some(g.common_dir.join("config")),
+        Some(g.git_dir.join("config.worktree")),
+    ];
+    files
+        .into_iter()
+        .flatten()
+        .any(|f| match std::fs::read(&f) {
+            Ok(b) => config_text_may_name_files(&String::from_utf8_lossy(&b)),
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        })
+}
+
+/// The files and directories the repository's git configuration (system, global, local,
+/// worktree, with includes; as `git config --list --show-origin --includes` reads it in the
+/// worktree) names for git to read as configuration or to run: `include.path` and
+/// `includeIf.*.path` (more configuration; relative to the including file), `core.hooksPath`
+/// (the hooks; relative to the worktree), `core.fsmonitor` when it is a path, and the
+/// programs of command-valued keys ([`COMMAND_KEYS`], drivers, aliases) when their first word
+/// is a path (relative to the worktree). A project's `include.path = ../.gitconfig` or
+/// `core.hooksPath = .husky` would otherwise make a worktree file the person's git obeys.
+/// Only those under a writable root matter ([`SandboxPlan::build`] filters). Nothing when git
+/// cannot be run.
+pub fn config_named_files(worktree: &Path, home: Option<&Path>) -> Vec<GitFile> {
+    let Ok(out) = std::process::Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(["config", "--list", "-z", "--show-origin", "--includes"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split('\0');
+    let mut v = Vec::new();
+    let resolve = |value: &str, base: &Path| -> Option<PathBuf> {
+        let value = value.trim();
+        if value.is_empty() {
+            return None;
+        }
+        if value == "~" || value.starts_with("~/") {
+            return expand_home(value, home);
+        }
+        let p = Path::new(value);
+        Some(if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        })
+    };
+    let program = |value: &str| -> Option<String> {
+        let first = value
+            .trim()
+            .trim_start_matches('!')
+            .split_whitespace()
+            .next()?;
+        let first = first.trim_matches(|c| c == '"' || c == '\'');
+        first.contains('/').then(|| first.to_string())
+    };
+    while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+        let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+        let key = key.to_ascii_lowercase();
+        let origin_dir = origin
+            .strip_prefix("file:")
+            .map(|f| worktree.join(f))
+            .and_then(|f| f.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| worktree.to_path_buf());
+        let (section, rest) = key.split_once('.').unwrap_or((key.as_str(), ""));
+        let (sub, name) = match rest.rsplit_once('.') {
+            Some((sub, name)) => (Some(sub), name),
+            None => (None, rest),
+        };
+        let found = match (section, sub, name) {
+            ("include", None, "path") | ("includeif", Some(_), "path") => {
+                resolve(value, &origin_dir).map(|p| (p, StandIn::File(b"")))
+            }
+            ("core", None, "hookspath") => resolve(value, worktree).map(|p| (p, StandIn::Dir)),
+            ("core", None, "fsmonitor") if value.contains('/') => {
+                resolve(value, worktree).map(|p| (p, StandIn::File(b"")))
+            }
+            _ => {
+                let command = COMMAND_KEYS.contains(&key.as_str())
+                    || SUBSECTION_COMMAND_KEYS.iter().any(|(sec, n)| {
+                        *sec == section && (n.is_empty() || (sub.is_some() && n == &name))
+                    });
+                command
+                    .then(|| program(value))
+                    .flatten()
+                    .and_then(|p| resolve(&p, worktree))
+                    .map(|p| (p, StandIn::File(b"")))
+            }
+        };
+        if let Some((p, stand_in)) = found {
+            let p = match std::fs::canonicalize(&p) {
+                Ok(real) => real,
+                // Absent: where it would be, through its existing parent.
+                Err(_) => match (
+                    p.parent().and_then(|d| std::fs::canonicalize(d).ok()),
+                    p.file_name(),
+                ) {
+                    (Some(d), Some(n)) => d.join(n),
+                    _ => p,
+                },
+            };
+            if !v.iter().any(|f: &GitFile| f.path == p) {
+                v.push(GitFile { path: p, stand_in });
+            }
+        }
+    }
+    v
+}
+
+/// The directories of a common git dir the agent's own branches live in:
+/// `refs/heads/tyba` and `logs/refs/heads/tyba` (DESIGN.md §5: the agent writes only its own
+/// branches). Made when absent.
+pub fn own_branch_dirs(common_dir: &Path) -> [PathBuf; 2] {
+    [
+        common_dir.join("refs/heads/tyba"),
+        common_dir.join("logs/refs/heads/tyba"),
+    ]
+}
+
+/// Makes `d` when absent and checks it is a real directory reached through no symbolic link
+/// (a rule on a link would grant its target).
+fn real_dir(d: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(d).is_err() {
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    let real = std::fs::canonicalize(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    if real != d || !std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+        return Err(format!(
+            "{} is not a plain directory (a symbolic link, or behind one): the agent's branches cannot be granted alone",
+            d.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Makes (or takes up) the stand-ins [`SandboxPlan::build`] asked for
+/// ([`SandboxPlan::wanted_stand_ins`]) and moves each one made or found to
+/// [`SandboxPlan::protected`]; one that cannot be made goes to
+/// [`SandboxPlan::unprotected`]. Stand-ins are counted across the user's sessions and
+/// removed by the last one when still as made, like the agents' control files
+/// ([`ControlPlaceholders`]).
+pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
+    let wanted = std::mem::take(&mut plan.wanted_stand_ins);
+    for (p, _) in &wanted {
+        // A stand-in needs its directory (`objects/info/`, a `tools/` a driver names); one
+        // that cannot be made leaves the file unprotected below.
+        if let Some(d) = p.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+    }
+    let me = ControlPlaceholders::make(wanted.clone(), stand_in_registry());
+    for (p, _) in wanted {
+        if std::fs::symlink_metadata(&p).is_ok() {
+            push_unique(&mut plan.protected, p);
+        } else {
+            plan.unprotected.push(format!(
+                "{} does not exist and its stand-in could not be made (is $XDG_STATE_HOME or $HOME set and writable?), so the agent could create it",
+                p.display()
+            ));
+        }
+    }
+    me
+}
+
 /// Whether `p` is `root` or lies beneath it (component-wise).
 pub fn is_within(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
@@ -226,46 +588,62 @@ impl SandboxPlan {
         if let Some(g) = &i.session.git {
             let inside = is_within(&g.common_dir, &plan.worktree);
             if !inside {
+                // A linked worktree (or `--here` in one): the main git dir is read-only but
+                // for the objects and the agent's own branches (`refs/heads/tyba/…` and their
+                // reflogs); the person's branches, `packed-refs`, the main worktree's `HEAD`
+                // and every other file of the main git dir stay read-only.
                 push_unique(&mut plan.read_only, g.common_dir.clone());
-                for part in ["objects", "refs", "logs"] {
-                    let p = g.common_dir.join(part);
-                    if p.exists() {
-                        push_unique(&mut plan.read_write, p);
+                let objects = g.common_dir.join("objects");
+                if objects.is_dir() {
+                    push_unique(&mut plan.read_write, objects);
+                }
+                if g.common_dir.join("reftable").exists() {
+                    plan.notes.push(format!(
+                        "{} uses the reftable backend, whose tables hold every branch together: no ref of it is writable, so the agent cannot commit or make branches there",
+                        g.common_dir.display()
+                    ));
+                } else {
+                    for d in own_branch_dirs(&g.common_dir) {
+                        match real_dir(&d) {
+                            Ok(()) => push_unique(&mut plan.read_write, d),
+                            Err(e) => plan.unprotected.push(e),
+                        }
                     }
                 }
             }
             if !is_within(&g.git_dir, &plan.worktree) && g.git_dir != g.common_dir {
                 push_unique(&mut plan.read_write, g.git_dir.clone());
             }
-            let hooks = g.common_dir.join("hooks");
-            // Submodules' git dirs hold their own config and hooks, which the person's `git
-            // status` reads when it looks into a submodule.
-            let modules: Vec<PathBuf> = [g.common_dir.join("modules"), g.git_dir.join("modules")]
-                .into_iter()
-                .fold(Vec::new(), |mut v, p| {
-                    push_unique(&mut v, p);
-                    v
-                });
-            for dir in std::iter::once(&hooks).chain(&modules) {
-                if !dir.exists() && plan.read_write.iter().any(|r| is_within(dir, r)) {
-                    // An absent hooks or modules dir could be created by the agent: make it
-                    // now (empty; git ignores an empty one) so it can be bound read-only.
-                    let _ = std::fs::create_dir_all(dir);
+            // Git dirs inside a writable tree are pinned by name (a mount point cannot be
+            // renamed or removed): `.git` moved aside and rebuilt would be obeyed as well.
+            for d in [&g.git_dir, &g.common_dir] {
+                if d.is_dir() && plan.read_write.iter().any(|r| is_within(d, r)) {
+                    push_unique(&mut plan.pinned, d.clone());
                 }
             }
-            for p in [
-                hooks,
-                g.common_dir.join("config"),
-                g.git_dir.join("config.worktree"),
-                // A linked worktree's `commondir` names where git reads config and hooks.
-                g.git_dir.join("commondir"),
-                plan.worktree.join(".git"),
-            ]
-            .into_iter()
-            .chain(modules)
-            {
-                if p.exists() && !(p.is_dir() && p == plan.worktree.join(".git")) {
-                    push_unique(&mut plan.protected, p);
+            let named = if config_may_name_files(g, i.home) {
+                config_named_files(&plan.worktree, i.home)
+            } else {
+                Vec::new()
+            };
+            for f in git_files(g, &plan.worktree).into_iter().chain(named) {
+                let p = f.path;
+                if !plan.read_write.iter().any(|r| is_within(&p, r)) {
+                    continue;
+                }
+                // Whatever can have a stand-in goes through [`git_stand_ins`] even when it
+                // exists: it may be another session's stand-in, which this session must rely
+                // on (hold) too, or that session's end would remove it under this one's bind.
+                match f.stand_in {
+                    StandIn::Dir => plan.wanted_stand_ins.push((p, None)),
+                    StandIn::File(c) => plan.wanted_stand_ins.push((p, Some(c))),
+                    StandIn::None if std::fs::symlink_metadata(&p).is_ok() => {
+                        push_unique(&mut plan.protected, p)
+                    }
+                    StandIn::None => plan.unprotected.push(format!(
+                        "{} does not exist and has no stand-in, so the agent could create it",
+                        p.display()
+                    )),
                 }
             }
         }
@@ -279,6 +657,43 @@ impl SandboxPlan {
         plan.protected
             .retain(|p| rw.iter().any(|r| is_within(p, r)));
         plan
+    }
+
+    /// Keeps the directory `dir` of the person's own (tyba's config: the user policy and the
+    /// approvals of repository policies) read-only for the session when a writable root
+    /// covers it: made when absent, then bound read-only like the protected files. One that
+    /// cannot be made goes to [`SandboxPlan::unprotected`] (the session refuses to start).
+    pub fn keep_read_only(&mut self, dir: &Path) {
+        let covered = |p: &Path, rw: &[PathBuf]| rw.iter().any(|r| is_within(p, r));
+        // Compare where it is (or would be) physically: its nearest existing ancestor.
+        let mut base = dir.to_path_buf();
+        let mut rest = Vec::new();
+        while std::fs::symlink_metadata(&base).is_err() {
+            match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
+                (Some(n), Some(p)) => {
+                    rest.push(n);
+                    base = p.to_path_buf();
+                }
+                _ => return,
+            }
+        }
+        let Ok(mut real) = std::fs::canonicalize(&base) else {
+            return;
+        };
+        for n in rest.into_iter().rev() {
+            real.push(n);
+        }
+        if !covered(&real, &self.read_write) {
+            return;
+        }
+        match std::fs::create_dir_all(&real).and_then(|()| std::fs::canonicalize(&real)) {
+            Ok(p) if covered(&p, &self.read_write) => push_unique(&mut self.protected, p),
+            Ok(_) => {}
+            Err(e) => self.unprotected.push(format!(
+                "cannot make {} to keep it read-only: {e}",
+                real.display()
+            )),
+        }
     }
 
     /// Protected paths that are missing and could be created by the agent (reported at start).
@@ -460,8 +875,16 @@ impl ControlPlaceholders {
             let Some(name) = p.file_name() else {
                 continue;
             };
-            wanted.push(parent.join(name));
+            let p = parent.join(name);
+            let contents = stand_in_contents(&p);
+            wanted.push((p, contents));
         }
+        Self::make(wanted, registry)
+    }
+
+    /// Makes (or takes up) a stand-in for each of `wanted` (`(path, contents)`: `None` for a
+    /// directory) that does not exist, recorded in `registry`; none without one.
+    fn make(wanted: Vec<(PathBuf, Option<&'static [u8]>)>, registry: Option<PathBuf>) -> Self {
         let mut me = ControlPlaceholders::default();
         if wanted.is_empty() {
             return me;
@@ -473,9 +896,8 @@ impl ControlPlaceholders {
             return me;
         };
         me.registry = Some(dir.clone());
-        for p in wanted {
+        for (p, contents) in wanted {
             let record = stand_in_record(&dir, &p);
-            let contents = stand_in_contents(&p);
             if record_names(&record, &p) {
                 // Another session's stand-in (or one a dead session left): rely on it too.
                 if let Some(l) = open_record(&record, false).ok().and_then(shared) {
@@ -590,45 +1012,6 @@ impl Drop for ControlPlaceholders {
             let _ = std::fs::remove_file(&record);
             drop(last);
         }
-    }
-}
-
-/// Files that redirect where git reads its configuration and hooks and that did not exist
-/// when the session started: `commondir` (and `gitdir`) in the session's git dir. Landlock
-/// cannot keep one name from being created in a writable directory, and a bind needs an
-/// existing target (an empty `commondir` breaks git), so with `--here` such a file is
-/// checked for when the session ends: one the agent made is renamed aside
-/// (`commondir.tyba-quarantined`) before the person's git can follow it, and reported.
-#[derive(Debug, Default)]
-pub struct GitRedirects {
-    absent: Vec<PathBuf>,
-}
-
-impl GitRedirects {
-    /// Records which redirecting files are absent from `git_dir` now.
-    pub fn snapshot(git_dir: &Path) -> Self {
-        GitRedirects {
-            absent: ["commondir", "gitdir"]
-                .iter()
-                .map(|n| git_dir.join(n))
-                .filter(|p| std::fs::symlink_metadata(p).is_err())
-                .collect(),
-        }
-    }
-
-    /// Renames aside each recorded file that exists now; returns `(made, renamed to)`.
-    pub fn quarantine(&self) -> Vec<(PathBuf, Option<PathBuf>)> {
-        let mut out = Vec::new();
-        for p in &self.absent {
-            if std::fs::symlink_metadata(p).is_ok() {
-                let mut aside = p.clone().into_os_string();
-                aside.push(".tyba-quarantined");
-                let aside = PathBuf::from(aside);
-                let moved = std::fs::rename(p, &aside).ok().map(|_| aside);
-                out.push((p.clone(), moved));
-            }
-        }
-        out
     }
 }
 
@@ -903,6 +1286,81 @@ mod tests {
         std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o700)).unwrap();
         // Removing what is not there is done already.
         remove_tree(&t).unwrap();
+    }
+
+    #[test]
+    fn the_files_git_configuration_names_are_found() {
+        let t = tempfile::tempdir().unwrap();
+        let wt = std::fs::canonicalize(t.path()).unwrap().join("wt");
+        std::fs::create_dir_all(wt.join("tools")).unwrap();
+        let git = |args: &[&str]| {
+            let st = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&wt)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", t.path())
+                .status()
+                .unwrap();
+            assert!(st.success(), "{args:?}");
+        };
+        git(&["init", "-q"]);
+        for (k, v) in [
+            ("include.path", "../shared.gitconfig"),
+            ("includeIf.onbranch:main.path", "/etc/tyba-test-absent/x"),
+            ("core.hooksPath", ".githooks"),
+            ("core.fsmonitor", "./tools/fsm"),
+            ("diff.evil.textconv", "./tools/conv --flag"),
+            ("alias.st", "!./tools/st.sh"),
+            ("alias.lg", "log --format=a/b"),
+            ("core.sshCommand", "ssh -i key"),
+        ] {
+            git(&["config", k, v]);
+        }
+        let found: Vec<PathBuf> = config_named_files(&wt, None)
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        for p in [
+            wt.join("shared.gitconfig"),
+            wt.join(".githooks"),
+            wt.join("tools/fsm"),
+            wt.join("tools/conv"),
+            wt.join("tools/st.sh"),
+            PathBuf::from("/etc/tyba-test-absent/x"),
+        ] {
+            assert!(found.contains(&p), "{} in {found:?}", p.display());
+        }
+        // Nothing else in the worktree: an alias that runs git and a command named by a bare
+        // program name name no file there.
+        let in_wt = found.iter().filter(|p| p.starts_with(&wt)).count();
+        assert_eq!(in_wt, 5, "{found:?}");
+    }
+
+    #[test]
+    fn the_cheap_test_of_git_configuration_is_a_superset() {
+        for t in [
+            "[include]\n\tpath = x",
+            "[includeIf \"gitdir:/a/\"]\npath = y",
+            "[Core]\n\tHooksPath = .githooks",
+            "[core] hooksPath = .husky",
+            "[core]\n\tfsmonitor = ./fsm",
+            "[diff \"x\"]\n\ttextconv = ./conv",
+            "[alias]\n\tst = \"!./st.sh\"",
+            "[core]\n\tsshCommand = ~/bin/ssh",
+            "[alias]\n\tx = a \\\n\tb",
+        ] {
+            assert!(config_text_may_name_files(t), "{t:?}");
+        }
+        for t in [
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tlogallrefupdates = true",
+            "[remote \"origin\"]\n\turl = https://example.com/a/b.git",
+            "[credential \"https://x\"]\n\thelper = gcloud.sh",
+            "[alias]\n\tlg = log --oneline\n# include = x",
+            "[user]\n\tname = a/b",
+        ] {
+            assert!(!config_text_may_name_files(t), "{t:?}");
+        }
     }
 
     fn stand_in_home() -> (

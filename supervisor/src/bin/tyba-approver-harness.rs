@@ -59,7 +59,7 @@ fn real_main() -> Result<u8, Box<dyn std::error::Error>> {
     let tmp = std::env::temp_dir().join(format!("tyba-harness-{}", session.id));
     std::fs::create_dir_all(&tmp)?;
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
+    let mut plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
         session: &session,
         tmp_dir: &tmp,
         config: policy.config(),
@@ -67,6 +67,7 @@ fn real_main() -> Result<u8, Box<dyn std::error::Error>> {
         agent_program: None,
         agent_path_env: None,
     });
+    let _stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
     let cfg = SessionConfig {
         session,
         plan,

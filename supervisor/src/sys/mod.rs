@@ -482,6 +482,47 @@ pub fn loopback_up() -> io::Result<()> {
     cvt_int(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
 }
 
+/// Gives the loopback interface the IPv4 address `ip/32` as the alias `lo:<n>` in the current
+/// network namespace (`SIOCSIFADDR` then `SIOCSIFNETMASK` on the alias, `netdevice(7)`).
+///
+/// # Errors
+/// The socket or ioctl error (EPERM without `CAP_NET_ADMIN` in the namespace).
+pub fn add_loopback_alias_v4(n: u8, ip: std::net::Ipv4Addr) -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    let s =
+        cvt_int(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: fresh fd.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    let name = format!("lo:{n}\0");
+    let set = |req: u64, addr: std::net::Ipv4Addr| -> io::Result<()> {
+        // SAFETY: ifreq is plain data; zero is valid.
+        let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, b) in r.ifr_name.iter_mut().zip(name.as_bytes()) {
+            *d = *b as libc::c_char;
+        }
+        let sin = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(addr.octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: a sockaddr_in fits in the union's sockaddr; both are plain data.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                std::ptr::from_ref(&sin).cast::<u8>(),
+                std::ptr::from_mut(&mut r.ifr_ifru).cast::<u8>(),
+                std::mem::size_of::<libc::sockaddr_in>(),
+            );
+        }
+        // SAFETY: the ioctl reads one ifreq.
+        cvt_int(unsafe { libc::ioctl(s.as_raw_fd(), req, &r) }).map(drop)
+    };
+    set(libc::SIOCSIFADDR, ip)?;
+    set(libc::SIOCSIFNETMASK, std::net::Ipv4Addr::BROADCAST)
+}
+
 /// `connect(2)` on a socket the supervisor holds, to an address it built itself.
 ///
 /// # Errors
