@@ -903,7 +903,8 @@ fn a_program_or_a_login_shell_dressed_as_tybas_hook_is_still_judged() {
         let t = tag(&who, "ownhook");
         let prepare = "printf '#!/bin/sh\\ntouch pwned1\\n' > evil && chmod +x evil
 mkdir -p fh && printf 'touch pwned2\\n' > fh/.bash_profile
-printf 'touch pwned3\\n' > benv.sh";
+printf 'touch pwned3\\n' > benv.sh
+printf 'touch pwned4\\n' > hook";
         let Some((ctl, run)) = twins(&who, &t, prepare) else {
             continue;
         };
@@ -914,13 +915,14 @@ printf 'touch pwned3\\n' > benv.sh";
             r#"S='{hook}'; T={exe}
 ( exec -a /bin/sh ./evil -c "$S" "$T" ) </dev/null; echo "1 rc=$?"
 ( HOME=$PWD/fh exec bash -lc "/bin/sh -c '$S' $T" ) </dev/null; echo "2 rc=$?"
-( BASH_ENV=$PWD/benv.sh exec bash -c "/bin/sh -c '$S' $T" ) </dev/null; echo "3 rc=$?""#,
+( BASH_ENV=$PWD/benv.sh exec bash -c "/bin/sh -c '$S' $T" ) </dev/null; echo "3 rc=$?"
+( exec /bin/sh -c "$S" /proc/self/exe ) </dev/null; echo "4 rc=$?""#,
             exe = exe.display()
         );
         let c = plain(&ctl, &script);
         let r = session(&run, &[], &script);
         let mut k = Checks::default();
-        for i in 1..=3 {
+        for i in 1..=4 {
             k.check(
                 exists(&ctl, &format!("pwned{i}")),
                 format!("control: without tyba case {i} runs its code: {}", c.all()),

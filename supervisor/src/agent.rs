@@ -200,22 +200,25 @@ pub fn hook_wrapper_script(agent: &str) -> String {
 /// Whether an exec `argv` (of the agent's own process, in `cwd`) runs tyba's own hook around
 /// this very executable `own_exe`: exactly the command `tyba hook install` writes, `/bin/sh -c
 /// '<script>' EXE`, either as the exec itself or as the one line of a shell's `-c`/`-lc` (Codex
-/// runs hooks with `$SHELL -lc`), with `EXE` the same file as `own_exe` and named outside
-/// `writable` (where a link could be swapped after the check). tyba's hook only reads the tool
+/// runs hooks with `$SHELL -lc`), with `EXE` an absolute name outside `/proc`, `/dev` and
+/// `writable` (where a link could be swapped after the check) that `is_own_exe` finds to be
+/// the session's own tyba as the execing process resolves it. tyba's hook only reads the tool
 /// call and answers or asks through the session: it is tyba, not a command of the agent's.
-pub fn is_own_hook(argv: &[String], cwd: &Path, own_exe: &Path, writable: &[PathBuf]) -> bool {
-    use std::os::unix::fs::MetadataExt;
+pub fn is_own_hook(
+    argv: &[String],
+    cwd: &Path,
+    writable: &[PathBuf],
+    is_own_exe: &dyn Fn(&str) -> bool,
+) -> bool {
     let same_file = |exe: &str| {
         use std::os::unix::ffi::OsStrExt;
-        if !Path::new(exe).is_absolute()
-            || crate::exec::lexically_within(OsStr::new(exe).as_bytes(), cwd, writable)
-        {
-            return false;
-        }
-        match (std::fs::metadata(exe), std::fs::metadata(own_exe)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        }
+        // A name through `/proc` or `/dev` (`/proc/self/exe`, `/proc/self/cwd/…`, `/dev/fd/N`)
+        // names something else for each process that resolves it.
+        Path::new(exe).is_absolute()
+            && !exe.starts_with("/proc/")
+            && !exe.starts_with("/dev/")
+            && !crate::exec::lexically_within(OsStr::new(exe).as_bytes(), cwd, writable)
+            && is_own_exe(exe)
     };
     let direct = |words: &[String]| match words {
         [sh, c, script, exe] => {
@@ -471,50 +474,77 @@ mod tests {
         let script = hook_wrapper_script("codex");
         let m = me.to_str().unwrap();
         let no: &[PathBuf] = &[];
+        let own = |exe: &str| {
+            use std::os::unix::fs::MetadataExt;
+            match (std::fs::metadata(exe), std::fs::metadata(&me)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            }
+        };
         assert!(is_own_hook(
             &v(&["/bin/sh", "-c", &script, m]),
             &wt,
-            &me,
-            no
+            no,
+            &own
         ));
         let line = format!("/bin/sh -c '{script}' {m}");
-        assert!(is_own_hook(&v(&["/bin/bash", "-lc", &line]), &wt, &me, no));
+        assert!(is_own_hook(&v(&["/bin/bash", "-lc", &line]), &wt, no, &own));
         let quoted = format!("/bin/sh -c '{script}' '{m}'");
-        assert!(is_own_hook(&v(&["/bin/zsh", "-lc", &quoted]), &wt, &me, no));
+        assert!(is_own_hook(
+            &v(&["/bin/zsh", "-lc", &quoted]),
+            &wt,
+            no,
+            &own
+        ));
         // Another file with the same contents, another script, more words, a writable name.
         let o = other.to_str().unwrap();
         assert!(!is_own_hook(
             &v(&["/bin/sh", "-c", &script, o]),
             &wt,
-            &me,
-            no
+            no,
+            &own
         ));
         let evil = script.replace("exit \"$s\"", "rm -rf ~; exit \"$s\"");
-        assert!(!is_own_hook(&v(&["/bin/sh", "-c", &evil, m]), &wt, &me, no));
+        assert!(!is_own_hook(
+            &v(&["/bin/sh", "-c", &evil, m]),
+            &wt,
+            no,
+            &own
+        ));
         assert!(!is_own_hook(
             &v(&["/bin/sh", "-c", &script, m, "x"]),
             &wt,
-            &me,
-            no
+            no,
+            &own
         ));
         let line2 = format!("{line}; rm -rf ~");
         assert!(!is_own_hook(
             &v(&["/bin/bash", "-lc", &line2]),
             &wt,
-            &me,
-            no
+            no,
+            &own
         ));
         assert!(!is_own_hook(
             &v(&["/bin/sh", "-c", &script, m]),
             &wt,
-            &me,
-            &[d.path().to_path_buf()]
+            &[d.path().to_path_buf()],
+            &own
         ));
+        // A name through /proc or /dev resolves differently in each process: never tyba's.
+        let yes = |_: &str| true;
+        for magic in ["/proc/self/exe", "/proc/self/cwd/t", "/dev/fd/3"] {
+            assert!(!is_own_hook(
+                &v(&["/bin/sh", "-c", &script, magic]),
+                &wt,
+                no,
+                &yes
+            ));
+        }
         assert!(!is_own_hook(
             &v(&["/bin/sh", "-c", &script, "tyba"]),
             &wt,
-            &me,
-            no
+            no,
+            &own
         ));
     }
 

@@ -136,7 +136,71 @@ fn reply_for(query: &[u8], names: &[String], upstream: SocketAddr) -> Vec<u8> {
     if !allowed {
         return refused(query);
     }
-    ask_upstream(query, upstream).unwrap_or_else(|| refused(query))
+    let Some(ours) = upstream_query(query, fresh_id()) else {
+        return refused(query);
+    };
+    match ask_upstream(&ours, upstream) {
+        Some(answer) => to_client(query, &ours, answer),
+        None => refused(query),
+    }
+}
+
+/// The record types a query may ask for upstream: addresses, aliases, mail, text, services,
+/// name servers, reverse lookups, CAA and HTTPS/SVCB.
+const QUERY_TYPES: &[u16] = &[1, 2, 5, 6, 12, 15, 16, 28, 33, 64, 65, 257];
+
+/// The query the relay sends upstream for the client's `query`, built anew from its question
+/// alone (no byte of the client's message is copied): `id`, recursion desired, the question's
+/// name in lower case, its type (one of [`QUERY_TYPES`]) and class `IN`, and an EDNS record of
+/// the relay's own (UDP payload 1232, RFC 6891). So nothing the sandbox puts after the
+/// question, in an EDNS option, in its id, in the letter case of the name or in an odd type
+/// leaves the sandbox. `None` for a query that is not a plain question of such a type.
+pub fn upstream_query(query: &[u8], id: u16) -> Option<Vec<u8>> {
+    let (name, end) = query_question(query)?;
+    let qtype = u16::from_be_bytes([query[end - 4], query[end - 3]]);
+    if !QUERY_TYPES.contains(&qtype) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(end + 11);
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1]);
+    for label in name.split('.') {
+        out.push(u8::try_from(label.len()).ok()?);
+        out.extend_from_slice(label.as_bytes());
+    }
+    out.push(0);
+    out.extend_from_slice(&qtype.to_be_bytes());
+    out.extend_from_slice(&[0, 1]);
+    // OPT: root name, type 41, UDP payload size 1232, extended rcode/version/flags 0, no data.
+    out.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+    Some(out)
+}
+
+/// The upstream `answer` to the relay's own query `ours`, given back as the answer to the
+/// client's `query`: the client's id, and its question as it spelled it (the same bytes but
+/// for letter case, which `ours` folded).
+fn to_client(query: &[u8], ours: &[u8], mut answer: Vec<u8>) -> Vec<u8> {
+    let (Some((_, qend)), Some((_, oend))) = (query_question(query), query_question(ours)) else {
+        return refused(query);
+    };
+    if qend != oend || answer.len() < oend {
+        return refused(query);
+    }
+    answer[0..2].copy_from_slice(&query[0..2]);
+    answer[12..oend].copy_from_slice(&query[12..qend]);
+    answer
+}
+
+/// A query id the sandbox does not choose.
+fn fresh_id() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() as u16
 }
 
 fn ask_upstream(query: &[u8], upstream: SocketAddr) -> Option<Vec<u8>> {
@@ -265,6 +329,34 @@ mod tests {
             assert_eq!(r[3] & 0x0f, 5, "{name}: REFUSED");
             assert!(answers(&q, &r), "{name}: it answers the query");
         }
+    }
+
+    #[test]
+    fn the_upstream_query_is_built_from_the_question_alone() {
+        // A query with data after its question, an EDNS option and upper case in its name.
+        let mut q = query("Example.COM", 0x4242);
+        q[11] = 1; // ARCOUNT 1
+        q.extend_from_slice(&[0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 6, 0, 9, 0, 2, b'S', b'X']);
+        q.extend_from_slice(b"SECRET-TAIL");
+        let ours = upstream_query(&q, 7).unwrap();
+        assert_eq!(&ours[0..2], &[0, 7]);
+        let (name, end) = query_question(&ours).unwrap();
+        assert_eq!(name, "example.com");
+        assert!(ours[12..end].iter().all(|b| !b.is_ascii_uppercase()));
+        assert_eq!(&ours[end..], &[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+        assert!(!ours.windows(6).any(|w| w == b"SECRET"));
+        // An odd record type does not go upstream.
+        let mut odd = query("example.com", 1);
+        let n = odd.len();
+        odd[n - 4] = 0x53;
+        odd[n - 3] = 0x45;
+        assert!(upstream_query(&odd, 1).is_none());
+        // The answer goes back with the client's id and spelling.
+        let mut answer = ours.clone();
+        answer[2] |= 0x80;
+        let back = to_client(&q, &ours, answer);
+        assert_eq!(&back[0..2], &[0x42, 0x42]);
+        assert_eq!(&back[12..end], &q[12..end]);
     }
 
     #[test]

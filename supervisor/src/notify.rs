@@ -416,6 +416,15 @@ impl InstalledProxy {
     }
 }
 
+/// Runs `f` on a thread of its own; `false` when no thread can be started (the agent's uid
+/// out of processes, `RLIMIT_NPROC`): the caller then denies, never panics.
+fn spawn_worker(f: impl FnOnce() + Send + 'static) -> bool {
+    std::thread::Builder::new()
+        .name("tyba-worker".into())
+        .spawn(f)
+        .is_ok()
+}
+
 impl Notifier {
     fn reply(&self, id: u64, r: Reply) {
         // ENOENT: the process died or was interrupted meanwhile; nothing to answer.
@@ -484,7 +493,9 @@ impl Notifier {
             libc::SYS_execve | libc::SYS_execveat => self.handle_exec(n),
             libc::SYS_connect => {
                 let me = Arc::clone(self);
-                std::thread::spawn(move || me.handle_connect(n));
+                if !spawn_worker(move || me.handle_connect(n)) {
+                    self.reply(n.id, Reply::Errno(libc::EAGAIN));
+                }
             }
             nr if crate::bpf::METADATA_SYSCALLS.contains(&nr) => self.handle_meta(n),
             libc::SYS_inotify_add_watch => meta::handle_watch(self, n),
@@ -511,7 +522,7 @@ impl Notifier {
             }
             Ok(ExecDecision::Ask(ask)) => {
                 let me = Arc::clone(self);
-                std::thread::spawn(move || {
+                let started = spawn_worker(move || {
                     let PendingAsk {
                         req,
                         key,
@@ -551,6 +562,14 @@ impl Notifier {
                         Err(reason) => me.refuse_exec(&n, what, reason),
                     }
                 });
+                if !started {
+                    let what = self.exec_what(&n);
+                    self.refuse_exec(
+                        &n,
+                        what,
+                        "refused by tyba: the supervisor cannot start a thread to ask (the user's process limit is reached)".into(),
+                    );
+                }
             }
             Err(e) => self.reply(n.id, Reply::Errno(errno_of(&e))),
         }
@@ -738,6 +757,29 @@ impl Notifier {
         Ok(Some((real, ids)))
     }
 
+    /// Whether the absolute name `exe`, resolved as process `n` resolves it (in the sandbox's
+    /// root, no magic link followed), is tyba's own executable `me`, and lies outside the
+    /// writable roots.
+    fn is_own_exe(&self, n: &Notif, pidfd: &OwnedFd, exe: &str, me: &std::path::Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let target = Target::Path {
+            dirfd: libc::AT_FDCWD,
+            path: exe.as_bytes().to_vec(),
+            nofollow: false,
+        };
+        let Ok(obj) =
+            meta::open_target_in(n.pid, pidfd, self.root.as_ref().map(|r| r.as_fd()), &target)
+        else {
+            return false;
+        };
+        let (Ok(st), Ok(mine)) = (nix::sys::stat::fstat(obj.as_fd()), std::fs::metadata(me)) else {
+            return false;
+        };
+        let outside = meta::object_path(&obj)
+            .is_ok_and(|real| !self.writable.iter().any(|w| real.starts_with(w)));
+        outside && st.st_dev == mine.dev() && st.st_ino == mine.ino()
+    }
+
     /// The identities of the `#!` interpreters `script` runs through, as the process resolves
     /// their names, at most 4 deep (binfmt_script's limit).
     fn interpreters(&self, n: &Notif, pidfd: &OwnedFd, script: &OwnedFd) -> Vec<FileId> {
@@ -897,10 +939,11 @@ impl Notifier {
             && system_shell
             && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
             && !exec::shell_env_changed(&r.envp, &self.start_env)
-            && self
-                .proxy_exe
-                .as_deref()
-                .is_some_and(|me| crate::agent::is_own_hook(&r.argv, &r.cwd, me, &self.writable))
+            && self.proxy_exe.as_deref().is_some_and(|me| {
+                crate::agent::is_own_hook(&r.argv, &r.cwd, &self.writable, &|exe| {
+                    self.is_own_exe(n, &pidfd, exe, me)
+                })
+            })
         {
             self.control.count(Counted::Allowed);
             self.log_allowed(AllowedExec {
@@ -1195,7 +1238,9 @@ impl Notifier {
         match self.install_proxy(n, racers_trusted, true, loader_env) {
             Ok(installed) => {
                 self.reply(n.id, Reply::Continue);
-                std::thread::spawn(move || {
+                // Without a thread the channel closes unused: the proxy then says tyba went
+                // away and exits 125 (still refused).
+                spawn_worker(move || {
                     if runner::proxy_started(&installed.chan) {
                         installed.restore_parent();
                         let msg = format!("r{}", shorten(&reason, crate::proxy::MAX_REASON));
@@ -1216,13 +1261,18 @@ impl Notifier {
                     // once its stderr says why: the spawn succeeds, and the caller reads the
                     // reason from the child's output (its status: killed by SIGKILL). Off
                     // this thread: a full pipe on its stderr must not stall decisions.
-                    std::thread::spawn(move || {
-                        if let Ok(fd) = sys::pidfd_getfd(child.as_fd(), 2) {
+                    let child = Arc::new(child);
+                    let c = Arc::clone(&child);
+                    let started = spawn_worker(move || {
+                        if let Ok(fd) = sys::pidfd_getfd(c.as_fd(), 2) {
                             let mut f = std::fs::File::from(fd);
                             let _ = writeln!(f, "tyba: {reason}");
                         }
-                        let _ = sys::pidfd_send_signal(child.as_fd(), libc::SIGKILL);
+                        let _ = sys::pidfd_send_signal(c.as_fd(), libc::SIGKILL);
                     });
+                    if !started {
+                        let _ = sys::pidfd_send_signal(child.as_fd(), libc::SIGKILL);
+                    }
                     return;
                 }
                 write_stderr(n.pid, &reason);
@@ -1624,7 +1674,8 @@ impl Notifier {
             return self.finish_meta(&n, op, &obj, what);
         }
         let me = Arc::clone(self);
-        std::thread::spawn(move || {
+        let id = n.id;
+        let started = spawn_worker(move || {
             let req = AskRequest {
                 kind: AskKind::Metadata {
                     path: real.display().to_string(),
@@ -1645,6 +1696,9 @@ impl Notifier {
                 Err(reason) => me.refuse(&n, "metadata", what, reason, libc::EPERM),
             }
         });
+        if !started {
+            self.reply(id, Reply::Errno(libc::EAGAIN));
+        }
     }
 
     fn finish_meta(&self, n: &Notif, op: meta::MetaOp, obj: &OwnedFd, what: String) {
