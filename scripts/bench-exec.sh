@@ -4,11 +4,12 @@
 #   per-exec   a Python program posix_spawns /bin/true N times and times each spawn+wait;
 #              the median per exec, bare, under `tyba run` (each exec a green command the
 #              supervisor classifies and allows) and under bwrap
-#   loop       `for i in $(seq 1000); do /bin/true; done` in bash, whole-run medians
+#   loop       `for i in $(seq 1000); do /bin/true; done` in bash, whole-run medians; and the
+#              same loop with the whole run on one CPU (taskset), without cross-CPU wake-ups
 # Runs are interleaved (bare, tyba, bwrap in turn) so that load that comes and goes hits all
 # three alike.
 # Usage: scripts/bench-exec.sh [--rounds N] [--out FILE.md]
-# Needs: python3; bubblewrap for the reference (apt-get install bubblewrap).
+# Needs: python3, taskset (util-linux); bubblewrap for the reference (apt-get install bubblewrap).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,16 +69,24 @@ def run(prefix, cmd):
         sys.exit(f"bench: {' '.join(prefix + cmd)} failed: {p.stderr[-400:]}")
     return time.perf_counter() - t, p.stdout
 
+# The same loop with every process of the run on one CPU (`taskset -c 0`, inherited by the
+# supervisor's threads too): no cross-CPU wake-ups, which on a VM cost tens of microseconds
+# each and vary with load, so what remains is the work itself.
+pin = ["taskset", "-c", "0"]
 per = {k: [] for k in variants}
 loop = {k: [] for k in variants}
+loop1 = {k: [] for k in variants}
 for _ in range(rounds):
     for k, prefix in variants.items():
         _, o = run(prefix, ["/usr/bin/python3", "spawn.py", "1000"])
         per[k].append(float(o.strip().splitlines()[-1]))
         w, _ = run(prefix, ["bash", "-c", "for i in $(seq 1000); do /bin/true; done"])
         loop[k].append(w)
+        w, _ = run(pin + prefix, ["bash", "-c", "for i in $(seq 1000); do /bin/true; done"])
+        loop1[k].append(w)
 pm = {k: statistics.median(v) for k, v in per.items()}
 lm = {k: statistics.median(v) for k, v in loop.items()}
+l1 = {k: statistics.median(v) for k, v in loop1.items()}
 lines = [f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
          f"({os.cpu_count()} CPUs, Linux {platform.release()}), {rounds} interleaved rounds, medians.", ""]
 lines.append("| workload | bare | tyba run | tyba / bare | tyba − bare | bwrap | bwrap / bare | tyba / bwrap |")
@@ -89,6 +98,7 @@ def row(name, m, unit, scale):
             f"{ws} | {(w/b) if w else 0:.2f}× | {(t/w) if w else 0:.2f}× |")
 lines.append(row("one posix_spawn + wait of /bin/true (median of 1,000)", pm, "µs", 1))
 lines.append(row("1,000 /bin/true from a bash loop", lm, "ms", 1000))
+lines.append(row("1,000 /bin/true from a bash loop, all on one CPU", l1, "ms", 1000))
 lines.append("")
 lines.append("Load average at the end: " + " ".join(open("/proc/loadavg").read().split()[:3]) + ".")
 text = "\n".join(lines) + "\n"
