@@ -836,3 +836,86 @@ fn a_reftable_repository_has_no_writable_ref_as_unprivileged_user() {
     }
     reftable_suite(who, "reftable-user");
 }
+
+// ------------------------------------- class 6: symbolic refs left for the person ----
+
+/// The agent makes its own branch and its worktree's `HEAD` symbolic refs to `main` (both
+/// files it may write), and leaves work so the worktree is kept. The person's next commit
+/// in that worktree must not move `main`: tyba undoes both at the session's end.
+const SYMREF_SCRIPT: &str = r#"
+G=$(git rev-parse --path-format=absolute --git-dir)
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+B=$(git symbolic-ref HEAD)
+printf 'ref: refs/heads/main\n' > "$C/$B" && echo "branch symref" >> made
+printf 'ref: refs/heads/main\n' > "$G/HEAD" && echo "head symref" >> made
+echo work > work.txt
+"#;
+
+fn symref_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let env = base_env(&r.home, &[]);
+    let main_before = git_out(&who, &r.wt, &["rev-parse", "main"]);
+    let mut c = Checks::default();
+    let (_out, err) = tyba_bash(&r, &who, &r.wt, &[], &env, SYMREF_SCRIPT);
+    let Some(wt) = worktree_from(&err) else {
+        c.check(false, format!("the agent ran in a linked worktree: {err}"));
+        return c.finish(tag);
+    };
+    c.check(
+        read(&wt.join("made")).lines().count() == 2,
+        format!("the agent wrote both symbolic refs: {err}"),
+    );
+    c.check(
+        err.contains("symbolic ref to refs/heads/main") && err.contains("HEAD at refs/heads/main"),
+        format!("the person is told what was undone: {err}"),
+    );
+    // The person commits in the kept worktree.
+    git_as(&who, &wt, &["add", "work.txt"]);
+    git_as(&who, &wt, &["commit", "-q", "-m", "person"]);
+    c.check(
+        git_out(&who, &r.wt, &["rev-parse", "main"]) == main_before,
+        "the person's commit in the agent's worktree did not move main",
+    );
+    // Control: the same symbolic refs without tyba's undoing, and the same commit, move main.
+    let ctl = sandbox_repo(&who, &format!("{tag}-ctl"));
+    if let Some(ctl) = ctl {
+        let cwt = ctl.root.join("ctl-wt");
+        git_as(
+            &who,
+            &ctl.wt,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "tyba/ctl",
+                cwt.to_str().unwrap(),
+            ],
+        );
+        bare_bash_as(&who, &cwt, &env, SYMREF_SCRIPT);
+        let before = git_out(&who, &ctl.wt, &["rev-parse", "main"]);
+        git_as(&who, &cwt, &["add", "work.txt"]);
+        git_as(&who, &cwt, &["commit", "-q", "-m", "person"]);
+        c.check(
+            git_out(&who, &ctl.wt, &["rev-parse", "main"]) != before,
+            "control: without tyba the same commit moves main",
+        );
+    }
+    c.finish(tag);
+}
+
+#[test]
+fn symbolic_refs_the_agent_left_cannot_move_main_as_root_or_self() {
+    symref_suite(Who::Me, "symref-me");
+}
+
+#[test]
+fn symbolic_refs_the_agent_left_cannot_move_main_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    symref_suite(who, "symref-user");
+}

@@ -121,6 +121,9 @@ impl Session {
         ) else {
             return Finished::NotOurs;
         };
+        for w in self.disarm_symbolic_refs(branch, repo) {
+            eprintln!("tyba: warning: {w}");
+        }
         let commits = git(
             repo,
             &["rev-list", "--count", &format!("{start}..{branch}")],
@@ -163,6 +166,58 @@ impl Session {
                 uncommitted: u.unwrap_or(0),
             },
         }
+    }
+
+    /// Undoes symbolic refs the agent made towards other branches (`git symbolic-ref`,
+    /// gitrepository-layout(5)): its branch `refs/heads/<branch>` pointing at `main`, or its
+    /// worktree's `HEAD` pointing at a branch not its own. The agent cannot move those
+    /// branches itself (the kernel layer keeps them read-only), but the person's next commit
+    /// *in that worktree* would. The branch becomes a plain ref at the commit it resolved to;
+    /// the `HEAD` is detached at its commit. Returns what was undone, for the person.
+    fn disarm_symbolic_refs(&self, branch: &str, repo: &Path) -> Vec<String> {
+        let mut undone = Vec::new();
+        let own = format!("refs/heads/{branch}");
+        if let Ok(target) = git(repo, &["symbolic-ref", "--quiet", &own]) {
+            let target = target.trim().to_string();
+            let to = git(
+                repo,
+                &[
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    &format!("{own}^{{commit}}"),
+                ],
+            );
+            let fixed = match &to {
+                Ok(c) => git(repo, &["update-ref", "--no-deref", &own, c.trim()]).is_ok(),
+                Err(_) => git(repo, &["update-ref", "--no-deref", "-d", &own]).is_ok(),
+            };
+            undone.push(format!(
+                "the agent made its branch {branch} a symbolic ref to {target} (a commit on it would have moved {target}): {}",
+                if fixed { "made a plain branch again" } else { "could not be undone: remove it with git update-ref --no-deref -d before using the worktree" }
+            ));
+        }
+        if let Ok(target) = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"]) {
+            let target = target.trim().to_string();
+            if target != own && !target.starts_with("refs/heads/tyba/") {
+                let fixed = git(
+                    &self.worktree,
+                    &["rev-parse", "--verify", "--quiet", "HEAD"],
+                )
+                .and_then(|c| {
+                    git(
+                        &self.worktree,
+                        &["update-ref", "--no-deref", "HEAD", c.trim()],
+                    )
+                })
+                .is_ok();
+                undone.push(format!(
+                    "the agent pointed its worktree's HEAD at {target} (a commit made there would have moved {target}): {}",
+                    if fixed { "detached it at its commit" } else { "could not be undone: do not commit in that worktree" }
+                ));
+            }
+        }
+        undone
     }
 
     /// The lines printed at the end for a kept worktree: where the work is, how to review it,
