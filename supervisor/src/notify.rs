@@ -272,16 +272,23 @@ fn program_word(path: &str, argv0: Option<&str>) -> String {
 /// The command line an exec stands for: the script of `SHELL [opts] -c SCRIPT …` when the
 /// file run is a system shell (`/usr/bin/bash`, `/bin/sh`, …), else the program word ([`program_word`]) and `argv[1..]`,
 /// shell-quoted and joined.
+/// Whether `path` is one of the system's shells: a [`SHELLS`] name directly in one of the
+/// [`SYSTEM_BIN_DIRS`].
+fn is_system_shell(path: &std::path::Path) -> bool {
+    SYSTEM_BIN_DIRS
+        .iter()
+        .any(|d| path.parent() == Some(std::path::Path::new(d)))
+        && path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .is_some_and(|name| SHELLS.contains(&name))
+}
+
 pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
     let program = program_word(path, argv.first().map(String::as_str));
     // Only the system's shells are shells: a file the agent named `bash` in the worktree is a
     // program nobody listed, shown and classified with its path and whole argv.
-    let system_shell = SYSTEM_BIN_DIRS.iter().any(|d| {
-        path.strip_prefix(d)
-            .and_then(|r| r.strip_prefix('/'))
-            .is_some_and(|name| SHELLS.contains(&name))
-    });
-    if system_shell {
+    if is_system_shell(std::path::Path::new(path)) {
         let mut saw_c = false;
         for a in argv.iter().skip(1) {
             if a.starts_with('-') || a.starts_with('+') {
@@ -926,24 +933,16 @@ impl Notifier {
         // code before the line (`BASH_ENV`, `LD_PRELOAD`, a login shell's `HOME`, an exported
         // function named `/bin/sh`). The agent's other variables (Claude Code's
         // `GIT_EDITOR`) reach only tyba's hook, which reads none of them.
-        let system_shell = file.as_ref().is_some_and(|(real, _)| {
-            SYSTEM_BIN_DIRS
-                .iter()
-                .any(|d| real.parent() == Some(std::path::Path::new(d)))
-                && real
-                    .file_name()
-                    .and_then(|f| f.to_str())
-                    .is_some_and(tyba_policy::programs::is_shell)
-        });
+        // Cheapest first: every shell command of the agent passes here.
         if role.is_agent()
-            && system_shell
-            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
-            && !exec::shell_env_changed(&r.envp, &self.start_env)
+            && file.as_ref().is_some_and(|(real, _)| is_system_shell(real))
             && self.proxy_exe.as_deref().is_some_and(|me| {
                 crate::agent::is_own_hook(&r.argv, &r.cwd, &self.writable, &|exe| {
                     self.is_own_exe(n, &pidfd, exe, me)
                 })
             })
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && !exec::shell_env_changed(&r.envp, &self.start_env)
         {
             self.control.count(Counted::Allowed);
             self.log_allowed(AllowedExec {

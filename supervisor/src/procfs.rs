@@ -107,12 +107,18 @@ fn stat_fields(pid: u32) -> io::Result<Vec<u64>> {
         let mut f = std::fs::File::open(format!("/proc/{pid}/stat"))?;
         f.read(&mut buf)?
     };
-    let s = std::str::from_utf8(&buf[..n]).map_err(|_| io::Error::other("bad stat"))?;
+    fields_after_comm(&buf[..n])
+}
+
+/// The fields of a `/proc/<pid>/stat` line after the command name (which may hold spaces and
+/// parentheses: the last `)` ends it), field 3 first; fields that are not numbers (the
+/// state letter) are 0.
+fn fields_after_comm(line: &[u8]) -> io::Result<Vec<u64>> {
+    let s = std::str::from_utf8(line).map_err(|_| io::Error::other("bad stat"))?;
     let after = s
         .rsplit_once(')')
         .map(|(_, a)| a)
         .ok_or_else(|| io::Error::other("bad stat"))?;
-    // Field 3 (state) is a letter: kept as 0.
     Ok(after
         .split_whitespace()
         .map(|x| x.parse().unwrap_or(0))
@@ -486,15 +492,9 @@ impl ProcDir {
 
 /// Field 28 (`startstack`) of a `/proc/<pid>/stat` line.
 fn startstack_of(line: &[u8]) -> io::Result<u64> {
-    let s = std::str::from_utf8(line).map_err(|_| io::Error::other("bad stat"))?;
-    let after = s
-        .rsplit_once(')')
-        .map(|(_, a)| a)
-        .ok_or_else(|| io::Error::other("bad stat"))?;
-    after
-        .split_whitespace()
-        .nth(25)
-        .and_then(|x| x.parse().ok())
+    fields_after_comm(line)?
+        .get(25)
+        .copied()
         .ok_or_else(|| io::Error::other("bad startstack"))
 }
 
