@@ -216,6 +216,12 @@ fn list_one(p: &Path, retry: bool) -> Listing {
         {
             match clear_if_dead(p) {
                 Refusal::Gone => Listing::Gone,
+                // A session in the middle of ending closes its listener before it lets its
+                // lock go: asked once more before it is called silent.
+                Refusal::Alive if retry => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    list_one(p, false)
+                }
                 Refusal::Alive => Listing::Silent(
                     "nobody listens on its socket, but its supervisor still holds the session's lock"
                         .into(),
