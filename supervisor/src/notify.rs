@@ -1719,9 +1719,17 @@ pub(crate) fn serve(n: Arc<Notifier>, stop: Arc<AtomicBool>) {
         }
         match sys::notif_recv(n.listener.as_fd()) {
             Ok(notif) => n.handle(notif),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINTR)) => {
-                continue
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                // ENOENT is also the answer, at once and forever, once no task uses the filter
+                // any more (`recv_wait_event` in kernel/seccomp.c returns when the filter's
+                // users reach zero); the listener then polls as hung up. Looping on it would
+                // spin a CPU from the last sandboxed exit until the session's end, and at a
+                // real-time priority starve the supervisor's own teardown.
+                if sys::notif_listener_hung_up(n.listener.as_fd()) {
+                    return;
+                }
             }
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(_) => return,
         }
     }

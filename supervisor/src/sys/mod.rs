@@ -120,6 +120,22 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<Notif> {
     })
 }
 
+/// Whether the listener reports `POLLHUP`: its filter has no users left, so no notification
+/// can come any more and `SECCOMP_IOCTL_NOTIF_RECV` answers ENOENT at once
+/// (`seccomp_notify_poll` and `recv_wait_event` in kernel/seccomp.c). A poll that fails other
+/// than by a signal counts as hung up: the listener itself is unusable.
+pub fn notif_listener_hung_up(listener: BorrowedFd<'_>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(listener, PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(_) => fds[0].revents().is_none_or(|r| {
+            r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+        }),
+        Err(nix::errno::Errno::EINTR) => false,
+        Err(_) => true,
+    }
+}
+
 /// Whether the notification is still pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`): the target has
 /// not died nor been interrupted, so memory read from it belongs to the call being judged.
 pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
@@ -721,5 +737,46 @@ pub fn take_seqpacket_fd(n: RawFd) -> Option<OwnedFd> {
             std::mem::forget(fd);
             None
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::os::unix::process::CommandExt;
+
+    /// A listener hangs up exactly when the last task using its filter is gone: the case the
+    /// notify loop must leave on instead of spinning on ENOENT.
+    #[test]
+    fn a_listener_hangs_up_when_its_filter_has_no_users() {
+        const AT: RawFd = 200;
+        let prog = crate::bpf::notify_filter(&[libc::SYS_getppid]).unwrap();
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("0.3");
+        // SAFETY: the closure runs in the forked child before exec and only makes system
+        // calls (prctl, seccomp, dup2); it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                set_no_new_privs()?;
+                let l = install_filter_with_listener(&prog, 0)?;
+                dup_onto(l.as_fd(), AT)
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let pidfd = pidfd_open(child.id() as i32).unwrap();
+        let listener = pidfd_getfd(pidfd.as_fd(), AT).unwrap();
+        assert!(
+            !notif_listener_hung_up(listener.as_fd()),
+            "a filter in use must not poll as hung up"
+        );
+        assert!(child.wait().unwrap().success());
+        assert!(
+            notif_listener_hung_up(listener.as_fd()),
+            "with its only task gone the listener must poll as hung up"
+        );
+        let e = notif_recv(listener.as_fd()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
     }
 }
