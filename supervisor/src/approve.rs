@@ -127,9 +127,10 @@ pub trait Approver: Send + Sync {
         None
     }
 
-    /// Hears every exec the supervisor allowed without asking (off the notify thread: the
-    /// loop hands them over a channel), for the audit log.
-    fn record_allowed(&self, _exec: &crate::notify::AllowedExec) {}
+    /// Hears the execs the supervisor allowed without asking, for the audit log: off the
+    /// notify thread (the loop hands them over a channel), in the order they were allowed, a
+    /// batch at a time (all that came while the previous batch was written).
+    fn record_allowed(&self, _execs: &[crate::notify::AllowedExec]) {}
 
     /// The same-terminal prompt, when this approver has one: the pty relay passes the
     /// agent's output and the person's keys through it.

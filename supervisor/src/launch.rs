@@ -536,6 +536,11 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     // one poll period; it holds nothing that needs joining.
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(loop_thread);
+    // The audit thread writes allowed execs in batches: the last ones are on disk before the
+    // session's end is reported.
+    if let Some(tx) = &notifier.allowed {
+        notify::flush_allowed_log(tx, std::time::Duration::from_secs(2));
+    }
     let events = notifier
         .state
         .lock()

@@ -68,6 +68,8 @@ pub struct AllowedExec {
     pub cwd: PathBuf,
     /// The thread that made it (supervisor's PID namespace).
     pub pid: u32,
+    /// When it was allowed (the audit line's time; the line is written a little later).
+    pub time: std::time::SystemTime,
 }
 
 #[derive(Debug)]
@@ -128,27 +130,84 @@ pub(crate) struct Notifier {
     pub root: Option<OwnedFd>,
     /// Where allowed execs go for the audit log ([`Approver::record_allowed`], on a thread of
     /// its own: [`allowed_log`]).
-    pub allowed: Option<std::sync::mpsc::Sender<AllowedExec>>,
+    pub allowed: Option<std::sync::mpsc::Sender<AuditMsg>>,
     pub state: Mutex<State>,
 }
 
+/// What the notify loop hands the audit thread ([`allowed_log`]).
+#[derive(Debug)]
+pub(crate) enum AuditMsg {
+    /// An exec allowed without asking.
+    Exec(AllowedExec),
+    /// Everything sent before has been written: answered on the channel (the session's end).
+    Flush(std::sync::mpsc::SyncSender<()>),
+}
+
+/// How long the audit thread lets allowed execs gather after writing a batch, while more
+/// keep coming: during a build the notify loop then rarely has to wake it (one wake-up per
+/// batch, not per exec), and one `write` takes the whole batch.
+const AUDIT_GATHER: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Starts the thread that hands allowed execs to `approver` for the audit log; the sender
-/// goes into [`Notifier::allowed`]. The thread ends when every sender is gone.
+/// goes into [`Notifier::allowed`]. The thread blocks while nothing comes, writes what came
+/// in batches while execs keep coming ([`AUDIT_GATHER`]), answers [`AuditMsg::Flush`] once
+/// all before it is written, and ends when every sender is gone.
 ///
 /// # Errors
 /// The thread cannot be started.
 pub(crate) fn allowed_log(
     approver: Arc<dyn Approver>,
-) -> std::io::Result<std::sync::mpsc::Sender<AllowedExec>> {
-    let (tx, rx) = std::sync::mpsc::channel::<AllowedExec>();
+) -> std::io::Result<std::sync::mpsc::Sender<AuditMsg>> {
+    use std::sync::mpsc::TryRecvError;
+    let (tx, rx) = std::sync::mpsc::channel::<AuditMsg>();
     std::thread::Builder::new()
         .name("tyba-audit".into())
         .spawn(move || {
-            for e in rx {
-                approver.record_allowed(&e);
+            let mut batch = Vec::new();
+            let mut acks = Vec::new();
+            // Blocks only while idle; after a batch, waits a moment and takes what came.
+            while let Ok(first) = rx.recv() {
+                let mut next = Some(first);
+                while let Some(m) = next.take() {
+                    match m {
+                        AuditMsg::Exec(e) => batch.push(e),
+                        AuditMsg::Flush(ack) => acks.push(ack),
+                    }
+                    for m in rx.try_iter() {
+                        match m {
+                            AuditMsg::Exec(e) => batch.push(e),
+                            AuditMsg::Flush(ack) => acks.push(ack),
+                        }
+                    }
+                    if !batch.is_empty() {
+                        approver.record_allowed(&batch);
+                        batch.clear();
+                    }
+                    for ack in acks.drain(..) {
+                        let _ = ack.try_send(());
+                    }
+                    std::thread::sleep(AUDIT_GATHER);
+                    next = match rx.try_recv() {
+                        Ok(m) => Some(m),
+                        Err(TryRecvError::Empty) => None,
+                        Err(TryRecvError::Disconnected) => return,
+                    };
+                }
             }
         })?;
     Ok(tx)
+}
+
+/// Waits (at most `limit`) until every allowed exec handed to the audit thread before this
+/// call has been written.
+pub(crate) fn flush_allowed_log(
+    tx: &std::sync::mpsc::Sender<AuditMsg>,
+    limit: std::time::Duration,
+) {
+    let (ack, done) = std::sync::mpsc::sync_channel(1);
+    if tx.send(AuditMsg::Flush(ack)).is_ok() {
+        let _ = done.recv_timeout(limit);
+    }
 }
 
 impl AuditEvent {
@@ -441,7 +500,7 @@ impl Notifier {
     /// Hands an allowed exec to the audit log's thread.
     fn log_allowed(&self, e: AllowedExec) {
         if let Some(tx) = &self.allowed {
-            let _ = tx.send(e);
+            let _ = tx.send(AuditMsg::Exec(e));
         }
     }
 
@@ -856,6 +915,7 @@ impl Notifier {
                         argv: r.argv,
                         cwd: r.cwd,
                         pid: n.pid,
+                        time: std::time::SystemTime::now(),
                     });
                 }
                 return Ok(ExecDecision::Continue(None));
@@ -924,6 +984,7 @@ impl Notifier {
                 argv: r.argv.clone(),
                 cwd: r.cwd.clone(),
                 pid: n.pid,
+                time: std::time::SystemTime::now(),
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
@@ -953,6 +1014,7 @@ impl Notifier {
                 argv: r.argv.clone(),
                 cwd: r.cwd.clone(),
                 pid: n.pid,
+                time: std::time::SystemTime::now(),
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Command(
                 Arc::new(Cover {
@@ -1044,6 +1106,7 @@ impl Notifier {
                         argv: r.argv.clone(),
                         cwd: r.cwd.clone(),
                         pid: n.pid,
+                        time: std::time::SystemTime::now(),
                     });
                     ExecDecision::Continue(Some(pending(role.clone())))
                 }
@@ -1108,6 +1171,7 @@ impl Notifier {
                     argv: r.argv.clone(),
                     cwd: r.cwd.clone(),
                     pid: n.pid,
+                    time: std::time::SystemTime::now(),
                 });
                 Ok(ExecDecision::Continue(Some(pending(Role::Command(
                     new_cover(&command),

@@ -159,6 +159,38 @@ impl AuditLog {
         &self.path
     }
 
+    /// Appends `lines` in order, as [`AuditLog::write`] does one by one; a batch that fits in
+    /// the part of the log it goes to takes one `write`.
+    pub fn write_many(&self, lines: &[AuditLine]) {
+        let texts: Vec<String> = lines.iter().filter_map(json_line).collect();
+        let total: u64 = texts.iter().map(|t| t.len() as u64).sum();
+        {
+            let Ok(mut f) = self.files.lock() else { return };
+            let joined = || texts.concat();
+            if f.tail.is_none() {
+                if f.head_bytes + total <= self.bound / 2 {
+                    if f.head.write_all(joined().as_bytes()).is_ok() {
+                        f.head_bytes += total;
+                    }
+                    return;
+                }
+            } else if f.tail_bytes + total <= (self.bound / 4).max(1) {
+                let n = texts.len() as u64;
+                if let Some(t) = f.tail.as_mut() {
+                    if t.write_all(joined().as_bytes()).is_ok() {
+                        f.tail_bytes += total;
+                        f.tail_lines += n;
+                    }
+                }
+                return;
+            }
+        }
+        // Near a bound: line by line, so the cut falls where `write` puts it.
+        for line in lines {
+            self.write(line);
+        }
+    }
+
     /// Appends one line (one `write`, so concurrent writers never interleave), keeping the
     /// log within its bound (see the module's docs).
     pub fn write(&self, line: &AuditLine) {
@@ -385,6 +417,53 @@ mod tests {
         let gaps = ns.windows(2).filter(|w| w[1] != w[0] + 1).count();
         assert_eq!(gaps, 1, "{ns:?}");
         assert!(ns.windows(2).all(|w| w[1] > w[0]));
+    }
+
+    #[test]
+    fn batches_leave_the_same_log_as_single_writes_across_the_bounds() {
+        let line = |n: usize| AuditLine {
+            session: "s".into(),
+            kind: "exec".into(),
+            action: format!("entry {n} {}", "x".repeat(n % 37)),
+            ..AuditLine::default()
+        };
+        // The files' lines, without the time the `truncated` notes take when written.
+        let files = |p: &Path| {
+            [p.to_path_buf(), tail_path(p), prev_tail_path(p)]
+                .iter()
+                .map(|f| {
+                    std::fs::read_to_string(f)
+                        .unwrap_or_default()
+                        .lines()
+                        .map(|l| {
+                            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                            v.as_object_mut().unwrap().remove("time");
+                            v
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        };
+        let t = tempfile::tempdir().unwrap();
+        let (one, many) = (t.path().join("one.jsonl"), t.path().join("many.jsonl"));
+        let a = AuditLog::open_bounded(&one, 30_000).unwrap();
+        let b = AuditLog::open_bounded(&many, 30_000).unwrap();
+        let lines: Vec<AuditLine> = (0..3_000).map(line).collect();
+        for l in &lines {
+            a.write(l);
+        }
+        // Batches of every size from 1 to 40, so some end exactly at a bound and some cross it.
+        let mut rest = &lines[..];
+        let mut k = 1;
+        while !rest.is_empty() {
+            let (now, later) = rest.split_at(k.min(rest.len()));
+            b.write_many(now);
+            rest = later;
+            k = k % 40 + 1;
+        }
+        let (fa, fb) = (files(&one), files(&many));
+        assert!(!fa[1].is_empty(), "the bound must have been reached");
+        assert_eq!(fa, fb, "batched writes must leave the same files");
     }
 
     #[test]

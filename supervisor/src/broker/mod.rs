@@ -1213,22 +1213,26 @@ impl Approver for Broker {
         Ok(answer)
     }
 
-    fn record_allowed(&self, exec: &crate::notify::AllowedExec) {
+    fn record_allowed(&self, execs: &[crate::notify::AllowedExec]) {
         if let Some(log) = &self.inner.audit {
-            log.write(&AuditLine {
-                time: audit::rfc3339(SystemTime::now()),
-                session: self.inner.cfg.session.clone(),
-                kind: "exec".into(),
-                action: exec.command.clone(),
-                verdict: exec.verdict.to_string(),
-                reasons: exec.rules.clone(),
-                decision: "allow".into(),
-                reason: (exec.why != "allowed").then(|| exec.why.clone()),
-                pid: Some(exec.pid),
-                argv: Some(exec.argv.clone()),
-                cwd: Some(exec.cwd.to_string_lossy().into_owned()),
-                ..AuditLine::default()
-            });
+            let lines: Vec<AuditLine> = execs
+                .iter()
+                .map(|exec| AuditLine {
+                    time: audit::rfc3339(exec.time),
+                    session: self.inner.cfg.session.clone(),
+                    kind: "exec".into(),
+                    action: exec.command.clone(),
+                    verdict: exec.verdict.to_string(),
+                    reasons: exec.rules.clone(),
+                    decision: "allow".into(),
+                    reason: (exec.why != "allowed").then(|| exec.why.clone()),
+                    pid: Some(exec.pid),
+                    argv: Some(exec.argv.clone()),
+                    cwd: Some(exec.cwd.to_string_lossy().into_owned()),
+                    ..AuditLine::default()
+                })
+                .collect();
+            log.write_many(&lines);
         }
     }
 
