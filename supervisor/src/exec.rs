@@ -25,6 +25,7 @@
 
 use crate::procfs;
 use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use tyba_policy::Verdict;
 
@@ -113,7 +114,15 @@ struct Entry {
     start: u64,
     role: Role,
     pending: Option<Pending>,
+    /// The pidfd the entry was made with, kept (up to [`MAX_HELD`] of them) so that a child
+    /// naming this pid as its parent is known to be this process's while the pidfd does not
+    /// poll as exited: a live process keeps its pid, so no other can hold it.
+    pidfd: Option<Arc<OwnedFd>>,
 }
+
+/// At most this many entries keep their pidfd ([`Entry::pidfd`]); the others are looked up
+/// by `pidfd_open` as before.
+const MAX_HELD: usize = 256;
 
 /// How deep [`ProcTable::role_of`] looks for a known ancestor.
 const MAX_DEPTH: usize = 64;
@@ -126,6 +135,8 @@ const SWEEP_AT: usize = 4096;
 pub(crate) struct ProcTable {
     entries: HashMap<u32, Entry>,
     sweep_at: usize,
+    /// How many entries hold a pidfd.
+    held: usize,
 }
 
 impl ProcTable {
@@ -134,20 +145,48 @@ impl ProcTable {
         ProcTable {
             entries: HashMap::new(),
             sweep_at: SWEEP_AT,
+            held: 0,
         }
     }
 
-    /// Records `role` for process `pid` (started at `start`) as it is now.
-    pub(crate) fn set(&mut self, pid: u32, start: u64, role: Role) {
+    /// Records `role` for process `pid` (started at `start`) as it is now; `pidfd`, when
+    /// given, is a pidfd of that process ([`Entry::pidfd`]).
+    pub(crate) fn set(&mut self, pid: u32, start: u64, role: Role, pidfd: Option<Arc<OwnedFd>>) {
         self.sweep();
-        self.entries.insert(
+        let pidfd = self.hold(pidfd);
+        let old = self.entries.insert(
             pid,
             Entry {
                 start,
                 role,
                 pending: None,
+                pidfd,
             },
         );
+        self.release(old);
+    }
+
+    /// `pidfd`, if the table may keep one more; sweeps the held ones of gone processes first
+    /// when it is full.
+    fn hold(&mut self, pidfd: Option<Arc<OwnedFd>>) -> Option<Arc<OwnedFd>> {
+        let fd = pidfd?;
+        if self.held >= MAX_HELD {
+            self.entries
+                .retain(|_, e| e.pidfd.as_ref().is_none_or(|fd| !exited(fd.as_fd())));
+            self.held = self.entries.values().filter(|e| e.pidfd.is_some()).count();
+            if self.held >= MAX_HELD {
+                return None;
+            }
+        }
+        self.held += 1;
+        Some(fd)
+    }
+
+    /// Accounts for an entry replaced or removed.
+    fn release(&mut self, old: Option<Entry>) {
+        if old.is_some_and(|e| e.pidfd.is_some()) {
+            self.held = self.held.saturating_sub(1);
+        }
     }
 
     /// Records that process `pid`, now `role_now`, becomes `role` once its exec of a file
@@ -162,14 +201,16 @@ impl ProcTable {
         role: Role,
         files: Vec<FileId>,
         mark: ImageMark,
+        pidfd: Option<Arc<OwnedFd>>,
     ) {
         self.sweep();
+        let pidfd = self.hold(pidfd);
         let ImageMark {
             old_exe,
             old_stack,
             by_stack,
         } = mark;
-        self.entries.insert(
+        let old = self.entries.insert(
             pid,
             Entry {
                 start: stat.start,
@@ -181,8 +222,10 @@ impl ProcTable {
                     old_stack,
                     by_stack,
                 }),
+                pidfd,
             },
         );
+        self.release(old);
     }
 
     /// The role of process `pid`, whose stat is `st`: its own entry, else its nearest known
@@ -217,6 +260,17 @@ impl ProcTable {
                 return Role::Stray;
             }
             cur = cur_st.ppid;
+            // The parent's own pidfd, when its entry holds one that has not exited: the
+            // parent is that process, with no lookup.
+            if let Some(e) = self.entries.get(&cur) {
+                if e.pidfd.as_ref().is_some_and(|fd| !exited(fd.as_fd())) {
+                    cur_st = procfs::Stat {
+                        ppid: 0,
+                        start: e.start,
+                    };
+                    continue;
+                }
+            }
             cur_st = match procfs::stat_ext(cur) {
                 Ok(s) => s,
                 Err(_) => return Role::Stray,
@@ -230,10 +284,21 @@ impl ProcTable {
         if self.entries.len() < self.sweep_at {
             return;
         }
-        self.entries
-            .retain(|pid, e| procfs::stat_ext(*pid).is_ok_and(|s| s.start == e.start));
+        self.entries.retain(|pid, e| match &e.pidfd {
+            Some(fd) => !exited(fd.as_fd()),
+            None => procfs::stat_ext(*pid).is_ok_and(|s| s.start == e.start),
+        });
+        self.held = self.entries.values().filter(|e| e.pidfd.is_some()).count();
         self.sweep_at = (self.entries.len() * 2).max(SWEEP_AT);
     }
+}
+
+/// Whether the process of `pidfd` has exited: the pidfd polls readable then (`pidfd_open(2)`),
+/// and a poll that fails counts as exited (the caller then looks the process up afresh).
+fn exited(pidfd: BorrowedFd<'_>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
+    !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
 }
 
 /// The role a process has after a pending exec: `exe` is its `/proc/<pid>/exe` now, `stack`
@@ -820,7 +885,7 @@ mod tests {
         let c = Arc::new(cover(Verdict::Yellow, &[]));
         let files = vec![(1, 1)];
         let mark = ImageMark::read(&dir, &files);
-        t.set_pending(me, &st, Role::Agent, Role::Command(c), files, mark);
+        t.set_pending(me, &st, Role::Agent, Role::Command(c), files, mark, None);
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
         // Once resolved as failed, the old role stays for good.
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
@@ -829,7 +894,15 @@ mod tests {
         let c = Arc::new(cover(Verdict::Yellow, &[]));
         let mark = ImageMark::read(&dir, &[exe]);
         assert!(mark.by_stack && mark.old_stack.is_some());
-        t.set_pending(me, &st, Role::Agent, Role::Command(c), vec![exe], mark);
+        t.set_pending(
+            me,
+            &st,
+            Role::Agent,
+            Role::Command(c),
+            vec![exe],
+            mark,
+            None,
+        );
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
     }
 
@@ -917,7 +990,7 @@ mod tests {
         let me = std::process::id();
         let st = procfs::stat_ext(me).unwrap();
         let mut t = ProcTable::new();
-        t.set(me, st.start, Role::Agent);
+        t.set(me, st.start, Role::Agent, None);
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()
@@ -933,5 +1006,58 @@ mod tests {
             empty.role_of(me, &st, 0, &|_, _| None),
             Role::Stray
         ));
+    }
+
+    /// A parent's held pidfd vouches for it only while that process lives: a pidfd that has
+    /// exited sends the lookup back to the process's identity, which then decides.
+    #[test]
+    fn a_held_pidfd_vouches_for_its_process_only_while_it_lives() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let cst = procfs::stat_ext(child.id()).unwrap();
+        let mine = Arc::new(crate::sys::pidfd_open(me as i32).unwrap());
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_fd = Arc::new(crate::sys::pidfd_open(gone.id() as i32).unwrap());
+        gone.wait().unwrap();
+        // An identity that is not this process's: only the pidfd can make the entry match.
+        let other = u64::MAX;
+        let mut live = ProcTable::new();
+        live.set(me, other, Role::Agent, Some(Arc::clone(&mine)));
+        let by_live = live.role_of(child.id(), &cst, 0, &|_, _| None);
+        let mut dead = ProcTable::new();
+        dead.set(me, other, Role::Agent, Some(gone_fd));
+        let by_dead = dead.role_of(child.id(), &cst, 0, &|_, _| None);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(by_live.is_agent(), "a live held pidfd names the parent");
+        assert!(
+            matches!(by_dead, Role::Stray),
+            "an exited pidfd must not vouch: {by_dead:?}"
+        );
+    }
+
+    /// The table keeps at most [`MAX_HELD`] pidfds, and frees those of processes that are gone
+    /// when it needs room.
+    #[test]
+    fn held_pidfds_are_bounded_and_freed_when_their_processes_are_gone() {
+        let mut t = ProcTable::new();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_fd = Arc::new(crate::sys::pidfd_open(gone.id() as i32).unwrap());
+        gone.wait().unwrap();
+        for pid in 0..MAX_HELD as u32 {
+            t.set(1_000_000 + pid, 1, Role::Stray, Some(Arc::clone(&gone_fd)));
+        }
+        assert_eq!(t.held, MAX_HELD);
+        let mine = Arc::new(crate::sys::pidfd_open(std::process::id() as i32).unwrap());
+        t.set(7, 1, Role::Agent, Some(Arc::clone(&mine)));
+        assert_eq!(t.held, 1, "the gone ones are dropped to make room");
+        for pid in 0..(MAX_HELD as u32 + 10) {
+            t.set(2_000_000 + pid, 1, Role::Stray, Some(Arc::clone(&mine)));
+        }
+        assert_eq!(t.held, MAX_HELD, "never more than the bound");
+        assert_eq!(Arc::strong_count(&mine), MAX_HELD + 1);
     }
 }

@@ -261,6 +261,8 @@ struct Pending {
     files: Vec<FileId>,
     /// The process's image before the exec.
     mark: exec::ImageMark,
+    /// A pidfd of the process, for its entry ([`exec::ProcTable`]).
+    pidfd: Arc<OwnedFd>,
 }
 
 struct PendingAsk {
@@ -643,8 +645,15 @@ impl Notifier {
 
     fn set_pending(&self, p: Pending) {
         if let Ok(mut s) = self.state.lock() {
-            s.procs
-                .set_pending(p.tgid, &p.stat, p.now, p.then, p.files, p.mark);
+            s.procs.set_pending(
+                p.tgid,
+                &p.stat,
+                p.now,
+                p.then,
+                p.files,
+                p.mark,
+                Some(p.pidfd),
+            );
         }
     }
 
@@ -664,7 +673,19 @@ impl Notifier {
         } else {
             (n.args[0], n.args[1], n.args[2])
         };
-        let raw_path = procfs::read_cstr(n.pid, path_ptr, libc::PATH_MAX as usize)?;
+        let procfs::ExecArgs {
+            path: raw_path,
+            argv,
+            envp,
+        } = procfs::read_exec_args(
+            n.pid,
+            path_ptr,
+            argv_ptr,
+            envp_ptr,
+            libc::PATH_MAX as usize,
+            65_536,
+            2 << 20,
+        )?;
         let path = String::from_utf8_lossy(&raw_path).into_owned();
         // The dirfd argument is an int: the low 32 bits of the register.
         let dirfd = if execveat {
@@ -672,8 +693,6 @@ impl Notifier {
         } else {
             libc::AT_FDCWD
         };
-        let argv = procfs::read_string_array(n.pid, argv_ptr, 65_536, 2 << 20)?;
-        let envp = procfs::read_string_array(n.pid, envp_ptr, 65_536, 2 << 20)?;
         let dir = procfs::ProcDir::open(n.pid)?;
         let cwd = dir.cwd()?;
         let path = if execveat && !path.starts_with('/') {
@@ -895,6 +914,7 @@ impl Notifier {
                 (t, sys::pidfd_open(t as i32)?)
             }
         };
+        let pidfd = Arc::new(pidfd);
         let stat = procfs::stat_of(pidfd.as_fd(), tgid)?;
         {
             let mut s = self
@@ -904,7 +924,8 @@ impl Notifier {
             if !s.agent_started {
                 // The first exec of the session: stage 2's child starting the agent program.
                 s.agent_started = true;
-                s.procs.set(tgid, stat.start, Role::Agent);
+                s.procs
+                    .set(tgid, stat.start, Role::Agent, Some(Arc::clone(&pidfd)));
                 drop(s);
                 if let Ok(r) = self.read_exec(n) {
                     self.log_allowed(AllowedExec {
@@ -947,6 +968,7 @@ impl Notifier {
             then,
             files: file_ids.clone(),
             mark,
+            pidfd: Arc::clone(&pidfd),
         };
         let covered_env: &[(String, String)] = match &role {
             Role::Command(c) => &c.env,

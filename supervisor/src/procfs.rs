@@ -270,6 +270,135 @@ pub fn read_string_array(
     Ok(out)
 }
 
+/// What an exec names in the caller's memory ([`read_exec_args`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecArgs {
+    /// The file name, without its NUL.
+    pub path: Vec<u8>,
+    /// The argument strings.
+    pub argv: Vec<Vec<u8>>,
+    /// The environment strings.
+    pub envp: Vec<Vec<u8>>,
+}
+
+/// Reads an exec's file name (at most `max_path` bytes) and its argv and envp arrays (each at
+/// most `max_items` items and `max_bytes` bytes) from thread `tid`, as [`read_cstr`] and
+/// [`read_string_array`] do, with two `process_vm_readv(2)` calls where the memory allows:
+/// the name and the first page of each pointer array in one, every string of both arrays in
+/// one span read ([`read_span`]). Each system call pays for reaching the process and its
+/// memory map again, and a decision per exec is on the path of every command the agent runs.
+/// Anything out of the usual shape (an array past its first page, strings spread wide, a
+/// fault) is read by the one-at-a-time functions, so the result and errors are theirs.
+///
+/// # Errors
+/// As [`read_cstr`] and [`read_string_array`]: EFAULT, E2BIG, ESRCH.
+pub fn read_exec_args(
+    tid: u32,
+    path_ptr: u64,
+    argv_ptr: u64,
+    envp_ptr: u64,
+    max_path: usize,
+    max_items: usize,
+    max_bytes: usize,
+) -> io::Result<ExecArgs> {
+    let pid = nix::unistd::Pid::from_raw(tid as i32);
+    let to_page_end = |a: u64| (4096 - (a % 4096)) as usize;
+    // The first read: up to the end of the page of each of the three pointers.
+    let parts = [path_ptr, argv_ptr, envp_ptr];
+    let lens: Vec<usize> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| match (i, a) {
+            (_, 0) => 0,
+            (0, a) => to_page_end(a).min(max_path.saturating_add(1)),
+            (_, a) => to_page_end(a),
+        })
+        .collect();
+    let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0u8; l]).collect();
+    let remote: Vec<nix::sys::uio::RemoteIoVec> = parts
+        .iter()
+        .zip(&lens)
+        .filter(|(_, &l)| l > 0)
+        .map(|(&a, &l)| nix::sys::uio::RemoteIoVec {
+            base: a as usize,
+            len: l,
+        })
+        .collect();
+    let got = {
+        let mut local: Vec<std::io::IoSliceMut<'_>> = bufs
+            .iter_mut()
+            .filter(|b| !b.is_empty())
+            .map(|b| std::io::IoSliceMut::new(b))
+            .collect();
+        match nix::sys::uio::process_vm_readv(pid, &mut local, &remote) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EFAULT) => 0,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let slow = || -> io::Result<ExecArgs> {
+        Ok(ExecArgs {
+            path: read_cstr_vm(pid, path_ptr, max_path)?,
+            argv: read_string_array(tid, argv_ptr, max_items, max_bytes)?,
+            envp: read_string_array(tid, envp_ptr, max_items, max_bytes)?,
+        })
+    };
+    if got != lens.iter().sum::<usize>() {
+        return slow();
+    }
+    // The name, when its NUL is in what was read.
+    let Some(path) = bufs[0]
+        .iter()
+        .position(|&b| b == 0)
+        .map(|z| bufs[0][..z].to_vec())
+    else {
+        return slow();
+    };
+    // The pointers, when each array ends within its first page.
+    let ptrs_of = |buf: &[u8]| -> Option<Vec<u64>> {
+        let mut out = Vec::new();
+        for w in buf.chunks_exact(8) {
+            let p = u64::from_le_bytes(w.try_into().ok()?);
+            if p == 0 {
+                return Some(out);
+            }
+            out.push(p);
+        }
+        None
+    };
+    let (Some(av), Some(ev)) = (
+        if argv_ptr == 0 {
+            Some(Vec::new())
+        } else {
+            ptrs_of(&bufs[1])
+        },
+        if envp_ptr == 0 {
+            Some(Vec::new())
+        } else {
+            ptrs_of(&bufs[2])
+        },
+    ) else {
+        return slow();
+    };
+    if av.len() > max_items || ev.len() > max_items {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    let all: Vec<u64> = av.iter().chain(&ev).copied().collect();
+    let Some(mut strings) = read_span(pid, &all, max_bytes.saturating_mul(2))? else {
+        return slow();
+    };
+    let envp = strings.split_off(av.len());
+    let within = |v: &[Vec<u8>]| v.iter().map(|s| s.len() + 1).sum::<usize>() <= max_bytes;
+    if !within(&strings) || !within(&envp) {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    Ok(ExecArgs {
+        path,
+        argv: strings,
+        envp,
+    })
+}
+
 /// Strings closer than this share one span of [`read_spans`].
 const SPAN_GAP: u64 = 64 * 1024;
 /// At most this many spans; past that [`read_spans`] gives up.
@@ -391,15 +520,6 @@ fn read_cstr_vm(pid: nix::unistd::Pid, addr: u64, max: usize) -> io::Result<Vec<
         at += room as u64;
     }
     Err(io::Error::from_raw_os_error(libc::E2BIG))
-}
-
-/// A NUL-terminated string of thread `tid` of at most `max` bytes at `addr`
-/// (`process_vm_readv(2)`).
-///
-/// # Errors
-/// EFAULT for unmapped memory; E2BIG when no NUL is found within `max` bytes.
-pub fn read_cstr(tid: u32, addr: u64, max: usize) -> io::Result<Vec<u8>> {
-    read_cstr_vm(nix::unistd::Pid::from_raw(tid as i32), addr, max)
 }
 
 /// The thread-group id of thread `tid` (`Tgid:` in `/proc/<tid>/status`).
@@ -661,6 +781,109 @@ pub fn descendants(root: u32) -> Vec<u32> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// The two-read path gives exactly what the one-at-a-time readers give, for the usual
+    /// shape and for the shapes it hands over to them (arrays past a page, strings spread
+    /// wide, no environment, a name without its NUL within the limit, unmapped memory).
+    #[test]
+    fn exec_args_read_in_two_calls_match_the_readers_one_at_a_time() {
+        use std::ffi::CString;
+        let me = std::process::id();
+        let pid = nix::unistd::Pid::from_raw(me as i32);
+        let owned = |v: &[String]| -> Vec<CString> {
+            v.iter()
+                .map(|a| CString::new(a.as_str()).unwrap())
+                .collect()
+        };
+        let ptrs = |v: &[CString]| -> Vec<u64> {
+            let mut p: Vec<u64> = v.iter().map(|c| c.as_ptr() as u64).collect();
+            p.push(0);
+            p
+        };
+        let check = |name: &str, argv: Vec<String>, envp: Option<Vec<String>>| {
+            let path = CString::new(name).unwrap();
+            let (a, e) = (owned(&argv), owned(envp.as_deref().unwrap_or(&[])));
+            let (ap, ep) = (ptrs(&a), ptrs(&e));
+            let envp_ptr = if envp.is_some() {
+                ep.as_ptr() as u64
+            } else {
+                0
+            };
+            let got = read_exec_args(
+                me,
+                path.as_ptr() as u64,
+                ap.as_ptr() as u64,
+                envp_ptr,
+                4096,
+                65_536,
+                2 << 20,
+            )
+            .unwrap();
+            let want = ExecArgs {
+                path: read_cstr_vm(pid, path.as_ptr() as u64, 4096).unwrap(),
+                argv: read_string_array(me, ap.as_ptr() as u64, 65_536, 2 << 20).unwrap(),
+                envp: read_string_array(me, envp_ptr, 65_536, 2 << 20).unwrap(),
+            };
+            assert_eq!(got, want, "{name}");
+            assert_eq!(got.argv.len(), argv.len());
+            assert_eq!(
+                got.argv
+                    .first()
+                    .map(|s| String::from_utf8_lossy(s).into_owned()),
+                argv.first().cloned()
+            );
+        };
+        let words = |n: usize, w: usize| -> Vec<String> {
+            (0..n).map(|i| format!("{i}-{}", "a".repeat(w))).collect()
+        };
+        check("/bin/true", vec!["true".into()], Some(words(40, 30)));
+        check("/usr/bin/env", words(3, 5), None);
+        check("/bin/sh", Vec::new(), Some(Vec::new()));
+        // Pointer arrays of more than a page, long strings, strings in many allocations.
+        check("/bin/echo", words(2_000, 3), Some(words(600, 200)));
+        check(
+            "/bin/echo",
+            vec!["x".repeat(70_000)],
+            Some(vec!["Y=".to_string() + &"y".repeat(9_000)]),
+        );
+        // Limits and faults are the readers' own.
+        let long = CString::new("p".repeat(5_000)).unwrap();
+        let (a, e) = (owned(&words(1, 1)), owned(&[]));
+        let (ap, ep) = (ptrs(&a), ptrs(&e));
+        let e2big = read_exec_args(
+            me,
+            long.as_ptr() as u64,
+            ap.as_ptr() as u64,
+            ep.as_ptr() as u64,
+            4096,
+            65_536,
+            2 << 20,
+        )
+        .unwrap_err();
+        assert_eq!(e2big.raw_os_error(), Some(libc::E2BIG));
+        let fault = read_exec_args(
+            me,
+            8,
+            ap.as_ptr() as u64,
+            ep.as_ptr() as u64,
+            4096,
+            65_536,
+            2 << 20,
+        )
+        .unwrap_err();
+        assert_eq!(fault.raw_os_error(), Some(libc::EFAULT));
+        let many = read_exec_args(
+            me,
+            long.as_ptr() as u64,
+            ap.as_ptr() as u64,
+            ep.as_ptr() as u64,
+            8192,
+            0,
+            2 << 20,
+        )
+        .unwrap_err();
+        assert_eq!(many.raw_os_error(), Some(libc::E2BIG));
+    }
 
     #[test]
     fn a_process_identity_is_stable_and_tells_processes_apart() {
