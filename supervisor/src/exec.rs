@@ -130,6 +130,17 @@ const MAX_DEPTH: usize = 64;
 /// Past this many entries the table drops the ones whose process is gone.
 const SWEEP_AT: usize = 4096;
 
+/// A process as an entry of [`ProcTable`] records it.
+#[derive(Debug)]
+pub(crate) struct Who {
+    /// Its pid (thread-group id).
+    pub pid: u32,
+    /// Its identity ([`procfs::Stat::start`]).
+    pub start: u64,
+    /// A pidfd of it, when the caller has one to give ([`Entry::pidfd`]).
+    pub pidfd: Option<Arc<OwnedFd>>,
+}
+
 /// The roles of the session's processes.
 #[derive(Debug, Default)]
 pub(crate) struct ProcTable {
@@ -189,21 +200,20 @@ impl ProcTable {
         }
     }
 
-    /// Records that process `pid`, now `role_now`, becomes `role` once its exec of a file
+    /// Records that process `who`, now `role_now`, becomes `role` once its exec of a file
     /// succeeds; `files` are that file's identity and its `#!` interpreters' (what
-    /// `/proc/<pid>/exe` may then be); `stat` and `mark` are the process as it was when the
+    /// `/proc/<pid>/exe` may then be); `who` and `mark` are the process as it was when the
     /// exec was decided.
     pub(crate) fn set_pending(
         &mut self,
-        pid: u32,
-        stat: &procfs::Stat,
+        who: Who,
         role_now: Role,
         role: Role,
         files: Vec<FileId>,
         mark: ImageMark,
-        pidfd: Option<Arc<OwnedFd>>,
     ) {
         self.sweep();
+        let Who { pid, start, pidfd } = who;
         let pidfd = self.hold(pidfd);
         let ImageMark {
             old_exe,
@@ -213,7 +223,7 @@ impl ProcTable {
         let old = self.entries.insert(
             pid,
             Entry {
-                start: stat.start,
+                start,
                 role: role_now,
                 pending: Some(Pending {
                     role,
@@ -885,7 +895,17 @@ mod tests {
         let c = Arc::new(cover(Verdict::Yellow, &[]));
         let files = vec![(1, 1)];
         let mark = ImageMark::read(&dir, &files);
-        t.set_pending(me, &st, Role::Agent, Role::Command(c), files, mark, None);
+        t.set_pending(
+            Who {
+                pid: me,
+                start: st.start,
+                pidfd: None,
+            },
+            Role::Agent,
+            Role::Command(c),
+            files,
+            mark,
+        );
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
         // Once resolved as failed, the old role stays for good.
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
@@ -895,13 +915,15 @@ mod tests {
         let mark = ImageMark::read(&dir, &[exe]);
         assert!(mark.by_stack && mark.old_stack.is_some());
         t.set_pending(
-            me,
-            &st,
+            Who {
+                pid: me,
+                start: st.start,
+                pidfd: None,
+            },
             Role::Agent,
             Role::Command(c),
             vec![exe],
             mark,
-            None,
         );
         assert!(t.role_of(me, &st, 0, &|_, _| None).is_agent());
     }

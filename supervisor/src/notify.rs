@@ -646,13 +646,15 @@ impl Notifier {
     fn set_pending(&self, p: Pending) {
         if let Ok(mut s) = self.state.lock() {
             s.procs.set_pending(
-                p.tgid,
-                &p.stat,
+                exec::Who {
+                    pid: p.tgid,
+                    start: p.stat.start,
+                    pidfd: Some(p.pidfd),
+                },
                 p.now,
                 p.then,
                 p.files,
                 p.mark,
-                Some(p.pidfd),
             );
         }
     }
