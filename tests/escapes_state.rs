@@ -292,3 +292,196 @@ fn a_merge_that_cannot_be_done_safely_merges_nothing() {
         c.finish(&format!("{who:?}\n{err}"));
     }
 }
+
+/// The pinned Codex CLI (`scripts/install-test-agents`), or `None` after a skip message (a
+/// failure under `TYBA_REQUIRE_SANDBOX=1`).
+fn codex_prefix() -> Option<std::path::PathBuf> {
+    let prefix = std::env::var_os("TYBA_TEST_NPM_PREFIX")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/opt/tyba-test-npm-global".into());
+    let tmux = Path::new("/usr/bin/tmux").exists();
+    if prefix.join("bin/codex").exists() && tmux {
+        return Some(prefix);
+    }
+    assert!(
+        !require_sandbox(),
+        "the Codex CLI under {} (scripts/install-test-agents) and tmux are needed",
+        prefix.display()
+    );
+    eprintln!("SKIP: no Codex CLI under {} or no tmux", prefix.display());
+    None
+}
+
+/// Runs `script` with `sh` in a tmux pane of a server of its own, as `who`.
+struct Pane {
+    sock: std::path::PathBuf,
+    who: Who,
+}
+
+impl Pane {
+    fn start(who: &Who, dir: &Path, script: &str) -> Pane {
+        let run = dir.join("run.sh");
+        std::fs::write(&run, script).unwrap();
+        give(&run, who);
+        let p = Pane {
+            sock: dir.join("tmux.sock"),
+            who: who.clone(),
+        };
+        let o = p.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            &format!("sh {}", run.display()),
+        ]);
+        assert!(
+            o.status.success(),
+            "tmux: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        p
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        let mut c = command_as(&self.who, Path::new("/usr/bin/tmux"));
+        c.arg("-f")
+            .arg("/dev/null")
+            .arg("-S")
+            .arg(&self.sock)
+            .args(args);
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("TERM", "xterm")
+            .env("LANG", "C.UTF-8");
+        c.output().unwrap()
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    /// Waits (up to 60 s) for the screen to show `needle`; the screen when it did or did not.
+    fn wait(&self, needle: &str) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let s = self.screen();
+            if s.contains(needle) {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("never showed {needle:?}:\n{s}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    fn press(&self, key: &str) {
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        self.cmd(&["send-keys", "-t", "t", key]);
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// Codex's folder-trust prompt, answered in the TUI under `tyba run`: the TUI goes on (the
+/// answer is saved to the session copy of `~/.codex/config.toml`), and the person's
+/// `config.toml` is unchanged afterwards and the copy listed as dropped. The control: the same
+/// answer without tyba writes the trust entry into the person's `config.toml`.
+#[test]
+fn codex_folder_trust_is_answered_in_the_session_and_not_carried_back() {
+    let Some(prefix) = codex_prefix() else {
+        return;
+    };
+    for (i, who) in whos().into_iter().enumerate() {
+        let Some(r) = sandbox_repo(&who, &format!("codextrust{i}")) else {
+            continue;
+        };
+        let codex_home = r.home.join(".codex");
+        std::fs::create_dir_all(&codex_home).unwrap();
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agents/codex");
+        // No model server: the session ends before the first turn.
+        let config = std::fs::read_to_string(data.join("config.toml"))
+            .unwrap()
+            .replace("@PORT@", "9");
+        let config_toml = codex_home.join("config.toml");
+        std::fs::write(&config_toml, &config).unwrap();
+        give(&r.root, &who);
+        let env = format!(
+            "env -i HOME={h} PATH={p}/bin:/usr/bin:/bin TERM=xterm-256color LANG=C.UTF-8 CODEX_HOME={c} SCRIPTED_MODEL_KEY=offline XDG_STATE_HOME={h}/.local/state XDG_CONFIG_HOME={h}/.config",
+            h = r.home.display(),
+            p = prefix.display(),
+            c = codex_home.display()
+        );
+        let err = r.root.join("err.txt");
+        let done = r.root.join("exit.txt");
+        let run = |tyba: bool| -> Result<(), String> {
+            let _ = std::fs::remove_file(&done);
+            let cmd = if tyba {
+                format!("{} run --here -- codex --no-daemon", r.tyba.display())
+            } else {
+                "codex --no-daemon".to_string()
+            };
+            let pane = Pane::start(
+                &who,
+                &r.root,
+                &format!(
+                    "cd {wt} && {env} {cmd} 2> {err}; echo $? > {done}\n",
+                    wt = r.wt.display(),
+                    err = err.display(),
+                    done = done.display()
+                ),
+            );
+            pane.wait("Trust this folder?")?;
+            pane.press("Enter");
+            pane.wait("Ask Codex to do anything")?;
+            pane.press("C-c");
+            pane.press("C-c");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !done.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            if done.exists() {
+                Ok(())
+            } else {
+                Err(format!("codex did not end:\n{}", pane.screen()))
+            }
+        };
+        let mut c = Checks::default();
+        let in_session = run(true);
+        let stderr = read(&err);
+        c.check(
+            in_session.is_ok(),
+            format!("the TUI goes on after the trust answer: {in_session:?}"),
+        );
+        c.check(
+            read(&config_toml) == config,
+            "the person's config.toml is unchanged",
+        );
+        c.check(
+            stderr
+                .split("dropped from the agent's session copy")
+                .nth(1)
+                .is_some_and(|d| d.contains(".codex/config.toml")),
+            "the session's config.toml is listed as dropped",
+        );
+        // The control: the same answer without tyba is saved in the person's file.
+        let bare = run(false);
+        c.check(
+            bare.is_ok(),
+            format!("control: codex ran without tyba: {bare:?}"),
+        );
+        c.check(
+            read(&config_toml).contains("trust_level"),
+            "control: without tyba the trust entry is in the person's config.toml",
+        );
+        c.finish(&format!("{who:?}\n--- stderr of the session\n{stderr}"));
+    }
+}
