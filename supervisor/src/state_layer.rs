@@ -296,8 +296,9 @@ pub struct MergeReport {
     /// Data files carried back to the person's state (their real paths).
     pub merged: Vec<PathBuf>,
     /// What the agent wrote in its state copy that is not carried back, each with why (its
-    /// real path and a short reason).
-    pub dropped: Vec<(PathBuf, &'static str)>,
+    /// real path and a short reason). A directory the agent made that holds no data is one
+    /// entry, with the number of files in it.
+    pub dropped: Vec<(PathBuf, String)>,
     /// Files the agent removed in its copy (not removed from the person's state).
     pub removed_in_copy: usize,
     /// Why nothing was merged, when the merge failed (then `merged` is empty).
@@ -339,7 +340,7 @@ pub fn merge_back(layers: &[StateLayer]) -> MergeReport {
                 if !same {
                     report.dropped.push((
                         l.real.clone(),
-                        "a state file, not data: changed in the session copy only",
+                        "a state file, not data: changed in the session copy only".into(),
                     ));
                 }
             }
@@ -410,7 +411,18 @@ fn walk(
                 .any(|d| tyba_policy::agents::data_pattern_matches(d, s))
         });
         if ft.is_dir() {
+            let (dropped_before, data_before, seen) = (report.dropped.len(), out.len(), *entries);
             walk(l, &r, depth + 1, entries, total, out, report)?;
+            let made = std::fs::symlink_metadata(&real).is_err();
+            let n = *entries - seen;
+            if made && out.len() == data_before && report.dropped.len() - dropped_before > 1 {
+                // A directory the agent made with nothing of data in it: one line.
+                report.dropped.truncate(dropped_before);
+                report.dropped.push((
+                    real,
+                    format!("a directory made in the session copy, no data in it ({n} entries)"),
+                ));
+            }
         } else if ft.is_char_device() && m.rdev() == 0 {
             // An overlay whiteout: the agent removed the file in its copy.
             report.removed_in_copy += 1;
@@ -437,16 +449,17 @@ fn walk(
         } else if is_data {
             report.dropped.push((
                 real,
-                "a data name, but not a regular file (a link, device or pipe)",
+                "a data name, but not a regular file (a link, device or pipe)".into(),
             ));
         } else if ft.is_file() {
             report
                 .dropped
-                .push((real, "not data of the agent's profile"));
+                .push((real, "not data of the agent's profile".into()));
         } else {
-            report
-                .dropped
-                .push((real, "not data of the agent's profile (not a regular file)"));
+            report.dropped.push((
+                real,
+                "not data of the agent's profile (not a regular file)".into(),
+            ));
         }
     }
     Ok(())
@@ -697,6 +710,33 @@ mod tests {
             dropped.contains(&l.real.join("history.jsonl")),
             "{dropped:?}"
         );
+    }
+
+    #[test]
+    fn a_new_directory_without_data_is_one_dropped_entry() {
+        let t = tempfile::tempdir().unwrap();
+        let l = layer(t.path(), &["sessions/**/*.jsonl"]);
+        std::fs::create_dir_all(l.upper.join("skills/a/b")).unwrap();
+        for f in ["skills/a/x.md", "skills/a/b/y.md", "skills/z.md"] {
+            std::fs::write(l.upper.join(f), "x").unwrap();
+        }
+        // A directory that exists in the person's state lists its files one by one.
+        std::fs::create_dir_all(l.real.join("rules")).unwrap();
+        std::fs::create_dir_all(l.upper.join("rules")).unwrap();
+        std::fs::write(l.upper.join("rules/a.rules"), "x").unwrap();
+        std::fs::write(l.upper.join("rules/b.rules"), "x").unwrap();
+        let r = merge_back(std::slice::from_ref(&l));
+        let paths: Vec<_> = r.dropped.iter().map(|(p, _)| p.clone()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                l.real.join("rules/a.rules"),
+                l.real.join("rules/b.rules"),
+                l.real.join("skills"),
+            ],
+            "{r:?}"
+        );
+        assert!(r.dropped[2].1.contains("5 entries"), "{r:?}");
     }
 
     #[test]
