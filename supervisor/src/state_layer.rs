@@ -242,7 +242,7 @@ fn copy_file_private(from: &Path, to: &Path) -> Result<(), String> {
 }
 
 /// Mounts every layer over its state entry, in the calling process's (the sandbox's) mount
-/// namespace: an overlay (`lowerdir=REAL,upperdir=UPPER,workdir=WORK,userxattr`, no set-uid programs
+/// namespace: an overlay (`lowerdir=REAL,upperdir=UPPER,workdir=WORK,userxattr,volatile`, no set-uid programs
 /// nor devices) over a directory, a bind of the private copy over a file. Call in stage 2
 /// after the namespace is made private and before the read-only binds of the control files.
 ///
@@ -256,9 +256,12 @@ pub fn mount_layers(layers: &[StateLayer]) -> Result<(), String> {
             LayerKind::Dir => {
                 // `userxattr`: the overlay's own marks (opaque directories, a directory made
                 // where a file was removed) as `user.overlay.*` attributes, which a mount in a
-                // user namespace can set (`trusted.*` it cannot: EIO).
+                // user namespace can set (`trusted.*` it cannot: EIO). `volatile`: no sync of
+                // the upper filesystem (at every `fsync`, and of the whole filesystem when the
+                // namespace goes): the copy is read back from the page cache at the end, and
+                // after a crash it is never merged.
                 let opts = format!(
-                    "lowerdir={},upperdir={},workdir={},userxattr",
+                    "lowerdir={},upperdir={},workdir={},userxattr,volatile",
                     l.real.display(),
                     l.upper.display(),
                     l.work.display()
