@@ -39,7 +39,6 @@ const CONTROL: &[&str] = &[
     ".claude/settings.json",
     ".claude/settings.local.json",
     ".claude/hooks",
-    ".codex/config.toml",
     ".codex/rules",
     ".codex/hooks.json",
 ];

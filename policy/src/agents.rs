@@ -12,8 +12,11 @@
 //! - the environment variables that hold its key: passed to the agent program, never to the
 //!   commands it starts;
 //! - variables hidden from it (the person's tmux and ssh agent sockets);
-//! - its state directories (writable by the agent process) and control files inside them
-//!   (settings, rules, hooks: read-only, so the agent cannot approve itself);
+//! - its state directories and control files inside them (settings, rules, hooks: read-only,
+//!   so the agent cannot approve itself). The agent writes a session-private copy of its
+//!   state (issue 13 class 8): only the files its `data` patterns name (transcripts,
+//!   history, refreshed credentials) are merged back to the person's state at the session's
+//!   end, as bytes; everything else it wrote there is dropped;
 //! - its known start-up probes, each a program and words with the decision it gets.
 //!
 //! A probe's decision can only be quieter or stricter than asking: `quiet-refuse` refuses an
@@ -71,9 +74,16 @@ pub struct AgentProfile {
     /// `TMUX`, `TMUX_PANE`, `SSH_AUTH_SOCK`).
     #[serde(default)]
     pub hidden_env: Vec<String>,
-    /// State directories and files, `~` allowed: writable by the agent process only.
+    /// State directories and files, `~` allowed: the agent process writes a session-private
+    /// copy of each (an overlay in the sandbox's mount namespace), never the person's.
     #[serde(default)]
     pub state: Vec<String>,
+    /// Known data inside the state, merged back to the person's state at the session's end:
+    /// paths with `~`, where `*` matches within one name and a `**` component any number of
+    /// directories (`~/.codex/sessions/**/*.jsonl`). Only regular files are merged, copied as
+    /// bytes; whatever else the agent wrote in its state copy is dropped and listed.
+    #[serde(default)]
+    pub data: Vec<String>,
     /// Files inside the state that stay read-only (settings, rules, hooks).
     #[serde(default)]
     pub control_files: Vec<String>,
@@ -319,6 +329,7 @@ impl AgentProfiles {
                 (&mut mine.key_env, &p.key_env),
                 (&mut mine.hidden_env, &p.hidden_env),
                 (&mut mine.state, &p.state),
+                (&mut mine.data, &p.data),
                 (&mut mine.control_files, &p.control_files),
             ] {
                 for s in from {
@@ -430,9 +441,17 @@ pub(crate) fn validate(layer: &BTreeMap<String, AgentProfile>) -> Result<(), Str
             .iter()
             .chain(&p.state)
             .chain(&p.control_files)
+            .chain(&p.data)
         {
             if !(d.starts_with("~/") || d.starts_with('/')) || d.contains("/../") {
                 return bad("paths must start with `~/` or `/`, got", d);
+            }
+        }
+        for d in &p.data {
+            // A pattern names files by their place in the state: no `.` or `..` (one outside
+            // every `state` entry of the merged profile merges nothing).
+            if d.split('/').any(|c| c == ".." || c == ".") || d.ends_with('/') {
+                return bad("data patterns must name files without `.` or `..`, got", d);
             }
         }
         for n in p.programs.iter().chain(&p.python_distributions) {
@@ -486,6 +505,35 @@ pub(crate) fn validate(layer: &BTreeMap<String, AgentProfile>) -> Result<(), Str
     Ok(())
 }
 
+/// Whether `rel` (a path relative to a state entry, `/`-separated names) matches the
+/// pattern `pat` (relative too): `*` within one name matches any run of characters, `?` one
+/// character, a `**` component any number of directories (none included). Names are compared
+/// exactly (case-sensitive); a name starting with `.` is matched by `*` too.
+pub fn data_pattern_matches(pat: &str, rel: &str) -> bool {
+    let p: Vec<&str> = pat.split('/').filter(|c| !c.is_empty()).collect();
+    let r: Vec<&str> = rel.split('/').filter(|c| !c.is_empty()).collect();
+    components_match(&p, &r)
+}
+
+fn components_match(p: &[&str], r: &[&str]) -> bool {
+    match p.split_first() {
+        None => r.is_empty(),
+        Some((&"**", rest)) => (0..=r.len()).any(|i| components_match(rest, &r[i..])),
+        Some((first, rest)) => r.split_first().is_some_and(|(name, more)| {
+            name_glob(first.as_bytes(), name.as_bytes()) && components_match(rest, more)
+        }),
+    }
+}
+
+fn name_glob(p: &[u8], n: &[u8]) -> bool {
+    match p.split_first() {
+        None => n.is_empty(),
+        Some((b'*', rest)) => (0..=n.len()).any(|i| name_glob(rest, &n[i..])),
+        Some((b'?', rest)) => !n.is_empty() && name_glob(rest, &n[1..]),
+        Some((c, rest)) => n.first() == Some(c) && name_glob(rest, &n[1..]),
+    }
+}
+
 fn expand_home(p: &str, home: Option<&Path>) -> Option<PathBuf> {
     if let Some(rest) = p.strip_prefix("~/") {
         home.map(|h| h.join(rest))
@@ -522,6 +570,30 @@ fn normalise_dist(n: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_patterns_match_by_component() {
+        let m = data_pattern_matches;
+        assert!(m("history.jsonl", "history.jsonl"));
+        assert!(!m("history.jsonl", "history.jsonl.bak"));
+        assert!(!m("history.jsonl", "x/history.jsonl"));
+        assert!(m(
+            "sessions/**/*.jsonl",
+            "sessions/2026/12/01/rollout-a.jsonl"
+        ));
+        assert!(m("sessions/**/*.jsonl", "sessions/a.jsonl"));
+        assert!(!m("sessions/**/*.jsonl", "sessions/2026/a.json"));
+        assert!(!m("sessions/**/*.jsonl", "other/a.jsonl"));
+        assert!(m("projects/*/*.jsonl", "projects/-w-repo/abc.jsonl"));
+        assert!(!m("projects/*/*.jsonl", "projects/-w-repo/sub/abc.jsonl"));
+        assert!(!m("projects/*/*.jsonl", "projects/abc.jsonl"));
+        assert!(m(
+            "tmp/*/chats/session-?.json",
+            "tmp/h/chats/session-1.json"
+        ));
+        assert!(!m("*.json", "settings.json/x"));
+        assert!(!m("", "x"));
+    }
 
     #[test]
     fn pypi_names_normalise() {

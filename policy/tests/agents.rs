@@ -94,6 +94,71 @@ fn roots_of_installations() {
         .is_none());
 }
 
+/// Known data (merged back from the session copy of the state) lies inside the profile's own
+/// state, and names none of the files the agents run or obey.
+#[test]
+fn the_embedded_data_patterns_name_data_only() {
+    use tyba_policy::agents::data_pattern_matches;
+    let policy = Policy::embedded_default();
+    let c = policy.config();
+    for (name, p) in &c.agents.0 {
+        for d in &p.data {
+            assert!(
+                p.state.iter().any(|s| d
+                    .strip_prefix(s.as_str())
+                    .is_some_and(|r| r.starts_with('/'))),
+                "{name}: {d} lies in no state entry"
+            );
+        }
+    }
+    let code_or_config = [
+        ("claude-code", "~/.claude/", "settings.json"),
+        ("claude-code", "~/.claude/", ".claude.json"),
+        ("claude-code", "~/.claude/", "plugins/x/hooks/hooks.json"),
+        (
+            "claude-code",
+            "~/.claude/",
+            "shell-snapshots/snapshot-bash-1.sh",
+        ),
+        ("claude-code", "~/.claude/", "commands/x.md"),
+        ("claude-code", "~/.claude/", "agents/x.md"),
+        ("claude-code", "~/.claude/", "projects/x/settings.json"),
+        ("codex", "~/.codex/", ".env"),
+        ("codex", "~/.codex/", "config.toml"),
+        ("codex", "~/.codex/", "hooks.json"),
+        ("codex", "~/.codex/", "rules/default.rules"),
+        ("codex", "~/.codex/", "AGENTS.md"),
+        ("codex", "~/.codex/", "prompts/x.md"),
+        ("gemini", "~/.gemini/", "settings.json"),
+        ("gemini", "~/.gemini/", "trustedFolders.json"),
+        ("gemini", "~/.gemini/", "extensions/x/gemini-extension.json"),
+        ("gemini", "~/.gemini/", ".env"),
+        ("gemini", "~/.gemini/", "GEMINI.md"),
+        ("gemini", "~/.gemini/", "history/h/.git/hooks/post-commit"),
+        ("gemini", "~/.gemini/", "tmp/h/chats/../../settings.json"),
+    ];
+    for (name, root, rel) in code_or_config {
+        let p = c.agents.get(name).unwrap();
+        for d in &p.data {
+            let pat = d.strip_prefix(root).unwrap_or(d);
+            assert!(!data_pattern_matches(pat, rel), "{name}: {d} matches {rel}");
+        }
+    }
+    for (name, root, rel) in [
+        ("claude-code", "~/.claude/", "projects/-w-repo/0b1c.jsonl"),
+        ("codex", "~/.codex/", "sessions/2026/12/01/rollout-x.jsonl"),
+        ("gemini", "~/.gemini/", "tmp/ab12/chats/session-x.json"),
+    ] {
+        let p = c.agents.get(name).unwrap();
+        assert!(
+            p.data
+                .iter()
+                .any(|d| data_pattern_matches(d.strip_prefix(root).unwrap_or(d), rel)),
+            "{name}: {rel} is data"
+        );
+    }
+}
+
 #[test]
 fn the_kernel_layer_lists_hold_every_profile() {
     let policy = Policy::embedded_default();
@@ -164,6 +229,9 @@ fn bad_profiles_are_load_errors() {
         ("[agents.codex]\nkey_env = [\"LD_PRELOAD\"]\n", "run code"),
         ("[agents.codex]\nkey_env = [\"A-B\"]\n", "variable name"),
         ("[agents.codex]\nstate = [\"rel/dir\"]\n", "must start with"),
+        ("[agents.codex]\ndata = [\"sessions/*.jsonl\"]\n", "must start with"),
+        ("[agents.codex]\ndata = [\"~/.codex/../.bashrc\"]\n", "must start with"),
+        ("[agents.codex]\ndata = [\"~/.codex/./x\"]\n", "without `.` or `..`"),
         ("[agents.Bad_Name]\n", "lower-case"),
         (
             "[[agents.codex.probes]]\nid = \"p\"\nprogram = \"tmux\"\ndecision = \"quiet-refuse\"\nreason = \"r\"\n",

@@ -133,6 +133,46 @@ fn end_of_worktree(session: &session::Session, keep: bool) {
     }
 }
 
+/// The end summary's lines about the agent's state ([`tyba_supervisor::state_layer`]).
+fn report_merge(m: &tyba_supervisor::state_layer::MergeReport, root: &Path) {
+    const SHOWN: usize = 40;
+    if let Some(e) = &m.failed {
+        eprintln!(
+            "tyba: WARNING: the agent's data was not merged back to its state ({e}); its session copies are kept in {}",
+            root.display()
+        );
+    } else if !m.merged.is_empty() {
+        eprintln!(
+            "tyba: merged back to the agent's state (known data, {}):",
+            m.merged.len()
+        );
+        for p in m.merged.iter().take(SHOWN) {
+            eprintln!("tyba:   {}", p.display());
+        }
+        if m.merged.len() > SHOWN {
+            eprintln!("tyba:   … and {} more", m.merged.len() - SHOWN);
+        }
+    }
+    if !m.dropped.is_empty() {
+        eprintln!(
+            "tyba: dropped from the agent's session copy of its state, not carried back ({}):",
+            m.dropped.len()
+        );
+        for (p, why) in m.dropped.iter().take(SHOWN) {
+            eprintln!("tyba:   {}: {why}", p.display());
+        }
+        if m.dropped.len() > SHOWN {
+            eprintln!("tyba:   … and {} more", m.dropped.len() - SHOWN);
+        }
+    }
+    if m.removed_in_copy > 0 {
+        eprintln!(
+            "tyba: {} files the agent removed in its session copy stay in its state",
+            m.removed_in_copy
+        );
+    }
+}
+
 /// Runs `tyba run`.
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // First, before any thread: a SIGTERM or SIGHUP to tyba ends the session and the clean-up
@@ -218,6 +258,22 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(d) = super::trust::config_dir() {
         plan.keep_read_only(&d);
     }
+    // The agents' state: the agent writes session-private copies; only known data is merged
+    // back at the end (issue 13 class 8). One that cannot be made stops the start.
+    let layers_root = tyba_supervisor::state_layer::layers_root_for(&tmp_dir);
+    let mut state_layers = match tyba_supervisor::state_layer::StateLayers::prepare(
+        policy.config(),
+        home.as_deref(),
+        &layers_root,
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = tyba_supervisor::sandbox::remove_tree(&layers_root);
+            plan.unprotected.push(e);
+            tyba_supervisor::state_layer::StateLayers::default()
+        }
+    };
+    plan.state_layers = state_layers.layers.clone();
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
@@ -340,6 +396,16 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         use_pty: true,
     };
     let result = tyba_supervisor::run(cfg, approver);
+    // No process of the sandbox is left: carry the known data back, drop the rest.
+    let merge = result
+        .is_ok()
+        .then(|| tyba_supervisor::state_layer::merge_back(&state_layers.layers));
+    if merge.as_ref().is_some_and(|m| m.failed.is_some()) {
+        // Kept for the person to look at: what the agent wrote is there.
+        state_layers.root = None;
+    } else if let Err(e) = state_layers.remove() {
+        eprintln!("tyba: WARNING: the session copies of the agent's state are left behind: {e}");
+    }
     if let Some(b) = &broker {
         // Fail closed: whatever still waits is denied and logged so.
         b.close("the session ended");
@@ -417,6 +483,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 d.reason.as_deref().unwrap_or("refused")
             );
         }
+    }
+    if let Some(m) = &merge {
+        report_merge(m, &layers_root);
     }
     drop(running_lock);
     end_of_worktree(&session, args.keep_worktree);

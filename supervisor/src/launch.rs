@@ -910,6 +910,17 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 &format!("cannot make the mount namespace private: {e}"),
             );
         }
+        // The agents' state: session-private copies, before any bind inside them.
+        if let Err(e) = crate::state_layer::mount_layers(&c.plan.state_layers) {
+            if c.allow_weaker {
+                report(
+                    &mut st,
+                    &format!("W the agent writes the person's own state: {e}"),
+                );
+            } else {
+                fail(&mut st, &e);
+            }
+        }
         let pf = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
         if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), pf, None::<&str>) {
             if c.allow_weaker {
@@ -950,12 +961,16 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             );
         }
         relays = relay_sockets(&c.nameservers, &mut st);
-    } else if !c.plan.protected.is_empty() || !c.plan.pinned.is_empty() {
+    } else if !c.plan.protected.is_empty()
+        || !c.plan.pinned.is_empty()
+        || !c.plan.state_layers.is_empty()
+    {
         let list: Vec<String> = c
             .plan
             .protected
             .iter()
             .chain(&c.plan.pinned)
+            .chain(c.plan.state_layers.iter().map(|l| &l.real))
             .map(|p| p.display().to_string())
             .collect();
         report(

@@ -56,6 +56,7 @@ pub mod proxy;
 mod runner;
 pub mod sandbox;
 pub mod session;
+pub mod state_layer;
 mod sys;
 pub mod worktrees;
 

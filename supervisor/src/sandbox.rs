@@ -2,7 +2,8 @@
 //!
 //! Landlock rules (kernel `Documentation/userspace-api/landlock.rst`):
 //! - read-write (every filesystem right but making devices): the worktree, the session's
-//!   private temp dir (`TMPDIR`), the policy's `read_write` paths and `agent_state` paths, and
+//!   private temp dir (`TMPDIR`), the policy's `read_write` paths and `agent_state` paths (the
+//!   latter as session-private copies: [`crate::state_layer`]), and
 //!   for a linked worktree the parts of the main git dir the agent's commits write
 //!   (`objects`, its own branches `refs/heads/tyba` and `logs/refs/heads/tyba`,
 //!   `worktrees/<name>`), never the person's branches, `packed-refs` or `HEAD`;
@@ -73,6 +74,9 @@ pub struct SandboxPlan {
     /// mount namespace (set by the sandbox's stage 2 once mounted): only then are they
     /// granted.
     pub private_pts: bool,
+    /// The agents' state as session-private copies, mounted over the state entries in the
+    /// sandbox's mount namespace before the read-only binds ([`crate::state_layer`]).
+    pub state_layers: Vec<crate::state_layer::StateLayer>,
 }
 
 /// What the kernel will and will not enforce for a plan.
