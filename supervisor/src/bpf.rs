@@ -237,10 +237,12 @@ pub const DENIED_EOPNOTSUPP: &[i64] = &[
 ];
 
 /// `ENOSYS`: calls whose arguments the filter cannot read, with a fallback libc takes.
-/// `clone3` passes its flags in memory (libc falls back to `clone`, whose flags it can read);
-/// `sendmmsg` can carry per-message addresses on a connected datagram socket (the resolver
-/// falls back to `send`).
-pub const DENIED_ENOSYS: &[i64] = &[libc::SYS_clone3, libc::SYS_sendmmsg];
+/// `clone3` passes its flags in memory (libc falls back to `clone`, whose flags it can read).
+/// `sendmmsg` is not here: glibc's resolver sends its A and AAAA queries with it and takes no
+/// fallback (its lookups would fail); it is denied with `MSG_FASTOPEN` only, like `sendmsg`.
+/// Its per-message addresses reach no further than `sendto`'s: no datagram socket of the
+/// host's network namespace is ever given to the sandbox (`docs/sandbox.md`).
+pub const DENIED_ENOSYS: &[i64] = &[libc::SYS_clone3];
 
 fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, FilterError> {
     Ok(SeccompCondition::new(
@@ -274,8 +276,8 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, e: i32) -> Result<BpfProgram,
 /// matches):
 /// - `EPERM`: [`DENIED_EPERM`]; `clone` with any namespace flag; `ioctl` `TIOCSTI` and
 ///   `TIOCLINUX` (typing into a terminal); `socket` of an allowed family with a raw or packet
-///   type; `sendto`/`sendmsg` with `MSG_FASTOPEN` (TCP Fast Open connects inside them, past
-///   the connect checks); `personality` other than the query (`0xffffffff`) and `PER_LINUX`;
+///   type; `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects inside
+///   them, past the connect checks); `personality` other than the query (`0xffffffff`) and `PER_LINUX`;
 ///   `prctl(PR_SET_MM)`, which rewrites the fields of `/proc/<pid>/stat` and
 ///   `/proc/<pid>/exe` the exec model reads to tell that an exec happened (`crate::exec`): a
 ///   process could fake an exec it never made;
@@ -318,6 +320,7 @@ pub fn static_filters() -> Result<Vec<BpfProgram>, FilterError> {
     eperm.insert(libc::SYS_socket, raw);
     eperm.insert(libc::SYS_sendto, vec![has_bit(3, MSG_FASTOPEN)?]);
     eperm.insert(libc::SYS_sendmsg, vec![has_bit(2, MSG_FASTOPEN)?]);
+    eperm.insert(libc::SYS_sendmmsg, vec![has_bit(3, MSG_FASTOPEN)?]);
     eperm.insert(libc::SYS_prctl, vec![rule(vec![cond(0, Eq, PR_SET_MM)?])?]);
     eperm.insert(
         libc::SYS_personality,
@@ -564,6 +567,18 @@ mod tests {
         );
         assert_eq!(run(libc::SYS_sendto, [3, 0, 0, 0, 1, 16]), RET_ALLOW);
         assert_eq!(run(libc::SYS_sendmsg, [3, 0, 0x40, 0, 0, 0]), RET_ALLOW);
+        // glibc's resolver: two queries, MSG_NOSIGNAL.
+        assert_eq!(
+            run(
+                libc::SYS_sendmmsg,
+                [3, 0, 2, libc::MSG_NOSIGNAL as u64, 0, 0]
+            ),
+            RET_ALLOW
+        );
+        assert_eq!(
+            run(libc::SYS_sendmmsg, [3, 0, 2, MSG_FASTOPEN | 0x4000, 0, 0]),
+            errno(libc::EPERM)
+        );
     }
 
     #[test]

@@ -18,8 +18,18 @@
 //! question are the query's. Everything else gets `REFUSED` (RFC 1035 §4.1.1 rcode 5) at once,
 //! so no query with other data in its name ever leaves the sandbox. Name servers given by an
 //! IPv6 address other than `::1` get no relay (the agent's lookups through them fail).
+//!
+//! An approved command's own lookups of the hosts its approved line names are answered too
+//! ([`Lookups`]): when such a command's process connects a datagram socket (the resolver's
+//! `connect` to the name server), the supervisor records the socket's local address and
+//! inode with the host names; a query whose source is that address, while the socket bound
+//! there is still that one (and the only one: `SO_REUSEPORT` twins are not trusted), may
+//! ask for those names. The addresses every passed-back answer gives a name are remembered
+//! for the session, so a later connect to one of them is shown, and matched, by its name.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Longest DNS message over UDP the relay carries (EDNS buffers above this are truncated by
@@ -129,20 +139,251 @@ pub fn answers(query: &[u8], answer: &[u8]) -> bool {
         && answer[12..end] == query[12..end]
 }
 
-/// What the relay replies to one query: the upstream answer for an allowed name, else
-/// `REFUSED`.
-fn reply_for(query: &[u8], names: &[String], upstream: SocketAddr) -> Vec<u8> {
-    let allowed = query_question(query).is_some_and(|(n, _)| names.contains(&n));
-    if !allowed {
+/// What the relay replies to one query from `from`: the upstream answer for a name the agent
+/// may resolve (`names`) or the querying socket's approved command named ([`Lookups`]),
+/// else `REFUSED`. The addresses of a passed-back answer are remembered in `lookups`.
+fn reply_for(
+    query: &[u8],
+    from: SocketAddr,
+    names: &[String],
+    lookups: &Lookups,
+    upstream: SocketAddr,
+) -> Vec<u8> {
+    let Some((name, _)) = query_question(query) else {
+        return refused(query);
+    };
+    if !names.contains(&name) && !lookups.covers(from, &name) {
         return refused(query);
     }
     let Some(ours) = upstream_query(query, fresh_id()) else {
         return refused(query);
     };
     match ask_upstream(&ours, upstream) {
-        Some(answer) => to_client(query, &ours, answer),
+        Some(answer) => {
+            lookups.remember(&name, &answer_addresses(&answer));
+            to_client(query, &ours, answer)
+        }
         None => refused(query),
     }
+}
+
+/// Most sockets [`Lookups`] keeps approved names for, and most names it remembers addresses of.
+const MAX_LOOKUPS: usize = 1024;
+
+/// Most addresses remembered per name.
+const MAX_ADDRESSES: usize = 32;
+
+/// The session's name resolution memory, shared by the relay and the notify loop: which
+/// sockets of approved commands may resolve which names, and which addresses names resolved
+/// to.
+#[derive(Debug)]
+pub struct Lookups {
+    /// `/proc/<pid>/net/udp{,6}` of this process shows the sandbox's sockets (stage 2).
+    netns_pid: u32,
+    /// Local address of a datagram socket in the sandbox → (its inode, the names it may ask).
+    sockets: Mutex<HashMap<SocketAddr, (u64, Vec<String>)>>,
+    /// Name (lower case, no final dot) → addresses the passed-back answers gave it.
+    seen: Mutex<HashMap<String, HashSet<IpAddr>>>,
+}
+
+impl Lookups {
+    /// An empty memory for the sandbox whose network namespace process `netns_pid` is in.
+    pub fn new(netns_pid: u32) -> Arc<Lookups> {
+        Arc::new(Lookups {
+            netns_pid,
+            sockets: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Records that the datagram socket bound at `local` in the sandbox, whose inode is
+    /// `inode`, belongs to an approved command whose line named `hosts` (`host[:port]`):
+    /// its queries for those names (IP literals dropped) are answered.
+    pub fn cover_socket(&self, local: SocketAddr, inode: u64, hosts: &[String]) {
+        let names = allowed_names(hosts);
+        if names.is_empty() {
+            return;
+        }
+        let Ok(mut g) = self.sockets.lock() else {
+            return;
+        };
+        if g.len() >= MAX_LOOKUPS {
+            let live = self.bound_inodes();
+            g.retain(|a, (ino, _)| live.get(a).is_some_and(|v| v.as_slice() == [*ino]));
+            if g.len() >= MAX_LOOKUPS {
+                g.clear();
+            }
+        }
+        g.insert(local, (inode, names));
+    }
+
+    /// Whether a query from `from` may ask for `name` as an approved command's own lookup: a
+    /// socket was recorded at `from`, and the only socket bound there now is that one.
+    pub fn covers(&self, from: SocketAddr, name: &str) -> bool {
+        let entry = match self.sockets.lock() {
+            Ok(g) => g.get(&from).cloned(),
+            Err(_) => None,
+        };
+        let Some((inode, names)) = entry else {
+            return false;
+        };
+        if !names.iter().any(|n| n == name) {
+            return false;
+        }
+        let bound = self.bound_inodes();
+        let same_port: Vec<u64> = bound
+            .iter()
+            .filter(|(a, _)| {
+                a.port() == from.port() && (a.ip() == from.ip() || a.ip().is_unspecified())
+            })
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect();
+        same_port == [inode]
+    }
+
+    /// The sandbox's bound UDP sockets: local address → inodes.
+    fn bound_inodes(&self) -> HashMap<SocketAddr, Vec<u64>> {
+        let mut out: HashMap<SocketAddr, Vec<u64>> = HashMap::new();
+        for table in ["udp", "udp6"] {
+            let Ok(t) = std::fs::read_to_string(format!("/proc/{}/net/{table}", self.netns_pid))
+            else {
+                continue;
+            };
+            for (a, ino) in t.lines().skip(1).filter_map(proc_net_line) {
+                out.entry(a).or_default().push(ino);
+            }
+        }
+        out
+    }
+
+    /// Remembers that `name` resolved to `addrs`.
+    pub fn remember(&self, name: &str, addrs: &[IpAddr]) {
+        if addrs.is_empty() {
+            return;
+        }
+        let Ok(mut g) = self.seen.lock() else {
+            return;
+        };
+        if g.len() >= MAX_LOOKUPS && !g.contains_key(name) {
+            g.clear();
+        }
+        let set = g.entry(name.to_string()).or_default();
+        for a in addrs {
+            if set.len() < MAX_ADDRESSES {
+                set.insert(canonical(*a));
+            }
+        }
+    }
+
+    /// The names remembered for address `ip`, sorted.
+    pub fn names_of(&self, ip: IpAddr) -> Vec<String> {
+        let ip = canonical(ip);
+        let mut v: Vec<String> = match self.seen.lock() {
+            Ok(g) => g
+                .iter()
+                .filter(|(_, s)| s.contains(&ip))
+                .map(|(n, _)| n.clone())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        v.sort();
+        v
+    }
+
+    /// Whether `name` was seen resolving to `ip`.
+    pub fn resolved_to(&self, name: &str, ip: IpAddr) -> bool {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        self.seen
+            .lock()
+            .is_ok_and(|g| g.get(&name).is_some_and(|s| s.contains(&canonical(ip))))
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it maps.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// One line of `/proc/net/udp` or `udp6` (`proc(5)`): the local address and the inode.
+/// Addresses are printed as the kernel's 32-bit words in host byte order, ports in hex.
+fn proc_net_line(line: &str) -> Option<(SocketAddr, u64)> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let (addr, port) = f.get(1)?.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let inode: u64 = f.get(9)?.parse().ok()?;
+    let word = |s: &str| u32::from_str_radix(s, 16).ok().map(u32::to_ne_bytes);
+    let ip = match addr.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(word(addr)?)),
+        32 => {
+            let mut o = [0u8; 16];
+            for i in 0..4 {
+                o[i * 4..i * 4 + 4].copy_from_slice(&word(addr.get(i * 8..i * 8 + 8)?)?);
+            }
+            canonical(IpAddr::V6(Ipv6Addr::from(o)))
+        }
+        _ => return None,
+    };
+    Some((SocketAddr::new(ip, port), inode))
+}
+
+/// Skips a (possibly compressed) name at `i` of `msg`; the offset after it.
+fn skip_name(msg: &[u8], mut i: usize) -> Option<usize> {
+    for _ in 0..128 {
+        let len = *msg.get(i)?;
+        match len {
+            0 => return Some(i + 1),
+            l if l & 0xc0 == 0xc0 => return Some(i + 2),
+            l if l & 0xc0 == 0 => i += 1 + usize::from(l),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The A and AAAA addresses of the answer section of `answer` (RFC 1035 §4.1.3, RFC 3596).
+pub fn answer_addresses(answer: &[u8]) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    if answer.len() < 12 {
+        return out;
+    }
+    let count = |i: usize| u16::from_be_bytes([answer[i], answer[i + 1]]);
+    let (qd, an) = (count(4), count(6));
+    let mut i = 12;
+    for _ in 0..qd {
+        let Some(j) = skip_name(answer, i) else {
+            return out;
+        };
+        i = j + 4;
+    }
+    for _ in 0..an {
+        let Some(j) = skip_name(answer, i) else {
+            return out;
+        };
+        let Some(h) = answer.get(j..j + 10) else {
+            return out;
+        };
+        let ty = u16::from_be_bytes([h[0], h[1]]);
+        let len = usize::from(u16::from_be_bytes([h[8], h[9]]));
+        let Some(data) = answer.get(j + 10..j + 10 + len) else {
+            return out;
+        };
+        match (ty, len) {
+            (1, 4) => out.push(IpAddr::V4(Ipv4Addr::new(
+                data[0], data[1], data[2], data[3],
+            ))),
+            (28, 16) => {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(data);
+                out.push(IpAddr::V6(Ipv6Addr::from(o)));
+            }
+            _ => {}
+        }
+        i = j + 10 + len;
+    }
+    out
 }
 
 /// The record types a query may ask for upstream: addresses, aliases, mail, text, services,
@@ -228,7 +469,7 @@ fn ask_upstream(query: &[u8], upstream: SocketAddr) -> Option<Vec<u8>> {
 /// fails: each query from the sandbox is answered by [`reply_for`] with `upstream` (the real
 /// name server, reached from the supervisor's own network namespace), each on a thread of its
 /// own so that a slow upstream holds up no other lookup.
-pub fn serve(sock: UdpSocket, names: Vec<String>, upstream: SocketAddr) {
+pub fn serve(sock: UdpSocket, names: Vec<String>, lookups: Arc<Lookups>, upstream: SocketAddr) {
     let sock = std::sync::Arc::new(sock);
     let names = std::sync::Arc::new(names);
     let in_flight = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -244,15 +485,16 @@ pub fn serve(sock: UdpSocket, names: Vec<String>, upstream: SocketAddr) {
             let _ = sock.send_to(&refused(&query), from);
             continue;
         }
-        let (s, nm, fl) = (
+        let (s, nm, fl, lk) = (
             std::sync::Arc::clone(&sock),
             std::sync::Arc::clone(&names),
             std::sync::Arc::clone(&in_flight),
+            Arc::clone(&lookups),
         );
         let spawned = std::thread::Builder::new()
             .name("tyba-dns".into())
             .spawn(move || {
-                let _ = s.send_to(&reply_for(&query, &nm, upstream), from);
+                let _ = s.send_to(&reply_for(&query, from, &nm, &lk, upstream), from);
                 fl.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
@@ -323,7 +565,10 @@ mod tests {
         ] {
             let q = query(name, 0x1234);
             let t = std::time::Instant::now();
-            let r = reply_for(&q, &names, dead);
+            let lookups = Lookups::new(std::process::id());
+            let from: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+            lookups.cover_socket(from, 1, &["anthropic.com".into()]);
+            let r = reply_for(&q, from, &names, &lookups, dead);
             assert!(t.elapsed() < Duration::from_millis(500), "{name}");
             assert_eq!(&r[0..2], &[0x12, 0x34]);
             assert_eq!(r[3] & 0x0f, 5, "{name}: REFUSED");
@@ -375,5 +620,78 @@ mod tests {
         };
         assert!(!answers(&q, &other_name));
         assert!(!answers(&q, &q), "a query is no answer");
+    }
+
+    #[test]
+    fn an_approved_socket_may_ask_its_names_only_while_it_is_bound_there() {
+        use std::os::unix::fs::MetadataExt;
+        let lookups = Lookups::new(std::process::id());
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let local = sock.local_addr().unwrap();
+        let inode = {
+            let fd = std::os::fd::AsFd::as_fd(&sock)
+                .try_clone_to_owned()
+                .unwrap();
+            std::fs::File::from(fd).metadata().unwrap().ino()
+        };
+        lookups.cover_socket(local, inode, &["http://x".into(), "Pypi.Org".into()]);
+        lookups.cover_socket(local, inode, &["pypi.org".into(), "127.0.0.1:80".into()]);
+        assert!(lookups.covers(local, "pypi.org"));
+        assert!(
+            !lookups.covers(local, "files.pythonhosted.org"),
+            "a name not on the line"
+        );
+        let other: SocketAddr = SocketAddr::new(local.ip(), local.port().wrapping_add(1));
+        assert!(!lookups.covers(other, "pypi.org"), "another socket");
+        // The socket closed: whatever binds that port next is not the approved command's.
+        drop(sock);
+        assert!(!lookups.covers(local, "pypi.org"));
+        let squatter = UdpSocket::bind(local).unwrap();
+        assert!(
+            !lookups.covers(local, "pypi.org"),
+            "a later socket on the same port"
+        );
+        drop(squatter);
+    }
+
+    #[test]
+    fn answers_give_their_addresses_by_name() {
+        let q = query("pypi.org", 3);
+        let mut a = q.clone();
+        a[2] |= 0x80;
+        a[7] = 3; // ANCOUNT 3: a CNAME, an A and an AAAA, names compressed
+        a.extend_from_slice(&[0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, 2, 0xc0, 12]);
+        a.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 203, 0, 113, 80]);
+        a.extend_from_slice(&[0xc0, 12, 0, 28, 0, 1, 0, 0, 0, 60, 0, 16]);
+        a.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
+        let addrs = answer_addresses(&a);
+        assert_eq!(
+            addrs,
+            vec![
+                "203.0.113.80".parse::<IpAddr>().unwrap(),
+                "::1".parse().unwrap()
+            ]
+        );
+        // Truncated records give what was read before them, never a panic.
+        for n in 0..a.len() {
+            let _ = answer_addresses(&a[..n]);
+        }
+        let l = Lookups::new(std::process::id());
+        l.remember("pypi.org", &addrs);
+        assert_eq!(l.names_of("203.0.113.80".parse().unwrap()), ["pypi.org"]);
+        assert!(l.resolved_to("PyPI.org.", "::ffff:203.0.113.80".parse().unwrap()));
+        assert!(l.names_of("203.0.113.81".parse().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn proc_net_lines_parse() {
+        let v4 = "  12: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 4242 2 0000000000000000 0";
+        assert_eq!(
+            proc_net_line(v4),
+            Some(("127.0.0.1:53".parse().unwrap(), 4242))
+        );
+        let v6 = "  3: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000  0 0 77 2 0 0";
+        assert_eq!(proc_net_line(v6), Some(("[::1]:8080".parse().unwrap(), 77)));
+        assert_eq!(proc_net_line("sl local_address"), None);
     }
 }

@@ -64,6 +64,36 @@ pub(crate) struct Cover {
     /// The code-running variables, with their values, that it ran with: its descendants may
     /// keep them.
     pub env: Vec<(String, String)>,
+    /// The network hosts (`host[:port]`, as the policy extracted them from network clients'
+    /// operands: `Classification::hosts`) this process's connections and name lookups may
+    /// reach unasked: for an approved command, the hosts its line names; for a process under
+    /// it, those of them its own exec's line names too ([`narrowed`]). Empty for anything
+    /// allowed without an approval.
+    pub hosts: Vec<String>,
+    /// The paths an approval of it grants on top of the agent's domain
+    /// (`crate::runner::grants`: it runs in a domain of its own, which its descendants
+    /// inherit). Empty for anything allowed without an approval.
+    pub granted: Vec<crate::runner::Grant>,
+}
+
+/// The cover a process under `cover` gets from its own exec, whose line named `own` hosts:
+/// `cover` with only the hosts both name (case-insensitive), so a program the approved line
+/// runs that is not the network client naming a host (`python3 x.py` after `curl URL;`) gets
+/// no network cover. The same `Arc` when nothing changes.
+pub(crate) fn narrowed(cover: &Arc<Cover>, own: &[String]) -> Arc<Cover> {
+    let hosts: Vec<String> = cover
+        .hosts
+        .iter()
+        .filter(|h| own.iter().any(|o| o.eq_ignore_ascii_case(h)))
+        .cloned()
+        .collect();
+    if hosts == cover.hosts {
+        return Arc::clone(cover);
+    }
+    Arc::new(Cover {
+        hosts,
+        ..Cover::clone(cover)
+    })
 }
 
 #[derive(Debug)]
@@ -675,7 +705,23 @@ mod tests {
             verdict,
             rules: rules.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),
+            hosts: Vec::new(),
+            granted: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_descendant_keeps_only_the_hosts_its_own_line_names() {
+        let c = Arc::new(Cover {
+            hosts: vec!["127.0.0.1:8765".into(), "pypi.org".into()],
+            ..cover(Verdict::Red, &["net.client"])
+        });
+        assert!(Arc::ptr_eq(&narrowed(&c, &c.hosts.clone()), &c));
+        assert_eq!(narrowed(&c, &["PyPI.org".into()]).hosts, ["pypi.org"]);
+        assert!(narrowed(&c, &[]).hosts.is_empty(), "not a network client");
+        assert!(narrowed(&c, &["attacker.example".into()]).hosts.is_empty());
+        let n = narrowed(&c, &[]);
+        assert_eq!((n.line.as_str(), n.verdict), ("make ship", Verdict::Red));
     }
 
     fn rules(r: &[&str]) -> Vec<String> {

@@ -417,12 +417,14 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     // The agent's name resolution: the relay sockets live in the sandbox's network namespace;
     // upstream queries go from the supervisor's own (`crate::dns`).
     let names = crate::dns::allowed_names(&cfg.agent_hosts);
+    let lookups = crate::dns::Lookups::new(stage2 as u32);
     for (sock, ip) in relays {
         let sock = std::net::UdpSocket::from(sock);
         let names = names.clone();
+        let lk = Arc::clone(&lookups);
         std::thread::Builder::new()
             .name("tyba-dns-relay".into())
-            .spawn(move || crate::dns::serve(sock, names, std::net::SocketAddr::new(ip, 53)))
+            .spawn(move || crate::dns::serve(sock, names, lk, std::net::SocketAddr::new(ip, 53)))
             .map_err(io_err("starting the resolver relay"))?;
     }
     let stage = Arc::new(crate::runner::StageLink::new(ctl_sup));
@@ -464,6 +466,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         allowed: notify::allowed_log(Arc::clone(&approver)).ok(),
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
+        lookups,
         writable: plan.read_write.clone(),
         readable: plan.read_only.clone(),
         protected: plan.protected.clone(),

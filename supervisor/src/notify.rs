@@ -106,6 +106,9 @@ pub(crate) struct Notifier {
     pub worktree: PathBuf,
     pub approver: Arc<dyn Approver>,
     pub hosts: AgentHosts,
+    /// The session's name resolution memory, shared with the resolver relay
+    /// ([`crate::dns::Lookups`]).
+    pub lookups: Arc<crate::dns::Lookups>,
     pub writable: Vec<PathBuf>,
     /// Paths the agent's domain grants read + execute.
     pub readable: Vec<PathBuf>,
@@ -420,6 +423,34 @@ pub(crate) fn shell_quote(a: &str) -> String {
 
 fn errno_of(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EACCES)
+}
+
+/// Whether `class`, an exec under a cover that was approved with `granted` paths, is red only
+/// for reaching those paths (outside the worktree, or a repository's git directory as a
+/// whole: the local remote an approved `git push` was granted, which git's `receive-pack`
+/// then writes), every path it names lying in a grant and every path it writes in a
+/// read-write one. The approval showed those grants; the command's domain, which the
+/// descendant runs in, has them, and no more.
+fn within_the_grants(class: &Classification, granted: &[runner::Grant]) -> bool {
+    if granted.is_empty() || class.verdict != Verdict::Red || class.paths.is_empty() {
+        return false;
+    }
+    let in_grant = |p: &std::path::Path, write: bool| {
+        let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        granted
+            .iter()
+            .any(|g| p.starts_with(&g.path) && (g.write || !write))
+    };
+    class
+        .findings
+        .iter()
+        .filter(|f| f.verdict == Verdict::Red)
+        .all(|f| {
+            f.rule == tyba_policy::rules::PATH_OUTSIDE_WORKTREE.id
+                || f.rule == tyba_policy::rules::PATH_GIT_DIR.id
+        })
+        && class.paths.iter().all(|p| in_grant(p, false))
+        && class.writes.iter().all(|p| in_grant(p, true))
 }
 
 /// The rule ids of a classification's decisive findings (those of its verdict's colour).
@@ -1046,6 +1077,8 @@ impl Notifier {
                     verdict: Verdict::Green,
                     rules: Vec::new(),
                     env: env.clone(),
+                    hosts: Vec::new(),
+                    granted: Vec::new(),
                 }),
             )))));
         }
@@ -1102,19 +1135,29 @@ impl Notifier {
             }
         }
         let rules = decisive_rules(&class);
-        let new_cover = |command: &str| {
+        // An approval covers the connections and lookups of the hosts its line names (the
+        // policy's hosts of network clients); an allow without asking covers none.
+        let new_cover = |command: &str, hosts: &[String], approved: bool| {
             Arc::new(Cover {
                 line: command.to_string(),
                 verdict: class.verdict,
                 rules: rules.clone(),
                 env: env.clone(),
+                hosts: hosts.to_vec(),
+                granted: if approved {
+                    runner::grants(&class, &self.writable, &self.readable)
+                } else {
+                    Vec::new()
+                },
             })
         };
         if let Role::Command(c) = &role {
             // A build's own steps name the system's files (`ld … /usr/lib/…/crt1.o`): reading
             // what the agent's domain reads anyway is no reach outside for a command's
             // descendant; Landlock holds the line. Writing outside still is.
-            let verdict = if self.reads_only_what_the_domain_reads(&class) {
+            let verdict = if self.reads_only_what_the_domain_reads(&class)
+                || within_the_grants(&class, &c.granted)
+            {
                 Verdict::Yellow
             } else {
                 class.verdict
@@ -1132,7 +1175,10 @@ impl Notifier {
                         pid: n.pid,
                         time: std::time::SystemTime::now(),
                     });
-                    ExecDecision::Continue(Some(pending(role.clone())))
+                    ExecDecision::Continue(Some(pending(Role::Command(exec::narrowed(
+                        c,
+                        &class.hosts,
+                    )))))
                 }
                 Covered::Refuse => ExecDecision::Refuse(refusal_text(&class)),
                 Covered::Ask => {
@@ -1146,7 +1192,7 @@ impl Notifier {
                         env: assigns.clone(),
                     };
                     let (reasons, copy) = self.ask_parts(&class, Some(first), r);
-                    let cover = new_cover(&command);
+                    let cover = new_cover(&command, &class.hosts, true);
                     ExecDecision::Ask(Box::new(PendingAsk {
                         req: AskRequest {
                             kind: AskKind::Command {
@@ -1198,7 +1244,7 @@ impl Notifier {
                     time: std::time::SystemTime::now(),
                 });
                 Ok(ExecDecision::Continue(Some(pending(Role::Command(
-                    new_cover(&command),
+                    new_cover(&command, &[], false),
                 )))))
             }
             Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
@@ -1209,7 +1255,7 @@ impl Notifier {
                     env: assigns.clone(),
                 };
                 let (reasons, copy) = self.ask_parts(&class, None, r);
-                let cover = new_cover(&command);
+                let cover = new_cover(&command, &class.hosts, true);
                 Ok(ExecDecision::Ask(Box::new(PendingAsk {
                     req: AskRequest {
                         kind: AskKind::Command {
@@ -1552,10 +1598,44 @@ impl Notifier {
 
     /// Whether process `pid` is the agent's own runtime ([`crate::exec::Role::Agent`]).
     fn is_agent(&self, pid: ProcId) -> bool {
+        self.role_now(pid).is_some_and(|r| r.is_agent())
+    }
+
+    /// The role of process `pid` now, `None` when it is gone or another process took its pid.
+    fn role_now(&self, pid: ProcId) -> Option<Role> {
         match procfs::stat_ext(pid.pid) {
-            Ok(st) if st.start == pid.start => self.role_of(pid.pid, &st).is_agent(),
-            _ => false,
+            Ok(st) if st.start == pid.start => Some(self.role_of(pid.pid, &st)),
+            _ => None,
         }
+    }
+
+    /// The host of `cover`'s approved line that destination `a` is, if any: an IP literal
+    /// with `a`'s address (and port, when the line gave one), or a name that resolved to
+    /// `a`'s address through the relay or when the supervisor resolves it itself (`/etc/hosts`
+    /// included: `localhost`).
+    fn covered_host(&self, cover: &Cover, a: &std::net::SocketAddr) -> Option<String> {
+        let ip = crate::dns::canonical(a.ip());
+        cover
+            .hosts
+            .iter()
+            .find(|h| {
+                let Some(spec) = net::parse_host_spec(h) else {
+                    return false;
+                };
+                if spec.port.is_some_and(|p| p != a.port()) {
+                    return false;
+                }
+                if let Ok(lit) = spec.host.parse::<std::net::IpAddr>() {
+                    return crate::dns::canonical(lit) == ip;
+                }
+                self.lookups.resolved_to(&spec.host, ip) || {
+                    use std::net::ToSocketAddrs;
+                    (spec.host.as_str(), a.port())
+                        .to_socket_addrs()
+                        .is_ok_and(|mut it| it.any(|r| crate::dns::canonical(r.ip()) == ip))
+                }
+            })
+            .cloned()
     }
 
     fn handle_connect(&self, n: Notif) {
@@ -1580,7 +1660,12 @@ impl Notifier {
         }
         let dest = net::parse_sockaddr(&raw)
             .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        let by_agent = self.is_agent(pid);
+        let role = self.role_now(pid);
+        let by_agent = role.as_ref().is_some_and(Role::is_agent);
+        let cover = match &role {
+            Some(Role::Command(c)) if !c.hosts.is_empty() => Some(Arc::clone(c)),
+            _ => None,
+        };
         match (domain, &dest) {
             (libc::AF_UNIX, Dest::UnixAbstract(_)) | (_, Dest::Other(_)) => {
                 // In the sandbox's own network namespace and Landlock-scoped: done on its own
@@ -1652,18 +1737,48 @@ impl Notifier {
                 // relay is (crate::dns).
                 let ty = sys::getsockopt_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_TYPE)?;
                 if ty != libc::SOCK_STREAM {
-                    self.reply_result(n.id, sys::connect_raw(sock.as_fd(), &raw));
+                    let r = sys::connect_raw(sock.as_fd(), &raw);
+                    // An approved command's resolver socket may look up the names its line
+                    // names (crate::dns::Lookups): known by its local address and inode.
+                    if let (Ok(()), Some(c)) = (&r, &cover) {
+                        self.cover_lookups(&sock, &c.hosts);
+                    }
+                    self.reply_result(n.id, r);
                     return Ok(());
+                }
+                if let Some((c, h)) = cover
+                    .as_ref()
+                    .and_then(|c| self.covered_host(c, a).map(|h| (c, h)))
+                {
+                    self.log(AuditEvent {
+                        kind: "connect",
+                        what: a.to_string(),
+                        allowed: true,
+                        reason: Some(format!(
+                            "covered by the approved command `{}`, which names {h}",
+                            shorten(&c.line, 200)
+                        )),
+                    });
+                    return self.inject_connected(n, &sock, domain, &raw);
                 }
                 if !(by_agent && self.hosts.allows(a)) {
                     let who = if by_agent { "the agent" } else { "a command" };
+                    // The name it resolved this address from, when the relay passed the answer.
+                    let names = self.lookups.names_of(a.ip());
+                    let shown = match names.as_slice() {
+                        [] => a.to_string(),
+                        ns => format!("{}:{} ({a})", ns.join(" or "), a.port()),
+                    };
+                    let program = procfs::comm(n.pid)
+                        .map(|c| format!(", from `{c}`"))
+                        .unwrap_or_default();
                     let req = AskRequest {
                         kind: AskKind::Connect {
-                            destination: a.to_string(),
+                            destination: shown.clone(),
                             by_agent,
                         },
                         verdict: Verdict::Red,
-                        reasons: vec![format!("network: {who} connects to {a}")],
+                        reasons: vec![format!("network: {who} connects to {shown}{program}")],
                         rememberable: false,
                         pid: n.pid,
                         exec: None,
@@ -1683,6 +1798,25 @@ impl Notifier {
             }
             _ => Err(std::io::Error::from_raw_os_error(libc::EAFNOSUPPORT)),
         }
+    }
+
+    /// Records the datagram socket `sock` (connected in the sandbox) as an approved command's
+    /// resolver socket that may look up the names of `hosts`.
+    fn cover_lookups(&self, sock: &OwnedFd, hosts: &[String]) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(fd) = sock.try_clone() else {
+            return;
+        };
+        // A dup of the same socket: its local address, then its inode.
+        let udp = std::net::UdpSocket::from(fd);
+        let Ok(local) = udp.local_addr() else {
+            return;
+        };
+        let local = std::net::SocketAddr::new(crate::dns::canonical(local.ip()), local.port());
+        let Ok(meta) = std::fs::File::from(OwnedFd::from(udp)).metadata() else {
+            return;
+        };
+        self.lookups.cover_socket(local, meta.ino(), hosts);
     }
 
     fn reply_result(&self, id: u64, r: std::io::Result<()>) {
@@ -1830,6 +1964,50 @@ mod tests {
 
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_descendant_is_within_its_covers_grants_only_for_the_granted_paths() {
+        use tyba_policy::{rules, Finding};
+        let remote = PathBuf::from("/nonexistent-tyba/remote.git");
+        let class = |paths: &[&str], writes: &[&str], rules: &[&str]| {
+            let mut c = Classification::green();
+            for r in rules {
+                c.add(Finding::new(Verdict::Red, *r, "r".to_string()));
+            }
+            c.paths = paths.iter().map(PathBuf::from).collect();
+            c.writes = writes.iter().map(PathBuf::from).collect();
+            c
+        };
+        let rw = [runner::Grant {
+            path: remote.clone(),
+            write: true,
+        }];
+        let ro = [runner::Grant {
+            path: remote.clone(),
+            write: false,
+        }];
+        let out = rules::PATH_OUTSIDE_WORKTREE.id;
+        let gitdir = rules::PATH_GIT_DIR.id;
+        // git's receive-pack on the remote an approved push was granted.
+        let rp = class(&["/nonexistent-tyba/remote.git"], &[], &[out, gitdir]);
+        assert!(within_the_grants(&rp, &rw));
+        assert!(within_the_grants(&rp, &ro), "named, not written");
+        assert!(!within_the_grants(&rp, &[]), "no grants: asked");
+        // Another path, a write into a read grant, another red rule: asked.
+        let other = class(&["/nonexistent-tyba/other.git"], &[], &[out, gitdir]);
+        assert!(!within_the_grants(&other, &rw));
+        let w = class(
+            &["/nonexistent-tyba/remote.git/x"],
+            &["/nonexistent-tyba/remote.git/x"],
+            &[out],
+        );
+        assert!(within_the_grants(&w, &rw));
+        assert!(!within_the_grants(&w, &ro));
+        let net = class(&["/nonexistent-tyba/remote.git"], &[], &[out, "net.client"]);
+        assert!(!within_the_grants(&net, &rw));
+        let none = class(&[], &[], &["fs.delete-outside"]);
+        assert!(!within_the_grants(&none, &rw));
     }
 
     #[test]

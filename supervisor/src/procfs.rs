@@ -99,6 +99,18 @@ pub fn stat(pid: u32) -> io::Result<(u32, u64)> {
     stat_ext(pid).map(|s| (s.ppid, s.start))
 }
 
+/// The command name of thread `tid` (`/proc/<tid>/comm`, at most 15 bytes, set by the
+/// process: shown, never trusted), printable characters only; `None` when unreadable.
+pub fn comm(tid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{tid}/comm")).ok()?;
+    let s: String = String::from_utf8_lossy(&raw)
+        .trim_end_matches('\n')
+        .chars()
+        .filter(|c| !c.is_control() && *c != '`')
+        .collect();
+    (!s.is_empty()).then_some(s)
+}
+
 /// The fields of `/proc/<pid>/stat` after the command name, split on white space.
 fn stat_fields(pid: u32) -> io::Result<Vec<u64>> {
     let mut buf = [0u8; 1024];

@@ -1,0 +1,296 @@
+//! One ask per intent on the network (issue 14): an approved command's connections to the
+//! hosts its line names, and its lookups of them, are covered by that approval; a host the
+//! line does not name, and a program of the line that is not the network client naming it,
+//! are still asked. Real `tyba run` sessions answered through `tyba approve` by a scripted
+//! person who approves everything and counts the asks, as the test's user and as the
+//! unprivileged `TYBA_TEST_USER`; servers started by the test on loopback, what reached them
+//! checked from outside.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "ask_support.rs"]
+mod ask;
+
+use ask::*;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// An HTTP server on 127.0.0.1 answering every request with `body`, or with a redirect to
+/// `redirect` when given; counts the requests it served.
+struct Server {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+fn serve(body: &'static str, redirect: Option<u16>) -> Server {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            h.fetch_add(1, Ordering::SeqCst);
+            let resp = match redirect {
+                Some(p) => format!(
+                    "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{p}/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                ),
+                None => format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                ),
+            };
+            let _ = c.write_all(resp.as_bytes());
+        }
+    });
+    Server { port, hits }
+}
+
+/// Approves every ask of the session until it ends; the asks' actions in order, and the
+/// session's (status, stdout, stderr).
+fn approve_all(fx: &Fx, mut s: Session) -> (Vec<String>, (i32, String, String)) {
+    let mut seen: Vec<String> = Vec::new();
+    let mut actions = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while s.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        let (code, out, _) = fx.cli(&["inbox", "--json"]);
+        if code == 0 {
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+            for p in v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|s| s["pending"].as_array().cloned().unwrap_or_default())
+            {
+                let id = p["id"].as_str().unwrap_or_default().to_string();
+                if id.is_empty() || seen.contains(&id) {
+                    continue;
+                }
+                actions.push(p["action"].as_str().unwrap_or_default().to_string());
+                let _ = fx.cli(&["approve", &id]);
+                seen.push(id);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    (actions, s.finish())
+}
+
+#[test]
+fn an_approved_curl_of_a_local_server_is_asked_once() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-one-ask") else {
+            continue;
+        };
+        let srv = serve("hello-from-the-test-server", None);
+        let script = format!("curl -sS http://127.0.0.1:{}/; echo curl=$?", srv.port);
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("hello-from-the-test-server") && out.contains("curl=0"),
+            "{who:?}: the approved curl reached the server: {out} / {err}"
+        );
+        assert_eq!(srv.hits.load(Ordering::SeqCst), 1, "{who:?}: {err}");
+        assert_eq!(asks.len(), 1, "{who:?}: one ask for one intent: {asks:?}");
+        assert!(asks[0].contains("curl"), "{who:?}: {asks:?}");
+    }
+}
+
+#[test]
+fn hosts_the_line_does_not_name_and_programs_that_are_not_its_client_are_still_asked() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-still-asked") else {
+            continue;
+        };
+        let other = serve("the-host-nobody-named", None);
+        let named = serve("", Some(other.port));
+        // One approved line (the inner shell's): curl follows a redirect to a port the line
+        // does not name, and python3 (named on the line, but no network client the policy
+        // reads hosts from) fetches the named host itself.
+        let inner = format!(
+            "curl -sSL http://127.0.0.1:{n}/; echo curl=$?; \
+             python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{o}/').read().decode())\" http://127.0.0.1:{n}/; \
+             echo py=$?",
+            n = named.port,
+            o = other.port
+        );
+        let script = format!("bash -c '{}'", inner.replace('\'', r"'\''"));
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("curl=0") && out.contains("py=0"),
+            "{who:?}: every ask approved, both ran: {out} / {err}"
+        );
+        let other_addr = format!("127.0.0.1:{}", other.port);
+        assert_eq!(
+            asks.len(),
+            3,
+            "{who:?}: the line, the redirect's host, python3's connect: {asks:?}"
+        );
+        assert!(asks[0].contains("curl -sSL"), "{who:?}: {asks:?}");
+        for a in &asks[1..] {
+            assert!(
+                a.starts_with("command connects to") && a.contains(&other_addr),
+                "{who:?}: {asks:?}"
+            );
+        }
+        assert_eq!(named.hits.load(Ordering::SeqCst), 1, "{who:?}");
+        assert_eq!(other.hits.load(Ordering::SeqCst), 2, "{who:?}");
+    }
+}
+
+/// A registry name the host resolves, if any (the relay asks the host's name server).
+fn resolvable() -> Option<&'static str> {
+    [
+        "pypi.org",
+        "crates.io",
+        "registry.npmjs.org",
+        "deb.debian.org",
+    ]
+    .into_iter()
+    .find(|h| {
+        std::process::Command::new("getent")
+            .args(["hosts", h])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+#[test]
+fn approved_lookups_of_the_named_host_resolve_a_and_aaaa_and_other_names_do_not() {
+    let Some(name) = resolvable() else {
+        eprintln!("skipped: the host resolves none of the registry names");
+        return;
+    };
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-lookup") else {
+            continue;
+        };
+        // curl resolves with getaddrinfo(AF_UNSPEC): glibc sends A and AAAA together
+        // (sendmmsg). getent, run by the same approved line, names no host: its lookup of the
+        // same name is its own, and refused by the relay.
+        let inner = format!(
+            "curl -sS -o /dev/null -w \"ip=%{{remote_ip}}\\n\" https://{name}/; echo curl=$?; \
+             getent ahosts {name}; echo getent=$?"
+        );
+        let script = format!("bash -c '{}'", inner.replace('\'', r"'\''"));
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            !out.contains("curl=6") && out.lines().any(|l| l.len() > 3 && l.starts_with("ip=")),
+            "{who:?}: the approved curl resolved {name}: {out} / {err}"
+        );
+        assert!(out.contains("getent=2"), "{who:?}: {out} / {err}");
+        assert_eq!(asks.len(), 1, "{who:?}: {asks:?}");
+    }
+}
+
+#[test]
+fn the_agents_own_host_resolves_with_a_and_aaaa_and_a_commands_connect_is_asked_by_name() {
+    let Some(name) = resolvable() else {
+        eprintln!("skipped: the host resolves none of the registry names");
+        return;
+    };
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-agent-lookup") else {
+            continue;
+        };
+        // The relay answers the agent's own host names for every process; a command (python3,
+        // opaque) that then connects there is asked, and the ask names the host it resolved.
+        let host = format!("{name}:443");
+        let script = format!(
+            "/usr/bin/python3 -c 'import socket; print(\"families\", sorted({{a[0].name for a in socket.getaddrinfo(\"{name}\", 443)}})); socket.create_connection((\"{name}\", 443), timeout=20).close(); print(\"connected\")'; echo py=$?"
+        );
+        let (asks, (code, out, err)) =
+            approve_all(&fx, fx.start(&["--allow-host", &host], &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("families") && out.contains("connected") && out.contains("py=0"),
+            "{who:?}: {out} / {err}"
+        );
+        assert_eq!(asks.len(), 2, "{who:?}: {asks:?}");
+        assert!(
+            asks[1].starts_with(&format!("command connects to {name}:443 (")),
+            "{who:?}: the connect is asked by the name it resolved: {asks:?}"
+        );
+    }
+}
+
+/// `git rev-parse REF` in the repository at `dir`, read from outside the session.
+fn rev(dir: &std::path::Path, r: &str) -> Option<String> {
+    let o = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(dir)
+        .args(["rev-parse", "--verify", "-q", r])
+        .output()
+        .unwrap();
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+#[test]
+fn an_approved_push_to_a_local_bare_remote_lands_and_main_never_moves() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-local-push") else {
+            continue;
+        };
+        // The common case: `origin` is a bare repository in the person's home, outside the
+        // worktree, which has main already.
+        let remote = fx.home.join("remote.git");
+        let o = git_as(&who, &fx.home, &["init", "-q", "--bare", "remote.git"]);
+        assert!(o.status.success(), "{o:?}");
+        let url = remote.display().to_string();
+        assert!(git_as(&who, &fx.wt, &["remote", "add", "origin", &url])
+            .status
+            .success());
+        let o = git_as(
+            &who,
+            &fx.wt,
+            &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        );
+        assert!(o.status.success(), "{o:?}");
+        let main_before = rev(&remote, "refs/heads/main").unwrap();
+        let script = "echo change > feature.txt && git add feature.txt && \
+             git commit -q -m feature && echo committed=$?
+git push origin HEAD:feature-x; echo push=$?
+git push origin HEAD:main; echo main=$?";
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(out.contains("committed=0"), "{who:?}: {out} / {err}");
+        let head = rev(&fx.wt, "HEAD").unwrap();
+        assert_ne!(head, main_before, "{who:?}");
+        assert_eq!(
+            rev(&remote, "refs/heads/feature-x").as_deref(),
+            Some(head.as_str()),
+            "{who:?}: the approved push landed: {asks:?} / {out} / {err}"
+        );
+        assert!(out.contains("push=0"), "{who:?}: {out} / {err}");
+        // One ask for the push: git's receive-pack on the granted remote is the push's own
+        // work, run in the push's domain.
+        assert_eq!(
+            asks.iter()
+                .filter(|a| a.contains("push") || a.contains("receive-pack"))
+                .count(),
+            1,
+            "{who:?}: {asks:?}"
+        );
+        // The push to main is blocked at every depth: refused, never asked, main unmoved.
+        assert!(!out.contains("main=0"), "{who:?}: {out} / {err}");
+        assert_eq!(
+            rev(&remote, "refs/heads/main").unwrap(),
+            main_before,
+            "{who:?}"
+        );
+        assert!(
+            asks.iter().all(|a| !a.contains("HEAD:main")),
+            "{who:?}: a blocked push is not asked: {asks:?}"
+        );
+    }
+}
