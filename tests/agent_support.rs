@@ -1316,9 +1316,28 @@ pub fn check_tui(s: &Scripted, run: &TuiRun, t: &TuiSeen, ctx: &str) -> Measured
         format!("the agent's own prompts never came up: {:?}", run.own),
     );
     let (code, out, _) = s.fx.cli(&["log", "--json"]);
-    let by: Vec<String> = out
+    let log: Vec<serde_json::Value> = out
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .collect();
+    eprintln!(
+        "audit log: {:?}",
+        log.iter()
+            .map(|l| format!(
+                "{} {} {}",
+                l["decision"],
+                l["answered_by"],
+                l["action"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(60)
+                    .collect::<String>()
+            ))
+            .collect::<Vec<_>>()
+    );
+    let by: Vec<String> = log
+        .iter()
         .filter(|l| l["decision"] == "ask")
         .map(|l| l["answered_by"].as_str().unwrap_or("").to_string())
         .collect();
@@ -1329,26 +1348,38 @@ pub fn check_tui(s: &Scripted, run: &TuiRun, t: &TuiSeen, ctx: &str) -> Measured
             run.asks.len()
         ),
     );
+    // The checks of a person's session, then these: every failure of both is reported.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_outcome(
+            s,
+            &Outcome {
+                agent: t.agent,
+                who: &s.fx.who,
+                mode: Mode::Person,
+                asks: &run.asks,
+                code: run.code,
+                out: &shown,
+                err: &run.history,
+                seen: t.seen,
+                first_step_at: t.first_step_at,
+                other: t.other,
+                step_of: t.step_of,
+                entry_step: t.entry_step,
+                home_changes: t.home_changes.clone(),
+            },
+            "",
+        )
+    }));
+    let measured = match outcome {
+        Ok(m) => Some(m),
+        Err(e) => {
+            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+            ck.check(false, format!("the session's checks: {}", msg.trim()));
+            None
+        }
+    };
     ck.finish(ctx);
-    check_outcome(
-        s,
-        &Outcome {
-            agent: t.agent,
-            who: &s.fx.who,
-            mode: Mode::Person,
-            asks: &run.asks,
-            code: run.code,
-            out: &shown,
-            err: &run.history,
-            seen: t.seen,
-            first_step_at: t.first_step_at,
-            other: t.other,
-            step_of: t.step_of,
-            entry_step: t.entry_step,
-            home_changes: t.home_changes.clone(),
-        },
-        ctx,
-    )
+    measured.unwrap_or_default()
 }
 
 /// The agent's own prompts of a session without tyba: how many came before the first
