@@ -1315,36 +1315,43 @@ pub fn check_tui(s: &Scripted, run: &TuiRun, t: &TuiSeen, ctx: &str) -> Measured
         run.own.is_empty(),
         format!("the agent's own prompts never came up: {:?}", run.own),
     );
-    let (code, out, _) = s.fx.cli(&["log", "--json"]);
+    // The session's own log: its id is in `tyba: session ID: worktree …`, printed in the pane
+    // before the agent starts.
+    let id = format!("{}\n{}", run.history, run.lines.join("\n"))
+        .lines()
+        .find_map(|l| l.strip_prefix("tyba: session "))
+        .and_then(|r| r.split_once(':'))
+        .map(|(id, _)| id.to_string())
+        .unwrap_or_default();
+    let (code, out, _) = s.fx.cli(&["log", "--json", &id]);
     let log: Vec<serde_json::Value> = out
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .collect();
-    eprintln!(
-        "audit log: {:?}",
-        log.iter()
-            .map(|l| format!(
-                "{} {} {}",
-                l["decision"],
-                l["answered_by"],
-                l["action"]
-                    .as_str()
-                    .unwrap_or("")
-                    .chars()
-                    .take(60)
-                    .collect::<String>()
-            ))
-            .collect::<Vec<_>>()
-    );
+    let dir = s.fx.home.join(".local/state/tyba/log");
+    let logs: Vec<String> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            format!(
+                "{}: {} lines",
+                e.file_name().to_string_lossy(),
+                text.lines().count()
+            )
+        })
+        .collect();
+    eprintln!("session {id:?}; audit logs in the home: {logs:?}");
     let by: Vec<String> = log
         .iter()
         .filter(|l| l["decision"] == "ask")
         .map(|l| l["answered_by"].as_str().unwrap_or("").to_string())
         .collect();
     ck.check(
-        code == 0 && !by.is_empty() && by.iter().all(|b| b == "terminal"),
+        code == 0 && by.len() == run.asks.len() && by.iter().all(|b| b == "terminal"),
         format!(
-            "every ask answered at the terminal ({} asks, answered by {by:?})",
+            "every ask of session {id:?} answered at the terminal ({} asks, answered by {by:?})",
             run.asks.len()
         ),
     );
