@@ -100,7 +100,7 @@ fn reply(body: &serde_json::Value, steps: &[String]) -> (usize, String) {
             "id": format!("fc_{done}"),
             "call_id": format!("call_{done}"),
             "name": "exec_command",
-            "arguments": serde_json::json!({"cmd": cmd, "yield_time_ms": 10000}).to_string(),
+            "arguments": serde_json::json!({"cmd": cmd, "yield_time_ms": 30000}).to_string(),
             "status": "completed",
         }),
         None => serde_json::json!({
@@ -222,6 +222,24 @@ fn install(s: &Scripted, prefix: &Path, layout: Layout) -> (PathBuf, Vec<&'stati
     (at.join("bin"), dirs)
 }
 
+/// What the model read of each step, from the `function_call_output`s of the last request.
+/// Codex: `Process exited with code N` then the merged output; a hook's block is `Command
+/// blocked by PreToolUse hook: …`; a failed spawn `exec_command failed: …`.
+fn seen_of(s: &Scripted, results: &[(String, String)]) -> Vec<Seen> {
+    (0..s.steps.len())
+        .map(
+            |i| match results.iter().find(|r| r.0 == format!("call_{i}")) {
+                Some((_, o)) => Seen {
+                    reported: true,
+                    failed: !o.contains("exited with code 0"),
+                    text: o.clone(),
+                },
+                None => Seen::default(),
+            },
+        )
+        .collect()
+}
+
 fn run_codex_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> Measured {
     let t0 = Instant::now();
     let Some(s) = Scripted::new(who, "agent-codex") else {
@@ -302,20 +320,7 @@ fn run_codex_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> Me
     let first_step_at = *rec.first_step_at.lock().unwrap();
     let secs = t0.elapsed().as_secs_f64();
     let results = requests.last().map(call_outputs).unwrap_or_default();
-    // Codex: `Process exited with code N` then the merged output; a hook's block is
-    // `Command blocked by PreToolUse hook: …`; a failed spawn `exec_command failed: …`.
-    let seen: Vec<Seen> = (0..s.steps.len())
-        .map(
-            |i| match results.iter().find(|r| r.0 == format!("call_{i}")) {
-                Some((_, o)) => Seen {
-                    reported: true,
-                    failed: !o.contains("exited with code 0"),
-                    text: o.clone(),
-                },
-                None => Seen::default(),
-            },
-        )
-        .collect();
+    let seen = seen_of(&s, &results);
     let ctx = format!(
         "codex {layout:?} {who:?} {mode:?} ({secs:.1} s)\n--- tyba run exit {code}\n--- stdout\n{out}\n--- stderr\n{err}\n--- asks\n{}\n--- outputs the model read\n{results:#?}\n--- other requests {other:?}\n",
         describe(&asks)
@@ -383,4 +388,143 @@ fn agent_codex_npm_home_prefix_and_nvm_layouts() {
             run_codex_session(who, &prefix, Mode::NonInteractive, layout);
         }
     });
+}
+
+// ---------------------------------------------------------------------------------------
+// The interactive TUI (`codex`), in a real terminal.
+
+/// Codex's TUI as a person meets it (0.171.0).
+fn codex_tui(wt: &str) -> TuiAgent<'static> {
+    TuiAgent {
+        name: "codex",
+        argv: vec!["codex".into(), "--no-daemon".into(), "-C".into(), wt.into()],
+        ready: &|sc| {
+            sc.iter().any(|l| l.contains("Ask Codex to do anything"))
+                && !sc.iter().any(|l| l.contains("Trust this folder?"))
+        },
+        // The folder-trust question of the first run in a folder: "1. Trust and continue".
+        dialog: &|sc| {
+            sc.iter()
+                .any(|l| l.contains("Trust this folder?"))
+                .then(|| ("Trust this folder?", vec!["Enter"]))
+        },
+        // Its approval prompt: the command on a `$ CMD` line, "1. Yes, proceed" first.
+        own_prompt: &|sc| {
+            sc.iter()
+                .any(|l| l.contains("Would you like to run the following command?"))
+                .then(|| {
+                    let cmd = sc
+                        .iter()
+                        .find_map(|l| l.trim().strip_prefix("$ "))
+                        .unwrap_or("")
+                        .to_string();
+                    (cmd, vec!["Enter"])
+                })
+        },
+        quit: &["C-c", "C-c"],
+    }
+}
+
+/// One TUI session of Codex with `gate`: under tyba, Codex's approvals off and its sandbox
+/// off (tyba is the gate, as in `codex exec` above) and the folder trusted in its
+/// `config.toml` beforehand (under tyba that file is a read-only control file, so the
+/// answer could not be saved from the dialog); alone, Codex's defaults (no approval policy or
+/// sandbox mode set, no rules), the dialog answered on the screen.
+fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)> {
+    let s = Scripted::new(who, "agent-codex-tui")?.with_make_push();
+    let rec = Arc::new(Recorded::default());
+    let r = Arc::clone(&rec);
+    let st = s.steps.clone();
+    let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agents/codex");
+    let codex_home = s.fx.home.join(".codex");
+    std::fs::create_dir_all(codex_home.join("rules")).unwrap();
+    let mut config = std::fs::read_to_string(data.join("config.toml"))
+        .unwrap()
+        .replace("@PORT@", &port.to_string());
+    let wt = s.fx.wt.to_str().unwrap().to_string();
+    match gate {
+        Gate::Tyba => {
+            config.push_str(&format!(
+                "\n[projects.\"{wt}\"]\ntrust_level = \"trusted\"\n"
+            ));
+            std::fs::copy(
+                data.join("allow-rm.rules"),
+                codex_home.join("rules/allow-rm.rules"),
+            )
+            .unwrap();
+        }
+        Gate::AgentOwn => {
+            config = config
+                .lines()
+                .filter(|l| !l.starts_with("approval_policy") && !l.starts_with("sandbox_mode"))
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+    }
+    std::fs::write(codex_home.join("config.toml"), config).unwrap();
+    give(&s.fx.home, who);
+    let mut env = s.fx.env();
+    set_env(&mut env, "PATH", path_with(&prefix.join("bin")));
+    set_env(&mut env, "CODEX_HOME", codex_home.as_os_str());
+    set_env(&mut env, "SCRIPTED_MODEL_KEY", "offline");
+    set_env(&mut env, "TERM", "xterm-256color");
+    let home_before = s.home_snapshot(&[".codex"]);
+    let steps = s.steps.clone();
+    let n = s.steps.len();
+    let done = || {
+        rec.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| call_outputs(r).len() >= n)
+    };
+    let run = run_tui(
+        &s,
+        gate,
+        port,
+        &["SCRIPTED_MODEL_KEY"],
+        &codex_tui(&wt),
+        &env,
+        "Run the scripted commands.",
+        &|a| step_of(&steps, a),
+        &rec,
+        &done,
+        Duration::from_secs(150),
+    );
+    let requests = rec.requests.lock().unwrap().clone();
+    let results = requests.last().map(call_outputs).unwrap_or_default();
+    let other = rec.other.lock().unwrap().clone();
+    let seen = seen_of(&s, &results);
+    let t = TuiSeen {
+        agent: "codex",
+        seen: &seen,
+        first_step_at: *rec.first_step_at.lock().unwrap(),
+        other: &other,
+        step_of: &|a| step_of(&s.steps, a),
+        entry_step: &|e| entry_step(&s.steps, e),
+        home_changes: changes(&home_before, &s.home_snapshot(&[".codex"])),
+    };
+    finish_tui(&s, gate, &run, &t, &results)
+}
+
+#[test]
+#[ignore = "fails today: under load Codex 0.171.0's TUI stalls after the refused push and the `make publish` ask ends unanswered (`nobody (process gone)`); and `codex` without `--no-daemon` is a red ask of its managed daemon binary before the first step (docs/agents.md, \"The agents' TUIs\")"]
+fn agent_codex_tui_under_tyba() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        run_codex_tui(who, &prefix, Gate::Tyba);
+    });
+}
+
+/// The same session without tyba, in Codex's default approval policy and sandbox: its own
+/// prompts counted (`docs/agents.md`), and the control of the TUI checks.
+#[test]
+fn agent_codex_tui_own_prompts() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    run_codex_tui(&whos().pop().unwrap(), &prefix, Gate::AgentOwn);
 }

@@ -497,3 +497,138 @@ fn agent_gemini_by_name_with_tyba_hook() {
     };
     for_each_who(|who| run_gemini_session(who, &prefix, Mode::Hook));
 }
+
+// ---------------------------------------------------------------------------------------
+// The interactive TUI (`gemini`), in a real terminal.
+
+/// Gemini CLI's TUI as a person meets it (0.61.0; its folder trust is off in the test
+/// settings, as in `-p` above).
+fn gemini_tui(argv: Vec<String>) -> TuiAgent<'static> {
+    TuiAgent {
+        name: "gemini",
+        argv,
+        ready: &|sc| sc.iter().any(|l| l.contains("Type your message")),
+        dialog: &|sc| {
+            sc.iter()
+                .any(|l| l.contains("Do you trust this folder?"))
+                .then(|| choose(sc, "Trust folder"))
+                .flatten()
+                .map(|k| ("Do you trust this folder?", k))
+        },
+        // Its confirmation: `? Shell  CMD`, the command, "Allow execution of [Shell]?",
+        // "1. Allow once" first.
+        own_prompt: &|sc| {
+            sc.iter().any(|l| l.contains("Allow execution")).then(|| {
+                let cmd = sc
+                    .iter()
+                    .find_map(|l| l.split_once("? Shell").map(|(_, c)| c))
+                    .map(|c| c.trim_matches(|ch: char| ch == '│' || ch.is_whitespace()))
+                    .unwrap_or("")
+                    .to_string();
+                (cmd, vec!["Enter"])
+            })
+        },
+        quit: &["C-c", "C-c"],
+    }
+}
+
+/// One TUI session of Gemini CLI with `gate`: under tyba with `--approval-mode yolo` (tyba is
+/// the gate, as with `-p` above); alone, in its default approval mode.
+fn run_gemini_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)> {
+    let s = Scripted::new(who, "agent-gemini-tui")?;
+    let rec = Arc::new(Recorded::default());
+    let r = Arc::clone(&rec);
+    let st = s.steps.clone();
+    let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agents/gemini");
+    std::fs::create_dir_all(s.fx.home.join(".gemini")).unwrap();
+    std::fs::copy(
+        data.join("settings.json"),
+        s.fx.home.join(".gemini/settings.json"),
+    )
+    .unwrap();
+    give(&s.fx.home, who);
+    let mut env = s.fx.env();
+    set_env(&mut env, "PATH", path_with(&prefix.join("bin")));
+    set_env(
+        &mut env,
+        "GOOGLE_GEMINI_BASE_URL",
+        format!("http://127.0.0.1:{port}"),
+    );
+    set_env(&mut env, "GEMINI_API_KEY", "offline");
+    set_env(&mut env, "TERM", "xterm-256color");
+    let home_before = s.home_snapshot(&[".gemini"]);
+    let mut argv: Vec<String> = vec!["gemini".into(), "--model".into(), MODEL.into()];
+    if gate == Gate::Tyba {
+        argv.extend(["--approval-mode".into(), "yolo".into()]);
+    }
+    let steps = s.steps.clone();
+    let n = s.steps.len();
+    let done = || {
+        rec.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| function_responses(r).len() >= n)
+    };
+    let run = run_tui(
+        &s,
+        gate,
+        port,
+        &["GEMINI_API_KEY"],
+        &gemini_tui(argv),
+        &env,
+        "Run the scripted commands.",
+        &|a| step_of(&steps, a),
+        &rec,
+        &done,
+        Duration::from_secs(150),
+    );
+    let requests = rec.requests.lock().unwrap().clone();
+    let results = requests.last().map(function_responses).unwrap_or_default();
+    let other = rec.other.lock().unwrap().clone();
+    // Gemini reports a failing command as `Output: …` then `Exit Code: N`.
+    let seen: Vec<Seen> = (0..s.steps.len())
+        .map(
+            |i| match results.iter().find(|r| r.0 == format!("call_{i}")) {
+                Some((_, o)) => Seen {
+                    reported: true,
+                    failed: o.contains("Exit Code: ") || o.contains("Tool execution blocked"),
+                    text: o.clone(),
+                },
+                None => Seen::default(),
+            },
+        )
+        .collect();
+    let t = TuiSeen {
+        agent: "gemini",
+        seen: &seen,
+        first_step_at: *rec.first_step_at.lock().unwrap(),
+        other: &other,
+        step_of: &|a| step_of(&s.steps, a),
+        entry_step: &|e| entry_step(&s.steps, e),
+        home_changes: changes(&home_before, &s.home_snapshot(&[".gemini"])),
+    };
+    finish_tui(&s, gate, &run, &t, &results)
+}
+
+#[test]
+#[ignore = "fails today: Gemini CLI 0.61.0's TUI asks `ps -o comm= -p $PPID` and `ps -o ppid=,command= -p N` (yellow, twice each) before the first step (docs/agents.md, \"The agents' TUIs\")"]
+fn agent_gemini_tui_under_tyba() {
+    let Some(prefix) = gemini_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        run_gemini_tui(who, &prefix, Gate::Tyba);
+    });
+}
+
+/// The same session without tyba in Gemini CLI's default approval mode: its own prompts
+/// counted (`docs/agents.md`), and the control of the TUI checks.
+#[test]
+fn agent_gemini_tui_own_prompts() {
+    let Some(prefix) = gemini_prefix() else {
+        return;
+    };
+    run_gemini_tui(&whos().pop().unwrap(), &prefix, Gate::AgentOwn);
+}

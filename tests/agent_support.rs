@@ -928,3 +928,546 @@ pub fn symlink(target: impl AsRef<Path>, at: &Path) {
     std::fs::create_dir_all(at.parent().unwrap()).unwrap();
     std::os::unix::fs::symlink(target, at).unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// The agents' TUIs in a real terminal.
+
+/// What gates the agent's actions in a TUI session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// `tyba run --here --allow-host … -- AGENT`, the agent in its own no-prompt mode: tyba
+    /// asks in the same terminal and the person answers there.
+    Tyba,
+    /// The agent alone, in its default permission mode: the person answers the agent's own
+    /// approval prompts (each approved once).
+    AgentOwn,
+}
+
+/// Keys named as tmux names them (`Enter`, `Down`, `C-c`).
+pub type Keys = Vec<&'static str>;
+
+/// What a screen shows that needs an answer: a label (a dialog's question, the action an
+/// approval prompt shows) and the keys that answer it.
+pub type Answer<L> = Option<(L, Keys)>;
+
+/// How one agent's TUI looks to a person: what to answer on its screens.
+#[allow(missing_debug_implementations)]
+pub struct TuiAgent<'a> {
+    pub name: &'a str,
+    /// The agent's command line (started by name from `PATH`).
+    pub argv: Vec<String>,
+    /// The screen shows the agent's input prompt, ready for the task.
+    pub ready: &'a dyn Fn(&[String]) -> bool,
+    /// A first-run dialog on the screen: its question, and the keys a person presses to
+    /// answer it.
+    pub dialog: &'a dyn Fn(&[String]) -> Answer<&'static str>,
+    /// The agent's own approval prompt on the screen: what it shows of the action, and the
+    /// keys that approve it once.
+    pub own_prompt: &'a dyn Fn(&[String]) -> Answer<String>,
+    /// The keys a person presses to leave the agent (tmux key names; a `/command` is typed,
+    /// then Enter).
+    pub quit: &'a [&'a str],
+}
+
+/// One TUI session as the test saw it from outside.
+#[derive(Debug, Default)]
+pub struct TuiRun {
+    /// tyba's asks, answered at its prompt in the pane.
+    pub asks: Vec<Answered>,
+    /// The agent's own approval prompts (what each showed), approved once each.
+    pub own: Vec<String>,
+    /// When each of `own` appeared.
+    pub own_at: Vec<Instant>,
+    /// First-run dialogs answered, as the screens showed them.
+    pub dialogs: Vec<String>,
+    /// The exit status of `tyba run` (or of the agent, without tyba), `-1` when unknown.
+    pub code: i32,
+    /// The pane's whole history after the end (tyba's end-of-session lines are in it).
+    pub history: String,
+    /// Every screen where something was answered, and the last one, for reports.
+    pub screens: Vec<String>,
+    /// Every distinct line the pane showed during the session (an agent's TUI may clear its
+    /// transcript when it ends), in the order first seen.
+    pub lines: Vec<String>,
+    /// How often the person had to resize the window to get a screen drawn at all (the
+    /// agent showed no input prompt for 20 s; a resize makes it redraw).
+    pub resized: usize,
+    /// How often the person pressed Enter again because the typed task had not been sent
+    /// after 8 s.
+    pub enter_again: usize,
+    /// Asks that waited in `tyba inbox` for 10 s while the pane did not show tyba's prompt.
+    pub unshown: Vec<String>,
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The keys that answer tyba's prompt for `p` as [`answer_for`] decides, typed at the
+/// prompt: `o` (a red ask: then `y`), `a`, `d`, or `r` and the reason, Enter.
+fn answer_at_prompt(t: &Tmux, p: &serde_json::Value, args: &[String]) {
+    let red = p["verdict"] == "red";
+    match args[0].as_str() {
+        "approve" if args.iter().any(|a| a == "--always") && !red => t.press("a"),
+        "approve" => {
+            t.press("o");
+            if red {
+                t.wait("allow this RED action once");
+                t.press("y");
+            }
+        }
+        _ => match args.iter().position(|a| a == "--reason") {
+            Some(i) => {
+                t.press("r");
+                std::thread::sleep(Duration::from_millis(600));
+                t.type_text(&args[i + 1], Duration::from_millis(40));
+                t.press("Enter");
+            }
+            None => t.press("d"),
+        },
+    }
+}
+
+/// Runs the agent's TUI in a tmux pane as a person would: answers its first-run dialogs,
+/// types `task` at its input prompt, answers every prompt (tyba's at tyba's keys, as
+/// [`answer_for`] decides; the agent's own approved once) until the scripted server has sent
+/// its final message (`done`), then types the agent's quit lines and waits for the end.
+#[allow(clippy::too_many_arguments)]
+pub fn run_tui(
+    s: &Scripted,
+    gate: Gate,
+    port: u16,
+    pass_env: &[&str],
+    agent: &TuiAgent,
+    env: &[(OsString, OsString)],
+    task: &str,
+    step_of: &(dyn Fn(&str) -> Option<String> + Sync),
+    rec: &Recorded,
+    done: &dyn Fn() -> bool,
+    limit: Duration,
+) -> TuiRun {
+    let mut script = String::from("#!/bin/sh\n");
+    for (k, v) in env {
+        script.push_str(&format!(
+            "export {}={}\n",
+            k.to_string_lossy(),
+            sh_quote(&v.to_string_lossy())
+        ));
+    }
+    script.push_str(&format!("cd {}\n", sh_quote(&s.fx.wt.to_string_lossy())));
+    let argv: Vec<String> = agent.argv.iter().map(|a| sh_quote(a)).collect();
+    match gate {
+        Gate::Tyba => {
+            script.push_str(&format!(
+                "{} run --here --allow-host 127.0.0.1:{port}",
+                sh_quote(&s.fx.tyba.to_string_lossy())
+            ));
+            for p in pass_env {
+                script.push_str(&format!(" --pass-env {p}"));
+            }
+            script.push_str(&format!(" -- {}\n", argv.join(" ")));
+        }
+        Gate::AgentOwn => script.push_str(&format!("{}\n", argv.join(" "))),
+    }
+    script.push_str("echo \"session-exit=$?\"\n");
+    let t = Tmux::start(&s.fx, &script, 120, 40);
+    let mut run = TuiRun {
+        code: -1,
+        ..TuiRun::default()
+    };
+    let deadline = Instant::now() + limit;
+    let mut word: Option<String> = None;
+    let mut answered = std::collections::HashSet::new();
+    let mut typed = false;
+    let mut last_inbox = Instant::now();
+    let mut waiting: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut typed_at = Instant::now();
+    let mut ready_since: Option<Instant> = None;
+    let mut finished_at: Option<Instant> = None;
+    let mut quit_sent = false;
+    let trace = std::env::var_os("TYBA_TEST_TUI_TRACE").map(PathBuf::from);
+    let mut seen_lines = std::collections::HashSet::new();
+    let started = Instant::now();
+    // tyba prints the session word before the agent starts; an agent's TUI may clear the
+    // screen and the history right after, so it is read at once.
+    while gate == Gate::Tyba && word.is_none() && started.elapsed() < Duration::from_secs(30) {
+        let h = t.history();
+        if let Some(at) = h.find("session word «") {
+            word = Some(
+                h[at + "session word «".len()..]
+                    .chars()
+                    .take_while(|c| *c != '»')
+                    .collect(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut blank_since = Instant::now();
+    while t.alive() && Instant::now() < deadline {
+        let screen = t.screen();
+        for l in &screen {
+            if !l.trim().is_empty() && seen_lines.insert(l.clone()) {
+                run.lines.push(l.clone());
+            }
+        }
+        if let Some(f) = &trace {
+            let _ = std::fs::write(
+                f,
+                format!("typed {typed} quit {quit_sent}\n{}", screen.join("\n")),
+            );
+        }
+        let marker = word.as_ref().map(|w| format!("session word: {w}"));
+        if let Some(m) = marker.as_ref().filter(|m| screen[0].contains(m.as_str())) {
+            let _ = m;
+            let (code, out, _) = s.fx.cli(&["inbox", "--json"]);
+            let v: serde_json::Value = if code == 0 {
+                serde_json::from_str(&out).unwrap_or_default()
+            } else {
+                serde_json::Value::Null
+            };
+            let shown = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|sess| sess["pending"].as_array().cloned().unwrap_or_default())
+                .find(|p| {
+                    let id = p["id"].as_str().unwrap_or("");
+                    !id.is_empty() && screen[0].contains(id) && !answered.contains(id)
+                });
+            if let Some(p) = shown {
+                let id = p["id"].as_str().unwrap_or("").to_string();
+                answered.insert(id);
+                let action = p["action"].as_str().unwrap_or("").to_string();
+                let args = answer_for(&p, step_of(&action).as_deref(), &s.net);
+                run.screens.push(screen.join("\n"));
+                let at = Instant::now();
+                answer_at_prompt(&t, &p, &args);
+                run.asks.push(Answered {
+                    kind: p["kind"].as_str().unwrap_or("").into(),
+                    verdict: p["verdict"].as_str().unwrap_or("").into(),
+                    action,
+                    answer: args[0].clone(),
+                    rc: 0,
+                    at,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        if gate == Gate::Tyba && last_inbox.elapsed() > Duration::from_secs(5) {
+            last_inbox = Instant::now();
+            let (code, out, _) = s.fx.cli(&["inbox", "--json"]);
+            let v: serde_json::Value = if code == 0 {
+                serde_json::from_str(&out).unwrap_or_default()
+            } else {
+                serde_json::Value::Null
+            };
+            for p in v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|sess| sess["pending"].as_array().cloned().unwrap_or_default())
+            {
+                let id = p["id"].as_str().unwrap_or("").to_string();
+                let first = *waiting.entry(id.clone()).or_insert_with(Instant::now);
+                if !answered.contains(&id)
+                    && first.elapsed() > Duration::from_secs(10)
+                    && !run.unshown.iter().any(|u| u.starts_with(&id))
+                {
+                    run.unshown
+                        .push(format!("{id} {}", p["action"].as_str().unwrap_or("")));
+                    run.screens.push(screen.join("\n"));
+                }
+            }
+        }
+        if let Some((what, keys)) = (agent.own_prompt)(&screen) {
+            run.screens.push(screen.join("\n"));
+            run.own.push(what);
+            run.own_at.push(Instant::now());
+            for k in keys {
+                t.press(k);
+            }
+            // The prompt goes away before the next one can be counted.
+            let gone = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < gone && (agent.own_prompt)(&t.screen()).is_some() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            continue;
+        }
+        if let Some((question, keys)) = (agent.dialog)(&screen) {
+            ready_since = None;
+            blank_since = Instant::now();
+            run.dialogs.push(question.to_string());
+            run.screens.push(screen.join("\n"));
+            for k in keys {
+                t.press(k);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
+        }
+        if !typed && !(agent.ready)(&screen) && blank_since.elapsed() > Duration::from_secs(20) {
+            // Nothing a person can use for 20 s: they resize the window (one column less and
+            // back), which makes the agent draw its screen again.
+            t.cmd(&["resize-window", "-t", "t", "-x", "119", "-y", "40"]);
+            std::thread::sleep(Duration::from_millis(500));
+            t.cmd(&["resize-window", "-t", "t", "-x", "120", "-y", "40"]);
+            run.resized += 1;
+            blank_since = Instant::now();
+            continue;
+        }
+        // Ready for 3 s on end: a dialog that comes up over the input prompt is answered first.
+        if !typed && (agent.ready)(&screen) {
+            let since = *ready_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < Duration::from_secs(3) {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            t.type_text(task, Duration::from_millis(40));
+            t.press("Enter");
+            typed = true;
+            typed_at = Instant::now();
+            continue;
+        }
+        if typed
+            && run.enter_again < 2
+            && rec.requests.lock().unwrap().is_empty()
+            && typed_at.elapsed() > Duration::from_secs(8)
+        {
+            t.press("Enter");
+            run.enter_again += 1;
+            typed_at = Instant::now();
+            continue;
+        }
+        if typed && done() {
+            let at = *finished_at.get_or_insert_with(Instant::now);
+            // The final message drawn, then the person leaves.
+            if !quit_sent && at.elapsed() > Duration::from_secs(3) {
+                run.screens.push(screen.join("\n"));
+                for k in agent.quit {
+                    if k.starts_with('/') {
+                        t.type_text(k, Duration::from_millis(40));
+                        t.press("Enter");
+                    } else {
+                        t.press(k);
+                    }
+                }
+                quit_sent = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if t.alive() {
+        run.screens.push(t.screen().join("\n"));
+    }
+    run.history = t.history();
+    run.code = run
+        .history
+        .rsplit_once("session-exit=")
+        .and_then(|(_, r)| {
+            r.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(-1);
+    run
+}
+
+/// What one TUI session gives [`check_tui`] besides the run itself.
+#[allow(missing_debug_implementations)]
+pub struct TuiSeen<'a> {
+    pub agent: &'a str,
+    pub seen: &'a [Seen],
+    pub first_step_at: Option<Instant>,
+    pub other: &'a [String],
+    pub step_of: &'a dyn Fn(&str) -> Option<String>,
+    pub entry_step: &'a dyn Fn(&str) -> Option<String>,
+    pub home_changes: Vec<String>,
+}
+
+/// Checks a TUI session under tyba from outside, as [`check_outcome`] checks a person's
+/// session (zero asks before the first step, one per yellow/red step, `rm -rf` refused with
+/// the person's reason, the push refused and never asked, main unmoved, nothing outside the
+/// worktree changed), and more: every ask was shown at tyba's prompt in the pane and answered
+/// there (the audit log's `answered_by` is `terminal`), and the agent's own prompts never
+/// came up. Panics with every failed check.
+pub fn check_tui(s: &Scripted, run: &TuiRun, t: &TuiSeen, ctx: &str) -> Measured {
+    let shown = format!(
+        "{}\n{}\n{}",
+        run.lines.join("\n"),
+        run.screens.join("\n"),
+        run.history
+    );
+    eprintln!(
+        "TUI {} {:?}: first-run dialogs answered {:?}; window resized to get a screen {}; Enter pressed again {}",
+        t.agent, s.fx.who, run.dialogs, run.resized, run.enter_again
+    );
+    let mut ck = Checks::default();
+    ck.check(
+        run.unshown.is_empty(),
+        format!(
+            "every ask was shown at tyba's prompt in the pane (waited unshown: {:?})",
+            run.unshown
+        ),
+    );
+    ck.check(
+        run.own.is_empty(),
+        format!("the agent's own prompts never came up: {:?}", run.own),
+    );
+    // The session's own log: its id is in `tyba: session ID: worktree …`, printed in the pane
+    // before the agent starts.
+    let id = format!("{}\n{}", run.history, run.lines.join("\n"))
+        .lines()
+        .find_map(|l| l.strip_prefix("tyba: session "))
+        .and_then(|r| r.split_once(':'))
+        .map(|(id, _)| id.to_string())
+        .unwrap_or_default();
+    let (code, out, _) = s.fx.cli(&["log", "--json", &id]);
+    let log: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .collect();
+    let dir = s.fx.home.join(".local/state/tyba/log");
+    let logs: Vec<String> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            format!(
+                "{}: {} lines",
+                e.file_name().to_string_lossy(),
+                text.lines().count()
+            )
+        })
+        .collect();
+    eprintln!("session {id:?}; audit logs in the home: {logs:?}");
+    let by: Vec<String> = log
+        .iter()
+        .filter(|l| l["decision"] == "ask")
+        .map(|l| l["answered_by"].as_str().unwrap_or("").to_string())
+        .collect();
+    ck.check(
+        code == 0 && by.len() == run.asks.len() && by.iter().all(|b| b == "terminal"),
+        format!(
+            "every ask of session {id:?} answered at the terminal ({} asks, answered by {by:?})",
+            run.asks.len()
+        ),
+    );
+    // The checks of a person's session, then these: every failure of both is reported.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_outcome(
+            s,
+            &Outcome {
+                agent: t.agent,
+                who: &s.fx.who,
+                mode: Mode::Person,
+                asks: &run.asks,
+                code: run.code,
+                out: &shown,
+                err: &run.history,
+                seen: t.seen,
+                first_step_at: t.first_step_at,
+                other: t.other,
+                step_of: t.step_of,
+                entry_step: t.entry_step,
+                home_changes: t.home_changes.clone(),
+            },
+            "",
+        )
+    }));
+    let measured = match outcome {
+        Ok(m) => Some(m),
+        Err(e) => {
+            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+            ck.check(false, format!("the session's checks: {}", msg.trim()));
+            None
+        }
+    };
+    ck.finish(ctx);
+    measured.unwrap_or_default()
+}
+
+/// The agent's own prompts of a session without tyba: how many came before the first
+/// scripted step and in all, printed as `MEASURED-OWN` for `docs/agents.md`; and the control:
+/// the checks of [`check_tui`] fail on it (without tyba nothing is asked at tyba's prompt and
+/// nothing is refused with tyba's reasons), so they cannot pass without tyba in the path.
+pub fn measure_own(s: &Scripted, run: &TuiRun, t: &TuiSeen, who: &Who) -> (usize, usize) {
+    let before = run
+        .own_at
+        .iter()
+        .filter(|a| t.first_step_at.is_none_or(|f| **a < f))
+        .count();
+    eprintln!(
+        "MEASURED-OWN {} {who:?}: the agent's own prompts before the first step {before}, in the session {} ({:?}), first-run dialogs {:?}",
+        t.agent,
+        run.own.len(),
+        run.own,
+        run.dialogs
+    );
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_tui(s, run, t, "control: the agent without tyba")
+    }));
+    assert!(
+        checked.is_err(),
+        "{}: the TUI checks passed without tyba in the path",
+        t.agent
+    );
+    (before, run.own.len())
+}
+
+/// The keys that move a TUI menu's cursor (`❯` or `›`) from where it is to the option whose
+/// line contains `option`, then Enter; `None` when the screen does not show that option.
+pub fn choose(screen: &[String], option: &str) -> Option<Vec<&'static str>> {
+    let is_cursor = |l: &str| {
+        let t = l.trim_start();
+        t.starts_with('❯') || t.starts_with('›')
+    };
+    let want = screen.iter().rposition(|l| l.contains(option))?;
+    let at = screen
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| is_cursor(l))
+        .map(|(i, _)| i)
+        .min_by_key(|i| i.abs_diff(want))?;
+    let mut keys = if want >= at {
+        vec!["Down"; want - at]
+    } else {
+        vec!["Up"; at - want]
+    };
+    keys.push("Enter");
+    Some(keys)
+}
+
+/// The end of one TUI session: prints what it saw (`results`: what the model read, as the
+/// agent's server records it), then checks it under tyba ([`check_tui`]) or counts the
+/// agent's own prompts and runs the control without tyba ([`measure_own`]: the counts).
+pub fn finish_tui(
+    s: &Scripted,
+    gate: Gate,
+    run: &TuiRun,
+    t: &TuiSeen,
+    results: &dyn std::fmt::Debug,
+) -> Option<(usize, usize)> {
+    let ctx = format!(
+        "{} TUI {:?} {gate:?}\n--- exit {}\n--- asks\n{}\n--- own prompts {:?}\n--- dialogs {:?}\n--- screens\n{}\n--- pane\n{}\n--- what the model read\n{results:#?}\n--- other requests {:?}\n",
+        t.agent,
+        s.fx.who,
+        run.code,
+        describe(&run.asks),
+        run.own,
+        run.dialogs,
+        run.screens.join("\n-----\n"),
+        run.history,
+        t.other
+    );
+    eprintln!("{ctx}");
+    match gate {
+        Gate::Tyba => {
+            check_tui(s, run, t, &ctx);
+            None
+        }
+        Gate::AgentOwn => Some(measure_own(s, run, t, &s.fx.who)),
+    }
+}

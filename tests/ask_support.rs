@@ -12,7 +12,7 @@ pub use support::*;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// One fixture: a repository, a home, a private runtime dir, the binary.
@@ -165,4 +165,129 @@ pub fn kill(pid: u32, sig: &str) {
         .arg(format!("-{sig}"))
         .arg(pid.to_string())
         .status();
+}
+
+/// A tmux server of the test's own (its socket in the fixture's runtime dir), running as the
+/// fixture's user, with one pane `t` running a script: a person's terminal, driven by tmux
+/// keys and read from tmux's own rendering of the screen (`tests/ask_terminal.rs`, the agents'
+/// TUIs in `tests/agent_*.rs`).
+#[derive(Debug)]
+pub struct Tmux {
+    pub sock: PathBuf,
+    pub who: Who,
+    pub home: PathBuf,
+}
+
+impl Tmux {
+    /// Writes `script` (a `#!/bin/sh` script) to the runtime dir as `run.sh` and starts it in
+    /// a detached pane of `cols`×`rows`; the pane stays after the script ends
+    /// (`remain-on-exit`), so what it printed last can still be read.
+    pub fn start(fx: &Fx, script: &str, cols: usize, rows: usize) -> Tmux {
+        let run = fx.runtime.join("run.sh");
+        write_exe(&run, script);
+        give(&run, &fx.who);
+        let t = Tmux {
+            sock: fx.runtime.join("tmux.sock"),
+            who: fx.who.clone(),
+            home: fx.home.clone(),
+        };
+        let o = t.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+            &run.display().to_string(),
+        ]);
+        assert!(
+            o.status.success(),
+            "tmux: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        t.cmd(&["set-option", "-t", "t", "remain-on-exit", "on"]);
+        t
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Output {
+        let mut c = command_as(&self.who, Path::new("/usr/bin/tmux"));
+        c.arg("-f")
+            .arg("/dev/null")
+            .arg("-S")
+            .arg(&self.sock)
+            .args(args);
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("TERM", "xterm")
+            .env("LANG", "C.UTF-8");
+        c.output().unwrap()
+    }
+
+    /// The pane's screen as tmux renders it, one string per row.
+    pub fn screen(&self) -> Vec<String> {
+        let o = self.cmd(&["capture-pane", "-p", "-t", "t"]);
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The pane's whole history and screen, wrapped lines joined (`capture-pane -J`).
+    pub fn history(&self) -> String {
+        let o = self.cmd(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"]);
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Waits (up to 60 s) for the screen to show `needle`.
+    pub fn wait(&self, needle: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = self.screen();
+            if s.iter().any(|l| l.contains(needle)) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never showed {needle:?}:\n{}",
+                s.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `text` one key at a time, `gap` apart, like a person typing.
+    pub fn type_text(&self, text: &str, gap: Duration) {
+        for c in text.chars() {
+            self.cmd(&["send-keys", "-t", "t", "-l", &c.to_string()]);
+            std::thread::sleep(gap);
+        }
+    }
+
+    /// Sends a whole line at once, then Enter (the agent's shell gets it).
+    pub fn line(&self, text: &str) {
+        self.cmd(&["send-keys", "-t", "t", "-l", text]);
+        self.cmd(&["send-keys", "-t", "t", "Enter"]);
+    }
+
+    /// One key named as tmux names it (`o`, `Enter`, `C-c`, `Space`), pressed by a person
+    /// who read the prompt first.
+    pub fn press(&self, key: &str) {
+        std::thread::sleep(Duration::from_millis(1100));
+        self.cmd(&["send-keys", "-t", "t", key]);
+    }
+
+    /// Whether the pane's script still runs.
+    pub fn alive(&self) -> bool {
+        let o = self.cmd(&["display-message", "-p", "-t", "t", "#{pane_dead}"]);
+        o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "0"
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
 }

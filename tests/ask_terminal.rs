@@ -9,94 +9,11 @@
 mod ask;
 
 use ask::*;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const ROWS: usize = 40;
 const COLS: usize = 100;
-
-/// A tmux server of the test's own (its socket in the fixture), running as the fixture's
-/// user, with one pane running `run.sh`.
-struct Tmux {
-    sock: PathBuf,
-    who: Who,
-    home: PathBuf,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> Output {
-        let mut c = command_as(&self.who, Path::new("/usr/bin/tmux"));
-        c.arg("-f")
-            .arg("/dev/null")
-            .arg("-S")
-            .arg(&self.sock)
-            .args(args);
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &self.home)
-            .env("TERM", "xterm")
-            .env("LANG", "C.UTF-8");
-        c.output().unwrap()
-    }
-
-    /// The pane's screen as tmux renders it, one string per row.
-    fn screen(&self) -> Vec<String> {
-        let o = self.cmd(&["capture-pane", "-p", "-t", "t"]);
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// Waits (up to 60 s) for the screen to show `needle`.
-    fn wait(&self, needle: &str) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let s = self.screen();
-            if s.iter().any(|l| l.contains(needle)) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never showed {needle:?}:\n{}",
-                s.join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Types `text` one key at a time, `gap` apart, like a person typing.
-    fn type_text(&self, text: &str, gap: Duration) {
-        for c in text.chars() {
-            self.cmd(&["send-keys", "-t", "t", "-l", &c.to_string()]);
-            std::thread::sleep(gap);
-        }
-    }
-
-    /// Sends a whole line at once, then Enter (the agent's shell gets it).
-    fn line(&self, text: &str) {
-        self.cmd(&["send-keys", "-t", "t", "-l", text]);
-        self.cmd(&["send-keys", "-t", "t", "Enter"]);
-    }
-
-    /// One key named as tmux names it (`o`, `Enter`, `C-c`, `Space`), pressed by a person
-    /// who read the prompt first.
-    fn press(&self, key: &str) {
-        std::thread::sleep(Duration::from_millis(1100));
-        self.cmd(&["send-keys", "-t", "t", key]);
-    }
-
-    fn alive(&self) -> bool {
-        self.cmd(&["has-session", "-t", "t"]).status.success()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
 
 /// How many asks wait now, in every live session.
 fn pending_now(fx: &Fx) -> Vec<serde_json::Value> {
@@ -135,31 +52,7 @@ fn start(fx: &Fx) -> Tmux {
         "exec '{}' run --here -- bash --norc --noprofile -i\n",
         fx.tyba.display()
     ));
-    let run = fx.runtime.join("run.sh");
-    write_exe(&run, &script);
-    give(&run, &fx.who);
-    let t = Tmux {
-        sock: fx.runtime.join("tmux.sock"),
-        who: fx.who.clone(),
-        home: fx.home.clone(),
-    };
-    let o = t.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        &COLS.to_string(),
-        "-y",
-        &ROWS.to_string(),
-        &run.display().to_string(),
-    ]);
-    assert!(
-        o.status.success(),
-        "tmux: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    t
+    Tmux::start(fx, &script, COLS, ROWS)
 }
 
 #[test]

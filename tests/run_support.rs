@@ -313,23 +313,34 @@ pub fn run_tyba(
     for (k, v) in env {
         c.env(k, v);
     }
-    let mut child = c
+    let child = c
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
+    // Its output is read while it runs (an output over a pipe's 64 KiB, such as a long audit
+    // log, would otherwise block it until the deadline); past 120 s it is killed.
+    let pid = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = std::sync::Arc::clone(&done);
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::time::Instant::now() < deadline {
+            if d.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            break;
+        if !d.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    });
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    out
 }
 
 /// Fails (with `TYBA_REQUIRE_SANDBOX=1`) or reports a skip when `tyba run` cannot start a
