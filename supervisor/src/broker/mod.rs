@@ -195,6 +195,9 @@ struct Entry {
     started: Instant,
     started_at: SystemTime,
     answer: Option<(Answer, String)>,
+    /// Wakes this ask's waiter on the socket server's runtime when it is answered, withdrawn
+    /// or ended ([`Broker::wait_async`]; threads wait on [`Inner::changed`]).
+    wake: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Debug, Default)]
@@ -223,9 +226,6 @@ struct Inner {
     pid: u32,
     state: Mutex<State>,
     changed: Condvar,
-    /// The same changes for the socket server's tasks, which must not block on `changed`:
-    /// the value is the number of changes so far.
-    tick: tokio::sync::watch::Sender<u64>,
     audit: Option<AuditLog>,
     socket: Mutex<Option<server::Served>>,
     /// The session's lock, held while the person's socket exists ([`lock`]).
@@ -391,7 +391,6 @@ impl Broker {
                 pid: std::process::id(),
                 state: Mutex::new(state),
                 changed: Condvar::new(),
-                tick: tokio::sync::watch::Sender::new(0),
                 audit,
                 socket: Mutex::new(None),
                 lock: Mutex::new(None),
@@ -697,12 +696,13 @@ impl Broker {
             started: Instant::now(),
             started_at: SystemTime::now(),
             answer: None,
+            wake: Arc::default(),
         };
         let v = self.view(id, &e);
         s.pending.insert(id, e);
         s.generation += 1;
         drop(s);
-        self.changed();
+        self.inner.changed.notify_all();
         Some((id, v))
     }
 
@@ -738,6 +738,7 @@ impl Broker {
             started: Instant::now(),
             started_at: SystemTime::now(),
             answer: None,
+            wake: Arc::default(),
         };
         self.log_entry(id, &e, &answer, NOBODY, Duration::ZERO);
         answer
@@ -753,13 +754,6 @@ impl Broker {
         if let Some(p) = p {
             p.wake();
         }
-    }
-
-    /// Wakes whoever waits for a change: the notify loop's workers and the prompt (on the
-    /// condition variable) and the socket server's tasks (on the watch channel).
-    fn changed(&self) {
-        self.inner.changed.notify_all();
-        self.inner.tick.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Blocks until `id` is answered, the session closes or the asking process dies.
@@ -781,20 +775,30 @@ impl Broker {
     }
 
     /// [`Broker::wait`] for the socket server's tasks: the same outcomes, awaited on the
-    /// broker's watch channel instead of blocking a thread. Cancel-safe: dropping the future
+    /// ask's own wake-up (its answer, withdrawal or the end of the session: no other ask's
+    /// change wakes it) instead of blocking a thread. Cancel-safe: dropping the future
     /// leaves the ask pending (withdraw it with [`Broker::withdraw`]).
     pub(crate) async fn wait_async(&self, id: u64) -> (Answer, String, Duration) {
-        let mut rx = self.inner.tick.subscribe();
+        let wake = match self.lock() {
+            Some(s) => s.pending.get(&id).map(|e| Arc::clone(&e.wake)),
+            None => return channel_failed(),
+        };
         loop {
-            rx.borrow_and_update();
             let Some(s) = self.lock() else {
                 return channel_failed();
             };
-            if let Ok(done) = self.settle(s, id) {
-                return done;
-            }
-            // Either a change, or the liveness period: the asking process is checked again.
-            let _ = tokio::time::timeout(LIVENESS_PERIOD, rx.changed()).await;
+            let s = match self.settle(s, id) {
+                Ok(done) => return done,
+                Err(s) => s,
+            };
+            drop(s);
+            let Some(wake) = &wake else {
+                // Unreachable: an ask without its entry was settled above.
+                return channel_failed();
+            };
+            // A wake-up given before this await is kept (`notify_one` stores it), so none
+            // is lost; the liveness period checks the asking process again.
+            let _ = tokio::time::timeout(LIVENESS_PERIOD, wake.notified()).await;
         }
     }
 
@@ -842,8 +846,9 @@ impl Broker {
                 },
                 format!("nobody ({why})"),
             ));
+            e.wake.notify_one();
             drop(s);
-            self.changed();
+            self.inner.changed.notify_all();
         }
     }
 
@@ -867,7 +872,7 @@ impl Broker {
             }
         }
         drop(s);
-        self.changed();
+        self.inner.changed.notify_all();
         self.log_entry(id, &e, &answer, &by, waited);
         (answer, by, waited)
     }
@@ -953,8 +958,9 @@ impl Broker {
             },
         };
         e.answer = Some((a, by.to_string()));
+        e.wake.notify_one();
         drop(s);
-        self.changed();
+        self.inner.changed.notify_all();
         Ok(())
     }
 
@@ -972,8 +978,9 @@ impl Broker {
             }
             Err(_) => Vec::new(),
         };
-        self.changed();
+        self.inner.changed.notify_all();
         for (id, e) in drained {
+            e.wake.notify_one();
             let deny = Answer::Deny {
                 reason: Some(format!("refused by tyba: {why}")),
             };

@@ -43,7 +43,7 @@ const STOP_WAIT: Duration = Duration::from_secs(1);
 /// Worker threads of the broker's runtime.
 const WORKERS: usize = 2;
 /// Threads of its blocking pool at most (classification, controls, notices).
-const BLOCKING_THREADS: usize = 8;
+const BLOCKING_THREADS: usize = 16;
 
 static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
 
