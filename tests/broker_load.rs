@@ -142,7 +142,7 @@ fn fifty_concurrent_asks_all_answered_ten_watchers_see_them_bad_clients_stall_no
         let (mut killed, _) = watchers.remove(0);
         killed.kill().unwrap();
         killed.wait().unwrap();
-        let mut bad = vec![
+        let mut bad = [
             bad_client(&fx, &socket, "half"),
             bad_client(&fx, &socket, "deaf"),
         ];
