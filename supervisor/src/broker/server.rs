@@ -292,11 +292,24 @@ async fn handle(b: Broker, conn: tokio::net::UnixStream, role: Role) {
                 // Quick and non-blocking: on the task itself.
                 (Role::Person, req @ (Request::List | Request::Answer { .. }))
                 | (_, req @ Request::Autonomy) => dispatch(&b, req, role, pid),
+                // Off the task, and the reply written there at once: a `stop` ends the
+                // session, and its process may exit before this task would run again.
                 (role, req) => {
                     let b2 = b.clone();
-                    blocking(move || dispatch(&b2, req, role, pid))
-                        .await
-                        .unwrap_or_else(|| Reply::error("refused: the request failed"))
+                    let rt = tokio::runtime::Handle::current();
+                    let done = blocking(move || {
+                        let reply = dispatch(&b2, req, role, pid);
+                        let sent = rt.block_on(send(&mut w, &reply));
+                        (w, sent)
+                    })
+                    .await;
+                    match done {
+                        Some((back, true)) => {
+                            w = back;
+                            continue;
+                        }
+                        _ => return,
+                    }
                 }
             },
         };
