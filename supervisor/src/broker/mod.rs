@@ -195,6 +195,9 @@ struct Entry {
     started: Instant,
     started_at: SystemTime,
     answer: Option<(Answer, String)>,
+    /// Wakes this ask's waiter on the socket server's runtime when it is answered, withdrawn
+    /// or ended ([`Broker::wait_async`]; threads wait on [`Inner::changed`]).
+    wake: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Debug, Default)]
@@ -693,6 +696,7 @@ impl Broker {
             started: Instant::now(),
             started_at: SystemTime::now(),
             answer: None,
+            wake: Arc::default(),
         };
         let v = self.view(id, &e);
         s.pending.insert(id, e);
@@ -734,6 +738,7 @@ impl Broker {
             started: Instant::now(),
             started_at: SystemTime::now(),
             answer: None,
+            wake: Arc::default(),
         };
         self.log_entry(id, &e, &answer, NOBODY, Duration::ZERO);
         answer
@@ -754,42 +759,96 @@ impl Broker {
     /// Blocks until `id` is answered, the session closes or the asking process dies.
     /// Returns the answer, who answered, and the wait; logs the line unless `close` did.
     fn wait(&self, id: u64) -> (Answer, String, Duration) {
+        let Some(mut s) = self.lock() else {
+            return channel_failed();
+        };
+        loop {
+            s = match self.settle(s, id) {
+                Ok(done) => return done,
+                Err(s) => s,
+            };
+            s = match self.inner.changed.wait_timeout(s, LIVENESS_PERIOD) {
+                Ok((g, _)) => g,
+                Err(_) => return channel_failed(),
+            };
+        }
+    }
+
+    /// [`Broker::wait`] for the socket server's tasks: the same outcomes, awaited on the
+    /// ask's own wake-up (its answer, withdrawal or the end of the session: no other ask's
+    /// change wakes it) instead of blocking a thread. Cancel-safe: dropping the future
+    /// leaves the ask pending (withdraw it with [`Broker::withdraw`]).
+    pub(crate) async fn wait_async(&self, id: u64) -> (Answer, String, Duration) {
+        let wake = match self.lock() {
+            Some(s) => s.pending.get(&id).map(|e| Arc::clone(&e.wake)),
+            None => return channel_failed(),
+        };
+        loop {
+            let Some(s) = self.lock() else {
+                return channel_failed();
+            };
+            let s = match self.settle(s, id) {
+                Ok(done) => return done,
+                Err(s) => s,
+            };
+            drop(s);
+            let Some(wake) = &wake else {
+                // Unreachable: an ask without its entry was settled above.
+                return channel_failed();
+            };
+            // A wake-up given before this await is kept (`notify_one` stores it), so none
+            // is lost; the liveness period checks the asking process again.
+            let _ = tokio::time::timeout(LIVENESS_PERIOD, wake.notified()).await;
+        }
+    }
+
+    /// One look at ask `id`: its outcome when it has one (answered, denied by the end of the
+    /// session, or its process gone), else the guard back.
+    #[allow(clippy::result_large_err)]
+    fn settle<'a>(
+        &self,
+        mut s: MutexGuard<'a, State>,
+        id: u64,
+    ) -> Result<(Answer, String, Duration), MutexGuard<'a, State>> {
         let closed = |reason: &str| Answer::Deny {
             reason: Some(format!("refused by tyba: {reason}")),
         };
-        let Some(mut s) = self.lock() else {
-            return (
-                closed("the approval channel failed"),
-                "broker".into(),
-                Duration::ZERO,
-            );
+        let Some(e) = s.pending.get_mut(&id) else {
+            // `close` answered and logged it.
+            let why = s
+                .closed
+                .clone()
+                .unwrap_or_else(|| "the ask was withdrawn".into());
+            return Ok((closed(&why), "session end".into(), Duration::ZERO));
         };
-        loop {
-            let Some(e) = s.pending.get_mut(&id) else {
-                // `close` answered and logged it.
-                let why = s
-                    .closed
-                    .clone()
-                    .unwrap_or_else(|| "the ask was withdrawn".into());
-                return (closed(&why), "session end".into(), Duration::ZERO);
-            };
-            if let Some((answer, by)) = e.answer.take() {
-                return self.finish(s, id, answer, by);
-            }
-            if !alive(e.pid) {
-                let why = "the asking process is gone".to_string();
-                return self.finish(s, id, closed(&why), "nobody (process gone)".into());
-            }
-            s = match self.inner.changed.wait_timeout(s, LIVENESS_PERIOD) {
-                Ok((g, _)) => g,
-                Err(_) => {
-                    return (
-                        closed("the approval channel failed"),
-                        "broker".into(),
-                        Duration::ZERO,
-                    )
-                }
-            };
+        if let Some((answer, by)) = e.answer.take() {
+            return Ok(self.finish(s, id, answer, by));
+        }
+        if !alive(e.pid) {
+            let why = "the asking process is gone".to_string();
+            return Ok(self.finish(s, id, closed(&why), "nobody (process gone)".into()));
+        }
+        Err(s)
+    }
+
+    /// Denies ask `id`, still unanswered, because its channel died (`why`, e.g. the hook's
+    /// client hung up): fail closed. Its waiter takes the deny and logs it as answered by
+    /// `nobody (…)`. An ask already answered, or gone, is left as it is.
+    pub(crate) fn withdraw(&self, id: u64, why: &str) {
+        let Some(mut s) = self.lock() else { return };
+        let Some(e) = s.pending.get_mut(&id) else {
+            return;
+        };
+        if e.answer.is_none() {
+            e.answer = Some((
+                Answer::Deny {
+                    reason: Some(format!("refused by tyba: {why}")),
+                },
+                format!("nobody ({why})"),
+            ));
+            e.wake.notify_one();
+            drop(s);
+            self.inner.changed.notify_all();
         }
     }
 
@@ -899,6 +958,7 @@ impl Broker {
             },
         };
         e.answer = Some((a, by.to_string()));
+        e.wake.notify_one();
         drop(s);
         self.inner.changed.notify_all();
         Ok(())
@@ -920,6 +980,7 @@ impl Broker {
         };
         self.inner.changed.notify_all();
         for (id, e) in drained {
+            e.wake.notify_one();
             let deny = Answer::Deny {
                 reason: Some(format!("refused by tyba: {why}")),
             };
@@ -945,14 +1006,30 @@ impl Broker {
     ///
     /// A diff the hook sends is cleaned and bounded here ([`text::clean_diff`]) before anyone
     /// sees or logs it: its sender is inside the sandbox.
-    pub fn ask_hook(&self, mut ask: HookAsk, pid: u32) -> HookAnswer {
+    pub fn ask_hook(&self, ask: HookAsk, pid: u32) -> HookAnswer {
+        match self.hook_begin(ask, pid) {
+            HookStep::Done(a) => a,
+            HookStep::Waiting(w) => {
+                let (answer, _, _) = self.wait(w.id);
+                self.hook_end(w, answer)
+            }
+        }
+    }
+
+    /// The first half of [`Broker::ask_hook`]: classification, the answers given without the
+    /// person, and the queueing. May take a while (the policy's classification): the socket
+    /// server runs it off its tasks.
+    pub(crate) fn hook_begin(&self, mut ask: HookAsk, pid: u32) -> HookStep {
         ask.diff = ask.diff.map(|d| text::clean_diff(&d));
         let shell = SHELL_TOOLS.contains(&ask.tool.to_ascii_lowercase().as_str());
         let ours = if shell { self.classify(&ask) } else { None };
         if let Some((verdict, reasons)) = &ours {
             if *verdict == tyba_policy::Verdict::Blocked {
                 self.inner.cfg.control.count(Counted::Denied);
-                return deny_answer(&format!("refused by tyba: {}", reasons.join("; ")));
+                return HookStep::Done(deny_answer(&format!(
+                    "refused by tyba: {}",
+                    reasons.join("; ")
+                )));
             }
             let claimed = ask.verdict.parse().unwrap_or(tyba_policy::Verdict::Red);
             let worst = std::cmp::max(claimed, *verdict).max(tyba_policy::Verdict::Yellow);
@@ -975,23 +1052,23 @@ impl Broker {
                 subject.default_refusal(),
                 crate::approve::NON_INTERACTIVE_NOTE
             );
-            return match self.deny_unattended(subject, pid, reason) {
+            return HookStep::Done(match self.deny_unattended(subject, pid, reason) {
                 Answer::Deny { reason } => HookAnswer {
                     answer: WireAnswer::Deny,
                     reason,
                 },
                 _ => deny_answer("refused by tyba: non-interactive session"),
-            };
+            });
         }
         {
             let Some(s) = self.lock() else {
-                return deny_answer("refused by tyba: the approval channel failed");
+                return HookStep::Done(deny_answer("refused by tyba: the approval channel failed"));
             };
             if always_ok && s.hook_always.contains(&key) {
-                return HookAnswer {
+                return HookStep::Done(HookAnswer {
                     answer: WireAnswer::Always,
                     reason: None,
-                };
+                });
             }
             let hooks = s
                 .pending
@@ -1000,15 +1077,36 @@ impl Broker {
                 .count();
             if hooks >= MAX_HOOK_PENDING {
                 self.inner.cfg.control.count(Counted::Denied);
-                return deny_answer("refused by tyba: too many hook asks are waiting");
+                return HookStep::Done(deny_answer(
+                    "refused by tyba: too many hook asks are waiting",
+                ));
             }
         }
         let Some((id, v)) = self.submit(Subject::Hook { ask, always_ok }, pid) else {
             self.inner.cfg.control.count(Counted::Denied);
-            return deny_answer("refused by tyba: the session has ended");
+            return HookStep::Done(deny_answer("refused by tyba: the session has ended"));
         };
         self.announce(&v);
-        let (answer, _, _) = self.wait(id);
+        HookStep::Waiting(HookWait {
+            id,
+            link,
+            command,
+            shown,
+            key,
+        })
+    }
+
+    /// The second half of [`Broker::ask_hook`]: what the person's `answer` to a queued hook
+    /// ask carries over (to later hook asks, and to the kernel layer's ask of the same
+    /// command), as the hook's answer.
+    pub(crate) fn hook_end(&self, w: HookWait, answer: Answer) -> HookAnswer {
+        let HookWait {
+            link,
+            command,
+            shown,
+            key,
+            ..
+        } = w;
         match answer {
             Answer::Once => {
                 if let (true, Some(mut s)) = (link, self.lock()) {
@@ -1174,6 +1272,37 @@ impl Broker {
             guard::signal_tree(libc::SIGCONT);
         }
     }
+}
+
+/// The outcome of an ask whose broker state cannot be read (a poisoned lock): a deny.
+fn channel_failed() -> (Answer, String, Duration) {
+    (
+        Answer::Deny {
+            reason: Some("refused by tyba: the approval channel failed".into()),
+        },
+        "broker".into(),
+        Duration::ZERO,
+    )
+}
+
+/// A hook ask after [`Broker::hook_begin`]: answered already, or queued and waiting.
+#[derive(Debug)]
+pub(crate) enum HookStep {
+    /// Answered without the person (blocked, remembered, flood, non-interactive, ended).
+    Done(HookAnswer),
+    /// Queued: wait for ask `id`, then [`Broker::hook_end`].
+    Waiting(HookWait),
+}
+
+/// What [`Broker::hook_end`] needs of a queued hook ask.
+#[derive(Debug)]
+pub(crate) struct HookWait {
+    /// The ask's number in this session.
+    pub id: u64,
+    link: bool,
+    command: String,
+    shown: tyba_policy::Verdict,
+    key: String,
 }
 
 fn deny_answer(reason: &str) -> HookAnswer {

@@ -9,15 +9,68 @@
 //! listing, a change of level, a stop: what a process of the sandbox would try), is written
 //! to the session's audit log as a `control` line with decision `refuse`, and shown on the
 //! session's terminal.
+//!
+//! **One task per client.** Both sockets are served on one tokio runtime, shared by the
+//! process's brokers and never shut down ([`runtime`]): an accept task per socket and a task
+//! per connection, so fifty waiting hook asks and ten `tyba inbox --watch` clients cost
+//! fifty-odd small tasks on two worker threads, not a thread each. What may block (the
+//! policy's classification of a hook's command, a stop, a change of level, a notice drawn on
+//! the person's terminal, the audit log of a refusal) runs on the runtime's bounded blocking
+//! pool, never on a worker. The notify loop is not on this runtime: it keeps its own threads
+//! and waits on the broker's condition variable.
+//!
+//! Bad clients are answered and dropped, never followed: a line over [`MAX_LINE_BYTES`] gets
+//! an error and the connection is closed; a line that is not a request gets a `bad request`
+//! error; a client that reads no reply for [`WRITE_TIMEOUT`] is dropped; a hook client that
+//! hangs up while its ask waits has the ask denied at once ([`Broker::withdraw`]: its
+//! channel died, so nobody can carry an answer back) and logged so.
 
 use super::proto::{Reply, Request, MAX_LINE_BYTES};
 use super::Broker;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+/// How long one reply may take to be written before its client is dropped (a client that
+/// does not read).
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`Served::stop`] waits for the accept task to drop its listener.
+const STOP_WAIT: Duration = Duration::from_secs(1);
+/// Worker threads of the broker's runtime.
+const WORKERS: usize = 2;
+/// Threads of its blocking pool at most (classification, controls, notices).
+const BLOCKING_THREADS: usize = 16;
+
+static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+
+/// The broker's runtime: built on first use, shared by every broker of the process, never
+/// dropped (a runtime may not be dropped from one of its own tasks, which is where the last
+/// clone of a broker can go).
+///
+/// # Errors
+/// When its threads cannot be started.
+pub(crate) fn runtime() -> std::io::Result<&'static tokio::runtime::Runtime> {
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_name("tyba-broker")
+        .enable_io()
+        .enable_time()
+        .build()?;
+    // Two first uses at once: one runtime is kept, the other (never used) is dropped here,
+    // outside any runtime.
+    let _ = RUNTIME.set(rt);
+    RUNTIME
+        .get()
+        .ok_or_else(|| std::io::Error::other("the broker's runtime is not set"))
+}
 
 /// Which socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,15 +85,20 @@ pub(crate) enum Role {
 #[derive(Debug)]
 pub(crate) struct Served {
     pub path: PathBuf,
-    stop: Arc<AtomicBool>,
+    stop: Arc<tokio::sync::Notify>,
+    /// Disconnected once the accept task has dropped the listener.
+    gone: std::sync::mpsc::Receiver<()>,
 }
 
 impl Served {
+    /// Removes the socket's path, then ends its accept task and waits (up to [`STOP_WAIT`])
+    /// for the listener to be closed, so that a caller releasing the session's lock next
+    /// never leaves a listening socket without its lock. Connections already accepted go
+    /// on to their end.
     pub fn stop(self) {
-        self.stop.store(true, Ordering::SeqCst);
         let _ = std::fs::remove_file(&self.path);
-        // Wake the accept loop; it sees the flag and returns.
-        let _ = UnixStream::connect(&self.path);
+        self.stop.notify_one();
+        let _ = self.gone.recv_timeout(STOP_WAIT);
     }
 }
 
@@ -88,26 +146,39 @@ pub(crate) fn serve(
             l
         }
     };
-    let stop = Arc::new(AtomicBool::new(false));
+    let rt = runtime()?;
+    listener.set_nonblocking(true)?;
+    let listener = {
+        let _in_runtime = rt.enter();
+        tokio::net::UnixListener::from_std(listener)?
+    };
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let (gone_tx, gone) = std::sync::mpsc::channel::<()>();
     let served = Served {
         path: path.to_path_buf(),
         stop: Arc::clone(&stop),
+        gone,
     };
     let b = broker.clone();
-    std::thread::Builder::new()
-        .name("tyba-broker-accept".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(conn) = conn else { continue };
-                let b = b.clone();
-                let _ = std::thread::Builder::new()
-                    .name("tyba-broker-conn".into())
-                    .spawn(move || handle(&b, conn, role));
+    rt.spawn(async move {
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.notified() => break,
+                conn = listener.accept() => match conn {
+                    Ok((conn, _)) => {
+                        tokio::spawn(handle(b.clone(), conn, role));
+                    }
+                    // Out of descriptors, or a connection reset before it was taken: the
+                    // listener itself is fine; a short pause keeps an error storm from
+                    // spinning.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                },
             }
-        })?;
+        }
+        drop(listener);
+        drop(gone_tx);
+    });
     Ok(served)
 }
 
@@ -144,36 +215,56 @@ fn op_name(req: &Request) -> String {
     }
 }
 
-fn send(w: &mut UnixStream, r: &Reply) -> bool {
+/// Writes one reply line; `false` when the client is gone or reads nothing for
+/// [`WRITE_TIMEOUT`].
+async fn send(w: &mut OwnedWriteHalf, r: &Reply) -> bool {
     let Ok(mut line) = serde_json::to_string(r) else {
         return false;
     };
     line.push('\n');
-    w.write_all(line.as_bytes()).is_ok()
+    matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, w.write_all(line.as_bytes())).await,
+        Ok(Ok(()))
+    )
 }
 
-fn handle(b: &Broker, conn: UnixStream, role: Role) {
-    let mut w = conn;
-    let Ok(cred) = nix::sys::socket::getsockopt(&w, nix::sys::socket::sockopt::PeerCredentials)
-    else {
+/// Runs `f` on the runtime's blocking pool; `None` when it could not finish (it panicked,
+/// or the runtime is shutting down).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+/// Resolves when the client hangs up (end of stream, or an error) before sending anything
+/// more; never when it sends more (that is the next request, read after the reply).
+async fn hung_up(r: &mut BufReader<OwnedReadHalf>) {
+    match r.fill_buf().await {
+        Ok([]) | Err(_) => {}
+        Ok(_) => std::future::pending().await,
+    }
+}
+
+/// One client, from its connection to its end.
+async fn handle(b: Broker, conn: tokio::net::UnixStream, role: Role) {
+    let Ok(cred) = conn.peer_cred() else {
         return;
     };
+    let pid = cred.pid().unwrap_or(0);
+    let (r, mut w) = conn.into_split();
     let me = nix::unistd::geteuid().as_raw();
-    if cred.uid() != me || (role == Role::Person && !same_pid_namespace(cred.pid())) {
+    if cred.uid() != me || (role == Role::Person && !same_pid_namespace(pid)) {
         let reason = "refused: not this session's user outside the sandbox";
-        let by = format!(
-            "uid {} pid {} (as the supervisor sees it)",
-            cred.uid(),
-            cred.pid()
-        );
-        b.refuse_control("connection to the person's socket", &by, reason);
-        b.notice(&format!(
-            "refused a connection to this session's socket from {by}"
-        ));
-        let _ = send(&mut w, &Reply::error(reason));
+        let by = format!("uid {} pid {} (as the supervisor sees it)", cred.uid(), pid);
+        let b2 = b.clone();
+        let _ = blocking(move || {
+            b2.refuse_control("connection to the person's socket", &by, reason);
+            b2.notice(&format!(
+                "refused a connection to this session's socket from {by}"
+            ));
+        })
+        .await;
+        let _ = send(&mut w, &Reply::error(reason)).await;
         return;
     }
-    let Ok(r) = w.try_clone() else { return };
     let mut r = BufReader::new(r);
     let mut buf = Vec::new();
     loop {
@@ -181,22 +272,89 @@ fn handle(b: &Broker, conn: UnixStream, role: Role) {
         match (&mut r)
             .take(MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
+            .await
         {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
         if buf.len() > MAX_LINE_BYTES {
-            let _ = send(&mut w, &Reply::error("request too long"));
+            let _ = send(&mut w, &Reply::error("request too long")).await;
             return;
         }
         let reply = match serde_json::from_slice::<Request>(&buf) {
             Err(e) => Reply::error(format!("bad request: {e}")),
-            Ok(req) => dispatch(b, req, role, cred.pid()),
+            Ok(req) => match (role, req) {
+                (Role::Hook, Request::Ask(ask)) => match hook_ask(&b, ask, pid, &mut r).await {
+                    Some(reply) => reply,
+                    // The client hung up: nobody to reply to.
+                    None => return,
+                },
+                // Quick and non-blocking: on the task itself.
+                (Role::Person, req @ (Request::List | Request::Answer { .. }))
+                | (_, req @ Request::Autonomy) => dispatch(&b, req, role, pid),
+                // Off the task, and the reply written there at once: a `stop` ends the
+                // session, and its process may exit before this task would run again.
+                (role, req) => {
+                    let b2 = b.clone();
+                    let rt = tokio::runtime::Handle::current();
+                    let done = blocking(move || {
+                        let reply = dispatch(&b2, req, role, pid);
+                        let sent = rt.block_on(send(&mut w, &reply));
+                        (w, sent)
+                    })
+                    .await;
+                    match done {
+                        Some((back, true)) => {
+                            w = back;
+                            continue;
+                        }
+                        _ => return,
+                    }
+                }
+            },
         };
-        if !send(&mut w, &reply) {
+        if !send(&mut w, &reply).await {
             return;
         }
     }
+}
+
+/// A hook's ask on its connection: queued off the task (classification may take a while),
+/// then awaited; a client that hangs up meanwhile has its ask denied and gets no reply
+/// (`None`).
+async fn hook_ask(
+    b: &Broker,
+    ask: super::proto::HookAsk,
+    pid: i32,
+    r: &mut BufReader<OwnedReadHalf>,
+) -> Option<Reply> {
+    let asked = |a| Reply {
+        ok: true,
+        answer: Some(a),
+        ..Reply::default()
+    };
+    let b2 = b.clone();
+    let pid = u32::try_from(pid).unwrap_or(0);
+    let Some(step) = blocking(move || b2.hook_begin(ask, pid)).await else {
+        return Some(asked(super::deny_answer(
+            "refused by tyba: the approval channel failed",
+        )));
+    };
+    let w = match step {
+        super::HookStep::Done(a) => return Some(asked(a)),
+        super::HookStep::Waiting(w) => w,
+    };
+    let mut client_gone = false;
+    let answer = tokio::select! {
+        (answer, _, _) = b.wait_async(w.id) => answer,
+        () = hung_up(r) => {
+            client_gone = true;
+            b.withdraw(w.id, "the asking client hung up");
+            b.wait_async(w.id).await.0
+        }
+    };
+    let a = b.hook_end(w, answer);
+    (!client_gone).then(|| asked(a))
 }
 
 fn dispatch(b: &Broker, req: Request, role: Role, pid: i32) -> Reply {

@@ -639,3 +639,113 @@ fn a_hook_once_answers_the_agents_wrapped_exec_of_that_command_once_and_nothing_
         .unwrap();
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
 }
+
+/// A broker with only its hook socket, in a fresh directory.
+fn hook_broker() -> (Broker, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hook.sock");
+    let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", "/wt".into());
+    cfg.socket = false;
+    cfg.audit = false;
+    cfg.notices = false;
+    cfg.pause_after = 0;
+    cfg.hook_socket = Some(path.clone());
+    (Broker::start(cfg).unwrap(), dir, path)
+}
+
+fn hook_line(action: &str) -> String {
+    let ask = HookAsk {
+        agent: "claude-code".into(),
+        tool: "Edit".into(),
+        action: action.into(),
+        verdict: "yellow".into(),
+        reasons: vec![],
+        rememberable: false,
+        cwd: String::new(),
+        worktree: String::new(),
+        diff: None,
+    };
+    let mut l = serde_json::to_string(&proto::Request::Ask(ask)).unwrap();
+    l.push('\n');
+    l
+}
+
+#[test]
+fn fifty_hook_clients_waiting_at_once_each_get_their_own_answer() {
+    use std::io::{BufRead, Write};
+    let (b, _dir, path) = hook_broker();
+    let clients: Vec<_> = (0..50)
+        .map(|i| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut c = std::os::unix::net::UnixStream::connect(&path).unwrap();
+                c.write_all(hook_line(&format!("edit f{i}")).as_bytes())
+                    .unwrap();
+                let mut line = String::new();
+                std::io::BufReader::new(c).read_line(&mut line).unwrap();
+                serde_json::from_str::<proto::Reply>(&line).unwrap()
+            })
+        })
+        .collect();
+    let p = wait_pending(&b, 50);
+    for v in &p {
+        let i: usize = v.action.split(' ').nth(1).unwrap()[1..].parse().unwrap();
+        let a = if i % 2 == 0 {
+            WireAnswer::Once
+        } else {
+            WireAnswer::Deny
+        };
+        b.answer(&v.id, a, Some(format!("no {i}")), "test").unwrap();
+    }
+    for (i, c) in clients.into_iter().enumerate() {
+        let r = c.join().unwrap();
+        let a = r.answer.unwrap();
+        if i % 2 == 0 {
+            assert_eq!(a.answer, WireAnswer::Once, "{i}");
+        } else {
+            assert_eq!(a.answer, WireAnswer::Deny, "{i}");
+            assert_eq!(a.reason.as_deref(), Some(format!("no {i}").as_str()));
+        }
+    }
+    assert!(b.pending().is_empty());
+    b.close("test end");
+}
+
+#[test]
+fn a_hook_client_that_hangs_up_mid_ask_has_its_ask_denied_at_once() {
+    use std::io::Write;
+    let (b, _dir, path) = hook_broker();
+    let mut c = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    c.write_all(hook_line("edit gone").as_bytes()).unwrap();
+    wait_pending(&b, 1);
+    drop(c);
+    // This process lives on: only the dead channel can have denied it.
+    wait_pending(&b, 0);
+    b.close("test end");
+}
+
+#[test]
+fn garbage_and_oversized_lines_get_an_error_and_nothing_is_queued() {
+    use std::io::{BufRead, Read, Write};
+    let (b, _dir, path) = hook_broker();
+    let mut c = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    c.write_all(b"\x00\xffnot json\n{\"op\":\"ask\"}\n")
+        .unwrap();
+    let mut r = std::io::BufReader::new(c.try_clone().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let reply: proto::Reply = serde_json::from_str(&line).unwrap();
+        assert!(!reply.ok && reply.error.unwrap().starts_with("bad request"));
+    }
+    // A line over the limit: an error, then the connection is closed.
+    let big = vec![b'x'; proto::MAX_LINE_BYTES + 2];
+    let _ = c.write_all(&big);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("request too long"), "{line}");
+    let mut rest = Vec::new();
+    assert_eq!(r.read_to_end(&mut rest).unwrap_or(0), 0);
+    assert!(b.pending().is_empty());
+    b.close("test end");
+}
