@@ -147,6 +147,11 @@ pub trait RelayGate: Send + Sync {
     /// Offers the person's keys to the prompt; `true` when it took them (they must not reach
     /// the agent).
     fn input(&self, bytes: &[u8]) -> bool;
+    /// Whether the agent's screen needs a redraw (taken once): a prompt that was shown over
+    /// the agent's own full-screen display cleared it on leaving.
+    fn take_redraw(&self) -> bool {
+        false
+    }
 }
 
 /// The note a non-interactive session's refusals of asks end with.

@@ -629,8 +629,13 @@ fn start_relay(
             if n == 0 {
                 break;
             }
-            // Keys answering a prompt never reach the agent.
-            if in_gate.as_ref().is_some_and(|g| g.input(&buf[..n])) {
+            // Keys answering a prompt never reach the agent; the terminal's reports to the
+            // agent's own queries always do.
+            let (reports, keys) = crate::broker::prompt::split_reports(&buf[..n]);
+            if in_gate.as_ref().is_some_and(|g| g.input(&keys)) {
+                if !reports.is_empty() && w.write_all(&reports).is_err() {
+                    break;
+                }
                 continue;
             }
             if w.write_all(&buf[..n]).is_err() {
@@ -639,12 +644,14 @@ fn start_relay(
         }
     });
     // Window resizes: the person's terminal size is copied to the pty when it changes; the
-    // kernel then sends SIGWINCH to the agent's foreground process group.
+    // kernel then sends SIGWINCH to the agent's foreground process group. A full-screen agent
+    // a prompt drew over is made to redraw the same way: one row less, then the size again.
     if let Ok(m3) = master.try_clone() {
+        let redraw_gate = gate.clone();
         std::thread::spawn(move || {
             let mut last = person.with(sys::get_winsize).map(|w| (w.ws_row, w.ws_col));
             loop {
-                std::thread::sleep(std::time::Duration::from_millis(250));
+                std::thread::sleep(std::time::Duration::from_millis(100));
                 let now = person.with(sys::get_winsize);
                 let key = now.map(|w| (w.ws_row, w.ws_col));
                 if key != last {
@@ -652,6 +659,13 @@ fn start_relay(
                         sys::set_winsize(m3.as_fd(), &w);
                     }
                     last = key;
+                } else if redraw_gate.as_ref().is_some_and(|g| g.take_redraw()) {
+                    if let Some(w) = now.filter(|w| w.ws_row > 1) {
+                        let mut shorter = w;
+                        shorter.ws_row -= 1;
+                        sys::set_winsize(m3.as_fd(), &shorter);
+                        sys::set_winsize(m3.as_fd(), &w);
+                    }
                 }
             }
         });

@@ -47,8 +47,11 @@
 //! prompt carries the session's secret word, printed by `tyba run` on its own terminal before
 //! the agent started (the agent never sees it). A prompt without the word is not tyba's.
 //!
-//! Limit: an agent that is itself in the alternate screen (a full-screen TUI) gets a cleared
-//! screen back and redraws on its next output (or Ctrl-L). The exec asks' `argv` is the asking
+//! An agent that is itself in the alternate screen (a full-screen TUI) gets a cleared screen
+//! back; the relay then makes it redraw by resizing its pty by one row and back (the kernel
+//! sends SIGWINCH to its foreground process group). The terminal's reports to the agent's own
+//! queries (cursor position, device attributes, colours: [`split_reports`]) reach the agent
+//! while a prompt is shown, so a TUI waiting for one does not stall. The exec asks' `argv` is the asking
 //! process's as `/proc` shows it before the exec (the exec's own argv and environment are in
 //! the command line it was classified as, shown whole under `?`).
 
@@ -225,6 +228,8 @@ struct PState {
     armed_at: Instant,
     /// Keys dropped since the ask on screen appeared.
     dropped: usize,
+    /// A prompt left the agent's full-screen display cleared: the relay makes it redraw.
+    redraw: bool,
 }
 
 /// The prompt; attach it with [`Broker::set_prompt`] and hand it to the relay as its gate.
@@ -302,6 +307,7 @@ impl Prompt {
                 later: HashSet::new(),
                 armed_at: Instant::now(),
                 dropped: 0,
+                redraw: false,
             }),
             cv: Condvar::new(),
             out: Mutex::new(out),
@@ -423,6 +429,8 @@ impl Prompt {
                 if st.showing.take().is_some() {
                     let leave = if st.agent_alt { "" } else { "\x1b[?1049l" };
                     self.write(&format!("\x1b[H\x1b[2J{leave}\x1b]2;tyba\x07"));
+                    // The agent's own full screen was drawn over: it redraws on a resize.
+                    st.redraw |= st.agent_alt;
                 }
                 st.message = None;
                 self.cv.notify_all();
@@ -857,6 +865,82 @@ fn page_step(size: &(dyn Fn() -> Option<(usize, usize)> + Send + Sync)) -> usize
     rows.saturating_sub(8).max(1)
 }
 
+/// Splits what the person's terminal sent into the reports it makes to the agent's queries
+/// and the rest (keys): cursor position (`CSI row;col R`), device attributes and modes
+/// (`CSI ? … c`, `CSI > … c`, `CSI ? … $ y`), window reports (`CSI … t`), focus (`CSI I`,
+/// `CSI O`), and OSC and DCS replies (colours, `XTGETTCAP`) ended by BEL or ST (xterm's
+/// ctlseqs). A full-screen agent that queries its terminal waits for these; taken as keys by
+/// a prompt they would be lost and the agent would stall. They answer nothing: passing them
+/// on while a prompt is shown gives the agent no say in it. A sequence cut by the read is a
+/// key.
+pub(crate) fn split_reports(bytes: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let (mut reports, mut keys) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < bytes.len() {
+        match report_len(&bytes[i..]) {
+            Some(n) => {
+                reports.extend_from_slice(&bytes[i..i + n]);
+                i += n;
+            }
+            None => {
+                keys.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    (reports, keys)
+}
+
+/// The length of the terminal report at the start of `b`, if one is there whole.
+fn report_len(b: &[u8]) -> Option<usize> {
+    if b.first() != Some(&0x1b) {
+        return None;
+    }
+    match b.get(1)? {
+        b'[' => {
+            // CSI: parameter bytes 0x30–0x3f, intermediates 0x20–0x2f, one final byte.
+            let mut j = 2;
+            while b.get(j).is_some_and(|c| (0x30..=0x3f).contains(c)) {
+                j += 1;
+            }
+            let params = &b[2..j];
+            let mut k = j;
+            while b.get(k).is_some_and(|c| (0x20..=0x2f).contains(c)) {
+                k += 1;
+            }
+            let fin = *b.get(k)?;
+            let inter = &b[j..k];
+            let private = params.first().is_some_and(|c| matches!(c, b'?' | b'>'));
+            let digits =
+                |p: &[u8]| !p.is_empty() && p.iter().all(|c| c.is_ascii_digit() || *c == b';');
+            let is_report = match (fin, inter) {
+                (b'R', []) => digits(params) && params.contains(&b';'),
+                (b'c', []) => private,
+                (b'y', [b'$']) => true,
+                (b't', []) => digits(params),
+                (b'I' | b'O', []) => params.is_empty(),
+                _ => false,
+            };
+            is_report.then_some(k + 1)
+        }
+        b']' | b'P' => {
+            // OSC / DCS: up to BEL or ST (ESC \).
+            let mut j = 2;
+            while j < b.len() {
+                if b[j] == 0x07 {
+                    return Some(j + 1);
+                }
+                if b[j] == 0x1b {
+                    return (b.get(j + 1) == Some(&b'\\')).then_some(j + 2);
+                }
+                j += 1;
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
 impl RelayGate for Prompt {
     fn output(&self, bytes: &[u8]) {
         let Some(mut st) = self.lock() else { return };
@@ -879,6 +963,11 @@ impl RelayGate for Prompt {
             let _ = o.write_all(bytes);
             let _ = o.flush();
         }
+    }
+
+    fn take_redraw(&self) -> bool {
+        self.lock()
+            .is_some_and(|mut st| std::mem::take(&mut st.redraw))
     }
 
     fn input(&self, bytes: &[u8]) -> bool {
@@ -912,6 +1001,35 @@ mod tests {
     use super::super::proto::HookAsk;
     use super::super::BrokerConfig;
     use super::*;
+
+    #[test]
+    fn terminal_reports_are_told_from_keys() {
+        let (r, k) = split_reports(b"\x1b[12;40R");
+        assert_eq!(
+            (r.as_slice(), k.as_slice()),
+            (&b"\x1b[12;40R"[..], &b""[..])
+        );
+        // Keys around reports stay keys, in order; reports of every kind are taken out.
+        let input = b"o\x1b[?62;22c\x1b]11;rgb:0000/0000/0000\x1b\\y\x1b[I\x1bP1+r544e\x1b\\\x1b[8;40;120t\x1b[?2026;2$y\r";
+        let (r, k) = split_reports(input);
+        assert_eq!(k, b"oy\r");
+        assert_eq!(r.len() + k.len(), input.len());
+        // Keys that only look alike stay keys: arrows, function keys, Alt-R, a bare `R`, a cut
+        // sequence, an OSC with no end.
+        for key in [
+            &b"\x1b[A"[..],
+            b"\x1b[15~",
+            b"\x1bR",
+            b"R",
+            b"\x1b[12;",
+            b"\x1b]11;rgb",
+            b"\x1b[5R",
+        ] {
+            let (r, k) = split_reports(key);
+            assert!(r.is_empty(), "{key:?} taken as a report");
+            assert_eq!(k, key);
+        }
+    }
 
     /// A terminal that keeps what is drawn on it.
     #[derive(Clone, Default)]
@@ -1124,6 +1242,40 @@ mod tests {
         assert!(p.input(b"y"));
         assert_eq!(h.join().unwrap(), crate::approve::Answer::Once);
         b.close("over");
+    }
+
+    /// A prompt shown over the agent's own full screen asks the relay for one redraw when it
+    /// leaves; over an ordinary screen (restored by the terminal itself) it does not.
+    #[test]
+    fn a_prompt_over_a_full_screen_agent_asks_for_a_redraw() {
+        for (alt, want) in [(true, true), (false, false)] {
+            let b = quiet_broker();
+            let screen = Screen::default();
+            let p = Prompt::start_sized(
+                &b,
+                "cedar-onyx-42".into(),
+                Box::new(screen.clone()),
+                30,
+                100,
+            );
+            if alt {
+                p.output(b"\x1b[?1049hTUI");
+            }
+            let h = kernel_ask(&b, "make", tyba_policy::Verdict::Yellow);
+            screen.wait_for("run `make`");
+            settle(ARM);
+            assert!(p.input(b"o"));
+            assert_eq!(h.join().unwrap(), crate::approve::Answer::Once);
+            for _ in 0..200 {
+                if p.lock().is_some_and(|st| st.showing.is_none()) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert_eq!(p.take_redraw(), want, "alt screen {alt}");
+            assert!(!p.take_redraw(), "taken once");
+            b.close("over");
+        }
     }
 
     #[test]
