@@ -345,10 +345,13 @@ fn config_text_may_name_files(text: &str) -> bool {
 /// `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`, `~/.gitconfig`, the repository's
 /// `config` and `config.worktree`) may name a file for [`config_named_files`]
 /// ([`config_text_may_name_files`]): spares running git at every start when none does. True
-/// when a `GIT_CONFIG*` variable is set (configuration from elsewhere) or a file that exists
-/// cannot be read.
+/// when a `GIT_CONFIG*` variable that adds or moves configuration is set (`GIT_CONFIG_GLOBAL`,
+/// `GIT_CONFIG_SYSTEM`, `GIT_CONFIG_COUNT` and its `GIT_CONFIG_KEY_<n>`/`VALUE_<n>`,
+/// `GIT_CONFIG_PARAMETERS`, `GIT_CONFIG`: `git(1)` "ENVIRONMENT VARIABLES") or a file that
+/// exists cannot be read. `GIT_CONFIG_NOSYSTEM` only leaves `/etc/gitconfig` out, which is
+/// read here all the same (a superset).
 pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>) -> bool {
-    if std::env::vars_os().any(|(k, _)| k.to_string_lossy().starts_with("GIT_CONFIG")) {
+    if std::env::vars_os().any(|(k, _)| config_env_adds_configuration(&k.to_string_lossy())) {
         return true;
     }
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
@@ -369,6 +372,12 @@ pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>)
             Ok(b) => config_text_may_name_files(&String::from_utf8_lossy(&b)),
             Err(e) => e.kind() != std::io::ErrorKind::NotFound,
         })
+}
+
+/// Whether the environment variable `name` gives git configuration beyond the files
+/// [`config_may_name_files`] reads: every `GIT_CONFIG*` name but `GIT_CONFIG_NOSYSTEM`.
+fn config_env_adds_configuration(name: &str) -> bool {
+    name.starts_with("GIT_CONFIG") && name != "GIT_CONFIG_NOSYSTEM"
 }
 
 /// The files and directories the repository's git configuration (system, global, local,
@@ -1360,6 +1369,32 @@ mod tests {
             "[user]\n\tname = a/b",
         ] {
             assert!(!config_text_may_name_files(t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn only_git_config_variables_that_add_configuration_need_git() {
+        // `git(1)` "ENVIRONMENT VARIABLES": each of these gives configuration the files read
+        // by the cheap test do not hold.
+        for k in [
+            "GIT_CONFIG",
+            "GIT_CONFIG_GLOBAL",
+            "GIT_CONFIG_SYSTEM",
+            "GIT_CONFIG_COUNT",
+            "GIT_CONFIG_KEY_0",
+            "GIT_CONFIG_VALUE_0",
+            "GIT_CONFIG_PARAMETERS",
+        ] {
+            assert!(config_env_adds_configuration(k), "{k}");
+        }
+        // Leaving /etc/gitconfig out adds nothing (the cheap test reads it anyway).
+        for k in [
+            "GIT_CONFIG_NOSYSTEM",
+            "GIT_DIR",
+            "HOME",
+            "git_config_global",
+        ] {
+            assert!(!config_env_adds_configuration(k), "{k}");
         }
     }
 
