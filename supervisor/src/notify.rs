@@ -133,7 +133,7 @@ pub(crate) struct Notifier {
     pub root: Option<OwnedFd>,
     /// Where allowed execs go for the audit log ([`Approver::record_allowed`], on a thread of
     /// its own: [`allowed_log`]).
-    pub allowed: Option<std::sync::mpsc::Sender<AuditMsg>>,
+    pub allowed: Option<AuditLog>,
     pub state: Mutex<State>,
 }
 
@@ -146,9 +146,18 @@ pub(crate) enum AuditMsg {
     Flush(std::sync::mpsc::SyncSender<()>),
 }
 
+/// The audit thread's channel ([`allowed_log`]), and the thread, which a flush wakes from
+/// its pause between batches.
+#[derive(Debug, Clone)]
+pub(crate) struct AuditLog {
+    tx: std::sync::mpsc::Sender<AuditMsg>,
+    thread: std::thread::Thread,
+}
+
 /// How long the audit thread lets allowed execs gather after writing a batch, while more
 /// keep coming: during a build the notify loop then rarely has to wake it (one wake-up per
-/// batch, not per exec), and one `write` takes the whole batch.
+/// batch, not per exec), and one `write` takes the whole batch. A flush cuts the pause short
+/// ([`flush_allowed_log`]): the session's end does not wait for it.
 const AUDIT_GATHER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Starts the thread that hands allowed execs to `approver` for the audit log; the sender
@@ -158,12 +167,10 @@ const AUDIT_GATHER: std::time::Duration = std::time::Duration::from_millis(10);
 ///
 /// # Errors
 /// The thread cannot be started.
-pub(crate) fn allowed_log(
-    approver: Arc<dyn Approver>,
-) -> std::io::Result<std::sync::mpsc::Sender<AuditMsg>> {
+pub(crate) fn allowed_log(approver: Arc<dyn Approver>) -> std::io::Result<AuditLog> {
     use std::sync::mpsc::TryRecvError;
     let (tx, rx) = std::sync::mpsc::channel::<AuditMsg>();
-    std::thread::Builder::new()
+    let handle = std::thread::Builder::new()
         .name("tyba-audit".into())
         .spawn(move || {
             let mut batch = Vec::new();
@@ -189,7 +196,8 @@ pub(crate) fn allowed_log(
                     for ack in acks.drain(..) {
                         let _ = ack.try_send(());
                     }
-                    std::thread::sleep(AUDIT_GATHER);
+                    // Woken early only by a flush (or spuriously: a smaller batch).
+                    std::thread::park_timeout(AUDIT_GATHER);
                     next = match rx.try_recv() {
                         Ok(m) => Some(m),
                         Err(TryRecvError::Empty) => None,
@@ -198,17 +206,18 @@ pub(crate) fn allowed_log(
                 }
             }
         })?;
-    Ok(tx)
+    Ok(AuditLog {
+        tx,
+        thread: handle.thread().clone(),
+    })
 }
 
 /// Waits (at most `limit`) until every allowed exec handed to the audit thread before this
 /// call has been written.
-pub(crate) fn flush_allowed_log(
-    tx: &std::sync::mpsc::Sender<AuditMsg>,
-    limit: std::time::Duration,
-) {
+pub(crate) fn flush_allowed_log(log: &AuditLog, limit: std::time::Duration) {
     let (ack, done) = std::sync::mpsc::sync_channel(1);
-    if tx.send(AuditMsg::Flush(ack)).is_ok() {
+    if log.tx.send(AuditMsg::Flush(ack)).is_ok() {
+        log.thread.unpark();
         let _ = done.recv_timeout(limit);
     }
 }
@@ -532,8 +541,8 @@ impl Notifier {
 
     /// Hands an allowed exec to the audit log's thread.
     fn log_allowed(&self, e: AllowedExec) {
-        if let Some(tx) = &self.allowed {
-            let _ = tx.send(AuditMsg::Exec(e));
+        if let Some(log) = &self.allowed {
+            let _ = log.tx.send(AuditMsg::Exec(e));
         }
     }
 

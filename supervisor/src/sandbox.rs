@@ -349,10 +349,13 @@ fn config_text_may_name_files(text: &str) -> bool {
 /// `/etc/gitconfig`, `$XDG_CONFIG_HOME/git/config`, `~/.gitconfig`, the repository's
 /// `config` and `config.worktree`) may name a file for [`config_named_files`]
 /// ([`config_text_may_name_files`]): spares running git at every start when none does. True
-/// when a `GIT_CONFIG*` variable is set (configuration from elsewhere) or a file that exists
-/// cannot be read.
+/// when a `GIT_CONFIG*` variable that adds or moves configuration is set (`GIT_CONFIG_GLOBAL`,
+/// `GIT_CONFIG_SYSTEM`, `GIT_CONFIG_COUNT` and its `GIT_CONFIG_KEY_<n>`/`VALUE_<n>`,
+/// `GIT_CONFIG_PARAMETERS`, `GIT_CONFIG`: `git(1)` "ENVIRONMENT VARIABLES") or a file that
+/// exists cannot be read. `GIT_CONFIG_NOSYSTEM` only leaves `/etc/gitconfig` out, which is
+/// read here all the same (a superset).
 pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>) -> bool {
-    if std::env::vars_os().any(|(k, _)| k.to_string_lossy().starts_with("GIT_CONFIG")) {
+    if std::env::vars_os().any(|(k, _)| config_env_adds_configuration(&k.to_string_lossy())) {
         return true;
     }
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
@@ -373,6 +376,12 @@ pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>)
             Ok(b) => config_text_may_name_files(&String::from_utf8_lossy(&b)),
             Err(e) => e.kind() != std::io::ErrorKind::NotFound,
         })
+}
+
+/// Whether the environment variable `name` gives git configuration beyond the files
+/// [`config_may_name_files`] reads: every `GIT_CONFIG*` name but `GIT_CONFIG_NOSYSTEM`.
+fn config_env_adds_configuration(name: &str) -> bool {
+    name.starts_with("GIT_CONFIG") && name != "GIT_CONFIG_NOSYSTEM"
 }
 
 /// The files and directories the repository's git configuration (system, global, local,
@@ -995,6 +1004,9 @@ impl Drop for ControlPlaceholders {
             return;
         }
         let registry = self.registry.as_deref().and_then(lock_registry);
+        // Directories are removed after the files, together ([`remove_empty_dirs`]), each with
+        // its record and the record's exclusive lock kept until it is gone.
+        let mut dirs = Vec::new();
         for h in self.held.drain(..).rev() {
             let HeldStandIn {
                 path,
@@ -1011,8 +1023,45 @@ impl Drop for ControlPlaceholders {
                 continue;
             };
             if record_names(&record, &path) {
+                if contents.is_none() {
+                    dirs.push((path, record, last));
+                    continue;
+                }
                 remove_if_as_made(&path, contents);
             }
+            let _ = std::fs::remove_file(&record);
+            drop(last);
+        }
+        remove_empty_dirs(dirs);
+    }
+}
+
+/// Removes the stand-in directories of `dirs` that are still empty (`rmdir(2)` fails, and so
+/// keeps one, when something was put inside), then their records. Those that hold none of the
+/// others are removed at the same time, one thread each, then the rest in the same way: an
+/// `rmdir` frees the directory's block, which on ext4 mounted with `discard` and without a
+/// journal (as on many VM images) waits for the disk to discard it, 1–10 ms each on a disk
+/// other work keeps busy; waited for together they cost about one wait instead of one each.
+fn remove_empty_dirs<L>(mut dirs: Vec<(PathBuf, PathBuf, L)>) {
+    while !dirs.is_empty() {
+        let paths: Vec<PathBuf> = dirs.iter().map(|(p, _, _)| p.clone()).collect();
+        let holds_another = |p: &Path| paths.iter().any(|q| q != p && q.starts_with(p));
+        // Never empty: the deepest directory holds no other.
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut dirs)
+            .into_iter()
+            .partition(|(p, _, _)| !holds_another(p));
+        dirs = later;
+        std::thread::scope(|s| {
+            for (p, _, _) in &now {
+                let spawned = std::thread::Builder::new()
+                    .name("tyba-rmdir".into())
+                    .spawn_scoped(s, move || remove_if_as_made(p, None));
+                if spawned.is_err() {
+                    remove_if_as_made(p, None);
+                }
+            }
+        });
+        for (_, record, last) in now {
             let _ = std::fs::remove_file(&record);
             drop(last);
         }
@@ -1367,6 +1416,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn only_git_config_variables_that_add_configuration_need_git() {
+        // `git(1)` "ENVIRONMENT VARIABLES": each of these gives configuration the files read
+        // by the cheap test do not hold.
+        for k in [
+            "GIT_CONFIG",
+            "GIT_CONFIG_GLOBAL",
+            "GIT_CONFIG_SYSTEM",
+            "GIT_CONFIG_COUNT",
+            "GIT_CONFIG_KEY_0",
+            "GIT_CONFIG_VALUE_0",
+            "GIT_CONFIG_PARAMETERS",
+        ] {
+            assert!(config_env_adds_configuration(k), "{k}");
+        }
+        // Leaving /etc/gitconfig out adds nothing (the cheap test reads it anyway).
+        for k in [
+            "GIT_CONFIG_NOSYSTEM",
+            "GIT_DIR",
+            "HOME",
+            "git_config_global",
+        ] {
+            assert!(!config_env_adds_configuration(k), "{k}");
+        }
+    }
+
     fn stand_in_home() -> (
         tempfile::TempDir,
         PathBuf,
@@ -1413,6 +1488,40 @@ mod tests {
         assert!(
             !settings.exists() && !hooks.exists(),
             "left after the last session"
+        );
+        assert!(records(&reg).is_empty(), "{:?}", records(&reg));
+    }
+
+    #[test]
+    fn stand_in_directories_go_together_the_inner_first_and_a_used_one_stays() {
+        let (t, _home, reg, _config) = stand_in_home();
+        let git = std::fs::canonicalize(t.path()).unwrap().join("repo.git");
+        std::fs::create_dir_all(&git).unwrap();
+        let (outer, inner, used, plain, file) = (
+            git.join("modules"),
+            git.join("modules/inner"),
+            git.join("worktrees"),
+            git.join("remotes"),
+            git.join("config.worktree"),
+        );
+        let wanted = vec![
+            (outer.clone(), None),
+            (inner.clone(), None),
+            (used.clone(), None),
+            (plain.clone(), None),
+            (file.clone(), Some(&b""[..])),
+        ];
+        let a = ControlPlaceholders::make(wanted, Some(reg.clone()));
+        assert_eq!(a.paths().count(), 5, "{a:?}");
+        // The person's git puts a linked worktree's admin dir in one while the session runs.
+        std::fs::create_dir(used.join("wt1")).unwrap();
+        drop(a);
+        for p in [&outer, &inner, &plain, &file] {
+            assert!(!p.exists(), "{} left behind", p.display());
+        }
+        assert!(
+            used.join("wt1").is_dir(),
+            "the person's directory was removed"
         );
         assert!(records(&reg).is_empty(), "{:?}", records(&reg));
     }
