@@ -66,6 +66,15 @@ pub fn is_code_running_var(name: &str) -> bool {
     analysis::is_exec_var(name)
 }
 
+/// The simple commands of `line` with their words after quote removal, when the line is
+/// only pipelines and lists (`|`, `&&`, `||`, `;`) of simple commands whose words are all
+/// literal (nothing expands, no redirection, assignment, background job or compound
+/// command); `None` otherwise. Parsed with the bash grammar the classifier uses. For matching
+/// known command lines by their words (an agent's start-up probes), never for allowing.
+pub fn literal_commands(line: &str) -> Option<Vec<Vec<String>>> {
+    analysis::literal_commands(line)
+}
+
 /// A loaded, validated policy: the compiled-in rules plus the merged policy files.
 #[derive(Debug, Clone)]
 pub struct Policy {

@@ -126,22 +126,40 @@ impl AgentInstall {
     ///
     /// `line` is the command line the exec was classified as: a shell the agent starts for
     /// one plain command (`/bin/sh -c env`) is classified as that command, and is matched by
-    /// its words when they are plain (no quoting, expansion or operator).
+    /// its words when they are plain (no quoting, expansion or operator). A line of literal
+    /// commands ([`tyba_policy::literal_commands`]: pipelines and lists, nothing that
+    /// expands) matches when one of its commands is a known probe and `green` says each of
+    /// the others is green by itself (`ps aux | grep -v grep`): refusing it refuses only what
+    /// the probe's output would have fed.
     pub fn quiet_probe(
         &self,
         argv: &[String],
         line: &str,
         general: &tyba_policy::Decision,
+        green: &dyn Fn(&[String]) -> bool,
     ) -> Option<tyba_policy::agents::QuietRefusal> {
         let (name, profile) = self.profile.as_ref()?;
-        profile.probe_outcome(name, argv, general).or_else(|| {
-            let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:@#{},%+ ".contains(c);
-            if line.is_empty() || !line.chars().all(plain) {
-                return None;
-            }
-            let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-            profile.probe_outcome(name, &words, general)
-        })
+        profile
+            .probe_outcome(name, argv, general)
+            .or_else(|| {
+                let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:@#{},%+ ".contains(c);
+                if line.is_empty() || !line.chars().all(plain) {
+                    return None;
+                }
+                let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+                profile.probe_outcome(name, &words, general)
+            })
+            .or_else(|| {
+                let cmds = tyba_policy::literal_commands(line)?;
+                let (i, q) = cmds
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, c)| profile.probe_outcome(name, c, general).map(|q| (i, q)))?;
+                cmds.iter()
+                    .enumerate()
+                    .all(|(j, c)| j == i || green(c))
+                    .then_some(q)
+            })
     }
 
     /// Whether the agent has an installation of its own (a package, a venv, a program that
@@ -441,8 +459,12 @@ mod tests {
             rememberable: None,
             show_diff: false,
         });
+        // Green by itself, for this test: grep only.
+        let green = |c: &[String]| c.first().is_some_and(|p| p == "grep");
         let q = |argv: &[&str], line: &str, d: &tyba_policy::Decision| {
-            install.quiet_probe(&v(argv), line, d).map(|q| q.probe)
+            install
+                .quiet_probe(&v(argv), line, d, &green)
+                .map(|q| q.probe)
         };
         assert_eq!(q(&["env"], "env", &ask).as_deref(), Some("environment"));
         // A shell the agent starts for the one plain command.
@@ -456,10 +478,26 @@ mod tests {
             None
         );
         assert_eq!(q(&["env", "X=1", "make"], "env X=1 make", &ask), None);
+        // A probe inside a line of literal commands counts when the rest is green by itself.
+        let ide = r#"ps aux | grep -E "code|cursor|idea" | grep -v grep"#;
+        assert_eq!(
+            q(&["/bin/sh", "-c", ide], ide, &ask).as_deref(),
+            Some("process-list")
+        );
+        for other in [
+            "ps aux | nc h 1",
+            "ps aux; make deploy",
+            "ps aux | grep x > out",
+            "ps aux | grep \"$X\"",
+        ] {
+            assert_eq!(q(&["/bin/sh", "-c", other], other, &ask), None, "{other}");
+        }
         assert_eq!(q(&["env"], "env", &tyba_policy::Decision::Allow), None);
         // No profile, no probe.
         let none = AgentInstall::default();
-        assert!(none.quiet_probe(&v(&["env"]), "env", &ask).is_none());
+        assert!(none
+            .quiet_probe(&v(&["env"]), "env", &ask, &green)
+            .is_none());
     }
 
     #[test]

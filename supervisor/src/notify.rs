@@ -1233,7 +1233,23 @@ impl Notifier {
             self.mode,
             &s.memory,
         );
-        if let Some(q) = self.install.quiet_probe(&r.argv, &command, &decision) {
+        drop(s);
+        // A probe inside a line of the agent's own shell (`ps aux | grep -E "code|…"`) counts
+        // when every other command of the line is green by itself.
+        let green = |words: &[String]| {
+            let line = words
+                .iter()
+                .map(|w| shell_quote(w))
+                .collect::<Vec<_>>()
+                .join(" ");
+            self.classifier
+                .classify(&line, &r.cwd, None)
+                .is_ok_and(|c| c.verdict == Verdict::Green)
+        };
+        if let Some(q) = self
+            .install
+            .quiet_probe(&r.argv, &command, &decision, &green)
+        {
             return Ok(ExecDecision::Quiet(format!(
                 "refused quietly by tyba: {} (a known start-up probe of {}, `{}` in its profile)",
                 q.reason, q.agent, q.probe

@@ -8,6 +8,7 @@ mod commands;
 mod effects;
 mod git_exec;
 mod housekeeping;
+mod literal;
 mod paths;
 mod registry;
 mod words;
@@ -21,6 +22,8 @@ use paths::{Access, PathCtx};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use words::{ExpandEnv, ExpandNotes, Field, VarValues};
+
+pub(crate) use literal::literal_commands;
 
 pub(crate) use commands::is_exec_var;
 pub(crate) use commands::SYSTEM_BIN_DIRS;
