@@ -8,7 +8,7 @@
 //! overlay in the sandbox's mount namespace (`Documentation/filesystems/overlayfs.rst`),
 //! mounted over the cache's own path, whose lower layer is the person's cache (read-only) and
 //! whose upper and work dirs are the session's own, in
-//! `$XDG_STATE_HOME/tyba/caches/<session>/<n>/`, a directory no grant of the agent covers.
+//! `$XDG_STATE_HOME/tyba/caches/<session>/{u,w}<n>`, a directory no grant of the agent covers.
 //! Builds in the session read the cache at native speed and add to it; the person's tools
 //! read only the lower layer; the upper layer is removed when the session ends (and, after a
 //! session that died, by the next session's start).
@@ -17,8 +17,11 @@
 //!   mounted in a user namespace must use), and with it `redirect_dir=nofollow`,
 //!   `metacopy=off`, `index=off`, `nfs_export=off` spelled out (no attribute of a layer makes
 //!   the overlay follow a path elsewhere; the kernel refuses `userxattr` with
-//!   `redirect_dir=on` or `metacopy=on`), `volatile` (no `fsync` to the upper layer: it is
-//!   thrown away), and `nosuid`, `nodev`, plus `noexec` when the cache's own mount has it.
+//!   `redirect_dir=on` or `metacopy=on`), `volatile` (the upper layer is thrown away, so
+//!   nothing of it need reach the disk: without it the unmount of each overlay when the
+//!   namespace ends syncs the whole filesystem the upper layer is on, the person's home,
+//!   every other program's unwritten data with it), and `nosuid`, `nodev`, plus `noexec`
+//!   when the cache's own mount has it.
 //! - Landlock: an overlay's merged tree is its own hierarchy (`landlock.rst`, "OverlayFS"),
 //!   so a cache is granted read-write only when its overlay is mounted, by a rule made after
 //!   the mount on the merged directory; until then, and whenever the overlay cannot be
@@ -252,9 +255,11 @@ impl CacheLayers {
                 ));
                 continue;
             }
-            let n = dir.join(plan.cache_layers.len().to_string());
-            let (upper, work) = (n.join("upper"), n.join("work"));
-            let made = [&n, &upper, &work]
+            // Two directories per layer, nothing more: each costs a journalled create and
+            // remove on the person's filesystem.
+            let n = plan.cache_layers.len();
+            let (upper, work) = (dir.join(format!("u{n}")), dir.join(format!("w{n}")));
+            let made = [&upper, &work]
                 .iter()
                 .try_for_each(|d| crate::broker::paths::ensure_private_dir(d));
             if let Err(e) = made {
@@ -285,6 +290,25 @@ impl CacheLayers {
 impl Drop for CacheLayers {
     fn drop(&mut self) {
         if let Some(d) = self.dir.take() {
+            // The kernel leaves each work dir's `work/`, `work/incompat/` and
+            // `work/incompat/volatile/` with mode 0: opened first, the tree goes in one pass
+            // (`remove_tree` would fail once and walk it again).
+            if let Ok(entries) = std::fs::read_dir(&d) {
+                for e in entries.flatten() {
+                    if !e.file_name().as_encoded_bytes().starts_with(b"w") {
+                        continue;
+                    }
+                    for sub in ["work", "work/incompat", "work/incompat/volatile"] {
+                        let w = e.path().join(sub);
+                        if std::fs::symlink_metadata(&w).is_ok_and(|m| m.is_dir()) {
+                            let _ = std::fs::set_permissions(
+                                &w,
+                                std::os::unix::fs::PermissionsExt::from_mode(0o700),
+                            );
+                        }
+                    }
+                }
+            }
             if let Err(e) = remove_tree(&d) {
                 // The next session's start removes it (its lock is free then).
                 eprintln!("tyba: warning: the session's cache layers are left behind: {e}");
@@ -342,25 +366,14 @@ pub(crate) fn mount_layer(l: &CacheLayer) -> Result<(), String> {
             with_volatile.len()
         ));
     }
-    mount(
-        Some("overlay"),
-        c,
-        Some("overlay"),
-        flags,
-        Some(with_volatile.as_str()),
-    )
-    .or_else(|e| match e {
-        // `volatile` is 5.10's; without it the layer is only slower.
-        nix::errno::Errno::EINVAL => mount(
-            Some("overlay"),
-            c,
-            Some("overlay"),
-            flags,
-            Some(opts.as_str()),
-        ),
-        e => Err(e),
-    })
-    .map_err(|e| format!("overlay on {}: {e}", c.display()))?;
+    let try_mount = |o: &str| mount(Some("overlay"), c, Some("overlay"), flags, Some(o));
+    try_mount(&with_volatile)
+        .or_else(|e| match e {
+            // `volatile` is 5.10's; without it only the unmount is slower.
+            nix::errno::Errno::EINVAL => try_mount(&opts),
+            e => Err(e),
+        })
+        .map_err(|e| format!("overlay on {}: {e}", c.display()))?;
     // An overlay without its upper layer is read-only: then it is no layer.
     let read_only = nix::sys::statvfs::statvfs(c)
         .map(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
@@ -472,7 +485,7 @@ mod tests {
         let b = CacheLayers::prepare_in(&mut b_plan, Some(base.clone()), "next");
         assert!(!base.join("dead").exists() && !base.join("dead.lock").exists());
         assert!(
-            base.join("live/0/upper").is_dir(),
+            base.join("live/u0").is_dir(),
             "a live session's layer is kept"
         );
         drop((a, b));
