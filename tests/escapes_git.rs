@@ -641,8 +641,11 @@ fn policy_suite(who: Who, tag: &str) {
         ),
     );
     c.check(
-        !r.home.join("planted").exists(),
-        "nothing planted in ~ under the unapproved policy",
+        !r.home.join("planted").exists() && read(&report.join("plant")).trim() != "planted",
+        format!(
+            "nothing planted in ~ under the unapproved policy, not even in the session: {}",
+            read(&report.join("plant"))
+        ),
     );
     c.check(
         err.contains("is not approved: only its restrictions apply")
@@ -674,8 +677,10 @@ fn policy_suite(who: Who, tag: &str) {
     );
 
     // Control: the person approves this exact content from outside; the same session then
-    // reads the secret (so the check above can fail), but still cannot write the person's
-    // tyba config although `~` is writable.
+    // reads the secret and writes in `~` (so the checks above can fail; a `read_write` path
+    // is written through the session's private layer, `supervisor/src/caches.rs`, so the
+    // plant stays the session's), but still cannot write the person's tyba config although
+    // `~` is writable.
     let allow = run_tyba(&who, &r.tyba, &r.wt, &env, &["policy", "allow"]);
     c.check(
         allow.status.success(),
@@ -693,11 +698,17 @@ fn policy_suite(who: Who, tag: &str) {
     let _ = std::fs::remove_dir_all(&report);
     let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, POLICY_SCRIPT);
     c.check(
-        read(&report.join("read")).contains("PERSONS-SECRET") && r.home.join("planted").exists(),
+        read(&report.join("read")).contains("PERSONS-SECRET")
+            && read(&report.join("plant")).trim() == "planted",
         format!(
-            "control: the approved policy opens ~: {} / {err}",
-            read(&report.join("read"))
+            "control: the approved policy opens ~: {} {} / {err}",
+            read(&report.join("read")),
+            read(&report.join("plant"))
         ),
+    );
+    c.check(
+        !r.home.join("planted").exists(),
+        "what the session wrote in ~ stayed in its private layer",
     );
     c.check(
         !read(&report.join("record")).contains("recorded")
@@ -718,7 +729,9 @@ fn policy_suite(who: Who, tag: &str) {
     let _ = std::fs::remove_dir_all(&report);
     let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, POLICY_SCRIPT);
     c.check(
-        !read(&report.join("read")).contains("PERSONS-SECRET") && !r.home.join("planted").exists(),
+        !read(&report.join("read")).contains("PERSONS-SECRET")
+            && !r.home.join("planted").exists()
+            && read(&report.join("plant")).trim() != "planted",
         format!("a changed file is not approved any more: {err}"),
     );
     // And the record the agent computes is the real key: written from outside without the

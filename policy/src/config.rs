@@ -84,7 +84,9 @@ pub struct PolicyFile {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FilesystemSection {
-    /// Read, write and create (toolchain caches, e.g. `~/.cargo/registry`).
+    /// Read, write and create (toolchain caches, e.g. `~/.cargo/registry`), through a
+    /// session-private layer the person's tools never read (`tyba-supervisor`'s `caches`);
+    /// read-only when a session cannot give the path one.
     #[serde(default)]
     pub read_write: Vec<String>,
     /// Read and execute only (toolchains, e.g. `~/.rustup`).

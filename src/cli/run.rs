@@ -274,6 +274,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     plan.state_layers = state_layers.layers.clone();
+    // The toolchain caches get session-private layers (removed when this is dropped, after
+    // the sandbox is gone).
+    let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
@@ -413,6 +416,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Err(e) = tyba_supervisor::sandbox::remove_tree(&tmp_dir) {
         eprintln!("tyba: WARNING: the session's temp dir is left behind: {e}");
     }
+    drop(cache_layers);
     drop(git_stand_ins);
     drop(placeholders);
     let outcome = match result {

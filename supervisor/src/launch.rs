@@ -373,6 +373,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                     relay_nos.push((fd, ip));
                 }
             }
+        } else if let Some(i) = l.strip_prefix("C ") {
+            // A cache's private layer is mounted (written by stage 2 before its "L"): the
+            // cache is writable in the sandbox, through the layer only.
+            if let Ok(i) = i.parse::<usize>() {
+                crate::caches::grant_layer(&mut plan, i);
+            }
         } else if let Some(fd) = l.strip_prefix("P ") {
             // Written by stage 2 before its "L".
             master_no = fd.parse::<i32>().ok();
@@ -954,6 +960,22 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             ),
             Err(e) => fail(&mut st, &format!("cannot mount a private devpts: {e}")),
         }
+        // The caches' private layers first: the read-only binds below may lie inside one.
+        for (i, l) in c.plan.cache_layers.clone().iter().enumerate() {
+            match crate::caches::mount_layer(l) {
+                Ok(()) => {
+                    crate::caches::grant_layer(&mut c.plan, i);
+                    report(&mut st, &format!("C {i}"));
+                }
+                Err(e) => report(
+                    &mut st,
+                    &format!(
+                        "W a cache is read-only for this session (no private layer: {e}): {}",
+                        l.cache.display()
+                    ),
+                ),
+            }
+        }
         for p in c.plan.pinned.clone() {
             // A mount point cannot be renamed or removed: the name stays this git dir.
             if let Err(e) = mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
@@ -981,6 +1003,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     } else if !c.plan.protected.is_empty()
         || !c.plan.pinned.is_empty()
         || !c.plan.state_layers.is_empty()
+        || !c.plan.cache_layers.is_empty()
     {
         let list: Vec<String> = c
             .plan
@@ -990,10 +1013,18 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             .chain(c.plan.state_layers.iter().map(|l| &l.real))
             .map(|p| p.display().to_string())
             .collect();
-        report(
-            &mut st,
-            &format!("W NOT read-only (no mount namespace): {}", list.join(", ")),
-        );
+        if !list.is_empty() {
+            report(
+                &mut st,
+                &format!("W NOT read-only (no mount namespace): {}", list.join(", ")),
+            );
+        }
+        if !c.plan.cache_layers.is_empty() {
+            report(
+                &mut st,
+                "W the toolchain caches are read-only for this session (no mount namespace for their private layers)",
+            );
+        }
     }
     // The agent's pty, in the private instance only. The master goes to the supervisor
     // (taken with `pidfd_getfd` like the listener, before the "go"), which relays it to the

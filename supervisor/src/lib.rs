@@ -42,6 +42,7 @@ pub mod agent;
 pub mod approve;
 pub mod bpf;
 pub mod broker;
+pub mod caches;
 mod classify_worker;
 pub mod control;
 pub mod dns;

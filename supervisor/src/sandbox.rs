@@ -2,8 +2,10 @@
 //!
 //! Landlock rules (kernel `Documentation/userspace-api/landlock.rst`):
 //! - read-write (every filesystem right but making devices): the worktree, the session's
-//!   private temp dir (`TMPDIR`), the policy's `read_write` paths and `agent_state` paths (the
-//!   latter as session-private copies: [`crate::state_layer`]), and
+//!   private temp dir (`TMPDIR`), the policy's `read_write` paths (the toolchain caches) once
+//!   a session-private overlay is mounted over each ([`crate::caches`]; read + execute
+//!   without one), the `agent_state` paths (as session-private copies:
+//!   [`crate::state_layer`]), and
 //!   for a linked worktree the parts of the main git dir the agent's commits write
 //!   (`objects`, its own branches `refs/heads/tyba` and `logs/refs/heads/tyba`,
 //!   `worktrees/<name>`), never the person's branches, `packed-refs` or `HEAD`;
@@ -77,6 +79,13 @@ pub struct SandboxPlan {
     /// The agents' state as session-private copies, mounted over the state entries in the
     /// sandbox's mount namespace before the read-only binds ([`crate::state_layer`]).
     pub state_layers: Vec<crate::state_layer::StateLayer>,
+    /// The policy's `read_write` paths (the toolchain caches; canonical, existing), each also
+    /// in `read_only`: granted read-write only through a session-private overlay
+    /// ([`crate::caches`]), never as they are.
+    pub caches: Vec<PathBuf>,
+    /// The overlays stage 2 mounts over `caches` ([`crate::caches::CacheLayers::prepare`]);
+    /// each one mounted moves its cache from `read_only` to `read_write`.
+    pub cache_layers: Vec<crate::caches::CacheLayer>,
 }
 
 /// What the kernel will and will not enforce for a plan.
@@ -557,13 +566,20 @@ impl SandboxPlan {
         plan.read_write.push(i.session.worktree.clone());
         push_unique(&mut plan.read_write, i.tmp_dir.to_path_buf());
         let fs = &i.config.filesystem;
-        for (list, rw) in [
-            (&fs.read_write, true),
-            (&fs.agent_state, true),
-            (&fs.read_only, false),
+        // (list, is a cache, writable)
+        for (list, cache, rw) in [
+            (&fs.read_write, true, true),
+            (&fs.agent_state, false, true),
+            (&fs.read_only, false, false),
         ] {
             for s in list.iter() {
                 match expand_home(s, i.home).and_then(|p| std::fs::canonicalize(p).ok()) {
+                    // The toolchain caches the person's builds trust: read-only until their
+                    // private layer is mounted ([`crate::caches`]).
+                    Some(p) if cache => {
+                        push_unique(&mut plan.caches, p.clone());
+                        push_unique(&mut plan.read_only, p);
+                    }
                     Some(p) if rw => push_unique(&mut plan.read_write, p),
                     Some(p) => push_unique(&mut plan.read_only, p),
                     None => plan.missing.push(s.clone()),
@@ -696,11 +712,18 @@ impl SandboxPlan {
         for n in rest.into_iter().rev() {
             real.push(n);
         }
-        if !covered(&real, &self.read_write) {
+        // A cache's private layer (`crate::caches`) is writable too: the bind goes over it.
+        let writable: Vec<PathBuf> = self
+            .read_write
+            .iter()
+            .chain(&self.caches)
+            .cloned()
+            .collect();
+        if !covered(&real, &writable) {
             return;
         }
         match std::fs::create_dir_all(&real).and_then(|()| std::fs::canonicalize(&real)) {
-            Ok(p) if covered(&p, &self.read_write) => push_unique(&mut self.protected, p),
+            Ok(p) if covered(&p, &writable) => push_unique(&mut self.protected, p),
             Ok(_) => {}
             Err(e) => self.unprotected.push(format!(
                 "cannot make {} to keep it read-only: {e}",
