@@ -298,11 +298,10 @@ impl Analyzer<'_> {
             return;
         }
         let findings_before = self.out.findings.len();
-        let green_sub = crate::git_tables::READ_ONLY_SUBCOMMANDS.contains(&sub.as_str());
+        let read_only_kind = crate::git_tables::read_only(&sub);
+        let green_sub = read_only_kind.is_some();
         match sub.as_str() {
-            "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
-            | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe"
-            | "shortlog" | "count-objects" => {
+            _ if read_only_kind == Some(crate::git_tables::ReadOnly::Plain) => {
                 if sub == "diff" && has("--no-index") {
                     // compares files anywhere: paths checked below
                 }
