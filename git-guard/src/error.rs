@@ -2,25 +2,6 @@
 
 use std::path::PathBuf;
 
-/// A command line git itself would reject while parsing its options (git dies with a usage
-/// message, exit 129, and does nothing).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum OptionError {
-    /// An option git does not know.
-    #[error("unknown option `{0}`")]
-    Unknown(String),
-    /// An abbreviation matching more than one option.
-    #[error("ambiguous option {0}")]
-    Ambiguous(String),
-    /// An option that needs a value got none.
-    #[error("option `{0}` requires a value")]
-    MissingValue(String),
-    /// A value given to an option that takes none.
-    #[error("option `{0}` takes no value")]
-    UnexpectedValue(String),
-}
-
 /// The repository could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

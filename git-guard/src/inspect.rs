@@ -7,7 +7,7 @@ use crate::config::{is_guard_key, split_key};
 use crate::push::{self, is_protected, PushPlan};
 use crate::repo::{Locator, RepoState};
 use std::path::{Path, PathBuf};
-use tyba_policy::git_tables::{GLOBAL_EXITING_OPTIONS, GLOBAL_FLAGS, GLOBAL_VALUE_OPTIONS};
+use tyba_policy::git_options::{self, GlobalEnd};
 use tyba_policy::redact::{redact_credentials, redact_url};
 use tyba_policy::{AliasExpansion, Finding, Verdict};
 
@@ -139,84 +139,35 @@ fn parse_global(words: &[String], env: &[(String, String)], cwd: &Path) -> Globa
     if let Some(p) = env_value(env, "GIT_CONFIG_PARAMETERS") {
         g.overrides.extend(parse_config_parameters(p));
     }
-    let mut i = 0;
-    while i < words.len() {
-        let w = words[i].as_str();
-        let next = words.get(i + 1).map(String::as_str);
-        let take_next = |slot: &mut Option<String>| -> bool {
-            match next {
-                Some(v) => {
-                    *slot = Some(v.to_string());
-                    true
-                }
-                None => false,
+    // git.c `handle_options`, by the engine the policy's git judge uses too.
+    let globals = git_options::parse_global(words);
+    for o in &globals.options {
+        let Some(v) = o.value.as_deref() else {
+            if o.spec.name == "--bare" {
+                g.loc.git_dir = Some(g.loc.cwd.clone());
             }
+            continue;
         };
-        if !w.starts_with('-') {
-            g.cmd_at = Some(i);
-            break;
-        }
-        match w {
+        match o.spec.name {
             "-C" => {
-                let mut v = None;
-                if !take_next(&mut v) {
-                    g.unknown = Some(w.into());
-                    break;
-                }
-                if let Some(v) = v.filter(|v| !v.is_empty()) {
-                    g.loc.cwd = abs(&g.loc.cwd, &v);
-                }
-                i += 2;
-                continue;
-            }
-            "-c" => {
-                let mut v = None;
-                if !take_next(&mut v) {
-                    g.unknown = Some(w.into());
-                    break;
-                }
-                let v = v.unwrap_or_default();
-                match v.split_once('=') {
-                    Some((k, val)) => g.overrides.push((k.to_string(), Some(val.to_string()))),
-                    None => g.overrides.push((v, None)),
-                }
-                i += 2;
-                continue;
-            }
-            v if GLOBAL_VALUE_OPTIONS.contains(&v) => {
-                let mut v = None;
-                if !take_next(&mut v) {
-                    g.unknown = Some(w.into());
-                    break;
-                }
-                apply_valued(&mut g, w, &v.unwrap_or_default(), env);
-                i += 2;
-                continue;
-            }
-            "--bare" => g.loc.git_dir = Some(g.loc.cwd.clone()),
-            f if GLOBAL_FLAGS.contains(&f) => {}
-            f if GLOBAL_EXITING_OPTIONS.contains(&f) => {
-                // git prints and exits (or runs `git help`): no subcommand runs
-                return g;
-            }
-            _ => {
-                if let Some((name, value)) = w.split_once('=') {
-                    if GLOBAL_VALUE_OPTIONS.contains(&name) && name.starts_with("--") {
-                        apply_valued(&mut g, name, value, env);
-                    } else if name == "--exec-path" {
-                    } else if name == "--list-cmds" {
-                        return g;
-                    } else {
-                        g.unknown = Some(w.into());
-                        break;
-                    }
-                } else {
-                    g.unknown = Some(w.into());
-                    break;
+                if !v.is_empty() {
+                    g.loc.cwd = abs(&g.loc.cwd, v);
                 }
             }
+            "-c" => match v.split_once('=') {
+                Some((k, val)) => g.overrides.push((k.to_string(), Some(val.to_string()))),
+                None => g.overrides.push((v.to_string(), None)),
+            },
+            name => apply_valued(&mut g, name, v, env),
         }
-        i += 1;
+    }
+    match globals.end {
+        GlobalEnd::Subcommand(i) => g.cmd_at = Some(i),
+        // git prints and exits (or runs `git help`/`git version`): no subcommand runs.
+        GlobalEnd::Exits(_) | GlobalEnd::NoSubcommand => return g,
+        GlobalEnd::Unknown(i) | GlobalEnd::MissingValue(i) => {
+            g.unknown = words.get(i).cloned();
+        }
     }
     g.loc.overrides = g
         .overrides

@@ -48,16 +48,17 @@ mod config;
 mod error;
 pub mod hook;
 mod inspect;
-mod opts;
 pub mod push;
 pub mod refspec;
 pub mod repo;
 
-pub use error::{HookInputError, InstallError, OptionError, RepoError};
+pub use error::{HookInputError, InstallError, RepoError};
 pub use inspect::{
     Analysis, RULE_HOOKS_PATH, RULE_NO_VERIFY, RULE_PROTECTED, RULE_SEND_PACK, RULE_UNRESOLVED,
 };
 pub use push::{is_protected, PushPlan, RefUpdate, Target};
+/// git's option errors, from the engine the guard shares with the policy.
+pub use tyba_policy::git_options::OptionError;
 
 use std::path::{Path, PathBuf};
 use tyba_policy::{GitInspector, GitInvocation, GitReport};

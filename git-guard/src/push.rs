@@ -12,7 +12,6 @@
 //! `--prune`/`--mirror` may delete a protected ref.
 
 use crate::config::FlatConfig;
-use crate::opts::{self, Parsed};
 use crate::refspec::{
     count_refspec_match, expansions, match_pattern, omitted, pattern_matches_ignore_case,
     PushRefspec,
@@ -21,6 +20,7 @@ use crate::repo::RepoState;
 use crate::OptionError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use tyba_policy::git_options::{self as opts, Parsed};
 use tyba_policy::redact::{redact_credentials, redact_url};
 
 /// One remote ref a push would write.

@@ -180,37 +180,57 @@ pub fn may_push(sub: &str) -> bool {
         || !BUILTINS.contains(&sub)
 }
 
-/// Subcommands on the green list (DESIGN.md §2a), green only with their read-only flags
-/// (each checked by the policy's rules for it).
-pub const READ_ONLY_SUBCOMMANDS: &[&str] = &[
-    "status",
-    "log",
-    "show",
-    "diff",
-    "blame",
-    "rev-parse",
-    "ls-files",
-    "ls-tree",
-    "cat-file",
-    "rev-list",
-    "show-ref",
-    "for-each-ref",
-    "merge-base",
-    "describe",
-    "shortlog",
-    "count-objects",
-    "grep",
-    "branch",
-    "tag",
-    "remote",
-    "config",
-    "stash",
-    "worktree",
-    "reflog",
+/// How the policy reads a read-only subcommand's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOnly {
+    /// Read-only whatever its options, but for those that run a configured program or write
+    /// a file on any subcommand (`--ext-diff`, `--textconv`, `--output`), which the git judge
+    /// checks for every subcommand.
+    Plain,
+    /// Read-only only in some of its forms (`branch` listing, `config --get`, `stash list`):
+    /// the git judge has a rule of its own for it.
+    Judged,
+}
+
+/// Subcommands on the green list (DESIGN.md §2a), each with how its words are judged; the
+/// one list of them (the policy's git judge reads it).
+pub const READ_ONLY_SUBCOMMANDS: &[(&str, ReadOnly)] = &[
+    ("status", ReadOnly::Plain),
+    ("log", ReadOnly::Plain),
+    ("show", ReadOnly::Plain),
+    ("diff", ReadOnly::Plain),
+    ("blame", ReadOnly::Plain),
+    ("rev-parse", ReadOnly::Plain),
+    ("ls-files", ReadOnly::Plain),
+    ("ls-tree", ReadOnly::Plain),
+    ("cat-file", ReadOnly::Plain),
+    ("rev-list", ReadOnly::Plain),
+    ("show-ref", ReadOnly::Plain),
+    ("for-each-ref", ReadOnly::Plain),
+    ("merge-base", ReadOnly::Plain),
+    ("describe", ReadOnly::Plain),
+    ("shortlog", ReadOnly::Plain),
+    ("count-objects", ReadOnly::Plain),
+    ("grep", ReadOnly::Judged),
+    ("branch", ReadOnly::Judged),
+    ("tag", ReadOnly::Judged),
+    ("remote", ReadOnly::Judged),
+    ("config", ReadOnly::Judged),
+    ("stash", ReadOnly::Judged),
+    ("worktree", ReadOnly::Judged),
+    ("reflog", ReadOnly::Judged),
     // `git version [--build-options]` (and `git --version`, `git -v`, which git.c rewrites
     // to it) prints git's own version: read-only like the rest.
-    "version",
+    ("version", ReadOnly::Judged),
 ];
+
+/// How subcommand `sub` is read-only, if it is on the green list ([`READ_ONLY_SUBCOMMANDS`]).
+pub fn read_only(sub: &str) -> Option<ReadOnly> {
+    READ_ONLY_SUBCOMMANDS
+        .iter()
+        .find(|(s, _)| *s == sub)
+        .map(|(_, r)| *r)
+}
 
 /// Global options that take a value, separate (`-C DIR`) or after `=` (`--git-dir=DIR`).
 pub const GLOBAL_VALUE_OPTIONS: &[&str] = &[
@@ -354,11 +374,14 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), BUILTINS.len(), "BUILTINS has duplicates");
-        for s in READ_ONLY_SUBCOMMANDS {
+        for (s, _) in READ_ONLY_SUBCOMMANDS {
             assert!(BUILTINS.contains(s), "{s} is not a git 2.47 builtin");
-        }
-        for s in READ_ONLY_SUBCOMMANDS {
             assert!(!may_push(s), "{s}");
+            assert_eq!(
+                READ_ONLY_SUBCOMMANDS.iter().filter(|(o, _)| o == s).count(),
+                1,
+                "{s} listed twice"
+            );
         }
         assert!(may_push("push") && may_push("rebase") && may_push("my-alias"));
     }

@@ -44,6 +44,7 @@ pub mod agents;
 mod analysis;
 pub mod config;
 mod decision;
+pub mod git_options;
 pub mod git_tables;
 pub mod programs;
 pub mod redact;

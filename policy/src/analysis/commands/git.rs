@@ -308,11 +308,10 @@ impl Analyzer<'_> {
             return;
         }
         let findings_before = self.out.findings.len();
-        let green_sub = crate::git_tables::READ_ONLY_SUBCOMMANDS.contains(&sub.as_str());
+        let read_only_kind = crate::git_tables::read_only(&sub);
+        let green_sub = read_only_kind.is_some();
         match sub.as_str() {
-            "status" | "log" | "show" | "diff" | "blame" | "rev-parse" | "ls-files" | "ls-tree"
-            | "cat-file" | "rev-list" | "show-ref" | "for-each-ref" | "merge-base" | "describe"
-            | "shortlog" | "count-objects" => {
+            _ if read_only_kind == Some(crate::git_tables::ReadOnly::Plain) => {
                 if sub == "diff" && has("--no-index") {
                     // compares files anywhere: paths checked below
                 }
@@ -487,17 +486,7 @@ impl Analyzer<'_> {
                     "git.not-read-only",
                     "`git clean` deletes untracked files".to_string(),
                 );
-                let mut f = false;
-                let mut d_or_x = false;
-                for a in &known_rest {
-                    if a.starts_with("--") {
-                        // git accepts unambiguous abbreviations (`--forc`, `--fo`).
-                        f |= a.len() >= 4 && "--force".starts_with(a.as_str());
-                    } else if let Some(l) = a.strip_prefix('-') {
-                        f |= l.contains('f');
-                        d_or_x |= l.contains('d') || l.contains('x') || l.contains('X');
-                    }
-                }
+                let (f, d_or_x) = git_clean_force_recursive(rest, &known_rest);
                 if f && d_or_x {
                     self.add(
                         Verdict::Red,
@@ -923,9 +912,36 @@ impl Analyzer<'_> {
     pub(crate) fn git_push_static(&mut self, args: &[Field], protected: &[String]) {
         let known: Vec<String> = args.iter().filter_map(Field::known).collect();
         let push_at = known.iter().position(|a| a == "push" || a == "send-pack");
+        let after = &known[push_at.map(|p| p + 1).unwrap_or(0).min(known.len())..];
+        // git's own parser (parse-options: `--no-verif`, `--verify` after it, `--` ends the
+        // options); words git would reject, or words that cannot be known, are read one by
+        // one below, as options wherever they could be.
+        let parsed = (push_at.is_some() && args.iter().all(Field::is_known))
+            .then(|| crate::git_options::parse(after, crate::git_options::PUSH_OPTIONS).ok())
+            .flatten();
+        if let Some(p) = parsed {
+            if p.last_bool("no-verify") == Some(true) {
+                self.add(
+                    Verdict::Blocked,
+                    "git.guard.no-verify",
+                    "`git push --no-verify` skips the pre-push hook that guards protected branches"
+                        .to_string(),
+                );
+            }
+            let mut named = p.last_bool("all") == Some(true) || p.last_bool("mirror") == Some(true);
+            // The first operand is the repository; the refspecs follow.
+            let explicit = p.operands.len() > 1;
+            for a in p.operands.iter().skip(1) {
+                named |= push_names_protected(a, protected);
+            }
+            if named || !explicit {
+                self.add(Verdict::Blocked, "git.push.protected", "this push may update a protected branch (main/master) and the repository was not inspected".to_string());
+            }
+            return;
+        }
         let mut named = false;
         let mut explicit = false;
-        for a in known.iter().skip(push_at.map(|p| p + 1).unwrap_or(0)) {
+        for a in after {
             if a.starts_with("--no-ver") || a.starts_with("--no-veri") || a == "--no-verify" {
                 self.add(
                     Verdict::Blocked,
@@ -941,26 +957,53 @@ impl Analyzer<'_> {
                 continue;
             }
             explicit = true;
-            let dst = a
-                .rsplit(':')
-                .next()
-                .unwrap_or(a)
-                .trim_start_matches(['+', '^']);
-            let short = dst.trim_start_matches("refs/").trim_start_matches("heads/");
-            if protected.iter().any(|p| p.eq_ignore_ascii_case(short))
-                || dst == "HEAD"
-                || dst == "@"
-                || a.contains('*')
-                || a == ":"
-                || a == "+:"
-            {
-                named = true;
-            }
+            named |= push_names_protected(a, protected);
         }
         if named || !explicit {
             self.add(Verdict::Blocked, "git.push.protected", "this push may update a protected branch (main/master) and the repository was not inspected".to_string());
         }
     }
+}
+
+/// Whether the push word `a` (a refspec, or a word read as one) may update a protected
+/// branch: its destination names one, or is `HEAD`/`@`, a pattern, or `:` (matching refs).
+fn push_names_protected(a: &str, protected: &[String]) -> bool {
+    let dst = a
+        .rsplit(':')
+        .next()
+        .unwrap_or(a)
+        .trim_start_matches(['+', '^']);
+    let short = dst.trim_start_matches("refs/").trim_start_matches("heads/");
+    protected.iter().any(|p| p.eq_ignore_ascii_case(short))
+        || dst == "HEAD"
+        || dst == "@"
+        || a.contains('*')
+        || a == ":"
+        || a == "+:"
+}
+
+/// `git clean`'s force and recursion (`-d`, or `-x`/`-X`, which remove ignored files and
+/// directories too), read by git's own parser (`--f` is `--force`, `-exd` excludes `xd`,
+/// `--no-force` after `-f` resets it). When a word cannot be known or git would reject the
+/// words, every letter of every short option counts.
+fn git_clean_force_recursive(rest: &[Field], known: &[String]) -> (bool, bool) {
+    if rest.iter().all(Field::is_known) {
+        if let Ok(p) = crate::git_options::parse(known, crate::git_options::CLEAN_OPTIONS) {
+            let set = |n: &str| p.last_bool(n) == Some(true);
+            return (set("force"), set("d") || set("x") || set("X"));
+        }
+    }
+    let mut f = false;
+    let mut d_or_x = false;
+    for a in known {
+        if let Some(long) = a.strip_prefix("--") {
+            f |= !long.is_empty() && "force".starts_with(long);
+        } else if let Some(l) = a.strip_prefix('-') {
+            f |= l.contains('f');
+            d_or_x |= l.contains('d') || l.contains('x') || l.contains('X');
+        }
+    }
+    (f, d_or_x)
 }
 
 #[cfg(test)]
