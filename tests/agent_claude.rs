@@ -578,7 +578,6 @@ fn run_claude_tui(who: &Who, prefix: &Path, gate: Gate, own_mode: &str) -> Optio
 }
 
 #[test]
-#[ignore = "fails today: Claude Code 2.1.332's TUI asks `ps aux | grep -E \"code|cursor|…\" | grep -v grep` (yellow) before the first step, and draws no screen until the window is resized (docs/agents.md, \"The agents' TUIs\")"]
 fn agent_claude_tui_under_tyba() {
     let Some(prefix) = npm_prefix() else {
         return;

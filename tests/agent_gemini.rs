@@ -613,7 +613,6 @@ fn run_gemini_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)
 }
 
 #[test]
-#[ignore = "fails today: Gemini CLI 0.61.0's TUI asks `ps -o comm= -p $PPID` and `ps -o ppid=,command= -p N` (yellow, twice each) before the first step (docs/agents.md, \"The agents' TUIs\")"]
 fn agent_gemini_tui_under_tyba() {
     let Some(prefix) = gemini_prefix() else {
         return;
