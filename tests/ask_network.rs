@@ -235,14 +235,19 @@ fn rev(dir: &std::path::Path, r: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
+/// An approved push to a repository on a local path gets no write access to it from git's
+/// configuration: the remote's path comes from configuration the agent can write (a nested
+/// repository's `remote.*.url`, `receivepack`, hooks), so granting it let agent code run with
+/// read-write on any directory the configuration named (a hostile review moved a remote's
+/// `main` and wrote the person's `~/.bashrc` this way). The push is asked and fails in the
+/// agent's domain; the remote, its `main` and the person's files are unchanged. A push to
+/// `main` is refused without an ask.
 #[test]
-fn an_approved_push_to_a_local_bare_remote_lands_and_main_never_moves() {
+fn an_approved_push_to_a_local_remote_gets_no_grant_from_configuration() {
     for who in whos() {
         let Some(fx) = setup(&who, "net-local-push") else {
             continue;
         };
-        // The common case: `origin` is a bare repository in the person's home, outside the
-        // worktree, which has main already.
         let remote = fx.home.join("remote.git");
         let o = git_as(&who, &fx.home, &["init", "-q", "--bare", "remote.git"]);
         assert!(o.status.success(), "{o:?}");
@@ -257,31 +262,55 @@ fn an_approved_push_to_a_local_bare_remote_lands_and_main_never_moves() {
         );
         assert!(o.status.success(), "{o:?}");
         let main_before = rev(&remote, "refs/heads/main").unwrap();
-        let script = "echo change > feature.txt && git add feature.txt && \
-             git commit -q -m feature && echo committed=$?
+        let planted = remote.join("planted");
+        let home_file = fx.home.join("planted-home");
+        // A nested repository of the agent's whose configuration names the remote and runs
+        // the agent's own code as git's receive-pack, and a second remote that is the home.
+        let script = format!(
+            "echo change > feature.txt && git add feature.txt && git commit -q -m feature && echo committed=$?
 git push origin HEAD:feature-x; echo push=$?
-git push origin HEAD:main; echo main=$?";
-        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], script));
+git push origin HEAD:main; echo main=$?
+mkdir sub && cd sub && git init -q && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m EVIL
+printf 'echo x > {p}\necho x > {h}\nexec git-receive-pack \"$@\"\n' > ../rp.sh
+git remote add origin {url} && git config remote.origin.receivepack \"sh $PWD/../rp.sh\"
+git push origin HEAD:feature-y; echo nested=$?
+git remote add home {home} && git config remote.home.receivepack \"sh $PWD/../rp.sh\"
+git push home HEAD:x; echo home=$?",
+            p = planted.display(),
+            h = home_file.display(),
+            home = fx.home.display(),
+        );
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(out.contains("committed=0"), "{who:?}: {out} / {err}");
-        let head = rev(&fx.wt, "HEAD").unwrap();
-        assert_ne!(head, main_before, "{who:?}");
-        assert_eq!(
-            rev(&remote, "refs/heads/feature-x").as_deref(),
-            Some(head.as_str()),
-            "{who:?}: the approved push landed: {asks:?} / {out} / {err}"
+        assert!(
+            out.contains("nested="),
+            "{who:?}: the script ran to the end: {out} / {err}"
         );
-        assert!(out.contains("push=0"), "{who:?}: {out} / {err}");
-        // One ask for the push: git's receive-pack on the granted remote is the push's own
-        // work, run in the push's domain.
+        // The person was asked for, and approved, the pushes of the nested repository.
+        assert!(
+            asks.iter().any(|a| a.contains("HEAD:feature-y")),
+            "{who:?}: the nested push must have been asked: {asks:?} / {out} / {err}"
+        );
+        // Nothing reached the remote or the home, though every ask was approved.
         assert_eq!(
-            asks.iter()
-                .filter(|a| a.contains("push") || a.contains("receive-pack"))
-                .count(),
-            1,
+            rev(&remote, "refs/heads/feature-x"),
+            None,
             "{who:?}: {asks:?}"
         );
-        // The push to main is blocked at every depth: refused, never asked, main unmoved.
+        assert_eq!(
+            rev(&remote, "refs/heads/feature-y"),
+            None,
+            "{who:?}: {asks:?}"
+        );
+        assert!(
+            !planted.exists(),
+            "{who:?}: agent code wrote into the remote: {asks:?}"
+        );
+        assert!(
+            !home_file.exists(),
+            "{who:?}: agent code wrote into the home: {asks:?}"
+        );
         assert!(!out.contains("main=0"), "{who:?}: {out} / {err}");
         assert_eq!(
             rev(&remote, "refs/heads/main").unwrap(),

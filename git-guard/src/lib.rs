@@ -85,19 +85,9 @@ impl Inspector {
 impl GitInspector for Inspector {
     fn inspect(&self, inv: &GitInvocation<'_>) -> GitReport {
         let a = self.analyze(inv);
-        let mut local_remotes: Vec<PathBuf> = Vec::new();
-        for t in a.pushes.iter().flat_map(|p| p.targets.iter()) {
-            if let Some(d) = &t.local_dir {
-                let d = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
-                if !local_remotes.contains(&d) {
-                    local_remotes.push(d);
-                }
-            }
-        }
         GitReport {
             findings: a.findings,
             alias: a.alias,
-            local_remotes,
         }
     }
 

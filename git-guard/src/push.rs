@@ -50,12 +50,6 @@ pub struct Target {
     pub url: Option<String>,
     /// Whether the remote's refs were read (a local path); otherwise they were assumed.
     pub remote_refs_known: bool,
-    /// The repository directory git opens for a push URL that is a local path (the path, or
-    /// the path with `.git`), as it exists now; `None` for other URLs. The push writes there:
-    /// an approved push is granted it (`docs/sandbox.md`, "Approved commands in their own
-    /// domain").
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_dir: Option<PathBuf>,
     /// The updates, destinations in resolution order.
     pub updates: Vec<RefUpdate>,
 }
@@ -333,7 +327,6 @@ pub(crate) fn resolve_parsed(
         remote.push_urls.clone()
     };
     for (url, _) in urls {
-        let local_dir = local_remote_dir(state, &url);
         let remote_refs = match refs_mode {
             RemoteRefs::ReadLocal => remote_refs_for(state, &url),
             RemoteRefs::AssumeUnknown => None,
@@ -350,7 +343,6 @@ pub(crate) fn resolve_parsed(
             remote: remote.name.clone(),
             url: Some(url),
             remote_refs_known: remote_refs.is_some(),
-            local_dir,
             updates,
         });
     }
@@ -684,44 +676,6 @@ fn pushremote_get(state: &RepoState, name: Option<&str>) -> Option<Remote> {
             remote_get(state, n, false)
         }
     }
-}
-
-/// The directory at a push URL, if it is a local path git would open directly
-/// (`url_is_local_not_ssh`: no `:` before the first `/`, or `file://`): the path, else the
-/// path with `.git` (git's `enter_repo` tries both), whichever is a directory. Only looked
-/// at (`stat`), never opened: the classifier may not be allowed to read it.
-fn local_remote_dir(state: &RepoState, url: &str) -> Option<PathBuf> {
-    let path = local_url_path(state, url)?;
-    if path.is_dir() {
-        return Some(path);
-    }
-    let mut with_git = path.into_os_string();
-    with_git.push(".git");
-    let with_git = PathBuf::from(with_git);
-    with_git.is_dir().then_some(with_git)
-}
-
-/// The path a push URL names when it is local (`file://`, or no `:` before the first `/`),
-/// relative ones against [`RepoState::base_dir`].
-fn local_url_path(state: &RepoState, url: &str) -> Option<PathBuf> {
-    if let Some(p) = url.strip_prefix("file://") {
-        return Some(PathBuf::from(p));
-    }
-    if url.contains("://") {
-        return None;
-    }
-    if let Some(colon) = url.find(':') {
-        match url.find('/') {
-            Some(slash) if slash < colon => {}
-            _ => return None,
-        }
-    }
-    let p = Path::new(url);
-    Some(if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        state.base_dir().join(p)
-    })
 }
 
 /// The refs of the repository at a push URL, if it is a local path git would open directly

@@ -96,10 +96,6 @@ pub struct GitReport {
     pub findings: Vec<Finding>,
     /// The alias the subcommand expands to, if it is an alias.
     pub alias: Option<AliasExpansion>,
-    /// The repositories on local paths a push of the invocation writes to (its remotes'
-    /// push URLs that are paths or `file://`, canonical): the classification lists them as
-    /// paths it writes (`Classification::writes`).
-    pub local_remotes: Vec<PathBuf>,
 }
 
 /// Resolves git invocations against the repository state (configuration, refs, HEAD): the

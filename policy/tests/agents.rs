@@ -136,6 +136,12 @@ fn the_embedded_data_patterns_name_data_only() {
         ("gemini", "~/.gemini/", "GEMINI.md"),
         ("gemini", "~/.gemini/", "history/h/.git/hooks/post-commit"),
         ("gemini", "~/.gemini/", "tmp/h/chats/../../settings.json"),
+        // Credentials: a token file the agent wrote would log the person's next run into
+        // the account it names.
+        ("claude-code", "~/.claude/", ".credentials.json"),
+        ("codex", "~/.codex/", "auth.json"),
+        ("gemini", "~/.gemini/", "oauth_creds.json"),
+        ("gemini", "~/.gemini/", "google_accounts.json"),
     ];
     for (name, root, rel) in code_or_config {
         let p = c.agents.get(name).unwrap();

@@ -132,16 +132,6 @@ impl Analyzer<'_> {
                 for f in report.findings {
                     self.out.add(f);
                 }
-                // A push to a repository on a local path writes there (git runs
-                // receive-pack on it): listed, so an approved push may be granted it.
-                for d in report.local_remotes {
-                    if !self.out.paths.contains(&d) {
-                        self.out.paths.push(d.clone());
-                    }
-                    if !self.out.writes.contains(&d) {
-                        self.out.writes.push(d);
-                    }
-                }
                 if report.alias.is_some() {
                     alias = report.alias;
                 }
