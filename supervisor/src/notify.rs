@@ -146,13 +146,8 @@ pub(crate) enum AuditMsg {
     Flush(std::sync::mpsc::SyncSender<()>),
 }
 
-/// The audit thread's channel ([`allowed_log`]), and the thread, which a flush wakes from
-/// its pause between batches.
-#[derive(Debug, Clone)]
-pub(crate) struct AuditLog {
-    tx: std::sync::mpsc::Sender<AuditMsg>,
-    thread: std::thread::Thread,
-}
+/// The audit thread's channel ([`allowed_log`]).
+pub(crate) type AuditLog = std::sync::mpsc::Sender<AuditMsg>;
 
 /// Starts the thread that hands allowed execs to `approver` for the audit log; the sender
 /// goes into [`Notifier::allowed`]. The thread blocks until something comes, then writes
@@ -167,54 +162,36 @@ pub(crate) struct AuditLog {
 /// # Errors
 /// The thread cannot be started.
 pub(crate) fn allowed_log(approver: Arc<dyn Approver>) -> std::io::Result<AuditLog> {
-    use std::sync::mpsc::TryRecvError;
     let (tx, rx) = std::sync::mpsc::channel::<AuditMsg>();
-    let handle = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("tyba-audit".into())
         .spawn(move || {
-            let mut batch = Vec::new();
-            let mut acks = Vec::new();
+            let (mut batch, mut acks) = (Vec::new(), Vec::new());
             // Blocks only while idle; each wake-up takes everything queued.
             while let Ok(first) = rx.recv() {
-                let mut next = Some(first);
-                while let Some(m) = next.take() {
+                for m in std::iter::once(first).chain(rx.try_iter()) {
                     match m {
                         AuditMsg::Exec(e) => batch.push(e),
                         AuditMsg::Flush(ack) => acks.push(ack),
                     }
-                    for m in rx.try_iter() {
-                        match m {
-                            AuditMsg::Exec(e) => batch.push(e),
-                            AuditMsg::Flush(ack) => acks.push(ack),
-                        }
-                    }
-                    if !batch.is_empty() {
-                        approver.record_allowed(&batch);
-                        batch.clear();
-                    }
-                    for ack in acks.drain(..) {
-                        let _ = ack.try_send(());
-                    }
-                    next = match rx.try_recv() {
-                        Ok(m) => Some(m),
-                        Err(TryRecvError::Empty) => None,
-                        Err(TryRecvError::Disconnected) => return,
-                    };
+                }
+                if !batch.is_empty() {
+                    approver.record_allowed(&batch);
+                    batch.clear();
+                }
+                for ack in acks.drain(..) {
+                    let _ = ack.try_send(());
                 }
             }
         })?;
-    Ok(AuditLog {
-        tx,
-        thread: handle.thread().clone(),
-    })
+    Ok(tx)
 }
 
 /// Waits (at most `limit`) until every allowed exec handed to the audit thread before this
 /// call has been written.
 pub(crate) fn flush_allowed_log(log: &AuditLog, limit: std::time::Duration) {
     let (ack, done) = std::sync::mpsc::sync_channel(1);
-    if log.tx.send(AuditMsg::Flush(ack)).is_ok() {
-        log.thread.unpark();
+    if log.send(AuditMsg::Flush(ack)).is_ok() {
         let _ = done.recv_timeout(limit);
     }
 }
@@ -539,7 +516,7 @@ impl Notifier {
     /// Hands an allowed exec to the audit log's thread.
     fn log_allowed(&self, e: AllowedExec) {
         if let Some(log) = &self.allowed {
-            let _ = log.tx.send(AuditMsg::Exec(e));
+            let _ = log.send(AuditMsg::Exec(e));
         }
     }
 
