@@ -509,6 +509,7 @@ fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)>
 }
 
 #[test]
+#[ignore = "flaky under load: Codex 0.171.0's TUI sometimes stalls after the refused push (the model gets 4 of 7 results; seen in a fresh-clone CI run after it passed in the two runs before; docs/agents.md, \"The agents' TUIs\")"]
 fn agent_codex_tui_under_tyba() {
     let Some(prefix) = npm_prefix() else {
         return;
