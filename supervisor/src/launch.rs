@@ -319,8 +319,11 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             })
             .collect::<Result<_, _>>()?,
     };
-    // SAFETY: `run` is called before the supervisor starts any thread (the notify loop and
-    // the pty relay start below, after the fork).
+    // SAFETY: other threads run here (the broker's tokio runtime, the terminal prompt, the
+    // audit writer), but stage 1 and everything it forks until the agent's exec only allocate
+    // (glibc's fork handlers keep `malloc` usable), make system calls and write to the status
+    // pipe of their own: no stdio, `std::env` or shared lock (the notify loop and the pty
+    // relay start below, after the fork).
     let a_pid = match unsafe { sys::fork() }.map_err(io_err("fork"))? {
         Forked::Child => stage1(ctx),
         Forked::Parent(p) => Pid::from_raw(p),
@@ -770,7 +773,7 @@ fn stage1(mut c: ChildCtx) -> ! {
             }
         }
     }
-    // SAFETY: stage 1 is single-threaded (a fresh fork of a single-threaded supervisor).
+    // SAFETY: stage 1 is a fork child and has one thread; it starts none.
     match unsafe { sys::fork() } {
         Err(e) => fail(&mut st, &format!("fork: {e}")),
         Ok(Forked::Child) => {
@@ -1105,7 +1108,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     drop(listener);
     drop(pty_master);
     drop(relays);
-    // SAFETY: stage 2 is single-threaded.
+    // SAFETY: stage 2 is a fork child and has one thread; it starts none.
     match unsafe { sys::fork() } {
         Err(_) => sys::exit_now(4),
         Ok(Forked::Child) => {
@@ -1113,11 +1116,11 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             if let Some(r) = ruleset {
                 match restrict(r, require_full) {
                     Ok(_) => {}
-                    Err(e) if c.allow_weaker => {
-                        eprintln!("tyba: not enforced: Landlock not fully enforced: {e}")
-                    }
+                    Err(e) if c.allow_weaker => child_say(&format!(
+                        "tyba: not enforced: Landlock not fully enforced: {e}"
+                    )),
                     Err(e) => {
-                        eprintln!("tyba: cannot enforce the Landlock rules: {e}");
+                        child_say(&format!("tyba: cannot enforce the Landlock rules: {e}"));
                         sys::exit_now(4)
                     }
                 }
@@ -1153,16 +1156,29 @@ fn exec_agent(mut c: ChildCtx) -> ! {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     sys::reset_signals();
     if let Err(e) = nix::unistd::chdir(&c.plan.worktree) {
-        eprintln!(
+        child_say(&format!(
             "tyba: cannot enter the worktree {}: {e}",
             c.plan.worktree.display()
-        );
+        ));
         sys::exit_now(127);
     }
     sys::close_fds_from(3);
     let argv: Vec<&std::ffi::CStr> = c.argv.iter().map(|a| a.as_c_str()).collect();
     let env: Vec<&std::ffi::CStr> = c.env.iter().map(|a| a.as_c_str()).collect();
     let e = sys::execve(&c.program, &argv, &env);
-    eprintln!("tyba: cannot run {}: {e}", c.program.to_string_lossy());
+    child_say(&format!(
+        "tyba: cannot run {}: {e}",
+        c.program.to_string_lossy()
+    ));
     sys::exit_now(127)
+}
+
+/// Writes one line on stderr from a fork child of the supervisor, with `write(2)` on fd 2:
+/// `eprintln!` takes stderr's lock, which another thread of the supervisor may have held at
+/// the fork (see [`sys::fork`]).
+fn child_say(line: &str) {
+    use std::os::fd::AsFd;
+    let mut b = line.as_bytes().to_vec();
+    b.push(b'\n');
+    let _ = nix::unistd::write(std::io::stderr().as_fd(), &b);
 }

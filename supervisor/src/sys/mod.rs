@@ -361,13 +361,17 @@ pub enum Forked {
 /// `fork(2)`.
 ///
 /// # Safety
-/// The calling process must be single-threaded (the supervisor forks before it starts any
-/// thread), so that the child does not inherit locks held by other threads.
+/// The child has one thread, and any lock another thread of the parent held at the fork
+/// stays held in the child forever. Until it execs or exits, the child must therefore take
+/// no lock another thread may hold: no `std::io::stdout`/`stderr`, no `std::env`, no
+/// `Mutex` shared with other threads, no tokio. glibc's `malloc` is safe (its fork handlers
+/// take and reset the arena locks), and so are system calls and files of the child's own.
+/// (`fork(2)`, `signal-safety(7)`; glibc `malloc/arena.c` fork handlers.)
 ///
 /// # Errors
 /// EAGAIN, ENOMEM.
 pub unsafe fn fork() -> io::Result<Forked> {
-    // SAFETY: the caller guarantees the process is single-threaded.
+    // SAFETY: the caller guarantees the child takes no lock another thread may hold.
     let r = cvt_int(unsafe { libc::fork() })?;
     Ok(if r == 0 {
         Forked::Child
