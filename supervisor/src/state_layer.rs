@@ -70,12 +70,48 @@ pub struct StateLayers {
     pub layers: Vec<StateLayer>,
 }
 
-/// Where the session copies go: beside the session's temp dir, never inside a writable root
-/// (`tmp_dir` is `…/tyba-UID-ID`; this is `…/tyba-UID-ID.state`).
+/// Where the session copies go, never inside a writable root: `tyba-UID-ID.state` (from
+/// `tmp_dir`, `…/tyba-UID-ID`) on a memory filesystem when one is at hand, else beside the
+/// session's temp dir. A directory made and removed on a disk costs a block, and on a disk
+/// mounted `discard` each removal waits for the device (milliseconds per launch); state
+/// copies are small and read back from memory at the end anyway (the overlay is
+/// `volatile`). The memory filesystem is, in order: `$XDG_RUNTIME_DIR` when it is the
+/// user's own tmpfs of mode 0700 (XDG Base Directory Specification), `/dev/shm` when it is
+/// a tmpfs with the sticky bit. Neither is granted to the agent
+/// ([`crate::sandbox`]'s devices).
 pub fn layers_root_for(tmp_dir: &Path) -> PathBuf {
+    let mut name = tmp_dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".state");
+    if let Some(dir) = memory_dir() {
+        return dir.join(name);
+    }
     let mut s = tmp_dir.as_os_str().to_os_string();
     s.push(".state");
     PathBuf::from(s)
+}
+
+/// A tmpfs directory for the session copies ([`layers_root_for`]), if there is one.
+fn memory_dir() -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let tmpfs = |p: &Path| {
+        nix::sys::statfs::statfs(p)
+            .is_ok_and(|f| f.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+    };
+    if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        let own = std::fs::symlink_metadata(&run).is_ok_and(|m| {
+            m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o077 == 0
+        });
+        if run.is_absolute() && own && tmpfs(&run) {
+            return Some(run);
+        }
+    }
+    let shm = Path::new("/dev/shm");
+    let shared = std::fs::symlink_metadata(shm)
+        .is_ok_and(|m| m.is_dir() && m.mode() & 0o1000 != 0 && m.uid() == 0);
+    (shared && tmpfs(shm)).then(|| shm.to_path_buf())
 }
 
 /// Whether a path can be named in overlayfs's mount options (they are split at `,` and `:`;
