@@ -64,6 +64,11 @@ pub struct SandboxPlan {
     /// Git dirs inside a writable tree, bind-mounted over themselves (writable) so that their
     /// name cannot be renamed or removed (`EBUSY`): the person's git finds them by name.
     pub pinned: Vec<PathBuf>,
+    /// Session-private directories bound (writable) over a directory of the repository in
+    /// the sandbox's mount namespace, `(private directory, bound over)`: the session's own
+    /// branch over `refs/heads/tyba/` and its reflog over `logs/refs/heads/tyba/`
+    /// ([`crate::own_branch`]; [`SandboxPlan::grant_own_branch`]).
+    pub branch_binds: Vec<(PathBuf, PathBuf)>,
     /// Absent git files that must be kept from being created, with their stand-in
     /// ([`GitFile::stand_in`]); made by [`git_stand_ins`], which moves each to `protected`.
     pub wanted_stand_ins: Vec<(PathBuf, Option<&'static [u8]>)>,
@@ -631,14 +636,8 @@ impl SandboxPlan {
                         "{} uses the reftable backend, whose tables hold every branch together: no ref of it is writable, so the agent cannot commit or make branches there",
                         g.common_dir.display()
                     ));
-                } else {
-                    for d in own_branch_dirs(&g.common_dir) {
-                        match real_dir(&d) {
-                            Ok(()) => push_unique(&mut plan.read_write, d),
-                            Err(e) => plan.unprotected.push(e),
-                        }
-                    }
                 }
+                // The agent's own branch: [`SandboxPlan::grant_own_branch`].
             }
             if !is_within(&g.git_dir, &plan.worktree) && g.git_dir != g.common_dir {
                 push_unique(&mut plan.read_write, g.git_dir.clone());
@@ -649,6 +648,27 @@ impl SandboxPlan {
                 if d.is_dir() && plan.read_write.iter().any(|r| is_within(d, r)) {
                     push_unique(&mut plan.pinned, d.clone());
                 }
+            }
+            // The common git dir writable (`--here` in the main checkout): the protected
+            // branches stay where they are (DESIGN.md §5). A loose one is bound read-only (a
+            // ref is replaced by renaming `<ref>.lock` over it: `EBUSY` on a mount point); one
+            // that is only packed, or absent, gets an empty directory as its stand-in (git
+            // then reads its packed value, or none, and cannot make the loose file); and
+            // `packed-refs` is read-only (an empty stand-in when absent, which git reads as
+            // no packed ref).
+            if plan.read_write.iter().any(|r| is_within(&g.common_dir, r))
+                && !g.common_dir.join("reftable").exists()
+            {
+                for b in &i.config.protected_branches {
+                    let p = g.common_dir.join("refs/heads").join(b);
+                    if std::fs::symlink_metadata(&p).is_ok() {
+                        push_unique(&mut plan.protected, p);
+                    } else {
+                        plan.wanted_stand_ins.push((p, None));
+                    }
+                }
+                plan.wanted_stand_ins
+                    .push((g.common_dir.join("packed-refs"), Some(b"")));
             }
             let named = if config_may_name_files(g, i.home) {
                 config_named_files(&plan.worktree, i.home)
@@ -686,6 +706,45 @@ impl SandboxPlan {
         plan.protected
             .retain(|p| rw.iter().any(|r| is_within(p, r)));
         plan
+    }
+
+    /// The session's own branch (DESIGN.md §5; [`crate::own_branch`]): with `own`, its
+    /// private directories are bound over `refs/heads/tyba/` and `logs/refs/heads/tyba/` of
+    /// the common git dir (writable: granted read-write, the grant taken after the binds);
+    /// without (the session owns no `tyba/` branch), those stay read-only, bound so when a
+    /// writable root covers them. Both directories are made when absent; one that is a
+    /// symbolic link or behind one goes to [`SandboxPlan::unprotected`]. Nothing for a
+    /// repository on the reftable backend (no ref of it is writable).
+    pub fn grant_own_branch(
+        &mut self,
+        git: Option<&crate::session::GitLayout>,
+        own: Option<&crate::own_branch::OwnBranch>,
+    ) {
+        let Some(g) = git else { return };
+        if g.common_dir.join("reftable").exists() {
+            return;
+        }
+        for d in own_branch_dirs(&g.common_dir) {
+            if let Err(e) = real_dir(&d) {
+                self.unprotected.push(e);
+                return;
+            }
+        }
+        match own {
+            Some(o) => {
+                for (src, over) in o.binds() {
+                    push_unique(&mut self.read_write, over.clone());
+                    self.branch_binds.push((src, over));
+                }
+            }
+            None => {
+                for d in own_branch_dirs(&g.common_dir) {
+                    if self.read_write.iter().any(|r| is_within(&d, r)) {
+                        push_unique(&mut self.protected, d);
+                    }
+                }
+            }
+        }
     }
 
     /// Keeps the directory `dir` of the person's own (tyba's config: the user policy and the

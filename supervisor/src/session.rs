@@ -199,7 +199,9 @@ impl Session {
         }
         if let Ok(target) = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"]) {
             let target = target.trim().to_string();
-            if target != own && !target.starts_with("refs/heads/tyba/") {
+            // Any other branch, another session's `tyba/…` too: the person's next commit
+            // there would move it.
+            if target != own {
                 let fixed = git(
                     &self.worktree,
                     &["rev-parse", "--verify", "--quiet", "HEAD"],
@@ -218,6 +220,38 @@ impl Session {
             }
         }
         undone
+    }
+
+    /// The `tyba/…` branch this session owns, the only branch its agent writes (DESIGN.md
+    /// §5; [`crate::own_branch`]): the branch tyba created, else the one checked out in an
+    /// existing worktree when it is a `tyba/` branch, else none.
+    pub fn own_branch(&self) -> Option<String> {
+        if let Some(b) = &self.created_branch {
+            return Some(b.clone());
+        }
+        self.git.as_ref()?;
+        git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"])
+            .ok()?
+            .trim()
+            .strip_prefix("refs/heads/")
+            .filter(|b| b.starts_with("tyba/") && b.len() > "tyba/".len())
+            .map(str::to_string)
+    }
+
+    /// The protected branch (DESIGN.md §5, `git.protected_branches`, compared
+    /// case-insensitively like the git guard) checked out in an existing worktree (`--here`,
+    /// `--worktree DIR`), if any: the agent's commits there would move it.
+    pub fn protected_head(&self, protected: &[String]) -> Option<String> {
+        if self.created_branch.is_some() {
+            return None;
+        }
+        self.git.as_ref()?;
+        let head = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"]).ok()?;
+        let b = head.trim().strip_prefix("refs/heads/")?.to_string();
+        protected
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(&b))
+            .then_some(b)
     }
 
     /// The lines printed at the end for a kept worktree: where the work is, how to review it,
