@@ -261,6 +261,10 @@ fn an_approved_push_to_a_local_remote_gets_no_grant_from_configuration() {
             &["push", "-q", "origin", "HEAD:refs/heads/main"],
         );
         assert!(o.status.success(), "{o:?}");
+        // The agent commits on a branch of its own (`main` is read-only with `--here`).
+        assert!(git_as(&who, &fx.wt, &["switch", "-q", "-c", "work"])
+            .status
+            .success());
         let main_before = rev(&remote, "refs/heads/main").unwrap();
         let planted = remote.join("planted");
         let home_file = fx.home.join("planted-home");

@@ -7,8 +7,9 @@
 //!   without one), the `agent_state` paths (as session-private copies:
 //!   [`crate::state_layer`]), and
 //!   for a linked worktree the parts of the main git dir the agent's commits write
-//!   (`objects`, its own branches `refs/heads/tyba` and `logs/refs/heads/tyba`,
-//!   `worktrees/<name>`), never the person's branches, `packed-refs` or `HEAD`;
+//!   (`objects`, `worktrees/<name>`, and its own branch: `refs/heads/tyba` and
+//!   `logs/refs/heads/tyba` as the session-private directories [`crate::own_branch`] binds
+//!   over them), never the person's branches, another session's, `packed-refs` or `HEAD`;
 //! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
 //!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
 //! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
@@ -499,9 +500,9 @@ pub fn config_named_files(worktree: &Path, home: Option<&Path>) -> Vec<GitFile> 
     v
 }
 
-/// The directories of a common git dir the agent's own branches live in:
-/// `refs/heads/tyba` and `logs/refs/heads/tyba` (DESIGN.md §5: the agent writes only its own
-/// branches). Made when absent.
+/// The directories of a common git dir the sessions' branches live in: `refs/heads/tyba` and
+/// `logs/refs/heads/tyba` (DESIGN.md §5: the agent writes only its own branch, through the
+/// private directories bound over these: [`SandboxPlan::grant_own_branch`]).
 pub fn own_branch_dirs(common_dir: &Path) -> [PathBuf; 2] {
     [
         common_dir.join("refs/heads/tyba"),
@@ -623,9 +624,10 @@ impl SandboxPlan {
             let inside = is_within(&g.common_dir, &plan.worktree);
             if !inside {
                 // A linked worktree (or `--here` in one): the main git dir is read-only but
-                // for the objects and the agent's own branches (`refs/heads/tyba/…` and their
-                // reflogs); the person's branches, `packed-refs`, the main worktree's `HEAD`
-                // and every other file of the main git dir stay read-only.
+                // for the objects and the session's own branch (its private directories over
+                // `refs/heads/tyba/…` and their reflogs, granted by `grant_own_branch`); the
+                // person's branches, other sessions', `packed-refs`, the main worktree's
+                // `HEAD` and every other file of the main git dir stay read-only.
                 push_unique(&mut plan.read_only, g.common_dir.clone());
                 let objects = g.common_dir.join("objects");
                 if objects.is_dir() {
