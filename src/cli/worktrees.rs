@@ -12,7 +12,7 @@ use tyba_supervisor::worktrees::{self, Cleaned, State};
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// One JSON document: an array of {session, branch, path, state, head, unmerged_commits,
-    /// uncommitted, pid}.
+    /// uncommitted, pid, kept_work}.
     #[arg(long)]
     pub json: bool,
     /// The repository (default: the current directory's).

@@ -156,10 +156,9 @@ impl OwnBranch {
         let dir = root.join(session);
         std::fs::create_dir(&dir).map_err(io("cannot create", &dir))?;
         let lock = lock_file(&dir, true).map_err(io("cannot lock", &dir))?;
-        let record = format!(
-            "common {}\nbranch {branch}\nold {old}\n",
-            common_dir.display()
-        );
+        // Canonical, as [`recover`] compares it.
+        let common = std::fs::canonicalize(common_dir).unwrap_or_else(|_| common_dir.to_path_buf());
+        let record = format!("common {}\nbranch {branch}\nold {old}\n", common.display());
         std::fs::write(dir.join(RECORD), record).map_err(io("cannot write", &dir))?;
         let head = dir.join(HEADS).join(name);
         let log = dir.join(LOGS).join(name);
@@ -403,6 +402,23 @@ pub fn recover(common_dir: &Path, root: &Path) -> Vec<CarryReport> {
     out
 }
 
+/// The private directories in `root` of the repository whose common git dir is
+/// `common_dir` that no supervisor holds, as `(branch, directory)`: after [`recover`], those
+/// whose branch could not be carried back (their work is only there and in the objects).
+pub fn left_behind(common_dir: &Path, root: &Path) -> Vec<(String, PathBuf)> {
+    let common = std::fs::canonicalize(common_dir).unwrap_or_else(|_| common_dir.to_path_buf());
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .map(|e| e.path())
+        .filter_map(|dir| {
+            let (c, branch, _) = read_record(&dir)?;
+            (c == common && lock_file(&dir, false).is_ok()).then_some((branch, dir))
+        })
+        .collect()
+}
+
 /// `(common dir, branch, old)` of a private directory's record.
 fn read_record(dir: &Path) -> Option<(PathBuf, String, String)> {
     let text = std::fs::read_to_string(dir.join(RECORD)).ok()?;
@@ -487,6 +503,11 @@ mod tests {
         let r = b.carry_back("moved");
         assert!(r.kept && r.moved_to.is_none(), "{r:?}");
         assert!(dir.join("heads/s1").exists());
+        assert_eq!(
+            left_behind(&common, &root),
+            vec![("tyba/s1".to_string(), dir.clone())],
+            "the kept work is found for `tyba worktrees`"
+        );
         assert_eq!(git_ok(&repo, &["rev-parse", "refs/heads/tyba/s1"]), c2);
     }
 
