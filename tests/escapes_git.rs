@@ -1216,6 +1216,10 @@ NEW="$NEW" perl -e '
   rmdir(".git/refs/heads/master") ? print "removed master\n" : print "rmdir master: $!\n";
   rename(".git/refs/heads/tyba", ".git/tyba-away") ? print "renamed tyba\n" : print "rename tyba: $!\n";
   rename(".git/packed-refs", ".git/packed-away") ? print "renamed packed-refs\n" : print "rename packed-refs: $!\n";
+  # A parent of the read-only binds moved aside and rebuilt with a new main.
+  for my $d (".git/refs/heads", ".git/refs") {
+    if (rename($d, "$d-away")) { print "renamed $d\n"; mkdir(".git/refs"); mkdir(".git/refs/heads"); put("refs/heads/main", "$ENV{NEW}\n") } else { print "rename $d: $!\n" }
+  }
 ' > "$R/perl"
 echo own > own.txt; git add own.txt; git commit -q -m own-work; echo "commit $?" >> "$R/own"
 echo finished > "$R/finished"
@@ -1331,6 +1335,8 @@ fn here_branches_suite(who: Who, tag: &str) {
         "refs/heads/tyba/new",
         "tyba-away",
         "packed-away",
+        "refs-away",
+        "refs/heads-away",
     ] {
         c.check(
             std::fs::symlink_metadata(git_dir.join(p)).is_err(),
@@ -1347,6 +1353,11 @@ fn here_branches_suite(who: Who, tag: &str) {
     // Control: without tyba the same script moves main and the others.
     let _ = std::fs::remove_dir_all(&report);
     bare_bash_as(&who, &r.wt, &env, HERE_BRANCHES_SCRIPT);
+    let perl = read(&report.join("perl"));
+    c.check(
+        perl.contains("renamed .git/refs/heads") && perl.contains("renamed over main"),
+        format!("control: without tyba the refs are replaced and their directory renamed: {perl}"),
+    );
     let gitlog = read(&report.join("git"));
     c.check(
         gitlog.contains("update-ref main 0")

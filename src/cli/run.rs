@@ -326,6 +326,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     plan.state_layers = state_layers.layers.clone();
+    // Every read-only bind's parents inside a writable root are pinned by name.
+    plan.pin_parents();
     // The toolchain caches get session-private layers (removed when this is dropped, after
     // the sandbox is gone).
     let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);

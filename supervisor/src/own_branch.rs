@@ -139,15 +139,22 @@ impl OwnBranch {
             .strip_prefix(PREFIX)
             .filter(|n| !n.is_empty())
             .ok_or_else(|| OwnBranchError::NotASessionBranch(branch.to_string()))?;
-        let old = git(
-            common_dir,
-            &[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                &format!("refs/heads/{branch}^{{commit}}"),
-            ],
-        )?;
+        // The loose ref when there is one (what git reads first; no git process at launch),
+        // else git's answer (a packed branch).
+        let loose =
+            read_ref_file(&common_dir.join("refs/heads").join(branch)).filter(|v| is_object_id(v));
+        let old = match loose {
+            Some(v) => v,
+            None => git(
+                common_dir,
+                &[
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    &format!("refs/heads/{branch}^{{commit}}"),
+                ],
+            )?,
+        };
         crate::broker::paths::ensure_private_dir(root).map_err(|e| OwnBranchError::Io {
             what: "cannot create",
             path: root.to_path_buf(),

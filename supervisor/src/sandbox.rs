@@ -713,8 +713,8 @@ impl SandboxPlan {
     /// The session's own branch (DESIGN.md §5; [`crate::own_branch`]): with `own`, its
     /// private directories are bound over `refs/heads/tyba/` and `logs/refs/heads/tyba/` of
     /// the common git dir (writable: granted read-write, the grant taken after the binds);
-    /// without (the session owns no `tyba/` branch), those stay read-only, bound so when a
-    /// writable root covers them. Both directories are made when absent; one that is a
+    /// without (the session owns no `tyba/` branch), `refs/heads/tyba/` stays read-only,
+    /// bound so when a writable root covers it. Both directories are made when absent; one that is a
     /// symbolic link or behind one goes to [`SandboxPlan::unprotected`]. Nothing for a
     /// repository on the reftable backend (no ref of it is writable).
     pub fn grant_own_branch(
@@ -740,13 +740,51 @@ impl SandboxPlan {
                 }
             }
             None => {
-                for d in own_branch_dirs(&g.common_dir) {
-                    if self.read_write.iter().any(|r| is_within(&d, r)) {
-                        push_unique(&mut self.protected, d);
-                    }
+                // The branches only: their reflogs are not refs (and a bind there would pin
+                // `logs/refs/`, through which git renames a reflog in `git branch -m`).
+                let [refs, _logs] = own_branch_dirs(&g.common_dir);
+                if self.read_write.iter().any(|r| is_within(&refs, r)) {
+                    push_unique(&mut self.protected, refs);
                 }
             }
         }
+    }
+
+    /// Pins the directories between a writable root and each read-only bind
+    /// ([`SandboxPlan::protected`]) or branch bind under `refs/` inside it (bound over
+    /// themselves, writable: [`SandboxPlan::pinned`]): a bind pins the inode at its path, but
+    /// a parent directory renamed away takes the mount with it and a new one with the same
+    /// name holds what the agent wrote (`.git/refs/heads` moved aside and rebuilt with a new
+    /// `main`; `.git/objects/info` with an `alternates`). A mount point cannot be renamed
+    /// (`EBUSY`). The writable root itself is left (its parent is not writable). Reflog
+    /// directories are not pinned (git renames reflogs through `logs/refs/` when renaming a
+    /// branch). Sorted shallow first, so that no pin hides a deeper one.
+    pub fn pin_parents(&mut self) {
+        let rw = self.read_write.clone();
+        let targets: Vec<PathBuf> = self
+            .protected
+            .iter()
+            .cloned()
+            .chain(
+                self.branch_binds
+                    .iter()
+                    .filter(|(src, _)| src.file_name().is_some_and(|n| n == "heads"))
+                    .map(|(_, over)| over.clone()),
+            )
+            .collect();
+        for t in targets {
+            let mut cur = t.parent();
+            while let Some(d) = cur {
+                if !rw.iter().any(|r| d != r && is_within(d, r)) {
+                    break;
+                }
+                if std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+                    push_unique(&mut self.pinned, d.to_path_buf());
+                }
+                cur = d.parent();
+            }
+        }
+        self.pinned.sort_by_key(|p| p.components().count());
     }
 
     /// Keeps the directory `dir` of the person's own (tyba's config: the user policy and the

@@ -229,12 +229,24 @@ impl Session {
         if let Some(b) = &self.created_branch {
             return Some(b.clone());
         }
-        self.git.as_ref()?;
-        git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"])
-            .ok()?
+        self.head_branch()
+            .filter(|b| b.starts_with("tyba/") && b.len() > "tyba/".len())
+    }
+
+    /// The branch the worktree's `HEAD` names (`ref: refs/heads/NAME`), read from the git
+    /// dir's `HEAD` file (`gitrepository-layout(5)`; no git process at launch), with `git
+    /// symbolic-ref` when the file does not say (the reftable backend's `refs/heads/.invalid`).
+    fn head_branch(&self) -> Option<String> {
+        let g = self.git.as_ref()?;
+        let text = std::fs::read_to_string(g.git_dir.join("HEAD")).unwrap_or_default();
+        let target = match text.lines().next().and_then(|l| l.strip_prefix("ref:")) {
+            Some(t) if t.trim() != "refs/heads/.invalid" => t.trim().to_string(),
+            _ if text.trim().len() >= 40 && !text.starts_with("ref:") => return None,
+            _ => git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"]).ok()?,
+        };
+        target
             .trim()
             .strip_prefix("refs/heads/")
-            .filter(|b| b.starts_with("tyba/") && b.len() > "tyba/".len())
             .map(str::to_string)
     }
 
@@ -245,9 +257,7 @@ impl Session {
         if self.created_branch.is_some() {
             return None;
         }
-        self.git.as_ref()?;
-        let head = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"]).ok()?;
-        let b = head.trim().strip_prefix("refs/heads/")?.to_string();
+        let b = self.head_branch()?;
         protected
             .iter()
             .any(|p| p.eq_ignore_ascii_case(&b))
