@@ -365,3 +365,92 @@ fn a_worktree_moved_off_its_branch_is_kept_with_a_word_about_it() {
     let branch = branch_of(&err);
     assert_eq!(fx.branches(), std::slice::from_ref(&branch));
 }
+
+/// A session whose working directory would be `/`, the person's home or a directory holding
+/// the home is refused before anything runs: the agent would get read and write access to
+/// the person's credentials, shell startup files and tyba's own state. A project directory
+/// inside the home (the control) still starts.
+#[test]
+fn no_session_works_in_the_root_or_the_home() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-home") else {
+            continue;
+        };
+        let home = &fx.r.home;
+        let marker = "ran-in-the-home";
+        let script = format!("touch {marker}; echo x >> .bashrc");
+        // A plain home, a home that is a git repository (with --here) and the root.
+        let repo_home = |args: &[&str]| fx.tyba_in(home, args);
+        let (code, _, err) = repo_home(&[
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ]);
+        assert_ne!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("is your home directory"), "{who:?}: {err}");
+        git_as(&who, home, &["init", "-q", "-b", "work"]);
+        let (code, _, err) = repo_home(&[
+            "run",
+            "--here",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ]);
+        assert_ne!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("is your home directory"), "{who:?}: {err}");
+        let (code, _, err) = fx.tyba_in(
+            Path::new("/"),
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                "true",
+            ],
+        );
+        assert_ne!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("root of the filesystem"), "{who:?}: {err}");
+        assert!(
+            !home.join(marker).exists(),
+            "{who:?}: the agent ran in the home"
+        );
+        assert!(
+            !std::fs::read_to_string(home.join(".bashrc"))
+                .unwrap_or_default()
+                .contains('x'),
+            "{who:?}"
+        );
+        std::fs::remove_dir_all(home.join(".git")).unwrap();
+        // Control: a project directory inside the home starts, and the agent runs there.
+        let project = home.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        give(&project, &who);
+        let (code, _, err) = fx.tyba_in(
+            &project,
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                &script,
+            ],
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(project.join(marker).exists(), "{who:?}: {err}");
+    }
+}
