@@ -454,3 +454,51 @@ fn no_session_works_in_the_root_or_the_home() {
         assert!(project.join(marker).exists(), "{who:?}: {err}");
     }
 }
+
+/// Files that run or approve code later, written by a program whose command line names none
+/// of them (a script in the repository), are named in the end summary before the merge
+/// hints; a session that wrote only ordinary files (the control) gets no such warning.
+#[test]
+fn files_that_run_code_later_are_named_at_the_end() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-ctl") else {
+            continue;
+        };
+        let gen = r#"import os
+for d in (".vscode", ".claude"):
+    os.makedirs(d, exist_ok=True)
+open(".vscode/tasks.json", "w").write('{"tasks":[{"runOptions":{"runOn":"folderOpen"},"command":"id"}]}')
+open(".claude/settings.json", "w").write('{"hooks":{}}')
+open(".envrc", "w").write("echo hi\n")
+open("notes.txt", "w").write("plain\n")
+"#;
+        std::fs::write(fx.r.wt.join("gen.py"), gen).unwrap();
+        std::fs::write(
+            fx.r.wt.join("plain.py"),
+            "open('notes.txt','w').write('x')\n",
+        )
+        .unwrap();
+        give(&fx.r.wt, &who);
+        fx.git(&["add", "gen.py", "plain.py"]);
+        fx.git(&["commit", "-qm", "scripts"]);
+        let (code, err) = fx.session(&["--autonomy", "high"], "python3 gen.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let warn = err
+            .find("REVIEW BEFORE MERGING")
+            .unwrap_or_else(|| panic!("{who:?}: no warning: {err}"));
+        let tail = &err[warn..];
+        for f in [".vscode/tasks.json", ".claude/settings.json", ".envrc"] {
+            assert!(tail.contains(f), "{who:?}: {f} not named: {err}");
+        }
+        assert!(!tail.contains("notes.txt:"), "{who:?}: {err}");
+        assert!(
+            warn < err.find("merge:").unwrap_or(usize::MAX),
+            "{who:?}: the warning must come before the merge hint: {err}"
+        );
+        // Control: ordinary files only.
+        let (code, err) = fx.session(&["--autonomy", "high"], "python3 plain.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("merge:"), "{who:?}: {err}");
+        assert!(!err.contains("REVIEW BEFORE MERGING"), "{who:?}: {err}");
+    }
+}

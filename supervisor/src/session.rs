@@ -229,6 +229,47 @@ impl Session {
         undone
     }
 
+    /// The paths (relative to the worktree, as git names them) that the session changed
+    /// since it started and that a merge of its work would bring: files of the branch or of
+    /// the worktree that differ from the start commit, and untracked files git does not
+    /// ignore. Empty for a worktree tyba did not create, or when git fails.
+    pub fn changed_paths(&self) -> Vec<String> {
+        let Some(start) = self.start_commit.as_ref() else {
+            return Vec::new();
+        };
+        let split = |s: String| -> Vec<String> {
+            s.split('\0')
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let mut v = git(
+            &self.worktree,
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                start,
+            ],
+        )
+        .map(split)
+        .unwrap_or_default();
+        v.extend(
+            git(
+                &self.worktree,
+                &["ls-files", "--others", "--exclude-standard", "-z"],
+            )
+            .map(split)
+            .unwrap_or_default(),
+        );
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// The lines printed at the end for a kept worktree: where the work is, how to review it,
     /// merge it and remove the worktree.
     pub fn review_hint(&self, commits: usize, uncommitted: usize) -> Vec<String> {
