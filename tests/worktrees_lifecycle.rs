@@ -502,3 +502,50 @@ open("notes.txt", "w").write("plain\n")
         assert!(!err.contains("REVIEW BEFORE MERGING"), "{who:?}: {err}");
     }
 }
+
+/// The person's shell startup files read as empty in the sandbox: the agent's shells start
+/// without `Permission denied` and without their contents (they may export secrets). The
+/// control reads the same file outside the sandbox and finds the secret.
+#[test]
+fn shell_startup_files_read_as_empty() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-rc") else {
+            continue;
+        };
+        let secret = "export SECRET_TOKEN=hunter2";
+        for f in [".bashrc", ".profile"] {
+            std::fs::write(fx.r.home.join(f), format!("{secret}\n")).unwrap();
+        }
+        give(&fx.r.home, &who);
+        let script = "bash -li -c 'echo started; echo \"token=$SECRET_TOKEN\"'; python3 -c 'import os; print(\"rc=\" + repr(open(os.path.expanduser(\"~/.bashrc\")).read()))'";
+        // Control: the same script outside the sandbox reads the secret.
+        let o = command_as(&who, Path::new("/bin/bash"))
+            .args(["-c", script])
+            .current_dir(&fx.r.wt)
+            .env("HOME", &fx.r.home)
+            .output()
+            .unwrap();
+        let bare = String::from_utf8_lossy(&o.stdout);
+        assert!(bare.contains("hunter2"), "{who:?}: control: {bare}");
+        let (code, out, err) = fx.tyba(&[
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            script,
+        ]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("started") && out.contains("rc=''"),
+            "{who:?}: {out} {err}"
+        );
+        assert!(!err.contains("Permission denied"), "{who:?}: {err}");
+        assert!(
+            !out.contains("hunter2") && !err.contains("hunter2"),
+            "{who:?}: {out} {err}"
+        );
+    }
+}

@@ -825,6 +825,31 @@ fn bind_read_only(p: &Path) -> Result<(), String> {
         .map_err(|e| format!("remount {} read-only: {e}", p.display()))
 }
 
+/// Binds `/dev/null` over the file `p`, read-only: it reads as empty
+/// ([`SandboxPlan::blanked`]).
+fn bind_blank(p: &Path) -> Result<(), String> {
+    mount(
+        Some("/dev/null"),
+        p,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot show {} as empty: {e}", p.display()))?;
+    mount(
+        None::<&str>,
+        p,
+        None::<&str>,
+        MsFlags::MS_BIND
+            | MsFlags::MS_REMOUNT
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot keep {} read-only: {e}", p.display()))
+}
+
 /// Mounts a new devpts instance over `/dev/pts` and binds its `ptmx` over `/dev/ptmx`, in the
 /// sandbox's mount namespace: the host's terminals (the person's other shells) are neither
 /// visible nor openable, and every pty opened inside is the sandbox's own
@@ -994,6 +1019,13 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                     &mut st,
                     &format!("cannot keep {} read-only: {e}", p.display()),
                 );
+            }
+        }
+        for p in c.plan.blanked.clone() {
+            // Not a protection (Landlock denies these files anyway): a failure only leaves
+            // the shells' `Permission denied`.
+            if let Err(e) = bind_blank(&p) {
+                report(&mut st, &format!("W {e}"));
             }
         }
         if let Err(e) = sys::loopback_up() {
