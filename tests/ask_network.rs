@@ -239,9 +239,11 @@ fn rev(dir: &std::path::Path, r: &str) -> Option<String> {
 /// configuration: the remote's path comes from configuration the agent can write (a nested
 /// repository's `remote.*.url`, `receivepack`, hooks), so granting it let agent code run with
 /// read-write on any directory the configuration named (a hostile review moved a remote's
-/// `main` and wrote the person's `~/.bashrc` this way). The push is asked and fails in the
-/// agent's domain; the remote, its `main` and the person's files are unchanged. A push to
-/// `main` is refused without an ask.
+/// `main` and wrote the person's `~/.bashrc` this way). The plain push lands through tyba's
+/// relay (the supervisor's own receive-pack); the nested repository's pushes, whose
+/// `receivepack` is the agent's script, get no relay: they are asked and fail in the agent's
+/// domain, and the remote's other refs, its `main` and the person's files are unchanged. A
+/// push to `main` is refused without an ask.
 #[test]
 fn an_approved_push_to_a_local_remote_gets_no_grant_from_configuration() {
     for who in whos() {
@@ -292,10 +294,12 @@ git push home HEAD:x; echo home=$?",
             asks.iter().any(|a| a.contains("HEAD:feature-y")),
             "{who:?}: the nested push must have been asked: {asks:?} / {out} / {err}"
         );
-        // Nothing reached the remote or the home, though every ask was approved.
+        // The approved plain push landed; nothing else reached the remote or the home, though
+        // every ask was approved.
+        assert!(out.contains("push=0"), "{who:?}: {out} / {err}");
         assert_eq!(
             rev(&remote, "refs/heads/feature-x"),
-            None,
+            rev(&fx.wt, "HEAD"),
             "{who:?}: {asks:?}"
         );
         assert_eq!(
@@ -320,6 +324,114 @@ git push home HEAD:x; echo home=$?",
         assert!(
             asks.iter().all(|a| !a.contains("HEAD:main")),
             "{who:?}: a blocked push is not asked: {asks:?}"
+        );
+    }
+}
+
+/// The relay of an approved push to a local bare remote (`docs/sandbox.md`, "Pushes to a
+/// repository on a local path"): `git push origin HEAD:feature-x` to `~/remote.git` is asked
+/// once (git's transport asks nothing more) and lands, the remote's ref read from outside;
+/// the ask names the repository and the ref. Agent code running under an approved push (a
+/// line that pushes, then sources a script feeding git's own transport shell ref updates of
+/// its own) reaches the relay and is refused there: `main` (protected) and a ref the approval
+/// did not name never move.
+#[test]
+fn an_approved_push_to_a_local_bare_remote_lands_on_its_feature_branch_and_nothing_else() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-relay-push") else {
+            continue;
+        };
+        let remote = fx.home.join("remote.git");
+        let o = git_as(&who, &fx.home, &["init", "-q", "--bare", "remote.git"]);
+        assert!(o.status.success(), "{o:?}");
+        let url = remote.display().to_string();
+        assert!(git_as(&who, &fx.wt, &["remote", "add", "origin", &url])
+            .status
+            .success());
+        let o = git_as(
+            &who,
+            &fx.wt,
+            &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        );
+        assert!(o.status.success(), "{o:?}");
+        let main_before = rev(&remote, "refs/heads/main").unwrap();
+        // After its push, the approved line sends ref updates of its own through git's
+        // transport shell, exactly as git starts it, and reports the shell's status.
+        let forge = format!(
+            r#"z=0000000000000000000000000000000000000000
+new=$(git rev-parse HEAD)
+for ref in refs/heads/main refs/heads/other; do
+  line="$z $new $ref"
+  printf '%04x%s\n0000' $((${{#line}} + 5)) "$line" | sh -c "git-receive-pack '{url}'" "git-receive-pack '{url}'" >/dev/null
+  echo "forged $ref=$?"
+done
+"#
+        );
+        let script = format!(
+            "echo change > feature.txt && git add feature.txt && git commit -q -m feature && echo committed=$?
+git push origin HEAD:feature-x; echo push=$?
+git push origin HEAD:main; echo main=$?
+cat > forge.sh <<'FORGE'
+{forge}FORGE
+bash -c 'git push origin HEAD:feature-h; . ./forge.sh'; echo line=$?"
+        );
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(out.contains("committed=0"), "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("push=0"),
+            "{who:?}: the push landed: {out} / {err}"
+        );
+        assert_eq!(
+            rev(&remote, "refs/heads/feature-x"),
+            rev(&fx.wt, "HEAD"),
+            "{who:?}: {asks:?} / {err}"
+        );
+        assert_eq!(
+            asks.iter().filter(|a| a.contains("git push")).count(),
+            2,
+            "{who:?}: each push was asked once: {asks:?}"
+        );
+        assert!(
+            asks.iter().any(|a| a.contains("HEAD:feature-x")),
+            "{who:?}: the push was asked: {asks:?}"
+        );
+        assert!(
+            asks.iter().all(|a| !a.contains("receive-pack")),
+            "{who:?}: git's own transport is not asked: {asks:?}"
+        );
+        assert!(!out.contains("main=0"), "{who:?}: {out} / {err}");
+        assert!(
+            asks.iter().all(|a| !a.contains("HEAD:main")),
+            "{who:?}: a blocked push is not asked: {asks:?}"
+        );
+        // The line's own updates reached the relay and were refused there.
+        assert!(out.contains("line="), "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("forged refs/heads/main=126")
+                && err.contains("the push updates the protected branch refs/heads/main"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(
+            out.contains("forged refs/heads/other=126")
+                && err
+                    .contains("the push updates refs/heads/other, which the approval did not name"),
+            "{who:?}: {out} / {err}"
+        );
+        assert_eq!(
+            rev(&remote, "refs/heads/main").unwrap(),
+            main_before,
+            "{who:?}"
+        );
+        assert_eq!(rev(&remote, "refs/heads/other"), None, "{who:?}");
+        assert!(
+            rev(&remote, "refs/heads/feature-h").is_some(),
+            "{who:?}: the line's own push landed: {out} / {err}"
+        );
+        let (_, log, _) = fx.cli(&["log"]);
+        assert!(
+            log.contains("relayed: git receive-pack on"),
+            "{who:?}: the audit log says the push was relayed: {log}"
         );
     }
 }
