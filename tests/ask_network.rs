@@ -435,3 +435,146 @@ bash -c 'git push origin HEAD:feature-h; . ./forge.sh'; echo line=$?"
         );
     }
 }
+
+/// A name server for one test on a loopback address of its own, port 53: answers every A
+/// query with 127.0.0.1 and every AAAA query with ::1 (RFC 1035 §4.1, RFC 3596), and records
+/// each question it was asked (lower-case name, type).
+struct NameServer {
+    ip: std::net::Ipv4Addr,
+    asked: Arc<std::sync::Mutex<Vec<(String, u16)>>>,
+}
+
+/// The question of a DNS query: (name in lower case, type, end offset of the question).
+fn dns_question(q: &[u8]) -> Option<(String, u16, usize)> {
+    let mut i = 12;
+    let mut labels = Vec::new();
+    loop {
+        let len = usize::from(*q.get(i)?);
+        i += 1;
+        if len == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(q.get(i..i + len)?).to_ascii_lowercase());
+        i += len;
+    }
+    let ty = u16::from_be_bytes([*q.get(i)?, *q.get(i + 1)?]);
+    Some((labels.join("."), ty, i + 4))
+}
+
+/// Starts a [`NameServer`], or `None` when port 53 cannot be bound here (not root).
+fn name_server() -> Option<NameServer> {
+    let pid = std::process::id();
+    let sock = (0..64u32).find_map(|k| {
+        let n = pid.wrapping_add(k);
+        let ip = std::net::Ipv4Addr::new(127, 53, (n >> 8) as u8, (n as u8).max(1));
+        std::net::UdpSocket::bind((ip, 53)).ok().map(|s| (s, ip))
+    });
+    let (sock, ip) = sock?;
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let a = Arc::clone(&asked);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let q = &buf[..n];
+            let Some((name, ty, end)) = dns_question(q) else {
+                continue;
+            };
+            a.lock().unwrap().push((name, ty));
+            let data: &[u8] = match ty {
+                1 => &[127, 0, 0, 1],
+                28 => &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                _ => &[],
+            };
+            let mut r = q[..2].to_vec();
+            r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(!data.is_empty()), 0, 0, 0, 0]);
+            r.extend_from_slice(&q[12..end]);
+            if !data.is_empty() {
+                r.extend_from_slice(&[0xc0, 0x0c]);
+                r.extend_from_slice(&ty.to_be_bytes());
+                r.extend_from_slice(&[0, 1, 0, 0, 0, 60, 0, data.len() as u8]);
+                r.extend_from_slice(data);
+            }
+            let _ = sock.send_to(&r, from);
+        }
+    });
+    Some(NameServer { ip, asked })
+}
+
+/// `tyba run --here -- bash -c SCRIPT` as [`Fx::start`] starts it, in a mount namespace of
+/// its own where `/etc/resolv.conf` is `resolv` (a bind mount): the file tyba reads its name
+/// servers from, and the one the sandbox's resolvers read.
+fn start_with_resolv_conf(fx: &Fx, resolv: &std::path::Path, script: &str) -> Session {
+    use std::process::{Command, Stdio};
+    let mut c = Command::new("/usr/bin/unshare");
+    c.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/resolv.conf && exec "$@""#)
+        .arg(resolv);
+    if let Who::User { uid, gid, .. } = &fx.who {
+        c.arg("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .args(["--clear-groups", "--"]);
+    }
+    c.arg(&fx.tyba)
+        .args(["run", "--here", "--", "bash", "-c", script]);
+    c.current_dir(&fx.wt).env_clear().stdin(Stdio::null());
+    for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Session { child }
+}
+
+/// An approved curl's lookup of the host its line names, A and AAAA together (glibc's
+/// `getaddrinfo(AF_UNSPEC)` sends both with `sendmmsg`), succeeds through tyba's resolver
+/// relay against a name server on loopback the test starts, named by the resolver
+/// configuration as tyba reads it (and as the sandbox's resolvers read it): both questions
+/// reach the server, curl reaches the HTTP server at the address it got, and a name the line
+/// does not name (`getent` of another name, in the same approved line) never reaches it.
+#[test]
+fn an_approved_a_and_aaaa_lookup_succeeds_against_a_resolver_the_test_starts() {
+    let Some(ns) = name_server() else {
+        eprintln!("skipped: port 53 on loopback cannot be bound here (not root)");
+        return;
+    };
+    let name = "registry.tyba-test.example";
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-own-resolver") else {
+            continue;
+        };
+        ns.asked.lock().unwrap().clear();
+        let resolv = fx.home.join("resolv.conf");
+        std::fs::write(&resolv, format!("nameserver {}\n", ns.ip)).unwrap();
+        let srv = serve("hello-through-the-test-resolver", None);
+        let inner = format!(
+            "curl -sS http://{name}:{p}/; echo curl=$?; getent ahosts other.tyba-test.example; echo getent=$?",
+            p = srv.port
+        );
+        let script = format!("bash -c '{}'", inner.replace('\'', r"'\''"));
+        let (asks, (code, out, err)) =
+            approve_all(&fx, start_with_resolv_conf(&fx, &resolv, &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("hello-through-the-test-resolver") && out.contains("curl=0"),
+            "{who:?}: the approved curl resolved {name} and reached the server: {out} / {err}"
+        );
+        assert_eq!(srv.hits.load(Ordering::SeqCst), 1, "{who:?}");
+        assert!(out.contains("getent=2"), "{who:?}: {out} / {err}");
+        let asked = ns.asked.lock().unwrap().clone();
+        for ty in [1u16, 28] {
+            assert!(
+                asked.contains(&(name.to_string(), ty)),
+                "{who:?}: the relay asked the test's server for type {ty}: {asked:?}"
+            );
+        }
+        assert!(
+            asked.iter().all(|(n, _)| n == name),
+            "{who:?}: only the named host reached the server: {asked:?}"
+        );
+        assert_eq!(asks.len(), 1, "{who:?}: one ask for one intent: {asks:?}");
+    }
+}
