@@ -334,7 +334,9 @@ git push home HEAD:x; echo home=$?",
 /// the ask names the repository and the ref. Agent code running under an approved push (a
 /// line that pushes, then sources a script feeding git's own transport shell ref updates of
 /// its own) reaches the relay and is refused there: `main` (protected) and a ref the approval
-/// did not name never move.
+/// did not name never move. A hook written into the remote during the session (by an
+/// approved command granted the remote's hooks directory) makes the relay refuse: it would
+/// run outside the sandbox.
 #[test]
 fn an_approved_push_to_a_local_bare_remote_lands_on_its_feature_branch_and_nothing_else() {
     for who in whos() {
@@ -355,6 +357,7 @@ fn an_approved_push_to_a_local_bare_remote_lands_on_its_feature_branch_and_nothi
         );
         assert!(o.status.success(), "{o:?}");
         let main_before = rev(&remote, "refs/heads/main").unwrap();
+        let marker = fx.home.join("hook-ran");
         // After its push, the approved line sends ref updates of its own through git's
         // transport shell, exactly as git starts it, and reports the shell's status.
         let forge = format!(
@@ -373,7 +376,12 @@ git push origin HEAD:feature-x; echo push=$?
 git push origin HEAD:main; echo main=$?
 cat > forge.sh <<'FORGE'
 {forge}FORGE
-bash -c 'git push origin HEAD:feature-h; . ./forge.sh'; echo line=$?"
+bash -c 'git push origin HEAD:feature-h; . ./forge.sh'; echo line=$?
+printf '#!/bin/sh\ntouch {marker}\n' > pr.sh && chmod +x pr.sh
+cp pr.sh {hook}; echo cp=$?
+git push origin HEAD:feature-z; echo pushz=$?",
+            marker = marker.display(),
+            hook = remote.join("hooks/pre-receive").display(),
         );
         let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
         assert_eq!(code, 0, "{who:?}: {err}");
@@ -389,7 +397,7 @@ bash -c 'git push origin HEAD:feature-h; . ./forge.sh'; echo line=$?"
         );
         assert_eq!(
             asks.iter().filter(|a| a.contains("git push")).count(),
-            2,
+            3,
             "{who:?}: each push was asked once: {asks:?}"
         );
         assert!(
@@ -428,6 +436,18 @@ bash -c 'git push origin HEAD:feature-h; . ./forge.sh'; echo line=$?"
             rev(&remote, "refs/heads/feature-h").is_some(),
             "{who:?}: the line's own push landed: {out} / {err}"
         );
+        // A hook an approved command wrote into the remote during the session is never run
+        // by the relay: the push is refused.
+        assert!(
+            out.contains("cp=0"),
+            "{who:?}: the hook was written: {out} / {err}"
+        );
+        assert!(
+            !out.contains("pushz=0") && err.contains("changed during this session"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(!marker.exists(), "{who:?}: the remote's new hook ran");
+        assert_eq!(rev(&remote, "refs/heads/feature-z"), None, "{who:?}");
         let (_, log, _) = fx.cli(&["log"]);
         assert!(
             log.contains("relayed: git receive-pack on"),

@@ -499,6 +499,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             nix::sys::stat::Mode::empty(),
         )
         .ok(),
+        started: std::time::SystemTime::now(),
         state: Mutex::new(notify::State::new()),
     });
     let stop = Arc::new(AtomicBool::new(false));

@@ -135,6 +135,9 @@ pub(crate) struct Notifier {
     /// Where allowed execs go for the audit log ([`Approver::record_allowed`], on a thread of
     /// its own: [`allowed_log`]).
     pub allowed: Option<AuditLog>,
+    /// When the session started (before the agent ran): a relayed push's repository whose
+    /// hooks or configuration changed since is not relayed ([`crate::push_relay`]).
+    pub started: std::time::SystemTime,
     pub state: Mutex<State>,
 }
 
@@ -762,6 +765,12 @@ impl Notifier {
         let approved = approved_at(&path)?;
         if !env_clean() {
             return None;
+        }
+        if let Some(changed) = push_relay::changed_since(&approved.repo, self.started) {
+            return Some(PushStep::Refuse(format!(
+                "refused by tyba: the push is not relayed: {} changed during this session (the receive-pack would run what it says outside the sandbox)",
+                changed.display()
+            )));
         }
         let take = |fd: i32| sys::pidfd_getfd(pidfd.as_fd(), fd);
         match (take(0), take(1), take(2)) {

@@ -38,6 +38,9 @@ use tyba_policy::{Classification, PushRef};
 /// it refuses: far beyond any honest push (one command is about 100 bytes).
 pub(crate) const MAX_COMMANDS_BYTES: usize = 1 << 20;
 
+/// How far behind the clock file status times may lag (one scheduler tick is at most 10 ms).
+const CTIME_SLACK: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// `PATH` of the receive-pack the supervisor runs: system directories only.
 const RELAY_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -109,6 +112,33 @@ pub(crate) fn approved(class: &Classification, writable: &[PathBuf]) -> Vec<Appr
         }
     }
     out
+}
+
+/// The first of the files of repository `repo` that decide what its receive-pack runs (its
+/// `config`, `commondir`, the `hooks` directory and each entry in it) whose status changed
+/// (`ctime`, which no process can set back) at or after `since`, if any. The relay runs
+/// the repository's own hooks and configuration as the person: ones written during the
+/// session (an approved command with a grant on the repository can write them) are not.
+/// File times come from the kernel's coarse clock (up to one scheduler tick behind the
+/// clock `since` was read from): a change up to [`CTIME_SLACK`] before `since` counts.
+pub(crate) fn changed_since(repo: &Path, since: std::time::SystemTime) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let since = since
+        .checked_sub(CTIME_SLACK)
+        .unwrap_or(std::time::UNIX_EPOCH)
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let hooks = repo.join("hooks");
+    let mut files = vec![repo.join("config"), repo.join("commondir"), hooks.clone()];
+    if let Ok(rd) = std::fs::read_dir(&hooks) {
+        files.extend(rd.flatten().map(|e| e.path()));
+    }
+    files.into_iter().find(|f| {
+        std::fs::symlink_metadata(f).is_ok_and(|m| {
+            let ctime = i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec());
+            u128::try_from(ctime).map_or(true, |c| c >= since)
+        })
+    })
 }
 
 /// What the ask says of each local push an approval would relay.
@@ -735,6 +765,31 @@ mod tests {
         assert!(approved_of(&c, &[std::fs::canonicalize(d.path()).unwrap()]).is_empty());
         assert!(approved_of(&c, &[canon.join("hooks")]).is_empty());
         assert!(ask_reasons(&a)[0].contains("refs/heads/feature-x"));
+    }
+
+    #[test]
+    fn a_repository_whose_hooks_or_configuration_changed_during_the_session_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = d.path().join("r.git");
+        std::fs::create_dir_all(repo.join("hooks")).unwrap();
+        std::fs::write(repo.join("config"), "[core]\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        let start = std::time::SystemTime::now();
+        assert_eq!(changed_since(&repo, start), None);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(repo.join("hooks/pre-receive"), "#!/bin/sh\n").unwrap();
+        assert!(changed_since(&repo, start).is_some());
+        std::fs::remove_file(repo.join("hooks/pre-receive")).unwrap();
+        assert_eq!(
+            changed_since(&repo, start),
+            Some(repo.join("hooks")),
+            "the directory itself changed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        let start = std::time::SystemTime::now();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(repo.join("config"), "[core]\n\thooksPath = /x\n").unwrap();
+        assert_eq!(changed_since(&repo, start), Some(repo.join("config")));
     }
 
     fn approved_of(c: &Classification, w: &[PathBuf]) -> Vec<ApprovedPush> {
