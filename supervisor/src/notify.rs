@@ -250,7 +250,8 @@ enum PushStep {
     Shell,
     /// git's receive-pack itself: relayed.
     Relay(Box<push_relay::Relay>),
-    /// It cannot be relayed (its streams cannot be taken): refused.
+    /// It may not or cannot be relayed (the repository's hooks or configuration changed in
+    /// the session, its streams cannot be taken): refused with the reason.
     Refuse(String),
 }
 
