@@ -302,10 +302,19 @@ git push home HEAD:x; echo home=$?",
             rev(&fx.wt, "HEAD"),
             "{who:?}: {asks:?}"
         );
+        // The nested push's receivepack is the agent's script, which execs git's own
+        // receive-pack: no relay (it would have landed feature-y), so it ran in the agent's
+        // domain and could not write the remote.
         assert_eq!(
             rev(&remote, "refs/heads/feature-y"),
             None,
-            "{who:?}: {asks:?}"
+            "{who:?}: an agent-set receivepack got the relay: {asks:?}"
+        );
+        let (_, log, _) = fx.cli(&["log"]);
+        assert_eq!(
+            log.matches("relayed: git receive-pack on").count(),
+            1,
+            "{who:?}: only the plain push was relayed: {log}"
         );
         assert!(
             !planted.exists(),
