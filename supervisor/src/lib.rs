@@ -54,6 +54,7 @@ mod net;
 mod notify;
 mod procfs;
 pub mod proxy;
+mod push_relay;
 mod runner;
 pub mod sandbox;
 pub mod session;
