@@ -239,9 +239,11 @@ fn rev(dir: &std::path::Path, r: &str) -> Option<String> {
 /// configuration: the remote's path comes from configuration the agent can write (a nested
 /// repository's `remote.*.url`, `receivepack`, hooks), so granting it let agent code run with
 /// read-write on any directory the configuration named (a hostile review moved a remote's
-/// `main` and wrote the person's `~/.bashrc` this way). The push is asked and fails in the
-/// agent's domain; the remote, its `main` and the person's files are unchanged. A push to
-/// `main` is refused without an ask.
+/// `main` and wrote the person's `~/.bashrc` this way). The plain push lands through tyba's
+/// relay (the supervisor's own receive-pack); the nested repository's pushes, whose
+/// `receivepack` is the agent's script, get no relay: they are asked and fail in the agent's
+/// domain, and the remote's other refs, its `main` and the person's files are unchanged. A
+/// push to `main` is refused without an ask.
 #[test]
 fn an_approved_push_to_a_local_remote_gets_no_grant_from_configuration() {
     for who in whos() {
@@ -296,16 +298,27 @@ git push home HEAD:x; echo home=$?",
             asks.iter().any(|a| a.contains("HEAD:feature-y")),
             "{who:?}: the nested push must have been asked: {asks:?} / {out} / {err}"
         );
-        // Nothing reached the remote or the home, though every ask was approved.
+        // The approved plain push landed; nothing else reached the remote or the home, though
+        // every ask was approved.
+        assert!(out.contains("push=0"), "{who:?}: {out} / {err}");
         assert_eq!(
             rev(&remote, "refs/heads/feature-x"),
-            None,
+            rev(&fx.wt, "HEAD"),
             "{who:?}: {asks:?}"
         );
+        // The nested push's receivepack is the agent's script, which execs git's own
+        // receive-pack: no relay (it would have landed feature-y), so it ran in the agent's
+        // domain and could not write the remote.
         assert_eq!(
             rev(&remote, "refs/heads/feature-y"),
             None,
-            "{who:?}: {asks:?}"
+            "{who:?}: an agent-set receivepack got the relay: {asks:?}"
+        );
+        let (_, log, _) = fx.cli(&["log"]);
+        assert_eq!(
+            log.matches("relayed: git receive-pack on").count(),
+            1,
+            "{who:?}: only the plain push was relayed: {log}"
         );
         assert!(
             !planted.exists(),
@@ -325,5 +338,286 @@ git push home HEAD:x; echo home=$?",
             asks.iter().all(|a| !a.contains("HEAD:main")),
             "{who:?}: a blocked push is not asked: {asks:?}"
         );
+    }
+}
+
+/// The relay of an approved push to a local bare remote (`docs/sandbox.md`, "Pushes to a
+/// repository on a local path"): `git push origin HEAD:feature-x` to `~/remote.git` is asked
+/// once (git's transport asks nothing more) and lands, the remote's ref read from outside;
+/// the ask names the repository and the ref. Agent code running under an approved push (a
+/// line that pushes, then sources a script feeding git's own transport shell ref updates of
+/// its own) reaches the relay and is refused there: `main` (protected) and a ref the approval
+/// did not name never move. A hook written into the remote during the session (by an
+/// approved command granted the remote's hooks directory) makes the relay refuse: it would
+/// run outside the sandbox.
+#[test]
+fn an_approved_push_to_a_local_bare_remote_lands_on_its_feature_branch_and_nothing_else() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-relay-push") else {
+            continue;
+        };
+        let remote = fx.home.join("remote.git");
+        let o = git_as(&who, &fx.home, &["init", "-q", "--bare", "remote.git"]);
+        assert!(o.status.success(), "{o:?}");
+        let url = remote.display().to_string();
+        assert!(git_as(&who, &fx.wt, &["remote", "add", "origin", &url])
+            .status
+            .success());
+        let o = git_as(
+            &who,
+            &fx.wt,
+            &["push", "-q", "origin", "HEAD:refs/heads/main"],
+        );
+        assert!(o.status.success(), "{o:?}");
+        let main_before = rev(&remote, "refs/heads/main").unwrap();
+        let marker = fx.home.join("hook-ran");
+        // After its push, the approved line sends ref updates of its own through git's
+        // transport shell, exactly as git starts it, and reports the shell's status.
+        let forge = format!(
+            r#"z=0000000000000000000000000000000000000000
+new=$(git rev-parse HEAD)
+for ref in refs/heads/main refs/heads/other; do
+  line="$z $new $ref"
+  printf '%04x%s\n0000' $((${{#line}} + 5)) "$line" | sh -c "git-receive-pack '{url}'" "git-receive-pack '{url}'" >/dev/null
+  echo "forged $ref=$?"
+done
+"#
+        );
+        let script = format!(
+            "echo change > feature.txt && git add feature.txt && git commit -q -m feature && echo committed=$?
+git push origin HEAD:feature-x; echo push=$?
+git push origin HEAD:main; echo main=$?
+cat > forge.sh <<'FORGE'
+{forge}FORGE
+bash -c 'git push origin HEAD:feature-h; . ./forge.sh'; echo line=$?
+printf '#!/bin/sh\ntouch {marker}\n' > pr.sh && chmod +x pr.sh
+cp pr.sh {hook}; echo cp=$?
+git push origin HEAD:feature-z; echo pushz=$?",
+            marker = marker.display(),
+            hook = remote.join("hooks/pre-receive").display(),
+        );
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(out.contains("committed=0"), "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("push=0"),
+            "{who:?}: the push landed: {out} / {err}"
+        );
+        assert_eq!(
+            rev(&remote, "refs/heads/feature-x"),
+            rev(&fx.wt, "HEAD"),
+            "{who:?}: {asks:?} / {err}"
+        );
+        assert_eq!(
+            asks.iter().filter(|a| a.contains("git push")).count(),
+            3,
+            "{who:?}: each push was asked once: {asks:?}"
+        );
+        assert!(
+            asks.iter().any(|a| a.contains("HEAD:feature-x")),
+            "{who:?}: the push was asked: {asks:?}"
+        );
+        assert!(
+            asks.iter().all(|a| !a.contains("receive-pack")),
+            "{who:?}: git's own transport is not asked: {asks:?}"
+        );
+        assert!(!out.contains("main=0"), "{who:?}: {out} / {err}");
+        assert!(
+            asks.iter().all(|a| !a.contains("HEAD:main")),
+            "{who:?}: a blocked push is not asked: {asks:?}"
+        );
+        // The line's own updates reached the relay and were refused there.
+        assert!(out.contains("line="), "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("forged refs/heads/main=126")
+                && err.contains("the push updates the protected branch refs/heads/main"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(
+            out.contains("forged refs/heads/other=126")
+                && err
+                    .contains("the push updates refs/heads/other, which the approval did not name"),
+            "{who:?}: {out} / {err}"
+        );
+        assert_eq!(
+            rev(&remote, "refs/heads/main").unwrap(),
+            main_before,
+            "{who:?}"
+        );
+        assert_eq!(rev(&remote, "refs/heads/other"), None, "{who:?}");
+        assert!(
+            rev(&remote, "refs/heads/feature-h").is_some(),
+            "{who:?}: the line's own push landed: {out} / {err}"
+        );
+        // A hook an approved command wrote into the remote during the session is never run
+        // by the relay: the push is refused.
+        assert!(
+            out.contains("cp=0"),
+            "{who:?}: the hook was written: {out} / {err}"
+        );
+        assert!(
+            !out.contains("pushz=0") && err.contains("changed during this session"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(!marker.exists(), "{who:?}: the remote's new hook ran");
+        assert_eq!(rev(&remote, "refs/heads/feature-z"), None, "{who:?}");
+        let (_, log, _) = fx.cli(&["log"]);
+        assert!(
+            log.contains("relayed: git receive-pack on"),
+            "{who:?}: the audit log says the push was relayed: {log}"
+        );
+    }
+}
+
+/// A name server for one test on a loopback address of its own, port 53: answers every A
+/// query with 127.0.0.1 and every AAAA query with ::1 (RFC 1035 §4.1, RFC 3596), and records
+/// each question it was asked (lower-case name, type).
+struct NameServer {
+    ip: std::net::Ipv4Addr,
+    asked: Arc<std::sync::Mutex<Vec<(String, u16)>>>,
+}
+
+/// The question of a DNS query: (name in lower case, type, end offset of the question).
+fn dns_question(q: &[u8]) -> Option<(String, u16, usize)> {
+    let mut i = 12;
+    let mut labels = Vec::new();
+    loop {
+        let len = usize::from(*q.get(i)?);
+        i += 1;
+        if len == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(q.get(i..i + len)?).to_ascii_lowercase());
+        i += len;
+    }
+    let ty = u16::from_be_bytes([*q.get(i)?, *q.get(i + 1)?]);
+    Some((labels.join("."), ty, i + 4))
+}
+
+/// Starts a [`NameServer`], or `None` when port 53 cannot be bound here (not root).
+fn name_server() -> Option<NameServer> {
+    let pid = std::process::id();
+    let sock = (0..64u32).find_map(|k| {
+        let n = pid.wrapping_add(k);
+        let ip = std::net::Ipv4Addr::new(127, 53, (n >> 8) as u8, (n as u8).max(1));
+        std::net::UdpSocket::bind((ip, 53)).ok().map(|s| (s, ip))
+    });
+    let (sock, ip) = sock?;
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let a = Arc::clone(&asked);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let q = &buf[..n];
+            let Some((name, ty, end)) = dns_question(q) else {
+                continue;
+            };
+            a.lock().unwrap().push((name, ty));
+            let data: &[u8] = match ty {
+                1 => &[127, 0, 0, 1],
+                28 => &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                _ => &[],
+            };
+            let mut r = q[..2].to_vec();
+            r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(!data.is_empty()), 0, 0, 0, 0]);
+            r.extend_from_slice(&q[12..end]);
+            if !data.is_empty() {
+                r.extend_from_slice(&[0xc0, 0x0c]);
+                r.extend_from_slice(&ty.to_be_bytes());
+                r.extend_from_slice(&[0, 1, 0, 0, 0, 60, 0, data.len() as u8]);
+                r.extend_from_slice(data);
+            }
+            let _ = sock.send_to(&r, from);
+        }
+    });
+    Some(NameServer { ip, asked })
+}
+
+/// `tyba run --here -- bash -c SCRIPT` as [`Fx::start`] starts it, in a mount namespace of
+/// its own where `/etc/resolv.conf` is `resolv` (a bind mount): the file tyba reads its name
+/// servers from, and the one the sandbox's resolvers read.
+fn start_with_resolv_conf(fx: &Fx, resolv: &std::path::Path, script: &str) -> Session {
+    use std::process::{Command, Stdio};
+    let mut c = Command::new("/usr/bin/unshare");
+    c.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/resolv.conf && exec "$@""#)
+        .arg(resolv);
+    if let Who::User { uid, gid, .. } = &fx.who {
+        c.arg("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .args(["--clear-groups", "--"]);
+    }
+    c.arg(&fx.tyba)
+        .args(["run", "--here", "--", "bash", "-c", script]);
+    c.current_dir(&fx.wt).env_clear().stdin(Stdio::null());
+    for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Session { child }
+}
+
+/// An approved curl's lookup of the host its line names, A and AAAA together (glibc's
+/// `getaddrinfo(AF_UNSPEC)` sends both with `sendmmsg`), succeeds through tyba's resolver
+/// relay against a name server on loopback the test starts, named by the resolver
+/// configuration as tyba reads it (and as the sandbox's resolvers read it): both questions
+/// reach the server, curl reaches the HTTP server at the address it got, and a name the line
+/// does not name (`getent` of another name, in the same approved line) never reaches it.
+#[test]
+fn an_approved_a_and_aaaa_lookup_succeeds_against_a_resolver_the_test_starts() {
+    let Some(ns) = name_server() else {
+        eprintln!("skipped: port 53 on loopback cannot be bound here (not root)");
+        return;
+    };
+    let name = "registry.tyba-test.example";
+    // The test's own mount namespace needs the privilege to bind-mount over /etc/resolv.conf.
+    let probe = std::process::Command::new("/usr/bin/unshare")
+        .args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg("mount --bind /dev/null /etc/resolv.conf")
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: /etc/resolv.conf cannot be bind-mounted in a mount namespace here");
+        return;
+    }
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-own-resolver") else {
+            continue;
+        };
+        ns.asked.lock().unwrap().clear();
+        let resolv = fx.home.join("resolv.conf");
+        std::fs::write(&resolv, format!("nameserver {}\n", ns.ip)).unwrap();
+        let srv = serve("hello-through-the-test-resolver", None);
+        let inner = format!(
+            "curl -sS http://{name}:{p}/; echo curl=$?; getent ahosts other.tyba-test.example; echo getent=$?",
+            p = srv.port
+        );
+        let script = format!("bash -c '{}'", inner.replace('\'', r"'\''"));
+        let (asks, (code, out, err)) =
+            approve_all(&fx, start_with_resolv_conf(&fx, &resolv, &script));
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("hello-through-the-test-resolver") && out.contains("curl=0"),
+            "{who:?}: the approved curl resolved {name} and reached the server: {out} / {err}"
+        );
+        assert_eq!(srv.hits.load(Ordering::SeqCst), 1, "{who:?}");
+        assert!(out.contains("getent=2"), "{who:?}: {out} / {err}");
+        let asked = ns.asked.lock().unwrap().clone();
+        for ty in [1u16, 28] {
+            assert!(
+                asked.contains(&(name.to_string(), ty)),
+                "{who:?}: the relay asked the test's server for type {ty}: {asked:?}"
+            );
+        }
+        assert!(
+            asked.iter().all(|(n, _)| n == name),
+            "{who:?}: only the named host reached the server: {asked:?}"
+        );
+        assert_eq!(asks.len(), 1, "{who:?}: one ask for one intent: {asks:?}");
     }
 }

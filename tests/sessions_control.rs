@@ -842,3 +842,47 @@ fn a_non_interactive_session_is_listed_stopped_and_logged_its_asks_denied_at_onc
         );
     }
 }
+
+/// In a session, an edit-tool write outside the worktree is refused by the hook at once with
+/// why (the kernel would refuse it after any approval), with no ask; the same write inside
+/// the worktree (the control) is allowed at high.
+#[test]
+fn a_hook_write_outside_the_worktree_is_refused_at_once_not_asked() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "sess-hook-out") else {
+            continue;
+        };
+        let inside = fx.wt.join("tyba-in");
+        copy_exe(&fx.tyba, &inside);
+        give(&inside, &fx.who);
+        for (name, path) in [
+            ("out.json", "../outside.txt".to_string()),
+            ("in.json", "notes.txt".to_string()),
+        ] {
+            let input = format!(
+                r#"{{"cwd":"{}","hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{{"file_path":"{path}","content":"x"}}}}"#,
+                fx.wt.display()
+            );
+            std::fs::write(fx.wt.join(name), input).unwrap();
+            give(&fx.wt.join(name), &fx.who);
+        }
+        let s = fx.start(
+            &["--autonomy", "high"],
+            "./tyba-in hook claude-code < out.json > h-out.json; ./tyba-in hook claude-code < in.json > h-in.json; echo done=$?",
+        );
+        let (_, out, err) = s.finish();
+        assert!(out.contains("done=0"), "{who:?}: {out} / {err}");
+        let h = std::fs::read_to_string(fx.wt.join("h-out.json")).unwrap();
+        assert!(
+            h.contains(r#""permissionDecision":"deny""#)
+                && h.contains("outside the session's worktree"),
+            "{who:?}: {h}"
+        );
+        let h = std::fs::read_to_string(fx.wt.join("h-in.json")).unwrap();
+        assert!(
+            h.contains(r#""permissionDecision":"allow""#),
+            "{who:?}: {h}"
+        );
+        assert!(fx.pending(0).is_empty(), "{who:?}");
+    }
+}

@@ -365,3 +365,187 @@ fn a_worktree_moved_off_its_branch_is_kept_with_a_word_about_it() {
     let branch = branch_of(&err);
     assert_eq!(fx.branches(), std::slice::from_ref(&branch));
 }
+
+/// A session whose working directory would be `/`, the person's home or a directory holding
+/// the home is refused before anything runs: the agent would get read and write access to
+/// the person's credentials, shell startup files and tyba's own state. A project directory
+/// inside the home (the control) still starts.
+#[test]
+fn no_session_works_in_the_root_or_the_home() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-home") else {
+            continue;
+        };
+        let home = &fx.r.home;
+        let marker = "ran-in-the-home";
+        let script = format!("touch {marker}; echo x >> .bashrc");
+        // A plain home, a home that is a git repository (with --here) and the root.
+        let repo_home = |args: &[&str]| fx.tyba_in(home, args);
+        let (code, _, err) = repo_home(&[
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ]);
+        assert_ne!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("is your home directory"), "{who:?}: {err}");
+        git_as(&who, home, &["init", "-q", "-b", "work"]);
+        let (code, _, err) = repo_home(&[
+            "run",
+            "--here",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ]);
+        assert_ne!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("is your home directory"), "{who:?}: {err}");
+        let (code, _, err) = fx.tyba_in(
+            Path::new("/"),
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                "true",
+            ],
+        );
+        assert_ne!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("root of the filesystem"), "{who:?}: {err}");
+        assert!(
+            !home.join(marker).exists(),
+            "{who:?}: the agent ran in the home"
+        );
+        assert!(
+            !std::fs::read_to_string(home.join(".bashrc"))
+                .unwrap_or_default()
+                .contains('x'),
+            "{who:?}"
+        );
+        std::fs::remove_dir_all(home.join(".git")).unwrap();
+        // Control: a project directory inside the home starts, and the agent runs there.
+        let project = home.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        give(&project, &who);
+        let (code, _, err) = fx.tyba_in(
+            &project,
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                &script,
+            ],
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(project.join(marker).exists(), "{who:?}: {err}");
+    }
+}
+
+/// Files that run or approve code later, written by a program whose command line names none
+/// of them (a script in the repository), are named in the end summary before the merge
+/// hints; a session that wrote only ordinary files (the control) gets no such warning.
+#[test]
+fn files_that_run_code_later_are_named_at_the_end() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-ctl") else {
+            continue;
+        };
+        let gen = r#"import os
+for d in (".vscode", ".claude"):
+    os.makedirs(d, exist_ok=True)
+open(".vscode/tasks.json", "w").write('{"tasks":[{"runOptions":{"runOn":"folderOpen"},"command":"id"}]}')
+open(".claude/settings.json", "w").write('{"hooks":{}}')
+open(".envrc", "w").write("echo hi\n")
+open("notes.txt", "w").write("plain\n")
+"#;
+        std::fs::write(fx.r.wt.join("gen.py"), gen).unwrap();
+        std::fs::write(
+            fx.r.wt.join("plain.py"),
+            "open('notes.txt','w').write('x')\n",
+        )
+        .unwrap();
+        give(&fx.r.wt, &who);
+        fx.git(&["add", "gen.py", "plain.py"]);
+        fx.git(&["commit", "-qm", "scripts"]);
+        let (code, err) = fx.session(&["--autonomy", "high"], "python3 gen.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let warn = err
+            .find("REVIEW BEFORE MERGING")
+            .unwrap_or_else(|| panic!("{who:?}: no warning: {err}"));
+        let tail = &err[warn..];
+        for f in [".vscode/tasks.json", ".claude/settings.json", ".envrc"] {
+            assert!(tail.contains(f), "{who:?}: {f} not named: {err}");
+        }
+        assert!(!tail.contains("notes.txt:"), "{who:?}: {err}");
+        assert!(
+            warn < err.find("merge:").unwrap_or(usize::MAX),
+            "{who:?}: the warning must come before the merge hint: {err}"
+        );
+        // Control: ordinary files only.
+        let (code, err) = fx.session(&["--autonomy", "high"], "python3 plain.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(err.contains("merge:"), "{who:?}: {err}");
+        assert!(!err.contains("REVIEW BEFORE MERGING"), "{who:?}: {err}");
+    }
+}
+
+/// The person's shell startup files read as empty in the sandbox: the agent's shells start
+/// without `Permission denied` and without their contents (they may export secrets). The
+/// control reads the same file outside the sandbox and finds the secret.
+#[test]
+fn shell_startup_files_read_as_empty() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-rc") else {
+            continue;
+        };
+        let secret = "export SECRET_TOKEN=hunter2";
+        for f in [".bashrc", ".profile"] {
+            std::fs::write(fx.r.home.join(f), format!("{secret}\n")).unwrap();
+        }
+        give(&fx.r.home, &who);
+        let script = "bash -li -c 'echo started; echo \"token=$SECRET_TOKEN\"'; python3 -c 'import os; print(\"rc=\" + repr(open(os.path.expanduser(\"~/.bashrc\")).read()))'";
+        // Control: the same script outside the sandbox reads the secret.
+        let o = command_as(&who, Path::new("/bin/bash"))
+            .args(["-c", script])
+            .current_dir(&fx.r.wt)
+            .env("HOME", &fx.r.home)
+            .output()
+            .unwrap();
+        let bare = String::from_utf8_lossy(&o.stdout);
+        assert!(bare.contains("hunter2"), "{who:?}: control: {bare}");
+        let (code, out, err) = fx.tyba(&[
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            script,
+        ]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(
+            out.contains("started") && out.contains("rc=''"),
+            "{who:?}: {out} {err}"
+        );
+        assert!(!err.contains("Permission denied"), "{who:?}: {err}");
+        assert!(
+            !out.contains("hunter2") && !err.contains("hunter2"),
+            "{who:?}: {out} {err}"
+        );
+    }
+}

@@ -85,9 +85,28 @@ impl Inspector {
 impl GitInspector for Inspector {
     fn inspect(&self, inv: &GitInvocation<'_>) -> GitReport {
         let a = self.analyze(inv);
+        let pushes = a
+            .pushes
+            .iter()
+            .flat_map(|p| p.targets.iter())
+            .map(|t| tyba_policy::PushReport {
+                url: t.url.clone().unwrap_or_else(|| t.remote.clone()),
+                local_path: t.local_path.clone(),
+                refs: t
+                    .updates
+                    .iter()
+                    .map(|u| tyba_policy::PushRef {
+                        dst: u.dst.clone(),
+                        delete: u.src.is_none(),
+                        force: u.force,
+                    })
+                    .collect(),
+            })
+            .collect();
         GitReport {
             findings: a.findings,
             alias: a.alias,
+            pushes,
         }
     }
 

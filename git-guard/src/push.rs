@@ -50,6 +50,13 @@ pub struct Target {
     pub url: Option<String>,
     /// Whether the remote's refs were read (a local path); otherwise they were assumed.
     pub remote_refs_known: bool,
+    /// The path the push URL names when it is a local one (`file://…`, or no `:` before the
+    /// first `/`), absolute and lexical (relative URLs against the repository's base
+    /// directory); `None` for network URLs. Never a grant: the supervisor only compares it
+    /// with the path git's receive-pack is started on (`docs/sandbox.md`, "Pushes to a
+    /// repository on a local path"). Not serialized.
+    #[serde(skip)]
+    pub local_path: Option<PathBuf>,
     /// The updates, destinations in resolution order.
     pub updates: Vec<RefUpdate>,
 }
@@ -341,6 +348,7 @@ pub(crate) fn resolve_parsed(
         );
         plan.targets.push(Target {
             remote: remote.name.clone(),
+            local_path: local_url_path(state, &url),
             url: Some(url),
             remote_refs_known: remote_refs.is_some(),
             updates,
@@ -681,25 +689,7 @@ fn pushremote_get(state: &RepoState, name: Option<&str>) -> Option<Remote> {
 /// The refs of the repository at a push URL, if it is a local path git would open directly
 /// (`url_is_local_not_ssh`: no `:` before the first `/`, or `file://`).
 fn remote_refs_for(state: &RepoState, url: &str) -> Option<Vec<String>> {
-    let path = if let Some(p) = url.strip_prefix("file://") {
-        PathBuf::from(p)
-    } else {
-        if url.contains("://") {
-            return None;
-        }
-        if let Some(colon) = url.find(':') {
-            match url.find('/') {
-                Some(slash) if slash < colon => {}
-                _ => return None,
-            }
-        }
-        let p = Path::new(url);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            state.base_dir().join(p)
-        }
-    };
+    let path = local_url_path(state, url)?;
     let mut refs = RepoState::remote_refs_at(&path).or_else(|| {
         let mut with_git = path.clone().into_os_string();
         with_git.push(".git");
@@ -707,6 +697,30 @@ fn remote_refs_for(state: &RepoState, url: &str) -> Option<Vec<String>> {
     })?;
     refs.retain(|r| r != "HEAD");
     Some(refs)
+}
+
+/// The path a push URL names when it is local (`file://`, or no `:` before the first `/`:
+/// git's `url_is_local_not_ssh`), relative ones against [`RepoState::base_dir`]; lexical, as
+/// written (nothing is opened).
+fn local_url_path(state: &RepoState, url: &str) -> Option<PathBuf> {
+    if let Some(p) = url.strip_prefix("file://") {
+        return Some(PathBuf::from(p));
+    }
+    if url.contains("://") {
+        return None;
+    }
+    if let Some(colon) = url.find(':') {
+        match url.find('/') {
+            Some(slash) if slash < colon => {}
+            _ => return None,
+        }
+    }
+    let p = Path::new(url);
+    Some(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        state.base_dir().join(p)
+    })
 }
 
 /// Upper, lower and capitalised spellings of the protected names, as the refs an unknown

@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use std::path::PathBuf;
 use tyba_git_guard::Inspector;
 use tyba_policy::{AliasExpansion, GitInspector, GitInvocation};
 
@@ -342,5 +343,52 @@ fn fifo_repository_files_are_refused_without_blocking() {
             "{fifo}: {:?}",
             r.findings
         );
+    }
+}
+
+/// The report of a push carries each push URL's local path when it is one (`file://…`, an
+/// absolute or relative path: git's `url_is_local_not_ssh`), none for network and scp-like
+/// URLs, and the remote refs it would update: what the supervisor's relay of pushes to local
+/// repositories compares with (`docs/sandbox.md`, "Pushes to a repository on a local path").
+#[test]
+fn push_reports_name_local_paths_and_the_refs_they_update() {
+    let home = isolate_once();
+    let root = tempfile::tempdir().unwrap();
+    let dir = fixture(root.path(), home);
+    let work = dir.join("work");
+    setup(
+        &dir,
+        home,
+        &[
+            "git remote add abs /srv/r.git".into(),
+            "git remote add file file:///srv/f.git".into(),
+            "git remote add rel ../rel.git".into(),
+            "git remote add net https://example.invalid/x.git".into(),
+            "git remote add scp host:/srv/r.git".into(),
+        ],
+    );
+    let protected = protected();
+    for (remote, want) in [
+        ("abs", Some(PathBuf::from("/srv/r.git"))),
+        ("file", Some(PathBuf::from("/srv/f.git"))),
+        ("rel", Some(work.join("../rel.git"))),
+        ("net", None),
+        ("scp", None),
+    ] {
+        let args: Vec<String> = ["push", remote, "HEAD:refs/heads/feature-x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let r = Inspector::new().inspect(&GitInvocation {
+            args: &args,
+            env: &[],
+            cwd: &work,
+            protected: &protected,
+        });
+        assert_eq!(r.pushes.len(), 1, "{remote}: {r:?}");
+        assert_eq!(r.pushes[0].local_path, want, "{remote}");
+        let dsts: Vec<&str> = r.pushes[0].refs.iter().map(|u| u.dst.as_str()).collect();
+        assert_eq!(dsts, ["refs/heads/feature-x"], "{remote}");
+        assert!(!r.pushes[0].refs[0].delete && !r.pushes[0].refs[0].force);
     }
 }

@@ -96,6 +96,9 @@ pub struct GitReport {
     pub findings: Vec<Finding>,
     /// The alias the subcommand expands to, if it is an alias.
     pub alias: Option<AliasExpansion>,
+    /// Every push the invocation would make (its own, or inside its aliases), one entry per
+    /// push URL: copied to [`crate::Classification::pushes`].
+    pub pushes: Vec<crate::PushReport>,
 }
 
 /// Resolves git invocations against the repository state (configuration, refs, HEAD): the

@@ -57,7 +57,7 @@ pub use decision::{
     decide, refusal_text, ActionKind, AlwaysKey, Ask, Autonomy, BypassFlag, Decision, ExecMode,
     SessionMemory,
 };
-pub use verdict::{Classification, Finding, Shape, Verdict};
+pub use verdict::{Classification, Finding, PushRef, PushReport, Shape, Verdict};
 
 /// Whether an environment variable makes programs run code when set (DESIGN.md §2a: the
 /// list of variables red when assigned in any form, `GIT_CONFIG*`, exported bash functions).

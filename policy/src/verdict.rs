@@ -130,6 +130,35 @@ pub struct Classification {
     /// call. `None` for any other line, and whenever a sourced definition shadowed a command.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inner_command: Option<String>,
+    /// The pushes a `git push` of the action would make, as the git inspector resolved them
+    /// (one entry per push URL), for the supervisor's relay of pushes to local repositories
+    /// (`docs/sandbox.md`). Not serialized: reports show pushes through their findings.
+    #[serde(skip)]
+    pub pushes: Vec<PushReport>,
+}
+
+/// One push URL a `git push` would send to, and the remote refs it would write there, as the
+/// git inspector resolved them (git-push(1); `tyba_git_guard::push`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushReport {
+    /// The push URL (after `pushurl`/`insteadOf`), credentials included: never shown as is.
+    pub url: String,
+    /// The path the URL names when it is a local one (`file://…`, or no `:` before the first
+    /// `/`), absolute and lexical; `None` for a network URL.
+    pub local_path: Option<PathBuf>,
+    /// The remote refs it would write, in resolution order.
+    pub refs: Vec<PushRef>,
+}
+
+/// One remote ref a push would write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushRef {
+    /// Full ref name (`refs/heads/feature-x`), or a name git would reject.
+    pub dst: String,
+    /// The push deletes it.
+    pub delete: bool,
+    /// The push may rewrite it (`+`, `--force`, `--mirror`).
+    pub force: bool,
 }
 
 impl Classification {
@@ -143,6 +172,7 @@ impl Classification {
             hosts: Vec::new(),
             shape: Shape::default(),
             inner_command: None,
+            pushes: Vec::new(),
         }
     }
 
@@ -208,6 +238,11 @@ impl Classification {
         for h in other.hosts {
             if !self.hosts.contains(&h) {
                 self.hosts.push(h);
+            }
+        }
+        for p in other.pushes {
+            if !self.pushes.contains(&p) {
+                self.pushes.push(p);
             }
         }
         self.shape.compound |= other.shape.compound;

@@ -322,6 +322,22 @@ fn decide_call(
     let diff = ask
         .show_diff
         .then(|| diff::for_call(agent, &call.tool, &call.input, &action_cwd));
+    // In a session the kernel lets the agent write only its worktree and the session's temp
+    // dir: an approval of an edit elsewhere could not take effect (the write would fail with
+    // EACCES after the person said yes), so it is refused at once, saying why.
+    if let (Some(_), What::Act(Action::Write { paths } | Action::ApplyPatch { paths })) =
+        (socket, &call.what)
+    {
+        let scratch = std::fs::canonicalize(std::env::temp_dir()).ok();
+        if let Some(p) = paths.iter().find(|p| {
+            let real = physical(&action_cwd, p, home.as_deref());
+            !real.starts_with(&worktree) && !scratch.as_ref().is_some_and(|s| real.starts_with(s))
+        }) {
+            return Outcome::Deny(format!(
+                "refused by tyba: `{p}` is outside the session's worktree, and in a tyba session the agent writes only its worktree (the kernel refuses the write even if approved); write it inside the worktree, or ask the person to do it"
+            ));
+        }
+    }
     match socket {
         Some(socket) => {
             let request = session::AskRequest {
@@ -353,6 +369,45 @@ fn decide_call(
                 "refused by tyba: this needs the person's approval ({summary}), and no one can be asked outside a tyba session; run the agent under `tyba run` to be asked, or do it another way"
             )),
         },
+    }
+}
+
+/// Where the path `p` (as the agent wrote it, relative to `cwd`, `~` for `home`) is
+/// physically: its nearest existing ancestor canonicalised (symbolic links followed), the
+/// rest appended after lexical `.`/`..` removal.
+fn physical(cwd: &Path, p: &str, home: Option<&Path>) -> PathBuf {
+    let joined = match (p.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ if p == "~" && home.is_some() => home.map(Path::to_path_buf).unwrap_or_default(),
+        _ => cwd.join(p),
+    };
+    let mut lexical = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => lexical.push(c),
+        }
+    }
+    let mut base = lexical.clone();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&base) {
+            let mut out = real;
+            for n in rest.iter().rev() {
+                out.push(n);
+            }
+            return out;
+        }
+        match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                base = parent.to_path_buf();
+            }
+            _ => return lexical,
+        }
     }
 }
 

@@ -108,8 +108,9 @@ fn nix_uid() -> u32 {
 }
 
 /// The end of the session's worktree: removed when the session changed nothing (unless
-/// `keep`), else the commands to review, merge and remove it.
-fn end_of_worktree(session: &session::Session, keep: bool) {
+/// `keep`), else the commands to review, merge and remove it, after a warning naming the
+/// files the session wrote that run or approve code later ([`code_running_changes`]).
+fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy::Policy) {
     match session.finish(keep) {
         session::Finished::NotOurs => {}
         session::Finished::Removed => eprintln!(
@@ -126,6 +127,20 @@ fn end_of_worktree(session: &session::Session, keep: bool) {
             commits,
             uncommitted,
         } => {
+            let risky = code_running_changes(session, policy);
+            if !risky.is_empty() {
+                eprintln!(
+                    "tyba: REVIEW BEFORE MERGING: the session wrote {} file{} that run or approve code when you open, build or merge the work (red for the agent to write):",
+                    risky.len(),
+                    if risky.len() == 1 { "" } else { "s" }
+                );
+                for (path, why) in risky.iter().take(20) {
+                    eprintln!("tyba:   {path}: {why}");
+                }
+                if risky.len() > 20 {
+                    eprintln!("tyba:   … and {} more", risky.len() - 20);
+                }
+            }
             for l in session.review_hint(commits, uncommitted) {
                 eprintln!("tyba: {l}");
             }
@@ -145,6 +160,46 @@ pub(crate) fn report_carry(r: &tyba_supervisor::own_branch::CarryReport, whose: 
     for n in &r.notes {
         eprintln!("tyba: warning: {n}");
     }
+}
+
+/// The paths the session changed ([`session::Session::changed_paths`]) that the policy
+/// makes red or blocked for the agent to write (DESIGN.md §2: hooks, agent and IDE control
+/// files, `.envrc`, credentials…), with the policy's reason: whatever program wrote them
+/// (a script, a build, the agent's own edit tool), they act when the person opens, builds
+/// or merges the work.
+fn code_running_changes(
+    session: &session::Session,
+    policy: &tyba_policy::Policy,
+) -> Vec<(String, String)> {
+    let home = super::home_dir();
+    let wt = &session.worktree;
+    session
+        .changed_paths()
+        .into_iter()
+        .filter_map(|p| {
+            let action = tyba_policy::Action::Write {
+                paths: vec![p.clone()],
+            };
+            let ctx = tyba_policy::Context {
+                worktree: wt,
+                cwd: wt,
+                home: home.as_deref(),
+                scratch: None,
+                git: None,
+            };
+            let c = policy.classify(&action, &ctx);
+            (c.verdict >= tyba_policy::Verdict::Red).then(|| {
+                let why = c
+                    .findings
+                    .iter()
+                    .filter(|f| f.verdict >= tyba_policy::Verdict::Red)
+                    .map(|f| f.reason.clone())
+                    .next()
+                    .unwrap_or_else(|| format!("{}", c.verdict));
+                (p, why)
+            })
+        })
+        .collect()
 }
 
 /// The end summary's lines about the agent's state ([`tyba_supervisor::state_layer`]).
@@ -445,7 +500,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         program,
         argv: args.agent.clone(),
         env,
-        policy,
+        // Kept for the end of the session (the changed files are judged by it).
+        policy: policy.clone(),
         control: Arc::clone(&control),
         exec_mode,
         agent_hosts,
@@ -481,7 +537,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         Ok(o) => o,
         Err(RunError::Unavailable(u)) => {
             drop(running_lock);
-            end_of_worktree(&session, false);
+            end_of_worktree(&session, false, &policy);
             return Err(anyhow::Error::new(u));
         }
         Err(e) => return Err(e.into()),
@@ -550,7 +606,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         report_merge(m, &layers_root);
     }
     drop(running_lock);
-    end_of_worktree(&session, args.keep_worktree);
+    end_of_worktree(&session, args.keep_worktree, &policy);
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_status).unwrap_or(1),
     ))

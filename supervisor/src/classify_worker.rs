@@ -162,6 +162,11 @@ impl Classifier {
         Ok(tx)
     }
 
+    /// The policy's protected branch names (`[git] protected_branches`).
+    pub(crate) fn protected_branches(&self) -> Vec<String> {
+        self.setup.policy.config().protected_branches.clone()
+    }
+
     /// The person's home directory, as the policy expands `~`.
     pub(crate) fn home(&self) -> Option<&Path> {
         self.setup.home.as_deref()

@@ -74,6 +74,10 @@ pub(crate) struct Cover {
     /// (`crate::runner::grants`: it runs in a domain of its own, which its descendants
     /// inherit). Empty for anything allowed without an approval.
     pub granted: Vec<crate::runner::Grant>,
+    /// The pushes to local repositories an approval of it relays (`crate::push_relay`): kept
+    /// by everything under it, used only by git's own transport to git's own receive-pack.
+    /// Empty for anything allowed without an approval.
+    pub pushes: Vec<crate::push_relay::ApprovedPush>,
 }
 
 /// The cover a process under `cover` gets from its own exec, whose line named `own` hosts:
@@ -707,6 +711,7 @@ mod tests {
             env: Vec::new(),
             hosts: Vec::new(),
             granted: Vec::new(),
+            pushes: Vec::new(),
         }
     }
 

@@ -502,6 +502,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             nix::sys::stat::Mode::empty(),
         )
         .ok(),
+        started: std::time::SystemTime::now(),
         state: Mutex::new(notify::State::new()),
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -584,14 +585,23 @@ impl Term {
     }
 }
 
+/// The terminal relay's tasks on the broker's tokio runtime (`crate::broker`): the pty's
+/// output (its end is the session's), the person's keys and the window size (ended by
+/// [`Relay::finish`]).
 struct Relay {
     saved: Option<nix::sys::termios::Termios>,
-    out: std::thread::JoinHandle<()>,
+    /// Told when the output task ended (the pty's last output is written).
+    out_done: std::sync::mpsc::Receiver<()>,
+    /// The keys and window-size tasks.
+    others: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Relay {
     fn finish(self) {
-        let _ = self.out.join();
+        let _ = self.out_done.recv();
+        for t in &self.others {
+            t.abort();
+        }
         if let Some(t) = self.saved {
             let _ = nix::sys::termios::tcsetattr(
                 std::io::stdin().as_fd(),
@@ -602,16 +612,84 @@ impl Relay {
     }
 }
 
+/// `fd` with `O_NONBLOCK` set, for [`tokio::io::unix::AsyncFd`].
+fn non_blocking(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = fcntl(&fd, FcntlArg::F_GETFL).map_err(std::io::Error::from)?;
+    fcntl(
+        &fd,
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .map_err(std::io::Error::from)?;
+    Ok(fd)
+}
+
+/// The person's terminal at standard input, opened anew (`/proc/self/fd/0`): an open file
+/// description of the relay's own, so that making it non-blocking leaves the one the
+/// person's shell shares untouched.
+fn own_stdin() -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open("/proc/self/fd/0")?;
+    Ok(OwnedFd::from(f))
+}
+
+/// One non-blocking read of `fd` once it is readable: the bytes read (0 at the end).
+async fn read_ready(
+    fd: &tokio::io::unix::AsyncFd<OwnedFd>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    loop {
+        let mut guard = fd.readable().await?;
+        match guard.try_io(|f| nix::unistd::read(f.get_ref(), buf).map_err(std::io::Error::from)) {
+            Ok(r) => return r,
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+/// Writes all of `bytes` to the non-blocking `fd`, waiting for it to be writable.
+async fn write_ready(
+    fd: &tokio::io::unix::AsyncFd<OwnedFd>,
+    mut bytes: &[u8],
+) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        let mut guard = fd.writable().await?;
+        match guard.try_io(|f| nix::unistd::write(f.get_ref(), bytes).map_err(std::io::Error::from))
+        {
+            Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => bytes = &bytes[n..],
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_would_block) => continue,
+        }
+    }
+    Ok(())
+}
+
 /// Relays between the agent's pty `master` and the person's terminal `person`: keys from
 /// standard input when it is that terminal (then in raw mode until [`Relay::finish`]), the
 /// pty's output to standard output (or standard error when only that is the terminal), and
-/// window sizes.
+/// window sizes. Tasks on the broker's tokio runtime (DESIGN.md: the broker and the terminal
+/// relay on tokio; the seccomp notify loop keeps its own thread): the pty and the keys are
+/// read when epoll says they are ready, the agent's output is held by the prompt (`gate`)
+/// on a blocking section of its own, so a prompt on screen holds no worker of the runtime.
 fn start_relay(
     master: OwnedFd,
     gate: Option<Arc<dyn crate::approve::RelayGate>>,
     person: Term,
 ) -> Result<Relay, RunError> {
     use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+    use tokio::io::AsyncWriteExt;
+    let rt = crate::broker::runtime().map_err(io_err("starting the terminal relay"))?;
+    let _entered = rt.enter();
+    let master = Arc::new(
+        non_blocking(master)
+            .and_then(sys::async_fd)
+            .map_err(io_err("pty"))?,
+    );
     let stdin = std::io::stdin();
     let keys = person == Term::In;
     let saved = if keys {
@@ -624,84 +702,117 @@ fn start_relay(
         cfmakeraw(&mut raw);
         let _ = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw);
     }
-    let m2 = master.try_clone().map_err(io_err("pty"))?;
-    let in_gate = gate.clone();
+    let mut others = Vec::new();
     // Standard input that is not the terminal is not the pty's: the agent reads it itself.
-    std::thread::spawn(move || {
-        if !keys {
-            return;
-        }
-        let mut w = std::fs::File::from(m2);
-        let mut buf = [0u8; 4096];
-        let mut input = std::io::stdin();
-        while let Ok(n) = input.read(&mut buf) {
-            if n == 0 {
-                break;
+    if keys {
+        // The keys, read when the terminal is readable from a description of the relay's own;
+        // where the terminal cannot be opened anew (a device the user may not open, no
+        // `/proc`), from standard input itself on a blocking section (never made
+        // non-blocking: the person's shell shares it).
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
+        match own_stdin().and_then(sys::async_fd) {
+            Ok(input) => others.push(rt.spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = read_ready(&input, &mut buf).await {
+                    if tx.send(buf[..n].to_vec()).await.is_err() {
+                        break;
+                    }
+                }
+            })),
+            Err(_) => {
+                rt.spawn_blocking(move || {
+                    let mut buf = [0u8; 4096];
+                    let mut input = std::io::stdin();
+                    while let Ok(n @ 1..) = input.read(&mut buf) {
+                        if tx.blocking_send(buf[..n].to_vec()).is_err() {
+                            break;
+                        }
+                    }
+                });
             }
-            // Keys answering a prompt never reach the agent; the terminal's reports to the
-            // agent's own queries always do.
-            let (reports, keys) = crate::broker::prompt::split_reports(&buf[..n]);
-            if in_gate.as_ref().is_some_and(|g| g.input(&keys)) {
-                if !reports.is_empty() && w.write_all(&reports).is_err() {
+        }
+        let (m, in_gate) = (Arc::clone(&master), gate.clone());
+        others.push(rt.spawn(async move {
+            while let Some(chunk) = rx.recv().await {
+                // Keys answering a prompt never reach the agent; the terminal's reports to
+                // the agent's own queries always do.
+                let (reports, keys) = crate::broker::prompt::split_reports(&chunk);
+                let taken = match &in_gate {
+                    Some(g) => {
+                        let g = Arc::clone(g);
+                        tokio::task::block_in_place(|| g.input(&keys))
+                    }
+                    None => false,
+                };
+                let send: &[u8] = if taken { &reports } else { &chunk };
+                if write_ready(&m, send).await.is_err() {
                     break;
                 }
-                continue;
             }
-            if w.write_all(&buf[..n]).is_err() {
-                break;
-            }
-        }
-    });
+        }));
+    }
     // Window resizes: the person's terminal size is copied to the pty when it changes; the
     // kernel then sends SIGWINCH to the agent's foreground process group. A full-screen agent
     // a prompt drew over is made to redraw the same way: one row less, then the size again.
-    if let Ok(m3) = master.try_clone() {
-        let redraw_gate = gate.clone();
-        std::thread::spawn(move || {
+    {
+        let (m, redraw_gate) = (Arc::clone(&master), gate.clone());
+        others.push(rt.spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut last = person.with(sys::get_winsize).map(|w| (w.ws_row, w.ws_col));
             loop {
-                std::thread::sleep(std::time::Duration::from_millis(100));
+                tick.tick().await;
+                let pty = m.get_ref().as_fd();
                 let now = person.with(sys::get_winsize);
                 let key = now.map(|w| (w.ws_row, w.ws_col));
                 if key != last {
                     if let Some(w) = now {
-                        sys::set_winsize(m3.as_fd(), &w);
+                        sys::set_winsize(pty, &w);
                     }
                     last = key;
                 } else if redraw_gate.as_ref().is_some_and(|g| g.take_redraw()) {
                     if let Some(w) = now.filter(|w| w.ws_row > 1) {
                         let mut shorter = w;
                         shorter.ws_row -= 1;
-                        sys::set_winsize(m3.as_fd(), &shorter);
-                        sys::set_winsize(m3.as_fd(), &w);
+                        sys::set_winsize(pty, &shorter);
+                        sys::set_winsize(pty, &w);
                     }
                 }
             }
-        });
+        }));
     }
-    let out = std::thread::spawn(move || {
-        let mut r = std::fs::File::from(master);
-        let mut buf = [0u8; 8192];
-        let mut out: Box<dyn Write> = if person == Term::Err {
-            Box::new(std::io::stderr())
+    let (done, out_done) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let mut buf = vec![0u8; 8192];
+        let mut out: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>> = if person == Term::Err {
+            Box::pin(tokio::io::stderr())
         } else {
-            Box::new(std::io::stdout())
+            Box::pin(tokio::io::stdout())
         };
-        while let Ok(n) = r.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
+        loop {
+            // The pty's end: EIO once the last process holding its other side is gone.
+            let n = match read_ready(&master, &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
             if let Some(g) = &gate {
-                g.output(&buf[..n]);
+                // Waits while a prompt is shown: on a blocking section, not a worker.
+                let g = Arc::clone(g);
+                tokio::task::block_in_place(|| g.output(&buf[..n]));
                 continue;
             }
-            if out.write_all(&buf[..n]).is_err() {
+            if out.write_all(&buf[..n]).await.is_err() {
                 break;
             }
-            let _ = out.flush();
+            let _ = out.flush().await;
         }
+        let _ = done.send(());
     });
-    Ok(Relay { saved, out })
+    Ok(Relay {
+        saved,
+        out_done,
+        others,
+    })
 }
 
 /// Writes one status line with a single `write` (stage 1 and stage 2 share the pipe; writes
@@ -823,6 +934,31 @@ fn bind_read_only(p: &Path) -> Result<(), String> {
     }
     mount(None::<&str>, p, None::<&str>, flags, None::<&str>)
         .map_err(|e| format!("remount {} read-only: {e}", p.display()))
+}
+
+/// Binds `/dev/null` over the file `p`, read-only: it reads as empty
+/// ([`SandboxPlan::blanked`]).
+fn bind_blank(p: &Path) -> Result<(), String> {
+    mount(
+        Some("/dev/null"),
+        p,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot show {} as empty: {e}", p.display()))?;
+    mount(
+        None::<&str>,
+        p,
+        None::<&str>,
+        MsFlags::MS_BIND
+            | MsFlags::MS_REMOUNT
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot keep {} read-only: {e}", p.display()))
 }
 
 /// Mounts a new devpts instance over `/dev/pts` and binds its `ptmx` over `/dev/ptmx`, in the
@@ -1015,6 +1151,13 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                     &mut st,
                     &format!("cannot keep {} read-only: {e}", p.display()),
                 );
+            }
+        }
+        for p in c.plan.blanked.clone() {
+            // Not a protection (Landlock denies these files anyway): a failure only leaves
+            // the shells' `Permission denied`.
+            if let Err(e) = bind_blank(&p) {
+                report(&mut st, &format!("W {e}"));
             }
         }
         if let Err(e) = sys::loopback_up() {

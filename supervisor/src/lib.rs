@@ -55,6 +55,7 @@ mod notify;
 pub mod own_branch;
 mod procfs;
 pub mod proxy;
+mod push_relay;
 mod runner;
 pub mod sandbox;
 pub mod session;

@@ -22,6 +22,7 @@ use crate::exec::{self, Cover, Covered, FileId, ProcTable, Role};
 use crate::meta::{self, Target};
 use crate::net::{self, AgentHosts, Dest};
 use crate::procfs::{self, Mem, ProcId};
+use crate::push_relay;
 use crate::runner::{self, Spawn, SpawnPayload, StageLink, ToStage};
 use crate::sys::{self, Notif, Reply};
 use std::collections::HashMap;
@@ -134,6 +135,9 @@ pub(crate) struct Notifier {
     /// Where allowed execs go for the audit log ([`Approver::record_allowed`], on a thread of
     /// its own: [`allowed_log`]).
     pub allowed: Option<AuditLog>,
+    /// When the session started (before the agent ran): a relayed push's repository whose
+    /// hooks or configuration changed since is not relayed ([`crate::push_relay`]).
+    pub started: std::time::SystemTime,
     pub state: Mutex<State>,
 }
 
@@ -235,6 +239,20 @@ enum ExecDecision {
     /// Refused without asking: a known probe of the agent's profile (logged as `probe`).
     Quiet(String),
     Ask(Box<PendingAsk>),
+    /// git's receive-pack of an approved push to a local repository: run by the supervisor
+    /// (`crate::push_relay`), the process becoming its proxy.
+    Relay(Box<push_relay::Relay>),
+}
+
+/// A step of git's own transport of an approved push to a local repository.
+enum PushStep {
+    /// The shell git starts for its receive-pack: passes under the push's cover.
+    Shell,
+    /// git's receive-pack itself: relayed.
+    Relay(Box<push_relay::Relay>),
+    /// It may not or cannot be relayed (the repository's hooks or configuration changed in
+    /// the session, its streams cannot be taken): refused with the reason.
+    Refuse(String),
 }
 
 /// What an exec's process becomes once the exec succeeds.
@@ -653,8 +671,185 @@ impl Notifier {
                     );
                 }
             }
+            Ok(ExecDecision::Relay(relay)) => {
+                let what = self.exec_what(&n);
+                let me = Arc::clone(self);
+                let w = what.clone();
+                if !spawn_worker(move || me.run_relay(&n, w, *relay)) {
+                    self.refuse_exec(
+                        &n,
+                        what,
+                        "refused by tyba: the supervisor cannot start a thread to relay the push (the user's process limit is reached)".into(),
+                    );
+                }
+            }
             Err(e) => self.reply(n.id, Reply::Errno(errno_of(&e))),
         }
+    }
+
+    /// git's own transport of a push to a local repository under `cover`, an approved push
+    /// that named that repository (`crate::push_relay`): the shell git starts for it
+    /// (`sh -c "git-receive-pack '<path>'"` word for word, with no code-running variable
+    /// changed: `env_clean`) passes, and the exec of git's own receive-pack on it from that
+    /// shell is relayed. `None` for every other exec, which is classified as usual.
+    #[allow(clippy::too_many_arguments)]
+    fn local_push_step(
+        &self,
+        n: &Notif,
+        pidfd: &OwnedFd,
+        tgid: u32,
+        r: &ExecRead,
+        real: Option<&std::path::Path>,
+        cover: &Arc<Cover>,
+        env_clean: &dyn Fn() -> bool,
+    ) -> Option<PushStep> {
+        if cover.pushes.is_empty() {
+            return None;
+        }
+        let real = real?;
+        let approved_at = |p: &str| {
+            push_relay::git_dir_at(&r.cwd.join(p))
+                .and_then(|repo| cover.pushes.iter().find(|a| a.repo == repo).cloned())
+        };
+        if is_system_shell(real) {
+            let path = push_relay::transport_shell(&r.argv)?;
+            let approved = approved_at(&path)?;
+            if !env_clean() {
+                return None;
+            }
+            self.control.count(Counted::Allowed);
+            self.log_allowed(AllowedExec {
+                command: command_line(&r.path, &r.argv),
+                verdict: cover.verdict,
+                rules: Vec::new(),
+                why: format!(
+                    "git's transport of the approved push `{}` to {}",
+                    shorten(&cover.line, 200),
+                    approved.repo.display()
+                ),
+                argv: r.argv.clone(),
+                cwd: r.cwd.clone(),
+                pid: n.pid,
+                time: std::time::SystemTime::now(),
+            });
+            return Some(PushStep::Shell);
+        }
+        let system = exec::is_system_program(real)
+            || SYSTEM_BIN_DIRS
+                .iter()
+                .any(|d| real.parent() == Some(std::path::Path::new(d)));
+        if !system {
+            return None;
+        }
+        let path = push_relay::receive_pack_path(real, &r.argv)?;
+        // Started by git's transport shell on that same path: the process is that shell now
+        // (its image, or the vfork child sharing it). Another `receivepack` (an agent's
+        // script exec'ing git's receive-pack) is classified as usual.
+        let now_shell =
+            std::fs::read_link(format!("/proc/{tgid}/exe")).is_ok_and(|exe| is_system_shell(&exe));
+        let now_argv: Vec<String> = std::fs::read(format!("/proc/{tgid}/cmdline"))
+            .map(|b| {
+                b.split(|&c| c == 0)
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect::<Vec<_>>()
+            })
+            .map(|mut v| {
+                if v.last().is_some_and(String::is_empty) {
+                    v.pop();
+                }
+                v
+            })
+            .unwrap_or_default();
+        if !now_shell || push_relay::transport_shell(&now_argv).as_deref() != Some(path.as_str()) {
+            return None;
+        }
+        let approved = approved_at(&path)?;
+        if !env_clean() {
+            return None;
+        }
+        if let Some(changed) = push_relay::changed_since(&approved.repo, self.started) {
+            return Some(PushStep::Refuse(format!(
+                "refused by tyba: the push is not relayed: {} changed during this session (the receive-pack would run what it says outside the sandbox)",
+                changed.display()
+            )));
+        }
+        let take = |fd: i32| sys::pidfd_getfd(pidfd.as_fd(), fd);
+        match (take(0), take(1), take(2)) {
+            (Ok(stdin), Ok(stdout), Ok(stderr)) => {
+                Some(PushStep::Relay(Box::new(push_relay::Relay {
+                    approved,
+                    protected: self.classifier.protected_branches(),
+                    home: self.classifier.home().map(std::path::Path::to_path_buf),
+                    stdin,
+                    stdout,
+                    stderr,
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                })))
+            }
+            _ => Some(PushStep::Refuse(
+                "approved, but tyba cannot relay the push: its standard streams cannot be taken"
+                    .into(),
+            )),
+        }
+    }
+
+    /// Relays an approved push's receive-pack (`crate::push_relay`): the process becomes
+    /// tyba's proxy, the supervisor runs `git receive-pack` outside the sandbox, the proxy
+    /// ends as it ended (or prints the refusal). Replies to the notification.
+    fn run_relay(&self, n: &Notif, what: String, relay: push_relay::Relay) {
+        let installed = match self.install_proxy(n, false, false, false) {
+            Ok(i) => i,
+            Err(why) => {
+                return self.refuse_exec(
+                    n,
+                    what,
+                    format!("approved, but tyba cannot relay the push: {why}"),
+                )
+            }
+        };
+        self.reply(n.id, Reply::Continue);
+        if !runner::proxy_started(&installed.chan) {
+            self.log(AuditEvent {
+                kind: "exec",
+                what,
+                allowed: false,
+                reason: Some("the relayed push's proxy did not start".into()),
+            });
+            return;
+        }
+        installed.restore_parent();
+        let chan = Arc::new(installed.chan);
+        let repo = relay.approved.repo.clone();
+        let (argv, cwd) = (relay.argv.clone(), relay.cwd.clone());
+        let outcome = push_relay::run(relay, |pidfd| {
+            if let Ok(p) = pidfd.try_clone() {
+                let c = Arc::clone(&chan);
+                spawn_worker(move || push_relay::watch_proxy(&c, &p));
+            }
+        });
+        let outcome = match outcome {
+            push_relay::Outcome::Ran(code) => {
+                self.log_allowed(AllowedExec {
+                    command: what,
+                    verdict: Verdict::Red,
+                    rules: Vec::new(),
+                    why: format!(
+                        "relayed: git receive-pack on {} run by tyba outside the sandbox (exit {code})",
+                        repo.display()
+                    ),
+                    argv,
+                    cwd,
+                    pid: n.pid,
+                    time: std::time::SystemTime::now(),
+                });
+                push_relay::Outcome::Ran(code)
+            }
+            push_relay::Outcome::Refused(reason) => {
+                push_relay::Outcome::Refused(self.record_refusal("exec", what, reason))
+            }
+        };
+        push_relay::report(&chan, &outcome);
     }
 
     fn set_pending(&self, p: Pending) {
@@ -1062,8 +1257,25 @@ impl Notifier {
                     env: env.clone(),
                     hosts: Vec::new(),
                     granted: Vec::new(),
+                    pushes: Vec::new(),
                 }),
             )))));
+        }
+        // git's own transport of an approved push to a local repository: relayed, never
+        // granted (`crate::push_relay`).
+        if let Role::Command(c) = &role {
+            let real = file.as_ref().map(|(real, _)| real.as_path());
+            if let Some(d) = self.local_push_step(n, &pidfd, tgid, &r, real, c, &|| {
+                judged(covered_env).is_empty()
+            }) {
+                return Ok(match d {
+                    PushStep::Shell => {
+                        ExecDecision::Continue(Some(pending(Role::Command(Arc::clone(c)))))
+                    }
+                    PushStep::Relay(relay) => ExecDecision::Relay(relay),
+                    PushStep::Refuse(reason) => ExecDecision::Refuse(reason),
+                });
+            }
         }
         let assigns = if role.is_agent() && self.install.has_installation() && !own_file {
             Vec::new()
@@ -1118,6 +1330,8 @@ impl Notifier {
             }
         }
         let rules = decisive_rules(&class);
+        // The pushes to local repositories an approval would relay (`crate::push_relay`).
+        let local_pushes = push_relay::approved(&class, &self.writable);
         // An approval covers the connections and lookups of the hosts its line names (the
         // policy's hosts of network clients); an allow without asking covers none.
         let new_cover = |command: &str, hosts: &[String], approved: bool| {
@@ -1129,6 +1343,11 @@ impl Notifier {
                 hosts: hosts.to_vec(),
                 granted: if approved {
                     runner::grants(&class, &self.writable, &self.readable)
+                } else {
+                    Vec::new()
+                },
+                pushes: if approved {
+                    local_pushes.clone()
                 } else {
                     Vec::new()
                 },
@@ -1174,7 +1393,8 @@ impl Notifier {
                         cwd: r.cwd.clone(),
                         env: assigns.clone(),
                     };
-                    let (reasons, copy) = self.ask_parts(&class, Some(first), r);
+                    let (mut reasons, copy) = self.ask_parts(&class, Some(first), r);
+                    reasons.extend(push_relay::ask_reasons(&local_pushes));
                     let cover = new_cover(&command, &class.hosts, true);
                     ExecDecision::Ask(Box::new(PendingAsk {
                         req: AskRequest {
@@ -1253,7 +1473,8 @@ impl Notifier {
                     cwd: r.cwd.clone(),
                     env: assigns.clone(),
                 };
-                let (reasons, copy) = self.ask_parts(&class, None, r);
+                let (mut reasons, copy) = self.ask_parts(&class, None, r);
+                reasons.extend(push_relay::ask_reasons(&local_pushes));
                 let cover = new_cover(&command, &class.hosts, true);
                 Ok(ExecDecision::Ask(Box::new(PendingAsk {
                     req: AskRequest {

@@ -823,7 +823,7 @@ pub(crate) fn inherited(tgid: u32) -> Result<(Vec<(OwnedFd, i32)>, OwnedFd), Str
 }
 
 /// One packet of a proxy channel (`crate::proxy` for the messages); `None` at its end.
-fn recv_text(sock: &OwnedFd) -> Option<String> {
+pub(crate) fn recv_text(sock: &OwnedFd) -> Option<String> {
     let mut buf = [0u8; 64];
     loop {
         match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {

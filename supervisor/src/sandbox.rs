@@ -92,7 +92,29 @@ pub struct SandboxPlan {
     /// The overlays stage 2 mounts over `caches` ([`crate::caches::CacheLayers::prepare`]);
     /// each one mounted moves its cache from `read_only` to `read_write`.
     pub cache_layers: Vec<crate::caches::CacheLayer>,
+    /// The person's shell startup files ([`SHELL_STARTUP_FILES`]) that no rule of the plan
+    /// opens (canonical, regular files): in the sandbox's mount namespace each shows as empty
+    /// (`/dev/null` bound over it), so the agent's shells start without reading them (they
+    /// may export secrets) and without `Permission denied` on every start.
+    pub blanked: Vec<PathBuf>,
 }
+
+/// The shell startup files in the home that shells read by themselves (bash(1)
+/// INVOCATION, zsh(1) STARTUP/SHUTDOWN FILES, dash(1), ksh(1)).
+pub const SHELL_STARTUP_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshenv",
+    ".zprofile",
+    ".zshrc",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".mkshrc",
+];
 
 /// What the kernel will and will not enforce for a plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -707,6 +729,21 @@ impl SandboxPlan {
         let rw = plan.read_write.clone();
         plan.protected
             .retain(|p| rw.iter().any(|r| is_within(p, r)));
+        if let Some(h) = i.home {
+            for f in SHELL_STARTUP_FILES {
+                let Ok(real) = std::fs::canonicalize(h.join(f)) else {
+                    continue;
+                };
+                let opened = plan
+                    .read_write
+                    .iter()
+                    .chain(&plan.read_only)
+                    .any(|r| is_within(&real, r));
+                if !opened && real.is_file() {
+                    push_unique(&mut plan.blanked, real);
+                }
+            }
+        }
         plan
     }
 

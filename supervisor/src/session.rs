@@ -32,6 +32,15 @@ pub enum SessionError {
     /// The repository has no commit for a new worktree to start from.
     #[error("the repository at {0} has no commits yet, so there is nothing to start a session's worktree from: make a first commit (`git commit --allow-empty -m init`), or run the agent in this directory itself with `tyba run --here`")]
     NoCommits(PathBuf),
+    /// The directory the agent would work in holds what the sandbox exists to keep from it
+    /// ([`check_worktree`]).
+    #[error("{path} cannot be the agent's working directory: {why}. Run tyba in a project directory (a git repository gets a worktree of its own), or pass `--worktree DIR`")]
+    UnsafeWorktree {
+        /// The directory (canonical).
+        path: PathBuf,
+        /// Why, for the person.
+        why: String,
+    },
     /// Filesystem error.
     #[error("{what} {path}: {source}")]
     Io {
@@ -264,6 +273,47 @@ impl Session {
             .then_some(b)
     }
 
+    /// The paths (relative to the worktree, as git names them) that the session changed
+    /// since it started and that a merge of its work would bring: files of the branch or of
+    /// the worktree that differ from the start commit, and untracked files git does not
+    /// ignore. Empty for a worktree tyba did not create, or when git fails.
+    pub fn changed_paths(&self) -> Vec<String> {
+        let Some(start) = self.start_commit.as_ref() else {
+            return Vec::new();
+        };
+        let split = |s: String| -> Vec<String> {
+            s.split('\0')
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let mut v = git(
+            &self.worktree,
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                start,
+            ],
+        )
+        .map(split)
+        .unwrap_or_default();
+        v.extend(
+            git(
+                &self.worktree,
+                &["ls-files", "--others", "--exclude-standard", "-z"],
+            )
+            .map(split)
+            .unwrap_or_default(),
+        );
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// The lines printed at the end for a kept worktree: where the work is, how to review it,
     /// merge it and remove the worktree.
     pub fn review_hint(&self, commits: usize, uncommitted: usize) -> Vec<String> {
@@ -433,6 +483,55 @@ pub fn default_worktrees_dir() -> PathBuf {
     std::env::temp_dir().join("tyba-worktrees")
 }
 
+/// Top-level system directories: none of them, and nothing above them, is a project.
+const SYSTEM_DIRS: &[&str] = &[
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+    "/sbin", "/sys", "/usr", "/var",
+];
+
+/// Refuses a working directory for the agent that the sandbox could not confine it to in any
+/// useful sense: the agent gets read and write access to its whole worktree, so a worktree
+/// that is `/`, a system directory, the person's home, or an ancestor of the home would hand
+/// it the credentials, shell startup files, other sessions' audit logs and tyba's own state
+/// (DESIGN.md §5: the agent is confined to its worktree). `home` is the person's home
+/// (canonical when it exists).
+///
+/// # Errors
+/// [`SessionError::UnsafeWorktree`] with the reason.
+pub fn check_worktree(wt: &Path, home: Option<&Path>) -> Result<(), SessionError> {
+    let refuse = |why: &str| {
+        Err(SessionError::UnsafeWorktree {
+            path: wt.to_path_buf(),
+            why: why.to_string(),
+        })
+    };
+    if wt.parent().is_none() {
+        return refuse("it is the root of the filesystem");
+    }
+    if SYSTEM_DIRS.iter().any(|d| Path::new(d) == wt) {
+        return refuse("it is a system directory");
+    }
+    if let Some(h) = home {
+        let h = canonical(h);
+        if h == wt {
+            return refuse(
+                "it is your home directory, which holds your credentials, shell startup files and tyba's own state",
+            );
+        }
+        if h.starts_with(wt) {
+            return refuse("it contains your home directory");
+        }
+    }
+    Ok(())
+}
+
+/// The person's home: `$HOME` when it is an absolute path.
+fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+}
+
 /// Prepares the session's worktree from the current directory `cwd`.
 ///
 /// Outside a git repository a `New` choice falls back to using `cwd` itself (`--here` is
@@ -449,6 +548,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 path: dir.clone(),
                 source,
             })?;
+            check_worktree(&wt, home_dir().as_deref())?;
             let git = git_layout(&wt);
             Ok(Session {
                 id,
@@ -468,6 +568,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                     path: cwd.to_path_buf(),
                     source,
                 })?;
+                check_worktree(&wt, home_dir().as_deref())?;
                 let warning = format!(
                     "{} is not in a git repository: the agent works in this directory itself, with no worktree or branch of its own to review (the kernel sandbox still confines it to this directory)",
                     wt.display()
@@ -545,6 +646,37 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// The directories whose grant would hand the agent the person's files are refused; a
+    /// project directory, including one inside the home, is not.
+    #[test]
+    fn the_root_system_dirs_and_the_home_are_no_worktree() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home/me");
+        std::fs::create_dir_all(home.join("src/project")).unwrap();
+        let home = std::fs::canonicalize(&home).unwrap();
+        for bad in [
+            PathBuf::from("/"),
+            PathBuf::from("/etc"),
+            PathBuf::from("/usr"),
+            home.clone(),
+            home.parent().unwrap().to_path_buf(),
+            t.path().canonicalize().unwrap(),
+        ] {
+            let e = check_worktree(&bad, Some(&home)).unwrap_err();
+            assert!(
+                matches!(e, SessionError::UnsafeWorktree { .. }),
+                "{}: {e}",
+                bad.display()
+            );
+        }
+        for good in [home.join("src/project"), home.join("src")] {
+            check_worktree(&good, Some(&home)).unwrap();
+        }
+        // Without a home, only the root and the system directories are known.
+        check_worktree(&home, None).unwrap();
+        assert!(check_worktree(Path::new("/"), None).is_err());
+    }
 
     fn git_ok(dir: &Path, args: &[&str]) {
         let st = Command::new("git")

@@ -34,6 +34,7 @@ pub mod paths;
 pub mod prompt;
 pub mod proto;
 mod server;
+pub(crate) use server::runtime;
 pub mod text;
 
 use crate::approve::{Answer, Approver, ApproverError, AskKind, AskRequest};

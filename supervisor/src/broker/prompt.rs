@@ -594,7 +594,7 @@ impl Prompt {
                 foot.push(Line::plain(
                     2,
                     format!(
-                        "allow this RED action once ({})? [y] or Enter: yes, allow it   any other key: no",
+                        "allow this RED action once ({})? [y]: yes, allow it   any other key: no",
                         cut(&action, 60, "…")
                     ),
                 ));
@@ -755,8 +755,10 @@ impl Prompt {
                     ));
                 }
             },
+            // Only `y`: Enter would let a word typed for the agent that holds an `o`
+            // ("cargo⏎") allow a red action by itself.
             Mode::ConfirmRed => match b {
-                b'y' | b'Y' | b'\r' | b'\n' => {
+                b'y' | b'Y' => {
                     st.mode = Mode::Keys;
                     self.answer(st, &p.id, WireAnswer::Once, None);
                 }
@@ -1234,6 +1236,14 @@ mod tests {
         // Any other key goes back without an answer.
         settle(QUIET);
         assert!(p.input(b"x"));
+        screen.wait_for("not allowed: [o] then [y]");
+        assert_eq!(b.pending().len(), 1);
+        // A deliberate Enter does not confirm either: a word typed for the agent that holds
+        // an `o` ("cargo⏎") would allow the red action by itself.
+        settle(QUIET);
+        assert!(p.input(b"o"));
+        settle(QUIET);
+        assert!(p.input(b"\r"));
         screen.wait_for("not allowed: [o] then [y]");
         assert_eq!(b.pending().len(), 1);
         settle(QUIET);

@@ -713,6 +713,21 @@ pub fn recv_with_fds(
     Ok((msg.bytes, fds))
 }
 
+/// `fd` registered with the current tokio runtime's reactor (`tokio::io::unix::AsyncFd`,
+/// readable and writable interest), for a non-blocking fd the caller owns.
+///
+/// # Errors
+/// When there is no current runtime (called outside `Runtime::enter`) or epoll refuses the fd.
+pub fn async_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(io::Error::other("no tokio runtime to register the fd with"));
+    }
+    // SAFETY: an `OwnedFd` is a valid open fd whose `as_raw_fd` always returns that same fd,
+    // and it is closed only when dropped, which the `AsyncFd` owning it does after
+    // deregistering it; nothing else can close or replace it meanwhile.
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(io::Error::from)
+}
+
 /// A close-on-exec duplicate of `fd` numbered `min` or above (`fcntl(F_DUPFD_CLOEXEC)`).
 ///
 /// # Errors

@@ -132,6 +132,11 @@ impl Analyzer<'_> {
                 for f in report.findings {
                     self.out.add(f);
                 }
+                for p in report.pushes {
+                    if !self.out.pushes.contains(&p) {
+                        self.out.pushes.push(p);
+                    }
+                }
                 if report.alias.is_some() {
                     alias = report.alias;
                 }
