@@ -1187,8 +1187,7 @@ fn sessions_at_the_same_time_keep_their_own_branches_as_unprivileged_user() {
 // ------------------------------------------ class 6: `--here` and protected branches ----
 
 /// In the person's own checkout (`--here`, on `feature`): the protected branches `main`
-/// (loose), `release` (only in `packed-refs`, protected by the policy) and `master` (absent)
-/// moved, made or deleted with git and by writing the files, `packed-refs` rewritten, the
+/// (loose) and `release` (only in `packed-refs`, protected by the policy) moved or deleted with git and by writing the files, `packed-refs` rewritten, the
 /// checkout switched to `main` and committed on; another session's branch moved and a new
 /// `tyba/` branch made. Then the agent's own commit on `feature`.
 const HERE_BRANCHES_SCRIPT: &str = r#"
@@ -1198,7 +1197,6 @@ git update-ref refs/heads/main "$NEW"; echo "update-ref main $?" >> "$R/git"
 git branch -f main "$NEW"; echo "branch -f main $?" >> "$R/git"
 git update-ref refs/heads/release "$NEW"; echo "update-ref release $?" >> "$R/git"
 git update-ref -d refs/heads/release; echo "delete release $?" >> "$R/git"
-git branch master "$NEW"; echo "branch master $?" >> "$R/git"
 git update-ref refs/heads/tyba/other "$NEW"; echo "update-ref tyba/other $?" >> "$R/git"
 git branch tyba/new "$NEW"; echo "branch tyba/new $?" >> "$R/git"
 git checkout -q main && { git commit -q --allow-empty -m on-main; echo "commit on main $?" >> "$R/git"; }
@@ -1207,13 +1205,11 @@ NEW="$NEW" perl -e '
   sub put { my ($p, $t) = @_; if (open(my $f, ">", ".git/$p")) { print $f $t; close $f; print "wrote $p\n" } else { print "open $p: $!\n" } }
   put("refs/heads/main", "$ENV{NEW}\n");
   put("refs/heads/release", "$ENV{NEW}\n");
-  put("refs/heads/master", "$ENV{NEW}\n");
   put("refs/heads/tyba/other", "$ENV{NEW}\n");
   put("packed-refs", "$ENV{NEW} refs/heads/release\n");
   put("main.new", "$ENV{NEW}\n");
   rename(".git/main.new", ".git/refs/heads/main") ? print "renamed over main\n" : print "rename main: $!\n";
   unlink(".git/refs/heads/main") ? print "unlinked main\n" : print "unlink main: $!\n";
-  rmdir(".git/refs/heads/master") ? print "removed master\n" : print "rmdir master: $!\n";
   rename(".git/refs/heads/tyba", ".git/tyba-away") ? print "renamed tyba\n" : print "rename tyba: $!\n";
   rename(".git/packed-refs", ".git/packed-away") ? print "renamed packed-refs\n" : print "rename packed-refs: $!\n";
   # A parent of the read-only binds moved aside and rebuilt with a new main.
@@ -1263,8 +1259,8 @@ fn here_branches_suite(who: Who, tag: &str) {
     git_as(&who, &r.wt, &["reset", "-q", "--hard", &main_before]);
     std::fs::remove_file(r.wt.join("on-main")).unwrap();
 
-    // `release` only packed, `main` loose (a commit after packing), `master` absent,
-    // another session's `tyba/other`; the person's checkout on `feature`.
+    // `release` only packed, `main` loose (a commit after packing), another session's
+    // `tyba/other`; the person's checkout on `feature`.
     git_as(&who, &r.wt, &["branch", "release"]);
     git_as(&who, &r.wt, &["branch", "tyba/other"]);
     git_as(&who, &r.wt, &["pack-refs", "--all"]);
@@ -1331,7 +1327,6 @@ fn here_branches_suite(who: Who, tag: &str) {
         "packed-refs unchanged",
     );
     for p in [
-        "refs/heads/master",
         "refs/heads/tyba/new",
         "tyba-away",
         "packed-away",

@@ -676,19 +676,39 @@ impl SandboxPlan {
             // The common git dir writable (`--here` in the main checkout): the protected
             // branches stay where they are (DESIGN.md §5). A loose one is bound read-only (a
             // ref is replaced by renaming `<ref>.lock` over it: `EBUSY` on a mount point); one
-            // that is only packed, or absent, gets an empty directory as its stand-in (git
-            // then reads its packed value, or none, and cannot make the loose file); and
-            // `packed-refs` is read-only (an empty stand-in when absent, which git reads as
-            // no packed ref).
+            // that is only packed is first written as the loose ref of the same value (what
+            // git reads first; `O_EXCL`) and bound so; and `packed-refs` is read-only (an
+            // empty stand-in when absent, which git reads as no packed ref).
             if plan.read_write.iter().any(|r| is_within(&g.common_dir, r))
                 && !g.common_dir.join("reftable").exists()
             {
+                let packed =
+                    std::fs::read_to_string(g.common_dir.join("packed-refs")).unwrap_or_default();
                 for b in &i.config.protected_branches {
                     let p = g.common_dir.join("refs/heads").join(b);
+                    if std::fs::symlink_metadata(&p).is_err() {
+                        let name = format!("refs/heads/{b}");
+                        let value = packed.lines().find_map(|l| {
+                            let (oid, r) = l.split_once(' ')?;
+                            (r.trim() == name && !oid.starts_with(['#', '^'])).then_some(oid)
+                        });
+                        if let Some(oid) = value {
+                            let made = std::fs::OpenOptions::new()
+                                .write(true)
+                                .create_new(true)
+                                .open(&p)
+                                .and_then(|mut f| {
+                                    std::io::Write::write_all(&mut f, format!("{oid}\n").as_bytes())
+                                });
+                            if let Err(e) = made {
+                                plan.unprotected.push(format!(
+                                    "cannot write the packed protected branch {name} as a loose ref to keep it read-only: {e}"
+                                ));
+                            }
+                        }
+                    }
                     if std::fs::symlink_metadata(&p).is_ok() {
                         push_unique(&mut plan.protected, p);
-                    } else {
-                        plan.wanted_stand_ins.push((p, None));
                     }
                 }
                 plan.wanted_stand_ins
