@@ -477,6 +477,20 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         lookups,
         writable: plan.read_write.clone(),
+        agent_writes: plan
+            .read_write
+            .iter()
+            .cloned()
+            .chain(plan.state_layers.iter().flat_map(|l| {
+                // A state file's copy is the file itself: its directory holds no other.
+                [l.upper.clone(), l.work.clone()]
+            }))
+            .chain(
+                plan.cache_layers
+                    .iter()
+                    .flat_map(|l| [l.upper.clone(), l.work.clone()]),
+            )
+            .collect(),
         readable: plan.read_only.clone(),
         protected: plan.protected.clone(),
         stage: Arc::clone(&stage),

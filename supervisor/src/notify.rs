@@ -111,6 +111,10 @@ pub(crate) struct Notifier {
     /// ([`crate::dns::Lookups`]).
     pub lookups: Arc<crate::dns::Lookups>,
     pub writable: Vec<PathBuf>,
+    /// Every host directory the agent writes, also indirectly: `writable`, and the upper and
+    /// work directories of the state and cache layers its writes land in (a repository there
+    /// is the agent's, whatever its path says: `crate::push_relay`).
+    pub agent_writes: Vec<PathBuf>,
     /// Paths the agent's domain grants read + execute.
     pub readable: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
@@ -1331,7 +1335,7 @@ impl Notifier {
         }
         let rules = decisive_rules(&class);
         // The pushes to local repositories an approval would relay (`crate::push_relay`).
-        let local_pushes = push_relay::approved(&class, &self.writable);
+        let local_pushes = push_relay::approved(&class, &self.agent_writes);
         // An approval covers the connections and lookups of the hosts its line names (the
         // policy's hosts of network clients); an allow without asking covers none.
         let new_cover = |command: &str, hosts: &[String], approved: bool| {
