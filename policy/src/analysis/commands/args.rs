@@ -107,7 +107,10 @@ pub(super) struct UntilCommand {
     pub(super) command_at: usize,
 }
 
-pub(super) fn parse_opts_until_command(args: &[Field], spec: &OptSpec) -> UntilCommand {
+pub(super) fn parse_opts_until_command<S: Syntax + ?Sized>(
+    args: &[Field],
+    spec: &S,
+) -> UntilCommand {
     let mut opts = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -124,9 +127,13 @@ pub(super) fn parse_opts_until_command(args: &[Field], spec: &OptSpec) -> UntilC
         for tok in parsed {
             if let Tok::Opt { name, value } = tok {
                 let needs = if let Some(long) = name.strip_prefix("--") {
-                    spec.long_val.iter().any(|l| l.starts_with(long)) && !t.contains('=')
+                    spec.long_value_starts(long) && !t.contains('=')
                 } else {
-                    spec.short_val.contains(name.trim_start_matches('-')) && value.is_none()
+                    name.trim_start_matches('-')
+                        .chars()
+                        .next()
+                        .is_some_and(|c| spec.short_takes_value(c))
+                        && value.is_none()
                 };
                 if needs && value.is_none() {
                     opts.push((name, args.get(i + 1).cloned()));

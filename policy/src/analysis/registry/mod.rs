@@ -23,6 +23,7 @@ mod search;
 mod shells;
 mod text;
 mod walked;
+mod wrappers;
 
 use super::paths::Access;
 use super::words::Field;
@@ -114,6 +115,28 @@ pub(crate) enum Walk {
     PackageTool,
     /// A scheduler of code that runs later, outside the sandbox (`crontab`, `at`).
     Scheduler,
+    /// A wrapper that runs another command (`timeout`, `sudo`, `xargs`): the worse of yellow
+    /// and the command it runs (DESIGN.md §2a "Wrappers").
+    Wrapper(Wraps),
+}
+
+/// How a wrapper's arguments are read to find the command it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wraps {
+    /// Its options by the entry's table, then the command (`timeout` a duration first,
+    /// `chroot` a directory, `sudo` `NAME=VALUE` words).
+    Options,
+    /// `env`: options, `NAME=VALUE` words, `-S STRING`, then the command.
+    Env,
+    /// `parallel`: the command with `:::` argument lists, run through a shell.
+    Parallel,
+    /// `watch`: the words joined are a `sh -c` line (unless `-x`).
+    Watch,
+    /// Options not modelled one by one: every suffix of the arguments is tried as the
+    /// command, and `-c STRING` is a shell string.
+    Opaque,
+    /// A multi-call binary: its first argument names the applet it runs.
+    Multicall,
 }
 
 /// One example of an entry: a command line and the colour it classifies as.
@@ -187,7 +210,7 @@ impl Judgement {
 }
 
 /// Every family's entries.
-fn families() -> [&'static [Program]; 10] {
+fn families() -> [&'static [Program]; 11] {
     [
         changes::PROGRAMS,
         shells::PROGRAMS,
@@ -199,6 +222,7 @@ fn families() -> [&'static [Program]; 10] {
         digest::PROGRAMS,
         search::PROGRAMS,
         walked::PROGRAMS,
+        wrappers::PROGRAMS,
     ]
 }
 
@@ -601,7 +625,11 @@ mod tests {
                         ));
                     }
                     for f in &c.findings {
-                        if !p.rules.iter().any(|r| r.id == f.rule) {
+                        if !p
+                            .rules
+                            .iter()
+                            .any(|r| r.id == f.rule || rules::lookup(&f.rule) == Some(r))
+                        {
                             failures.push(format!(
                                 "{}: `{}` emits `{}`, not among the entry's rules",
                                 p.family, e.line, f.rule
@@ -637,6 +665,12 @@ mod tests {
         assert!(interpreter_flags("bash").is_none());
         assert!(interpreter_flags("pip3").is_none());
         assert!(judged("cd").is_none());
+        // Wrappers are entries, read by their kind.
+        assert_eq!(walk("timeout"), Some(Walk::Wrapper(Wraps::Options)));
+        assert_eq!(walk("env"), Some(Walk::Wrapper(Wraps::Env)));
+        assert_eq!(walk("su"), Some(Walk::Wrapper(Wraps::Opaque)));
+        assert!(!is_green_program("sudo"));
+        assert!(judged("xargs").is_none());
     }
 
     /// The table judge: roles and operands.

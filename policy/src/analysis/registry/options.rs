@@ -15,6 +15,9 @@ pub(crate) trait Syntax {
     fn short_takes_value(&self, c: char) -> bool;
     /// Whether the long option `--name` (exact name, without `--`) takes a value.
     fn long_takes_value(&self, name: &str) -> bool;
+    /// Whether a long option that takes a value starts with `prefix` (without `--`): the
+    /// option `--prefix` may be an abbreviation of it.
+    fn long_value_starts(&self, prefix: &str) -> bool;
 }
 
 /// Option syntax of one command: short letters and long names that take a value.
@@ -29,6 +32,9 @@ impl Syntax for OptSpec {
     }
     fn long_takes_value(&self, name: &str) -> bool {
         self.long_val.contains(&name)
+    }
+    fn long_value_starts(&self, prefix: &str) -> bool {
+        self.long_val.iter().any(|l| l.starts_with(prefix))
     }
 }
 
@@ -112,6 +118,10 @@ impl Syntax for [Opt] {
     fn long_takes_value(&self, name: &str) -> bool {
         self.iter()
             .any(|o| o.takes_value && !o.long.is_empty() && o.long == name)
+    }
+    fn long_value_starts(&self, prefix: &str) -> bool {
+        self.iter()
+            .any(|o| o.takes_value && !o.long.is_empty() && o.long.starts_with(prefix))
     }
 }
 
