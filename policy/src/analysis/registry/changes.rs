@@ -3,6 +3,7 @@
 //! under system paths they are blocked). Their judges are the analyser's (`commands/files.rs`,
 //! `commands/tools.rs`); these entries hold their names, so each is registered once.
 
+use super::options::Opt;
 use super::{ex, Judge, Operands, Program, Walk};
 use crate::rules;
 use crate::verdict::Verdict::{Red, Yellow};
@@ -26,9 +27,30 @@ const fn changes(
     }
 }
 
+/// A writer (`Walk::Writer`) with the options of its table that take a value.
+const fn writer(
+    names: &'static [&'static str],
+    options: &'static [Opt],
+    examples: &'static [super::Example],
+) -> Program {
+    Program {
+        options,
+        ..changes(
+            names,
+            Walk::Writer,
+            &[
+                rules::CMD_WRITES,
+                rules::CMD_DEVICE_NODE,
+                rules::CMD_PROGRAM_OPTION,
+            ],
+            examples,
+        )
+    }
+}
+
 pub(super) const PROGRAMS: &[Program] = &[
     changes(
-        &["rm", "unlink", "rmdir", "shred"],
+        &["rm", "unlink", "rmdir"],
         Walk::Remove,
         &[rules::RM_DELETE, rules::RM_RECURSIVE_FORCE],
         &[
@@ -37,25 +59,124 @@ pub(super) const PROGRAMS: &[Program] = &[
             ex("rmdir empty", Yellow),
         ],
     ),
+    // `--remove[=HOW]` and `-u` take no separate value.
+    Program {
+        options: &[
+            Opt::val('n', "iterations"),
+            Opt::val('s', "size"),
+            Opt::val('\0', "random-source"),
+        ],
+        ..changes(
+            &["shred"],
+            Walk::Remove,
+            &[rules::RM_DELETE],
+            &[ex("shred -n 3 -u secret.txt", Yellow)],
+        )
+    },
     changes(
         &["chmod", "chown", "chgrp", "chattr", "setfacl"],
         Walk::Metadata,
         &[rules::CMD_METADATA],
         &[ex("chmod +x run.sh", Yellow), ex("chown me a", Yellow)],
     ),
-    changes(
+    // The writers' options that take a value; optional-valued ones (`--backup[=C]`,
+    // `--context[=CTX]`, `--preserve[=L]`, `--reflink[=W]`, `--update[=U]`, `-Z`) never take
+    // the next word. What a value does (`-t DIR`, `--reference F`, `--rsh CMD`) is read by
+    // the judge in `commands/files.rs`.
+    writer(
+        &["cp", "mv", "ln"],
         &[
-            "cp", "mv", "ln", "install", "tee", "touch", "mkdir", "truncate", "dd", "rsync",
-            "mkfifo", "mknod",
+            Opt::val('t', "target-directory"),
+            Opt::val('S', "suffix"),
+            Opt::val('\0', "sparse"),
+            Opt::val('\0', "no-preserve"),
         ],
-        Walk::Writer,
-        &[rules::CMD_WRITES, rules::CMD_DEVICE_NODE],
         &[
             ex("cp a b", Yellow),
+            ex("mv -t out a", Yellow),
+            ex("ln -s a b", Yellow),
+        ],
+    ),
+    writer(
+        &["install"],
+        &[
+            Opt::val('t', "target-directory"),
+            Opt::val('S', "suffix"),
+            Opt::val('m', "mode"),
+            Opt::val('o', "owner"),
+            Opt::val('g', "group"),
+            Opt::val('\0', "strip-program"),
+        ],
+        &[ex("install -m 644 a b", Yellow)],
+    ),
+    writer(
+        &["touch"],
+        &[
+            Opt::val('d', "date"),
+            Opt::val('r', "reference"),
+            Opt::val('t', ""),
+            Opt::val('\0', "time"),
+        ],
+        &[ex("touch x", Yellow), ex("touch -r a b", Yellow)],
+    ),
+    writer(
+        &["mkdir", "mkfifo", "mknod"],
+        &[Opt::val('m', "mode")],
+        &[
             ex("mkdir -p out", Yellow),
-            ex("touch x", Yellow),
+            ex("mkfifo -m 600 f", Yellow),
             ex("mknod d c 1 1", Red),
         ],
+    ),
+    writer(
+        &["truncate"],
+        &[Opt::val('s', "size"), Opt::val('r', "reference")],
+        &[ex("truncate -s 0 log.txt", Yellow)],
+    ),
+    writer(
+        &["rsync"],
+        &[
+            Opt::val('e', "rsh"),
+            Opt::val('B', ""),
+            Opt::val('f', "filter"),
+            Opt::val('T', "temp-dir"),
+            Opt::val('\0', "rsync-path"),
+            Opt::val('\0', "exclude"),
+            Opt::val('\0', "include"),
+            Opt::val('\0', "exclude-from"),
+            Opt::val('\0', "include-from"),
+            Opt::val('\0', "files-from"),
+            Opt::val('\0', "partial-dir"),
+            Opt::val('\0', "backup-dir"),
+            Opt::val('\0', "suffix"),
+            Opt::val('\0', "chmod"),
+            Opt::val('\0', "chown"),
+            Opt::val('\0', "log-file"),
+            Opt::val('\0', "password-file"),
+            Opt::val('\0', "compare-dest"),
+            Opt::val('\0', "copy-dest"),
+            Opt::val('\0', "link-dest"),
+            Opt::val('\0', "max-size"),
+            Opt::val('\0', "min-size"),
+            Opt::val('\0', "timeout"),
+            Opt::val('\0', "bwlimit"),
+            Opt::val('\0', "out-format"),
+            Opt::val('\0', "port"),
+            Opt::val('\0', "sockopts"),
+            Opt::val('\0', "protocol"),
+            Opt::val('\0', "iconv"),
+            Opt::val('\0', "info"),
+            Opt::val('\0', "debug"),
+        ],
+        &[
+            ex("rsync -a src/ out/", Yellow),
+            ex("rsync -e ssh a b", Red),
+        ],
+    ),
+    writer(
+        &["tee", "dd"],
+        &[],
+        &[ex("tee out.txt", Yellow), ex("dd if=a of=b", Yellow)],
     ),
     changes(
         &["awk", "gawk", "mawk", "nawk"],
