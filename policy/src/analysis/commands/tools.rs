@@ -162,20 +162,11 @@ impl Analyzer<'_> {
             "cmd.awk",
             format!("`{p}` programs can run commands and write files"),
         );
-        let spec = OptSpec {
-            short_val: "fvFi",
-            long_val: &[
-                "file",
-                "assign",
-                "field-separator",
-                "include",
-                "load",
-                "source",
-            ],
-        };
+        // The entry's table: which options take a value (`registry/changes.rs`).
+        let spec = registry::lookup(p).map_or(&[][..], |e| e.options);
         let mut have_prog = false;
         let mut operands = Vec::new();
-        for t in parse_opts(inv.args, &spec) {
+        for t in parse_opts(inv.args, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     if name == "-f"

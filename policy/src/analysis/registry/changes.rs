@@ -178,12 +178,24 @@ pub(super) const PROGRAMS: &[Program] = &[
         &[],
         &[ex("tee out.txt", Yellow), ex("dd if=a of=b", Yellow)],
     ),
-    changes(
-        &["awk", "gawk", "mawk", "nawk"],
-        Walk::Awk,
-        &[rules::CMD_AWK],
-        &[ex("awk '{print $1}' a.txt", Yellow)],
-    ),
+    // The options that take a value; a program file (`-f`, `-i`) and `--source` are read by
+    // the judge in `commands/tools.rs`.
+    Program {
+        options: &[
+            Opt::val('f', "file"),
+            Opt::val('v', "assign"),
+            Opt::val('F', "field-separator"),
+            Opt::val('i', "include"),
+            Opt::val('\0', "load"),
+            Opt::val('\0', "source"),
+        ],
+        ..changes(
+            &["awk", "gawk", "mawk", "nawk"],
+            Walk::Awk,
+            &[rules::CMD_AWK],
+            &[ex("awk '{print $1}' a.txt", Yellow)],
+        )
+    },
     changes(
         &["tar", "bsdtar", "zip", "unzip", "7z"],
         Walk::Archiver,
