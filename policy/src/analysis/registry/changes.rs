@@ -4,9 +4,9 @@
 //! `commands/tools.rs`); these entries hold their names, so each is registered once.
 
 use super::options::Opt;
-use super::{ex, Judge, Operands, Program, Walk};
+use super::{ex, Effect, Judge, Operands, Program, Takes, Walk};
 use crate::rules;
-use crate::verdict::Verdict::{Red, Yellow};
+use crate::verdict::Verdict::{Blocked, Red, Yellow};
 
 /// A program walked by `walk`, judged by the analyser.
 const fn changes(
@@ -22,6 +22,7 @@ const fn changes(
         options: &[],
         operands: Operands::Read,
         judge: Judge::Walker(walk),
+        effects: &[],
         rules,
         examples,
     }
@@ -46,6 +47,38 @@ const fn writer(
             examples,
         )
     }
+}
+
+/// What an archiver invocation emits in the examples.
+const ARCHIVES: &[crate::rules::Rule] = &[
+    rules::CMD_UNLISTED,
+    rules::CMD_WRITES,
+    rules::VAULT_SYSTEM_PATH,
+    rules::PATH_OUTSIDE_WORKTREE,
+];
+
+/// A package manager or build tool (`Walk::PackageTool`).
+const fn package_tool(
+    names: &'static [&'static str],
+    examples: &'static [super::Example],
+) -> Program {
+    changes(
+        names,
+        Walk::PackageTool,
+        &[
+            rules::CMD_BUILD,
+            rules::CMD_UNLISTED,
+            rules::CONFIG_TOOL_WRITE,
+            rules::VAULT_SYSTEM_PATH,
+            rules::PATH_OUTSIDE_WORKTREE,
+        ],
+        examples,
+    )
+}
+
+/// `p` with `effects`.
+const fn with_effects(p: Program, effects: &'static [Effect]) -> Program {
+    Program { effects, ..p }
 }
 
 pub(super) const PROGRAMS: &[Program] = &[
@@ -196,27 +229,106 @@ pub(super) const PROGRAMS: &[Program] = &[
             &[ex("awk '{print $1}' a.txt", Yellow)],
         )
     },
-    changes(
-        &["tar", "bsdtar", "zip", "unzip", "7z"],
-        Walk::Archiver,
-        &[rules::CMD_UNLISTED, rules::CMD_WRITES],
-        &[ex("tar -xf a.tar", Yellow), ex("unzip a.zip", Yellow)],
+    with_effects(
+        changes(
+            &["tar", "bsdtar"],
+            Walk::Archiver,
+            ARCHIVES,
+            &[
+                ex("tar -xf a.tar", Yellow),
+                ex("tar -C /usr -xf a.tar", Blocked),
+            ],
+        ),
+        &[Effect::ExtractsInto],
     ),
     changes(
+        &["zip"],
+        Walk::Archiver,
+        ARCHIVES,
+        &[ex("zip out.zip a", Yellow)],
+    ),
+    with_effects(
+        changes(
+            &["unzip"],
+            Walk::Archiver,
+            ARCHIVES,
+            &[
+                ex("unzip a.zip", Yellow),
+                ex("unzip a.zip -d /etc", Blocked),
+            ],
+        ),
+        &[Effect::WritesTo(&["-d"], Takes::Separate)],
+    ),
+    with_effects(
+        changes(
+            &["7z"],
+            Walk::Archiver,
+            ARCHIVES,
+            &[ex("7z x a.7z", Yellow), ex("7z x a.7z -o/usr/bin", Blocked)],
+        ),
+        &[Effect::WritesTo(&["-o"], Takes::Attached)],
+    ),
+    // Package managers and build tools: `run`/`exec` subcommands wrap a command (the judge
+    // in `commands.rs`); their output directories and `config` writes are effects.
+    with_effects(
+        package_tool(
+            &["npm", "pnpm"],
+            &[ex("npm install", Yellow), ex("npm config set x y", Red)],
+        ),
         &[
-            "npm",
-            "pnpm",
-            "yarn",
-            "pip",
-            "pip3",
-            "uv",
-            "poetry",
-            "cargo",
-            "go",
+            Effect::WritesTo(&["--prefix"], Takes::Separate),
+            Effect::ConfigWrites,
+        ],
+    ),
+    with_effects(
+        package_tool(&["yarn"], &[ex("yarn install", Yellow)]),
+        &[Effect::ConfigWrites],
+    ),
+    with_effects(
+        package_tool(
+            &["pip", "pip3"],
+            &[
+                ex("pip install -e .", Yellow),
+                ex("pip install --target /usr/lib/x y", Blocked),
+            ],
+        ),
+        &[
+            Effect::WritesTo(
+                &["--target", "-t", "--prefix", "--root", "--src"],
+                Takes::Separate,
+            ),
+            Effect::ConfigWrites,
+        ],
+    ),
+    with_effects(
+        package_tool(&["uv", "poetry", "pdm"], &[ex("uv sync", Yellow)]),
+        &[Effect::ConfigWrites],
+    ),
+    with_effects(
+        package_tool(&["conda", "mamba"], &[ex("conda list", Yellow)]),
+        &[Effect::ConfigWrites],
+    ),
+    with_effects(
+        package_tool(
+            &["cargo"],
+            &[
+                ex("cargo test", Yellow),
+                ex("cargo build --target-dir /usr/lib/t", Blocked),
+            ],
+        ),
+        &[Effect::WritesTo(
+            &["--target-dir", "--root", "--out-dir", "--artifact-dir"],
+            Takes::Separate,
+        )],
+    ),
+    with_effects(
+        package_tool(&["go"], &[ex("go build -o app .", Yellow)]),
+        &[Effect::WritesTo(&["-o", "--out-dir"], Takes::Separate)],
+    ),
+    package_tool(
+        &[
             "pipenv",
             "bundle",
-            "conda",
-            "mamba",
             "micromamba",
             "pyenv",
             "rbenv",
@@ -225,16 +337,9 @@ pub(super) const PROGRAMS: &[Program] = &[
             "stack",
             "pixi",
             "hatch",
-            "pdm",
             "rye",
         ],
-        Walk::PackageTool,
-        &[rules::CMD_BUILD, rules::CMD_UNLISTED],
-        &[
-            ex("cargo test", Yellow),
-            ex("npm install", Yellow),
-            ex("pip install -e .", Yellow),
-        ],
+        &[ex("bundle install", Yellow)],
     ),
     changes(
         &["crontab", "at", "batch", "systemd-run", "launchctl"],

@@ -22,6 +22,7 @@ const fn reader(
         options,
         operands,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples,
     }

@@ -22,6 +22,7 @@ mod network;
 mod search;
 mod shells;
 mod text;
+mod tools;
 mod walked;
 mod wrappers;
 
@@ -49,6 +50,10 @@ pub(crate) struct Program {
     pub operands: Operands,
     /// How an invocation is judged.
     pub judge: Judge,
+    /// What its options or subcommands make it do whatever its judge says (`-o FILE`
+    /// written, `config set`, `systemctl enable`), applied by `analysis/effects.rs` to every
+    /// invocation before the judge.
+    pub effects: &'static [Effect],
     /// The rules an invocation can emit by this entry (paths' rules, which every operand
     /// path can raise, aside). Checked against what the examples emit by the tests.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -118,6 +123,9 @@ pub(crate) enum Walk {
     /// A wrapper that runs another command (`timeout`, `sudo`, `xargs`): the worse of yellow
     /// and the command it runs (DESIGN.md §2a "Wrappers").
     Wrapper(Wraps),
+    /// Not on the green list, judged like a program nobody registered (`cmd.unlisted`, its
+    /// words checked as paths); the entry holds its effects (`cc -o`, `systemctl enable`).
+    Unlisted,
 }
 
 /// How a wrapper's arguments are read to find the command it runs.
@@ -137,6 +145,36 @@ pub(crate) enum Wraps {
     Opaque,
     /// A multi-call binary: its first argument names the applet it runs.
     Multicall,
+}
+
+/// An effect of a program's options or subcommands (DESIGN.md §2: a write is checked as a
+/// path written, under a system path blocked; configuration and service-manager writes run
+/// code later, outside the sandbox: red).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// The values of these options (written as given: `-o`, `--output`) are files or
+    /// directories written (`unzip -d DIR`, `cc -o FILE`, `pip install --target DIR`).
+    WritesTo(&'static [&'static str], Takes),
+    /// tar: an extraction writes under its `-C DIR`/`--directory=DIR` directories.
+    ExtractsInto,
+    /// A `config set|unset|delete|edit…` subcommand (npm, pnpm: `set` too) writes the tool's
+    /// configuration: `.npmrc` and the like hold credentials, and later runs obey it
+    /// (`config.tool-write`, red).
+    ConfigWrites,
+    /// A verb other than the read-only ones changes what the service manager runs
+    /// (`systemctl enable|link|edit|start…`, `persist.service`, red).
+    ServiceManager,
+    /// `enable-linger` keeps the user's services running after logout (`persist.service`).
+    Linger,
+}
+
+/// How an option of [`Effect::WritesTo`] takes its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Takes {
+    /// `-o FILE`, `-oFILE`, `--output FILE`, `--output=FILE`.
+    Separate,
+    /// Only attached (`7z -oDIR`).
+    Attached,
 }
 
 /// One example of an entry: a command line and the colour it classifies as.
@@ -210,7 +248,7 @@ impl Judgement {
 }
 
 /// Every family's entries.
-fn families() -> [&'static [Program]; 11] {
+fn families() -> [&'static [Program]; 12] {
     [
         changes::PROGRAMS,
         shells::PROGRAMS,
@@ -223,6 +261,7 @@ fn families() -> [&'static [Program]; 11] {
         search::PROGRAMS,
         walked::PROGRAMS,
         wrappers::PROGRAMS,
+        tools::PROGRAMS,
     ]
 }
 
@@ -501,6 +540,7 @@ mod tests {
             options: &[],
             operands: Operands::Read,
             judge: Judge::Table,
+            effects: &[],
             rules: &[],
             examples: &[ex("cat f", Verdict::Green)],
         }];
@@ -511,6 +551,7 @@ mod tests {
             options: &[],
             operands: Operands::Read,
             judge: Judge::Table,
+            effects: &[],
             rules: &[],
             examples: &[ex("dog f", Verdict::Green)],
         }];
@@ -541,6 +582,7 @@ mod tests {
             options: &[Opt::val('o', "output"), Opt::flag('o', "other")],
             operands: Operands::Read,
             judge: Judge::Table,
+            effects: &[],
             rules: &[],
             examples: &[ex("x f", Verdict::Green)],
         }];
@@ -555,6 +597,7 @@ mod tests {
             options: &[],
             operands: Operands::Read,
             judge: Judge::Table,
+            effects: &[],
             rules: &[],
             examples: &[ex("y f", Verdict::Green)],
         }];
@@ -569,6 +612,7 @@ mod tests {
             options: &[],
             operands: Operands::Read,
             judge: Judge::Table,
+            effects: &[],
             rules: &[],
             examples: &[],
         }];
@@ -583,6 +627,7 @@ mod tests {
             options: &[],
             operands: Operands::Read,
             judge: Judge::Table,
+            effects: &[],
             rules: &[],
             examples: &[ex("x f", Verdict::Yellow)],
         }];

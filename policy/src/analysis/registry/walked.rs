@@ -21,6 +21,7 @@ const fn walked(
         options: &[],
         operands: Operands::Read,
         judge: Judge::Walker(Walk::Own),
+        effects: &[],
         rules,
         examples,
     }

@@ -24,6 +24,7 @@ const fn wrapper(
         options,
         operands: Operands::Text,
         judge: Judge::Walker(Walk::Wrapper(wraps)),
+        effects: &[],
         rules,
         examples,
     }
