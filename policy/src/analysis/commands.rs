@@ -2,7 +2,7 @@
 //! program family (DESIGN.md §2/§2a).
 
 use super::paths::Access;
-use super::registry::options::{names, parse_opts, Opt, OptSpec, Syntax, Tok};
+use super::registry::options::{names, parse_opts, Opt, Syntax, Tok};
 use super::registry::{self, Judgement, Walk, Wraps};
 use super::words::Field;
 use super::{Analyzer, State, Stdin};

@@ -13,6 +13,7 @@
 
 pub(crate) mod options;
 
+mod builtins;
 mod changes;
 mod digest;
 mod files;
@@ -248,7 +249,7 @@ impl Judgement {
 }
 
 /// Every family's entries.
-fn families() -> [&'static [Program]; 12] {
+fn families() -> [&'static [Program]; 13] {
     [
         changes::PROGRAMS,
         shells::PROGRAMS,
@@ -262,6 +263,7 @@ fn families() -> [&'static [Program]; 12] {
         walked::PROGRAMS,
         wrappers::PROGRAMS,
         tools::PROGRAMS,
+        builtins::PROGRAMS,
     ]
 }
 
