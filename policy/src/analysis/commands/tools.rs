@@ -135,15 +135,8 @@ impl Analyzer<'_> {
         } else {
             Vec::new()
         };
-        let hit = match p {
-            "darkhttpd" | "twistd" | "uvicorn" | "gunicorn" | "hypercorn" | "jupyter"
-            | "jupyter-notebook" | "jupyter-lab" | "memcached" | "redis-server" | "mongod"
-            | "postgres" | "mysqld" | "ngrok-agent" | "miniserve" | "caddy-server"
-            | "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2"
-            | "lighttpd" | "caddy" | "sshd" | "vsftpd" => true,
-            "busybox" => known.first().is_some_and(|a| a == "httpd"),
-            _ => false,
-        };
+        let hit = registry::walk(p) == Some(Walk::Server)
+            || p == "busybox" && known.first().is_some_and(|a| a == "httpd");
         if hit {
             self.add(
                 Verdict::Red,

@@ -124,6 +124,8 @@ pub(crate) enum Walk {
     /// A wrapper that runs another command (`timeout`, `sudo`, `xargs`): the worse of yellow
     /// and the command it runs (DESIGN.md §2a "Wrappers").
     Wrapper(Wraps),
+    /// A server or listener: red `net.server`, its words checked as paths.
+    Server,
     /// Not on the green list, judged like a program nobody registered (`cmd.unlisted`, its
     /// words checked as paths); the entry holds its effects (`cc -o`, `systemctl enable`).
     Unlisted,
