@@ -75,7 +75,7 @@ pub(super) const PROGRAMS: &[Program] = &[
             Opt::val('\0', "format"),
         ],
         ..walked(
-            &["fd"],
+            &["fd", "fdfind"],
             &[rules::CMD_NOT_READ_ONLY, rules::CMD_DYNAMIC_ARGS],
             &[ex("fd -e rs", Green), ex("fd -t f main src", Green)],
         )
