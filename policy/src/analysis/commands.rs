@@ -3,7 +3,7 @@
 
 use super::paths::Access;
 use super::registry::options::{names, parse_opts, Opt, Syntax, Tok};
-use super::registry::{self, Judgement, Walk, Wraps};
+use super::registry::{self, Effect, Judgement, Walk, Wraps};
 use super::words::Field;
 use super::{Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
@@ -411,34 +411,27 @@ impl Analyzer<'_> {
                 format!("`{p}` fetches code from the network and runs it"),
             );
         }
-        // Recursions that follow symlinks read wherever they point.
-        let known_args: Vec<String> =
-            if matches!(p, "ls" | "du" | "tree" | "tar" | "bsdtar" | "cp" | "rsync") {
-                args.iter().filter_map(Field::known).collect()
-            } else {
-                Vec::new()
-            };
-        let short_has = |c: char| {
-            known_args
-                .iter()
-                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(c))
-        };
-        let follows = match p {
-            "ls" => {
-                short_has('R')
-                    && (short_has('L') || known_args.iter().any(|a| a == "--dereference"))
-            }
-            "du" => short_has('L') || known_args.iter().any(|a| a == "--dereference"),
-            "tree" => short_has('l'),
-            "tar" | "bsdtar" => short_has('h') || known_args.iter().any(|a| a == "--dereference"),
-            "cp" | "rsync" => {
-                short_has('L')
-                    || known_args
-                        .iter()
-                        .any(|a| a == "--dereference" || a == "--copy-links")
-            }
-            _ => false,
-        };
+        // Recursions that follow symlinks read wherever they point (the entry's effect).
+        let follows = registry::lookup(p).is_some_and(|e| {
+            e.effects.iter().any(|x| match x {
+                Effect::FollowsLinks {
+                    needs,
+                    letters,
+                    longs,
+                } => {
+                    let known: Vec<String> = args.iter().filter_map(Field::known).collect();
+                    let short_has = |c: char| {
+                        known
+                            .iter()
+                            .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(c))
+                    };
+                    needs.is_none_or(short_has)
+                        && (letters.chars().any(short_has)
+                            || known.iter().any(|a| longs.contains(&a.as_str())))
+                }
+                _ => false,
+            })
+        });
         if follows {
             let starts: Vec<Field> = args
                 .iter()

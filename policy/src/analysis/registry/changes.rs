@@ -28,6 +28,21 @@ const fn changes(
     }
 }
 
+/// cp's, mv's and ln's options that take a value.
+const COPY_OPTIONS: &[Opt] = &[
+    Opt::val('t', "target-directory"),
+    Opt::val('S', "suffix"),
+    Opt::val('\0', "sparse"),
+    Opt::val('\0', "no-preserve"),
+];
+
+/// `cp -L`, `rsync -L`: the copy follows symlinks.
+const FOLLOWS_L: Effect = Effect::FollowsLinks {
+    needs: None,
+    letters: "L",
+    longs: &["--dereference", "--copy-links"],
+};
+
 /// A writer (`Walk::Writer`) with the options of its table that take a value.
 const fn writer(
     names: &'static [&'static str],
@@ -116,19 +131,18 @@ pub(super) const PROGRAMS: &[Program] = &[
     // `--context[=CTX]`, `--preserve[=L]`, `--reflink[=W]`, `--update[=U]`, `-Z`) never take
     // the next word. What a value does (`-t DIR`, `--reference F`, `--rsh CMD`) is read by
     // the judge in `commands/files.rs`.
+    with_effects(
+        writer(
+            &["cp"],
+            COPY_OPTIONS,
+            &[ex("cp a b", Yellow), ex("cp -rL src out", Yellow)],
+        ),
+        &[FOLLOWS_L],
+    ),
     writer(
-        &["cp", "mv", "ln"],
-        &[
-            Opt::val('t', "target-directory"),
-            Opt::val('S', "suffix"),
-            Opt::val('\0', "sparse"),
-            Opt::val('\0', "no-preserve"),
-        ],
-        &[
-            ex("cp a b", Yellow),
-            ex("mv -t out a", Yellow),
-            ex("ln -s a b", Yellow),
-        ],
+        &["mv", "ln"],
+        COPY_OPTIONS,
+        &[ex("mv -t out a", Yellow), ex("ln -s a b", Yellow)],
     ),
     writer(
         &["install"],
@@ -166,45 +180,48 @@ pub(super) const PROGRAMS: &[Program] = &[
         &[Opt::val('s', "size"), Opt::val('r', "reference")],
         &[ex("truncate -s 0 log.txt", Yellow)],
     ),
-    writer(
-        &["rsync"],
-        &[
-            Opt::val('e', "rsh"),
-            Opt::val('B', ""),
-            Opt::val('f', "filter"),
-            Opt::val('T', "temp-dir"),
-            Opt::val('\0', "rsync-path"),
-            Opt::val('\0', "exclude"),
-            Opt::val('\0', "include"),
-            Opt::val('\0', "exclude-from"),
-            Opt::val('\0', "include-from"),
-            Opt::val('\0', "files-from"),
-            Opt::val('\0', "partial-dir"),
-            Opt::val('\0', "backup-dir"),
-            Opt::val('\0', "suffix"),
-            Opt::val('\0', "chmod"),
-            Opt::val('\0', "chown"),
-            Opt::val('\0', "log-file"),
-            Opt::val('\0', "password-file"),
-            Opt::val('\0', "compare-dest"),
-            Opt::val('\0', "copy-dest"),
-            Opt::val('\0', "link-dest"),
-            Opt::val('\0', "max-size"),
-            Opt::val('\0', "min-size"),
-            Opt::val('\0', "timeout"),
-            Opt::val('\0', "bwlimit"),
-            Opt::val('\0', "out-format"),
-            Opt::val('\0', "port"),
-            Opt::val('\0', "sockopts"),
-            Opt::val('\0', "protocol"),
-            Opt::val('\0', "iconv"),
-            Opt::val('\0', "info"),
-            Opt::val('\0', "debug"),
-        ],
-        &[
-            ex("rsync -a src/ out/", Yellow),
-            ex("rsync -e ssh a b", Red),
-        ],
+    with_effects(
+        writer(
+            &["rsync"],
+            &[
+                Opt::val('e', "rsh"),
+                Opt::val('B', ""),
+                Opt::val('f', "filter"),
+                Opt::val('T', "temp-dir"),
+                Opt::val('\0', "rsync-path"),
+                Opt::val('\0', "exclude"),
+                Opt::val('\0', "include"),
+                Opt::val('\0', "exclude-from"),
+                Opt::val('\0', "include-from"),
+                Opt::val('\0', "files-from"),
+                Opt::val('\0', "partial-dir"),
+                Opt::val('\0', "backup-dir"),
+                Opt::val('\0', "suffix"),
+                Opt::val('\0', "chmod"),
+                Opt::val('\0', "chown"),
+                Opt::val('\0', "log-file"),
+                Opt::val('\0', "password-file"),
+                Opt::val('\0', "compare-dest"),
+                Opt::val('\0', "copy-dest"),
+                Opt::val('\0', "link-dest"),
+                Opt::val('\0', "max-size"),
+                Opt::val('\0', "min-size"),
+                Opt::val('\0', "timeout"),
+                Opt::val('\0', "bwlimit"),
+                Opt::val('\0', "out-format"),
+                Opt::val('\0', "port"),
+                Opt::val('\0', "sockopts"),
+                Opt::val('\0', "protocol"),
+                Opt::val('\0', "iconv"),
+                Opt::val('\0', "info"),
+                Opt::val('\0', "debug"),
+            ],
+            &[
+                ex("rsync -a src/ out/", Yellow),
+                ex("rsync -e ssh a b", Red),
+            ],
+        ),
+        &[FOLLOWS_L],
     ),
     writer(
         &["tee", "dd"],
@@ -239,7 +256,14 @@ pub(super) const PROGRAMS: &[Program] = &[
                 ex("tar -C /usr -xf a.tar", Blocked),
             ],
         ),
-        &[Effect::ExtractsInto],
+        &[
+            Effect::ExtractsInto,
+            Effect::FollowsLinks {
+                needs: None,
+                letters: "h",
+                longs: &["--dereference"],
+            },
+        ],
     ),
     changes(
         &["zip"],

@@ -169,6 +169,15 @@ pub(crate) enum Effect {
     ServiceManager,
     /// `enable-linger` keeps the user's services running after logout (`persist.service`).
     Linger,
+    /// A recursion that follows symbolic links reads wherever they point: with one of these
+    /// short `letters` in a cluster or one of the `longs` (exact), and the letter `needs` too
+    /// when set (`ls -R`), the start paths are scanned for links out of the worktree
+    /// (`path.outside-worktree`; `ls -RL`, `du -L`, `tree -l`, `tar -h`, `cp -L`).
+    FollowsLinks {
+        needs: Option<char>,
+        letters: &'static str,
+        longs: &'static [&'static str],
+    },
 }
 
 /// How an option of [`Effect::WritesTo`] takes its value.

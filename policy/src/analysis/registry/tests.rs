@@ -304,3 +304,45 @@ fn programs_the_walk_selects_by_name_are_entries() {
     assert!(lookup("systemctl").is_some_and(|p| p.effects == [Effect::ServiceManager]));
     assert!(lookup("cat").is_some_and(|p| p.effects.is_empty()));
 }
+
+/// A `FollowsLinks` effect scans the start paths for symlinks out of the worktree; the same
+/// command without the option, or a program without the effect, does not follow them.
+#[test]
+fn a_recursion_that_follows_links_reads_where_they_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let wt = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(wt.join("d")).unwrap();
+    std::os::unix::fs::symlink("/etc", wt.join("d/out")).unwrap();
+    let ctx = Context {
+        worktree: &wt,
+        cwd: &wt,
+        home: None,
+        scratch: None,
+        git: None,
+    };
+    let policy = Policy::embedded_default();
+    let verdict = |line: &str| {
+        policy
+            .classify(
+                &Action::Exec {
+                    command: line.to_string(),
+                },
+                &ctx,
+            )
+            .verdict
+    };
+    for (line, want) in [
+        ("ls -RL d", Verdict::Red),
+        ("ls -L d", Verdict::Green),
+        ("ls -R d", Verdict::Green),
+        ("du -L d", Verdict::Red),
+        ("tree -l d", Verdict::Red),
+        ("tar -chf a.tar d", Verdict::Red),
+        ("cp -r --dereference d x", Verdict::Red),
+        ("rsync -a --copy-links d/ x/", Verdict::Red),
+        ("cp -r d x", Verdict::Yellow),
+        ("mv -L d x", Verdict::Yellow),
+    ] {
+        assert_eq!(verdict(line), want, "{line}");
+    }
+}
