@@ -16,19 +16,10 @@ impl Analyzer<'_> {
         let args = inv.args;
         self.unlisted(p);
         let mut st = st;
-        let (short_val, long_val): (&str, &[&str]) = match p {
-            "read" => ("adinNptu", &[]),
-            "mapfile" | "readarray" => ("dnOsuCc", &[]),
-            _ => ("", &[]),
-        };
+        // The entry's table: which options take a value (`registry/builtins.rs`).
+        let table = registry::lookup(p).map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
-        for t in parse_opts(
-            args,
-            &OptSpec {
-                short_val,
-                long_val,
-            },
-        ) {
+        for t in parse_opts(args, table) {
             match t {
                 Tok::Opt { name, value } => {
                     if (name == "-a" && p == "read") || name == "-C" {

@@ -11,22 +11,10 @@ impl Analyzer<'_> {
         let mut force = false;
         let mut dynamic = false;
         let mut targets = Vec::new();
-        for t in parse_opts(
-            inv.args,
-            &if p == "shred" {
-                // shred -n N, -s N; `--remove[=HOW]` and `-u` take no separate value.
-                OptSpec {
-                    short_val: "ns",
-                    long_val: &["iterations", "size", "random-source"],
-                }
-            } else {
-                // rm's only value, `--interactive[=WHEN]`, is optional: never the next word.
-                OptSpec {
-                    short_val: "",
-                    long_val: &[],
-                }
-            },
-        ) {
+        // The entry's table (`shred -n N`; rm's only value, `--interactive[=WHEN]`, is
+        // optional: never the next word).
+        let table = registry::lookup(p).map_or(&[][..], |e| e.options);
+        for t in parse_opts(inv.args, table) {
             match t {
                 Tok::Opt { name, .. } => {
                     let n = name.as_str();
@@ -247,79 +235,11 @@ impl Analyzer<'_> {
             }
             return;
         }
-        let spec = match p {
-            // Optional-valued options (`--backup[=C]`, `--context[=CTX]`, `--preserve[=L]`,
-            // `--reflink[=W]`, `--update[=U]`, `-Z`) never take the next word.
-            "cp" | "mv" | "ln" => OptSpec {
-                short_val: "tS",
-                long_val: &["target-directory", "suffix", "sparse", "no-preserve"],
-            },
-            "install" => OptSpec {
-                short_val: "tSmog",
-                long_val: &[
-                    "target-directory",
-                    "suffix",
-                    "mode",
-                    "owner",
-                    "group",
-                    "strip-program",
-                ],
-            },
-            "touch" => OptSpec {
-                short_val: "drt",
-                long_val: &["date", "reference", "time"],
-            },
-            "mkdir" | "mkfifo" | "mknod" => OptSpec {
-                short_val: "m",
-                long_val: &["mode"],
-            },
-            "truncate" => OptSpec {
-                short_val: "sr",
-                long_val: &["size", "reference"],
-            },
-            "rsync" => OptSpec {
-                short_val: "eBfT",
-                long_val: &[
-                    "rsh",
-                    "rsync-path",
-                    "exclude",
-                    "include",
-                    "filter",
-                    "exclude-from",
-                    "include-from",
-                    "files-from",
-                    "temp-dir",
-                    "partial-dir",
-                    "backup-dir",
-                    "suffix",
-                    "chmod",
-                    "chown",
-                    "log-file",
-                    "password-file",
-                    "compare-dest",
-                    "copy-dest",
-                    "link-dest",
-                    "max-size",
-                    "min-size",
-                    "timeout",
-                    "bwlimit",
-                    "out-format",
-                    "port",
-                    "sockopts",
-                    "protocol",
-                    "iconv",
-                    "info",
-                    "debug",
-                ],
-            },
-            _ => OptSpec {
-                short_val: "",
-                long_val: &[],
-            },
-        };
+        // The entry's table: which options take a value (`registry/changes.rs`).
+        let spec = registry::lookup(p).map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
         let mut target_dir: Option<Field> = None;
-        for t in parse_opts(inv.args, &spec) {
+        for t in parse_opts(inv.args, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     let n = name.as_str();

@@ -198,28 +198,8 @@ impl Analyzer<'_> {
     /// `fd`: read-only unless `-x`/`-X` (wrappers).
     pub(crate) fn fd(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
         let args = inv.args;
-        let spec = OptSpec {
-            short_val: "edEctjSoxX",
-            long_val: &[
-                "extension",
-                "max-depth",
-                "exclude",
-                "color",
-                "type",
-                "threads",
-                "size",
-                "owner",
-                "changed-within",
-                "changed-before",
-                "base-directory",
-                "search-path",
-                "max-results",
-                "ignore-file",
-                "path-separator",
-                "batch-size",
-                "format",
-            ],
-        };
+        // The entry's table: which options take a value (`registry/walked.rs`).
+        let spec = registry::lookup("fd").map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
         let mut i = 0;
         while i < args.len() {
@@ -276,7 +256,7 @@ impl Analyzer<'_> {
             i += 1;
         }
         let mut pos = Vec::new();
-        for t in parse_opts(&operands, &spec) {
+        for t in parse_opts(&operands, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     if names(&name, "--base-directory")
