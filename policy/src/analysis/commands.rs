@@ -142,6 +142,25 @@ pub(crate) const SYSTEM_BIN_DIRS: &[&str] =
 
 /// Peels `/proc/self/root`, `/proc/thread-self/root`, `/proc/<pid>/root` and folds the path;
 /// returns the program name when the result lies directly in a system bin directory.
+/// The system roots the sandbox grants read + execute and nothing of a session writes
+/// (`docs/sandbox.md`): a program there (`/opt/rust/bin/cargo`, `/usr/lib/jvm/…/java`) is an
+/// unlisted program, not a reach outside the worktree (DESIGN.md §2a "Words and paths").
+const SYSTEM_ROOTS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+];
+
+/// Whether the absolute `path`, with `.` and `..` folded and, when it exists, its links
+/// resolved, lies under one of [`SYSTEM_ROOTS`].
+fn in_system_root(path: &str) -> bool {
+    let under = |p: &Path| SYSTEM_ROOTS.iter().any(|r| p.starts_with(r));
+    path.starts_with('/')
+        && under(&super::paths::lexical(Path::new("/"), path))
+        && match std::fs::canonicalize(path) {
+            Ok(real) => under(&real),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+}
+
 fn system_program(path: &str) -> Option<String> {
     // Only an absolute path names a system program: `bin/cat` is a file in the worktree.
     if !path.starts_with('/') {
@@ -487,7 +506,9 @@ impl Analyzer<'_> {
                         "cmd.unlisted-program",
                         format!("`{name}` is a program path nobody listed"),
                     );
-                    self.path_field(&st, &Field::lit(name), Access::Read);
+                    if !in_system_root(name) {
+                        self.path_field(&st, &Field::lit(name), Access::Read);
+                    }
                     self.generic_paths(&st, args, Access::Any);
                     self.carried_shell_lines(&st, args, stdin, depth);
                     return st;
