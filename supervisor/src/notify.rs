@@ -1195,8 +1195,18 @@ impl Notifier {
         // What a cover made here allows its descendants: the code-running variables this
         // exec runs with.
         let env = exec::code_env(&r.envp);
+        // A value naming only the person's code in roots the session cannot change
+        // (rustup's `LD_LIBRARY_PATH`, npm's `EDITOR=vi`) is no assignment.
+        let kept = exec::KeptRoots {
+            readable: &self.readable,
+            writable: &self.writable,
+        };
         let judged = |covered: &[(String, String)]| {
-            exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref())
+            exec::drop_inert(
+                exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref()),
+                &r.envp,
+                &kept,
+            )
         };
         // The agent's own file, reached by a name no process of the session can change
         // between this check and the kernel's (no link in the worktree or scratch dir).
@@ -1304,8 +1314,30 @@ impl Notifier {
             .as_ref()
             .filter(|(real, _)| exec::is_system_program(real))
             .map(|(real, _)| name_line(real, &r.argv));
+        // A program the person installed in a root the session cannot change (a system
+        // root, a `read_only` toolchain: `/opt/rust/bin/cargo`, `~/.cargo/bin/cargo`) is the
+        // program its name says when the exec was made by that bare name (`cargo`, found on
+        // `PATH`: the person typed `cargo`), or by a command's descendant (the build's own
+        // steps). Judged by the name the exec used, not the file a link reaches (rustup's
+        // proxies are links to `rustup`, which takes its part from that name).
+        let exec_path = std::path::Path::new(&r.path);
+        let installed = exec_path.is_absolute()
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && file.as_ref().is_some_and(|(real, _)| kept.holds(real))
+            && kept.holds(exec_path);
+        let typed = r
+            .argv
+            .first()
+            .is_some_and(|a0| !a0.contains('/') && exec_path.file_name() == Some(a0.as_ref()));
+        let by_name = match by_name {
+            None if installed && (typed || matches!(role, Role::Command(_))) => {
+                Some(name_line(exec_path, &r.argv))
+            }
+            b => b,
+        };
         let own_line = match (&role, &by_name) {
             (Role::Command(_), Some(l)) => l.clone(),
+            (_, Some(l)) if installed && typed && !is_system_shell(exec_path) => l.clone(),
             _ => command_line(&shown, &r.argv),
         };
         let command = exec::classified_line(&prefix, &own_line);
