@@ -840,6 +840,61 @@ fn exec_red_descendant_of_an_approved_make_is_asked_naming_it() {
     }
 }
 
+/// A red descendant that passes under its approved command says so in the audit log: a
+/// recipe step red only for reading what the agent's own domain reads (`ls /usr/share`) runs
+/// (the kernel holds the same line), logged `red`, its reason naming the approved command
+/// and why it was covered; a red one reaching further (`cat ~/.bashrc`, outside the agent's
+/// domain) is still refused with nobody to ask. Control: without tyba both run.
+#[test]
+fn exec_red_descendant_covered_by_its_approval_says_which_in_the_log() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "red-covered") else {
+            continue;
+        };
+        std::fs::write(fx.home.join(".bashrc"), "# the person's\n").unwrap();
+        give(&fx.home, &who);
+        put(
+            &fx,
+            "Makefile3",
+            "peek:\n\tls /usr/share > listed.txt\n\tcat ~/.bashrc > copied.txt\n",
+        );
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &["bash", "-c", "make -f Makefile3 peek; echo make-rc=$?"],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(fx.wt.join("listed.txt").exists(), "{ctx}");
+        let copied = std::fs::read_to_string(fx.wt.join("copied.txt")).unwrap_or_default();
+        assert!(!copied.contains("the person's"), "{ctx}");
+        assert!(ran.out.contains("make-rc=2"), "{ctx}");
+        let log = log_of(&fx);
+        let ls = log
+            .iter()
+            .find(|e| e["argv"][0] == "ls")
+            .unwrap_or_else(|| panic!("{ctx}: {log:?}"));
+        assert_eq!(ls["verdict"], "red", "{ctx}: {ls}");
+        assert_eq!(ls["decision"], "allow", "{ctx}: {ls}");
+        let why = ls["reason"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("under the approved command `make -f Makefile3 peek`")
+                && why.contains("red only for reading what the agent's own domain reads"),
+            "{ctx}: {ls}"
+        );
+        // Control: without tyba the recipe copies the person's file.
+        let dir = copy_of_wt(&fx, "red-covered-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/make", "-f", "Makefile3", "peek"],
+        );
+        let copied = std::fs::read_to_string(dir.join("copied.txt")).unwrap_or_default();
+        assert!(copied.contains("the person's"), "{who:?}: control: {r:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. Code-running configuration through the environment (GIT_CONFIG_*, GIT_PAGER, PAGER).
 

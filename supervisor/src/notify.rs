@@ -1389,9 +1389,18 @@ impl Notifier {
             // A build's own steps name the system's files (`ld … /usr/lib/…/crt1.o`): reading
             // what the agent's domain reads anyway is no reach outside for a command's
             // descendant; Landlock holds the line. Writing outside still is.
-            let verdict = if self.reads_only_what_the_domain_reads(&class)
-                || within_the_grants(&class, &c.granted)
-            {
+            // Why a red one passes unasked, for the log: each is a part of what the approval
+            // of `c` covers (docs/sandbox.md, "What a command can do").
+            let red_why = if class.verdict != Verdict::Red {
+                None
+            } else if self.reads_only_what_the_domain_reads(&class) {
+                Some("red only for reading what the agent's own domain reads")
+            } else if within_the_grants(&class, &c.granted) {
+                Some("red only for paths that approval granted")
+            } else {
+                None
+            };
+            let verdict = if red_why.is_some() {
                 Verdict::Yellow
             } else {
                 class.verdict
@@ -1399,11 +1408,19 @@ impl Notifier {
             return Ok(match exec::covered(verdict, &rules, c) {
                 Covered::Pass => {
                     self.control.count(Counted::Allowed);
+                    let red_why = match (red_why, class.verdict) {
+                        (Some(w), _) => format!(": {w}"),
+                        (None, Verdict::Red) => ", approved red for the same rules".to_string(),
+                        _ => String::new(),
+                    };
                     self.log_allowed(AllowedExec {
                         command: command.clone(),
                         verdict: class.verdict,
                         rules: rules.clone(),
-                        why: format!("under the approved command `{}`", shorten(&c.line, 200)),
+                        why: format!(
+                            "under the approved command `{}`{red_why}",
+                            shorten(&c.line, 200)
+                        ),
                         argv: r.argv.clone(),
                         cwd: r.cwd.clone(),
                         pid: n.pid,
