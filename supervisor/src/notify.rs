@@ -39,8 +39,8 @@ use tyba_policy::{
 /// One audited event of the session: what was decided about a notified call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent {
-    /// `exec`, `connect`, `metadata`, `watch`, or `probe` (an agent's known start-up probe its
-    /// profile refuses quietly).
+    /// `exec`, `connect`, `metadata`, `watch`, `lookup` (a name the resolver relay refused),
+    /// or `probe` (an agent's known start-up probe its profile refuses quietly).
     pub kind: &'static str,
     /// What was attempted (command line, destination, path).
     pub what: String,
@@ -203,9 +203,10 @@ pub(crate) fn flush_allowed_log(log: &AuditLog, limit: std::time::Duration) {
 impl AuditEvent {
     /// Whether this refusal is a quiet one: logged and listed, never asked, not counted by the
     /// repeated-failure guard, because the model did not ask for it: an agent's known probe
-    /// its profile refuses, an inotify watch outside the readable roots.
+    /// its profile refuses, an inotify watch outside the readable roots, a name lookup the
+    /// resolver relay refused (a program's own, told on its stderr when it is a command's).
     pub fn is_quiet(&self) -> bool {
-        !self.allowed && matches!(self.kind, "probe" | "watch")
+        !self.allowed && matches!(self.kind, "probe" | "watch" | "lookup")
     }
 }
 
@@ -487,6 +488,42 @@ fn write_stderr(tid: u32, reason: &str) {
     }
 }
 
+/// Makes `notifier` hear the resolver relay's refused lookups ([`crate::dns::Lookups`]):
+/// each is logged (kind `lookup`, counted as denied) and told on the querying process's
+/// stderr, naming the command it runs, so a lookup is never dropped silently (a resolver
+/// retries a `REFUSED` name and reports `EAI_AGAIN`, saying nothing of why). Held weakly: the
+/// relay outlives no session.
+pub(crate) fn hear_refused_lookups(notifier: &Arc<Notifier>) {
+    let weak = Arc::downgrade(notifier);
+    notifier
+        .lookups
+        .on_refused(Box::new(move |_from, inode, name| {
+            if let Some(n) = weak.upgrade() {
+                n.refused_lookup(inode, name);
+            }
+        }));
+}
+
+/// The process (supervisor's PID namespace) holding the socket whose inode is `inode`, found
+/// by its `/proc/<pid>/fd` links (`socket:[INODE]`, proc(5)); the first one when several do.
+fn socket_owner(inode: u64) -> Option<u32> {
+    let want = format!("socket:[{inode}]");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()) {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
 /// A proxy installed in place of an exec ([`Notifier::install_proxy`]).
 struct InstalledProxy {
     /// The supervisor's end of the proxy's channel.
@@ -574,6 +611,36 @@ impl Notifier {
             s.log.push(event);
         }
         reason
+    }
+
+    /// A lookup the resolver relay refused (`name`, asked from the socket `inode` when one
+    /// socket was bound at the querying address): logged and told to the process that asked.
+    fn refused_lookup(&self, inode: Option<u64>, name: &str) {
+        let pid = inode.and_then(socket_owner);
+        let role = pid.and_then(|p| {
+            let st = procfs::stat_ext(p).ok()?;
+            self.role_now(procfs::ProcId {
+                pid: p,
+                start: st.start,
+            })
+        });
+        let who = match &role {
+            Some(Role::Command(c)) => format!("`{}`", shorten(&c.line, 200)),
+            Some(Role::Agent) => "the agent".to_string(),
+            _ => pid.map_or_else(|| "a process".to_string(), |p| format!("pid {p}")),
+        };
+        let reason = format!(
+            "refused the lookup of `{name}` by {who}: name lookups carry data out, so only the \
+             agent's hosts and the hosts an approved command's own line names resolve; run the \
+             session with `--allow-host {name}` to allow it"
+        );
+        let reason = self.record_refusal("lookup", format!("{name} (by {who})"), reason);
+        // The agent's own runtime draws its screen on its stderr: its refusals are in the
+        // log and the end summary only.
+        match (pid, &role) {
+            (Some(_), Some(Role::Agent)) | (None, _) => {}
+            (Some(p), _) => write_stderr(p, &reason),
+        }
     }
 
     /// Asks the approver on this thread; `Err`/`Deny` refuse (fail closed).
