@@ -519,8 +519,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Refusals nobody was asked about and the model did not ask for: the agent's known
     // probes its profile refuses, watches outside the readable roots, refused lookups.
-    // Summarised (an agent
-    // probes at every turn, with lines of kilobytes): the audit log has each in full.
+    // Summarised (an agent probes at every turn, with lines of kilobytes): the audit log has
+    // each in full.
     let quiet: Vec<(String, String, String)> = outcome
         .events
         .iter()
