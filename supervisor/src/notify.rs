@@ -1396,15 +1396,19 @@ impl Notifier {
             .argv
             .first()
             .is_some_and(|a0| !a0.contains('/') && exec_path.file_name() == Some(a0.as_ref()));
+        let typed_line = (installed && typed && !is_system_shell(exec_path))
+            .then(|| name_line(exec_path, &r.argv));
         let by_name = match by_name {
-            None if installed && (typed || matches!(role, Role::Command(_))) => {
+            None if installed && matches!(role, Role::Command(_)) => {
                 Some(name_line(exec_path, &r.argv))
             }
             b => b,
         };
-        let own_line = match (&role, &by_name) {
-            (Role::Command(_), Some(l)) => l.clone(),
-            (_, Some(l)) if installed && typed && !is_system_shell(exec_path) => l.clone(),
+        // The name typed first (`npm test`, although `/usr/bin/npm` is a link to
+        // `npm-cli.js`); the name of the file a system program is stays an alternative.
+        let own_line = match (&role, &by_name, typed_line) {
+            (_, _, Some(t)) => t,
+            (Role::Command(_), Some(l), None) => l.clone(),
             _ => command_line(&shown, &r.argv),
         };
         let command = exec::classified_line(&prefix, &own_line);
