@@ -633,34 +633,16 @@ pub struct Measured {
     pub quiet: usize,
 }
 
-/// The refusals made quietly in a session, from its end-of-session lines (`tyba: refused
-/// quietly (not asked) (N):` then one `tyba:   KIND WHAT[ (×K)]: REASON` entry per distinct
-/// refusal), each repeated as often as it was made.
-pub fn quiet_refusals(stderr: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    let mut on = false;
-    for l in stderr.lines() {
-        if l.starts_with("tyba: refused quietly") {
-            on = true;
-            continue;
-        }
-        if on {
-            match l.strip_prefix("tyba:   ") {
-                Some(e) => {
-                    let times = e
-                        .split_once(" (×")
-                        .and_then(|(_, r)| r.split_once("):"))
-                        .and_then(|(n, _)| n.parse::<usize>().ok())
-                        .unwrap_or(1);
-                    for _ in 0..times {
-                        v.push(e.to_string());
-                    }
-                }
-                None => on = false,
-            }
-        }
-    }
-    v
+/// How many refusals were made quietly in a session, from its end-of-session summary line
+/// (`tyba: refused quietly (not asked): N (K different); each is in `tyba log ID``); 0 when
+/// there is none.
+pub fn quiet_refusals(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("tyba: refused quietly (not asked): "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Checks what the issue asks of every agent's scripted session: nothing asked or refused
@@ -890,7 +872,7 @@ pub fn check_outcome(s: &Scripted, o: &Outcome, ctx: &str) -> Measured {
         asks: o.asks.len(),
         refusals_before_first_step: refused_before,
         refusals: refusals.len(),
-        quiet: quiet.len(),
+        quiet,
     };
     eprintln!(
         "MEASURED {} {:?} {:?}: asks before the first step {}, asks in the session {}, refusals before the first step {}, refusals {} ({} not of a step), refused quietly {}",

@@ -519,6 +519,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         started: std::time::SystemTime::now(),
         state: Mutex::new(notify::State::new()),
     });
+    notify::hear_refused_lookups(&notifier);
     let stop = Arc::new(AtomicBool::new(false));
     let loop_thread = {
         let (n, s) = (Arc::clone(&notifier), Arc::clone(&stop));

@@ -39,8 +39,8 @@ use tyba_policy::{
 /// One audited event of the session: what was decided about a notified call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent {
-    /// `exec`, `connect`, `metadata`, `watch`, or `probe` (an agent's known start-up probe its
-    /// profile refuses quietly).
+    /// `exec`, `connect`, `metadata`, `watch`, `lookup` (a name the resolver relay refused),
+    /// or `probe` (an agent's known start-up probe its profile refuses quietly).
     pub kind: &'static str,
     /// What was attempted (command line, destination, path).
     pub what: String,
@@ -207,9 +207,10 @@ pub(crate) fn flush_allowed_log(log: &AuditLog, limit: std::time::Duration) {
 impl AuditEvent {
     /// Whether this refusal is a quiet one: logged and listed, never asked, not counted by the
     /// repeated-failure guard, because the model did not ask for it: an agent's known probe
-    /// its profile refuses, an inotify watch outside the readable roots.
+    /// its profile refuses, an inotify watch outside the readable roots, a name lookup the
+    /// resolver relay refused (a program's own, told on its stderr when it is a command's).
     pub fn is_quiet(&self) -> bool {
-        !self.allowed && matches!(self.kind, "probe" | "watch")
+        !self.allowed && matches!(self.kind, "probe" | "watch" | "lookup")
     }
 }
 
@@ -491,6 +492,42 @@ fn write_stderr(tid: u32, reason: &str) {
     }
 }
 
+/// Makes `notifier` hear the resolver relay's refused lookups ([`crate::dns::Lookups`]):
+/// each is logged (kind `lookup`, counted as denied) and told on the querying process's
+/// stderr, naming the command it runs, so a lookup is never dropped silently (a resolver
+/// retries a `REFUSED` name and reports `EAI_AGAIN`, saying nothing of why). Held weakly: the
+/// relay outlives no session.
+pub(crate) fn hear_refused_lookups(notifier: &Arc<Notifier>) {
+    let weak = Arc::downgrade(notifier);
+    notifier
+        .lookups
+        .on_refused(Box::new(move |_from, inode, name| {
+            if let Some(n) = weak.upgrade() {
+                n.refused_lookup(inode, name);
+            }
+        }));
+}
+
+/// The process (supervisor's PID namespace) holding the socket whose inode is `inode`, found
+/// by its `/proc/<pid>/fd` links (`socket:[INODE]`, proc(5)); the first one when several do.
+fn socket_owner(inode: u64) -> Option<u32> {
+    let want = format!("socket:[{inode}]");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()) {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
 /// A proxy installed in place of an exec ([`Notifier::install_proxy`]).
 struct InstalledProxy {
     /// The supervisor's end of the proxy's channel.
@@ -578,6 +615,36 @@ impl Notifier {
             s.log.push(event);
         }
         reason
+    }
+
+    /// A lookup the resolver relay refused (`name`, asked from the socket `inode` when one
+    /// socket was bound at the querying address): logged and told to the process that asked.
+    fn refused_lookup(&self, inode: Option<u64>, name: &str) {
+        let pid = inode.and_then(socket_owner);
+        let role = pid.and_then(|p| {
+            let st = procfs::stat_ext(p).ok()?;
+            self.role_now(procfs::ProcId {
+                pid: p,
+                start: st.start,
+            })
+        });
+        let who = match &role {
+            Some(Role::Command(c)) => format!("`{}`", shorten(&c.line, 200)),
+            Some(Role::Agent) => "the agent".to_string(),
+            _ => pid.map_or_else(|| "a process".to_string(), |p| format!("pid {p}")),
+        };
+        let reason = format!(
+            "refused the lookup of `{name}` by {who}: name lookups carry data out, so only the \
+             agent's hosts and the hosts an approved command's own line names resolve; run the \
+             session with `--allow-host {name}` to allow it"
+        );
+        let reason = self.record_refusal("lookup", format!("{name} (by {who})"), reason);
+        // The agent's own runtime draws its screen on its stderr: its refusals are in the
+        // log and the end summary only.
+        match (pid, &role) {
+            (Some(_), Some(Role::Agent)) | (None, _) => {}
+            (Some(p), _) => write_stderr(p, &reason),
+        }
     }
 
     /// Asks the approver on this thread; `Err`/`Deny` refuse (fail closed).
@@ -1199,8 +1266,18 @@ impl Notifier {
         // What a cover made here allows its descendants: the code-running variables this
         // exec runs with.
         let env = exec::code_env(&r.envp);
+        // A value naming only the person's code in roots the session cannot change
+        // (rustup's `LD_LIBRARY_PATH`, npm's `EDITOR=vi`) is no assignment.
+        let kept = exec::KeptRoots {
+            readable: &self.readable,
+            writable: &self.writable,
+        };
         let judged = |covered: &[(String, String)]| {
-            exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref())
+            exec::drop_inert(
+                exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref()),
+                &r.envp,
+                &kept,
+            )
         };
         // The agent's own file, reached by a name no process of the session can change
         // between this check and the kernel's (no link in the worktree or scratch dir).
@@ -1308,8 +1385,34 @@ impl Notifier {
             .as_ref()
             .filter(|(real, _)| exec::is_system_program(real))
             .map(|(real, _)| name_line(real, &r.argv));
-        let own_line = match (&role, &by_name) {
-            (Role::Command(_), Some(l)) => l.clone(),
+        // A program the person installed in a root the session cannot change (a system
+        // root, a `read_only` toolchain: `/opt/rust/bin/cargo`, `~/.cargo/bin/cargo`) is the
+        // program its name says when the exec was made by that bare name (`cargo`, found on
+        // `PATH`: the person typed `cargo`), or by a command's descendant (the build's own
+        // steps). Judged by the name the exec used, not the file a link reaches (rustup's
+        // proxies are links to `rustup`, which takes its part from that name).
+        let exec_path = std::path::Path::new(&r.path);
+        let installed = exec_path.is_absolute()
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && file.as_ref().is_some_and(|(real, _)| kept.holds(real))
+            && kept.holds(exec_path);
+        let typed = r
+            .argv
+            .first()
+            .is_some_and(|a0| !a0.contains('/') && exec_path.file_name() == Some(a0.as_ref()));
+        let typed_line = (installed && typed && !is_system_shell(exec_path))
+            .then(|| name_line(exec_path, &r.argv));
+        let by_name = match by_name {
+            None if installed && matches!(role, Role::Command(_)) => {
+                Some(name_line(exec_path, &r.argv))
+            }
+            b => b,
+        };
+        // The name typed first (`npm test`, although `/usr/bin/npm` is a link to
+        // `npm-cli.js`); the name of the file a system program is stays an alternative.
+        let own_line = match (&role, &by_name, typed_line) {
+            (_, _, Some(t)) => t,
+            (Role::Command(_), Some(l), None) => l.clone(),
             _ => command_line(&shown, &r.argv),
         };
         let command = exec::classified_line(&prefix, &own_line);
@@ -1361,9 +1464,18 @@ impl Notifier {
             // A build's own steps name the system's files (`ld … /usr/lib/…/crt1.o`): reading
             // what the agent's domain reads anyway is no reach outside for a command's
             // descendant; Landlock holds the line. Writing outside still is.
-            let verdict = if self.reads_only_what_the_domain_reads(&class)
-                || within_the_grants(&class, &c.granted)
-            {
+            // Why a red one passes unasked, for the log: each is a part of what the approval
+            // of `c` covers (docs/sandbox.md, "What a command can do").
+            let red_why = if class.verdict != Verdict::Red {
+                None
+            } else if self.reads_only_what_the_domain_reads(&class) {
+                Some("red only for reading what the agent's own domain reads")
+            } else if within_the_grants(&class, &c.granted) {
+                Some("red only for paths that approval granted")
+            } else {
+                None
+            };
+            let verdict = if red_why.is_some() {
                 Verdict::Yellow
             } else {
                 class.verdict
@@ -1371,11 +1483,19 @@ impl Notifier {
             return Ok(match exec::covered(verdict, &rules, c) {
                 Covered::Pass => {
                     self.control.count(Counted::Allowed);
+                    let red_why = match (red_why, class.verdict) {
+                        (Some(w), _) => format!(": {w}"),
+                        (None, Verdict::Red) => ", approved red for the same rules".to_string(),
+                        _ => String::new(),
+                    };
                     self.log_allowed(AllowedExec {
                         command: command.clone(),
                         verdict: class.verdict,
                         rules: rules.clone(),
-                        why: format!("under the approved command `{}`", shorten(&c.line, 200)),
+                        why: format!(
+                            "under the approved command `{}`{red_why}",
+                            shorten(&c.line, 200)
+                        ),
                         argv: r.argv.clone(),
                         cwd: r.cwd.clone(),
                         pid: n.pid,

@@ -27,6 +27,25 @@ use args::*;
 use known::system_program;
 pub(crate) use known::{host_of, is_exec_var, SHELL_BUILTINS, SYSTEM_BIN_DIRS};
 
+/// The system roots the sandbox grants read + execute and nothing of a session writes
+/// (`docs/sandbox.md`): a program there (`/opt/rust/bin/cargo`, `/usr/lib/jvm/…/java`) is an
+/// unlisted program, not a reach outside the worktree (DESIGN.md §2a "Words and paths").
+const SYSTEM_ROOTS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+];
+
+/// Whether the absolute `path`, with `.` and `..` folded and, when it exists, its links
+/// resolved, lies under one of [`SYSTEM_ROOTS`].
+fn in_system_root(path: &str) -> bool {
+    let under = |p: &Path| SYSTEM_ROOTS.iter().any(|r| p.starts_with(r));
+    path.starts_with('/')
+        && under(&super::paths::lexical(Path::new("/"), path))
+        && match std::fs::canonicalize(path) {
+            Ok(real) => under(&real),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+}
+
 /// A command ready for its program's rules.
 pub(crate) struct Invocation<'a> {
     pub program: String,
@@ -332,7 +351,9 @@ impl Analyzer<'_> {
                         "cmd.unlisted-program",
                         format!("`{name}` is a program path nobody listed"),
                     );
-                    self.path_field(&st, &Field::lit(name), Access::Read);
+                    if !in_system_root(name) {
+                        self.path_field(&st, &Field::lit(name), Access::Read);
+                    }
                     self.generic_paths(&st, args, Access::Any);
                     self.carried_shell_lines(&st, args, stdin, depth);
                     return st;

@@ -219,10 +219,13 @@ impl Analyzer<'_> {
                         "pull" | "fetch" | "push" | "clone" | "install" | "post-checkout"
                     )
                 })
+            // Only the prefetch task fetches (git-maintenance(1) TASKS). It has no `--auto`
+            // condition, so `maintenance run --auto` (which `git commit` spawns) never runs
+            // it, whatever `--task` or the configuration say; `--task=gc` runs gc alone.
+            // Without either, the configuration (`maintenance.prefetch.enabled`,
+            // `maintenance.strategy` with `--schedule`) may enable it. Checked with git 2.47.
             || sub == "maintenance"
-                && known_rest
-                    .iter()
-                    .any(|s| s.contains("prefetch") || s == "run")
+                && (rest.iter().any(|f| f.known().is_none()) || maintenance_fetches(&known_rest))
             || sub == "subtree"
                 && known_rest
                     .iter()
@@ -609,6 +612,34 @@ fn git_clean_force_recursive(rest: &[Field], known: &[String]) -> (bool, bool) {
         }
     }
     (f, d_or_x)
+}
+
+/// Whether `git maintenance ARGS` (`args` after `maintenance`) may run the prefetch task, the
+/// only one that fetches: a `run` not `--auto` (the last of `--auto`/`--no-auto` decides)
+/// whose `--task`s, when it names any, include prefetch; any other argument naming prefetch.
+/// The caller counts a word it cannot know as fetching.
+fn maintenance_fetches(args: &[String]) -> bool {
+    if !args.iter().any(|a| a == "run") {
+        return args.iter().any(|a| a.contains("prefetch"));
+    }
+    let auto = args
+        .iter()
+        .rev()
+        .find(|a| *a == "--auto" || *a == "--no-auto")
+        .is_some_and(|a| a == "--auto");
+    if auto {
+        return false;
+    }
+    let mut tasks = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if let Some(t) = a.strip_prefix("--task=") {
+            tasks.push(t.to_string());
+        } else if a == "--task" {
+            tasks.push(it.next().cloned().unwrap_or_default());
+        }
+    }
+    tasks.is_empty() || tasks.iter().any(|t| t.contains("prefetch") || t.is_empty())
 }
 
 #[cfg(test)]
