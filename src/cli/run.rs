@@ -58,6 +58,11 @@ pub struct Args {
     /// Start even when the kernel cannot enforce the whole sandbox (says what is missing).
     #[arg(long)]
     pub allow_weaker_sandbox: bool,
+    /// Ask (instead of failing with EACCES) when any process of the session opens, lists,
+    /// creates or removes a path beside the worktree or in the home that the policy does not
+    /// open: those entries are served by tyba's own FUSE filesystem (needs /dev/fuse).
+    #[arg(long)]
+    pub ask_outside_files: bool,
     /// The agent program and its arguments.
     #[arg(
         required = true,
@@ -332,6 +337,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The toolchain caches get session-private layers (removed when this is dropped, after
     // the sandbox is gone).
     let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);
+    plan.ask_outside_files = args.ask_outside_files;
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 

@@ -476,7 +476,7 @@ fn shorten(s: &str, max: usize) -> String {
 }
 
 /// Writes `tyba: <reason>` on the stderr of thread `tid`'s process.
-fn write_stderr(tid: u32, reason: &str) {
+pub(crate) fn write_stderr(tid: u32, reason: &str) {
     if let Ok(pid) = procfs::tgid(tid) {
         if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
             if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {

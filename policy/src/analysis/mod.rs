@@ -9,7 +9,7 @@ mod effects;
 mod git_exec;
 mod housekeeping;
 mod literal;
-mod paths;
+pub(crate) mod paths;
 mod registry;
 mod words;
 
