@@ -368,6 +368,51 @@ except OSError as e:
     }
 }
 
+#[test]
+fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-runner") else {
+            continue;
+        };
+        beside(
+            &fx,
+            "O",
+            &[("secret.txt", "topsecret\n"), ("not-named.txt", "nn\n")],
+        );
+        // `cat` names the file: the exec is asked (red, out of tree) and runs in a domain of
+        // its own; its open reaches the file server, which knows the approved line's grants.
+        // The same command opening a file its line does not name is asked by the server.
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"cat ../O/secret.txt; echo cat=$?
+/usr/bin/python3 -c "print(open('../O/not-named.txt').read())" ../O/secret.txt; echo py=$?"#,
+        );
+        answer(&fx, "cat ../O/secret.txt", "approve");
+        answer(&fx, "python3 -c", "approve");
+        answer(&fx, "not-named.txt", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("topsecret") && out.contains("cat=0"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(
+            out.contains("py=1") && !out.contains("nn"),
+            "{who:?}: {out} / {err}"
+        );
+        let answers: Vec<String> = fx
+            .log_lines()
+            .iter()
+            .filter_map(|l| l["answer"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(
+            answers,
+            ["once", "once", "deny"],
+            "{who:?}: asked once per intent"
+        );
+    }
+}
+
 /// The FUSE connection's directory in `fusectl` (`Documentation/filesystems/fuse/fuse.rst`,
 /// "Control filesystem"), mounted when absent (root only).
 fn fusectl() -> Option<PathBuf> {

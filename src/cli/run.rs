@@ -3,6 +3,7 @@
 //! `tyba run [--here | --worktree DIR] [--branch NAME] [--autonomy low|medium|high]
 //! [--exec-mode safe|auto] [--dangerously-bypass-shell-validation] [--non-interactive]
 //! [--policy FILE] [--allow-host HOST[:PORT]]… [--pass-env NAME]… [--allow-weaker-sandbox]
+//! [--ask-outside-files]
 //! -- AGENT [ARGS…]`
 //!
 //! Exit status: the agent's own (128 + N when killed by signal N); 4 when the sandbox cannot

@@ -357,6 +357,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let mut relay_nos: Vec<(i32, std::net::IpAddr)> = Vec::new();
     let mut fuse_no: Option<i32> = None;
     let mut fuse_served = false;
+    let mut outside = None;
     let mut reader = BufReader::new(std::fs::File::from(status_r));
     let mut line = String::new();
     loop {
@@ -382,13 +383,16 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             fuse_served,
         ) {
             fuse_served = true;
-            if let Err(e) = serve_outside(&plan.outside_covers, &approver, s2, fd, uid, gid) {
-                let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
-                let _ = waitpid(a_pid, None);
-                return Err(SandboxUnavailable(format!(
-                    "cannot serve the outside files (--ask-outside-files): {e}"
-                ))
-                .into());
+            match serve_outside(&plan.outside_covers, &approver, s2, fd, uid, gid) {
+                Ok(fs) => outside = Some(fs),
+                Err(e) => {
+                    let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+                    let _ = waitpid(a_pid, None);
+                    return Err(SandboxUnavailable(format!(
+                        "cannot serve the outside files (--ask-outside-files): {e}"
+                    ))
+                    .into());
+                }
             }
         }
         if let Some(p) = l.strip_prefix("B ") {
@@ -516,6 +520,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         protected: plan.protected.clone(),
         stage: Arc::clone(&stage),
         proxy_exe: std::env::current_exe().ok(),
+        outside,
         uid,
         gid,
         stage2: stage2 as u32,
@@ -859,11 +864,12 @@ fn serve_outside(
     fd: i32,
     uid: u32,
     gid: u32,
-) -> std::io::Result<()> {
+) -> std::io::Result<crate::outside_fs::OutsideFs> {
     let pfd = sys::pidfd_open(stage2)?;
     let dev = sys::pidfd_getfd(pfd.as_fd(), fd)?;
     let fs = crate::outside_fs::OutsideFs::new(covers, Arc::clone(approver), uid, gid)?;
-    crate::outside_fs::serve(fs, dev)
+    crate::outside_fs::serve(fs.clone(), dev)?;
+    Ok(fs)
 }
 
 /// Writes one status line with a single `write` (stage 1 and stage 2 share the pipe; writes

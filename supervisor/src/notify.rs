@@ -118,6 +118,8 @@ pub(crate) struct Notifier {
     pub stage: Arc<StageLink>,
     /// tyba's own executable, exec'd as an approved command's proxy.
     pub proxy_exe: Option<PathBuf>,
+    /// The outside-files server (`--ask-outside-files`), told of approved commands' grants.
+    pub outside: Option<crate::outside_fs::OutsideFs>,
     pub uid: u32,
     pub gid: u32,
     /// Pid (supervisor's namespace) of the sandbox's PID 1.
@@ -1761,6 +1763,8 @@ impl Notifier {
         };
         let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
         let (fds, cwd) = runner::inherited(tgid).map_err(cannot)?;
+        let outside_grants: Vec<(PathBuf, bool)> =
+            c.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
         let spawn = Spawn {
             payload: SpawnPayload {
                 path: c.path.into_bytes(),
@@ -1783,6 +1787,9 @@ impl Notifier {
                     s.runners.remove(&ns_pid);
                 }
             }
+            if let Some(o) = &self.outside {
+                o.runner_ended(ns_pid, start);
+            }
         };
         let abort = |why: String| {
             self.stage.send(&ToStage::Signal {
@@ -1795,6 +1802,9 @@ impl Notifier {
         };
         if let Ok(mut s) = self.state.lock() {
             s.runners.insert(ns_pid, (start, cover));
+        }
+        if let Some(o) = &self.outside {
+            o.runner_started(ns_pid, start, outside_grants);
         }
         let installed = self.install_proxy(n, true, false, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);

@@ -273,6 +273,9 @@ struct Node {
     rel: PathBuf,
 }
 
+/// An approved command's runner: its keeper's identity and the line's grants `(path, write)`.
+type RunnerGrants = (u64, Vec<(PathBuf, bool)>);
+
 /// One entry of a listed directory: inode, type, name.
 type DirEntry = (u64, FileType, OsString);
 
@@ -305,6 +308,11 @@ struct Inner {
     dirs: Mutex<HashMap<u64, Vec<DirEntry>>>,
     next_fh: AtomicU64,
     grants: Mutex<Vec<Grant>>,
+    /// The approved command lines running in domains of their own (`crate::runner`), by
+    /// their keeper's pid in the sandbox's PID namespace: `(identity, [(path, write)])`. Their
+    /// grants were shown in the ask that approved the line, so the opens they cover are not
+    /// asked again.
+    runners: Mutex<HashMap<u32, RunnerGrants>>,
     approver: Arc<dyn Approver>,
     /// The supervisor's own process: its threads act for decisions already made (a `chmod`
     /// the metadata handler was approved for), so their requests pass.
@@ -418,6 +426,7 @@ impl OutsideFs {
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             grants: Mutex::new(Vec::new()),
+            runners: Mutex::new(HashMap::new()),
             approver,
             me: std::process::id(),
             uid,
@@ -426,7 +435,59 @@ impl OutsideFs {
     }
 }
 
+impl OutsideFs {
+    /// An approved command's runner started: its keeper is `ns_pid` (sandbox PID namespace)
+    /// with identity `start` ([`procfs::Stat::start`]), and its line was approved with
+    /// `grants` (`(path, write)`: a directory grants what is beneath it, as its Landlock rule
+    /// does).
+    pub(crate) fn runner_started(&self, ns_pid: u32, start: u64, grants: Vec<(PathBuf, bool)>) {
+        if let Ok(mut r) = self.0.runners.lock() {
+            r.insert(ns_pid, (start, grants));
+        }
+    }
+
+    /// The runner `ns_pid` with identity `start` ended.
+    pub(crate) fn runner_ended(&self, ns_pid: u32, start: u64) {
+        if let Ok(mut r) = self.0.runners.lock() {
+            if r.get(&ns_pid).map(|(s, _)| *s) == Some(start) {
+                r.remove(&ns_pid);
+            }
+        }
+    }
+}
+
 impl Inner {
+    /// Whether process `pid` runs under an approved command whose grants cover `access` to
+    /// `path`: an ancestor (or itself) is that command's keeper, by pid in the sandbox's PID
+    /// namespace and identity.
+    fn runner_covers(&self, pid: u32, path: &Path, access: Access) -> bool {
+        let Ok(r) = self.runners.lock() else {
+            return false;
+        };
+        if r.is_empty() {
+            return false;
+        }
+        let mut p = pid;
+        for _ in 0..256 {
+            let Ok((ppid, start)) = procfs::stat(p) else {
+                return false;
+            };
+            if let Some((st, grants)) = procfs::ns_pid(p).and_then(|ns| r.get(&ns)) {
+                if *st == start {
+                    let write_needed = !matches!(access, Access::Read | Access::List);
+                    return grants
+                        .iter()
+                        .any(|(g, w)| is_within(path, g) && (*w || !write_needed));
+                }
+            }
+            if ppid <= 1 || ppid == p {
+                return false;
+            }
+            p = ppid;
+        }
+        false
+    }
+
     fn node(&self, ino: INodeNo) -> Option<Node> {
         self.nodes.lock().ok()?.by_ino.get(&ino.0).cloned()
     }
@@ -541,6 +602,9 @@ impl Inner {
             if roots.into_iter().any(|r| in_tree(pid, r)) {
                 return Ok(());
             }
+        }
+        if self.runner_covers(pid, path, access) {
+            return Ok(());
         }
         let mut reasons = Vec::new();
         if let Some(c) = tyba_policy::credential_in_path(path) {
