@@ -233,11 +233,17 @@ fn a_credential_path_asks_with_the_sensitive_confirmation() {
             "O",
             &[(".env", "TOKEN=abc\n"), ("plain.txt", "plain\n")],
         );
+        // And a key in the person's home.
+        let ssh = fx.home.join(".ssh");
+        std::fs::create_dir_all(&ssh).unwrap();
+        std::fs::write(ssh.join("id_ed25519"), "KEY\n").unwrap();
+        give(&ssh, &fx.who);
         script(
             &fx,
             "t.py",
             r#"
-for p in ["../O/plain.txt", "../O/.env"]:
+import os
+for p in ["../O/plain.txt", "../O/.env", os.path.expanduser("~/.ssh/id_ed25519")]:
     try:
         print(p, open(p).read().strip(), flush=True)
     except OSError as e:
@@ -258,10 +264,16 @@ for p in ["../O/plain.txt", "../O/.env"]:
             cred.contains("credential path (.env)") && cred.contains("sensitive"),
             "{who:?}: {cred}"
         );
+        let key = answer(&fx, "id_ed25519", "deny");
+        assert!(
+            key.contains("credential path (.ssh)") && key.contains("sensitive"),
+            "{who:?}: {key}"
+        );
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         assert!(out.contains("../O/plain.txt plain"), "{who:?}: {out}");
         assert!(out.contains("../O/.env ERR13"), "{who:?}: {out}");
+        assert!(out.contains("id_ed25519 ERR13"), "{who:?}: {out}");
     }
 }
 
