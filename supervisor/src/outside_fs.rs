@@ -575,6 +575,29 @@ impl Inner {
     /// Decides `access` to `path` for thread `tid`: the supervisor's own threads pass; a
     /// grant covering it passes; otherwise the person is asked. `Err(errno)` refuses (the
     /// refusal already on the process's stderr and in the log).
+    /// Whether `access` to `path` by thread `tid` passes without an ask: the supervisor's
+    /// own threads, a grant of the process tree, an approved command's grants.
+    fn passes(&self, tid: u32, path: &Path, access: Access) -> bool {
+        let Ok(pid) = procfs::tgid(tid) else {
+            return false;
+        };
+        if pid == self.me {
+            return true;
+        }
+        let granted = self.grants.lock().map(|g| {
+            g.iter()
+                .filter(|g| g.path == path && g.access.covers(access))
+                .map(|g| g.root)
+                .collect::<Vec<_>>()
+        });
+        if let Ok(roots) = granted {
+            if roots.into_iter().any(|r| in_tree(pid, r)) {
+                return true;
+            }
+        }
+        self.runner_covers(pid, path, access)
+    }
+
     fn decide(&self, tid: u32, path: &Path, access: Access) -> Result<(), i32> {
         let what = format!("{} {}", access.word(), path.display());
         let Ok(pid) = procfs::tgid(tid) else {
@@ -592,18 +615,7 @@ impl Inner {
             crate::notify::write_stderr(tid, &reason);
             return Err(libc::EACCES);
         }
-        let granted = self.grants.lock().map(|g| {
-            g.iter()
-                .filter(|g| g.path == path && g.access.covers(access))
-                .map(|g| g.root)
-                .collect::<Vec<_>>()
-        });
-        if let Ok(roots) = granted {
-            if roots.into_iter().any(|r| in_tree(pid, r)) {
-                return Ok(());
-            }
-        }
-        if self.runner_covers(pid, path, access) {
+        if self.passes(tid, path, access) {
             return Ok(());
         }
         let mut reasons = Vec::new();
@@ -670,21 +682,37 @@ impl Inner {
         self.files.lock().ok()?.get(&fh.0).cloned()
     }
 
+    /// What an open with `flags` asks for.
+    fn open_access(flags: i32) -> Access {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+
     fn do_open(&self, tid: u32, n: &Node, flags: i32) -> Result<u64, Errno> {
-        let acc = flags & libc::O_ACCMODE;
-        let write = acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        let path = self.real(n);
-        self.decide(tid, &path, if write { Access::Write } else { Access::Read })
+        self.decide(tid, &self.real(n), Self::open_access(flags))
             .map_err(Errno::from_i32)?;
+        self.open_now(n, flags)
+    }
+
+    /// The open itself, once decided.
+    fn open_now(&self, n: &Node, flags: i32) -> Result<u64, Errno> {
+        let write = Self::open_access(flags) == Access::Write;
         let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC | libc::O_NONBLOCK;
         let fd = self.open_real(n, flags & keep).map_err(|e| errno(&e))?;
         Ok(self.add_file(File::from(fd), write))
     }
 
     fn do_opendir(&self, tid: u32, n: &Node) -> Result<u64, Errno> {
-        let path = self.real(n);
-        self.decide(tid, &path, Access::List)
+        self.decide(tid, &self.real(n), Access::List)
             .map_err(Errno::from_i32)?;
+        self.opendir_now(n)
+    }
+
+    /// The listing itself, once decided.
+    fn opendir_now(&self, n: &Node) -> Result<u64, Errno> {
         let fd = self
             .open_real(n, libc::O_RDONLY | libc::O_DIRECTORY)
             .map_err(|e| errno(&e))?;
@@ -785,8 +813,15 @@ impl Filesystem for OutsideFs {
             return reply.error(Errno::ENOENT);
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
-        // When no thread can be made the reply is dropped unsent, which fuser answers
-        // with an error: nothing passes.
+        // Granted already: answered here. An ask waits on a thread of its own; when no
+        // thread can be made the reply is dropped unsent, which fuser answers with an error:
+        // nothing passes.
+        if me.passes(tid, &me.real(&n), Inner::open_access(flags.0)) {
+            return match me.open_now(&n, flags.0) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            };
+        }
         off_thread(move || match me.do_open(tid, &n, flags.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
@@ -886,6 +921,12 @@ impl Filesystem for OutsideFs {
             return reply.error(Errno::ENOENT);
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
+        if me.passes(tid, &me.real(&n), Access::List) {
+            return match me.opendir_now(&n) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            };
+        }
         off_thread(move || match me.do_opendir(tid, &n) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
