@@ -425,6 +425,72 @@ fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
     }
 }
 
+#[test]
+fn creating_making_and_removing_outside_are_asked_each() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-modify") else {
+            continue;
+        };
+        let o = beside(&fx, "O", &[("keep.txt", "keep\n")]);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+def create():
+    with open("../O/new.txt", "w") as fh:
+        fh.write("made\n")
+step("create", create)
+step("reread", lambda: open("../O/new.txt").read())
+step("mkdir", lambda: os.mkdir("../O/sub"))
+step("remove", lambda: os.unlink("../O/keep.txt"))
+step("rename", lambda: os.rename("../O/new.txt", "../O/moved.txt"))
+"#,
+        );
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            "/usr/bin/python3 t.py",
+        );
+        answer(&fx, "create ", "approve");
+        answer(&fx, "mkdir ", "deny");
+        answer(&fx, "remove ", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in [
+            "create=ok",
+            "reread=ok",
+            "mkdir=ERR13",
+            "remove=ERR13",
+            "rename=ERR13",
+        ] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        // Checked from outside: the approved file landed, the denied changes did not.
+        assert_eq!(
+            std::fs::read_to_string(o.join("new.txt")).unwrap(),
+            "made\n"
+        );
+        assert!(!o.join("sub").exists() && !o.join("moved.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(o.join("keep.txt")).unwrap(),
+            "keep\n"
+        );
+        // The control: the same script without the sandbox makes every change.
+        std::fs::remove_file(o.join("new.txt")).unwrap();
+        let bare = without_sandbox(&fx, "t.py");
+        assert!(
+            bare.contains("mkdir=ok") && bare.contains("remove=ok") && bare.contains("rename=ok"),
+            "{who:?}: control: {bare}"
+        );
+        assert!(o.join("sub").is_dir() && !o.join("keep.txt").exists());
+    }
+}
+
 /// The FUSE connection's directory in `fusectl` (`Documentation/filesystems/fuse/fuse.rst`,
 /// "Control filesystem"), mounted when absent (root only).
 fn fusectl() -> Option<PathBuf> {
