@@ -105,6 +105,9 @@ fn native_paths(plan: &SandboxPlan) -> Vec<PathBuf> {
     v.extend(plan.pinned.iter().cloned());
     v.extend(plan.caches.iter().cloned());
     v.extend(plan.state_layers.iter().map(|l| l.real.clone()));
+    // The shell startup files shown empty (`/dev/null` bound over them): a cover bound on
+    // top would hide the blank and ask for them at every shell start.
+    v.extend(plan.blanked.iter().cloned());
     v
 }
 
@@ -1308,6 +1311,8 @@ mod tests {
             ..SandboxPlan::default()
         };
         plan.read_only.push(root.join("home/.cargo/registry"));
+        std::fs::write(root.join("home/.bashrc"), "export X=1\n").unwrap();
+        plan.blanked.push(root.join("home/.bashrc"));
         let covers = plan_covers(&plan, Some(&root.join("home"))).unwrap();
         let want: Vec<PathBuf> = ["O", "file.txt", "home/.ssh", "home/docs"]
             .iter()
