@@ -83,14 +83,6 @@ pub enum CoverError {
     /// More entries than [`MAX_COVERS`].
     #[error("more than {MAX_COVERS} entries outside the worktree would be covered")]
     TooMany,
-    /// A directory on the way could not be listed.
-    #[error("cannot list {path}: {source}")]
-    List {
-        /// The directory.
-        path: PathBuf,
-        /// The error.
-        source: io::Error,
-    },
 }
 
 /// The paths the plan opens natively: the covers must be neither these, nor beneath them,
@@ -117,7 +109,8 @@ fn native_paths(plan: &SandboxPlan) -> Vec<PathBuf> {
 /// base that is `/`, a system root or beneath one, or itself opened by the plan, gets none.
 ///
 /// # Errors
-/// [`CoverError`] when a directory on the way cannot be listed or there are too many.
+/// [`CoverError::TooMany`]. A directory on the way that cannot be listed is skipped (its
+/// entries stay as they are: Landlock refuses them, unasked).
 pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> Result<Vec<PathBuf>, CoverError> {
     let native = native_paths(plan);
     let mut bases: Vec<PathBuf> = Vec::new();
@@ -152,10 +145,11 @@ fn walk(
     depth: usize,
     out: &mut Vec<PathBuf>,
 ) -> Result<(), CoverError> {
-    let list = std::fs::read_dir(dir).map_err(|source| CoverError::List {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    // A directory the person cannot list is left as it is: its entries stay unreachable
+    // (Landlock refuses them, unasked), as without the option. Nothing is granted by it.
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
     let mut names: Vec<PathBuf> = list.filter_map(|e| e.ok().map(|e| e.path())).collect();
     names.sort();
     for p in names {
