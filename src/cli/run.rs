@@ -3,6 +3,7 @@
 //! `tyba run [--here | --worktree DIR] [--branch NAME] [--autonomy low|medium|high]
 //! [--exec-mode safe|auto] [--dangerously-bypass-shell-validation] [--non-interactive]
 //! [--policy FILE] [--allow-host HOST[:PORT]]… [--pass-env NAME]… [--allow-weaker-sandbox]
+//! [--ask-outside-files]
 //! -- AGENT [ARGS…]`
 //!
 //! Exit status: the agent's own (128 + N when killed by signal N); 4 when the sandbox cannot
@@ -58,6 +59,11 @@ pub struct Args {
     /// Start even when the kernel cannot enforce the whole sandbox (says what is missing).
     #[arg(long)]
     pub allow_weaker_sandbox: bool,
+    /// Ask (instead of failing with EACCES) when any process of the session opens, lists,
+    /// creates or removes a path beside the worktree or in the home that the policy does not
+    /// open: those entries are served by tyba's own FUSE filesystem (needs /dev/fuse).
+    #[arg(long)]
+    pub ask_outside_files: bool,
     /// The agent program and its arguments.
     #[arg(
         required = true,
@@ -332,6 +338,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The toolchain caches get session-private layers (removed when this is dropped, after
     // the sandbox is gone).
     let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);
+    plan.ask_outside_files = args.ask_outside_files;
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 

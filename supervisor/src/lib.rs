@@ -52,6 +52,7 @@ mod launch;
 mod meta;
 mod net;
 mod notify;
+pub mod outside_fs;
 mod procfs;
 pub mod proxy;
 mod push_relay;

@@ -122,6 +122,8 @@ pub(crate) struct Notifier {
     pub stage: Arc<StageLink>,
     /// tyba's own executable, exec'd as an approved command's proxy.
     pub proxy_exe: Option<PathBuf>,
+    /// The outside-files server (`--ask-outside-files`), told of approved commands' grants.
+    pub outside: Option<crate::outside_fs::OutsideFs>,
     pub uid: u32,
     pub gid: u32,
     /// Pid (supervisor's namespace) of the sandbox's PID 1.
@@ -481,7 +483,7 @@ fn shorten(s: &str, max: usize) -> String {
 }
 
 /// Writes `tyba: <reason>` on the stderr of thread `tid`'s process.
-fn write_stderr(tid: u32, reason: &str) {
+pub(crate) fn write_stderr(tid: u32, reason: &str) {
     if let Ok(pid) = procfs::tgid(tid) {
         if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
             if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
@@ -1885,6 +1887,8 @@ impl Notifier {
         };
         let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
         let (fds, cwd) = runner::inherited(tgid).map_err(cannot)?;
+        let outside_grants: Vec<(PathBuf, bool)> =
+            c.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
         let spawn = Spawn {
             payload: SpawnPayload {
                 path: c.path.into_bytes(),
@@ -1907,6 +1911,9 @@ impl Notifier {
                     s.runners.remove(&ns_pid);
                 }
             }
+            if let Some(o) = &self.outside {
+                o.runner_ended(ns_pid, start);
+            }
         };
         let abort = |why: String| {
             self.stage.send(&ToStage::Signal {
@@ -1919,6 +1926,9 @@ impl Notifier {
         };
         if let Ok(mut s) = self.state.lock() {
             s.runners.insert(ns_pid, (start, cover));
+        }
+        if let Some(o) = &self.outside {
+            o.runner_started(ns_pid, start, outside_grants);
         }
         let installed = self.install_proxy(n, true, false, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);

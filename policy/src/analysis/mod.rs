@@ -10,7 +10,7 @@ mod effects;
 mod git_exec;
 mod housekeeping;
 mod literal;
-mod paths;
+pub(crate) mod paths;
 mod redirect;
 mod registry;
 mod state;

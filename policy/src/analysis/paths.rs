@@ -194,7 +194,7 @@ fn credential_file(name: &str) -> bool {
     matches!(key, "id_rsa" | "id_dsa" | "id_ecdsa" | "id_ed25519")
 }
 
-fn has_credential(p: &Path) -> Option<String> {
+pub(crate) fn has_credential(p: &Path) -> Option<String> {
     p.components().find_map(|c| match c {
         Component::Normal(n) => {
             let n = n.to_string_lossy();
