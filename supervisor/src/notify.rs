@@ -1055,6 +1055,9 @@ impl Notifier {
             }
         };
         let size = u64::try_from(st.st_size).ok()?;
+        // A copy compared before and unchanged since (its ctime moves with any write, and no
+        // process can set it) is not read again.
+        let compared = known.is_some();
         let candidates: Vec<PathBuf> = match known {
             Some(p) => vec![p],
             None => index.of_size(size).to_vec(),
@@ -1090,7 +1093,7 @@ impl Notifier {
             if cf.rewind().is_err() {
                 return None;
             }
-            if crate::agent::same_bytes(&mut cf, &mut of).unwrap_or(false) {
+            if compared || crate::agent::same_bytes(&mut cf, &mut of).unwrap_or(false) {
                 if let Ok(mut s) = self.state.lock() {
                     if s.copies.len() >= ELF_MEMO {
                         s.copies.clear();
