@@ -125,6 +125,10 @@ pub struct Recorded {
     pub other: Mutex<Vec<String>>,
     /// When the reply carrying the first scripted step was sent.
     pub first_step_at: Mutex<Option<Instant>>,
+    /// Model requests the agent makes for itself besides the session (Codex's TUI asks for a
+    /// thread title, offering no tools), answered with a plain message: what they hold is
+    /// not what the model read of the session, and their replies carry no step.
+    pub side: Mutex<Vec<String>>,
 }
 
 impl Recorded {
@@ -137,6 +141,11 @@ impl Recorded {
                 .unwrap()
                 .get_or_insert_with(Instant::now);
         }
+    }
+
+    /// Records a side request ([`Recorded::side`]), described by `what`.
+    pub fn side_request(&self, what: String) {
+        self.side.lock().unwrap().push(what);
     }
 
     pub fn other_request(&self, what: String) {

@@ -87,6 +87,12 @@ pub(crate) struct State {
     /// Files already seen to be ELF, by identity and change times ([`ElfKey`]): their first
     /// bytes are not read again.
     elf: std::collections::HashSet<ElfKey>,
+    /// The agent's installation by file size, made at the first exec that needs it
+    /// ([`Notifier::installed_original`]).
+    install_index: Option<Arc<crate::agent::InstallIndex>>,
+    /// Copies of installation files already compared, by identity and change times: the
+    /// installation file each is a byte-identical copy of.
+    copies: HashMap<ElfKey, PathBuf>,
 }
 
 /// A file's identity and the stamps any change of its content moves: device, inode, size,
@@ -233,6 +239,8 @@ impl State {
             memory: SessionMemory::new(),
             log: Vec::new(),
             elf: std::collections::HashSet::new(),
+            install_index: None,
+            copies: HashMap::new(),
         }
     }
 }
@@ -249,6 +257,10 @@ enum ExecDecision {
     /// git's receive-pack of an approved push to a local repository: run by the supervisor
     /// (`crate::push_relay`), the process becoming its proxy.
     Relay(Box<push_relay::Relay>),
+    /// The agent's exec of a byte-identical copy of a file of its installation: runs that
+    /// installation file instead (this descriptor of it), as the agent
+    /// ([`Notifier::installed_original`]).
+    RunInstead(OwnedFd, Pending),
 }
 
 /// A step of git's own transport of an approved push to a local repository.
@@ -559,6 +571,43 @@ impl InstalledProxy {
     }
 }
 
+/// A vfork parent's copy of an exec's file name that [`Notifier::run_instead`] rewrote.
+struct NameRestore {
+    parent: u32,
+    child: u32,
+    /// The child's image and stack start before its exec (a re-exec of the same file moves
+    /// the stack only).
+    old_exe: Option<FileId>,
+    old_stack: Option<u64>,
+    name_ptr: u64,
+    old_name: Vec<u8>,
+    new_name: Vec<u8>,
+}
+
+impl NameRestore {
+    /// Waits (at most 2 s) until the child's exec is done (its image changed, or it is gone),
+    /// then gives the parent its file name back when it still reads as the rewrite.
+    fn after_exec(&self) {
+        for _ in 0..1000 {
+            let now = procfs::exe_id(self.child);
+            if now.is_none()
+                || now != self.old_exe
+                || procfs::stack_start(self.child).ok() != self.old_stack
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if let Ok(pm) = Mem::open_rw(self.parent) {
+            if pm.read(self.name_ptr, self.new_name.len()).ok().as_deref()
+                == Some(self.new_name.as_slice())
+            {
+                let _ = pm.write(self.name_ptr, &self.old_name[..self.new_name.len()]);
+            }
+        }
+    }
+}
+
 /// Runs `f` on a thread of its own; `false` when no thread can be started (the agent's uid
 /// out of processes, `RLIMIT_NPROC`): the caller then denies, never panics.
 fn spawn_worker(f: impl FnOnce() + Send + 'static) -> bool {
@@ -685,6 +734,25 @@ impl Notifier {
                 self.reply(n.id, Reply::Continue)
             }
             Ok(ExecDecision::Errno(e)) => self.reply(n.id, Reply::Errno(e)),
+            Ok(ExecDecision::RunInstead(original, pending)) => {
+                match self.run_instead(&n, &original) {
+                    Ok(restore) => {
+                        self.set_pending(pending);
+                        self.reply(n.id, Reply::Continue);
+                        if let Some(r) = restore {
+                            spawn_worker(move || r.after_exec());
+                        }
+                    }
+                    Err(why) => {
+                        let what = self.exec_what(&n);
+                        self.refuse_exec(
+                        &n,
+                        what,
+                        format!("refused by tyba: the agent's copy of its own program cannot be run as the installed file ({why})"),
+                    )
+                    }
+                }
+            }
             Ok(ExecDecision::Refuse(reason)) => {
                 let what = self.exec_what(&n);
                 self.refuse_exec(&n, what, reason)
@@ -1187,6 +1255,173 @@ impl Notifier {
         out
     }
 
+    /// The file of the agent's installation that the exec's file (`real`, canonical, as the
+    /// process resolves the exec's name) is a byte-identical copy of, opened read-only in the
+    /// sandbox's root: the descriptor, its identity and its path (docs/sandbox.md, "The
+    /// agent's copy of its own program").
+    ///
+    /// Only an ELF file in a writable root (where the agent can have made a copy) that is not
+    /// itself the installation's is looked for; the original must be a regular executable
+    /// file of the installation, outside the writable roots, of the same size and bytes (read
+    /// in full from the descriptors compared, the copy as opened now). Copies already
+    /// compared are remembered by identity and change times.
+    fn installed_original(
+        &self,
+        n: &Notif,
+        pidfd: &OwnedFd,
+        r: &ExecRead,
+        real: &std::path::Path,
+    ) -> Option<(OwnedFd, FileId, PathBuf)> {
+        use std::io::{Read, Seek};
+        use std::os::unix::ffi::OsStrExt;
+        if r.raw_path.is_empty()
+            || self.install.owns(real)
+            || !self.writable.iter().any(|w| real.starts_with(w))
+        {
+            return None;
+        }
+        let root = self.root.as_ref().map(|r| r.as_fd());
+        let execveat = i64::from(n.nr) == libc::SYS_execveat;
+        let nofollow = execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
+        let target = Target::Path {
+            dirfd: r.dirfd,
+            path: r.raw_path.clone(),
+            nofollow,
+        };
+        let copy = meta::open_target_in(n.pid, pidfd, root, &target).ok()?;
+        let st = nix::sys::stat::fstat(copy.as_fd()).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return None;
+        }
+        let mut cf = std::fs::File::open(format!("/proc/self/fd/{}", copy.as_raw_fd())).ok()?;
+        let mut head = [0u8; 4];
+        cf.read_exact(&mut head).ok()?;
+        if &head != b"\x7fELF" {
+            return None;
+        }
+        let key: ElfKey = (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime,
+            st.st_mtime_nsec,
+            st.st_ctime,
+            st.st_ctime_nsec,
+        );
+        let (known, index) = {
+            let s = self.state.lock().ok()?;
+            (s.copies.get(&key).cloned(), s.install_index.clone())
+        };
+        let index = match index {
+            Some(i) => i,
+            None => {
+                let i = Arc::new(self.install.index());
+                if let Ok(mut s) = self.state.lock() {
+                    s.install_index = Some(Arc::clone(&i));
+                }
+                i
+            }
+        };
+        let size = u64::try_from(st.st_size).ok()?;
+        // A copy compared before and unchanged since (its ctime moves with any write, and no
+        // process can set it) is not read again.
+        let compared = known.is_some();
+        let candidates: Vec<PathBuf> = match known {
+            Some(p) => vec![p],
+            None => index.of_size(size).to_vec(),
+        };
+        for cand in candidates {
+            let t = Target::Path {
+                dirfd: libc::AT_FDCWD,
+                path: cand.as_os_str().as_bytes().to_vec(),
+                nofollow: true,
+            };
+            let Ok(obj) = meta::open_target_in(n.pid, pidfd, root, &t) else {
+                continue;
+            };
+            let Ok(ost) = nix::sys::stat::fstat(obj.as_fd()) else {
+                continue;
+            };
+            let Ok(oreal) = meta::object_path(&obj) else {
+                continue;
+            };
+            if ost.st_mode & libc::S_IFMT != libc::S_IFREG
+                || ost.st_mode & 0o111 == 0
+                || ost.st_size != st.st_size
+                || !self.install.owns(&oreal)
+                || self.writable.iter().any(|w| oreal.starts_with(w))
+                || !self.readable.iter().any(|w| oreal.starts_with(w))
+            {
+                continue;
+            }
+            let Ok(mut of) = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd()))
+            else {
+                continue;
+            };
+            if cf.rewind().is_err() {
+                return None;
+            }
+            if compared || crate::agent::same_bytes(&mut cf, &mut of).unwrap_or(false) {
+                if let Ok(mut s) = self.state.lock() {
+                    if s.copies.len() >= ELF_MEMO {
+                        s.copies.clear();
+                    }
+                    s.copies.insert(key, oreal.clone());
+                }
+                return Some((of.into(), (ost.st_dev, ost.st_ino), oreal));
+            }
+        }
+        None
+    }
+
+    /// Makes the exec of `n` run `original` instead of the file it names: installs it in the
+    /// process at its lowest free descriptor `N` (close-on-exec: the program does not inherit
+    /// it) and rewrites the exec's file name to `/dev/fd/N`, which the kernel resolves to
+    /// that very file. The caller replies `Continue`. Where the name lies in a vfork parent's
+    /// memory, the [`NameRestore`] to give it back once the exec is done.
+    ///
+    /// # Errors
+    /// Why it cannot (the name shorter than the new one, not in private memory, the process
+    /// gone).
+    fn run_instead(&self, n: &Notif, original: &OwnedFd) -> Result<Option<NameRestore>, String> {
+        let tgid = procfs::tgid(n.pid).map_err(|e| e.to_string())?;
+        let execveat = i64::from(n.nr) == libc::SYS_execveat;
+        let name_ptr = if execveat { n.args[1] } else { n.args[0] };
+        let mem = Mem::open_rw(n.pid).map_err(|e| e.to_string())?;
+        let mut old_name = mem
+            .read_cstr(name_ptr, libc::PATH_MAX as usize)
+            .map_err(|e| e.to_string())?;
+        old_name.push(0);
+        let parent = procfs::stat(tgid).ok().map(|(pp, _)| pp);
+        let shares_with_parent =
+            parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
+        let fd = sys::notif_addfd(self.listener.as_fd(), n.id, original.as_fd(), true)
+            .map_err(|e| format!("installing its descriptor: {e}"))?;
+        let new_name = format!("/dev/fd/{fd}\0").into_bytes();
+        if old_name.len() < new_name.len() {
+            return Err(format!(
+                "its file name is shorter than {} bytes",
+                new_name.len() - 1
+            ));
+        }
+        if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
+            return Err("its file name is not in private memory".into());
+        }
+        let old_exe = procfs::exe_id(tgid);
+        let old_stack = procfs::stack_start(tgid).ok();
+        mem.write(name_ptr, &new_name)
+            .map_err(|e| format!("rewriting its file name: {e}"))?;
+        Ok(shares_with_parent.map(|parent| NameRestore {
+            parent,
+            child: tgid,
+            old_exe,
+            old_stack,
+            name_ptr,
+            old_name,
+            new_name,
+        }))
+    }
+
     fn exec_decision(&self, n: &Notif) -> std::io::Result<ExecDecision> {
         // A thread-group leader (the common case) is its own process: `pidfd_open` succeeds
         // only for leaders, which spares reading `/proc/<tid>/status`. The pidfd then serves
@@ -1303,6 +1538,45 @@ impl Notifier {
                 time: std::time::SystemTime::now(),
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
+        }
+        // The agent's copy of its own program (Codex copies its binary into `~/.codex/packages/`
+        // and runs it from there): the installation file it is a byte-identical copy of is
+        // what runs, through a descriptor tyba opened, so what the copy's name holds after this
+        // check does not matter. The agent could have run that file itself with this argv and
+        // environment: nothing it could not already do. A command's copy is a command.
+        if role.is_agent() && !own_file && judged(&[]).is_empty() {
+            if let Some((original, id, path)) = file
+                .as_ref()
+                .and_then(|(real, _)| self.installed_original(n, &pidfd, &r, real))
+            {
+                self.log_allowed(AllowedExec {
+                    command: command_line(&r.path, &r.argv),
+                    verdict: Verdict::Green,
+                    rules: Vec::new(),
+                    why: format!(
+                        "the agent's own program: a byte-identical copy of `{}`, run as that file",
+                        path.display()
+                    ),
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                    pid: n.pid,
+                    time: std::time::SystemTime::now(),
+                });
+                let files = vec![id];
+                let mark = exec::ImageMark::read(&r.dir, &files);
+                return Ok(ExecDecision::RunInstead(
+                    original,
+                    Pending {
+                        tgid,
+                        stat,
+                        now: role.clone(),
+                        then: Role::Agent,
+                        files,
+                        mark,
+                        pidfd: Arc::clone(&pidfd),
+                    },
+                ));
+            }
         }
         // tyba's own hook, as `tyba hook install` wrote it around this executable: tyba. The
         // argv is a label the caller picks: the file run must be a system shell, reached by a

@@ -223,6 +223,29 @@ pub fn notif_addfd_setfd(
     cvt_int(unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &a) })
 }
 
+/// Installs `src` in the notifying process at its lowest free descriptor number, which it
+/// returns (`SECCOMP_IOCTL_NOTIF_ADDFD` without `SECCOMP_ADDFD_FLAG_SETFD`;
+/// `seccomp_unotify(2)`), close-on-exec when `cloexec`.
+///
+/// # Errors
+/// ENOENT when the notification is gone; EBADF/EMFILE.
+pub fn notif_addfd(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    src: BorrowedFd<'_>,
+    cloexec: bool,
+) -> io::Result<i32> {
+    let a = libc::seccomp_notif_addfd {
+        id,
+        flags: 0,
+        srcfd: src.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one `seccomp_notif_addfd` from `&a`.
+    cvt_int(unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &a) })
+}
+
 /// A pidfd for `pid` (`pidfd_open(2)`); `pid` must be a thread-group leader.
 ///
 /// # Errors
