@@ -1059,7 +1059,7 @@ mod tests {
                     if c == '\x1b' {
                         if it.peek() == Some(&'[') {
                             it.next();
-                            while let Some(d) = it.next() {
+                            for d in it.by_ref() {
                                 if d.is_ascii_alphabetic() {
                                     break;
                                 }
