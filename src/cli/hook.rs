@@ -325,8 +325,9 @@ fn decide_call(
     // In a session the kernel lets the agent write only its worktree and the session's temp
     // dir: an approval of an edit elsewhere could not take effect (the write would fail with
     // EACCES after the person said yes), so it is refused at once, saying why.
-    if let (Some(_), What::Act(Action::Write { paths } | Action::ApplyPatch { paths })) =
-        (socket, &call.what)
+    let outside_asked = std::env::var_os(OUTSIDE_FILES_ENV).is_some_and(|v| v == "ask");
+    if let (Some(_), What::Act(Action::Write { paths } | Action::ApplyPatch { paths }), false) =
+        (socket, &call.what, outside_asked)
     {
         let scratch = std::fs::canonicalize(std::env::temp_dir()).ok();
         if let Some(p) = paths.iter().find(|p| {
@@ -371,6 +372,10 @@ fn decide_call(
         },
     }
 }
+
+/// Set to `ask` in the agent's environment by `tyba run --ask-outside-files`: the kernel
+/// layer asks about files outside the worktree, so the hook asks about such edits too.
+pub(crate) const OUTSIDE_FILES_ENV: &str = "TYBA_OUTSIDE_FILES";
 
 /// Where the path `p` (as the agent wrote it, relative to `cwd`, `~` for `home`) is
 /// physically, resolved as the kernel resolves it: component by component, each existing

@@ -374,6 +374,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         "TYBA_WORKTREE".into(),
         session.worktree.clone().into_os_string(),
     ));
+    // The agent's hook asks about edits outside the worktree instead of refusing them: the
+    // kernel layer can then grant them (`--ask-outside-files`). Set by the agent it only
+    // turns a refusal into an ask.
+    env.retain(|(k, _)| k != super::hook::OUTSIDE_FILES_ENV);
+    if args.ask_outside_files {
+        env.push((super::hook::OUTSIDE_FILES_ENV.into(), "ask".into()));
+    }
 
     eprintln!(
         "tyba: session {}: worktree {}",
