@@ -98,7 +98,7 @@ impl Analyzer<'_> {
         // A glob reaches everything in the directory it starts in: `rm -rf *` in `~` is
         // `rm -rf ~/*`.
         let globbed_dir = f.has_glob().then(|| {
-            let before = &text[..text.find(['*', '?', '[']).unwrap_or(text.len())];
+            let before = crate::analysis::paths::pattern::literal_prefix(&text);
             match before.rfind('/') {
                 Some(0) => "/".to_string(),
                 Some(i) => before[..i].to_string(),
