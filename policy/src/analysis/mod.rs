@@ -180,8 +180,9 @@ pub(crate) struct Analyzer<'p> {
     arith_depth: usize,
     /// Commands analysed so far, weighted by the directories they may run in.
     work: usize,
-    /// Functions defined on the line and the names each runs in a pipeline or background.
-    spawns: Vec<(String, Vec<String>)>,
+    /// Functions defined on the line and the names each calls, with whether the call runs in
+    /// a process of its own (`syntax::called_names`).
+    spawns: Vec<(String, Vec<(String, bool)>)>,
     /// A `git -c core.hooksPath=…`/`hook.*` override seen, to judge with its subcommand.
     pub(crate) hook_override: bool,
     /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).

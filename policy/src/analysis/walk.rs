@@ -3,7 +3,10 @@
 
 use super::paths::Access;
 use super::state::union_vec;
-use super::syntax::{heredoc_delimiters, nesting, parse, spawn_cycle, spawned_names, MAX_NESTING};
+use super::syntax::{
+    called_names, endless_spawning_loop, heredoc_delimiters, nesting, parse, spawn_cycle,
+    MAX_NESTING,
+};
 use super::words::{self, VarValues};
 use super::{Analyzer, State, Stdin, MAX_DEPTH, MAX_WORK};
 use crate::verdict::Verdict;
@@ -330,9 +333,9 @@ impl Analyzer<'_> {
                 let name = f.fname.value.clone();
                 let mut st = st;
                 st.functions.push(name.clone());
-                self.spawns.push((name.clone(), spawned_names(&f.body.0)));
+                self.spawns.push((name.clone(), called_names(&f.body.0)));
                 if let Some(f) = spawn_cycle(&self.spawns) {
-                    self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{f}` spawns itself (through the functions it runs) in a pipeline or in the background: a fork bomb"));
+                    self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{f}` calls itself (directly or through the functions it runs) with a call in a process of its own: a fork bomb"));
                 }
                 // The body is analysed as if it ran (it may, any number of times).
                 let inner = st.clone();
@@ -435,6 +438,13 @@ impl Analyzer<'_> {
                 after
             }
             ast::CompoundCommand::ArithmeticForClause(f) => {
+                let endless = f
+                    .condition
+                    .as_ref()
+                    .is_none_or(|c| c.value.trim().parse::<i64>().is_ok_and(|n| n != 0));
+                if endless && endless_spawning_loop(None, false, &f.body.list) {
+                    self.endless_spawning_loop();
+                }
                 for e in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
                     .flatten()
@@ -481,6 +491,10 @@ impl Analyzer<'_> {
                 out
             }
             ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+                let until = matches!(cc, ast::CompoundCommand::UntilClause(_));
+                if endless_spawning_loop(Some(&w.0), until, &w.1.list) {
+                    self.endless_spawning_loop();
+                }
                 let mut out = self.loop_body(&w.1.list, Some(&w.0), st.clone(), depth);
                 out.union(&st);
                 out
@@ -508,6 +522,15 @@ impl Analyzer<'_> {
                 st
             }
         }
+    }
+
+    /// A loop that never ends and starts a background job each round.
+    fn endless_spawning_loop(&mut self) {
+        self.add(
+            Verdict::Blocked,
+            "vault.fork-bomb",
+            "an endless loop starts background jobs without end: a fork bomb",
+        );
     }
 
     /// A loop: condition and body analysed from the entry state; when the body changes the
