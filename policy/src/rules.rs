@@ -55,6 +55,7 @@ rules! {
     CMD_WRITES = "cmd.writes", [Yellow], "a command that writes, creates, moves or links files";
     CONFIG_GLOBAL = "config.global", [Red], "a write to the user's or the system's configuration";
     CONFIG_TOOL_WRITE = "config.tool-write", [Red], "a package tool's `config` write (`.npmrc` and the like: credentials, code later)";
+    ENV_CONFIG_MOVED = "env.config-moved", [Yellow, Red], "assigning a variable that moves where programs read configuration (`HOME`, `XDG_CONFIG_HOME`, `GIT_DIR`…); red when the new place is one the agent can write or cannot be known";
     ENV_EXEC_VARIABLE = "env.exec-variable", [Red], "assigning a variable that makes programs run code (DESIGN §2a)";
     ENV_PREFIX_ASSIGNMENT = "env.prefix-assignment", [Yellow], "a command run with a variable changed for it";
     GIT_ALIAS = "git.alias", [Yellow], "a git alias, analysed as what it expands to";

@@ -203,7 +203,8 @@ impl Analyzer<'_> {
     /// A variable assigned in any form (`X=`, `export`, `declare`, `read`, `printf -v`,
     /// `mapfile`, `getopts`, `let`, a `for` variable, `${X:=…}`): exec-capable names are red
     /// (DESIGN.md §2a "Variables").
-    pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, _st: &State) {
+    pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, st: &State) {
+        self.config_dir_assignment(name, None, st);
         if is_exec_var(name) {
             let how = how.map(|h| format!(" through `{h}`")).unwrap_or_default();
             self.add(
@@ -216,6 +217,8 @@ impl Analyzer<'_> {
 
     /// Rules on one assignment (prefix, bare, export, env NAME=VALUE).
     fn assignment_rules(&mut self, name: &str, fields: &[Field], st: &State, prefix: bool) {
+        let value = Field::joined(fields.iter().cloned());
+        self.config_dir_assignment(name, Some(&value), st);
         if is_exec_var(name) {
             self.add(
                 Verdict::Red,

@@ -96,6 +96,9 @@ impl Analyzer<'_> {
                             format!("`{p} {n}` makes programs run code"),
                         );
                     }
+                    if let Some(v) = &v {
+                        self.config_dir_assignment(&n, Some(&Field::lit(v)), &st);
+                    }
                     if let Some(v) = v {
                         for f in split_colon_list(&Field::lit(&v)) {
                             self.path_field(&st, &f, Access::Read);
