@@ -337,6 +337,11 @@ impl Analyzer<'_> {
                     );
                     self.path_field(&st, &Field::lit(name), Access::Read);
                     self.generic_paths(&st, args, Access::Any);
+                    // A program named like a registered one may be a build of it
+                    // (`./target/release/tyba approve`): its effects count.
+                    if let Some(base) = name.rsplit('/').next().filter(|b| !b.is_empty()) {
+                        self.program_effects(&st, base, args);
+                    }
                     self.carried_shell_lines(&st, args, stdin, depth);
                     return st;
                 }

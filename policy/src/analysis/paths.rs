@@ -2,6 +2,7 @@
 //! worktree, system paths (the vault), credentials, agent and IDE control files, the pre-push
 //! hook.
 
+use crate::rules;
 use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
 
@@ -287,6 +288,13 @@ pub(crate) fn check_path(
                 format!("`{word}` would change the pre-push hook that keeps pushes off protected branches"),
             ));
         }
+        if locates_git_dir(pc.worktree, &phys) || locates_git_dir(pc.worktree, &lex) {
+            out.push(Finding::new(
+                Verdict::Blocked,
+                rules::GIT_GUARD_GIT_DIR.id,
+                format!("`{word}` would move git's directory, and with it the configuration and hooks git uses: the pre-push hook would no longer run"),
+            ));
+        }
     }
 
     if inside {
@@ -345,6 +353,30 @@ pub(crate) fn check_path(
         ));
     }
     Some(phys)
+}
+
+/// Whether `p` is a file that tells git where its directory is (gitrepository-layout(5)):
+/// `commondir` of a git directory or of `worktrees/<id>/` (the common directory, holding
+/// `config` and `hooks/`), `gitdir` there, or the worktree's `.git` when it is a file
+/// (`gitdir: PATH` of a linked worktree or a submodule). Rewriting one points git at
+/// configuration and hooks of the writer's choosing.
+fn locates_git_dir(worktree: &Path, p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str());
+    if matches!(name, Some("commondir") | Some("gitdir")) {
+        return p.parent().is_some_and(|dir| {
+            dir.components().any(|c| match c {
+                Component::Normal(n) => {
+                    let n = n.to_string_lossy();
+                    n == ".git" || n.ends_with(".git")
+                }
+                _ => false,
+            }) || dir
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|w| w == "worktrees")
+        });
+    }
+    p == worktree.join(".git") && !p.is_dir()
 }
 
 fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
