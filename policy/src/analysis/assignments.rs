@@ -205,6 +205,31 @@ impl Analyzer<'_> {
         }
     }
 
+    /// git's configuration given through the environment (git-config(1) "ENVIRONMENT":
+    /// `GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT` with `GIT_CONFIG_KEY_<n>`/`VALUE_<n>`;
+    /// `GIT_CONFIG_GLOBAL`/`SYSTEM`, `GIT_CONFIG` name whole files): a hooks key there, or a
+    /// value that cannot be known, switches the pre-push hook off for every git the line runs
+    /// afterwards (blocked, `git.guard.hooks-path`). `value` is `None` when it cannot be known.
+    pub(crate) fn git_config_env(&mut self, name: &str, value: Option<&Field>) {
+        let hooks_key = |t: &str| {
+            let t = t.to_ascii_lowercase();
+            t.contains("core.hookspath") || t.contains("hook.")
+        };
+        let text = value.and_then(Field::known);
+        let switches_off = match name {
+            "GIT_CONFIG_PARAMETERS" => text.as_deref().is_none_or(hooks_key),
+            _ if name.starts_with("GIT_CONFIG_KEY_") => text.as_deref().is_none_or(hooks_key),
+            _ => false,
+        };
+        if switches_off {
+            self.add(
+                Verdict::Blocked,
+                rules::GIT_GUARD_HOOKS_PATH.id,
+                format!("`{name}` gives every later git a hooks configuration (or one that cannot be known): it switches the push guard off"),
+            );
+        }
+    }
+
     /// Checks every piece of an assignment value as a path read (DESIGN.md §2a: assignment
     /// values are words; an absolute path outside the worktree is red).
     pub(crate) fn assignment_value_paths(&mut self, st: &State, value: &Field) {

@@ -205,6 +205,7 @@ impl Analyzer<'_> {
     /// (DESIGN.md §2a "Variables").
     pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, st: &State) {
         self.config_dir_assignment(name, None, st);
+        self.git_config_env(name, None);
         if is_exec_var(name) {
             let how = how.map(|h| format!(" through `{h}`")).unwrap_or_default();
             self.add(
@@ -219,6 +220,7 @@ impl Analyzer<'_> {
     fn assignment_rules(&mut self, name: &str, fields: &[Field], st: &State, prefix: bool) {
         let value = Field::joined(fields.iter().cloned());
         self.config_dir_assignment(name, Some(&value), st);
+        self.git_config_env(name, Some(&value));
         if is_exec_var(name) {
             self.add(
                 Verdict::Red,

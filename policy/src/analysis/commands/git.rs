@@ -87,10 +87,12 @@ impl Analyzer<'_> {
             _ => s,
         });
         if std::mem::take(&mut self.hook_override) {
+            // A key whose value git runs (`core.fsmonitor`, an alias) runs code that inherits
+            // the hooks path through GIT_CONFIG_PARAMETERS: a `git push` there skips the hook.
             let could_push = match sub.as_deref() {
                 Some(s) => crate::git_tables::may_push(s),
                 None => sub_field.is_some(),
-            };
+            } || self.out.rules().contains(&"git.config-code");
             // Switching hooks off for one command matters when it can push (DESIGN.md §2:
             // the push guard); for a read-only builtin (agents probe repositories with
             // `-c core.hooksPath=/dev/null`) no pre-push hook runs either way: not green.
@@ -195,6 +197,14 @@ impl Analyzer<'_> {
                 }
             }
         }
+        // `git credential fill`, `git credential-store get`: the stored credentials printed.
+        if sub == "credential" || sub.starts_with("credential-") {
+            self.add(
+                Verdict::Red,
+                "path.credential",
+                format!("`git {sub}` reads or changes stored credentials"),
+            );
+        }
         if known_rest.iter().any(|a| a == "--help" || a == "-h") || sub == "help" {
             self.add(
                 Verdict::Yellow,
@@ -202,7 +212,10 @@ impl Analyzer<'_> {
                 format!("`git {sub} --help` runs man and a pager"),
             );
         }
-        let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "archive" if sub != "archive" || has("--remote"))
+        // git's transports and servers (git(1) "Low-level commands", "Interacting with
+        // Others"): `remote-<transport>` helpers, the daemon and web servers, mail senders.
+        let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "http-fetch" | "http-push" | "daemon" | "instaweb" | "imap-send" | "p4" | "cvsimport" | "cvsserver" | "archimport" | "archive" if sub != "archive" || has("--remote"))
+            || sub.starts_with("remote-")
             || sub == "remote"
                 && known_rest
                     .iter()
