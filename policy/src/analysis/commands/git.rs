@@ -493,7 +493,19 @@ impl Analyzer<'_> {
                     "`git clean` deletes untracked files".to_string(),
                 );
                 let (f, d_or_x) = git_clean_force_recursive(rest, &known_rest);
-                if f && d_or_x {
+                // `clean.requireForce=false` (git-clean(1)) makes `-f` unneeded; a value that
+                // cannot be known may be false, and the environment may carry it.
+                let force_off = config_pairs.iter().any(|(k, v)| {
+                    k.eq_ignore_ascii_case("clean.requireForce")
+                        && v.as_deref().is_none_or(|v| {
+                            matches!(
+                                v.to_ascii_lowercase().as_str(),
+                                "false" | "no" | "off" | "0"
+                            )
+                        })
+                }) || st.vars.keys().any(|k| k.starts_with("GIT_CONFIG"))
+                    || inv.env.iter().any(|(k, _)| k.starts_with("GIT_CONFIG"));
+                if (f || force_off) && d_or_x {
                     self.add(
                         Verdict::Red,
                         "rm.recursive-force",
