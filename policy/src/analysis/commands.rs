@@ -49,6 +49,8 @@ impl Analyzer<'_> {
         let mut assigns: Vec<(String, Vec<Field>, bool)> = Vec::new();
         let mut words: Vec<Field> = Vec::new();
         let mut st = st;
+        // What it reads on stdin, when literal: the pipe's, unless a redirection replaces it.
+        self.fed_script = self.piped_script.clone();
         if let Some(prefix) = &s.prefix {
             for item in &prefix.0 {
                 self.prefix_item(item, &st, &mut assigns, &mut words, &mut stdin, depth);

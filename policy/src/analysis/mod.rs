@@ -185,6 +185,16 @@ pub(crate) struct Analyzer<'p> {
     spawns: Vec<(String, Vec<(String, bool)>)>,
     /// A `git -c core.hooksPath=…`/`hook.*` override seen, to judge with its subcommand.
     pub(crate) hook_override: bool,
+    /// A command earlier on the line may have switched the repository's current branch
+    /// (`git checkout BRANCH`, `switch`, `symbolic-ref HEAD`…): the inspector's view of
+    /// `HEAD` is then stale for a later push.
+    pub(crate) head_moved: bool,
+    /// The literal text the previous stage of the pipeline being analysed writes (`echo
+    /// 'LINE' | …`), when it can be known.
+    pub(crate) piped_script: Option<String>,
+    /// The literal text the command being analysed reads on stdin: the pipe's
+    /// ([`Self::piped_script`]) or its own here-string or here-document's.
+    pub(crate) fed_script: Option<String>,
     /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).
     fed: Vec<bool>,
     /// Trap bodies set and not yet analysed with the state the shell exits in.
@@ -208,6 +218,9 @@ impl<'p> Analyzer<'p> {
             work: 0,
             spawns: Vec::new(),
             hook_override: false,
+            head_moved: false,
+            piped_script: None,
+            fed_script: None,
             fed: Vec::new(),
             traps: Vec::new(),
             shadowed_use: false,

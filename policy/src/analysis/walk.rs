@@ -279,12 +279,62 @@ impl Analyzer<'_> {
             return self.command(&p.seq[0], st, first, depth);
         }
         self.out.shape.compound = true;
+        let outer = self.piped_script.take();
         for (i, c) in p.seq.iter().enumerate() {
             let stdin = if i == 0 { first } else { Stdin::Fed };
+            self.piped_script = match i {
+                0 => outer.clone(),
+                _ => self.literal_output(&p.seq[i - 1], &st),
+            };
             // Every stage runs in a subshell: its changes do not outlive the pipeline.
             self.command(c, st.clone(), stdin, depth);
         }
+        self.piped_script = outer;
         st
+    }
+
+    /// What a pipeline stage writes when it is `echo` or `printf` of literal words (`echo
+    /// 'LINE'`, `printf '%s\n' A B`, `printf 'TEXT'`), approximately: enough to analyse a
+    /// script piped into a shell. `None` otherwise.
+    fn literal_output(&mut self, c: &ast::Command, st: &State) -> Option<String> {
+        let ast::Command::Simple(s) = c else {
+            return None;
+        };
+        if s.prefix.is_some() {
+            return None;
+        }
+        let mut words = Vec::new();
+        for item in s.suffix.iter().flat_map(|x| x.0.iter()) {
+            match item {
+                ast::CommandPrefixOrSuffixItem::Word(w) if !w.value.contains(['$', '`']) => {
+                    for f in self.expand_word(&w.value, st) {
+                        words.push(f.known()?);
+                    }
+                }
+                _ => return None,
+            }
+        }
+        let name = s.word_or_name.as_ref()?.value.as_str();
+        let unescape = |t: &str| t.replace("\\n", "\n").replace("\\t", "\t");
+        match name {
+            "echo" => {
+                let start = words
+                    .iter()
+                    .take_while(|w| matches!(w.as_str(), "-n" | "-e" | "-E" | "-ne" | "-en"))
+                    .count();
+                Some(unescape(&words[start..].join(" ")) + "\n")
+            }
+            "printf" => match words.split_first() {
+                Some((format, [])) if !format.contains('%') => Some(unescape(format)),
+                Some((format, rest))
+                    if matches!(format.as_str(), "%s" | "%s\\n" | "%b" | "%b\\n") =>
+                {
+                    Some(unescape(&rest.join("\n")) + "\n")
+                }
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// Counts analysis work; true once the budget is spent (the line is then blocked).

@@ -205,6 +205,9 @@ impl Analyzer<'_> {
                 format!("`git {sub}` reads or changes stored credentials"),
             );
         }
+        if switches_head(&sub, &known_rest, rest.iter().all(Field::is_known)) {
+            self.head_moved = true;
+        }
         if known_rest.iter().any(|a| a == "--help" || a == "-h") || sub == "help" {
             self.add(
                 Verdict::Yellow,
@@ -307,7 +310,9 @@ impl Analyzer<'_> {
                     "`git send-pack` pushes without running the pre-push hook".to_string(),
                 );
             }
-            if self.ctx.git.is_none() {
+            // After a branch switch on the line, the repository as inspected now is not
+            // the one the push runs in: judge it from the line alone (DESIGN.md §3).
+            if self.ctx.git.is_none() || self.head_moved {
                 self.git_push_static(args, &protected);
             }
             self.generic_paths(&st_git, rest, Access::Read);
@@ -611,6 +616,29 @@ impl Analyzer<'_> {
 /// directories too), read by git's own parser (`--f` is `--force`, `-exd` excludes `xd`,
 /// `--no-force` after `-f` resets it). When a word cannot be known or git would reject the
 /// words, every letter of every short option counts.
+/// Whether `git SUB REST` may change which branch `HEAD` names (git-checkout(1),
+/// git-switch(1), git-symbolic-ref(1), git-rebase(1) `<upstream> <branch>`, git-bisect(1),
+/// git-branch(1) `-m`, git-update-ref(1) of `HEAD`). `git checkout -- PATHS` only restores
+/// files. Words that cannot be known may do it.
+fn switches_head(sub: &str, known: &[String], all_known: bool) -> bool {
+    let has = |w: &str| known.iter().any(|a| a == w);
+    match sub {
+        "checkout" => !all_known || known.first().is_none_or(|a| a != "--"),
+        "switch" | "bisect" | "rebase" => true,
+        "symbolic-ref" | "update-ref" => !all_known || has("HEAD"),
+        "branch" => {
+            !all_known
+                || known.iter().any(|a| {
+                    a == "-m"
+                        || a == "-M"
+                        || a.starts_with("--mov")
+                        || a.starts_with("-") && !a.starts_with("--") && a.contains(['m', 'M'])
+                })
+        }
+        _ => false,
+    }
+}
+
 fn git_clean_force_recursive(rest: &[Field], known: &[String]) -> (bool, bool) {
     if rest.iter().all(Field::is_known) {
         if let Ok(p) = crate::git_options::parse(known, crate::git_options::CLEAN_OPTIONS) {
