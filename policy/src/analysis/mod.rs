@@ -195,6 +195,10 @@ pub(crate) struct Analyzer<'p> {
     /// The literal text the command being analysed reads on stdin: the pipe's
     /// ([`Self::piped_script`]) or its own here-string or here-document's.
     pub(crate) fed_script: Option<String>,
+    /// Functions defined on the line and their bodies' text, for calls that pass arguments.
+    pub(crate) function_bodies: Vec<(String, String)>,
+    /// Functions whose call is being analysed with its arguments (no recursion).
+    pub(crate) calling: Vec<String>,
     /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).
     fed: Vec<bool>,
     /// Trap bodies set and not yet analysed with the state the shell exits in.
@@ -221,6 +225,8 @@ impl<'p> Analyzer<'p> {
             head_moved: false,
             piped_script: None,
             fed_script: None,
+            function_bodies: Vec::new(),
+            calling: Vec::new(),
             fed: Vec::new(),
             traps: Vec::new(),
             shadowed_use: false,

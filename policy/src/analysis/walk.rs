@@ -384,6 +384,8 @@ impl Analyzer<'_> {
                 let mut st = st;
                 st.functions.push(name.clone());
                 self.spawns.push((name.clone(), called_names(&f.body.0)));
+                self.function_bodies
+                    .push((name.clone(), f.body.0.to_string()));
                 if let Some(f) = spawn_cycle(&self.spawns) {
                     self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{f}` calls itself (directly or through the functions it runs) with a call in a process of its own: a fork bomb"));
                 }
