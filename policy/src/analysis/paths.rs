@@ -288,6 +288,20 @@ pub(crate) fn check_path(
                 format!("`{word}` would change the pre-push hook that keeps pushes off protected branches"),
             ));
         }
+        // Every other hook in the directory git runs hooks from (`core.hooksPath`, `.husky`)
+        // is code that runs outside the sandbox later (DESIGN.md §2: hooks red).
+        // (Hooks under a git directory have their rule in `control_rules`.)
+        let configured = !hook
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().ends_with(".git"));
+        let in_hooks_dir = |p: &Path| p.parent() == hook.parent() && p != hook.as_path();
+        if configured && !names_hook && (in_hooks_dir(&phys) || in_hooks_dir(&lex)) {
+            out.push(Finding::new(
+                Verdict::Red,
+                "path.git-hooks",
+                format!("`{word}` writes a git hook: code that runs outside the sandbox later"),
+            ));
+        }
         if locates_git_dir(pc.worktree, &phys) || locates_git_dir(pc.worktree, &lex) {
             out.push(Finding::new(
                 Verdict::Blocked,
