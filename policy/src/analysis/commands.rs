@@ -68,6 +68,8 @@ impl Analyzer<'_> {
         let mut assigns: Vec<(String, Vec<Field>, bool)> = Vec::new();
         let mut words: Vec<Field> = Vec::new();
         let mut st = st;
+        // What it reads on stdin, when literal: the pipe's, unless a redirection replaces it.
+        self.fed_script = self.piped_script.clone();
         if let Some(prefix) = &s.prefix {
             for item in &prefix.0 {
                 self.prefix_item(item, &st, &mut assigns, &mut words, &mut stdin, depth);
@@ -222,7 +224,9 @@ impl Analyzer<'_> {
     /// A variable assigned in any form (`X=`, `export`, `declare`, `read`, `printf -v`,
     /// `mapfile`, `getopts`, `let`, a `for` variable, `${X:=…}`): exec-capable names are red
     /// (DESIGN.md §2a "Variables").
-    pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, _st: &State) {
+    pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, st: &State) {
+        self.config_dir_assignment(name, None, st);
+        self.git_config_env(name, None);
         if is_exec_var(name) {
             let how = how.map(|h| format!(" through `{h}`")).unwrap_or_default();
             self.add(
@@ -235,6 +239,9 @@ impl Analyzer<'_> {
 
     /// Rules on one assignment (prefix, bare, export, env NAME=VALUE).
     fn assignment_rules(&mut self, name: &str, fields: &[Field], st: &State, prefix: bool) {
+        let value = Field::joined(fields.iter().cloned());
+        self.config_dir_assignment(name, Some(&value), st);
+        self.git_config_env(name, Some(&value));
         if is_exec_var(name) {
             self.add(
                 Verdict::Red,
@@ -254,6 +261,70 @@ impl Analyzer<'_> {
                 }
             }
         }
+    }
+
+    /// A call of a function defined on the line whose body uses its positional parameters
+    /// (`f(){ git "$@"; }; f push origin HEAD:main`, `f(){ rm -rf "$1"; }; f /etc`): the
+    /// body is analysed again with `$@`, `$*`, `$N` replaced by the call's words (DESIGN.md
+    /// §2a: wrappers are judged by what they run). Arguments that cannot be known stay
+    /// unknown there. Each function is expanded once per call chain (no recursion).
+    fn function_call(&mut self, st: &State, name: &str, args: &[Field], depth: usize) {
+        if self.calling.iter().any(|c| c == name) {
+            return;
+        }
+        let Some(body) = self
+            .function_bodies
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.clone())
+        else {
+            return;
+        };
+        let uses = body.contains("$@")
+            || body.contains("$*")
+            || body.contains("${@")
+            || body.contains("${*")
+            || (1..=9)
+                .any(|n| body.contains(&format!("${n}")) || body.contains(&format!("${{{n}}}")));
+        if !uses {
+            return;
+        }
+        // A word as it can stand in the body's text: plain when it has no characters the
+        // shell treats specially (then it reads the same quoted or not), single-quoted else;
+        // an unknown word as a variable nobody set.
+        let word = |f: &Field| match f.known() {
+            Some(t)
+                if !t.is_empty()
+                    && t.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_./:@%+=,-^~".contains(c)) =>
+            {
+                t
+            }
+            Some(t) => format!("'{}'", t.replace('\'', r"'\''")),
+            None => "${__tyba_unknown_argument}".to_string(),
+        };
+        let all: Vec<String> = args.iter().map(word).collect();
+        let mut text = body;
+        for spelling in [
+            "\"$@\"", "\"${@}\"", "\"$*\"", "\"${*}\"", "${@}", "${*}", "$@", "$*",
+        ] {
+            text = text.replace(spelling, &all.join(" "));
+        }
+        for n in (1..=9).rev() {
+            let value = args.get(n - 1).map(word).unwrap_or_default();
+            for spelling in [
+                format!("\"${{{n}}}\""),
+                format!("\"${n}\""),
+                format!("${{{n}}}"),
+                format!("${n}"),
+            ] {
+                text = text.replace(&spelling, &value);
+            }
+        }
+        self.calling.push(name.to_string());
+        self.line(&text, st.clone(), depth + 1);
+        self.calling.pop();
     }
 
     /// Runs the rules for a command whose words are expanded.
@@ -355,6 +426,11 @@ impl Analyzer<'_> {
                         self.path_field(&st, &Field::lit(name), Access::Read);
                     }
                     self.generic_paths(&st, args, Access::Any);
+                    // A program named like a registered one may be a build of it
+                    // (`./target/release/tyba approve`): its effects count.
+                    if let Some(base) = name.rsplit('/').next().filter(|b| !b.is_empty()) {
+                        self.program_effects(&st, base, args);
+                    }
                     self.carried_shell_lines(&st, args, stdin, depth);
                     return st;
                 }
@@ -366,8 +442,10 @@ impl Analyzer<'_> {
         // command itself; both are analysed below).
         self.defined_use(&st, &program, args, depth);
         if st.functions.iter().any(|f| f == &program) {
-            // Its body was analysed where it was defined.
+            // Its body was analysed where it was defined, without arguments; a body that uses
+            // its positional parameters is analysed again with this call's.
             self.generic_paths(&st, args, Access::Any);
+            self.function_call(&st, &program, args, depth);
             return st;
         }
         let inv = Invocation {

@@ -179,10 +179,7 @@ impl Analyzer<'_> {
                             "path.glob-too-wide",
                             format!("`{text}` matches too many paths to check"),
                         ));
-                        let prefix: String = text
-                            .chars()
-                            .take_while(|c| !matches!(c, '*' | '?' | '['))
-                            .collect();
+                        let prefix = paths::pattern::literal_prefix(&text).to_string();
                         for cwd in &st.cwds {
                             paths::check_partial(
                                 &pc,

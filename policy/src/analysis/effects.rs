@@ -103,6 +103,9 @@ impl Analyzer<'_> {
         if effects.contains(&Effect::ServiceManager) {
             self.systemctl(args);
         }
+        if effects.contains(&Effect::SupervisorControl) {
+            self.supervisor_control(args);
+        }
         if effects.contains(&Effect::Linger)
             && args
                 .iter()
@@ -114,6 +117,55 @@ impl Analyzer<'_> {
                 "`loginctl enable-linger` keeps the user's services running after logout"
                     .to_string(),
             );
+        }
+    }
+
+    /// `tyba`'s subcommands that switch its guards off (blocked) or decide for the person
+    /// (red); see [`Effect::SupervisorControl`]. A subcommand word that cannot be known may be
+    /// any of them: red.
+    fn supervisor_control(&mut self, args: &[Field]) {
+        let mut words = args
+            .iter()
+            .filter(|a| a.known().is_none_or(|t| !t.starts_with('-')));
+        let (sub, verb) = (words.next(), words.next());
+        let (Some(sub), verb) = (sub.and_then(Field::known), verb.map(Field::known)) else {
+            if sub.is_some() {
+                self.add(
+                    Verdict::Red,
+                    rules::SUPERVISOR_CONTROL.id,
+                    "`tyba` with a subcommand that cannot be known may approve asks or switch a guard off".to_string(),
+                );
+            }
+            return;
+        };
+        let unknown_verb = matches!(verb, Some(None));
+        let verb = verb.flatten();
+        match sub.as_str() {
+            "git-guard" if unknown_verb || verb.as_deref() == Some("uninstall") => {
+                self.add(
+                    Verdict::Blocked,
+                    rules::GIT_GUARD_HOOK.id,
+                    "`tyba git-guard uninstall` removes the pre-push hook that keeps pushes off protected branches".to_string(),
+                );
+            }
+            "hook" if unknown_verb || verb.as_deref() == Some("uninstall") => {
+                self.add(
+                    Verdict::Blocked,
+                    rules::SUPERVISOR_CONTROL.id,
+                    "`tyba hook uninstall` removes the hook through which tyba judges the agent's actions".to_string(),
+                );
+            }
+            "hook" if verb.as_deref() == Some("install") => self.add(
+                Verdict::Red,
+                rules::SUPERVISOR_CONTROL.id,
+                "`tyba hook install` rewrites the agent's settings".to_string(),
+            ),
+            "approve" | "autonomy" | "clean" => self.add(
+                Verdict::Red,
+                rules::SUPERVISOR_CONTROL.id,
+                format!("`tyba {sub}` is the person's decision, not the agent's"),
+            ),
+            _ => {}
         }
     }
 

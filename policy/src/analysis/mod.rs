@@ -180,10 +180,25 @@ pub(crate) struct Analyzer<'p> {
     arith_depth: usize,
     /// Commands analysed so far, weighted by the directories they may run in.
     work: usize,
-    /// Functions defined on the line and the names each runs in a pipeline or background.
-    spawns: Vec<(String, Vec<String>)>,
+    /// Functions defined on the line and the names each calls, with whether the call runs in
+    /// a process of its own (`syntax::called_names`).
+    spawns: Vec<(String, Vec<(String, bool)>)>,
     /// A `git -c core.hooksPath=…`/`hook.*` override seen, to judge with its subcommand.
     pub(crate) hook_override: bool,
+    /// A command earlier on the line may have switched the repository's current branch
+    /// (`git checkout BRANCH`, `switch`, `symbolic-ref HEAD`…): the inspector's view of
+    /// `HEAD` is then stale for a later push.
+    pub(crate) head_moved: bool,
+    /// The literal text the previous stage of the pipeline being analysed writes (`echo
+    /// 'LINE' | …`), when it can be known.
+    pub(crate) piped_script: Option<String>,
+    /// The literal text the command being analysed reads on stdin: the pipe's
+    /// ([`Self::piped_script`]) or its own here-string or here-document's.
+    pub(crate) fed_script: Option<String>,
+    /// Functions defined on the line and their bodies' text, for calls that pass arguments.
+    pub(crate) function_bodies: Vec<(String, String)>,
+    /// Functions whose call is being analysed with its arguments (no recursion).
+    pub(crate) calling: Vec<String>,
     /// Whether the commands of the line being analysed read a fed stdin (`x | bash -c '…'`).
     fed: Vec<bool>,
     /// Trap bodies set and not yet analysed with the state the shell exits in.
@@ -207,6 +222,11 @@ impl<'p> Analyzer<'p> {
             work: 0,
             spawns: Vec::new(),
             hook_override: false,
+            head_moved: false,
+            piped_script: None,
+            fed_script: None,
+            function_bodies: Vec::new(),
+            calling: Vec::new(),
             fed: Vec::new(),
             traps: Vec::new(),
             shadowed_use: false,

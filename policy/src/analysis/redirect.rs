@@ -83,6 +83,11 @@ impl Analyzer<'_> {
                     );
                     let _ = self.expand_word(&inner, st);
                 }
+                if fd.unwrap_or(0) == 0 {
+                    self.fed_script = (!doc.requires_expansion
+                        || !doc.doc.value.contains(['$', '`', '\\']))
+                    .then(|| doc.doc.value.clone());
+                }
                 fd.unwrap_or(0) == 0
             }
             ast::IoRedirect::HereString(fd, w) => {
@@ -93,6 +98,13 @@ impl Analyzer<'_> {
                         "cmd.dynamic-args",
                         "the here-string holds values that cannot be known (they may be secrets)",
                     );
+                }
+                if fd.unwrap_or(0) == 0 {
+                    self.fed_script = fields
+                        .iter()
+                        .map(Field::known)
+                        .collect::<Option<Vec<String>>>()
+                        .map(|t| t.join(" ") + "\n");
                 }
                 fd.unwrap_or(0) == 0
             }

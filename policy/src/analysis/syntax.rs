@@ -1,5 +1,6 @@
 //! Helpers over the text and tree of a line: parsing, nesting depth, here-document
-//! delimiters, substitutions inside text, and the functions a function body spawns.
+//! delimiters, substitutions inside text, the functions a function body calls and loops that
+//! spawn without end.
 
 use super::words;
 use brush_parser::ast;
@@ -96,79 +97,243 @@ pub(super) fn parse(text: &str) -> Result<ast::Program, String> {
     brush_parser::parse_tokens(&tokens, &opts).map_err(|e| e.to_string())
 }
 
-/// Whether a function body runs the function itself in a pipeline or in the background.
-/// Names a function body runs in a pipeline or in the background (what a fork bomb does).
-pub(super) fn spawned_names(body: &ast::CompoundCommand) -> Vec<String> {
-    let text = body.to_string();
-    let Ok(prog) = parse(&text) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for cc in &prog.complete_commands {
-        for item in &cc.0 {
-            let async_ = matches!(item.1, ast::SeparatorOperator::Async);
-            visit_pipelines(&item.0, &mut |p: &ast::Pipeline| {
-                if p.seq.len() > 1 || async_ {
-                    for c in &p.seq {
-                        if let Some(n) = command_name(c) {
-                            if !out.contains(&n) {
-                                out.push(n);
-                            }
-                        }
+/// How a simple command is reached inside a body.
+#[derive(Debug, Clone, Copy, Default)]
+struct Reach {
+    /// It runs in a process of its own: a pipeline stage, a subshell, a command or process
+    /// substitution, a background job or a coprocess.
+    forked: bool,
+    /// The body does not wait for it: a background job (`&`) or a coprocess.
+    background: bool,
+}
+
+/// The simple commands a compound command runs, by name, with how each is reached
+/// (function definitions inside are not entered: they only define).
+fn reached_names(cc: &ast::CompoundCommand, reach: Reach, out: &mut Vec<(String, Reach)>) {
+    let list = |l: &ast::CompoundList, out: &mut Vec<(String, Reach)>| reached_list(l, reach, out);
+    match cc {
+        ast::CompoundCommand::BraceGroup(g) => list(&g.list, out),
+        ast::CompoundCommand::Subshell(g) => reached_list(
+            &g.list,
+            Reach {
+                forked: true,
+                ..reach
+            },
+            out,
+        ),
+        ast::CompoundCommand::ForClause(f) => list(&f.body.list, out),
+        ast::CompoundCommand::ArithmeticForClause(f) => list(&f.body.list, out),
+        ast::CompoundCommand::CaseClause(c) => {
+            for item in &c.cases {
+                if let Some(l) = &item.cmd {
+                    list(l, out);
+                }
+            }
+        }
+        ast::CompoundCommand::IfClause(i) => {
+            list(&i.condition, out);
+            list(&i.then, out);
+            for e in i.elses.iter().flatten() {
+                if let Some(c) = &e.condition {
+                    list(c, out);
+                }
+                list(&e.body, out);
+            }
+        }
+        ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+            list(&w.0, out);
+            list(&w.1.list, out);
+        }
+        ast::CompoundCommand::Coprocess(c) => reached_command(
+            &c.body,
+            Reach {
+                forked: true,
+                background: true,
+            },
+            out,
+        ),
+        ast::CompoundCommand::Arithmetic(_) => {}
+    }
+}
+
+fn reached_list(list: &ast::CompoundList, reach: Reach, out: &mut Vec<(String, Reach)>) {
+    for item in &list.0 {
+        let reach = if matches!(item.1, ast::SeparatorOperator::Async) {
+            Reach {
+                forked: true,
+                background: true,
+            }
+        } else {
+            reach
+        };
+        let aol = &item.0;
+        for p in std::iter::once(&aol.first).chain(aol.additional.iter().map(|a| match a {
+            ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
+        })) {
+            let reach = if p.seq.len() > 1 {
+                Reach {
+                    forked: true,
+                    ..reach
+                }
+            } else {
+                reach
+            };
+            for c in &p.seq {
+                reached_command(c, reach, out);
+            }
+        }
+    }
+}
+
+fn reached_command(c: &ast::Command, reach: Reach, out: &mut Vec<(String, Reach)>) {
+    match c {
+        ast::Command::Simple(s) => {
+            if let Some(n) = &s.word_or_name {
+                out.push((n.value.clone(), reach));
+            }
+            // `$(f)`, `` `f` ``, `<(f)`: each runs in a process of its own.
+            let inner = Reach {
+                forked: true,
+                ..reach
+            };
+            for text in substitutions_in(&s.to_string()) {
+                if let Ok(prog) = parse(&text) {
+                    for cc in &prog.complete_commands {
+                        reached_list(cc, inner, out);
                     }
                 }
-            });
+            }
+            let items = s.prefix.iter().flat_map(|p| p.0.iter());
+            for item in items.chain(s.suffix.iter().flat_map(|p| p.0.iter())) {
+                if let ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) = item {
+                    reached_list(&sub.list, inner, out);
+                }
+            }
+        }
+        ast::Command::Compound(cc, _) => reached_names(cc, reach, out),
+        ast::Command::Function(_) | ast::Command::ExtendedTest(..) => {}
+    }
+}
+
+/// The names a function body runs, each with whether the call runs in a process of its own
+/// (pipeline, subshell, substitution, background job, coprocess): the edges of the call
+/// graph [`spawn_cycle`] searches.
+pub(super) fn called_names(body: &ast::CompoundCommand) -> Vec<(String, bool)> {
+    let mut reached = Vec::new();
+    reached_names(body, Reach::default(), &mut reached);
+    let mut out: Vec<(String, bool)> = Vec::new();
+    for (name, reach) in reached {
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 |= reach.forked,
+            None => out.push((name, reach.forked)),
         }
     }
     out
 }
 
-/// Whether the functions defined on a line spawn each other in a cycle (`f(){ f|f& }`, or
-/// `a(){ b|b& }; b(){ a|a& }`): a fork bomb.
-pub(super) fn spawn_cycle(spawns: &[(String, Vec<String>)]) -> Option<String> {
-    for (start, _) in spawns {
-        let mut stack = vec![start.clone()];
+/// Whether the functions defined on a line call each other in a cycle (directly, `f(){ f &
+/// f; }`, or mutually, `a(){ b & b; }; b(){ a & a; }`) where at least one call of the cycle
+/// runs in a process of its own: every call then adds processes without end, a fork bomb
+/// (DESIGN.md §2: fork bombs are blocked). A cycle of plain calls only recurses in one
+/// process, which bash ends at its nesting limit. Returns a function of the cycle.
+pub(super) fn spawn_cycle(calls: &[(String, Vec<(String, bool)>)]) -> Option<String> {
+    let reaches = |from: &str, to: &str| {
+        let mut stack = vec![from.to_string()];
         let mut seen: Vec<String> = Vec::new();
         while let Some(n) = stack.pop() {
-            let Some((_, callees)) = spawns.iter().find(|(f, _)| *f == n) else {
+            if n == to {
+                return true;
+            }
+            let Some((_, callees)) = calls.iter().find(|(f, _)| *f == n) else {
                 continue;
             };
-            for c in callees {
-                if c == start {
-                    return Some(start.clone());
-                }
+            for (c, _) in callees {
                 if !seen.contains(c) {
                     seen.push(c.clone());
                     stack.push(c.clone());
                 }
             }
         }
+        false
+    };
+    for (caller, callees) in calls {
+        for (callee, forked) in callees {
+            if *forked && reaches(callee, caller) {
+                return Some(caller.clone());
+            }
+        }
     }
     None
 }
 
-pub(super) fn visit_pipelines(aol: &ast::AndOrList, f: &mut dyn FnMut(&ast::Pipeline)) {
-    f(&aol.first);
-    for a in &aol.additional {
-        match a {
-            ast::AndOr::And(p) | ast::AndOr::Or(p) => f(p),
-        }
+/// Whether a loop condition always lets the loop go on: `while` with `true`, `:`, a
+/// non-zero arithmetic literal or a test of a non-empty literal (`[ 1 ]`), `until` with
+/// `false`; `!` inverts. False when it may end (or cannot be known).
+fn endless_condition(cond: &ast::CompoundList, until: bool) -> bool {
+    let Some(last) = cond.0.last() else {
+        return false;
+    };
+    if !last.0.additional.is_empty() || last.0.first.seq.len() != 1 {
+        return false;
     }
-    let inner = |p: &ast::Pipeline, f: &mut dyn FnMut(&ast::Pipeline)| {
-        for c in &p.seq {
-            if let ast::Command::Compound(ast::CompoundCommand::BraceGroup(g), _) = c {
-                for item in &g.list.0 {
-                    visit_pipelines(&item.0, f);
-                }
+    let p = &last.0.first;
+    let goes_on_when = until == p.bang;
+    let succeeds = match &p.seq[0] {
+        ast::Command::Simple(s) => {
+            let name = s.word_or_name.as_ref().map(|w| w.value.as_str());
+            let args: Vec<&str> = s
+                .suffix
+                .iter()
+                .flat_map(|x| x.0.iter())
+                .filter_map(|i| match i {
+                    ast::CommandPrefixOrSuffixItem::Word(w) => Some(w.value.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let literal = |a: &str| {
+                !a.is_empty() && !a.contains(['$', '`', '"', '\'']) && !a.starts_with('-')
+            };
+            match (
+                name.map(|n| n.rsplit('/').next().unwrap_or(n)),
+                args.as_slice(),
+            ) {
+                (Some("true" | ":"), _) => Some(true),
+                (Some("false"), _) => Some(false),
+                (Some("["), [a, "]"]) | (Some("test"), [a]) if literal(a) => Some(true),
+                _ => None,
             }
         }
+        ast::Command::Compound(ast::CompoundCommand::Arithmetic(a), _) => {
+            let e = a.expr.value.trim();
+            match e.parse::<i64>() {
+                Ok(n) => Some(n != 0),
+                Err(_) => None,
+            }
+        }
+        _ => None,
     };
-    inner(&aol.first, f);
+    succeeds == Some(goes_on_when)
 }
 
-pub(super) fn command_name(c: &ast::Command) -> Option<String> {
-    match c {
-        ast::Command::Simple(s) => s.word_or_name.as_ref().map(|w| w.value.clone()),
-        _ => None,
+/// Whether a loop goes on without end while starting background jobs each round (`while
+/// true; do ls & done`, `until false; do f & done`, `for ((;;)); do … & done`): processes
+/// pile up until the system's limit, as in a fork bomb. A `break`, `exit` or `return` in the
+/// body that runs in the loop's own process counts as an end. `cond` is `None` for
+/// `for ((;;))`.
+pub(super) fn endless_spawning_loop(
+    cond: Option<&ast::CompoundList>,
+    until: bool,
+    body: &ast::CompoundList,
+) -> bool {
+    if let Some(c) = cond {
+        if !endless_condition(c, until) {
+            return false;
+        }
     }
+    let mut reached = Vec::new();
+    reached_list(body, Reach::default(), &mut reached);
+    let ends = reached
+        .iter()
+        .any(|(n, r)| !r.forked && matches!(n.as_str(), "break" | "exit" | "return" | "exec"));
+    !ends && reached.iter().any(|(_, r)| r.background)
 }

@@ -3,7 +3,10 @@
 
 use super::paths::Access;
 use super::state::union_vec;
-use super::syntax::{heredoc_delimiters, nesting, parse, spawn_cycle, spawned_names, MAX_NESTING};
+use super::syntax::{
+    called_names, endless_spawning_loop, heredoc_delimiters, nesting, parse, spawn_cycle,
+    MAX_NESTING,
+};
 use super::words::{self, VarValues};
 use super::{Analyzer, State, Stdin, MAX_DEPTH, MAX_WORK};
 use crate::verdict::Verdict;
@@ -276,12 +279,62 @@ impl Analyzer<'_> {
             return self.command(&p.seq[0], st, first, depth);
         }
         self.out.shape.compound = true;
+        let outer = self.piped_script.take();
         for (i, c) in p.seq.iter().enumerate() {
             let stdin = if i == 0 { first } else { Stdin::Fed };
+            self.piped_script = match i {
+                0 => outer.clone(),
+                _ => self.literal_output(&p.seq[i - 1], &st),
+            };
             // Every stage runs in a subshell: its changes do not outlive the pipeline.
             self.command(c, st.clone(), stdin, depth);
         }
+        self.piped_script = outer;
         st
+    }
+
+    /// What a pipeline stage writes when it is `echo` or `printf` of literal words (`echo
+    /// 'LINE'`, `printf '%s\n' A B`, `printf 'TEXT'`), approximately: enough to analyse a
+    /// script piped into a shell. `None` otherwise.
+    fn literal_output(&mut self, c: &ast::Command, st: &State) -> Option<String> {
+        let ast::Command::Simple(s) = c else {
+            return None;
+        };
+        if s.prefix.is_some() {
+            return None;
+        }
+        let mut words = Vec::new();
+        for item in s.suffix.iter().flat_map(|x| x.0.iter()) {
+            match item {
+                ast::CommandPrefixOrSuffixItem::Word(w) if !w.value.contains(['$', '`']) => {
+                    for f in self.expand_word(&w.value, st) {
+                        words.push(f.known()?);
+                    }
+                }
+                _ => return None,
+            }
+        }
+        let name = s.word_or_name.as_ref()?.value.as_str();
+        let unescape = |t: &str| t.replace("\\n", "\n").replace("\\t", "\t");
+        match name {
+            "echo" => {
+                let start = words
+                    .iter()
+                    .take_while(|w| matches!(w.as_str(), "-n" | "-e" | "-E" | "-ne" | "-en"))
+                    .count();
+                Some(unescape(&words[start..].join(" ")) + "\n")
+            }
+            "printf" => match words.split_first() {
+                Some((format, [])) if !format.contains('%') => Some(unescape(format)),
+                Some((format, rest))
+                    if matches!(format.as_str(), "%s" | "%s\\n" | "%b" | "%b\\n") =>
+                {
+                    Some(unescape(&rest.join("\n")) + "\n")
+                }
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// Counts analysis work; true once the budget is spent (the line is then blocked).
@@ -330,9 +383,11 @@ impl Analyzer<'_> {
                 let name = f.fname.value.clone();
                 let mut st = st;
                 st.functions.push(name.clone());
-                self.spawns.push((name.clone(), spawned_names(&f.body.0)));
+                self.spawns.push((name.clone(), called_names(&f.body.0)));
+                self.function_bodies
+                    .push((name.clone(), f.body.0.to_string()));
                 if let Some(f) = spawn_cycle(&self.spawns) {
-                    self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{f}` spawns itself (through the functions it runs) in a pipeline or in the background: a fork bomb"));
+                    self.add(Verdict::Blocked, "vault.fork-bomb", format!("function `{f}` calls itself (directly or through the functions it runs) with a call in a process of its own: a fork bomb"));
                 }
                 // The body is analysed as if it ran (it may, any number of times).
                 let inner = st.clone();
@@ -435,6 +490,13 @@ impl Analyzer<'_> {
                 after
             }
             ast::CompoundCommand::ArithmeticForClause(f) => {
+                let endless = f
+                    .condition
+                    .as_ref()
+                    .is_none_or(|c| c.value.trim().parse::<i64>().is_ok_and(|n| n != 0));
+                if endless && endless_spawning_loop(None, false, &f.body.list) {
+                    self.endless_spawning_loop();
+                }
                 for e in [&f.initializer, &f.condition, &f.updater]
                     .into_iter()
                     .flatten()
@@ -481,6 +543,10 @@ impl Analyzer<'_> {
                 out
             }
             ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+                let until = matches!(cc, ast::CompoundCommand::UntilClause(_));
+                if endless_spawning_loop(Some(&w.0), until, &w.1.list) {
+                    self.endless_spawning_loop();
+                }
                 let mut out = self.loop_body(&w.1.list, Some(&w.0), st.clone(), depth);
                 out.union(&st);
                 out
@@ -508,6 +574,15 @@ impl Analyzer<'_> {
                 st
             }
         }
+    }
+
+    /// A loop that never ends and starts a background job each round.
+    fn endless_spawning_loop(&mut self) {
+        self.add(
+            Verdict::Blocked,
+            "vault.fork-bomb",
+            "an endless loop starts background jobs without end: a fork bomb",
+        );
     }
 
     /// A loop: condition and body analysed from the entry state; when the body changes the

@@ -144,10 +144,10 @@ impl Field {
         s
     }
 
-    /// Whether unquoted pattern characters appear.
+    /// Whether unquoted pattern characters appear (`*`, `?`, `[`, an extended pattern).
     pub fn has_glob(&self) -> bool {
         self.parts.iter().any(|p| match p {
-            Part::Lit { text, glob: true } => text.contains(['*', '?', '[']),
+            Part::Lit { text, glob: true } => super::paths::pattern::is_pattern(text),
             _ => false,
         })
     }

@@ -16,12 +16,21 @@ impl Analyzer<'_> {
         let table = registry::lookup(p).map_or(&[][..], |e| e.options);
         for t in parse_opts(inv.args, table) {
             match t {
-                Tok::Opt { name, .. } => {
+                Tok::Opt { name, value } => {
                     let n = name.as_str();
                     if n == "-r" || n == "-R" || names(n, "--recursive") {
                         recursive = true;
                     } else if n == "-f" || names(n, "--force") {
                         force = true;
+                    } else if n.len() > 2 && names(n, "--interactive") {
+                        // `--interactive=never` (`no`, `none`) never prompts: rm(1) says it is
+                        // `-f` without ignoring missing files. A value that cannot be known may
+                        // be `never`.
+                        match value.as_ref().map(Field::known) {
+                            Some(Some(w)) => force |= matches!(w.as_str(), "never" | "no" | "none"),
+                            Some(None) => force = true,
+                            None => {}
+                        }
                     } else if names(n, "--no-preserve-root") {
                         self.add(
                             Verdict::Blocked,
@@ -37,6 +46,8 @@ impl Analyzer<'_> {
         if p != "rm" {
             recursive = false;
         }
+        // Input fed to rm answers its prompts (`yes | rm -r`): as good as `-f`.
+        force |= inv.stdin == Stdin::Fed;
         self.add(Verdict::Yellow, "rm.delete", format!("`{p}` deletes files"));
         if recursive && (force || dynamic) {
             self.add(
@@ -98,7 +109,7 @@ impl Analyzer<'_> {
         // A glob reaches everything in the directory it starts in: `rm -rf *` in `~` is
         // `rm -rf ~/*`.
         let globbed_dir = f.has_glob().then(|| {
-            let before = &text[..text.find(['*', '?', '[']).unwrap_or(text.len())];
+            let before = crate::analysis::paths::pattern::literal_prefix(&text);
             match before.rfind('/') {
                 Some(0) => "/".to_string(),
                 Some(i) => before[..i].to_string(),
@@ -252,6 +263,16 @@ impl Analyzer<'_> {
                             Verdict::Red,
                             "cmd.program-option",
                             format!("`rsync {n}` runs a program"),
+                        );
+                    } else if p == "rsync"
+                        && (n.len() > 4 && names(n, "--delete")
+                            || n.starts_with("--delete-")
+                            || names(n, "--remove-source-files"))
+                    {
+                        self.add(
+                            Verdict::Red,
+                            "rm.recursive-force",
+                            format!("`rsync {n}` deletes files without confirmation"),
                         );
                     } else if p == "install" && names(n, "--strip-program") {
                         self.add(

@@ -87,10 +87,12 @@ impl Analyzer<'_> {
             _ => s,
         });
         if std::mem::take(&mut self.hook_override) {
+            // A key whose value git runs (`core.fsmonitor`, an alias) runs code that inherits
+            // the hooks path through GIT_CONFIG_PARAMETERS: a `git push` there skips the hook.
             let could_push = match sub.as_deref() {
                 Some(s) => crate::git_tables::may_push(s),
                 None => sub_field.is_some(),
-            };
+            } || self.out.rules().contains(&"git.config-code");
             // Switching hooks off for one command matters when it can push (DESIGN.md §2:
             // the push guard); for a read-only builtin (agents probe repositories with
             // `-c core.hooksPath=/dev/null`) no pre-push hook runs either way: not green.
@@ -200,6 +202,17 @@ impl Analyzer<'_> {
                 }
             }
         }
+        // `git credential fill`, `git credential-store get`: the stored credentials printed.
+        if sub == "credential" || sub.starts_with("credential-") {
+            self.add(
+                Verdict::Red,
+                "path.credential",
+                format!("`git {sub}` reads or changes stored credentials"),
+            );
+        }
+        if switches_head(&sub, &known_rest, rest.iter().all(Field::is_known)) {
+            self.head_moved = true;
+        }
         if known_rest.iter().any(|a| a == "--help" || a == "-h") || sub == "help" {
             self.add(
                 Verdict::Yellow,
@@ -207,7 +220,10 @@ impl Analyzer<'_> {
                 format!("`git {sub} --help` runs man and a pager"),
             );
         }
-        let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "archive" if sub != "archive" || has("--remote"))
+        // git's transports and servers (git(1) "Low-level commands", "Interacting with
+        // Others"): `remote-<transport>` helpers, the daemon and web servers, mail senders.
+        let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "http-fetch" | "http-push" | "daemon" | "instaweb" | "imap-send" | "p4" | "cvsimport" | "cvsserver" | "archimport" | "archive" if sub != "archive" || has("--remote"))
+            || sub.starts_with("remote-")
             || sub == "remote"
                 && known_rest
                     .iter()
@@ -302,7 +318,9 @@ impl Analyzer<'_> {
                     "`git send-pack` pushes without running the pre-push hook".to_string(),
                 );
             }
-            if self.ctx.git.is_none() {
+            // After a branch switch on the line, the repository as inspected now is not
+            // the one the push runs in: judge it from the line alone (DESIGN.md §3).
+            if self.ctx.git.is_none() || self.head_moved {
                 self.git_push_static(args, &protected);
             }
             self.generic_paths(&st_git, rest, Access::Read);
@@ -488,7 +506,19 @@ impl Analyzer<'_> {
                     "`git clean` deletes untracked files".to_string(),
                 );
                 let (f, d_or_x) = git_clean_force_recursive(rest, &known_rest);
-                if f && d_or_x {
+                // `clean.requireForce=false` (git-clean(1)) makes `-f` unneeded; a value that
+                // cannot be known may be false, and the environment may carry it.
+                let force_off = config_pairs.iter().any(|(k, v)| {
+                    k.eq_ignore_ascii_case("clean.requireForce")
+                        && v.as_deref().is_none_or(|v| {
+                            matches!(
+                                v.to_ascii_lowercase().as_str(),
+                                "false" | "no" | "off" | "0"
+                            )
+                        })
+                }) || st.vars.keys().any(|k| k.starts_with("GIT_CONFIG"))
+                    || inv.env.iter().any(|(k, _)| k.starts_with("GIT_CONFIG"));
+                if (f || force_off) && d_or_x {
                     self.add(
                         Verdict::Red,
                         "rm.recursive-force",
@@ -594,6 +624,29 @@ impl Analyzer<'_> {
 /// directories too), read by git's own parser (`--f` is `--force`, `-exd` excludes `xd`,
 /// `--no-force` after `-f` resets it). When a word cannot be known or git would reject the
 /// words, every letter of every short option counts.
+/// Whether `git SUB REST` may change which branch `HEAD` names (git-checkout(1),
+/// git-switch(1), git-symbolic-ref(1), git-rebase(1) `<upstream> <branch>`, git-bisect(1),
+/// git-branch(1) `-m`, git-update-ref(1) of `HEAD`). `git checkout -- PATHS` only restores
+/// files. Words that cannot be known may do it.
+fn switches_head(sub: &str, known: &[String], all_known: bool) -> bool {
+    let has = |w: &str| known.iter().any(|a| a == w);
+    match sub {
+        "checkout" => !all_known || known.first().is_none_or(|a| a != "--"),
+        "switch" | "bisect" | "rebase" => true,
+        "symbolic-ref" | "update-ref" => !all_known || has("HEAD"),
+        "branch" => {
+            !all_known
+                || known.iter().any(|a| {
+                    a == "-m"
+                        || a == "-M"
+                        || a.starts_with("--mov")
+                        || a.starts_with("-") && !a.starts_with("--") && a.contains(['m', 'M'])
+                })
+        }
+        _ => false,
+    }
+}
+
 fn git_clean_force_recursive(rest: &[Field], known: &[String]) -> (bool, bool) {
     if rest.iter().all(Field::is_known) {
         if let Ok(p) = crate::git_options::parse(known, crate::git_options::CLEAN_OPTIONS) {

@@ -46,6 +46,7 @@ impl Analyzer<'_> {
         }
         let mut deletes = false;
         let mut deletes_via_exec = false;
+        let mut removes_via_exec = false;
         while i < args.len() {
             let t = args[i].known();
             i += 1;
@@ -110,6 +111,11 @@ impl Analyzer<'_> {
                         // Run on every file under the start points: as wide as a recursive one.
                         deletes_via_exec = true;
                     }
+                    // A remover run on every match deletes recursively without confirmation,
+                    // as `-delete` does.
+                    removes_via_exec |= program
+                        .as_deref()
+                        .is_some_and(|n| matches!(n, "rm" | "shred" | "unlink" | "rmdir"));
                     if !inner.is_empty() {
                         let _ = self.invoke(
                             st.clone(),
@@ -169,11 +175,12 @@ impl Analyzer<'_> {
                 _ => {}
             }
         }
-        if deletes {
+        if deletes || removes_via_exec {
+            let how = if deletes { "-delete" } else { "-exec rm" };
             self.add(
                 Verdict::Red,
                 "rm.find-delete",
-                "`find -delete` deletes recursively without confirmation".to_string(),
+                format!("`find {how}` deletes recursively without confirmation"),
             );
         }
         if follows {
@@ -234,6 +241,18 @@ impl Analyzer<'_> {
                         "rm" | "shred" | "unlink" | "rmdir" | "mv" | "chmod" | "chown" | "truncate"
                     )
                 });
+                if inner.first().and_then(Field::known).is_some_and(|n| {
+                    matches!(
+                        n.rsplit('/').next().unwrap_or(""),
+                        "rm" | "shred" | "unlink" | "rmdir"
+                    )
+                }) {
+                    self.add(
+                        Verdict::Red,
+                        "rm.find-delete",
+                        "`fd -x rm` deletes every match without confirmation".to_string(),
+                    );
+                }
                 if deleter {
                     // Every match under the search paths: check those like a recursive target.
                     let positional: Vec<Field> = args[..i]

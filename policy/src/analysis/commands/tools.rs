@@ -271,6 +271,35 @@ impl Analyzer<'_> {
                 "`npm set -g` writes the global configuration".to_string(),
             );
         }
+        // Publishing uploads the package, and the account commands send or store a registry
+        // token (npm(1), cargo(1), twine, gem): the network, red.
+        let verb = known.iter().find(|a| !a.starts_with('-'));
+        if verb.is_some_and(|v| {
+            matches!(
+                v.as_str(),
+                "publish"
+                    | "unpublish"
+                    | "login"
+                    | "logout"
+                    | "adduser"
+                    | "owner"
+                    | "yank"
+                    | "deprecate"
+                    | "dist-tag"
+                    | "token"
+                    | "push"
+                    | "upload"
+            )
+        }) {
+            self.add(
+                Verdict::Red,
+                crate::rules::NET_CLIENT.id,
+                format!(
+                    "`{p} {}` sends the package or an account token to a registry",
+                    verb.map(String::as_str).unwrap_or("")
+                ),
+            );
+        }
         self.generic_paths(st, inv.args, Access::Any);
     }
 }

@@ -164,6 +164,16 @@ impl Analyzer<'_> {
             }
         }
         inner.extend_from_slice(rest);
+        // The items xargs reads, when its stdin is literal text (`echo .env | xargs cat`,
+        // `xargs rm <<< /etc/passwd`): split at blanks, as xargs does for unquoted input.
+        let from_file = toks
+            .opts
+            .iter()
+            .any(|(o, _)| o == "-a" || names(o, "--arg-file"));
+        let literal_text: Option<String> = (p == "xargs" && inv.stdin == Stdin::Fed && !from_file)
+            .then(|| self.fed_script.take())
+            .flatten()
+            .filter(|t| !t.contains(['\'', '"', '\\']));
         if p == "xargs" || p == "parallel" {
             if inner.is_empty() {
                 inner.push(Field::lit("echo"));
@@ -174,6 +184,44 @@ impl Analyzer<'_> {
                 .opts
                 .iter()
                 .any(|(o, _)| o == "-I" || o == "-i" || names(o, "--replace"));
+            // `-I`: one item per input line, leading blanks dropped (xargs(1)).
+            let literal_items: Option<Vec<String>> = literal_text.map(|t| {
+                if replace {
+                    t.lines()
+                        .map(str::trim_start)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                } else {
+                    t.split_whitespace().map(str::to_string).collect()
+                }
+            });
+            if let (Some(items), false) = (&literal_items, replace) {
+                inner.extend(items.iter().map(|i| Field::lit(i)));
+                let _ = self.invoke(st2, &inner, env, Stdin::Inherited, depth);
+                return Some(st.clone());
+            }
+            if let (Some(items), true) = (&literal_items, replace) {
+                let marker = toks
+                    .opts
+                    .iter()
+                    .find(|(o, _)| o == "-I")
+                    .and_then(|(_, v)| v.as_ref())
+                    .and_then(Field::known)
+                    .unwrap_or_else(|| "{}".to_string());
+                for item in items {
+                    let each: Vec<Field> = inner
+                        .iter()
+                        .enumerate()
+                        .map(|(n, a)| match a.known() {
+                            Some(t) if n > 0 => Field::lit(&t.replace(marker.as_str(), item)),
+                            _ => a.clone(),
+                        })
+                        .collect();
+                    let _ = self.invoke(st2.clone(), &each, env.clone(), Stdin::Inherited, depth);
+                }
+                return Some(st.clone());
+            }
             if replace {
                 // `-I {}`: the placeholder stands for each item.
                 let marker = toks

@@ -178,6 +178,11 @@ pub(crate) enum Effect {
         letters: &'static str,
         longs: &'static [&'static str],
     },
+    /// tyba's own control subcommands: removing the pre-push hook or the agent's hook entry
+    /// (`git-guard uninstall`, `hook uninstall`) switches a guard off (blocked); approving
+    /// asks, changing autonomy, writing hook entries or removing worktrees is the agent
+    /// deciding what its supervisor lets it do (`supervisor.control`, red).
+    SupervisorControl,
 }
 
 /// How an option of [`Effect::WritesTo`] takes its value.

@@ -3,7 +3,8 @@
 //! [`Effect`]s applied to every invocation: a compiler's `-o FILE`, `patch -d DIR`, `cpio -D
 //! DIR`, `7za -oDIR` are paths written (under a system path blocked, DESIGN.md §2);
 //! `systemctl enable|link|edit…` and `loginctl enable-linger` make code run later, outside
-//! the sandbox (red, like `crontab`).
+//! the sandbox (red, like `crontab`); `tyba`'s own subcommands that switch its guards off or
+//! grant approvals are the agent overruling its supervisor ([`Effect::SupervisorControl`]).
 
 use super::{ex, Effect, Judge, Operands, Program, Takes, Walk};
 use crate::rules;
@@ -96,6 +97,22 @@ pub(super) const PROGRAMS: &[Program] = &[
         &[
             ex("loginctl list-sessions", Yellow),
             ex("loginctl enable-linger", Red),
+        ],
+    ),
+    tool(
+        &["tyba"],
+        &[Effect::SupervisorControl],
+        &[
+            rules::CMD_UNLISTED,
+            rules::GIT_GUARD_HOOK,
+            rules::SUPERVISOR_CONTROL,
+        ],
+        &[
+            ex("tyba classify 'ls'", Yellow),
+            ex("tyba git-guard uninstall", Blocked),
+            ex("tyba hook uninstall claude-code", Blocked),
+            ex("tyba approve --always s1-3", Red),
+            ex("tyba autonomy s1 high", Red),
         ],
     ),
 ];
