@@ -5,6 +5,7 @@
 #   file-heavy  grep -r, read every file, git status, write 200 files, over a ~12k-file tree
 #   compile     make -j2 -B of a generated C project (60 files)
 # Usage: scripts/bench-overhead.sh [--runs N] [--out FILE.md] [--only "launch file-heavy compile"]
+#        [--outside]   also `tyba run --ask-outside-files` (needs /dev/fuse), in the same run
 # Needs: hyperfine and bubblewrap (apt-get install hyperfine bubblewrap), gcc, make, git.
 set -euo pipefail
 
@@ -12,12 +13,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUNS=20
 OUT=""
 ONLY="launch file-heavy compile"
+OUTSIDE=0
 while [ $# -gt 0 ]; do
     case "$1" in
+        --outside) OUTSIDE=1; shift ;;
         --runs) RUNS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS] [--outside]" >&2; exit 2 ;;
     esac
 done
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -86,6 +89,7 @@ EOF
 git -C "$CPROJ" init -q && git -C "$CPROJ" add -A && git -C "$CPROJ" commit -q -m c
 
 TY="$TYBA run --here --non-interactive --autonomy high --"
+TYO="$TYBA run --here --non-interactive --autonomy high --ask-outside-files --"
 bw() { echo "bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind $1 $1 --unshare-pid --unshare-net --die-with-parent --new-session --chdir $1 --"; }
 
 bench() { # name dir bare-command...
@@ -94,6 +98,7 @@ bench() { # name dir bare-command...
     local cmd="$*"
     local args=(-n bare "$cmd" -n tyba "$TY $cmd")
     if [ "$HAVE_BWRAP" = 1 ]; then args+=(-n bwrap "$(bw "$dir") $cmd"); fi
+    if [ "$OUTSIDE" = 1 ]; then args+=(-n tyba-outside "$TYO $cmd"); fi
     (cd "$dir" && hyperfine -N --style basic --warmup 3 --runs "$RUNS" --export-json "$WORK/$name.json" "${args[@]}" >&2)
 }
 
@@ -112,9 +117,10 @@ while IFS= read -r line; do
     if wanted "${line%%	*}"; then printf '%s\n' "$line"; fi
 done < "$WORK/interleave.all" > "$WORK/interleave.tsv"
 
-python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" <<'EOF'
+python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" "$OUTSIDE" "$TYO" <<'EOF'
 import json, sys, os, platform, datetime, shlex, statistics, subprocess, time
 work, runs, out, ty, have_bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
+outside, tyo = sys.argv[6] == "1", sys.argv[7]
 
 def bwrap(d):
     return (f"bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind {d} {d} --unshare-pid "
@@ -133,6 +139,8 @@ for line in open(os.path.join(work, "interleave.tsv")):
     variants = {"bare": cmd, "tyba": f"{ty} {cmd}"}
     if have_bwrap:
         variants["bwrap"] = f"{bwrap(cwd)} {cmd}"
+    if outside:
+        variants["tyba-outside"] = f"{tyo} {cmd}"
     wall = {k: [] for k in variants}
     for _ in range(int(runs)):
         for k, c in variants.items():
@@ -176,6 +184,23 @@ lines.append("")
 lines.append("CPU = user + system time of the process tree hyperfine waited for (bwrap's sandboxed")
 lines.append("children are not waited through, so no CPU figure for it). Load average at the end: "
              + " ".join(open("/proc/loadavg").read().split()[:3]) + ".")
+if outside:
+    lines.append("")
+    lines.append("`tyba run --ask-outside-files` in the same run (the workloads touch only the worktree):")
+    lines.append("")
+    lines.append("| workload | tyba run | with --ask-outside-files | ratio | interleaved medians: tyba | with the option | ratio |")
+    lines.append("|---|---|---|---|---|---|---|")
+    med_by = dict(inter)
+    for name in ["launch", "file-heavy", "compile"]:
+        f = os.path.join(work, name + ".json")
+        if not os.path.exists(f):
+            continue
+        data = {r["command"]: r for r in json.load(open(f))["results"]}
+        t, o = data["tyba"]["mean"], data["tyba-outside"]["mean"]
+        m = med_by.get(name, {})
+        mt, mo = m.get("tyba"), m.get("tyba-outside")
+        ms = f"{mt*1000:.1f} ms | {mo*1000:.1f} ms | {mo/mt:.2f}×" if mt and mo else "– | – | –"
+        lines.append(f"| {name} | {t*1000:.1f} ms | {o*1000:.1f} ms (σ {data['tyba-outside']['stddev']*1000:.1f}) | {o/t:.2f}× | {ms} |")
 text = "\n".join(lines) + "\n"
 print(text)
 if out:

@@ -125,6 +125,10 @@ pub struct Recorded {
     pub other: Mutex<Vec<String>>,
     /// When the reply carrying the first scripted step was sent.
     pub first_step_at: Mutex<Option<Instant>>,
+    /// Model requests the agent makes for itself besides the session (Codex's TUI asks for a
+    /// thread title, offering no tools), answered with a plain message: what they hold is
+    /// not what the model read of the session, and their replies carry no step.
+    pub side: Mutex<Vec<String>>,
 }
 
 impl Recorded {
@@ -137,6 +141,11 @@ impl Recorded {
                 .unwrap()
                 .get_or_insert_with(Instant::now);
         }
+    }
+
+    /// Records a side request ([`Recorded::side`]), described by `what`.
+    pub fn side_request(&self, what: String) {
+        self.side.lock().unwrap().push(what);
     }
 
     pub fn other_request(&self, what: String) {
@@ -633,34 +642,16 @@ pub struct Measured {
     pub quiet: usize,
 }
 
-/// The refusals made quietly in a session, from its end-of-session lines (`tyba: refused
-/// quietly (not asked) (N):` then one `tyba:   KIND WHAT[ (×K)]: REASON` entry per distinct
-/// refusal), each repeated as often as it was made.
-pub fn quiet_refusals(stderr: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    let mut on = false;
-    for l in stderr.lines() {
-        if l.starts_with("tyba: refused quietly") {
-            on = true;
-            continue;
-        }
-        if on {
-            match l.strip_prefix("tyba:   ") {
-                Some(e) => {
-                    let times = e
-                        .split_once(" (×")
-                        .and_then(|(_, r)| r.split_once("):"))
-                        .and_then(|(n, _)| n.parse::<usize>().ok())
-                        .unwrap_or(1);
-                    for _ in 0..times {
-                        v.push(e.to_string());
-                    }
-                }
-                None => on = false,
-            }
-        }
-    }
-    v
+/// How many refusals were made quietly in a session, from its end-of-session summary line
+/// (`tyba: refused quietly (not asked): N (K different); each is in `tyba log ID``); 0 when
+/// there is none.
+pub fn quiet_refusals(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("tyba: refused quietly (not asked): "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Checks what the issue asks of every agent's scripted session: nothing asked or refused
@@ -890,7 +881,7 @@ pub fn check_outcome(s: &Scripted, o: &Outcome, ctx: &str) -> Measured {
         asks: o.asks.len(),
         refusals_before_first_step: refused_before,
         refusals: refusals.len(),
-        quiet: quiet.len(),
+        quiet,
     };
     eprintln!(
         "MEASURED {} {:?} {:?}: asks before the first step {}, asks in the session {}, refusals before the first step {}, refusals {} ({} not of a step), refused quietly {}",

@@ -625,3 +625,54 @@ fn an_approved_a_and_aaaa_lookup_succeeds_against_a_resolver_the_test_starts() {
         assert_eq!(asks.len(), 1, "{who:?}: one ask for one intent: {asks:?}");
     }
 }
+
+/// A lookup the relay refuses is never dropped silently: an approved command whose line names
+/// no host (as `npm install x` names none) that looks a name up gets `tyba: refused the lookup
+/// of NAME by `LINE`…` on its stderr at once, and the session's audit log has a `lookup` line
+/// naming it; the name never reaches a name server (refused before any upstream query, so no
+/// answer comes and the resolver fails). No name server needs to answer: the name is made up.
+#[test]
+fn a_refused_lookup_is_told_to_the_command_and_logged() {
+    if !std::fs::read_to_string("/etc/resolv.conf").is_ok_and(|t| {
+        t.lines().any(|l| {
+            l.trim()
+                .strip_prefix("nameserver")
+                .is_some_and(|v| v.trim().parse::<std::net::Ipv4Addr>().is_ok())
+        })
+    }) {
+        eprintln!("skipped: no IPv4 name server in /etc/resolv.conf, so no resolver relay");
+        return;
+    }
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-refused-lookup") else {
+            continue;
+        };
+        let name = "nothing-named-here.tyba-test.example";
+        let script = format!(
+            "/usr/bin/python3 -c 'import socket\ntry:\n socket.getaddrinfo(\"{name}\", 443)\n print(\"resolved\")\nexcept OSError as e:\n print(\"failed\", e.errno)'; echo py=$?"
+        );
+        let (_asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
+        let ctx = format!("{who:?}: out {out} / err {err}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("failed") && !out.contains("resolved"), "{ctx}");
+        assert!(
+            err.contains(&format!("tyba: refused the lookup of `{name}` by `"))
+                && err.contains("python3"),
+            "{ctx}: the command is told, naming itself"
+        );
+        let (_, log, _) = fx.cli(&["log", "--json"]);
+        let line = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|e| e["kind"] == "lookup")
+            .unwrap_or_else(|| panic!("{ctx}: no lookup in the log: {log}"));
+        assert!(
+            line["action"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(name),
+            "{ctx}: {line}"
+        );
+        assert_ne!(line["decision"], "allow", "{ctx}: {line}");
+    }
+}

@@ -113,6 +113,7 @@ fn red_team_cases_through_the_binary() {
     check_file("commands-redteam.jsonl");
     check_file("commands-redteam2.jsonl");
     check_file("commands-redteam3.jsonl");
+    check_file("commands-redteam4.jsonl");
 }
 
 #[test]
@@ -280,4 +281,50 @@ fn policy_show_prints_the_merged_layers() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let b = v["protected_branches"].as_array().unwrap();
     assert!(b.iter().any(|x| x == "release") && b.iter().any(|x| x == "main"));
+}
+
+/// With `core.hooksPath` pointing at a worktree directory (`.husky`), every hook there runs
+/// outside the sandbox later: writing one is red (DESIGN.md §2), the pre-push hook blocked,
+/// through the shell and through the edit tool alike.
+#[test]
+fn hooks_in_the_configured_hooks_directory_are_hooks() {
+    let fx = fixture();
+    std::fs::create_dir_all(fx.w.join(".husky")).unwrap();
+    std::fs::write(fx.w.join(".husky/pre-push"), "#!/bin/sh\n").unwrap();
+    assert!(Command::new("git")
+        .current_dir(&fx.w)
+        .args(["config", "core.hooksPath", ".husky"])
+        .status()
+        .unwrap()
+        .success());
+    let verdict = |args: &[&str]| -> (String, Vec<String>) {
+        let out = tyba(&fx)
+            .args(["classify", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rules = v["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect();
+        (v["verdict"].as_str().unwrap().to_string(), rules)
+    };
+    for args in [
+        &["echo x > .husky/post-commit"][..],
+        &["cp README.md .husky/pre-commit"],
+        &["--tool", "write", "--path", ".husky/post-checkout"],
+    ] {
+        let (v, rules) = verdict(args);
+        assert_eq!(v, "red", "{args:?}: {rules:?}");
+        assert!(
+            rules.iter().any(|r| r == "path.git-hooks"),
+            "{args:?}: {rules:?}"
+        );
+    }
+    assert_eq!(verdict(&["echo x > .husky/pre-push"]).0, "blocked");
+    assert_eq!(verdict(&["cat .husky/post-commit"]).0, "green");
 }

@@ -36,6 +36,7 @@ const CORPORA: &[&str] = &[
     "commands-redteam.jsonl",
     "commands-redteam2.jsonl",
     "commands-redteam3.jsonl",
+    "commands-redteam4.jsonl",
     "commands-faults.jsonl",
 ];
 

@@ -50,6 +50,10 @@ fn make_caches(home: &Path) {
     );
     w(&format!("{PIP}/http-v2/a/b/c/entry"), "WHEEL-BYTES\n");
     w(
+        ".npm/_logs/2026-01-01T00_00_00_000Z-debug-0.log",
+        "0 verbose cli\n",
+    );
+    w(
         ".cargo/git/checkouts/dep-1234/abcdef/build.rs",
         "fn main() {}\n",
     );
@@ -101,6 +105,7 @@ try new_crate sh -c 'mkdir -p "$0/../evil-0.1.0/src" && echo "fn main() {}" > "$
 try npm_plant sh -c 'echo EVIL-TARBALL > "$HOME/.npm/_cacache/content-v2/sha512/aa/bb/planted"'
 try npm_modify sh -c 'echo EVIL > "$HOME/.npm/_cacache/content-v2/sha512/aa/bb/ccddeeff"'
 try npm_rename mv "$HOME/.npm/_cacache/index-v5/3f" "$HOME/.npm/_cacache/index-v5/40"
+try npm_log sh -c 'echo "0 verbose cli" > "$HOME/.npm/_logs/2026-12-01T00_00_00_000Z-debug-0.log"'
 try pip_pth sh -c 'echo "import os" > "$HOME/.cache/pip/evil.pth"'
 try pip_link ln -s entry "$HOME/.cache/pip/http-v2/a/b/c/link"
 try chmod_x chmod 0755 "$C/src/lib.rs"
@@ -122,6 +127,7 @@ const WRITES: &[&str] = &[
     "npm_plant",
     "npm_modify",
     "npm_rename",
+    "npm_log",
     "pip_pth",
     "pip_link",
     "chmod_x",

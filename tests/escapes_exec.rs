@@ -937,3 +937,162 @@ printf 'touch pwned4\\n' > hook";
         k.finish(&t);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// (10) The agent's copy of its own program (Codex copies its binary into
+// `~/.codex/packages/…` and runs it from there): run unasked as the agent only when the
+// agent's own process execs it with its starting environment, and then the installation's
+// file is what runs; the same copy run by a command, a copy that differs, or the copy with a
+// loader variable is judged as a command.
+// ---------------------------------------------------------------------------------------
+
+/// An installed agent (an ELF program): with no argument, copies itself into the worktree
+/// (`copy_same`; `copy_diff`, the same size with its last byte changed) and runs the copies:
+/// by `fork`+`execv`, by `posix_spawn` (a vfork child), with `LD_PRELOAD` set, and through
+/// `/bin/sh -c` (a command). With `child TAG` it records what it runs as in `ran_TAG`.
+const COPY_AGENT_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+extern char **environ;
+static void copy(const char *to, int flip) {
+    int in = open("/proc/self/exe", O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    char buf[65536]; ssize_t n; off_t total = 0;
+    while ((n = read(in, buf, sizeof buf)) > 0) { write(out, buf, n); total += n; }
+    if (flip) { char c; pread(out, &c, 1, total - 1); c ^= 1; pwrite(out, &c, 1, total - 1); }
+    close(in); close(out);
+}
+static void run(const char *tag, char *const argv[], char *const envp[]) {
+    pid_t p = fork();
+    if (p == 0) { execve(argv[0], argv, envp); _exit(127); }
+    int st; waitpid(p, &st, 0);
+    printf("%s status %d\n", tag, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    fflush(stdout);
+}
+int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "child") == 0) {
+        char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = 0;
+        char name[64]; snprintf(name, sizeof name, "ran_%s", argv[2]);
+        FILE *f = fopen(name, "w"); if (f) { fprintf(f, "%s\n", exe); fclose(f); }
+        printf("child %s runs as %s\n", argv[2], exe);
+        return 0;
+    }
+    copy("copy_same", 0);
+    copy("copy_diff", 1);
+    char *same[] = {"./copy_same", "child", "same", 0};
+    run("same", same, environ);
+    char *spawned[] = {"./copy_same", "child", "spawn", 0};
+    pid_t p; int st;
+    if (posix_spawn(&p, spawned[0], 0, 0, spawned, environ) == 0) {
+        waitpid(p, &st, 0);
+        printf("spawn status %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    } else {
+        printf("spawn failed\n");
+    }
+    char *diff[] = {"./copy_diff", "child", "diff", 0};
+    run("diff", diff, environ);
+    int k = 0; while (environ[k]) k++;
+    char **env = calloc(k + 2, sizeof *env);
+    for (int i = 0; i < k; i++) env[i] = environ[i];
+    env[k] = "LD_PRELOAD=/nonexistent/x.so";
+    char *pre[] = {"./copy_same", "child", "env", 0};
+    run("env", pre, env);
+    char *sh[] = {"/bin/sh", "-c", "./copy_same child cmd", 0};
+    run("cmd", sh, environ);
+    return 0;
+}
+"#;
+
+#[test]
+fn the_agents_copy_of_its_own_program_runs_as_the_installed_file_and_a_commands_copy_is_judged() {
+    for who in whos() {
+        let t = tag(&who, "own-copy");
+        let Some((ctl, run)) = twins(&who, &t, "true") else {
+            continue;
+        };
+        // The installation, outside the worktree: a plain program (its root is the file).
+        let inst = ctl.scratch.dir.join("inst");
+        let agent = cc(
+            &inst,
+            &[("agent.c", COPY_AGENT_C)],
+            &["agent.c"],
+            "fakeagent",
+        );
+        let agent = std::fs::canonicalize(agent).unwrap();
+        let policy = inst.join("policy.toml");
+        std::fs::write(
+            &policy,
+            format!("[filesystem]\nread_only = [\"{}\"]\n", inst.display()),
+        )
+        .unwrap();
+        let c = plain(&ctl, &agent.display().to_string());
+        let o = run_tyba(
+            &who,
+            &run.tyba,
+            &run.wt,
+            &run.env(),
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--policy",
+                policy.to_str().unwrap(),
+                "--",
+                agent.to_str().unwrap(),
+            ],
+        );
+        let r = Ran {
+            code: o.status.code().unwrap_or(-1),
+            out: String::from_utf8_lossy(&o.stdout).into_owned(),
+            err: String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
+        let ran = |fx: &Fx, t: &str| std::fs::read_to_string(fx.wt.join(format!("ran_{t}"))).ok();
+        let installed = format!("{}\n", agent.display());
+        let mut k = Checks::default();
+        for t in ["same", "spawn", "diff", "env", "cmd"] {
+            k.check(
+                ran(&ctl, t).is_some(),
+                format!("control: without tyba the copy runs ({t}): {}", c.all()),
+            );
+        }
+        for t in ["same", "spawn"] {
+            k.check(
+                ran(&run, t).as_deref() == Some(installed.as_str())
+                    && r.out.contains(&format!("{t} status 0")),
+                format!(
+                    "under tyba the agent's own exec of its copy ({t}) runs, as the installed file \
+                     ({:?}): {}",
+                    ran(&run, t),
+                    r.all()
+                ),
+            );
+        }
+        for t in ["diff", "env", "cmd"] {
+            k.check(
+                ran(&run, t).is_none() && r.out.contains(&format!("{t} status 126")),
+                format!(
+                    "under tyba the copy is judged as a command and refused ({t}): {}",
+                    r.all()
+                ),
+            );
+        }
+        let refused = refusals(&r.err);
+        k.check(
+            refused.len() == 3
+                && refused.iter().any(|l| l.contains("copy_diff child diff"))
+                && refused.iter().any(|l| l.contains("copy_same child env"))
+                && refused.iter().any(|l| l.contains("copy_same child cmd")),
+            format!(
+                "three refusals listed, of the changed copy, the copy with a loader variable and \
+                 the command's: {refused:?}"
+            ),
+        );
+        k.finish(&t);
+    }
+}

@@ -840,6 +840,61 @@ fn exec_red_descendant_of_an_approved_make_is_asked_naming_it() {
     }
 }
 
+/// A red descendant that passes under its approved command says so in the audit log: a
+/// recipe step red only for reading what the agent's own domain reads (`ls /usr/share`) runs
+/// (the kernel holds the same line), logged `red`, its reason naming the approved command
+/// and why it was covered; a red one reaching further (`cat ~/.bashrc`, outside the agent's
+/// domain) is still refused with nobody to ask. Control: without tyba both run.
+#[test]
+fn exec_red_descendant_covered_by_its_approval_says_which_in_the_log() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "red-covered") else {
+            continue;
+        };
+        std::fs::write(fx.home.join(".bashrc"), "# the person's\n").unwrap();
+        give(&fx.home, &who);
+        put(
+            &fx,
+            "Makefile3",
+            "peek:\n\tls /usr/share > listed.txt\n\tcat ~/.bashrc > copied.txt\n",
+        );
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &["bash", "-c", "make -f Makefile3 peek; echo make-rc=$?"],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(fx.wt.join("listed.txt").exists(), "{ctx}");
+        let copied = std::fs::read_to_string(fx.wt.join("copied.txt")).unwrap_or_default();
+        assert!(!copied.contains("the person's"), "{ctx}");
+        assert!(ran.out.contains("make-rc=2"), "{ctx}");
+        let log = log_of(&fx);
+        let ls = log
+            .iter()
+            .find(|e| e["argv"][0] == "ls")
+            .unwrap_or_else(|| panic!("{ctx}: {log:?}"));
+        assert_eq!(ls["verdict"], "red", "{ctx}: {ls}");
+        assert_eq!(ls["decision"], "allow", "{ctx}: {ls}");
+        let why = ls["reason"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("under the approved command `make -f Makefile3 peek`")
+                && why.contains("red only for reading what the agent's own domain reads"),
+            "{ctx}: {ls}"
+        );
+        // Control: without tyba the recipe copies the person's file.
+        let dir = copy_of_wt(&fx, "red-covered-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/make", "-f", "Makefile3", "peek"],
+        );
+        let copied = std::fs::read_to_string(dir.join("copied.txt")).unwrap_or_default();
+        assert!(copied.contains("the person's"), "{who:?}: control: {r:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. Code-running configuration through the environment (GIT_CONFIG_*, GIT_PAGER, PAGER).
 
@@ -1102,6 +1157,108 @@ fn exec_git_log_on_a_terminal_runs_its_own_pager_unasked() {
             0,
             "{who:?}: control: {r:?}"
         );
+    }
+}
+
+/// Writes the executable script `rel` (under `dir`) with `body`.
+fn script(dir: &Path, rel: &str, body: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Toolchain parents that set code-running variables for the programs they start, as
+/// rustup's proxy (`~/.cargo/bin/cargo`, a link to `rustup`, sets `LD_LIBRARY_PATH` to its
+/// toolchain's `lib` and execs the toolchain's `cargo`) and npm (exports `EDITOR=vi` into
+/// every script it runs) do: a value naming only files in roots the sandbox keeps read-only
+/// (the policy's `read_only` `~/.rustup`, system paths) or a viewer found there injects no
+/// code, so the exec is not red and runs at high autonomy unasked. The same parents naming a
+/// directory of the worktree or `EDITOR=sh` (which runs what it is handed) are still red:
+/// refused with nobody to ask. Effects checked from outside; the control runs all four.
+#[test]
+fn exec_toolchain_parents_setting_kept_paths_are_not_red() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "kept-env") else {
+            continue;
+        };
+        let h = &fx.home;
+        std::fs::create_dir_all(h.join(".rustup/toolchains/t/lib")).unwrap();
+        script(
+            h,
+            ".rustup/toolchains/t/bin/cargo",
+            "#!/bin/sh\necho \"cargo $1 LD=$LD_LIBRARY_PATH\" > \"ran-$1\"\n",
+        );
+        script(
+            h,
+            ".cargo/bin/rustup",
+            "#!/bin/sh\nLD_LIBRARY_PATH=\"$HOME/.rustup/toolchains/t/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" \
+             exec \"$HOME/.rustup/toolchains/t/bin/$(basename \"$0\")\" \"$@\"\n",
+        );
+        std::os::unix::fs::symlink("rustup", h.join(".cargo/bin/cargo")).unwrap();
+        script(
+            h,
+            ".cargo/bin/cargo-bad",
+            "#!/bin/sh\nLD_LIBRARY_PATH=\"$PWD/lib\" exec \"$HOME/.rustup/toolchains/t/bin/cargo\" bad\n",
+        );
+        script(
+            h,
+            ".local/bin/fnpm",
+            "#!/bin/sh\nEDITOR=vi exec /bin/sh -c 'echo \"npm EDITOR=$EDITOR\" > ran-npm'\n",
+        );
+        script(
+            h,
+            ".local/bin/fnpm-sh",
+            "#!/bin/sh\nEDITOR=sh exec /bin/sh -c 'echo npm > ran-npm-sh'\n",
+        );
+        give(h, &who);
+        let path: OsString = format!(
+            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            h.join(".cargo/bin").display(),
+            h.join(".local/bin").display()
+        )
+        .into();
+        let line = "cargo test; echo cargo-rc=$?; fnpm; echo npm-rc=$?; \
+                    cargo-bad; echo bad-rc=$?; fnpm-sh; echo npmsh-rc=$?";
+        let env = env_with(&fx, &[("PATH", path.clone())]);
+        let ran = run_alone(&fx, &["--autonomy", "high"], &env, &["bash", "-c", line]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(ran.out.contains("cargo-rc=0"), "{ctx}");
+        assert!(ran.out.contains("npm-rc=0"), "{ctx}");
+        let cargo = std::fs::read_to_string(fx.wt.join("ran-test")).unwrap_or_default();
+        assert!(cargo.contains(".rustup/toolchains/t/lib"), "{ctx}: {cargo}");
+        let npm = std::fs::read_to_string(fx.wt.join("ran-npm")).unwrap_or_default();
+        assert_eq!(npm.trim(), "npm EDITOR=vi", "{ctx}");
+        assert!(ran.out.contains("bad-rc=126"), "{ctx}");
+        assert!(ran.out.contains("npmsh-rc=126"), "{ctx}");
+        assert!(!fx.wt.join("ran-bad").exists(), "{ctx}");
+        assert!(!fx.wt.join("ran-npm-sh").exists(), "{ctx}");
+        assert!(ran.err.contains("LD_LIBRARY_PATH"), "{ctx}");
+        assert!(ran.err.contains("EDITOR=sh"), "{ctx}");
+        // `cargo`, found on PATH as `~/.cargo/bin/cargo` (a link to `rustup`), is judged as
+        // the `cargo` the person typed; the toolchain's `cargo` its proxy runs by path, too.
+        let log = log_of(&fx);
+        let by_argv0 = |a0: &str| {
+            log.iter()
+                .find(|e| e["argv"][0].as_str().is_some_and(|a| a.ends_with(a0)))
+                .unwrap_or_else(|| panic!("{ctx}: no exec of {a0} in {log:?}"))
+        };
+        for a0 in ["cargo", "/.rustup/toolchains/t/bin/cargo"] {
+            let e = by_argv0(a0);
+            assert_eq!(e["action"], "cargo test", "{ctx}: {e}");
+            assert_eq!(e["verdict"], "yellow", "{ctx}: {e}");
+        }
+        // Control: without tyba every parent runs its child.
+        let dir = copy_of_wt(&fx, "kept-env-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[("PATH", path.clone())]),
+            &["/bin/bash", "-c", line],
+        );
+        for f in ["ran-test", "ran-npm", "ran-bad", "ran-npm-sh"] {
+            assert!(dir.join(f).exists(), "{who:?}: control {f}: {r:?}");
+        }
     }
 }
 

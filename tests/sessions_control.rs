@@ -855,8 +855,14 @@ fn a_hook_write_outside_the_worktree_is_refused_at_once_not_asked() {
         let inside = fx.wt.join("tyba-in");
         copy_exe(&fx.tyba, &inside);
         give(&inside, &fx.who);
+        // `l/../x` is `side/../x` to the kernel (the link first, then `..`): beside the
+        // worktree, not `x` in it.
+        let side = fx.wt.parent().unwrap().join("side/deeper");
+        std::fs::create_dir_all(&side).unwrap();
+        std::os::unix::fs::symlink(&side, fx.wt.join("l")).unwrap();
         for (name, path) in [
             ("out.json", "../outside.txt".to_string()),
+            ("out2.json", "l/../outside2.txt".to_string()),
             ("in.json", "notes.txt".to_string()),
         ] {
             let input = format!(
@@ -868,11 +874,17 @@ fn a_hook_write_outside_the_worktree_is_refused_at_once_not_asked() {
         }
         let s = fx.start(
             &["--autonomy", "high"],
-            "./tyba-in hook claude-code < out.json > h-out.json; ./tyba-in hook claude-code < in.json > h-in.json; echo done=$?",
+            "./tyba-in hook claude-code < out.json > h-out.json; ./tyba-in hook claude-code < out2.json > h-out2.json; ./tyba-in hook claude-code < in.json > h-in.json; echo done=$?",
         );
         let (_, out, err) = s.finish();
         assert!(out.contains("done=0"), "{who:?}: {out} / {err}");
         let h = std::fs::read_to_string(fx.wt.join("h-out.json")).unwrap();
+        assert!(
+            h.contains(r#""permissionDecision":"deny""#)
+                && h.contains("outside the session's worktree"),
+            "{who:?}: {h}"
+        );
+        let h = std::fs::read_to_string(fx.wt.join("h-out2.json")).unwrap();
         assert!(
             h.contains(r#""permissionDecision":"deny""#)
                 && h.contains("outside the session's worktree"),

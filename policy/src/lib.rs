@@ -170,3 +170,11 @@ impl Policy {
         analysis::classify(self, action, ctx)
     }
 }
+
+/// The first component of `path` that names a credential (DESIGN.md §2a "Credentials": `.ssh`,
+/// `.aws`, `.env`, `id_rsa`…, case-insensitive), or `None`. The same rule the command
+/// classifier applies to words (`path.credential`), for callers that judge a path the kernel
+/// reached (the supervisor's outside-files server).
+pub fn credential_in_path(path: &std::path::Path) -> Option<String> {
+    analysis::paths::has_credential(path)
+}

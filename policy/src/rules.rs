@@ -55,11 +55,13 @@ rules! {
     CMD_WRITES = "cmd.writes", [Yellow], "a command that writes, creates, moves or links files";
     CONFIG_GLOBAL = "config.global", [Red], "a write to the user's or the system's configuration";
     CONFIG_TOOL_WRITE = "config.tool-write", [Red], "a package tool's `config` write (`.npmrc` and the like: credentials, code later)";
+    ENV_CONFIG_MOVED = "env.config-moved", [Yellow, Red], "assigning a variable that moves where programs read configuration (`HOME`, `XDG_CONFIG_HOME`, `GIT_DIR`…); red when the new place is one the agent can write or cannot be known";
     ENV_EXEC_VARIABLE = "env.exec-variable", [Red], "assigning a variable that makes programs run code (DESIGN §2a)";
     ENV_PREFIX_ASSIGNMENT = "env.prefix-assignment", [Yellow], "a command run with a variable changed for it";
     GIT_ALIAS = "git.alias", [Yellow], "a git alias, analysed as what it expands to";
     GIT_CONFIG_CODE = "git.config-code", [Red], "a git configuration key whose value is a program or shell command";
     GIT_CONFIG_WRITE = "git.config-write", [Red], "`git config` that writes the repository's configuration (.git/config)";
+    GIT_GUARD_GIT_DIR = "git.guard.git-dir", [Blocked], "a change to the files that say where git's directory is (`commondir`, `gitdir`, a linked worktree's `.git` file): git's configuration and hooks move with them";
     GIT_GUARD_HOOK = "git.guard.hook", [Blocked], "a change to the pre-push hook git would run";
     GIT_GUARD_HOOKS_PATH = "git.guard.hooks-path", [Blocked], "a change of `core.hooksPath`, `hook.*` or the configuration that holds them";
     GIT_GUARD_NO_VERIFY = "git.guard.no-verify", [Blocked], "`git push --no-verify` (any spelling) skips the pre-push hook";
@@ -111,6 +113,7 @@ rules! {
     SHELL_TOO_COMPLEX = "shell.too-complex", [Blocked], "a line too complex to analyse in full";
     SHELL_TOO_DEEP = "shell.too-deep", [Blocked], "a line nested deeper than tyba analyses";
     SHELL_UNPARSEABLE_WORD = "shell.unparseable-word", [Yellow], "a word that could not be parsed";
+    SUPERVISOR_CONTROL = "supervisor.control", [Red, Blocked], "a `tyba` subcommand that grants approvals, changes autonomy, edits hook entries or removes worktrees: the agent deciding for its supervisor (blocked: `hook uninstall` switches the agent's hook off)";
     TOOL_NO_PATH = "tool.no-path", [Yellow], "a file tool action that names no path";
     VAULT_CATASTROPHIC = "vault.catastrophic", [Blocked], "a recursive modification of `/`, home or a system path";
     VAULT_DEVICE_WRITE = "vault.device-write", [Blocked], "a write to a device under `/dev`";

@@ -132,6 +132,14 @@ fn fault_class_cases() {
     run_file("commands-faults.jsonl");
 }
 
+/// Our cases of the fault classes a fourth red-team round found (POSIX classes and extended
+/// patterns in globs, fork bombs without a pipe, configuration moved by assignments, and
+/// the rest of `tyba`'s red-team findings), with disguised variants.
+#[test]
+fn red_team_round_four_cases() {
+    run_file("commands-redteam4.jsonl");
+}
+
 /// Where `../shared/corpus` exists beside the repository, the copies must be current.
 #[test]
 fn corpus_copies_are_current() {

@@ -325,8 +325,9 @@ fn decide_call(
     // In a session the kernel lets the agent write only its worktree and the session's temp
     // dir: an approval of an edit elsewhere could not take effect (the write would fail with
     // EACCES after the person said yes), so it is refused at once, saying why.
-    if let (Some(_), What::Act(Action::Write { paths } | Action::ApplyPatch { paths })) =
-        (socket, &call.what)
+    let outside_asked = std::env::var_os(OUTSIDE_FILES_ENV).is_some_and(|v| v == "ask");
+    if let (Some(_), What::Act(Action::Write { paths } | Action::ApplyPatch { paths }), false) =
+        (socket, &call.what, outside_asked)
     {
         let scratch = std::fs::canonicalize(std::env::temp_dir()).ok();
         if let Some(p) = paths.iter().find(|p| {
@@ -372,43 +373,40 @@ fn decide_call(
     }
 }
 
+/// Set to `ask` in the agent's environment by `tyba run --ask-outside-files`: the kernel
+/// layer asks about files outside the worktree, so the hook asks about such edits too.
+pub(crate) const OUTSIDE_FILES_ENV: &str = "TYBA_OUTSIDE_FILES";
+
 /// Where the path `p` (as the agent wrote it, relative to `cwd`, `~` for `home`) is
-/// physically: its nearest existing ancestor canonicalised (symbolic links followed), the
-/// rest appended after lexical `.`/`..` removal.
+/// physically, resolved as the kernel resolves it: component by component, each existing
+/// prefix canonicalised (symbolic links followed) before a `..` is applied to it; past the
+/// first component that does not exist the rest is appended as written, `..` folded.
 fn physical(cwd: &Path, p: &str, home: Option<&Path>) -> PathBuf {
     let joined = match (p.strip_prefix("~/"), home) {
         (Some(rest), Some(h)) => h.join(rest),
         _ if p == "~" && home.is_some() => home.map(Path::to_path_buf).unwrap_or_default(),
         _ => cwd.join(p),
     };
-    let mut lexical = PathBuf::new();
+    let mut cur = PathBuf::from("/");
+    let mut exists = true;
     for c in joined.components() {
         match c {
             std::path::Component::ParentDir => {
-                lexical.pop();
+                cur.pop();
             }
-            std::path::Component::CurDir => {}
-            c => lexical.push(c),
+            std::path::Component::Normal(n) => {
+                cur.push(n);
+                if exists {
+                    match std::fs::canonicalize(&cur) {
+                        Ok(real) => cur = real,
+                        Err(_) => exists = false,
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    let mut base = lexical.clone();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&base) {
-            let mut out = real;
-            for n in rest.iter().rev() {
-                out.push(n);
-            }
-            return out;
-        }
-        match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
-            (Some(n), Some(parent)) => {
-                rest.push(n);
-                base = parent.to_path_buf();
-            }
-            _ => return lexical,
-        }
-    }
+    cur
 }
 
 /// The reason Claude Code shows in its own prompt when tyba lets it ask: the summary, and the

@@ -3,6 +3,7 @@
 //! `tyba run [--here | --worktree DIR] [--branch NAME] [--autonomy low|medium|high]
 //! [--exec-mode safe|auto] [--dangerously-bypass-shell-validation] [--non-interactive]
 //! [--policy FILE] [--allow-host HOST[:PORT]]… [--pass-env NAME]… [--allow-weaker-sandbox]
+//! [--ask-outside-files]
 //! -- AGENT [ARGS…]`
 //!
 //! Exit status: the agent's own (128 + N when killed by signal N); 4 when the sandbox cannot
@@ -58,6 +59,11 @@ pub struct Args {
     /// Start even when the kernel cannot enforce the whole sandbox (says what is missing).
     #[arg(long)]
     pub allow_weaker_sandbox: bool,
+    /// Ask (instead of failing with EACCES) when any process of the session opens, lists,
+    /// creates or removes a path beside the worktree or in the home that the policy does not
+    /// open: those entries are served by tyba's own FUSE filesystem (needs /dev/fuse).
+    #[arg(long)]
+    pub ask_outside_files: bool,
     /// The agent program and its arguments.
     #[arg(
         required = true,
@@ -386,6 +392,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The toolchain caches get session-private layers (removed when this is dropped, after
     // the sandbox is gone).
     let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);
+    plan.ask_outside_files = args.ask_outside_files;
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
@@ -421,6 +428,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         "TYBA_WORKTREE".into(),
         session.worktree.clone().into_os_string(),
     ));
+    // The agent's hook asks about edits outside the worktree instead of refusing them: the
+    // kernel layer can then grant them (`--ask-outside-files`). Set by the agent it only
+    // turns a refusal into an ask.
+    env.retain(|(k, _)| k != super::hook::OUTSIDE_FILES_ENV);
+    if args.ask_outside_files {
+        env.push((super::hook::OUTSIDE_FILES_ENV.into(), "ask".into()));
+    }
 
     eprintln!(
         "tyba: session {}: worktree {}",
@@ -576,31 +590,23 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     // Refusals nobody was asked about and the model did not ask for: the agent's known
-    // probes its profile refuses, watches outside the readable roots.
-    // The same probe repeated (an agent probes at every turn) is one line with its count.
-    let mut quiet: Vec<(&tyba_supervisor::AuditEvent, usize)> = Vec::new();
-    for e in outcome.events.iter().filter(|e| e.is_quiet()) {
-        match quiet.iter_mut().find(|(q, _)| *q == e) {
-            Some((_, n)) => *n += 1,
-            None => quiet.push((e, 1)),
-        }
-    }
-    if !quiet.is_empty() {
-        let total: usize = quiet.iter().map(|(_, n)| n).sum();
-        eprintln!("tyba: refused quietly (not asked) ({total}):");
-        for (d, n) in quiet {
-            let times = if n > 1 {
-                format!(" (×{n})")
-            } else {
-                String::new()
-            };
-            eprintln!(
-                "tyba:   {} {}{times}: {}",
-                d.kind,
-                d.what,
-                d.reason.as_deref().unwrap_or("refused")
-            );
-        }
+    // probes its profile refuses, watches outside the readable roots, refused lookups.
+    // Summarised (an agent probes at every turn, with lines of kilobytes): the audit log has
+    // each in full.
+    let quiet: Vec<(String, String, String)> = outcome
+        .events
+        .iter()
+        .filter(|e| e.is_quiet())
+        .map(|e| {
+            (
+                e.kind.to_string(),
+                e.what.clone(),
+                e.reason.clone().unwrap_or_else(|| "refused".into()),
+            )
+        })
+        .collect();
+    for line in quiet_summary(&quiet, &session.id) {
+        eprintln!("{line}");
     }
     if let Some(m) = &merge {
         report_merge(m, &layers_root);
@@ -610,4 +616,69 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_status).unwrap_or(1),
     ))
+}
+
+/// The longest part of a quietly refused request the end summary shows, in characters.
+const QUIET_SHOWN: usize = 100;
+
+/// The end summary's lines for the requests refused quietly (`(kind, what, reason)` each, in
+/// order): none when there are none; else their count, how many differ and where they are in
+/// full (`tyba log SESSION`), and the first one cut to [`QUIET_SHOWN`] characters.
+fn quiet_summary(quiet: &[(String, String, String)], session: &str) -> Vec<String> {
+    let Some((kind, what, _)) = quiet.first() else {
+        return Vec::new();
+    };
+    let mut distinct: Vec<&(String, String, String)> = Vec::new();
+    for q in quiet {
+        if !distinct.contains(&q) {
+            distinct.push(q);
+        }
+    }
+    let cut = |s: &str| {
+        let first = s.lines().next().unwrap_or("");
+        let mut out: String = first.chars().take(QUIET_SHOWN).collect();
+        if out.len() < s.len() {
+            out.push('…');
+        }
+        out
+    };
+    vec![
+        format!(
+            "tyba: refused quietly (not asked): {} ({} different); each is in `tyba log {session}`",
+            quiet.len(),
+            distinct.len()
+        ),
+        format!("tyba:   first: {kind} {}", cut(what)),
+    ]
+}
+
+#[cfg(test)]
+mod quiet_tests {
+    use super::*;
+
+    #[test]
+    fn quiet_refusals_are_counted_and_the_first_is_cut_short() {
+        assert!(quiet_summary(&[], "s1").is_empty());
+        let long = format!("git -c core.fsmonitor=false {}", "x".repeat(8000));
+        let q = |w: &str| {
+            (
+                "exec".to_string(),
+                w.to_string(),
+                "refused quietly".to_string(),
+            )
+        };
+        let lines = quiet_summary(&[q(&long), q(&long), q("git status\nsecond line")], "s1");
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            "tyba: refused quietly (not asked): 3 (2 different); each is in `tyba log s1`"
+        );
+        assert!(lines[1].starts_with("tyba:   first: exec git -c core.fsmonitor=false x"));
+        assert!(lines[1].ends_with('…'));
+        assert!(lines[1].chars().count() < 140, "{}", lines[1]);
+        let short = quiet_summary(&[q("git status")], "s2");
+        assert_eq!(short[1], "tyba:   first: exec git status");
+        let two_lines = quiet_summary(&[q("a\nb")], "s2");
+        assert_eq!(two_lines[1], "tyba:   first: exec a…");
+    }
 }

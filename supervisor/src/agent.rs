@@ -201,6 +201,110 @@ impl AgentInstall {
     }
 }
 
+/// The executable regular files of an agent's installation, by size: where
+/// [`AgentInstall::index`] looks for the file an agent's copy of its own program was made
+/// from (DESIGN.md §5 "who is the agent"; `docs/sandbox.md`, "The agent's copy of its own
+/// program").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstallIndex {
+    by_size: std::collections::HashMap<u64, Vec<PathBuf>>,
+}
+
+/// At most this many files of an installation are indexed ([`AgentInstall::index`]); an
+/// installation with more has only the first ones found (an agent's copy of a file left out
+/// is then judged as a command, as before).
+pub const MAX_INDEXED: usize = 100_000;
+
+/// How deep below a root [`AgentInstall::index`] looks.
+const MAX_INDEX_DEPTH: usize = 32;
+
+impl InstallIndex {
+    /// The installation's executable files of `size` bytes (canonical paths).
+    pub fn of_size(&self, size: u64) -> &[PathBuf] {
+        self.by_size.get(&size).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// How many files it holds.
+    pub fn len(&self) -> usize {
+        self.by_size.values().map(Vec::len).sum()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.by_size.is_empty()
+    }
+}
+
+impl AgentInstall {
+    /// The executable regular files (any execute bit) under the installation's roots, by
+    /// size: symbolic links are not followed, at most [`MAX_INDEXED`] files,
+    /// [`MAX_INDEX_DEPTH`] levels; unreadable directories are skipped. Empty for an agent
+    /// without an installation (a shell or interpreter named as the agent).
+    pub fn index(&self) -> InstallIndex {
+        use std::os::unix::fs::PermissionsExt;
+        let mut idx = InstallIndex::default();
+        let mut count = 0usize;
+        let mut stack: Vec<(PathBuf, usize)> = self.roots.iter().map(|r| (r.clone(), 0)).collect();
+        let mut seen = std::collections::HashSet::new();
+        while let Some((p, depth)) = stack.pop() {
+            if count >= MAX_INDEXED {
+                break;
+            }
+            let Ok(md) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if md.is_file() {
+                if md.permissions().mode() & 0o111 != 0 && seen.insert(p.clone()) {
+                    idx.by_size.entry(md.len()).or_default().push(p);
+                    count += 1;
+                }
+            } else if md.is_dir() && depth < MAX_INDEX_DEPTH {
+                let Ok(rd) = std::fs::read_dir(&p) else {
+                    continue;
+                };
+                for e in rd.flatten() {
+                    stack.push((e.path(), depth + 1));
+                }
+            }
+        }
+        idx
+    }
+}
+
+/// Whether `a` and `b` hold the same bytes, read to their ends in chunks of 1 MiB: the check
+/// that an agent's copy of its own program is that program.
+///
+/// # Errors
+/// A read failing.
+pub fn same_bytes(a: &mut impl std::io::Read, b: &mut impl std::io::Read) -> std::io::Result<bool> {
+    const CHUNK: usize = 1 << 20;
+    let (mut x, mut y) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+    loop {
+        let n = fill(a, &mut x)?;
+        let m = fill(b, &mut y)?;
+        if n != m || x[..n] != y[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads into `buf` until it is full or the reader ends; the count read.
+fn fill(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 /// The agents whose hook protocol `tyba hook install` writes, by their names on tyba's
 /// command line (`tyba hook codex`).
 pub const HOOK_AGENTS: &[&str] = &["claude-code", "codex", "gemini"];
@@ -653,6 +757,37 @@ mod tests {
             &cwd,
             &[]
         ));
+    }
+
+    #[test]
+    fn the_index_holds_the_installations_executables_by_size_and_bytes_compare_in_full() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(d.path()).unwrap();
+        let pkg = d.join("lib/node_modules/p");
+        write(&pkg.join("package.json"), r#"{"name":"p"}"#);
+        write(&pkg.join("bin/p.js"), "#!/usr/bin/env node\n");
+        write(&pkg.join("vendor/native"), "\x7fELF-native");
+        write(&pkg.join("vendor/data.txt"), "\x7fELF-native");
+        for f in ["bin/p.js", "vendor/native"] {
+            std::fs::set_permissions(pkg.join(f), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        // A link out of the installation is not followed.
+        std::os::unix::fs::symlink("/usr/bin", pkg.join("vendor/out")).unwrap();
+        let i = AgentInstall::resolve(&pkg.join("bin/p.js"), None);
+        let idx = i.index();
+        assert_eq!(idx.len(), 2, "{idx:?}");
+        assert_eq!(idx.of_size(11), &[pkg.join("vendor/native")]);
+        assert!(idx.of_size(3).is_empty());
+        assert!(AgentInstall::default().index().is_empty());
+        let same = |a: &[u8], b: &[u8]| same_bytes(&mut &a[..], &mut &b[..]).unwrap();
+        let big: Vec<u8> = (0..3_000_000u32).map(|x| x as u8).collect();
+        let mut other = big.clone();
+        *other.last_mut().unwrap() ^= 1;
+        assert!(same(&big, &big));
+        assert!(!same(&big, &other));
+        assert!(!same(&big, &big[..big.len() - 1]));
+        assert!(same(b"", b""));
     }
 
     #[test]

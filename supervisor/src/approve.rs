@@ -32,6 +32,17 @@ pub enum AskKind {
         /// `chmod`, `chown` or `utimes`.
         operation: &'static str,
     },
+    /// An access to a file or directory outside the worktree, asked by the outside-files
+    /// server ([`crate::outside_fs`]) when a process of the session reaches it.
+    File {
+        /// The real path (as the supervisor sees it).
+        path: String,
+        /// `read`, `write`, `list`, `create`, `mkdir` or `remove`.
+        access: &'static str,
+        /// What an approval covers, shown in the ask: `this file`, `this directory's
+        /// listing`…, always for the asking process and its children until it exits.
+        scope: &'static str,
+    },
 }
 
 impl std::fmt::Display for AskKind {
@@ -47,6 +58,14 @@ impl std::fmt::Display for AskKind {
                 by_agent: false,
             } => write!(f, "command connects to {destination}"),
             AskKind::Metadata { path, operation } => write!(f, "{operation} {path}"),
+            AskKind::File {
+                path,
+                access,
+                scope,
+            } => write!(
+                f,
+                "{access} {path} (an approval covers {scope}, for this process and its children until it exits)"
+            ),
         }
     }
 }

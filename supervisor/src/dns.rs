@@ -153,6 +153,7 @@ fn reply_for(
         return refused(query);
     };
     if !names.contains(&name) && !lookups.covers(from, &name) {
+        lookups.report_refused(from, &name);
         return refused(query);
     }
     let Some(ours) = upstream_query(query, fresh_id()) else {
@@ -176,7 +177,6 @@ const MAX_ADDRESSES: usize = 32;
 /// The session's name resolution memory, shared by the relay and the notify loop: which
 /// sockets of approved commands may resolve which names, and which addresses names resolved
 /// to.
-#[derive(Debug)]
 pub struct Lookups {
     /// `/proc/<pid>/net/udp{,6}` of this process shows the sandbox's sockets (stage 2).
     netns_pid: u32,
@@ -184,6 +184,27 @@ pub struct Lookups {
     sockets: Mutex<HashMap<SocketAddr, (u64, Vec<String>)>>,
     /// Name (lower case, no final dot) → addresses the passed-back answers gave it.
     seen: Mutex<HashMap<String, HashSet<IpAddr>>>,
+    /// Hears the refused lookups ([`Lookups::on_refused`]).
+    sink: std::sync::OnceLock<RefusalSink>,
+    /// The (querying address, name) pairs already reported: a resolver asks each name for
+    /// A and AAAA, of each name server, several times.
+    reported: Mutex<HashSet<(SocketAddr, String)>>,
+}
+
+/// Hears one refused lookup: the querying socket's local address in the sandbox, the
+/// inode of the one socket bound there (`None` when there is none or several), and the name
+/// asked (lower case, no final dot).
+pub type RefusalSink = Box<dyn Fn(SocketAddr, Option<u64>, &str) + Send + Sync>;
+
+impl std::fmt::Debug for Lookups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lookups")
+            .field("netns_pid", &self.netns_pid)
+            .field("sockets", &self.sockets)
+            .field("seen", &self.seen)
+            .field("sink", &self.sink.get().is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Lookups {
@@ -193,7 +214,43 @@ impl Lookups {
             netns_pid,
             sockets: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
+            sink: std::sync::OnceLock::new(),
+            reported: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// Sets what hears the refused lookups (once; a later call is ignored): a refusal is
+    /// never silent (the notify loop logs it and tells the querying process, naming the
+    /// command it runs).
+    pub fn on_refused(&self, sink: RefusalSink) {
+        let _ = self.sink.set(sink);
+    }
+
+    /// Reports that a query from `from` for `name` was refused, once per querying address
+    /// and name (at most [`MAX_LOOKUPS`] remembered; then the memory starts afresh).
+    /// Returns whether it was reported now.
+    pub fn report_refused(&self, from: SocketAddr, name: &str) -> bool {
+        {
+            let Ok(mut g) = self.reported.lock() else {
+                return false;
+            };
+            if g.len() >= MAX_LOOKUPS {
+                g.clear();
+            }
+            if !g.insert((from, name.to_string())) {
+                return false;
+            }
+        }
+        let Some(sink) = self.sink.get() else {
+            return true;
+        };
+        let bound = self.bound_inodes();
+        let inode = match bound.get(&from).map(Vec::as_slice) {
+            Some([one]) => Some(*one),
+            _ => None,
+        };
+        sink(from, inode, name);
+        true
     }
 
     /// Records that the datagram socket bound at `local` in the sandbox, whose inode is
@@ -574,6 +631,45 @@ mod tests {
             assert_eq!(r[3] & 0x0f, 5, "{name}: REFUSED");
             assert!(answers(&q, &r), "{name}: it answers the query");
         }
+    }
+
+    #[test]
+    fn a_refused_lookup_is_reported_once_per_socket_and_name() {
+        let names = allowed_names(&["api.anthropic.com:443".into()]);
+        let dead: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        type Heard = Vec<(SocketAddr, Option<u64>, String)>;
+        let heard: Arc<Mutex<Heard>> = Arc::default();
+        let lookups = Lookups::new(std::process::id());
+        let h = Arc::clone(&heard);
+        lookups.on_refused(Box::new(move |from, ino, name| {
+            h.lock().unwrap().push((from, ino, name.to_string()));
+        }));
+        // A socket really bound here: the report names its inode.
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let from = sock.local_addr().unwrap();
+        let other: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        for (f, name) in [
+            (from, "registry.npmjs.org"),
+            (from, "registry.npmjs.org"),
+            (from, "Registry.NPMJS.org."),
+            (other, "registry.npmjs.org"),
+            (from, "api.anthropic.com"),
+        ] {
+            let r = reply_for(&query(name, 9), f, &names, &lookups, dead);
+            if name != "api.anthropic.com" {
+                assert_eq!(r[3] & 0x0f, 5, "{name}: REFUSED");
+            }
+        }
+        let heard = heard.lock().unwrap();
+        assert_eq!(heard.len(), 2, "{heard:?}");
+        assert_eq!(heard[0].0, from);
+        assert_eq!(heard[0].2, "registry.npmjs.org");
+        assert!(heard[0].1.is_some(), "the one socket bound there");
+        assert_eq!(
+            (heard[1].0, heard[1].1),
+            (other, None),
+            "nothing bound there"
+        );
     }
 
     #[test]

@@ -485,6 +485,180 @@ fn system_paths_only(value: &str) -> bool {
         })
 }
 
+/// Variables whose value is a list of files or directories the program loads code from or
+/// reads as configuration: `:`-separated (ld.so(8) `LD_LIBRARY_PATH`; git(1)
+/// `GIT_EXEC_PATH`), `LD_PRELOAD` also space-separated (ld.so(8)), or one file (bash(1)
+/// `BASH_ENV`/`ENV`, python(1) `PYTHONSTARTUP`, rg(1) `RIPGREP_CONFIG_PATH`).
+const PATH_VALUED_VARS: &[&str] = &[
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "GIT_EXEC_PATH",
+    "BASH_ENV",
+    "ENV",
+    "PYTHONSTARTUP",
+    "RIPGREP_CONFIG_PATH",
+];
+
+/// Variables whose value is a program the reader runs on a file or stream it chooses (git(1)
+/// ENVIRONMENT `GIT_EDITOR`/`GIT_PAGER`, `EDITOR`/`VISUAL`/`PAGER`, man(1) `MANPAGER`).
+const PROGRAM_VALUED_VARS: &[&str] = &[
+    "EDITOR",
+    "VISUAL",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "PAGER",
+    "MANPAGER",
+    "GIT_PAGER",
+];
+
+/// Editors, pagers and no-ops: programs that, run on a file or stream the model wrote, show
+/// or edit it and run none of it as code. A program-valued variable naming one of these (in a
+/// [`KeptRoots`] root) lets the model inject no code; any other program may (`EDITOR=sh` runs
+/// the commit message git hands it, `PAGER=python3` runs git's output).
+const VIEWERS: &[&str] = &[
+    "vi",
+    "vim",
+    "vim.basic",
+    "vim.tiny",
+    "nvim",
+    "view",
+    "nano",
+    "rnano",
+    "emacs",
+    "emacsclient",
+    "mg",
+    "micro",
+    "pico",
+    "joe",
+    "less",
+    "more",
+    "most",
+    "cat",
+    "true",
+    "false",
+];
+
+/// Roots no process of a session can change: what the agent's domain grants read + execute
+/// (system paths, the policy's `read_only` toolchains; `docs/sandbox.md`) without the
+/// process-state trees (`/proc`, `/sys`, `/dev`), and not under anything it may write. Code
+/// there is the person's, installed before the session.
+pub(crate) struct KeptRoots<'a> {
+    /// The agent's read + execute roots ([`crate::notify`]'s `readable`).
+    pub readable: &'a [std::path::PathBuf],
+    /// The agent's read-write roots.
+    pub writable: &'a [std::path::PathBuf],
+}
+
+impl KeptRoots<'_> {
+    /// Whether `p` (absolute, no `..`) lies in a kept root, both as named and, when it
+    /// exists, with its links resolved: a link in a kept root could point anywhere.
+    pub(crate) fn holds(&self, p: &std::path::Path) -> bool {
+        let lexical = |p: &std::path::Path| {
+            p.is_absolute()
+                && !p
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+                && !["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d))
+                && self.readable.iter().any(|r| p.starts_with(r))
+                && !self
+                    .writable
+                    .iter()
+                    .any(|w| p.starts_with(w) || w.starts_with(p))
+        };
+        if !lexical(p) {
+            return false;
+        }
+        match std::fs::canonicalize(p) {
+            Ok(real) => lexical(&real),
+            // Nothing there, and nothing can be made there by the session.
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+    }
+
+    /// Whether `name=value` in an exec's environment lets the model inject no code: a
+    /// [`PATH_VALUED_VARS`] value whose every entry [`Self::holds`], or a
+    /// [`PROGRAM_VALUED_VARS`] value that is one program of [`VIEWERS`] named by a path it
+    /// holds or by a bare name that `path` (the exec's `PATH`) resolves first to a file it
+    /// holds (rustup's proxy's `LD_LIBRARY_PATH=~/.rustup/toolchains/…/lib`, npm's
+    /// `EDITOR=vi`). An empty entry is the working directory: not inert.
+    pub(crate) fn inert(&self, name: &str, value: &str, path: Option<&str>) -> bool {
+        if PATH_VALUED_VARS.contains(&name) {
+            let entries: Vec<&str> = if name == "LD_PRELOAD" {
+                value.split([':', ' ']).filter(|e| !e.is_empty()).collect()
+            } else {
+                value.split(':').collect()
+            };
+            return !entries.is_empty()
+                && entries.iter().all(|e| self.holds(std::path::Path::new(e)));
+        }
+        if !PROGRAM_VALUED_VARS.contains(&name) {
+            return false;
+        }
+        let viewer = |p: &std::path::Path| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| VIEWERS.contains(&n))
+        };
+        if value.starts_with('/') {
+            let p = std::path::Path::new(value);
+            return viewer(p) && self.holds(p);
+        }
+        if value.is_empty()
+            || !value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+            || !VIEWERS.contains(&value)
+        {
+            return false;
+        }
+        // The program run is the first of `PATH` that is an executable file.
+        use std::os::unix::fs::PermissionsExt;
+        for dir in path.unwrap_or("").split(':') {
+            if !dir.starts_with('/') {
+                // A relative entry (or an empty one: the working directory) finds files the
+                // session may write, relative to a directory the supervisor does not see.
+                return false;
+            }
+            let cand = std::path::Path::new(dir).join(value);
+            let Ok(meta) = std::fs::metadata(&cand) else {
+                continue;
+            };
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return self.holds(&cand);
+            }
+        }
+        false
+    }
+}
+
+/// The variables of `assigns` (an exec's [`env_assignments`]) that are no assignment because
+/// [`KeptRoots::inert`] says their value lets the model inject no code, dropped; `envp` gives
+/// the exec's `PATH` (every occurrence must resolve the same kind).
+pub(crate) fn drop_inert(
+    assigns: Vec<(String, String)>,
+    envp: &[Vec<u8>],
+    kept: &KeptRoots<'_>,
+) -> Vec<(String, String)> {
+    // `getenv(3)` takes the first `PATH`, a shell the last: each must find the same kind.
+    let paths: Vec<String> = envp
+        .iter()
+        .filter_map(|e| e.strip_prefix(b"PATH="))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assigns
+        .into_iter()
+        .filter(|(n, v)| {
+            let inert = |p: Option<&str>| kept.inert(n, v, p);
+            !(if paths.is_empty() {
+                inert(None)
+            } else {
+                paths.iter().all(|p| inert(Some(p)))
+            })
+        })
+        .collect()
+}
+
 /// The code-running variables of `envp` (`NAME=VALUE` strings) whose value differs from the
 /// session's start (`start`) and from what the covering command ran with (`covered`), in the
 /// order of `envp`. Every occurrence of a name counts (`getenv(3)` takes the first, the
@@ -786,6 +960,106 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn values_naming_only_kept_files_are_inert_and_others_are_not() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        let (ro, wt, mixed) = (root.join("ro"), root.join("wt"), root.join("mixed"));
+        for d in ["ro/bin", "ro/lib", "wt/bin", "wt/lib", "mixed/w"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "ro/bin/vi",
+            "ro/bin/sh",
+            "ro/bin/less",
+            "wt/bin/vi",
+            "ro/bin/plain",
+        ] {
+            std::fs::write(root.join(f), "#!/bin/sh\n").unwrap();
+            let mode = if f.ends_with("plain") { 0o644 } else { 0o755 };
+            std::fs::set_permissions(root.join(f), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::os::unix::fs::symlink(wt.join("lib"), ro.join("to-wt")).unwrap();
+        std::os::unix::fs::symlink(wt.join("bin/vi"), ro.join("bin/vim")).unwrap();
+        let readable = vec![ro.clone(), mixed.clone(), std::path::PathBuf::from("/proc")];
+        let writable = vec![wt.clone(), mixed.join("w")];
+        let kept = KeptRoots {
+            readable: &readable,
+            writable: &writable,
+        };
+        let d = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        let (rob, rol, wtb, wtl) = (
+            d(&ro.join("bin")),
+            d(&ro.join("lib")),
+            d(&wt.join("bin")),
+            d(&wt.join("lib")),
+        );
+        // rustup's proxy: its toolchain's lib dir, kept; anything the session writes is not.
+        assert!(kept.inert("LD_LIBRARY_PATH", &rol, None));
+        assert!(kept.inert("LD_LIBRARY_PATH", &format!("{rol}:{rob}"), None));
+        assert!(kept.inert("GIT_EXEC_PATH", &d(&ro.join("absent")), None));
+        for bad in [
+            format!("{rol}:{wtl}"),
+            format!("{rol}:"),
+            format!(":{rol}"),
+            String::new(),
+            format!("{rol}/../../wt/lib"),
+            d(&ro.join("to-wt")),
+            d(&mixed),
+            "/proc/self/cwd".into(),
+            "lib".into(),
+            "/nowhere/lib".into(),
+        ] {
+            assert!(!kept.inert("LD_LIBRARY_PATH", &bad, None), "{bad}");
+        }
+        assert!(kept.inert("LD_PRELOAD", &format!("{rol}/a.so {rol}/b.so"), None));
+        assert!(!kept.inert("LD_PRELOAD", &format!("{rol}/a.so {wtl}/b.so"), None));
+        // npm's `EDITOR=vi`: a viewer found first on `PATH` in a kept root.
+        assert!(kept.inert("EDITOR", "vi", Some(&rob)));
+        assert!(kept.inert("GIT_PAGER", "less", Some(&format!("/nowhere:{rob}"))));
+        assert!(kept.inert("VISUAL", &format!("{rob}/vi"), None));
+        for (name, value, path) in [
+            ("EDITOR", "vi", format!("{wtb}:{rob}")),
+            ("EDITOR", "vi", format!(":{rob}")),
+            ("EDITOR", "vi", format!("bin:{rob}")),
+            ("EDITOR", "vi", "/nowhere".to_string()),
+            ("EDITOR", "vim", rob.clone()),
+            ("EDITOR", "sh", rob.clone()),
+            ("PAGER", "plain", rob.clone()),
+            ("EDITOR", "vi -c '!id'", rob.clone()),
+            ("EDITOR", "vi;id", rob.clone()),
+            ("EDITOR", "", rob.clone()),
+            ("EDITOR", &format!("{wtb}/vi"), rob.clone()),
+            ("EDITOR", &format!("{rob}/sh"), rob.clone()),
+            ("GIT_SSH_COMMAND", "vi", rob.clone()),
+            ("NODE_OPTIONS", &rol, rob.clone()),
+            ("PROMPT_COMMAND", "less", rob.clone()),
+            ("PS4", "vi", rob.clone()),
+        ] {
+            assert!(
+                !kept.inert(name, value, Some(&path)),
+                "{name}={value} PATH={path}"
+            );
+        }
+        // Every `PATH` of the environment must find a kept one.
+        let envp = |paths: &[&str]| -> Vec<Vec<u8>> {
+            paths
+                .iter()
+                .map(|p| format!("PATH={p}").into_bytes())
+                .collect()
+        };
+        let a = vec![("EDITOR".to_string(), "vi".to_string())];
+        assert!(drop_inert(a.clone(), &envp(&[&rob]), &kept).is_empty());
+        assert_eq!(drop_inert(a.clone(), &envp(&[&rob, &wtb]), &kept), a);
+        assert_eq!(drop_inert(a.clone(), &envp(&[&wtb, &rob]), &kept), a);
+        assert_eq!(
+            drop_inert(a.clone(), &[], &kept),
+            a,
+            "no PATH finds nothing"
+        );
     }
 
     #[test]

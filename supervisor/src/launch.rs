@@ -129,6 +129,9 @@ struct ChildCtx {
     program: CString,
     argv: Vec<CString>,
     env: Vec<CString>,
+    /// The sandbox's `/dev/fuse` and the outside-files filesystem's detached mount, made by
+    /// stage 1 in the sandbox's user namespace (`crate::outside_fs`).
+    fuse: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// The signals that end a session instead of the supervisor (`signal(7)`): terminate, hang-up
@@ -270,6 +273,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             plan.read_only.push(exe);
         }
     }
+    // `--ask-outside-files`: the entries around the worktree and in the home that the plan
+    // does not open, served by the supervisor's own filesystem (`crate::outside_fs`).
+    if plan.ask_outside_files {
+        plan.outside_covers = crate::outside_fs::plan_covers(&plan, cfg.home.as_deref())
+            .map_err(|e| SandboxUnavailable(format!("--ask-outside-files: {e}")))?;
+    }
     // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
     // in the host's (whose other terminals are the person's): see `private_devpts`.
     // A terminal among the standard fds is the person's: the agent never holds it. With
@@ -318,6 +327,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 cstring(&b)
             })
             .collect::<Result<_, _>>()?,
+        fuse: None,
     };
     // SAFETY: other threads run here (the broker's tokio runtime, the terminal prompt, the
     // audit writer), but stage 1 and everything it forks until the agent's exec only allocate
@@ -345,6 +355,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let mut listener_no = None;
     let mut master_no = None;
     let mut relay_nos: Vec<(i32, std::net::IpAddr)> = Vec::new();
+    let mut fuse_no: Option<i32> = None;
+    let mut fuse_served = false;
+    let mut outside = None;
     let mut reader = BufReader::new(std::fs::File::from(status_r));
     let mut line = String::new();
     loop {
@@ -356,6 +369,32 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             break;
         }
         let l = line.trim_end();
+        // The outside-files filesystem's device (`F fd`, from stage 2, which then waits in
+        // its first bind for the server's answers): served as soon as stage 2's pid is known
+        // too, whichever line comes first.
+        if let Some(fd) = l.strip_prefix("F ") {
+            fuse_no = fd.parse::<i32>().ok();
+        }
+        if let (Some(fd), Some(s2), false) = (
+            fuse_no,
+            l.strip_prefix("B ")
+                .and_then(|p| p.parse::<i32>().ok())
+                .or(stage2),
+            fuse_served,
+        ) {
+            fuse_served = true;
+            match serve_outside(&plan.outside_covers, &approver, s2, fd, uid, gid) {
+                Ok(fs) => outside = Some(fs),
+                Err(e) => {
+                    let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+                    let _ = waitpid(a_pid, None);
+                    return Err(SandboxUnavailable(format!(
+                        "cannot serve the outside files (--ask-outside-files): {e}"
+                    ))
+                    .into());
+                }
+            }
+        }
         if let Some(p) = l.strip_prefix("B ") {
             // Stage 1 reports stage 2's pid after forking it, so this line may come after
             // stage 2's own "L".
@@ -477,10 +516,25 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         lookups,
         writable: plan.read_write.clone(),
+        agent_writes: plan
+            .read_write
+            .iter()
+            .cloned()
+            .chain(plan.state_layers.iter().flat_map(|l| {
+                // A state file's copy is the file itself: its directory holds no other.
+                [l.upper.clone(), l.work.clone()]
+            }))
+            .chain(
+                plan.cache_layers
+                    .iter()
+                    .flat_map(|l| [l.upper.clone(), l.work.clone()]),
+            )
+            .collect(),
         readable: plan.read_only.clone(),
         protected: plan.protected.clone(),
         stage: Arc::clone(&stage),
         proxy_exe: std::env::current_exe().ok(),
+        outside,
         uid,
         gid,
         stage2: stage2 as u32,
@@ -505,6 +559,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         started: std::time::SystemTime::now(),
         state: Mutex::new(notify::State::new()),
     });
+    notify::hear_refused_lookups(&notifier);
     let stop = Arc::new(AtomicBool::new(false));
     let loop_thread = {
         let (n, s) = (Arc::clone(&notifier), Arc::clone(&stop));
@@ -815,6 +870,23 @@ fn start_relay(
     })
 }
 
+/// Takes the outside-files filesystem's device (fd `fd` of stage 2, `pidfd_getfd(2)`) and
+/// starts its server ([`crate::outside_fs::serve`]).
+fn serve_outside(
+    covers: &[PathBuf],
+    approver: &Arc<dyn Approver>,
+    stage2: i32,
+    fd: i32,
+    uid: u32,
+    gid: u32,
+) -> std::io::Result<crate::outside_fs::OutsideFs> {
+    let pfd = sys::pidfd_open(stage2)?;
+    let dev = sys::pidfd_getfd(pfd.as_fd(), fd)?;
+    let fs = crate::outside_fs::OutsideFs::new(covers, Arc::clone(approver), uid, gid)?;
+    crate::outside_fs::serve(fs.clone(), dev)?;
+    Ok(fs)
+}
+
 /// Writes one status line with a single `write` (stage 1 and stage 2 share the pipe; writes
 /// up to `PIPE_BUF` bytes are atomic, `writeln!` could split a line in two writes).
 fn report(st: &mut Option<std::fs::File>, line: &str) {
@@ -884,6 +956,34 @@ fn stage1(mut c: ChildCtx) -> ! {
             }
         }
     }
+    // The outside-files filesystem: `/dev/fuse` must be opened in the user namespace that
+    // mounts it (the kernel refuses a device opened in another), and the connection numbers
+    // requesting processes in the PID namespace of the process that creates it: stage 1's,
+    // which is the supervisor's. Stage 2 attaches it (`crate::outside_fs`).
+    if ns && !c.plan.outside_covers.is_empty() {
+        let made = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .map_err(|e| format!("cannot open /dev/fuse: {e} (it must be readable and writable by the user; distributions ship it mode 0666)"))
+            .and_then(|dev| {
+                let dev = OwnedFd::from(dev);
+                sys::fuse_fsmount(dev.as_fd(), c.uid, c.gid)
+                    .map(|m| (dev, m))
+                    .map_err(|e| format!("cannot create the FUSE filesystem: {e}"))
+            });
+        match made {
+            Ok(f) => c.fuse = Some(f),
+            Err(e) if c.allow_weaker => {
+                report(
+                    &mut st,
+                    &format!("W outside files are not asked (--ask-outside-files): {e}"),
+                );
+                c.plan.outside_covers.clear();
+            }
+            Err(e) => fail(&mut st, &format!("--ask-outside-files: {e}")),
+        }
+    }
     // SAFETY: stage 1 is a fork child and has one thread; it starts none.
     match unsafe { sys::fork() } {
         Err(e) => fail(&mut st, &format!("fork: {e}")),
@@ -896,6 +996,7 @@ fn stage1(mut c: ChildCtx) -> ! {
             drop(st);
             drop(c.ack_r.take());
             drop(c.pty_slave.take());
+            drop(c.fuse.take());
             sys::close_fds_from(3);
             loop {
                 match waitpid(Pid::from_raw(b), None) {
@@ -1072,6 +1173,10 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 &format!("cannot make the mount namespace private: {e}"),
             );
         }
+        if let Some((dev, _)) = &c.fuse {
+            use std::os::fd::AsRawFd;
+            report(&mut st, &format!("F {}", dev.as_raw_fd()));
+        }
         // The agents' state: session-private copies, before any bind inside them.
         if let Err(e) = crate::state_layer::mount_layers(&c.plan.state_layers) {
             if c.allow_weaker {
@@ -1159,6 +1264,45 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             if let Err(e) = bind_blank(&p) {
                 report(&mut st, &format!("W {e}"));
             }
+        }
+        // The outside-files covers, last: each is a sibling of the paths mounted above, never
+        // their ancestor. The filesystem is attached for a moment over the session's temp dir
+        // (the agent does not run yet), child `i` of it is bound over cover `i` (its first
+        // lookup waits for the supervisor's server), and the attachment is detached again.
+        if let Some((dev, mnt)) = c.fuse.take() {
+            let staging = c.plan.tmp_dir.clone();
+            let attached = CString::new(staging.as_os_str().as_bytes())
+                .map_err(std::io::Error::other)
+                .and_then(|t| sys::attach_tree(mnt.as_fd(), &t));
+            if let Err(e) = attached {
+                fail(
+                    &mut st,
+                    &format!("--ask-outside-files: cannot attach the filesystem: {e}"),
+                );
+            }
+            for (i, p) in c.plan.outside_covers.clone().iter().enumerate() {
+                let src = staging.join(i.to_string());
+                if let Err(e) = mount(Some(&src), p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+                    let _ = nix::mount::umount2(&staging, nix::mount::MntFlags::MNT_DETACH);
+                    fail(
+                        &mut st,
+                        &format!("--ask-outside-files: cannot cover {}: {e}", p.display()),
+                    );
+                }
+                c.plan.outside_mounted.push(p.clone());
+            }
+            if let Err(e) = nix::mount::umount2(&staging, nix::mount::MntFlags::MNT_DETACH) {
+                fail(
+                    &mut st,
+                    &format!(
+                        "--ask-outside-files: cannot detach the filesystem from {}: {e}",
+                        staging.display()
+                    ),
+                );
+            }
+            // The supervisor holds the only device fd from here: if its server ends, the
+            // connection does, and every request on the covers fails.
+            drop((dev, mnt));
         }
         if let Err(e) = sys::loopback_up() {
             report(

@@ -52,6 +52,7 @@ mod launch;
 mod meta;
 mod net;
 mod notify;
+pub mod outside_fs;
 pub mod own_branch;
 mod procfs;
 pub mod proxy;

@@ -39,8 +39,8 @@ use tyba_policy::{
 /// One audited event of the session: what was decided about a notified call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent {
-    /// `exec`, `connect`, `metadata`, `watch`, or `probe` (an agent's known start-up probe its
-    /// profile refuses quietly).
+    /// `exec`, `connect`, `metadata`, `watch`, `lookup` (a name the resolver relay refused),
+    /// or `probe` (an agent's known start-up probe its profile refuses quietly).
     pub kind: &'static str,
     /// What was attempted (command line, destination, path).
     pub what: String,
@@ -87,6 +87,12 @@ pub(crate) struct State {
     /// Files already seen to be ELF, by identity and change times ([`ElfKey`]): their first
     /// bytes are not read again.
     elf: std::collections::HashSet<ElfKey>,
+    /// The agent's installation by file size, made at the first exec that needs it
+    /// ([`Notifier::installed_original`]).
+    install_index: Option<Arc<crate::agent::InstallIndex>>,
+    /// Copies of installation files already compared, by identity and change times: the
+    /// installation file each is a byte-identical copy of.
+    copies: HashMap<ElfKey, PathBuf>,
 }
 
 /// A file's identity and the stamps any change of its content moves: device, inode, size,
@@ -111,6 +117,10 @@ pub(crate) struct Notifier {
     /// ([`crate::dns::Lookups`]).
     pub lookups: Arc<crate::dns::Lookups>,
     pub writable: Vec<PathBuf>,
+    /// Every host directory the agent writes, also indirectly: `writable`, and the upper and
+    /// work directories of the state and cache layers its writes land in (a repository there
+    /// is the agent's, whatever its path says: `crate::push_relay`).
+    pub agent_writes: Vec<PathBuf>,
     /// Paths the agent's domain grants read + execute.
     pub readable: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
@@ -118,6 +128,8 @@ pub(crate) struct Notifier {
     pub stage: Arc<StageLink>,
     /// tyba's own executable, exec'd as an approved command's proxy.
     pub proxy_exe: Option<PathBuf>,
+    /// The outside-files server (`--ask-outside-files`), told of approved commands' grants.
+    pub outside: Option<crate::outside_fs::OutsideFs>,
     pub uid: u32,
     pub gid: u32,
     /// Pid (supervisor's namespace) of the sandbox's PID 1.
@@ -203,9 +215,10 @@ pub(crate) fn flush_allowed_log(log: &AuditLog, limit: std::time::Duration) {
 impl AuditEvent {
     /// Whether this refusal is a quiet one: logged and listed, never asked, not counted by the
     /// repeated-failure guard, because the model did not ask for it: an agent's known probe
-    /// its profile refuses, an inotify watch outside the readable roots.
+    /// its profile refuses, an inotify watch outside the readable roots, a name lookup the
+    /// resolver relay refused (a program's own, told on its stderr when it is a command's).
     pub fn is_quiet(&self) -> bool {
-        !self.allowed && matches!(self.kind, "probe" | "watch")
+        !self.allowed && matches!(self.kind, "probe" | "watch" | "lookup")
     }
 }
 
@@ -226,6 +239,8 @@ impl State {
             memory: SessionMemory::new(),
             log: Vec::new(),
             elf: std::collections::HashSet::new(),
+            install_index: None,
+            copies: HashMap::new(),
         }
     }
 }
@@ -242,6 +257,10 @@ enum ExecDecision {
     /// git's receive-pack of an approved push to a local repository: run by the supervisor
     /// (`crate::push_relay`), the process becoming its proxy.
     Relay(Box<push_relay::Relay>),
+    /// The agent's exec of a byte-identical copy of a file of its installation: runs that
+    /// installation file instead (this descriptor of it), as the agent
+    /// ([`Notifier::installed_original`]).
+    RunInstead(OwnedFd, Pending),
 }
 
 /// A step of git's own transport of an approved push to a local repository.
@@ -476,7 +495,7 @@ fn shorten(s: &str, max: usize) -> String {
 }
 
 /// Writes `tyba: <reason>` on the stderr of thread `tid`'s process.
-fn write_stderr(tid: u32, reason: &str) {
+pub(crate) fn write_stderr(tid: u32, reason: &str) {
     if let Ok(pid) = procfs::tgid(tid) {
         if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
             if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
@@ -485,6 +504,42 @@ fn write_stderr(tid: u32, reason: &str) {
             }
         }
     }
+}
+
+/// Makes `notifier` hear the resolver relay's refused lookups ([`crate::dns::Lookups`]):
+/// each is logged (kind `lookup`, counted as denied) and told on the querying process's
+/// stderr, naming the command it runs, so a lookup is never dropped silently (a resolver
+/// retries a `REFUSED` name and reports `EAI_AGAIN`, saying nothing of why). Held weakly: the
+/// relay outlives no session.
+pub(crate) fn hear_refused_lookups(notifier: &Arc<Notifier>) {
+    let weak = Arc::downgrade(notifier);
+    notifier
+        .lookups
+        .on_refused(Box::new(move |_from, inode, name| {
+            if let Some(n) = weak.upgrade() {
+                n.refused_lookup(inode, name);
+            }
+        }));
+}
+
+/// The process (supervisor's PID namespace) holding the socket whose inode is `inode`, found
+/// by its `/proc/<pid>/fd` links (`socket:[INODE]`, proc(5)); the first one when several do.
+fn socket_owner(inode: u64) -> Option<u32> {
+    let want = format!("socket:[{inode}]");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()) {
+                return Some(pid);
+            }
+        }
+    }
+    None
 }
 
 /// A proxy installed in place of an exec ([`Notifier::install_proxy`]).
@@ -507,6 +562,43 @@ impl InstalledProxy {
             return;
         }
         if let Ok(pm) = Mem::open_rw(pp) {
+            if pm.read(self.name_ptr, self.new_name.len()).ok().as_deref()
+                == Some(self.new_name.as_slice())
+            {
+                let _ = pm.write(self.name_ptr, &self.old_name[..self.new_name.len()]);
+            }
+        }
+    }
+}
+
+/// A vfork parent's copy of an exec's file name that [`Notifier::run_instead`] rewrote.
+struct NameRestore {
+    parent: u32,
+    child: u32,
+    /// The child's image and stack start before its exec (a re-exec of the same file moves
+    /// the stack only).
+    old_exe: Option<FileId>,
+    old_stack: Option<u64>,
+    name_ptr: u64,
+    old_name: Vec<u8>,
+    new_name: Vec<u8>,
+}
+
+impl NameRestore {
+    /// Waits (at most 2 s) until the child's exec is done (its image changed, or it is gone),
+    /// then gives the parent its file name back when it still reads as the rewrite.
+    fn after_exec(&self) {
+        for _ in 0..1000 {
+            let now = procfs::exe_id(self.child);
+            if now.is_none()
+                || now != self.old_exe
+                || procfs::stack_start(self.child).ok() != self.old_stack
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if let Ok(pm) = Mem::open_rw(self.parent) {
             if pm.read(self.name_ptr, self.new_name.len()).ok().as_deref()
                 == Some(self.new_name.as_slice())
             {
@@ -576,6 +668,36 @@ impl Notifier {
         reason
     }
 
+    /// A lookup the resolver relay refused (`name`, asked from the socket `inode` when one
+    /// socket was bound at the querying address): logged and told to the process that asked.
+    fn refused_lookup(&self, inode: Option<u64>, name: &str) {
+        let pid = inode.and_then(socket_owner);
+        let role = pid.and_then(|p| {
+            let st = procfs::stat_ext(p).ok()?;
+            self.role_now(procfs::ProcId {
+                pid: p,
+                start: st.start,
+            })
+        });
+        let who = match &role {
+            Some(Role::Command(c)) => format!("`{}`", shorten(&c.line, 200)),
+            Some(Role::Agent) => "the agent".to_string(),
+            _ => pid.map_or_else(|| "a process".to_string(), |p| format!("pid {p}")),
+        };
+        let reason = format!(
+            "refused the lookup of `{name}` by {who}: name lookups carry data out, so only the \
+             agent's hosts and the hosts an approved command's own line names resolve; run the \
+             session with `--allow-host {name}` to allow it"
+        );
+        let reason = self.record_refusal("lookup", format!("{name} (by {who})"), reason);
+        // The agent's own runtime draws its screen on its stderr: its refusals are in the
+        // log and the end summary only.
+        match (pid, &role) {
+            (Some(_), Some(Role::Agent)) | (None, _) => {}
+            (Some(p), _) => write_stderr(p, &reason),
+        }
+    }
+
     /// Asks the approver on this thread; `Err`/`Deny` refuse (fail closed).
     fn ask(&self, req: &AskRequest) -> Result<Answer, String> {
         match self.approver.ask(req) {
@@ -612,6 +734,25 @@ impl Notifier {
                 self.reply(n.id, Reply::Continue)
             }
             Ok(ExecDecision::Errno(e)) => self.reply(n.id, Reply::Errno(e)),
+            Ok(ExecDecision::RunInstead(original, pending)) => {
+                match self.run_instead(&n, &original) {
+                    Ok(restore) => {
+                        self.set_pending(pending);
+                        self.reply(n.id, Reply::Continue);
+                        if let Some(r) = restore {
+                            spawn_worker(move || r.after_exec());
+                        }
+                    }
+                    Err(why) => {
+                        let what = self.exec_what(&n);
+                        self.refuse_exec(
+                        &n,
+                        what,
+                        format!("refused by tyba: the agent's copy of its own program cannot be run as the installed file ({why})"),
+                    )
+                    }
+                }
+            }
             Ok(ExecDecision::Refuse(reason)) => {
                 let what = self.exec_what(&n);
                 self.refuse_exec(&n, what, reason)
@@ -1114,6 +1255,173 @@ impl Notifier {
         out
     }
 
+    /// The file of the agent's installation that the exec's file (`real`, canonical, as the
+    /// process resolves the exec's name) is a byte-identical copy of, opened read-only in the
+    /// sandbox's root: the descriptor, its identity and its path (docs/sandbox.md, "The
+    /// agent's copy of its own program").
+    ///
+    /// Only an ELF file in a writable root (where the agent can have made a copy) that is not
+    /// itself the installation's is looked for; the original must be a regular executable
+    /// file of the installation, outside the writable roots, of the same size and bytes (read
+    /// in full from the descriptors compared, the copy as opened now). Copies already
+    /// compared are remembered by identity and change times.
+    fn installed_original(
+        &self,
+        n: &Notif,
+        pidfd: &OwnedFd,
+        r: &ExecRead,
+        real: &std::path::Path,
+    ) -> Option<(OwnedFd, FileId, PathBuf)> {
+        use std::io::{Read, Seek};
+        use std::os::unix::ffi::OsStrExt;
+        if r.raw_path.is_empty()
+            || self.install.owns(real)
+            || !self.writable.iter().any(|w| real.starts_with(w))
+        {
+            return None;
+        }
+        let root = self.root.as_ref().map(|r| r.as_fd());
+        let execveat = i64::from(n.nr) == libc::SYS_execveat;
+        let nofollow = execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
+        let target = Target::Path {
+            dirfd: r.dirfd,
+            path: r.raw_path.clone(),
+            nofollow,
+        };
+        let copy = meta::open_target_in(n.pid, pidfd, root, &target).ok()?;
+        let st = nix::sys::stat::fstat(copy.as_fd()).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return None;
+        }
+        let mut cf = std::fs::File::open(format!("/proc/self/fd/{}", copy.as_raw_fd())).ok()?;
+        let mut head = [0u8; 4];
+        cf.read_exact(&mut head).ok()?;
+        if &head != b"\x7fELF" {
+            return None;
+        }
+        let key: ElfKey = (
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime,
+            st.st_mtime_nsec,
+            st.st_ctime,
+            st.st_ctime_nsec,
+        );
+        let (known, index) = {
+            let s = self.state.lock().ok()?;
+            (s.copies.get(&key).cloned(), s.install_index.clone())
+        };
+        let index = match index {
+            Some(i) => i,
+            None => {
+                let i = Arc::new(self.install.index());
+                if let Ok(mut s) = self.state.lock() {
+                    s.install_index = Some(Arc::clone(&i));
+                }
+                i
+            }
+        };
+        let size = u64::try_from(st.st_size).ok()?;
+        // A copy compared before and unchanged since (its ctime moves with any write, and no
+        // process can set it) is not read again.
+        let compared = known.is_some();
+        let candidates: Vec<PathBuf> = match known {
+            Some(p) => vec![p],
+            None => index.of_size(size).to_vec(),
+        };
+        for cand in candidates {
+            let t = Target::Path {
+                dirfd: libc::AT_FDCWD,
+                path: cand.as_os_str().as_bytes().to_vec(),
+                nofollow: true,
+            };
+            let Ok(obj) = meta::open_target_in(n.pid, pidfd, root, &t) else {
+                continue;
+            };
+            let Ok(ost) = nix::sys::stat::fstat(obj.as_fd()) else {
+                continue;
+            };
+            let Ok(oreal) = meta::object_path(&obj) else {
+                continue;
+            };
+            if ost.st_mode & libc::S_IFMT != libc::S_IFREG
+                || ost.st_mode & 0o111 == 0
+                || ost.st_size != st.st_size
+                || !self.install.owns(&oreal)
+                || self.writable.iter().any(|w| oreal.starts_with(w))
+                || !self.readable.iter().any(|w| oreal.starts_with(w))
+            {
+                continue;
+            }
+            let Ok(mut of) = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd()))
+            else {
+                continue;
+            };
+            if cf.rewind().is_err() {
+                return None;
+            }
+            if compared || crate::agent::same_bytes(&mut cf, &mut of).unwrap_or(false) {
+                if let Ok(mut s) = self.state.lock() {
+                    if s.copies.len() >= ELF_MEMO {
+                        s.copies.clear();
+                    }
+                    s.copies.insert(key, oreal.clone());
+                }
+                return Some((of.into(), (ost.st_dev, ost.st_ino), oreal));
+            }
+        }
+        None
+    }
+
+    /// Makes the exec of `n` run `original` instead of the file it names: installs it in the
+    /// process at its lowest free descriptor `N` (close-on-exec: the program does not inherit
+    /// it) and rewrites the exec's file name to `/dev/fd/N`, which the kernel resolves to
+    /// that very file. The caller replies `Continue`. Where the name lies in a vfork parent's
+    /// memory, the [`NameRestore`] to give it back once the exec is done.
+    ///
+    /// # Errors
+    /// Why it cannot (the name shorter than the new one, not in private memory, the process
+    /// gone).
+    fn run_instead(&self, n: &Notif, original: &OwnedFd) -> Result<Option<NameRestore>, String> {
+        let tgid = procfs::tgid(n.pid).map_err(|e| e.to_string())?;
+        let execveat = i64::from(n.nr) == libc::SYS_execveat;
+        let name_ptr = if execveat { n.args[1] } else { n.args[0] };
+        let mem = Mem::open_rw(n.pid).map_err(|e| e.to_string())?;
+        let mut old_name = mem
+            .read_cstr(name_ptr, libc::PATH_MAX as usize)
+            .map_err(|e| e.to_string())?;
+        old_name.push(0);
+        let parent = procfs::stat(tgid).ok().map(|(pp, _)| pp);
+        let shares_with_parent =
+            parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
+        let fd = sys::notif_addfd(self.listener.as_fd(), n.id, original.as_fd(), true)
+            .map_err(|e| format!("installing its descriptor: {e}"))?;
+        let new_name = format!("/dev/fd/{fd}\0").into_bytes();
+        if old_name.len() < new_name.len() {
+            return Err(format!(
+                "its file name is shorter than {} bytes",
+                new_name.len() - 1
+            ));
+        }
+        if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
+            return Err("its file name is not in private memory".into());
+        }
+        let old_exe = procfs::exe_id(tgid);
+        let old_stack = procfs::stack_start(tgid).ok();
+        mem.write(name_ptr, &new_name)
+            .map_err(|e| format!("rewriting its file name: {e}"))?;
+        Ok(shares_with_parent.map(|parent| NameRestore {
+            parent,
+            child: tgid,
+            old_exe,
+            old_stack,
+            name_ptr,
+            old_name,
+            new_name,
+        }))
+    }
+
     fn exec_decision(&self, n: &Notif) -> std::io::Result<ExecDecision> {
         // A thread-group leader (the common case) is its own process: `pidfd_open` succeeds
         // only for leaders, which spares reading `/proc/<tid>/status`. The pidfd then serves
@@ -1195,8 +1503,18 @@ impl Notifier {
         // What a cover made here allows its descendants: the code-running variables this
         // exec runs with.
         let env = exec::code_env(&r.envp);
+        // A value naming only the person's code in roots the session cannot change
+        // (rustup's `LD_LIBRARY_PATH`, npm's `EDITOR=vi`) is no assignment.
+        let kept = exec::KeptRoots {
+            readable: &self.readable,
+            writable: &self.writable,
+        };
         let judged = |covered: &[(String, String)]| {
-            exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref())
+            exec::drop_inert(
+                exec::assignments_of(&env, &r.envp, &self.start_env, covered, shell.as_ref()),
+                &r.envp,
+                &kept,
+            )
         };
         // The agent's own file, reached by a name no process of the session can change
         // between this check and the kernel's (no link in the worktree or scratch dir).
@@ -1220,6 +1538,45 @@ impl Notifier {
                 time: std::time::SystemTime::now(),
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
+        }
+        // The agent's copy of its own program (Codex copies its binary into `~/.codex/packages/`
+        // and runs it from there): the installation file it is a byte-identical copy of is
+        // what runs, through a descriptor tyba opened, so what the copy's name holds after this
+        // check does not matter. The agent could have run that file itself with this argv and
+        // environment: nothing it could not already do. A command's copy is a command.
+        if role.is_agent() && !own_file && judged(&[]).is_empty() {
+            if let Some((original, id, path)) = file
+                .as_ref()
+                .and_then(|(real, _)| self.installed_original(n, &pidfd, &r, real))
+            {
+                self.log_allowed(AllowedExec {
+                    command: command_line(&r.path, &r.argv),
+                    verdict: Verdict::Green,
+                    rules: Vec::new(),
+                    why: format!(
+                        "the agent's own program: a byte-identical copy of `{}`, run as that file",
+                        path.display()
+                    ),
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                    pid: n.pid,
+                    time: std::time::SystemTime::now(),
+                });
+                let files = vec![id];
+                let mark = exec::ImageMark::read(&r.dir, &files);
+                return Ok(ExecDecision::RunInstead(
+                    original,
+                    Pending {
+                        tgid,
+                        stat,
+                        now: role.clone(),
+                        then: Role::Agent,
+                        files,
+                        mark,
+                        pidfd: Arc::clone(&pidfd),
+                    },
+                ));
+            }
         }
         // tyba's own hook, as `tyba hook install` wrote it around this executable: tyba. The
         // argv is a label the caller picks: the file run must be a system shell, reached by a
@@ -1304,8 +1661,34 @@ impl Notifier {
             .as_ref()
             .filter(|(real, _)| exec::is_system_program(real))
             .map(|(real, _)| name_line(real, &r.argv));
-        let own_line = match (&role, &by_name) {
-            (Role::Command(_), Some(l)) => l.clone(),
+        // A program the person installed in a root the session cannot change (a system
+        // root, a `read_only` toolchain: `/opt/rust/bin/cargo`, `~/.cargo/bin/cargo`) is the
+        // program its name says when the exec was made by that bare name (`cargo`, found on
+        // `PATH`: the person typed `cargo`), or by a command's descendant (the build's own
+        // steps). Judged by the name the exec used, not the file a link reaches (rustup's
+        // proxies are links to `rustup`, which takes its part from that name).
+        let exec_path = std::path::Path::new(&r.path);
+        let installed = exec_path.is_absolute()
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && file.as_ref().is_some_and(|(real, _)| kept.holds(real))
+            && kept.holds(exec_path);
+        let typed = r
+            .argv
+            .first()
+            .is_some_and(|a0| !a0.contains('/') && exec_path.file_name() == Some(a0.as_ref()));
+        let typed_line = (installed && typed && !is_system_shell(exec_path))
+            .then(|| name_line(exec_path, &r.argv));
+        let by_name = match by_name {
+            None if installed && matches!(role, Role::Command(_)) => {
+                Some(name_line(exec_path, &r.argv))
+            }
+            b => b,
+        };
+        // The name typed first (`npm test`, although `/usr/bin/npm` is a link to
+        // `npm-cli.js`); the name of the file a system program is stays an alternative.
+        let own_line = match (&role, &by_name, typed_line) {
+            (_, _, Some(t)) => t,
+            (Role::Command(_), Some(l), None) => l.clone(),
             _ => command_line(&shown, &r.argv),
         };
         let command = exec::classified_line(&prefix, &own_line);
@@ -1331,7 +1714,7 @@ impl Notifier {
         }
         let rules = decisive_rules(&class);
         // The pushes to local repositories an approval would relay (`crate::push_relay`).
-        let local_pushes = push_relay::approved(&class, &self.writable);
+        let local_pushes = push_relay::approved(&class, &self.agent_writes);
         // An approval covers the connections and lookups of the hosts its line names (the
         // policy's hosts of network clients); an allow without asking covers none.
         let new_cover = |command: &str, hosts: &[String], approved: bool| {
@@ -1357,9 +1740,18 @@ impl Notifier {
             // A build's own steps name the system's files (`ld … /usr/lib/…/crt1.o`): reading
             // what the agent's domain reads anyway is no reach outside for a command's
             // descendant; Landlock holds the line. Writing outside still is.
-            let verdict = if self.reads_only_what_the_domain_reads(&class)
-                || within_the_grants(&class, &c.granted)
-            {
+            // Why a red one passes unasked, for the log: each is a part of what the approval
+            // of `c` covers (docs/sandbox.md, "What a command can do").
+            let red_why = if class.verdict != Verdict::Red {
+                None
+            } else if self.reads_only_what_the_domain_reads(&class) {
+                Some("red only for reading what the agent's own domain reads")
+            } else if within_the_grants(&class, &c.granted) {
+                Some("red only for paths that approval granted")
+            } else {
+                None
+            };
+            let verdict = if red_why.is_some() {
                 Verdict::Yellow
             } else {
                 class.verdict
@@ -1367,11 +1759,19 @@ impl Notifier {
             return Ok(match exec::covered(verdict, &rules, c) {
                 Covered::Pass => {
                     self.control.count(Counted::Allowed);
+                    let red_why = match (red_why, class.verdict) {
+                        (Some(w), _) => format!(": {w}"),
+                        (None, Verdict::Red) => ", approved red for the same rules".to_string(),
+                        _ => String::new(),
+                    };
                     self.log_allowed(AllowedExec {
                         command: command.clone(),
                         verdict: class.verdict,
                         rules: rules.clone(),
-                        why: format!("under the approved command `{}`", shorten(&c.line, 200)),
+                        why: format!(
+                            "under the approved command `{}`{red_why}",
+                            shorten(&c.line, 200)
+                        ),
                         argv: r.argv.clone(),
                         cwd: r.cwd.clone(),
                         pid: n.pid,
@@ -1761,6 +2161,8 @@ impl Notifier {
         };
         let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
         let (fds, cwd) = runner::inherited(tgid).map_err(cannot)?;
+        let outside_grants: Vec<(PathBuf, bool)> =
+            c.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
         let spawn = Spawn {
             payload: SpawnPayload {
                 path: c.path.into_bytes(),
@@ -1783,6 +2185,9 @@ impl Notifier {
                     s.runners.remove(&ns_pid);
                 }
             }
+            if let Some(o) = &self.outside {
+                o.runner_ended(ns_pid, start);
+            }
         };
         let abort = |why: String| {
             self.stage.send(&ToStage::Signal {
@@ -1795,6 +2200,9 @@ impl Notifier {
         };
         if let Ok(mut s) = self.state.lock() {
             s.runners.insert(ns_pid, (start, cover));
+        }
+        if let Some(o) = &self.outside {
+            o.runner_started(ns_pid, start, outside_grants);
         }
         let installed = self.install_proxy(n, true, false, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);

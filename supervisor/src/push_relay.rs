@@ -56,19 +56,29 @@ pub(crate) struct ApprovedPush {
 }
 
 /// The git directory git's receive-pack opens for `path` (`setup.c` `enter_repo`, not
-/// strict: `path/.git`, `path`, `path.git/.git`, `path.git`, the first that is a git
-/// directory), canonical. `None` when none is.
+/// strict: of `path/.git`, `path`, `path.git/.git`, `path.git`, the first that is a regular
+/// file or a git directory, symbolic links followed), canonical. `None` when none is, and
+/// when the first is a regular file: git reads it as a gitfile (`gitdir: …`) and goes where
+/// it says, which is not the repository the person approved. A git directory with a
+/// `commondir` file is refused too (its objects and refs are elsewhere).
 pub(crate) fn git_dir_at(path: &Path) -> Option<PathBuf> {
     let base = path.as_os_str().to_os_string();
-    ["/.git", "", ".git/.git", ".git"]
-        .iter()
-        .map(|s| {
-            let mut p = base.clone();
-            p.push(s);
-            PathBuf::from(p)
-        })
-        .find(|p| is_git_dir(p))
-        .and_then(|p| std::fs::canonicalize(p).ok())
+    for s in ["/.git", "", ".git/.git", ".git"] {
+        let mut p = base.clone();
+        p.push(s);
+        let p = PathBuf::from(p);
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => return None,
+            Ok(m) if m.is_dir() && is_git_dir(&p) => {
+                if std::fs::symlink_metadata(p.join("commondir")).is_ok() {
+                    return None;
+                }
+                return std::fs::canonicalize(p).ok();
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Whether `p` is a git directory (`setup.c` `is_git_directory`: `objects/` and `refs/`
@@ -77,12 +87,63 @@ fn is_git_dir(p: &Path) -> bool {
     p.join("objects").is_dir() && p.join("refs").is_dir() && p.join("HEAD").is_file()
 }
 
+/// Whether `name` is one tyba gives a session's directory in a temp dir or a memory
+/// filesystem: `tyba-<uid>-<12 hex digits>` (the temp dir), with `.state` (the state
+/// copies), or `tyba-<uid>-caches` (cache layers when the state directory cannot hold them).
+fn is_session_dir_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("tyba-") else {
+        return false;
+    };
+    let Some((uid, tail)) = rest.split_once('-') else {
+        return false;
+    };
+    if uid.is_empty() || !uid.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let id = tail.strip_suffix(".state").unwrap_or(tail);
+    tail == "caches" || (id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Whether the agent could write into repository `repo` (or replace it): it lies under one of
-/// its `writable` roots, or holds one.
+/// its `writable` roots, or holds one, or lies in directories tyba makes for sessions, this
+/// one's or another's (tyba's state directory with the session worktrees and cache layers,
+/// and the `tyba-*` directories of the temp dir and the memory filesystems: temp dirs, state
+/// copies), which some session's agent writes through.
 fn agent_writable(repo: &Path, writable: &[PathBuf]) -> bool {
-    writable
+    let sessions = [
+        std::env::var_os("XDG_STATE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(|x| PathBuf::from(x).join("tyba")),
+        std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(|h| PathBuf::from(h).join(".local/state/tyba")),
+    ];
+    let in_sessions = sessions
         .iter()
-        .any(|w| repo.starts_with(w) || w.starts_with(repo))
+        .flatten()
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+        .any(|d| repo.starts_with(d));
+    let scratch_roots = [
+        Some(std::env::temp_dir()),
+        Some(PathBuf::from("/dev/shm")),
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+    ];
+    let in_scratch = scratch_roots
+        .iter()
+        .flatten()
+        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+        .any(|d| {
+            repo.strip_prefix(&d).is_ok_and(|rest| {
+                rest.components()
+                    .next()
+                    .is_some_and(|c| is_session_dir_name(&c.as_os_str().to_string_lossy()))
+            })
+        });
+    in_sessions
+        || in_scratch
+        || writable
+            .iter()
+            .any(|w| repo.starts_with(w) || w.starts_with(repo))
 }
 
 /// The local pushes an approval of `class` covers: each of its push URLs that names a local
@@ -269,6 +330,10 @@ pub(crate) enum RelayError {
     /// A deletion the approval did not name as one.
     #[error("the push deletes {0}, which the approval did not name as a deletion")]
     Deletion(String),
+    /// A ref that is (or is reached through) a symbolic ref of the remote, whose target the
+    /// update would move instead.
+    #[error("{0} is a symbolic ref (or under a symbolic link) in the remote: the update would move what it points to")]
+    Symbolic(String),
     /// Reading the stream failed.
     #[error("reading the push failed: {0}")]
     Io(String),
@@ -384,6 +449,38 @@ pub(crate) fn check_commands(
     Ok(())
 }
 
+/// Refuses a ref that receive-pack would not update as itself: one that is a symbolic ref
+/// in `repo` (a loose ref file `ref: refs/heads/main`, or a symbolic link: receive-pack
+/// updates the ref it points to), one reached through a symbolic link on the way, and every
+/// ref of a repository whose refs are in a reftable (which tyba does not read).
+fn plain_ref(repo: &Path, name: &str) -> Result<(), RelayError> {
+    let aliased = || Err(RelayError::Symbolic(name.to_string()));
+    if repo.join("reftable").exists() {
+        return aliased();
+    }
+    let mut p = repo.to_path_buf();
+    for part in name.split('/') {
+        p.push(part);
+        match std::fs::symlink_metadata(&p) {
+            Err(_) => return Ok(()),
+            Ok(m) if m.file_type().is_symlink() => return aliased(),
+            Ok(m) if m.is_file() => {
+                let mut head = [0u8; 4];
+                let n = std::fs::File::open(&p)
+                    .and_then(|mut f| f.read(&mut head))
+                    .unwrap_or(0);
+                return if head[..n].starts_with(b"ref:") {
+                    aliased()
+                } else {
+                    Ok(())
+                };
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// One relayed push: the repository, what the approval covers, and the pushing process's
 /// standard streams (taken with `pidfd_getfd(2)` before it became the proxy).
 pub(crate) struct Relay {
@@ -448,7 +545,11 @@ pub(crate) fn run(relay: Relay, on_started: impl FnOnce(&OwnedFd)) -> Outcome {
     }
     let mut input = std::fs::File::from(relay.stdin);
     let checked = read_commands(&mut input).and_then(|(raw, cmds)| {
-        check_commands(&cmds, &relay.approved, &relay.protected).map(|()| raw)
+        check_commands(&cmds, &relay.approved, &relay.protected)?;
+        for c in &cmds {
+            plain_ref(&relay.approved.repo, &c.name)?;
+        }
+        Ok(raw)
     });
     let raw = match checked {
         Ok(raw) => raw,
@@ -765,6 +866,77 @@ mod tests {
         assert!(approved_of(&c, &[std::fs::canonicalize(d.path()).unwrap()]).is_empty());
         assert!(approved_of(&c, &[canon.join("hooks")]).is_empty());
         assert!(ask_reasons(&a)[0].contains("refs/heads/feature-x"));
+
+        // A gitfile where git looks first sends git elsewhere: no repository is named.
+        let redirected = d.path().join("m");
+        for sub in ["objects", "refs"] {
+            std::fs::create_dir_all(redirected.join(sub)).unwrap();
+        }
+        std::fs::write(redirected.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(git_dir_at(&redirected).is_some());
+        std::fs::write(redirected.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        assert_eq!(
+            git_dir_at(&redirected),
+            None,
+            "a gitfile redirects receive-pack"
+        );
+        std::fs::remove_file(redirected.join(".git")).unwrap();
+        std::fs::write(redirected.join("commondir"), "../elsewhere\n").unwrap();
+        assert_eq!(
+            git_dir_at(&redirected),
+            None,
+            "a commondir redirects objects and refs"
+        );
+        // Session directories of tyba's are some agent's, whatever the writable roots say.
+        for name in [
+            "tyba-1001-0a1b2c3d4e5f",
+            "tyba-0-0a1b2c3d4e5f.state",
+            "tyba-7-caches",
+        ] {
+            assert!(is_session_dir_name(name), "{name}");
+            let r = std::env::temp_dir().join(name).join("1/upper/m");
+            assert!(agent_writable(&r, &[]), "{name}");
+        }
+        for name in [
+            "tyba-test-x",
+            "tyba-1001-zz",
+            "tyba--0a1b2c3d4e5f",
+            "notyba-1-caches",
+        ] {
+            assert!(!is_session_dir_name(name), "{name}");
+        }
+    }
+
+    /// A ref that is a symbolic ref of the remote (or lies under a symbolic link) is not
+    /// relayed: receive-pack would move its target, `main` for one the person made.
+    #[test]
+    fn symbolic_refs_of_the_remote_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("refs/heads")).unwrap();
+        std::fs::write(r.join("refs/heads/dev"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(
+            r.join("refs/heads/plain"),
+            "0123456789012345678901234567890123456789\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("main", r.join("refs/heads/lnk")).unwrap();
+        std::fs::create_dir_all(r.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(r.join("elsewhere"), r.join("refs/heads/dir")).unwrap();
+        for name in ["refs/heads/dev", "refs/heads/lnk", "refs/heads/dir/x"] {
+            assert!(
+                matches!(plain_ref(r, name), Err(RelayError::Symbolic(_))),
+                "{name}"
+            );
+        }
+        for name in ["refs/heads/plain", "refs/heads/new", "refs/heads/new/sub"] {
+            assert!(plain_ref(r, name).is_ok(), "{name}");
+        }
+        std::fs::create_dir_all(r.join("reftable")).unwrap();
+        assert!(
+            plain_ref(r, "refs/heads/plain").is_err(),
+            "reftable: not read"
+        );
     }
 
     #[test]

@@ -97,6 +97,13 @@ pub struct SandboxPlan {
     /// (`/dev/null` bound over it), so the agent's shells start without reading them (they
     /// may export secrets) and without `Permission denied` on every start.
     pub blanked: Vec<PathBuf>,
+    /// `--ask-outside-files`: cover the entries around the worktree and in the home with the
+    /// supervisor's outside-files server ([`crate::outside_fs`]).
+    pub ask_outside_files: bool,
+    /// The entries covered ([`crate::outside_fs::plan_covers`], computed at launch).
+    pub outside_covers: Vec<PathBuf>,
+    /// The covers stage 2 mounted (granted by Landlock to the server's view of them).
+    pub outside_mounted: Vec<PathBuf>,
 }
 
 /// The shell startup files in the home that shells read by themselves (bash(1)
@@ -1432,6 +1439,11 @@ pub fn landlock_ruleset(
     }
     for (p, write) in extra {
         rules.push((p.clone(), if *write { rw } else { ro }));
+    }
+    // The outside-files server's covers: every access reaches the server, which decides
+    // (`crate::outside_fs`); nothing is executed from them.
+    for p in &plan.outside_mounted {
+        rules.push((p.clone(), rw & !AccessFs::Execute));
     }
     for d in DEVICES_RW {
         rules.push((PathBuf::from(d), AccessFs::ReadFile | AccessFs::WriteFile));

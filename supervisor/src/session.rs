@@ -491,35 +491,66 @@ const SYSTEM_DIRS: &[&str] = &[
 
 /// Refuses a working directory for the agent that the sandbox could not confine it to in any
 /// useful sense: the agent gets read and write access to its whole worktree, so a worktree
-/// that is `/`, a system directory, the person's home, or an ancestor of the home would hand
-/// it the credentials, shell startup files, other sessions' audit logs and tyba's own state
-/// (DESIGN.md §5: the agent is confined to its worktree). `home` is the person's home
-/// (canonical when it exists).
+/// that is `/`, a system directory, the person's home, a directory holding the home, or a
+/// directory inside one of the home's hidden directories (`~/.ssh`, `~/.config`, `~/.local`
+/// with tyba's own state and logs…) would hand it the credentials, configuration the
+/// person's programs run, shell startup files or other sessions' audit logs (DESIGN.md §5:
+/// the agent is confined to its worktree). Directories are compared by identity (device and
+/// inode) too, so a bind mount or another name of the home is the home. `home` is the
+/// person's home.
 ///
 /// # Errors
 /// [`SessionError::UnsafeWorktree`] with the reason.
 pub fn check_worktree(wt: &Path, home: Option<&Path>) -> Result<(), SessionError> {
-    let refuse = |why: &str| {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| {
         Err(SessionError::UnsafeWorktree {
             path: wt.to_path_buf(),
-            why: why.to_string(),
+            why,
         })
     };
-    if wt.parent().is_none() {
-        return refuse("it is the root of the filesystem");
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let wt_id = id(wt);
+    if wt.parent().is_none() || (wt_id.is_some() && wt_id == id(Path::new("/"))) {
+        return refuse("it is the root of the filesystem".into());
     }
-    if SYSTEM_DIRS.iter().any(|d| Path::new(d) == wt) {
-        return refuse("it is a system directory");
+    if SYSTEM_DIRS
+        .iter()
+        .any(|d| Path::new(d) == wt || (wt_id.is_some() && wt_id == id(Path::new(d))))
+    {
+        return refuse("it is a system directory".into());
     }
-    if let Some(h) = home {
-        let h = canonical(h);
-        if h == wt {
-            return refuse(
-                "it is your home directory, which holds your credentials, shell startup files and tyba's own state",
-            );
-        }
-        if h.starts_with(wt) {
-            return refuse("it contains your home directory");
+    let Some(h) = home else {
+        return Ok(());
+    };
+    let h = canonical(h);
+    let home_id = id(&h);
+    // The home, or a directory holding it (by name, or the same directory by identity).
+    if h == wt || (home_id.is_some() && wt_id == home_id) {
+        return refuse(
+            "it is your home directory, which holds your credentials, shell startup files and tyba's own state".into(),
+        );
+    }
+    if h.starts_with(wt) || (wt_id.is_some() && h.ancestors().skip(1).any(|a| id(a) == wt_id)) {
+        return refuse("it contains your home directory".into());
+    }
+    // Inside the home (by name, or through another name of it): not in a hidden directory.
+    let rel = wt.strip_prefix(&h).ok().map(Path::to_path_buf).or_else(|| {
+        let home_id = home_id?;
+        wt.ancestors()
+            .find(|a| id(a) == Some(home_id))
+            .and_then(|a| wt.strip_prefix(a).ok().map(Path::to_path_buf))
+    });
+    // The worktrees tyba makes for sessions live there, and are projects.
+    let worktrees = canonical(&default_worktrees_dir());
+    let ours = wt.starts_with(&worktrees) && wt != worktrees;
+    if let Some(first) = rel.as_ref().and_then(|r| r.components().next()) {
+        let name = first.as_os_str().to_string_lossy();
+        if name.starts_with('.') && !ours {
+            return refuse(format!(
+                "it is inside {}, a hidden directory of your home (configuration your programs run, credentials, tyba's own state and logs)",
+                h.join(&*name).display()
+            ));
         }
     }
     Ok(())
@@ -670,6 +701,19 @@ mod tests {
                 bad.display()
             );
         }
+        for hidden in [".ssh", ".config/git", ".local/state/tyba/log"] {
+            std::fs::create_dir_all(home.join(hidden)).unwrap();
+            let e = check_worktree(&home.join(hidden), Some(&home)).unwrap_err();
+            assert!(e.to_string().contains("hidden directory"), "{hidden}: {e}");
+        }
+        // Another name of the home (a symbolic link here; a bind mount is the same
+        // directory by identity too) is the home, and its hidden directories are too.
+        let other = t.path().join("other-name");
+        std::os::unix::fs::symlink(&home, &other).unwrap();
+        let e = check_worktree(&other, Some(&home)).unwrap_err();
+        assert!(e.to_string().contains("your home directory"), "{e}");
+        let e = check_worktree(&other.join(".ssh"), Some(&home)).unwrap_err();
+        assert!(e.to_string().contains("hidden directory"), "{e}");
         for good in [home.join("src/project"), home.join("src")] {
             check_worktree(&good, Some(&home)).unwrap();
         }

@@ -9,6 +9,12 @@
 //!   directory other than the system program directories first, or a value that cannot be
 //!   known, a bare command word may be a program found there: it is a program nobody listed
 //!   (yellow, `cmd.path-shadowed`), and a known directory is checked as a path read.
+//! - Variables that move where programs read their configuration ([`CONFIG_DIR_VARS`]:
+//!   `HOME=.` makes git read `./.gitconfig`, whose `core.fsmonitor` runs code): any assignment
+//!   is at least yellow, red when the new place is in the worktree, the session's scratch
+//!   directory or a shared temporary directory (files the agent can write), or cannot be
+//!   known (`env.config-moved`). DESIGN.md §2a lists `GIT_CONFIG*` (exec variables already);
+//!   these are the same kind of move through a directory.
 
 use super::commands::SYSTEM_BIN_DIRS;
 use super::paths::Access;
@@ -16,6 +22,44 @@ use super::words::{Field, Part};
 use super::{Analyzer, State};
 use crate::rules;
 use crate::verdict::Verdict;
+
+/// Variables naming a directory or file programs read configuration from, whose settings can
+/// run code: `HOME` (`~/.gitconfig`, `~/.npmrc`, `~/.cargo/config.toml`, `~/.ssh/config`,
+/// shell start-up files), the XDG base directories (XDG Base Directory Specification 0.8),
+/// zsh's `ZDOTDIR`, git's repository directories (git(1) "ENVIRONMENT VARIABLES"), cargo's
+/// and rustup's homes (`build.rustc-wrapper`), npm's (npm-config(7)) and pip's configuration
+/// files, Python's user base (its `.pth` files run code), Docker's configuration directory
+/// (credential helpers) and GnuPG's home.
+pub(crate) const CONFIG_DIR_VARS: &[&str] = &[
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "XDG_DATA_HOME",
+    "XDG_DATA_DIRS",
+    "ZDOTDIR",
+    "GIT_DIR",
+    "GIT_COMMON_DIR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "NPM_CONFIG_USERCONFIG",
+    "NPM_CONFIG_GLOBALCONFIG",
+    "NPM_CONFIG_PREFIX",
+    "PIP_CONFIG_FILE",
+    "PYTHONUSERBASE",
+    "DOCKER_CONFIG",
+    "GNUPGHOME",
+];
+
+/// Whether `name` is one of [`CONFIG_DIR_VARS`] (npm reads its variables in any case).
+fn moves_config(name: &str) -> bool {
+    CONFIG_DIR_VARS.contains(&name)
+        || (name.len() > 11
+            && name[..11].eq_ignore_ascii_case("npm_config_")
+            && CONFIG_DIR_VARS.contains(&name.to_ascii_uppercase().as_str()))
+}
+
+/// Shared temporary directories anyone may write.
+const SHARED_TMP: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
 /// Shell builtins (the one list of `super::commands`) and the `time` keyword: bash runs them
 /// without looking at `PATH`.
@@ -110,6 +154,82 @@ fn shadowing_dirs(value: Option<&str>) -> Vec<Option<String>> {
 }
 
 impl Analyzer<'_> {
+    /// A variable of [`CONFIG_DIR_VARS`] assigned `value` (`None`: a value that cannot be
+    /// known, as `read` or `for` bind): yellow when every piece of the value is a place
+    /// outside what the agent can write (the real home keeps the configuration where it is:
+    /// no finding), red otherwise.
+    pub(crate) fn config_dir_assignment(&mut self, name: &str, value: Option<&Field>, st: &State) {
+        if !moves_config(name) {
+            return;
+        }
+        let git_dir = self.ctx.worktree.join(".git");
+        let mut writable = value.is_none();
+        let mut elsewhere = false;
+        for piece in value.map(colon_pieces).unwrap_or_default() {
+            let Some(text) = piece.known() else {
+                writable = true;
+                continue;
+            };
+            for cwd in &st.cwds {
+                let Some(c) = cwd else {
+                    writable = true;
+                    continue;
+                };
+                let p = super::paths::resolve(c, &text);
+                let at_home = self.ctx.home.is_some_and(|h| p == h);
+                if at_home || (name.starts_with("GIT_") && p == git_dir) {
+                    continue;
+                }
+                if p.starts_with(self.ctx.worktree)
+                    || self.ctx.scratch.is_some_and(|s| p.starts_with(s))
+                    || SHARED_TMP.iter().any(|t| p.starts_with(t))
+                {
+                    writable = true;
+                } else {
+                    elsewhere = true;
+                }
+            }
+        }
+        if writable {
+            self.add(
+                Verdict::Red,
+                rules::ENV_CONFIG_MOVED.id,
+                format!("`{name}` moves where programs read configuration to a place the agent can write or that cannot be known: its settings can run code"),
+            );
+        } else if elsewhere {
+            self.add(
+                Verdict::Yellow,
+                rules::ENV_CONFIG_MOVED.id,
+                format!("`{name}` moves where programs read configuration"),
+            );
+        }
+    }
+
+    /// git's configuration given through the environment (git-config(1) "ENVIRONMENT":
+    /// `GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT` with `GIT_CONFIG_KEY_<n>`/`VALUE_<n>`;
+    /// `GIT_CONFIG_GLOBAL`/`SYSTEM`, `GIT_CONFIG` name whole files): a hooks key there, or a
+    /// value that cannot be known, switches the pre-push hook off for every git the line runs
+    /// afterwards (blocked, `git.guard.hooks-path`). `value` is `None` when it cannot be known.
+    pub(crate) fn git_config_env(&mut self, name: &str, value: Option<&Field>) {
+        let hooks_key = |t: &str| {
+            let t = t.to_ascii_lowercase();
+            t.contains("core.hookspath") || t.contains("hook.")
+        };
+        let text = value.and_then(Field::known);
+        let switches_off = match name {
+            "GIT_CONFIG_PARAMETERS" => text.as_deref().is_none_or(hooks_key),
+            _ if name.starts_with("GIT_CONFIG_KEY_") => text.as_deref().is_none_or(hooks_key),
+            _ => false,
+        };
+        if switches_off {
+            self.add(
+                Verdict::Blocked,
+                rules::GIT_GUARD_HOOKS_PATH.id,
+                format!("`{name}` gives every later git a hooks configuration (or one that cannot be known): it switches the push guard off"),
+            );
+        }
+    }
+
     /// Checks every piece of an assignment value as a path read (DESIGN.md §2a: assignment
     /// values are words; an absolute path outside the worktree is red).
     pub(crate) fn assignment_value_paths(&mut self, st: &State, value: &Field) {

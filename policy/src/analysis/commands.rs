@@ -2,8 +2,8 @@
 //! program family (DESIGN.md §2/§2a).
 
 use super::paths::Access;
-use super::registry::options::{names, parse_opts, OptSpec, Tok};
-use super::registry::{self, Judgement, Walk};
+use super::registry::options::{names, parse_opts, Opt, Syntax, Tok};
+use super::registry::{self, Effect, Judgement, Walk, Wraps};
 use super::words::Field;
 use super::{Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
@@ -11,175 +11,39 @@ use crate::verdict::Verdict;
 use brush_parser::ast;
 use std::path::{Path, PathBuf};
 
+mod args;
 mod builtins;
 mod code;
 mod files;
 mod git;
+mod known;
+mod operands;
 mod search;
 mod tools;
 mod wrappers;
 
-/// Variables that make programs run code (DESIGN.md §2a), red when assigned in any form.
-const EXEC_VARS: &[&str] = &[
-    "LD_PRELOAD",
-    "LD_LIBRARY_PATH",
-    "LD_AUDIT",
-    "BASH_ENV",
-    "ENV",
-    "PROMPT_COMMAND",
-    "PAGER",
-    "MANPAGER",
-    "GIT_PAGER",
-    "EDITOR",
-    "VISUAL",
-    "GIT_EDITOR",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_EXEC_PATH",
-    "GIT_ASKPASS",
-    "SSH_ASKPASS",
-    "PYTHONSTARTUP",
-    "NODE_OPTIONS",
-    "PERL5OPT",
-    "RIPGREP_CONFIG_PATH",
-    "LESSOPEN",
-    "LESSCLOSE",
-    "GIT_SEQUENCE_EDITOR",
-    "GIT_PROXY_COMMAND",
-    "RUBYOPT",
-    "JAVA_TOOL_OPTIONS",
-    "_JAVA_OPTIONS",
-    "PS4",
+pub(crate) use args::shell_quote;
+use args::*;
+use known::system_program;
+pub(crate) use known::{host_of, is_exec_var, SHELL_BUILTINS, SYSTEM_BIN_DIRS};
+
+/// The system roots the sandbox grants read + execute and nothing of a session writes
+/// (`docs/sandbox.md`): a program there (`/opt/rust/bin/cargo`, `/usr/lib/jvm/…/java`) is an
+/// unlisted program, not a reach outside the worktree (DESIGN.md §2a "Words and paths").
+const SYSTEM_ROOTS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
 ];
 
-/// Whether assigning `name` makes programs run code (DESIGN.md §2a's list, `GIT_CONFIG*`,
-/// exported bash functions `BASH_FUNC_*`): red in any form of assignment.
-pub(crate) fn is_exec_var(name: &str) -> bool {
-    EXEC_VARS.contains(&name) || name.starts_with("GIT_CONFIG") || name.starts_with("BASH_FUNC_")
-}
-
-/// bash's builtin commands (bash(1) "SHELL BUILTIN COMMANDS"): what `builtin NAME` may run.
-pub(crate) const SHELL_BUILTINS: &[&str] = &[
-    ".",
-    ":",
-    "[",
-    "alias",
-    "bg",
-    "bind",
-    "break",
-    "builtin",
-    "caller",
-    "cd",
-    "command",
-    "compgen",
-    "complete",
-    "compopt",
-    "continue",
-    "declare",
-    "dirs",
-    "disown",
-    "echo",
-    "enable",
-    "eval",
-    "exec",
-    "exit",
-    "export",
-    "false",
-    "fc",
-    "fg",
-    "getopts",
-    "hash",
-    "help",
-    "history",
-    "jobs",
-    "kill",
-    "let",
-    "local",
-    "logout",
-    "mapfile",
-    "popd",
-    "printf",
-    "pushd",
-    "pwd",
-    "read",
-    "readarray",
-    "readonly",
-    "return",
-    "set",
-    "shift",
-    "shopt",
-    "source",
-    "suspend",
-    "test",
-    "times",
-    "trap",
-    "true",
-    "type",
-    "typeset",
-    "ulimit",
-    "umask",
-    "unalias",
-    "unset",
-    "wait",
-];
-
-/// Extracts the host of a URL-like string (`https://host:port/…`, `user@host:path`).
-pub(crate) fn host_of(s: &str) -> Option<String> {
-    if let Some((_, rest)) = s.split_once("://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let host = authority.rsplit('@').next().unwrap_or("");
-        if !host.is_empty() {
-            return Some(host.to_string());
+/// Whether the absolute `path`, with `.` and `..` folded and, when it exists, its links
+/// resolved, lies under one of [`SYSTEM_ROOTS`].
+fn in_system_root(path: &str) -> bool {
+    let under = |p: &Path| SYSTEM_ROOTS.iter().any(|r| p.starts_with(r));
+    path.starts_with('/')
+        && under(&super::paths::lexical(Path::new("/"), path))
+        && match std::fs::canonicalize(path) {
+            Ok(real) => under(&real),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
         }
-    }
-    None
-}
-
-/// System directories whose programs are matched by name (DESIGN.md §2a "Words and paths").
-pub(crate) const SYSTEM_BIN_DIRS: &[&str] =
-    &["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"];
-
-/// Peels `/proc/self/root`, `/proc/thread-self/root`, `/proc/<pid>/root` and folds the path;
-/// returns the program name when the result lies directly in a system bin directory.
-fn system_program(path: &str) -> Option<String> {
-    // Only an absolute path names a system program: `bin/cat` is a file in the worktree.
-    if !path.starts_with('/') {
-        return None;
-    }
-    let mut p = super::paths::lexical(Path::new("/"), path);
-    loop {
-        let s = p.to_string_lossy().into_owned();
-        let rest = ["/proc/self/root", "/proc/thread-self/root"]
-            .iter()
-            .find_map(|pre| s.strip_prefix(pre).map(str::to_string))
-            .or_else(|| {
-                let r = s.strip_prefix("/proc/")?;
-                let (pid, tail) = r.split_once('/')?;
-                (pid.bytes().all(|b| b.is_ascii_digit()) && !pid.is_empty())
-                    .then(|| tail.strip_prefix("root").map(str::to_string))?
-            });
-        match rest {
-            Some(r) if r.is_empty() || r.starts_with('/') => {
-                p = PathBuf::from(if r.is_empty() { "/".to_string() } else { r })
-            }
-            _ => break,
-        }
-    }
-    // The directory is resolved physically (`/usr/bin/X11` is a link to `.` on Debian), the
-    // program name is kept (`/bin/sh` may be a link to `dash`, and is still `sh`).
-    let parent_lex = p.parent()?;
-    let parent_phys = super::paths::resolve(Path::new("/"), &parent_lex.to_string_lossy());
-    let parent = parent_lex.to_string_lossy().into_owned();
-    if SYSTEM_BIN_DIRS.contains(&parent.as_str())
-        || SYSTEM_BIN_DIRS
-            .iter()
-            .any(|d| super::paths::resolve(Path::new("/"), d) == parent_phys)
-    {
-        p.file_name().map(|n| n.to_string_lossy().into_owned())
-    } else {
-        None
-    }
 }
 
 /// A command ready for its program's rules.
@@ -204,6 +68,8 @@ impl Analyzer<'_> {
         let mut assigns: Vec<(String, Vec<Field>, bool)> = Vec::new();
         let mut words: Vec<Field> = Vec::new();
         let mut st = st;
+        // What it reads on stdin, when literal: the pipe's, unless a redirection replaces it.
+        self.fed_script = self.piped_script.clone();
         if let Some(prefix) = &s.prefix {
             for item in &prefix.0 {
                 self.prefix_item(item, &st, &mut assigns, &mut words, &mut stdin, depth);
@@ -358,7 +224,9 @@ impl Analyzer<'_> {
     /// A variable assigned in any form (`X=`, `export`, `declare`, `read`, `printf -v`,
     /// `mapfile`, `getopts`, `let`, a `for` variable, `${X:=…}`): exec-capable names are red
     /// (DESIGN.md §2a "Variables").
-    pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, _st: &State) {
+    pub(crate) fn assigns_variable(&mut self, name: &str, how: Option<&str>, st: &State) {
+        self.config_dir_assignment(name, None, st);
+        self.git_config_env(name, None);
         if is_exec_var(name) {
             let how = how.map(|h| format!(" through `{h}`")).unwrap_or_default();
             self.add(
@@ -371,6 +239,9 @@ impl Analyzer<'_> {
 
     /// Rules on one assignment (prefix, bare, export, env NAME=VALUE).
     fn assignment_rules(&mut self, name: &str, fields: &[Field], st: &State, prefix: bool) {
+        let value = Field::joined(fields.iter().cloned());
+        self.config_dir_assignment(name, Some(&value), st);
+        self.git_config_env(name, Some(&value));
         if is_exec_var(name) {
             self.add(
                 Verdict::Red,
@@ -390,6 +261,70 @@ impl Analyzer<'_> {
                 }
             }
         }
+    }
+
+    /// A call of a function defined on the line whose body uses its positional parameters
+    /// (`f(){ git "$@"; }; f push origin HEAD:main`, `f(){ rm -rf "$1"; }; f /etc`): the
+    /// body is analysed again with `$@`, `$*`, `$N` replaced by the call's words (DESIGN.md
+    /// §2a: wrappers are judged by what they run). Arguments that cannot be known stay
+    /// unknown there. Each function is expanded once per call chain (no recursion).
+    fn function_call(&mut self, st: &State, name: &str, args: &[Field], depth: usize) {
+        if self.calling.iter().any(|c| c == name) {
+            return;
+        }
+        let Some(body) = self
+            .function_bodies
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.clone())
+        else {
+            return;
+        };
+        let uses = body.contains("$@")
+            || body.contains("$*")
+            || body.contains("${@")
+            || body.contains("${*")
+            || (1..=9)
+                .any(|n| body.contains(&format!("${n}")) || body.contains(&format!("${{{n}}}")));
+        if !uses {
+            return;
+        }
+        // A word as it can stand in the body's text: plain when it has no characters the
+        // shell treats specially (then it reads the same quoted or not), single-quoted else;
+        // an unknown word as a variable nobody set.
+        let word = |f: &Field| match f.known() {
+            Some(t)
+                if !t.is_empty()
+                    && t.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_./:@%+=,-^~".contains(c)) =>
+            {
+                t
+            }
+            Some(t) => format!("'{}'", t.replace('\'', r"'\''")),
+            None => "${__tyba_unknown_argument}".to_string(),
+        };
+        let all: Vec<String> = args.iter().map(word).collect();
+        let mut text = body;
+        for spelling in [
+            "\"$@\"", "\"${@}\"", "\"$*\"", "\"${*}\"", "${@}", "${*}", "$@", "$*",
+        ] {
+            text = text.replace(spelling, &all.join(" "));
+        }
+        for n in (1..=9).rev() {
+            let value = args.get(n - 1).map(word).unwrap_or_default();
+            for spelling in [
+                format!("\"${{{n}}}\""),
+                format!("\"${n}\""),
+                format!("${{{n}}}"),
+                format!("${n}"),
+            ] {
+                text = text.replace(&spelling, &value);
+            }
+        }
+        self.calling.push(name.to_string());
+        self.line(&text, st.clone(), depth + 1);
+        self.calling.pop();
     }
 
     /// Runs the rules for a command whose words are expanded.
@@ -487,8 +422,15 @@ impl Analyzer<'_> {
                         "cmd.unlisted-program",
                         format!("`{name}` is a program path nobody listed"),
                     );
-                    self.path_field(&st, &Field::lit(name), Access::Read);
+                    if !in_system_root(name) {
+                        self.path_field(&st, &Field::lit(name), Access::Read);
+                    }
                     self.generic_paths(&st, args, Access::Any);
+                    // A program named like a registered one may be a build of it
+                    // (`./target/release/tyba approve`): its effects count.
+                    if let Some(base) = name.rsplit('/').next().filter(|b| !b.is_empty()) {
+                        self.program_effects(&st, base, args);
+                    }
                     self.carried_shell_lines(&st, args, stdin, depth);
                     return st;
                 }
@@ -500,8 +442,10 @@ impl Analyzer<'_> {
         // command itself; both are analysed below).
         self.defined_use(&st, &program, args, depth);
         if st.functions.iter().any(|f| f == &program) {
-            // Its body was analysed where it was defined.
+            // Its body was analysed where it was defined, without arguments; a body that uses
+            // its positional parameters is analysed again with this call's.
             self.generic_paths(&st, args, Access::Any);
+            self.function_call(&st, &program, args, depth);
             return st;
         }
         let inv = Invocation {
@@ -511,145 +455,6 @@ impl Analyzer<'_> {
             stdin,
         };
         self.program(st, inv, depth)
-    }
-
-    /// Checks every operand-like word as a path: operands, `--opt=VALUE` values, `key=VALUE`
-    /// values and attached short-option values that look like paths.
-    pub(crate) fn generic_paths(&mut self, st: &State, args: &[Field], access: Access) {
-        for f in args {
-            for cand in path_candidates(f) {
-                let cand = self.tilde_value(&cand, f);
-                self.path_field(st, &cand, access);
-            }
-        }
-    }
-
-    /// bash expands `~` after the `=` of `key=~/x` and `--opt=~/x` words: a value taken out of
-    /// such a word gets that expansion.
-    fn tilde_value(&self, cand: &Field, from: &Field) -> Field {
-        if cand == from {
-            return cand.clone();
-        }
-        match (cand.known(), self.ctx.home) {
-            (Some(t), Some(h)) if t == "~" || t.starts_with("~/") => {
-                Field::lit(&format!("{}{}", h.display(), &t[1..]))
-            }
-            _ => cand.clone(),
-        }
-    }
-
-    /// A recursion that follows symlinks reads wherever they point: look for symlinks leading
-    /// out of the worktree below the start paths (bounded; too many entries is not green).
-    fn symlinks_out(&mut self, st: &State, starts: &[Field]) {
-        const MAX_ENTRIES: usize = 4096;
-        let mut queue: Vec<PathBuf> = Vec::new();
-        for s in starts {
-            match s.known() {
-                Some(t) => {
-                    for cwd in st.cwds.iter().flatten() {
-                        queue.push(super::paths::resolve(cwd, &t));
-                    }
-                }
-                None => {
-                    self.add(
-                        Verdict::Yellow,
-                        "path.unresolved",
-                        "a recursion that follows symlinks from a path that cannot be known"
-                            .to_string(),
-                    );
-                    return;
-                }
-            }
-        }
-        let worktree = self.ctx.worktree.to_path_buf();
-        let mut seen = 0usize;
-        while let Some(dir) = queue.pop() {
-            let Ok(rd) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                seen += 1;
-                if seen > MAX_ENTRIES {
-                    self.add(
-                        Verdict::Yellow,
-                        "path.symlink-scan",
-                        "a recursion that follows symlinks over more entries than tyba checks"
-                            .to_string(),
-                    );
-                    return;
-                }
-                let Ok(ft) = e.file_type() else { continue };
-                let path = e.path();
-                if ft.is_symlink() {
-                    let target = super::paths::resolve(&dir, &e.file_name().to_string_lossy());
-                    if !target.starts_with(&worktree) {
-                        self.add(
-                            Verdict::Red,
-                            "path.outside-worktree",
-                            format!("the recursion follows the symlink `{}` out of the worktree (to {})", path.display(), target.display()),
-                        );
-                        return;
-                    }
-                } else if ft.is_dir() && e.file_name() != ".git" {
-                    queue.push(path);
-                }
-            }
-        }
-    }
-
-    /// `--opt=VALUE` words of green-list commands whose value looks like a path: the value is
-    /// a word like any other (DESIGN.md §2a), whatever the option.
-    fn option_value_paths(&mut self, st: &State, args: &[Field]) {
-        for f in args {
-            let Some(t) = f.known() else { continue };
-            let Some((name, v)) = t.strip_prefix("--").and_then(|l| l.split_once('=')) else {
-                continue;
-            };
-            // Patterns, formats and colours are not paths (`rg --glob=.env` names no file).
-            let pattern_valued = [
-                "glob",
-                "include",
-                "exclude",
-                "regexp",
-                "pattern",
-                "format",
-                "color",
-                "colour",
-                "replace",
-                "type",
-                "sort",
-                "label",
-                "separator",
-                "delimiter",
-            ]
-            .iter()
-            .any(|k| name.contains(k))
-                && !name.ends_with("-from");
-            if pattern_valued || v.is_empty() {
-                continue;
-            }
-            let cand = self.tilde_value(&Field::lit(v), f);
-            self.path_field(st, &cand, Access::Read);
-        }
-    }
-
-    fn judged(&mut self, st: &State, j: Judgement, args: &[Field]) {
-        self.option_value_paths(st, args);
-        if let Some(starts) = &j.follows_links {
-            self.symlinks_out(st, starts);
-        }
-        for f in j.findings {
-            self.out.add(f);
-        }
-        if j.reads_cwd {
-            self.path_field(st, &Field::lit("."), Access::Read);
-        }
-        for (f, a) in j.paths {
-            self.path_field(st, &f, a);
-        }
-        for (what, reason) in j.opaque {
-            self.opaque(what, reason);
-        }
     }
 
     fn unlisted(&mut self, program: &str) {
@@ -705,34 +510,27 @@ impl Analyzer<'_> {
                 format!("`{p}` fetches code from the network and runs it"),
             );
         }
-        // Recursions that follow symlinks read wherever they point.
-        let known_args: Vec<String> =
-            if matches!(p, "ls" | "du" | "tree" | "tar" | "bsdtar" | "cp" | "rsync") {
-                args.iter().filter_map(Field::known).collect()
-            } else {
-                Vec::new()
-            };
-        let short_has = |c: char| {
-            known_args
-                .iter()
-                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(c))
-        };
-        let follows = match p {
-            "ls" => {
-                short_has('R')
-                    && (short_has('L') || known_args.iter().any(|a| a == "--dereference"))
-            }
-            "du" => short_has('L') || known_args.iter().any(|a| a == "--dereference"),
-            "tree" => short_has('l'),
-            "tar" | "bsdtar" => short_has('h') || known_args.iter().any(|a| a == "--dereference"),
-            "cp" | "rsync" => {
-                short_has('L')
-                    || known_args
-                        .iter()
-                        .any(|a| a == "--dereference" || a == "--copy-links")
-            }
-            _ => false,
-        };
+        // Recursions that follow symlinks read wherever they point (the entry's effect).
+        let follows = registry::lookup(p).is_some_and(|e| {
+            e.effects.iter().any(|x| match x {
+                Effect::FollowsLinks {
+                    needs,
+                    letters,
+                    longs,
+                } => {
+                    let known: Vec<String> = args.iter().filter_map(Field::known).collect();
+                    let short_has = |c: char| {
+                        known
+                            .iter()
+                            .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(c))
+                    };
+                    needs.is_none_or(short_has)
+                        && (letters.chars().any(short_has)
+                            || known.iter().any(|a| longs.contains(&a.as_str())))
+                }
+                _ => false,
+            })
+        });
         if follows {
             let starts: Vec<Field> = args
                 .iter()
@@ -987,240 +785,6 @@ impl Analyzer<'_> {
                 "{what}: {reason}; code assembled at run time is treated like a pipe into a shell"
             ),
         );
-    }
-}
-
-/// `env`'s options as separate words: clusters split (`-vS x` → `-v -S x`), attached values
-/// detached (`-uNAME` → `-u NAME`), `-` read as `-i`; everything from the command on is kept.
-fn normalize_env_args(args: &[Field]) -> Vec<Field> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let Some(t) = args[i].known() else { break };
-        if t == "-" {
-            out.push(Field::lit("-i"));
-            i += 1;
-            continue;
-        }
-        if t == "--" || !t.starts_with('-') || t.starts_with("--") {
-            if t.starts_with("--") && t != "--" {
-                out.push(args[i].clone());
-                i += 1;
-                continue;
-            }
-            break;
-        }
-        let letters: Vec<char> = t[1..].chars().collect();
-        let mut j = 0;
-        while j < letters.len() {
-            let c = letters[j];
-            out.push(Field::lit(&format!("-{c}")));
-            if matches!(c, 'u' | 'C' | 'S') {
-                let rest: String = letters[j + 1..].iter().collect();
-                if !rest.is_empty() {
-                    out.push(Field::lit(&rest));
-                } else if let Some(next) = args.get(i + 1) {
-                    out.push(next.clone());
-                    i += 1;
-                }
-                break;
-            }
-            j += 1;
-        }
-        i += 1;
-    }
-    out.extend_from_slice(&args[i.min(args.len())..]);
-    out
-}
-
-/// An option that takes an optional value, in every spelling getopt-style parsers accept:
-/// long names and their unambiguous abbreviations (`--open=cmd` for
-/// `--open-files-in-pager=cmd`), and short letters inside a cluster with the value attached
-/// (`-nOcmd`). Returns `Some(Some(value))` with a value, `Some(None)` without, `None` when `t`
-/// is another option. `value_letters` are the cluster's letters that take a value themselves
-/// and so end it.
-fn optional_value_option(
-    t: &str,
-    letters_of: &[char],
-    longs: &[&str],
-    min_abbrev: usize,
-    value_letters: &str,
-) -> Option<Option<String>> {
-    if let Some(long) = t.strip_prefix("--") {
-        let (name, val) = long
-            .split_once('=')
-            .map_or((long, None), |(n, v)| (n, Some(v)));
-        let hit = name.len() >= min_abbrev && longs.iter().any(|l| l.starts_with(name));
-        return hit.then(|| val.map(str::to_string));
-    }
-    let letters = t.strip_prefix('-')?;
-    for (i, c) in letters.char_indices() {
-        if letters_of.contains(&c) {
-            let rest = &letters[i + c.len_utf8()..];
-            return Some((!rest.is_empty()).then(|| rest.to_string()));
-        }
-        if value_letters.contains(c) {
-            return None;
-        }
-    }
-    None
-}
-
-/// Whether an `fd` argument starts `-x`/`-X`/`--exec`/`--exec-batch` (also bundled, `-Hx`,
-/// attached, `-xrm`, or `--exec=rm`); returns the first word of the command when it is
-/// attached to the option.
-fn fd_exec_start(t: &str) -> Option<Option<String>> {
-    optional_value_option(t, &['x', 'X'], &["exec", "exec-batch"], 3, "edEctjSo")
-}
-
-/// `git grep`'s `-O[<pager>]`/`--open-files-in-pager[=<pager>]` in any spelling git's option
-/// parser accepts: `Some(Some(cmd))` runs a program, `Some(None)` opens the configured pager,
-/// `None` is another option.
-fn git_grep_open_pager(a: &str) -> Option<Option<String>> {
-    optional_value_option(a, &['O'], &["open-files-in-pager"], 2, "ABCefm")
-}
-
-/// Paths that name the process's own stdin.
-fn is_stdin_path(t: &str) -> bool {
-    matches!(
-        t,
-        "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "/proc/thread-self/fd/0"
-    )
-}
-
-/// Parses options up to the first operand (the inner command of a wrapper).
-struct UntilCommand {
-    opts: Vec<(String, Option<Field>)>,
-    command_at: usize,
-}
-
-fn parse_opts_until_command(args: &[Field], spec: &OptSpec) -> UntilCommand {
-    let mut opts = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let Some(t) = args[i].known() else { break };
-        if t == "--" {
-            i += 1;
-            break;
-        }
-        if !t.starts_with('-') || t.len() == 1 {
-            break;
-        }
-        let parsed = parse_opts(&args[i..i + 1], spec);
-        let mut consumed_next = false;
-        for tok in parsed {
-            if let Tok::Opt { name, value } = tok {
-                let needs = if let Some(long) = name.strip_prefix("--") {
-                    spec.long_val.iter().any(|l| l.starts_with(long)) && !t.contains('=')
-                } else {
-                    spec.short_val.contains(name.trim_start_matches('-')) && value.is_none()
-                };
-                if needs && value.is_none() {
-                    opts.push((name, args.get(i + 1).cloned()));
-                    consumed_next = true;
-                } else {
-                    opts.push((name, value));
-                }
-            }
-        }
-        i += if consumed_next { 2 } else { 1 };
-    }
-    UntilCommand {
-        opts,
-        command_at: i,
-    }
-}
-
-/// The words of a field list joined by spaces, when all are known.
-fn join_known(fields: &[Field]) -> Option<String> {
-    let mut parts = Vec::new();
-    for f in fields {
-        parts.push(f.known()?);
-    }
-    Some(parts.join(" "))
-}
-
-fn is_identifier(s: &str) -> bool {
-    let mut c = s.chars();
-    c.next()
-        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
-        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
-}
-
-/// Path-like pieces of one argument: the operand itself, `--opt=VALUE` values, `key=VALUE`
-/// values, attached short-option values that look like paths.
-fn path_candidates(f: &Field) -> Vec<Field> {
-    let Some(t) = f.known() else {
-        return vec![f.clone()];
-    };
-    if let Some(long) = t.strip_prefix("--") {
-        return match long.split_once('=') {
-            Some((_, v)) if !v.is_empty() => split_colon_list(&Field::lit(v)),
-            _ => Vec::new(),
-        };
-    }
-    if t.starts_with('-') && t.len() > 2 {
-        // `-opt=VALUE` (go, java -Dk=v) and an attached value anywhere in a cluster
-        // (`-cf/tmp/x.tar`, `-o/tmp/x`).
-        if let Some((_, v)) = t.split_once('=') {
-            return split_colon_list(&Field::lit(unquote(v)));
-        }
-        // Past the dash and the option letter, which may be any character.
-        let v = t.char_indices().nth(2).map_or("", |(i, _)| &t[i..]);
-        if let Some(i) = v.find(['/', '~']) {
-            return vec![Field::lit(&v[i..])];
-        }
-        if v.starts_with("..") {
-            return vec![Field::lit(v)];
-        }
-        return Vec::new();
-    }
-    if t.starts_with('-') {
-        return Vec::new();
-    }
-    if let Some((k, v)) = t.split_once('=') {
-        if is_identifier(k)
-            || k.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
-        {
-            return split_colon_list(&Field::lit(unquote(v)));
-        }
-    }
-    vec![f.clone()]
-}
-
-/// A value without the quotes of a TOML or shell-in-a-string spelling (`"/tmp/t"`).
-fn unquote(v: &str) -> &str {
-    v.trim_matches(|c| c == '"' || c == '\'')
-}
-
-/// `PATH`-like values: each colon-separated absolute element is a path of its own.
-fn split_colon_list(f: &Field) -> Vec<Field> {
-    match f.known() {
-        Some(t)
-            if t.contains(':')
-                && t.split(':')
-                    .any(|p| p.starts_with('/') || p.starts_with('~'))
-                && !t.contains("://") =>
-        {
-            t.split(':')
-                .filter(|p| !p.is_empty())
-                .map(Field::lit)
-                .collect()
-        }
-        _ => vec![f.clone()],
-    }
-}
-
-/// Single-quotes a word for re-parsing.
-pub(crate) fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 

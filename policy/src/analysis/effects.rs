@@ -12,80 +12,11 @@
 //!   that would run outside the sandbox later).
 
 use super::paths::Access;
+use super::registry::{self, Effect, Takes};
 use super::words::Field;
 use super::{Analyzer, State};
 use crate::rules;
 use crate::verdict::Verdict;
-
-/// How an option takes its value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Takes {
-    /// `-o FILE`, `-oFILE`, `--output FILE`, `--output=FILE`.
-    Separate,
-    /// Only attached (`7z -oDIR`).
-    Attached,
-}
-
-/// Programs and the options whose value is a file or directory they write.
-const OUTPUT_OPTIONS: &[(&[&str], &[&str], Takes)] = &[
-    (&["unzip"], &["-d"], Takes::Separate),
-    (&["7z", "7za", "7zr"], &["-o"], Takes::Attached),
-    (&["sort"], &["-o", "--output"], Takes::Separate),
-    (
-        &[
-            "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "go", "rustc",
-        ],
-        &["-o", "--out-dir"],
-        Takes::Separate,
-    ),
-    (
-        &["cargo"],
-        &["--target-dir", "--root", "--out-dir", "--artifact-dir"],
-        Takes::Separate,
-    ),
-    (
-        &["pip", "pip3"],
-        &["--target", "-t", "--prefix", "--root", "--src"],
-        Takes::Separate,
-    ),
-    (&["npm", "pnpm"], &["--prefix"], Takes::Separate),
-    (
-        &["patch"],
-        &["-o", "--output", "-d", "--directory"],
-        Takes::Separate,
-    ),
-    (
-        &["wget"],
-        &[
-            "-O",
-            "--output-document",
-            "-P",
-            "--directory-prefix",
-            "-o",
-            "--output-file",
-            "-a",
-            "--append-output",
-        ],
-        Takes::Separate,
-    ),
-    (
-        &["curl"],
-        &[
-            "-o",
-            "--output",
-            "--output-dir",
-            "-c",
-            "--cookie-jar",
-            "-D",
-            "--dump-header",
-            "--trace",
-            "--trace-ascii",
-            "--stderr",
-        ],
-        Takes::Separate,
-    ),
-    (&["cpio"], &["-D", "--directory"], Takes::Separate),
-];
 
 /// tar's short options that take a value (GNU tar 1.35 and bsdtar), in a cluster or the
 /// old-style first word.
@@ -143,18 +74,22 @@ const SYSTEMCTL_VALUE_OPTIONS: &[&str] = &[
     "--message",
 ];
 
-/// Package tools whose `config` subcommand writes configuration files.
-const CONFIG_TOOLS: &[&str] = &[
-    "npm", "pnpm", "yarn", "bun", "pip", "pip3", "poetry", "conda", "mamba", "pdm", "uv",
-];
-
 impl Analyzer<'_> {
-    /// The effects of `p`'s options (module doc).
+    /// The effects of `p`'s options (module doc), as its registry entry lists them; applied
+    /// in this order whatever the entry's.
     pub(crate) fn program_effects(&mut self, st: &State, p: &str, args: &[Field]) {
-        for t in output_values(p, args) {
-            self.path_field(st, &t, Access::Write);
+        let effects = registry::lookup(p).map_or(&[][..], |e| e.effects);
+        if effects.is_empty() {
+            return;
         }
-        if p == "tar" || p == "bsdtar" {
+        for e in effects {
+            if let Effect::WritesTo(options, takes) = e {
+                for t in output_values(options, *takes, args) {
+                    self.path_field(st, &t, Access::Write);
+                }
+            }
+        }
+        if effects.contains(&Effect::ExtractsInto) {
             let (extract, dirs) = tar_directories(args);
             if extract {
                 for d in dirs {
@@ -162,13 +97,16 @@ impl Analyzer<'_> {
                 }
             }
         }
-        if CONFIG_TOOLS.contains(&p) {
+        if effects.contains(&Effect::ConfigWrites) {
             self.config_write(p, args);
         }
-        if p == "systemctl" {
+        if effects.contains(&Effect::ServiceManager) {
             self.systemctl(args);
         }
-        if p == "loginctl"
+        if effects.contains(&Effect::SupervisorControl) {
+            self.supervisor_control(args);
+        }
+        if effects.contains(&Effect::Linger)
             && args
                 .iter()
                 .any(|a| a.known().is_none_or(|t| t == "enable-linger"))
@@ -179,6 +117,55 @@ impl Analyzer<'_> {
                 "`loginctl enable-linger` keeps the user's services running after logout"
                     .to_string(),
             );
+        }
+    }
+
+    /// `tyba`'s subcommands that switch its guards off (blocked) or decide for the person
+    /// (red); see [`Effect::SupervisorControl`]. A subcommand word that cannot be known may be
+    /// any of them: red.
+    fn supervisor_control(&mut self, args: &[Field]) {
+        let mut words = args
+            .iter()
+            .filter(|a| a.known().is_none_or(|t| !t.starts_with('-')));
+        let (sub, verb) = (words.next(), words.next());
+        let (Some(sub), verb) = (sub.and_then(Field::known), verb.map(Field::known)) else {
+            if sub.is_some() {
+                self.add(
+                    Verdict::Red,
+                    rules::SUPERVISOR_CONTROL.id,
+                    "`tyba` with a subcommand that cannot be known may approve asks or switch a guard off".to_string(),
+                );
+            }
+            return;
+        };
+        let unknown_verb = matches!(verb, Some(None));
+        let verb = verb.flatten();
+        match sub.as_str() {
+            "git-guard" if unknown_verb || verb.as_deref() == Some("uninstall") => {
+                self.add(
+                    Verdict::Blocked,
+                    rules::GIT_GUARD_HOOK.id,
+                    "`tyba git-guard uninstall` removes the pre-push hook that keeps pushes off protected branches".to_string(),
+                );
+            }
+            "hook" if unknown_verb || verb.as_deref() == Some("uninstall") => {
+                self.add(
+                    Verdict::Blocked,
+                    rules::SUPERVISOR_CONTROL.id,
+                    "`tyba hook uninstall` removes the hook through which tyba judges the agent's actions".to_string(),
+                );
+            }
+            "hook" if verb.as_deref() == Some("install") => self.add(
+                Verdict::Red,
+                rules::SUPERVISOR_CONTROL.id,
+                "`tyba hook install` rewrites the agent's settings".to_string(),
+            ),
+            "approve" | "autonomy" | "clean" => self.add(
+                Verdict::Red,
+                rules::SUPERVISOR_CONTROL.id,
+                format!("`tyba {sub}` is the person's decision, not the agent's"),
+            ),
+            _ => {}
         }
     }
 
@@ -259,11 +246,8 @@ impl Analyzer<'_> {
     }
 }
 
-/// Values of the output options of `p` (see `OUTPUT_OPTIONS`).
-fn output_values(p: &str, args: &[Field]) -> Vec<Field> {
-    let Some((_, options, takes)) = OUTPUT_OPTIONS.iter().find(|(ps, _, _)| ps.contains(&p)) else {
-        return Vec::new();
-    };
+/// Values of the output `options` (an [`Effect::WritesTo`]) in `args`.
+fn output_values(options: &[&str], takes: Takes, args: &[Field]) -> Vec<Field> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -274,7 +258,7 @@ fn output_values(p: &str, args: &[Field]) -> Vec<Field> {
             break;
         }
         for o in options.iter() {
-            if t == *o && *takes == Takes::Separate {
+            if t == *o && takes == Takes::Separate {
                 if let Some(v) = args.get(i) {
                     out.push(v.clone());
                 }
@@ -408,8 +392,17 @@ mod tests {
 
     #[test]
     fn output_values_take_separate_and_attached_forms() {
+        // By the program's registry entry, as the analyser applies them.
         let shown = |p: &str, w: &[&str]| -> Vec<String> {
-            output_values(p, &f(w)).iter().map(Field::display).collect()
+            let effects = registry::lookup(p).map_or(&[][..], |e| e.effects);
+            effects
+                .iter()
+                .flat_map(|e| match e {
+                    Effect::WritesTo(o, t) => output_values(o, *t, &f(w)),
+                    _ => Vec::new(),
+                })
+                .map(|v| v.display())
+                .collect()
         };
         assert_eq!(shown("unzip", &["-d", "/etc/", "x.zip"]), ["/etc/"]);
         assert_eq!(shown("unzip", &["x.zip", "-d/etc"]), ["/etc"]);
@@ -417,5 +410,8 @@ mod tests {
         assert!(shown("7z", &["x", "-o", "a.7z"]).is_empty());
         assert_eq!(shown("sort", &["--output=/etc/x", "f"]), ["/etc/x"]);
         assert!(shown("ls", &["-d", "/etc"]).is_empty());
+        assert_eq!(shown("gcc", &["-o", "/usr/bin/x", "m.c"]), ["/usr/bin/x"]);
+        assert_eq!(shown("7za", &["x", "-o/usr/bin", "a.7z"]), ["/usr/bin"]);
+        assert_eq!(shown("curl", &["--output=/etc/x", "u"]), ["/etc/x"]);
     }
 }

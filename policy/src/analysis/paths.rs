@@ -2,8 +2,11 @@
 //! worktree, system paths (the vault), credentials, agent and IDE control files, the pre-push
 //! hook.
 
+use crate::rules;
 use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
+
+pub(crate) mod pattern;
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -194,7 +197,7 @@ fn credential_file(name: &str) -> bool {
     matches!(key, "id_rsa" | "id_dsa" | "id_ecdsa" | "id_ed25519")
 }
 
-fn has_credential(p: &Path) -> Option<String> {
+pub(crate) fn has_credential(p: &Path) -> Option<String> {
     p.components().find_map(|c| match c {
         Component::Normal(n) => {
             let n = n.to_string_lossy();
@@ -285,6 +288,27 @@ pub(crate) fn check_path(
                 format!("`{word}` would change the pre-push hook that keeps pushes off protected branches"),
             ));
         }
+        // Every other hook in the directory git runs hooks from (`core.hooksPath`, `.husky`)
+        // is code that runs outside the sandbox later (DESIGN.md §2: hooks red).
+        // (Hooks under a git directory have their rule in `control_rules`.)
+        let configured = !hook
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().ends_with(".git"));
+        let in_hooks_dir = |p: &Path| p.parent() == hook.parent() && p != hook.as_path();
+        if configured && !names_hook && (in_hooks_dir(&phys) || in_hooks_dir(&lex)) {
+            out.push(Finding::new(
+                Verdict::Red,
+                "path.git-hooks",
+                format!("`{word}` writes a git hook: code that runs outside the sandbox later"),
+            ));
+        }
+        if locates_git_dir(pc.worktree, &phys) || locates_git_dir(pc.worktree, &lex) {
+            out.push(Finding::new(
+                Verdict::Blocked,
+                rules::GIT_GUARD_GIT_DIR.id,
+                format!("`{word}` would move git's directory, and with it the configuration and hooks git uses: the pre-push hook would no longer run"),
+            ));
+        }
     }
 
     if inside {
@@ -343,6 +367,30 @@ pub(crate) fn check_path(
         ));
     }
     Some(phys)
+}
+
+/// Whether `p` is a file that tells git where its directory is (gitrepository-layout(5)):
+/// `commondir` of a git directory or of `worktrees/<id>/` (the common directory, holding
+/// `config` and `hooks/`), `gitdir` there, or the worktree's `.git` when it is a file
+/// (`gitdir: PATH` of a linked worktree or a submodule). Rewriting one points git at
+/// configuration and hooks of the writer's choosing.
+fn locates_git_dir(worktree: &Path, p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str());
+    if matches!(name, Some("commondir") | Some("gitdir")) {
+        return p.parent().is_some_and(|dir| {
+            dir.components().any(|c| match c {
+                Component::Normal(n) => {
+                    let n = n.to_string_lossy();
+                    n == ".git" || n.ends_with(".git")
+                }
+                _ => false,
+            }) || dir
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|w| w == "worktrees")
+        });
+    }
+    p == worktree.join(".git") && !p.is_dir()
 }
 
 fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
@@ -455,9 +503,11 @@ pub(crate) fn check_partial(
     out.extend(sub);
 }
 
-/// Expands a glob pattern (`*`, `?`, `[…]`, per glob(7)) against the filesystem from `cwd`.
-/// Returns `None` when it matches more than can be listed; an empty list when nothing matches
-/// (bash then passes the word literally).
+/// Expands a glob pattern (`*`, `?`, `[…]` with POSIX classes, extended patterns; see
+/// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
+/// can be listed or holds a construct the matcher does not model (it may then match
+/// anything); an empty list when nothing matches (bash then passes the word literally). A
+/// name whose match depends on the locale counts as matched.
 pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
     let absolute = pattern.starts_with('/');
     let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
@@ -476,6 +526,11 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
     for (i, comp) in comps.iter().enumerate() {
         let last = i + 1 == comps.len();
         let mut next = Vec::new();
+        let compiled = if pattern::is_pattern(comp) {
+            Some(pattern::Pattern::parse(comp).ok()?)
+        } else {
+            None
+        };
         for (dir, shown) in &current {
             let join = |name: &str| {
                 if shown.is_empty() || shown.ends_with('/') {
@@ -484,22 +539,22 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
                     format!("{shown}/{name}")
                 }
             };
-            if !comp.contains(['*', '?', '[']) {
+            let Some(pat) = &compiled else {
                 let p = dir.join(comp);
                 if last || p.is_dir() || *comp == ".." || *comp == "." {
                     next.push((p, join(comp)));
                 }
                 continue;
-            }
+            };
             let Ok(rd) = std::fs::read_dir(dir) else {
                 continue;
             };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !comp.starts_with('.') {
+                if name.starts_with('.') && !pat.may_match_dot_names() {
                     continue;
                 }
-                if fnmatch(comp.as_bytes(), name.as_bytes()) {
+                if pat.matches(&name) != Some(false) {
                     next.push((dir.join(&name), join(&name)));
                     if next.len() > MAX_GLOB_MATCHES {
                         return None;
@@ -514,102 +569,9 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
     Some(v)
 }
 
-/// Shell pattern matching of one path component (glob(7)).
-pub(crate) fn fnmatch(pat: &[u8], s: &[u8]) -> bool {
-    let (mut p, mut i) = (0usize, 0usize);
-    let (mut star_p, mut star_i) = (usize::MAX, 0usize);
-    while i < s.len() {
-        if p < pat.len() {
-            match pat[p] {
-                b'*' => {
-                    star_p = p;
-                    star_i = i;
-                    p += 1;
-                    continue;
-                }
-                b'?' => {
-                    p += 1;
-                    i += 1;
-                    continue;
-                }
-                b'[' => {
-                    if let Some((matched, len)) = class_match(&pat[p..], s[i]) {
-                        if matched {
-                            p += len;
-                            i += 1;
-                            continue;
-                        }
-                    } else if s[i] == b'[' {
-                        p += 1;
-                        i += 1;
-                        continue;
-                    }
-                }
-                c if c == s[i] => {
-                    p += 1;
-                    i += 1;
-                    continue;
-                }
-                _ => {}
-            }
-        }
-        if star_p != usize::MAX {
-            p = star_p + 1;
-            star_i += 1;
-            i = star_i;
-            continue;
-        }
-        return false;
-    }
-    while p < pat.len() && pat[p] == b'*' {
-        p += 1;
-    }
-    p == pat.len()
-}
-
-/// Matches a bracket expression at the start of `pat`; returns (matched, length) or `None`
-/// when the bracket is not closed.
-fn class_match(pat: &[u8], c: u8) -> Option<(bool, usize)> {
-    let mut i = 1;
-    let negate = matches!(pat.get(1), Some(b'!') | Some(b'^'));
-    if negate {
-        i += 1;
-    }
-    let mut matched = false;
-    let mut first = true;
-    while i < pat.len() {
-        if pat[i] == b']' && !first {
-            return Some((matched != negate, i + 1));
-        }
-        first = false;
-        if i + 2 < pat.len() && pat[i + 1] == b'-' && pat[i + 2] != b']' {
-            if pat[i] <= c && c <= pat[i + 2] {
-                matched = true;
-            }
-            i += 3;
-        } else {
-            if pat[i] == c {
-                matched = true;
-            }
-            i += 1;
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fnmatch_basics() {
-        assert!(fnmatch(b"*.rs", b"main.rs"));
-        assert!(!fnmatch(b"*.rs", b"main.rc"));
-        assert!(fnmatch(b"m?in.[rx]s", b"main.rs"));
-        assert!(fnmatch(b"[!a]*", b"bcd"));
-        assert!(!fnmatch(b"[!a]*", b"abc"));
-        assert!(fnmatch(b"*", b""));
-    }
 
     #[test]
     fn credential_names() {

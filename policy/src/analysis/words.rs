@@ -10,6 +10,12 @@ use brush_parser::ParserOptions;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+mod ansi_c;
+mod params;
+
+pub(crate) use ansi_c::decode_ansi_c;
+use params::*;
+
 /// Expanded text beyond this many bytes is unknown (bounds work on self-doubling variables).
 const MAX_VALUE_BYTES: usize = 16 * 1024;
 
@@ -138,10 +144,10 @@ impl Field {
         s
     }
 
-    /// Whether unquoted pattern characters appear.
+    /// Whether unquoted pattern characters appear (`*`, `?`, `[`, an extended pattern).
     pub fn has_glob(&self) -> bool {
         self.parts.iter().any(|p| match p {
-            Part::Lit { text, glob: true } => text.contains(['*', '?', '[']),
+            Part::Lit { text, glob: true } => super::paths::pattern::is_pattern(text),
             _ => false,
         })
     }
@@ -412,7 +418,7 @@ fn dedup(v: &mut Vec<Field>) {
 
 /// A value a piece contributes.
 #[derive(Debug, Clone)]
-enum Val {
+pub(super) enum Val {
     /// Literal text from the word itself (no splitting).
     Text { text: String, quoted: bool },
     /// A known value from an expansion: split on IFS when unquoted.
@@ -612,330 +618,6 @@ fn user_home(user: &str) -> Option<PathBuf> {
         let mut it = l.split(':');
         (it.next()? == user).then(|| it.nth(4).map(PathBuf::from))?
     })
-}
-
-fn param_name(p: &Parameter) -> Option<&str> {
-    match p {
-        Parameter::Named(n) => Some(n.as_str()),
-        _ => None,
-    }
-}
-
-/// Values of a plain parameter reference.
-fn param_lookup(p: &Parameter, indirect: bool, env: &ExpandEnv<'_>, quoted: bool) -> Vec<Val> {
-    if indirect {
-        return vec![Val::Unknown];
-    }
-    match p {
-        Parameter::Named(n) => {
-            if let Some(vals) = env.vars.get(n) {
-                return vals
-                    .iter()
-                    .map(|v| match v {
-                        Some(s) if s.is_empty() && quoted => Val::EmptyQuoted,
-                        Some(s) if s.is_empty() => Val::Nothing,
-                        Some(s) => Val::Expanded {
-                            text: s.clone(),
-                            quoted,
-                        },
-                        None => Val::Unknown,
-                    })
-                    .collect();
-            }
-            match n.as_str() {
-                "HOME" => match env.home {
-                    Some(h) => vec![Val::Expanded {
-                        text: h.to_string_lossy().into_owned(),
-                        quoted,
-                    }],
-                    None => vec![Val::Unknown],
-                },
-                // Default IFS, unless assigned on the line (handled above).
-                "IFS" => vec![Val::Expanded {
-                    text: " \t\n".to_string(),
-                    quoted,
-                }],
-                "PWD" => match env.cwd {
-                    Some(c) => vec![Val::Expanded {
-                        text: c.to_string_lossy().into_owned(),
-                        quoted,
-                    }],
-                    None => vec![Val::Unknown],
-                },
-                _ => vec![Val::Unknown],
-            }
-        }
-        // Arrays are kept as their elements joined by spaces; `${a[@]}` splits them again.
-        Parameter::NamedWithAllIndices { name, .. } | Parameter::NamedWithIndex { name, .. } => {
-            match env.vars.get(name) {
-                Some(vals) => vals
-                    .iter()
-                    .map(|v| match v {
-                        Some(s) => Val::Expanded {
-                            text: s.clone(),
-                            quoted: false,
-                        },
-                        None => Val::Unknown,
-                    })
-                    .collect(),
-                None => vec![Val::Unknown],
-            }
-        }
-        // An agent's line runs as `bash -c LINE`: no positional parameters.
-        Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => vec![Val::Nothing],
-        Parameter::Special(SpecialParameter::PositionalParameterCount) => {
-            vec![Val::Expanded {
-                text: "0".to_string(),
-                quoted,
-            }]
-        }
-        Parameter::Positional(0) => vec![Val::Unknown],
-        Parameter::Positional(_) => vec![Val::Nothing, Val::Unknown],
-        _ => vec![Val::Unknown],
-    }
-}
-
-fn parameter_values(
-    expr: &ParameterExpr,
-    env: &ExpandEnv<'_>,
-    notes: &mut ExpandNotes,
-    quoted: bool,
-) -> Vec<Val> {
-    let word_values = |w: &Option<String>, notes: &mut ExpandNotes| -> Vec<Val> {
-        let Some(w) = w else {
-            return vec![Val::EmptyQuoted];
-        };
-        let fields = expand(w, env, notes);
-        if fields.is_empty() {
-            return vec![Val::Nothing];
-        }
-        fields
-            .into_iter()
-            .map(|f| match f.known() {
-                Some(s) => Val::Expanded { text: s, quoted },
-                None => Val::Unknown,
-            })
-            .collect()
-    };
-    if let Some(Parameter::NamedWithIndex { index, .. }) = parameter_of(expr) {
-        notes.arith.push(index.clone());
-    }
-    match expr {
-        ParameterExpr::Substring { offset, length, .. } => {
-            notes.arith.push(offset.value.clone());
-            if let Some(l) = length {
-                notes.arith.push(l.value.clone());
-            }
-        }
-        ParameterExpr::ReplaceSubstring { pattern, .. } => notes.arith.push(pattern.clone()),
-        // `${a@P}` expands the value like a prompt: its `$(…)` run.
-        ParameterExpr::Transform {
-            parameter: Parameter::Named(n),
-            op: brush_parser::word::ParameterTransformOp::PromptExpand,
-            ..
-        } => match env.vars.get(n) {
-            Some(vals) => {
-                for v in vals {
-                    match v {
-                        Some(text) => notes.prompt_code.push(text.clone()),
-                        None => notes.dynamic_code = true,
-                    }
-                }
-            }
-            None => notes.dynamic_code = true,
-        },
-        ParameterExpr::RemoveSmallestSuffixPattern {
-            pattern: Some(p), ..
-        }
-        | ParameterExpr::RemoveLargestSuffixPattern {
-            pattern: Some(p), ..
-        }
-        | ParameterExpr::RemoveSmallestPrefixPattern {
-            pattern: Some(p), ..
-        }
-        | ParameterExpr::RemoveLargestPrefixPattern {
-            pattern: Some(p), ..
-        } => notes.arith.push(p.clone()),
-        _ => {}
-    }
-    if let ParameterExpr::AssignDefaultValues {
-        parameter: Parameter::Named(n) | Parameter::NamedWithIndex { name: n, .. },
-        ..
-    } = expr
-    {
-        notes.assigned.push(n.clone());
-    }
-    match expr {
-        ParameterExpr::Parameter {
-            parameter,
-            indirect,
-        } => {
-            if *indirect {
-                notes.dynamic = true;
-            }
-            param_lookup(parameter, *indirect, env, quoted)
-        }
-        ParameterExpr::UseDefaultValues {
-            parameter,
-            indirect,
-            default_value,
-            ..
-        }
-        | ParameterExpr::AssignDefaultValues {
-            parameter,
-            indirect,
-            default_value,
-            ..
-        } => {
-            if matches!(expr, ParameterExpr::AssignDefaultValues { .. }) {
-                notes.dynamic = true;
-            }
-            let mut v = param_lookup(parameter, *indirect, env, quoted);
-            let known_set = param_name(parameter).is_some_and(|n| {
-                env.vars.get(n).is_some_and(|vals| {
-                    vals.iter()
-                        .all(|x| x.as_ref().is_some_and(|s| !s.is_empty()))
-                })
-            });
-            if !known_set {
-                v.extend(word_values(default_value, notes));
-            }
-            v
-        }
-        ParameterExpr::UseAlternativeValue {
-            parameter,
-            indirect,
-            alternative_value,
-            ..
-        } => {
-            let mut v = param_lookup(parameter, *indirect, env, quoted);
-            v.retain(|x| !matches!(x, Val::Expanded { .. }));
-            v.push(Val::Nothing);
-            v.extend(word_values(alternative_value, notes));
-            v
-        }
-        ParameterExpr::IndicateErrorIfNullOrUnset {
-            parameter,
-            indirect,
-            ..
-        } => param_lookup(parameter, *indirect, env, quoted),
-        _ => vec![Val::Unknown],
-    }
-}
-
-/// The parameter an expansion expression refers to.
-fn parameter_of(expr: &ParameterExpr) -> Option<&Parameter> {
-    Some(match expr {
-        ParameterExpr::Parameter { parameter, .. }
-        | ParameterExpr::UseDefaultValues { parameter, .. }
-        | ParameterExpr::AssignDefaultValues { parameter, .. }
-        | ParameterExpr::IndicateErrorIfNullOrUnset { parameter, .. }
-        | ParameterExpr::UseAlternativeValue { parameter, .. }
-        | ParameterExpr::ParameterLength { parameter, .. }
-        | ParameterExpr::RemoveSmallestSuffixPattern { parameter, .. }
-        | ParameterExpr::RemoveLargestSuffixPattern { parameter, .. }
-        | ParameterExpr::RemoveSmallestPrefixPattern { parameter, .. }
-        | ParameterExpr::RemoveLargestPrefixPattern { parameter, .. }
-        | ParameterExpr::Substring { parameter, .. }
-        | ParameterExpr::Transform { parameter, .. }
-        | ParameterExpr::UppercaseFirstChar { parameter, .. }
-        | ParameterExpr::UppercasePattern { parameter, .. }
-        | ParameterExpr::LowercaseFirstChar { parameter, .. }
-        | ParameterExpr::LowercasePattern { parameter, .. } => parameter,
-        _ => return None,
-    })
-}
-
-/// Decodes the body of an ANSI-C quoted string (`$'…'`), per bash(1) "QUOTING".
-pub(crate) fn decode_ansi_c(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let Some(e) = chars.next() else {
-            out.push('\\');
-            break;
-        };
-        match e {
-            'a' => out.push('\u{7}'),
-            'b' => out.push('\u{8}'),
-            'e' | 'E' => out.push('\u{1b}'),
-            'f' => out.push('\u{c}'),
-            'n' => out.push('\n'),
-            'r' => out.push('\r'),
-            't' => out.push('\t'),
-            'v' => out.push('\u{b}'),
-            '\\' => out.push('\\'),
-            '\'' => out.push('\''),
-            '"' => out.push('"'),
-            '?' => out.push('?'),
-            '0'..='7' => {
-                let mut v = e.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match chars.peek().and_then(|c| c.to_digit(8)) {
-                        Some(d) => {
-                            v = v * 8 + d;
-                            chars.next();
-                        }
-                        None => break,
-                    }
-                }
-                if !push_code(&mut out, v) {
-                    break;
-                }
-            }
-            'x' | 'u' | 'U' => {
-                let max = match e {
-                    'x' => 2,
-                    'u' => 4,
-                    _ => 8,
-                };
-                let mut v = 0u32;
-                let mut n = 0;
-                while n < max {
-                    match chars.peek().and_then(|c| c.to_digit(16)) {
-                        Some(d) => {
-                            v = v.wrapping_mul(16).wrapping_add(d);
-                            chars.next();
-                            n += 1;
-                        }
-                        None => break,
-                    }
-                }
-                if n == 0 {
-                    out.push('\\');
-                    out.push(e);
-                } else if !push_code(&mut out, v) {
-                    break;
-                }
-            }
-            'c' => {
-                if let Some(x) = chars.next() {
-                    if !push_code(&mut out, (x as u32) & 0x1f) {
-                        break;
-                    }
-                }
-            }
-            other => {
-                out.push('\\');
-                out.push(other);
-            }
-        }
-    }
-    out
-}
-
-/// Pushes the character of code `v`; `false` at a NUL, where bash ends the string (the rest
-/// of the `$'…'` text is dropped: `$'\0etc'` is empty).
-fn push_code(out: &mut String, v: u32) -> bool {
-    if v == 0 {
-        return false;
-    }
-    out.push(char::from_u32(v).unwrap_or('\u{fffd}'));
-    true
 }
 
 #[cfg(test)]

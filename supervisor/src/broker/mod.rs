@@ -298,6 +298,7 @@ impl Subject {
             Subject::Kernel(r) => match r.kind {
                 AskKind::Command { .. } => "command",
                 AskKind::Connect { .. } => "connect",
+                AskKind::File { .. } => "file",
                 _ => "metadata",
             },
             Subject::Hook { .. } => "hook",

@@ -1048,6 +1048,42 @@ mod tests {
     }
 
     impl Screen {
+        /// Waits until `needle` is drawn, whatever line wrapping split it: escape sequences
+        /// and whitespace are left out on both sides (the wrap point moves with the pid and
+        /// the working directory a row shows).
+        fn wait_for_flat(&self, needle: &str) {
+            fn flat(s: &str) -> String {
+                let mut out = String::new();
+                let mut it = s.chars().peekable();
+                while let Some(c) = it.next() {
+                    if c == '\x1b' {
+                        if it.peek() == Some(&'[') {
+                            it.next();
+                            for d in it.by_ref() {
+                                if d.is_ascii_alphabetic() {
+                                    break;
+                                }
+                            }
+                        } else {
+                            it.next();
+                        }
+                    } else if !c.is_whitespace() && !c.is_control() {
+                        out.push(c);
+                    }
+                }
+                out
+            }
+            let want = flat(needle);
+            for _ in 0..1000 {
+                let t = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
+                if flat(&t).contains(&want) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!("never drew {needle:?}");
+        }
+
         fn wait_for(&self, needle: &str) -> String {
             for _ in 0..1000 {
                 let t = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
@@ -1346,7 +1382,7 @@ mod tests {
         let p = Prompt::start_sized(&b, "cedar-onyx-42".into(), Box::new(screen.clone()), 20, 60);
         let long = format!("echo {}", "x".repeat(5000));
         let h = kernel_ask(&b, &long, tyba_policy::Verdict::Yellow);
-        screen.wait_for("(waiting 1s)");
+        screen.wait_for_flat("(waiting 1s)");
         let shown = b.pending()[0].clone();
         for details in [false, true] {
             let mut st = p.lock().unwrap();

@@ -223,6 +223,29 @@ pub fn notif_addfd_setfd(
     cvt_int(unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &a) })
 }
 
+/// Installs `src` in the notifying process at its lowest free descriptor number, which it
+/// returns (`SECCOMP_IOCTL_NOTIF_ADDFD` without `SECCOMP_ADDFD_FLAG_SETFD`;
+/// `seccomp_unotify(2)`), close-on-exec when `cloexec`.
+///
+/// # Errors
+/// ENOENT when the notification is gone; EBADF/EMFILE.
+pub fn notif_addfd(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    src: BorrowedFd<'_>,
+    cloexec: bool,
+) -> io::Result<i32> {
+    let a = libc::seccomp_notif_addfd {
+        id,
+        flags: 0,
+        srcfd: src.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one `seccomp_notif_addfd` from `&a`.
+    cvt_int(unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &a) })
+}
+
 /// A pidfd for `pid` (`pidfd_open(2)`); `pid` must be a thread-group leader.
 ///
 /// # Errors
@@ -757,6 +780,93 @@ pub fn take_seqpacket_fd(n: RawFd) -> Option<OwnedFd> {
             None
         }
     }
+}
+
+/// A FUSE filesystem as a detached mount (`fsopen(2)`, `fsconfig(2)`, `fsmount(2)`; the
+/// options of `Documentation/filesystems/fuse/fuse.rst`): served through `dev` (an open
+/// `/dev/fuse`, which must have been opened in the caller's user namespace: the kernel
+/// refuses a device opened in another with `EINVAL`), root a directory, owned by `uid`/`gid`
+/// (the caller's ids in its user namespace), `default_permissions` (the kernel checks mode
+/// bits against the attributes the server returns), mounted `nosuid,nodev,noexec`. The
+/// connection's PID namespace, in which the kernel numbers the requesting processes, is the
+/// caller's active one. Returns the mount's fd (`O_CLOEXEC`), to be attached with
+/// [`attach_tree`].
+///
+/// # Errors
+/// The failing call's error (`EPERM` without `CAP_SYS_ADMIN` in the user namespace that owns
+/// the mount namespace; `ENODEV` without FUSE).
+pub fn fuse_fsmount(dev: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<OwnedFd> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    const MOUNT_ATTR_NOSUID: libc::c_uint = 0x2;
+    const MOUNT_ATTR_NODEV: libc::c_uint = 0x4;
+    const MOUNT_ATTR_NOEXEC: libc::c_uint = 0x8;
+    let fstype = c"fuse";
+    // SAFETY: a C string that outlives the call.
+    let fs = cvt(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    // SAFETY: fresh fd from the kernel.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    let set = |key: &str, value: Option<&str>| -> io::Result<()> {
+        let k =
+            std::ffi::CString::new(key).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let v = value
+            .map(std::ffi::CString::new)
+            .transpose()
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let (cmd, vp) = match &v {
+            Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
+            None => (FSCONFIG_SET_FLAG, std::ptr::null()),
+        };
+        // SAFETY: `fs` is an fs context fd; `k` and `v` are C strings that outlive the call.
+        cvt(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, k.as_ptr(), vp, 0) })
+            .map(drop)
+    };
+    set("fd", Some(&dev.as_raw_fd().to_string()))?;
+    set("rootmode", Some("40000"))?;
+    set("user_id", Some(&uid.to_string()))?;
+    set("group_id", Some(&gid.to_string()))?;
+    set("default_permissions", None)?;
+    // SAFETY: `fs` is an fs context fd; no pointers.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    })?;
+    let attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    // SAFETY: `fs` is a created fs context fd; no pointers.
+    let m =
+        cvt(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })?;
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(m as RawFd) })
+}
+
+/// `move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attaches a detached
+/// mount over `target` (`move_mount(2)`; a final symbolic link of `target` is not followed).
+///
+/// # Errors
+/// The syscall error.
+pub fn attach_tree(tree: BorrowedFd<'_>, target: &CStr) -> io::Result<()> {
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    // SAFETY: both paths are C strings that outlive the call.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+    .map(drop)
 }
 
 #[cfg(test)]

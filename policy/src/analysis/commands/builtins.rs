@@ -16,19 +16,10 @@ impl Analyzer<'_> {
         let args = inv.args;
         self.unlisted(p);
         let mut st = st;
-        let (short_val, long_val): (&str, &[&str]) = match p {
-            "read" => ("adinNptu", &[]),
-            "mapfile" | "readarray" => ("dnOsuCc", &[]),
-            _ => ("", &[]),
-        };
+        // The entry's table: which options take a value (`registry/builtins.rs`).
+        let table = registry::lookup(p).map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
-        for t in parse_opts(
-            args,
-            &OptSpec {
-                short_val,
-                long_val,
-            },
-        ) {
+        for t in parse_opts(args, table) {
             match t {
                 Tok::Opt { name, value } => {
                     if (name == "-a" && p == "read") || name == "-C" {
@@ -105,6 +96,10 @@ impl Analyzer<'_> {
                             format!("`{p} {n}` makes programs run code"),
                         );
                     }
+                    if let Some(v) = &v {
+                        self.config_dir_assignment(&n, Some(&Field::lit(v)), &st);
+                        self.git_config_env(&n, Some(&Field::lit(v)));
+                    }
                     if let Some(v) = v {
                         for f in split_colon_list(&Field::lit(&v)) {
                             self.path_field(&st, &f, Access::Read);
@@ -132,6 +127,12 @@ impl Analyzer<'_> {
                                 format!("`{p} {name}` makes programs run code"),
                             );
                         }
+                    }
+                    if !name.is_empty() && prefix.contains('=') {
+                        let value = crate::analysis::assignments::split_assignment(a)
+                            .map(|(_, value)| value);
+                        self.config_dir_assignment(name, value.as_ref(), &st);
+                        self.git_config_env(name, None);
                     }
                     if !name.is_empty() {
                         st.vars.insert(name.to_string(), vec![None]);

@@ -172,6 +172,11 @@ impl Analyzer<'_> {
                     "input is piped or redirected into `{p}`: whatever produced it runs as code"
                 ),
             );
+            // A literal script on its stdin (`bash <<< 'LINE'`, `echo 'LINE' | bash`, a
+            // here-document) is analysed like `bash -c 'LINE'` (DESIGN.md §2a).
+            if let Some(text) = self.fed_script.take() {
+                self.line(&text, st.clone(), depth + 1);
+            }
         }
     }
 

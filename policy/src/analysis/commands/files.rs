@@ -11,29 +11,26 @@ impl Analyzer<'_> {
         let mut force = false;
         let mut dynamic = false;
         let mut targets = Vec::new();
-        for t in parse_opts(
-            inv.args,
-            &if p == "shred" {
-                // shred -n N, -s N; `--remove[=HOW]` and `-u` take no separate value.
-                OptSpec {
-                    short_val: "ns",
-                    long_val: &["iterations", "size", "random-source"],
-                }
-            } else {
-                // rm's only value, `--interactive[=WHEN]`, is optional: never the next word.
-                OptSpec {
-                    short_val: "",
-                    long_val: &[],
-                }
-            },
-        ) {
+        // The entry's table (`shred -n N`; rm's only value, `--interactive[=WHEN]`, is
+        // optional: never the next word).
+        let table = registry::lookup(p).map_or(&[][..], |e| e.options);
+        for t in parse_opts(inv.args, table) {
             match t {
-                Tok::Opt { name, .. } => {
+                Tok::Opt { name, value } => {
                     let n = name.as_str();
                     if n == "-r" || n == "-R" || names(n, "--recursive") {
                         recursive = true;
                     } else if n == "-f" || names(n, "--force") {
                         force = true;
+                    } else if n.len() > 2 && names(n, "--interactive") {
+                        // `--interactive=never` (`no`, `none`) never prompts: rm(1) says it is
+                        // `-f` without ignoring missing files. A value that cannot be known may
+                        // be `never`.
+                        match value.as_ref().map(Field::known) {
+                            Some(Some(w)) => force |= matches!(w.as_str(), "never" | "no" | "none"),
+                            Some(None) => force = true,
+                            None => {}
+                        }
                     } else if names(n, "--no-preserve-root") {
                         self.add(
                             Verdict::Blocked,
@@ -49,6 +46,8 @@ impl Analyzer<'_> {
         if p != "rm" {
             recursive = false;
         }
+        // Input fed to rm answers its prompts (`yes | rm -r`): as good as `-f`.
+        force |= inv.stdin == Stdin::Fed;
         self.add(Verdict::Yellow, "rm.delete", format!("`{p}` deletes files"));
         if recursive && (force || dynamic) {
             self.add(
@@ -110,7 +109,7 @@ impl Analyzer<'_> {
         // A glob reaches everything in the directory it starts in: `rm -rf *` in `~` is
         // `rm -rf ~/*`.
         let globbed_dir = f.has_glob().then(|| {
-            let before = &text[..text.find(['*', '?', '[']).unwrap_or(text.len())];
+            let before = crate::analysis::paths::pattern::literal_prefix(&text);
             match before.rfind('/') {
                 Some(0) => "/".to_string(),
                 Some(i) => before[..i].to_string(),
@@ -247,79 +246,11 @@ impl Analyzer<'_> {
             }
             return;
         }
-        let spec = match p {
-            // Optional-valued options (`--backup[=C]`, `--context[=CTX]`, `--preserve[=L]`,
-            // `--reflink[=W]`, `--update[=U]`, `-Z`) never take the next word.
-            "cp" | "mv" | "ln" => OptSpec {
-                short_val: "tS",
-                long_val: &["target-directory", "suffix", "sparse", "no-preserve"],
-            },
-            "install" => OptSpec {
-                short_val: "tSmog",
-                long_val: &[
-                    "target-directory",
-                    "suffix",
-                    "mode",
-                    "owner",
-                    "group",
-                    "strip-program",
-                ],
-            },
-            "touch" => OptSpec {
-                short_val: "drt",
-                long_val: &["date", "reference", "time"],
-            },
-            "mkdir" | "mkfifo" | "mknod" => OptSpec {
-                short_val: "m",
-                long_val: &["mode"],
-            },
-            "truncate" => OptSpec {
-                short_val: "sr",
-                long_val: &["size", "reference"],
-            },
-            "rsync" => OptSpec {
-                short_val: "eBfT",
-                long_val: &[
-                    "rsh",
-                    "rsync-path",
-                    "exclude",
-                    "include",
-                    "filter",
-                    "exclude-from",
-                    "include-from",
-                    "files-from",
-                    "temp-dir",
-                    "partial-dir",
-                    "backup-dir",
-                    "suffix",
-                    "chmod",
-                    "chown",
-                    "log-file",
-                    "password-file",
-                    "compare-dest",
-                    "copy-dest",
-                    "link-dest",
-                    "max-size",
-                    "min-size",
-                    "timeout",
-                    "bwlimit",
-                    "out-format",
-                    "port",
-                    "sockopts",
-                    "protocol",
-                    "iconv",
-                    "info",
-                    "debug",
-                ],
-            },
-            _ => OptSpec {
-                short_val: "",
-                long_val: &[],
-            },
-        };
+        // The entry's table: which options take a value (`registry/changes.rs`).
+        let spec = registry::lookup(p).map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
         let mut target_dir: Option<Field> = None;
-        for t in parse_opts(inv.args, &spec) {
+        for t in parse_opts(inv.args, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     let n = name.as_str();
@@ -332,6 +263,16 @@ impl Analyzer<'_> {
                             Verdict::Red,
                             "cmd.program-option",
                             format!("`rsync {n}` runs a program"),
+                        );
+                    } else if p == "rsync"
+                        && (n.len() > 4 && names(n, "--delete")
+                            || n.starts_with("--delete-")
+                            || names(n, "--remove-source-files"))
+                    {
+                        self.add(
+                            Verdict::Red,
+                            "rm.recursive-force",
+                            format!("`rsync {n}` deletes files without confirmation"),
                         );
                     } else if p == "install" && names(n, "--strip-program") {
                         self.add(

@@ -4,6 +4,9 @@
 
 use super::*;
 
+mod config;
+mod push;
+
 impl Analyzer<'_> {
     /// `git`: global options, the green subcommands with their read-only flags, code-running
     /// configuration, network subcommands, the push guard.
@@ -84,10 +87,12 @@ impl Analyzer<'_> {
             _ => s,
         });
         if std::mem::take(&mut self.hook_override) {
+            // A key whose value git runs (`core.fsmonitor`, an alias) runs code that inherits
+            // the hooks path through GIT_CONFIG_PARAMETERS: a `git push` there skips the hook.
             let could_push = match sub.as_deref() {
                 Some(s) => crate::git_tables::may_push(s),
                 None => sub_field.is_some(),
-            };
+            } || self.out.rules().contains(&"git.config-code");
             // Switching hooks off for one command matters when it can push (DESIGN.md §2:
             // the push guard); for a read-only builtin (agents probe repositories with
             // `-c core.hooksPath=/dev/null`) no pre-push hook runs either way: not green.
@@ -197,6 +202,17 @@ impl Analyzer<'_> {
                 }
             }
         }
+        // `git credential fill`, `git credential-store get`: the stored credentials printed.
+        if sub == "credential" || sub.starts_with("credential-") {
+            self.add(
+                Verdict::Red,
+                "path.credential",
+                format!("`git {sub}` reads or changes stored credentials"),
+            );
+        }
+        if switches_head(&sub, &known_rest, rest.iter().all(Field::is_known)) {
+            self.head_moved = true;
+        }
         if known_rest.iter().any(|a| a == "--help" || a == "-h") || sub == "help" {
             self.add(
                 Verdict::Yellow,
@@ -204,7 +220,10 @@ impl Analyzer<'_> {
                 format!("`git {sub} --help` runs man and a pager"),
             );
         }
-        let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "archive" if sub != "archive" || has("--remote"))
+        // git's transports and servers (git(1) "Low-level commands", "Interacting with
+        // Others"): `remote-<transport>` helpers, the daemon and web servers, mail senders.
+        let network = matches!(sub.as_str(), "fetch" | "pull" | "push" | "clone" | "ls-remote" | "send-email" | "request-pull" | "send-pack" | "fetch-pack" | "http-fetch" | "http-push" | "daemon" | "instaweb" | "imap-send" | "p4" | "cvsimport" | "cvsserver" | "archimport" | "archive" if sub != "archive" || has("--remote"))
+            || sub.starts_with("remote-")
             || sub == "remote"
                 && known_rest
                     .iter()
@@ -216,10 +235,13 @@ impl Analyzer<'_> {
                         "pull" | "fetch" | "push" | "clone" | "install" | "post-checkout"
                     )
                 })
+            // Only the prefetch task fetches (git-maintenance(1) TASKS). It has no `--auto`
+            // condition, so `maintenance run --auto` (which `git commit` spawns) never runs
+            // it, whatever `--task` or the configuration say; `--task=gc` runs gc alone.
+            // Without either, the configuration (`maintenance.prefetch.enabled`,
+            // `maintenance.strategy` with `--schedule`) may enable it. Checked with git 2.47.
             || sub == "maintenance"
-                && known_rest
-                    .iter()
-                    .any(|s| s.contains("prefetch") || s == "run")
+                && (rest.iter().any(|f| f.known().is_none()) || maintenance_fetches(&known_rest))
             || sub == "subtree"
                 && known_rest
                     .iter()
@@ -296,7 +318,9 @@ impl Analyzer<'_> {
                     "`git send-pack` pushes without running the pre-push hook".to_string(),
                 );
             }
-            if self.ctx.git.is_none() {
+            // After a branch switch on the line, the repository as inspected now is not
+            // the one the push runs in: judge it from the line alone (DESIGN.md §3).
+            if self.ctx.git.is_none() || self.head_moved {
                 self.git_push_static(args, &protected);
             }
             self.generic_paths(&st_git, rest, Access::Read);
@@ -482,7 +506,19 @@ impl Analyzer<'_> {
                     "`git clean` deletes untracked files".to_string(),
                 );
                 let (f, d_or_x) = git_clean_force_recursive(rest, &known_rest);
-                if f && d_or_x {
+                // `clean.requireForce=false` (git-clean(1)) makes `-f` unneeded; a value that
+                // cannot be known may be false, and the environment may carry it.
+                let force_off = config_pairs.iter().any(|(k, v)| {
+                    k.eq_ignore_ascii_case("clean.requireForce")
+                        && v.as_deref().is_none_or(|v| {
+                            matches!(
+                                v.to_ascii_lowercase().as_str(),
+                                "false" | "no" | "off" | "0"
+                            )
+                        })
+                }) || st.vars.keys().any(|k| k.starts_with("GIT_CONFIG"))
+                    || inv.env.iter().any(|(k, _)| k.starts_with("GIT_CONFIG"));
+                if (f || force_off) && d_or_x {
                     self.add(
                         Verdict::Red,
                         "rm.recursive-force",
@@ -582,405 +618,35 @@ impl Analyzer<'_> {
             format!("{what} is not a read-only git command"),
         );
     }
-
-    /// One git global option.
-    pub(crate) fn git_global(
-        &mut self,
-        st: &State,
-        st_git: &mut State,
-        opt: &str,
-        v: Option<Field>,
-        not_green: &mut Vec<String>,
-        config: &mut Vec<(String, Option<String>)>,
-    ) {
-        let Some(v) = v else {
-            not_green.push(format!("`{opt}` without a value"));
-            return;
-        };
-        match opt {
-            "-C" => {
-                self.path_field(st_git, &v, Access::Read);
-                st_git.enter(&v);
-            }
-            "--git-dir" | "--work-tree" => self.path_field(st_git, &v, Access::Read),
-            "--exec-path" => {
-                self.add(
-                    Verdict::Red,
-                    "git.program-option",
-                    "`git --exec-path=DIR` runs git programs from another directory".to_string(),
-                );
-                self.path_field(st, &v, Access::Read);
-            }
-            "-c" => {
-                match v.known() {
-                    Some(kv) => {
-                        let (k, val) = match kv.split_once('=') {
-                            Some((k, val)) => (k.to_string(), Some(val.to_string())),
-                            None => (kv.clone(), None),
-                        };
-                        self.git_config_key(&k, val.as_deref(), "-c");
-                        // Values are words: `blame.ignoreRevsFile=.env` names a credential.
-                        if let Some(val) = &val {
-                            if !val.is_empty() {
-                                let v = self.tilde_value(&Field::lit(val), &Field::default());
-                                self.path_field(st_git, &v, Access::Read);
-                            }
-                        }
-                        config.push((k, val));
-                    }
-                    None => {
-                        self.opaque("git -c", "a configuration value that cannot be known");
-                    }
-                }
-                not_green.push("`-c`".to_string());
-            }
-            "--config-env" => {
-                match v.known() {
-                    Some(kv) => {
-                        let k = kv.split_once('=').map(|(k, _)| k.to_string()).unwrap_or(kv);
-                        // The value comes from the environment: unknown, treat as code-capable.
-                        self.git_config_key(&k, None, "--config-env");
-                    }
-                    None => self.opaque("git --config-env", "a key that cannot be known"),
-                }
-                not_green.push("`--config-env`".to_string());
-            }
-            _ => not_green.push(format!("`{opt}`")),
-        }
-    }
-
-    /// Configuration keys whose value is a program (red) or that switch the push guard off
-    /// (blocked).
-    pub(crate) fn git_config_key(&mut self, key: &str, value: Option<&str>, how: &str) {
-        let k = key.to_ascii_lowercase();
-        if k == "core.hookspath" || k.starts_with("hook.") {
-            if how == "-c" || how == "--config-env" {
-                // For this one command: it matters when the command can push (decided once
-                // the subcommand is known).
-                self.hook_override = true;
-                return;
-            }
-            self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git {how} {key}` changes which hooks git runs: it switches the push guard off"));
-            return;
-        }
-        // Keys whose value git runs (git_tables, shared with the git guard).
-        let code = crate::git_tables::runs_program(key, value);
-        if code {
-            let shown = value.map(|v| format!("={v}")).unwrap_or_default();
-            self.add(
-                Verdict::Red,
-                "git.config-code",
-                format!("`git {how} {key}{shown}` sets a key whose value git runs as a program"),
-            );
-        }
-    }
-
-    /// `git config`: reads (`--get*`, `--list`, `get`, `list`) are green; anything else is a
-    /// write (yellow); global/system writes are red; hook keys and sections are blocked. Long
-    /// options are matched the way git's parser does, abbreviations included (`--unset-a`,
-    /// `--glob`); an option git would not recognise, or an ambiguous one, counts as a write.
-    pub(crate) fn git_config(&mut self, known: &[String], rest: &[Field], st: &State) {
-        const READ: &[&str] = &[
-            "get",
-            "get-all",
-            "get-regexp",
-            "get-urlmatch",
-            "get-color",
-            "get-colorbool",
-            "list",
-            "show-origin",
-            "show-scope",
-            "name-only",
-            "null",
-            "includes",
-            "no-includes",
-            "default",
-            "type",
-            "bool",
-            "int",
-            "path",
-            "local",
-            "worktree",
-            "expiry-date",
-            "bool-or-int",
-            "fixed-value",
-            "no-type",
-            "all",
-            "regexp",
-            "url",
-            "value",
-        ];
-        const WRITE: &[&str] = &[
-            "add",
-            "unset",
-            "unset-all",
-            "replace-all",
-            "rename-section",
-            "remove-section",
-            "edit",
-            "global",
-            "system",
-            "file",
-            "blob",
-            "comment",
-            "append",
-        ];
-        let mut read = false;
-        let mut write = false;
-        let mut edit = false;
-        let mut global = false;
-        let mut positional: Vec<&String> = Vec::new();
-        let mut i = 0;
-        while i < known.len() {
-            let a = &known[i];
-            if let Some(long) = a.strip_prefix("--") {
-                let (name, val) = long
-                    .split_once('=')
-                    .map_or((long, None), |(n, v)| (n, Some(v)));
-                let exact = READ.contains(&name) || WRITE.contains(&name);
-                let cands: Vec<&str> = READ
-                    .iter()
-                    .chain(WRITE)
-                    .copied()
-                    .filter(|o| o.starts_with(name))
-                    .collect();
-                let full = if exact {
-                    Some(name)
-                } else if cands.len() == 1 {
-                    Some(cands[0])
-                } else {
-                    None
-                };
-                match full {
-                    Some(f) if READ.contains(&f) => {
-                        if f.starts_with("get") || f == "list" {
-                            read = true;
-                        }
-                        if matches!(f, "default" | "type") && val.is_none() {
-                            i += 1;
-                        }
-                    }
-                    Some(f) => {
-                        edit |= f == "edit";
-                        write |= !matches!(f, "file" | "blob" | "global" | "system");
-                        if matches!(f, "global" | "system") {
-                            global = true;
-                        }
-                        if matches!(f, "file" | "blob") {
-                            let v = match val {
-                                Some(v) => Some(Field::lit(v)),
-                                None => {
-                                    i += 1;
-                                    rest.get(i).cloned()
-                                }
-                            };
-                            if let Some(v) = v {
-                                self.path_field(st, &v, Access::Any);
-                            }
-                        }
-                    }
-                    None => write = true,
-                }
-            } else if let Some(letters) = a.strip_prefix('-') {
-                for c in letters.chars() {
-                    match c {
-                        'l' => read = true,
-                        'z' => {}
-                        'e' => {
-                            write = true;
-                            edit = true;
-                        }
-                        'f' => {
-                            i += 1;
-                            if let Some(v) = rest.get(i) {
-                                self.path_field(st, v, Access::Any);
-                            }
-                        }
-                        _ => write = true,
-                    }
-                }
-            } else {
-                positional.push(a);
-            }
-            i += 1;
-        }
-        // git 2.46+: `git config get|list|set|unset|rename-section|remove-section|edit …`.
-        let verb = positional.first().map(|s| s.as_str());
-        let verb_form = matches!(
-            verb,
-            Some("get" | "list" | "set" | "unset" | "rename-section" | "remove-section" | "edit")
-        );
-        let sub_read = matches!(verb, Some("get" | "list"));
-        let args: Vec<&String> = if verb_form {
-            positional[1..].to_vec()
-        } else {
-            positional.clone()
-        };
-        let sectionwise = known
-            .iter()
-            .any(|a| a.starts_with("--rename-s") || a.starts_with("--remove-s"))
-            || matches!(verb, Some("rename-section" | "remove-section"));
-        if verb_form && !sub_read
-            || !verb_form && !read && !args.is_empty() && (args.len() >= 2 || write)
-        {
-            write = true;
-        }
-        if edit || verb == Some("edit") {
-            self.add(
-                Verdict::Blocked,
-                "git.guard.hooks-path",
-                "`git config --edit` can change core.hooksPath, which switches the push guard off"
-                    .to_string(),
-            );
-            self.add(
-                Verdict::Red,
-                "path.git-config",
-                "`git config --edit` edits the configuration, which can run code later".to_string(),
-            );
-        }
-        if write {
-            if let Some(k) = args.first() {
-                if sectionwise {
-                    // Removing or renaming a section changes every key in it.
-                    let sect = k.to_ascii_lowercase();
-                    if sect == "core" || sect == "hook" || sect.starts_with("hook.") {
-                        self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git config` changing the `{k}` section changes which hooks git runs"));
-                    }
-                    if sect.starts_with("alias")
-                        || sect.starts_with("include")
-                        || sect.starts_with("filter")
-                        || sect.starts_with("diff")
-                        || sect == "core"
-                    {
-                        self.add(
-                            Verdict::Red,
-                            "git.config-code",
-                            format!(
-                                "`git config` changing the `{k}` section changes programs git runs"
-                            ),
-                        );
-                    }
-                    if let Some(new) = args.get(1) {
-                        let n = new.to_ascii_lowercase();
-                        if n == "core"
-                            || n.starts_with("hook")
-                            || n.starts_with("alias")
-                            || n.starts_with("include")
-                        {
-                            self.add(Verdict::Blocked, "git.guard.hooks-path", format!("`git config` renaming a section to `{new}` can change which hooks or programs git runs"));
-                        }
-                    }
-                } else {
-                    self.git_config_key(k, args.get(1).map(|s| s.as_str()), "config");
-                }
-            }
-            self.add(
-                Verdict::Yellow,
-                "git.not-read-only",
-                "`git config` that writes configuration".to_string(),
-            );
-            self.add(
-                Verdict::Red,
-                crate::rules::GIT_CONFIG_WRITE.id,
-                "`git config` writes the repository's configuration (.git/config), which can run code later".to_string(),
-            );
-            if global {
-                self.add(
-                    Verdict::Red,
-                    "config.global",
-                    "`git config --global/--system` writes the user's or the system's configuration".to_string(),
-                );
-            }
-        } else if !(read || sub_read) {
-            // DESIGN.md §2a: `config` is green with `--get*`/`--list` only.
-            self.add(
-                Verdict::Yellow,
-                "git.not-read-only",
-                "`git config` without `--get`/`--list`".to_string(),
-            );
-        }
-    }
-
-    /// Without a git inspector: a push naming a protected branch, or switching the hook off,
-    /// is blocked; a push whose destination cannot be seen from the line could reach a
-    /// protected branch through the repository's configuration, so it is blocked too.
-    pub(crate) fn git_push_static(&mut self, args: &[Field], protected: &[String]) {
-        let known: Vec<String> = args.iter().filter_map(Field::known).collect();
-        let push_at = known.iter().position(|a| a == "push" || a == "send-pack");
-        let after = &known[push_at.map(|p| p + 1).unwrap_or(0).min(known.len())..];
-        // git's own parser (parse-options: `--no-verif`, `--verify` after it, `--` ends the
-        // options); words git would reject, or words that cannot be known, are read one by
-        // one below, as options wherever they could be.
-        let parsed = (push_at.is_some() && args.iter().all(Field::is_known))
-            .then(|| crate::git_options::parse(after, crate::git_options::PUSH_OPTIONS).ok())
-            .flatten();
-        if let Some(p) = parsed {
-            if p.last_bool("no-verify") == Some(true) {
-                self.add(
-                    Verdict::Blocked,
-                    "git.guard.no-verify",
-                    "`git push --no-verify` skips the pre-push hook that guards protected branches"
-                        .to_string(),
-                );
-            }
-            let mut named = p.last_bool("all") == Some(true) || p.last_bool("mirror") == Some(true);
-            // The first operand is the repository; the refspecs follow.
-            let explicit = p.operands.len() > 1;
-            for a in p.operands.iter().skip(1) {
-                named |= push_names_protected(a, protected);
-            }
-            if named || !explicit {
-                self.add(Verdict::Blocked, "git.push.protected", "this push may update a protected branch (main/master) and the repository was not inspected".to_string());
-            }
-            return;
-        }
-        let mut named = false;
-        let mut explicit = false;
-        for a in after {
-            if a.starts_with("--no-ver") || a.starts_with("--no-veri") || a == "--no-verify" {
-                self.add(
-                    Verdict::Blocked,
-                    "git.guard.no-verify",
-                    "`git push --no-verify` skips the pre-push hook that guards protected branches"
-                        .to_string(),
-                );
-            }
-            if a == "--all" || a == "--mirror" || a == "--branches" {
-                named = true;
-            }
-            if a.starts_with('-') {
-                continue;
-            }
-            explicit = true;
-            named |= push_names_protected(a, protected);
-        }
-        if named || !explicit {
-            self.add(Verdict::Blocked, "git.push.protected", "this push may update a protected branch (main/master) and the repository was not inspected".to_string());
-        }
-    }
-}
-
-/// Whether the push word `a` (a refspec, or a word read as one) may update a protected
-/// branch: its destination names one, or is `HEAD`/`@`, a pattern, or `:` (matching refs).
-fn push_names_protected(a: &str, protected: &[String]) -> bool {
-    let dst = a
-        .rsplit(':')
-        .next()
-        .unwrap_or(a)
-        .trim_start_matches(['+', '^']);
-    let short = dst.trim_start_matches("refs/").trim_start_matches("heads/");
-    protected.iter().any(|p| p.eq_ignore_ascii_case(short))
-        || dst == "HEAD"
-        || dst == "@"
-        || a.contains('*')
-        || a == ":"
-        || a == "+:"
 }
 
 /// `git clean`'s force and recursion (`-d`, or `-x`/`-X`, which remove ignored files and
 /// directories too), read by git's own parser (`--f` is `--force`, `-exd` excludes `xd`,
 /// `--no-force` after `-f` resets it). When a word cannot be known or git would reject the
 /// words, every letter of every short option counts.
+/// Whether `git SUB REST` may change which branch `HEAD` names (git-checkout(1),
+/// git-switch(1), git-symbolic-ref(1), git-rebase(1) `<upstream> <branch>`, git-bisect(1),
+/// git-branch(1) `-m`, git-update-ref(1) of `HEAD`). `git checkout -- PATHS` only restores
+/// files. Words that cannot be known may do it.
+fn switches_head(sub: &str, known: &[String], all_known: bool) -> bool {
+    let has = |w: &str| known.iter().any(|a| a == w);
+    match sub {
+        "checkout" => !all_known || known.first().is_none_or(|a| a != "--"),
+        "switch" | "bisect" | "rebase" => true,
+        "symbolic-ref" | "update-ref" => !all_known || has("HEAD"),
+        "branch" => {
+            !all_known
+                || known.iter().any(|a| {
+                    a == "-m"
+                        || a == "-M"
+                        || a.starts_with("--mov")
+                        || a.starts_with("-") && !a.starts_with("--") && a.contains(['m', 'M'])
+                })
+        }
+        _ => false,
+    }
+}
+
 fn git_clean_force_recursive(rest: &[Field], known: &[String]) -> (bool, bool) {
     if rest.iter().all(Field::is_known) {
         if let Ok(p) = crate::git_options::parse(known, crate::git_options::CLEAN_OPTIONS) {
@@ -999,6 +665,34 @@ fn git_clean_force_recursive(rest: &[Field], known: &[String]) -> (bool, bool) {
         }
     }
     (f, d_or_x)
+}
+
+/// Whether `git maintenance ARGS` (`args` after `maintenance`) may run the prefetch task, the
+/// only one that fetches: a `run` not `--auto` (the last of `--auto`/`--no-auto` decides)
+/// whose `--task`s, when it names any, include prefetch; any other argument naming prefetch.
+/// The caller counts a word it cannot know as fetching.
+fn maintenance_fetches(args: &[String]) -> bool {
+    if !args.iter().any(|a| a == "run") {
+        return args.iter().any(|a| a.contains("prefetch"));
+    }
+    let auto = args
+        .iter()
+        .rev()
+        .find(|a| *a == "--auto" || *a == "--no-auto")
+        .is_some_and(|a| a == "--auto");
+    if auto {
+        return false;
+    }
+    let mut tasks = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if let Some(t) = a.strip_prefix("--task=") {
+            tasks.push(t.to_string());
+        } else if a == "--task" {
+            tasks.push(it.next().cloned().unwrap_or_default());
+        }
+    }
+    tasks.is_empty() || tasks.iter().any(|t| t.contains("prefetch") || t.is_empty())
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ impl Analyzer<'_> {
         }
         let mut deletes = false;
         let mut deletes_via_exec = false;
+        let mut removes_via_exec = false;
         while i < args.len() {
             let t = args[i].known();
             i += 1;
@@ -110,6 +111,11 @@ impl Analyzer<'_> {
                         // Run on every file under the start points: as wide as a recursive one.
                         deletes_via_exec = true;
                     }
+                    // A remover run on every match deletes recursively without confirmation,
+                    // as `-delete` does.
+                    removes_via_exec |= program
+                        .as_deref()
+                        .is_some_and(|n| matches!(n, "rm" | "shred" | "unlink" | "rmdir"));
                     if !inner.is_empty() {
                         let _ = self.invoke(
                             st.clone(),
@@ -169,11 +175,12 @@ impl Analyzer<'_> {
                 _ => {}
             }
         }
-        if deletes {
+        if deletes || removes_via_exec {
+            let how = if deletes { "-delete" } else { "-exec rm" };
             self.add(
                 Verdict::Red,
                 "rm.find-delete",
-                "`find -delete` deletes recursively without confirmation".to_string(),
+                format!("`find {how}` deletes recursively without confirmation"),
             );
         }
         if follows {
@@ -198,28 +205,8 @@ impl Analyzer<'_> {
     /// `fd`: read-only unless `-x`/`-X` (wrappers).
     pub(crate) fn fd(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
         let args = inv.args;
-        let spec = OptSpec {
-            short_val: "edEctjSoxX",
-            long_val: &[
-                "extension",
-                "max-depth",
-                "exclude",
-                "color",
-                "type",
-                "threads",
-                "size",
-                "owner",
-                "changed-within",
-                "changed-before",
-                "base-directory",
-                "search-path",
-                "max-results",
-                "ignore-file",
-                "path-separator",
-                "batch-size",
-                "format",
-            ],
-        };
+        // The entry's table: which options take a value (`registry/walked.rs`).
+        let spec = registry::lookup("fd").map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
         let mut i = 0;
         while i < args.len() {
@@ -254,6 +241,18 @@ impl Analyzer<'_> {
                         "rm" | "shred" | "unlink" | "rmdir" | "mv" | "chmod" | "chown" | "truncate"
                     )
                 });
+                if inner.first().and_then(Field::known).is_some_and(|n| {
+                    matches!(
+                        n.rsplit('/').next().unwrap_or(""),
+                        "rm" | "shred" | "unlink" | "rmdir"
+                    )
+                }) {
+                    self.add(
+                        Verdict::Red,
+                        "rm.find-delete",
+                        "`fd -x rm` deletes every match without confirmation".to_string(),
+                    );
+                }
                 if deleter {
                     // Every match under the search paths: check those like a recursive target.
                     let positional: Vec<Field> = args[..i]
@@ -276,7 +275,7 @@ impl Analyzer<'_> {
             i += 1;
         }
         let mut pos = Vec::new();
-        for t in parse_opts(&operands, &spec) {
+        for t in parse_opts(&operands, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     if names(&name, "--base-directory")

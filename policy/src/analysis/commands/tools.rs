@@ -135,15 +135,8 @@ impl Analyzer<'_> {
         } else {
             Vec::new()
         };
-        let hit = match p {
-            "darkhttpd" | "twistd" | "uvicorn" | "gunicorn" | "hypercorn" | "jupyter"
-            | "jupyter-notebook" | "jupyter-lab" | "memcached" | "redis-server" | "mongod"
-            | "postgres" | "mysqld" | "ngrok-agent" | "miniserve" | "caddy-server"
-            | "http-server" | "serve" | "live-server" | "httpd" | "nginx" | "apache2"
-            | "lighttpd" | "caddy" | "sshd" | "vsftpd" => true,
-            "busybox" => known.first().is_some_and(|a| a == "httpd"),
-            _ => false,
-        };
+        let hit = registry::walk(p) == Some(Walk::Server)
+            || p == "busybox" && known.first().is_some_and(|a| a == "httpd");
         if hit {
             self.add(
                 Verdict::Red,
@@ -162,20 +155,11 @@ impl Analyzer<'_> {
             "cmd.awk",
             format!("`{p}` programs can run commands and write files"),
         );
-        let spec = OptSpec {
-            short_val: "fvFi",
-            long_val: &[
-                "file",
-                "assign",
-                "field-separator",
-                "include",
-                "load",
-                "source",
-            ],
-        };
+        // The entry's table: which options take a value (`registry/changes.rs`).
+        let spec = registry::lookup(p).map_or(&[][..], |e| e.options);
         let mut have_prog = false;
         let mut operands = Vec::new();
-        for t in parse_opts(inv.args, &spec) {
+        for t in parse_opts(inv.args, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     if name == "-f"
@@ -285,6 +269,35 @@ impl Analyzer<'_> {
                 Verdict::Red,
                 "config.global",
                 "`npm set -g` writes the global configuration".to_string(),
+            );
+        }
+        // Publishing uploads the package, and the account commands send or store a registry
+        // token (npm(1), cargo(1), twine, gem): the network, red.
+        let verb = known.iter().find(|a| !a.starts_with('-'));
+        if verb.is_some_and(|v| {
+            matches!(
+                v.as_str(),
+                "publish"
+                    | "unpublish"
+                    | "login"
+                    | "logout"
+                    | "adduser"
+                    | "owner"
+                    | "yank"
+                    | "deprecate"
+                    | "dist-tag"
+                    | "token"
+                    | "push"
+                    | "upload"
+            )
+        }) {
+            self.add(
+                Verdict::Red,
+                crate::rules::NET_CLIENT.id,
+                format!(
+                    "`{p} {}` sends the package or an account token to a registry",
+                    verb.map(String::as_str).unwrap_or("")
+                ),
             );
         }
         self.generic_paths(st, inv.args, Access::Any);

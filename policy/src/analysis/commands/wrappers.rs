@@ -13,128 +13,17 @@ impl Analyzer<'_> {
     ) -> Option<State> {
         let p = inv.program.as_str();
         let args = inv.args;
-        let (spec, name): (OptSpec, &str) = match p {
-            "sudo" | "doas" => (
-                OptSpec {
-                    short_val: "ugCDhprtUTc",
-                    long_val: &[
-                        "user",
-                        "group",
-                        "close-from",
-                        "chdir",
-                        "host",
-                        "prompt",
-                        "role",
-                        "type",
-                        "other-user",
-                        "command-timeout",
-                        "login-class",
-                    ],
-                },
-                p,
-            ),
-            "nice" => (
-                OptSpec {
-                    short_val: "n",
-                    long_val: &["adjustment"],
-                },
-                p,
-            ),
-            "ionice" => (
-                OptSpec {
-                    short_val: "cnp",
-                    long_val: &["class", "classdata", "pid", "pgid", "uid"],
-                },
-                p,
-            ),
-            "timeout" => (
-                OptSpec {
-                    short_val: "sk",
-                    long_val: &["signal", "kill-after"],
-                },
-                p,
-            ),
-            "stdbuf" => (
-                OptSpec {
-                    short_val: "ioe",
-                    long_val: &["input", "output", "error"],
-                },
-                p,
-            ),
-            "time" => (
-                OptSpec {
-                    short_val: "fo",
-                    long_val: &["format", "output"],
-                },
-                p,
-            ),
-            "nohup" | "setsid" | "builtin" => (
-                OptSpec {
-                    short_val: "",
-                    long_val: &[],
-                },
-                p,
-            ),
-            "exec" => (
-                OptSpec {
-                    short_val: "a",
-                    long_val: &[],
-                },
-                p,
-            ),
-            "command"
-                if !args
-                    .iter()
-                    .any(|a| a.known().is_some_and(|t| t == "-v" || t == "-V")) =>
-            {
-                (
-                    OptSpec {
-                        short_val: "",
-                        long_val: &[],
-                    },
-                    p,
-                )
-            }
-            "env" => return Some(self.env_wrapper(st, inv, depth)),
-            "xargs" => (
-                // `-e[EOF]`, `-i[R]`, `-l[N]` and `--eof`, `--replace`, `--max-lines` take
-                // optional values that must be attached: never the next word.
-                OptSpec {
-                    short_val: "adEILnPs",
-                    long_val: &[
-                        "arg-file",
-                        "delimiter",
-                        "max-args",
-                        "max-procs",
-                        "max-chars",
-                        "process-slot-var",
-                    ],
-                },
-                p,
-            ),
-            "parallel" => return Some(self.parallel(st, inv, depth)),
-            "watch" => return Some(self.watch(st, inv, depth)),
-            "chroot" => (
-                OptSpec {
-                    short_val: "",
-                    long_val: &["userspec", "groups"],
-                },
-                p,
-            ),
-            // Wrappers whose options are not modelled one by one: every suffix is tried as the
-            // command, and `-c STRING` is a shell string.
-            "taskset" | "chrt" | "prlimit" | "numactl" | "cgexec" | "setpriv" | "runuser"
-            | "su" | "sg" | "newgrp" | "strace" | "ltrace" | "valgrind" | "firejail" | "bwrap"
-            | "unshare" | "nsenter" | "script" | "flock" | "sem" | "niceload" | "xvfb-run"
-            | "dbus-launch" | "dbus-run-session" | "systemd-inhibit" | "caffeinate" | "proot"
-            | "tsp" | "ifne" | "entr" | "pkexec" | "mise" | "rtx" | "direnv" | "nix-shell"
-            | "perf" | "gdb" | "lldb" | "catchsegv" | "unbuffer" | "chronic" | "fakeroot"
-            | "faketime" | "firejail-run" | "torify" | "with-contenv" | "s6-setuidgid"
-            | "chpst" | "setarch" | "linux32" | "linux64" | "ionice-run" | "cpulimit"
-            | "trickle" | "tmux" | "screen" | "xterm" | "corepack" | "dtach" | "abduco" => {
-                return Some(self.opaque_wrapper(st, inv, depth));
-            }
-            "busybox" | "toybox" => {
+        let Some(Walk::Wrapper(wraps)) = registry::walk(p) else {
+            return None;
+        };
+        let spec = registry::lookup(p)?.options;
+        match wraps {
+            Wraps::Options => {}
+            Wraps::Env => return Some(self.env_wrapper(st, inv, depth)),
+            Wraps::Parallel => return Some(self.parallel(st, inv, depth)),
+            Wraps::Watch => return Some(self.watch(st, inv, spec, depth)),
+            Wraps::Opaque => return Some(self.opaque_wrapper(st, inv, depth)),
+            Wraps::Multicall => {
                 self.add(
                     Verdict::Yellow,
                     "wrapper.multicall",
@@ -146,15 +35,23 @@ impl Analyzer<'_> {
                 let _ = self.invoke(st.clone(), args, inv.env.clone(), inv.stdin, depth);
                 return Some(st.clone());
             }
-            _ => return None,
-        };
+        }
+        // `command -v NAME`/`-V` looks a name up: not a wrapper.
+        if p == "command"
+            && args
+                .iter()
+                .any(|a| a.known().is_some_and(|t| t == "-v" || t == "-V"))
+        {
+            return None;
+        }
+        let name = p;
         self.add(
             Verdict::Yellow,
             &format!("wrapper.{name}"),
             format!("`{name}` runs another command"),
         );
         // Find where the inner command starts: after the options (and a duration/file for some).
-        let toks = parse_opts_until_command(args, &spec);
+        let toks = parse_opts_until_command(args, spec);
         let mut inner_start = toks.command_at;
         let mut st2 = st.clone();
         for (opt, val) in &toks.opts {
@@ -267,6 +164,16 @@ impl Analyzer<'_> {
             }
         }
         inner.extend_from_slice(rest);
+        // The items xargs reads, when its stdin is literal text (`echo .env | xargs cat`,
+        // `xargs rm <<< /etc/passwd`): split at blanks, as xargs does for unquoted input.
+        let from_file = toks
+            .opts
+            .iter()
+            .any(|(o, _)| o == "-a" || names(o, "--arg-file"));
+        let literal_text: Option<String> = (p == "xargs" && inv.stdin == Stdin::Fed && !from_file)
+            .then(|| self.fed_script.take())
+            .flatten()
+            .filter(|t| !t.contains(['\'', '"', '\\']));
         if p == "xargs" || p == "parallel" {
             if inner.is_empty() {
                 inner.push(Field::lit("echo"));
@@ -277,6 +184,44 @@ impl Analyzer<'_> {
                 .opts
                 .iter()
                 .any(|(o, _)| o == "-I" || o == "-i" || names(o, "--replace"));
+            // `-I`: one item per input line, leading blanks dropped (xargs(1)).
+            let literal_items: Option<Vec<String>> = literal_text.map(|t| {
+                if replace {
+                    t.lines()
+                        .map(str::trim_start)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                } else {
+                    t.split_whitespace().map(str::to_string).collect()
+                }
+            });
+            if let (Some(items), false) = (&literal_items, replace) {
+                inner.extend(items.iter().map(|i| Field::lit(i)));
+                let _ = self.invoke(st2, &inner, env, Stdin::Inherited, depth);
+                return Some(st.clone());
+            }
+            if let (Some(items), true) = (&literal_items, replace) {
+                let marker = toks
+                    .opts
+                    .iter()
+                    .find(|(o, _)| o == "-I")
+                    .and_then(|(_, v)| v.as_ref())
+                    .and_then(Field::known)
+                    .unwrap_or_else(|| "{}".to_string());
+                for item in items {
+                    let each: Vec<Field> = inner
+                        .iter()
+                        .enumerate()
+                        .map(|(n, a)| match a.known() {
+                            Some(t) if n > 0 => Field::lit(&t.replace(marker.as_str(), item)),
+                            _ => a.clone(),
+                        })
+                        .collect();
+                    let _ = self.invoke(st2.clone(), &each, env.clone(), Stdin::Inherited, depth);
+                }
+                return Some(st.clone());
+            }
             if replace {
                 // `-I {}`: the placeholder stands for each item.
                 let marker = toks
@@ -562,17 +507,19 @@ impl Analyzer<'_> {
     }
 
     /// `watch [OPTIONS] COMMAND…`: the words are joined and run by `sh -c` (unless `-x`).
-    pub(crate) fn watch(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) -> State {
+    pub(crate) fn watch(
+        &mut self,
+        st: &State,
+        inv: &Invocation<'_>,
+        spec: &[Opt],
+        depth: usize,
+    ) -> State {
         self.add(
             Verdict::Yellow,
             "wrapper.watch",
             "`watch` runs a command repeatedly".to_string(),
         );
-        let spec = OptSpec {
-            short_val: "nq",
-            long_val: &["interval", "differences", "equexit"],
-        };
-        let toks = parse_opts_until_command(inv.args, &spec);
+        let toks = parse_opts_until_command(inv.args, spec);
         let exec = toks
             .opts
             .iter()

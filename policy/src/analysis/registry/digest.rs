@@ -26,6 +26,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[CHECK],
         operands: Operands::Read,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[
             ex("sha256sum Cargo.toml", Green),
@@ -40,6 +41,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[Opt::val('l', "length"), Opt::val('a', "algorithm"), CHECK],
         operands: Operands::Read,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[
             ex("cksum -a sha256 Cargo.toml", Green),
@@ -60,6 +62,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::Read,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[ex("od -A x -t x1z a.bin", Green)],
     },
@@ -75,6 +78,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::Read,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[ex("hexdump -C -n 64 a.bin", Green)],
     },
@@ -92,6 +96,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::InputOutput,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[
             ex("xxd -l 64 a.bin", Green),
@@ -109,6 +114,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::OneInput,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[
             ex("base64 -w0 a.bin", Green),

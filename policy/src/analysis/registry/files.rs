@@ -2,7 +2,7 @@
 //! Without operands, `ls`, `du`, `tree` and `df` read the current directory.
 
 use super::options::{Opt, Role};
-use super::{ex, Judge, Operands, Program};
+use super::{ex, Effect, Judge, Operands, Program};
 use crate::rules;
 use crate::verdict::Verdict::{Green, Yellow};
 
@@ -22,50 +22,65 @@ const fn reader(
         options,
         operands,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples,
     }
 }
 
 pub(super) const PROGRAMS: &[Program] = &[
-    reader(
-        &["ls"],
-        &[
-            Opt::val('I', "ignore"),
-            Opt::val('w', "width"),
-            Opt::val('T', "tabsize"),
-            Opt::val('\0', "hide"),
-            Opt::val('\0', "block-size"),
-            Opt::val('\0', "format"),
-            Opt::val('\0', "sort"),
-            Opt::val('\0', "time"),
-            Opt::val('\0', "time-style"),
-            Opt::val('\0', "quoting-style"),
-            Opt::val('\0', "indicator-style"),
-        ],
-        Operands::ReadOrCwd,
-        &[ex("ls -la", Green), ex("ls -l --sort=size src", Green)],
-    ),
+    Program {
+        effects: &[Effect::FollowsLinks {
+            needs: Some('R'),
+            letters: "L",
+            longs: &["--dereference"],
+        }],
+        ..reader(
+            &["ls"],
+            &[
+                Opt::val('I', "ignore"),
+                Opt::val('w', "width"),
+                Opt::val('T', "tabsize"),
+                Opt::val('\0', "hide"),
+                Opt::val('\0', "block-size"),
+                Opt::val('\0', "format"),
+                Opt::val('\0', "sort"),
+                Opt::val('\0', "time"),
+                Opt::val('\0', "time-style"),
+                Opt::val('\0', "quoting-style"),
+                Opt::val('\0', "indicator-style"),
+            ],
+            Operands::ReadOrCwd,
+            &[ex("ls -la", Green), ex("ls -l --sort=size src", Green)],
+        )
+    },
     reader(
         &["stat"],
         &[Opt::val('c', "format"), Opt::val('\0', "printf")],
         Operands::Read,
         &[ex("stat -c %s Cargo.toml", Green)],
     ),
-    reader(
-        &["du"],
-        &[
-            Opt::val('d', "max-depth"),
-            Opt::val('B', "block-size"),
-            Opt::val('t', "threshold"),
-            Opt::val('X', "exclude-from").role(Role::ReadsFile),
-            Opt::val('\0', "exclude"),
-            Opt::val('\0', "files0-from").role(Role::PathsFromFile),
-            Opt::val('\0', "time-style"),
-        ],
-        Operands::ReadOrCwd,
-        &[ex("du -sh", Green), ex("du -d 1 src", Green)],
-    ),
+    Program {
+        effects: &[Effect::FollowsLinks {
+            needs: None,
+            letters: "L",
+            longs: &["--dereference"],
+        }],
+        ..reader(
+            &["du"],
+            &[
+                Opt::val('d', "max-depth"),
+                Opt::val('B', "block-size"),
+                Opt::val('t', "threshold"),
+                Opt::val('X', "exclude-from").role(Role::ReadsFile),
+                Opt::val('\0', "exclude"),
+                Opt::val('\0', "files0-from").role(Role::PathsFromFile),
+                Opt::val('\0', "time-style"),
+            ],
+            Operands::ReadOrCwd,
+            &[ex("du -sh", Green), ex("du -d 1 src", Green)],
+        )
+    },
     reader(
         &["df"],
         &[
@@ -76,32 +91,39 @@ pub(super) const PROGRAMS: &[Program] = &[
         Operands::ReadOrCwd,
         &[ex("df -h", Green)],
     ),
-    reader(
-        &["tree"],
-        &[
-            Opt::val('L', ""),
-            Opt::val('P', ""),
-            Opt::val('I', ""),
-            Opt::val('o', "").role(Role::WritesFile),
-            Opt::val('H', ""),
-            Opt::val('T', ""),
-            // `tree -R` re-runs tree with an output file in every directory.
-            Opt::flag('R', "").role(Role::NotReadOnly("-R (writes a file in every directory)")),
-            Opt::val('\0', "filelimit"),
-            Opt::val('\0', "charset"),
-            Opt::val('\0', "timefmt"),
-            Opt::val('\0', "sort"),
-            Opt::val('\0', "fromfile").role(Role::ReadsFile),
-            Opt::val('\0', "gitfile").role(Role::ReadsFile),
-            Opt::val('\0', "infofile").role(Role::ReadsFile),
-        ],
-        Operands::ReadOrCwd,
-        &[
-            ex("tree -L 2 src", Green),
-            ex("tree -o listing.txt", Yellow),
-            ex("tree -R", Yellow),
-        ],
-    ),
+    Program {
+        effects: &[Effect::FollowsLinks {
+            needs: None,
+            letters: "l",
+            longs: &[],
+        }],
+        ..reader(
+            &["tree"],
+            &[
+                Opt::val('L', ""),
+                Opt::val('P', ""),
+                Opt::val('I', ""),
+                Opt::val('o', "").role(Role::WritesFile),
+                Opt::val('H', ""),
+                Opt::val('T', ""),
+                // `tree -R` re-runs tree with an output file in every directory.
+                Opt::flag('R', "").role(Role::NotReadOnly("-R (writes a file in every directory)")),
+                Opt::val('\0', "filelimit"),
+                Opt::val('\0', "charset"),
+                Opt::val('\0', "timefmt"),
+                Opt::val('\0', "sort"),
+                Opt::val('\0', "fromfile").role(Role::ReadsFile),
+                Opt::val('\0', "gitfile").role(Role::ReadsFile),
+                Opt::val('\0', "infofile").role(Role::ReadsFile),
+            ],
+            Operands::ReadOrCwd,
+            &[
+                ex("tree -L 2 src", Green),
+                ex("tree -o listing.txt", Yellow),
+                ex("tree -R", Yellow),
+            ],
+        )
+    },
     reader(
         &["file"],
         &[

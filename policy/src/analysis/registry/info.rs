@@ -17,6 +17,7 @@ const fn text(names: &'static [&'static str], examples: &'static [super::Example
         options: &[],
         operands: Operands::Text,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples,
     }
@@ -67,6 +68,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::FormatOrClock,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[
             ex("date +%s", Green),
@@ -84,6 +86,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[],
         operands: Operands::Read,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[ex("test -f Cargo.toml", Green), ex("[ -d src ]", Green)],
     },

@@ -3,7 +3,7 @@
 //! holds the options whose value is inline code. A name with a version suffix
 //! (`python3.12`, `lua5.4`) is its base name's entry.
 
-use super::{ex, Judge, Operands, Program, Walk};
+use super::{ex, Effect, Judge, Operands, Program, Walk};
 use crate::rules;
 use crate::verdict::Verdict::Yellow;
 
@@ -20,6 +20,7 @@ const fn interpreter(
         options: &[],
         operands: Operands::Read,
         judge: Judge::Walker(Walk::Interpreter(flags)),
+        effects: &[],
         rules: &[rules::INTERP_CODE],
         examples,
     }
@@ -38,11 +39,12 @@ pub(super) const PROGRAMS: &[Program] = &[
         JS,
         &[ex("node -e 'console.log(1)'", Yellow)],
     ),
-    interpreter(
-        &["deno", "bun"],
-        JS,
-        &[ex("deno -e 'console.log(1)'", Yellow)],
-    ),
+    interpreter(&["deno"], JS, &[ex("deno -e 'console.log(1)'", Yellow)]),
+    // bun is also a package tool: `bun config set` writes its rc file.
+    Program {
+        effects: &[Effect::ConfigWrites],
+        ..interpreter(&["bun"], JS, &[ex("bun -e 'console.log(1)'", Yellow)])
+    },
     interpreter(&["perl"], &["-e", "-E"], &[ex("perl -e 'print 1'", Yellow)]),
     interpreter(&["ruby", "jruby"], &["-e"], &[ex("ruby -e 'p 1'", Yellow)]),
     interpreter(&["php"], &["-r"], &[ex("php -r 'echo 1;'", Yellow)]),

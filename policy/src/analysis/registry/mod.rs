@@ -13,6 +13,7 @@
 
 pub(crate) mod options;
 
+mod builtins;
 mod changes;
 mod digest;
 mod files;
@@ -22,7 +23,9 @@ mod network;
 mod search;
 mod shells;
 mod text;
+mod tools;
 mod walked;
+mod wrappers;
 
 use super::paths::Access;
 use super::words::Field;
@@ -48,6 +51,10 @@ pub(crate) struct Program {
     pub operands: Operands,
     /// How an invocation is judged.
     pub judge: Judge,
+    /// What its options or subcommands make it do whatever its judge says (`-o FILE`
+    /// written, `config set`, `systemctl enable`), applied by `analysis/effects.rs` to every
+    /// invocation before the judge.
+    pub effects: &'static [Effect],
     /// The rules an invocation can emit by this entry (paths' rules, which every operand
     /// path can raise, aside). Checked against what the examples emit by the tests.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -114,6 +121,77 @@ pub(crate) enum Walk {
     PackageTool,
     /// A scheduler of code that runs later, outside the sandbox (`crontab`, `at`).
     Scheduler,
+    /// A wrapper that runs another command (`timeout`, `sudo`, `xargs`): the worse of yellow
+    /// and the command it runs (DESIGN.md §2a "Wrappers").
+    Wrapper(Wraps),
+    /// A server or listener: red `net.server`, its words checked as paths.
+    Server,
+    /// Not on the green list, judged like a program nobody registered (`cmd.unlisted`, its
+    /// words checked as paths); the entry holds its effects (`cc -o`, `systemctl enable`).
+    Unlisted,
+}
+
+/// How a wrapper's arguments are read to find the command it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wraps {
+    /// Its options by the entry's table, then the command (`timeout` a duration first,
+    /// `chroot` a directory, `sudo` `NAME=VALUE` words).
+    Options,
+    /// `env`: options, `NAME=VALUE` words, `-S STRING`, then the command.
+    Env,
+    /// `parallel`: the command with `:::` argument lists, run through a shell.
+    Parallel,
+    /// `watch`: the words joined are a `sh -c` line (unless `-x`).
+    Watch,
+    /// Options not modelled one by one: every suffix of the arguments is tried as the
+    /// command, and `-c STRING` is a shell string.
+    Opaque,
+    /// A multi-call binary: its first argument names the applet it runs.
+    Multicall,
+}
+
+/// An effect of a program's options or subcommands (DESIGN.md §2: a write is checked as a
+/// path written, under a system path blocked; configuration and service-manager writes run
+/// code later, outside the sandbox: red).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// The values of these options (written as given: `-o`, `--output`) are files or
+    /// directories written (`unzip -d DIR`, `cc -o FILE`, `pip install --target DIR`).
+    WritesTo(&'static [&'static str], Takes),
+    /// tar: an extraction writes under its `-C DIR`/`--directory=DIR` directories.
+    ExtractsInto,
+    /// A `config set|unset|delete|edit…` subcommand (npm, pnpm: `set` too) writes the tool's
+    /// configuration: `.npmrc` and the like hold credentials, and later runs obey it
+    /// (`config.tool-write`, red).
+    ConfigWrites,
+    /// A verb other than the read-only ones changes what the service manager runs
+    /// (`systemctl enable|link|edit|start…`, `persist.service`, red).
+    ServiceManager,
+    /// `enable-linger` keeps the user's services running after logout (`persist.service`).
+    Linger,
+    /// A recursion that follows symbolic links reads wherever they point: with one of these
+    /// short `letters` in a cluster or one of the `longs` (exact), and the letter `needs` too
+    /// when set (`ls -R`), the start paths are scanned for links out of the worktree
+    /// (`path.outside-worktree`; `ls -RL`, `du -L`, `tree -l`, `tar -h`, `cp -L`).
+    FollowsLinks {
+        needs: Option<char>,
+        letters: &'static str,
+        longs: &'static [&'static str],
+    },
+    /// tyba's own control subcommands: removing the pre-push hook or the agent's hook entry
+    /// (`git-guard uninstall`, `hook uninstall`) switches a guard off (blocked); approving
+    /// asks, changing autonomy, writing hook entries or removing worktrees is the agent
+    /// deciding what its supervisor lets it do (`supervisor.control`, red).
+    SupervisorControl,
+}
+
+/// How an option of [`Effect::WritesTo`] takes its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Takes {
+    /// `-o FILE`, `-oFILE`, `--output FILE`, `--output=FILE`.
+    Separate,
+    /// Only attached (`7z -oDIR`).
+    Attached,
 }
 
 /// One example of an entry: a command line and the colour it classifies as.
@@ -187,7 +265,7 @@ impl Judgement {
 }
 
 /// Every family's entries.
-fn families() -> [&'static [Program]; 10] {
+fn families() -> [&'static [Program]; 13] {
     [
         changes::PROGRAMS,
         shells::PROGRAMS,
@@ -199,6 +277,9 @@ fn families() -> [&'static [Program]; 10] {
         digest::PROGRAMS,
         search::PROGRAMS,
         walked::PROGRAMS,
+        wrappers::PROGRAMS,
+        tools::PROGRAMS,
+        builtins::PROGRAMS,
     ]
 }
 
@@ -455,237 +536,4 @@ fn option(p: &Program, program: &str, name: &str, value: Option<Field>, j: &mut 
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::{Action, Context, Policy};
-
-    #[test]
-    fn the_registry_loads() {
-        if let Err(e) = check(&families()) {
-            panic!("{e}");
-        }
-        assert!(lookup("cat").is_some());
-        assert!(lookup("no-such-program").is_none());
-    }
-
-    #[test]
-    fn a_name_registered_twice_is_refused() {
-        const A: &[Program] = &[Program {
-            family: "a",
-            names: &["cat", "dog"],
-            green: true,
-            options: &[],
-            operands: Operands::Read,
-            judge: Judge::Table,
-            rules: &[],
-            examples: &[ex("cat f", Verdict::Green)],
-        }];
-        const B: &[Program] = &[Program {
-            family: "b",
-            names: &["dog"],
-            green: true,
-            options: &[],
-            operands: Operands::Read,
-            judge: Judge::Table,
-            rules: &[],
-            examples: &[ex("dog f", Verdict::Green)],
-        }];
-        assert_eq!(
-            check(&[A, B]).err(),
-            Some(RegistryError::DuplicateName {
-                name: "dog",
-                first: "a",
-                second: "b"
-            })
-        );
-        // Within one family too, and against the real registry.
-        assert!(check(&[A, A]).is_err());
-        let mut real = families().to_vec();
-        real.push(A);
-        assert!(matches!(
-            check(&real),
-            Err(RegistryError::DuplicateName { name: "cat", .. })
-        ));
-    }
-
-    #[test]
-    fn malformed_entries_are_refused() {
-        const TWICE: &[Program] = &[Program {
-            family: "a",
-            names: &["x"],
-            green: true,
-            options: &[Opt::val('o', "output"), Opt::flag('o', "other")],
-            operands: Operands::Read,
-            judge: Judge::Table,
-            rules: &[],
-            examples: &[ex("x f", Verdict::Green)],
-        }];
-        assert!(matches!(
-            check(&[TWICE]),
-            Err(RegistryError::DuplicateOption { .. })
-        ));
-        const OTHER: &[Program] = &[Program {
-            family: "a",
-            names: &["x"],
-            green: true,
-            options: &[],
-            operands: Operands::Read,
-            judge: Judge::Table,
-            rules: &[],
-            examples: &[ex("y f", Verdict::Green)],
-        }];
-        assert!(matches!(
-            check(&[OTHER]),
-            Err(RegistryError::ExampleNamesOther { .. })
-        ));
-        const NONE: &[Program] = &[Program {
-            family: "a",
-            names: &["x"],
-            green: true,
-            options: &[],
-            operands: Operands::Read,
-            judge: Judge::Table,
-            rules: &[],
-            examples: &[],
-        }];
-        assert!(matches!(
-            check(&[NONE]),
-            Err(RegistryError::NoExamples { .. })
-        ));
-        const NOT_GREEN: &[Program] = &[Program {
-            family: "a",
-            names: &["x"],
-            green: false,
-            options: &[],
-            operands: Operands::Read,
-            judge: Judge::Table,
-            rules: &[],
-            examples: &[ex("x f", Verdict::Yellow)],
-        }];
-        assert!(matches!(
-            check(&[NOT_GREEN]),
-            Err(RegistryError::JudgedButNotGreen { .. })
-        ));
-    }
-
-    /// Every example classifies as its entry says, in an empty worktree, and emits only the
-    /// rules its entry declares.
-    #[test]
-    fn every_example_classifies_as_its_entry_says() {
-        let dir = tempfile::tempdir().unwrap();
-        let wt = dir.path().canonicalize().unwrap();
-        let ctx = Context {
-            worktree: &wt,
-            cwd: &wt,
-            home: None,
-            scratch: None,
-            git: None,
-        };
-        let policy = Policy::embedded_default();
-        let mut failures = Vec::new();
-        let mut count = 0;
-        for family in families() {
-            for p in family {
-                for e in p.examples {
-                    count += 1;
-                    let c = policy.classify(
-                        &Action::Exec {
-                            command: e.line.to_string(),
-                        },
-                        &ctx,
-                    );
-                    if c.verdict != e.verdict {
-                        failures.push(format!(
-                            "{}: `{}` is {:?}, the entry says {:?} ({:?})",
-                            p.family, e.line, c.verdict, e.verdict, c.findings
-                        ));
-                    }
-                    for f in &c.findings {
-                        if !p.rules.iter().any(|r| r.id == f.rule) {
-                            failures.push(format!(
-                                "{}: `{}` emits `{}`, not among the entry's rules",
-                                p.family, e.line, f.rule
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        assert!(count > 50, "only {count} examples");
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
-    }
-
-    /// The green list is exactly the green entries, and the entries the analyser walks are
-    /// not judged by the registry.
-    #[test]
-    fn green_and_judged_follow_the_entries() {
-        for family in families() {
-            for p in family {
-                for n in p.names {
-                    assert_eq!(is_green_program(n), p.green, "{n}");
-                    assert_eq!(
-                        judged(n).is_some(),
-                        !matches!(p.judge, Judge::Walker(_)),
-                        "{n}"
-                    );
-                }
-            }
-        }
-        assert!(!is_green_program("rm"));
-        assert_eq!(interpreter_flags("python3.12"), Some(&["-c"][..]));
-        assert_eq!(interpreter_flags("node"), interpreter_flags("nodejs18"));
-        assert!(interpreter_flags("bash").is_none());
-        assert!(interpreter_flags("pip3").is_none());
-        assert!(judged("cd").is_none());
-    }
-
-    /// The table judge: roles and operands.
-    #[test]
-    fn the_table_judge_acts_on_roles_and_operands() {
-        let judge = |line: &str| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let p = lookup(words[0]).unwrap();
-            let args: Vec<Field> = words[1..].iter().map(|w| Field::lit(w)).collect();
-            p.judge(words[0], &args)
-        };
-        let rules = |j: &Judgement| -> Vec<String> {
-            j.findings
-                .iter()
-                .map(|f| f.rule.clone())
-                .collect::<Vec<_>>()
-        };
-        let j = judge("sort -o out in");
-        assert_eq!(rules(&j), ["cmd.not-read-only"]);
-        assert!(j
-            .paths
-            .iter()
-            .any(|(f, a)| f.known().as_deref() == Some("out") && *a == Access::Write));
-        assert_eq!(
-            rules(&judge("sort --compress-prog=gzip in")),
-            ["cmd.program-option"]
-        );
-        // An abbreviation of a role-bearing option is that option.
-        assert_eq!(rules(&judge("sort --out=o in")), ["cmd.not-read-only"]);
-        let j = judge("sort -T /tmp in");
-        assert!(j.findings.is_empty());
-        assert_eq!(j.paths.len(), 2);
-        assert_eq!(
-            rules(&judge("wc --files0-from=list")),
-            ["cmd.not-read-only"]
-        );
-        assert_eq!(rules(&judge("sha256sum -c sums")), ["cmd.not-read-only"]);
-        assert!(judge("ls").reads_cwd);
-        assert!(!judge("cat").reads_cwd);
-        assert_eq!(rules(&judge("uniq a b")), ["cmd.not-read-only"]);
-        assert!(judge("uniq a").findings.is_empty());
-        assert_eq!(rules(&judge("date 01010000")), ["cmd.not-read-only"]);
-        assert!(judge("date +%s").findings.is_empty());
-        assert!(judge("echo /etc/passwd").paths.is_empty());
-        // A value of a common file option is a path read, for any table-judged program.
-        let j = judge("ls --input=/etc/shadow");
-        assert!(j
-            .paths
-            .iter()
-            .any(|(f, a)| f.known().as_deref() == Some("/etc/shadow") && *a == Access::Read));
-    }
-}
+mod tests;

@@ -2,14 +2,13 @@
 //! and the runners that fetch code from it and run it. The analyser's network judge reads
 //! their hosts; `hub` (git with a network wrapper) is registered here and walked as git.
 
-use super::{ex, Judge, Operands, Program, Walk};
+use super::{ex, Effect, Judge, Operands, Program, Takes, Walk};
 use crate::rules;
-use crate::verdict::Verdict::Red;
+use crate::verdict::Verdict::{Blocked, Red};
 
 /// Network clients.
 const CLIENTS: &[&str] = &[
     "network, always",
-    "curl",
     "nc.openbsd",
     "nc.traditional",
     "slogin",
@@ -47,7 +46,6 @@ const CLIENTS: &[&str] = &[
     "tailscale",
     "bore",
     "lt",
-    "wget",
     "wget2",
     "ssh",
     "scp",
@@ -60,6 +58,24 @@ const CLIENTS: &[&str] = &[
     "ftp",
     "tftp",
     "aria2c",
+    // Version-control clients of other systems, TLS and SSH probes, libwww-perl's request
+    // programs, mail senders, and the desktop opener (a URL opens in a browser).
+    "hg",
+    "svn",
+    "bzr",
+    "fossil",
+    "darcs",
+    "gnutls-cli",
+    "ssh-keyscan",
+    "lwp-request",
+    "GET",
+    "POST",
+    "HEAD",
+    "sendmail",
+    "mail",
+    "mailx",
+    "msmtp",
+    "xdg-open",
     "http",
     "https",
     "xh",
@@ -127,6 +143,29 @@ const CLIENTS: &[&str] = &[
     "cloudflared",
 ];
 
+/// A network client with effects of its own.
+const fn client(
+    names: &'static [&'static str],
+    effects: &'static [Effect],
+    examples: &'static [super::Example],
+) -> Program {
+    Program {
+        family: "network",
+        names,
+        green: false,
+        options: &[],
+        operands: Operands::Text,
+        judge: Judge::Walker(Walk::Network),
+        effects,
+        rules: &[
+            rules::NET_CLIENT,
+            rules::VAULT_SYSTEM_PATH,
+            rules::PATH_OUTSIDE_WORKTREE,
+        ],
+        examples,
+    }
+}
+
 pub(super) const PROGRAMS: &[Program] = &[
     Program {
         family: "network",
@@ -135,14 +174,53 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[],
         operands: Operands::Text,
         judge: Judge::Walker(Walk::Network),
+        effects: &[],
         rules: &[rules::NET_CLIENT],
-        examples: &[
-            ex("curl https://example.com", Red),
-            ex("ssh host", Red),
-            ex("wget -q https://example.com/x", Red),
-            ex("docker ps", Red),
-        ],
+        examples: &[ex("ssh host", Red), ex("docker ps", Red)],
     },
+    // curl and wget are clients with the files they write as effects (their output options).
+    client(
+        &["curl"],
+        &[Effect::WritesTo(
+            &[
+                "-o",
+                "--output",
+                "--output-dir",
+                "-c",
+                "--cookie-jar",
+                "-D",
+                "--dump-header",
+                "--trace",
+                "--trace-ascii",
+                "--stderr",
+            ],
+            Takes::Separate,
+        )],
+        &[
+            ex("curl https://example.com", Red),
+            ex("curl -o /etc/x https://example.com", Blocked),
+        ],
+    ),
+    client(
+        &["wget"],
+        &[Effect::WritesTo(
+            &[
+                "-O",
+                "--output-document",
+                "-P",
+                "--directory-prefix",
+                "-o",
+                "--output-file",
+                "-a",
+                "--append-output",
+            ],
+            Takes::Separate,
+        )],
+        &[
+            ex("wget -q https://example.com/x", Red),
+            ex("wget -P /usr/bin https://example.com/x", Blocked),
+        ],
+    ),
     Program {
         family: "network",
         names: &["npx", "uvx", "pnpx", "bunx", "pipx"],
@@ -150,6 +228,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[],
         operands: Operands::Text,
         judge: Judge::Walker(Walk::FetchRunner),
+        effects: &[],
         rules: &[rules::NET_FETCH_AND_RUN],
         examples: &[ex("npx cowsay hi", Red), ex("uvx ruff check", Red)],
     },
@@ -160,7 +239,47 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[],
         operands: Operands::Text,
         judge: Judge::Walker(Walk::Own),
+        effects: &[],
         rules: &[rules::NET_CLIENT, rules::NET_GIT],
         examples: &[ex("hub status", Red)],
+    },
+    // Servers and listeners (the network judge's `nc -l` aside).
+    Program {
+        family: "network",
+        names: &[
+            "darkhttpd",
+            "twistd",
+            "uvicorn",
+            "gunicorn",
+            "hypercorn",
+            "jupyter",
+            "jupyter-notebook",
+            "jupyter-lab",
+            "memcached",
+            "redis-server",
+            "mongod",
+            "postgres",
+            "mysqld",
+            "ngrok-agent",
+            "miniserve",
+            "caddy-server",
+            "http-server",
+            "serve",
+            "live-server",
+            "httpd",
+            "nginx",
+            "apache2",
+            "lighttpd",
+            "caddy",
+            "sshd",
+            "vsftpd",
+        ],
+        green: false,
+        options: &[],
+        operands: Operands::Text,
+        judge: Judge::Walker(Walk::Server),
+        effects: &[],
+        rules: &[rules::NET_SERVER],
+        examples: &[ex("nginx", Red), ex("uvicorn app:app", Red)],
     },
 ];

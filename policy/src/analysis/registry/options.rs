@@ -3,9 +3,9 @@
 //! be abbreviated and take `=value` or the next word, short options cluster and take the
 //! rest of the word or the next word).
 //!
-//! A table is either an [`OptSpec`] (which options take a value, nothing more) or a slice of
-//! [`Opt`] (each option with its [`Role`]: what its value is, what it makes the command do).
-//! Both say the same thing to the parser through [`Syntax`].
+//! A table is a slice of [`Opt`], each option with whether it takes a value and its
+//! [`Role`] (what its value is, what it makes the command do); it is the `options` of a
+//! program's registry entry. The parser reads a table through [`Syntax`].
 
 use crate::analysis::words::Field;
 
@@ -15,21 +15,9 @@ pub(crate) trait Syntax {
     fn short_takes_value(&self, c: char) -> bool;
     /// Whether the long option `--name` (exact name, without `--`) takes a value.
     fn long_takes_value(&self, name: &str) -> bool;
-}
-
-/// Option syntax of one command: short letters and long names that take a value.
-pub(crate) struct OptSpec {
-    pub short_val: &'static str,
-    pub long_val: &'static [&'static str],
-}
-
-impl Syntax for OptSpec {
-    fn short_takes_value(&self, c: char) -> bool {
-        self.short_val.contains(c)
-    }
-    fn long_takes_value(&self, name: &str) -> bool {
-        self.long_val.contains(&name)
-    }
+    /// Whether a long option that takes a value starts with `prefix` (without `--`): the
+    /// option `--prefix` may be an abbreviation of it.
+    fn long_value_starts(&self, prefix: &str) -> bool;
 }
 
 /// What an option does to the command (the judge of a table-only program acts on it).
@@ -112,6 +100,10 @@ impl Syntax for [Opt] {
     fn long_takes_value(&self, name: &str) -> bool {
         self.iter()
             .any(|o| o.takes_value && !o.long.is_empty() && o.long == name)
+    }
+    fn long_value_starts(&self, prefix: &str) -> bool {
+        self.iter()
+            .any(|o| o.takes_value && !o.long.is_empty() && o.long.starts_with(prefix))
     }
 }
 
@@ -250,59 +242,53 @@ mod tests {
             .collect()
     }
 
-    const HEAD: OptSpec = OptSpec {
-        short_val: "nc",
-        long_val: &["lines", "bytes"],
-    };
+    const HEAD: &[Opt] = &[Opt::val('n', "lines"), Opt::val('c', "bytes")];
 
     #[test]
     fn short_options_cluster_and_take_the_rest_or_the_next_word() {
-        assert_eq!(shape(&["-qn5", "f"], &HEAD), ["-q", "-n=5", "f"]);
-        assert_eq!(shape(&["-n", "5", "f"], &HEAD), ["-n=5", "f"]);
-        assert_eq!(shape(&["-vq", "f"], &HEAD), ["-v", "-q", "f"]);
+        assert_eq!(shape(&["-qn5", "f"], HEAD), ["-q", "-n=5", "f"]);
+        assert_eq!(shape(&["-n", "5", "f"], HEAD), ["-n=5", "f"]);
+        assert_eq!(shape(&["-vq", "f"], HEAD), ["-v", "-q", "f"]);
         // A value-taking letter at the end with nothing after it has no value.
-        assert_eq!(shape(&["-n"], &HEAD), ["-n"]);
+        assert_eq!(shape(&["-n"], HEAD), ["-n"]);
     }
 
     #[test]
     fn long_options_take_equals_or_the_next_word_only_when_exact() {
-        assert_eq!(shape(&["--lines", "5", "f"], &HEAD), ["--lines=5", "f"]);
-        assert_eq!(shape(&["--lines=5", "f"], &HEAD), ["--lines=5", "f"]);
+        assert_eq!(shape(&["--lines", "5", "f"], HEAD), ["--lines=5", "f"]);
+        assert_eq!(shape(&["--lines=5", "f"], HEAD), ["--lines=5", "f"]);
         // An abbreviation does not take the next word (it could name a flag).
-        assert_eq!(shape(&["--lin", "5", "f"], &HEAD), ["--lin", "5", "f"]);
-        assert_eq!(shape(&["--lin=5"], &HEAD), ["--lin=5"]);
+        assert_eq!(shape(&["--lin", "5", "f"], HEAD), ["--lin", "5", "f"]);
+        assert_eq!(shape(&["--lin=5"], HEAD), ["--lin=5"]);
     }
 
     #[test]
     fn double_dash_ends_options_and_a_lone_dash_is_an_operand() {
-        assert_eq!(shape(&["--", "-n", "5"], &HEAD), ["-n", "5"]);
-        assert_eq!(shape(&["-", "-n5"], &HEAD), ["-", "-n=5"]);
+        assert_eq!(shape(&["--", "-n", "5"], HEAD), ["-n", "5"]);
+        assert_eq!(shape(&["-", "-n5"], HEAD), ["-", "-n=5"]);
     }
 
     #[test]
     fn an_unknown_word_may_be_an_option() {
         let args = vec![Field::unknown()];
-        let toks = parse_opts(&args, &HEAD);
+        let toks = parse_opts(&args, HEAD);
         assert!(matches!(toks[0], Tok::DynamicOpt));
         assert!(matches!(toks[1], Tok::Operand(_)));
     }
 
     #[test]
-    fn an_opt_table_is_the_same_syntax_as_a_spec() {
+    fn flags_take_no_value_and_value_prefixes_are_known() {
         const TABLE: &[Opt] = &[
             Opt::val('n', "lines"),
-            Opt::val('c', "bytes"),
             Opt::flag('q', "quiet"),
+            Opt::val('\0', "lines-max"),
         ];
-        for words in [
-            &["-qn5", "f"][..],
-            &["--lines", "5"],
-            &["--lin", "5"],
-            &["-c", "1", "--", "-q"],
-            &["--quiet", "x"],
-        ] {
-            assert_eq!(shape(words, TABLE), shape(words, &HEAD), "{words:?}");
-        }
+        assert_eq!(shape(&["-qn5", "f"], TABLE), ["-q", "-n=5", "f"]);
+        assert_eq!(shape(&["--quiet", "x"], TABLE), ["--quiet", "x"]);
+        assert!(TABLE.long_value_starts("lin"));
+        assert!(!TABLE.long_value_starts("qu"));
+        assert!(!TABLE.short_takes_value('q'));
+        assert!(!TABLE.short_takes_value('\0'));
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::Read,
         judge: Judge::Fn(judge_grep),
+        effects: &[],
         rules: &[rules::CMD_DYNAMIC_ARGS],
         examples: &[
             ex("grep -rn TODO src", Green),
@@ -85,6 +86,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::ReadOrCwd,
         judge: Judge::Fn(judge_rg),
+        effects: &[],
         rules: &[
             rules::CMD_NOT_READ_ONLY,
             rules::CMD_PROGRAM_OPTION,
@@ -106,6 +108,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[],
         operands: Operands::Read,
         judge: Judge::Fn(judge_jq),
+        effects: &[],
         rules: &[rules::CMD_NOT_READ_ONLY, rules::CMD_DYNAMIC_ARGS],
         examples: &[
             ex("jq .name package.json", Green),
@@ -125,6 +128,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::Read,
         judge: Judge::Fn(judge_sed),
+        effects: &[],
         rules: &[
             rules::CMD_NOT_READ_ONLY,
             rules::SHELL_DYNAMIC_CODE,

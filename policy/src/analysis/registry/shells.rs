@@ -19,6 +19,7 @@ pub(super) const PROGRAMS: &[Program] = &[Program {
     options: &[],
     operands: Operands::Text,
     judge: Judge::Walker(Walk::Shell),
+    effects: &[],
     rules: &[rules::SHELL_INTERPRETER, rules::SHELL_SCRIPT],
     // The inner line's own rules come from its programs' entries.
     examples: &[

@@ -3,7 +3,7 @@
 //! green list.
 
 use super::options::{Opt, Role};
-use super::{ex, Judge, Operands, Program};
+use super::{ex, Effect, Judge, Operands, Program, Takes};
 use crate::rules;
 use crate::verdict::Verdict::{Green, Red, Yellow};
 
@@ -27,6 +27,7 @@ const fn filter(
         options,
         operands: Operands::Read,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples,
     }
@@ -115,6 +116,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         options: &[],
         operands: Operands::Text,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[ex("tr a-z A-Z", Green)],
     },
@@ -188,30 +190,34 @@ pub(super) const PROGRAMS: &[Program] = &[
             ex("diff -r -X ignore a b", Green),
         ],
     ),
-    filter_running(
-        &["sort"],
-        &[
-            // First: `--c` names it (getopt_long takes the first match here too).
-            Opt::val('\0', "compress-program")
-                .role(Role::Program("`sort --compress-program` runs a program")),
-            Opt::val('o', "output").role(Role::WritesFile),
-            Opt::val('T', "temporary-directory").role(Role::ScratchDir),
-            Opt::val('k', "key"),
-            Opt::val('t', "field-separator"),
-            Opt::val('S', "buffer-size"),
-            Opt::val('y', ""),
-            Opt::val('\0', "files0-from").role(Role::PathsFromFile),
-            Opt::val('\0', "parallel"),
-            Opt::val('\0', "batch-size"),
-            Opt::val('\0', "sort"),
-            Opt::val('\0', "random-source").role(Role::ReadsFile),
-        ],
-        &[
-            ex("sort -u -k2 data.txt", Green),
-            ex("sort -o out.txt data.txt", Yellow),
-            ex("sort --compress-program=gzip data.txt", Red),
-        ],
-    ),
+    // `sort -o FILE` is also an effect: the file is written whatever the table says.
+    Program {
+        effects: &[Effect::WritesTo(&["-o", "--output"], Takes::Separate)],
+        ..filter_running(
+            &["sort"],
+            &[
+                // First: `--c` names it (getopt_long takes the first match here too).
+                Opt::val('\0', "compress-program")
+                    .role(Role::Program("`sort --compress-program` runs a program")),
+                Opt::val('o', "output").role(Role::WritesFile),
+                Opt::val('T', "temporary-directory").role(Role::ScratchDir),
+                Opt::val('k', "key"),
+                Opt::val('t', "field-separator"),
+                Opt::val('S', "buffer-size"),
+                Opt::val('y', ""),
+                Opt::val('\0', "files0-from").role(Role::PathsFromFile),
+                Opt::val('\0', "parallel"),
+                Opt::val('\0', "batch-size"),
+                Opt::val('\0', "sort"),
+                Opt::val('\0', "random-source").role(Role::ReadsFile),
+            ],
+            &[
+                ex("sort -u -k2 data.txt", Green),
+                ex("sort -o out.txt data.txt", Yellow),
+                ex("sort --compress-program=gzip data.txt", Red),
+            ],
+        )
+    },
     Program {
         family: "text",
         names: &["uniq"],
@@ -223,6 +229,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
         operands: Operands::InputOutput,
         judge: Judge::Table,
+        effects: &[],
         rules: RULES,
         examples: &[
             ex("uniq -c data.txt", Green),

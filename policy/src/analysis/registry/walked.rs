@@ -3,6 +3,7 @@
 //! they run): `cd`/`pushd`/`popd` move the line's directory, `find`/`fd` run commands
 //! (`-exec`, `--exec`), `git` expands aliases, runs hooks and pushes.
 
+use super::options::Opt;
 use super::{ex, Judge, Operands, Program, Walk};
 use crate::rules;
 use crate::verdict::Verdict::{Green, Red, Yellow};
@@ -20,6 +21,7 @@ const fn walked(
         options: &[],
         operands: Operands::Read,
         judge: Judge::Walker(Walk::Own),
+        effects: &[],
         rules,
         examples,
     }
@@ -48,11 +50,36 @@ pub(super) const PROGRAMS: &[Program] = &[
             ex("find . -delete", Red),
         ],
     ),
-    walked(
-        &["fd"],
-        &[rules::CMD_NOT_READ_ONLY, rules::CMD_DYNAMIC_ARGS],
-        &[ex("fd -e rs", Green), ex("fd -t f main src", Green)],
-    ),
+    // The options that take a value; what `-x`/`-X` and the path options do is read by
+    // the judge in `commands/search.rs`.
+    Program {
+        options: &[
+            Opt::val('e', "extension"),
+            Opt::val('d', "max-depth"),
+            Opt::val('E', "exclude"),
+            Opt::val('c', "color"),
+            Opt::val('t', "type"),
+            Opt::val('j', "threads"),
+            Opt::val('S', "size"),
+            Opt::val('o', "owner"),
+            Opt::val('x', ""),
+            Opt::val('X', ""),
+            Opt::val('\0', "changed-within"),
+            Opt::val('\0', "changed-before"),
+            Opt::val('\0', "base-directory"),
+            Opt::val('\0', "search-path"),
+            Opt::val('\0', "max-results"),
+            Opt::val('\0', "ignore-file"),
+            Opt::val('\0', "path-separator"),
+            Opt::val('\0', "batch-size"),
+            Opt::val('\0', "format"),
+        ],
+        ..walked(
+            &["fd", "fdfind"],
+            &[rules::CMD_NOT_READ_ONLY, rules::CMD_DYNAMIC_ARGS],
+            &[ex("fd -e rs", Green), ex("fd -t f main src", Green)],
+        )
+    },
     walked(
         &["git"],
         &[

@@ -1,0 +1,242 @@
+//! Parameter expansions: a name's known values, and each `${…}` form's (defaults,
+//! assignments, lengths, pattern removals, case changes, transformations), per bash(1)
+//! "Parameter Expansion".
+
+use super::*;
+
+pub(super) fn param_name(p: &Parameter) -> Option<&str> {
+    match p {
+        Parameter::Named(n) => Some(n.as_str()),
+        _ => None,
+    }
+}
+
+/// Values of a plain parameter reference.
+pub(super) fn param_lookup(
+    p: &Parameter,
+    indirect: bool,
+    env: &ExpandEnv<'_>,
+    quoted: bool,
+) -> Vec<Val> {
+    if indirect {
+        return vec![Val::Unknown];
+    }
+    match p {
+        Parameter::Named(n) => {
+            if let Some(vals) = env.vars.get(n) {
+                return vals
+                    .iter()
+                    .map(|v| match v {
+                        Some(s) if s.is_empty() && quoted => Val::EmptyQuoted,
+                        Some(s) if s.is_empty() => Val::Nothing,
+                        Some(s) => Val::Expanded {
+                            text: s.clone(),
+                            quoted,
+                        },
+                        None => Val::Unknown,
+                    })
+                    .collect();
+            }
+            match n.as_str() {
+                "HOME" => match env.home {
+                    Some(h) => vec![Val::Expanded {
+                        text: h.to_string_lossy().into_owned(),
+                        quoted,
+                    }],
+                    None => vec![Val::Unknown],
+                },
+                // Default IFS, unless assigned on the line (handled above).
+                "IFS" => vec![Val::Expanded {
+                    text: " \t\n".to_string(),
+                    quoted,
+                }],
+                "PWD" => match env.cwd {
+                    Some(c) => vec![Val::Expanded {
+                        text: c.to_string_lossy().into_owned(),
+                        quoted,
+                    }],
+                    None => vec![Val::Unknown],
+                },
+                _ => vec![Val::Unknown],
+            }
+        }
+        // Arrays are kept as their elements joined by spaces; `${a[@]}` splits them again.
+        Parameter::NamedWithAllIndices { name, .. } | Parameter::NamedWithIndex { name, .. } => {
+            match env.vars.get(name) {
+                Some(vals) => vals
+                    .iter()
+                    .map(|v| match v {
+                        Some(s) => Val::Expanded {
+                            text: s.clone(),
+                            quoted: false,
+                        },
+                        None => Val::Unknown,
+                    })
+                    .collect(),
+                None => vec![Val::Unknown],
+            }
+        }
+        // An agent's line runs as `bash -c LINE`: no positional parameters.
+        Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => vec![Val::Nothing],
+        Parameter::Special(SpecialParameter::PositionalParameterCount) => {
+            vec![Val::Expanded {
+                text: "0".to_string(),
+                quoted,
+            }]
+        }
+        Parameter::Positional(0) => vec![Val::Unknown],
+        Parameter::Positional(_) => vec![Val::Nothing, Val::Unknown],
+        _ => vec![Val::Unknown],
+    }
+}
+
+pub(super) fn parameter_values(
+    expr: &ParameterExpr,
+    env: &ExpandEnv<'_>,
+    notes: &mut ExpandNotes,
+    quoted: bool,
+) -> Vec<Val> {
+    let word_values = |w: &Option<String>, notes: &mut ExpandNotes| -> Vec<Val> {
+        let Some(w) = w else {
+            return vec![Val::EmptyQuoted];
+        };
+        let fields = expand(w, env, notes);
+        if fields.is_empty() {
+            return vec![Val::Nothing];
+        }
+        fields
+            .into_iter()
+            .map(|f| match f.known() {
+                Some(s) => Val::Expanded { text: s, quoted },
+                None => Val::Unknown,
+            })
+            .collect()
+    };
+    if let Some(Parameter::NamedWithIndex { index, .. }) = parameter_of(expr) {
+        notes.arith.push(index.clone());
+    }
+    match expr {
+        ParameterExpr::Substring { offset, length, .. } => {
+            notes.arith.push(offset.value.clone());
+            if let Some(l) = length {
+                notes.arith.push(l.value.clone());
+            }
+        }
+        ParameterExpr::ReplaceSubstring { pattern, .. } => notes.arith.push(pattern.clone()),
+        // `${a@P}` expands the value like a prompt: its `$(…)` run.
+        ParameterExpr::Transform {
+            parameter: Parameter::Named(n),
+            op: brush_parser::word::ParameterTransformOp::PromptExpand,
+            ..
+        } => match env.vars.get(n) {
+            Some(vals) => {
+                for v in vals {
+                    match v {
+                        Some(text) => notes.prompt_code.push(text.clone()),
+                        None => notes.dynamic_code = true,
+                    }
+                }
+            }
+            None => notes.dynamic_code = true,
+        },
+        ParameterExpr::RemoveSmallestSuffixPattern {
+            pattern: Some(p), ..
+        }
+        | ParameterExpr::RemoveLargestSuffixPattern {
+            pattern: Some(p), ..
+        }
+        | ParameterExpr::RemoveSmallestPrefixPattern {
+            pattern: Some(p), ..
+        }
+        | ParameterExpr::RemoveLargestPrefixPattern {
+            pattern: Some(p), ..
+        } => notes.arith.push(p.clone()),
+        _ => {}
+    }
+    if let ParameterExpr::AssignDefaultValues {
+        parameter: Parameter::Named(n) | Parameter::NamedWithIndex { name: n, .. },
+        ..
+    } = expr
+    {
+        notes.assigned.push(n.clone());
+    }
+    match expr {
+        ParameterExpr::Parameter {
+            parameter,
+            indirect,
+        } => {
+            if *indirect {
+                notes.dynamic = true;
+            }
+            param_lookup(parameter, *indirect, env, quoted)
+        }
+        ParameterExpr::UseDefaultValues {
+            parameter,
+            indirect,
+            default_value,
+            ..
+        }
+        | ParameterExpr::AssignDefaultValues {
+            parameter,
+            indirect,
+            default_value,
+            ..
+        } => {
+            if matches!(expr, ParameterExpr::AssignDefaultValues { .. }) {
+                notes.dynamic = true;
+            }
+            let mut v = param_lookup(parameter, *indirect, env, quoted);
+            let known_set = param_name(parameter).is_some_and(|n| {
+                env.vars.get(n).is_some_and(|vals| {
+                    vals.iter()
+                        .all(|x| x.as_ref().is_some_and(|s| !s.is_empty()))
+                })
+            });
+            if !known_set {
+                v.extend(word_values(default_value, notes));
+            }
+            v
+        }
+        ParameterExpr::UseAlternativeValue {
+            parameter,
+            indirect,
+            alternative_value,
+            ..
+        } => {
+            let mut v = param_lookup(parameter, *indirect, env, quoted);
+            v.retain(|x| !matches!(x, Val::Expanded { .. }));
+            v.push(Val::Nothing);
+            v.extend(word_values(alternative_value, notes));
+            v
+        }
+        ParameterExpr::IndicateErrorIfNullOrUnset {
+            parameter,
+            indirect,
+            ..
+        } => param_lookup(parameter, *indirect, env, quoted),
+        _ => vec![Val::Unknown],
+    }
+}
+
+/// The parameter an expansion expression refers to.
+pub(super) fn parameter_of(expr: &ParameterExpr) -> Option<&Parameter> {
+    Some(match expr {
+        ParameterExpr::Parameter { parameter, .. }
+        | ParameterExpr::UseDefaultValues { parameter, .. }
+        | ParameterExpr::AssignDefaultValues { parameter, .. }
+        | ParameterExpr::IndicateErrorIfNullOrUnset { parameter, .. }
+        | ParameterExpr::UseAlternativeValue { parameter, .. }
+        | ParameterExpr::ParameterLength { parameter, .. }
+        | ParameterExpr::RemoveSmallestSuffixPattern { parameter, .. }
+        | ParameterExpr::RemoveLargestSuffixPattern { parameter, .. }
+        | ParameterExpr::RemoveSmallestPrefixPattern { parameter, .. }
+        | ParameterExpr::RemoveLargestPrefixPattern { parameter, .. }
+        | ParameterExpr::Substring { parameter, .. }
+        | ParameterExpr::Transform { parameter, .. }
+        | ParameterExpr::UppercaseFirstChar { parameter, .. }
+        | ParameterExpr::UppercasePattern { parameter, .. }
+        | ParameterExpr::LowercaseFirstChar { parameter, .. }
+        | ParameterExpr::LowercasePattern { parameter, .. } => parameter,
+        _ => return None,
+    })
+}

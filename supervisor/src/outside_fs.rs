@@ -1,0 +1,1371 @@
+//! Out-of-tree file access asked at the kernel level (`tyba run --ask-outside-files`).
+//!
+//! Landlock alone gives a program that opens a path outside the worktree a plain `EACCES`:
+//! no ask, no line in the terminal or the audit log. With this option the entries around the
+//! worktree and in the person's home that no rule of the plan opens are **covered**: in the
+//! sandbox's mount namespace each one is replaced by a bind of the same entry as served by a
+//! FUSE filesystem of the supervisor ([`OutsideFs`]), and Landlock grants those bind mounts.
+//! Everything the plan opens (the worktree, the temp dir, caches, the agent's state and
+//! installation, system paths) stays the kernel's own mount at native speed: covers are only
+//! ever *siblings* of those paths, never their ancestors ([`plan_covers`]), so no Landlock
+//! right given to a cover reaches a native path beneath it.
+//!
+//! The server runs in the supervisor, in the host's mount namespace, and reaches the real
+//! entries only relative to directory fds it opened at start, with `openat2(2)`
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`: it never follows a
+//! symbolic link (the kernel resolves the links it shows, hop by hop, and each hop lands on a
+//! native path Landlock judges or on a cover the server judges). Looking up and `stat`ing
+//! entries is answered (Landlock lets `stat` outside through too); opening a file, listing a
+//! directory, creating, making a directory, removing and truncating are decided per request:
+//! the requesting process (the FUSE header's pid, numbered in the supervisor's PID namespace
+//! because stage 1, which creates the mount, lives there) is matched against the grants, and
+//! otherwise the person is asked through the session's approver with the colour the policy
+//! gives the path (DESIGN.md §2a "Outside means ask": red; a credential path: red, with the
+//! credential named as the sensitive part, §4). An approval covers the one file (or the one
+//! directory's listing) for the asking process and its descendants until it exits (identity
+//! by [`procfs::ProcId`], so a reused pid inherits nothing). A deny fails the call with
+//! `EACCES`, writes the refusal on the process's stderr and logs it. Renames, links,
+//! symbolic links and device nodes are refused unasked (`EACCES`, logged).
+//!
+//! Fail closed: when the server thread ends or the connection is aborted, the kernel fails
+//! every request on the covers (`ENOTCONN`); nothing passes through. The session keeps
+//! working in the worktree, which is not on FUSE.
+
+use crate::approve::{Answer, Approver, AskKind, AskRequest};
+use crate::notify::AuditEvent;
+use crate::procfs::{self, ProcId};
+use crate::sandbox::{is_within, SandboxPlan};
+use crate::sys;
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, OpenFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tyba_policy::Verdict;
+
+/// System roots: never covered (programs read them through Landlock at native speed, and a
+/// write there is refused by Landlock without an ask: DESIGN.md §2a).
+pub const SYSTEM_ROOTS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
+    "/proc", "/dev", "/run", "/boot", "/var",
+];
+
+/// At most this many covered entries per session: past it the start is refused (a home with
+/// more entries on the way to the native paths would make that many mounts).
+pub const MAX_COVERS: usize = 2048;
+
+/// How deep below a base [`plan_covers`] descends towards the native paths.
+const MAX_DEPTH: usize = 24;
+
+/// How long the kernel keeps an answer about a cover's own root (the bind mounts' roots must
+/// not be revalidated away) and about anything else.
+const ROOT_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+const TTL: Duration = Duration::from_secs(1);
+
+/// The resolution of every path the server opens (`openat2(2)`).
+const RESOLVE: u64 =
+    libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+
+/// Why the covers cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum CoverError {
+    /// More entries than [`MAX_COVERS`].
+    #[error("more than {MAX_COVERS} entries outside the worktree would be covered")]
+    TooMany,
+}
+
+/// The paths the plan opens natively: the covers must be neither these, nor beneath them,
+/// nor their ancestors.
+fn native_paths(plan: &SandboxPlan) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = Vec::new();
+    v.push(plan.worktree.clone());
+    v.push(plan.tmp_dir.clone());
+    v.extend(plan.read_write.iter().cloned());
+    v.extend(plan.read_only.iter().cloned());
+    v.extend(plan.protected.iter().cloned());
+    v.extend(plan.pinned.iter().cloned());
+    v.extend(plan.caches.iter().cloned());
+    v.extend(plan.state_layers.iter().map(|l| l.real.clone()));
+    // The shell startup files shown empty (`/dev/null` bound over them): a cover bound on
+    // top would hide the blank and ask for them at every shell start.
+    v.extend(plan.blanked.iter().cloned());
+    v
+}
+
+/// The entries to cover (absolute, real paths): beneath each base (the worktree's parent
+/// directory and `home`), every entry that is not a symbolic link, not a native path of the
+/// plan or beneath one, descending into the entries that are ancestors of native paths. A
+/// base that is `/`, a system root or beneath one, or itself opened by the plan, gets none.
+///
+/// # Errors
+/// [`CoverError::TooMany`]. A directory on the way that cannot be listed is skipped (its
+/// entries stay as they are: Landlock refuses them, unasked).
+pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> Result<Vec<PathBuf>, CoverError> {
+    let native = native_paths(plan);
+    let mut bases: Vec<PathBuf> = Vec::new();
+    if let Some(p) = plan.worktree.parent() {
+        bases.push(p.to_path_buf());
+    }
+    if let Some(h) = home.and_then(|h| std::fs::canonicalize(h).ok()) {
+        bases.push(h);
+    }
+    let bases: Vec<PathBuf> = bases
+        .iter()
+        .filter(|b| {
+            b.is_absolute()
+                && b.as_path() != Path::new("/")
+                && !SYSTEM_ROOTS.iter().any(|s| is_within(b, Path::new(s)))
+                && !native.iter().any(|n| is_within(b, n))
+                && !bases.iter().any(|o| o != *b && is_within(b, o))
+        })
+        .cloned()
+        .collect();
+    let mut out = Vec::new();
+    for b in &bases {
+        walk(b, &native, 0, &mut out)?;
+    }
+    out.dedup();
+    Ok(out)
+}
+
+fn walk(
+    dir: &Path,
+    native: &[PathBuf],
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), CoverError> {
+    // A directory the person cannot list is left as it is: its entries stay unreachable
+    // (Landlock refuses them, unasked), as without the option. Nothing is granted by it.
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let mut names: Vec<PathBuf> = list.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    names.sort();
+    for p in names {
+        let Ok(md) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if md.file_type().is_symlink() || native.iter().any(|n| is_within(&p, n)) {
+            continue;
+        }
+        if native.iter().any(|n| is_within(n, &p)) {
+            if md.is_dir() && depth < MAX_DEPTH {
+                walk(&p, native, depth + 1, out)?;
+            }
+            continue;
+        }
+        if !(md.is_dir() || md.is_file()) {
+            // Sockets, fifos and devices stay as they are: Landlock refuses them.
+            continue;
+        }
+        if out.len() >= MAX_COVERS {
+            return Err(CoverError::TooMany);
+        }
+        out.push(p);
+    }
+    Ok(())
+}
+
+/// What a request does to a path, as asked and as granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Open a file for reading.
+    Read,
+    /// Open a file for writing (or truncate it); covers reading too.
+    Write,
+    /// List a directory.
+    List,
+    /// Create a file in a directory.
+    Create,
+    /// Make a directory.
+    Mkdir,
+    /// Remove a file or an empty directory.
+    Remove,
+}
+
+impl Access {
+    fn word(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::List => "list",
+            Access::Create => "create",
+            Access::Mkdir => "mkdir",
+            Access::Remove => "remove",
+        }
+    }
+
+    fn scope(self) -> &'static str {
+        match self {
+            Access::Read => "reading this file",
+            Access::Write => "reading and writing this file",
+            Access::List => "listing this directory (not its files)",
+            Access::Create => "creating this file and writing it",
+            Access::Mkdir => "making this directory",
+            Access::Remove => "removing this entry",
+        }
+    }
+
+    /// Whether a grant of `self` covers a request of `other`.
+    fn covers(self, other: Access) -> bool {
+        self == other
+            || matches!((self, other), (Access::Write, Access::Read))
+            || matches!(
+                (self, other),
+                (Access::Create, Access::Read | Access::Write)
+            )
+    }
+}
+
+/// One approval: `access` to `path` for the process `root` and its descendants while it lives.
+#[derive(Debug, Clone)]
+struct Grant {
+    root: ProcId,
+    path: PathBuf,
+    access: Access,
+}
+
+/// Whether process `pid` is `root` or one of its descendants (parent links in the
+/// supervisor's `/proc`; the root's identity checked, so a reused pid is not it).
+fn in_tree(pid: u32, root: ProcId) -> bool {
+    let mut p = pid;
+    for _ in 0..256 {
+        let Ok((ppid, start)) = procfs::stat(p) else {
+            return false;
+        };
+        if p == root.pid {
+            return start == root.start;
+        }
+        if ppid <= 1 || ppid == p {
+            return false;
+        }
+        p = ppid;
+    }
+    false
+}
+
+/// One covered entry: the directory that holds it (opened at start) and its name.
+#[derive(Debug)]
+struct CoverRoot {
+    parent: OwnedFd,
+    parent_path: PathBuf,
+}
+
+/// An inode the kernel knows: which cover, and the path relative to that cover's parent
+/// directory (its first component is the covered entry's name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Node {
+    cover: usize,
+    rel: PathBuf,
+}
+
+/// An approved command's runner: its keeper's identity and the line's grants `(path, write)`.
+type RunnerGrants = (u64, Vec<(PathBuf, bool)>);
+
+/// One entry of a listed directory: inode, type, name.
+type DirEntry = (u64, FileType, OsString);
+
+#[derive(Debug, Default)]
+struct Nodes {
+    by_ino: HashMap<u64, Node>,
+    by_node: HashMap<Node, u64>,
+    next: u64,
+}
+
+impl Nodes {
+    fn ino(&mut self, n: Node) -> u64 {
+        if let Some(i) = self.by_node.get(&n) {
+            return *i;
+        }
+        self.next += 1;
+        let i = self.next;
+        self.by_ino.insert(i, n.clone());
+        self.by_node.insert(n, i);
+        i
+    }
+}
+
+struct Inner {
+    covers: Vec<CoverRoot>,
+    /// The covered entries' names, by cover index (the children of the filesystem's root).
+    names: Vec<OsString>,
+    nodes: Mutex<Nodes>,
+    files: Mutex<HashMap<u64, (Arc<File>, bool)>>,
+    dirs: Mutex<HashMap<u64, Vec<DirEntry>>>,
+    next_fh: AtomicU64,
+    grants: Mutex<Vec<Grant>>,
+    /// The approved command lines running in domains of their own (`crate::runner`), by
+    /// their keeper's pid in the sandbox's PID namespace: `(identity, [(path, write)])`. Their
+    /// grants were shown in the ask that approved the line, so the opens they cover are not
+    /// asked again.
+    runners: Mutex<HashMap<u32, RunnerGrants>>,
+    approver: Arc<dyn Approver>,
+    /// The supervisor's own process: its threads act for decisions already made (a `chmod`
+    /// the metadata handler was approved for), so their requests pass.
+    me: u32,
+    uid: u32,
+    gid: u32,
+}
+
+/// The FUSE filesystem serving the covered entries ([`fuser::Filesystem`]). Its root is a
+/// directory whose children `0`, `1`, … are the covers, in the order given to [`OutsideFs::new`];
+/// stage 2 binds child `i` over cover `i`.
+#[derive(Clone)]
+pub struct OutsideFs(Arc<Inner>);
+
+impl std::fmt::Debug for OutsideFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutsideFs")
+            .field("covers", &self.0.covers.len())
+            .finish()
+    }
+}
+
+fn c_path(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn errno(e: &io::Error) -> Errno {
+    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+fn time(sec: i64, nsec: i64) -> SystemTime {
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec.clamp(0, 999_999_999) as u32)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+fn kind_of(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn attr_of(ino: u64, st: &nix::sys::stat::FileStat) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: st.st_size.max(0) as u64,
+        blocks: st.st_blocks.max(0) as u64,
+        atime: time(st.st_atime, st.st_atime_nsec),
+        mtime: time(st.st_mtime, st.st_mtime_nsec),
+        ctime: time(st.st_ctime, st.st_ctime_nsec),
+        crtime: time(st.st_ctime, st.st_ctime_nsec),
+        kind: kind_of(st.st_mode),
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize.max(512) as u32,
+        flags: 0,
+    }
+}
+
+impl OutsideFs {
+    /// A server for `covers` (absolute paths from [`plan_covers`]), asking through
+    /// `approver`; `uid`/`gid` own the filesystem's own root.
+    ///
+    /// # Errors
+    /// When the directory holding a cover cannot be opened.
+    pub fn new(
+        covers: &[PathBuf],
+        approver: Arc<dyn Approver>,
+        uid: u32,
+        gid: u32,
+    ) -> io::Result<OutsideFs> {
+        let mut roots = Vec::new();
+        let mut names = Vec::new();
+        for c in covers {
+            let (Some(parent), Some(name)) = (c.parent(), c.file_name()) else {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            };
+            let fd = nix::fcntl::open(
+                parent,
+                nix::fcntl::OFlag::O_PATH
+                    | nix::fcntl::OFlag::O_DIRECTORY
+                    | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(io::Error::from)?;
+            roots.push(CoverRoot {
+                parent: fd,
+                parent_path: parent.to_path_buf(),
+            });
+            names.push(name.to_os_string());
+        }
+        Ok(OutsideFs(Arc::new(Inner {
+            covers: roots,
+            names,
+            nodes: Mutex::new(Nodes {
+                next: 1,
+                ..Nodes::default()
+            }),
+            files: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            grants: Mutex::new(Vec::new()),
+            runners: Mutex::new(HashMap::new()),
+            approver,
+            me: std::process::id(),
+            uid,
+            gid,
+        })))
+    }
+}
+
+impl OutsideFs {
+    /// An approved command's runner started: its keeper is `ns_pid` (sandbox PID namespace)
+    /// with identity `start` ([`procfs::Stat::start`]), and its line was approved with
+    /// `grants` (`(path, write)`: a directory grants what is beneath it, as its Landlock rule
+    /// does).
+    pub(crate) fn runner_started(&self, ns_pid: u32, start: u64, grants: Vec<(PathBuf, bool)>) {
+        if let Ok(mut r) = self.0.runners.lock() {
+            r.insert(ns_pid, (start, grants));
+        }
+    }
+
+    /// The runner `ns_pid` with identity `start` ended.
+    pub(crate) fn runner_ended(&self, ns_pid: u32, start: u64) {
+        if let Ok(mut r) = self.0.runners.lock() {
+            if r.get(&ns_pid).map(|(s, _)| *s) == Some(start) {
+                r.remove(&ns_pid);
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Whether process `pid` runs under an approved command whose grants cover `access` to
+    /// `path`: an ancestor (or itself) is that command's keeper, by pid in the sandbox's PID
+    /// namespace and identity.
+    fn runner_covers(&self, pid: u32, path: &Path, access: Access) -> bool {
+        let Ok(r) = self.runners.lock() else {
+            return false;
+        };
+        if r.is_empty() {
+            return false;
+        }
+        let mut p = pid;
+        for _ in 0..256 {
+            let Ok((ppid, start)) = procfs::stat(p) else {
+                return false;
+            };
+            if let Some((st, grants)) = procfs::ns_pid(p).and_then(|ns| r.get(&ns)) {
+                if *st == start {
+                    let write_needed = !matches!(access, Access::Read | Access::List);
+                    return grants
+                        .iter()
+                        .any(|(g, w)| is_within(path, g) && (*w || !write_needed));
+                }
+            }
+            if ppid <= 1 || ppid == p {
+                return false;
+            }
+            p = ppid;
+        }
+        false
+    }
+
+    fn node(&self, ino: INodeNo) -> Option<Node> {
+        self.nodes.lock().ok()?.by_ino.get(&ino.0).cloned()
+    }
+
+    fn ino(&self, n: Node) -> u64 {
+        match self.nodes.lock() {
+            Ok(mut g) => g.ino(n),
+            Err(_) => 0,
+        }
+    }
+
+    fn real(&self, n: &Node) -> PathBuf {
+        self.covers
+            .get(n.cover)
+            .map(|c| c.parent_path.join(&n.rel))
+            .unwrap_or_default()
+    }
+
+    /// Opens the node's real object with `flags`, beneath its cover's directory, following
+    /// no symbolic link (`O_PATH | O_NOFOLLOW` gives a final link itself).
+    fn open_real(&self, n: &Node, flags: i32) -> io::Result<OwnedFd> {
+        let c = self
+            .covers
+            .get(n.cover)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+        let p = c_path(&n.rel)?;
+        // openat2 refuses flags that do not apply (`O_NOCTTY` with `O_PATH`: EINVAL).
+        let mut flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+        if flags & libc::O_PATH == 0 {
+            flags |= libc::O_NOCTTY;
+        }
+        sys::openat2(c.parent.as_fd(), &p, flags as u64, RESOLVE)
+    }
+
+    fn stat_node(&self, n: &Node) -> io::Result<nix::sys::stat::FileStat> {
+        let fd = self.open_real(n, libc::O_PATH)?;
+        nix::sys::stat::fstat(fd.as_fd()).map_err(io::Error::from)
+    }
+
+    fn root_attr(&self) -> FileAttr {
+        FileAttr {
+            ino: INodeNo::ROOT,
+            size: 0,
+            blocks: 0,
+            atime: UNIX_EPOCH,
+            mtime: UNIX_EPOCH,
+            ctime: UNIX_EPOCH,
+            crtime: UNIX_EPOCH,
+            kind: FileType::Directory,
+            perm: 0o555,
+            nlink: 2,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    fn child(&self, parent: INodeNo, name: &OsStr) -> Option<Node> {
+        if parent == INodeNo::ROOT {
+            let i: usize = name.to_str()?.parse().ok()?;
+            let entry = self.names.get(i)?;
+            return Some(Node {
+                cover: i,
+                rel: PathBuf::from(entry),
+            });
+        }
+        let p = self.node(parent)?;
+        Some(Node {
+            cover: p.cover,
+            rel: p.rel.join(name),
+        })
+    }
+
+    fn log(&self, what: String, allowed: bool, reason: Option<String>) {
+        let _ = self.approver.record(&AuditEvent {
+            kind: "file",
+            what,
+            allowed,
+            reason,
+        });
+    }
+
+    /// Decides `access` to `path` for thread `tid`: the supervisor's own threads pass; a
+    /// grant covering it passes; otherwise the person is asked. `Err(errno)` refuses (the
+    /// refusal already on the process's stderr and in the log).
+    /// Whether `access` to `path` by thread `tid` passes without an ask: the supervisor's
+    /// own threads, a grant of the process tree, an approved command's grants.
+    fn passes(&self, tid: u32, path: &Path, access: Access) -> bool {
+        let Ok(pid) = procfs::tgid(tid) else {
+            return false;
+        };
+        if pid == self.me {
+            return true;
+        }
+        let granted = self.grants.lock().map(|g| {
+            g.iter()
+                .filter(|g| g.path == path && g.access.covers(access))
+                .map(|g| g.root)
+                .collect::<Vec<_>>()
+        });
+        if let Ok(roots) = granted {
+            if roots.into_iter().any(|r| in_tree(pid, r)) {
+                return true;
+            }
+        }
+        self.runner_covers(pid, path, access)
+    }
+
+    fn decide(&self, tid: u32, path: &Path, access: Access) -> Result<(), i32> {
+        let what = format!("{} {}", access.word(), path.display());
+        let Ok(pid) = procfs::tgid(tid) else {
+            return Err(libc::EACCES);
+        };
+        if pid == self.me {
+            return Ok(());
+        }
+        if SYSTEM_ROOTS.iter().any(|s| is_within(path, Path::new(s)))
+            && access != Access::Read
+            && access != Access::List
+        {
+            let reason = format!("refused by tyba (blocked): {what}: a change under a system path");
+            self.log(what, false, Some(reason.clone()));
+            crate::notify::write_stderr(tid, &reason);
+            return Err(libc::EACCES);
+        }
+        if self.passes(tid, path, access) {
+            return Ok(());
+        }
+        let mut reasons = Vec::new();
+        if let Some(c) = tyba_policy::credential_in_path(path) {
+            reasons.push(format!(
+                "`{}` is a credential path ({c}): sensitive, confirm only if the agent must have it",
+                path.display()
+            ));
+        }
+        reasons.push(format!(
+            "{} `{}`: outside the worktree and the paths the policy opens",
+            access.word(),
+            path.display()
+        ));
+        let req = AskRequest {
+            kind: AskKind::File {
+                path: path.display().to_string(),
+                access: access.word(),
+                scope: access.scope(),
+            },
+            verdict: Verdict::Red,
+            reasons,
+            rememberable: false,
+            pid: tid,
+            exec: None,
+        };
+        let refusal = match self.approver.ask(&req) {
+            Ok(Answer::Once | Answer::Always) => {
+                if let (Ok(root), Ok(mut g)) = (procfs::proc_id(pid), self.grants.lock()) {
+                    g.push(Grant {
+                        root,
+                        path: path.to_path_buf(),
+                        access,
+                    });
+                    self.log(what, true, Some("Once".into()));
+                    return Ok(());
+                }
+                req.default_refusal()
+            }
+            Ok(Answer::Deny { reason }) => reason.unwrap_or_else(|| req.default_refusal()),
+            Err(e) => format!("{} ({e})", req.default_refusal()),
+        };
+        self.log(what, false, Some(refusal.clone()));
+        crate::notify::write_stderr(tid, &refusal);
+        Err(libc::EACCES)
+    }
+
+    fn refuse_unasked(&self, tid: u32, what: String) -> Errno {
+        let reason = format!("refused by tyba: {what} outside the worktree is not supported (only open, list, create, mkdir and remove are asked)");
+        self.log(what, false, Some(reason.clone()));
+        crate::notify::write_stderr(tid, &reason);
+        Errno::EACCES
+    }
+
+    fn add_file(&self, f: File, writable: bool) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.files.lock() {
+            m.insert(fh, (Arc::new(f), writable));
+        }
+        fh
+    }
+
+    fn file(&self, fh: FileHandle) -> Option<(Arc<File>, bool)> {
+        self.files.lock().ok()?.get(&fh.0).cloned()
+    }
+
+    /// What an open with `flags` asks for.
+    fn open_access(flags: i32) -> Access {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+
+    fn do_open(&self, tid: u32, n: &Node, flags: i32) -> Result<u64, Errno> {
+        self.decide(tid, &self.real(n), Self::open_access(flags))
+            .map_err(Errno::from_i32)?;
+        self.open_now(n, flags)
+    }
+
+    /// The open itself, once decided.
+    fn open_now(&self, n: &Node, flags: i32) -> Result<u64, Errno> {
+        let write = Self::open_access(flags) == Access::Write;
+        let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC | libc::O_NONBLOCK;
+        let fd = self.open_real(n, flags & keep).map_err(|e| errno(&e))?;
+        Ok(self.add_file(File::from(fd), write))
+    }
+
+    fn do_opendir(&self, tid: u32, n: &Node) -> Result<u64, Errno> {
+        self.decide(tid, &self.real(n), Access::List)
+            .map_err(Errno::from_i32)?;
+        self.opendir_now(n)
+    }
+
+    /// The listing itself, once decided.
+    fn opendir_now(&self, n: &Node) -> Result<u64, Errno> {
+        let fd = self
+            .open_real(n, libc::O_RDONLY | libc::O_DIRECTORY)
+            .map_err(|e| errno(&e))?;
+        let list = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| errno(&e))?;
+        let mut entries = Vec::new();
+        for e in list.flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            let kind = if t.is_dir() {
+                FileType::Directory
+            } else if t.is_symlink() {
+                FileType::Symlink
+            } else {
+                FileType::RegularFile
+            };
+            let name = e.file_name();
+            let ino = self.ino(Node {
+                cover: n.cover,
+                rel: n.rel.join(&name),
+            });
+            entries.push((ino, kind, name));
+        }
+        drop(fd);
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut d) = self.dirs.lock() {
+            d.insert(fh, entries);
+        }
+        Ok(fh)
+    }
+
+    /// The node's parent directory, opened as a directory (for `*at` calls on a name in it).
+    fn parent_dir(&self, n: &Node) -> Result<OwnedFd, Errno> {
+        self.open_real(n, libc::O_PATH | libc::O_DIRECTORY)
+            .map_err(|e| errno(&e))
+    }
+
+    fn entry_of(&self, n: Node) -> Result<FileAttr, Errno> {
+        let st = self.stat_node(&n).map_err(|e| errno(&e))?;
+        let ino = self.ino(n);
+        Ok(attr_of(ino, &st))
+    }
+}
+
+/// Runs `f` on a thread of its own (an ask may wait for the person): the FUSE loop goes on
+/// serving other requests. `Err(EAGAIN)` when no thread can be made.
+fn off_thread(f: impl FnOnce() + Send + 'static) -> bool {
+    std::thread::Builder::new()
+        .name("tyba-outside".into())
+        .spawn(f)
+        .is_ok()
+}
+
+impl Filesystem for OutsideFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let Some(n) = self.0.child(parent, name) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let ttl = if parent == INodeNo::ROOT {
+            ROOT_TTL
+        } else {
+            TTL
+        };
+        match self.0.entry_of(n) {
+            Ok(a) => reply.entry(&ttl, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if ino == INodeNo::ROOT {
+            return reply.attr(&ROOT_TTL, &self.0.root_attr());
+        }
+        let Some(n) = self.0.node(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        match self.0.stat_node(&n) {
+            Ok(st) => reply.attr(&TTL, &attr_of(ino.0, &st)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let Some(n) = self.0.node(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        match self
+            .0
+            .open_real(&n, libc::O_PATH)
+            .and_then(|fd| nix::fcntl::readlinkat(fd.as_fd(), "").map_err(io::Error::from))
+        {
+            Ok(t) => reply.data(t.as_bytes()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let Some(n) = self.0.node(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        // Granted already: answered here. An ask waits on a thread of its own; when no
+        // thread can be made the reply is dropped unsent, which fuser answers with an error:
+        // nothing passes.
+        if me.passes(tid, &me.real(&n), Inner::open_access(flags.0)) {
+            return match me.open_now(&n, flags.0) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            };
+        }
+        off_thread(move || match me.do_open(tid, &n, flags.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some((f, _)) = self.0.file(fh) else {
+            return reply.error(Errno::EBADF);
+        };
+        let mut buf = vec![0u8; size as usize];
+        match f.read_at(&mut buf, offset) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let Some((f, true)) = self.0.file(fh) else {
+            return reply.error(Errno::EBADF);
+        };
+        match f.write_at(data, offset) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lo: fuser::LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.0.file(fh).map(|(f, _)| f.sync_all()) {
+            Some(Ok(())) | None => reply.ok(),
+            Some(Err(e)) => reply.error(errno(&e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok(mut m) = self.0.files.lock() {
+            m.remove(&fh.0);
+        }
+        reply.ok();
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if ino == INodeNo::ROOT {
+            // The filesystem's own root is never visible inside (only its children are
+            // bound); nothing to list.
+            return reply.error(Errno::EACCES);
+        }
+        let Some(n) = self.0.node(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        if me.passes(tid, &me.real(&n), Access::List) {
+            return match me.opendir_now(&n) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            };
+        }
+        off_thread(move || match me.do_opendir(tid, &n) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        });
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Ok(d) = self.0.dirs.lock() else {
+            return reply.error(Errno::EIO);
+        };
+        let Some(list) = d.get(&fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, (ino, kind, name)) in list.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok(mut d) = self.0.dirs.lock() {
+            d.remove(&fh.0);
+        }
+        reply.ok();
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
+            return reply.error(Errno::EACCES);
+        };
+        let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        off_thread(move || {
+            let r = (|| -> Result<(FileAttr, u64), Errno> {
+                me.decide(tid, &me.real(&n), Access::Create)
+                    .map_err(Errno::from_i32)?;
+                let dir = me.parent_dir(&p)?;
+                let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC | libc::O_EXCL;
+                let f = nix::fcntl::openat(
+                    dir.as_fd(),
+                    name.as_os_str(),
+                    nix::fcntl::OFlag::from_bits_truncate(
+                        (flags & keep) | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    ),
+                    nix::sys::stat::Mode::from_bits_truncate(mode & !umask & 0o777),
+                )
+                .map_err(|e| Errno::from_i32(e as i32))?;
+                let st = nix::sys::stat::fstat(f.as_fd()).map_err(|e| Errno::from_i32(e as i32))?;
+                let ino = me.ino(n.clone());
+                let fh = me.add_file(File::from(f), true);
+                // A create grant covers writing the new file for the same tree.
+                Ok((attr_of(ino, &st), fh))
+            })();
+            match r {
+                Ok((a, fh)) => {
+                    reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
+                }
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
+            return reply.error(Errno::EACCES);
+        };
+        let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        off_thread(move || {
+            let r = (|| -> Result<FileAttr, Errno> {
+                me.decide(tid, &me.real(&n), Access::Mkdir)
+                    .map_err(Errno::from_i32)?;
+                let dir = me.parent_dir(&p)?;
+                nix::sys::stat::mkdirat(
+                    dir.as_fd(),
+                    name.as_os_str(),
+                    nix::sys::stat::Mode::from_bits_truncate(mode & !umask & 0o777),
+                )
+                .map_err(|e| Errno::from_i32(e as i32))?;
+                me.entry_of(n)
+            })();
+            match r {
+                Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, false, reply);
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, true, reply);
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let Some(n) = self.0.node(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        off_thread(move || {
+            let r = (|| -> Result<FileAttr, Errno> {
+                let path = me.real(&n);
+                let from_me = procfs::tgid(tid).is_ok_and(|p| p == me.me);
+                if let Some(size) = size {
+                    // Truncating through a handle opened for writing (an approved open);
+                    // otherwise it is a write of the file, asked.
+                    let f = match fh.and_then(|h| me.file(h)) {
+                        Some((f, true)) => f,
+                        _ => {
+                            me.decide(tid, &path, Access::Write)
+                                .map_err(Errno::from_i32)?;
+                            Arc::new(File::from(
+                                me.open_real(&n, libc::O_WRONLY).map_err(|e| errno(&e))?,
+                            ))
+                        }
+                    };
+                    f.set_len(size).map_err(|e| errno(&e))?;
+                }
+                if mode.is_some()
+                    || uid.is_some()
+                    || gid.is_some()
+                    || atime.is_some()
+                    || mtime.is_some()
+                {
+                    // Mode, owner and times are notified by seccomp and decided by the
+                    // supervisor's metadata handler, which then makes the change itself:
+                    // only its requests get here legitimately.
+                    if !from_me {
+                        return Err(me.refuse_unasked(
+                            tid,
+                            format!("changing the metadata of {}", path.display()),
+                        ));
+                    }
+                    let obj = me.open_real(&n, libc::O_PATH).map_err(|e| errno(&e))?;
+                    if let Some(m) = mode {
+                        sys::fchmod_object(obj.as_fd(), m & 0o7777).map_err(|e| errno(&e))?;
+                    }
+                    if uid.is_some() || gid.is_some() {
+                        sys::fchown_object(
+                            obj.as_fd(),
+                            uid.unwrap_or(u32::MAX),
+                            gid.unwrap_or(u32::MAX),
+                        )
+                        .map_err(|e| errno(&e))?;
+                    }
+                    if atime.is_some() || mtime.is_some() {
+                        let ts = |t: Option<TimeOrNow>| match t {
+                            None => libc::timespec {
+                                tv_sec: 0,
+                                tv_nsec: libc::UTIME_OMIT,
+                            },
+                            Some(TimeOrNow::Now) => libc::timespec {
+                                tv_sec: 0,
+                                tv_nsec: libc::UTIME_NOW,
+                            },
+                            Some(TimeOrNow::SpecificTime(t)) => {
+                                let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+                                libc::timespec {
+                                    tv_sec: d.as_secs() as libc::time_t,
+                                    tv_nsec: i64::from(d.subsec_nanos()),
+                                }
+                            }
+                        };
+                        sys::utimens_object(obj.as_fd(), Some([ts(atime), ts(mtime)]))
+                            .map_err(|e| errno(&e))?;
+                    }
+                }
+                me.entry_of(n)
+            })();
+            match r {
+                Ok(a) => reply.attr(&TTL, &a),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let what = match self.0.child(parent, name) {
+            Some(n) => format!("rename {}", self.0.real(&n).display()),
+            None => "rename".to_string(),
+        };
+        reply.error(self.0.refuse_unasked(req.pid(), what));
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let what = match self.0.node(ino) {
+            Some(n) => format!("hard link to {}", self.0.real(&n).display()),
+            None => "hard link".to_string(),
+        };
+        reply.error(self.0.refuse_unasked(req.pid(), what));
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let what = match self.0.child(parent, link_name) {
+            Some(n) => format!("symbolic link {}", self.0.real(&n).display()),
+            None => "symbolic link".to_string(),
+        };
+        reply.error(self.0.refuse_unasked(req.pid(), what));
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let what = match self.0.child(parent, name) {
+            Some(n) => format!("mknod {}", self.0.real(&n).display()),
+            None => "mknod".to_string(),
+        };
+        reply.error(self.0.refuse_unasked(req.pid(), what));
+    }
+
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let cover = self.0.node(ino).map(|n| n.cover).unwrap_or(0);
+        let Some(c) = self.0.covers.get(cover) else {
+            return reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+        };
+        match nix::sys::statvfs::fstatvfs(c.parent.as_fd()) {
+            Ok(s) => reply.statfs(
+                s.blocks(),
+                s.blocks_free(),
+                s.blocks_available(),
+                s.files(),
+                s.files_free(),
+                s.block_size() as u32,
+                s.name_max() as u32,
+                s.fragment_size() as u32,
+            ),
+            Err(e) => reply.error(Errno::from_i32(e as i32)),
+        }
+    }
+}
+
+impl OutsideFs {
+    fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
+            return reply.error(Errno::EACCES);
+        };
+        let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        off_thread(move || {
+            let r = (|| -> Result<(), Errno> {
+                me.decide(tid, &me.real(&n), Access::Remove)
+                    .map_err(Errno::from_i32)?;
+                let d = me.parent_dir(&p)?;
+                let flag = if dir {
+                    nix::unistd::UnlinkatFlags::RemoveDir
+                } else {
+                    nix::unistd::UnlinkatFlags::NoRemoveDir
+                };
+                nix::unistd::unlinkat(d.as_fd(), name.as_os_str(), flag)
+                    .map_err(|e| Errno::from_i32(e as i32))
+            })();
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+}
+
+/// Serves `dev` (the sandbox's `/dev/fuse`, taken from stage 2) with `fs` on a thread of its
+/// own until the connection ends. The handshake (`FUSE_INIT`) is answered before this
+/// returns.
+///
+/// # Errors
+/// When the handshake fails or the thread cannot start.
+pub fn serve(fs: OutsideFs, dev: OwnedFd) -> io::Result<()> {
+    let mut cfg = fuser::Config::default();
+    cfg.n_threads = Some(2);
+    cfg.acl = fuser::SessionACL::Owner;
+    let session = fuser::Session::from_fd(fs, dev, fuser::SessionACL::Owner, cfg)?;
+    std::thread::Builder::new()
+        .name("tyba-outside-fs".into())
+        .spawn(move || {
+            // The loop ends when the connection does (the sandbox's namespace gone, or the
+            // connection aborted); dropping the session closes the last fd of the device,
+            // which fails whatever is still waiting.
+            let _ = session.run();
+        })?;
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn covers_are_siblings_of_native_paths_never_their_ancestors() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        let wt = root.join("wt");
+        for d in ["wt", "O", "home/.cargo/registry", "home/docs", "home/.ssh"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("file.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        let mut plan = SandboxPlan {
+            worktree: wt.clone(),
+            tmp_dir: root.join("wt/tmp"),
+            ..SandboxPlan::default()
+        };
+        plan.read_only.push(root.join("home/.cargo/registry"));
+        std::fs::write(root.join("home/.bashrc"), "export X=1\n").unwrap();
+        plan.blanked.push(root.join("home/.bashrc"));
+        let covers = plan_covers(&plan, Some(&root.join("home"))).unwrap();
+        let want: Vec<PathBuf> = ["O", "file.txt", "home/.ssh", "home/docs"]
+            .iter()
+            .map(|p| root.join(p))
+            .collect();
+        assert_eq!(covers, want);
+        // None is an ancestor of, equal to or beneath a native path.
+        for c in &covers {
+            for n in native_paths(&plan) {
+                assert!(!is_within(&n, c) && !is_within(c, &n), "{c:?} / {n:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_base_that_is_a_system_path_or_opened_by_the_plan_gets_no_cover() {
+        let mut plan = SandboxPlan {
+            worktree: PathBuf::from("/usr/src/wt"),
+            ..SandboxPlan::default()
+        };
+        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        plan.worktree = PathBuf::from("/wt");
+        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(root.join("wt")).unwrap();
+        std::fs::create_dir_all(root.join("O")).unwrap();
+        plan.worktree = root.join("wt");
+        plan.read_only.push(root.clone());
+        assert!(plan_covers(&plan, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn grants_cover_what_was_approved_only() {
+        assert!(Access::Write.covers(Access::Read));
+        assert!(Access::Create.covers(Access::Write));
+        assert!(!Access::Read.covers(Access::Write));
+        assert!(!Access::List.covers(Access::Read));
+        assert!(!Access::Read.covers(Access::List));
+        assert!(!Access::Mkdir.covers(Access::Remove));
+    }
+
+    #[test]
+    fn process_trees_are_matched_by_identity() {
+        let me = procfs::proc_id(std::process::id()).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(in_tree(child.id(), me));
+        assert!(in_tree(me.pid, me));
+        let other = ProcId {
+            pid: me.pid,
+            start: me.start.wrapping_add(1),
+        };
+        assert!(!in_tree(child.id(), other), "a reused pid is not the root");
+        let c = procfs::proc_id(child.id()).unwrap();
+        assert!(!in_tree(me.pid, c), "a parent is not in its child's tree");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

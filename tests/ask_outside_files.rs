@@ -1,0 +1,594 @@
+//! `tyba run --ask-outside-files`: a program that opens a path beside the worktree without
+//! naming it on its command line (a Python script) is asked at the kernel level, through the
+//! supervisor's FUSE filesystem (`supervisor/src/outside_fs.rs`), and the person's answer
+//! decides. Real sessions answered through `tyba approve/deny`, as the test's user and as the
+//! unprivileged `TYBA_TEST_USER`; effects checked from outside, each with a control that shows
+//! the check can fail.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "ask_support.rs"]
+mod ask;
+
+use ask::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `/dev/fuse` as distributions ship it (`0666`, the fuse package's udev rule); these
+/// machines have no udev and leave it `0600` root (notes/kernel-facts.md).
+fn fuse_for_users() {
+    use std::os::unix::fs::PermissionsExt;
+    if my_uid() == 0 {
+        if let Ok(m) = std::fs::metadata("/dev/fuse") {
+            if m.permissions().mode() & 0o666 != 0o666 {
+                let _ =
+                    std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666));
+            }
+        }
+    }
+}
+
+/// A fixture, or `None` when the sandbox or FUSE cannot run here (a failure under
+/// `TYBA_REQUIRE_SANDBOX=1`).
+fn fixture(who: &Who, tag: &str) -> Option<Fx> {
+    fuse_for_users();
+    if !Path::new("/dev/fuse").exists() {
+        assert!(!require_sandbox(), "no /dev/fuse");
+        eprintln!("SKIP: no /dev/fuse");
+        return None;
+    }
+    setup(who, tag)
+}
+
+/// `dir` beside the worktree, with `files` (name, content), owned by the user under test.
+fn beside(fx: &Fx, dir: &str, files: &[(&str, &str)]) -> PathBuf {
+    let o = fx.wt.parent().unwrap().join(dir);
+    std::fs::create_dir_all(&o).unwrap();
+    for (n, c) in files {
+        std::fs::write(o.join(n), c).unwrap();
+    }
+    give(&o, &fx.who);
+    o
+}
+
+/// Writes `code` as `name` in the worktree (owned by the user under test).
+fn script(fx: &Fx, name: &str, code: &str) {
+    let p = fx.wt.join(name);
+    std::fs::write(&p, code).unwrap();
+    give(&p, &fx.who);
+}
+
+/// The same Python file run without any sandbox, as the user under test, in the worktree.
+fn without_sandbox(fx: &Fx, name: &str) -> String {
+    let mut c = command_as(&fx.who, Path::new("/usr/bin/python3"));
+    c.arg(name).current_dir(&fx.wt).env_clear();
+    for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Answers the next ask (which must contain `expect`) with `answer`; returns its reasons.
+fn answer(fx: &Fx, expect: &str, answer: &str) -> String {
+    let p = fx.pending(1);
+    let action = p[0]["action"].as_str().unwrap().to_string();
+    assert!(action.contains(expect), "{:?}: {action} / {expect}", fx.who);
+    let reasons = p[0]["reasons"].to_string();
+    let id = p[0]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = fx.cli(&[answer, &id]);
+    assert_eq!(code, 0, "{:?}: {err}", fx.who);
+    reasons
+}
+
+const READ_TWICE: &str = r#"
+import subprocess, sys
+def read(p):
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except OSError as e:
+        return "ERR%d" % e.errno
+print("first=" + read("../O/secret.txt"), flush=True)
+print("again=" + read("../O/secret.txt"), flush=True)
+# A child of this process: inside the approved tree.
+r = subprocess.run(["/usr/bin/python3", "other.py", "child"], capture_output=True, text=True)
+print(r.stdout.strip(), flush=True)
+sys.stderr.write(r.stderr)
+"#;
+
+/// Run by `READ_TWICE` as its child, and by the shell after it as a process of its own.
+const OTHER: &str = r#"
+import sys
+try:
+    print(sys.argv[1] + "=" + open("../O/secret.txt").read().strip(), flush=True)
+except OSError as e:
+    print(sys.argv[1] + "=ERR%d" % e.errno, flush=True)
+"#;
+
+/// The agent's line: the script, then another process reading the same file.
+const RUN_BOTH: &str = "/usr/bin/python3 t.py; /usr/bin/python3 other.py other";
+
+#[test]
+fn an_outside_open_is_asked_and_the_approval_holds_for_that_process_only() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-read") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(&fx, "t.py", READ_TWICE);
+        script(&fx, "other.py", OTHER);
+        // Control: without the sandbox the script reads the file every time.
+        let bare = without_sandbox(&fx, "t.py");
+        assert!(
+            bare.contains("first=topsecret") && bare.contains("child=topsecret"),
+            "{who:?}: control: {bare}"
+        );
+        let s = fx.start(&["--autonomy", "high", "--ask-outside-files"], RUN_BOTH);
+        let reasons = answer(&fx, "read ", "approve");
+        assert!(
+            reasons.contains("outside the worktree"),
+            "{who:?}: {reasons}"
+        );
+        // The python run after it is a process of its own, outside the approved tree: asked,
+        // and denied.
+        answer(&fx, "read ", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("first=topsecret"), "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("again=topsecret") && out.contains("child=topsecret"),
+            "{who:?}: the approval holds for the process and its children: {out} / {err}"
+        );
+        assert!(
+            out.contains("other=ERR13"),
+            "{who:?}: denied with EACCES: {out} / {err}"
+        );
+        assert!(
+            err.contains("tyba: refused by tyba") || err.contains("tyba: "),
+            "{who:?}: the refusal reaches the process's stderr: {err}"
+        );
+        let lines = fx.log_lines();
+        let answers: Vec<String> = lines
+            .iter()
+            .filter_map(|l| l["answer"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(answers, ["once", "deny"], "{who:?}: {lines:?}");
+        assert!(
+            lines.iter().any(|l| l["kind"] == "file"
+                && l.to_string().contains("secret.txt")
+                && l.to_string().contains("deny")),
+            "{who:?}: the denial is in the audit log: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn without_the_option_the_same_open_fails_unasked() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-off") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(&fx, "t.py", READ_TWICE);
+        script(&fx, "other.py", OTHER);
+        let s = fx.start(&["--autonomy", "high"], RUN_BOTH);
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("first=ERR13") && out.contains("other=ERR13"),
+            "{who:?}: Landlock alone: {out} / {err}"
+        );
+        assert!(
+            !fx.log_lines().iter().any(|l| l["answer"].is_string()),
+            "{who:?}: nothing asked"
+        );
+    }
+}
+
+#[test]
+fn non_interactive_denies_at_once_and_logs_it() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-nonint") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(&fx, "t.py", READ_TWICE);
+        script(&fx, "other.py", OTHER);
+        let s = fx.start(
+            &[
+                "--autonomy",
+                "high",
+                "--ask-outside-files",
+                "--non-interactive",
+            ],
+            RUN_BOTH,
+        );
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("first=ERR13") && out.contains("other=ERR13"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(
+            err.contains("refused by tyba") && err.contains("secret.txt"),
+            "{who:?}: the refusal is in the terminal: {err}"
+        );
+        let lines = fx.log_lines();
+        assert!(
+            lines.iter().any(|l| l.to_string().contains("secret.txt")),
+            "{who:?}: logged: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn a_credential_path_asks_with_the_sensitive_confirmation() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-cred") else {
+            continue;
+        };
+        beside(
+            &fx,
+            "O",
+            &[(".env", "TOKEN=abc\n"), ("plain.txt", "plain\n")],
+        );
+        // And a key in the person's home.
+        let ssh = fx.home.join(".ssh");
+        std::fs::create_dir_all(&ssh).unwrap();
+        std::fs::write(ssh.join("id_ed25519"), "KEY\n").unwrap();
+        give(&ssh, &fx.who);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+for p in ["../O/plain.txt", "../O/.env", os.path.expanduser("~/.ssh/id_ed25519")]:
+    try:
+        print(p, open(p).read().strip(), flush=True)
+    except OSError as e:
+        print(p, "ERR%d" % e.errno, flush=True)
+"#,
+        );
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            "/usr/bin/python3 t.py",
+        );
+        // The control: an ordinary outside file is red but names no credential.
+        let plain = answer(&fx, "plain.txt", "approve");
+        assert!(!plain.contains("credential"), "{who:?}: {plain}");
+        let p = fx.pending(1);
+        assert_eq!(p[0]["verdict"], "red", "{who:?}: {p:?}");
+        let cred = answer(&fx, ".env", "deny");
+        assert!(
+            cred.contains("credential path (.env)") && cred.contains("sensitive"),
+            "{who:?}: {cred}"
+        );
+        let key = answer(&fx, "id_ed25519", "deny");
+        assert!(
+            key.contains("credential path (.ssh)") && key.contains("sensitive"),
+            "{who:?}: {key}"
+        );
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("../O/plain.txt plain"), "{who:?}: {out}");
+        assert!(out.contains("../O/.env ERR13"), "{who:?}: {out}");
+        assert!(out.contains("id_ed25519 ERR13"), "{who:?}: {out}");
+    }
+}
+
+#[test]
+fn a_write_under_etc_is_refused_without_an_ask() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-etc") else {
+            continue;
+        };
+        // A file under /etc the user under test may write outside the sandbox (the control).
+        let probe = PathBuf::from(format!("/etc/tyba-outside-probe-{}", std::process::id()));
+        std::fs::write(&probe, "before\n").unwrap();
+        give(&probe, &who);
+        script(
+            &fx,
+            "t.py",
+            &format!(
+                r#"
+try:
+    open("{p}", "w").write("written\n"); print("etc=ok")
+except OSError as e:
+    print("etc=ERR%d" % e.errno)
+"#,
+                p = probe.display()
+            ),
+        );
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            "/usr/bin/python3 t.py",
+        );
+        let (code, out, err) = s.finish();
+        let after = std::fs::read_to_string(&probe).unwrap();
+        let bare = without_sandbox(&fx, "t.py");
+        let after_bare = std::fs::read_to_string(&probe).unwrap();
+        let _ = std::fs::remove_file(&probe);
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("etc=ERR13"), "{who:?}: {out} / {err}");
+        assert_eq!(after, "before\n", "{who:?}: /etc unchanged");
+        assert!(
+            !fx.log_lines().iter().any(|l| l["answer"].is_string()),
+            "{who:?}: nothing asked"
+        );
+        assert!(
+            bare.contains("etc=ok") && after_bare == "written\n",
+            "{who:?}: control: {bare}"
+        );
+    }
+}
+
+#[test]
+fn a_planted_symlink_does_not_widen_an_approval() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-link") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        let o2 = beside(&fx, "O2", &[("other.txt", "othersecret\n")]);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+def read(p):
+    try:
+        return open(p).read().strip()
+    except OSError as e:
+        return "ERR%d" % e.errno
+print("approved=" + read("../O/secret.txt"), flush=True)
+# Links planted after the approval, one in the worktree, one in the approved directory.
+os.symlink("../O2/other.txt", "wt-link")
+print("wt-link=" + read("wt-link"), flush=True)
+try:
+    os.symlink("../O2/other.txt", "../O/o-link"); print("planted=yes", flush=True)
+except OSError as e:
+    print("planted=ERR%d" % e.errno, flush=True)
+try:
+    print("listing=" + ",".join(sorted(os.listdir("../O"))), flush=True)
+except OSError as e:
+    print("listing=ERR%d" % e.errno, flush=True)
+"#,
+        );
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            "/usr/bin/python3 t.py",
+        );
+        answer(&fx, "secret.txt", "approve");
+        // The link into O2 resolves to O2's file: its own ask, denied.
+        answer(&fx, "other.txt", "deny");
+        // Listing O is not covered by the file's approval either.
+        answer(&fx, "list ", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("approved=topsecret"), "{who:?}: {out}");
+        assert!(out.contains("wt-link=ERR13"), "{who:?}: {out} / {err}");
+        assert!(out.contains("planted=ERR13"), "{who:?}: {out} / {err}");
+        assert!(!fx.wt.parent().unwrap().join("O/o-link").exists());
+        assert!(out.contains("listing=ERR13"), "{who:?}: {out}");
+        // Control: the worktree link exists and leads to the file, readable outside.
+        assert_eq!(
+            std::fs::read_to_string(fx.wt.join("wt-link")).unwrap(),
+            "othersecret\n"
+        );
+        assert!(o2.join("other.txt").exists());
+    }
+}
+
+#[test]
+fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-runner") else {
+            continue;
+        };
+        beside(
+            &fx,
+            "O",
+            &[("secret.txt", "topsecret\n"), ("not-named.txt", "nn\n")],
+        );
+        // `cat` names the file: the exec is asked (red, out of tree) and runs in a domain of
+        // its own; its open reaches the file server, which knows the approved line's grants.
+        // The same command opening a file its line does not name is asked by the server.
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"cat ../O/secret.txt; echo cat=$?
+/usr/bin/python3 -c "print(open('../O/not-named.txt').read())" ../O/secret.txt; echo py=$?"#,
+        );
+        answer(&fx, "cat ../O/secret.txt", "approve");
+        answer(&fx, "python3 -c", "approve");
+        answer(&fx, "not-named.txt", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("topsecret") && out.contains("cat=0"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(
+            out.contains("py=1") && !out.contains("nn"),
+            "{who:?}: {out} / {err}"
+        );
+        let answers: Vec<String> = fx
+            .log_lines()
+            .iter()
+            .filter_map(|l| l["answer"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(
+            answers,
+            ["once", "once", "deny"],
+            "{who:?}: asked once per intent"
+        );
+    }
+}
+
+#[test]
+fn creating_making_and_removing_outside_are_asked_each() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-modify") else {
+            continue;
+        };
+        let o = beside(&fx, "O", &[("keep.txt", "keep\n")]);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+def create():
+    with open("../O/new.txt", "w") as fh:
+        fh.write("made\n")
+step("create", create)
+step("reread", lambda: open("../O/new.txt").read())
+step("mkdir", lambda: os.mkdir("../O/sub"))
+step("remove", lambda: os.unlink("../O/keep.txt"))
+step("rename", lambda: os.rename("../O/new.txt", "../O/moved.txt"))
+"#,
+        );
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            "/usr/bin/python3 t.py",
+        );
+        answer(&fx, "create ", "approve");
+        answer(&fx, "mkdir ", "deny");
+        answer(&fx, "remove ", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in [
+            "create=ok",
+            "reread=ok",
+            "mkdir=ERR13",
+            "remove=ERR13",
+            "rename=ERR13",
+        ] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        // Checked from outside: the approved file landed, the denied changes did not.
+        assert_eq!(
+            std::fs::read_to_string(o.join("new.txt")).unwrap(),
+            "made\n"
+        );
+        assert!(!o.join("sub").exists() && !o.join("moved.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(o.join("keep.txt")).unwrap(),
+            "keep\n"
+        );
+        // The control: the same script without the sandbox makes every change.
+        std::fs::remove_file(o.join("new.txt")).unwrap();
+        let bare = without_sandbox(&fx, "t.py");
+        assert!(
+            bare.contains("mkdir=ok") && bare.contains("remove=ok") && bare.contains("rename=ok"),
+            "{who:?}: control: {bare}"
+        );
+        assert!(o.join("sub").is_dir() && !o.join("keep.txt").exists());
+    }
+}
+
+/// The FUSE connection's directory in `fusectl` (`Documentation/filesystems/fuse/fuse.rst`,
+/// "Control filesystem"), mounted when absent (root only).
+fn fusectl() -> Option<PathBuf> {
+    let d = PathBuf::from("/sys/fs/fuse/connections");
+    if my_uid() != 0 {
+        return None;
+    }
+    let mounted = std::fs::read_to_string("/proc/self/mounts")
+        .is_ok_and(|m| m.lines().any(|l| l.contains(" /sys/fs/fuse/connections ")));
+    if !mounted {
+        let st = Command::new("mount")
+            .args(["-t", "fusectl", "fusectl"])
+            .arg(&d)
+            .status()
+            .ok()?;
+        if !st.success() {
+            return None;
+        }
+    }
+    Some(d)
+}
+
+#[test]
+fn a_dead_server_leaves_every_outside_path_failing_and_the_worktree_working() {
+    let Some(ctl) = fusectl() else {
+        assert!(!require_sandbox(), "fusectl cannot be mounted");
+        eprintln!("SKIP: fusectl needs root");
+        return;
+    };
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-dead") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        beside(&fx, "O3", &[("more.txt", "more\n")]);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os, time
+def read(p):
+    try:
+        return open(p).read().strip()
+    except OSError as e:
+        return "ERR%d" % e.errno
+print("before=" + read("../O/secret.txt"), flush=True)
+open("conn", "w").write(str(os.minor(os.stat("../O").st_dev)))
+while not os.path.exists("go"):
+    time.sleep(0.05)
+print("after=" + read("../O/secret.txt"), flush=True)
+print("other=" + read("../O3/more.txt"), flush=True)
+try:
+    os.stat("../O/secret.txt"); print("stat=ok", flush=True)
+except OSError as e:
+    print("stat=ERR%d" % e.errno, flush=True)
+open("inside.txt", "w").write("still works\n")
+print("inside=" + read("inside.txt"), flush=True)
+"#,
+        );
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            "/usr/bin/python3 t.py",
+        );
+        answer(&fx, "secret.txt", "approve");
+        let conn = fx.wt.join("conn");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::fs::read_to_string(&conn)
+            .unwrap_or_default()
+            .is_empty()
+        {
+            assert!(Instant::now() < deadline, "{who:?}: no connection id");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let id = std::fs::read_to_string(&conn).unwrap();
+        // What the kernel does when the server's last device fd closes (its death):
+        // `fuse_abort_conn`.
+        std::fs::write(ctl.join(id.trim()).join("abort"), "1").unwrap();
+        std::fs::write(fx.wt.join("go"), "").unwrap();
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("before=topsecret"), "{who:?}: control: {out}");
+        for (what, line) in [
+            ("approved file", "after="),
+            ("other file", "other="),
+            ("stat", "stat="),
+        ] {
+            let v = out.lines().find_map(|l| l.strip_prefix(line)).unwrap_or("");
+            assert!(
+                v.starts_with("ERR"),
+                "{who:?}: {what} after the server died: {out} / {err}"
+            );
+        }
+        assert!(out.contains("inside=still works"), "{who:?}: {out} / {err}");
+        assert!(
+            !fx.log_lines()
+                .iter()
+                .any(|l| l.to_string().contains("more.txt") && l["answer"].is_string()),
+            "{who:?}: nothing asked after the server died"
+        );
+    }
+}
