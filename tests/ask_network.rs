@@ -263,6 +263,10 @@ fn an_approved_push_to_a_local_remote_gets_no_grant_from_configuration() {
             &["push", "-q", "origin", "HEAD:refs/heads/main"],
         );
         assert!(o.status.success(), "{o:?}");
+        // The agent commits on a branch of its own (`main` is read-only with `--here`).
+        assert!(git_as(&who, &fx.wt, &["switch", "-q", "-c", "work"])
+            .status
+            .success());
         let main_before = rev(&remote, "refs/heads/main").unwrap();
         let planted = remote.join("planted");
         let home_file = fx.home.join("planted-home");
@@ -365,6 +369,10 @@ fn an_approved_push_to_a_local_bare_remote_lands_on_its_feature_branch_and_nothi
             &["push", "-q", "origin", "HEAD:refs/heads/main"],
         );
         assert!(o.status.success(), "{o:?}");
+        // The agent commits on a branch of its own (`main` is read-only with `--here`).
+        assert!(git_as(&who, &fx.wt, &["switch", "-q", "-c", "work"])
+            .status
+            .success());
         let main_before = rev(&remote, "refs/heads/main").unwrap();
         let marker = fx.home.join("hook-ran");
         // After its push, the approved line sends ref updates of its own through git's

@@ -194,16 +194,17 @@ fn branch_suite(who: Who, tag: &str) {
             format!("{p} not made in the main git dir"),
         );
     }
-    // The agent's own work still lands on its own branches.
+    // The agent's own work still lands on its own branch; a branch it makes beside it stays
+    // in its session (named at the end, not carried back).
     let own = read(&report.join("own"));
     c.check(
         own.contains("commit 0") && own.contains("branch tyba/extra 0"),
-        format!("the agent commits on its branch and makes tyba/ branches: {own} / {err}"),
+        format!("the agent commits on its branch and makes branches inside: {own} / {err}"),
     );
     let branches = git_out(&who, &r.wt, &["branch", "--list", "tyba/*"]);
     c.check(
-        branches.contains("tyba/extra"),
-        format!("tyba/extra exists outside: {branches}"),
+        !branches.contains("tyba/extra") && err.contains("tyba/extra"),
+        format!("tyba/extra is not made outside, and said: {branches} / {err}"),
     );
     if let Some(wt) = &wt {
         c.check(
@@ -931,4 +932,548 @@ fn symbolic_refs_the_agent_left_cannot_move_main_as_unprivileged_user() {
         return;
     }
     symref_suite(who, "symref-user");
+}
+
+// ------------------------------------------ class 6: another session's branch ----
+
+/// From one session's worktree, against another session's branch `tyba/$OTHER`: moved with
+/// git (`update-ref`, `branch -f`), deleted, written directly, replaced by a rename, and
+/// new `tyba/…` branches made (git and a file write) and a nested one. Then its own commit.
+const SESSIONS_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+echo forged > forged.txt; git add forged.txt; git commit -q -m forged; echo "commit $?" >> "$R/own"
+git update-ref "refs/heads/tyba/$OTHER" HEAD; echo "update-ref other $?" >> "$R/git"
+git branch -f "tyba/$OTHER" HEAD; echo "branch -f other $?" >> "$R/git"
+git update-ref -d "refs/heads/tyba/$OTHER"; echo "delete other $?" >> "$R/git"
+git branch tyba/newbranch; echo "branch newbranch $?" >> "$R/git"
+C="$C" NEW=$(git rev-parse HEAD) perl -e '
+  sub put { my ($p, $t) = @_; if (open(my $f, ">", "$ENV{C}/$p")) { print $f $t; close $f; print "wrote $p\n" } else { print "open $p: $!\n" } }
+  put("refs/heads/tyba/$ENV{OTHER}", "$ENV{NEW}\n");
+  put("refs/heads/tyba/newbranch2", "$ENV{NEW}\n");
+  mkdir("$ENV{C}/refs/heads/tyba/nested"); put("refs/heads/tyba/nested/x", "$ENV{NEW}\n");
+  put("refs/heads/tyba/other.tmp", "$ENV{NEW}\n");
+  rename("$ENV{C}/refs/heads/tyba/other.tmp", "$ENV{C}/refs/heads/tyba/$ENV{OTHER}") ? print "renamed over other\n" : print "rename: $!\n";
+  put("logs/refs/heads/tyba/$ENV{OTHER}", "");
+  rename("$ENV{C}/refs/heads/tyba", "$ENV{C}/refs/heads/tyba-away") ? print "renamed tyba dir\n" : print "rename tyba dir: $!\n";
+' > "$R/perl"
+echo finished > "$R/finished"
+"#;
+
+/// The other session's commit, made like a real session's: `tyba run` that commits, kept.
+fn session_with_commit(r: &SandboxRepo, who: &Who, env: &[(OsString, OsString)]) -> Option<String> {
+    let (_o, err) = tyba_bash(
+        r,
+        who,
+        &r.wt,
+        &[],
+        env,
+        "echo a > a.txt; git add a.txt; git commit -q -m session-a",
+    );
+    err.lines()
+        .find_map(|l| l.strip_prefix("tyba: new branch "))
+        .map(|b| b.trim().to_string())
+}
+
+fn sessions_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let env0 = base_env(&r.home, &[]);
+    let mut c = Checks::default();
+    let Some(a) = session_with_commit(&r, &who, &env0) else {
+        c.check(false, "the first session made no branch");
+        return c.finish(tag);
+    };
+    let a_id = a.trim_start_matches("tyba/").to_string();
+    let a_tip = git_out(&who, &r.wt, &["rev-parse", &a]);
+    c.check(
+        git_out(&who, &r.wt, &["log", "-1", "--format=%s", &a]) == "session-a",
+        format!("the first session's commit is on its branch {a}"),
+    );
+    let a_log = read(&r.wt.join(".git/logs/refs/heads").join(&a));
+    let env = base_env(&r.home, &[("OTHER", a_id.clone().into())]);
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &[], &env, SESSIONS_SCRIPT);
+    let Some(wt) = worktree_from(&err) else {
+        c.check(false, format!("no linked worktree: {err}"));
+        return c.finish(tag);
+    };
+    let report = wt.join("report");
+    c.check(
+        read(&report.join("finished")).trim() == "finished",
+        format!("the agent ran: {err}"),
+    );
+    c.check(
+        git_out(&who, &r.wt, &["rev-parse", &a]) == a_tip,
+        format!("the other session's branch did not move: {err}"),
+    );
+    c.check(
+        read(&r.wt.join(".git/logs/refs/heads").join(&a)) == a_log,
+        "the other session's reflog unchanged",
+    );
+    let branches = git_out(&who, &r.wt, &["branch", "--list", "tyba/*"]);
+    c.check(
+        !branches.contains("newbranch") && !branches.contains("nested"),
+        format!("no new tyba/ branch outside: {branches}"),
+    );
+    c.check(
+        std::fs::symlink_metadata(r.wt.join(".git/refs/heads/tyba-away")).is_err()
+            && r.wt.join(".git/refs/heads/tyba").is_dir(),
+        "refs/heads/tyba is in place",
+    );
+    // Inside, git and the writes worked on the session's private copy (which is why the
+    // outside check means something), and the person is told what was not carried back.
+    let gitlog = read(&report.join("git"));
+    c.check(
+        gitlog.contains("update-ref other 0") && gitlog.contains("branch newbranch 0"),
+        format!("inside, git wrote its private copy: {gitlog}"),
+    );
+    c.check(
+        err.contains(&format!("tyba/{a_id}, not its own")) && err.contains("tyba/newbranch "),
+        format!("the end summary names the branches not carried back: {err}"),
+    );
+    // Its own commit lands on its own branch.
+    let b = err
+        .lines()
+        .find_map(|l| l.strip_prefix("tyba: new branch "))
+        .map(|b| b.trim().to_string())
+        .unwrap_or_default();
+    c.check(
+        read(&report.join("own")).contains("commit 0")
+            && git_out(&who, &r.wt, &["log", "-1", "--format=%s", &b]) == "forged",
+        format!("the session's own commit is on its branch {b}: {err}"),
+    );
+    // `tyba worktrees` does not call the other session's work merged.
+    let o = run_tyba(&who, &r.tyba, &r.wt, &env0, &["worktrees"]);
+    let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+    c.check(
+        listing
+            .lines()
+            .any(|l| l.starts_with("changed") && l.contains(&a)),
+        format!("the other session is still `changed`: {listing}"),
+    );
+
+    // Control: the same script without the sandbox, in the same worktree, moves the other
+    // session's branch and makes new ones.
+    std::fs::remove_dir_all(&report).unwrap();
+    bare_bash_as(&who, &wt, &env, SESSIONS_SCRIPT);
+    let gitlog = read(&report.join("git"));
+    let perl = read(&report.join("perl"));
+    let away = r.wt.join(".git/refs/heads/tyba-away");
+    c.check(
+        gitlog.contains("update-ref other 0")
+            && perl.contains("renamed over other")
+            && read(&away.join(&a_id)).trim() != a_tip,
+        format!("control: without tyba the other session's branch moves: {gitlog} {perl}"),
+    );
+    c.check(
+        gitlog.contains("branch newbranch 0")
+            && perl.contains("wrote refs/heads/tyba/newbranch2")
+            && away.join("newbranch").is_file()
+            && perl.contains("renamed tyba dir"),
+        format!("control: without tyba new branches are made: {gitlog} {perl}"),
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn another_sessions_branch_cannot_be_moved_or_made_as_root_or_self() {
+    sessions_suite(Who::Me, "sessions-me");
+}
+
+#[test]
+fn another_sessions_branch_cannot_be_moved_or_made_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    sessions_suite(who, "sessions-user");
+}
+
+/// Two sessions at the same time: the first commits, waits while the second attacks its
+/// branch, then commits again; each ends with its own commits only.
+const WAITING_SCRIPT: &str = r#"
+echo 1 > one.txt; git add one.txt; git commit -q -m first-1
+touch started
+for i in $(seq 1 600); do [ -e go ] && break; sleep 0.1; done
+echo 2 > two.txt; git add two.txt; git commit -q -m first-2
+"#;
+
+fn concurrent_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let mut c = Checks::default();
+    let env0 = base_env(&r.home, &[]);
+    let wts = r.home.join(".local/state/tyba/worktrees");
+    let first = std::thread::scope(|s| {
+        let h = s.spawn(|| tyba_bash(&r, &who, &r.wt, &[], &env0, WAITING_SCRIPT));
+        // The first session's worktree, once its first commit is made.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        let mut a_wt = None;
+        while a_wt.is_none() && std::time::Instant::now() < deadline {
+            a_wt = std::fs::read_dir(&wts).ok().and_then(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .find(|p| p.join("started").exists())
+            });
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let attack = a_wt.as_ref().map(|a_wt| {
+            let id = a_wt
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .rsplit('-')
+                .next()
+                .unwrap()
+                .to_string();
+            let env = base_env(&r.home, &[("OTHER", id.into())]);
+            let out = tyba_bash(&r, &who, &r.wt, &[], &env, SESSIONS_SCRIPT);
+            std::fs::write(a_wt.join("go"), "").unwrap();
+            out
+        });
+        if a_wt.is_none() {
+            // Let the first session end anyway.
+            for e in std::fs::read_dir(&wts).into_iter().flatten().flatten() {
+                let _ = std::fs::write(e.path().join("go"), "");
+            }
+        }
+        (h.join().unwrap(), attack)
+    });
+    let ((_o, err_a), attack) = first;
+    let a = err_a
+        .lines()
+        .find_map(|l| l.strip_prefix("tyba: new branch "))
+        .map(|b| b.trim().to_string())
+        .unwrap_or_default();
+    c.check(
+        attack.is_some(),
+        format!("the second session ran while the first did: {err_a}"),
+    );
+    let log = git_out(&who, &r.wt, &["log", "--format=%s", &format!("main..{a}")]);
+    c.check(
+        log == "first-2\nfirst-1",
+        format!("the first session's branch holds its own two commits only: {log:?} / {err_a}"),
+    );
+    if let Some((_o, err_b)) = &attack {
+        let b = err_b
+            .lines()
+            .find_map(|l| l.strip_prefix("tyba: new branch "))
+            .map(|b| b.trim().to_string())
+            .unwrap_or_default();
+        c.check(
+            git_out(&who, &r.wt, &["log", "-1", "--format=%s", &b]) == "forged",
+            format!("the second session's commit is on its own branch: {err_b}"),
+        );
+    }
+    c.finish(tag);
+}
+
+#[test]
+fn sessions_at_the_same_time_keep_their_own_branches_as_root_or_self() {
+    concurrent_suite(Who::Me, "concurrent-me");
+}
+
+#[test]
+fn sessions_at_the_same_time_keep_their_own_branches_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    concurrent_suite(who, "concurrent-user");
+}
+
+// ------------------------------------------ class 6: `--here` and protected branches ----
+
+/// In the person's own checkout (`--here`, on `feature`): the protected branches `main`
+/// (loose) and `release` (only in `packed-refs`, protected by the policy) moved or deleted with git and by writing the files, `packed-refs` rewritten, the
+/// checkout switched to `main` and committed on; another session's branch moved and a new
+/// `tyba/` branch made. Then the agent's own commit on `feature`.
+const HERE_BRANCHES_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+NEW=$(git commit-tree -m evil "HEAD^{tree}")
+git update-ref refs/heads/main "$NEW"; echo "update-ref main $?" >> "$R/git"
+git branch -f main "$NEW"; echo "branch -f main $?" >> "$R/git"
+git update-ref refs/heads/release "$NEW"; echo "update-ref release $?" >> "$R/git"
+git update-ref -d refs/heads/release; echo "delete release $?" >> "$R/git"
+git update-ref refs/heads/tyba/other "$NEW"; echo "update-ref tyba/other $?" >> "$R/git"
+git branch tyba/new "$NEW"; echo "branch tyba/new $?" >> "$R/git"
+git checkout -q main && { git commit -q --allow-empty -m on-main; echo "commit on main $?" >> "$R/git"; }
+git checkout -q feature
+NEW="$NEW" perl -e '
+  sub put { my ($p, $t) = @_; if (open(my $f, ">", ".git/$p")) { print $f $t; close $f; print "wrote $p\n" } else { print "open $p: $!\n" } }
+  put("refs/heads/main", "$ENV{NEW}\n");
+  put("refs/heads/release", "$ENV{NEW}\n");
+  put("refs/heads/tyba/other", "$ENV{NEW}\n");
+  put("packed-refs", "$ENV{NEW} refs/heads/release\n");
+  put("main.new", "$ENV{NEW}\n");
+  rename(".git/main.new", ".git/refs/heads/main") ? print "renamed over main\n" : print "rename main: $!\n";
+  unlink(".git/refs/heads/main") ? print "unlinked main\n" : print "unlink main: $!\n";
+  rename(".git/refs/heads/tyba", ".git/tyba-away") ? print "renamed tyba\n" : print "rename tyba: $!\n";
+  rename(".git/packed-refs", ".git/packed-away") ? print "renamed packed-refs\n" : print "rename packed-refs: $!\n";
+  # A parent of the read-only binds moved aside and rebuilt with a new main.
+  for my $d (".git/refs/heads", ".git/refs") {
+    if (rename($d, "$d-away")) { print "renamed $d\n"; mkdir(".git/refs"); mkdir(".git/refs/heads"); put("refs/heads/main", "$ENV{NEW}\n") } else { print "rename $d: $!\n" }
+  }
+' > "$R/perl"
+echo own > own.txt; git add own.txt; git commit -q -m own-work; echo "commit $?" >> "$R/own"
+echo finished > "$R/finished"
+"#;
+
+fn here_branches_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let policy = r.root.join("policy.toml");
+    std::fs::write(&policy, "[git]\nprotected_branches = [\"release\"]\n").unwrap();
+    give(&policy, &who);
+    let pol = policy.to_str().unwrap();
+    let env = base_env(&r.home, &[]);
+    let mut c = Checks::default();
+
+    // On `main`: told what to do; the agent's commit and `update-ref` fail, main stays.
+    const ON_MAIN: &str = "git commit -q --allow-empty -m on-main; echo \"commit $?\" > on-main; git update-ref refs/heads/main \"$(git commit-tree -m x 'HEAD^{tree}')\"; echo \"update-ref $?\" >> on-main";
+    let main_before = git_out(&who, &r.wt, &["rev-parse", "main"]);
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, ON_MAIN);
+    let on_main = read(&r.wt.join("on-main"));
+    c.check(
+        err.contains("protected branch") && err.contains("git switch -c"),
+        format!("--here on main says what to do: {err}"),
+    );
+    c.check(
+        on_main.contains("commit ") && !on_main.contains(" 0\n"),
+        format!("--here on main: the agent's commit and update-ref fail: {on_main:?}"),
+    );
+    c.check(
+        git_out(&who, &r.wt, &["rev-parse", "main"]) == main_before,
+        "--here on main: main did not move",
+    );
+    std::fs::remove_file(r.wt.join("on-main")).unwrap();
+    // Control: the same without tyba moves main.
+    bare_bash_as(&who, &r.wt, &env, ON_MAIN);
+    c.check(
+        git_out(&who, &r.wt, &["rev-parse", "main"]) != main_before,
+        "control: without tyba the commit on main moves it",
+    );
+    git_as(&who, &r.wt, &["reset", "-q", "--hard", &main_before]);
+    std::fs::remove_file(r.wt.join("on-main")).unwrap();
+
+    // `release` only packed, `main` loose (a commit after packing), another session's
+    // `tyba/other`; the person's checkout on `feature`.
+    git_as(&who, &r.wt, &["branch", "release"]);
+    git_as(&who, &r.wt, &["branch", "tyba/other"]);
+    git_as(&who, &r.wt, &["pack-refs", "--all"]);
+    git_as(
+        &who,
+        &r.wt,
+        &["commit", "-q", "--allow-empty", "-m", "loose-main"],
+    );
+    git_as(&who, &r.wt, &["switch", "-q", "-c", "feature"]);
+    let git_dir = r.wt.join(".git");
+    let refs_before = git_out(
+        &who,
+        &r.wt,
+        &["for-each-ref", "--exclude=refs/heads/feature"],
+    );
+    let feature_before = git_out(&who, &r.wt, &["rev-parse", "feature"]);
+    let packed_before = read(&git_dir.join("packed-refs"));
+    c.check(
+        std::fs::symlink_metadata(git_dir.join("refs/heads/main")).is_ok()
+            && std::fs::symlink_metadata(git_dir.join("refs/heads/release")).is_err()
+            && packed_before.contains("refs/heads/release"),
+        "set-up: main loose, release only packed",
+    );
+    let (_o, err) = tyba_bash(
+        &r,
+        &who,
+        &r.wt,
+        &["--here", "--policy", pol],
+        &env,
+        HERE_BRANCHES_SCRIPT,
+    );
+    let report = r.wt.join("report");
+    c.check(
+        read(&report.join("finished")).trim() == "finished",
+        format!("the agent ran on feature: {err}"),
+    );
+    let gitlog = read(&report.join("git"));
+    c.check(
+        gitlog.lines().all(|l| !l.ends_with(" 0")),
+        format!("git moves, makes and deletes no protected or other session's branch: {gitlog}"),
+    );
+    let perl = read(&report.join("perl"));
+    c.check(
+        !perl.contains("wrote refs")
+            && !perl.contains("wrote packed")
+            && !perl.contains("renamed")
+            && !perl.contains("unlinked")
+            && !perl.contains("removed master"),
+        format!("no ref file written, replaced or removed: {perl}"),
+    );
+    c.check(
+        git_out(
+            &who,
+            &r.wt,
+            &["for-each-ref", "--exclude=refs/heads/feature"],
+        ) == refs_before,
+        format!(
+            "the protected branches and the other session's are as they were: {}",
+            git_out(&who, &r.wt, &["for-each-ref"])
+        ),
+    );
+    c.check(
+        read(&git_dir.join("packed-refs")) == packed_before,
+        "packed-refs unchanged",
+    );
+    for p in [
+        "refs/heads/tyba/new",
+        "tyba-away",
+        "packed-away",
+        "refs-away",
+        "refs/heads-away",
+    ] {
+        c.check(
+            std::fs::symlink_metadata(git_dir.join(p)).is_err(),
+            format!("{p} absent after the session (stand-ins removed)"),
+        );
+    }
+    c.check(
+        read(&report.join("own")).contains("commit 0")
+            && git_out(&who, &r.wt, &["log", "-1", "--format=%s", "feature"]) == "own-work"
+            && git_out(&who, &r.wt, &["rev-parse", "feature^"]) == feature_before,
+        format!("the agent's commit is on feature: {err}"),
+    );
+
+    // Control: without tyba the same script moves main and the others.
+    let _ = std::fs::remove_dir_all(&report);
+    bare_bash_as(&who, &r.wt, &env, HERE_BRANCHES_SCRIPT);
+    let perl = read(&report.join("perl"));
+    c.check(
+        perl.contains("renamed .git/refs/heads") && perl.contains("renamed over main"),
+        format!("control: without tyba the refs are replaced and their directory renamed: {perl}"),
+    );
+    let gitlog = read(&report.join("git"));
+    c.check(
+        gitlog.contains("update-ref main 0")
+            && gitlog.contains("update-ref release 0")
+            && gitlog.contains("update-ref tyba/other 0")
+            && git_out(
+                &who,
+                &r.wt,
+                &["for-each-ref", "--exclude=refs/heads/feature"],
+            ) != refs_before,
+        format!("control: without tyba the branches move: {gitlog}"),
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn protected_branches_cannot_move_here_as_root_or_self() {
+    here_branches_suite(Who::Me, "here-branches-me");
+}
+
+#[test]
+fn protected_branches_cannot_move_here_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    here_branches_suite(who, "here-branches-user");
+}
+
+// ------------------------------------------------ class 6: a killed supervisor ----
+
+/// A session whose supervisor is killed (`SIGKILL`) after the agent committed: the branch
+/// stays at its start (nothing lost), the agent's commit is kept in the session's private
+/// directory, and the next `tyba worktrees` carries it onto the branch.
+fn killed_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let mut c = Checks::default();
+    let env = base_env(&r.home, &[]);
+    let start = git_out(&who, &r.wt, &["rev-parse", "HEAD"]);
+    let mut cmd = command_as(&who, &r.tyba);
+    cmd.args([
+        "run",
+        "--non-interactive",
+        "--autonomy",
+        "high",
+        "--",
+        "bash",
+        "-c",
+        "echo k > k.txt; git add k.txt; git commit -q -m killed-work; touch committed; sleep 100",
+    ])
+    .current_dir(&r.wt)
+    .env_clear()
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let wts = r.home.join(".local/state/tyba/worktrees");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let mut wt = None;
+    while wt.is_none() && std::time::Instant::now() < deadline {
+        wt = std::fs::read_dir(&wts).ok().and_then(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("committed").exists())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let Some(wt) = wt else {
+        c.check(false, "the agent never committed");
+        return c.finish(tag);
+    };
+    // Let the sandbox die with its supervisor (parent-death signals).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let id = wt
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .to_string();
+    let branch = format!("tyba/{id}");
+    let private = r.home.join(".local/state/tyba/refs").join(&id);
+    c.check(
+        git_out(&who, &r.wt, &["rev-parse", &branch]) == start,
+        "after SIGKILL the branch is where it started (not lost, not moved)",
+    );
+    c.check(
+        private.join("heads").join(&id).is_file(),
+        format!("the agent's tip is kept in {}", private.display()),
+    );
+    let o = run_tyba(&who, &r.tyba, &r.wt, &env, &["worktrees"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    c.check(
+        git_out(&who, &r.wt, &["log", "-1", "--format=%s", &branch]) == "killed-work",
+        format!("tyba worktrees carried the killed session's commit onto its branch: {err}"),
+    );
+    c.check(
+        err.contains("a killed session's commits") && !private.exists(),
+        format!("and said so, and removed the private directory: {err}"),
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn a_killed_sessions_commits_are_carried_back_later_as_root_or_self() {
+    killed_suite(Who::Me, "killed-me");
+}
+
+#[test]
+fn a_killed_sessions_commits_are_carried_back_later_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    killed_suite(who, "killed-user");
 }

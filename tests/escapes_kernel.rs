@@ -129,6 +129,9 @@ fn fixture(who: &Who, tag: &str) -> Fixture {
     std::fs::write(home.join(".bashrc"), "# rc\n").unwrap();
     give(&root, who);
     make_repo(who, &wt);
+    // The control commit needs a branch the agent may move: `main` is protected (read-only
+    // in the sandbox with `--here`).
+    git_as(who, &wt, &["switch", "-q", "-c", "work"]);
     Fixture {
         _scratch: scratch,
         root,

@@ -154,6 +154,20 @@ fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy:
     }
 }
 
+/// The lines about a session's own branch carried back ([`tyba_supervisor::own_branch`]).
+pub(crate) fn report_carry(r: &tyba_supervisor::own_branch::CarryReport, whose: &str) {
+    if let Some(to) = &r.moved_to {
+        eprintln!(
+            "tyba: {whose} commits are on its branch {} (now at {})",
+            r.branch,
+            &to[..to.len().min(12)]
+        );
+    }
+    for n in &r.notes {
+        eprintln!("tyba: warning: {n}");
+    }
+}
+
 /// The paths the session changed ([`session::Session::changed_paths`]) that the policy
 /// makes red or blocked for the agent to write (DESIGN.md §2: hooks, agent and IDE control
 /// files, `.envrc`, credentials…), with the policy's reason: whatever program wrote them
@@ -295,8 +309,44 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     };
     let (policy, repo_layer) =
         super::load_policy_explained(args.policy.as_deref(), Some(&session.worktree))?;
+    // Protected branches do not move locally either (DESIGN.md §5): the kernel keeps their
+    // refs read-only in the sandbox (`SandboxPlan::build`), so in a checkout on one the
+    // agent may edit but its commits fail; the person is told how to let it commit.
+    if let Some(b) = session.protected_head(&policy.config().protected_branches) {
+        eprintln!(
+            "tyba: warning: {} is on {b}, a protected branch: the agent may change files but not commit there ({b} stays read-only). For commits of its own, run without --here (a new worktree on a branch tyba/<session>, to review and merge), or switch to a branch of your own first (git switch -c NAME)",
+            session.worktree.display()
+        );
+    }
     let home = super::home_dir();
     let tmp_dir = make_tmp_dir(&session.id)?;
+    // The session's own branch, kept in a private directory while it runs (the agent writes
+    // no other branch); first, the branches of sessions of this repository that were killed
+    // before their end are carried back.
+    let refs_root = tyba_supervisor::own_branch::refs_root();
+    let mut own_branch = None;
+    let mut own_branch_error = None;
+    if let (Some(g), Some(root)) = (&session.git, &refs_root) {
+        for r in tyba_supervisor::own_branch::recover(&g.common_dir, root) {
+            report_carry(&r, "a killed session's");
+        }
+        if let Some(b) = session.own_branch() {
+            if !g.common_dir.join("reftable").exists() {
+                match tyba_supervisor::own_branch::OwnBranch::prepare(
+                    &g.common_dir,
+                    &b,
+                    &session.id,
+                    root,
+                ) {
+                    Ok(o) => own_branch = Some(o),
+                    Err(e) => own_branch_error = Some(format!("the session's own branch {b}: {e}")),
+                }
+            }
+        }
+    } else if session.git.is_some() && session.own_branch().is_some() {
+        own_branch_error =
+            Some(tyba_supervisor::own_branch::OwnBranchError::NoStateDir.to_string());
+    }
 
     let enforcement = Enforcement::probe();
     let path_env = std::env::var_os("PATH");
@@ -311,6 +361,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         agent_program: Some(&program),
         agent_path_env: path_env.as_deref(),
     });
+    plan.grant_own_branch(session.git.as_ref(), own_branch.as_ref());
+    plan.unprotected.extend(own_branch_error);
     // The git files the person's git obeys that do not exist yet get stand-ins, bound
     // read-only like the others (kept until the session ends, as the placeholders above).
     let git_stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
@@ -335,6 +387,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     plan.state_layers = state_layers.layers.clone();
+    // Every read-only bind's parents inside a writable root are pinned by name.
+    plan.pin_parents();
     // The toolchain caches get session-private layers (removed when this is dropped, after
     // the sandbox is gone).
     let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);
@@ -469,6 +523,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         use_pty: true,
     };
     let result = tyba_supervisor::run(cfg, approver);
+    // No process of the sandbox is left: the agent's own branch goes back to the repository.
+    if let Some(o) = own_branch.take() {
+        report_carry(&o.carry_back(&session.id), "the session's");
+    }
     // No process of the sandbox is left: carry the known data back, drop the rest.
     let merge = result
         .is_ok()

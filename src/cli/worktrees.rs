@@ -12,7 +12,7 @@ use tyba_supervisor::worktrees::{self, Cleaned, State};
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// One JSON document: an array of {session, branch, path, state, head, unmerged_commits,
-    /// uncommitted, pid}.
+    /// uncommitted, pid, kept_work}.
     #[arg(long)]
     pub json: bool,
     /// The repository (default: the current directory's).
@@ -41,9 +41,24 @@ fn repo_dir(repo: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Carries back the own branches of this repository's sessions that were killed before
+/// their end (`tyba_supervisor::own_branch::recover`), so that their states count that work.
+fn recover_killed(dir: &std::path::Path) {
+    let (Some(g), Some(root)) = (
+        tyba_supervisor::session::git_layout(dir),
+        tyba_supervisor::own_branch::refs_root(),
+    ) else {
+        return;
+    };
+    for r in tyba_supervisor::own_branch::recover(&g.common_dir, &root) {
+        super::run::report_carry(&r, "a killed session's");
+    }
+}
+
 /// Runs `tyba worktrees`.
 pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let dir = repo_dir(args.repo)?;
+    recover_killed(&dir);
     let all = worktrees::list(&dir)?;
     if args.json {
         say!("{}", serde_json::to_string_pretty(&all)?);
@@ -74,6 +89,9 @@ pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
 /// Runs `tyba clean`.
 pub fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
     let dir = repo_dir(args.repo)?;
+    if !args.dry_run {
+        recover_killed(&dir);
+    }
     let done = worktrees::clean(&dir, args.unmerged, args.dry_run)?;
     let mut failed = false;
     let verb = if args.dry_run {

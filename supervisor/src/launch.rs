@@ -1229,6 +1229,27 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 );
             }
         }
+        // The session's own branch: its private directories over `refs/heads/tyba/` and
+        // its reflogs (`crate::own_branch`), before the Landlock rules are opened on those
+        // paths below (a rule is on the inode it opens: the private directory).
+        for (src, over) in c.plan.branch_binds.clone() {
+            if let Err(e) = mount(
+                Some(&src),
+                &over,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            ) {
+                fail(
+                    &mut st,
+                    &format!(
+                        "cannot bind the session's own branches {} over {}: {e}",
+                        src.display(),
+                        over.display()
+                    ),
+                );
+            }
+        }
         for p in c.plan.protected.clone() {
             if let Err(e) = bind_read_only(&p) {
                 fail(
@@ -1292,6 +1313,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         relays = relay_sockets(&c.nameservers, &mut st);
     } else if !c.plan.protected.is_empty()
         || !c.plan.pinned.is_empty()
+        || !c.plan.branch_binds.is_empty()
         || !c.plan.state_layers.is_empty()
         || !c.plan.cache_layers.is_empty()
     {
@@ -1300,6 +1322,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             .protected
             .iter()
             .chain(&c.plan.pinned)
+            .chain(c.plan.branch_binds.iter().map(|(_, over)| over))
             .chain(c.plan.state_layers.iter().map(|l| &l.real))
             .map(|p| p.display().to_string())
             .collect();

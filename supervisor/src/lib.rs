@@ -53,6 +53,7 @@ mod meta;
 mod net;
 mod notify;
 pub mod outside_fs;
+pub mod own_branch;
 mod procfs;
 pub mod proxy;
 mod push_relay;

@@ -7,8 +7,9 @@
 //!   without one), the `agent_state` paths (as session-private copies:
 //!   [`crate::state_layer`]), and
 //!   for a linked worktree the parts of the main git dir the agent's commits write
-//!   (`objects`, its own branches `refs/heads/tyba` and `logs/refs/heads/tyba`,
-//!   `worktrees/<name>`), never the person's branches, `packed-refs` or `HEAD`;
+//!   (`objects`, `worktrees/<name>`, and its own branch: `refs/heads/tyba` and
+//!   `logs/refs/heads/tyba` as the session-private directories [`crate::own_branch`] binds
+//!   over them), never the person's branches, another session's, `packed-refs` or `HEAD`;
 //! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
 //!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
 //! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
@@ -64,6 +65,11 @@ pub struct SandboxPlan {
     /// Git dirs inside a writable tree, bind-mounted over themselves (writable) so that their
     /// name cannot be renamed or removed (`EBUSY`): the person's git finds them by name.
     pub pinned: Vec<PathBuf>,
+    /// Session-private directories bound (writable) over a directory of the repository in
+    /// the sandbox's mount namespace, `(private directory, bound over)`: the session's own
+    /// branch over `refs/heads/tyba/` and its reflog over `logs/refs/heads/tyba/`
+    /// ([`crate::own_branch`]; [`SandboxPlan::grant_own_branch`]).
+    pub branch_binds: Vec<(PathBuf, PathBuf)>,
     /// Absent git files that must be kept from being created, with their stand-in
     /// ([`GitFile::stand_in`]); made by [`git_stand_ins`], which moves each to `protected`.
     pub wanted_stand_ins: Vec<(PathBuf, Option<&'static [u8]>)>,
@@ -523,9 +529,9 @@ pub fn config_named_files(worktree: &Path, home: Option<&Path>) -> Vec<GitFile> 
     v
 }
 
-/// The directories of a common git dir the agent's own branches live in:
-/// `refs/heads/tyba` and `logs/refs/heads/tyba` (DESIGN.md §5: the agent writes only its own
-/// branches). Made when absent.
+/// The directories of a common git dir the sessions' branches live in: `refs/heads/tyba` and
+/// `logs/refs/heads/tyba` (DESIGN.md §5: the agent writes only its own branch, through the
+/// private directories bound over these: [`SandboxPlan::grant_own_branch`]).
 pub fn own_branch_dirs(common_dir: &Path) -> [PathBuf; 2] {
     [
         common_dir.join("refs/heads/tyba"),
@@ -647,9 +653,10 @@ impl SandboxPlan {
             let inside = is_within(&g.common_dir, &plan.worktree);
             if !inside {
                 // A linked worktree (or `--here` in one): the main git dir is read-only but
-                // for the objects and the agent's own branches (`refs/heads/tyba/…` and their
-                // reflogs); the person's branches, `packed-refs`, the main worktree's `HEAD`
-                // and every other file of the main git dir stay read-only.
+                // for the objects and the session's own branch (its private directories over
+                // `refs/heads/tyba/…` and their reflogs, granted by `grant_own_branch`); the
+                // person's branches, other sessions', `packed-refs`, the main worktree's
+                // `HEAD` and every other file of the main git dir stay read-only.
                 push_unique(&mut plan.read_only, g.common_dir.clone());
                 let objects = g.common_dir.join("objects");
                 if objects.is_dir() {
@@ -660,14 +667,8 @@ impl SandboxPlan {
                         "{} uses the reftable backend, whose tables hold every branch together: no ref of it is writable, so the agent cannot commit or make branches there",
                         g.common_dir.display()
                     ));
-                } else {
-                    for d in own_branch_dirs(&g.common_dir) {
-                        match real_dir(&d) {
-                            Ok(()) => push_unique(&mut plan.read_write, d),
-                            Err(e) => plan.unprotected.push(e),
-                        }
-                    }
                 }
+                // The agent's own branch: [`SandboxPlan::grant_own_branch`].
             }
             if !is_within(&g.git_dir, &plan.worktree) && g.git_dir != g.common_dir {
                 push_unique(&mut plan.read_write, g.git_dir.clone());
@@ -678,6 +679,47 @@ impl SandboxPlan {
                 if d.is_dir() && plan.read_write.iter().any(|r| is_within(d, r)) {
                     push_unique(&mut plan.pinned, d.clone());
                 }
+            }
+            // The common git dir writable (`--here` in the main checkout): the protected
+            // branches stay where they are (DESIGN.md §5). A loose one is bound read-only (a
+            // ref is replaced by renaming `<ref>.lock` over it: `EBUSY` on a mount point); one
+            // that is only packed is first written as the loose ref of the same value (what
+            // git reads first; `O_EXCL`) and bound so; and `packed-refs` is read-only (an
+            // empty stand-in when absent, which git reads as no packed ref).
+            if plan.read_write.iter().any(|r| is_within(&g.common_dir, r))
+                && !g.common_dir.join("reftable").exists()
+            {
+                let packed =
+                    std::fs::read_to_string(g.common_dir.join("packed-refs")).unwrap_or_default();
+                for b in &i.config.protected_branches {
+                    let p = g.common_dir.join("refs/heads").join(b);
+                    if std::fs::symlink_metadata(&p).is_err() {
+                        let name = format!("refs/heads/{b}");
+                        let value = packed.lines().find_map(|l| {
+                            let (oid, r) = l.split_once(' ')?;
+                            (r.trim() == name && !oid.starts_with(['#', '^'])).then_some(oid)
+                        });
+                        if let Some(oid) = value {
+                            let made = std::fs::OpenOptions::new()
+                                .write(true)
+                                .create_new(true)
+                                .open(&p)
+                                .and_then(|mut f| {
+                                    std::io::Write::write_all(&mut f, format!("{oid}\n").as_bytes())
+                                });
+                            if let Err(e) = made {
+                                plan.unprotected.push(format!(
+                                    "cannot write the packed protected branch {name} as a loose ref to keep it read-only: {e}"
+                                ));
+                            }
+                        }
+                    }
+                    if std::fs::symlink_metadata(&p).is_ok() {
+                        push_unique(&mut plan.protected, p);
+                    }
+                }
+                plan.wanted_stand_ins
+                    .push((g.common_dir.join("packed-refs"), Some(b"")));
             }
             let named = if config_may_name_files(g, i.home) {
                 config_named_files(&plan.worktree, i.home)
@@ -730,6 +772,83 @@ impl SandboxPlan {
             }
         }
         plan
+    }
+
+    /// The session's own branch (DESIGN.md §5; [`crate::own_branch`]): with `own`, its
+    /// private directories are bound over `refs/heads/tyba/` and `logs/refs/heads/tyba/` of
+    /// the common git dir (writable: granted read-write, the grant taken after the binds);
+    /// without (the session owns no `tyba/` branch), `refs/heads/tyba/` stays read-only,
+    /// bound so when a writable root covers it. Both directories are made when absent; one that is a
+    /// symbolic link or behind one goes to [`SandboxPlan::unprotected`]. Nothing for a
+    /// repository on the reftable backend (no ref of it is writable).
+    pub fn grant_own_branch(
+        &mut self,
+        git: Option<&crate::session::GitLayout>,
+        own: Option<&crate::own_branch::OwnBranch>,
+    ) {
+        let Some(g) = git else { return };
+        if g.common_dir.join("reftable").exists() {
+            return;
+        }
+        for d in own_branch_dirs(&g.common_dir) {
+            if let Err(e) = real_dir(&d) {
+                self.unprotected.push(e);
+                return;
+            }
+        }
+        match own {
+            Some(o) => {
+                for (src, over) in o.binds() {
+                    push_unique(&mut self.read_write, over.clone());
+                    self.branch_binds.push((src, over));
+                }
+            }
+            None => {
+                // The branches only: their reflogs are not refs (and a bind there would pin
+                // `logs/refs/`, through which git renames a reflog in `git branch -m`).
+                let [refs, _logs] = own_branch_dirs(&g.common_dir);
+                if self.read_write.iter().any(|r| is_within(&refs, r)) {
+                    push_unique(&mut self.protected, refs);
+                }
+            }
+        }
+    }
+
+    /// Pins the directories between a writable root and each read-only bind
+    /// ([`SandboxPlan::protected`]) or branch bind under `refs/` inside it (bound over
+    /// themselves, writable: [`SandboxPlan::pinned`]): a bind pins the inode at its path, but
+    /// a parent directory renamed away takes the mount with it and a new one with the same
+    /// name holds what the agent wrote (`.git/refs/heads` moved aside and rebuilt with a new
+    /// `main`; `.git/objects/info` with an `alternates`). A mount point cannot be renamed
+    /// (`EBUSY`). The writable root itself is left (its parent is not writable). Reflog
+    /// directories are not pinned (git renames reflogs through `logs/refs/` when renaming a
+    /// branch). Sorted shallow first, so that no pin hides a deeper one.
+    pub fn pin_parents(&mut self) {
+        let rw = self.read_write.clone();
+        let targets: Vec<PathBuf> = self
+            .protected
+            .iter()
+            .cloned()
+            .chain(
+                self.branch_binds
+                    .iter()
+                    .filter(|(src, _)| src.file_name().is_some_and(|n| n == "heads"))
+                    .map(|(_, over)| over.clone()),
+            )
+            .collect();
+        for t in targets {
+            let mut cur = t.parent();
+            while let Some(d) = cur {
+                if !rw.iter().any(|r| d != r && is_within(d, r)) {
+                    break;
+                }
+                if std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+                    push_unique(&mut self.pinned, d.to_path_buf());
+                }
+                cur = d.parent();
+            }
+        }
+        self.pinned.sort_by_key(|p| p.components().count());
     }
 
     /// Keeps the directory `dir` of the person's own (tyba's config: the user policy and the

@@ -208,7 +208,9 @@ impl Session {
         }
         if let Ok(target) = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"]) {
             let target = target.trim().to_string();
-            if target != own && !target.starts_with("refs/heads/tyba/") {
+            // Any other branch, another session's `tyba/…` too: the person's next commit
+            // there would move it.
+            if target != own {
                 let fixed = git(
                     &self.worktree,
                     &["rev-parse", "--verify", "--quiet", "HEAD"],
@@ -227,6 +229,48 @@ impl Session {
             }
         }
         undone
+    }
+
+    /// The `tyba/…` branch this session owns, the only branch its agent writes (DESIGN.md
+    /// §5; [`crate::own_branch`]): the branch tyba created, else the one checked out in an
+    /// existing worktree when it is a `tyba/` branch, else none.
+    pub fn own_branch(&self) -> Option<String> {
+        if let Some(b) = &self.created_branch {
+            return Some(b.clone());
+        }
+        self.head_branch()
+            .filter(|b| b.starts_with("tyba/") && b.len() > "tyba/".len())
+    }
+
+    /// The branch the worktree's `HEAD` names (`ref: refs/heads/NAME`), read from the git
+    /// dir's `HEAD` file (`gitrepository-layout(5)`; no git process at launch), with `git
+    /// symbolic-ref` when the file does not say (the reftable backend's `refs/heads/.invalid`).
+    fn head_branch(&self) -> Option<String> {
+        let g = self.git.as_ref()?;
+        let text = std::fs::read_to_string(g.git_dir.join("HEAD")).unwrap_or_default();
+        let target = match text.lines().next().and_then(|l| l.strip_prefix("ref:")) {
+            Some(t) if t.trim() != "refs/heads/.invalid" => t.trim().to_string(),
+            _ if text.trim().len() >= 40 && !text.starts_with("ref:") => return None,
+            _ => git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"]).ok()?,
+        };
+        target
+            .trim()
+            .strip_prefix("refs/heads/")
+            .map(str::to_string)
+    }
+
+    /// The protected branch (DESIGN.md §5, `git.protected_branches`, compared
+    /// case-insensitively like the git guard) checked out in an existing worktree (`--here`,
+    /// `--worktree DIR`), if any: the agent's commits there would move it.
+    pub fn protected_head(&self, protected: &[String]) -> Option<String> {
+        if self.created_branch.is_some() {
+            return None;
+        }
+        let b = self.head_branch()?;
+        protected
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(&b))
+            .then_some(b)
     }
 
     /// The paths (relative to the worktree, as git names them) that the session changed

@@ -92,6 +92,10 @@ pub struct SessionWorktree {
     /// The supervisor pid named by the worktree's lock, when locked by tyba.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// Where the session's commits are kept when they could not be carried onto its branch
+    /// (`crate::own_branch`): the branch is then `changed` whatever it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_work: Option<PathBuf>,
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
@@ -180,6 +184,13 @@ pub fn list(dir: &Path) -> Result<Vec<SessionWorktree>, WorktreeError> {
         return Err(WorktreeError::NotARepository(dir.to_path_buf()));
     }
     let worktrees = list_worktrees(dir)?;
+    let left = match (
+        crate::session::git_layout(dir),
+        crate::own_branch::refs_root(),
+    ) {
+        (Some(g), Some(root)) => crate::own_branch::left_behind(&g.common_dir, &root),
+        _ => Vec::new(),
+    };
     let refs = git(
         dir,
         &[
@@ -211,8 +222,14 @@ pub fn list(dir: &Path) -> Result<Vec<SessionWorktree>, WorktreeError> {
             _ => 0,
         };
         let pid = wt.and_then(|w| w.locked.as_deref()).and_then(lock_pid);
+        let kept_work = left
+            .iter()
+            .find(|(b, _)| b == branch)
+            .map(|(_, d)| d.clone());
         let state = if pid.is_some_and(live_tyba) {
             State::Running
+        } else if kept_work.is_some() {
+            State::Changed
         } else if !present {
             State::Gone
         } else if uncommitted > 0 || unmerged_commits > 0 {
@@ -231,6 +248,7 @@ pub fn list(dir: &Path) -> Result<Vec<SessionWorktree>, WorktreeError> {
             unmerged_commits,
             uncommitted,
             pid,
+            kept_work,
         });
     }
     out.sort_by(|a, b| a.branch.cmp(&b.branch));
@@ -328,6 +346,12 @@ pub fn work_summary(w: &SessionWorktree) -> String {
             "{} commit{} in no other branch",
             w.unmerged_commits,
             if w.unmerged_commits == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(d) = &w.kept_work {
+        parts.push(format!(
+            "commits not on the branch, kept in {}",
+            d.display()
         ));
     }
     if w.uncommitted == usize::MAX {
