@@ -375,6 +375,28 @@ fn an_approved_push_to_a_local_bare_remote_lands_on_its_feature_branch_and_nothi
             .success());
         let main_before = rev(&remote, "refs/heads/main").unwrap();
         let marker = fx.home.join("hook-ran");
+        // The person's global configuration names hooks in the worktree (an approved
+        // command of a session could have written it): the relay's receive-pack reads no
+        // global configuration, so that hook never runs outside the sandbox.
+        let global_marker = fx.home.join("global-hook-ran");
+        let hk = fx.wt.join(".hk");
+        std::fs::create_dir_all(&hk).unwrap();
+        std::fs::write(
+            hk.join("pre-receive"),
+            format!("#!/bin/sh\ntouch {}\n", global_marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            hk.join("pre-receive"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let gitconfig = fx.home.join(".gitconfig");
+        let mut g = std::fs::read_to_string(&gitconfig).unwrap_or_default();
+        g.push_str(&format!("[core]\n\thooksPath = {}\n", hk.display()));
+        std::fs::write(&gitconfig, g).unwrap();
+        give(&hk, &who);
+        give(&gitconfig, &who);
         // After its push, the approved line sends ref updates of its own through git's
         // transport shell, exactly as git starts it, and reports the shell's status.
         let forge = format!(
@@ -411,6 +433,10 @@ git push origin HEAD:feature-z; echo pushz=$?",
             rev(&remote, "refs/heads/feature-x"),
             rev(&fx.wt, "HEAD"),
             "{who:?}: {asks:?} / {err}"
+        );
+        assert!(
+            !global_marker.exists(),
+            "{who:?}: a hook named by the global configuration ran outside the sandbox"
         );
         assert_eq!(
             asks.iter().filter(|a| a.contains("git push")).count(),

@@ -908,6 +908,13 @@ impl Notifier {
         if !env_clean() {
             return None;
         }
+        if let Some(why) =
+            push_relay::config_refusal(&approved.repo, &self.agent_writes, self.classifier.home())
+        {
+            return Some(PushStep::Refuse(format!(
+                "refused by tyba: the push is not relayed: {why} (the receive-pack would run it outside the sandbox)"
+            )));
+        }
         if let Some(changed) = push_relay::changed_since(&approved.repo, self.started) {
             return Some(PushStep::Refuse(format!(
                 "refused by tyba: the push is not relayed: {} changed during this session (the receive-pack would run what it says outside the sandbox)",

@@ -202,6 +202,56 @@ pub(crate) fn changed_since(repo: &Path, since: std::time::SystemTime) -> Option
     })
 }
 
+/// Why the relay may not run repository `repo`'s receive-pack with its own configuration,
+/// if it may not: the configuration includes other files (`[include]`, `[includeIf …]`:
+/// files the session may have written, which [`changed_since`] does not watch), or its
+/// `core.hooksPath` names a directory the agent writes (`writable`, tyba's session
+/// directories: [`agent_writable`]). `home` expands a `~/` in that path as git does.
+pub(crate) fn config_refusal(
+    repo: &Path,
+    writable: &[PathBuf],
+    home: Option<&Path>,
+) -> Option<String> {
+    let config = repo.join("config");
+    let text = std::fs::read_to_string(&config).unwrap_or_default();
+    if text
+        .lines()
+        .any(|l| l.trim_start().to_ascii_lowercase().starts_with("[include"))
+    {
+        return Some(format!(
+            "{} includes other files, which tyba does not watch",
+            config.display()
+        ));
+    }
+    let out = std::process::Command::new("git")
+        .env_clear()
+        .env("PATH", RELAY_PATH)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .arg("config")
+        .arg("--file")
+        .arg(&config)
+        .args(["--get", "core.hooksPath"])
+        .output()
+        .ok()?;
+    let hooks = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if hooks.is_empty() {
+        return None;
+    }
+    let p = match (hooks.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ if hooks.starts_with('/') => PathBuf::from(&hooks),
+        _ => repo.join(&hooks),
+    };
+    let p = std::fs::canonicalize(&p).unwrap_or(p);
+    agent_writable(&p, writable).then(|| {
+        format!(
+            "its core.hooksPath {} is a directory the agent writes",
+            p.display()
+        )
+    })
+}
+
 /// What the ask says of each local push an approval would relay.
 pub(crate) fn ask_reasons(pushes: &[ApprovedPush]) -> Vec<String> {
     pushes
@@ -521,10 +571,11 @@ pub(crate) fn run(relay: Relay, on_started: impl FnOnce(&OwnedFd)) -> Outcome {
     if let Some(h) = &relay.home {
         cmd.env("HOME", h);
     }
-    // The person's own global configuration lives where their environment says.
-    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME") {
-        cmd.env("XDG_CONFIG_HOME", x);
-    }
+    // No global configuration: the person's `~/.gitconfig` and `~/.config/git/config` can be
+    // written by an approved command of the session (a grant on `~/.config`), and a
+    // `core.hooksPath` there would run the agent's hooks here, outside the sandbox. The
+    // remote's own configuration is the only one read ([`config_refusal`]).
+    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null");
     if denies(|r| r.force) {
         cmd.args(["-c", "receive.denyNonFastForwards=true"]);
     }
@@ -905,6 +956,33 @@ mod tests {
         ] {
             assert!(!is_session_dir_name(name), "{name}");
         }
+    }
+
+    /// A remote whose configuration includes other files, or whose `core.hooksPath` names a
+    /// directory the agent writes, is not relayed; one whose hooks path is its own is.
+    #[test]
+    fn configuration_that_runs_the_agents_files_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = d.path().join("r.git");
+        let wt = d.path().join("wt");
+        std::fs::create_dir_all(repo.join("hooks")).unwrap();
+        std::fs::create_dir_all(wt.join(".hk")).unwrap();
+        let wt = std::fs::canonicalize(&wt).unwrap();
+        let set = |text: &str| std::fs::write(repo.join("config"), text).unwrap();
+        set("[core]\n\tbare = true\n");
+        assert_eq!(config_refusal(&repo, &[wt.clone()], None), None);
+        set(&format!(
+            "[core]\n\thooksPath = {}\n",
+            wt.join(".hk").display()
+        ));
+        assert!(config_refusal(&repo, &[wt.clone()], None)
+            .is_some_and(|w| w.contains("core.hooksPath")));
+        set("[core]\n\thooksPath = hooks\n");
+        assert_eq!(config_refusal(&repo, &[wt.clone()], None), None);
+        set("[include]\n\tpath = /elsewhere/x\n");
+        assert!(config_refusal(&repo, &[wt.clone()], None).is_some_and(|w| w.contains("includes")));
+        set("[includeIf \"gitdir:/x\"]\n\tpath = y\n");
+        assert!(config_refusal(&repo, &[wt], None).is_some());
     }
 
     /// A ref that is a symbolic ref of the remote (or lies under a symbolic link) is not
