@@ -968,21 +968,21 @@ mod tests {
         std::fs::create_dir_all(repo.join("hooks")).unwrap();
         std::fs::create_dir_all(wt.join(".hk")).unwrap();
         let wt = std::fs::canonicalize(&wt).unwrap();
+        let w = vec![wt.clone()];
         let set = |text: &str| std::fs::write(repo.join("config"), text).unwrap();
         set("[core]\n\tbare = true\n");
-        assert_eq!(config_refusal(&repo, &[wt.clone()], None), None);
+        assert_eq!(config_refusal(&repo, &w, None), None);
         set(&format!(
             "[core]\n\thooksPath = {}\n",
             wt.join(".hk").display()
         ));
-        assert!(config_refusal(&repo, &[wt.clone()], None)
-            .is_some_and(|w| w.contains("core.hooksPath")));
+        assert!(config_refusal(&repo, &w, None).is_some_and(|w| w.contains("core.hooksPath")));
         set("[core]\n\thooksPath = hooks\n");
-        assert_eq!(config_refusal(&repo, &[wt.clone()], None), None);
+        assert_eq!(config_refusal(&repo, &w, None), None);
         set("[include]\n\tpath = /elsewhere/x\n");
-        assert!(config_refusal(&repo, &[wt.clone()], None).is_some_and(|w| w.contains("includes")));
+        assert!(config_refusal(&repo, &w, None).is_some_and(|w| w.contains("includes")));
         set("[includeIf \"gitdir:/x\"]\n\tpath = y\n");
-        assert!(config_refusal(&repo, &[wt], None).is_some());
+        assert!(config_refusal(&repo, &w, None).is_some());
     }
 
     /// A ref that is a symbolic ref of the remote (or lies under a symbolic link) is not
