@@ -185,6 +185,10 @@ pub(crate) struct Analyzer<'p> {
     spawns: Vec<(String, Vec<(String, bool)>)>,
     /// A `git -c core.hooksPath=…`/`hook.*` override seen, to judge with its subcommand.
     pub(crate) hook_override: bool,
+    /// A `-c` key of the same git invocation whose value git runs may push (its value names
+    /// a push, or cannot be known): with the hooks path switched off, that push skips the
+    /// guard.
+    pub(crate) config_code_may_push: bool,
     /// A command earlier on the line may have switched the repository's current branch
     /// (`git checkout BRANCH`, `switch`, `symbolic-ref HEAD`…): the inspector's view of
     /// `HEAD` is then stale for a later push.
@@ -222,6 +226,7 @@ impl<'p> Analyzer<'p> {
             work: 0,
             spawns: Vec::new(),
             hook_override: false,
+            config_code_may_push: false,
             head_moved: false,
             piped_script: None,
             fed_script: None,

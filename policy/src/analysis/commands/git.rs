@@ -92,7 +92,7 @@ impl Analyzer<'_> {
             let could_push = match sub.as_deref() {
                 Some(s) => crate::git_tables::may_push(s),
                 None => sub_field.is_some(),
-            } || self.out.rules().contains(&"git.config-code");
+            } || std::mem::take(&mut self.config_code_may_push);
             // Switching hooks off for one command matters when it can push (DESIGN.md §2:
             // the push guard); for a read-only builtin (agents probe repositories with
             // `-c core.hooksPath=/dev/null`) no pre-push hook runs either way: not green.

@@ -88,6 +88,17 @@ impl Analyzer<'_> {
         // Keys whose value git runs (git_tables, shared with the git guard).
         let code = crate::git_tables::runs_program(key, value);
         if code {
+            // Whether the code could push (checked with the hooks path of the same invocation,
+            // which the code's own git inherits): a value that names a push or send-pack, or
+            // that cannot be known. Any other code is red here, and each program it runs is
+            // judged at its own exec with that environment.
+            let lower = value.map(str::to_ascii_lowercase);
+            if lower
+                .as_deref()
+                .is_none_or(|v| v.contains("push") || v.contains("send-pack"))
+            {
+                self.config_code_may_push = true;
+            }
             let shown = value.map(|v| format!("={v}")).unwrap_or_default();
             self.add(
                 Verdict::Red,
