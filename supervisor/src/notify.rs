@@ -99,6 +99,20 @@ pub(crate) struct State {
 /// mtime and ctime (seconds and nanoseconds).
 type ElfKey = (u64, u64, i64, i64, i64, i64, i64);
 
+/// A file's identity and change stamps, as [`ElfKey`]: device, inode, size, modification and
+/// status-change times (a file changed in place, or replaced, gets another key).
+fn elf_key(st: &libc::stat) -> ElfKey {
+    (
+        st.st_dev,
+        st.st_ino,
+        st.st_size,
+        st.st_mtime,
+        st.st_mtime_nsec,
+        st.st_ctime,
+        st.st_ctime_nsec,
+    )
+}
+
 /// The most files [`State::elf`] remembers; past it, it starts over.
 const ELF_MEMO: usize = 4096;
 
@@ -1163,15 +1177,7 @@ impl Notifier {
             // Landlock grants execute nowhere else: the kernel would answer EACCES.
             return Err(libc::EACCES);
         }
-        let key: ElfKey = (
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime,
-            st.st_mtime_nsec,
-            st.st_ctime,
-            st.st_ctime_nsec,
-        );
+        let key = elf_key(&st);
         if self.state.lock().is_ok_and(|s| s.elf.contains(&key)) {
             return Ok(Some((real, vec![(st.st_dev, st.st_ino)])));
         }
@@ -1306,15 +1312,7 @@ impl Notifier {
         if &head != b"\x7fELF" {
             return None;
         }
-        let key: ElfKey = (
-            st.st_dev,
-            st.st_ino,
-            st.st_size,
-            st.st_mtime,
-            st.st_mtime_nsec,
-            st.st_ctime,
-            st.st_ctime_nsec,
-        );
+        let key = elf_key(&st);
         let (known, index) = {
             let s = self.state.lock().ok()?;
             (s.copies.get(&key).cloned(), s.install_index.clone())
