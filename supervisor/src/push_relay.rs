@@ -110,19 +110,9 @@ fn is_session_dir_name(name: &str) -> bool {
 /// and the `tyba-*` directories of the temp dir and the memory filesystems: temp dirs, state
 /// copies), which some session's agent writes through.
 fn agent_writable(repo: &Path, writable: &[PathBuf]) -> bool {
-    let sessions = [
-        std::env::var_os("XDG_STATE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(|x| PathBuf::from(x).join("tyba")),
-        std::env::var_os("HOME")
-            .filter(|v| !v.is_empty())
-            .map(|h| PathBuf::from(h).join(".local/state/tyba")),
-    ];
-    let in_sessions = sessions
-        .iter()
-        .flatten()
-        .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
-        .any(|d| repo.starts_with(d));
+    let in_sessions = crate::broker::paths::state_dir()
+        .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+        .is_some_and(|d| repo.starts_with(d));
     let scratch_roots = [
         Some(std::env::temp_dir()),
         Some(PathBuf::from("/dev/shm")),
