@@ -178,3 +178,11 @@ impl Policy {
 pub fn credential_in_path(path: &std::path::Path) -> Option<String> {
     analysis::paths::has_credential(path)
 }
+
+/// Resolves `word` against `cwd` the way the kernel walks a path (`.` skipped, `..` the
+/// physical parent, symbolic links followed through the real filesystem, components that do
+/// not exist taken lexically): the absolute physical path. The same resolution the command
+/// classifier applies to path words, for callers that must agree with it (the agents' hook).
+pub fn resolve_path(cwd: &std::path::Path, word: &str) -> std::path::PathBuf {
+    analysis::paths::resolve(cwd, word)
+}

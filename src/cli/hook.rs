@@ -378,35 +378,13 @@ fn decide_call(
 pub(crate) const OUTSIDE_FILES_ENV: &str = "TYBA_OUTSIDE_FILES";
 
 /// Where the path `p` (as the agent wrote it, relative to `cwd`, `~` for `home`) is
-/// physically, resolved as the kernel resolves it: component by component, each existing
-/// prefix canonicalised (symbolic links followed) before a `..` is applied to it; past the
-/// first component that does not exist the rest is appended as written, `..` folded.
+/// physically, resolved as the kernel resolves it ([`tyba_policy::resolve_path`]).
 fn physical(cwd: &Path, p: &str, home: Option<&Path>) -> PathBuf {
-    let joined = match (p.strip_prefix("~/"), home) {
-        (Some(rest), Some(h)) => h.join(rest),
-        _ if p == "~" && home.is_some() => home.map(Path::to_path_buf).unwrap_or_default(),
-        _ => cwd.join(p),
-    };
-    let mut cur = PathBuf::from("/");
-    let mut exists = true;
-    for c in joined.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                cur.pop();
-            }
-            std::path::Component::Normal(n) => {
-                cur.push(n);
-                if exists {
-                    match std::fs::canonicalize(&cur) {
-                        Ok(real) => cur = real,
-                        Err(_) => exists = false,
-                    }
-                }
-            }
-            _ => {}
-        }
+    match (p.strip_prefix("~/"), home) {
+        (Some(rest), Some(h)) => tyba_policy::resolve_path(h, rest),
+        _ if p == "~" => home.map_or_else(|| cwd.join(p), Path::to_path_buf),
+        _ => tyba_policy::resolve_path(cwd, p),
     }
-    cur
 }
 
 /// The reason Claude Code shows in its own prompt when tyba lets it ask: the summary, and the
