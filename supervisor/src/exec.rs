@@ -640,6 +640,9 @@ pub(crate) fn drop_inert(
     envp: &[Vec<u8>],
     kept: &KeptRoots<'_>,
 ) -> Vec<(String, String)> {
+    if assigns.is_empty() {
+        return assigns;
+    }
     // `getenv(3)` takes the first `PATH`, a shell the last: each must find the same kind.
     let paths: Vec<String> = envp
         .iter()

@@ -686,13 +686,7 @@ impl Notifier {
     /// socket was bound at the querying address): logged and told to the process that asked.
     fn refused_lookup(&self, inode: Option<u64>, name: &str) {
         let pid = inode.and_then(socket_owner);
-        let role = pid.and_then(|p| {
-            let st = procfs::stat_ext(p).ok()?;
-            self.role_now(procfs::ProcId {
-                pid: p,
-                start: st.start,
-            })
-        });
+        let role = pid.and_then(|p| self.role_now(procfs::proc_id(p).ok()?));
         let who = match &role {
             Some(Role::Command(c)) => format!("`{}`", shorten(&c.line, 200)),
             Some(Role::Agent) => "the agent".to_string(),
@@ -1549,7 +1543,8 @@ impl Notifier {
         // what runs, through a descriptor tyba opened, so what the copy's name holds after this
         // check does not matter. The agent could have run that file itself with this argv and
         // environment: nothing it could not already do. A command's copy is a command.
-        if role.is_agent() && !own_file && judged(&[]).is_empty() {
+        if role.is_agent() && !own_file && self.install.has_installation() && judged(&[]).is_empty()
+        {
             if let Some((original, id, path)) = file
                 .as_ref()
                 .and_then(|(real, _)| self.installed_original(n, &pidfd, &r, real))
@@ -1673,14 +1668,17 @@ impl Notifier {
         // steps). Judged by the name the exec used, not the file a link reaches (rustup's
         // proxies are links to `rustup`, which takes its part from that name).
         let exec_path = std::path::Path::new(&r.path);
-        let installed = exec_path.is_absolute()
-            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
-            && file.as_ref().is_some_and(|(real, _)| kept.holds(real))
-            && kept.holds(exec_path);
         let typed = r
             .argv
             .first()
             .is_some_and(|a0| !a0.contains('/') && exec_path.file_name() == Some(a0.as_ref()));
+        // Only looked up where it decides something (a name typed, or a command's step):
+        // `holds` resolves links.
+        let installed = (typed || matches!(role, Role::Command(_)))
+            && exec_path.is_absolute()
+            && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+            && file.as_ref().is_some_and(|(real, _)| kept.holds(real))
+            && kept.holds(exec_path);
         let typed_line = (installed && typed && !is_system_shell(exec_path))
             .then(|| name_line(exec_path, &r.argv));
         let by_name = match by_name {

@@ -255,7 +255,7 @@ fn read_ref_file(p: &Path) -> Option<String> {
 }
 
 /// A full object id (SHA-1 or SHA-256), lower-case hex.
-fn is_object_id(s: &str) -> bool {
+pub(crate) fn is_object_id(s: &str) -> bool {
     (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 

@@ -228,11 +228,7 @@ pub(crate) fn config_refusal(
     if hooks.is_empty() {
         return None;
     }
-    let p = match (hooks.strip_prefix("~/"), home) {
-        (Some(rest), Some(h)) => h.join(rest),
-        _ if hooks.starts_with('/') => PathBuf::from(&hooks),
-        _ => repo.join(&hooks),
-    };
+    let p = crate::sandbox::expand_home(&hooks, home).unwrap_or_else(|| repo.join(&hooks));
     let p = std::fs::canonicalize(&p).unwrap_or(p);
     agent_writable(&p, writable).then(|| {
         format!(
@@ -426,7 +422,7 @@ pub(crate) fn read_commands(r: &mut impl Read) -> Result<(Vec<u8>, Vec<Command>)
             return Err(RelayError::Certificate);
         }
         if let Some(oid) = line.strip_prefix("shallow ") {
-            if out.is_empty() && is_oid(oid) {
+            if out.is_empty() && crate::own_branch::is_object_id(oid) {
                 continue;
             }
             return Err(RelayError::Malformed(format!("`{line}`")));
@@ -435,7 +431,11 @@ pub(crate) fn read_commands(r: &mut impl Read) -> Result<(Vec<u8>, Vec<Command>)
         let (Some(old), Some(new), Some(name)) = (w.next(), w.next(), w.next()) else {
             return Err(RelayError::Malformed(format!("`{line}`")));
         };
-        if !is_oid(old) || !is_oid(new) || name.is_empty() || name.contains(' ') {
+        if !crate::own_branch::is_object_id(old)
+            || !crate::own_branch::is_object_id(new)
+            || name.is_empty()
+            || name.contains(' ')
+        {
             return Err(RelayError::Malformed(format!("`{line}`")));
         }
         out.push(Command {
@@ -444,10 +444,6 @@ pub(crate) fn read_commands(r: &mut impl Read) -> Result<(Vec<u8>, Vec<Command>)
             name: name.to_string(),
         });
     }
-}
-
-fn is_oid(s: &str) -> bool {
-    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Reads until `buf` is full or the stream ends; the bytes read.

@@ -483,12 +483,6 @@ pub fn default_worktrees_dir() -> PathBuf {
     std::env::temp_dir().join("tyba-worktrees")
 }
 
-/// Top-level system directories: none of them, and nothing above them, is a project.
-const SYSTEM_DIRS: &[&str] = &[
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
-    "/sbin", "/sys", "/usr", "/var",
-];
-
 /// Refuses a working directory for the agent that the sandbox could not confine it to in any
 /// useful sense: the agent gets read and write access to its whole worktree, so a worktree
 /// that is `/`, a system directory, the person's home, a directory holding the home, or a
@@ -514,7 +508,7 @@ pub fn check_worktree(wt: &Path, home: Option<&Path>) -> Result<(), SessionError
     if wt.parent().is_none() || (wt_id.is_some() && wt_id == id(Path::new("/"))) {
         return refuse("it is the root of the filesystem".into());
     }
-    if SYSTEM_DIRS
+    if crate::outside_fs::SYSTEM_ROOTS
         .iter()
         .any(|d| Path::new(d) == wt || (wt_id.is_some() && wt_id == id(Path::new(d))))
     {
@@ -556,13 +550,6 @@ pub fn check_worktree(wt: &Path, home: Option<&Path>) -> Result<(), SessionError
     Ok(())
 }
 
-/// The person's home: `$HOME` when it is an absolute path.
-fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute())
-}
-
 /// Prepares the session's worktree from the current directory `cwd`.
 ///
 /// Outside a git repository a `New` choice falls back to using `cwd` itself (`--here` is
@@ -579,7 +566,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 path: dir.clone(),
                 source,
             })?;
-            check_worktree(&wt, home_dir().as_deref())?;
+            check_worktree(&wt, crate::broker::paths::env_dir("HOME").as_deref())?;
             let git = git_layout(&wt);
             Ok(Session {
                 id,
@@ -599,7 +586,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                     path: cwd.to_path_buf(),
                     source,
                 })?;
-                check_worktree(&wt, home_dir().as_deref())?;
+                check_worktree(&wt, crate::broker::paths::env_dir("HOME").as_deref())?;
                 let warning = format!(
                     "{} is not in a git repository: the agent works in this directory itself, with no worktree or branch of its own to review (the kernel sandbox still confines it to this directory)",
                     wt.display()

@@ -303,6 +303,11 @@ impl Analyzer<'_> {
         if s.prefix.is_some() {
             return None;
         }
+        // Decided by the name before any word is expanded (a glob reads directories).
+        let name = s.word_or_name.as_ref()?.value.as_str();
+        if !matches!(name, "echo" | "printf") {
+            return None;
+        }
         let mut words = Vec::new();
         for item in s.suffix.iter().flat_map(|x| x.0.iter()) {
             match item {
@@ -314,7 +319,6 @@ impl Analyzer<'_> {
                 _ => return None,
             }
         }
-        let name = s.word_or_name.as_ref()?.value.as_str();
         let unescape = |t: &str| t.replace("\\n", "\n").replace("\\t", "\t");
         match name {
             "echo" => {

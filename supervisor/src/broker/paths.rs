@@ -44,7 +44,8 @@ pub enum PathError {
     },
 }
 
-fn env_dir(name: &str) -> Option<PathBuf> {
+/// The environment variable `name` as a path, when it is set, non-empty and absolute.
+pub(crate) fn env_dir(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

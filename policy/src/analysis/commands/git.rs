@@ -86,13 +86,16 @@ impl Analyzer<'_> {
             "--version" | "-v" => "version".to_string(),
             _ => s,
         });
+        // Both belong to this invocation's own `-c` options: taken, so a later git on the
+        // line starts without them.
+        let code_may_push = std::mem::take(&mut self.config_code_may_push);
         if std::mem::take(&mut self.hook_override) {
             // A key whose value git runs (`core.fsmonitor`, an alias) runs code that inherits
             // the hooks path through GIT_CONFIG_PARAMETERS: a `git push` there skips the hook.
             let could_push = match sub.as_deref() {
                 Some(s) => crate::git_tables::may_push(s),
                 None => sub_field.is_some(),
-            } || std::mem::take(&mut self.config_code_may_push);
+            } || code_may_push;
             // Switching hooks off for one command matters when it can push (DESIGN.md §2:
             // the push guard); for a read-only builtin (agents probe repositories with
             // `-c core.hooksPath=/dev/null`) no pre-push hook runs either way: not green.

@@ -93,9 +93,11 @@ impl Analyzer<'_> {
             // that cannot be known. Any other code is red here, and each program it runs is
             // judged at its own exec with that environment.
             let lower = value.map(str::to_ascii_lowercase);
-            if lower
-                .as_deref()
-                .is_none_or(|v| v.contains("push") || v.contains("send-pack"))
+            let this_command = how == "-c" || how == "--config-env";
+            if this_command
+                && lower
+                    .as_deref()
+                    .is_none_or(|v| v.contains("push") || v.contains("send-pack"))
             {
                 self.config_code_may_push = true;
             }
