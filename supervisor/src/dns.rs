@@ -253,6 +253,11 @@ impl Lookups {
         true
     }
 
+    /// The process whose network namespace is the sandbox's (stage 2).
+    pub fn netns_pid(&self) -> u32 {
+        self.netns_pid
+    }
+
     /// Records that the datagram socket bound at `local` in the sandbox, whose inode is
     /// `inode`, belongs to an approved command whose line named `hosts` (`host[:port]`):
     /// its queries for those names (IP literals dropped) are answered.

@@ -538,12 +538,18 @@ pub(crate) fn hear_refused_lookups(notifier: &Arc<Notifier>) {
 
 /// The process (supervisor's PID namespace) holding the socket whose inode is `inode`, found
 /// by its `/proc/<pid>/fd` links (`socket:[INODE]`, proc(5)); the first one when several do.
-fn socket_owner(inode: u64) -> Option<u32> {
+/// Only processes in the network namespace of process `netns_pid` (the sandbox's, where the
+/// socket was made) have their descriptors listed: one link read for each other process.
+fn socket_owner(inode: u64, netns_pid: u32) -> Option<u32> {
     let want = format!("socket:[{inode}]");
+    let netns = std::fs::read_link(format!("/proc/{netns_pid}/ns/net")).ok()?;
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
+        if std::fs::read_link(e.path().join("ns/net")).ok().as_ref() != Some(&netns) {
+            continue;
+        }
         let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
             continue;
         };
@@ -685,7 +691,7 @@ impl Notifier {
     /// A lookup the resolver relay refused (`name`, asked from the socket `inode` when one
     /// socket was bound at the querying address): logged and told to the process that asked.
     fn refused_lookup(&self, inode: Option<u64>, name: &str) {
-        let pid = inode.and_then(socket_owner);
+        let pid = inode.and_then(|i| socket_owner(i, self.lookups.netns_pid()));
         let role = pid.and_then(|p| self.role_now(procfs::proc_id(p).ok()?));
         let who = match &role {
             Some(Role::Command(c)) => format!("`{}`", shorten(&c.line, 200)),
@@ -2374,6 +2380,9 @@ impl Notifier {
                     if let (Ok(()), Some(c)) = (&r, &cover) {
                         self.cover_lookups(&sock, &c.hosts);
                     }
+                    // Closed before the reply: the relay finds a querying socket's process
+                    // by the descriptors that hold it (`socket_owner`).
+                    drop(sock);
                     self.reply_result(n.id, r);
                     return Ok(());
                 }
@@ -2595,6 +2604,51 @@ mod tests {
 
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A socket's holder is looked for in the sandbox's network namespace only: the
+    /// supervisor's own copy of an agent's socket (taken to connect it) is never its owner.
+    #[test]
+    fn a_sockets_owner_is_found_in_the_named_network_namespace_only() {
+        use std::os::unix::fs::MetadataExt;
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let inode = {
+            let fd = std::os::fd::AsFd::as_fd(&sock)
+                .try_clone_to_owned()
+                .unwrap();
+            std::fs::File::from(fd).metadata().unwrap().ino()
+        };
+        let me = std::process::id();
+        assert_eq!(
+            socket_owner(inode, me),
+            Some(me),
+            "control: found in its own namespace"
+        );
+        // A process in a network namespace of its own (as the sandbox's stage 2 is).
+        let Ok(mut other) = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--net", "sleep", "30"])
+            .spawn()
+        else {
+            panic!("unshare(1) is needed for this test");
+        };
+        let netns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while netns(other.id()) == netns(me) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let found = socket_owner(inode, other.id());
+        let _ = other.kill();
+        let _ = other.wait();
+        assert_ne!(netns(me), None);
+        assert_eq!(
+            found, None,
+            "a holder outside the namespace is not its owner"
+        );
+        assert_eq!(
+            socket_owner(inode, u32::MAX),
+            None,
+            "no such process: no owner"
+        );
     }
 
     #[test]
