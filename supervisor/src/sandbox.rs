@@ -684,8 +684,9 @@ impl SandboxPlan {
             // branches stay where they are (DESIGN.md §5). A loose one is bound read-only (a
             // ref is replaced by renaming `<ref>.lock` over it: `EBUSY` on a mount point); one
             // that is only packed is first written as the loose ref of the same value (what
-            // git reads first; `O_EXCL`) and bound so; and `packed-refs` is read-only (an
-            // empty stand-in when absent, which git reads as no packed ref).
+            // git reads first; `O_EXCL`) and bound so; one that does not exist is held by an
+            // empty directory stand-in; and `packed-refs` is read-only (an empty stand-in when
+            // absent, which git reads as no packed ref).
             if plan.read_write.iter().any(|r| is_within(&g.common_dir, r))
                 && !g.common_dir.join("reftable").exists()
             {
@@ -714,8 +715,18 @@ impl SandboxPlan {
                             }
                         }
                     }
-                    if std::fs::symlink_metadata(&p).is_ok() {
+                    if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
                         push_unique(&mut plan.protected, p);
+                    } else {
+                        // No such branch yet: an empty directory stand-in, bound read-only,
+                        // holds its name. git reads a directory there as no ref, and creating
+                        // the ref needs that directory removed (`EBUSY` on a mount point) or
+                        // the lock renamed over it (`EISDIR`). git removes an empty directory
+                        // in a ref's way, so one left behind stands in the way of no one. A
+                        // directory found there may be another session's stand-in, which this
+                        // session must hold too (or that session's end removes it under this
+                        // one's bind), so it goes through the registry as well.
+                        plan.wanted_stand_ins.push((p, None));
                     }
                 }
                 plan.wanted_stand_ins
