@@ -539,6 +539,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         gid,
         stage2: stage2 as u32,
         install,
+        install_index: std::sync::OnceLock::new(),
         start_env: cfg
             .env
             .iter()
@@ -560,6 +561,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         state: Mutex::new(notify::State::new()),
     });
     notify::hear_refused_lookups(&notifier);
+    notifier.index_install();
     let stop = Arc::new(AtomicBool::new(false));
     let loop_thread = {
         let (n, s) = (Arc::clone(&notifier), Arc::clone(&stop));

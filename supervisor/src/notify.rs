@@ -87,9 +87,6 @@ pub(crate) struct State {
     /// Files already seen to be ELF, by identity and change times ([`ElfKey`]): their first
     /// bytes are not read again.
     elf: std::collections::HashSet<ElfKey>,
-    /// The agent's installation by file size, made at the first exec that needs it
-    /// ([`Notifier::installed_original`]).
-    install_index: Option<Arc<crate::agent::InstallIndex>>,
     /// Copies of installation files already compared, by identity and change times: the
     /// installation file each is a byte-identical copy of.
     copies: HashMap<ElfKey, PathBuf>,
@@ -150,6 +147,10 @@ pub(crate) struct Notifier {
     pub stage2: u32,
     /// The agent program's installation: what the agent's own runtime may exec as itself.
     pub install: AgentInstall,
+    /// The installation's files by size ([`Notifier::install_index`]), made once: at session
+    /// set-up on a thread of its own ([`Notifier::index_install`]), or by the first exec that
+    /// needs it first.
+    pub install_index: std::sync::OnceLock<crate::agent::InstallIndex>,
     /// The code-running variables (`tyba_policy::is_code_running_var`) and the shells'
     /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
     /// an exec's variable with another value is an assignment.
@@ -253,7 +254,6 @@ impl State {
             memory: SessionMemory::new(),
             log: Vec::new(),
             elf: std::collections::HashSet::new(),
-            install_index: None,
             copies: HashMap::new(),
         }
     }
@@ -641,6 +641,29 @@ impl Notifier {
     fn reply(&self, id: u64, r: Reply) {
         // ENOENT: the process died or was interrupted meanwhile; nothing to answer.
         let _ = sys::notif_send(self.listener.as_fd(), id, r);
+    }
+
+    /// The agent installation's files by size, made now if the set-up thread
+    /// ([`Notifier::index_install`]) has not made it yet (waited for while it does).
+    fn install_index(&self) -> &crate::agent::InstallIndex {
+        self.install_index.get_or_init(|| self.install.index())
+    }
+
+    /// Makes the installation's index on a thread of its own, so that the walk of up to
+    /// [`crate::agent::MAX_INDEXED`] files is neither on the launch path nor on the notify
+    /// loop. Nothing for an agent without an installation (the index is then never needed).
+    pub(crate) fn index_install(self: &Arc<Self>) {
+        if self.install.roots.is_empty() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let _ = std::thread::Builder::new()
+            .name("tyba-index".into())
+            .spawn(move || {
+                if let Some(n) = weak.upgrade() {
+                    n.install_index();
+                }
+            });
     }
 
     /// Hands an allowed exec to the audit log's thread.
@@ -1313,27 +1336,14 @@ impl Notifier {
             return None;
         }
         let key = elf_key(&st);
-        let (known, index) = {
-            let s = self.state.lock().ok()?;
-            (s.copies.get(&key).cloned(), s.install_index.clone())
-        };
-        let index = match index {
-            Some(i) => i,
-            None => {
-                let i = Arc::new(self.install.index());
-                if let Ok(mut s) = self.state.lock() {
-                    s.install_index = Some(Arc::clone(&i));
-                }
-                i
-            }
-        };
+        let known = self.state.lock().ok()?.copies.get(&key).cloned();
         let size = u64::try_from(st.st_size).ok()?;
         // A copy compared before and unchanged since (its ctime moves with any write, and no
         // process can set it) is not read again.
         let compared = known.is_some();
         let candidates: Vec<PathBuf> = match known {
             Some(p) => vec![p],
-            None => index.of_size(size).to_vec(),
+            None => self.install_index().of_size(size).to_vec(),
         };
         for cand in candidates {
             let t = Target::Path {
