@@ -326,12 +326,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let refs_root = tyba_supervisor::own_branch::refs_root();
     let mut own_branch = None;
     let mut own_branch_error = None;
+    let branch = session.own_branch();
     if let (Some(g), Some(root)) = (&session.git, &refs_root) {
         for r in tyba_supervisor::own_branch::recover(&g.common_dir, root) {
             report_carry(&r, "a killed session's");
         }
-        if let Some(b) = session.own_branch() {
-            if !g.common_dir.join("reftable").exists() {
+        if let Some(b) = branch {
+            if !tyba_supervisor::sandbox::uses_reftable(&g.common_dir) {
                 match tyba_supervisor::own_branch::OwnBranch::prepare(
                     &g.common_dir,
                     &b,
@@ -343,7 +344,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-    } else if session.git.is_some() && session.own_branch().is_some() {
+    } else if session.git.is_some() && branch.is_some() {
         own_branch_error =
             Some(tyba_supervisor::own_branch::OwnBranchError::NoStateDir.to_string());
     }
