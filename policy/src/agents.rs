@@ -78,6 +78,16 @@ pub struct AgentProfile {
     /// copy of each (an overlay in the sandbox's mount namespace), never the person's.
     #[serde(default)]
     pub state: Vec<String>,
+    /// The agent's own directories in the shared temporary directory, named for the user:
+    /// absolute paths whose last name holds `{uid}` (the user's numeric id), e.g. Codex's
+    /// socket rendezvous `/tmp/codex-daemon-{uid}` (its daemon binds its socket there, mode
+    /// 0700, and links `~/.codex/app-server-control/app-server-control.sock` to it). The
+    /// kernel layer makes each one when it is absent (mode 0700, the user's, never over
+    /// anything), refuses one that is not a real directory of the user's alone, and gives the
+    /// agent a session-private copy of it like a `state` entry, so the sockets the agent binds
+    /// there are its own and the person's stay out of reach (`docs/agents.md`).
+    #[serde(default)]
+    pub runtime_dirs: Vec<String>,
     /// Known data inside the state, merged back to the person's state at the session's end:
     /// paths with `~`, where `*` matches within one name and a `**` component any number of
     /// directories (`~/.codex/sessions/**/*.jsonl`). Only regular files are merged, copied as
@@ -329,6 +339,7 @@ impl AgentProfiles {
                 (&mut mine.key_env, &p.key_env),
                 (&mut mine.hidden_env, &p.hidden_env),
                 (&mut mine.state, &p.state),
+                (&mut mine.runtime_dirs, &p.runtime_dirs),
                 (&mut mine.data, &p.data),
                 (&mut mine.control_files, &p.control_files),
             ] {
@@ -445,6 +456,20 @@ pub(crate) fn validate(layer: &BTreeMap<String, AgentProfile>) -> Result<(), Str
         {
             if !(d.starts_with("~/") || d.starts_with('/')) || d.contains("/../") {
                 return bad("paths must start with `~/` or `/`, got", d);
+            }
+        }
+        for d in &p.runtime_dirs {
+            // One directory per user, named for them, right below an existing directory.
+            let last = d.rsplit('/').next().unwrap_or("");
+            if !d.starts_with('/')
+                || d.split('/').any(|c| c == ".." || c == ".")
+                || !last.contains("{uid}")
+                || d.matches("{uid}").count() != 1
+            {
+                return bad(
+                    "runtime_dirs entries must be absolute paths whose last name holds `{uid}` once, got",
+                    d,
+                );
             }
         }
         for d in &p.data {
