@@ -81,8 +81,8 @@ pub struct AgentProfile {
     /// The agent's own directories in the shared temporary directory, named for the user:
     /// absolute paths whose last name holds `{uid}` (the user's numeric id), e.g. Codex's
     /// socket rendezvous `/tmp/codex-daemon-{uid}` (its daemon binds its socket there, mode
-    /// 0700, and links `~/.codex/app-server-control/app-server-control.sock` to it). The
-    /// kernel layer makes each one when it is absent (mode 0700, the user's, never over
+    /// 0700, and links `~/.codex/app-server-control/app-server-control.sock` to it). When
+    /// `tyba run` starts this agent, the kernel layer makes each one when it is absent (mode 0700, the user's, never over
     /// anything), refuses one that is not a real directory of the user's alone, and gives the
     /// agent a session-private copy of it like a `state` entry, so the sockets the agent binds
     /// there are its own and the person's stay out of reach (`docs/agents.md`).

@@ -350,10 +350,21 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
 
     let enforcement = Enforcement::probe();
     let path_env = std::env::var_os("PATH");
-    // The agents' own directories in the shared temporary directory (Codex's daemon socket
+    // The agent's profile, from its resolved program.
+    let resolved = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
+    let markers = tyba_policy::agents::InstallMarkers::from_path(&resolved);
+    let recognised = policy
+        .config()
+        .agents
+        .profile_for(&resolved, home.as_deref(), &markers);
+    // The agent's own directories in the shared temporary directory (Codex's daemon socket
     // rendezvous), made when absent: state of the session like the profiles' `state`.
-    let (runtime_dirs, runtime_left_out) =
-        tyba_supervisor::state_layer::prepare_runtime_dirs(policy.config(), None);
+    let (runtime_dirs, runtime_left_out) = tyba_supervisor::state_layer::prepare_runtime_dirs(
+        recognised
+            .as_ref()
+            .map_or(&[][..], |r| &r.profile.runtime_dirs),
+        None,
+    );
     let mut config = policy.config().clone();
     for d in &runtime_dirs {
         let d = d.to_string_lossy().into_owned();
@@ -417,12 +428,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     env.retain(|(k, _)| k != "TMPDIR" && k != "TYBA_SESSION" && k != "TYBA_WORKTREE");
     // What the agent's profile hides at the source (the person's tmux and ssh agent
     // sockets): its start-up probes of them then find nothing to ask about.
-    let resolved = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
-    let markers = tyba_policy::agents::InstallMarkers::from_path(&resolved);
-    let recognised = policy
-        .config()
-        .agents
-        .profile_for(&resolved, home.as_deref(), &markers);
     if let Some(r) = &recognised {
         let hidden: Vec<String> = env
             .iter()

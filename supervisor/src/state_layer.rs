@@ -121,7 +121,7 @@ fn option_safe(p: &Path) -> bool {
         .is_some_and(|s| !s.contains([',', ':', '\\', '\n']))
 }
 
-/// The agents' own directories in the shared temporary directory (the profiles'
+/// The agent's own directories in the shared temporary directory (`dirs`: its profile's
 /// `runtime_dirs`, `{uid}` replaced by `uid`, the effective user's when `None`: Codex's `/tmp/codex-daemon-UID`, where its
 /// daemon binds its socket), made ready to be state entries of the session: each is made
 /// when absent (mode 0700, never over anything: `mkdir(2)` fails on any existing name) and
@@ -134,41 +134,47 @@ fn option_safe(p: &Path) -> bool {
 /// not reachable through it), and one message per directory left out (then the agent finds
 /// no such directory it may use and reports it as it would without tyba). The directories
 /// stay after the session, as the agent leaves them itself.
-pub fn prepare_runtime_dirs(
-    config: &tyba_policy::EffectiveConfig,
-    uid: Option<u32>,
-) -> (Vec<PathBuf>, Vec<String>) {
+pub fn prepare_runtime_dirs(dirs: &[String], uid: Option<u32>) -> (Vec<PathBuf>, Vec<String>) {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let uid = uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
     let mut ready: Vec<PathBuf> = Vec::new();
     let mut left_out = Vec::new();
-    for profile in config.agents.0.values() {
-        for d in &profile.runtime_dirs {
-            let dir = PathBuf::from(d.replace("{uid}", &uid.to_string()));
-            if ready.contains(&dir) {
+    for d in dirs {
+        let dir = PathBuf::from(d.replace("{uid}", &uid.to_string()));
+        if ready.contains(&dir) {
+            continue;
+        }
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        if let Err(e) = &made {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                left_out.push(format!("{}: cannot be made: {e}", dir.display()));
                 continue;
             }
-            let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-            if let Err(e) = &made {
-                if e.kind() != std::io::ErrorKind::AlreadyExists {
-                    left_out.push(format!("{}: cannot be made: {e}", dir.display()));
-                    continue;
-                }
-            }
-            match std::fs::symlink_metadata(&dir) {
-                Ok(m) if m.file_type().is_dir() && m.uid() == uid && m.permissions().mode() & 0o077 == 0 => {
-                    ready.push(dir);
-                }
-                Ok(m) => left_out.push(format!(
-                    "{}: not a directory of user {uid} alone (a {}, owner {}, mode {:o}); the agent gets no copy of it",
-                    dir.display(),
-                    if m.file_type().is_symlink() { "symbolic link" } else if m.is_dir() { "directory" } else { "file" },
-                    m.uid(),
-                    m.permissions().mode() & 0o7777
-                )),
-                Err(e) => left_out.push(format!("{}: {e}", dir.display())),
-            }
         }
+        let m = match std::fs::symlink_metadata(&dir) {
+            Ok(m) => m,
+            Err(e) => {
+                left_out.push(format!("{}: {e}", dir.display()));
+                continue;
+            }
+        };
+        let mode = m.permissions().mode() & 0o7777;
+        if m.file_type().is_dir() && m.uid() == uid && mode & 0o077 == 0 {
+            ready.push(dir);
+            continue;
+        }
+        let what = if m.file_type().is_symlink() {
+            "symbolic link"
+        } else if m.is_dir() {
+            "directory"
+        } else {
+            "file"
+        };
+        left_out.push(format!(
+            "{}: not a directory of user {uid} alone (a {what}, owner {}, mode {mode:o}); the agent gets no copy of it",
+            dir.display(),
+            m.uid(),
+        ));
     }
     (ready, left_out)
 }
@@ -764,16 +770,9 @@ fn stage_one(c: &Candidate, n: usize, made: &mut Vec<PathBuf>) -> Result<Staged,
 mod tests {
     use super::*;
 
-    /// The embedded policy with one profile whose only runtime directory is `dir`.
-    fn runtime_config(dir: &Path) -> tyba_policy::EffectiveConfig {
-        let mut config = tyba_policy::Policy::embedded_default().config().clone();
-        config.agents.0.clear();
-        let profile = tyba_policy::agents::AgentProfile {
-            runtime_dirs: vec![dir.join("agent-{uid}").to_string_lossy().into_owned()],
-            ..Default::default()
-        };
-        config.agents.0.insert("t".into(), profile);
-        config
+    /// A profile's `runtime_dirs` with one directory `agent-{uid}` in `dir`.
+    fn runtime_config(dir: &Path) -> Vec<String> {
+        vec![dir.join("agent-{uid}").to_string_lossy().into_owned()]
     }
 
     #[test]
@@ -831,16 +830,15 @@ mod tests {
             "{left:?}"
         );
         // A parent that does not exist: nothing is made above it.
-        let mut config = runtime_config(&t.path().join("no/such"));
+        let config = runtime_config(&t.path().join("no/such"));
         let (ready, left) = prepare_runtime_dirs(&config, Some(uid));
         assert!(
             ready.is_empty() && left[0].contains("cannot be made"),
             "{left:?}"
         );
         assert!(!t.path().join("no").exists());
-        config.agents.0.clear();
         assert_eq!(
-            prepare_runtime_dirs(&config, Some(uid)),
+            prepare_runtime_dirs(&[], Some(uid)),
             (Vec::new(), Vec::new())
         );
     }
