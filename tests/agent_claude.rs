@@ -573,7 +573,6 @@ fn run_claude_tui(who: &Who, prefix: &Path, gate: Gate, own_mode: &str) -> Optio
         step_of: &|a| step_of(&s.steps, a),
         entry_step: &|e| entry_step(&s.steps, e),
         home_changes: changes(&home_before, &s.home_snapshot(&state)),
-        excused: &|_| false,
     };
     finish_tui(&s, gate, &run, &t, &results)
 }

@@ -482,9 +482,9 @@ fn codex_tui(wt: &str, daemon: bool) -> TuiAgent<'static> {
 /// sandbox mode set, no rules), the dialog answered on the screen.
 /// Whether an action (an ask's `run `…``, or the audit log's command line) is the daemon's
 /// check of its own process right after starting it: `ps -p PID -o stat= -o lstart=`, PID a
-/// process of the sandbox's private pid namespace. Yellow (`ps` is not on DESIGN.md §2a's
-/// closed green list) and asked; refused, Codex gives up its daemon and exits
-/// (`docs/agents.md`). Counted apart until DESIGN.md says what it gets.
+/// process of the sandbox's private pid namespace. Refused, Codex gives up its daemon and
+/// exits; tyba answers it from the sandbox's own `/proc` (probe `daemon-own-process`), so it
+/// is never asked (`docs/agents.md`).
 fn is_daemon_ps(action: &str) -> bool {
     let a = action
         .strip_prefix("run `")
@@ -572,15 +572,7 @@ fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate, daemon: bool) -> Option<(
         &codex_tui(&wt, daemon),
         &env,
         "Run the scripted commands.",
-        // The person approves the daemon's check of its own process once, as asked (counted
-        // apart below); every other ask as the scripted session says.
-        &|a| {
-            if daemon && is_daemon_ps(a) {
-                Some(READ.to_string())
-            } else {
-                step_of(&steps, a)
-            }
-        },
+        &|a| step_of(&steps, a),
         &rec,
         &done,
         Duration::from_secs(150),
@@ -601,7 +593,6 @@ fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate, daemon: bool) -> Option<(
         step_of: &|a| step_of(&s.steps, a),
         entry_step: &|e| entry_step(&s.steps, e),
         home_changes: changes(&home_before, &s.home_snapshot(&[".codex"])),
-        excused: &|a| daemon && is_daemon_ps(a),
     };
     if gate == Gate::Tyba && daemon {
         check_daemon(&s, &run, &rendezvous, &rendezvous_before);
@@ -613,8 +604,8 @@ fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate, daemon: bool) -> Option<(
 /// (`app-server --listen unix://` in the audit log, allowed), the daemon bound its socket in
 /// the session's copy of its rendezvous (listed as dropped in tyba's end summary: a
 /// 64-hex-digit name under `/tmp/codex-daemon-UID/`), the TUI reached it (no "did not become
-/// ready"), and the person's rendezvous holds what it held before; the asks counted apart are
-/// the daemon's `ps` of its own process, before the first step, approved once each.
+/// ready"), the person's rendezvous holds what it held before, and the daemon's `ps` of its
+/// own process was answered by tyba (the audit log) and never asked.
 fn check_daemon(s: &Scripted, run: &TuiRun, rendezvous: &Path, before: &[String]) {
     let mut ck = Checks::default();
     let (code, out, _) = s.fx.cli(&["log", "--json"]);
@@ -659,21 +650,39 @@ fn check_daemon(s: &Scripted, run: &TuiRun, rendezvous: &Path, before: &[String]
             entries(rendezvous)
         ),
     );
-    let ps: Vec<&Answered> = run
+    let asked: Vec<&Answered> = run
         .asks
         .iter()
         .filter(|a| is_daemon_ps(&a.action))
         .collect();
     ck.check(
-        ps.iter().all(|a| a.answer == "approve"),
-        format!("the daemon's own-process checks were approved once each: {ps:?}"),
+        asked.is_empty(),
+        format!("the daemon's look at its own process was never asked: {asked:?}"),
+    );
+    let answered = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v["kind"] == "probe"
+                && v["action"].as_str().is_some_and(is_daemon_ps)
+                && v["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("answered by tyba from the sandbox's own /proc"))
+        })
+        .count();
+    ck.check(
+        answered > 0,
+        "the daemon's `ps -p PID -o stat= -o lstart=` was answered by tyba, not run",
     );
     eprintln!(
-        "MEASURED codex daemon {:?}: the daemon's `ps` of its own process asked {} times",
+        "MEASURED codex daemon {:?}: the daemon's `ps` of its own process answered {answered} times, asked {}",
         s.fx.who,
-        ps.len()
+        asked.len()
     );
-    ck.finish("codex TUI with its daemon");
+    ck.finish(&format!(
+        "codex TUI with its daemon\n--- pane\n{}\n--- audit log\n{out}",
+        run.history
+    ));
 }
 
 /// `codex` as users start it: the TUI with its background daemon.

@@ -608,7 +608,6 @@ fn run_gemini_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)
         step_of: &|a| step_of(&s.steps, a),
         entry_step: &|e| entry_step(&s.steps, e),
         home_changes: changes(&home_before, &s.home_snapshot(&[".gemini"])),
-        excused: &|_| false,
     };
     finish_tui(&s, gate, &run, &t, &results)
 }

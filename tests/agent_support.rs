@@ -1275,9 +1275,6 @@ pub struct TuiSeen<'a> {
     pub step_of: &'a dyn Fn(&str) -> Option<String>,
     pub entry_step: &'a dyn Fn(&str) -> Option<String>,
     pub home_changes: Vec<String>,
-    /// Asks (by their action) that [`check_tui`] counts apart, printed as `EXCUSED` and left
-    /// out of every other check: a known open question of the session, never a hidden one.
-    pub excused: &'a dyn Fn(&str) -> bool,
 }
 
 /// Checks a TUI session under tyba from outside, as [`check_outcome`] checks a person's
@@ -1297,23 +1294,6 @@ pub fn check_tui(s: &Scripted, run: &TuiRun, t: &TuiSeen, ctx: &str) -> Measured
         "TUI {} {:?}: first-run dialogs answered {:?}; window resized to get a screen {}; Enter pressed again {}",
         t.agent, s.fx.who, run.dialogs, run.resized, run.enter_again
     );
-    let (excused, asks): (Vec<Answered>, Vec<Answered>) = run
-        .asks
-        .iter()
-        .cloned()
-        .partition(|a| (t.excused)(&a.action));
-    if !excused.is_empty() {
-        eprintln!(
-            "EXCUSED {} {:?}: {} asks counted apart: {:?}",
-            t.agent,
-            s.fx.who,
-            excused.len(),
-            excused
-                .iter()
-                .map(|a| (&a.action, &a.answer))
-                .collect::<Vec<_>>()
-        );
-    }
     let mut ck = Checks::default();
     ck.check(
         run.unshown.is_empty(),
@@ -1356,14 +1336,14 @@ pub fn check_tui(s: &Scripted, run: &TuiRun, t: &TuiSeen, ctx: &str) -> Measured
     eprintln!("session {id:?}; audit logs in the home: {logs:?}");
     let by: Vec<String> = log
         .iter()
-        .filter(|l| l["decision"] == "ask" && !(t.excused)(l["action"].as_str().unwrap_or("")))
+        .filter(|l| l["decision"] == "ask")
         .map(|l| l["answered_by"].as_str().unwrap_or("").to_string())
         .collect();
     ck.check(
-        code == 0 && by.len() == asks.len() && by.iter().all(|b| b == "terminal"),
+        code == 0 && by.len() == run.asks.len() && by.iter().all(|b| b == "terminal"),
         format!(
             "every ask of session {id:?} answered at the terminal ({} asks, answered by {by:?})",
-            asks.len()
+            run.asks.len()
         ),
     );
     // The checks of a person's session, then these: every failure of both is reported.
@@ -1374,7 +1354,7 @@ pub fn check_tui(s: &Scripted, run: &TuiRun, t: &TuiSeen, ctx: &str) -> Measured
                 agent: t.agent,
                 who: &s.fx.who,
                 mode: Mode::Person,
-                asks: &asks,
+                asks: &run.asks,
                 code: run.code,
                 out: &shown,
                 err: &run.history,

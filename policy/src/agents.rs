@@ -21,7 +21,9 @@
 //!
 //! A probe's decision can only be quieter or stricter than asking: `quiet-refuse` refuses an
 //! exec the general rules would ask about, logged and not asked (the agent copes with the
-//! failure). No decision allows anything: a probe that reads only the worktree is green by the
+//! failure); `answer-own-processes` does not run it either, and answers a process-table look
+//! at the session's own processes from the sandbox's private `/proc` (what the agent could
+//! read itself: Codex's daemon cannot work without it). No decision allows anything: a probe that reads only the worktree is green by the
 //! general rules, and nothing is made green by naming its string ([`ProbeDecision`] has no
 //! allowing variant, and [`AgentProfile::probe_outcome`] answers only for an ask).
 //!
@@ -133,7 +135,8 @@ pub struct ProbeSpec {
     pub examples: Vec<String>,
 }
 
-/// The decision a known probe gets, in place of an ask. No variant allows anything.
+/// The decision a known probe gets, in place of an ask. No variant allows anything: no
+/// program runs.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -142,6 +145,13 @@ pub enum ProbeDecision {
     /// person's tmux server, `ssh -T git@github.com`) or only tells the agent about the
     /// machine, and the agent works without it.
     QuietRefuse,
+    /// A look at the process table about processes of the session itself (`ps -p PID -o
+    /// stat= -o lstart=`: Codex's daemon checking the process it just started): `ps` does
+    /// not run; tyba answers from the sandbox's private `/proc` (its own pid namespace, so
+    /// only the session's processes exist there), which the agent could read itself, for the
+    /// output fields `pid`, `ppid`, `stat`, `lstart` and `comm` with empty headers. Any other
+    /// form of the command, or a process that is not the session's, is refused quietly.
+    AnswerOwnProcesses,
 }
 
 /// A quiet refusal of a known probe: the supervisor refuses the exec with `reason` and logs
@@ -152,6 +162,10 @@ pub struct QuietRefusal {
     pub agent: String,
     /// The probe's id.
     pub probe: String,
+    /// What the probe gets: refused, or answered without running (for
+    /// [`ProbeDecision::AnswerOwnProcesses`] the supervisor refuses quietly when it cannot
+    /// answer).
+    pub decision: ProbeDecision,
     /// The probe's reason.
     pub reason: String,
 }
@@ -392,9 +406,10 @@ impl AgentProfile {
         }
         let p = self.probe(argv)?;
         match p.decision {
-            ProbeDecision::QuietRefuse => Some(QuietRefusal {
+            ProbeDecision::QuietRefuse | ProbeDecision::AnswerOwnProcesses => Some(QuietRefusal {
                 agent: agent.to_string(),
                 probe: p.id.clone(),
+                decision: p.decision,
                 reason: p.reason.clone(),
             }),
         }
