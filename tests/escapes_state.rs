@@ -485,3 +485,132 @@ fn codex_folder_trust_is_answered_in_the_session_and_not_carried_back() {
         c.finish(&format!("{who:?}\n--- stderr of the session\n{stderr}"));
     }
 }
+
+/// What the fake agent's command does in its runtime directory `/tmp/codex-daemon-UID`:
+/// connects to the person's socket `$1`, binds its own `$2` and connects to it; writes the
+/// results to `$3`.
+const SOCKETS: &str = r#"
+import os, socket, sys
+d = "/tmp/codex-daemon-%d" % os.getuid()
+person, own, out = sys.argv[1:4]
+res = []
+c = socket.socket(socket.AF_UNIX)
+try:
+    c.connect(d + "/" + person)
+    res.append("person:connected")
+except OSError as e:
+    res.append("person:" + (e.strerror or str(e)))
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind(d + "/" + own)
+    s.listen(1)
+    c2 = socket.socket(socket.AF_UNIX)
+    c2.connect(d + "/" + own)
+    res.append("own:connected")
+except OSError as e:
+    res.append("own:" + (e.strerror or str(e)))
+open(out, "w").write("\n".join(res) + "\n")
+"#;
+
+/// An agent's runtime directory in `/tmp` (Codex's `/tmp/codex-daemon-UID`, its profile's
+/// `runtime_dirs`): inside `tyba run` of a program named `codex`, the agent's command binds
+/// its own socket there and connects to it, but the person's socket there (a listener of the
+/// test, bound outside) refuses the connection, and the agent's socket never appears on the
+/// person's side. The control: the same script without the sandbox reaches the person's
+/// socket.
+#[test]
+fn the_persons_sockets_in_an_agents_runtime_dir_stay_out_of_reach() {
+    use std::os::unix::fs::MetadataExt;
+    for (i, who) in whos().into_iter().enumerate() {
+        let Some(r) = sandbox_repo(&who, &format!("rtdir{i}")) else {
+            continue;
+        };
+        let uid = match &who {
+            Who::User { uid, .. } => *uid,
+            Who::Me => std::fs::metadata("/proc/self").unwrap().uid(),
+        };
+        let dir = std::path::PathBuf::from(format!("/tmp/codex-daemon-{uid}"));
+        if !dir.exists() {
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::os::unix::fs::chown(&dir, Some(uid), None).unwrap();
+        }
+        let tag = format!("tyba-test-{}-{i}", std::process::id());
+        let (person, own) = (format!("{tag}-person.sock"), format!("{tag}-own.sock"));
+        let listener = std::os::unix::net::UnixListener::bind(dir.join(&person)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::fs::set_permissions(dir.join(&person), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        // The agent, recognised by its name: `codex`.
+        let bin = r.root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(r.wt.join("sockets.py"), SOCKETS).unwrap();
+        let agent = bin.join("codex");
+        std::fs::write(&agent, "#!/bin/bash\nexec python3 sockets.py \"$@\"\n").unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        give(&r.root, &who);
+        let env = base_env(&r.home, &[]);
+        let out_in = r.wt.join("inside.txt");
+        let o = run_tyba(
+            &who,
+            &r.tyba,
+            &r.wt,
+            &env,
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                agent.to_str().unwrap(),
+                &person,
+                &own,
+                "inside.txt",
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let inside = read(&out_in);
+        let accepted_inside = listener.accept().is_ok();
+        let own_outside = dir.join(&own).exists();
+        // The control: the same program as the same user, no sandbox.
+        let out_ctl = r.wt.join("control.txt");
+        let ctl = command_as(&who, &agent)
+            .args([&person, &format!("{tag}-ctl.sock"), "control.txt"])
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .current_dir(&r.wt)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let control = read(&out_ctl);
+        for f in [&person, &own, &format!("{tag}-ctl.sock")] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        let mut c = Checks::default();
+        c.check(
+            inside.contains("person:Connection refused"),
+            format!("the person's socket refused the sandbox: {inside:?}"),
+        );
+        c.check(
+            !accepted_inside,
+            "the person's listener got no connection from the session",
+        );
+        c.check(
+            inside.contains("own:connected"),
+            format!("the agent's own socket works in its copy: {inside:?}"),
+        );
+        c.check(
+            !own_outside,
+            "the agent's socket is not on the person's side",
+        );
+        c.check(
+            control.contains("person:connected") && listener.accept().is_ok(),
+            format!(
+                "control: without the sandbox the person's socket is reached: {control:?} {}",
+                String::from_utf8_lossy(&ctl.stderr)
+            ),
+        );
+        c.finish(&format!("{who:?}\n--- stderr\n{err}"));
+    }
+}
