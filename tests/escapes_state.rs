@@ -614,3 +614,86 @@ fn the_persons_sockets_in_an_agents_runtime_dir_stay_out_of_reach() {
         c.finish(&format!("{who:?}\n--- stderr\n{err}"));
     }
 }
+
+/// What the fake agent `codex` runs itself: its profile's `daemon-own-process` probe on its
+/// own pid (answered), the same probe with a field that is not answered (`args`: refused
+/// quietly), and the probe inside a shell line (`sh -c '…'`: matched by its words, refused
+/// quietly, never answered).
+const PROBES: &str = r#"#!/bin/bash
+ps -p $$ -o stat= -o lstart= > answered.txt 2> answered.err; echo "exit $?" >> answered.txt
+ps -p $$ -o stat= -o lstart= -o args= > args.txt 2> args.err; echo "exit $?" >> args.txt
+sh -c 'ps -p 1 -o stat= -o lstart=' > cmd.txt 2>&1; echo "exit $?" >> cmd.txt
+"#;
+
+/// The `answer-own-processes` probe (Codex's daemon's `ps -p PID -o stat= -o lstart=`) is
+/// answered only for the agent's own exec of exactly that form, from the sandbox's own
+/// `/proc`, and `ps` never runs: the answer is a process of the session (its state and a
+/// start time as `ps` prints it), any other field is refused quietly with nothing on stdout,
+/// and the same look inside a shell line is refused, not answered. The audit log has each.
+#[test]
+fn an_answered_probe_is_only_the_agents_own_look_at_its_own_processes() {
+    for (i, who) in whos().into_iter().enumerate() {
+        let Some(r) = sandbox_repo(&who, &format!("psans{i}")) else {
+            continue;
+        };
+        let bin = r.root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let agent = bin.join("codex");
+        std::fs::write(&agent, PROBES).unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        give(&r.root, &who);
+        let env = base_env(&r.home, &[]);
+        let o = run_tyba(
+            &who,
+            &r.tyba,
+            &r.wt,
+            &env,
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                agent.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let answered = read(&r.wt.join("answered.txt"));
+        let args = read(&r.wt.join("args.txt"));
+        let cmd = read(&r.wt.join("cmd.txt"));
+        let log = run_tyba(&who, &r.tyba, &r.wt, &env, &["log", "--json"]);
+        let log = String::from_utf8_lossy(&log.stdout).into_owned();
+        let probe_reasons: Vec<String> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["kind"] == "probe")
+            .map(|v| v["reason"].as_str().unwrap_or("").to_string())
+            .collect();
+        let mut c = Checks::default();
+        // `S` or `R` and flags, then a date as `ps` writes `lstart` (`Tue Dec  1 09:47:53 2026`).
+        let first = answered.lines().next().unwrap_or("");
+        let words: Vec<&str> = first.split_whitespace().collect();
+        c.check(
+            words.len() == 6
+                && words[0].starts_with(['S', 'R'])
+                && words[4].matches(':').count() == 2
+                && words[5].len() == 4
+                && answered.ends_with("exit 0\n"),
+            format!("the agent's own look was answered: {answered:?}"),
+        );
+        c.check(
+            probe_reasons
+                .iter()
+                .any(|r| r.starts_with("answered by tyba from the sandbox's own /proc")),
+            format!("the log says it was answered: {probe_reasons:?}"),
+        );
+        c.check(
+            args == "exit 126\n" && read(&r.wt.join("args.err")).contains("refused quietly"),
+            format!("a field that is not answered is refused quietly, nothing on stdout: {args:?}"),
+        );
+        c.check(
+            cmd.contains("refused") && cmd.ends_with("exit 126\n"),
+            format!("the look inside a shell line is refused, not answered: {cmd:?}"),
+        );
+        c.finish(&format!("{who:?}\n--- stderr\n{err}\n--- log\n{log}"));
+    }
+}
