@@ -267,6 +267,13 @@ enum ExecDecision {
     Refuse(String),
     /// Refused without asking: a known probe of the agent's profile (logged as `probe`).
     Quiet(String),
+    /// A known probe answered without running (`answer-own-processes`, [`crate::ps_answer`]):
+    /// its stdout and exit status, and the log's reason.
+    Answer {
+        out: String,
+        code: i32,
+        reason: String,
+    },
     Ask(Box<PendingAsk>),
     /// git's receive-pack of an approved push to a local repository: run by the supervisor
     /// (`crate::push_relay`), the process becoming its proxy.
@@ -797,6 +804,10 @@ impl Notifier {
             Ok(ExecDecision::Quiet(reason)) => {
                 let what = self.exec_what(&n);
                 self.refuse_exec_as(&n, "probe", what, reason)
+            }
+            Ok(ExecDecision::Answer { out, code, reason }) => {
+                let what = self.exec_what(&n);
+                self.answer_exec(&n, what, out, code, reason)
             }
             Ok(ExecDecision::Ask(ask)) => {
                 let me = Arc::clone(self);
@@ -1863,6 +1874,20 @@ impl Notifier {
             .install
             .quiet_probe(&r.argv, &command, &decision, &green)
         {
+            // A look at the session's own processes, exec'd as itself (not inside a shell
+            // line): answered from the sandbox's /proc, nothing runs; else refused quietly.
+            if q.decision == tyba_policy::agents::ProbeDecision::AnswerOwnProcesses {
+                if let Some((out, code)) = self.answer_own_processes(&r.argv) {
+                    return Ok(ExecDecision::Answer {
+                        out,
+                        code,
+                        reason: format!(
+                            "answered by tyba from the sandbox's own /proc, nothing ran: {} (a known start-up probe of {}, `{}` in its profile)",
+                            q.reason, q.agent, q.probe
+                        ),
+                    });
+                }
+            }
             return Ok(ExecDecision::Quiet(format!(
                 "refused quietly by tyba: {} (a known start-up probe of {}, `{}` in its profile)",
                 q.reason, q.agent, q.probe
@@ -2051,6 +2076,80 @@ impl Notifier {
                 self.reply(n.id, Reply::Errno(libc::EACCES));
             }
         }
+    }
+
+    /// The answer to a process-table look `argv` at the session's own processes
+    /// ([`crate::ps_answer`]), read from the sandbox's private `/proc` through the sandbox's
+    /// root: (stdout, exit status); `None` for any other form or an unreadable `/proc`.
+    fn answer_own_processes(&self, argv: &[String]) -> Option<(String, i32)> {
+        let q = crate::ps_answer::parse(argv)?;
+        let clock = crate::ps_answer::Clock::system()?;
+        let root = self.root.as_ref()?;
+        let proc_dir = format!("/proc/self/fd/{}/proc", root.as_raw_fd());
+        crate::ps_answer::answer(&q, &clock, &|pid| {
+            std::fs::read_to_string(format!("{proc_dir}/{pid}/stat")).ok()
+        })
+    }
+
+    /// Answers an exec in place of running it: logs it as a `probe` that did not run, makes
+    /// the process run tyba's refusal program (as [`Self::refuse_exec_as`]), writes `out` to
+    /// the process's own stdout (taken before the program replaces it with `/dev/null`) and
+    /// makes the program exit with `code`. Where the program cannot be installed, the exec is
+    /// refused quietly instead.
+    fn answer_exec(&self, n: &Notif, what: String, out: String, code: i32, reason: String) {
+        let stdout = procfs::tgid(n.pid)
+            .and_then(|t| sys::pidfd_open(t as i32))
+            .and_then(|p| sys::pidfd_getfd(p.as_fd(), 1));
+        let racers_trusted = procfs::tgid(n.pid)
+            .and_then(|t| procfs::stat_ext(t).map(|st| (t, st)))
+            .is_ok_and(|(t, st)| self.role_of(t, &st).is_agent());
+        let loader_env = self
+            .read_exec(n)
+            .map(|r| {
+                r.envp
+                    .iter()
+                    .any(|e| e.starts_with(b"LD_") || e.starts_with(b"GCONV_PATH="))
+            })
+            .unwrap_or(true);
+        // Only the agent's own runtime is answered (the probe is its own exec), and only with
+        // no loader variable: the program then keeps the exec's environment, which it must,
+        // since the agent spawns these from threads sharing the memory of the environment
+        // (a vfork/posix_spawn child), as for the agent's copy of its own program.
+        let installed = match stdout {
+            Ok(_) if !racers_trusted => Err("not the agent's own process".to_string()),
+            Ok(_) if loader_env => Err("its environment sets loader variables".to_string()),
+            Ok(out_fd) => self
+                .install_proxy(n, racers_trusted, false, loader_env)
+                .map(|i| (i, out_fd)),
+            Err(e) => Err(e.to_string()),
+        };
+        let (installed, out_fd) = match installed {
+            Ok(v) => v,
+            Err(why) => {
+                let reason = format!("refused quietly by tyba: it could not be answered ({why})");
+                return self.refuse_exec_as(n, "probe", what, reason);
+            }
+        };
+        let _ = self.record_refusal("probe", what, reason);
+        self.reply(n.id, Reply::Continue);
+        spawn_worker(move || {
+            if runner::proxy_started(&installed.chan) {
+                installed.restore_parent();
+                let mut f = std::fs::File::from(out_fd);
+                let status = if f.write_all(out.as_bytes()).is_ok() {
+                    code
+                } else {
+                    1
+                };
+                drop(f);
+                let msg = format!("x{status}");
+                let _ = nix::sys::socket::send(
+                    installed.chan.as_raw_fd(),
+                    msg.as_bytes(),
+                    nix::sys::socket::MsgFlags::empty(),
+                );
+            }
+        });
     }
 
     /// A pidfd of the process of `n` when it is a vfork child (it shares its parent's
