@@ -6,6 +6,7 @@ use crate::rules;
 use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
 
+mod control;
 pub(crate) mod pattern;
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
@@ -206,11 +207,6 @@ pub(crate) fn has_credential(p: &Path) -> Option<String> {
         _ => None,
     })
 }
-
-/// The agent and IDE control directories, whose files approve or run code later.
-const CONTROL_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor", ".vscode"];
-/// Agent control files outside those directories (`.mcp.json` launches MCP servers).
-const CONTROL_FILES: &[&str] = &[".mcp.json", ".claude.json"];
 
 /// Session facts that cost I/O or allocation, computed only when a rule needs them.
 pub(crate) trait SessionPaths {
@@ -445,7 +441,7 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
                 _ => {}
             }
         }
-        if CONTROL_DIRS.contains(&c.as_str()) || CONTROL_FILES.contains(&c.as_str()) {
+        if let Some(c) = control::control_component(&comps, i) {
             out.push(Finding::new(
                 Verdict::Red,
                 "path.control-file",
