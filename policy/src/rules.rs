@@ -94,7 +94,7 @@ rules! {
     PERSIST_SCHEDULER = "persist.scheduler", [Red], "code scheduled to run outside the sandbox later (`crontab`, `at`, `systemctl --user`)";
     PERSIST_SERVICE = "persist.service", [Red], "a change to what the service manager runs (`systemctl enable|link|edit|start…`)";
     POLICY = "policy.*", [Yellow, Red, Blocked], "a rule of a policy file (`[[rule]]`), with the colour the file gives it";
-    PROC_KILL_ALL = "proc.kill-all", [Red], "`kill -1` signals every process of the user";
+    PROC_KILL_ALL = "proc.kill-all", [Red], "a signal to every process, a process group, PID 1 or tyba (`kill -1`, `kill 1`, `pkill .`, `killall5`)";
     RM_DELETE = "rm.delete", [Yellow], "a command that deletes files";
     RM_FIND_DELETE = "rm.find-delete", [Red], "`find -delete` or `find -exec rm`";
     RM_RECURSIVE_FORCE = "rm.recursive-force", [Red], "a recursive forced deletion (`rm -rf`, `git rm -r -f`, `git clean -fd`)";

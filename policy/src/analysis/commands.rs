@@ -19,6 +19,7 @@ mod git;
 mod known;
 mod operands;
 mod search;
+mod signals;
 mod tools;
 mod wrappers;
 
@@ -734,16 +735,7 @@ impl Analyzer<'_> {
                     "`systemctl --user` manages services that run outside the sandbox".to_string(),
                 );
             }
-            "kill" | "pkill" | "killall" => {
-                self.unlisted(p);
-                if args.iter().any(|a| a.known().is_some_and(|t| t == "-1")) && p == "kill" {
-                    self.add(
-                        Verdict::Red,
-                        "proc.kill-all",
-                        "`kill -1` signals every process of the user".to_string(),
-                    );
-                }
-            }
+            "kill" | "pkill" | "killall" | "killall5" => self.signals(p, args),
             "env" | "printenv" => {
                 self.unlisted(p);
             }

@@ -285,6 +285,7 @@ fn programs_the_walk_selects_by_name_are_entries() {
         "kill",
         "pkill",
         "killall",
+        "killall5",
         "printenv",
         "command",
         "env",
