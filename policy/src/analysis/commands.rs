@@ -16,6 +16,7 @@ mod builtins;
 mod code;
 mod files;
 mod git;
+mod guard_tree;
 mod known;
 mod operands;
 mod search;
@@ -477,9 +478,19 @@ impl Analyzer<'_> {
     }
 
     /// The rules of one program.
-    fn program(&mut self, st: State, inv: Invocation<'_>, depth: usize) -> State {
+    fn program(&mut self, mut st: State, inv: Invocation<'_>, depth: usize) -> State {
         let p = inv.program.as_str();
         let args = inv.args;
+        // `shopt -s dotglob` (or an option name that cannot be known) makes later globs match
+        // dot files (`rm -rf *` then reaches `.git`); unsetting it may fail, so it stays.
+        if p == "shopt"
+            && args.iter().any(|a| a.known().as_deref() == Some("-s"))
+            && args
+                .iter()
+                .any(|a| a.known().is_none_or(|t| t == "dotglob"))
+        {
+            st.dotglob = true;
+        }
         self.extra_rules(p, args);
         self.program_effects(&st, p, args);
         if !inv.env.is_empty() && p == "git" {

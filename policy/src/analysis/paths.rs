@@ -208,6 +208,18 @@ pub(crate) fn has_credential(p: &Path) -> Option<String> {
     })
 }
 
+/// The file git runs as the pre-push hook ([`SessionPaths::pre_push_path`], else
+/// `.git/hooks/pre-push` of the worktree), when it exists (as a file, a link or anything else):
+/// what a recursion below one of its directories reaches.
+pub(crate) fn existing_hook(pc: &PathCtx<'_>) -> Option<PathBuf> {
+    let hook = pc
+        .session
+        .pre_push_path()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+    std::fs::symlink_metadata(&hook).is_ok().then_some(hook)
+}
+
 /// Session facts that cost I/O or allocation, computed only when a rule needs them.
 pub(crate) trait SessionPaths {
     /// The file git runs as the pre-push hook, when known.
@@ -503,8 +515,10 @@ pub(crate) fn check_partial(
 /// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
 /// can be listed or holds a construct the matcher does not model (it may then match
 /// anything); an empty list when nothing matches (bash then passes the word literally). A
-/// name whose match depends on the locale counts as matched.
-pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
+/// name whose match depends on the locale counts as matched. With `dotglob` (`shopt -s
+/// dotglob`, bash(1) "Pathname Expansion") a pattern matches names starting with `.` too
+/// (never `.` and `..`).
+pub(crate) fn glob(cwd: &Path, pattern: &str, dotglob: bool) -> Option<Vec<String>> {
     let absolute = pattern.starts_with('/');
     let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     let mut current: Vec<(PathBuf, String)> = vec![(
@@ -547,7 +561,7 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
             };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !pat.may_match_dot_names() {
+                if name.starts_with('.') && !dotglob && !pat.may_match_dot_names() {
                     continue;
                 }
                 if pat.matches(&name) != Some(false) {

@@ -18,6 +18,8 @@ pub(crate) struct State {
     pub functions: Vec<String>,
     /// Functions and aliases from sourced definitions files, analysed where they are used.
     pub defs: Vec<housekeeping::Definition>,
+    /// `shopt -s dotglob` may be in effect: globs match names starting with `.`.
+    pub dotglob: bool,
 }
 
 impl State {
@@ -29,6 +31,7 @@ impl State {
             vars: HashMap::new(),
             functions: Vec::new(),
             defs: Vec::new(),
+            dotglob: false,
         }
     }
 
@@ -85,6 +88,7 @@ impl State {
                 self.defs.push(d.clone());
             }
         }
+        self.dotglob |= other.dotglob;
         if self.dirstack.len() < other.dirstack.len() {
             self.dirstack = other.dirstack.clone();
         }

@@ -71,6 +71,9 @@ impl Analyzer<'_> {
         }
         for f in &targets {
             self.catastrophic_target(st, f, recursive, p);
+            if recursive {
+                self.guard_tree(st, f, p);
+            }
             self.path_field(st, f, Access::Modify);
         }
     }
@@ -207,6 +210,9 @@ impl Analyzer<'_> {
         let skip = usize::from(!reference);
         for f in operands.iter().skip(skip) {
             self.catastrophic_target(st, f, recursive, p);
+            if recursive {
+                self.guard_tree(st, f, p);
+            }
             self.path_field(st, f, Access::Modify);
         }
     }
@@ -400,6 +406,10 @@ impl Analyzer<'_> {
                     })
                 });
                 for s in &sources {
+                    // Renaming a tree moves the hook in it.
+                    if p == "mv" {
+                        self.guard_tree(st, s, p);
+                    }
                     self.path_field(st, s, src_access);
                 }
                 if let Some(d) = dest {
@@ -411,6 +421,7 @@ impl Analyzer<'_> {
                             .any(|a| a.known().is_some_and(|t| t.starts_with("--delete")))
                     {
                         self.catastrophic_target(st, &d, true, p);
+                        self.guard_tree(st, &d, p);
                     }
                     // `mv`/`ln` replace the destination itself (even `/dev/null`).
                     let dest_access = if p == "mv" || p == "ln" {
