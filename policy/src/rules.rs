@@ -84,7 +84,7 @@ rules! {
     PATH_CONTROL_FILE = "path.control-file", [Red], "a write to an agent or IDE control file";
     PATH_CREDENTIAL = "path.credential", [Red], "a credential path, inside the worktree too";
     PATH_GIT_CONFIG = "path.git-config", [Red], "a change to the repository's git configuration file";
-    PATH_GIT_DIR = "path.git-dir", [Red], "a change to the repository's git directory as a whole";
+    PATH_GIT_DIR = "path.git-dir", [Red], "a change to the repository's git directory as a whole, or a write inside it";
     PATH_GIT_HOOKS = "path.git-hooks", [Red], "a change under the repository's hooks directory";
     PATH_GLOB_TOO_WIDE = "path.glob-too-wide", [Yellow], "a glob that matches more paths than tyba checks";
     PATH_OUTSIDE_WORKTREE = "path.outside-worktree", [Red], "a path that resolves outside the worktree";

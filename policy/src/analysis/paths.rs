@@ -208,6 +208,19 @@ pub(crate) fn has_credential(p: &Path) -> Option<String> {
     })
 }
 
+/// Whether `p` (a physical path) is the git directory holding the pre-push hook or a
+/// directory between it and the hook (`.git`, `.git/hooks`): replacing, removing or
+/// renaming it changes the hook; writing into it does not by itself.
+pub(crate) fn holds_hook(pc: &PathCtx<'_>, p: &Path) -> bool {
+    let hook = pc
+        .session
+        .pre_push_path()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+    let git_dir = hook.parent().and_then(Path::parent).unwrap_or(&hook);
+    hook.starts_with(p) && p.starts_with(git_dir) && p != hook
+}
+
 /// The file git runs as the pre-push hook ([`SessionPaths::pre_push_path`], else
 /// `.git/hooks/pre-push` of the worktree), when it exists (as a file, a link or anything else):
 /// what a recursion below one of its directories reaches.
@@ -322,7 +335,7 @@ pub(crate) fn check_path(
     if inside {
         if access.modifies() {
             if let Ok(rel) = phys.strip_prefix(pc.worktree) {
-                control_rules(rel, word, out);
+                control_rules(rel, word, access, out);
             }
         }
         return Some(phys);
@@ -341,7 +354,7 @@ pub(crate) fn check_path(
     }
     if access.modifies() {
         // Linked worktrees keep hooks and config in the common git dir, outside the tree.
-        control_rules(&phys, word, out);
+        control_rules(&phys, word, access, out);
     }
     let opened = pc
         .session
@@ -401,7 +414,8 @@ fn locates_git_dir(worktree: &Path, p: &Path) -> bool {
     p == worktree.join(".git") && !p.is_dir()
 }
 
-fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
+fn control_rules(rel: &Path, word: &str, access: Access, out: &mut Vec<Finding>) {
+    let before = out.len();
     let comps: Vec<String> = rel
         .components()
         .filter_map(|c| match c {
@@ -447,9 +461,19 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
                 )),
                 None => out.push(Finding::new(
                     Verdict::Red,
-                    "path.git-dir",
+                    rules::PATH_GIT_DIR.id,
                     format!("`{word}` changes the repository's git directory as a whole"),
                 )),
+                // Refs, objects (`objects/info/alternates`), `info/attributes`, `HEAD`,
+                // `packed-refs`…: state git trusts on the person's side too (once: a nested
+                // git directory's hooks or config have their rule above).
+                Some(_) if matches!(access, Access::Write | Access::Modify) && out.len() == before => {
+                    out.push(Finding::new(
+                        Verdict::Red,
+                        rules::PATH_GIT_DIR.id,
+                        format!("`{word}` writes inside the repository's git directory"),
+                    ))
+                }
                 _ => {}
             }
         }

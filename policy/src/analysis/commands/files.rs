@@ -217,6 +217,80 @@ impl Analyzer<'_> {
         }
     }
 
+    /// What lands in a destination directory that holds the pre-push hook (`.git/`,
+    /// `.git/hooks/`): a copy, move or link into a directory writes `DIR/NAME` of each source
+    /// (`rsync SRC/ DIR`: each entry of SRC), and leaves the directory itself in place, so
+    /// `cp x .git/` is a write of `.git/x`, not a change of `.git`. `None` (the directory is
+    /// checked as the target) when the destination is not such a directory in every place
+    /// the line may be, `-T` makes it the target itself, or a source cannot be known.
+    fn landing_in_hook_dir(
+        &self,
+        st: &State,
+        inv: &Invocation<'_>,
+        sources: &[Field],
+        d: &Field,
+    ) -> Option<Vec<String>> {
+        let p = inv.program.as_str();
+        let no_target = inv.args.iter().filter_map(Field::known).any(|t| {
+            t == "--no-target-directory"
+                || (t.starts_with('-') && !t.starts_with("--") && t.contains('T') && p != "rsync")
+        });
+        if no_target || sources.is_empty() || d.has_glob() {
+            return None;
+        }
+        let dir = d.known()?;
+        let pc = self.path_ctx();
+        let mut out = Vec::new();
+        for cwd in &st.cwds {
+            let cwd = cwd.as_ref()?;
+            let phys = crate::analysis::paths::resolve(cwd, &dir);
+            if !phys.is_dir() || !crate::analysis::paths::holds_hook(&pc, &phys) {
+                return None;
+            }
+            let mut words = Vec::new();
+            for s in sources {
+                let text = s.known()?;
+                if s.has_glob() {
+                    match crate::analysis::paths::glob(cwd, &text, st.dotglob)? {
+                        m if m.is_empty() => words.push(text),
+                        m => words.extend(m),
+                    }
+                } else {
+                    words.push(text);
+                }
+            }
+            for text in words {
+                let names: Vec<String> = if p == "rsync"
+                    && (text.ends_with('/') || text.ends_with("/."))
+                {
+                    let rd = std::fs::read_dir(crate::analysis::paths::resolve(cwd, &text)).ok()?;
+                    let names: Vec<String> = rd
+                        .flatten()
+                        .take(257)
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect();
+                    if names.len() > 256 {
+                        return None;
+                    }
+                    names
+                } else {
+                    let base = text.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+                    if base.is_empty() || base == "." || base == ".." {
+                        return None;
+                    }
+                    vec![base.to_string()]
+                };
+                for n in names {
+                    let w = format!("{}/{n}", dir.trim_end_matches('/'));
+                    if !out.contains(&w) {
+                        out.push(w);
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+
     /// Commands that write or create their targets.
     pub(crate) fn writer(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
@@ -429,7 +503,14 @@ impl Analyzer<'_> {
                     } else {
                         Access::Write
                     };
-                    self.path_field(st, &d, dest_access);
+                    match self.landing_in_hook_dir(st, inv, &sources, &d) {
+                        Some(landed) => {
+                            for w in landed {
+                                self.path_field(st, &Field::lit(&w), dest_access);
+                            }
+                        }
+                        None => self.path_field(st, &d, dest_access),
+                    }
                 }
             }
         }
@@ -438,8 +519,38 @@ impl Analyzer<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::expect;
+    use super::testing::{expect, expect_git};
     use crate::Verdict::{Blocked, Red, Yellow};
+
+    /// A copy, move or link into `.git/` writes a file inside it (red), not `.git` itself;
+    /// what lands on the hook, or a source that may be named `hooks`, stays blocked.
+    #[test]
+    fn writes_into_the_git_directory() {
+        for hook in [false, true] {
+            expect_git(
+                hook,
+                &[
+                    ("cp src/lib.rs .git/", Red, "path.git-dir"),
+                    ("cp src/lib.rs .git", Red, "path.git-dir"),
+                    ("mv src/lib.rs .git/", Red, "path.git-dir"),
+                    ("ln src/lib.rs .git/", Red, "path.git-dir"),
+                    ("ln -s src/lib.rs .git/", Red, "path.git-dir"),
+                    ("cp -r src .git", Red, "path.git-dir"),
+                    ("cp -t .git src/lib.rs", Red, "path.git-dir"),
+                    ("rsync -a src/ .git/", Red, "path.git-dir"),
+                    ("install -m 644 src/lib.rs .git/", Red, "path.git-dir"),
+                    ("echo x > .git/info/exclude", Red, "path.git-dir"),
+                    ("cp src/lib.rs .git/hooks/", Red, "path.git-hooks"),
+                    ("cp -r hooks .git/", Blocked, "git.guard.hook"),
+                    ("cp x/pre-push .git/hooks/", Blocked, "git.guard.hook"),
+                    ("cp -T src/lib.rs .git", Blocked, "git.guard.hook"),
+                    ("cp \"$X\" .git/", Blocked, "git.guard.hook"),
+                    ("mv .git/hooks/pre-push .git/", Blocked, "git.guard.hook"),
+                    ("cp src/lib.rs .git/config", Red, "path.git-config"),
+                ],
+            );
+        }
+    }
 
     #[test]
     fn deletions() {
