@@ -6,7 +6,7 @@ use crate::rules;
 use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
 
-mod control;
+pub(crate) mod control;
 pub(crate) mod pattern;
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).

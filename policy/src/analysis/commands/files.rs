@@ -291,6 +291,55 @@ impl Analyzer<'_> {
         Some(out)
     }
 
+    /// A copy, move or link into an existing directory writes `DIR/NAME` of each source: a
+    /// NAME that is a control file or a credential (`cp -r backup/.vscode .`, `mv
+    /// old/.envrc src/`) is checked as that path too (DESIGN.md §2 red). Names below the
+    /// sources of a recursive copy are not listed.
+    fn named_landings(
+        &mut self,
+        st: &State,
+        inv: &Invocation<'_>,
+        sources: &[Field],
+        d: &Field,
+        access: Access,
+    ) {
+        let no_target = inv.args.iter().filter_map(Field::known).any(|t| {
+            t == "--no-target-directory"
+                || (t.starts_with('-') && !t.starts_with("--") && t.contains('T'))
+        });
+        let Some(dir) = d.known().filter(|_| !no_target && !d.has_glob()) else {
+            return;
+        };
+        let mut landed = Vec::new();
+        for cwd in st.cwds.iter().flatten() {
+            if !crate::analysis::paths::resolve(cwd, &dir).is_dir() {
+                continue;
+            }
+            for s in sources {
+                let Some(text) = s.known() else { continue };
+                let words = if s.has_glob() {
+                    crate::analysis::paths::glob(cwd, &text, st.dotglob).unwrap_or_default()
+                } else {
+                    vec![text]
+                };
+                for w in words {
+                    let base = w.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+                    let named =
+                        crate::analysis::paths::control::control_component(&[base.to_string()], 0)
+                            .is_some()
+                            || crate::analysis::paths::credential_component(base);
+                    let l = format!("{}/{base}", dir.trim_end_matches('/'));
+                    if named && !base.is_empty() && !landed.contains(&l) {
+                        landed.push(l);
+                    }
+                }
+            }
+        }
+        for l in landed {
+            self.path_field(st, &Field::lit(&l), access);
+        }
+    }
+
     /// Commands that write or create their targets.
     pub(crate) fn writer(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
@@ -509,7 +558,10 @@ impl Analyzer<'_> {
                                 self.path_field(st, &Field::lit(&w), dest_access);
                             }
                         }
-                        None => self.path_field(st, &d, dest_access),
+                        None => {
+                            self.path_field(st, &d, dest_access);
+                            self.named_landings(st, inv, &sources, &d, dest_access);
+                        }
                     }
                 }
             }
@@ -577,6 +629,20 @@ mod tests {
             ("cp -t /etc a", Blocked, ""),
             ("ln -s /etc/passwd p", Red, "path.outside-worktree"),
             ("mknod dev c 1 1", Red, "cmd.device-node"),
+        ]);
+    }
+
+    /// What lands in a directory by a control file's or a credential's name is that path.
+    #[test]
+    fn names_landing_in_a_directory() {
+        expect(&[
+            ("cp -r backup/.idea .", Red, "path.control-file"),
+            ("mv old/mise.toml ./", Red, "path.control-file"),
+            ("cp -t . saved/.tool-versions", Red, "path.control-file"),
+            ("ln -s docs/.zed .", Red, "path.control-file"),
+            ("cp -r old/.ssh .", Red, "path.credential"),
+            ("cp -r old/.idea -T x", Yellow, "cmd.writes"),
+            ("cp docs/guide.md .", Yellow, "cmd.writes"),
         ]);
     }
 }
