@@ -48,6 +48,18 @@ impl State {
         };
     }
 
+    /// Whether globs may match names starting with `.`: after `shopt -s dotglob`, or once
+    /// `GLOBIGNORE` is assigned a value that is not empty or cannot be known (bash(1):
+    /// "setting GLOBIGNORE to a non-null value has the effect of enabling dotglob"; the names
+    /// it then leaves out are not modelled, so every dot name counts).
+    pub(crate) fn dotglob_on(&self) -> bool {
+        self.dotglob
+            || self
+                .vars
+                .get("GLOBIGNORE")
+                .is_some_and(|v| v.iter().any(|x| x.as_deref() != Some("")))
+    }
+
     /// Every state either branch may leave (worst case of both).
     pub(super) fn union(&mut self, other: &State) {
         union_vec(&mut self.cwds, &other.cwds);

@@ -58,7 +58,7 @@ impl Analyzer<'_> {
         let mut out = Vec::new();
         for cwd in st.cwds.iter().flatten() {
             let words = if start.has_glob() {
-                paths::glob(cwd, &text, st.dotglob).unwrap_or_default()
+                paths::glob(cwd, &text, st.dotglob_on()).unwrap_or_default()
             } else {
                 vec![text.clone()]
             };
@@ -394,6 +394,8 @@ mod tests {
                 ("fd pre-push .git -x rm", Blocked, G),
                 ("shopt -s dotglob; rm -rf *", Blocked, G),
                 ("shopt -s dotglob; chmod -R a-x ./*", Blocked, G),
+                ("GLOBIGNORE=x; rm -rf *", Blocked, G),
+                ("export GLOBIGNORE=.env; chmod -R a-x *", Blocked, G),
             ],
         );
     }
@@ -417,6 +419,7 @@ mod tests {
                 ("fd -H -E .git -x rm", Red, ""),
                 ("fd -H -t f -d 2 -x rm", Red, ""),
                 ("rm -rf *", Red, "rm.recursive-force"),
+                ("GLOBIGNORE=; rm -rf *", Red, "rm.recursive-force"),
                 ("find . -name pre-push", Green, ""),
             ],
         );
