@@ -746,7 +746,11 @@ impl Analyzer<'_> {
                     "`systemctl --user` manages services that run outside the sandbox".to_string(),
                 );
             }
-            "kill" | "pkill" | "killall" | "killall5" => self.signals(p, args),
+            "kill" | "pkill" | "killall" | "killall5" => self.signals(&st, p, args),
+            "fuser" => {
+                self.signals(&st, p, args);
+                self.generic_paths(&st, args, Access::Any);
+            }
             "env" | "printenv" => {
                 self.unlisted(p);
             }

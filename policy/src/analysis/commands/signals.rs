@@ -13,7 +13,10 @@
 //!   (every process of a user, group, session or terminal); or `-P 1`, `-g 0|1`, `-s 0|1`
 //!   (PID 1's children, the caller's or PID 1's group or session);
 //! - `killall` (psmisc) of tyba, init or systemd by name (`-I` ignoring case), of a regular
-//!   expression (`-r`) that matches one, or with no names and `-u`/`-o`/`-y`/`-Z` selecting.
+//!   expression (`-r`) that matches one, or with no names and `-u`/`-o`/`-y`/`-Z` selecting;
+//! - `fuser -k` (psmisc) of every process using a file system (`-m`/`-M`) or a directory
+//!   (the processes whose working or root directory it is: in a session the agent and tyba's
+//!   sandbox work in the worktree). `fuser -k 3000/tcp` or of a file stays yellow.
 //!
 //! A PID or pattern that cannot be known before the command runs (`kill $pid`) stays at the
 //! unlisted command's yellow: it names one process the person can see when asked.
@@ -34,9 +37,10 @@ const ANCHOR_LINES: &[&str] = &[
 
 impl Analyzer<'_> {
     /// `kill`, `pkill`, `killall`, `killall5` (see the module doc).
-    pub(crate) fn signals(&mut self, p: &str, args: &[Field]) {
+    pub(crate) fn signals(&mut self, st: &State, p: &str, args: &[Field]) {
         self.unlisted(p);
         let reason = match p {
+            "fuser" => fuser_reaches_all(st, args),
             "killall5" => {
                 Some("`killall5` signals every process outside the caller's session".to_string())
             }
@@ -300,6 +304,58 @@ fn regex_matches(pattern: &str, exact: bool, icase: bool, samples: &[&str]) -> O
     Some(samples.iter().any(|s| re.is_match(s)))
 }
 
+/// Why a `fuser -k` signals every process of a file system or a directory.
+fn fuser_reaches_all(st: &State, args: &[Field]) -> Option<String> {
+    let mut kill = false;
+    let mut mount = false;
+    let mut operands: Vec<Option<String>> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let w = args[i].known();
+        i += 1;
+        let Some(w) = w else {
+            operands.push(None);
+            continue;
+        };
+        match w.as_str() {
+            "--kill" => kill = true,
+            "--mount" | "--ismountpoint" => mount = true,
+            "-n" | "--namespace" => i += 1,
+            "--" => {
+                operands.extend(args[i..].iter().map(Field::known));
+                break;
+            }
+            _ if w.starts_with("--") => {}
+            _ if w.starts_with('-') && w.len() > 1 && !is_signal_spec(&w[1..]) => {
+                kill |= w.contains('k');
+                mount |= w.contains('m') || w.contains('M') || w.contains('c');
+                if w.ends_with('n') {
+                    i += 1;
+                }
+            }
+            _ if w.starts_with('-') => {}
+            _ => operands.push(Some(w)),
+        }
+    }
+    if !kill {
+        return None;
+    }
+    let dir = operands.iter().any(|o| match o {
+        // A name that cannot be known may be a directory.
+        None => true,
+        Some(o) => {
+            o.ends_with('/')
+                || st.cwds.iter().any(|c| match c {
+                    Some(c) => crate::analysis::paths::resolve(c, o).is_dir(),
+                    None => !o.contains("/tcp") && !o.contains("/udp"),
+                })
+        }
+    });
+    (mount || dir).then(|| {
+        "`fuser -k` of a file system or a directory signals every process working there: the agent and tyba's sandbox".to_string()
+    })
+}
+
 /// Why a `killall` reaches PID 1, tyba or every process of a user.
 fn killall_reaches_all(args: &[Field]) -> Option<String> {
     let mut regex = false;
@@ -435,6 +491,10 @@ mod tests {
             ("killall -r '^t'", Red, r),
             ("killall -u me", Red, r),
             ("killall -9 --user me", Red, r),
+            ("fuser -k .", Red, r),
+            ("fuser -km /", Red, r),
+            ("fuser -k -9 ./", Red, r),
+            ("fuser --kill --mount src/main.rs", Red, r),
         ]);
     }
 
@@ -459,6 +519,9 @@ mod tests {
             ("killall -9 python3", Yellow, ""),
             ("killall -u me node", Yellow, ""),
             ("killall tyba-dev", Yellow, ""),
+            ("fuser -k 3000/tcp", Yellow, ""),
+            ("fuser -k -n tcp 8080", Yellow, ""),
+            ("fuser -v .", Yellow, ""),
         ]);
     }
 }

@@ -135,7 +135,7 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
     ),
     builtin(
-        &["kill", "pkill", "killall", "killall5"],
+        &["kill", "pkill", "killall", "killall5", "fuser"],
         &[],
         &[rules::CMD_UNLISTED, rules::PROC_KILL_ALL],
         &[
@@ -148,6 +148,8 @@ pub(super) const PROGRAMS: &[Program] = &[
             ex("pkill -u me", Red),
             ex("killall node", Yellow),
             ex("killall5 -9", Red),
+            ex("fuser -k 3000/tcp", Yellow),
+            ex("fuser -k .", Red),
         ],
     ),
     builtin(

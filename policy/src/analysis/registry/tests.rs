@@ -286,6 +286,7 @@ fn programs_the_walk_selects_by_name_are_entries() {
         "pkill",
         "killall",
         "killall5",
+        "fuser",
         "printenv",
         "command",
         "env",
