@@ -67,8 +67,6 @@ const FILES: &[&str] = &[
     // asdf and mise: a `path:DIR` version makes the person's shims run programs from DIR;
     // other versions select which plugin scripts install and run tools.
     ".tool-versions",
-    // mise's predecessor's name, read by mise like `mise.toml`.
-    ".rtx.toml",
 ];
 
 /// mise (`mise activate` in the person's shell): `[hooks]` run commands on entering the
