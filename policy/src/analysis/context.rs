@@ -165,7 +165,7 @@ impl Analyzer<'_> {
                     let mut too_wide = false;
                     for cwd in &st.cwds {
                         match cwd {
-                            Some(c) => match paths::glob(c, &text) {
+                            Some(c) => match paths::glob(c, &text, st.dotglob_on()) {
                                 Some(m) if m.is_empty() => all.push(text.clone()),
                                 Some(m) => all.extend(m),
                                 None => too_wide = true,

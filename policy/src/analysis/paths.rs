@@ -6,6 +6,7 @@ use crate::rules;
 use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
 
+pub(crate) mod control;
 pub(crate) mod pattern;
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
@@ -207,10 +208,30 @@ pub(crate) fn has_credential(p: &Path) -> Option<String> {
     })
 }
 
-/// The agent and IDE control directories, whose files approve or run code later.
-const CONTROL_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor", ".vscode"];
-/// Agent control files outside those directories (`.mcp.json` launches MCP servers).
-const CONTROL_FILES: &[&str] = &[".mcp.json", ".claude.json"];
+/// Whether `p` (a physical path) is the git directory holding the pre-push hook or a
+/// directory between it and the hook (`.git`, `.git/hooks`): replacing, removing or
+/// renaming it changes the hook; writing into it does not by itself.
+pub(crate) fn holds_hook(pc: &PathCtx<'_>, p: &Path) -> bool {
+    let hook = pc
+        .session
+        .pre_push_path()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+    let git_dir = hook.parent().and_then(Path::parent).unwrap_or(&hook);
+    hook.starts_with(p) && p.starts_with(git_dir) && p != hook
+}
+
+/// The file git runs as the pre-push hook ([`SessionPaths::pre_push_path`], else
+/// `.git/hooks/pre-push` of the worktree), when it exists (as a file, a link or anything else):
+/// what a recursion below one of its directories reaches.
+pub(crate) fn existing_hook(pc: &PathCtx<'_>) -> Option<PathBuf> {
+    let hook = pc
+        .session
+        .pre_push_path()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+    std::fs::symlink_metadata(&hook).is_ok().then_some(hook)
+}
 
 /// Session facts that cost I/O or allocation, computed only when a rule needs them.
 pub(crate) trait SessionPaths {
@@ -314,7 +335,7 @@ pub(crate) fn check_path(
     if inside {
         if access.modifies() {
             if let Ok(rel) = phys.strip_prefix(pc.worktree) {
-                control_rules(rel, word, out);
+                control_rules(rel, word, access, out);
             }
         }
         return Some(phys);
@@ -333,7 +354,7 @@ pub(crate) fn check_path(
     }
     if access.modifies() {
         // Linked worktrees keep hooks and config in the common git dir, outside the tree.
-        control_rules(&phys, word, out);
+        control_rules(&phys, word, access, out);
     }
     let opened = pc
         .session
@@ -393,7 +414,8 @@ fn locates_git_dir(worktree: &Path, p: &Path) -> bool {
     p == worktree.join(".git") && !p.is_dir()
 }
 
-fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
+fn control_rules(rel: &Path, word: &str, access: Access, out: &mut Vec<Finding>) {
+    let before = out.len();
     let comps: Vec<String> = rel
         .components()
         .filter_map(|c| match c {
@@ -439,13 +461,23 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
                 )),
                 None => out.push(Finding::new(
                     Verdict::Red,
-                    "path.git-dir",
+                    rules::PATH_GIT_DIR.id,
                     format!("`{word}` changes the repository's git directory as a whole"),
                 )),
+                // Refs, objects (`objects/info/alternates`), `info/attributes`, `HEAD`,
+                // `packed-refs`…: state git trusts on the person's side too (once: a nested
+                // git directory's hooks or config have their rule above).
+                Some(_) if matches!(access, Access::Write | Access::Modify) && out.len() == before => {
+                    out.push(Finding::new(
+                        Verdict::Red,
+                        rules::PATH_GIT_DIR.id,
+                        format!("`{word}` writes inside the repository's git directory"),
+                    ))
+                }
                 _ => {}
             }
         }
-        if CONTROL_DIRS.contains(&c.as_str()) || CONTROL_FILES.contains(&c.as_str()) {
+        if let Some(c) = control::control_component(&comps, i) {
             out.push(Finding::new(
                 Verdict::Red,
                 "path.control-file",
@@ -507,8 +539,10 @@ pub(crate) fn check_partial(
 /// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
 /// can be listed or holds a construct the matcher does not model (it may then match
 /// anything); an empty list when nothing matches (bash then passes the word literally). A
-/// name whose match depends on the locale counts as matched.
-pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
+/// name whose match depends on the locale counts as matched. With `dotglob` (`shopt -s
+/// dotglob`, bash(1) "Pathname Expansion") a pattern matches names starting with `.` too
+/// (never `.` and `..`).
+pub(crate) fn glob(cwd: &Path, pattern: &str, dotglob: bool) -> Option<Vec<String>> {
     let absolute = pattern.starts_with('/');
     let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     let mut current: Vec<(PathBuf, String)> = vec![(
@@ -551,7 +585,7 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
             };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !pat.may_match_dot_names() {
+                if name.starts_with('.') && !dotglob && !pat.may_match_dot_names() {
                     continue;
                 }
                 if pat.matches(&name) != Some(false) {

@@ -18,6 +18,8 @@ pub(crate) struct State {
     pub functions: Vec<String>,
     /// Functions and aliases from sourced definitions files, analysed where they are used.
     pub defs: Vec<housekeeping::Definition>,
+    /// `shopt -s dotglob` may be in effect: globs match names starting with `.`.
+    pub dotglob: bool,
 }
 
 impl State {
@@ -29,6 +31,7 @@ impl State {
             vars: HashMap::new(),
             functions: Vec::new(),
             defs: Vec::new(),
+            dotglob: false,
         }
     }
 
@@ -43,6 +46,18 @@ impl State {
                 .collect(),
             None => vec![None],
         };
+    }
+
+    /// Whether globs may match names starting with `.`: after `shopt -s dotglob`, or once
+    /// `GLOBIGNORE` is assigned a value that is not empty or cannot be known (bash(1):
+    /// "setting GLOBIGNORE to a non-null value has the effect of enabling dotglob"; the names
+    /// it then leaves out are not modelled, so every dot name counts).
+    pub(crate) fn dotglob_on(&self) -> bool {
+        self.dotglob
+            || self
+                .vars
+                .get("GLOBIGNORE")
+                .is_some_and(|v| v.iter().any(|x| x.as_deref() != Some("")))
     }
 
     /// Every state either branch may leave (worst case of both).
@@ -85,6 +100,7 @@ impl State {
                 self.defs.push(d.clone());
             }
         }
+        self.dotglob |= other.dotglob;
         if self.dirstack.len() < other.dirstack.len() {
             self.dirstack = other.dirstack.clone();
         }

@@ -627,8 +627,23 @@ mod tests {
                 .map(str::to_string)
                 .collect();
             want.sort();
-            let got = super::super::glob(dir.path(), pat).unwrap();
+            let got = super::super::glob(dir.path(), pat, false).unwrap();
             assert_eq!(got, want, "{pat}");
+            // The same with `shopt -s dotglob`.
+            let out = std::process::Command::new("bash")
+                .current_dir(dir.path())
+                .args(["-O", "extglob", "-O", "nullglob", "-O", "dotglob", "-c"])
+                .arg(format!("for f in {pat}; do printf '%s\\n' \"$f\"; done"))
+                .output()
+                .unwrap();
+            let mut want: Vec<String> = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect();
+            want.sort();
+            let got = super::super::glob(dir.path(), pat, true).unwrap();
+            assert_eq!(got, want, "dotglob {pat}");
         }
     }
 
