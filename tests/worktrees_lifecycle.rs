@@ -506,6 +506,108 @@ open("notes.txt", "w").write("plain\n")
 /// The person's shell startup files read as empty in the sandbox: the agent's shells start
 /// without `Permission denied` and without their contents (they may export secrets). The
 /// control reads the same file outside the sandbox and finds the secret.
+/// Login shells (`bash -l`, `sh -lc`: how Claude Code and Codex run each command) read
+/// `/etc/profile`, which sets `PATH` afresh here (Debian's does), then the person's
+/// `~/.profile`, shown empty in the sandbox: the tools the person put on `PATH` (a marker
+/// directory here, as `~/.cargo/bin` is for rustup) are still found, from the session's own
+/// `PATH` restored at the end of `/etc/profile`'s copy. The copy is gone after the session.
+#[test]
+fn login_shells_keep_the_sessions_path() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-login-path") else {
+            continue;
+        };
+        std::fs::write(fx.r.home.join(".profile"), "export SECRET_TOKEN=hunter2\n").unwrap();
+        let marker = fx.r.root.join("it's-tools/bin");
+        std::fs::create_dir_all(&marker).unwrap();
+        let tool = marker.join("tyba-test-tool");
+        std::fs::write(&tool, "#!/bin/sh\necho tool-found\n").unwrap();
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        give(&fx.r.root, &who);
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", marker.display());
+        let mut env = fx.env();
+        env.retain(|(k, _)| k != "PATH");
+        env.push(("PATH".into(), path.clone().into()));
+        let script = "bash -lc 'echo \"bash=$PATH\"; echo \"token=$SECRET_TOKEN\"'; sh -lc 'echo \"sh=$PATH\"'";
+        // Control: outside the sandbox this machine's /etc/profile drops the marker.
+        let resets = std::fs::read_to_string("/etc/profile")
+            .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("PATH=")));
+        let bare = command_as(&who, Path::new("/bin/bash"))
+            .args([
+                "-c",
+                "env -u HOME HOME=/nonexistent sh -lc 'echo \"sh=$PATH\"'",
+            ])
+            .env_clear()
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let bare = String::from_utf8_lossy(&bare.stdout);
+        if resets {
+            assert!(!bare.contains("it's-tools"), "{who:?}: control: {bare}");
+        }
+        let o = run_tyba(
+            &who,
+            &fx.r.tyba,
+            &fx.r.wt,
+            &env,
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        let want = format!("{}:", marker.display());
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("bash=") && l.contains(&want))
+                && out
+                    .lines()
+                    .any(|l| l.starts_with("sh=") && l.contains(&want)),
+            "{who:?}: the login shells keep the session's PATH: {out} {err}"
+        );
+        assert!(
+            out.contains("token=\n") || out.contains("token=\r"),
+            "{who:?}: {out}"
+        );
+        assert!(
+            !out.contains("hunter2") && !err.contains("hunter2"),
+            "{who:?}: {out} {err}"
+        );
+        // Run by name from a login shell, as an agent's command is.
+        let o = run_tyba(
+            &who,
+            &fx.r.tyba,
+            &fx.r.wt,
+            &env,
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-lc",
+                "command -v tyba-test-tool >/dev/null && echo on-path",
+            ],
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("on-path"),
+            "{who:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
 #[test]
 fn shell_startup_files_read_as_empty() {
     for who in whos() {

@@ -273,6 +273,8 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             plan.read_only.push(exe);
         }
     }
+    // Held until the session ends: the copy of `/etc/profile` bound over it in the sandbox.
+    let _login_profile = login_profile(&mut plan, &cfg.env);
     // `--ask-outside-files`: the entries around the worktree and in the home that the plan
     // does not open, served by the supervisor's own filesystem (`crate::outside_fs`).
     if plan.ask_outside_files {
@@ -1037,17 +1039,73 @@ fn bind_read_only(p: &Path) -> Result<(), String> {
         .map_err(|e| format!("remount {} read-only: {e}", p.display()))
 }
 
+/// A file tyba made for the session, removed when dropped.
+struct SessionFile(PathBuf);
+
+impl Drop for SessionFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The system profile login shells read (sh(1), bash(1) INVOCATION).
+const SYSTEM_PROFILE: &str = "/etc/profile";
+
+/// Login shells (`bash -l`, `sh -lc`: how Claude Code and Codex run each command) read
+/// `/etc/profile`, which sets `PATH` afresh (Debian's does), then the person's `~/.profile`,
+/// which would add `~/.cargo/bin`, `~/.local/bin`… but is shown empty
+/// ([`SandboxPlan::blanked`]): every tool the person installed in the home would be "not
+/// found". So the sandbox sees `/etc/profile` as a copy of itself ending with the session's
+/// own `PATH` (the one the agent started with, which the agent has anyway): a file tyba
+/// writes beside the session ([`crate::state_layer::beside_session`], never in a root the
+/// agent may write; `O_EXCL`, no link followed), bound read-only over it
+/// ([`SandboxPlan::replaced`]). Nothing when there is no `PATH` or no regular
+/// `/etc/profile`, or the copy cannot be made (shells then start as before).
+fn login_profile(
+    plan: &mut SandboxPlan,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Option<SessionFile> {
+    use std::io::Write;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v)?;
+    let system = Path::new(SYSTEM_PROFILE);
+    if !std::fs::symlink_metadata(system).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let mut text = std::fs::read(system).ok()?;
+    let quoted = path
+        .as_bytes()
+        .split(|&b| b == b'\'')
+        .collect::<Vec<_>>()
+        .join(&b"'\\''"[..]);
+    text.extend_from_slice(b"\n# tyba: the session's PATH, which the person's own profile (shown empty) would have set\nPATH='");
+    text.extend_from_slice(&quoted);
+    text.extend_from_slice(b"'\nexport PATH\n");
+    let file = crate::state_layer::beside_session(&plan.tmp_dir, ".profile");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&file)
+        .ok()?;
+    let made = SessionFile(file.clone());
+    f.write_all(&text).ok()?;
+    plan.replaced.push((system.to_path_buf(), file));
+    Some(made)
+}
+
 /// Binds `/dev/null` over the file `p`, read-only: it reads as empty
 /// ([`SandboxPlan::blanked`]).
 fn bind_blank(p: &Path) -> Result<(), String> {
-    mount(
-        Some("/dev/null"),
-        p,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| format!("cannot show {} as empty: {e}", p.display()))?;
+    bind_file_read_only(Path::new("/dev/null"), p)
+}
+
+/// Binds the file `src` over the file `p`, read-only, no set-id, no exec.
+fn bind_file_read_only(src: &Path, p: &Path) -> Result<(), String> {
+    mount(Some(src), p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .map_err(|e| format!("cannot show {} as {}: {e}", p.display(), src.display()))?;
     mount(
         None::<&str>,
         p,
@@ -1262,6 +1320,12 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             // Not a protection (Landlock denies these files anyway): a failure only leaves
             // the shells' `Permission denied`.
             if let Err(e) = bind_blank(&p) {
+                report(&mut st, &format!("W {e}"));
+            }
+        }
+        for (p, src) in c.plan.replaced.clone() {
+            // As the blanked files: a failure only leaves login shells their system PATH.
+            if let Err(e) = bind_file_read_only(&src, &p) {
                 report(&mut st, &format!("W {e}"));
             }
         }

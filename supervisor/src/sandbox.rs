@@ -97,6 +97,10 @@ pub struct SandboxPlan {
     /// (`/dev/null` bound over it), so the agent's shells start without reading them (they
     /// may export secrets) and without `Permission denied` on every start.
     pub blanked: Vec<PathBuf>,
+    /// Files shown in the sandbox's mount namespace with other contents, (shown path, file
+    /// bound read-only over it): `/etc/profile` with the session's `PATH` restored at its end
+    /// (`crate::launch::login_profile`).
+    pub replaced: Vec<(PathBuf, PathBuf)>,
     /// `--ask-outside-files`: cover the entries around the worktree and in the home with the
     /// supervisor's outside-files server ([`crate::outside_fs`]).
     pub ask_outside_files: bool,

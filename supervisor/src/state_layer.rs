@@ -80,16 +80,23 @@ pub struct StateLayers {
 /// a tmpfs with the sticky bit. Neither is granted to the agent
 /// ([`crate::sandbox`]'s devices).
 pub fn layers_root_for(tmp_dir: &Path) -> PathBuf {
+    beside_session(tmp_dir, ".state")
+}
+
+/// `tyba-UID-ID<suffix>` (from `tmp_dir`, `…/tyba-UID-ID`) where [`layers_root_for`] puts the
+/// state copies: on a memory filesystem when one is at hand, else beside the session's temp
+/// dir; never inside a root the agent may write.
+pub fn beside_session(tmp_dir: &Path, suffix: &str) -> PathBuf {
     let mut name = tmp_dir
         .file_name()
         .map(|n| n.to_os_string())
         .unwrap_or_default();
-    name.push(".state");
+    name.push(suffix);
     if let Some(dir) = memory_dir() {
         return dir.join(name);
     }
     let mut s = tmp_dir.as_os_str().to_os_string();
-    s.push(".state");
+    s.push(suffix);
     PathBuf::from(s)
 }
 
