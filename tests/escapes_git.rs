@@ -824,6 +824,44 @@ fn reftable_suite(who: Who, tag: &str) {
         git_out(&who, &rt, &["rev-parse", "main"]) == main_before && !list.contains("evil"),
         format!("main and the tables are unchanged: {list_before:?} -> {list:?}"),
     );
+    // `--here` in the reftable checkout itself: the tables are read-only too.
+    let (_o, err) = tyba_bash(&r, &who, &rt, &["--here"], &env, REFTABLE_SCRIPT);
+    let here_report = rt.join("report");
+    let perl = read(&here_report.join("perl"));
+    c.check(
+        read(&here_report.join("finished")).trim() == "finished"
+            && !perl.contains("wrote")
+            && !read(&here_report.join("git")).contains(" 0\n"),
+        format!("--here: the reftable tables are not writable: {perl} / {err}"),
+    );
+    c.check(
+        git_out(&who, &rt, &["rev-parse", "main"]) == main_before
+            && !read(&rt.join(".git/reftable/tables.list")).contains("evil"),
+        "--here: main and the tables are unchanged",
+    );
+    let _ = std::fs::remove_dir_all(&here_report);
+    // A `reftable` directory planted in a files-backend repository (as an agent with
+    // `--here` can): the next `--here` session still holds the loose protected branches.
+    std::fs::create_dir_all(r.wt.join(".git/reftable")).unwrap();
+    give(&r.wt.join(".git/reftable"), &who);
+    let files_main = git_out(&who, &r.wt, &["rev-parse", "main"]);
+    git_as(&who, &r.wt, &["switch", "-q", "-c", "side"]);
+    const PLANTED: &str = r#"
+NEW=$(git commit-tree -m evil "HEAD^{tree}")
+git update-ref refs/heads/main "$NEW"; echo "update-ref main $?" > planted
+NEW="$NEW" perl -e 'if (open(my $f, ">", ".git/refs/heads/main")) { print $f "$ENV{NEW}\n"; print "wrote main\n" } else { print "main: $!\n" }' >> planted
+"#;
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, PLANTED);
+    let planted = read(&r.wt.join("planted"));
+    c.check(
+        planted.contains("update-ref main ")
+            && !planted.contains("update-ref main 0")
+            && !planted.contains("wrote main")
+            && git_out(&who, &r.wt, &["rev-parse", "main"]) == files_main,
+        format!("a planted reftable directory switches no protection off: {planted} / {err}"),
+    );
+    let _ = std::fs::remove_file(r.wt.join("planted"));
+    std::fs::remove_dir(r.wt.join(".git/reftable")).unwrap();
     // Control: the same script without the sandbox moves main.
     let _ = std::fs::remove_dir_all(&report);
     bare_bash_as(&who, &wt, &env, REFTABLE_SCRIPT);
@@ -835,6 +873,59 @@ fn reftable_suite(who: Who, tag: &str) {
         ),
     );
     c.finish(tag);
+}
+
+/// A repository policy (approved or not) naming a protected branch that is no branch name
+/// (`../../…`): tyba refuses to start, naming it, and makes nothing outside the repository
+/// (the name would have become a stand-in's path). Control: the same policy with a valid
+/// name starts.
+fn branch_name_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let mut c = Checks::default();
+    let env = base_env(&r.home, &[]);
+    let outside = r.root.join("OUTSIDE");
+    let rel = "../../../OUTSIDE/made/by/tyba";
+    std::fs::create_dir_all(r.wt.join(".tyba")).unwrap();
+    let policy = r.wt.join(".tyba/policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[git]\nprotected_branches = [\"{rel}\"]\n"),
+    )
+    .unwrap();
+    give(&r.wt.join(".tyba"), &who);
+    git_as(&who, &r.wt, &["switch", "-q", "-c", "side"]);
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, "echo started > started");
+    c.check(
+        err.contains("invalid protected branch name") && !r.wt.join("started").exists(),
+        format!("the session refuses to start, naming the name: {err}"),
+    );
+    c.check(
+        std::fs::symlink_metadata(&outside).is_err(),
+        format!("nothing made outside: {}", outside.display()),
+    );
+    std::fs::write(&policy, "[git]\nprotected_branches = [\"release/next\"]\n").unwrap();
+    let (_o, err) = tyba_bash(&r, &who, &r.wt, &["--here"], &env, "echo started > started");
+    c.check(
+        r.wt.join("started").exists(),
+        format!("control: a valid name starts: {err}"),
+    );
+    c.finish(tag);
+}
+
+#[test]
+fn protected_branch_names_that_are_no_branch_names_are_refused_as_root_or_self() {
+    branch_name_suite(Who::Me, "branch-name-me");
+}
+
+#[test]
+fn protected_branch_names_that_are_no_branch_names_are_refused_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    branch_name_suite(who, "branch-name-user");
 }
 
 #[test]

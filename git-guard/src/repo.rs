@@ -301,3 +301,22 @@ fn walk_loose(dir: &Path, prefix: &str, out: &mut Vec<String>) -> std::io::Resul
     }
     Ok(())
 }
+
+/// Whether the repository whose common git dir is `common_dir` keeps its refs in a reftable
+/// (`extensions.refStorage = reftable` in its own `config`, git-config(1)): what git itself
+/// decides by, never a `reftable/` directory alone (one may be planted in a repository git
+/// still reads through loose refs and `packed-refs`). Includes are not followed: git reads
+/// repository extensions from the repository's own file. A `config` that cannot be read or
+/// parsed gives `None` (callers decide what an unknown format costs).
+pub fn ref_storage_is_reftable(common_dir: &Path) -> Option<bool> {
+    let file = gix::config::File::from_path_no_includes(
+        common_dir.join("config"),
+        gix::config::Source::Local,
+    )
+    .ok()?;
+    let flat = FlatConfig::from_gix(&file);
+    Some(
+        flat.string("extensions", None, "refstorage")
+            .is_some_and(|v| v.eq_ignore_ascii_case("reftable")),
+    )
+}

@@ -35,6 +35,18 @@ pub enum ConfigError {
         /// toml's message, with line and column.
         message: String,
     },
+    /// A protected branch name is not a branch name git accepts (git-check-ref-format(1)):
+    /// tyba joins these names to `refs/heads/` to hold the branches in the sandbox, so a name
+    /// such as `../../x` would reach outside the repository.
+    #[error("invalid protected branch name {name:?} in {origin}: {message}")]
+    Branch {
+        /// Where the text came from.
+        origin: String,
+        /// The name as written.
+        name: String,
+        /// git's rule it breaks.
+        message: String,
+    },
     /// An agent profile is malformed (see [`crate::agents`]).
     #[error("invalid agent profile in {origin}: {message}")]
     Agent {
@@ -156,16 +168,37 @@ pub struct RuleSpec {
     pub not_examples: Vec<String>,
 }
 
+/// Whether `name` is a branch name git accepts: `refs/heads/<name>` passes git's reference
+/// name rules (git-check-ref-format(1): no `..` or empty component, no component starting with
+/// `.` or ending with `.lock`, no control character, space, `~^:?*[\\`, no `@{`, not `HEAD`).
+///
+/// # Errors
+/// The rule it breaks.
+pub fn check_branch_name(name: &str) -> Result<(), String> {
+    let full = format!("refs/heads/{name}");
+    gix_validate::reference::branch_name(full.as_str().into())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 impl PolicyFile {
     /// Parses one layer.
     ///
     /// # Errors
     /// [`ConfigError::Syntax`] with toml's line and column.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        let file: PolicyFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
-        })
+        })?;
+        for b in &file.git.protected_branches {
+            check_branch_name(b).map_err(|message| ConfigError::Branch {
+                origin: origin.to_string(),
+                name: b.clone(),
+                message,
+            })?;
+        }
+        Ok(file)
     }
 
     /// Reads and parses one layer from disk.

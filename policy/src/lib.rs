@@ -52,7 +52,7 @@ pub mod rules;
 mod verdict;
 
 pub use action::{Action, AliasExpansion, Context, GitInspector, GitInvocation, GitReport};
-pub use config::{ConfigError, EffectiveConfig, PolicyFile, RuleSpec};
+pub use config::{check_branch_name, ConfigError, EffectiveConfig, PolicyFile, RuleSpec};
 pub use decision::{
     decide, refusal_text, ActionKind, AlwaysKey, Ask, Autonomy, BypassFlag, Decision, ExecMode,
     SessionMemory,

@@ -589,10 +589,15 @@ pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
 }
 
 /// Whether the repository whose common git dir is `common_dir` keeps its refs in the reftable
-/// format (`extensions.refStorage=reftable`: a `reftable/` directory there,
-/// gitrepository-layout(5)), where no ref is a file of its own that a bind could hold.
+/// format, where no ref is a file of its own that a bind could hold: as git decides, by
+/// `extensions.refStorage` in its own `config`
+/// ([`tyba_git_guard::repo::ref_storage_is_reftable`]), never by a `reftable/` directory
+/// alone (an agent could plant one in a repository git still reads through loose refs, and
+/// the loose refs would then go unprotected). A `config` that cannot be read counts as
+/// reftable when that directory exists.
 pub fn uses_reftable(common_dir: &Path) -> bool {
-    common_dir.join("reftable").exists()
+    tyba_git_guard::repo::ref_storage_is_reftable(common_dir)
+        .unwrap_or_else(|| common_dir.join("reftable").exists())
 }
 
 /// Whether `p` is `root` or lies beneath it (component-wise).
@@ -698,12 +703,39 @@ impl SandboxPlan {
             // git reads first; `O_EXCL`) and bound so; one that does not exist is held by an
             // empty directory stand-in; and `packed-refs` is read-only (an empty stand-in when
             // absent, which git reads as no packed ref).
-            if plan.read_write.iter().any(|r| is_within(&g.common_dir, r))
-                && !uses_reftable(&g.common_dir)
-            {
+            let common_writable = plan.read_write.iter().any(|r| is_within(&g.common_dir, r));
+            if common_writable && uses_reftable(&g.common_dir) {
+                // A reftable holds every branch in shared tables: no protected branch can be
+                // held alone, so all of it is read-only (the agent cannot commit there).
+                let tables = g.common_dir.join("reftable");
+                if std::fs::symlink_metadata(&tables).is_ok() {
+                    push_unique(&mut plan.protected, tables);
+                    plan.notes.push(format!(
+                        "{} uses the reftable backend, whose tables hold every branch together: with --here all of them stay read-only, so the agent cannot commit or make branches there",
+                        g.common_dir.display()
+                    ));
+                } else {
+                    plan.unprotected.push(format!(
+                        "{} says it uses the reftable backend but has no reftable directory to keep read-only",
+                        g.common_dir.display()
+                    ));
+                }
+            }
+            if common_writable && !uses_reftable(&g.common_dir) {
                 let packed =
                     std::fs::read_to_string(g.common_dir.join("packed-refs")).unwrap_or_default();
                 for b in &i.config.protected_branches {
+                    // Checked when the policy is read; again here, as the name becomes a path.
+                    if tyba_policy::check_branch_name(b).is_err()
+                        || !Path::new(b)
+                            .components()
+                            .all(|c| matches!(c, std::path::Component::Normal(_)))
+                    {
+                        plan.unprotected.push(format!(
+                            "the protected branch name {b:?} is not a branch name git accepts"
+                        ));
+                        continue;
+                    }
                     let p = g.common_dir.join("refs/heads").join(b);
                     if std::fs::symlink_metadata(&p).is_err() {
                         let name = format!("refs/heads/{b}");
