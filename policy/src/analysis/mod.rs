@@ -8,6 +8,7 @@ mod commands;
 mod context;
 mod effects;
 mod git_exec;
+mod grammar_gaps;
 mod housekeeping;
 mod literal;
 pub(crate) mod paths;
