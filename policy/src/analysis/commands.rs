@@ -5,7 +5,7 @@ use super::paths::Access;
 use super::registry::options::{names, parse_opts, Opt, Syntax, Tok};
 use super::registry::{self, Effect, Judgement, Walk, Wraps};
 use super::words::Field;
-use super::{Analyzer, State, Stdin};
+use super::{housekeeping, Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
 use crate::verdict::Verdict;
 use brush_parser::ast;
@@ -476,7 +476,7 @@ impl Analyzer<'_> {
     }
 
     /// The rules of one program.
-    fn program(&mut self, st: State, inv: Invocation<'_>, depth: usize) -> State {
+    fn program(&mut self, mut st: State, inv: Invocation<'_>, depth: usize) -> State {
         let p = inv.program.as_str();
         let args = inv.args;
         self.extra_rules(p, args);
@@ -748,9 +748,34 @@ impl Analyzer<'_> {
                 self.unlisted(p);
             }
             "set" => {
-                // `set -- WORDS` sets the positional parameters: the words are words.
-                self.unlisted(p);
+                // `set -- WORDS` sets the positional parameters: the words are words, and
+                // later `$@`, `$1`… expand to them. Literal words after harmless options are
+                // neutral like a bare assignment of a literal (DESIGN.md §2a "Variables");
+                // anything else (`set` alone prints every variable) is not green.
+                let (change, options) = housekeeping::set_params(args);
+                let opts: Option<Vec<String>> = args[..options].iter().map(Field::known).collect();
+                let neutral_opts =
+                    options == 0 || opts.is_some_and(|o| housekeeping::set_neutral(&o));
+                match change {
+                    housekeeping::SetParams::To(words)
+                        if neutral_opts && words.iter().all(Field::is_known) => {}
+                    _ => self.unlisted(p),
+                }
                 self.generic_paths(&st, args, Access::Any);
+                match change {
+                    housekeeping::SetParams::To(words) => st.set_params(words),
+                    housekeeping::SetParams::Unknown => st.params = Some(vec![None]),
+                    housekeeping::SetParams::Unchanged => {}
+                }
+            }
+            "shift" => {
+                self.unlisted(p);
+                let n = match args {
+                    [] => Some(1),
+                    [n] => n.known().and_then(|t| t.parse::<usize>().ok()),
+                    _ => None,
+                };
+                st.shift_params(n);
             }
             "command" => {
                 // `command -v x` / `-V`: a lookup like `type`.

@@ -100,6 +100,7 @@ impl Analyzer<'_> {
                 home: self.ctx.home,
                 cwd,
                 oldpwd,
+                params: st.params.as_deref(),
             };
             all.extend(words::expand(raw, &env, &mut notes));
         }

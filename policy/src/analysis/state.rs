@@ -18,6 +18,11 @@ pub(crate) struct State {
     pub functions: Vec<String>,
     /// Functions and aliases from sourced definitions files, analysed where they are used.
     pub defs: Vec<housekeeping::Definition>,
+    /// The positional parameters (`$1`, `$@`, `$#`) the line may have: `None` until `set`
+    /// with operands or `shift` changes them (the line's own, see `words::params`), else
+    /// every list they may be, `None` for a list that cannot be known (bash(1) "Positional
+    /// Parameters"; DESIGN.md §2a: unknown values are never empty).
+    pub params: Option<Vec<Option<Vec<String>>>>,
 }
 
 impl State {
@@ -29,7 +34,38 @@ impl State {
             vars: HashMap::new(),
             functions: Vec::new(),
             defs: Vec::new(),
+            params: None,
         }
+    }
+
+    /// Sets the positional parameters (`set -- WORDS`): the words' values, or a list that
+    /// cannot be known when one of them cannot.
+    pub(crate) fn set_params(&mut self, words: &[Field]) {
+        let list: Option<Vec<String>> = words.iter().map(Field::known).collect();
+        self.params = Some(vec![list]);
+    }
+
+    /// `shift N`: drops the first `n` positional parameters of every list (`None`: a count
+    /// that cannot be known, which leaves lists that cannot be known). bash(1): a count
+    /// beyond `$#` fails and changes nothing.
+    pub(crate) fn shift_params(&mut self, n: Option<usize>) {
+        let lists = match self.params.take() {
+            Some(lists) => lists,
+            // The line's own: none (a shift fails), or, as `$1` reads them, not known.
+            None => vec![Some(Vec::new()), None],
+        };
+        let mut out = Vec::new();
+        for l in lists {
+            let next = match (l, n) {
+                (Some(words), Some(n)) if n <= words.len() => Some(words[n..].to_vec()),
+                (Some(words), Some(_)) => Some(words),
+                _ => None,
+            };
+            if !out.contains(&next) {
+                out.push(next);
+            }
+        }
+        self.params = Some(out);
     }
 
     /// Moves every working directory into `dir` (a `-C DIR` option): relative to each, or
@@ -85,6 +121,12 @@ impl State {
                 self.defs.push(d.clone());
             }
         }
+        if self.params != other.params {
+            // A side that never set them has the line's own, counted as not known here.
+            let mut mine = self.params.take().unwrap_or_else(|| vec![None]);
+            union_vec(&mut mine, other.params.as_deref().unwrap_or(&[None]));
+            self.params = Some(mine);
+        }
         if self.dirstack.len() < other.dirstack.len() {
             self.dirstack = other.dirstack.clone();
         }
@@ -116,4 +158,51 @@ pub(crate) enum Stdin {
     Inherited,
     /// Another command's output (`a | b`), a file (`< f`), a here-document or here-string.
     Fed,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn list(s: &str) -> Option<Vec<String>> {
+        Some(s.split_whitespace().map(str::to_string).collect())
+    }
+
+    #[test]
+    fn set_and_shift_change_every_list() {
+        let mut st = State::new(Path::new("/w"));
+        assert_eq!(st.params, None);
+        st.set_params(&[Field::lit("x"), Field::lit("rm"), Field::lit("-rf")]);
+        assert_eq!(st.params, Some(vec![list("x rm -rf")]));
+        st.shift_params(Some(1));
+        assert_eq!(st.params, Some(vec![list("rm -rf")]));
+        // A count beyond `$#` fails and changes nothing.
+        st.shift_params(Some(3));
+        assert_eq!(st.params, Some(vec![list("rm -rf")]));
+        st.shift_params(None);
+        assert_eq!(st.params, Some(vec![None]));
+        st.set_params(&[Field::lit("a"), Field::unknown()]);
+        assert_eq!(st.params, Some(vec![None]));
+        // Shifting the line's own: none, or not known.
+        let mut own = State::new(Path::new("/w"));
+        own.shift_params(Some(1));
+        assert_eq!(own.params, Some(vec![Some(vec![]), None]));
+    }
+
+    #[test]
+    fn a_branch_that_set_them_and_one_that_did_not_give_both() {
+        let start = State::new(Path::new("/w"));
+        let mut set = start.clone();
+        set.set_params(&[Field::lit("rm")]);
+        let mut a = set.clone();
+        a.union(&start);
+        assert_eq!(a.params, Some(vec![list("rm"), None]));
+        let mut b = start.clone();
+        b.union(&set);
+        assert_eq!(b.params, Some(vec![None, list("rm")]));
+        let mut same = set.clone();
+        same.union(&set);
+        assert_eq!(same.params, Some(vec![list("rm")]));
+    }
 }

@@ -76,15 +76,75 @@ pub(super) fn param_lookup(
                 None => vec![Val::Unknown],
             }
         }
-        // An agent's line runs as `bash -c LINE`: no positional parameters.
-        Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => vec![Val::Nothing],
+        Parameter::Positional(0) => vec![Val::Unknown],
+        // Set on the line (`set -- WORDS`, `shift`): every list they may be.
+        Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate })
+            if env.params.is_some() =>
+        {
+            let lists = env.params.unwrap_or_default();
+            lists
+                .iter()
+                .map(|l| match l {
+                    None => Val::Unknown,
+                    Some(words) if quoted && !concatenate => Val::Fields(words.clone()),
+                    Some(words) if words.is_empty() => Val::Nothing,
+                    // `"$*"` joins with the first character of IFS (a space unless assigned);
+                    // unquoted, both split again.
+                    Some(words) => Val::Expanded {
+                        text: words.join(" "),
+                        quoted,
+                    },
+                })
+                .collect()
+        }
+        Parameter::Special(SpecialParameter::PositionalParameterCount) if env.params.is_some() => {
+            let lists = env.params.unwrap_or_default();
+            lists
+                .iter()
+                .map(|l| match l {
+                    Some(words) => Val::Expanded {
+                        text: words.len().to_string(),
+                        quoted,
+                    },
+                    None => Val::Unknown,
+                })
+                .collect()
+        }
+        Parameter::Positional(n) if env.params.is_some() => {
+            let lists = env.params.unwrap_or_default();
+            let i = usize::try_from(*n).ok().and_then(|n| n.checked_sub(1));
+            lists
+                .iter()
+                .map(|l| match (l, i) {
+                    (Some(words), Some(i)) => match words.get(i) {
+                        Some(w) if !w.is_empty() => Val::Expanded {
+                            text: w.clone(),
+                            quoted,
+                        },
+                        _ if quoted => Val::EmptyQuoted,
+                        _ => Val::Nothing,
+                    },
+                    _ => Val::Unknown,
+                })
+                .collect()
+        }
+        // An agent's line runs as `bash -c LINE`: no positional parameters. `"$@"` is then no
+        // field at all, even quoted; `"$*"` one empty field.
+        Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate }) => {
+            if quoted && !concatenate {
+                vec![Val::Fields(Vec::new())]
+            } else if quoted {
+                vec![Val::EmptyQuoted]
+            } else {
+                vec![Val::Nothing]
+            }
+        }
         Parameter::Special(SpecialParameter::PositionalParameterCount) => {
             vec![Val::Expanded {
                 text: "0".to_string(),
                 quoted,
             }]
         }
-        Parameter::Positional(0) => vec![Val::Unknown],
         Parameter::Positional(_) => vec![Val::Nothing, Val::Unknown],
         _ => vec![Val::Unknown],
     }
