@@ -5,7 +5,7 @@ use super::paths::Access;
 use super::registry::options::{names, parse_opts, Opt, Syntax, Tok};
 use super::registry::{self, Effect, Judgement, Walk, Wraps};
 use super::words::Field;
-use super::{housekeeping, Analyzer, State, Stdin};
+use super::{housekeeping, links, Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
 use crate::verdict::Verdict;
 use brush_parser::ast;
@@ -475,8 +475,25 @@ impl Analyzer<'_> {
         }
     }
 
-    /// The rules of one program.
-    fn program(&mut self, mut st: State, inv: Invocation<'_>, depth: usize) -> State {
+    /// The rules of one program, then the links it makes (`links::made_by`), which the
+    /// words of later commands are resolved through.
+    fn program(&mut self, st: State, inv: Invocation<'_>, depth: usize) -> State {
+        let p = inv.program.clone();
+        let args = inv.args;
+        let st = self.program_rules(st, inv, depth);
+        if matches!(p.as_str(), "ln" | "cp" | "link") {
+            for cwd in st.cwds.iter().flatten() {
+                for l in links::made_by(&p, args, cwd, &self.links) {
+                    if !self.links.contains(&l) {
+                        self.links.push(l);
+                    }
+                }
+            }
+        }
+        st
+    }
+
+    fn program_rules(&mut self, mut st: State, inv: Invocation<'_>, depth: usize) -> State {
         let p = inv.program.as_str();
         let args = inv.args;
         self.extra_rules(p, args);

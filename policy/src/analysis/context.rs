@@ -155,6 +155,38 @@ impl Analyzer<'_> {
     }
 
     /// Checks one expanded field used as a path, against every directory the line may be in.
+    /// Checks `word` as resolved through the links the line made before it
+    /// ([`paths::resolve_in`]), when one is on its way: the path the link leads to is
+    /// judged like one written out (DESIGN.md §2: through a symlink counts); a link whose
+    /// target cannot be known makes the path unresolved.
+    fn through_links(
+        &self,
+        cwd: &Path,
+        word: &str,
+        access: Access,
+        found: &mut Vec<Finding>,
+        resolved: &mut Vec<PathBuf>,
+    ) {
+        let pc = self.path_ctx();
+        for (p, through) in paths::resolve_all(cwd, word, &self.links) {
+            match through {
+                paths::Through::Nothing => {}
+                paths::Through::Links => {
+                    let text = p.to_string_lossy();
+                    if let Some(p) = paths::check_path(&pc, Path::new("/"), &text, access, found)
+                    {
+                        resolved.push(p);
+                    }
+                }
+                paths::Through::Unknown => found.push(Finding::new(
+                    Verdict::Yellow,
+                    "path.unresolved",
+                    format!("`{word}` goes through a link made earlier on the line to a path that cannot be known"),
+                )),
+            }
+        }
+    }
+
     pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {
         let mut found = Vec::new();
         let mut resolved: Vec<PathBuf> = Vec::new();
@@ -206,6 +238,11 @@ impl Analyzer<'_> {
                                     paths::check_path(&pc, c, &cand, access, &mut found)
                                 {
                                     resolved.push(p);
+                                }
+                                // Through the links made earlier on the line too: the link
+                                // may or may not be there, the worse of both counts.
+                                if !self.links.is_empty() {
+                                    self.through_links(c, &cand, access, &mut found, &mut resolved);
                                 }
                             }
                             None if cand.starts_with('/') => {

@@ -10,6 +10,7 @@ mod effects;
 mod git_exec;
 mod grammar_gaps;
 mod housekeeping;
+mod links;
 mod literal;
 pub(crate) mod paths;
 mod redirect;
@@ -212,6 +213,9 @@ pub(crate) struct Analyzer<'p> {
     shadowed_use: bool,
     /// Sourced definitions being analysed at their use (against recursion).
     expanding: Vec<String>,
+    /// Links the commands analysed so far make (`links::made_by`): kept for the whole line,
+    /// since a link made in a subshell or a substitution stays on the disk after it.
+    pub(crate) links: Vec<paths::Link>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -237,6 +241,7 @@ impl<'p> Analyzer<'p> {
             traps: Vec::new(),
             shadowed_use: false,
             expanding: Vec::new(),
+            links: Vec::new(),
         }
     }
 }
