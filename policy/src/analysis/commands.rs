@@ -480,7 +480,10 @@ impl Analyzer<'_> {
     fn program(&mut self, st: State, inv: Invocation<'_>, depth: usize) -> State {
         let p = inv.program.clone();
         let args = inv.args;
-        let st = self.program_rules(st, inv, depth);
+        let mut st = self.program_rules(st, inv, depth);
+        if p == "shopt" {
+            st.shopt(args);
+        }
         if matches!(p.as_str(), "ln" | "cp" | "link") {
             for cwd in st.cwds.iter().flatten() {
                 for l in links::made_by(&p, args, cwd, &self.links) {

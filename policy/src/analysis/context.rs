@@ -198,7 +198,7 @@ impl Analyzer<'_> {
                     let mut too_wide = false;
                     for cwd in &st.cwds {
                         match cwd {
-                            Some(c) => match paths::glob(c, &text) {
+                            Some(c) => match paths::glob_with(c, &text, st.glob) {
                                 Some(m) if m.is_empty() => all.push(text.clone()),
                                 Some(m) => all.extend(m),
                                 None => too_wide = true,

@@ -607,7 +607,18 @@ pub(crate) fn check_partial(
 /// can be listed or holds a construct the matcher does not model (it may then match
 /// anything); an empty list when nothing matches (bash then passes the word literally). A
 /// name whose match depends on the locale counts as matched.
-pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
+/// The shell options that change what a glob matches (bash(1) "Pathname Expansion"), each
+/// `true` when it may be on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GlobOpts {
+    /// `shopt -s nocaseglob`: letters match in either case.
+    pub nocase: bool,
+    /// `shopt -s dotglob`: names starting with `.` match without a literal `.` (never `.`
+    /// and `..`).
+    pub dot: bool,
+}
+
+pub(crate) fn glob_with(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec<String>> {
     let absolute = pattern.starts_with('/');
     let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     let mut current: Vec<(PathBuf, String)> = vec![(
@@ -630,6 +641,11 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
         } else {
             None
         };
+        // Under nocaseglob, the pattern and the names compared in lower case too.
+        let folded = match &compiled {
+            Some(_) if opts.nocase => Some(pattern::Pattern::parse(&comp.to_lowercase()).ok()?),
+            _ => None,
+        };
         for (dir, shown) in &current {
             let join = |name: &str| {
                 if shown.is_empty() || shown.ends_with('/') {
@@ -650,10 +666,13 @@ pub(crate) fn glob(cwd: &Path, pattern: &str) -> Option<Vec<String>> {
             };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !pat.may_match_dot_names() {
+                if name.starts_with('.') && !pat.may_match_dot_names() && !opts.dot {
                     continue;
                 }
-                if pat.matches(&name) != Some(false) {
+                let folded_match = folded
+                    .as_ref()
+                    .is_some_and(|f| f.matches(&name.to_lowercase()) != Some(false));
+                if pat.matches(&name) != Some(false) || folded_match {
                     next.push((dir.join(&name), join(&name)));
                     if next.len() > MAX_GLOB_MATCHES {
                         return None;

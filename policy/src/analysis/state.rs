@@ -23,6 +23,8 @@ pub(crate) struct State {
     /// every list they may be, `None` for a list that cannot be known (bash(1) "Positional
     /// Parameters"; DESIGN.md §2a: unknown values are never empty).
     pub params: Option<Vec<Option<Vec<String>>>>,
+    /// The glob options (`shopt -s nocaseglob`, `dotglob`) the line may have switched on.
+    pub glob: paths::GlobOpts,
 }
 
 impl State {
@@ -35,6 +37,33 @@ impl State {
             functions: Vec::new(),
             defs: Vec::new(),
             params: None,
+            glob: paths::GlobOpts::default(),
+        }
+    }
+
+    /// `shopt [-s|-u] NAME…`: the glob options it may switch on. An option name that cannot
+    /// be known may be any of them. Switching one off is not counted (another branch may
+    /// have it on; on matches more).
+    pub(crate) fn shopt(&mut self, args: &[Field]) {
+        let mut on = false;
+        let mut set_o = false;
+        for a in args {
+            match a.known() {
+                Some(t) if t.starts_with('-') && t.len() > 1 => {
+                    on |= t.contains('s');
+                    set_o |= t.contains('o');
+                }
+                Some(name) if on && !set_o => match name.as_str() {
+                    "nocaseglob" => self.glob.nocase = true,
+                    "dotglob" => self.glob.dot = true,
+                    _ => {}
+                },
+                Some(_) => {}
+                None => {
+                    self.glob.nocase = true;
+                    self.glob.dot = true;
+                }
+            }
         }
     }
 
@@ -121,6 +150,8 @@ impl State {
                 self.defs.push(d.clone());
             }
         }
+        self.glob.nocase |= other.glob.nocase;
+        self.glob.dot |= other.glob.dot;
         if self.params != other.params {
             // A side that never set them has the line's own, counted as not known here.
             let mut mine = self.params.take().unwrap_or_else(|| vec![None]);
@@ -188,6 +219,36 @@ mod tests {
         let mut own = State::new(Path::new("/w"));
         own.shift_params(Some(1));
         assert_eq!(own.params, Some(vec![Some(vec![]), None]));
+    }
+
+    #[test]
+    fn shopt_switches_glob_options_on() {
+        let mut st = State::new(Path::new("/w"));
+        st.shopt(&[Field::lit("-s"), Field::lit("nocaseglob")]);
+        assert_eq!(
+            st.glob,
+            paths::GlobOpts {
+                nocase: true,
+                dot: false
+            }
+        );
+        st.shopt(&[Field::lit("-u"), Field::lit("nocaseglob")]);
+        assert!(st.glob.nocase, "switching off is not counted");
+        let mut st = State::new(Path::new("/w"));
+        st.shopt(&[Field::lit("-so"), Field::lit("dotglob")]);
+        assert!(!st.glob.dot, "`-o` names set -o options");
+        st.shopt(&[
+            Field::lit("-s"),
+            Field::lit("extglob"),
+            Field::lit("dotglob"),
+        ]);
+        assert!(st.glob.dot && !st.glob.nocase);
+        let mut st = State::new(Path::new("/w"));
+        st.shopt(&[Field::lit("-s"), Field::unknown()]);
+        assert!(st.glob.dot && st.glob.nocase);
+        let mut other = State::new(Path::new("/w"));
+        other.union(&st);
+        assert!(other.glob.dot && other.glob.nocase);
     }
 
     #[test]
