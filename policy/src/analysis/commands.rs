@@ -486,9 +486,15 @@ impl Analyzer<'_> {
         }
         if matches!(p.as_str(), "ln" | "cp" | "link") {
             for cwd in st.cwds.iter().flatten() {
-                for l in links::made_by(&p, args, cwd, &self.links) {
+                let made = links::made_by(&p, args, cwd, &self.links);
+                for l in made.links {
                     if !self.links.contains(&l) {
                         self.links.push(l);
+                    }
+                }
+                for t in made.unplaced {
+                    if !self.unplaced_links.contains(&t) {
+                        self.unplaced_links.push(t);
                     }
                 }
             }

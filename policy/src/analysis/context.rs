@@ -8,6 +8,9 @@ use super::{Analyzer, State, MAX_DEPTH, MAX_REPORTED_PATHS};
 use crate::verdict::{Finding, Verdict};
 use std::path::{Path, PathBuf};
 
+/// Leading components of a word tried as the place of a link whose place cannot be known.
+const MAX_UNPLACED_SPLITS: usize = 8;
+
 impl paths::SessionPaths for Analyzer<'_> {
     /// Paths the policy opens, `~` expanded; computed when a path first leaves the worktree.
     fn opened_paths(&self) -> &[PathBuf] {
@@ -155,7 +158,8 @@ impl Analyzer<'_> {
     }
 
     /// Checks one expanded field used as a path, against every directory the line may be in.
-    /// Checks `word` as resolved through the links the line made before it
+    /// Checks `word` as resolved through the links the line made before it (and as any of
+    /// those made at places that cannot be known)
     /// ([`paths::resolve_in`]), when one is on its way: the path the link leads to is
     /// judged like one written out (DESIGN.md §2: through a symlink counts); a link whose
     /// target cannot be known makes the path unresolved.
@@ -168,6 +172,35 @@ impl Analyzer<'_> {
         resolved: &mut Vec<PathBuf>,
     ) {
         let pc = self.path_ctx();
+        // A link at a place that cannot be known may be the word or a directory on its way:
+        // the target with each rest of the word.
+        let comps: Vec<&str> = word
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .take(MAX_UNPLACED_SPLITS)
+            .collect();
+        for t in &self.unplaced_links {
+            let Some(t) = t else {
+                found.push(Finding::new(
+                    Verdict::Yellow,
+                    "path.unresolved",
+                    format!("`{word}` may be a link made earlier on the line to a path that cannot be known"),
+                ));
+                continue;
+            };
+            for k in 0..comps.len() {
+                let rest = comps[k + 1..].join("/");
+                let p = if rest.is_empty() {
+                    PathBuf::from(t)
+                } else {
+                    Path::new(t).join(rest)
+                };
+                let text = p.to_string_lossy();
+                if let Some(p) = paths::check_path(&pc, Path::new("/"), &text, access, found) {
+                    resolved.push(p);
+                }
+            }
+        }
         for (p, through) in paths::resolve_all(cwd, word, &self.links) {
             match through {
                 paths::Through::Nothing => {}
@@ -241,7 +274,7 @@ impl Analyzer<'_> {
                                 }
                                 // Through the links made earlier on the line too: the link
                                 // may or may not be there, the worse of both counts.
-                                if !self.links.is_empty() {
+                                if !self.links.is_empty() || !self.unplaced_links.is_empty() {
                                     self.through_links(c, &cand, access, &mut found, &mut resolved);
                                 }
                             }

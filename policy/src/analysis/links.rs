@@ -16,9 +16,31 @@ use super::registry::options::{names, parse_opts, Tok};
 use super::words::Field;
 use std::path::{Path, PathBuf};
 
+/// What one command makes: links at known places, and the targets of links whose place
+/// cannot be known (`ln -s .git/config "$x"`: any later path may be one of them).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Made {
+    pub links: Vec<Link>,
+    /// Each target as an absolute path (a relative symbolic one taken from the current
+    /// directory, the link's own being unknown); `None` when it cannot be known either.
+    pub unplaced: Vec<Option<String>>,
+}
+
 /// The links `program ARGS` makes when run in `cwd`, with the links made before it (`made`)
-/// already in place. Empty for other programs and for a link whose place cannot be known.
-pub(crate) fn made_by(program: &str, args: &[Field], cwd: &Path, made: &[Link]) -> Vec<Link> {
+/// already in place. Nothing for other programs.
+pub(crate) fn made_by(program: &str, args: &[Field], cwd: &Path, made: &[Link]) -> Made {
+    let mut m = Made::default();
+    m.links = placed(program, args, cwd, made, &mut m.unplaced);
+    m
+}
+
+fn placed(
+    program: &str,
+    args: &[Field],
+    cwd: &Path,
+    made: &[Link],
+    unplaced: &mut Vec<Option<String>>,
+) -> Vec<Link> {
     let mut symbolic = false;
     let mut hard = false;
     let mut no_target_dir = false;
@@ -82,6 +104,10 @@ pub(crate) fn made_by(program: &str, args: &[Field], cwd: &Path, made: &[Link]) 
             .filter(|b| !b.is_empty() && *b != "." && *b != "..")
             .map(str::to_string)
     };
+    let absolute = |t: &Field| -> Option<String> {
+        let text = target(t)?;
+        Some(paths::lexical(cwd, &text).to_string_lossy().into_owned())
+    };
     let mut out = Vec::new();
     let into = |dir: &PathBuf, t: &Field, out: &mut Vec<Link>| {
         if let Some(b) = base(t) {
@@ -93,6 +119,7 @@ pub(crate) fn made_by(program: &str, args: &[Field], cwd: &Path, made: &[Link]) 
     };
     if let Some(d) = target_dir {
         let Some(dir) = d.known().map(|d| place_dir(cwd, &d, made)) else {
+            unplaced.extend(operands.iter().map(absolute));
             return out;
         };
         for t in &operands {
@@ -111,6 +138,7 @@ pub(crate) fn made_by(program: &str, args: &[Field], cwd: &Path, made: &[Link]) 
         return out;
     };
     let Some(dest_text) = dest.known() else {
+        unplaced.extend(targets.iter().map(absolute));
         return out;
     };
     let dir = place_dir(cwd, &dest_text, made);
@@ -168,7 +196,7 @@ mod tests {
         let mut words = cmd.split_whitespace().map(Field::lit);
         let p = words.next().unwrap().known().unwrap();
         let args: Vec<Field> = words.collect();
-        made_by(&p, &args, cwd, before)
+        made_by(&p, &args, cwd, before).links
     }
 
     fn link(at: &Path, to: &str) -> Link {
@@ -240,7 +268,23 @@ mod tests {
             &w,
             &[],
         );
-        assert_eq!(unknown[0].to, None);
+        assert_eq!(unknown.links[0].to, None);
+        // A place that cannot be known: the target is kept, from here.
+        let unplaced = made_by(
+            "ln",
+            &[
+                Field::lit("-s"),
+                Field::lit(".git/config"),
+                Field::unknown(),
+            ],
+            &w,
+            &[],
+        );
+        assert!(unplaced.links.is_empty());
+        assert_eq!(
+            unplaced.unplaced,
+            [Some(w.join(".git/config").to_string_lossy().into_owned())]
+        );
     }
 
     #[test]

@@ -216,6 +216,8 @@ pub(crate) struct Analyzer<'p> {
     /// Links the commands analysed so far make (`links::made_by`): kept for the whole line,
     /// since a link made in a subshell or a substitution stays on the disk after it.
     pub(crate) links: Vec<paths::Link>,
+    /// Targets of links made at places that cannot be known (`links::Made::unplaced`).
+    pub(crate) unplaced_links: Vec<Option<String>>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -242,6 +244,7 @@ impl<'p> Analyzer<'p> {
             shadowed_use: false,
             expanding: Vec::new(),
             links: Vec::new(),
+            unplaced_links: Vec::new(),
         }
     }
 }

@@ -274,6 +274,60 @@ pub(super) fn parameter_values(
             indirect,
             ..
         } => param_lookup(parameter, *indirect, env, quoted),
+        // `${@:OFFSET[:LENGTH]}` of parameters set on the line, literal numbers only.
+        ParameterExpr::Substring {
+            parameter: Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate }),
+            offset,
+            length,
+            ..
+        } if env.params.is_some() => {
+            let number = |t: &str| t.trim().parse::<i64>().ok();
+            let off = number(&offset.value);
+            let len = match length {
+                Some(l) => number(&l.value).map(Some),
+                None => Some(None),
+            };
+            let lists = env.params.unwrap_or_default();
+            lists
+                .iter()
+                .map(|l| {
+                    let (Some(words), Some(off), Some(len)) = (l, off, len) else {
+                        return Val::Unknown;
+                    };
+                    // Offset 0 starts at `$0`, which is not known; a negative one counts
+                    // from the end; a negative length is an error for `@`.
+                    let n = words.len() as i64;
+                    let start = match off {
+                        0 => return Val::Unknown,
+                        o if o > 0 => o - 1,
+                        o => n + o,
+                    };
+                    if start < 0 || len.is_some_and(|l| l < 0) {
+                        return Val::Unknown;
+                    }
+                    let start = (start as usize).min(words.len());
+                    let end = match len {
+                        Some(l) => (start + l as usize).min(words.len()),
+                        None => words.len(),
+                    };
+                    let slice = words[start..end].to_vec();
+                    if quoted && !concatenate {
+                        Val::Fields(slice)
+                    } else if slice.is_empty() {
+                        if quoted {
+                            Val::EmptyQuoted
+                        } else {
+                            Val::Nothing
+                        }
+                    } else {
+                        Val::Expanded {
+                            text: slice.join(" "),
+                            quoted,
+                        }
+                    }
+                })
+                .collect()
+        }
         _ => vec![Val::Unknown],
     }
 }
