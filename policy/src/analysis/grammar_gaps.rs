@@ -30,6 +30,7 @@ pub(super) fn rewrite(text: &str) -> Option<String> {
         heredocs: Vec::new(),
         depth: 0,
         gave_up: false,
+        arith: 0,
     };
     loop {
         match r.list(false) {
@@ -73,6 +74,8 @@ struct Rewriter<'a> {
     depth: usize,
     /// Nesting went beyond [`MAX_DEPTH`]: no rewrite.
     gave_up: bool,
+    /// Inside `$((…))` or `((…))`, where `<<` is a shift, not a here-document.
+    arith: usize,
 }
 
 fn is_meta(c: u8) -> bool {
@@ -210,10 +213,13 @@ impl Rewriter<'_> {
                     command_start = true;
                 }
                 b'(' => {
+                    let arith = command_start && self.at(1) == Some(b'(');
                     self.copy_one();
+                    self.arith += usize::from(arith);
                     if self.list(false) == Stop::CloseParen {
                         self.copy_one();
                     }
+                    self.arith -= usize::from(arith);
                     command_start = false;
                 }
                 b')' => return Stop::CloseParen,
@@ -257,8 +263,10 @@ impl Rewriter<'_> {
             }
             return;
         }
-        let here_doc =
-            self.peek() == Some(b'<') && self.at(1) == Some(b'<') && self.at(2) != Some(b'<');
+        let here_doc = self.arith == 0
+            && self.peek() == Some(b'<')
+            && self.at(1) == Some(b'<')
+            && self.at(2) != Some(b'<');
         while matches!(self.peek(), Some(b'<' | b'>' | b'&' | b'|')) {
             self.copy_one();
         }
@@ -360,11 +368,14 @@ impl Rewriter<'_> {
                 }
             }
             b'$' if self.at(1) == Some(b'(') => {
+                let arith = self.at(2) == Some(b'(');
                 self.copy_one();
                 self.copy_one();
+                self.arith += usize::from(arith);
                 if self.list(false) == Stop::CloseParen {
                     self.copy_one();
                 }
+                self.arith -= usize::from(arith);
             }
             b'$' if self.at(1) == Some(b'{') => {
                 self.copy_one();
@@ -543,6 +554,15 @@ mod tests {
         assert_eq!(rewrite("echo 'case x in x)'"), None);
         assert_eq!(rewrite("echo \"case x in x)\" # case y in y)"), None);
         assert_eq!(rewrite("ls $(echo case) x)"), None);
+        // `<<` in arithmetic is a shift, not a here-document.
+        assert_eq!(
+            rewrite("echo $((1<<2))\necho $(case a in a) id;; esac)").as_deref(),
+            Some("echo $((1<<2))\necho $(case a in (a) id;; esac;)")
+        );
+        assert_eq!(
+            rewrite("(( x = 1<<2 ))\necho $(case a in a) id;; esac)").as_deref(),
+            Some("(( x = 1<<2 ))\necho $(case a in (a) id;; esac;)")
+        );
         assert_eq!(
             rewrite("cat <<E\ncase x in x) ;;\nE\necho $(case a in a) id;; esac)").as_deref(),
             Some("cat <<E\ncase x in x) ;;\nE\necho $(case a in (a) id;; esac;)")

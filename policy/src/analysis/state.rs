@@ -68,9 +68,12 @@ impl State {
     }
 
     /// Sets the positional parameters (`set -- WORDS`): the words' values, or a list that
-    /// cannot be known when one of them cannot.
+    /// cannot be known when one of them cannot or is a glob (its matches are the words).
     pub(crate) fn set_params(&mut self, words: &[Field]) {
-        let list: Option<Vec<String>> = words.iter().map(Field::known).collect();
+        let list: Option<Vec<String>> = words
+            .iter()
+            .map(|w| if w.has_glob() { None } else { w.known() })
+            .collect();
         self.params = Some(vec![list]);
     }
 
