@@ -603,12 +603,15 @@ impl Analyzer<'_> {
         if self.over_budget(1) {
             return st;
         }
+        let links_before = self.links.len() + self.unplaced_links.len();
         let c1 = match cond {
             Some(c) => self.compound_list(c, st.clone(), depth),
             None => st.clone(),
         };
         let b1 = self.compound_list(body, c1.clone(), depth);
-        if b1 == st && c1 == st {
+        // A link the body made is there for the next iteration's words too.
+        let made_links = self.links.len() + self.unplaced_links.len() != links_before;
+        if b1 == st && c1 == st && !made_links {
             return b1;
         }
         let mut again = b1.clone();
