@@ -174,7 +174,18 @@ impl Analyzer<'_> {
         let pc = self.path_ctx();
         // A link at a place that cannot be known may be the word or a directory on its way:
         // the target with each rest of the word.
-        let comps: Vec<&str> = word
+        // An absolute word counts from the worktree (outside it, it is out of bounds anyway).
+        let relative: Option<String> = if word.starts_with('/') {
+            paths::lexical(cwd, word)
+                .strip_prefix(self.ctx.worktree)
+                .ok()
+                .map(|r| r.to_string_lossy().into_owned())
+        } else {
+            Some(word.to_string())
+        };
+        let comps: Vec<&str> = relative
+            .as_deref()
+            .unwrap_or("")
             .split('/')
             .filter(|c| !c.is_empty() && *c != ".")
             .take(MAX_UNPLACED_SPLITS)
@@ -196,9 +207,8 @@ impl Analyzer<'_> {
                     Path::new(t).join(rest)
                 };
                 let text = p.to_string_lossy();
-                if let Some(p) = paths::check_path(&pc, Path::new("/"), &text, access, found) {
-                    resolved.push(p);
-                }
+                // Judged, not reported as a path the command reaches (it may be none).
+                let _ = paths::check_path(&pc, Path::new("/"), &text, access, found);
             }
         }
         for (p, through) in paths::resolve_all(cwd, word, &self.links) {
