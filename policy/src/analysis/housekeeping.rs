@@ -212,7 +212,8 @@ fn set_option_neutral(name: &str, set: bool) -> bool {
 
 /// Whether `set ARGS` only changes options in a neutral direction (`set -euo pipefail`,
 /// `set +o posix`, `set -o` to print). `set` alone prints every variable (secrets) and `set --
-/// WORDS` sets positional parameters: neither is neutral.
+/// WORDS` sets positional parameters: neither is neutral here (the second is judged with its
+/// words where `set` is, `commands.rs`).
 pub(crate) fn set_neutral(args: &[String]) -> bool {
     if args.is_empty() {
         return false;
