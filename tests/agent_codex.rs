@@ -436,11 +436,18 @@ fn agent_codex_npm_home_prefix_and_nvm_layouts() {
 // ---------------------------------------------------------------------------------------
 // The interactive TUI (`codex`), in a real terminal.
 
-/// Codex's TUI as a person meets it (0.171.0).
-fn codex_tui(wt: &str) -> TuiAgent<'static> {
+/// Codex's TUI as a person meets it (0.171.0): `codex -C WT` as users type it, which starts
+/// (or reuses) Codex's background app-server daemon, or with `--no-daemon` (the app server
+/// inside the TUI's own process).
+fn codex_tui(wt: &str, daemon: bool) -> TuiAgent<'static> {
+    let mut argv: Vec<String> = vec!["codex".into()];
+    if !daemon {
+        argv.push("--no-daemon".into());
+    }
+    argv.extend(["-C".into(), wt.into()]);
     TuiAgent {
         name: "codex",
-        argv: vec!["codex".into(), "--no-daemon".into(), "-C".into(), wt.into()],
+        argv,
         ready: &|sc| {
             sc.iter().any(|l| l.contains("Ask Codex to do anything"))
                 && !sc.iter().any(|l| l.contains("Trust this folder?"))
@@ -473,7 +480,37 @@ fn codex_tui(wt: &str) -> TuiAgent<'static> {
 /// `config.toml` beforehand (under tyba that file is a read-only control file, so the
 /// answer could not be saved from the dialog); alone, Codex's defaults (no approval policy or
 /// sandbox mode set, no rules), the dialog answered on the screen.
-fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)> {
+/// Whether an action (an ask's `run `…``, or the audit log's command line) is the daemon's
+/// check of its own process right after starting it: `ps -p PID -o stat= -o lstart=`, PID a
+/// process of the sandbox's private pid namespace. Refused, Codex gives up its daemon and
+/// exits; tyba answers it from the sandbox's own `/proc` (probe `daemon-own-process`), so it
+/// is never asked (`docs/agents.md`).
+fn is_daemon_ps(action: &str) -> bool {
+    let a = action
+        .strip_prefix("run `")
+        .and_then(|a| a.strip_suffix('`'))
+        .unwrap_or(action);
+    let w: Vec<&str> = a.split(' ').collect();
+    matches!(
+        w.as_slice(),
+        ["ps", "-p", pid, "-o", "stat=", "-o", "lstart="]
+            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+    )
+}
+
+/// The entries of `dir` (names), empty when it does not exist.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate, daemon: bool) -> Option<(usize, usize)> {
     let s = Scripted::new(who, "agent-codex-tui")?.with_make_push();
     let rec = Arc::new(Recorded::default());
     let r = Arc::clone(&rec);
@@ -513,6 +550,11 @@ fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)>
     set_env(&mut env, "SCRIPTED_MODEL_KEY", "offline");
     set_env(&mut env, "TERM", "xterm-256color");
     let home_before = s.home_snapshot(&[".codex"]);
+    // The daemon's socket rendezvous on the person's side (`/tmp/codex-daemon-UID`, made by
+    // tyba when absent): the session's daemon binds its socket in the session's copy of it.
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&s.fx.home).unwrap());
+    let rendezvous = PathBuf::from(format!("/tmp/codex-daemon-{uid}"));
+    let rendezvous_before = entries(&rendezvous);
     let steps = s.steps.clone();
     let n = s.steps.len();
     let done = || {
@@ -527,7 +569,7 @@ fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)>
         gate,
         port,
         &["SCRIPTED_MODEL_KEY"],
-        &codex_tui(&wt),
+        &codex_tui(&wt, daemon),
         &env,
         "Run the scripted commands.",
         &|a| step_of(&steps, a),
@@ -552,16 +594,117 @@ fn run_codex_tui(who: &Who, prefix: &Path, gate: Gate) -> Option<(usize, usize)>
         entry_step: &|e| entry_step(&s.steps, e),
         home_changes: changes(&home_before, &s.home_snapshot(&[".codex"])),
     };
+    if gate == Gate::Tyba && daemon {
+        check_daemon(&s, &run, &rendezvous, &rendezvous_before);
+    }
     finish_tui(&s, gate, &run, &t, &results)
 }
 
+/// The daemon's effects, checked from outside: tyba started Codex's daemon as the agent
+/// (`app-server --listen unix://` in the audit log, allowed), the daemon bound its socket in
+/// the session's copy of its rendezvous (listed as dropped in tyba's end summary: a
+/// 64-hex-digit name under `/tmp/codex-daemon-UID/`), the TUI reached it (no "did not become
+/// ready"), the person's rendezvous holds what it held before, and the daemon's `ps` of its
+/// own process was answered by tyba (the audit log) and never asked.
+fn check_daemon(s: &Scripted, run: &TuiRun, rendezvous: &Path, before: &[String]) {
+    let mut ck = Checks::default();
+    let (code, out, _) = s.fx.cli(&["log", "--json"]);
+    let daemon_started = code == 0
+        && out.lines().any(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+            v["kind"] == "exec"
+                && v["decision"] == "allow"
+                && v["action"]
+                    .as_str()
+                    .is_some_and(|a| a.contains(" app-server --listen unix://"))
+        });
+    ck.check(
+        daemon_started,
+        "the daemon `codex app-server --listen unix://` ran, allowed as the agent",
+    );
+    let text = format!("{}\n{}", run.history, run.lines.join("\n"));
+    let prefix = format!("{}/", rendezvous.display());
+    let bound = text.lines().any(|l| {
+        l.split_whitespace().any(|w| {
+            w.trim_end_matches(':')
+                .strip_prefix(prefix.as_str())
+                .is_some_and(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
+    });
+    ck.check(
+        bound,
+        format!(
+            "the daemon's socket was bound in the session's copy of {}",
+            rendezvous.display()
+        ),
+    );
+    ck.check(
+        !text.contains("did not become ready") && !text.contains("failed to record pid-managed"),
+        "the TUI reached its daemon",
+    );
+    ck.check(
+        entries(rendezvous) == before,
+        format!(
+            "the person's {} is as it was ({before:?}, now {:?})",
+            rendezvous.display(),
+            entries(rendezvous)
+        ),
+    );
+    let asked: Vec<&Answered> = run
+        .asks
+        .iter()
+        .filter(|a| is_daemon_ps(&a.action))
+        .collect();
+    ck.check(
+        asked.is_empty(),
+        format!("the daemon's look at its own process was never asked: {asked:?}"),
+    );
+    let answered = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v["kind"] == "probe"
+                && v["action"].as_str().is_some_and(is_daemon_ps)
+                && v["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("answered by tyba from the sandbox's own /proc"))
+        })
+        .count();
+    ck.check(
+        answered > 0,
+        "the daemon's `ps -p PID -o stat= -o lstart=` was answered by tyba, not run",
+    );
+    eprintln!(
+        "MEASURED codex daemon {:?}: the daemon's `ps` of its own process answered {answered} times, asked {}",
+        s.fx.who,
+        asked.len()
+    );
+    ck.finish(&format!(
+        "codex TUI with its daemon\n--- pane\n{}\n--- audit log\n{out}",
+        run.history
+    ));
+}
+
+/// `codex` as users start it: the TUI with its background daemon.
 #[test]
 fn agent_codex_tui_under_tyba() {
     let Some(prefix) = npm_prefix() else {
         return;
     };
     for_each_who(|who| {
-        run_codex_tui(who, &prefix, Gate::Tyba);
+        run_codex_tui(who, &prefix, Gate::Tyba, true);
+    });
+}
+
+/// `codex --no-daemon`: the app server in the TUI's own process (what Codex's error tells the
+/// person to run when its daemon cannot start), no daemon and no `ps`.
+#[test]
+fn agent_codex_tui_no_daemon_under_tyba() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        run_codex_tui(who, &prefix, Gate::Tyba, false);
     });
 }
 
@@ -572,5 +715,7 @@ fn agent_codex_tui_own_prompts() {
     let Some(prefix) = npm_prefix() else {
         return;
     };
-    run_codex_tui(&whos().pop().unwrap(), &prefix, Gate::AgentOwn);
+    // Without `--no-daemon` Codex would leave its daemon running on the machine after the
+    // test (outside tyba nothing ends it); its prompts are the TUI's either way.
+    run_codex_tui(&whos().pop().unwrap(), &prefix, Gate::AgentOwn, false);
 }

@@ -38,6 +38,7 @@ const CORPORA: &[&str] = &[
     "commands-redteam3.jsonl",
     "commands-redteam4.jsonl",
     "commands-redteam5.jsonl",
+    "commands-redteam6.jsonl",
     "commands-faults.jsonl",
 ];
 

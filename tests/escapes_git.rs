@@ -1189,7 +1189,8 @@ fn sessions_at_the_same_time_keep_their_own_branches_as_unprivileged_user() {
 /// In the person's own checkout (`--here`, on `feature`): the protected branches `main`
 /// (loose) and `release` (only in `packed-refs`, protected by the policy) moved or deleted with git and by writing the files, `packed-refs` rewritten, the
 /// checkout switched to `main` and committed on; another session's branch moved and a new
-/// `tyba/` branch made. Then the agent's own commit on `feature`.
+/// `tyba/` branch made; `master`, protected and with no branch yet, made by git and by
+/// writing its file. Then the agent's own commit on `feature`.
 const HERE_BRANCHES_SCRIPT: &str = r#"
 R="$PWD/report"; mkdir -p "$R"
 NEW=$(git commit-tree -m evil "HEAD^{tree}")
@@ -1199,6 +1200,11 @@ git update-ref refs/heads/release "$NEW"; echo "update-ref release $?" >> "$R/gi
 git update-ref -d refs/heads/release; echo "delete release $?" >> "$R/git"
 git update-ref refs/heads/tyba/other "$NEW"; echo "update-ref tyba/other $?" >> "$R/git"
 git branch tyba/new "$NEW"; echo "branch tyba/new $?" >> "$R/git"
+git branch master "$NEW"; echo "branch master $?" >> "$R/git"
+git update-ref refs/heads/master "$NEW"; echo "update-ref master $?" >> "$R/git"
+git checkout -q -b master && { git commit -q --allow-empty -m on-master; echo "commit on master $?" >> "$R/git"; }
+git checkout -q feature
+git pack-refs --all; git update-ref --no-deref refs/heads/master "$NEW"; echo "packed update-ref master $?" >> "$R/git"
 git checkout -q main && { git commit -q --allow-empty -m on-main; echo "commit on main $?" >> "$R/git"; }
 git checkout -q feature
 NEW="$NEW" perl -e '
@@ -1206,6 +1212,12 @@ NEW="$NEW" perl -e '
   put("refs/heads/main", "$ENV{NEW}\n");
   put("refs/heads/release", "$ENV{NEW}\n");
   put("refs/heads/tyba/other", "$ENV{NEW}\n");
+  # master, a protected name with no branch yet: made as a file, or its stand-in removed.
+  put("refs/heads/master", "$ENV{NEW}\n");
+  rmdir(".git/refs/heads/master") ? print "removed master\n" : print "rmdir master: $!\n";
+  put("master.new", "$ENV{NEW}\n");
+  rename(".git/master.new", ".git/refs/heads/master") ? print "renamed over master\n" : print "rename master: $!\n";
+  put("refs/heads/master/x", "$ENV{NEW}\n");
   put("packed-refs", "$ENV{NEW} refs/heads/release\n");
   put("main.new", "$ENV{NEW}\n");
   rename(".git/main.new", ".git/refs/heads/main") ? print "renamed over main\n" : print "rename main: $!\n";
@@ -1328,6 +1340,7 @@ fn here_branches_suite(who: Who, tag: &str) {
     );
     for p in [
         "refs/heads/tyba/new",
+        "refs/heads/master",
         "tyba-away",
         "packed-away",
         "refs-away",
@@ -1358,6 +1371,7 @@ fn here_branches_suite(who: Who, tag: &str) {
         gitlog.contains("update-ref main 0")
             && gitlog.contains("update-ref release 0")
             && gitlog.contains("update-ref tyba/other 0")
+            && gitlog.contains("branch master 0")
             && git_out(
                 &who,
                 &r.wt,

@@ -485,3 +485,215 @@ fn codex_folder_trust_is_answered_in_the_session_and_not_carried_back() {
         c.finish(&format!("{who:?}\n--- stderr of the session\n{stderr}"));
     }
 }
+
+/// What the fake agent's command does in its runtime directory `/tmp/codex-daemon-UID`:
+/// connects to the person's socket `$1`, binds its own `$2` and connects to it; writes the
+/// results to `$3`.
+const SOCKETS: &str = r#"
+import os, socket, sys
+d = "/tmp/codex-daemon-%d" % os.getuid()
+person, own, out = sys.argv[1:4]
+res = []
+c = socket.socket(socket.AF_UNIX)
+try:
+    c.connect(d + "/" + person)
+    res.append("person:connected")
+except OSError as e:
+    res.append("person:" + (e.strerror or str(e)))
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind(d + "/" + own)
+    s.listen(1)
+    c2 = socket.socket(socket.AF_UNIX)
+    c2.connect(d + "/" + own)
+    res.append("own:connected")
+except OSError as e:
+    res.append("own:" + (e.strerror or str(e)))
+open(out, "w").write("\n".join(res) + "\n")
+"#;
+
+/// An agent's runtime directory in `/tmp` (Codex's `/tmp/codex-daemon-UID`, its profile's
+/// `runtime_dirs`): inside `tyba run` of a program named `codex`, the agent's command binds
+/// its own socket there and connects to it, but the person's socket there (a listener of the
+/// test, bound outside) refuses the connection, and the agent's socket never appears on the
+/// person's side. The control: the same script without the sandbox reaches the person's
+/// socket.
+#[test]
+fn the_persons_sockets_in_an_agents_runtime_dir_stay_out_of_reach() {
+    use std::os::unix::fs::MetadataExt;
+    for (i, who) in whos().into_iter().enumerate() {
+        let Some(r) = sandbox_repo(&who, &format!("rtdir{i}")) else {
+            continue;
+        };
+        let uid = match &who {
+            Who::User { uid, .. } => *uid,
+            Who::Me => std::fs::metadata("/proc/self").unwrap().uid(),
+        };
+        let dir = std::path::PathBuf::from(format!("/tmp/codex-daemon-{uid}"));
+        if !dir.exists() {
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::os::unix::fs::chown(&dir, Some(uid), None).unwrap();
+        }
+        let tag = format!("tyba-test-{}-{i}", std::process::id());
+        let (person, own) = (format!("{tag}-person.sock"), format!("{tag}-own.sock"));
+        let listener = std::os::unix::net::UnixListener::bind(dir.join(&person)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::fs::set_permissions(dir.join(&person), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        // The agent, recognised by its name: `codex`.
+        let bin = r.root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(r.wt.join("sockets.py"), SOCKETS).unwrap();
+        let agent = bin.join("codex");
+        std::fs::write(&agent, "#!/bin/bash\nexec python3 sockets.py \"$@\"\n").unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        give(&r.root, &who);
+        let env = base_env(&r.home, &[]);
+        let out_in = r.wt.join("inside.txt");
+        let o = run_tyba(
+            &who,
+            &r.tyba,
+            &r.wt,
+            &env,
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                agent.to_str().unwrap(),
+                &person,
+                &own,
+                "inside.txt",
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let inside = read(&out_in);
+        let accepted_inside = listener.accept().is_ok();
+        let own_outside = dir.join(&own).exists();
+        // The control: the same program as the same user, no sandbox.
+        let out_ctl = r.wt.join("control.txt");
+        let ctl = command_as(&who, &agent)
+            .args([&person, &format!("{tag}-ctl.sock"), "control.txt"])
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .current_dir(&r.wt)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let control = read(&out_ctl);
+        for f in [&person, &own, &format!("{tag}-ctl.sock")] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        let mut c = Checks::default();
+        c.check(
+            inside.contains("person:Connection refused"),
+            format!("the person's socket refused the sandbox: {inside:?}"),
+        );
+        c.check(
+            !accepted_inside,
+            "the person's listener got no connection from the session",
+        );
+        c.check(
+            inside.contains("own:connected"),
+            format!("the agent's own socket works in its copy: {inside:?}"),
+        );
+        c.check(
+            !own_outside,
+            "the agent's socket is not on the person's side",
+        );
+        c.check(
+            control.contains("person:connected") && listener.accept().is_ok(),
+            format!(
+                "control: without the sandbox the person's socket is reached: {control:?} {}",
+                String::from_utf8_lossy(&ctl.stderr)
+            ),
+        );
+        c.finish(&format!("{who:?}\n--- stderr\n{err}"));
+    }
+}
+
+/// What the fake agent `codex` runs itself: its profile's `daemon-own-process` probe on its
+/// own pid (answered), the same probe with a field that is not answered (`args`: refused
+/// quietly), and the probe inside a shell line (`sh -c '…'`: matched by its words, refused
+/// quietly, never answered).
+const PROBES: &str = r#"#!/bin/bash
+ps -p $$ -o stat= -o lstart= > answered.txt 2> answered.err; echo "exit $?" >> answered.txt
+ps -p $$ -o stat= -o lstart= -o args= > args.txt 2> args.err; echo "exit $?" >> args.txt
+sh -c 'ps -p 1 -o stat= -o lstart=' > cmd.txt 2>&1; echo "exit $?" >> cmd.txt
+"#;
+
+/// The `answer-own-processes` probe (Codex's daemon's `ps -p PID -o stat= -o lstart=`) is
+/// answered only for the agent's own exec of exactly that form, from the sandbox's own
+/// `/proc`, and `ps` never runs: the answer is a process of the session (its state and a
+/// start time as `ps` prints it), any other field is refused quietly with nothing on stdout,
+/// and the same look inside a shell line is refused, not answered. The audit log has each.
+#[test]
+fn an_answered_probe_is_only_the_agents_own_look_at_its_own_processes() {
+    for (i, who) in whos().into_iter().enumerate() {
+        let Some(r) = sandbox_repo(&who, &format!("psans{i}")) else {
+            continue;
+        };
+        let bin = r.root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let agent = bin.join("codex");
+        std::fs::write(&agent, PROBES).unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        give(&r.root, &who);
+        let env = base_env(&r.home, &[]);
+        let o = run_tyba(
+            &who,
+            &r.tyba,
+            &r.wt,
+            &env,
+            &[
+                "run",
+                "--here",
+                "--non-interactive",
+                "--",
+                agent.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let answered = read(&r.wt.join("answered.txt"));
+        let args = read(&r.wt.join("args.txt"));
+        let cmd = read(&r.wt.join("cmd.txt"));
+        let log = run_tyba(&who, &r.tyba, &r.wt, &env, &["log", "--json"]);
+        let log = String::from_utf8_lossy(&log.stdout).into_owned();
+        let probe_reasons: Vec<String> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["kind"] == "probe")
+            .map(|v| v["reason"].as_str().unwrap_or("").to_string())
+            .collect();
+        let mut c = Checks::default();
+        // `S` or `R` and flags, then a date as `ps` writes `lstart` (`Tue Dec  1 09:47:53 2026`).
+        let first = answered.lines().next().unwrap_or("");
+        let words: Vec<&str> = first.split_whitespace().collect();
+        c.check(
+            words.len() == 6
+                && words[0].starts_with(['S', 'R'])
+                && words[4].matches(':').count() == 2
+                && words[5].len() == 4
+                && answered.ends_with("exit 0\n"),
+            format!("the agent's own look was answered: {answered:?}"),
+        );
+        c.check(
+            probe_reasons
+                .iter()
+                .any(|r| r.starts_with("answered by tyba from the sandbox's own /proc")),
+            format!("the log says it was answered: {probe_reasons:?}"),
+        );
+        c.check(
+            args == "exit 126\n" && read(&r.wt.join("args.err")).contains("refused quietly"),
+            format!("a field that is not answered is refused quietly, nothing on stdout: {args:?}"),
+        );
+        c.check(
+            cmd.contains("refused") && cmd.ends_with("exit 126\n"),
+            format!("the look inside a shell line is refused, not answered: {cmd:?}"),
+        );
+        c.finish(&format!("{who:?}\n--- stderr\n{err}\n--- log\n{log}"));
+    }
+}

@@ -101,17 +101,8 @@ impl FlatConfig {
     pub fn boolean(&self, section: &str, sub: Option<&str>, name: &str) -> Option<bool> {
         match self.last(section, sub, name)? {
             None => Some(true),
-            Some(v) => parse_bool(v),
+            Some(v) => tyba_policy::git_options::config_bool(v),
         }
-    }
-}
-
-/// `git_parse_maybe_bool` plus integers (`git_config_bool`).
-pub(crate) fn parse_bool(v: &str) -> Option<bool> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" => Some(true),
-        "false" | "no" | "off" | "" => Some(false),
-        other => other.parse::<i64>().ok().map(|n| n != 0),
     }
 }
 

@@ -497,9 +497,11 @@ fn push_could_reach_protected_blind(words: &[String], protected: &[String]) -> b
     p.last_bool("prune") == Some(true)
 }
 
-/// `git config` writing, renaming, removing or editing a key that moves or replaces the hook.
-/// Classic (`git config [opts] key value`, `--add`, `--unset`, `--rename-section`, …) and
-/// subcommand forms (`git config set|unset|rename-section|remove-section|edit`), git-config(1).
+/// `git config` writing, renaming or removing a key that moves or replaces the hook. Classic
+/// (`git config [opts] key value`, `--add`, `--unset`, `--rename-section`, …) and subcommand
+/// forms (`git config set|unset|rename-section|remove-section`), git-config(1). An edit in an
+/// editor (`--edit`, `edit`) names no key: the colour policy makes it red (DESIGN.md §2,
+/// writes to `.git/config`), and a push after it is judged with the configuration it left.
 fn config_write_of_guard_key(words: &[String]) -> Option<String> {
     const READ_FLAGS: &[&str] = &[
         "--get",
@@ -532,7 +534,7 @@ fn config_write_of_guard_key(words: &[String]) -> Option<String> {
             break;
         }
         if w == "-e" || w == "--edit" {
-            return Some("git config --edit can change core.hooksPath".into());
+            return None;
         }
         if READ_FLAGS.contains(&w) {
             read = true;
@@ -567,7 +569,7 @@ fn config_write_of_guard_key(words: &[String]) -> Option<String> {
         _ => (None, &operands[..]),
     };
     let writes = match sub {
-        Some("edit") => return Some("git config edit can change core.hooksPath".into()),
+        Some("edit") => return None,
         Some("list") | Some("get") => false,
         Some(_) => true,
         None => !read && (write_flag || args.len() >= 2),

@@ -96,7 +96,9 @@ const CASES: &[Case] = &[
     (&[], &["config", "--unset", "core.hooksPath"], &[], true),
     (&[], &["config", "--add", "include.path", "/x"], &[], true),
     (&[], &["config", "--rename-section", "foo", "core"], &[], true),
-    (&[], &["config", "-e"], &[], true),
+    // An edit in an editor names no key: the colour policy asks (red, DESIGN.md §2).
+    (&[], &["config", "-e"], &[], false),
+    (&[], &["config", "edit"], &[], false),
     (&[], &["config", "core.hooksPath"], &[], false),
     (&[], &["config", "--get", "core.hooksPath"], &[], false),
     (&[], &["config", "user.name", "x"], &[], false),

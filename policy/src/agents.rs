@@ -21,7 +21,9 @@
 //!
 //! A probe's decision can only be quieter or stricter than asking: `quiet-refuse` refuses an
 //! exec the general rules would ask about, logged and not asked (the agent copes with the
-//! failure). No decision allows anything: a probe that reads only the worktree is green by the
+//! failure); `answer-own-processes` does not run it either, and answers a process-table look
+//! at the session's own processes from the sandbox's private `/proc` (what the agent could
+//! read itself: Codex's daemon cannot work without it). No decision allows anything: a probe that reads only the worktree is green by the
 //! general rules, and nothing is made green by naming its string ([`ProbeDecision`] has no
 //! allowing variant, and [`AgentProfile::probe_outcome`] answers only for an ask).
 //!
@@ -78,6 +80,16 @@ pub struct AgentProfile {
     /// copy of each (an overlay in the sandbox's mount namespace), never the person's.
     #[serde(default)]
     pub state: Vec<String>,
+    /// The agent's own directories in the shared temporary directory, named for the user:
+    /// absolute paths whose last name holds `{uid}` (the user's numeric id), e.g. Codex's
+    /// socket rendezvous `/tmp/codex-daemon-{uid}` (its daemon binds its socket there, mode
+    /// 0700, and links `~/.codex/app-server-control/app-server-control.sock` to it). When
+    /// `tyba run` starts this agent, the kernel layer makes each one when it is absent (mode 0700, the user's, never over
+    /// anything), refuses one that is not a real directory of the user's alone, and gives the
+    /// agent a session-private copy of it like a `state` entry, so the sockets the agent binds
+    /// there are its own and the person's stay out of reach (`docs/agents.md`).
+    #[serde(default)]
+    pub runtime_dirs: Vec<String>,
     /// Known data inside the state, merged back to the person's state at the session's end:
     /// paths with `~`, where `*` matches within one name and a `**` component any number of
     /// directories (`~/.codex/sessions/**/*.jsonl`). Only regular files are merged, copied as
@@ -123,7 +135,8 @@ pub struct ProbeSpec {
     pub examples: Vec<String>,
 }
 
-/// The decision a known probe gets, in place of an ask. No variant allows anything.
+/// The decision a known probe gets, in place of an ask. No variant allows anything: no
+/// program runs.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -132,6 +145,13 @@ pub enum ProbeDecision {
     /// person's tmux server, `ssh -T git@github.com`) or only tells the agent about the
     /// machine, and the agent works without it.
     QuietRefuse,
+    /// A look at the process table about processes of the session itself (`ps -p PID -o
+    /// stat= -o lstart=`: Codex's daemon checking the process it just started): `ps` does
+    /// not run; tyba answers from the sandbox's private `/proc` (its own pid namespace, so
+    /// only the session's processes exist there), which the agent could read itself, for the
+    /// output fields `pid`, `ppid`, `stat`, `lstart` and `comm` with empty headers. Any other
+    /// form of the command, or a process that is not the session's, is refused quietly.
+    AnswerOwnProcesses,
 }
 
 /// A quiet refusal of a known probe: the supervisor refuses the exec with `reason` and logs
@@ -142,6 +162,10 @@ pub struct QuietRefusal {
     pub agent: String,
     /// The probe's id.
     pub probe: String,
+    /// What the probe gets: refused, or answered without running (for
+    /// [`ProbeDecision::AnswerOwnProcesses`] the supervisor refuses quietly when it cannot
+    /// answer).
+    pub decision: ProbeDecision,
     /// The probe's reason.
     pub reason: String,
 }
@@ -329,6 +353,7 @@ impl AgentProfiles {
                 (&mut mine.key_env, &p.key_env),
                 (&mut mine.hidden_env, &p.hidden_env),
                 (&mut mine.state, &p.state),
+                (&mut mine.runtime_dirs, &p.runtime_dirs),
                 (&mut mine.data, &p.data),
                 (&mut mine.control_files, &p.control_files),
             ] {
@@ -381,9 +406,10 @@ impl AgentProfile {
         }
         let p = self.probe(argv)?;
         match p.decision {
-            ProbeDecision::QuietRefuse => Some(QuietRefusal {
+            ProbeDecision::QuietRefuse | ProbeDecision::AnswerOwnProcesses => Some(QuietRefusal {
                 agent: agent.to_string(),
                 probe: p.id.clone(),
+                decision: p.decision,
                 reason: p.reason.clone(),
             }),
         }
@@ -445,6 +471,20 @@ pub(crate) fn validate(layer: &BTreeMap<String, AgentProfile>) -> Result<(), Str
         {
             if !(d.starts_with("~/") || d.starts_with('/')) || d.contains("/../") {
                 return bad("paths must start with `~/` or `/`, got", d);
+            }
+        }
+        for d in &p.runtime_dirs {
+            // One directory per user, named for them, right below an existing directory.
+            let last = d.rsplit('/').next().unwrap_or("");
+            if !d.starts_with('/')
+                || d.split('/').any(|c| c == ".." || c == ".")
+                || !last.contains("{uid}")
+                || d.matches("{uid}").count() != 1
+            {
+                return bad(
+                    "runtime_dirs entries must be absolute paths whose last name holds `{uid}` once, got",
+                    d,
+                );
             }
         }
         for d in &p.data {

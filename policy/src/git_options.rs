@@ -502,6 +502,17 @@ impl Globals {
     }
 }
 
+/// A git configuration value read as a boolean the way `git_config_bool` does (git-config(1)
+/// "Values", `config.c`): `true`/`yes`/`on` and `false`/`no`/`off`/the empty value, any case,
+/// or an integer (non-zero is true). `None` for anything else (git refuses such a value).
+pub fn config_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" => Some(true),
+        "false" | "no" | "off" | "" => Some(false),
+        other => other.parse::<i64>().ok().map(|n| n != 0),
+    }
+}
+
 /// The entry of [`GLOBAL_OPTIONS`] for `word` as written (`--git-dir=x` names `--git-dir`
 /// only when that option takes a value after `=`), and the value after `=` if any.
 pub fn global_option(word: &str) -> Option<(&'static GlobalSpec, Option<&str>)> {

@@ -84,7 +84,7 @@ rules! {
     PATH_CONTROL_FILE = "path.control-file", [Red], "a write to an agent or IDE control file";
     PATH_CREDENTIAL = "path.credential", [Red], "a credential path, inside the worktree too";
     PATH_GIT_CONFIG = "path.git-config", [Red], "a change to the repository's git configuration file";
-    PATH_GIT_DIR = "path.git-dir", [Red], "a change to the repository's git directory as a whole";
+    PATH_GIT_DIR = "path.git-dir", [Red], "a change to the repository's git directory as a whole, or a write inside it";
     PATH_GIT_HOOKS = "path.git-hooks", [Red], "a change under the repository's hooks directory";
     PATH_GLOB_TOO_WIDE = "path.glob-too-wide", [Yellow], "a glob that matches more paths than tyba checks";
     PATH_OUTSIDE_WORKTREE = "path.outside-worktree", [Red], "a path that resolves outside the worktree";
@@ -94,7 +94,7 @@ rules! {
     PERSIST_SCHEDULER = "persist.scheduler", [Red], "code scheduled to run outside the sandbox later (`crontab`, `at`, `systemctl --user`)";
     PERSIST_SERVICE = "persist.service", [Red], "a change to what the service manager runs (`systemctl enable|link|edit|start…`)";
     POLICY = "policy.*", [Yellow, Red, Blocked], "a rule of a policy file (`[[rule]]`), with the colour the file gives it";
-    PROC_KILL_ALL = "proc.kill-all", [Red], "`kill -1` signals every process of the user";
+    PROC_KILL_ALL = "proc.kill-all", [Red], "a signal to every process, a process group, PID 1 or tyba (`kill -1`, `kill 1`, `pkill .`, `killall5`)";
     RM_DELETE = "rm.delete", [Yellow], "a command that deletes files";
     RM_FIND_DELETE = "rm.find-delete", [Red], "`find -delete` or `find -exec rm`";
     RM_RECURSIVE_FORCE = "rm.recursive-force", [Red], "a recursive forced deletion (`rm -rf`, `git rm -r -f`, `git clean -fd`)";

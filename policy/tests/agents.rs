@@ -238,6 +238,12 @@ fn bad_profiles_are_load_errors() {
         ("[agents.codex]\ndata = [\"sessions/*.jsonl\"]\n", "must start with"),
         ("[agents.codex]\ndata = [\"~/.codex/../.bashrc\"]\n", "must start with"),
         ("[agents.codex]\ndata = [\"~/.codex/./x\"]\n", "without `.` or `..`"),
+        ("[agents.codex]\nruntime_dirs = [\"/tmp/codex-daemon\"]\n", "`{uid}` once"),
+        ("[agents.codex]\nruntime_dirs = [\"tmp/x-{uid}\"]\n", "`{uid}` once"),
+        ("[agents.codex]\nruntime_dirs = [\"~/x-{uid}\"]\n", "`{uid}` once"),
+        ("[agents.codex]\nruntime_dirs = [\"/tmp/{uid}/x\"]\n", "`{uid}` once"),
+        ("[agents.codex]\nruntime_dirs = [\"/tmp/../etc/x-{uid}\"]\n", "`{uid}` once"),
+        ("[agents.codex]\nruntime_dirs = [\"/tmp/x-{uid}-{uid}\"]\n", "`{uid}` once"),
         ("[agents.Bad_Name]\n", "lower-case"),
         (
             "[[agents.codex.probes]]\nid = \"p\"\nprogram = \"tmux\"\ndecision = \"quiet-refuse\"\nreason = \"r\"\n",

@@ -326,12 +326,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let refs_root = tyba_supervisor::own_branch::refs_root();
     let mut own_branch = None;
     let mut own_branch_error = None;
+    let branch = session.own_branch();
     if let (Some(g), Some(root)) = (&session.git, &refs_root) {
         for r in tyba_supervisor::own_branch::recover(&g.common_dir, root) {
             report_carry(&r, "a killed session's");
         }
-        if let Some(b) = session.own_branch() {
-            if !g.common_dir.join("reftable").exists() {
+        if let Some(b) = branch {
+            if !tyba_supervisor::sandbox::uses_reftable(&g.common_dir) {
                 match tyba_supervisor::own_branch::OwnBranch::prepare(
                     &g.common_dir,
                     &b,
@@ -343,26 +344,53 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-    } else if session.git.is_some() && session.own_branch().is_some() {
+    } else if session.git.is_some() && branch.is_some() {
         own_branch_error =
             Some(tyba_supervisor::own_branch::OwnBranchError::NoStateDir.to_string());
     }
 
     let enforcement = Enforcement::probe();
     let path_env = std::env::var_os("PATH");
+    // The agent's profile, from its resolved program.
+    let resolved = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
+    let markers = tyba_policy::agents::InstallMarkers::from_path(&resolved);
+    let recognised = policy
+        .config()
+        .agents
+        .profile_for(&resolved, home.as_deref(), &markers);
+    // The agent's own directories in the shared temporary directory (Codex's daemon socket
+    // rendezvous), made when absent: state of the session like the profiles' `state`.
+    let (runtime_dirs, runtime_left_out) = tyba_supervisor::state_layer::prepare_runtime_dirs(
+        recognised
+            .as_ref()
+            .map_or(&[][..], |r| &r.profile.runtime_dirs),
+        None,
+    );
+    let mut config = policy.config().clone();
+    for d in &runtime_dirs {
+        let d = d.to_string_lossy().into_owned();
+        if !config.filesystem.agent_state.contains(&d) {
+            config.filesystem.agent_state.push(d);
+        }
+    }
     // Kept until the session ends; dropping it removes the placeholders left unchanged.
     let placeholders =
-        tyba_supervisor::sandbox::ControlPlaceholders::create(policy.config(), home.as_deref());
+        tyba_supervisor::sandbox::ControlPlaceholders::create(&config, home.as_deref());
     let mut plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
         session: &session,
         tmp_dir: &tmp_dir,
-        config: policy.config(),
+        config: &config,
         home: home.as_deref(),
         agent_program: Some(&program),
         agent_path_env: path_env.as_deref(),
     });
     plan.grant_own_branch(session.git.as_ref(), own_branch.as_ref());
     plan.unprotected.extend(own_branch_error);
+    plan.notes.extend(
+        runtime_left_out
+            .into_iter()
+            .map(|m| format!("an agent's own directory is not part of the session: {m}")),
+    );
     // The git files the person's git obeys that do not exist yet get stand-ins, bound
     // read-only like the others (kept until the session ends, as the placeholders above).
     let git_stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
@@ -375,7 +403,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // back at the end (issue 13 class 8). One that cannot be made stops the start.
     let layers_root = tyba_supervisor::state_layer::layers_root_for(&tmp_dir);
     let mut state_layers = match tyba_supervisor::state_layer::StateLayers::prepare(
-        policy.config(),
+        &config,
         home.as_deref(),
         &layers_root,
     ) {
@@ -401,12 +429,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     env.retain(|(k, _)| k != "TMPDIR" && k != "TYBA_SESSION" && k != "TYBA_WORKTREE");
     // What the agent's profile hides at the source (the person's tmux and ssh agent
     // sockets): its start-up probes of them then find nothing to ask about.
-    let resolved = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
-    let markers = tyba_policy::agents::InstallMarkers::from_path(&resolved);
-    let recognised = policy
-        .config()
-        .agents
-        .profile_for(&resolved, home.as_deref(), &markers);
     if let Some(r) = &recognised {
         let hidden: Vec<String> = env
             .iter()

@@ -356,7 +356,6 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let mut master_no = None;
     let mut relay_nos: Vec<(i32, std::net::IpAddr)> = Vec::new();
     let mut fuse_no: Option<i32> = None;
-    let mut fuse_served = false;
     let mut outside = None;
     let mut reader = BufReader::new(std::fs::File::from(status_r));
     let mut line = String::new();
@@ -380,9 +379,8 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             l.strip_prefix("B ")
                 .and_then(|p| p.parse::<i32>().ok())
                 .or(stage2),
-            fuse_served,
+            outside.is_some(),
         ) {
-            fuse_served = true;
             match serve_outside(&plan.outside_covers, &approver, s2, fd, uid, gid) {
                 Ok(fs) => outside = Some(fs),
                 Err(e) => {
@@ -539,6 +537,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         gid,
         stage2: stage2 as u32,
         install,
+        install_index: std::sync::OnceLock::new(),
         start_env: cfg
             .env
             .iter()
@@ -560,6 +559,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         state: Mutex::new(notify::State::new()),
     });
     notify::hear_refused_lookups(&notifier);
+    notifier.index_install();
     let stop = Arc::new(AtomicBool::new(false));
     let loop_thread = {
         let (n, s) = (Arc::clone(&notifier), Arc::clone(&stop));

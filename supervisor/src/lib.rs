@@ -56,6 +56,7 @@ pub mod outside_fs;
 pub mod own_branch;
 mod procfs;
 pub mod proxy;
+mod ps_answer;
 mod push_relay;
 mod runner;
 pub mod sandbox;

@@ -87,9 +87,6 @@ pub(crate) struct State {
     /// Files already seen to be ELF, by identity and change times ([`ElfKey`]): their first
     /// bytes are not read again.
     elf: std::collections::HashSet<ElfKey>,
-    /// The agent's installation by file size, made at the first exec that needs it
-    /// ([`Notifier::installed_original`]).
-    install_index: Option<Arc<crate::agent::InstallIndex>>,
     /// Copies of installation files already compared, by identity and change times: the
     /// installation file each is a byte-identical copy of.
     copies: HashMap<ElfKey, PathBuf>,
@@ -150,6 +147,10 @@ pub(crate) struct Notifier {
     pub stage2: u32,
     /// The agent program's installation: what the agent's own runtime may exec as itself.
     pub install: AgentInstall,
+    /// The installation's files by size ([`Notifier::install_index`]), made once: at session
+    /// set-up on a thread of its own ([`Notifier::index_install`]), or by the first exec that
+    /// needs it first.
+    pub install_index: std::sync::OnceLock<crate::agent::InstallIndex>,
     /// The code-running variables (`tyba_policy::is_code_running_var`) and the shells'
     /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
     /// an exec's variable with another value is an assignment.
@@ -253,7 +254,6 @@ impl State {
             memory: SessionMemory::new(),
             log: Vec::new(),
             elf: std::collections::HashSet::new(),
-            install_index: None,
             copies: HashMap::new(),
         }
     }
@@ -267,6 +267,13 @@ enum ExecDecision {
     Refuse(String),
     /// Refused without asking: a known probe of the agent's profile (logged as `probe`).
     Quiet(String),
+    /// A known probe answered without running (`answer-own-processes`, [`crate::ps_answer`]):
+    /// its stdout and exit status, and the log's reason.
+    Answer {
+        out: String,
+        code: i32,
+        reason: String,
+    },
     Ask(Box<PendingAsk>),
     /// git's receive-pack of an approved push to a local repository: run by the supervisor
     /// (`crate::push_relay`), the process becoming its proxy.
@@ -643,6 +650,29 @@ impl Notifier {
         let _ = sys::notif_send(self.listener.as_fd(), id, r);
     }
 
+    /// The agent installation's files by size, made now if the set-up thread
+    /// ([`Notifier::index_install`]) has not made it yet (waited for while it does).
+    fn install_index(&self) -> &crate::agent::InstallIndex {
+        self.install_index.get_or_init(|| self.install.index())
+    }
+
+    /// Makes the installation's index on a thread of its own, so that the walk of up to
+    /// [`crate::agent::MAX_INDEXED`] files is neither on the launch path nor on the notify
+    /// loop. Nothing for an agent without an installation (the index is then never needed).
+    pub(crate) fn index_install(self: &Arc<Self>) {
+        if self.install.roots.is_empty() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let _ = std::thread::Builder::new()
+            .name("tyba-index".into())
+            .spawn(move || {
+                if let Some(n) = weak.upgrade() {
+                    n.install_index();
+                }
+            });
+    }
+
     /// Hands an allowed exec to the audit log's thread.
     fn log_allowed(&self, e: AllowedExec) {
         if let Some(log) = &self.allowed {
@@ -774,6 +804,10 @@ impl Notifier {
             Ok(ExecDecision::Quiet(reason)) => {
                 let what = self.exec_what(&n);
                 self.refuse_exec_as(&n, "probe", what, reason)
+            }
+            Ok(ExecDecision::Answer { out, code, reason }) => {
+                let what = self.exec_what(&n);
+                self.answer_exec(&n, what, out, code, reason)
             }
             Ok(ExecDecision::Ask(ask)) => {
                 let me = Arc::clone(self);
@@ -1313,27 +1347,14 @@ impl Notifier {
             return None;
         }
         let key = elf_key(&st);
-        let (known, index) = {
-            let s = self.state.lock().ok()?;
-            (s.copies.get(&key).cloned(), s.install_index.clone())
-        };
-        let index = match index {
-            Some(i) => i,
-            None => {
-                let i = Arc::new(self.install.index());
-                if let Ok(mut s) = self.state.lock() {
-                    s.install_index = Some(Arc::clone(&i));
-                }
-                i
-            }
-        };
+        let known = self.state.lock().ok()?.copies.get(&key).cloned();
         let size = u64::try_from(st.st_size).ok()?;
         // A copy compared before and unchanged since (its ctime moves with any write, and no
         // process can set it) is not read again.
         let compared = known.is_some();
         let candidates: Vec<PathBuf> = match known {
             Some(p) => vec![p],
-            None => index.of_size(size).to_vec(),
+            None => self.install_index().of_size(size).to_vec(),
         };
         for cand in candidates {
             let t = Target::Path {
@@ -1853,6 +1874,20 @@ impl Notifier {
             .install
             .quiet_probe(&r.argv, &command, &decision, &green)
         {
+            // A look at the session's own processes, exec'd as itself (not inside a shell
+            // line): answered from the sandbox's /proc, nothing runs; else refused quietly.
+            if q.decision == tyba_policy::agents::ProbeDecision::AnswerOwnProcesses {
+                if let Some((out, code)) = self.answer_own_processes(&r.argv) {
+                    return Ok(ExecDecision::Answer {
+                        out,
+                        code,
+                        reason: format!(
+                            "answered by tyba from the sandbox's own /proc, nothing ran: {} (a known start-up probe of {}, `{}` in its profile)",
+                            q.reason, q.agent, q.probe
+                        ),
+                    });
+                }
+            }
             return Ok(ExecDecision::Quiet(format!(
                 "refused quietly by tyba: {} (a known start-up probe of {}, `{}` in its profile)",
                 q.reason, q.agent, q.probe
@@ -2041,6 +2076,80 @@ impl Notifier {
                 self.reply(n.id, Reply::Errno(libc::EACCES));
             }
         }
+    }
+
+    /// The answer to a process-table look `argv` at the session's own processes
+    /// ([`crate::ps_answer`]), read from the sandbox's private `/proc` through the sandbox's
+    /// root: (stdout, exit status); `None` for any other form or an unreadable `/proc`.
+    fn answer_own_processes(&self, argv: &[String]) -> Option<(String, i32)> {
+        let q = crate::ps_answer::parse(argv)?;
+        let clock = crate::ps_answer::Clock::system()?;
+        let root = self.root.as_ref()?;
+        let proc_dir = format!("/proc/self/fd/{}/proc", root.as_raw_fd());
+        crate::ps_answer::answer(&q, &clock, &|pid| {
+            std::fs::read_to_string(format!("{proc_dir}/{pid}/stat")).ok()
+        })
+    }
+
+    /// Answers an exec in place of running it: logs it as a `probe` that did not run, makes
+    /// the process run tyba's refusal program (as [`Self::refuse_exec_as`]), writes `out` to
+    /// the process's own stdout (taken before the program replaces it with `/dev/null`) and
+    /// makes the program exit with `code`. Where the program cannot be installed, the exec is
+    /// refused quietly instead.
+    fn answer_exec(&self, n: &Notif, what: String, out: String, code: i32, reason: String) {
+        let stdout = procfs::tgid(n.pid)
+            .and_then(|t| sys::pidfd_open(t as i32))
+            .and_then(|p| sys::pidfd_getfd(p.as_fd(), 1));
+        let racers_trusted = procfs::tgid(n.pid)
+            .and_then(|t| procfs::stat_ext(t).map(|st| (t, st)))
+            .is_ok_and(|(t, st)| self.role_of(t, &st).is_agent());
+        let loader_env = self
+            .read_exec(n)
+            .map(|r| {
+                r.envp
+                    .iter()
+                    .any(|e| e.starts_with(b"LD_") || e.starts_with(b"GCONV_PATH="))
+            })
+            .unwrap_or(true);
+        // Only the agent's own runtime is answered (the probe is its own exec), and only with
+        // no loader variable: the program then keeps the exec's environment, which it must,
+        // since the agent spawns these from threads sharing the memory of the environment
+        // (a vfork/posix_spawn child), as for the agent's copy of its own program.
+        let installed = match stdout {
+            Ok(_) if !racers_trusted => Err("not the agent's own process".to_string()),
+            Ok(_) if loader_env => Err("its environment sets loader variables".to_string()),
+            Ok(out_fd) => self
+                .install_proxy(n, racers_trusted, false, loader_env)
+                .map(|i| (i, out_fd)),
+            Err(e) => Err(e.to_string()),
+        };
+        let (installed, out_fd) = match installed {
+            Ok(v) => v,
+            Err(why) => {
+                let reason = format!("refused quietly by tyba: it could not be answered ({why})");
+                return self.refuse_exec_as(n, "probe", what, reason);
+            }
+        };
+        let _ = self.record_refusal("probe", what, reason);
+        self.reply(n.id, Reply::Continue);
+        spawn_worker(move || {
+            if runner::proxy_started(&installed.chan) {
+                installed.restore_parent();
+                let mut f = std::fs::File::from(out_fd);
+                let status = if f.write_all(out.as_bytes()).is_ok() {
+                    code
+                } else {
+                    1
+                };
+                drop(f);
+                let msg = format!("x{status}");
+                let _ = nix::sys::socket::send(
+                    installed.chan.as_raw_fd(),
+                    msg.as_bytes(),
+                    nix::sys::socket::MsgFlags::empty(),
+                );
+            }
+        });
     }
 
     /// A pidfd of the process of `n` when it is a vfork child (it shares its parent's

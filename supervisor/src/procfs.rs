@@ -378,18 +378,55 @@ pub fn read_exec_args(
         }
         None
     };
-    let (Some(av), Some(ev)) = (
-        if argv_ptr == 0 {
-            Some(Vec::new())
-        } else {
-            ptrs_of(&bufs[1])
-        },
-        if envp_ptr == 0 {
-            Some(Vec::new())
-        } else {
-            ptrs_of(&bufs[2])
-        },
-    ) else {
+    // The pointers, read on from the next page (both arrays in one call) while an array
+    // has not ended: a shell's environment array often crosses a page.
+    let mut arrays = [
+        (argv_ptr, std::mem::take(&mut bufs[1])),
+        (envp_ptr, std::mem::take(&mut bufs[2])),
+    ];
+    let mut ptrs: [Option<Vec<u64>>; 2] = [None, None];
+    for round in 0..=MAX_POINTER_PAGES {
+        for (k, (base, buf)) in arrays.iter().enumerate() {
+            if ptrs[k].is_none() {
+                ptrs[k] = if *base == 0 {
+                    Some(Vec::new())
+                } else {
+                    ptrs_of(buf)
+                };
+            }
+        }
+        if ptrs.iter().all(Option::is_some) || round == MAX_POINTER_PAGES {
+            break;
+        }
+        let on: Vec<(usize, u64)> = arrays
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| ptrs[*k].is_none())
+            .map(|(k, (base, buf))| (k, base.saturating_add(buf.len() as u64)))
+            .collect();
+        let mut pages: Vec<Vec<u8>> = on.iter().map(|_| vec![0u8; 4096]).collect();
+        let remote: Vec<nix::sys::uio::RemoteIoVec> = on
+            .iter()
+            .map(|&(_, at)| nix::sys::uio::RemoteIoVec {
+                base: at as usize,
+                len: 4096,
+            })
+            .collect();
+        let got = {
+            let mut local: Vec<std::io::IoSliceMut<'_>> = pages
+                .iter_mut()
+                .map(|b| std::io::IoSliceMut::new(b))
+                .collect();
+            nix::sys::uio::process_vm_readv(pid, &mut local, &remote).unwrap_or(0)
+        };
+        if got != 4096 * on.len() {
+            return slow();
+        }
+        for (&(k, _), page) in on.iter().zip(&pages) {
+            arrays[k].1.extend_from_slice(page);
+        }
+    }
+    let [Some(av), Some(ev)] = ptrs else {
         return slow();
     };
     if av.len() > max_items || ev.len() > max_items {
@@ -410,6 +447,10 @@ pub fn read_exec_args(
         envp,
     })
 }
+
+/// Pages past the first that [`read_exec_args`] reads of a pointer array before it reads
+/// the arrays the slow way (about 2,000 pointers).
+const MAX_POINTER_PAGES: usize = 4;
 
 /// Strings closer than this share one span of [`read_spans`].
 const SPAN_GAP: u64 = 64 * 1024;
@@ -450,10 +491,6 @@ fn read_span(
     if total_len > (max_bytes as u64).saturating_add(4096 * MAX_SPANS as u64) {
         return Ok(None);
     }
-    let mut bufs: Vec<Vec<u8>> = spans
-        .iter()
-        .map(|(a, b)| vec![0u8; (b - a) as usize])
-        .collect();
     let remote: Vec<nix::sys::uio::RemoteIoVec> = spans
         .iter()
         .map(|&(a, b)| nix::sys::uio::RemoteIoVec {
@@ -461,26 +498,73 @@ fn read_span(
             len: (b - a) as usize,
         })
         .collect();
-    let got = {
-        let mut local: Vec<std::io::IoSliceMut<'_>> = bufs
-            .iter_mut()
-            .map(|b| std::io::IoSliceMut::new(b))
-            .collect();
-        match nix::sys::uio::process_vm_readv(pid, &mut local, &remote) {
-            Ok(n) => n,
-            Err(nix::errno::Errno::EFAULT) => return Ok(None),
-            Err(e) => return Err(e.into()),
+    // Where each span starts in the one buffer they are read into.
+    let offsets: Vec<usize> = spans
+        .iter()
+        .scan(0usize, |at, &(a, b)| {
+            let here = *at;
+            *at += (b - a) as usize;
+            Some(here)
+        })
+        .collect();
+    SPAN_BUFFER.with_borrow_mut(|kept| {
+        let mut fresh = Vec::new();
+        let total_len = total_len as usize;
+        let buf = if total_len <= KEPT_SPAN_BUFFER {
+            kept
+        } else {
+            &mut fresh
+        };
+        if buf.len() < total_len {
+            buf.resize(total_len, 0);
         }
-    };
-    if got as u64 != total_len {
-        return Ok(None);
-    }
+        let buf = &mut buf[..total_len];
+        let got = {
+            let mut local: Vec<std::io::IoSliceMut<'_>> = Vec::with_capacity(spans.len());
+            let mut rest = &mut *buf;
+            for &(a, b) in &spans {
+                let (piece, after) = rest.split_at_mut((b - a) as usize);
+                local.push(std::io::IoSliceMut::new(piece));
+                rest = after;
+            }
+            match nix::sys::uio::process_vm_readv(pid, &mut local, &remote) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EFAULT) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if got != total_len {
+            return Ok(None);
+        }
+        strings_of_spans(pid, ptrs, &spans, &offsets, buf, max_bytes).map(Some)
+    })
+}
+
+thread_local! {
+    /// A buffer the span reads of one thread reuse ([`read_span`]), so that an exec's strings
+    /// are read without a fresh zeroed allocation each time (the notify loop's own thread).
+    static SPAN_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spans larger than this (bytes) are read into a buffer of their own, not kept.
+const KEPT_SPAN_BUFFER: usize = 1 << 20;
+
+/// The strings at `ptrs` out of `buf`, where span `i` of `spans` was read at `offsets[i]`; a
+/// string that goes on past its span is read on from `pid`.
+fn strings_of_spans(
+    pid: nix::unistd::Pid,
+    ptrs: &[u64],
+    spans: &[(u64, u64)],
+    offsets: &[usize],
+    buf: &[u8],
+    max_bytes: usize,
+) -> io::Result<Vec<Vec<u8>>> {
     let mut out = Vec::with_capacity(ptrs.len());
     let mut total = 0usize;
     for &p in ptrs {
         let i = spans.partition_point(|&(a, _)| a <= p) - 1;
         let (start, end) = spans[i];
-        let from = &bufs[i][(p - start) as usize..];
+        let from = &buf[offsets[i] + (p - start) as usize..offsets[i] + (end - start) as usize];
         let s = match from.iter().position(|&b| b == 0) {
             Some(z) => from[..z].to_vec(),
             None => {
@@ -496,7 +580,7 @@ fn read_span(
         }
         out.push(s);
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// Reads exactly `len` bytes of `pid`'s memory at `addr` (EFAULT when part is unmapped).
@@ -858,6 +942,39 @@ mod tests {
             vec!["x".repeat(70_000)],
             Some(vec!["Y=".to_string() + &"y".repeat(9_000)]),
         );
+        // An environment array that crosses a page a few words in (as a shell's often does).
+        let strings = owned(&words(6, 10));
+        let mut room = vec![0u64; 2048];
+        let start = room.as_ptr() as u64;
+        let at = ((start | 4095) + 1 - start) as usize / 8 - 2;
+        for (i, c) in strings.iter().enumerate() {
+            room[at + i] = c.as_ptr() as u64;
+        }
+        room[at + strings.len()] = 0;
+        let crossing = room[at..].as_ptr() as u64;
+        assert_eq!(
+            (crossing + 16) % 4096,
+            0,
+            "set-up: two words before a page ends"
+        );
+        let path = CString::new("/bin/true").unwrap();
+        let a = owned(&words(2, 4));
+        let ap = ptrs(&a);
+        let got = read_exec_args(
+            me,
+            path.as_ptr() as u64,
+            ap.as_ptr() as u64,
+            crossing,
+            4096,
+            65_536,
+            2 << 20,
+        )
+        .unwrap();
+        assert_eq!(
+            got.envp,
+            read_string_array(me, crossing, 65_536, 2 << 20).unwrap()
+        );
+        assert_eq!(got.envp.len(), 6);
         // Limits and faults are the readers' own.
         let long = CString::new("p".repeat(5_000)).unwrap();
         let (a, e) = (owned(&words(1, 1)), owned(&[]));

@@ -491,7 +491,7 @@ pub(crate) fn check_commands(
 /// ref of a repository whose refs are in a reftable (which tyba does not read).
 fn plain_ref(repo: &Path, name: &str) -> Result<(), RelayError> {
     let aliased = || Err(RelayError::Symbolic(name.to_string()));
-    if repo.join("reftable").exists() {
+    if crate::sandbox::uses_reftable(repo) {
         return aliased();
     }
     let mut p = repo.to_path_buf();

@@ -584,6 +584,13 @@ pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
     me
 }
 
+/// Whether the repository whose common git dir is `common_dir` keeps its refs in the reftable
+/// format (`extensions.refStorage=reftable`: a `reftable/` directory there,
+/// gitrepository-layout(5)), where no ref is a file of its own that a bind could hold.
+pub fn uses_reftable(common_dir: &Path) -> bool {
+    common_dir.join("reftable").exists()
+}
+
 /// Whether `p` is `root` or lies beneath it (component-wise).
 pub fn is_within(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
@@ -662,7 +669,7 @@ impl SandboxPlan {
                 if objects.is_dir() {
                     push_unique(&mut plan.read_write, objects);
                 }
-                if g.common_dir.join("reftable").exists() {
+                if uses_reftable(&g.common_dir) {
                     plan.notes.push(format!(
                         "{} uses the reftable backend, whose tables hold every branch together: no ref of it is writable, so the agent cannot commit or make branches there",
                         g.common_dir.display()
@@ -684,10 +691,11 @@ impl SandboxPlan {
             // branches stay where they are (DESIGN.md §5). A loose one is bound read-only (a
             // ref is replaced by renaming `<ref>.lock` over it: `EBUSY` on a mount point); one
             // that is only packed is first written as the loose ref of the same value (what
-            // git reads first; `O_EXCL`) and bound so; and `packed-refs` is read-only (an
-            // empty stand-in when absent, which git reads as no packed ref).
+            // git reads first; `O_EXCL`) and bound so; one that does not exist is held by an
+            // empty directory stand-in; and `packed-refs` is read-only (an empty stand-in when
+            // absent, which git reads as no packed ref).
             if plan.read_write.iter().any(|r| is_within(&g.common_dir, r))
-                && !g.common_dir.join("reftable").exists()
+                && !uses_reftable(&g.common_dir)
             {
                 let packed =
                     std::fs::read_to_string(g.common_dir.join("packed-refs")).unwrap_or_default();
@@ -714,8 +722,18 @@ impl SandboxPlan {
                             }
                         }
                     }
-                    if std::fs::symlink_metadata(&p).is_ok() {
+                    if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
                         push_unique(&mut plan.protected, p);
+                    } else {
+                        // No such branch yet: an empty directory stand-in, bound read-only,
+                        // holds its name. git reads a directory there as no ref, and creating
+                        // the ref needs that directory removed (`EBUSY` on a mount point) or
+                        // the lock renamed over it (`EISDIR`). git removes an empty directory
+                        // in a ref's way, so one left behind stands in the way of no one. A
+                        // directory found there may be another session's stand-in, which this
+                        // session must hold too (or that session's end removes it under this
+                        // one's bind), so it goes through the registry as well.
+                        plan.wanted_stand_ins.push((p, None));
                     }
                 }
                 plan.wanted_stand_ins
@@ -787,7 +805,7 @@ impl SandboxPlan {
         own: Option<&crate::own_branch::OwnBranch>,
     ) {
         let Some(g) = git else { return };
-        if g.common_dir.join("reftable").exists() {
+        if uses_reftable(&g.common_dir) {
             return;
         }
         for d in own_branch_dirs(&g.common_dir) {

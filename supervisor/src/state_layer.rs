@@ -121,6 +121,64 @@ fn option_safe(p: &Path) -> bool {
         .is_some_and(|s| !s.contains([',', ':', '\\', '\n']))
 }
 
+/// The agent's own directories in the shared temporary directory (`dirs`: its profile's
+/// `runtime_dirs`, `{uid}` replaced by `uid`, the effective user's when `None`: Codex's `/tmp/codex-daemon-UID`, where its
+/// daemon binds its socket), made ready to be state entries of the session: each is made
+/// when absent (mode 0700, never over anything: `mkdir(2)` fails on any existing name) and
+/// must then be a real directory (not a symbolic link) owned by `uid` with no access for
+/// group or others, as the agent itself requires of it. `/tmp` is sticky (`S_ISVTX`), so
+/// nobody else can rename or replace a directory of the user's there.
+///
+/// Returns the directories to add to the session's agent state (each gets a session-private
+/// copy: the agent binds its sockets in the copy, the person's sockets in the directory are
+/// not reachable through it), and one message per directory left out (then the agent finds
+/// no such directory it may use and reports it as it would without tyba). The directories
+/// stay after the session, as the agent leaves them itself.
+pub fn prepare_runtime_dirs(dirs: &[String], uid: Option<u32>) -> (Vec<PathBuf>, Vec<String>) {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let uid = uid.unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+    let mut ready: Vec<PathBuf> = Vec::new();
+    let mut left_out = Vec::new();
+    for d in dirs {
+        let dir = PathBuf::from(d.replace("{uid}", &uid.to_string()));
+        if ready.contains(&dir) {
+            continue;
+        }
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        if let Err(e) = &made {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                left_out.push(format!("{}: cannot be made: {e}", dir.display()));
+                continue;
+            }
+        }
+        let m = match std::fs::symlink_metadata(&dir) {
+            Ok(m) => m,
+            Err(e) => {
+                left_out.push(format!("{}: {e}", dir.display()));
+                continue;
+            }
+        };
+        let mode = m.permissions().mode() & 0o7777;
+        if m.file_type().is_dir() && m.uid() == uid && mode & 0o077 == 0 {
+            ready.push(dir);
+            continue;
+        }
+        let what = if m.file_type().is_symlink() {
+            "symbolic link"
+        } else if m.is_dir() {
+            "directory"
+        } else {
+            "file"
+        };
+        left_out.push(format!(
+            "{}: not a directory of user {uid} alone (a {what}, owner {}, mode {mode:o}); the agent gets no copy of it",
+            dir.display(),
+            m.uid(),
+        ));
+    }
+    (ready, left_out)
+}
+
 impl StateLayers {
     /// Makes the session copies of `config`'s agent state (`filesystem.agent_state`, which
     /// holds every profile's `state`) under `root` (created, mode 0700; it must not exist):
@@ -711,6 +769,79 @@ fn stage_one(c: &Candidate, n: usize, made: &mut Vec<PathBuf>) -> Result<Staged,
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// A profile's `runtime_dirs` with one directory `agent-{uid}` in `dir`.
+    fn runtime_config(dir: &Path) -> Vec<String> {
+        vec![dir.join("agent-{uid}").to_string_lossy().into_owned()]
+    }
+
+    #[test]
+    fn runtime_dirs_are_made_private_or_taken_only_when_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let uid = nix::unistd::geteuid().as_raw();
+        let t = tempfile::tempdir().unwrap();
+        let config = runtime_config(t.path());
+        let dir = t.path().join(format!("agent-{uid}"));
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+
+        // Absent: made, 0700, the user's.
+        let (ready, left) = prepare_runtime_dirs(&config, Some(uid));
+        assert_eq!(
+            (ready.clone(), left.len()),
+            (vec![dir.clone()], 0),
+            "{left:?}"
+        );
+        assert_eq!(mode(&dir), 0o700);
+        // There already, the user's alone, with a socket of the person's in it: taken as it is.
+        std::fs::write(dir.join("kept"), "x").unwrap();
+        let (ready, left) = prepare_runtime_dirs(&config, Some(uid));
+        assert_eq!((ready, left.len()), (vec![dir.clone()], 0));
+        assert_eq!(std::fs::read_to_string(dir.join("kept")).unwrap(), "x");
+        // Open to others: left out, not changed.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (ready, left) = prepare_runtime_dirs(&config, Some(uid));
+        assert!(ready.is_empty() && left[0].contains("mode 755"), "{left:?}");
+        assert_eq!(mode(&dir), 0o755);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A symbolic link at the name (to a directory of the user's): left out, nothing made.
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+        let (ready, left) = prepare_runtime_dirs(&config, Some(uid));
+        assert!(
+            ready.is_empty() && left[0].contains("symbolic link"),
+            "{left:?}"
+        );
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        std::fs::remove_file(&dir).unwrap();
+        // A file at the name: left out.
+        std::fs::write(&dir, "").unwrap();
+        let (ready, left) = prepare_runtime_dirs(&config, Some(uid));
+        assert!(ready.is_empty() && left[0].contains("a file"), "{left:?}");
+        // Another user's name, a directory of this user's there: not theirs alone, left out.
+        let other = uid.wrapping_add(1);
+        let theirs = t.path().join(format!("agent-{other}"));
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (ready, left) = prepare_runtime_dirs(&config, Some(other));
+        assert!(
+            ready.is_empty() && left[0].contains(&format!("owner {uid}")),
+            "{left:?}"
+        );
+        // A parent that does not exist: nothing is made above it.
+        let config = runtime_config(&t.path().join("no/such"));
+        let (ready, left) = prepare_runtime_dirs(&config, Some(uid));
+        assert!(
+            ready.is_empty() && left[0].contains("cannot be made"),
+            "{left:?}"
+        );
+        assert!(!t.path().join("no").exists());
+        assert_eq!(
+            prepare_runtime_dirs(&[], Some(uid)),
+            (Vec::new(), Vec::new())
+        );
+    }
 
     fn layer(t: &Path, data: &[&str]) -> StateLayer {
         let real = t.join("real");

@@ -16,9 +16,11 @@ mod builtins;
 mod code;
 mod files;
 mod git;
+mod guard_tree;
 mod known;
 mod operands;
 mod search;
+mod signals;
 mod tools;
 mod wrappers;
 
@@ -505,6 +507,16 @@ impl Analyzer<'_> {
     fn program_rules(&mut self, mut st: State, inv: Invocation<'_>, depth: usize) -> State {
         let p = inv.program.as_str();
         let args = inv.args;
+        // `shopt -s dotglob` (or an option name that cannot be known) makes later globs match
+        // dot files (`rm -rf *` then reaches `.git`); unsetting it may fail, so it stays.
+        if p == "shopt"
+            && args.iter().any(|a| a.known().as_deref() == Some("-s"))
+            && args
+                .iter()
+                .any(|a| a.known().is_none_or(|t| t == "dotglob"))
+        {
+            st.dotglob = true;
+        }
         self.extra_rules(p, args);
         self.program_effects(&st, p, args);
         if !inv.env.is_empty() && p == "git" {
@@ -760,15 +772,10 @@ impl Analyzer<'_> {
                     "`systemctl --user` manages services that run outside the sandbox".to_string(),
                 );
             }
-            "kill" | "pkill" | "killall" => {
-                self.unlisted(p);
-                if args.iter().any(|a| a.known().is_some_and(|t| t == "-1")) && p == "kill" {
-                    self.add(
-                        Verdict::Red,
-                        "proc.kill-all",
-                        "`kill -1` signals every process of the user".to_string(),
-                    );
-                }
+            "kill" | "pkill" | "killall" | "killall5" => self.signals(&st, p, args),
+            "fuser" => {
+                self.signals(&st, p, args);
+                self.generic_paths(&st, args, Access::Any);
             }
             "env" | "printenv" => {
                 self.unlisted(p);
@@ -877,5 +884,46 @@ pub(crate) mod testing {
             }
         }
         assert!(bad.is_empty(), "\n{}", bad.join("\n"));
+    }
+
+    /// Like [`expect`], in a worktree holding `src/`, `build/x.o` and, with `hook`, an
+    /// executable `.git/hooks/pre-push`; asserts the colour and, when given, the rule.
+    pub(crate) fn expect_git(hook: bool, cases: &[(&str, Verdict, &str)]) {
+        use std::os::unix::fs::PermissionsExt;
+        let wt = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let w = wt.path();
+        std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(w.join("src")).unwrap();
+        std::fs::create_dir_all(w.join("build")).unwrap();
+        std::fs::write(w.join("src/lib.rs"), "").unwrap();
+        std::fs::write(w.join("build/x.o"), "").unwrap();
+        if hook {
+            let h = w.join(".git/hooks/pre-push");
+            std::fs::write(&h, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&h, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let ctx = Context {
+            worktree: w,
+            cwd: w,
+            home: Some(home.path()),
+            scratch: None,
+            git: None,
+        };
+        let mut bad = Vec::new();
+        for (line, verdict, rule) in cases {
+            let c = Policy::embedded_default().classify(
+                &Action::Exec {
+                    command: line.to_string(),
+                },
+                &ctx,
+            );
+            if c.verdict != *verdict
+                || (!rule.is_empty() && !c.findings.iter().any(|f| f.rule == *rule))
+            {
+                bad.push(format!("{line}: {:?} {:?}", c.verdict, c.findings));
+            }
+        }
+        assert!(bad.is_empty(), "hook {hook}:\n{}", bad.join("\n"));
     }
 }

@@ -241,7 +241,7 @@ impl Analyzer<'_> {
                     let mut too_wide = false;
                     for cwd in &st.cwds {
                         match cwd {
-                            Some(c) => match paths::glob_with(c, &text, st.glob) {
+                            Some(c) => match paths::glob(c, &text, st.glob_opts()) {
                                 Some(m) if m.is_empty() => all.push(text.clone()),
                                 Some(m) => all.extend(m),
                                 None => too_wide = true,

@@ -6,6 +6,7 @@ use crate::rules;
 use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
 
+pub(crate) mod control;
 pub(crate) mod pattern;
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
@@ -306,10 +307,30 @@ pub(crate) fn has_credential(p: &Path) -> Option<String> {
     })
 }
 
-/// The agent and IDE control directories, whose files approve or run code later.
-const CONTROL_DIRS: &[&str] = &[".claude", ".codex", ".gemini", ".cursor", ".vscode"];
-/// Agent control files outside those directories (`.mcp.json` launches MCP servers).
-const CONTROL_FILES: &[&str] = &[".mcp.json", ".claude.json"];
+/// Whether `p` (a physical path) is the git directory holding the pre-push hook or a
+/// directory between it and the hook (`.git`, `.git/hooks`): replacing, removing or
+/// renaming it changes the hook; writing into it does not by itself.
+pub(crate) fn holds_hook(pc: &PathCtx<'_>, p: &Path) -> bool {
+    let hook = pc
+        .session
+        .pre_push_path()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+    let git_dir = hook.parent().and_then(Path::parent).unwrap_or(&hook);
+    hook.starts_with(p) && p.starts_with(git_dir) && p != hook
+}
+
+/// The file git runs as the pre-push hook ([`SessionPaths::pre_push_path`], else
+/// `.git/hooks/pre-push` of the worktree), when it exists (as a file, a link or anything else):
+/// what a recursion below one of its directories reaches.
+pub(crate) fn existing_hook(pc: &PathCtx<'_>) -> Option<PathBuf> {
+    let hook = pc
+        .session
+        .pre_push_path()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
+    std::fs::symlink_metadata(&hook).is_ok().then_some(hook)
+}
 
 /// Session facts that cost I/O or allocation, computed only when a rule needs them.
 pub(crate) trait SessionPaths {
@@ -413,7 +434,7 @@ pub(crate) fn check_path(
     if inside {
         if access.modifies() {
             if let Ok(rel) = phys.strip_prefix(pc.worktree) {
-                control_rules(rel, word, out);
+                control_rules(rel, word, access, out);
             }
         }
         return Some(phys);
@@ -432,7 +453,7 @@ pub(crate) fn check_path(
     }
     if access.modifies() {
         // Linked worktrees keep hooks and config in the common git dir, outside the tree.
-        control_rules(&phys, word, out);
+        control_rules(&phys, word, access, out);
     }
     let opened = pc
         .session
@@ -492,7 +513,8 @@ fn locates_git_dir(worktree: &Path, p: &Path) -> bool {
     p == worktree.join(".git") && !p.is_dir()
 }
 
-fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
+fn control_rules(rel: &Path, word: &str, access: Access, out: &mut Vec<Finding>) {
+    let before = out.len();
     let comps: Vec<String> = rel
         .components()
         .filter_map(|c| match c {
@@ -538,13 +560,23 @@ fn control_rules(rel: &Path, word: &str, out: &mut Vec<Finding>) {
                 )),
                 None => out.push(Finding::new(
                     Verdict::Red,
-                    "path.git-dir",
+                    rules::PATH_GIT_DIR.id,
                     format!("`{word}` changes the repository's git directory as a whole"),
                 )),
+                // Refs, objects (`objects/info/alternates`), `info/attributes`, `HEAD`,
+                // `packed-refs`…: state git trusts on the person's side too (once: a nested
+                // git directory's hooks or config have their rule above).
+                Some(_) if matches!(access, Access::Write | Access::Modify) && out.len() == before => {
+                    out.push(Finding::new(
+                        Verdict::Red,
+                        rules::PATH_GIT_DIR.id,
+                        format!("`{word}` writes inside the repository's git directory"),
+                    ))
+                }
                 _ => {}
             }
         }
-        if CONTROL_DIRS.contains(&c.as_str()) || CONTROL_FILES.contains(&c.as_str()) {
+        if let Some(c) = control::control_component(&comps, i) {
             out.push(Finding::new(
                 Verdict::Red,
                 "path.control-file",
@@ -602,23 +634,27 @@ pub(crate) fn check_partial(
     out.extend(sub);
 }
 
-/// Expands a glob pattern (`*`, `?`, `[…]` with POSIX classes, extended patterns; see
-/// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
-/// can be listed or holds a construct the matcher does not model (it may then match
-/// anything); an empty list when nothing matches (bash then passes the word literally). A
-/// name whose match depends on the locale counts as matched.
 /// The shell options that change what a glob matches (bash(1) "Pathname Expansion"), each
 /// `true` when it may be on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct GlobOpts {
     /// `shopt -s nocaseglob`: letters match in either case.
     pub nocase: bool,
-    /// `shopt -s dotglob`: names starting with `.` match without a literal `.` (never `.`
-    /// and `..`).
+    /// `shopt -s dotglob` (or a non-empty `GLOBIGNORE`): names starting with `.` match
+    /// without a literal `.` (never `.` and `..`).
     pub dot: bool,
 }
 
-pub(crate) fn glob_with(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec<String>> {
+/// Expands a glob pattern (`*`, `?`, `[…]` with POSIX classes, extended patterns; see
+/// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
+/// can be listed or holds a construct the matcher does not model (it may then match
+/// anything); an empty list when nothing matches (bash then passes the word literally). A
+/// name whose match depends on the locale counts as matched. With `dotglob` (`shopt -s
+/// dotglob`, bash(1) "Pathname Expansion") a pattern matches names starting with `.` too
+/// (never `.` and `..`); `opts` says which options may be on.
+/// Under `nocaseglob` (`opts.nocase`) a name matches when it or its lower case does (never
+/// fewer matches than bash; more for a few bracket expressions such as `[^a-z]`).
+pub(crate) fn glob(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec<String>> {
     let absolute = pattern.starts_with('/');
     let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     let mut current: Vec<(PathBuf, String)> = vec![(
@@ -666,7 +702,7 @@ pub(crate) fn glob_with(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec
             };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !pat.may_match_dot_names() && !opts.dot {
+                if name.starts_with('.') && !opts.dot && !pat.may_match_dot_names() {
                     continue;
                 }
                 let folded_match = folded

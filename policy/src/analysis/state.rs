@@ -23,8 +23,10 @@ pub(crate) struct State {
     /// every list they may be, `None` for a list that cannot be known (bash(1) "Positional
     /// Parameters"; DESIGN.md §2a: unknown values are never empty).
     pub params: Option<Vec<Option<Vec<String>>>>,
-    /// The glob options (`shopt -s nocaseglob`, `dotglob`) the line may have switched on.
-    pub glob: paths::GlobOpts,
+    /// `shopt -s dotglob` may be in effect: globs match names starting with `.`.
+    pub dotglob: bool,
+    /// `shopt -s nocaseglob` may be in effect: globs match letters in either case.
+    pub nocaseglob: bool,
 }
 
 impl State {
@@ -37,7 +39,8 @@ impl State {
             functions: Vec::new(),
             defs: Vec::new(),
             params: None,
-            glob: paths::GlobOpts::default(),
+            dotglob: false,
+            nocaseglob: false,
         }
     }
 
@@ -54,14 +57,14 @@ impl State {
                     set_o |= t.contains('o');
                 }
                 Some(name) if on && !set_o => match name.as_str() {
-                    "nocaseglob" => self.glob.nocase = true,
-                    "dotglob" => self.glob.dot = true,
+                    "nocaseglob" => self.nocaseglob = true,
+                    "dotglob" => self.dotglob = true,
                     _ => {}
                 },
                 Some(_) => {}
                 None => {
-                    self.glob.nocase = true;
-                    self.glob.dot = true;
+                    self.nocaseglob = true;
+                    self.dotglob = true;
                 }
             }
         }
@@ -113,6 +116,26 @@ impl State {
         };
     }
 
+    /// Whether globs may match names starting with `.`: after `shopt -s dotglob`, or once
+    /// `GLOBIGNORE` is assigned a value that is not empty or cannot be known (bash(1):
+    /// "setting GLOBIGNORE to a non-null value has the effect of enabling dotglob"; the names
+    /// it then leaves out are not modelled, so every dot name counts).
+    pub(crate) fn dotglob_on(&self) -> bool {
+        self.dotglob
+            || self
+                .vars
+                .get("GLOBIGNORE")
+                .is_some_and(|v| v.iter().any(|x| x.as_deref() != Some("")))
+    }
+
+    /// The glob options that may be in effect ([`Self::dotglob_on`], `nocaseglob`).
+    pub(crate) fn glob_opts(&self) -> paths::GlobOpts {
+        paths::GlobOpts {
+            nocase: self.nocaseglob,
+            dot: self.dotglob_on(),
+        }
+    }
+
     /// Every state either branch may leave (worst case of both).
     pub(super) fn union(&mut self, other: &State) {
         union_vec(&mut self.cwds, &other.cwds);
@@ -153,14 +176,14 @@ impl State {
                 self.defs.push(d.clone());
             }
         }
-        self.glob.nocase |= other.glob.nocase;
-        self.glob.dot |= other.glob.dot;
         if self.params != other.params {
             // A side that never set them has the line's own, counted as not known here.
             let mut mine = self.params.take().unwrap_or_else(|| vec![None]);
             union_vec(&mut mine, other.params.as_deref().unwrap_or(&[None]));
             self.params = Some(mine);
         }
+        self.dotglob |= other.dotglob;
+        self.nocaseglob |= other.nocaseglob;
         if self.dirstack.len() < other.dirstack.len() {
             self.dirstack = other.dirstack.clone();
         }
@@ -229,29 +252,29 @@ mod tests {
         let mut st = State::new(Path::new("/w"));
         st.shopt(&[Field::lit("-s"), Field::lit("nocaseglob")]);
         assert_eq!(
-            st.glob,
+            st.glob_opts(),
             paths::GlobOpts {
                 nocase: true,
                 dot: false
             }
         );
         st.shopt(&[Field::lit("-u"), Field::lit("nocaseglob")]);
-        assert!(st.glob.nocase, "switching off is not counted");
+        assert!(st.nocaseglob, "switching off is not counted");
         let mut st = State::new(Path::new("/w"));
         st.shopt(&[Field::lit("-so"), Field::lit("dotglob")]);
-        assert!(!st.glob.dot, "`-o` names set -o options");
+        assert!(!st.dotglob, "`-o` names set -o options");
         st.shopt(&[
             Field::lit("-s"),
             Field::lit("extglob"),
             Field::lit("dotglob"),
         ]);
-        assert!(st.glob.dot && !st.glob.nocase);
+        assert!(st.dotglob && !st.nocaseglob);
         let mut st = State::new(Path::new("/w"));
         st.shopt(&[Field::lit("-s"), Field::unknown()]);
-        assert!(st.glob.dot && st.glob.nocase);
+        assert!(st.dotglob && st.nocaseglob);
         let mut other = State::new(Path::new("/w"));
         other.union(&st);
-        assert!(other.glob.dot && other.glob.nocase);
+        assert!(other.dotglob && other.nocaseglob);
     }
 
     #[test]

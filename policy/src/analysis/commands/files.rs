@@ -71,6 +71,9 @@ impl Analyzer<'_> {
         }
         for f in &targets {
             self.catastrophic_target(st, f, recursive, p);
+            if recursive {
+                self.guard_tree(st, f, p);
+            }
             self.path_field(st, f, Access::Modify);
         }
     }
@@ -207,7 +210,133 @@ impl Analyzer<'_> {
         let skip = usize::from(!reference);
         for f in operands.iter().skip(skip) {
             self.catastrophic_target(st, f, recursive, p);
+            if recursive {
+                self.guard_tree(st, f, p);
+            }
             self.path_field(st, f, Access::Modify);
+        }
+    }
+
+    /// What lands in a destination directory that holds the pre-push hook (`.git/`,
+    /// `.git/hooks/`): a copy, move or link into a directory writes `DIR/NAME` of each source
+    /// (`rsync SRC/ DIR`: each entry of SRC), and leaves the directory itself in place, so
+    /// `cp x .git/` is a write of `.git/x`, not a change of `.git`. `None` (the directory is
+    /// checked as the target) when the destination is not such a directory in every place
+    /// the line may be, `-T` makes it the target itself, or a source cannot be known.
+    fn landing_in_hook_dir(
+        &self,
+        st: &State,
+        inv: &Invocation<'_>,
+        sources: &[Field],
+        d: &Field,
+    ) -> Option<Vec<String>> {
+        let p = inv.program.as_str();
+        let no_target = inv.args.iter().filter_map(Field::known).any(|t| {
+            t == "--no-target-directory"
+                || (t.starts_with('-') && !t.starts_with("--") && t.contains('T') && p != "rsync")
+        });
+        if no_target || sources.is_empty() || d.has_glob() {
+            return None;
+        }
+        let dir = d.known()?;
+        let pc = self.path_ctx();
+        let mut out = Vec::new();
+        for cwd in &st.cwds {
+            let cwd = cwd.as_ref()?;
+            let phys = crate::analysis::paths::resolve(cwd, &dir);
+            if !phys.is_dir() || !crate::analysis::paths::holds_hook(&pc, &phys) {
+                return None;
+            }
+            let mut words = Vec::new();
+            for s in sources {
+                let text = s.known()?;
+                if s.has_glob() {
+                    match crate::analysis::paths::glob(cwd, &text, st.glob_opts())? {
+                        m if m.is_empty() => words.push(text),
+                        m => words.extend(m),
+                    }
+                } else {
+                    words.push(text);
+                }
+            }
+            for text in words {
+                let names: Vec<String> = if p == "rsync"
+                    && (text.ends_with('/') || text.ends_with("/."))
+                {
+                    let rd = std::fs::read_dir(crate::analysis::paths::resolve(cwd, &text)).ok()?;
+                    let names: Vec<String> = rd
+                        .flatten()
+                        .take(257)
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect();
+                    if names.len() > 256 {
+                        return None;
+                    }
+                    names
+                } else {
+                    let base = text.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+                    if base.is_empty() || base == "." || base == ".." {
+                        return None;
+                    }
+                    vec![base.to_string()]
+                };
+                for n in names {
+                    let w = format!("{}/{n}", dir.trim_end_matches('/'));
+                    if !out.contains(&w) {
+                        out.push(w);
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// A copy, move or link into an existing directory writes `DIR/NAME` of each source: a
+    /// NAME that is a control file or a credential (`cp -r backup/.vscode .`, `mv
+    /// old/.envrc src/`) is checked as that path too (DESIGN.md §2 red). Names below the
+    /// sources of a recursive copy are not listed.
+    fn named_landings(
+        &mut self,
+        st: &State,
+        inv: &Invocation<'_>,
+        sources: &[Field],
+        d: &Field,
+        access: Access,
+    ) {
+        let no_target = inv.args.iter().filter_map(Field::known).any(|t| {
+            t == "--no-target-directory"
+                || (t.starts_with('-') && !t.starts_with("--") && t.contains('T'))
+        });
+        let Some(dir) = d.known().filter(|_| !no_target && !d.has_glob()) else {
+            return;
+        };
+        let mut landed = Vec::new();
+        for cwd in st.cwds.iter().flatten() {
+            if !crate::analysis::paths::resolve(cwd, &dir).is_dir() {
+                continue;
+            }
+            for s in sources {
+                let Some(text) = s.known() else { continue };
+                let words = if s.has_glob() {
+                    crate::analysis::paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default()
+                } else {
+                    vec![text]
+                };
+                for w in words {
+                    let base = w.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+                    let named =
+                        crate::analysis::paths::control::control_component(&[base.to_string()], 0)
+                            .is_some()
+                            || crate::analysis::paths::credential_component(base);
+                    let l = format!("{}/{base}", dir.trim_end_matches('/'));
+                    if named && !base.is_empty() && !landed.contains(&l) {
+                        landed.push(l);
+                    }
+                }
+            }
+        }
+        for l in landed {
+            self.path_field(st, &Field::lit(&l), access);
         }
     }
 
@@ -400,6 +529,10 @@ impl Analyzer<'_> {
                     })
                 });
                 for s in &sources {
+                    // Renaming a tree moves the hook in it.
+                    if p == "mv" {
+                        self.guard_tree(st, s, p);
+                    }
                     self.path_field(st, s, src_access);
                 }
                 if let Some(d) = dest {
@@ -411,6 +544,7 @@ impl Analyzer<'_> {
                             .any(|a| a.known().is_some_and(|t| t.starts_with("--delete")))
                     {
                         self.catastrophic_target(st, &d, true, p);
+                        self.guard_tree(st, &d, p);
                     }
                     // `mv`/`ln` replace the destination itself (even `/dev/null`).
                     let dest_access = if p == "mv" || p == "ln" {
@@ -418,7 +552,17 @@ impl Analyzer<'_> {
                     } else {
                         Access::Write
                     };
-                    self.path_field(st, &d, dest_access);
+                    match self.landing_in_hook_dir(st, inv, &sources, &d) {
+                        Some(landed) => {
+                            for w in landed {
+                                self.path_field(st, &Field::lit(&w), dest_access);
+                            }
+                        }
+                        None => {
+                            self.path_field(st, &d, dest_access);
+                            self.named_landings(st, inv, &sources, &d, dest_access);
+                        }
+                    }
                 }
             }
         }
@@ -427,8 +571,38 @@ impl Analyzer<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::expect;
+    use super::testing::{expect, expect_git};
     use crate::Verdict::{Blocked, Red, Yellow};
+
+    /// A copy, move or link into `.git/` writes a file inside it (red), not `.git` itself;
+    /// what lands on the hook, or a source that may be named `hooks`, stays blocked.
+    #[test]
+    fn writes_into_the_git_directory() {
+        for hook in [false, true] {
+            expect_git(
+                hook,
+                &[
+                    ("cp src/lib.rs .git/", Red, "path.git-dir"),
+                    ("cp src/lib.rs .git", Red, "path.git-dir"),
+                    ("mv src/lib.rs .git/", Red, "path.git-dir"),
+                    ("ln src/lib.rs .git/", Red, "path.git-dir"),
+                    ("ln -s src/lib.rs .git/", Red, "path.git-dir"),
+                    ("cp -r src .git", Red, "path.git-dir"),
+                    ("cp -t .git src/lib.rs", Red, "path.git-dir"),
+                    ("rsync -a src/ .git/", Red, "path.git-dir"),
+                    ("install -m 644 src/lib.rs .git/", Red, "path.git-dir"),
+                    ("echo x > .git/info/exclude", Red, "path.git-dir"),
+                    ("cp src/lib.rs .git/hooks/", Red, "path.git-hooks"),
+                    ("cp -r hooks .git/", Blocked, "git.guard.hook"),
+                    ("cp x/pre-push .git/hooks/", Blocked, "git.guard.hook"),
+                    ("cp -T src/lib.rs .git", Blocked, "git.guard.hook"),
+                    ("cp \"$X\" .git/", Blocked, "git.guard.hook"),
+                    ("mv .git/hooks/pre-push .git/", Blocked, "git.guard.hook"),
+                    ("cp src/lib.rs .git/config", Red, "path.git-config"),
+                ],
+            );
+        }
+    }
 
     #[test]
     fn deletions() {
@@ -455,6 +629,20 @@ mod tests {
             ("cp -t /etc a", Blocked, ""),
             ("ln -s /etc/passwd p", Red, "path.outside-worktree"),
             ("mknod dev c 1 1", Red, "cmd.device-node"),
+        ]);
+    }
+
+    /// What lands in a directory by a control file's or a credential's name is that path.
+    #[test]
+    fn names_landing_in_a_directory() {
+        expect(&[
+            ("cp -r backup/.idea .", Red, "path.control-file"),
+            ("mv old/mise.toml ./", Red, "path.control-file"),
+            ("cp -t . saved/.tool-versions", Red, "path.control-file"),
+            ("ln -s docs/.zed .", Red, "path.control-file"),
+            ("cp -r old/.ssh .", Red, "path.credential"),
+            ("cp -r old/.idea -T x", Yellow, "cmd.writes"),
+            ("cp docs/guide.md .", Yellow, "cmd.writes"),
         ]);
     }
 }

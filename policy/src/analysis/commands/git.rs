@@ -527,12 +527,8 @@ impl Analyzer<'_> {
                 // cannot be known may be false, and the environment may carry it.
                 let force_off = config_pairs.iter().any(|(k, v)| {
                     k.eq_ignore_ascii_case("clean.requireForce")
-                        && v.as_deref().is_none_or(|v| {
-                            matches!(
-                                v.to_ascii_lowercase().as_str(),
-                                "false" | "no" | "off" | "0"
-                            )
-                        })
+                        && v.as_deref()
+                            .is_none_or(|v| crate::git_options::config_bool(v) != Some(true))
                 }) || st.vars.keys().any(|k| k.starts_with("GIT_CONFIG"))
                     || inv.env.iter().any(|(k, _)| k.starts_with("GIT_CONFIG"));
                 if (f || force_off) && d_or_x {

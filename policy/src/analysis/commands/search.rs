@@ -1,6 +1,7 @@
 //! `find` and `fd`: their predicates and actions (`-exec`, `-delete`, `--exec`), the
 //! commands they run analysed as commands (DESIGN.md §2a green list).
 
+use super::guard_tree::{FdTests, FindTests, Runner};
 use super::*;
 
 impl Analyzer<'_> {
@@ -47,6 +48,9 @@ impl Analyzer<'_> {
         let mut deletes = false;
         let mut deletes_via_exec = false;
         let mut removes_via_exec = false;
+        let mut tests = FindTests::default();
+        let mut negate = false;
+        let mut execs: Vec<Vec<Field>> = Vec::new();
         while i < args.len() {
             let t = args[i].known();
             i += 1;
@@ -58,7 +62,11 @@ impl Analyzer<'_> {
                 );
                 continue;
             };
+            let negated = std::mem::take(&mut negate);
             match t.as_str() {
+                "!" | "-not" => negate = !negated,
+                "-a" | "-and" => {}
+                "-o" | "-or" | "," | "(" | ")" => tests.any = true,
                 "-exec" | "-execdir" | "-ok" | "-okdir" => {
                     let end = args[i..]
                         .iter()
@@ -66,6 +74,7 @@ impl Analyzer<'_> {
                         .map(|e| i + e)
                         .unwrap_or(args.len());
                     let mut inner: Vec<Field> = args[i..end].to_vec();
+                    execs.push(inner.clone());
                     // `{}` stands for each found path, under the start paths.
                     for a in inner.iter_mut() {
                         if let Some(x) = a.known() {
@@ -166,12 +175,17 @@ impl Analyzer<'_> {
                     i += 1;
                 }
                 "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-iwholename"
-                | "-regex" | "-iregex" | "-lname" | "-ilname" | "-type" | "-xtype" | "-user"
-                | "-group" | "-uid" | "-gid" | "-perm" | "-size" | "-mtime" | "-atime"
-                | "-ctime" | "-mmin" | "-amin" | "-cmin" | "-links" | "-inum" | "-maxdepth"
-                | "-mindepth" | "-used" | "-printf" | "-context" | "-fstype" | "-regextype" => {
+                | "-type" | "-xtype" | "-maxdepth" | "-mindepth" => {
+                    match args.get(i).and_then(Field::known) {
+                        Some(v) => tests.tests.push((negated, t.clone(), v)),
+                        None => tests.any = true,
+                    }
                     i += 1
                 }
+                "-regex" | "-iregex" | "-lname" | "-ilname" | "-user" | "-group" | "-uid"
+                | "-gid" | "-perm" | "-size" | "-mtime" | "-atime" | "-ctime" | "-mmin"
+                | "-amin" | "-cmin" | "-links" | "-inum" | "-used" | "-printf" | "-context"
+                | "-fstype" | "-regextype" => i += 1,
                 _ => {}
             }
         }
@@ -185,6 +199,22 @@ impl Analyzer<'_> {
         }
         if follows {
             self.symlinks_out(st, &starts);
+        }
+        // What the selection reaches of the pre-push hook (`guard_tree.rs`).
+        if deletes || !execs.is_empty() {
+            for s in &starts {
+                let nodes: Vec<_> = self
+                    .hook_nodes(st, s)
+                    .into_iter()
+                    .filter(|n| tests.may_select(n))
+                    .collect();
+                if deletes {
+                    self.guard_selected_deletion("find -delete", &nodes);
+                }
+                for inner in &execs {
+                    self.run_on_nodes(st, inner, &nodes, &inv.env, depth, Runner::Find);
+                }
+            }
         }
         for s in &starts {
             if deletes || deletes_via_exec {
@@ -208,6 +238,7 @@ impl Analyzer<'_> {
         // The entry's table: which options take a value (`registry/walked.rs`).
         let spec = registry::lookup("fd").map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
+        let mut execs: Vec<Vec<Field>> = Vec::new();
         let mut i = 0;
         while i < args.len() {
             let t = args[i].known();
@@ -219,6 +250,7 @@ impl Analyzer<'_> {
                     .unwrap_or(args.len());
                 let mut inner: Vec<Field> = first.iter().map(|w| Field::lit(w)).collect();
                 inner.extend_from_slice(&args[i + 1..end]);
+                execs.push(inner.clone());
                 for a in inner.iter_mut() {
                     if a.known().is_some_and(|x| x.contains('{')) {
                         *a = Field::around_unknown("./", "");
@@ -275,9 +307,41 @@ impl Analyzer<'_> {
             i += 1;
         }
         let mut pos = Vec::new();
+        let mut sel = FdTests::default();
         for t in parse_opts(&operands, spec) {
             match t {
                 Tok::Opt { name, value } => {
+                    let v = value.as_ref().and_then(Field::known);
+                    let n = name.as_str();
+                    if n == "-H" || names(n, "--hidden") || n == "-u" || names(n, "--unrestricted")
+                    {
+                        sel.hidden = true;
+                    } else if names(n, "--no-hidden") {
+                        sel.hidden = false;
+                    } else if n == "-g" || names(n, "--glob") {
+                        sel.glob = true;
+                    } else if n == "-F" || names(n, "--fixed-strings") {
+                        sel.fixed = true;
+                    } else if n == "-p" || names(n, "--full-path") {
+                        sel.full_path = true;
+                    } else if n == "-s" || names(n, "--case-sensitive") {
+                        sel.case = Some(true);
+                    } else if n == "-i" || names(n, "--ignore-case") {
+                        sel.case = Some(false);
+                    } else if n == "-e" || names(n, "--extension") {
+                        sel.extensions.extend(v.clone());
+                    } else if n == "-t" || names(n, "--type") {
+                        sel.types.extend(v.clone());
+                    } else if n == "-E" || names(n, "--exclude") {
+                        sel.excludes.extend(v.clone());
+                    } else if n == "-d" || names(n, "--max-depth") || names(n, "--maxdepth") {
+                        sel.max_depth = v.as_deref().and_then(|x| x.parse().ok());
+                    } else if names(n, "--min-depth") {
+                        sel.min_depth = v.as_deref().and_then(|x| x.parse().ok());
+                    } else if names(n, "--exact-depth") {
+                        sel.max_depth = v.as_deref().and_then(|x| x.parse().ok());
+                        sel.min_depth = sel.max_depth;
+                    }
                     if names(&name, "--base-directory")
                         || names(&name, "--search-path")
                         || names(&name, "--ignore-file")
@@ -296,8 +360,24 @@ impl Analyzer<'_> {
             }
         }
         let mut it = pos.into_iter();
-        it.next();
+        let pattern = it.next();
         let rest: Vec<Field> = it.collect();
+        // What the selection reaches of the pre-push hook (`guard_tree.rs`); a pattern that
+        // cannot be known may match anything.
+        if !execs.is_empty() {
+            sel.pattern = pattern.as_ref().and_then(Field::known);
+            let starts = if rest.is_empty() {
+                vec![Field::lit(".")]
+            } else {
+                rest.clone()
+            };
+            for s in &starts {
+                let nodes = sel.select(&self.hook_nodes(st, s));
+                for inner in &execs {
+                    self.run_on_nodes(st, inner, &nodes, &inv.env, depth, Runner::Fd);
+                }
+            }
+        }
         let follows = args.iter().filter_map(Field::known).any(|t| {
             t == "--follow" || t.starts_with('-') && !t.starts_with("--") && t.contains('L')
         });

@@ -627,8 +627,31 @@ mod tests {
                 .map(str::to_string)
                 .collect();
             want.sort();
-            let got = super::super::glob_with(dir.path(), pat, Default::default()).unwrap();
+            let got = super::super::glob(dir.path(), pat, Default::default()).unwrap();
             assert_eq!(got, want, "{pat}");
+            // The same with `shopt -s dotglob`.
+            let out = std::process::Command::new("bash")
+                .current_dir(dir.path())
+                .args(["-O", "extglob", "-O", "nullglob", "-O", "dotglob", "-c"])
+                .arg(format!("for f in {pat}; do printf '%s\\n' \"$f\"; done"))
+                .output()
+                .unwrap();
+            let mut want: Vec<String> = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect();
+            want.sort();
+            let got = super::super::glob(
+                dir.path(),
+                pat,
+                super::super::GlobOpts {
+                    nocase: false,
+                    dot: true,
+                },
+            )
+            .unwrap();
+            assert_eq!(got, want, "dotglob {pat}");
         }
         // With nocaseglob and dotglob (`shopt -s`), never fewer matches than bash; the same
         // ones for patterns without brackets (a name matches when it or its lower case does,
@@ -679,7 +702,7 @@ mod tests {
                     .lines()
                     .map(str::to_string)
                     .collect();
-                let got = super::super::glob_with(dir.path(), pat, opts).unwrap();
+                let got = super::super::glob(dir.path(), pat, opts).unwrap();
                 for w in &want {
                     assert!(
                         got.contains(w),

@@ -1,7 +1,7 @@
 //! bash builtins (and the process-signalling programs) the analyser walks itself, by name:
 //! they change the walk's state (`read`, `declare`, `unset` assign or remove variables and
 //! functions), run code they are given (`eval`, `source`, `alias`, `trap`, `mapfile -C`), or
-//! signal processes (`kill -1`). None is on the green list; their judges are in
+//! signal processes (`kill -1`, `killall5`). None is on the green list; their judges are in
 //! `commands/builtins.rs`, `commands/code.rs`, `housekeeping.rs` and the dispatch of
 //! `commands.rs`. bash(1) "SHELL BUILTIN COMMANDS" is the source of the option tables.
 
@@ -135,13 +135,21 @@ pub(super) const PROGRAMS: &[Program] = &[
         ],
     ),
     builtin(
-        &["kill", "pkill", "killall"],
+        &["kill", "pkill", "killall", "killall5", "fuser"],
         &[],
         &[rules::CMD_UNLISTED, rules::PROC_KILL_ALL],
         &[
             ex("kill 1234", Yellow),
             ex("kill -1", Red),
+            ex("kill -9 1", Red),
+            ex("kill -- -1234", Red),
             ex("pkill node", Yellow),
+            ex("pkill -9 .", Red),
+            ex("pkill -u me", Red),
+            ex("killall node", Yellow),
+            ex("killall5 -9", Red),
+            ex("fuser -k 3000/tcp", Yellow),
+            ex("fuser -k .", Red),
         ],
     ),
     builtin(

@@ -285,6 +285,8 @@ fn programs_the_walk_selects_by_name_are_entries() {
         "kill",
         "pkill",
         "killall",
+        "killall5",
+        "fuser",
         "printenv",
         "command",
         "env",

@@ -73,6 +73,8 @@ pub(super) const PROGRAMS: &[Program] = &[
             Opt::val('\0', "path-separator"),
             Opt::val('\0', "batch-size"),
             Opt::val('\0', "format"),
+            Opt::val('\0', "min-depth"),
+            Opt::val('\0', "exact-depth"),
         ],
         ..walked(
             &["fd", "fdfind"],

@@ -260,13 +260,9 @@ impl Analyzer<'_> {
         {
             write = true;
         }
+        // DESIGN.md §2: a write to `.git/config` is red; an edit names no key, and a push
+        // after it is judged with the configuration it left (`git.guard.hooks-path` then).
         if edit || verb == Some("edit") {
-            self.add(
-                Verdict::Blocked,
-                "git.guard.hooks-path",
-                "`git config --edit` can change core.hooksPath, which switches the push guard off"
-                    .to_string(),
-            );
             self.add(
                 Verdict::Red,
                 "path.git-config",
@@ -334,5 +330,38 @@ impl Analyzer<'_> {
                 "`git config` without `--get`/`--list`".to_string(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::testing::expect;
+    use crate::Verdict::{Blocked, Red};
+
+    /// An edit in an editor names no key: a write of `.git/config` (red, DESIGN.md §2); a
+    /// write of the keys that move the hook stays blocked.
+    #[test]
+    fn edits_are_red_guard_keys_blocked() {
+        expect(&[
+            ("git config --edit", Red, "path.git-config"),
+            ("git config -e", Red, "path.git-config"),
+            ("git config edit", Red, "path.git-config"),
+            ("git config --local --edit", Red, "path.git-config"),
+            (
+                "git config core.hooksPath /dev/null",
+                Blocked,
+                "git.guard.hooks-path",
+            ),
+            (
+                "git config set core.hooksPath x",
+                Blocked,
+                "git.guard.hooks-path",
+            ),
+            (
+                "git config --unset core.hooksPath",
+                Blocked,
+                "git.guard.hooks-path",
+            ),
+        ]);
     }
 }
