@@ -114,6 +114,7 @@ fn red_team_cases_through_the_binary() {
     check_file("commands-redteam2.jsonl");
     check_file("commands-redteam3.jsonl");
     check_file("commands-redteam4.jsonl");
+    check_file("commands-redteam5.jsonl");
     check_file("commands-redteam6.jsonl");
 }
 

@@ -37,6 +37,7 @@ const CORPORA: &[&str] = &[
     "commands-redteam2.jsonl",
     "commands-redteam3.jsonl",
     "commands-redteam4.jsonl",
+    "commands-redteam5.jsonl",
     "commands-redteam6.jsonl",
     "commands-faults.jsonl",
 ];

@@ -30,7 +30,7 @@ impl Analyzer<'_> {
         let mut values: VarValues = Vec::new();
         for cwd in &st.cwds {
             let found = match cwd {
-                Some(c) => match paths::glob(c, &text, st.dotglob_on()) {
+                Some(c) => match paths::glob(c, &text, st.glob_opts()) {
                     Some(m) if m.is_empty() => vec![Some(text.clone())],
                     Some(m) => m.into_iter().map(Some).collect(),
                     None => vec![None],

@@ -5,7 +5,7 @@ use super::paths::Access;
 use super::registry::options::{names, parse_opts, Opt, Syntax, Tok};
 use super::registry::{self, Effect, Judgement, Walk, Wraps};
 use super::words::Field;
-use super::{Analyzer, State, Stdin};
+use super::{housekeeping, links, Analyzer, State, Stdin};
 use crate::action::{AliasExpansion, GitInvocation};
 use crate::verdict::Verdict;
 use brush_parser::ast;
@@ -477,8 +477,34 @@ impl Analyzer<'_> {
         }
     }
 
-    /// The rules of one program.
-    fn program(&mut self, mut st: State, inv: Invocation<'_>, depth: usize) -> State {
+    /// The rules of one program, then the links it makes (`links::made_by`), which the
+    /// words of later commands are resolved through.
+    fn program(&mut self, st: State, inv: Invocation<'_>, depth: usize) -> State {
+        let p = inv.program.clone();
+        let args = inv.args;
+        let mut st = self.program_rules(st, inv, depth);
+        if p == "shopt" {
+            st.shopt(args);
+        }
+        if matches!(p.as_str(), "ln" | "cp" | "link") {
+            for cwd in st.cwds.iter().flatten() {
+                let made = links::made_by(&p, args, cwd, &self.links);
+                for l in made.links {
+                    if !self.links.contains(&l) {
+                        self.links.push(l);
+                    }
+                }
+                for t in made.unplaced {
+                    if !self.unplaced_links.contains(&t) {
+                        self.unplaced_links.push(t);
+                    }
+                }
+            }
+        }
+        st
+    }
+
+    fn program_rules(&mut self, mut st: State, inv: Invocation<'_>, depth: usize) -> State {
         let p = inv.program.as_str();
         let args = inv.args;
         // `shopt -s dotglob` (or an option name that cannot be known) makes later globs match
@@ -755,9 +781,34 @@ impl Analyzer<'_> {
                 self.unlisted(p);
             }
             "set" => {
-                // `set -- WORDS` sets the positional parameters: the words are words.
-                self.unlisted(p);
+                // `set -- WORDS` sets the positional parameters: the words are words, and
+                // later `$@`, `$1`… expand to them. Literal words after harmless options are
+                // neutral like a bare assignment of a literal (DESIGN.md §2a "Variables");
+                // anything else (`set` alone prints every variable) is not green.
+                let (change, options) = housekeeping::set_params(args);
+                let opts: Option<Vec<String>> = args[..options].iter().map(Field::known).collect();
+                let neutral_opts =
+                    options == 0 || opts.is_some_and(|o| housekeeping::set_neutral(&o));
+                match change {
+                    housekeeping::SetParams::To(words)
+                        if neutral_opts && words.iter().all(Field::is_known) => {}
+                    _ => self.unlisted(p),
+                }
                 self.generic_paths(&st, args, Access::Any);
+                match change {
+                    housekeeping::SetParams::To(words) => st.set_params(words),
+                    housekeeping::SetParams::Unknown => st.params = Some(vec![None]),
+                    housekeeping::SetParams::Unchanged => {}
+                }
+            }
+            "shift" => {
+                self.unlisted(p);
+                let n = match args {
+                    [] => Some(1),
+                    [n] => n.known().and_then(|t| t.parse::<usize>().ok()),
+                    _ => None,
+                };
+                st.shift_params(n);
             }
             "command" => {
                 // `command -v x` / `-V`: a lookup like `type`.

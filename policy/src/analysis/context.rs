@@ -8,6 +8,9 @@ use super::{Analyzer, State, MAX_DEPTH, MAX_REPORTED_PATHS};
 use crate::verdict::{Finding, Verdict};
 use std::path::{Path, PathBuf};
 
+/// Leading components of a word tried as the place of a link whose place cannot be known.
+const MAX_UNPLACED_SPLITS: usize = 8;
+
 impl paths::SessionPaths for Analyzer<'_> {
     /// Paths the policy opens, `~` expanded; computed when a path first leaves the worktree.
     fn opened_paths(&self) -> &[PathBuf] {
@@ -100,6 +103,7 @@ impl Analyzer<'_> {
                 home: self.ctx.home,
                 cwd,
                 oldpwd,
+                params: st.params.as_deref(),
             };
             all.extend(words::expand(raw, &env, &mut notes));
         }
@@ -154,6 +158,78 @@ impl Analyzer<'_> {
     }
 
     /// Checks one expanded field used as a path, against every directory the line may be in.
+    /// Checks `word` as resolved through the links the line made before it (and as any of
+    /// those made at places that cannot be known)
+    /// ([`paths::resolve_in`]), when one is on its way: the path the link leads to is
+    /// judged like one written out (DESIGN.md §2: through a symlink counts); a link whose
+    /// target cannot be known makes the path unresolved.
+    fn through_links(
+        &self,
+        cwd: &Path,
+        word: &str,
+        access: Access,
+        found: &mut Vec<Finding>,
+        resolved: &mut Vec<PathBuf>,
+    ) {
+        let pc = self.path_ctx();
+        // A link at a place that cannot be known may be the word or a directory on its way:
+        // the target with each rest of the word.
+        // An absolute word counts from the worktree (outside it, it is out of bounds anyway).
+        let relative: Option<String> = if word.starts_with('/') {
+            paths::lexical(cwd, word)
+                .strip_prefix(self.ctx.worktree)
+                .ok()
+                .map(|r| r.to_string_lossy().into_owned())
+        } else {
+            Some(word.to_string())
+        };
+        let comps: Vec<&str> = relative
+            .as_deref()
+            .unwrap_or("")
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .take(MAX_UNPLACED_SPLITS)
+            .collect();
+        for t in &self.unplaced_links {
+            let Some(t) = t else {
+                found.push(Finding::new(
+                    Verdict::Yellow,
+                    "path.unresolved",
+                    format!("`{word}` may be a link made earlier on the line to a path that cannot be known"),
+                ));
+                continue;
+            };
+            for k in 0..comps.len() {
+                let rest = comps[k + 1..].join("/");
+                let p = if rest.is_empty() {
+                    PathBuf::from(t)
+                } else {
+                    Path::new(t).join(rest)
+                };
+                let text = p.to_string_lossy();
+                // Judged, not reported as a path the command reaches (it may be none).
+                let _ = paths::check_path(&pc, Path::new("/"), &text, access, found);
+            }
+        }
+        for (p, through) in paths::resolve_all(cwd, word, &self.links) {
+            match through {
+                paths::Through::Nothing => {}
+                paths::Through::Links => {
+                    let text = p.to_string_lossy();
+                    if let Some(p) = paths::check_path(&pc, Path::new("/"), &text, access, found)
+                    {
+                        resolved.push(p);
+                    }
+                }
+                paths::Through::Unknown => found.push(Finding::new(
+                    Verdict::Yellow,
+                    "path.unresolved",
+                    format!("`{word}` goes through a link made earlier on the line to a path that cannot be known"),
+                )),
+            }
+        }
+    }
+
     pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {
         let mut found = Vec::new();
         let mut resolved: Vec<PathBuf> = Vec::new();
@@ -165,7 +241,7 @@ impl Analyzer<'_> {
                     let mut too_wide = false;
                     for cwd in &st.cwds {
                         match cwd {
-                            Some(c) => match paths::glob(c, &text, st.dotglob_on()) {
+                            Some(c) => match paths::glob(c, &text, st.glob_opts()) {
                                 Some(m) if m.is_empty() => all.push(text.clone()),
                                 Some(m) => all.extend(m),
                                 None => too_wide = true,
@@ -205,6 +281,11 @@ impl Analyzer<'_> {
                                     paths::check_path(&pc, c, &cand, access, &mut found)
                                 {
                                     resolved.push(p);
+                                }
+                                // Through the links made earlier on the line too: the link
+                                // may or may not be there, the worse of both counts.
+                                if !self.links.is_empty() || !self.unplaced_links.is_empty() {
+                                    self.through_links(c, &cand, access, &mut found, &mut resolved);
                                 }
                             }
                             None if cand.starts_with('/') => {

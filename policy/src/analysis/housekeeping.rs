@@ -212,7 +212,8 @@ fn set_option_neutral(name: &str, set: bool) -> bool {
 
 /// Whether `set ARGS` only changes options in a neutral direction (`set -euo pipefail`,
 /// `set +o posix`, `set -o` to print). `set` alone prints every variable (secrets) and `set --
-/// WORDS` sets positional parameters: neither is neutral.
+/// WORDS` sets positional parameters: neither is neutral here (the second is judged with its
+/// words where `set` is, `commands.rs`).
 pub(crate) fn set_neutral(args: &[String]) -> bool {
     if args.is_empty() {
         return false;
@@ -249,6 +250,42 @@ pub(crate) fn set_neutral(args: &[String]) -> bool {
         i += 1;
     }
     true
+}
+
+/// What `set ARGS` does to the positional parameters (bash(1) "set").
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SetParams<'a> {
+    /// Only options: the parameters stay.
+    Unchanged,
+    /// They become these words (after `--`, `-` or the first word that is not an option).
+    To(&'a [Field]),
+    /// A word that cannot be known may be an option or the first parameter.
+    Unknown,
+}
+
+/// How `set ARGS` changes the positional parameters, and how many of `ARGS` are options
+/// (`-o NAME` counts as two).
+pub(crate) fn set_params(args: &[Field]) -> (SetParams<'_>, usize) {
+    let mut i = 0;
+    while i < args.len() {
+        let Some(a) = args[i].known() else {
+            return (SetParams::Unknown, i);
+        };
+        match a.as_str() {
+            "--" => return (SetParams::To(&args[i + 1..]), i),
+            // `set -`: the rest are the parameters; alone, it changes none.
+            "-" if i + 1 < args.len() => return (SetParams::To(&args[i + 1..]), i),
+            "-" => return (SetParams::Unchanged, i),
+            _ if a.len() > 1 && (a.starts_with('-') || a.starts_with('+')) => {
+                if a[1..].contains('o') {
+                    i += 1;
+                }
+            }
+            _ => return (SetParams::To(&args[i..]), i),
+        }
+        i += 1;
+    }
+    (SetParams::Unchanged, args.len().min(i))
 }
 
 /// Whether `jobs ARGS` only lists jobs (`-x` runs a command).
@@ -391,6 +428,36 @@ mod tests {
 
     fn w(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn fields(s: &str) -> Vec<Field> {
+        s.split_whitespace().map(Field::lit).collect()
+    }
+
+    #[test]
+    fn set_operands_are_the_positional_parameters() {
+        let to = |args: &str| -> Option<Vec<String>> {
+            let a = fields(args);
+            match set_params(&a).0 {
+                SetParams::To(ws) => Some(ws.iter().filter_map(Field::known).collect()),
+                _ => None,
+            }
+        };
+        assert_eq!(to("-- rm -rf build"), Some(w("rm -rf build")));
+        assert_eq!(to("rm -rf build"), Some(w("rm -rf build")));
+        assert_eq!(to("-e -- a"), Some(w("a")));
+        assert_eq!(to("-euo pipefail x y"), Some(w("x y")));
+        assert_eq!(to("+o posix -- -x"), Some(w("-x")));
+        assert_eq!(to("- a -b"), Some(w("a -b")));
+        assert_eq!(to("--"), Some(vec![]));
+        assert_eq!(set_params(&fields("-e")).0, SetParams::Unchanged);
+        assert_eq!(set_params(&fields("-o")).0, SetParams::Unchanged);
+        assert_eq!(set_params(&fields("-")).0, SetParams::Unchanged);
+        assert_eq!(set_params(&[]).0, SetParams::Unchanged);
+        assert_eq!(set_params(&fields("-e -- a")).1, 1);
+        assert_eq!(set_params(&fields("-o pipefail a")).1, 2);
+        let unknown = [Field::lit("-e"), Field::unknown(), Field::lit("x")];
+        assert_eq!(set_params(&unknown), (SetParams::Unknown, 1));
     }
 
     #[test]

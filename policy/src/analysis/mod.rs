@@ -8,7 +8,9 @@ mod commands;
 mod context;
 mod effects;
 mod git_exec;
+mod grammar_gaps;
 mod housekeeping;
+mod links;
 mod literal;
 pub(crate) mod paths;
 mod redirect;
@@ -211,6 +213,11 @@ pub(crate) struct Analyzer<'p> {
     shadowed_use: bool,
     /// Sourced definitions being analysed at their use (against recursion).
     expanding: Vec<String>,
+    /// Links the commands analysed so far make (`links::made_by`): kept for the whole line,
+    /// since a link made in a subshell or a substitution stays on the disk after it.
+    pub(crate) links: Vec<paths::Link>,
+    /// Targets of links made at places that cannot be known (`links::Made::unplaced`).
+    pub(crate) unplaced_links: Vec<Option<String>>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -236,6 +243,8 @@ impl<'p> Analyzer<'p> {
             traps: Vec::new(),
             shadowed_use: false,
             expanding: Vec::new(),
+            links: Vec::new(),
+            unplaced_links: Vec::new(),
         }
     }
 }

@@ -73,68 +73,167 @@ pub(crate) fn is_system_path(p: &Path) -> bool {
 /// physical parent, symlinks followed through the real filesystem; components that do not
 /// exist are taken lexically. Returns the absolute physical path.
 pub(crate) fn resolve(cwd: &Path, word: &str) -> PathBuf {
+    resolve_in(cwd, word, &[]).0
+}
+
+/// Whether a resolution went through a link the line made ([`resolve_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Through {
+    /// No link of the line was on the way.
+    Nothing,
+    /// At least one was, and every one had a known target.
+    Links,
+    /// One was whose target cannot be known: the result is where the walk stopped.
+    Unknown,
+}
+
+/// [`resolve`] with the links made earlier on the line taken as already there (a link the
+/// line made shadows what the disk has at its place, as it would once made), following every
+/// one on the way. Also says whether such a link was on the way.
+pub(crate) fn resolve_in(cwd: &Path, word: &str, made: &[Link]) -> (PathBuf, Through) {
+    resolve_all(cwd, word, made)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| (lexical(cwd, word), Through::Nothing))
+}
+
+/// Every path `word` may resolve to when each link made earlier on the line may or may not be
+/// there (a command that makes one may fail): the one following every link first, the one
+/// following none (plain [`resolve`]) last. At most [`MAX_LINK_BRANCHES`] paths; beyond, the
+/// rest are one unknown.
+pub(crate) fn resolve_all(cwd: &Path, word: &str, made: &[Link]) -> Vec<(PathBuf, Through)> {
     // `/proc/self` is the process that runs the command, not tyba: its `root` is `/`, its
     // `cwd` is the command's directory; anything else under it is left as written.
     for me in ["/proc/self", "/proc/thread-self"] {
         if let Some(rest) = word.strip_prefix(me) {
             if let Some(r) = rest.strip_prefix("/root") {
-                return resolve(Path::new("/"), if r.is_empty() { "/" } else { r });
+                return resolve_all(Path::new("/"), if r.is_empty() { "/" } else { r }, made);
             }
             if let Some(r) = rest.strip_prefix("/cwd") {
-                return resolve(cwd, r.trim_start_matches('/'));
+                return resolve_all(cwd, r.trim_start_matches('/'), made);
             }
             if rest.is_empty() || rest.starts_with('/') {
-                return lexical(Path::new("/"), word);
+                return vec![(lexical(Path::new("/"), word), Through::Nothing)];
             }
         }
     }
-    let start = if word.starts_with('/') {
-        PathBuf::from("/")
-    } else {
-        cwd.to_path_buf()
-    };
     let mut pending: Vec<String> = Vec::new();
     push_components(&mut pending, word);
-    let mut out = start;
-    let mut hops = 0;
-    let mut exists = true;
-    while let Some(c) = pending.pop() {
-        match c.as_str() {
-            "" | "." => {}
-            ".." => {
-                out.pop();
-            }
-            name => {
-                out.push(name);
-                if !exists {
-                    continue;
+    let out = if word.starts_with('/') {
+        PathBuf::from("/")
+    } else if made.is_empty() {
+        cwd.to_path_buf()
+    } else {
+        // The directory itself may be under a link the line made (`ln -s .git g; cd g`).
+        push_components(&mut pending, &cwd.to_string_lossy());
+        PathBuf::from("/")
+    };
+    let mut results = Vec::new();
+    let walk = Walk {
+        out,
+        pending,
+        hops: 0,
+        exists: true,
+        through: Through::Nothing,
+    };
+    walk.run(made, &mut results);
+    results
+}
+
+/// Paths [`resolve_all`] lists at most.
+const MAX_LINK_BRANCHES: usize = 16;
+
+/// One resolution under way.
+#[derive(Clone)]
+struct Walk {
+    out: PathBuf,
+    pending: Vec<String>,
+    hops: usize,
+    exists: bool,
+    through: Through,
+}
+
+impl Walk {
+    fn run(mut self, made: &[Link], results: &mut Vec<(PathBuf, Through)>) {
+        while let Some(c) = self.pending.pop() {
+            match c.as_str() {
+                "" | "." => {}
+                ".." => {
+                    self.out.pop();
                 }
-                match std::fs::symlink_metadata(&out) {
-                    Ok(m) if m.file_type().is_symlink() => {
-                        hops += 1;
-                        if hops > MAX_SYMLINK_HOPS {
-                            exists = false;
-                            continue;
+                name => {
+                    self.out.push(name);
+                    if let Some(link) = made.iter().rev().find(|l| l.at == self.out) {
+                        if results.len() + 1 >= MAX_LINK_BRANCHES {
+                            results.push((self.out, Through::Unknown));
+                            return;
                         }
-                        match std::fs::read_link(&out) {
-                            Ok(target) => {
-                                out.pop();
-                                let t = target.to_string_lossy().into_owned();
-                                if t.starts_with('/') {
-                                    out = PathBuf::from("/");
+                        let mut follow = self.clone();
+                        follow.hops += 1;
+                        match link
+                            .to
+                            .as_deref()
+                            .filter(|_| follow.hops <= MAX_SYMLINK_HOPS)
+                        {
+                            Some(target) => {
+                                if follow.through == Through::Nothing {
+                                    follow.through = Through::Links;
                                 }
-                                push_components(&mut pending, &t);
+                                follow.out.pop();
+                                if target.starts_with('/') {
+                                    follow.out = PathBuf::from("/");
+                                }
+                                push_components(&mut follow.pending, target);
+                                // What the disk has under the link's target still counts.
+                                follow.exists = true;
+                                follow.run(made, results);
                             }
-                            Err(_) => exists = false,
+                            None => results.push((follow.out, Through::Unknown)),
                         }
+                        // Or the link is not there (the command that makes it failed): on
+                        // as the disk has it.
                     }
-                    Ok(_) => {}
-                    Err(_) => exists = false,
+                    if !self.exists {
+                        continue;
+                    }
+                    match std::fs::symlink_metadata(&self.out) {
+                        Ok(m) if m.file_type().is_symlink() => {
+                            self.hops += 1;
+                            if self.hops > MAX_SYMLINK_HOPS {
+                                self.exists = false;
+                                continue;
+                            }
+                            match std::fs::read_link(&self.out) {
+                                Ok(target) => {
+                                    self.out.pop();
+                                    let t = target.to_string_lossy().into_owned();
+                                    if t.starts_with('/') {
+                                        self.out = PathBuf::from("/");
+                                    }
+                                    push_components(&mut self.pending, &t);
+                                }
+                                Err(_) => self.exists = false,
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => self.exists = false,
+                    }
                 }
             }
         }
+        results.push((self.out, self.through));
     }
-    out
+}
+
+/// A link a command of the line makes (`ln -s`, `ln`, `cp -s`, `cp -l`, `link`): later
+/// words are resolved through it as the kernel would once it exists.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Link {
+    /// Where the link is: its directory resolved, its own name not followed.
+    pub at: PathBuf,
+    /// What it points to: a symbolic link's text (relative to the link's directory unless
+    /// absolute), or a hard link's file (absolute); `None` when it cannot be known.
+    pub to: Option<String>,
 }
 
 /// Pushes the components of `s` onto the stack so that they pop in order.
@@ -535,14 +634,27 @@ pub(crate) fn check_partial(
     out.extend(sub);
 }
 
+/// The shell options that change what a glob matches (bash(1) "Pathname Expansion"), each
+/// `true` when it may be on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GlobOpts {
+    /// `shopt -s nocaseglob`: letters match in either case.
+    pub nocase: bool,
+    /// `shopt -s dotglob` (or a non-empty `GLOBIGNORE`): names starting with `.` match
+    /// without a literal `.` (never `.` and `..`).
+    pub dot: bool,
+}
+
 /// Expands a glob pattern (`*`, `?`, `[…]` with POSIX classes, extended patterns; see
 /// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
 /// can be listed or holds a construct the matcher does not model (it may then match
 /// anything); an empty list when nothing matches (bash then passes the word literally). A
 /// name whose match depends on the locale counts as matched. With `dotglob` (`shopt -s
 /// dotglob`, bash(1) "Pathname Expansion") a pattern matches names starting with `.` too
-/// (never `.` and `..`).
-pub(crate) fn glob(cwd: &Path, pattern: &str, dotglob: bool) -> Option<Vec<String>> {
+/// (never `.` and `..`); `opts` says which options may be on.
+/// Under `nocaseglob` (`opts.nocase`) a name matches when it or its lower case does (never
+/// fewer matches than bash; more for a few bracket expressions such as `[^a-z]`).
+pub(crate) fn glob(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec<String>> {
     let absolute = pattern.starts_with('/');
     let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     let mut current: Vec<(PathBuf, String)> = vec![(
@@ -565,6 +677,11 @@ pub(crate) fn glob(cwd: &Path, pattern: &str, dotglob: bool) -> Option<Vec<Strin
         } else {
             None
         };
+        // Under nocaseglob, the pattern and the names compared in lower case too.
+        let folded = match &compiled {
+            Some(_) if opts.nocase => Some(pattern::Pattern::parse(&comp.to_lowercase()).ok()?),
+            _ => None,
+        };
         for (dir, shown) in &current {
             let join = |name: &str| {
                 if shown.is_empty() || shown.ends_with('/') {
@@ -585,10 +702,13 @@ pub(crate) fn glob(cwd: &Path, pattern: &str, dotglob: bool) -> Option<Vec<Strin
             };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !dotglob && !pat.may_match_dot_names() {
+                if name.starts_with('.') && !opts.dot && !pat.may_match_dot_names() {
                     continue;
                 }
-                if pat.matches(&name) != Some(false) {
+                let folded_match = folded
+                    .as_ref()
+                    .is_some_and(|f| f.matches(&name.to_lowercase()) != Some(false));
+                if pat.matches(&name) != Some(false) || folded_match {
                     next.push((dir.join(&name), join(&name)));
                     if next.len() > MAX_GLOB_MATCHES {
                         return None;

@@ -2,6 +2,7 @@
 //! delimiters, substitutions inside text, the functions a function body calls and loops that
 //! spawn without end.
 
+use super::grammar_gaps;
 use super::words;
 use brush_parser::ast;
 
@@ -89,8 +90,27 @@ pub(super) fn nesting(text: &str) -> usize {
     max
 }
 
-/// Parses a line with the bash grammar.
+/// Parses a line with the bash grammar (through [`grammar_gaps`] where the grammar crate
+/// rejects what bash runs).
 pub(super) fn parse(text: &str) -> Result<ast::Program, String> {
+    parse_source(text).map(|(prog, _)| prog)
+}
+
+/// Parses a line as rewritten by [`grammar_gaps::rewrite`] (when that changes it and the
+/// result parses) or as it is; returns the tree and the rewritten text the tree's positions
+/// refer to (`None`: the line itself). The rewrite is tried first because the grammar crate
+/// also accepts some such lines wrongly: inside double quotes `"$(case x in x) id;; esac)"`
+/// tokenizes, as a substitution of `case x in x` followed by text.
+pub(super) fn parse_source(text: &str) -> Result<(ast::Program, Option<String>), String> {
+    if let Some(t) = grammar_gaps::rewrite(text) {
+        if let Ok(prog) = parse_exact(&t) {
+            return Ok((prog, Some(t)));
+        }
+    }
+    parse_exact(text).map(|prog| (prog, None))
+}
+
+fn parse_exact(text: &str) -> Result<ast::Program, String> {
     let opts = words::options();
     let tokens = brush_parser::tokenize_str_with_options(text, &opts.tokenizer_options())
         .map_err(|e| e.to_string())?;

@@ -4,8 +4,8 @@
 use super::paths::Access;
 use super::state::union_vec;
 use super::syntax::{
-    called_names, endless_spawning_loop, heredoc_delimiters, nesting, parse, spawn_cycle,
-    MAX_NESTING,
+    called_names, endless_spawning_loop, heredoc_delimiters, nesting, parse, parse_source,
+    spawn_cycle, MAX_NESTING,
 };
 use super::words::{self, VarValues};
 use super::{Analyzer, State, Stdin, MAX_DEPTH, MAX_WORK};
@@ -40,13 +40,14 @@ impl Analyzer<'_> {
             );
             return st;
         }
-        match parse(text) {
-            Ok(prog) => {
+        match parse_source(text) {
+            Ok((prog, rewritten)) => {
                 let mut st = st;
                 if prog.complete_commands.len() > 1 {
                     self.out.shape.compound = true;
                 }
-                self.sources.push((text.to_string(), depth));
+                self.sources
+                    .push((rewritten.unwrap_or_else(|| text.to_string()), depth));
                 for cc in &prog.complete_commands {
                     st = self.compound_list(cc, st, depth);
                 }
@@ -602,12 +603,15 @@ impl Analyzer<'_> {
         if self.over_budget(1) {
             return st;
         }
+        let links_before = self.links.len() + self.unplaced_links.len();
         let c1 = match cond {
             Some(c) => self.compound_list(c, st.clone(), depth),
             None => st.clone(),
         };
         let b1 = self.compound_list(body, c1.clone(), depth);
-        if b1 == st && c1 == st {
+        // A link the body made is there for the next iteration's words too.
+        let made_links = self.links.len() + self.unplaced_links.len() != links_before;
+        if b1 == st && c1 == st && !made_links {
             return b1;
         }
         let mut again = b1.clone();

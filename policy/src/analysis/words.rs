@@ -174,6 +174,9 @@ pub(crate) struct ExpandEnv<'a> {
     pub home: Option<&'a Path>,
     pub cwd: Option<&'a Path>,
     pub oldpwd: Option<&'a Path>,
+    /// The positional parameters set on the line ([`super::State::params`]); `None`: the
+    /// line's own.
+    pub params: Option<&'a [Option<Vec<String>>]>,
 }
 
 /// Side effects found while expanding: command substitutions to analyse, dangerous forms.
@@ -381,6 +384,7 @@ fn expand_pieces(
         alts = next;
     }
     let mut out = Vec::new();
+    let several = alts.len() > 1;
     for fields in alts {
         for f in fields {
             // Unquoted expansions that split to nothing leave no field (`rm -rf$IFS x`).
@@ -389,7 +393,11 @@ fn expand_pieces(
             }
         }
     }
-    dedup(&mut out);
+    // The fields of one value are the command's words, repeats and all (`"$@"` of `cp a a
+    // b`); the union of several values' fields is a set.
+    if several {
+        dedup(&mut out);
+    }
     out
 }
 
@@ -431,6 +439,9 @@ pub(super) enum Val {
     Nothing,
     /// Already split into pieces (nested double quotes).
     Seq(Vec<Val>),
+    /// Separate fields, not split further (`"$@"`): the first joins the field before it, the
+    /// last the text after it.
+    Fields(Vec<String>),
 }
 
 fn apply_value(fields: &mut Vec<Field>, v: &Val, ifs: &Option<String>) {
@@ -494,6 +505,17 @@ fn apply_value(fields: &mut Vec<Field>, v: &Val, ifs: &Option<String>) {
         Val::Seq(vs) => {
             for x in vs {
                 apply_value(fields, x, ifs);
+            }
+        }
+        Val::Fields(ws) => {
+            for (i, w) in ws.iter().enumerate() {
+                if i > 0 {
+                    fields.push(Field::default());
+                }
+                if let Some(f) = fields.last_mut() {
+                    f.push_lit(w, false);
+                    f.forced = true;
+                }
             }
         }
     }
@@ -576,7 +598,22 @@ fn piece_values(
                 }
                 alts = next;
             }
-            alts.into_iter().map(Val::Seq).collect()
+            alts.into_iter()
+                .map(|alt| {
+                    // `"$@"` with no positional parameters, alone in its quotes, is no field
+                    // (bash(1) "Special Parameters"); other text in the quotes keeps one.
+                    let only_empty_params = alt
+                        .iter()
+                        .skip(1)
+                        .all(|v| matches!(v, Val::Fields(ws) if ws.is_empty()))
+                        && alt.len() > 1;
+                    if only_empty_params {
+                        Val::Nothing
+                    } else {
+                        Val::Seq(alt)
+                    }
+                })
+                .collect()
         }
         WordPiece::TildeExpansion(t) => match tilde(t, env) {
             Some(p) => vec![Val::Text {

@@ -41,6 +41,7 @@ fn tyba(s: &Setup, word: &str) -> (Option<Vec<String>>, ExpandNotes) {
         home: Some(Path::new(HOME)),
         cwd: Some(&cwd),
         oldpwd: Some(Path::new("/")),
+        params: None,
     };
     let mut notes = ExpandNotes::default();
     let fields = expand(word, &env, &mut notes);
@@ -268,6 +269,7 @@ fn run_time_values_are_unknown_never_empty() {
         home: None,
         cwd: Some(&cwd),
         oldpwd: None,
+        params: None,
     };
     let mut notes = ExpandNotes::default();
     let f = expand("pre$(x)post", &env, &mut notes);
@@ -288,6 +290,7 @@ fn unquoted_pattern_characters_are_globs_and_quoted_ones_are_not() {
         home: None,
         cwd: Some(&cwd),
         oldpwd: None,
+        params: None,
     };
     let mut notes = ExpandNotes::default();
     assert!(expand("*.txt", &env, &mut notes)[0].has_glob());
@@ -345,5 +348,96 @@ fn a_nul_ends_an_ansi_c_string_in_classification() {
             &ctx,
         );
         assert_eq!(c.verdict, Verdict::Blocked, "{line}: {:?}", c.findings);
+    }
+}
+
+/// `$@`, `$*`, `$#` and `$N` after `set -- PARAMS` (and with none, as an agent's `bash -c
+/// LINE` has), against bash: `set -- PARAMS; set -- WORD; printf '%s\0' "$#" "$@"`.
+#[test]
+fn positional_parameters_match_bash() {
+    let s = setup();
+    let cwd = s.dir.path().to_path_buf();
+    let lists: &[&[&str]] = &[&[], &["a", "b c"], &["", "x"], &["rm", "-rf", "build"]];
+    let words = [
+        "\"$@\"",
+        "$@",
+        "\"$*\"",
+        "$*",
+        "\"$1\"",
+        "$2",
+        "x\"$@\"y",
+        "\"x$@\"",
+        "\"$@$@\"",
+        "\"$#\"",
+        "${1}",
+        "\"${@}\"",
+        "\"${2}\"",
+        "\"$3\"",
+        "\"${@:2}\"",
+        "${@:1}",
+        "\"${@:1:1}\"",
+        "\"${*:2}\"",
+        "\"${@: -1}\"",
+        "\"${@:5}\"",
+    ];
+    for list in lists {
+        let quoted: Vec<String> = list
+            .iter()
+            .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
+            .collect();
+        let params = [Some(list.iter().map(|w| w.to_string()).collect::<Vec<_>>())];
+        for word in words {
+            let script = format!(
+                "set -- {}; set -- {word}; printf '%s\\0' \"$#\" \"$@\"",
+                quoted.join(" ")
+            );
+            let out = Command::new("bash")
+                .args(["--norc", "--noprofile", "-c", &script, "ZERO"])
+                .env_clear()
+                .output()
+                .expect("bash runs");
+            let text = String::from_utf8(out.stdout).unwrap();
+            let mut theirs: Vec<String> = text.split('\0').map(str::to_string).collect();
+            theirs.pop();
+            theirs.remove(0);
+            let env = ExpandEnv {
+                vars: &s.vars,
+                home: None,
+                cwd: Some(&cwd),
+                oldpwd: None,
+                params: Some(&params),
+            };
+            let mut notes = ExpandNotes::default();
+            let ours: Option<Vec<String>> = expand(word, &env, &mut notes)
+                .iter()
+                .map(Field::known)
+                .collect();
+            if theirs.iter().any(|t| t.contains("ZERO")) {
+                // `$0` (`${@: -1}` of none) is not known to tyba.
+                assert_eq!(ours, None, "{word} after set -- {list:?}");
+            } else {
+                assert_eq!(ours, Some(theirs), "{word} after set -- {list:?}");
+            }
+        }
+    }
+    // The line's own: none, and `"$@"` is no field even quoted.
+    let env = ExpandEnv {
+        vars: &s.vars,
+        home: None,
+        cwd: Some(&cwd),
+        oldpwd: None,
+        params: None,
+    };
+    let mut notes = ExpandNotes::default();
+    assert!(expand("\"$@\"", &env, &mut notes).is_empty());
+    // A list that cannot be known expands to unknown fields, never to nothing.
+    let unknown = [None];
+    let env = ExpandEnv {
+        params: Some(&unknown),
+        ..env
+    };
+    for word in ["\"$@\"", "$*", "$1", "\"$#\""] {
+        let f = expand(word, &env, &mut notes);
+        assert!(!f.is_empty() && f.iter().any(|f| !f.is_known()), "{word}");
     }
 }

@@ -206,12 +206,26 @@ impl Analyzer<'_> {
             }
             Some(f) => {
                 self.path_field(&st, f, Access::Read);
+                // Through the links made earlier on the line, each there or not.
                 let mut dirs: Vec<Option<PathBuf>> = match f.known() {
-                    Some(t) if !f.has_glob() => st
-                        .cwds
-                        .iter()
-                        .map(|c| c.as_ref().map(|c| crate::analysis::paths::resolve(c, &t)))
-                        .collect(),
+                    Some(t) if !f.has_glob() => {
+                        let mut dirs = Vec::new();
+                        for c in &st.cwds {
+                            match c {
+                                Some(c) => {
+                                    for (d, _) in
+                                        crate::analysis::paths::resolve_all(c, &t, &self.links)
+                                    {
+                                        if !dirs.contains(&Some(d.clone())) {
+                                            dirs.push(Some(d));
+                                        }
+                                    }
+                                }
+                                None => dirs.push(None),
+                            }
+                        }
+                        dirs
+                    }
                     _ => vec![None],
                 };
                 // A relative name not starting with `.` is looked up in CDPATH first.

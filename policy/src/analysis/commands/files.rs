@@ -251,7 +251,7 @@ impl Analyzer<'_> {
             for s in sources {
                 let text = s.known()?;
                 if s.has_glob() {
-                    match crate::analysis::paths::glob(cwd, &text, st.dotglob_on())? {
+                    match crate::analysis::paths::glob(cwd, &text, st.glob_opts())? {
                         m if m.is_empty() => words.push(text),
                         m => words.extend(m),
                     }
@@ -318,7 +318,7 @@ impl Analyzer<'_> {
             for s in sources {
                 let Some(text) = s.known() else { continue };
                 let words = if s.has_glob() {
-                    crate::analysis::paths::glob(cwd, &text, st.dotglob_on()).unwrap_or_default()
+                    crate::analysis::paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default()
                 } else {
                     vec![text]
                 };

@@ -291,6 +291,20 @@ impl Analyzer<'_> {
                 self.add(Verdict::Blocked, "git.guard.hook", format!("`git {sub}` with a template directory copies its hooks, the pre-push hook included"));
             }
         }
+        // `GIT_DIR`/`--git-dir` name the repository `git init` reinitialises, wherever it runs.
+        let git_dir_named = inv.env.iter().any(|(n, _)| n == "GIT_DIR")
+            || st.vars.contains_key("GIT_DIR")
+            || args
+                .iter()
+                .filter_map(Field::known)
+                .any(|a| a.starts_with("--git-dir"));
+        if sub == "init" && self.init_moves_git_dir(&st_git, rest, git_dir_named) {
+            self.add(
+                Verdict::Blocked,
+                crate::rules::GIT_GUARD_GIT_DIR.id,
+                "`git init --separate-git-dir` in an existing repository moves its git directory, and with it the configuration and hooks git uses: the pre-push hook would no longer run".to_string(),
+            );
+        }
         // A changed home or global configuration can set core.hooksPath for the push.
         if sub == "push" {
             let moved = ["HOME", "XDG_CONFIG_HOME"]
@@ -694,10 +708,116 @@ fn maintenance_fetches(args: &[String]) -> bool {
     tasks.is_empty() || tasks.iter().any(|t| t.contains("prefetch") || t.is_empty())
 }
 
+impl Analyzer<'_> {
+    /// Whether `git init ARGS` (git-init(1)) has `--separate-git-dir` (any unambiguous
+    /// abbreviation) and may run on an existing repository: its directory operand (default:
+    /// where git runs) cannot be known, is the worktree, or holds a `.git`. On an existing
+    /// repository git moves the git directory there and leaves a `.git` file pointing to it,
+    /// like a `commondir`/`gitdir` write (DESIGN.md §2: switching the push guard off).
+    /// `git_dir_named`: `GIT_DIR` or `--git-dir` names the repository.
+    fn init_moves_git_dir(&self, st: &State, rest: &[Field], git_dir_named: bool) -> bool {
+        const VALUED: &[&str] = &[
+            "--template",
+            "--separate-git-dir",
+            "--object-format",
+            "--ref-format",
+            "--initial-branch",
+            "-b",
+        ];
+        let mut separate = false;
+        let mut dir: Option<Option<String>> = None;
+        let mut i = 0;
+        let mut options = true;
+        while i < rest.len() {
+            let Some(a) = rest[i].known() else {
+                if dir.is_none() {
+                    dir = Some(None);
+                }
+                i += 1;
+                continue;
+            };
+            i += 1;
+            if options && a == "--" {
+                options = false;
+                continue;
+            }
+            if options && a.starts_with('-') && a.len() > 1 {
+                let name = a.split('=').next().unwrap_or(&a);
+                // `--se` is already unambiguous (`--s` is also `--shared`).
+                if name.len() >= 4 && "--separate-git-dir".starts_with(name) {
+                    separate = true;
+                }
+                if !a.contains('=')
+                    && VALUED.iter().any(|v| {
+                        *v == name
+                            || name.len() > 3 && v.starts_with(name) && name.starts_with("--")
+                    })
+                {
+                    i += 1;
+                }
+                continue;
+            }
+            if dir.is_none() {
+                dir = Some(Some(a));
+            }
+        }
+        if !separate {
+            return false;
+        }
+        if git_dir_named {
+            return true;
+        }
+        let dir = match dir {
+            None => Some(".".to_string()),
+            Some(d) => d,
+        };
+        let Some(dir) = dir else {
+            return true;
+        };
+        st.cwds.iter().any(|c| match c {
+            Some(c) => {
+                let d = crate::analysis::paths::resolve(c, &dir);
+                d == self.ctx.worktree || d.join(".git").exists()
+            }
+            None => true,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::testing::expect;
     use crate::Verdict::{Blocked, Green, Red, Yellow};
+
+    #[test]
+    fn init_that_moves_the_git_dir_of_an_existing_repository() {
+        expect(&[
+            (
+                "git init --separate-git-dir=evil",
+                Blocked,
+                "git.guard.git-dir",
+            ),
+            (
+                "git init --separate-git-dir evil .",
+                Blocked,
+                "git.guard.git-dir",
+            ),
+            ("git init --se=evil", Blocked, "git.guard.git-dir"),
+            (
+                "git init -q --separate-git-dir=e \"$d\"",
+                Blocked,
+                "git.guard.git-dir",
+            ),
+            (
+                "GIT_DIR=.git git -C sub init --separate-git-dir=e",
+                Blocked,
+                "git.guard.git-dir",
+            ),
+            ("git init --separate-git-dir=e newrepo", Yellow, ""),
+            ("git init -b main newrepo", Yellow, ""),
+            ("git init --shared=group new", Yellow, ""),
+        ]);
+    }
 
     #[test]
     fn read_only_and_writing_subcommands() {

@@ -58,7 +58,7 @@ impl Analyzer<'_> {
         let mut out = Vec::new();
         for cwd in st.cwds.iter().flatten() {
             let words = if start.has_glob() {
-                paths::glob(cwd, &text, st.dotglob_on()).unwrap_or_default()
+                paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default()
             } else {
                 vec![text.clone()]
             };

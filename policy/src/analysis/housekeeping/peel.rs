@@ -414,6 +414,7 @@ impl Peel<'_, '_> {
             home: None,
             cwd: None,
             oldpwd: None,
+            params: None,
         };
         let mut notes = ExpandNotes::default();
         let fields = words::expand(raw, &env, &mut notes);

@@ -104,6 +104,7 @@ pub(super) fn literal_words(s: &ast::SimpleCommand) -> Option<Vec<String>> {
         home: None,
         cwd: None,
         oldpwd: None,
+        params: None,
     };
     let mut out = Vec::new();
     let mut push = |raw: &str| -> Option<()> {

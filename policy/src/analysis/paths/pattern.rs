@@ -627,7 +627,7 @@ mod tests {
                 .map(str::to_string)
                 .collect();
             want.sort();
-            let got = super::super::glob(dir.path(), pat, false).unwrap();
+            let got = super::super::glob(dir.path(), pat, Default::default()).unwrap();
             assert_eq!(got, want, "{pat}");
             // The same with `shopt -s dotglob`.
             let out = std::process::Command::new("bash")
@@ -642,8 +642,79 @@ mod tests {
                 .map(str::to_string)
                 .collect();
             want.sort();
-            let got = super::super::glob(dir.path(), pat, true).unwrap();
+            let got = super::super::glob(
+                dir.path(),
+                pat,
+                super::super::GlobOpts {
+                    nocase: false,
+                    dot: true,
+                },
+            )
+            .unwrap();
             assert_eq!(got, want, "dotglob {pat}");
+        }
+        // With nocaseglob and dotglob (`shopt -s`), never fewer matches than bash; the same
+        // ones for patterns without brackets (a name matches when it or its lower case does,
+        // which is more than bash for `[^a-z]*`: stricter, never more permissive).
+        use super::super::GlobOpts;
+        let both = GlobOpts {
+            nocase: true,
+            dot: true,
+        };
+        let runs = [
+            (
+                GlobOpts {
+                    nocase: true,
+                    dot: false,
+                },
+                vec!["-O", "nocaseglob"],
+            ),
+            (
+                GlobOpts {
+                    nocase: false,
+                    dot: true,
+                },
+                vec!["-O", "dotglob"],
+            ),
+            (both, vec!["-O", "nocaseglob", "-O", "dotglob"]),
+        ];
+        let extra = [
+            "*ENV",
+            ".E*",
+            "MAKE*",
+            "readme.*",
+            "*[E]nv",
+            ".[A-Z]nv",
+            "@(.ENV|x)",
+        ];
+        for (opts, flags) in runs {
+            for pat in patterns.iter().chain(extra.iter()) {
+                let out = std::process::Command::new("bash")
+                    .current_dir(dir.path())
+                    .args(["-O", "extglob", "-O", "nullglob"])
+                    .args(&flags)
+                    .arg("-c")
+                    .arg(format!("for f in {pat}; do printf '%s\\n' \"$f\"; done"))
+                    .output()
+                    .unwrap();
+                let want: Vec<String> = String::from_utf8(out.stdout)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string)
+                    .collect();
+                let got = super::super::glob(dir.path(), pat, opts).unwrap();
+                for w in &want {
+                    assert!(
+                        got.contains(w),
+                        "{pat} {flags:?}: bash matches {w}, ours {got:?}"
+                    );
+                }
+                if !pat.contains('[') {
+                    let mut want = want;
+                    want.sort();
+                    assert_eq!(got, want, "{pat} {flags:?}");
+                }
+            }
         }
     }
 

@@ -156,7 +156,12 @@ pub(super) const PROGRAMS: &[Program] = &[
         &["set"],
         &[],
         &[rules::CMD_UNLISTED],
-        &[ex("set -euo pipefail", Green), ex("set -- a b", Yellow)],
+        &[
+            ex("set -euo pipefail", Green),
+            ex("set -- a b", Green),
+            ex("set -a -- x", Yellow),
+            ex("set", Yellow),
+        ],
     ),
     builtin(
         &["printenv"],

@@ -76,15 +76,75 @@ pub(super) fn param_lookup(
                 None => vec![Val::Unknown],
             }
         }
-        // An agent's line runs as `bash -c LINE`: no positional parameters.
-        Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => vec![Val::Nothing],
+        Parameter::Positional(0) => vec![Val::Unknown],
+        // Set on the line (`set -- WORDS`, `shift`): every list they may be.
+        Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate })
+            if env.params.is_some() =>
+        {
+            let lists = env.params.unwrap_or_default();
+            lists
+                .iter()
+                .map(|l| match l {
+                    None => Val::Unknown,
+                    Some(words) if quoted && !concatenate => Val::Fields(words.clone()),
+                    Some(words) if words.is_empty() => Val::Nothing,
+                    // `"$*"` joins with the first character of IFS (a space unless assigned);
+                    // unquoted, both split again.
+                    Some(words) => Val::Expanded {
+                        text: words.join(" "),
+                        quoted,
+                    },
+                })
+                .collect()
+        }
+        Parameter::Special(SpecialParameter::PositionalParameterCount) if env.params.is_some() => {
+            let lists = env.params.unwrap_or_default();
+            lists
+                .iter()
+                .map(|l| match l {
+                    Some(words) => Val::Expanded {
+                        text: words.len().to_string(),
+                        quoted,
+                    },
+                    None => Val::Unknown,
+                })
+                .collect()
+        }
+        Parameter::Positional(n) if env.params.is_some() => {
+            let lists = env.params.unwrap_or_default();
+            let i = usize::try_from(*n).ok().and_then(|n| n.checked_sub(1));
+            lists
+                .iter()
+                .map(|l| match (l, i) {
+                    (Some(words), Some(i)) => match words.get(i) {
+                        Some(w) if !w.is_empty() => Val::Expanded {
+                            text: w.clone(),
+                            quoted,
+                        },
+                        _ if quoted => Val::EmptyQuoted,
+                        _ => Val::Nothing,
+                    },
+                    _ => Val::Unknown,
+                })
+                .collect()
+        }
+        // An agent's line runs as `bash -c LINE`: no positional parameters. `"$@"` is then no
+        // field at all, even quoted; `"$*"` one empty field.
+        Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate }) => {
+            if quoted && !concatenate {
+                vec![Val::Fields(Vec::new())]
+            } else if quoted {
+                vec![Val::EmptyQuoted]
+            } else {
+                vec![Val::Nothing]
+            }
+        }
         Parameter::Special(SpecialParameter::PositionalParameterCount) => {
             vec![Val::Expanded {
                 text: "0".to_string(),
                 quoted,
             }]
         }
-        Parameter::Positional(0) => vec![Val::Unknown],
         Parameter::Positional(_) => vec![Val::Nothing, Val::Unknown],
         _ => vec![Val::Unknown],
     }
@@ -214,6 +274,60 @@ pub(super) fn parameter_values(
             indirect,
             ..
         } => param_lookup(parameter, *indirect, env, quoted),
+        // `${@:OFFSET[:LENGTH]}` of parameters set on the line, literal numbers only.
+        ParameterExpr::Substring {
+            parameter: Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate }),
+            offset,
+            length,
+            ..
+        } if env.params.is_some() => {
+            let number = |t: &str| t.trim().parse::<i64>().ok();
+            let off = number(&offset.value);
+            let len = match length {
+                Some(l) => number(&l.value).map(Some),
+                None => Some(None),
+            };
+            let lists = env.params.unwrap_or_default();
+            lists
+                .iter()
+                .map(|l| {
+                    let (Some(words), Some(off), Some(len)) = (l, off, len) else {
+                        return Val::Unknown;
+                    };
+                    // Offset 0 starts at `$0`, which is not known; a negative one counts
+                    // from the end; a negative length is an error for `@`.
+                    let n = words.len() as i64;
+                    let start = match off {
+                        0 => return Val::Unknown,
+                        o if o > 0 => o - 1,
+                        o => n + o,
+                    };
+                    if start < 0 || len.is_some_and(|l| l < 0) {
+                        return Val::Unknown;
+                    }
+                    let start = (start as usize).min(words.len());
+                    let end = match len {
+                        Some(l) => (start + l as usize).min(words.len()),
+                        None => words.len(),
+                    };
+                    let slice = words[start..end].to_vec();
+                    if quoted && !concatenate {
+                        Val::Fields(slice)
+                    } else if slice.is_empty() {
+                        if quoted {
+                            Val::EmptyQuoted
+                        } else {
+                            Val::Nothing
+                        }
+                    } else {
+                        Val::Expanded {
+                            text: slice.join(" "),
+                            quoted,
+                        }
+                    }
+                })
+                .collect()
+        }
         _ => vec![Val::Unknown],
     }
 }

@@ -1,0 +1,324 @@
+//! Links a command of the line makes, so that later words are resolved through them as the
+//! kernel will once they exist (DESIGN.md §2: a path that goes through a symlink and leaves
+//! the worktree, or reaches `.git/hooks`, `.git/config` or a credential, counts as such).
+//!
+//! `ln(1)`: `ln [-s] TARGET LINK`, `ln TARGET` (a link in the current directory), `ln
+//! TARGET… DIR`, `ln -t DIR TARGET…`, `-T` (LINK is the link even when a directory), `-r`
+//! (the target as seen from the current directory); without `-s` a hard link. `cp(1)` with
+//! `-s`/`--symbolic-link` or `-l`/`--link` makes links instead of copies the same way;
+//! `link(1)` makes one hard link. A link whose place is a directory that may be made earlier
+//! on the line (`mkdir d; ln -s .git/config d`) is taken both as `d` and as `d/config`: the
+//! later path is judged both ways, the worst wins.
+
+use super::paths::{self, Link};
+use super::registry;
+use super::registry::options::{names, parse_opts, Tok};
+use super::words::Field;
+use std::path::{Path, PathBuf};
+
+/// What one command makes: links at known places, and the targets of links whose place
+/// cannot be known (`ln -s .git/config "$x"`: any later path may be one of them).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Made {
+    pub links: Vec<Link>,
+    /// Each target as an absolute path (a relative symbolic one taken from the current
+    /// directory, the link's own being unknown); `None` when it cannot be known either.
+    pub unplaced: Vec<Option<String>>,
+}
+
+/// The links `program ARGS` makes when run in `cwd`, with the links made before it (`made`)
+/// already in place. Nothing for other programs.
+pub(crate) fn made_by(program: &str, args: &[Field], cwd: &Path, made: &[Link]) -> Made {
+    let mut m = Made::default();
+    m.links = placed(program, args, cwd, made, &mut m.unplaced);
+    m
+}
+
+fn placed(
+    program: &str,
+    args: &[Field],
+    cwd: &Path,
+    made: &[Link],
+    unplaced: &mut Vec<Option<String>>,
+) -> Vec<Link> {
+    let mut symbolic = false;
+    let mut hard = false;
+    let mut no_target_dir = false;
+    let mut relative = false;
+    let mut target_dir: Option<Field> = None;
+    let mut operands: Vec<Field> = Vec::new();
+    let spec = registry::lookup(program).map_or(&[][..], |e| e.options);
+    for t in parse_opts(args, spec) {
+        match t {
+            Tok::Opt { name, value } => {
+                let n = name.as_str();
+                match program {
+                    "ln" => {
+                        symbolic |= n == "-s" || names(n, "--symbolic");
+                        relative |= n == "-r" || names(n, "--relative");
+                    }
+                    "cp" => {
+                        symbolic |= n == "-s" || names(n, "--symbolic-link");
+                        hard |= n == "-l" || names(n, "--link");
+                    }
+                    _ => {}
+                }
+                no_target_dir |= n == "-T" || names(n, "--no-target-directory");
+                if n == "-t" || names(n, "--target-directory") {
+                    target_dir = value;
+                }
+            }
+            Tok::DynamicOpt => {}
+            Tok::Operand(f) => operands.push(f),
+        }
+    }
+    match program {
+        "ln" => hard = !symbolic,
+        "link" => hard = true,
+        "cp" if symbolic || hard => {}
+        _ => return Vec::new(),
+    }
+    // The link's target as it is stored.
+    let target = |t: &Field| -> Option<String> {
+        let text = t.known()?;
+        if hard {
+            // A hard link is the file the path names.
+            Some(
+                paths::resolve_in(cwd, &text, made)
+                    .0
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        } else if relative && !text.starts_with('/') {
+            Some(paths::lexical(cwd, &text).to_string_lossy().into_owned())
+        } else {
+            Some(text)
+        }
+    };
+    let base = |t: &Field| -> Option<String> {
+        let text = t.known()?;
+        let trimmed = text.trim_end_matches('/');
+        trimmed
+            .rsplit('/')
+            .next()
+            .filter(|b| !b.is_empty() && *b != "." && *b != "..")
+            .map(str::to_string)
+    };
+    let absolute = |t: &Field| -> Option<String> {
+        let text = target(t)?;
+        Some(paths::lexical(cwd, &text).to_string_lossy().into_owned())
+    };
+    let mut out = Vec::new();
+    let into = |dir: &PathBuf, t: &Field, out: &mut Vec<Link>| {
+        if let Some(b) = base(t) {
+            out.push(Link {
+                at: dir.join(b),
+                to: target(t),
+            });
+        }
+    };
+    if let Some(d) = target_dir {
+        let Some(dir) = d.known().map(|d| place_dir(cwd, &d, made)) else {
+            unplaced.extend(operands.iter().map(absolute));
+            return out;
+        };
+        for t in &operands {
+            into(&dir, t, &mut out);
+        }
+        return out;
+    }
+    let (dest, targets) = match operands.len() {
+        0 => return out,
+        // `ln TARGET`: a link of the same name in the current directory.
+        1 => (None, &operands[..]),
+        n => (Some(&operands[n - 1]), &operands[..n - 1]),
+    };
+    let Some(dest) = dest else {
+        into(&cwd.to_path_buf(), &targets[0], &mut out);
+        return out;
+    };
+    let Some(dest_text) = dest.known() else {
+        unplaced.extend(targets.iter().map(absolute));
+        return out;
+    };
+    let dir = place_dir(cwd, &dest_text, made);
+    if no_target_dir {
+        if let Some(t) = targets.first() {
+            if let Some(at) = place(cwd, &dest_text, made) {
+                out.push(Link { at, to: target(t) });
+            }
+        }
+        return out;
+    }
+    if targets.len() > 1 || dest_text.ends_with('/') || dir.is_dir() {
+        for t in targets {
+            into(&dir, t, &mut out);
+        }
+        return out;
+    }
+    let t = &targets[0];
+    if let Some(at) = place(cwd, &dest_text, made) {
+        out.push(Link { at, to: target(t) });
+    }
+    if !dir.exists() {
+        // Not there now: it may be a directory made earlier on the line.
+        into(&dir, t, &mut out);
+    }
+    out
+}
+
+/// A directory operand, followed all the way (links the line made included).
+fn place_dir(cwd: &Path, text: &str, made: &[Link]) -> PathBuf {
+    paths::resolve_in(cwd, text, made).0
+}
+
+/// Where a new entry named by `text` goes: its directory followed, its own name not.
+fn place(cwd: &Path, text: &str, made: &[Link]) -> Option<PathBuf> {
+    let trimmed = text.trim_end_matches('/');
+    let (parent, name) = match trimmed.rsplit_once('/') {
+        Some(("", name)) => ("/", name),
+        Some((parent, name)) => (parent, name),
+        None => (".", trimmed),
+    };
+    if name.is_empty() || name == "." || name == ".." {
+        return None;
+    }
+    Some(paths::resolve_in(cwd, parent, made).0.join(name))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::analysis::paths::Through;
+
+    fn made(cmd: &str, cwd: &Path, before: &[Link]) -> Vec<Link> {
+        let mut words = cmd.split_whitespace().map(Field::lit);
+        let p = words.next().unwrap().known().unwrap();
+        let args: Vec<Field> = words.collect();
+        made_by(&p, &args, cwd, before).links
+    }
+
+    fn link(at: &Path, to: &str) -> Link {
+        Link {
+            at: at.to_path_buf(),
+            to: Some(to.to_string()),
+        }
+    }
+
+    #[test]
+    fn where_each_spelling_puts_its_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::create_dir(w.join("d")).unwrap();
+        std::fs::write(w.join("f"), "").unwrap();
+        assert_eq!(
+            made("ln -s .git/hooks h", &w, &[]),
+            [
+                link(&w.join("h"), ".git/hooks"),
+                link(&w.join("h/hooks"), ".git/hooks")
+            ]
+        );
+        assert_eq!(
+            made("ln -sf .git/config f", &w, &[]),
+            [link(&w.join("f"), ".git/config")]
+        );
+        assert_eq!(
+            made("ln -s ../.git/config d", &w, &[]),
+            [link(&w.join("d/config"), "../.git/config")]
+        );
+        assert_eq!(
+            made("ln -sT .git/config d", &w, &[]),
+            [link(&w.join("d"), ".git/config")]
+        );
+        assert_eq!(
+            made("ln -s -t d /etc/passwd .env", &w, &[]),
+            [
+                link(&w.join("d/passwd"), "/etc/passwd"),
+                link(&w.join("d/.env"), ".env")
+            ]
+        );
+        assert_eq!(made("ln -s /etc", &w, &[]), [link(&w.join("etc"), "/etc")]);
+        let rel = made("ln -sr .git/config d/c", &w, &[]);
+        assert_eq!(
+            rel[0],
+            link(&w.join("d/c"), &w.join(".git/config").to_string_lossy())
+        );
+        // Hard links name the file itself.
+        let hard = made("ln f g", &w, &[]);
+        assert_eq!(hard[0], link(&w.join("g"), &w.join("f").to_string_lossy()));
+        assert_eq!(made("cp -s f d", &w, &[]), [link(&w.join("d/f"), "f")]);
+        assert_eq!(
+            made("cp --link f g", &w, &[])[0],
+            link(&w.join("g"), &w.join("f").to_string_lossy())
+        );
+        assert_eq!(made("link f g", &w, &[])[0].at, w.join("g"));
+        assert!(made("cp f g", &w, &[]).is_empty());
+        assert!(made("ln -s", &w, &[]).is_empty());
+        // A link into a link made before.
+        let first = made("ln -s d e", &w, &[]);
+        assert_eq!(
+            made("ln -s .git/config e/c", &w, &first)[0].at,
+            w.join("d/c")
+        );
+        // A target that cannot be known is kept as such.
+        let unknown = made_by(
+            "ln",
+            &[Field::lit("-s"), Field::unknown(), Field::lit("x")],
+            &w,
+            &[],
+        );
+        assert_eq!(unknown.links[0].to, None);
+        // A place that cannot be known: the target is kept, from here.
+        let unplaced = made_by(
+            "ln",
+            &[
+                Field::lit("-s"),
+                Field::lit(".git/config"),
+                Field::unknown(),
+            ],
+            &w,
+            &[],
+        );
+        assert!(unplaced.links.is_empty());
+        assert_eq!(
+            unplaced.unplaced,
+            [Some(w.join(".git/config").to_string_lossy().into_owned())]
+        );
+    }
+
+    #[test]
+    fn later_paths_resolve_through_links_made_before() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
+        let links = made("ln -s .git/hooks h", &w, &[]);
+        let (p, through) = paths::resolve_in(&w, "h/pre-push", &links);
+        assert_eq!(
+            (p, through),
+            (w.join(".git/hooks/pre-push"), Through::Links)
+        );
+        // From a directory under the link, and with `..` after it (the physical parent).
+        let (p, _) = paths::resolve_in(&w.join("h"), "pre-push", &links);
+        assert_eq!(p, w.join(".git/hooks/pre-push"));
+        let (p, _) = paths::resolve_in(&w, "h/../config", &links);
+        assert_eq!(p, w.join(".git/config"));
+        // Chains of links made on the line.
+        let mut chain = made("ln -s .git g", &w, &[]);
+        chain.extend(made("ln -s g/hooks k", &w, &chain));
+        assert_eq!(
+            paths::resolve_in(&w, "k/pre-push", &chain).0,
+            w.join(".git/hooks/pre-push")
+        );
+        // Other paths are as before.
+        assert_eq!(
+            paths::resolve_in(&w, "src/lib.rs", &links),
+            (w.join("src/lib.rs"), Through::Nothing)
+        );
+        let unknown = [Link {
+            at: w.join("u"),
+            to: None,
+        }];
+        assert_eq!(paths::resolve_in(&w, "u/x", &unknown).1, Through::Unknown);
+    }
+}
