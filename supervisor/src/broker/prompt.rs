@@ -1145,6 +1145,12 @@ mod tests {
         let h = std::thread::spawn(move || hb.ask_hook(ask, std::process::id()));
         let t = screen.wait_for("more lines: [?] shows the whole diff");
         std::thread::sleep(ARM + Duration::from_millis(100));
+        // A hook's ask names the tool call and its directory, not the (supervisor's) peer.
+        screen.wait_for_flat("by Claude Code's tool call Edit in /wt");
+        assert!(
+            !t.contains(&format!("by pid {}", std::process::id())),
+            "{t}"
+        );
         assert!(t.contains("diff (the change the tool would make):"), "{t}");
         assert!(t.contains("\x1b[31m-fn old() {}\x1b[0m"), "{t}");
         assert!(t.contains("\x1b[32m+?[2Jline 0\x1b[0m"), "{t}");

@@ -441,3 +441,9 @@ fn dispatch(b: &Broker, req: Request, role: Role, pid: i32) -> Reply {
         }
     }
 }
+
+/// [`dispatch`] as the person's socket would run it, for the broker's unit tests.
+#[cfg(test)]
+pub(crate) fn tests_dispatch_person(b: &Broker, req: Request) -> Reply {
+    dispatch(b, req, Role::Person, 0)
+}
