@@ -175,6 +175,33 @@ fn ask_hook_inside_the_session_reaches_the_person() {
             err.contains("denied by the person: not now, run make check"),
             "{who:?}: {err}"
         );
+        // The third call, let through by the person's `always`, is in the log as an allow
+        // (not as an ask the person answered).
+        let log = fx.log_lines();
+        let hooked: Vec<&serde_json::Value> = log
+            .iter()
+            .filter(|l| {
+                l["kind"] == "hook" && l["action"].as_str().unwrap().contains("touch hooked.txt")
+            })
+            .collect();
+        let shape: Vec<(String, String)> = hooked
+            .iter()
+            .map(|l| (l["decision"].to_string(), l["answer"].to_string()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("\"ask\"".to_string(), "\"deny\"".to_string()),
+                ("\"ask\"".to_string(), "\"always\"".to_string()),
+                ("\"allow\"".to_string(), "null".to_string()),
+            ],
+            "{who:?}: {log:#?}"
+        );
+        assert!(
+            hooked[2]["reason"].as_str().unwrap().contains("always"),
+            "{:?}",
+            hooked[2]
+        );
     }
 }
 

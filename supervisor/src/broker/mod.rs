@@ -973,8 +973,10 @@ impl Broker {
         });
     }
 
-    /// Writes a hook ask the broker answered without the person (`by` says how: blocked by
-    /// its own classification, remembered, too many waiting, the session over).
+    /// Writes a hook ask the broker answered without the person: a refusal (`by` says why:
+    /// blocked by its own classification, too many waiting, the session over) as decision
+    /// `refuse`, an allow (the person's earlier `always`, said by `by`) as decision `allow`,
+    /// like an exec the session's memory let through: neither is an ask the person answered.
     fn log_hook_done(&self, ask: &HookAsk, answer: &HookAnswer, by: &str) {
         let Some(log) = &self.inner.audit else { return };
         let subject = Subject::Hook {
@@ -990,15 +992,13 @@ impl Broker {
             reasons: subject.reasons(),
             decision: match answer.answer {
                 WireAnswer::Deny => "refuse".into(),
-                _ => "ask".into(),
+                _ => "allow".into(),
             },
-            answer: match answer.answer {
-                WireAnswer::Deny => None,
-                a => Some(format!("{a:?}").to_lowercase()),
+            reason: match answer.answer {
+                WireAnswer::Deny => answer.reason.clone(),
+                _ => Some(by.to_string()),
             },
-            reason: answer.reason.clone(),
-            answered_by: Some(by.to_string()),
-            wait_ms: Some(0),
+            answered_by: (answer.answer == WireAnswer::Deny).then(|| by.to_string()),
             cwd: Some(text::clean(&ask.cwd)),
             ..AuditLine::default()
         });
@@ -1166,7 +1166,11 @@ impl Broker {
                     answer: WireAnswer::Always,
                     reason: None,
                 };
-                self.log_hook_done(&ask, &a, "the person's earlier `always` for this action");
+                self.log_hook_done(
+                    &ask,
+                    &a,
+                    "allowed by the person's earlier `always` for this exact action",
+                );
                 return HookStep::Done(a);
             }
             let hooks = s
