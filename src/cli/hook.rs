@@ -134,18 +134,25 @@ struct Seen {
     cwd: String,
 }
 
-/// The most characters of an unreadable input a record carries.
-const MAX_RECORDED_INPUT: usize = 4000;
+/// The most characters of an action a record carries (a raw input, an internal tool's
+/// arguments): the rest is cut, so that a record always fits the session's request line.
+const MAX_RECORDED_ACTION: usize = 4000;
+
+/// `text` trimmed and cut to [`MAX_RECORDED_ACTION`] characters, `…` marking a cut.
+fn cut_action(text: &str) -> String {
+    let text = text.trim();
+    let mut out: String = text.chars().take(MAX_RECORDED_ACTION).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
 
 impl Seen {
-    /// An input that could not be read as a call: its raw text, cut.
+    /// An input that could not be read as a call: its raw text.
     fn unread(raw: String) -> Seen {
-        let mut action: String = raw.trim().chars().take(MAX_RECORDED_INPUT).collect();
-        if raw.trim().chars().count() > MAX_RECORDED_INPUT {
-            action.push('…');
-        }
         Seen {
-            action,
+            action: raw,
             ..Seen::default()
         }
     }
@@ -173,7 +180,7 @@ impl Seen {
         Some(session::Record {
             agent: agent.cli_name(),
             tool: self.tool,
-            action: self.action,
+            action: cut_action(&self.action),
             verdict: self.verdict,
             reasons: self.reasons,
             decision,
@@ -666,5 +673,31 @@ mod tests {
         assert_eq!(reply(Agent::Codex, &o).stderr, "refused by tyba\n");
         let g: serde_json::Value = serde_json::from_str(&reply(Agent::Gemini, &o).stdout).unwrap();
         assert_eq!(g["reason"], "refused by tyba");
+    }
+
+    #[test]
+    fn a_record_is_made_for_allows_and_refusals_only_and_fits_a_request_line() {
+        let seen = Seen::unread(format!("  {}  ", "x".repeat(MAX_RECORDED_ACTION + 10)));
+        let r = seen
+            .clone()
+            .record(
+                Agent::ClaudeCode,
+                &Outcome::Deny("refused by tyba: bad".into()),
+            )
+            .unwrap();
+        assert_eq!(r.decision, session::Decision::Refuse);
+        assert_eq!(r.reason.as_deref(), Some("refused by tyba: bad"));
+        assert_eq!(r.action.chars().count(), MAX_RECORDED_ACTION + 1);
+        assert!(r.action.starts_with('x') && r.action.ends_with('…'));
+        let a = seen.clone().record(Agent::Codex, &Outcome::Allow).unwrap();
+        assert_eq!(
+            (a.decision, a.reason, a.agent),
+            (session::Decision::Allow, None, "codex")
+        );
+        // Claude Code's own prompt: the person decides there, tyba's hook decided nothing.
+        assert!(seen
+            .record(Agent::ClaudeCode, &Outcome::Ask("tyba: red".into()))
+            .is_none());
+        assert_eq!(cut_action(" short "), "short");
     }
 }
