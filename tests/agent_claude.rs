@@ -384,6 +384,34 @@ fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> M
         describe(&asks)
     );
     eprintln!("{ctx}");
+    if mode == Mode::Hook {
+        // Every decision of tyba's hook is in the session's audit log: the push to main the
+        // hook refused (what the model was told), and the calls it allowed.
+        let log = s.fx.log_lines();
+        let hook = |decision: &str, needle: &str| {
+            log.iter().any(|l| {
+                l["kind"] == "hook"
+                    && l["decision"] == decision
+                    && l["action"].as_str().is_some_and(|a| a.contains(needle))
+            })
+        };
+        assert!(
+            hook("refuse", &format!("{PUSH} (Bash via claude-code)")),
+            "{ctx}\n--- log {log:#?}"
+        );
+        assert!(
+            log.iter().any(|l| l["kind"] == "hook"
+                && l["decision"] == "refuse"
+                && l["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("refs/heads/main"))),
+            "{ctx}\n--- log {log:#?}"
+        );
+        assert!(
+            hook("allow", "(Bash via claude-code)"),
+            "{ctx}\n--- log {log:#?}"
+        );
+    }
     let home_changes = changes(&home_before, &s.home_snapshot(&state));
     check_outcome(
         &s,

@@ -175,5 +175,211 @@ fn ask_hook_inside_the_session_reaches_the_person() {
             err.contains("denied by the person: not now, run make check"),
             "{who:?}: {err}"
         );
+        // The third call, let through by the person's `always`, is in the log as an allow
+        // (not as an ask the person answered).
+        let log = fx.log_lines();
+        let hooked: Vec<&serde_json::Value> = log
+            .iter()
+            .filter(|l| {
+                l["kind"] == "hook" && l["action"].as_str().unwrap().contains("touch hooked.txt")
+            })
+            .collect();
+        let shape: Vec<(String, String)> = hooked
+            .iter()
+            .map(|l| (l["decision"].to_string(), l["answer"].to_string()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("\"ask\"".to_string(), "\"deny\"".to_string()),
+                ("\"ask\"".to_string(), "\"always\"".to_string()),
+                ("\"allow\"".to_string(), "null".to_string()),
+            ],
+            "{who:?}: {log:#?}"
+        );
+        assert!(
+            hooked[2]["reason"].as_str().unwrap().contains("always"),
+            "{:?}",
+            hooked[2]
+        );
+    }
+}
+
+/// A recorded Claude Code input with its placeholders filled, the call made in `cwd`.
+fn claude_input(name: &str, cwd: &std::path::Path, home: &std::path::Path) -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/hooks/claude-code")
+            .join(format!("{name}.json")),
+    )
+    .unwrap()
+    .replace("@CWD@", cwd.to_str().unwrap())
+    .replace("@HOME@", home.to_str().unwrap())
+}
+
+/// Every decision of tyba's Claude Code hook inside a session is in the session's audit log
+/// (`tyba log --json`), said to come from the hook: a refused push to main, a refused Write
+/// outside the worktree, an allowed Read, and an ask with its answer. The ask names the tool
+/// call and the directory it runs in (a subdirectory of the worktree here, not the
+/// supervisor's directory), never the supervisor's process.
+#[test]
+fn claude_code_hook_decisions_are_in_the_sessions_audit_log() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "hook-log") else {
+            continue;
+        };
+        let inner = fx.wt.join("tyba");
+        copy_exe(&fx.tyba, &inner);
+        let sub = fx.wt.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("README.md"), "hi\n").unwrap();
+        let outside = fx.home.join("r22/outside.txt");
+        let inputs = [
+            ("push", claude_input("bash-blocked", &sub, &fx.home)),
+            (
+                "write",
+                claude_input("write-in-tree", &sub, &fx.home).replace(
+                    &format!("{}/src/notes.txt", sub.display()),
+                    "~/r22/outside.txt",
+                ),
+            ),
+            (
+                "read",
+                claude_input("read-in-tree", &sub, &fx.home)
+                    .replace(&format!("{}/README.md", sub.display()), "README.md"),
+            ),
+            ("yellow", claude_input("bash-yellow", &sub, &fx.home)),
+        ];
+        for (name, text) in &inputs {
+            std::fs::write(sub.join(format!("{name}.json")), text).unwrap();
+        }
+        give(&fx.wt, &who);
+        let s = fx.start(
+            &[],
+            "cd sub && for f in push write read yellow; do \
+             cp $f.json in.json; ../tyba hook claude-code < in.json; echo \"$f=$?\"; done",
+        );
+        // The hook's own exec is a command like any other: allowed for the session (the
+        // copied program's path, then the hook run from the subdirectory).
+        let mut approved = Vec::new();
+        let p = loop {
+            let p = fx.pending(1);
+            if p[0]["kind"] != "command" || approved.len() > 4 {
+                break p;
+            }
+            approved.push(p[0]["action"].to_string());
+            answer_next(&fx, &["approve", "--always"]);
+        };
+        let ask = &p[0];
+        assert_eq!(ask["kind"], "hook", "{who:?}: {p:?} after {approved:?}");
+        assert!(
+            ask["action"].as_str().unwrap().contains("cargo build"),
+            "{who:?}: {ask}"
+        );
+        // The tool call's directory, not the supervisor's (the worktree's top); no process
+        // of the supervisor named.
+        assert_eq!(ask["cwd"], sub.to_str().unwrap(), "{who:?}: {ask}");
+        assert_eq!(ask["pid"], 0, "{who:?}: {ask}");
+        assert_eq!(ask["argv"], serde_json::json!([]), "{who:?}: {ask}");
+        assert_eq!(
+            ask["caller"], "Claude Code's tool call Bash",
+            "{who:?}: {ask}"
+        );
+        let (_, listed, _) = fx.cli(&["inbox"]);
+        assert!(
+            listed.contains(&format!(
+                "by Claude Code's tool call Bash in {}",
+                sub.display()
+            )),
+            "{who:?}: {listed}"
+        );
+        assert!(!listed.contains("tyba run"), "{who:?}: {listed}");
+        answer_next(&fx, &["deny", "--reason", "not now"]);
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for f in ["push", "write", "read", "yellow"] {
+            assert!(out.contains(&format!("{f}=0")), "{who:?}: {out} / {err}");
+        }
+        // What the model was told.
+        let answers: Vec<serde_json::Value> = out
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let decisions: Vec<&str> = answers
+            .iter()
+            .map(|a| {
+                a["hookSpecificOutput"]["permissionDecision"]
+                    .as_str()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            decisions,
+            ["deny", "deny", "allow", "deny"],
+            "{who:?}: {out}"
+        );
+        assert!(!outside.exists());
+
+        let log = fx.log_lines();
+        let hook_line = |needle: &str| -> serde_json::Value {
+            let found: Vec<&serde_json::Value> = log
+                .iter()
+                .filter(|l| l["kind"] == "hook" && l["action"].as_str().unwrap().contains(needle))
+                .collect();
+            assert_eq!(found.len(), 1, "{who:?}: one `{needle}` line in {log:#?}");
+            found[0].clone()
+        };
+        let push = hook_line("git push origin HEAD:main");
+        assert_eq!(push["decision"], "refuse", "{push}");
+        assert_eq!(push["verdict"], "blocked", "{push}");
+        assert!(
+            push["action"]
+                .as_str()
+                .unwrap()
+                .ends_with("(Bash via claude-code)"),
+            "{push}"
+        );
+        let told = answers[0]["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap();
+        assert_eq!(push["reason"], told, "{push}");
+        assert!(told.contains("refs/heads/main"), "{told}");
+        assert!(!push["reasons"].as_array().unwrap().is_empty(), "{push}");
+        assert!(
+            push["answered_by"].as_str().unwrap().contains("hook"),
+            "{push}"
+        );
+        assert_eq!(push["cwd"], sub.to_str().unwrap(), "{push}");
+
+        let write = hook_line("outside.txt");
+        assert_eq!(write["decision"], "refuse", "{write}");
+        assert!(
+            write["action"]
+                .as_str()
+                .unwrap()
+                .ends_with("(Write via claude-code)"),
+            "{write}"
+        );
+        assert!(
+            write["reason"]
+                .as_str()
+                .unwrap()
+                .contains("outside the session's worktree"),
+            "{write}"
+        );
+
+        let read = hook_line("read README.md");
+        assert_eq!(read["decision"], "allow", "{read}");
+        assert_eq!(read["verdict"], "green", "{read}");
+        assert!(read.get("reason").is_none(), "{read}");
+        assert_eq!(read["cwd"], sub.to_str().unwrap(), "{read}");
+
+        // The ask, once, with its answer and the tool call's directory; no supervisor pid.
+        let asked = hook_line("cargo build");
+        assert_eq!(asked["decision"], "ask", "{asked}");
+        assert_eq!(asked["answer"], "deny", "{asked}");
+        assert_eq!(asked["cwd"], sub.to_str().unwrap(), "{asked}");
+        assert!(asked.get("pid").is_none(), "{asked}");
     }
 }

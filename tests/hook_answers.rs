@@ -687,3 +687,142 @@ fn current_versions_inputs_are_understood() {
         assert_eq!(got, Answer::Allow, "{agent}: {input}");
     }
 }
+
+/// How a fake session treats `record` requests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Records {
+    /// Taken (`{"ok":true}`) and kept.
+    Taken,
+    /// Refused (`{"ok":false}`).
+    Refused,
+    /// The connection is closed without a reply.
+    HungUp,
+}
+
+/// A session socket that answers `autonomy` (medium) and handles `record` as `mode` says;
+/// returns the records it received (asks are answered deny and not kept).
+fn recording_session(
+    sock: &Path,
+    mode: Records,
+) -> std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>> {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixListener;
+    let listener = UnixListener::bind(sock).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut line = String::new();
+            if BufReader::new(&conn).read_line(&mut line).is_err() {
+                continue;
+            }
+            let req: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let reply = match (req["op"].as_str(), mode) {
+                (Some("autonomy"), _) => serde_json::json!({"ok": true, "autonomy": "medium"}),
+                (Some("ask"), _) => {
+                    serde_json::json!({"ok": true, "answer": {"answer": "deny", "reason": "asked"}})
+                }
+                (Some("record"), Records::Taken) => {
+                    keep.lock().unwrap().push(req.clone());
+                    serde_json::json!({"ok": true})
+                }
+                (Some("record"), Records::Refused) => {
+                    keep.lock().unwrap().push(req.clone());
+                    serde_json::json!({"ok": false, "error": "no log"})
+                }
+                (Some("record"), Records::HungUp) => {
+                    keep.lock().unwrap().push(req.clone());
+                    continue;
+                }
+                _ => serde_json::json!({"ok": false, "error": "unexpected"}),
+            };
+            let _ = conn.write_all(format!("{reply}\n").as_bytes());
+        }
+    });
+    seen
+}
+
+/// Inside a session, each decision the hook makes alone is sent to the session as a record
+/// (an allow, a blocked refusal, an edit outside the worktree, an unreadable input), with
+/// the answer the agent got; an ask is not (the session logs it with its answer). When the
+/// session refuses the record or hangs up, the answer is the same: a refusal stays a
+/// refusal, and the record's failure never turns into a refusal of an allowed call either.
+#[test]
+fn inside_a_session_every_lone_decision_is_recorded_and_a_failed_record_changes_nothing() {
+    for (n, mode) in [Records::Taken, Records::Refused, Records::HungUp]
+        .into_iter()
+        .enumerate()
+    {
+        let fx = fixture();
+        let sock = fx.home.join(format!("rec{n}.sock"));
+        let records = recording_session(&sock, mode);
+        // The session's own temp dir, as `tyba run` gives it (files there are the session's).
+        let tmp = fx.home.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let env = [
+            ("TYBA_SESSION_SOCKET", sock.to_str().unwrap()),
+            ("TMPDIR", tmp.to_str().unwrap()),
+        ];
+        let w = fx.w.to_str().unwrap();
+        let outside = recorded(&fx, "claude-code", "write-in-tree")
+            .replace(&format!("{w}/src/notes.txt"), "~/elsewhere/outside.txt");
+        let cases: Vec<(String, &str, &str, &str)> = vec![
+            (
+                recorded(&fx, "claude-code", "read-in-tree"),
+                "allow",
+                "read ",
+                "green",
+            ),
+            (
+                recorded(&fx, "claude-code", "bash-blocked"),
+                "deny",
+                "git push origin HEAD:main",
+                "blocked",
+            ),
+            (outside, "deny", "outside.txt", ""),
+            ("{not json".to_string(), "deny", "{not json", ""),
+        ];
+        for (input, want, action, verdict) in &cases {
+            let before = records.lock().unwrap().len();
+            let o = run_with(&fx, "claude-code", input.as_bytes(), &env);
+            let got = read("claude-code", &o);
+            match (*want, &got) {
+                ("allow", Answer::Allow) | ("deny", Answer::Deny(_)) => {}
+                _ => panic!("{action}: {got:?}"),
+            }
+            let recs = records.lock().unwrap();
+            assert_eq!(recs.len(), before + 1, "{action}: one record");
+            let r = &recs[before];
+            assert_eq!(r["agent"], "claude-code", "{r}");
+            assert!(r["action"].as_str().unwrap().contains(action), "{r}");
+            assert_eq!(
+                r["decision"],
+                if *want == "allow" { "allow" } else { "refuse" },
+                "{r}"
+            );
+            if !verdict.is_empty() {
+                assert_eq!(r["verdict"], *verdict, "{r}");
+            }
+            match &got {
+                Answer::Deny(reason) => assert_eq!(r["reason"], reason.as_str(), "{r}"),
+                _ => assert!(r.get("reason").is_none(), "{r}"),
+            }
+        }
+        // An ask goes to the session as an ask, not as a record.
+        let before = records.lock().unwrap().len();
+        let o = run_with(
+            &fx,
+            "claude-code",
+            recorded(&fx, "claude-code", "bash-yellow").as_bytes(),
+            &env,
+        );
+        assert!(
+            matches!(read("claude-code", &o), Answer::Deny(ref r) if r.contains("asked")),
+            "{} / {}",
+            o.stdout,
+            o.stderr
+        );
+        assert_eq!(records.lock().unwrap().len(), before);
+    }
+}

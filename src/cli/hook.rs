@@ -12,6 +12,12 @@
 //!   Gemini CLI a refusal saying how to be asked. When the decision shows the diff (an edit at
 //!   autonomy `low`), the ask carries the diff of the change the tool would make
 //!   ([`diff::for_call`]), or why there is none.
+//! - Logged: inside `tyba run`, every decision the hook makes without asking (an allow, a
+//!   refusal: blocked, an edit outside the worktree, unreadable input, no session to ask) is
+//!   sent to the session ([`session::record`]) and written to its audit log as a `hook`
+//!   line; asks are logged by the session with their answers. A record that cannot be
+//!   delivered changes nothing: the answer stays what it was (a refusal stays a refusal).
+//!   Outside a session nothing is logged.
 //! - Fail closed: these agents let a call through when a hook crashes, times out or prints
 //!   something they cannot read. So the answer is always written: any error, unreadable or
 //!   unknown input, and even a panic, is a refusal with its reason.
@@ -104,32 +110,111 @@ fn answer(agent: Agent) -> ExitCode {
     let socket = std::env::var_os(session::SESSION_SOCKET_ENV)
         .filter(|s| !s.is_empty())
         .map(PathBuf::from);
-    let outcome = guarded(|| handle(agent, socket));
+    let logged_to = socket.clone();
+    let (outcome, seen) = match std::panic::catch_unwind(|| handle(agent, socket)) {
+        Ok(done) => done,
+        Err(payload) => (panic_refusal(&payload), Some(Seen::unread(String::new()))),
+    };
+    // DESIGN.md §6: every decision of the session is in its audit log. The answer is decided
+    // already; a record that fails (or panics) cannot change it.
+    if let (Some(sock), Some(record)) = (logged_to, seen.and_then(|s| s.record(agent, &outcome))) {
+        let _ = std::panic::catch_unwind(|| session::record(&sock, &record));
+    }
     emit(agent, &outcome)
 }
 
-/// Runs `f`, turning a panic into a refusal naming it.
-fn guarded<F: FnOnce() -> Outcome + std::panic::UnwindSafe>(f: F) -> Outcome {
-    match std::panic::catch_unwind(f) {
-        Ok(o) => o,
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".to_string());
-            Outcome::Deny(format!(
-                "refused by tyba: the hook failed internally ({what})"
-            ))
+/// What the hook saw of a call it decided alone (no ask carried it to the session), for the
+/// session's audit log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Seen {
+    tool: String,
+    action: String,
+    verdict: String,
+    reasons: Vec<String>,
+    cwd: String,
+}
+
+/// The most characters of an action a record carries (a raw input, an internal tool's
+/// arguments): the rest is cut, so that a record always fits the session's request line.
+const MAX_RECORDED_ACTION: usize = 4000;
+
+/// `text` trimmed and cut to [`MAX_RECORDED_ACTION`] characters, `…` marking a cut.
+fn cut_action(text: &str) -> String {
+    let text = text.trim();
+    let mut out: String = text.chars().take(MAX_RECORDED_ACTION).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+impl Seen {
+    /// An input that could not be read as a call: its raw text.
+    fn unread(raw: String) -> Seen {
+        Seen {
+            action: raw,
+            ..Seen::default()
         }
+    }
+
+    /// A call, before it is classified.
+    fn of(call: &Call) -> Seen {
+        Seen {
+            tool: call.tool.clone(),
+            action: match &call.what {
+                What::Act(a) => key_of(a),
+                _ => format!("{} {}", call.tool, call.input),
+            },
+            cwd: call.action_cwd.display().to_string(),
+            ..Seen::default()
+        }
+    }
+
+    /// The record of `outcome`; `None` for an ask (the session logs it with its answer).
+    fn record(self, agent: Agent, outcome: &Outcome) -> Option<session::Record> {
+        let (decision, reason) = match outcome {
+            Outcome::Allow => (session::Decision::Allow, None),
+            Outcome::Deny(r) => (session::Decision::Refuse, Some(non_empty(r).to_string())),
+            Outcome::Ask(_) => return None,
+        };
+        Some(session::Record {
+            agent: agent.cli_name(),
+            tool: self.tool,
+            action: cut_action(&self.action),
+            verdict: self.verdict,
+            reasons: self.reasons,
+            decision,
+            reason,
+            cwd: self.cwd,
+        })
     }
 }
 
-fn handle(agent: Agent, socket: Option<PathBuf>) -> Outcome {
+/// The refusal naming a panic's message.
+fn panic_refusal(payload: &Box<dyn std::any::Any + Send>) -> Outcome {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string());
+    Outcome::Deny(format!(
+        "refused by tyba: the hook failed internally ({what})"
+    ))
+}
+
+/// The outcome of one call, and what the hook saw of it when it decided alone (`None` when
+/// the session was asked: it logs the ask).
+fn handle(agent: Agent, socket: Option<PathBuf>) -> (Outcome, Option<Seen>) {
     let bytes = match read_stdin() {
         Ok(b) => b,
-        Err(e) => return Outcome::Deny(format!("refused by tyba: {e}")),
+        Err(e) => {
+            return (
+                Outcome::Deny(format!("refused by tyba: {e}")),
+                Some(Seen::unread(String::new())),
+            )
+        }
     };
+    let unread = || Some(Seen::unread(String::from_utf8_lossy(&bytes).into_owned()));
     match input::parse(agent, &bytes) {
         Ok(call) => decide_call(agent, &call, socket.as_deref(), None),
         // DESIGN.md §7: an unknown field or tool is never a silent allow; inside a session it
@@ -143,10 +228,10 @@ fn handle(agent: Agent, socket: Option<PathBuf>) -> Outcome {
                 };
                 decide_call(agent, &call, socket.as_deref(), Some(&unknown))
             }
-            Ok(_) => Outcome::Deny(format!("refused by tyba: {e}")),
-            Err(e) => Outcome::Deny(format!("refused by tyba: {e}")),
+            Ok(_) => (Outcome::Deny(format!("refused by tyba: {e}")), unread()),
+            Err(e) => (Outcome::Deny(format!("refused by tyba: {e}")), unread()),
         },
-        Err(e) => Outcome::Deny(format!("refused by tyba: {e}")),
+        Err(e) => (Outcome::Deny(format!("refused by tyba: {e}")), unread()),
     }
 }
 
@@ -186,40 +271,57 @@ fn read_stdin() -> Result<Vec<u8>, StdinError> {
 
 /// Classifies and decides one understood call; `unknown` when the input held fields or a
 /// tool tyba does not know (then it is always asked, never remembered, never allowed alone).
+/// With the outcome, what the hook saw when it decided alone (`None` once the session was
+/// asked).
 fn decide_call(
     agent: Agent,
     call: &Call,
     socket: Option<&Path>,
     unknown: Option<&Unknown>,
-) -> Outcome {
+) -> (Outcome, Option<Seen>) {
+    let mut seen = Seen::of(call);
+    if let Some(u) = unknown {
+        seen.action = u.raw.clone();
+    }
     if call.what == What::Internal && unknown.is_none() {
-        return Outcome::Allow;
+        seen.verdict = Verdict::Green.to_string();
+        return (Outcome::Allow, Some(seen));
     }
     let cwd = match std::fs::canonicalize(&call.cwd) {
         Ok(c) => c,
         Err(e) => {
-            return Outcome::Deny(format!(
-                "refused by tyba: cannot resolve the agent's directory {}: {e}",
-                call.cwd.display()
-            ))
+            return (
+                Outcome::Deny(format!(
+                    "refused by tyba: cannot resolve the agent's directory {}: {e}",
+                    call.cwd.display()
+                )),
+                Some(seen),
+            )
         }
     };
     let action_cwd = match std::fs::canonicalize(&call.action_cwd) {
         Ok(c) => c,
         Err(e) => {
-            return Outcome::Deny(format!(
-                "refused by tyba: cannot resolve the directory the call runs in {}: {e}",
-                call.action_cwd.display()
-            ))
+            return (
+                Outcome::Deny(format!(
+                    "refused by tyba: cannot resolve the directory the call runs in {}: {e}",
+                    call.action_cwd.display()
+                )),
+                Some(seen),
+            )
         }
     };
+    seen.cwd = action_cwd.display().to_string();
     let worktree = git_toplevel(&cwd).unwrap_or_else(|| cwd.clone());
     let policy = match super::load_policy(None, Some(&worktree)) {
         Ok(p) => p,
         Err(e) => {
-            return Outcome::Deny(format!(
-                "refused by tyba: the policy could not be loaded ({e:#})"
-            ))
+            return (
+                Outcome::Deny(format!(
+                    "refused by tyba: the policy could not be loaded ({e:#})"
+                )),
+                Some(seen),
+            )
         }
     };
     let home = super::home_dir();
@@ -290,6 +392,12 @@ fn decide_call(
         Some(s) => session::live_autonomy(s).unwrap_or(Autonomy::Low),
         None => Autonomy::Medium,
     };
+    seen.verdict = class.verdict.to_string();
+    seen.reasons = class
+        .decisive_reasons()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let ask = match decide(
         &class,
         kind,
@@ -298,21 +406,17 @@ fn decide_call(
         ExecMode::Auto,
         &SessionMemory::new(),
     ) {
-        Decision::Allow if unknown.is_none() => return Outcome::Allow,
+        Decision::Allow if unknown.is_none() => return (Outcome::Allow, Some(seen)),
         // At any autonomy an unknown input waits for the person.
         Decision::Allow => tyba_policy::Ask {
             verdict: class.verdict.max(Verdict::Yellow),
             rememberable: None,
             show_diff: false,
         },
-        Decision::Refuse { reason } => return Outcome::Deny(reason),
+        Decision::Refuse { reason } => return (Outcome::Deny(reason), Some(seen)),
         Decision::Ask(ask) => ask,
     };
-    let reasons: Vec<String> = class
-        .decisive_reasons()
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let reasons: Vec<String> = seen.reasons.clone();
     let summary = if reasons.is_empty() {
         ask.verdict.to_string()
     } else {
@@ -334,9 +438,12 @@ fn decide_call(
             let real = physical(&action_cwd, p, home.as_deref());
             !real.starts_with(&worktree) && !scratch.as_ref().is_some_and(|s| real.starts_with(s))
         }) {
-            return Outcome::Deny(format!(
-                "refused by tyba: `{p}` is outside the session's worktree, and in a tyba session the agent writes only its worktree (the kernel refuses the write even if approved); write it inside the worktree, or ask the person to do it"
-            ));
+            return (
+                Outcome::Deny(format!(
+                    "refused by tyba: `{p}` is outside the session's worktree, and in a tyba session the agent writes only its worktree (the kernel refuses the write even if approved); write it inside the worktree, or ask the person to do it"
+                )),
+                Some(seen),
+            );
         }
     }
     match socket {
@@ -354,22 +461,34 @@ fn decide_call(
                 diff,
             };
             match session::ask_session(socket, &request) {
-                Ok(session::Answer::Once | session::Answer::Always) => Outcome::Allow,
-                Ok(session::Answer::Deny { reason }) => Outcome::Deny(match reason {
-                    Some(r) if !r.trim().is_empty() => format!("denied by the person: {r}"),
-                    _ => "denied by the person".to_string(),
-                }),
-                Err(e) => Outcome::Deny(format!(
-                    "refused by tyba: this needs the person's approval ({summary}), but the session could not be reached to ask ({e})"
-                )),
+                // The session logged the ask and its answer.
+                Ok(session::Answer::Once | session::Answer::Always) => (Outcome::Allow, None),
+                Ok(session::Answer::Deny { reason }) => (
+                    Outcome::Deny(match reason {
+                        Some(r) if !r.trim().is_empty() => format!("denied by the person: {r}"),
+                        _ => "denied by the person".to_string(),
+                    }),
+                    None,
+                ),
+                // Whether the session logged it is unknown: the refusal is recorded (a
+                // second line at worst, never a missing one).
+                Err(e) => (
+                    Outcome::Deny(format!(
+                        "refused by tyba: this needs the person's approval ({summary}), but the session could not be reached to ask ({e})"
+                    )),
+                    Some(seen),
+                ),
             }
         }
-        None => match agent {
-            Agent::ClaudeCode => Outcome::Ask(claude_ask_text(&summary, diff.as_deref())),
-            Agent::Codex | Agent::Gemini => Outcome::Deny(format!(
-                "refused by tyba: this needs the person's approval ({summary}), and no one can be asked outside a tyba session; run the agent under `tyba run` to be asked, or do it another way"
-            )),
-        },
+        None => (
+            match agent {
+                Agent::ClaudeCode => Outcome::Ask(claude_ask_text(&summary, diff.as_deref())),
+                Agent::Codex | Agent::Gemini => Outcome::Deny(format!(
+                    "refused by tyba: this needs the person's approval ({summary}), and no one can be asked outside a tyba session; run the agent under `tyba run` to be asked, or do it another way"
+                )),
+            },
+            None,
+        ),
     }
 }
 
@@ -508,6 +627,11 @@ fn emit(agent: Agent, outcome: &Outcome) -> ExitCode {
 mod tests {
     use super::*;
 
+    /// Runs `f`, turning a panic into a refusal naming it, as [`answer`] does.
+    fn guarded<F: FnOnce() -> Outcome + std::panic::UnwindSafe>(f: F) -> Outcome {
+        std::panic::catch_unwind(f).unwrap_or_else(|p| panic_refusal(&p))
+    }
+
     #[test]
     fn a_panic_becomes_a_refusal_in_every_format() {
         let o = guarded(|| panic!("index out of bounds"));
@@ -549,5 +673,31 @@ mod tests {
         assert_eq!(reply(Agent::Codex, &o).stderr, "refused by tyba\n");
         let g: serde_json::Value = serde_json::from_str(&reply(Agent::Gemini, &o).stdout).unwrap();
         assert_eq!(g["reason"], "refused by tyba");
+    }
+
+    #[test]
+    fn a_record_is_made_for_allows_and_refusals_only_and_fits_a_request_line() {
+        let seen = Seen::unread(format!("  {}  ", "x".repeat(MAX_RECORDED_ACTION + 10)));
+        let r = seen
+            .clone()
+            .record(
+                Agent::ClaudeCode,
+                &Outcome::Deny("refused by tyba: bad".into()),
+            )
+            .unwrap();
+        assert_eq!(r.decision, session::Decision::Refuse);
+        assert_eq!(r.reason.as_deref(), Some("refused by tyba: bad"));
+        assert_eq!(r.action.chars().count(), MAX_RECORDED_ACTION + 1);
+        assert!(r.action.starts_with('x') && r.action.ends_with('…'));
+        let a = seen.clone().record(Agent::Codex, &Outcome::Allow).unwrap();
+        assert_eq!(
+            (a.decision, a.reason, a.agent),
+            (session::Decision::Allow, None, "codex")
+        );
+        // Claude Code's own prompt: the person decides there, tyba's hook decided nothing.
+        assert!(seen
+            .record(Agent::ClaudeCode, &Outcome::Ask("tyba: red".into()))
+            .is_none());
+        assert_eq!(cut_action(" short "), "short");
     }
 }

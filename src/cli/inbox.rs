@@ -117,7 +117,9 @@ fn describe(p: &PendingView) -> String {
     for r in &p.reasons {
         s.push_str(&format!("      why: {}\n", clean(r)));
     }
-    if p.pid != 0 {
+    if let Some(c) = &p.caller {
+        s.push_str(&format!("      by {} in {}\n", clean(c), clean(&p.cwd)));
+    } else if p.pid != 0 {
         s.push_str(&format!(
             "      by pid {} `{}` in {}\n",
             p.pid,
@@ -427,17 +429,18 @@ mod tests {
             verdict: "green".into(),
             reasons: Vec::new(),
             always_allowed: false,
-            pid: 42,
-            argv: vec!["tyba".into(), "hook".into(), "claude-code".into()],
+            pid: 0,
+            argv: Vec::new(),
             cwd: "/wt".into(),
             env: Vec::new(),
             waited_ms: 2000,
+            caller: Some("Claude Code's tool call Write".into()),
             diff: Some("--- /dev/null\n+++ src/a.txt\n@@ -0,0 +1 @@\n+hi\x1b[2J\n".into()),
         };
         assert_eq!(
             describe(&p),
             "  0a1b2c3d4e5f-1  green  write src/a.txt (Write via claude-code)  (waiting 2s)\n\
-             \x20     by pid 42 `tyba hook claude-code` in /wt\n\
+             \x20     by Claude Code's tool call Write in /wt\n\
              \x20     diff:\n\
              \x20       --- /dev/null\n\
              \x20       +++ src/a.txt\n\

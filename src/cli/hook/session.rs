@@ -132,3 +132,75 @@ pub fn ask_session(socket: &Path, request: &AskRequest) -> Result<Answer, Sessio
         proto::WireAnswer::Deny => Answer::Deny { reason: a.reason },
     })
 }
+
+/// What a hook decided without asking, as [`record`] sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Let through.
+    Allow,
+    /// Refused.
+    Refuse,
+}
+
+/// A decision the hook made without asking the person, for the session's audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// `claude-code`, `codex` or `gemini`.
+    pub agent: &'static str,
+    /// The tool's name as the agent sent it (empty when the input could not be read).
+    pub tool: String,
+    /// The action as the hook saw it (the key an ask would answer for), or the raw input.
+    pub action: String,
+    /// The verdict, or empty when there was none.
+    pub verdict: String,
+    /// The decisive reasons.
+    pub reasons: Vec<String>,
+    /// What the hook answered.
+    pub decision: Decision,
+    /// For a refusal, the text the agent got.
+    pub reason: Option<String>,
+    /// The directory the tool call runs in.
+    pub cwd: String,
+}
+
+/// How long a hook waits for the session to take a record: a record never holds up the
+/// answer for long.
+const RECORD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Sends `r` to the session listening on `socket`, which writes it to its audit log as a
+/// `hook` line (`{"op":"record",…}`, `crate::broker::proto::HookRecord`). The caller's
+/// answer does not depend on it (DESIGN.md §3: a failure of the channel never allows).
+///
+/// # Errors
+/// [`SessionError::Channel`] when the socket cannot be reached, refuses the record or does
+/// not answer within 5 seconds.
+pub fn record(socket: &Path, r: &Record) -> Result<(), SessionError> {
+    use tyba_supervisor::broker::{client, proto};
+    let channel = |source| SessionError::Channel {
+        socket: socket.to_path_buf(),
+        source,
+    };
+    let req = proto::Request::Record(proto::HookRecord {
+        agent: r.agent.to_string(),
+        tool: r.tool.clone(),
+        action: r.action.clone(),
+        verdict: r.verdict.clone(),
+        reasons: r.reasons.clone(),
+        decision: match r.decision {
+            Decision::Allow => proto::HookDecision::Allow,
+            Decision::Refuse => proto::HookDecision::Refuse,
+        },
+        reason: r.reason.clone(),
+        cwd: r.cwd.clone(),
+    });
+    let reply = client::request(socket, &req, Some(RECORD_TIMEOUT)).map_err(channel)?;
+    if reply.ok {
+        Ok(())
+    } else {
+        Err(channel(client::ClientError::Refused(
+            reply
+                .error
+                .unwrap_or_else(|| "the session did not take the record".into()),
+        )))
+    }
+}

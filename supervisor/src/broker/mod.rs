@@ -41,7 +41,7 @@ use crate::approve::{Answer, Approver, ApproverError, AskKind, AskRequest};
 use crate::control::{ControlError, Counted, SessionControl, SessionInfo};
 use crate::notify::AuditEvent;
 use audit::{AuditLine, AuditLog};
-use proto::{HookAnswer, HookAsk, PendingView, SessionView, WireAnswer};
+use proto::{HookAnswer, HookAsk, HookDecision, HookRecord, PendingView, SessionView, WireAnswer};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -260,7 +260,32 @@ fn shown_process(subject: &Subject, pid: u32) -> (Vec<String>, String, Vec<Strin
             e.env.iter().map(|(n, v)| format!("{n}={v}")).collect(),
         );
     }
+    // A hook's connection is made by the supervisor on the agent's behalf (the notify loop
+    // connects the sandbox's unix sockets itself), so its peer is the supervisor: what is
+    // shown is the tool call, in the directory the hook input names.
+    if let Subject::Hook { ask, .. } = subject {
+        return (Vec::new(), text::clean(&ask.cwd), Vec::new());
+    }
     (proc_argv(pid), proc_cwd(pid), Vec::new())
+}
+
+/// The product an agent hook's `agent` names (`claude-code` → `Claude Code`).
+fn agent_product(agent: &str) -> String {
+    match agent {
+        "claude-code" => "Claude Code".into(),
+        "codex" => "Codex".into(),
+        "gemini" => "Gemini CLI".into(),
+        other => format!("the agent `{}`", text::clean(other)),
+    }
+}
+
+/// Who asks, for a hook's ask: `Claude Code's tool call Bash`.
+fn hook_caller(ask: &HookAsk) -> String {
+    format!(
+        "{}'s tool call {}",
+        agent_product(&ask.agent),
+        text::clean(&ask.tool)
+    )
 }
 
 fn proc_argv(pid: u32) -> Vec<String> {
@@ -518,11 +543,18 @@ impl Broker {
             verdict: e.subject.verdict(),
             reasons: e.subject.reasons(),
             always_allowed: e.subject.always_ok(),
-            pid: e.pid,
+            pid: match e.subject {
+                Subject::Hook { .. } => 0,
+                _ => e.pid,
+            },
             argv: e.argv.clone(),
             cwd: e.cwd.clone(),
             env: e.env.clone(),
             waited_ms: e.started.elapsed().as_millis() as u64,
+            caller: match &e.subject {
+                Subject::Hook { ask, .. } => Some(hook_caller(ask)),
+                _ => None,
+            },
             diff: e.subject.diff(),
         }
     }
@@ -906,8 +938,68 @@ impl Broker {
             },
             answered_by: Some(by.to_string()),
             wait_ms: Some(waited.as_millis() as u64),
-            pid: Some(e.pid),
+            // A hook's peer is the supervisor itself (see `shown_process`).
+            pid: (!matches!(e.subject, Subject::Hook { .. })).then_some(e.pid),
+            cwd: matches!(e.subject, Subject::Hook { .. }).then(|| e.cwd.clone()),
             diff: e.subject.diff(),
+            ..AuditLine::default()
+        });
+    }
+
+    /// Writes a decision an agent hook made without asking ([`HookRecord`]) to the audit
+    /// log: kind `hook`, decision `allow` or `refuse`, the action as asks show it
+    /// (`CMD (Bash via claude-code)`), answered by nobody. A refusal is counted as denied
+    /// (the sandbox never sees what the hook refused). Without an audit log, nothing.
+    pub fn record_hook(&self, r: HookRecord) {
+        if r.decision == HookDecision::Refuse {
+            self.inner.cfg.control.count(Counted::Denied);
+        }
+        let Some(log) = &self.inner.audit else { return };
+        log.write(&AuditLine {
+            time: audit::rfc3339(SystemTime::now()),
+            session: self.inner.cfg.session.clone(),
+            kind: "hook".into(),
+            action: format!("{} ({} via {})", r.action, r.tool, r.agent),
+            verdict: r.verdict,
+            reasons: r.reasons,
+            decision: match r.decision {
+                HookDecision::Allow => "allow".into(),
+                HookDecision::Refuse => "refuse".into(),
+            },
+            reason: r.reason,
+            answered_by: Some(format!("{}'s hook (tyba hook)", agent_product(&r.agent))),
+            cwd: (!r.cwd.is_empty()).then_some(r.cwd),
+            ..AuditLine::default()
+        });
+    }
+
+    /// Writes a hook ask the broker answered without the person: a refusal (`by` says why:
+    /// blocked by its own classification, too many waiting, the session over) as decision
+    /// `refuse`, an allow (the person's earlier `always`, said by `by`) as decision `allow`,
+    /// like an exec the session's memory let through: neither is an ask the person answered.
+    fn log_hook_done(&self, ask: &HookAsk, answer: &HookAnswer, by: &str) {
+        let Some(log) = &self.inner.audit else { return };
+        let subject = Subject::Hook {
+            ask: ask.clone(),
+            always_ok: false,
+        };
+        log.write(&AuditLine {
+            time: audit::rfc3339(SystemTime::now()),
+            session: self.inner.cfg.session.clone(),
+            kind: subject.kind().to_string(),
+            action: subject.action(),
+            verdict: subject.verdict(),
+            reasons: subject.reasons(),
+            decision: match answer.answer {
+                WireAnswer::Deny => "refuse".into(),
+                _ => "allow".into(),
+            },
+            reason: match answer.answer {
+                WireAnswer::Deny => answer.reason.clone(),
+                _ => Some(by.to_string()),
+            },
+            answered_by: (answer.answer == WireAnswer::Deny).then(|| by.to_string()),
+            cwd: Some(text::clean(&ask.cwd)),
             ..AuditLine::default()
         });
     }
@@ -1028,10 +1120,12 @@ impl Broker {
         if let Some((verdict, reasons)) = &ours {
             if *verdict == tyba_policy::Verdict::Blocked {
                 self.inner.cfg.control.count(Counted::Denied);
-                return HookStep::Done(deny_answer(&format!(
-                    "refused by tyba: {}",
-                    reasons.join("; ")
-                )));
+                let a = deny_answer(&format!("refused by tyba: {}", reasons.join("; ")));
+                let mut shown = ask.clone();
+                shown.verdict = verdict.to_string();
+                shown.reasons = reasons.clone();
+                self.log_hook_done(&shown, &a, "the session's policy (blocked)");
+                return HookStep::Done(a);
             }
             let claimed = ask.verdict.parse().unwrap_or(tyba_policy::Verdict::Red);
             let worst = std::cmp::max(claimed, *verdict).max(tyba_policy::Verdict::Yellow);
@@ -1067,10 +1161,17 @@ impl Broker {
                 return HookStep::Done(deny_answer("refused by tyba: the approval channel failed"));
             };
             if always_ok && s.hook_always.contains(&key) {
-                return HookStep::Done(HookAnswer {
+                drop(s);
+                let a = HookAnswer {
                     answer: WireAnswer::Always,
                     reason: None,
-                });
+                };
+                self.log_hook_done(
+                    &ask,
+                    &a,
+                    "allowed by the person's earlier `always` for this exact action",
+                );
+                return HookStep::Done(a);
             }
             let hooks = s
                 .pending
@@ -1078,15 +1179,19 @@ impl Broker {
                 .filter(|e| matches!(e.subject, Subject::Hook { .. }))
                 .count();
             if hooks >= MAX_HOOK_PENDING {
+                drop(s);
                 self.inner.cfg.control.count(Counted::Denied);
-                return HookStep::Done(deny_answer(
-                    "refused by tyba: too many hook asks are waiting",
-                ));
+                let a = deny_answer("refused by tyba: too many hook asks are waiting");
+                self.log_hook_done(&ask, &a, "nobody (too many hook asks waiting)");
+                return HookStep::Done(a);
             }
         }
+        let kept = ask.clone();
         let Some((id, v)) = self.submit(Subject::Hook { ask, always_ok }, pid) else {
             self.inner.cfg.control.count(Counted::Denied);
-            return HookStep::Done(deny_answer("refused by tyba: the session has ended"));
+            let a = deny_answer("refused by tyba: the session has ended");
+            self.log_hook_done(&kept, &a, "session end");
+            return HookStep::Done(a);
         };
         self.announce(&v);
         HookStep::Waiting(HookWait {

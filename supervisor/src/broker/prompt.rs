@@ -482,11 +482,15 @@ impl Prompt {
             ));
         }
         let cwd = if p.cwd.is_empty() { "?" } else { &p.cwd };
+        // A hook's ask names the tool call (its connection is the supervisor's own).
+        let by = match &p.caller {
+            Some(c) => clean(c),
+            None => format!("pid {}", p.pid),
+        };
         body.push(Line::plain(
             2,
             format!(
-                "by pid {} in {} (waiting {}s)",
-                p.pid,
+                "by {by} in {} (waiting {}s)",
                 clean(cwd),
                 p.waited_ms / 1000
             ),
@@ -495,15 +499,26 @@ impl Prompt {
             body.push(Line::plain(0, ""));
             body.push(Line::plain(2, format!("{} (the whole text):", p.kind)));
             body.push(Line::plain(4, action.clone()));
-            let who = if p.kind == "command" {
-                "argv of the exec"
-            } else {
-                "argv of the asking process"
-            };
-            body.push(Line::plain(
-                2,
-                format!("{who}: {}", clean(&p.argv.join(" "))),
-            ));
+            match &p.caller {
+                Some(c) => body.push(Line::plain(
+                    2,
+                    format!(
+                        "asked by the agent's hook (tyba hook) before {} runs; the exec it leads to is checked again by the sandbox",
+                        clean(c)
+                    ),
+                )),
+                None => {
+                    let who = if p.kind == "command" {
+                        "argv of the exec"
+                    } else {
+                        "argv of the asking process"
+                    };
+                    body.push(Line::plain(
+                        2,
+                        format!("{who}: {}", clean(&p.argv.join(" "))),
+                    ));
+                }
+            }
             if !p.env.is_empty() {
                 body.push(Line::plain(2, "environment it sets, judged with it:"));
                 for e in &p.env {
@@ -1130,6 +1145,12 @@ mod tests {
         let h = std::thread::spawn(move || hb.ask_hook(ask, std::process::id()));
         let t = screen.wait_for("more lines: [?] shows the whole diff");
         std::thread::sleep(ARM + Duration::from_millis(100));
+        // A hook's ask names the tool call and its directory, not the (supervisor's) peer.
+        screen.wait_for_flat("by Claude Code's tool call Edit in /wt");
+        assert!(
+            !t.contains(&format!("by pid {}", std::process::id())),
+            "{t}"
+        );
         assert!(t.contains("diff (the change the tool would make):"), "{t}");
         assert!(t.contains("\x1b[31m-fn old() {}\x1b[0m"), "{t}");
         assert!(t.contains("\x1b[32m+?[2Jline 0\x1b[0m"), "{t}");

@@ -24,8 +24,10 @@
 //! agent's environment; see [`crate::broker::Broker::ask_hook`]) takes only
 //! `{"op":"ask",…}`, which it answers `{"ok":true,"answer":{"answer":"once"}}` once the person
 //! has answered, and `{"op":"autonomy"}` (the live level, read only:
-//! `{"ok":true,"autonomy":"medium"}`, so that hooks decide at the session's level). Every
-//! other operation is refused there, and the refusal is written to the audit log.
+//! `{"ok":true,"autonomy":"medium"}`, so that hooks decide at the session's level), and
+//! `{"op":"record",…}` (a decision the hook made without asking, an allow or a refusal,
+//! written to the session's audit log as a `hook` line: `{"ok":true}`). Every other
+//! operation is refused there, and the refusal is written to the audit log.
 
 use serde::{Deserialize, Serialize};
 use tyba_policy::Autonomy;
@@ -53,6 +55,9 @@ pub enum Request {
     Ask(HookAsk),
     /// The live autonomy level (both sockets; read only).
     Autonomy,
+    /// A decision the agent's hook made without asking, for the audit log (hook channel
+    /// only).
+    Record(HookRecord),
     /// Changes the autonomy level for the next decisions (the person's socket only).
     SetAutonomy {
         /// The new level.
@@ -109,6 +114,46 @@ pub struct HookAsk {
     /// comes from inside the sandbox. Absent from older hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+}
+
+/// What a hook decided without asking the person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookDecision {
+    /// Let through (green, or internal to the agent).
+    Allow,
+    /// Refused (blocked, an edit outside the worktree, unreadable input, no session to ask).
+    Refuse,
+}
+
+/// A decision of the agent's hook (`tyba hook …` inside `tyba run`) that no ask carried to
+/// the broker, for the session's audit log (DESIGN.md §6: every decision is logged). It is
+/// the hook's own account, sent from inside the sandbox: the broker writes it as such
+/// (`kind` `hook`) and nothing reads it back into a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookRecord {
+    /// `claude-code`, `codex` or `gemini`.
+    pub agent: String,
+    /// The tool's name as the agent sent it (empty when the input could not be read).
+    #[serde(default)]
+    pub tool: String,
+    /// The action as the hook saw it (the command line, `write PATH`, …), or the raw input
+    /// when it could not be read.
+    pub action: String,
+    /// `green`, `yellow`, `red`, `blocked`, or empty when there was no verdict.
+    #[serde(default)]
+    pub verdict: String,
+    /// The policy's decisive reasons, in order.
+    #[serde(default)]
+    pub reasons: Vec<String>,
+    /// What the hook answered.
+    pub decision: HookDecision,
+    /// For a refusal: the text the agent got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The directory the tool call runs in (the hook input's `cwd`), resolved.
+    #[serde(default)]
+    pub cwd: String,
 }
 
 /// A session as listed (`tyba inbox --json`'s `session`, `tyba sessions --json`'s items).
@@ -188,6 +233,13 @@ pub struct PendingView {
     pub env: Vec<String>,
     /// How long it has waited, in milliseconds.
     pub waited_ms: u64,
+    /// For a hook's ask: who is asking, for people (`Claude Code's tool call Bash`). The
+    /// hook's connection is made by the supervisor on the agent's behalf, so `pid` and
+    /// `argv` cannot name the hook's process: they are `0` and empty, and `cwd` is the
+    /// directory the tool call runs in, as the hook input gives it. Absent for every other
+    /// ask, and from older supervisors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
     /// For a hook's edit asked at low autonomy: the diff the person is shown before answering
     /// (lines of text, control characters replaced, at most
     /// [`crate::broker::text::DIFF_MAX_LINES`] lines and a last `… N more lines`), or why

@@ -3,7 +3,8 @@
 //! Every connection is checked with `SO_PEERCRED`: the peer must run as the same user; on
 //! the person's socket it must also be in the supervisor's own PID namespace, so a process
 //! of the sandbox (its own PID namespace) is turned away even if it ever reached the path.
-//! The hook socket takes only `ask` and the read-only `autonomy`.
+//! The hook socket takes only `ask`, the read-only `autonomy`, and `record` (a decision the
+//! hook made without asking, written to the audit log).
 //!
 //! Every refusal of these checks, and every operation the hook socket refuses (an answer, a
 //! listing, a change of level, a stop: what a process of the sandbox would try), is written
@@ -210,6 +211,7 @@ fn op_name(req: &Request) -> String {
         Request::Answer { id, answer, .. } => format!("answer {id} {answer:?}").to_lowercase(),
         Request::Ask(a) => format!("ask {}", a.action),
         Request::Autonomy => "autonomy".into(),
+        Request::Record(r) => format!("record {}", r.action),
         Request::SetAutonomy { level, .. } => format!("set autonomy {level}"),
         Request::Stop => "stop".into(),
     }
@@ -376,8 +378,12 @@ fn dispatch(b: &Broker, req: Request, role: Role, pid: i32) -> Reply {
             answer: Some(b.ask_hook(ask, u32::try_from(pid).unwrap_or(0))),
             ..Reply::default()
         },
-        (Role::Person, Request::Ask(_)) => {
-            Reply::error("asks come from the session's agent hook, not from this socket")
+        (Role::Person, Request::Ask(_) | Request::Record(_)) => Reply::error(
+            "asks and hook records come from the session's agent hook, not from this socket",
+        ),
+        (Role::Hook, Request::Record(r)) => {
+            b.record_hook(r);
+            Reply::ok()
         }
         (_, Request::Autonomy) => Reply {
             ok: true,
@@ -434,4 +440,10 @@ fn dispatch(b: &Broker, req: Request, role: Role, pid: i32) -> Reply {
             Reply::error(format!("refused: {reason}"))
         }
     }
+}
+
+/// [`dispatch`] as the person's socket would run it, for the broker's unit tests.
+#[cfg(test)]
+pub(crate) fn tests_dispatch_person(b: &Broker, req: Request) -> Reply {
+    dispatch(b, req, Role::Person, 0)
 }

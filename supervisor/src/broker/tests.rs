@@ -749,3 +749,52 @@ fn garbage_and_oversized_lines_get_an_error_and_nothing_is_queued() {
     assert!(b.pending().is_empty());
     b.close("test end");
 }
+
+/// A hook's record (a decision it made without asking) is taken on the hook socket only: a
+/// refusal is counted as denied, an allow is not; the same request on the person's socket
+/// side of `dispatch` is refused.
+#[test]
+fn hook_records_are_taken_on_the_hook_socket_and_counted() {
+    use std::io::{BufRead, Write};
+    let (b, _dir, path) = hook_broker();
+    let record = |decision: proto::HookDecision| {
+        let r = proto::Request::Record(proto::HookRecord {
+            agent: "claude-code".into(),
+            tool: "Bash".into(),
+            action: "git push origin HEAD:main".into(),
+            verdict: "blocked".into(),
+            reasons: vec!["push could update protected refs/heads/main".into()],
+            decision,
+            reason: Some("refused by tyba: push could update protected refs/heads/main".into()),
+            cwd: "/wt".into(),
+        });
+        let mut c = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let mut l = serde_json::to_string(&r).unwrap();
+        l.push('\n');
+        c.write_all(l.as_bytes()).unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(c).read_line(&mut line).unwrap();
+        serde_json::from_str::<proto::Reply>(&line).unwrap()
+    };
+    let before = b.session_view().denied;
+    assert!(record(proto::HookDecision::Refuse).ok);
+    assert_eq!(b.session_view().denied, before + 1);
+    assert!(record(proto::HookDecision::Allow).ok);
+    assert_eq!(b.session_view().denied, before + 1);
+    assert!(b.pending().is_empty());
+    let r = server::tests_dispatch_person(
+        &b,
+        proto::Request::Record(proto::HookRecord {
+            agent: "claude-code".into(),
+            tool: String::new(),
+            action: "x".into(),
+            verdict: String::new(),
+            reasons: vec![],
+            decision: proto::HookDecision::Allow,
+            reason: None,
+            cwd: String::new(),
+        }),
+    );
+    assert!(!r.ok, "{r:?}");
+    b.close("test end");
+}
