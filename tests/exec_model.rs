@@ -205,10 +205,12 @@ fn reason_in_summary(child_stderr: &str, session_stderr: &str) -> bool {
     else {
         return false;
     };
+    // The summary cuts each reason short (200 characters).
+    let reason: String = reason.chars().take(150).collect();
     reason.len() > 8
         && session_stderr
             .lines()
-            .any(|l| l.starts_with("tyba:   exec ") && l.contains(reason))
+            .any(|l| l.starts_with("tyba:   exec ") && l.contains(&reason))
 }
 
 /// The `RESULT {json}` lines an agent program of these tests prints on stdout.
@@ -895,6 +897,71 @@ fn exec_red_descendant_covered_by_its_approval_says_which_in_the_log() {
     }
 }
 
+/// A build's own tools set code-running variables for the programs they start (cargo gives
+/// each `rustc` and test binary `LD_LIBRARY_PATH=<worktree>/target/debug/deps:<toolchain>/lib`):
+/// under an approved command such a value naming only the agent's own domain passes, logged
+/// as covered, while one naming a place outside it (the home) is still refused with nobody to
+/// ask. Control: without tyba both run.
+#[test]
+fn exec_a_builds_own_library_path_under_its_approval_passes() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "ld-desc") else {
+            continue;
+        };
+        std::fs::create_dir_all(fx.wt.join("lib")).unwrap();
+        put(
+            &fx,
+            "spawn.py",
+            "import os, subprocess, sys\nlib = os.getcwd() + '/lib:/usr/lib' if sys.argv[1] == 'in-domain' else os.environ['HOME'] + '/.local/lib'\nenv = dict(os.environ, LD_LIBRARY_PATH=lib)\nrc = subprocess.run(['/bin/true'], env=env).returncode\nif rc == 0:\n    open(sys.argv[1], 'w').close()\n",
+        );
+        put(
+            &fx,
+            "Makefile5",
+            "libs:\n\tpython3 spawn.py in-domain\n\t-python3 spawn.py outside\n",
+        );
+        give(&fx.wt, &who);
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &["bash", "-c", "make -f Makefile5 libs; echo make-rc=$?"],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(
+            fx.wt.join("in-domain").exists(),
+            "{ctx}: the build's own path passed"
+        );
+        assert!(
+            !fx.wt.join("outside").exists(),
+            "{ctx}: a path outside is refused"
+        );
+        let log = log_of(&fx);
+        let covered = log
+            .iter()
+            .find(|e| e["argv"][0] == "/bin/true" && e["decision"] == "allow")
+            .unwrap_or_else(|| panic!("{ctx}: {log:?}"));
+        assert!(
+            covered["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("red only for a code-running variable"),
+            "{ctx}: {covered}"
+        );
+        // Control: without tyba both run.
+        let dir = copy_of_wt(&fx, "ld-desc-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/usr/bin/make", "-f", "Makefile5", "libs"],
+        );
+        assert!(
+            dir.join("in-domain").exists() && dir.join("outside").exists(),
+            "{who:?}: control: {r:?}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. Code-running configuration through the environment (GIT_CONFIG_*, GIT_PAGER, PAGER).
 
@@ -1173,9 +1240,11 @@ fn script(dir: &Path, rel: &str, body: &str) {
 /// toolchain's `lib` and execs the toolchain's `cargo`) and npm (exports `EDITOR=vi` into
 /// every script it runs) do: a value naming only files in roots the sandbox keeps read-only
 /// (the policy's `read_only` `~/.rustup`, system paths) or a viewer found there injects no
-/// code, so the exec is not red and runs at high autonomy unasked. The same parents naming a
-/// directory of the worktree or `EDITOR=sh` (which runs what it is handed) are still red:
-/// refused with nobody to ask. Effects checked from outside; the control runs all four.
+/// code, so the exec is not red and runs at high autonomy unasked. A parent naming a
+/// directory of the worktree is red, but under its own allowed command it only loads code
+/// the command could run anyway, so it passes, logged so; the same value set by the agent
+/// itself, and `EDITOR=sh` (which runs what it is handed), are still red: refused with nobody
+/// to ask. Effects checked from outside; the control runs them all.
 #[test]
 fn exec_toolchain_parents_setting_kept_paths_are_not_red() {
     for who in whos() {
@@ -1219,7 +1288,8 @@ fn exec_toolchain_parents_setting_kept_paths_are_not_red() {
         )
         .into();
         let line = "cargo test; echo cargo-rc=$?; fnpm; echo npm-rc=$?; \
-                    cargo-bad; echo bad-rc=$?; fnpm-sh; echo npmsh-rc=$?";
+                    cargo-bad; echo bad-rc=$?; fnpm-sh; echo npmsh-rc=$?; \
+                    LD_LIBRARY_PATH=$PWD/lib /bin/sh -c 'echo direct > ran-direct'; echo direct-rc=$?";
         let env = env_with(&fx, &[("PATH", path.clone())]);
         let ran = run_alone(&fx, &["--autonomy", "high"], &env, &["bash", "-c", line]);
         let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
@@ -1229,12 +1299,14 @@ fn exec_toolchain_parents_setting_kept_paths_are_not_red() {
         assert!(cargo.contains(".rustup/toolchains/t/lib"), "{ctx}: {cargo}");
         let npm = std::fs::read_to_string(fx.wt.join("ran-npm")).unwrap_or_default();
         assert_eq!(npm.trim(), "npm EDITOR=vi", "{ctx}");
-        assert!(ran.out.contains("bad-rc=126"), "{ctx}");
+        assert!(ran.out.contains("bad-rc=0"), "{ctx}");
+        assert!(fx.wt.join("ran-bad").exists(), "{ctx}");
         assert!(ran.out.contains("npmsh-rc=126"), "{ctx}");
-        assert!(!fx.wt.join("ran-bad").exists(), "{ctx}");
         assert!(!fx.wt.join("ran-npm-sh").exists(), "{ctx}");
-        assert!(ran.err.contains("LD_LIBRARY_PATH"), "{ctx}");
         assert!(ran.err.contains("EDITOR=sh"), "{ctx}");
+        assert!(ran.out.contains("direct-rc=126"), "{ctx}");
+        assert!(!fx.wt.join("ran-direct").exists(), "{ctx}");
+        assert!(ran.err.contains("LD_LIBRARY_PATH"), "{ctx}");
         // `cargo`, found on PATH as `~/.cargo/bin/cargo` (a link to `rustup`), is judged as
         // the `cargo` the person typed; the toolchain's `cargo` its proxy runs by path, too.
         let log = log_of(&fx);
@@ -1256,7 +1328,7 @@ fn exec_toolchain_parents_setting_kept_paths_are_not_red() {
             &base_env(&fx.home, &[("PATH", path.clone())]),
             &["/bin/bash", "-c", line],
         );
-        for f in ["ran-test", "ran-npm", "ran-bad", "ran-npm-sh"] {
+        for f in ["ran-test", "ran-npm", "ran-bad", "ran-npm-sh", "ran-direct"] {
             assert!(dir.join(f).exists(), "{who:?}: control {f}: {r:?}");
         }
     }
@@ -1947,7 +2019,7 @@ fn exec_path_walk_through_missing_directories_asks_nothing() {
             assert_eq!(r["rc"], 0, "{ctx}: {r}");
         }
         assert_eq!(result(&rs, "red").unwrap()["rc"], 126, "{ctx}");
-        assert!(ran.err.contains("denied in this session (1)"), "{ctx}");
+        assert!(ran.err.contains("denied in this session (1;"), "{ctx}");
         assert!(!ran.err.contains("paused"), "{ctx}");
     }
 }

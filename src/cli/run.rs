@@ -601,13 +601,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         .filter(|e| !e.allowed && !e.is_quiet())
         .collect();
     if !denied.is_empty() {
-        eprintln!("tyba: denied in this session ({}):", denied.len());
+        // One line each, cut short: an agent's command can be a script of kilobytes (Codex's
+        // shell snapshot), which would push the other refusals off the screen.
+        eprintln!(
+            "tyba: denied in this session ({}; each in full in `tyba log {}`):",
+            denied.len(),
+            session.id
+        );
         for d in denied {
             eprintln!(
                 "tyba:   {} {}: {}",
                 d.kind,
-                d.what,
-                d.reason.as_deref().unwrap_or("refused")
+                first_line_cut(&d.what, DENIED_SHOWN),
+                first_line_cut(d.reason.as_deref().unwrap_or("refused"), DENIED_SHOWN)
             );
         }
     }
@@ -643,6 +649,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
 /// The longest part of a quietly refused request the end summary shows, in characters.
 const QUIET_SHOWN: usize = 100;
 
+/// Characters of each denied action and its reason shown in the end summary.
+const DENIED_SHOWN: usize = 200;
+
+/// The first line of `s`, at most `max` characters, with `…` when anything was left out.
+fn first_line_cut(s: &str, max: usize) -> String {
+    let first = s.lines().next().unwrap_or("");
+    let mut out: String = first.chars().take(max).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
 /// The end summary's lines for the requests refused quietly (`(kind, what, reason)` each, in
 /// order): none when there are none; else their count, how many differ and where they are in
 /// full (`tyba log SESSION`), and the first one cut to [`QUIET_SHOWN`] characters.
@@ -656,14 +675,7 @@ fn quiet_summary(quiet: &[(String, String, String)], session: &str) -> Vec<Strin
             distinct.push(q);
         }
     }
-    let cut = |s: &str| {
-        let first = s.lines().next().unwrap_or("");
-        let mut out: String = first.chars().take(QUIET_SHOWN).collect();
-        if out.len() < s.len() {
-            out.push('…');
-        }
-        out
-    };
+    let cut = |s: &str| first_line_cut(s, QUIET_SHOWN);
     vec![
         format!(
             "tyba: refused quietly (not asked): {} ({} different); each is in `tyba log {session}`",

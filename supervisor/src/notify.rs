@@ -1778,6 +1778,11 @@ impl Notifier {
                 Some("red only for reading what the agent's own domain reads")
             } else if within_the_grants(&class, &c.granted) {
                 Some("red only for paths that approval granted")
+            } else if c.verdict >= Verdict::Yellow && self.loads_only_session_code(&class, &assigns)
+            {
+                Some(
+                    "red only for a code-running variable naming the session's and the system's files, under an approved command that runs such code anyway",
+                )
             } else {
                 None
             };
@@ -1943,19 +1948,75 @@ impl Notifier {
     /// Whether `class` is red only for naming, without writing them, paths outside the
     /// worktree that the agent's Landlock domain may read anyway (system paths, paths the
     /// policy opens).
-    fn reads_only_what_the_domain_reads(&self, class: &Classification) -> bool {
+    /// Whether `class` is red only for code-running variables (`assigns`, DESIGN.md §2a) whose
+    /// values are paths of the agent's own domain (and for naming such paths): each entry
+    /// absolute, with no `..`, in a writable or readable root both as named and resolved (cargo's `LD_LIBRARY_PATH` of
+    /// `target/debug/deps` and the toolchain's `lib` for each `rustc` and test binary it
+    /// starts). A descendant of an approved yellow or red command may run the worktree's
+    /// code anyway (a yellow descendant passes under it: `./build.sh`), so such a value gives
+    /// it nothing more; under a green cover, or with a value that is a command line, a path
+    /// outside, `/proc`, or unknown, it stays red.
+    fn loads_only_session_code(
+        &self,
+        class: &Classification,
+        assigns: &[(String, String)],
+    ) -> bool {
+        let within = |p: &std::path::Path| {
+            p.is_absolute()
+                && !p
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+                && !["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d))
+                && self
+                    .writable
+                    .iter()
+                    .chain(&self.readable)
+                    .any(|r| p.starts_with(r))
+        };
+        let holds = |entry: &str| {
+            let p = std::path::Path::new(entry);
+            within(p)
+                && match std::fs::canonicalize(p) {
+                    Ok(real) => within(&real),
+                    Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+                }
+        };
+        class.verdict == Verdict::Red
+            && !assigns.is_empty()
+            && class
+                .findings
+                .iter()
+                .filter(|f| f.verdict == Verdict::Red)
+                .all(|f| {
+                    f.rule == tyba_policy::rules::ENV_EXEC_VARIABLE.id
+                        || f.rule == tyba_policy::rules::PATH_OUTSIDE_WORKTREE.id
+                })
+            && assigns.iter().all(|(_, v)| {
+                let entries: Vec<&str> = v.split([':', ' ']).filter(|e| !e.is_empty()).collect();
+                !entries.is_empty() && entries.iter().all(|e| holds(e))
+            })
+            && self.reads_only_within_the_domain(class)
+    }
+
+    /// Whether every path `class` names lies in the agent's own domain and every write in a
+    /// writable root.
+    fn reads_only_within_the_domain(&self, class: &Classification) -> bool {
         let under = |p: &std::path::Path, roots: &[PathBuf]| roots.iter().any(|r| p.starts_with(r));
+        class.writes.iter().all(|w| under(w, &self.writable))
+            && class
+                .paths
+                .iter()
+                .all(|p| under(p, &self.writable) || under(p, &self.readable))
+    }
+
+    fn reads_only_what_the_domain_reads(&self, class: &Classification) -> bool {
         class.verdict == Verdict::Red
             && class
                 .findings
                 .iter()
                 .filter(|f| f.verdict == Verdict::Red)
                 .all(|f| f.rule == tyba_policy::rules::PATH_OUTSIDE_WORKTREE.id)
-            && class.writes.iter().all(|w| under(w, &self.writable))
-            && class
-                .paths
-                .iter()
-                .all(|p| under(p, &self.writable) || under(p, &self.readable))
+            && self.reads_only_within_the_domain(class)
     }
 
     /// The reasons an exec's ask shows (`first`, then the classification's decisive ones,
