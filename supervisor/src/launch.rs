@@ -829,9 +829,14 @@ fn start_relay(
                     last = key;
                 } else if redraw_gate.as_ref().is_some_and(|g| g.take_redraw()) {
                     if let Some(w) = now.filter(|w| w.ws_row > 1) {
+                        // Two resizes the agent sees apart: a TUI reads the size when it
+                        // handles SIGWINCH and redraws only when it changed, so a size set and
+                        // restored at once (one signal, the same size) redraws nothing.
                         let mut shorter = w;
                         shorter.ws_row -= 1;
                         sys::set_winsize(pty, &shorter);
+                        tokio::time::sleep(REDRAW_PAUSE).await;
+                        let pty = m.get_ref().as_fd();
                         sys::set_winsize(pty, &w);
                     }
                 }
@@ -1038,6 +1043,10 @@ fn bind_read_only(p: &Path) -> Result<(), String> {
     mount(None::<&str>, p, None::<&str>, flags, None::<&str>)
         .map_err(|e| format!("remount {} read-only: {e}", p.display()))
 }
+
+/// How long the agent's pty stays one row shorter when a prompt gave its screen back: long
+/// enough for a TUI to handle the first SIGWINCH before the second.
+const REDRAW_PAUSE: std::time::Duration = std::time::Duration::from_millis(80);
 
 /// A file tyba made for the session, removed when dropped.
 struct SessionFile(PathBuf);

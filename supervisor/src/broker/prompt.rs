@@ -48,8 +48,10 @@
 //! the agent started (the agent never sees it). A prompt without the word is not tyba's.
 //!
 //! An agent that is itself in the alternate screen (a full-screen TUI) gets a cleared screen
-//! back; the relay then makes it redraw by resizing its pty by one row and back (the kernel
-//! sends SIGWINCH to its foreground process group). The terminal's reports to the agent's own
+//! back, and an inline one (Claude Code's) a frame drawn relative to a cursor the prompt
+//! moved; either way the relay then makes it redraw by resizing its pty by one row and,
+//! a moment later, back (the kernel sends SIGWINCH to its foreground process group each
+//! time). The terminal's reports to the agent's own
 //! queries (cursor position, device attributes, colours: [`split_reports`]) reach the agent
 //! while a prompt is shown, so a TUI waiting for one does not stall. The exec asks' `argv` is the asking
 //! process's as `/proc` shows it before the exec (the exec's own argv and environment are in
@@ -429,8 +431,10 @@ impl Prompt {
                 if st.showing.take().is_some() {
                     let leave = if st.agent_alt { "" } else { "\x1b[?1049l" };
                     self.write(&format!("\x1b[H\x1b[2J{leave}\x1b]2;tyba\x07"));
-                    // The agent's own full screen was drawn over: it redraws on a resize.
-                    st.redraw |= st.agent_alt;
+                    // The agent's screen is redrawn on a resize: a full-screen one was drawn
+                    // over, and an inline one (Claude Code's) drew its frame relative to a
+                    // cursor the prompt moved, with its output held meanwhile.
+                    st.redraw = true;
                 }
                 st.message = None;
                 self.cv.notify_all();
@@ -1311,11 +1315,12 @@ mod tests {
         b.close("over");
     }
 
-    /// A prompt shown over the agent's own full screen asks the relay for one redraw when it
-    /// leaves; over an ordinary screen (restored by the terminal itself) it does not.
+    /// A prompt asks the relay for one redraw of the agent's screen when it leaves, over a
+    /// full screen (drawn over) and over an ordinary one (an inline TUI's frame is drawn
+    /// relative to the cursor).
     #[test]
-    fn a_prompt_over_a_full_screen_agent_asks_for_a_redraw() {
-        for (alt, want) in [(true, true), (false, false)] {
+    fn a_prompt_asks_for_one_redraw_when_it_leaves() {
+        for (alt, want) in [(true, true), (false, true)] {
             let b = quiet_broker();
             let screen = Screen::default();
             let p = Prompt::start_sized(
