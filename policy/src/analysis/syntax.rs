@@ -125,6 +125,28 @@ struct Reach {
     forked: bool,
     /// The body does not wait for it: a background job (`&`) or a coprocess.
     background: bool,
+    /// It runs beside other commands at once: a stage of a pipeline of several.
+    concurrent: bool,
+    /// It runs only on a condition: in an `if` or `case` branch, a loop's body, or after
+    /// `&&`/`||`.
+    guarded: bool,
+}
+
+impl Reach {
+    fn guarded(self) -> Reach {
+        Reach {
+            guarded: true,
+            ..self
+        }
+    }
+
+    /// Whether a call reached so adds processes that a recursion multiplies: one the body
+    /// does not wait for, one beside others, or an unconditional one in a process of its own.
+    /// A single waited-for call on a condition (`if …; then echo "$(f y)"; fi`, as shells'
+    /// own snapshot scripts have) recurses one process at a time and ends with its condition.
+    fn multiplies(self) -> bool {
+        self.forked && (self.background || self.concurrent || !self.guarded)
+    }
 }
 
 /// The simple commands a compound command runs, by name, with how each is reached
@@ -141,34 +163,37 @@ fn reached_names(cc: &ast::CompoundCommand, reach: Reach, out: &mut Vec<(String,
             },
             out,
         ),
-        ast::CompoundCommand::ForClause(f) => list(&f.body.list, out),
-        ast::CompoundCommand::ArithmeticForClause(f) => list(&f.body.list, out),
+        ast::CompoundCommand::ForClause(f) => reached_list(&f.body.list, reach.guarded(), out),
+        ast::CompoundCommand::ArithmeticForClause(f) => {
+            reached_list(&f.body.list, reach.guarded(), out)
+        }
         ast::CompoundCommand::CaseClause(c) => {
             for item in &c.cases {
                 if let Some(l) = &item.cmd {
-                    list(l, out);
+                    reached_list(l, reach.guarded(), out);
                 }
             }
         }
         ast::CompoundCommand::IfClause(i) => {
             list(&i.condition, out);
-            list(&i.then, out);
+            reached_list(&i.then, reach.guarded(), out);
             for e in i.elses.iter().flatten() {
                 if let Some(c) = &e.condition {
-                    list(c, out);
+                    reached_list(c, reach.guarded(), out);
                 }
-                list(&e.body, out);
+                reached_list(&e.body, reach.guarded(), out);
             }
         }
         ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
             list(&w.0, out);
-            list(&w.1.list, out);
+            reached_list(&w.1.list, reach.guarded(), out);
         }
         ast::CompoundCommand::Coprocess(c) => reached_command(
             &c.body,
             Reach {
                 forked: true,
                 background: true,
+                ..reach
             },
             out,
         ),
@@ -182,17 +207,21 @@ fn reached_list(list: &ast::CompoundList, reach: Reach, out: &mut Vec<(String, R
             Reach {
                 forked: true,
                 background: true,
+                ..reach
             }
         } else {
             reach
         };
         let aol = &item.0;
-        for p in std::iter::once(&aol.first).chain(aol.additional.iter().map(|a| match a {
-            ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
-        })) {
+        let rest = aol.additional.iter().map(|a| match a {
+            ast::AndOr::And(p) | ast::AndOr::Or(p) => (p, true),
+        });
+        for (p, after) in std::iter::once((&aol.first, false)).chain(rest) {
+            let reach = if after { reach.guarded() } else { reach };
             let reach = if p.seq.len() > 1 {
                 Reach {
                     forked: true,
+                    concurrent: true,
                     ..reach
                 }
             } else {
@@ -235,17 +264,17 @@ fn reached_command(c: &ast::Command, reach: Reach, out: &mut Vec<(String, Reach)
     }
 }
 
-/// The names a function body runs, each with whether the call runs in a process of its own
-/// (pipeline, subshell, substitution, background job, coprocess): the edges of the call
-/// graph [`spawn_cycle`] searches.
+/// The names a function body runs, each with whether a call of it multiplies processes
+/// ([`Reach::multiplies`]: in a process of its own that the body does not wait for, that runs
+/// beside others, or unconditionally): the edges of the call graph [`spawn_cycle`] searches.
 pub(super) fn called_names(body: &ast::CompoundCommand) -> Vec<(String, bool)> {
     let mut reached = Vec::new();
     reached_names(body, Reach::default(), &mut reached);
     let mut out: Vec<(String, bool)> = Vec::new();
     for (name, reach) in reached {
         match out.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 |= reach.forked,
-            None => out.push((name, reach.forked)),
+            Some(entry) => entry.1 |= reach.multiplies(),
+            None => out.push((name, reach.multiplies())),
         }
     }
     out
@@ -253,9 +282,10 @@ pub(super) fn called_names(body: &ast::CompoundCommand) -> Vec<(String, bool)> {
 
 /// Whether the functions defined on a line call each other in a cycle (directly, `f(){ f &
 /// f; }`, or mutually, `a(){ b & b; }; b(){ a & a; }`) where at least one call of the cycle
-/// runs in a process of its own: every call then adds processes without end, a fork bomb
-/// (DESIGN.md §2: fork bombs are blocked). A cycle of plain calls only recurses in one
-/// process, which bash ends at its nesting limit. Returns a function of the cycle.
+/// multiplies processes ([`Reach::multiplies`]): every call then adds processes without
+/// end, a fork bomb (DESIGN.md §2: fork bombs are blocked). A cycle of plain calls only
+/// recurses in one process, which bash ends at its nesting limit, and one waited-for call on
+/// a condition recurses one process at a time. Returns a function of the cycle.
 pub(super) fn spawn_cycle(calls: &[(String, Vec<(String, bool)>)]) -> Option<String> {
     let reaches = |from: &str, to: &str| {
         let mut stack = vec![from.to_string()];
