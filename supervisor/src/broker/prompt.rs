@@ -477,12 +477,15 @@ impl Prompt {
             body.push(Line::plain(2, format!("why: {}", clean(r))));
         }
         if p.reasons.len() > reasons {
+            let more = p.reasons.len() - reasons;
+            let (noun, them) = if more == 1 {
+                ("reason", "it")
+            } else {
+                ("reasons", "them")
+            };
             body.push(Line::plain(
                 2,
-                format!(
-                    "… {} more reasons: [?] shows them",
-                    p.reasons.len() - reasons
-                ),
+                format!("… {more} more {noun}: [?] shows {them}"),
             ));
         }
         let cwd = if p.cwd.is_empty() { "?" } else { &p.cwd };
