@@ -205,12 +205,10 @@ fn reason_in_summary(child_stderr: &str, session_stderr: &str) -> bool {
     else {
         return false;
     };
-    // The summary cuts each reason short (200 characters).
-    let reason: String = reason.chars().take(150).collect();
     reason.len() > 8
         && session_stderr
             .lines()
-            .any(|l| l.starts_with("tyba:   exec ") && l.contains(&reason))
+            .any(|l| l.starts_with("tyba:   exec ") && l.contains(reason))
 }
 
 /// The `RESULT {json}` lines an agent program of these tests prints on stdout.
@@ -2019,7 +2017,7 @@ fn exec_path_walk_through_missing_directories_asks_nothing() {
             assert_eq!(r["rc"], 0, "{ctx}: {r}");
         }
         assert_eq!(result(&rs, "red").unwrap()["rc"], 126, "{ctx}");
-        assert!(ran.err.contains("denied in this session (1;"), "{ctx}");
+        assert!(ran.err.contains("denied in this session (1)"), "{ctx}");
         assert!(!ran.err.contains("paused"), "{ctx}");
     }
 }

@@ -601,19 +601,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         .filter(|e| !e.allowed && !e.is_quiet())
         .collect();
     if !denied.is_empty() {
-        // One line each, cut short: an agent's command can be a script of kilobytes (Codex's
-        // shell snapshot), which would push the other refusals off the screen.
-        eprintln!(
-            "tyba: denied in this session ({}; each in full in `tyba log {}`):",
-            denied.len(),
-            session.id
-        );
+        eprintln!("tyba: denied in this session ({}):", denied.len());
         for d in denied {
             eprintln!(
                 "tyba:   {} {}: {}",
                 d.kind,
-                first_line_cut(&d.what, DENIED_SHOWN),
-                first_line_cut(d.reason.as_deref().unwrap_or("refused"), DENIED_SHOWN)
+                d.what,
+                d.reason.as_deref().unwrap_or("refused")
             );
         }
     }
@@ -648,9 +642,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The longest part of a quietly refused request the end summary shows, in characters.
 const QUIET_SHOWN: usize = 100;
-
-/// Characters of each denied action and its reason shown in the end summary.
-const DENIED_SHOWN: usize = 200;
 
 /// The first line of `s`, at most `max` characters, with `…` when anything was left out.
 fn first_line_cut(s: &str, max: usize) -> String {
