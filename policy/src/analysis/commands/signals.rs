@@ -124,37 +124,41 @@ fn is_signal_spec(word: &str) -> bool {
     NAMES.contains(&base)
 }
 
-/// pkill's options that take a value (procps-ng pgrep(1)): short letters and long names.
-const PKILL_VALUE_SHORT: &str = "dgGOPstuUFrc";
-const PKILL_VALUE_LONG: &[&str] = &[
-    "signal",
-    "delimiter",
-    "pgroup",
-    "group",
-    "older",
-    "parent",
-    "session",
-    "terminal",
-    "euid",
-    "uid",
-    "pidfile",
-    "runstates",
-    "ns",
-    "nslist",
-    "cgroup",
-    "env",
+/// pkill's options (procps-ng pgrep(1)), read by the option engine
+/// ([`crate::analysis::registry::options`]).
+const PKILL_OPTIONS: &[Opt] = &[
+    Opt::flag('f', "full"),
+    Opt::flag('x', "exact"),
+    Opt::flag('i', "ignore-case"),
+    Opt::flag('v', "inverse"),
+    Opt::flag('c', "count"),
+    Opt::flag('e', "echo"),
+    Opt::flag('n', "newest"),
+    Opt::flag('o', "oldest"),
+    Opt::flag('A', "ignore-ancestors"),
+    Opt::flag('H', "require-handler"),
+    Opt::val('F', "pidfile"),
+    Opt::val('d', "delimiter"),
+    Opt::val('q', "queue"),
+    Opt::val('\0', "signal"),
+    Opt::val('\0', "nslist"),
+    // The selectors: processes chosen by something other than the pattern.
+    Opt::val('g', "pgroup"),
+    Opt::val('G', "group"),
+    Opt::val('O', "older"),
+    Opt::val('P', "parent"),
+    Opt::val('s', "session"),
+    Opt::val('t', "terminal"),
+    Opt::val('u', "euid"),
+    Opt::val('U', "uid"),
+    Opt::val('r', "runstates"),
+    Opt::val('\0', "ns"),
+    Opt::val('\0', "cgroup"),
+    Opt::val('\0', "env"),
 ];
-/// Options that select processes by something other than the pattern.
+
+/// The selectors of [`PKILL_OPTIONS`], by long name.
 const PKILL_SELECTORS: &[&str] = &[
-    "g",
-    "G",
-    "O",
-    "P",
-    "s",
-    "t",
-    "u",
-    "U",
-    "r",
     "pgroup",
     "group",
     "older",
@@ -169,97 +173,66 @@ const PKILL_SELECTORS: &[&str] = &[
     "env",
 ];
 
-/// Why a `pkill` reaches PID 1, tyba or every process of a user, group or session.
-fn pkill_reaches_all(args: &[Field]) -> Option<String> {
-    let mut full = false;
-    let mut exact = false;
-    let mut icase = false;
-    let mut inverse = false;
-    let mut pidfile = false;
-    let mut selectors: Vec<(String, Option<String>)> = Vec::new();
-    let mut patterns: Vec<Option<String>> = Vec::new();
-    let mut i = 0;
-    let mut only_operands = false;
-    while i < args.len() {
-        let w = args[i].known();
-        i += 1;
-        let Some(w) = w else {
-            patterns.push(None);
-            continue;
-        };
-        if only_operands || !w.starts_with('-') || w == "-" {
-            patterns.push(Some(w));
-            continue;
-        }
-        if w == "--" {
-            only_operands = true;
-            continue;
-        }
-        if let Some(long) = w.strip_prefix("--") {
-            let (name, val) = long
-                .split_once('=')
-                .map_or((long, None), |(n, v)| (n, Some(v.to_string())));
-            let val = match val {
-                None if PKILL_VALUE_LONG.contains(&name) => {
-                    i += 1;
-                    args.get(i - 1).and_then(Field::known)
+/// An option of a table as given, with its value (`None`: none, or one not known).
+type OptionGiven = (&'static Opt, Option<String>);
+
+/// `args` without a first word `-9`, `-KILL`, `-SIGKILL` (the signal pkill and killall take
+/// there), split by `table` into (option of the table and its value, operands); an operand
+/// that cannot be known is `None`, an option not in the table is left out.
+fn options_and_operands(
+    args: &[Field],
+    table: &'static [Opt],
+) -> (Vec<OptionGiven>, Vec<Option<String>>) {
+    let signal = args
+        .first()
+        .and_then(Field::known)
+        .and_then(|w| w.strip_prefix('-').map(is_signal_spec))
+        .unwrap_or(false);
+    let args = if signal { &args[1..] } else { args };
+    let (mut opts, mut operands) = (Vec::new(), Vec::new());
+    for t in parse_opts(args, table) {
+        match t {
+            Tok::Opt { name, value } => {
+                if let Some(o) = table.iter().find(|o| o.is(&name)) {
+                    opts.push((o, value.as_ref().and_then(Field::known)));
                 }
-                v => v,
-            };
-            match name {
-                "full" => full = true,
-                "exact" => exact = true,
-                "ignore-case" => icase = true,
-                "inverse" => inverse = true,
-                "pidfile" => pidfile = true,
-                n if PKILL_SELECTORS.contains(&n) => selectors.push((n.to_string(), val)),
-                _ => {}
             }
-            continue;
-        }
-        // `-9`, `-KILL`, `-SIGKILL` as the first word: the signal.
-        let body = &w[1..];
-        if i == 1 && is_signal_spec(body) {
-            continue;
-        }
-        for (k, c) in body.char_indices() {
-            if PKILL_VALUE_SHORT.contains(c) {
-                let rest = &body[k + c.len_utf8()..];
-                let val = if rest.is_empty() {
-                    i += 1;
-                    args.get(i - 1).and_then(Field::known)
-                } else {
-                    Some(rest.to_string())
-                };
-                if c == 'F' {
-                    pidfile = true;
-                } else if PKILL_SELECTORS.contains(&c.to_string().as_str()) {
-                    selectors.push((c.to_string(), val));
-                }
-                break;
-            }
-            match c {
-                'f' => full = true,
-                'x' => exact = true,
-                'i' => icase = true,
-                'v' => inverse = true,
-                _ => {}
-            }
+            Tok::DynamicOpt => {}
+            Tok::Operand(f) => operands.push(f.known()),
         }
     }
+    (opts, operands)
+}
+
+/// Why a `pkill` reaches PID 1, tyba or every process of a user, group or session.
+fn pkill_reaches_all(args: &[Field]) -> Option<String> {
+    let (opts, patterns) = options_and_operands(args, PKILL_OPTIONS);
+    let has = |long: &str| opts.iter().any(|(o, _)| o.long == long);
+    let (full, exact, icase, inverse, pidfile) = (
+        has("full"),
+        has("exact"),
+        has("ignore-case"),
+        has("inverse"),
+        has("pidfile"),
+    );
+    let selectors: Vec<(&str, Option<String>)> = opts
+        .iter()
+        .filter(|(o, _)| PKILL_SELECTORS.contains(&o.long))
+        .map(|(o, v)| (o.long, v.clone()))
+        .collect();
     for (name, val) in &selectors {
         let list: Vec<i64> = val
             .as_deref()
             .map(|v| v.split(',').filter_map(pid).collect())
             .unwrap_or_default();
-        let anchored = match name.as_str() {
-            "P" | "parent" => list.contains(&1),
-            "g" | "pgroup" | "s" | "session" => list.iter().any(|&n| n == 0 || n == 1),
+        let anchored = match *name {
+            "parent" => list.contains(&1),
+            "pgroup" | "session" => list.iter().any(|&n| n == 0 || n == 1),
             _ => false,
         };
         if anchored {
             return Some(format!(
-                "`pkill -{name}` selects PID 1's children or the group or session holding the agent and tyba's sandbox"
+                "`pkill --{name}` selects PID 1's children or the group or session holding the agent and tyba's sandbox"
             ));
         }
     }
@@ -356,68 +329,34 @@ fn fuser_reaches_all(st: &State, args: &[Field]) -> Option<String> {
     })
 }
 
+/// killall's options (psmisc killall(1)), read by the option engine.
+const KILLALL_OPTIONS: &[Opt] = &[
+    Opt::flag('r', "regexp"),
+    Opt::flag('I', "ignore-case"),
+    Opt::flag('e', "exact"),
+    Opt::flag('g', "process-group"),
+    Opt::flag('i', "interactive"),
+    Opt::flag('l', "list"),
+    Opt::flag('q', "quiet"),
+    Opt::flag('v', "verbose"),
+    Opt::flag('w', "wait"),
+    Opt::val('s', "signal"),
+    Opt::val('n', "ns"),
+    // The selectors: processes chosen by user, age or security context.
+    Opt::val('u', "user"),
+    Opt::val('o', "older-than"),
+    Opt::val('y', "younger-than"),
+    Opt::val('Z', "context"),
+];
+
 /// Why a `killall` reaches PID 1, tyba or every process of a user.
 fn killall_reaches_all(args: &[Field]) -> Option<String> {
-    let mut regex = false;
-    let mut icase = false;
-    let mut selects = false;
-    let mut names: Vec<Option<String>> = Vec::new();
-    let mut i = 0;
-    let mut only_operands = false;
-    while i < args.len() {
-        let w = args[i].known();
-        i += 1;
-        let Some(w) = w else {
-            names.push(None);
-            continue;
-        };
-        if only_operands || !w.starts_with('-') || w == "-" {
-            names.push(Some(w));
-            continue;
-        }
-        if w == "--" {
-            only_operands = true;
-            continue;
-        }
-        if let Some(long) = w.strip_prefix("--") {
-            let (name, has_val) = long
-                .split_once('=')
-                .map_or((long, false), |(n, _)| (n, true));
-            match name {
-                "regexp" => regex = true,
-                "ignore-case" => icase = true,
-                "user" | "older-than" | "younger-than" | "context" => {
-                    selects = true;
-                    if !has_val {
-                        i += 1;
-                    }
-                }
-                "signal" | "ns" if !has_val => i += 1,
-                _ => {}
-            }
-            continue;
-        }
-        let body = &w[1..];
-        if i == 1 && is_signal_spec(body) {
-            continue;
-        }
-        for (k, c) in body.char_indices() {
-            if "suoyZn".contains(c) {
-                if "uoyZ".contains(c) {
-                    selects = true;
-                }
-                if body[k + 1..].is_empty() {
-                    i += 1;
-                }
-                break;
-            }
-            match c {
-                'r' => regex = true,
-                'I' => icase = true,
-                _ => {}
-            }
-        }
-    }
+    let (opts, names) = options_and_operands(args, KILLALL_OPTIONS);
+    let has = |long: &str| opts.iter().any(|(o, _)| o.long == long);
+    let (regex, icase) = (has("regexp"), has("ignore-case"));
+    let selects = ["user", "older-than", "younger-than", "context"]
+        .iter()
+        .any(|l| has(l));
     if names.is_empty() {
         return selects.then(|| {
             "`killall` without names signals every process its selection (user, age, context) holds"
