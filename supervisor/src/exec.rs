@@ -554,24 +554,43 @@ impl KeptRoots<'_> {
     /// Whether `p` (absolute, no `..`) lies in a kept root, both as named and, when it
     /// exists, with its links resolved: a link in a kept root could point anywhere.
     pub(crate) fn holds(&self, p: &std::path::Path) -> bool {
+        Self::both_ways(p, |p| {
+            self.readable.iter().any(|r| p.starts_with(r))
+                && !self
+                    .writable
+                    .iter()
+                    .any(|w| p.starts_with(w) || w.starts_with(p))
+        })
+    }
+
+    /// Whether `p` (absolute, no `..`) lies in the agent's domain, a readable or a writable
+    /// root, both as named and, when it exists, with its links resolved.
+    pub(crate) fn in_domain(&self, p: &std::path::Path) -> bool {
+        Self::both_ways(p, |p| {
+            self.readable
+                .iter()
+                .chain(self.writable)
+                .any(|r| p.starts_with(r))
+        })
+    }
+
+    /// `root_ok` of `p` as named and as resolved, for a plain absolute path outside
+    /// `/proc`, `/sys` and `/dev`; a path with nothing there passes on its name.
+    fn both_ways(p: &std::path::Path, root_ok: impl Fn(&std::path::Path) -> bool) -> bool {
         let lexical = |p: &std::path::Path| {
             p.is_absolute()
                 && !p
                     .components()
                     .any(|c| matches!(c, std::path::Component::ParentDir))
                 && !["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d))
-                && self.readable.iter().any(|r| p.starts_with(r))
-                && !self
-                    .writable
-                    .iter()
-                    .any(|w| p.starts_with(w) || w.starts_with(p))
+                && root_ok(p)
         };
         if !lexical(p) {
             return false;
         }
         match std::fs::canonicalize(p) {
             Ok(real) => lexical(&real),
-            // Nothing there, and nothing can be made there by the session.
+            // Nothing there (for `holds`: and nothing can be made there by the session).
             Err(e) => e.kind() == std::io::ErrorKind::NotFound,
         }
     }

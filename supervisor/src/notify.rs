@@ -1961,26 +1961,11 @@ impl Notifier {
         class: &Classification,
         assigns: &[(String, String)],
     ) -> bool {
-        let within = |p: &std::path::Path| {
-            p.is_absolute()
-                && !p
-                    .components()
-                    .any(|c| matches!(c, std::path::Component::ParentDir))
-                && !["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d))
-                && self
-                    .writable
-                    .iter()
-                    .chain(&self.readable)
-                    .any(|r| p.starts_with(r))
+        let kept = exec::KeptRoots {
+            readable: &self.readable,
+            writable: &self.writable,
         };
-        let holds = |entry: &str| {
-            let p = std::path::Path::new(entry);
-            within(p)
-                && match std::fs::canonicalize(p) {
-                    Ok(real) => within(&real),
-                    Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-                }
-        };
+        let holds = |entry: &str| kept.in_domain(std::path::Path::new(entry));
         class.verdict == Verdict::Red
             && !assigns.is_empty()
             && class
