@@ -491,6 +491,8 @@ pub(crate) fn check_commands(
 /// ref of a repository whose refs are in a reftable (which tyba does not read).
 fn plain_ref(repo: &Path, name: &str) -> Result<(), RelayError> {
     let aliased = || Err(RelayError::Symbolic(name.to_string()));
+    // Either sign of a reftable refuses: the relay reads loose refs only, so any doubt fails
+    // closed (the sandbox plan, which protects loose refs, goes by the config alone).
     if crate::sandbox::uses_reftable(repo) || repo.join("reftable").exists() {
         return aliased();
     }

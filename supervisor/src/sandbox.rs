@@ -704,7 +704,9 @@ impl SandboxPlan {
             // empty directory stand-in; and `packed-refs` is read-only (an empty stand-in when
             // absent, which git reads as no packed ref).
             let common_writable = plan.read_write.iter().any(|r| is_within(&g.common_dir, r));
-            if common_writable && uses_reftable(&g.common_dir) {
+            // Read once: it parses the repository's config.
+            let reftable = common_writable && uses_reftable(&g.common_dir);
+            if reftable {
                 // A reftable holds every branch in shared tables: no protected branch can be
                 // held alone, so all of it is read-only (the agent cannot commit there).
                 let tables = g.common_dir.join("reftable");
@@ -721,7 +723,7 @@ impl SandboxPlan {
                     ));
                 }
             }
-            if common_writable && !uses_reftable(&g.common_dir) {
+            if common_writable && !reftable {
                 let packed =
                     std::fs::read_to_string(g.common_dir.join("packed-refs")).unwrap_or_default();
                 for b in &i.config.protected_branches {
