@@ -1566,6 +1566,50 @@ fn killed_suite(who: Who, tag: &str) {
         err.contains("a killed session's commits") && !private.exists(),
         format!("and said so, and removed the private directory: {err}"),
     );
+    // What the killed supervisor could not remove (its temp dir, its liveness lock, its
+    // copies on the memory filesystem) is removed by the next session of the same user.
+    let uid = match &who {
+        Who::Me => my_uid(),
+        Who::User { uid, .. } => *uid,
+    };
+    let tmp = std::env::temp_dir();
+    let shm = Path::new("/dev/shm");
+    let left: Vec<PathBuf> = [
+        tmp.join(format!("tyba-{uid}-{id}")),
+        tmp.join(format!("tyba-{uid}-{id}.live")),
+        shm.join(format!("tyba-{uid}-{id}.state")),
+        shm.join(format!("tyba-{uid}-{id}.profile")),
+    ]
+    .into_iter()
+    .filter(|p| std::fs::symlink_metadata(p).is_ok())
+    .collect();
+    c.check(
+        left.iter().any(|p| p.ends_with(format!("tyba-{uid}-{id}")))
+            && left.iter().any(|p| p.to_string_lossy().ends_with(".live")),
+        format!("control: the killed session left its temp dir and lock: {left:?}"),
+    );
+    let o = run_tyba(
+        &who,
+        &r.tyba,
+        &r.wt,
+        &env,
+        &["run", "--non-interactive", "--", "true"],
+    );
+    c.check(
+        o.status.success(),
+        format!(
+            "a later session ran: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    );
+    let still: Vec<&PathBuf> = left
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
+    c.check(
+        still.is_empty(),
+        format!("the next session removed the killed one's leftovers: left {still:?}"),
+    );
     c.finish(tag);
 }
 

@@ -366,6 +366,11 @@ fn stress(who: &Who) {
             !dir.exists(),
             format!("{who:?}: temp dir {} left", dir.display()),
         );
+        let lock = tmp.join(format!("tyba-{uid}-{id}.live"));
+        checks.check(
+            !lock.exists(),
+            format!("{who:?}: liveness lock {} left", lock.display()),
+        );
         checks.check(
             logs.join(format!("{id}.jsonl")).exists(),
             format!("{who:?}: session {id} wrote no audit log"),

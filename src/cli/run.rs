@@ -319,6 +319,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let home = super::home_dir();
+    // Held for the whole run, taken before the temp dir is made: a later session that finds
+    // this session's files with nobody holding the lock removes them (a killed supervisor
+    // cannot). The sweep of earlier sessions' files runs beside the start.
+    let live_lock = tyba_supervisor::leftovers::LiveLock::take(&std::env::temp_dir(), &session.id);
+    let sweeper = {
+        let own = session.id.clone();
+        std::thread::Builder::new()
+            .name("tyba-sweep".into())
+            .spawn(move || tyba_supervisor::leftovers::sweep(&own))
+            .ok()
+    };
     let tmp_dir = make_tmp_dir(&session.id)?;
     // The session's own branch, kept in a private directory while it runs (the agent writes
     // no other branch); first, the branches of sessions of this repository that were killed
@@ -569,6 +580,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     drop(cache_layers);
     drop(git_stand_ins);
     drop(placeholders);
+    if let Some(t) = sweeper {
+        let _ = t.join();
+    }
+    if let Some(l) = live_lock {
+        l.release();
+    }
     let outcome = match result {
         Ok(o) => o,
         Err(RunError::Unavailable(u)) => {

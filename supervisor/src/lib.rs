@@ -49,6 +49,7 @@ pub mod dns;
 mod env;
 mod exec;
 mod launch;
+pub mod leftovers;
 mod meta;
 mod net;
 mod notify;

@@ -1,0 +1,275 @@
+//! What a killed session leaves behind, found and removed by a later one.
+//!
+//! A session's supervisor removes its own files at the end: the session's temp dir
+//! (`$TMPDIR/tyba-UID-ID`, the agent's `TMPDIR`) and its private copies beside it on a memory
+//! filesystem (`tyba-UID-ID.state`, the agents' state layers; `tyba-UID-ID.profile`, the login
+//! profile copy; [`crate::state_layer::beside_session`]). A supervisor killed with `SIGKILL`
+//! (or a machine that lost power) cannot, and on a memory filesystem the copies hold memory
+//! until the next boot. So each supervisor holds a **liveness lock** for its whole run: an
+//! exclusive `flock(2)` on `tyba-UID-ID.live` beside its temp dir, taken before the temp dir
+//! is made (the agent may write in its temp dir, not beside it; the temp dir's parent is
+//! sticky, so no other user can remove or replace the file). A later session sweeps, off its
+//! own start's path, every such entry of the same user whose lock no process holds.
+//!
+//! What is removed, and only that: an entry directly in one of those directories, named
+//! `tyba-<our uid>-<12 hex digits>` with no suffix, `.state`, `.profile` or `.live`, owned by
+//! the effective user, not a symbolic link, whose session's lock file (in the temp dir)
+//! exists and can be locked (its supervisor is gone). A session with no lock file (one started by a tyba from before
+//! the lock, or one between its start and its lock) is left alone unless its entry was last
+//! changed more than [`NO_LOCK_AGE`] ago. The directories are removed as their owner with
+//! [`crate::sandbox::remove_tree`] (no symbolic link followed). An error leaves the entry;
+//! the sweep never fails a session.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The suffixes of a session's entries beside its temp dir ([`crate::state_layer`]).
+const SUFFIXES: [&str; 4] = ["", ".state", ".profile", LIVE];
+/// The suffix of a session's liveness lock, beside its temp dir.
+const LIVE: &str = ".live";
+/// How old an entry with no lock file must be to be taken for a dead session's.
+pub const NO_LOCK_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// A session's liveness lock, held until dropped (the session's end), which removes the file.
+/// The file stays if the supervisor is killed: the sweep of a later session removes it.
+#[derive(Debug)]
+pub struct LiveLock {
+    path: PathBuf,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl LiveLock {
+    /// Takes the lock of session `id` (`[0-9a-f]{12}`) in `tmp` (the directory the session's
+    /// temp dir is made in): `tmp/tyba-<uid>-<id>.live`, made new (mode 0600, never over an
+    /// existing name). `None` when it cannot be made or taken: the session then runs without
+    /// one, and a later sweep leaves its files alone until they are [`NO_LOCK_AGE`] old.
+    pub fn take(tmp: &Path, id: &str) -> Option<LiveLock> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if !is_session_id(id) {
+            return None;
+        }
+        let uid = nix::unistd::geteuid().as_raw();
+        let path = tmp.join(format!("tyba-{uid}-{id}{LIVE}"));
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .ok()?;
+        let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).ok()?;
+        Some(LiveLock { path, _lock: lock })
+    }
+
+    /// Ends the session's lock: the same as dropping it, said where the session ends.
+    pub fn release(self) {}
+}
+
+impl Drop for LiveLock {
+    /// Removes the lock file, then lets the lock go (the fields drop after this): on every
+    /// way out of a session but `SIGKILL`.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether `s` is a session id as tyba makes them (12 lowercase hex digits).
+fn is_session_id(s: &str) -> bool {
+    s.len() == 12 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The session id of `name` when it is one of this user's session entries
+/// (`tyba-<uid>-<id><suffix>`, a suffix of [`SUFFIXES`]).
+fn entry_session(name: &str, uid: u32) -> Option<&str> {
+    let rest = name.strip_prefix(&format!("tyba-{uid}-"))?;
+    let id = rest.get(..12)?;
+    let suffix = rest.get(12..)?;
+    (is_session_id(id) && SUFFIXES.contains(&suffix)).then_some(id)
+}
+
+/// Whether the supervisor of session `id` is gone: its lock file in `tmp` can be locked, or
+/// (with no lock file) the entry, last changed at `changed`, is older than [`NO_LOCK_AGE`].
+fn session_gone(tmp: &Path, uid: u32, id: &str, changed: Option<SystemTime>) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = tmp.join(format!("tyba-{uid}-{id}{LIVE}"));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+    {
+        Ok(f) => nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => changed
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_some_and(|age| age > NO_LOCK_AGE),
+        Err(_) => false,
+    }
+}
+
+/// Removes what dead sessions of the effective user left in `tmp` (where their temp dirs and
+/// liveness locks are) and `others` (the memory filesystem of
+/// [`crate::state_layer::beside_session`]), never the entries of session `own`; the lock
+/// files last. Returns the paths removed.
+pub fn sweep_in(tmp: &Path, others: &[PathBuf], own: &str) -> Vec<PathBuf> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let mut removed = Vec::new();
+    let mut locks = Vec::new();
+    let dirs = std::iter::once(tmp.to_path_buf()).chain(others.iter().cloned());
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(id) = name.to_str().and_then(|n| entry_session(n, uid)) else {
+                continue;
+            };
+            if id == own {
+                continue;
+            }
+            let path = e.path();
+            let Ok(m) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if m.file_type().is_symlink() || m.uid() != uid {
+                continue;
+            }
+            let changed = SystemTime::UNIX_EPOCH
+                .checked_add(Duration::from_secs(u64::try_from(m.ctime()).unwrap_or(0)));
+            if name.to_str().is_some_and(|n| n.ends_with(LIVE)) {
+                locks.push((id.to_string(), path));
+                continue;
+            }
+            if !session_gone(tmp, uid, id, changed) {
+                continue;
+            }
+            let ok = if m.is_dir() {
+                crate::sandbox::remove_tree(&path).is_ok()
+            } else {
+                std::fs::remove_file(&path).is_ok()
+            };
+            if ok {
+                removed.push(path);
+            }
+        }
+    }
+    for (id, path) in locks {
+        if session_gone(tmp, uid, &id, None) && std::fs::remove_file(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// [`sweep_in`] over the directories tyba puts a session's files in: the temp dir
+/// (`std::env::temp_dir`) and the memory filesystem the copies go to, when it is another.
+pub fn sweep(own: &str) -> Vec<PathBuf> {
+    let tmp = std::env::temp_dir();
+    let others: Vec<PathBuf> = crate::state_layer::beside_session(&tmp.join("tyba"), "")
+        .parent()
+        .filter(|p| *p != tmp)
+        .map(Path::to_path_buf)
+        .into_iter()
+        .collect();
+    sweep_in(&tmp, &others, own)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_users_session_entries_are_recognised() {
+        assert_eq!(
+            entry_session("tyba-1000-0a1b2c3d4e5f", 1000),
+            Some("0a1b2c3d4e5f")
+        );
+        assert_eq!(
+            entry_session("tyba-1000-0a1b2c3d4e5f.state", 1000),
+            Some("0a1b2c3d4e5f")
+        );
+        assert_eq!(
+            entry_session("tyba-1000-0a1b2c3d4e5f.profile", 1000),
+            Some("0a1b2c3d4e5f")
+        );
+        assert_eq!(entry_session("tyba-1001-0a1b2c3d4e5f", 1000), None);
+        assert_eq!(entry_session("tyba-1000-0a1b2c3d4e5f.other", 1000), None);
+        assert_eq!(entry_session("tyba-1000-0A1B2C3D4E5F", 1000), None);
+        assert_eq!(entry_session("tyba-1000-0a1b2c3d4e", 1000), None);
+        assert_eq!(entry_session("tyba-1000-", 1000), None);
+        assert_eq!(entry_session("fuse16-tyba-release", 1000), None);
+    }
+
+    #[test]
+    fn only_dead_sessions_files_are_swept() {
+        let root = tempfile::tempdir().unwrap();
+        let tmp = root.path().join("tmp");
+        let shm = root.path().join("shm");
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::create_dir_all(&shm).unwrap();
+        let uid = nix::unistd::geteuid().as_raw();
+        let name = |id: &str, suffix: &str| format!("tyba-{uid}-{id}{suffix}");
+        let (dead, live, nolock, own) = (
+            "0000000000d1",
+            "0000000000a1",
+            "0000000000f1",
+            "0000000000e1",
+        );
+        for id in [dead, live, nolock, own] {
+            std::fs::create_dir(tmp.join(name(id, ""))).unwrap();
+            std::fs::create_dir_all(tmp.join(name(id, "")).join("sub/deeper")).unwrap();
+            std::fs::create_dir(shm.join(name(id, ".state"))).unwrap();
+            std::fs::write(shm.join(name(id, ".profile")), "PATH=x\n").unwrap();
+        }
+        // The dead session's lock file is left, held by nobody (what a `SIGKILL` leaves); the
+        // live one's is held.
+        std::fs::write(tmp.join(name(dead, LIVE)), "").unwrap();
+        let held = LiveLock::take(&tmp, live).unwrap();
+        let _own = LiveLock::take(&tmp, own).unwrap();
+        // A symbolic link with a session's name, to a directory of the dead session's kind.
+        let victim = root.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::fs::write(victim.join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(&victim, shm.join(name(dead, ""))).unwrap();
+        // Another user's name and a name that only looks like one.
+        std::fs::create_dir(tmp.join(format!("tyba-{}-{dead}", uid + 1))).unwrap();
+        std::fs::create_dir(tmp.join(name(dead, ".kept"))).unwrap();
+
+        let removed = sweep_in(&tmp, std::slice::from_ref(&shm), own);
+
+        for p in [
+            tmp.join(name(dead, "")),
+            shm.join(name(dead, ".state")),
+            shm.join(name(dead, ".profile")),
+            tmp.join(name(dead, LIVE)),
+        ] {
+            assert!(!p.exists(), "{} left", p.display());
+            assert!(removed.contains(&p), "{} not reported", p.display());
+        }
+        for id in [live, nolock, own] {
+            assert!(
+                tmp.join(name(id, "")).join("sub/deeper").is_dir(),
+                "{id} swept"
+            );
+            assert!(shm.join(name(id, ".state")).is_dir(), "{id} swept");
+            assert!(shm.join(name(id, ".profile")).is_file(), "{id} swept");
+        }
+        assert!(tmp.join(name(live, LIVE)).exists());
+        assert!(victim.join("keep").exists(), "a link was followed");
+        assert!(std::fs::symlink_metadata(shm.join(name(dead, ""))).is_ok());
+        assert!(tmp.join(format!("tyba-{}-{dead}", uid + 1)).exists());
+        assert!(tmp.join(name(dead, ".kept")).exists());
+
+        // Control: once its supervisor is gone, the live session's files go too.
+        held.release();
+        assert!(
+            !tmp.join(name(live, LIVE)).exists(),
+            "an ended session keeps no lock file"
+        );
+        std::fs::write(tmp.join(name(live, LIVE)), "").unwrap();
+        sweep_in(&tmp, std::slice::from_ref(&shm), own);
+        assert!(!tmp.join(name(live, "")).exists());
+        assert!(!shm.join(name(live, ".state")).exists());
+    }
+}
