@@ -651,3 +651,57 @@ fn shell_startup_files_read_as_empty() {
         );
     }
 }
+
+/// tyba's own git at the session's end, in `tyba worktrees` and `tyba clean --dry-run` runs
+/// nothing the agent configured: a nested repository the agent made and added as a submodule
+/// (a gitlink) with a `core.fsmonitor` in its own `.git/config` would run, as the person and
+/// outside the sandbox, in every `git status` that looks into it. The control: the person's
+/// own `git status` in that worktree runs it.
+#[test]
+fn tybas_own_git_runs_nothing_a_nested_repository_configures() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-fsm") else {
+            continue;
+        };
+        let marker = fx.r.root.join("fsmonitor-ran");
+        let gen = format!(
+            "open('sub/.git/config', 'a').write('[core]\\n\\tfsmonitor = \"touch {}; echo\"\\n')\n",
+            marker.display()
+        );
+        std::fs::write(fx.r.wt.join("gen.py"), gen).unwrap();
+        give(&fx.r.wt, &who);
+        fx.git(&["add", "gen.py"]);
+        fx.git(&["commit", "-qm", "gen"]);
+        let (code, err) = fx.session(
+            &["--autonomy", "high"],
+            "git init -q sub && git -C sub commit -q --allow-empty -m lib && git add sub && python3 gen.py && echo made",
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let branch = branch_of(&err);
+        let wt = worktree_of(&fx, &branch);
+        assert!(
+            std::fs::read_to_string(wt.join("sub/.git/config"))
+                .unwrap_or_default()
+                .contains("fsmonitor"),
+            "{who:?}: the session did not set the nested repository up: {err}"
+        );
+        assert!(!marker.exists(), "{who:?}: the session's end ran it: {err}");
+        assert_ne!(
+            fx.state_of(&branch).as_deref(),
+            Some("merged"),
+            "{who:?}: a worktree holding a submodule's work is not taken for empty"
+        );
+        assert!(!marker.exists(), "{who:?}: tyba worktrees ran it");
+        let (code, _, err) = fx.tyba(&["clean", "--dry-run"]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(!marker.exists(), "{who:?}: tyba clean --dry-run ran it");
+        assert!(wt.is_dir(), "{who:?}: the worktree was removed");
+        // Control: the person's own `git status` there runs the agent's fsmonitor.
+        let o = git_as(&who, &wt, &["status", "--porcelain"]);
+        assert!(o.status.success(), "{who:?}: {o:?}");
+        assert!(
+            marker.exists(),
+            "{who:?}: control: git status did not run the fsmonitor, so the checks above could not fail"
+        );
+    }
+}

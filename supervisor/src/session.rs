@@ -148,10 +148,15 @@ impl Session {
             .is_some_and(|r| r.trim() == format!("refs/heads/{branch}"));
         let uncommitted = git(
             &self.worktree,
-            &["status", "--porcelain", "--untracked-files=all"],
+            &[
+                "status",
+                "--porcelain",
+                "--untracked-files=all",
+                crate::worktrees::IGNORE_SUBMODULE_WORK,
+            ],
         )
         .ok()
-        .map(|s| s.lines().count());
+        .map(|s| s.lines().count() + crate::worktrees::populated_submodules(&self.worktree));
         match (commits, uncommitted) {
             (Some(0), Some(0))
                 if !keep
@@ -296,6 +301,7 @@ impl Session {
                 "--no-renames",
                 "--no-ext-diff",
                 "--no-textconv",
+                crate::worktrees::IGNORE_SUBMODULE_WORK,
                 start,
             ],
         )
@@ -392,6 +398,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, SessionError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
+        .args(crate::worktrees::HARDENED)
         .args(args)
         .output()
         .map_err(|source| SessionError::Io {
@@ -612,9 +619,17 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 .map(|b| b.trim().to_string())
                 .filter(|b| !b.is_empty());
             let mut warnings = Vec::new();
-            let dirty = git(&top, &["status", "--porcelain", "--untracked-files=normal"])
-                .map(|s| s.lines().count())
-                .unwrap_or(0);
+            let dirty = git(
+                &top,
+                &[
+                    "status",
+                    "--porcelain",
+                    "--untracked-files=normal",
+                    crate::worktrees::IGNORE_SUBMODULE_WORK,
+                ],
+            )
+            .map(|s| s.lines().count())
+            .unwrap_or(0);
             if dirty > 0 {
                 warnings.push(format!(
                     "{} has {dirty} uncommitted path{} (changes or untracked files): the session's worktree starts from HEAD ({}) without them; commit or stash them first, or run the agent in this directory with --here",

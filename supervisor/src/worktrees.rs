@@ -98,10 +98,47 @@ pub struct SessionWorktree {
     pub kept_work: Option<PathBuf>,
 }
 
+/// Options every git command tyba runs in a session's worktree (or its repository) starts
+/// with: the agent wrote that tree, so nothing configured there may run as the person,
+/// outside the sandbox. `core.fsmonitor` is a program git starts for `status` and `diff`
+/// (git-config(1)); a `-c` value is passed on to every git git starts (through
+/// `GIT_CONFIG_PARAMETERS`), submodules' included, and wins over their own configuration.
+/// `status.submoduleSummary` would run `git submodule summary`. Status and diff also take
+/// `--ignore-submodules=dirty` ([`IGNORE_SUBMODULE_WORK`]), and a worktree with a populated
+/// submodule counts as holding work ([`populated_submodules`]).
+pub(crate) const HARDENED: [&str; 4] = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "status.submoduleSummary=false",
+];
+
+/// `git status`/`git diff` look inside a submodule's work tree (a `git status` run in it,
+/// which obeys the submodule's own configuration: the agent's) unless told not to; with it a
+/// changed submodule commit still shows (gitmodules(5), git-status(1) `--ignore-submodules`).
+pub(crate) const IGNORE_SUBMODULE_WORK: &str = "--ignore-submodules=dirty";
+
+/// The submodules of `worktree`'s index that are populated (their directory holds a `.git`):
+/// their work tree is not looked into by tyba's own git ([`IGNORE_SUBMODULE_WORK`]), nor by
+/// git's own check before `git worktree remove` may run there, so a worktree holding one
+/// counts as holding work (kept for the person, never removed unasked). Gitlinks are index
+/// entries of mode `160000` (`git ls-files --stage`). `0` when git cannot list them.
+pub(crate) fn populated_submodules(worktree: &Path) -> usize {
+    let Ok(out) = git(worktree, &["ls-files", "--stage", "-z"]) else {
+        return 0;
+    };
+    out.split('\0')
+        .filter_map(|e| e.strip_prefix("160000 "))
+        .filter_map(|e| e.split_once('\t').map(|(_, path)| path))
+        .filter(|path| std::fs::symlink_metadata(worktree.join(path).join(".git")).is_ok())
+        .count()
+}
+
 fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
+        .args(HARDENED)
         .args(args)
         .output()
         .map_err(|e| WorktreeError::Git {
@@ -215,10 +252,18 @@ pub fn list(dir: &Path) -> Result<Vec<SessionWorktree>, WorktreeError> {
         let path = wt.map(|w| w.path.clone());
         let present = wt.is_some_and(|w| !w.prunable && w.path.is_dir());
         let uncommitted = match (&path, present) {
-            (Some(p), true) => git(p, &["status", "--porcelain", "--untracked-files=all"])
-                .map(|s| s.lines().count())
-                // A worktree git cannot read is treated as holding work.
-                .unwrap_or(usize::MAX),
+            (Some(p), true) => git(
+                p,
+                &[
+                    "status",
+                    "--porcelain",
+                    "--untracked-files=all",
+                    IGNORE_SUBMODULE_WORK,
+                ],
+            )
+            .map(|s| s.lines().count() + populated_submodules(p))
+            // A worktree git cannot read is treated as holding work.
+            .unwrap_or(usize::MAX),
             _ => 0,
         };
         let pid = wt.and_then(|w| w.locked.as_deref()).and_then(lock_pid);
