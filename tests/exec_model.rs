@@ -2489,3 +2489,104 @@ fn exec_property_blocked_corpus_under_approved_npm_run() {
 fn exec_property_blocked_corpus_under_approved_python_subprocess() {
     property(Wrapper::PythonShell);
 }
+
+/// A green command covers nothing: nobody accepted it, so what it starts is judged as if
+/// the agent had started it. A nested repository's `core.fsmonitor` (its configuration is
+/// the agent's to write) turns a green `git -C sub status` into a program run: asked, and
+/// denied, it does not run. The control: the same `git status` outside tyba runs it.
+#[test]
+fn exec_a_green_commands_descendants_are_judged_on_their_own() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "green-cover") else {
+            continue;
+        };
+        let sub = fx.wt.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        give(&fx.wt, &who);
+        let env = fx.env();
+        let r = outside(&fx, &sub, &env, &["/usr/bin/git", "init", "-q"]);
+        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        let marker = fx.wt.join("fsmonitor-ran");
+        put(
+            &fx,
+            "sub/.git/config",
+            &format!(
+                "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = \"touch {}; echo\"\n",
+                marker.display()
+            ),
+        );
+        let live = start(
+            &fx,
+            &[],
+            &env,
+            &["bash", "-c", "git -C sub status --porcelain; echo st=$?"],
+            None,
+        );
+        let ran = drive(&fx, live, |_| Reply::Deny(None));
+        let ctx = format!("{who:?}: {:?} / {}", brief(&ran.asks), ran.err);
+        assert!(ran.out.contains("st="), "{ctx}: the line did not run");
+        assert!(
+            ran.asks.iter().any(|a| action(a).contains("fsmonitor-ran")),
+            "{ctx}: the fsmonitor was not asked"
+        );
+        assert!(!marker.exists(), "{ctx}: the denied fsmonitor ran");
+        // Control: git runs it without tyba.
+        let r = outside(&fx, &sub, &env, &["/usr/bin/git", "status", "--porcelain"]);
+        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert!(
+            marker.exists(),
+            "{who:?}: control: git did not run the fsmonitor, the check above could not fail"
+        );
+    }
+}
+
+/// A push judged with the configuration git will read: a home or `XDG_CONFIG_HOME` the
+/// agent's shell exported (or an approved script set) holding `remote.net.push =
+/// HEAD:refs/heads/main` makes the plain `git push net` a push to `main`, which git-guard's
+/// reading of the person's configuration cannot see. Every ask approved, the push is refused
+/// and the remote's `main` stays. The control: the same push without tyba moves it.
+#[test]
+fn exec_a_push_with_a_moved_home_or_config_dir_is_refused() {
+    let cfg = "[remote \"net\"]\n\tpush = HEAD:refs/heads/main\n";
+    for who in whos() {
+        for (tag, script) in [
+            (
+                "homepush",
+                "mkdir -p h && cp pushcfg h/.gitconfig && export HOME=$PWD/h && git push net; echo rc=$?",
+            ),
+            (
+                "xdgpush",
+                "python3 -c \"import os, subprocess; os.makedirs('x/git', exist_ok=True); open('x/git/config', 'w').write(open('pushcfg').read()); os.environ['XDG_CONFIG_HOME'] = os.path.abspath('x'); print('rc=%d' % subprocess.call(['git', 'push', 'net']))\"",
+            ),
+        ] {
+            let Some(p) = push_fixture(&who, tag) else {
+                continue;
+            };
+            put(&p.fx, "pushcfg", cfg);
+            let live = start(&p.fx, &[], &p.fx.env(), &["bash", "-c", script], None);
+            let ran = drive(&p.fx, live, |_| Reply::Approve);
+            let ctx = format!("{who:?} {tag}: {:?} / {} / {}", brief(&ran.asks), ran.out, ran.err);
+            assert!(ran.out.contains("rc="), "{ctx}: the push did not run");
+            assert_eq!(
+                p.daemon.refs("remote.git"),
+                p.before,
+                "{ctx}: the remote's main moved"
+            );
+            assert!(!ran.out.contains("rc=0"), "{ctx}: the push succeeded");
+            // Control: the same configuration without tyba pushes HEAD to main.
+            let home = p.fx.wt.join("h2");
+            std::fs::create_dir_all(&home).unwrap();
+            std::fs::write(home.join(".gitconfig"), cfg).unwrap();
+            give(&p.fx.wt, &who);
+            let mut env = p.fx.env();
+            env.retain(|(k, _)| k != "HOME");
+            env.push(("HOME".into(), home.into_os_string()));
+            let r = outside(&p.fx, &p.fx.wt, &env, &["/usr/bin/git", "push", "net"]);
+            assert_eq!(r.code, 0, "{ctx}: control push: {r:?}");
+            assert!(
+                p.daemon.refs("remote.git").contains(&head(&p.fx)),
+                "{ctx}: control: the push did not reach main, the check above could not fail"
+            );
+        }
+    }
+}

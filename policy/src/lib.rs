@@ -67,6 +67,16 @@ pub fn is_code_running_var(name: &str) -> bool {
     analysis::is_exec_var(name)
 }
 
+/// Whether an environment variable moves where programs read their configuration from
+/// (`HOME`, the XDG base directories, `GIT_DIR`, `CARGO_HOME`…; DESIGN.md §2a "Assignment
+/// values are words"): assigned on a line it is `env.config-moved`, and with `git push` it is
+/// blocked (the moved configuration can hold `remote.*.push` or `core.hooksPath`). The
+/// supervisor reads an exec's environment with this for pushes: such a variable set to a
+/// value the session did not start with is judged as an assignment on the command line.
+pub fn is_config_dir_var(name: &str) -> bool {
+    analysis::moves_config(name)
+}
+
 /// The simple commands of `line` with their words after quote removal, when the line is
 /// only pipelines and lists (`|`, `&&`, `||`, `;`) of simple commands whose words are all
 /// literal (nothing expands, no redirection, assignment, background job or compound

@@ -78,6 +78,11 @@ pub(crate) struct Cover {
     /// by everything under it, used only by git's own transport to git's own receive-pack.
     /// Empty for anything allowed without an approval.
     pub pushes: Vec<crate::push_relay::ApprovedPush>,
+    /// Whether someone accepted it: the person approved it, the autonomy level let its yellow
+    /// or red verdict run, or it is tyba's own hook. Only an accepted cover covers anything:
+    /// under one that is not (a green command, which nobody had to accept), each exec is
+    /// decided as if the agent had made it (docs/sandbox.md, "What a command can do").
+    pub accepted: bool,
 }
 
 /// The cover a process under `cover` gets from its own exec, whose line named `own` hosts:
@@ -720,6 +725,33 @@ pub(crate) fn env_assignments(
     out
 }
 
+/// The variables of `envp` that move where programs read their configuration
+/// ([`tyba_policy::is_config_dir_var`]: `HOME`, `XDG_CONFIG_HOME`, `GIT_DIR`…) whose value
+/// differs from the session's start (`start`), in the order of `envp`, each name once (its
+/// first occurrence, as `getenv(3)` reads it). For a push: git reads `~/.gitconfig` and
+/// `$XDG_CONFIG_HOME/git/config` from them, and the supervisor's git inspector reads the
+/// person's, so a push is judged with them on its line.
+pub(crate) fn config_moves(
+    envp: &[Vec<u8>],
+    start: &HashMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in envp {
+        let Some(eq) = e.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let name = String::from_utf8_lossy(&e[..eq]);
+        if !tyba_policy::is_config_dir_var(&name) || out.iter().any(|(n, _)| *n == *name) {
+            continue;
+        }
+        let value = String::from_utf8_lossy(&e[eq + 1..]).into_owned();
+        if start.get(&*name) != Some(&value) {
+            out.push((name.into_owned(), value));
+        }
+    }
+    out
+}
+
 /// [`env_assignments`] from `code`, the exec's [`code_env`] already read: the same answer,
 /// without a second pass over the environment unless `shell` reads startup files.
 pub(crate) fn assignments_of(
@@ -901,6 +933,7 @@ mod tests {
 
     fn cover(verdict: Verdict, rules: &[&str]) -> Cover {
         Cover {
+            accepted: verdict >= Verdict::Yellow,
             line: "make ship".into(),
             verdict,
             rules: rules.iter().map(|s| s.to_string()).collect(),

@@ -494,6 +494,16 @@ fn within_the_grants(class: &Classification, granted: &[runner::Grant]) -> bool 
         && class.writes.iter().all(|p| in_grant(p, true))
 }
 
+/// Whether `class` pushes: the git inspector resolved a push, or a push rule fired (an
+/// unresolved or protected push, a hook switched off).
+fn is_push(class: &Classification) -> bool {
+    !class.pushes.is_empty()
+        || class
+            .findings
+            .iter()
+            .any(|f| f.rule.starts_with("git.push") || f.rule.starts_with("git.guard"))
+}
+
 /// The rule ids of a classification's decisive findings (those of its verdict's colour).
 fn decisive_rules(c: &Classification) -> Vec<String> {
     c.findings
@@ -1642,6 +1652,8 @@ impl Notifier {
                     hosts: Vec::new(),
                     granted: Vec::new(),
                     pushes: Vec::new(),
+                    // tyba vouches for its own hook: its wrapper shell and `tyba hook` run.
+                    accepted: true,
                 }),
             )))));
         }
@@ -1742,6 +1754,24 @@ impl Notifier {
                 Err(reason) => return Ok(ExecDecision::Refuse(reason)),
             }
         }
+        // A push is resolved (tyba-git-guard) with the person's configuration files, but git
+        // reads `~/.gitconfig` and `$XDG_CONFIG_HOME/git/config` from the environment it runs
+        // with: one the session did not start with (`export HOME=$PWD/h; git push net`, or a
+        // script's own `HOME=`) can hold a `remote.*.push` to `main` or a `core.hooksPath`.
+        // So a push is judged with those variables on its line, where the policy blocks a
+        // push with a moved home or configuration directory. Only pushes: a test suite's
+        // own `HOME` for its `git init` moves nothing of the person's.
+        if is_push(&class) {
+            let moved = exec::config_moves(&r.envp, &self.start_env);
+            if !moved.is_empty() {
+                let with: Vec<(String, String)> = moved.into_iter().chain(prefix.clone()).collect();
+                let alt = exec::classified_line(&with, &own_line);
+                match self.classifier.classify(&alt, &r.cwd, file_id) {
+                    Ok(c) => class.merge(c),
+                    Err(reason) => return Ok(ExecDecision::Refuse(reason)),
+                }
+            }
+        }
         let rules = decisive_rules(&class);
         // The pushes to local repositories an approval would relay (`crate::push_relay`).
         let local_pushes = push_relay::approved(&class, &self.agent_writes);
@@ -1764,9 +1794,18 @@ impl Notifier {
                 } else {
                     Vec::new()
                 },
+                accepted: approved || class.verdict >= Verdict::Yellow,
             })
         };
-        if let Role::Command(c) = &role {
+        // Only a command someone accepted covers its descendants (`Cover::accepted`): one the
+        // person approved, a yellow or red one the autonomy level let run, tyba's own hook.
+        // A green command was accepted by nobody: what it starts (a pager, an fsmonitor, a hook the repository's
+        // configuration names, which the agent may have written) is judged as if the agent
+        // had started it itself.
+        if let Some(c) = match &role {
+            Role::Command(c) if c.accepted => Some(c),
+            _ => None,
+        } {
             // A build's own steps name the system's files (`ld … /usr/lib/…/crt1.o`): reading
             // what the agent's domain reads anyway is no reach outside for a command's
             // descendant; Landlock holds the line. Writing outside still is.

@@ -51,7 +51,7 @@ pub(crate) const CONFIG_DIR_VARS: &[&str] = &[
 ];
 
 /// Whether `name` is one of [`CONFIG_DIR_VARS`] (npm reads its variables in any case).
-fn moves_config(name: &str) -> bool {
+pub(crate) fn moves_config(name: &str) -> bool {
     CONFIG_DIR_VARS.contains(&name)
         || (name.len() > 11
             && name[..11].eq_ignore_ascii_case("npm_config_")
