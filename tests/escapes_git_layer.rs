@@ -484,3 +484,87 @@ fn the_layer_cannot_make_the_persons_git_run_code_as_unprivileged_user() {
     }
     plant_suite(who, "gitlayer-plant-user");
 }
+
+/// A commit, and a file written in the main git dir's root: with the layer it is written
+/// (privately), without one it is refused.
+const ROOT_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+{
+echo y >> README.md; git commit -qam y; echo "commit $?"
+( echo x > "$C/planted-in-root" ) 2>/dev/null; echo "root $?"
+} > "$R/out" 2>&1
+echo finished > "$R/finished"
+"#;
+
+/// Fail closed: a layer that cannot be made (here: the session's temp dir, where its tmpfs is
+/// staged, has a `,` in its path, which overlay options cannot carry) leaves the root
+/// read-only, as without a layer, with one warning; the agent's commit still lands.
+fn fail_closed_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let odd = r.root.join("t,mp");
+    std::fs::create_dir_all(&odd).unwrap();
+    give(&odd, &who);
+    let git_dir = r.wt.join(".git");
+    let mut c = Checks::default();
+    for (odd_tmp, layered) in [(true, false), (false, true)] {
+        let mut env = base_env(&r.home, &[]);
+        if odd_tmp {
+            env.push(("TMPDIR".into(), odd.clone().into()));
+        }
+        let o = run_tyba(
+            &who,
+            &r.tyba,
+            &r.wt,
+            &env,
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                ROOT_SCRIPT,
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let wt = worktree_from(&err);
+        let report = wt.clone().unwrap_or_else(|| r.root.clone()).join("report");
+        let out = read(&report.join("out"));
+        let warnings = err.matches("stays read-only for this session").count();
+        c.check(
+            read(&report.join("finished")).trim() == "finished" && out.contains("commit 0"),
+            format!("the agent's commit lands (layer {layered}): {out} / {err}"),
+        );
+        c.check(
+            out.contains(if layered { "root 0" } else { "root 1" }),
+            format!("the root is writable only through a layer (layer {layered}): {out}"),
+        );
+        c.check(
+            warnings == usize::from(!layered),
+            format!("one warning when the layer cannot be made, none else: {warnings} / {err}"),
+        );
+        c.check(
+            std::fs::symlink_metadata(git_dir.join("planted-in-root")).is_err(),
+            format!("nothing written in the person's .git (layer {layered})"),
+        );
+    }
+    c.finish(tag);
+}
+
+#[test]
+fn without_a_layer_the_root_stays_read_only_as_root_or_self() {
+    fail_closed_suite(Who::Me, "gitlayer-closed-me");
+}
+
+#[test]
+fn without_a_layer_the_root_stays_read_only_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    fail_closed_suite(who, "gitlayer-closed-user");
+}

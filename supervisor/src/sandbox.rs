@@ -790,6 +790,15 @@ impl SandboxPlan {
             };
             if !inside {
                 plan.git_layer = crate::git_layer::GitLayer::plan(g, &named);
+                if plan.git_layer.is_none()
+                    && g.git_dir != g.common_dir
+                    && crate::caches::unmountable(&g.common_dir)
+                {
+                    plan.notes.push(format!(
+                        "the git dir {} has a `,` `:` `\\` or control character in its path, which an overlay cannot name: its root stays read-only (git may print errors on packed-refs.lock and remote-tracking refs)",
+                        g.common_dir.display()
+                    ));
+                }
             }
             for f in git_files(g, &plan.worktree).into_iter().chain(named) {
                 let p = f.path;
