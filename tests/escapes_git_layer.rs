@@ -75,6 +75,7 @@ fn with_remote(r: &SandboxRepo, who: &Who) -> (PathBuf, Vec<(OsString, OsString)
         &["remote", "add", "origin", remote.to_str().unwrap()],
     );
     git_as(who, &r.wt, &["push", "-q", "origin", "main"]);
+    git_as(who, &remote, &["branch", "other", "main"]);
     // `git push` made origin/main: the person's packed and loose refs both exist.
     git_as(who, &r.wt, &["branch", "packed"]);
     git_as(who, &r.wt, &["pack-refs", "--all"]);
@@ -139,9 +140,9 @@ fn run_approving(
 }
 
 /// The agent's work: a commit (which deletes `AUTO_MERGE`, taking `packed-refs.lock` in the
-/// common dir), a deletion of a ref of its own, and a push of its branch to `feature-x`
-/// (which updates `refs/remotes/origin/feature-x`); everything git prints goes to
-/// `report/git`.
+/// common dir), a remote-tracking ref made and deleted, a push of its branch to `feature-x`
+/// (which updates `refs/remotes/origin/feature-x`) and a fetch (which makes
+/// `refs/remotes/origin/other`); everything git prints goes to `report/git`.
 const WORK_SCRIPT: &str = r#"
 R="$PWD/report"; mkdir -p "$R"
 {
@@ -150,7 +151,9 @@ git commit -qam agent-work; echo "commit $?"
 git update-ref refs/remotes/origin/scratch HEAD; echo "update-ref $?"
 git update-ref -d refs/remotes/origin/scratch; echo "delete-ref $?"
 git push origin HEAD:feature-x; echo "push $?"
+git fetch origin; echo "fetch $?"
 git rev-parse HEAD > "$R/head"
+git rev-parse refs/remotes/origin/other > "$R/other"
 } > "$R/git" 2>&1
 echo finished > "$R/finished"
 "#;
@@ -201,7 +204,8 @@ fn work_suite(who: Who, tag: &str) {
     let logs_before = tree(&git_dir.join("logs"));
     let mut c = Checks::default();
 
-    let (_st, err, approved) = run_approving(&r, &who, &env, 1, WORK_SCRIPT);
+    // The push, the fetch, and the `git-upload-pack` the fetch starts on the local remote.
+    let (_st, err, approved) = run_approving(&r, &who, &env, 4, WORK_SCRIPT);
     let wt = worktree_from(&err);
     let report = wt.clone().unwrap_or_else(|| r.root.clone()).join("report");
     let out = read(&report.join("git"));
@@ -210,21 +214,27 @@ fn work_suite(who: Who, tag: &str) {
         format!("the agent ran in a linked worktree: {err}"),
     );
     c.check(
-        approved.len() == 1 && approved[0].contains("push"),
-        format!("the push was asked and approved: {approved:?} / {err}"),
+        approved.iter().any(|a| a.contains("git push"))
+            && approved.iter().any(|a| a.contains("git fetch")),
+        format!("the push and the fetch were asked and approved: {approved:?} / {err}"),
     );
     c.check(
         out.contains("commit 0")
             && out.contains("update-ref 0")
             && out.contains("delete-ref 0")
-            && out.contains("push 0"),
-        format!("commit, ref update and deletion, push succeed: {out}"),
+            && out.contains("push 0")
+            && out.contains("fetch 0"),
+        format!("commit, ref update and deletion, push, fetch succeed: {out}"),
     );
     c.check(
         git_errors(&out).is_empty(),
         format!("git printed no error: {:?}", git_errors(&out)),
     );
     let head = read(&report.join("head")).trim().to_string();
+    c.check(
+        read(&report.join("other")).trim() == git_out(&who, &remote, &["rev-parse", "other"]),
+        "the fetched remote-tracking ref is there for the agent's git",
+    );
     c.check(
         !head.is_empty() && git_out(&who, &remote, &["rev-parse", "refs/heads/feature-x"]) == head,
         format!("the remote got feature-x at the agent's commit {head}"),
