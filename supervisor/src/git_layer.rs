@@ -154,12 +154,12 @@ pub(crate) fn mount_layer(l: &GitLayer, staging: &Path) -> Result<(), String> {
         .map_err(|e| format!("open {}: {e}", p.display()))?;
         real.push((p.clone(), fd));
     }
-    let quiet = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    let tmpfs_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(
         Some("tmpfs"),
         staging,
         Some("tmpfs"),
-        quiet,
+        tmpfs_flags,
         Some(TMPFS_OPTIONS),
     )
     .map_err(|e| format!("tmpfs for the layer on {}: {e}", staging.display()))?;
