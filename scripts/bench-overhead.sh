@@ -2,10 +2,14 @@
 # What `tyba run` adds, as ratios against bare runs and against bubblewrap, measured in the
 # same run with hyperfine (issue 4 §9). Workloads:
 #   launch      `true` alone, under `tyba run --here`, under bwrap
+#   launch-linked  the same under `tyba run` in its default linked worktree (a worktree made
+#               and removed each run, the git dir's private layer mounted) of a one-file repo
 #   file-heavy  grep -r, read every file, git status, write 200 files, over a ~12k-file tree
 #   compile     make -j2 -B of a generated C project (60 files)
 # Usage: scripts/bench-overhead.sh [--runs N] [--out FILE.md] [--only "launch file-heavy compile"]
 #        [--outside]   also `tyba run --ask-outside-files` (needs /dev/fuse), in the same run
+#        [--baseline BIN]  also another tyba binary (a build before a change), in the same run:
+#                      a before/after table per workload
 # Needs: hyperfine and bubblewrap (apt-get install hyperfine bubblewrap), gcc, make, git.
 set -euo pipefail
 
@@ -14,13 +18,15 @@ RUNS=20
 OUT=""
 ONLY="launch file-heavy compile"
 OUTSIDE=0
+BASE=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --outside) OUTSIDE=1; shift ;;
         --runs) RUNS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS] [--outside]" >&2; exit 2 ;;
+        --baseline) BASE=$2; shift 2 ;;
+        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS] [--outside] [--baseline BIN]" >&2; exit 2 ;;
     esac
 done
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -88,21 +94,35 @@ prog: $(OBJ)
 EOF
 git -C "$CPROJ" init -q && git -C "$CPROJ" add -A && git -C "$CPROJ" commit -q -m c
 
+# --- a one-file repository for the linked-worktree launch ---
+SMALL="$WORK/small"
+mkdir -p "$SMALL" && echo hello > "$SMALL/README"
+git -C "$SMALL" init -q && git -C "$SMALL" add -A && git -C "$SMALL" commit -q -m small
+
 TY="$TYBA run --here --non-interactive --autonomy high --"
 TYO="$TYBA run --here --non-interactive --autonomy high --ask-outside-files --"
+TYL="$TYBA run --non-interactive --autonomy high --"
+TYB="" TYBL=""
+if [ -n "$BASE" ]; then
+    TYB="$BASE run --here --non-interactive --autonomy high --"
+    TYBL="$BASE run --non-interactive --autonomy high --"
+fi
 bw() { echo "bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind $1 $1 --unshare-pid --unshare-net --die-with-parent --new-session --chdir $1 --"; }
 
 bench() { # name dir bare-command...
     local name=$1 dir=$2; shift 2
     wanted "$name" || return 0
-    local cmd="$*"
-    local args=(-n bare "$cmd" -n tyba "$TY $cmd")
+    local cmd="$*" ty=$TY tyb=$TYB
+    if [ "$name" = launch-linked ]; then ty=$TYL tyb=$TYBL; fi
+    local args=(-n bare "$cmd" -n tyba "$ty $cmd")
+    if [ -n "$BASE" ]; then args+=(-n tyba-before "$tyb $cmd"); fi
     if [ "$HAVE_BWRAP" = 1 ]; then args+=(-n bwrap "$(bw "$dir") $cmd"); fi
     if [ "$OUTSIDE" = 1 ]; then args+=(-n tyba-outside "$TYO $cmd"); fi
     (cd "$dir" && hyperfine -N --style basic --warmup 3 --runs "$RUNS" --export-json "$WORK/$name.json" "${args[@]}" >&2)
 }
 
 bench launch "$TREE" /bin/true
+bench launch-linked "$SMALL" /bin/true
 bench file-heavy "$TREE" bash .bench-file-heavy.sh
 bench compile "$CPROJ" make -s -j2 -B
 
@@ -110,6 +130,7 @@ bench compile "$CPROJ" make -s -j2 -B
 # (a shared VM) hits all three alike; medians ignore the spikes.
 cat > "$WORK/interleave.all" <<EOF
 launch	$TREE	/bin/true
+launch-linked	$SMALL	/bin/true
 file-heavy	$TREE	bash .bench-file-heavy.sh
 compile	$CPROJ	make -s -j2 -B
 EOF
@@ -117,10 +138,11 @@ while IFS= read -r line; do
     if wanted "${line%%	*}"; then printf '%s\n' "$line"; fi
 done < "$WORK/interleave.all" > "$WORK/interleave.tsv"
 
-python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" "$OUTSIDE" "$TYO" <<'EOF'
+python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" "$OUTSIDE" "$TYO" "$TYL" "$TYB" "$TYBL" <<'EOF'
 import json, sys, os, platform, datetime, shlex, statistics, subprocess, time
 work, runs, out, ty, have_bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
 outside, tyo = sys.argv[6] == "1", sys.argv[7]
+tyl, tyb, tybl = sys.argv[8], sys.argv[9], sys.argv[10]
 
 def bwrap(d):
     return (f"bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind {d} {d} --unshare-pid "
@@ -136,7 +158,10 @@ def once(cmd, cwd):
 inter = []
 for line in open(os.path.join(work, "interleave.tsv")):
     name, cwd, cmd = line.rstrip("\n").split("\t")
-    variants = {"bare": cmd, "tyba": f"{ty} {cmd}"}
+    linked = name == "launch-linked"
+    variants = {"bare": cmd, "tyba": f"{tyl if linked else ty} {cmd}"}
+    if tyb:
+        variants["tyba-before"] = f"{tybl if linked else tyb} {cmd}"
     if have_bwrap:
         variants["bwrap"] = f"{bwrap(cwd)} {cmd}"
     if outside:
@@ -149,7 +174,8 @@ for line in open(os.path.join(work, "interleave.tsv")):
     med = {k: statistics.median(v) for k, v in wall.items()}
     inter.append((name, med))
 rows = []
-for name in ["launch", "file-heavy", "compile"]:
+WORKLOADS = ["launch", "launch-linked", "file-heavy", "compile"]
+for name in WORKLOADS:
     if not os.path.exists(os.path.join(work, name + ".json")):
         continue
     data = {r["command"]: r for r in json.load(open(os.path.join(work, name + ".json")))["results"]}
@@ -191,7 +217,7 @@ if outside:
     lines.append("| workload | tyba run | with --ask-outside-files | ratio | interleaved medians: tyba | with the option | ratio |")
     lines.append("|---|---|---|---|---|---|---|")
     med_by = dict(inter)
-    for name in ["launch", "file-heavy", "compile"]:
+    for name in WORKLOADS:
         f = os.path.join(work, name + ".json")
         if not os.path.exists(f):
             continue
@@ -201,6 +227,25 @@ if outside:
         mt, mo = m.get("tyba"), m.get("tyba-outside")
         ms = f"{mt*1000:.1f} ms | {mo*1000:.1f} ms | {mo/mt:.2f}×" if mt and mo else "– | – | –"
         lines.append(f"| {name} | {t*1000:.1f} ms | {o*1000:.1f} ms (σ {data['tyba-outside']['stddev']*1000:.1f}) | {o/t:.2f}× | {ms} |")
+if tyb:
+    lines.append("")
+    lines.append("The baseline binary (`--baseline`) against this one, in the same run:")
+    lines.append("")
+    lines.append("| workload | before: mean (σ) | after: mean (σ) | after − before | CPU before | CPU after | interleaved medians: before | after | after − before |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    med_by = dict(inter)
+    for name in WORKLOADS:
+        f = os.path.join(work, name + ".json")
+        if not os.path.exists(f):
+            continue
+        data = {r["command"]: r for r in json.load(open(f))["results"]}
+        b, a = data["tyba-before"], data["tyba"]
+        m = med_by.get(name, {})
+        mb, ma = m.get("tyba-before"), m.get("tyba")
+        ms = f"{mb*1000:.1f} ms | {ma*1000:.1f} ms | {(ma-mb)*1000:+.1f} ms" if mb and ma else "– | – | –"
+        cpu = lambda r: (r["user"] + r["system"]) * 1000
+        lines.append(f"| {name} | {b['mean']*1000:.1f} ms ({b['stddev']*1000:.1f}) | {a['mean']*1000:.1f} ms ({a['stddev']*1000:.1f}) | "
+                     f"{(a['mean']-b['mean'])*1000:+.1f} ms | {cpu(b):.1f} ms | {cpu(a):.1f} ms | {ms} |")
 text = "\n".join(lines) + "\n"
 print(text)
 if out:

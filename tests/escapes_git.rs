@@ -150,8 +150,23 @@ fn branch_suite(who: Who, tag: &str) {
         format!("the agent ran in a linked worktree: {err}"),
     );
     let perl = read(&report.join("perl"));
+    // The common dir's root is the session's private layer (`crate::git_layer`): names
+    // outside the person's branches, `packed-refs` and `HEAD` (tags, remote-tracking and
+    // replace refs, reflogs, a new file in the root) are written there, never in the main
+    // git dir (checked from outside below).
+    let layered = |l: &str| {
+        [
+            "refs/tags/",
+            "refs/remotes/",
+            "refs/replace/",
+            "logs/",
+            "packed-refs.new",
+        ]
+        .iter()
+        .any(|n| l.strip_prefix("wrote ").is_some_and(|p| p.starts_with(n)))
+    };
     c.check(
-        !perl.contains("wrote ")
+        !perl.lines().any(|l| l.starts_with("wrote ") && !layered(l))
             && !perl.contains("renamed")
             && !perl.contains("unlinked")
             && !perl.lines().any(|l| l == "mkdir refs/heads/evil"),

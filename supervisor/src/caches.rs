@@ -62,7 +62,7 @@ pub struct CacheLayers {
 
 /// Overlay options a path cannot carry in `mount(2)`'s option string (`,` separates
 /// options, `:` lower layers, `\` escapes).
-fn unmountable(p: &Path) -> bool {
+pub(crate) fn unmountable(p: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     p.as_os_str()
         .as_bytes()
@@ -337,7 +337,34 @@ pub(crate) fn mount_layer(l: &CacheLayer) -> Result<(), String> {
     if !std::fs::symlink_metadata(c).is_ok_and(|m| m.is_dir()) {
         return Err(format!("{} is no longer a directory", c.display()));
     }
-    for p in [&l.cache, &l.upper, &l.work] {
+    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if let Ok(v) = nix::sys::statvfs::statvfs(c) {
+        if v.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC) {
+            flags |= MsFlags::MS_NOEXEC;
+        }
+    }
+    mount_overlay(c, &l.upper, &l.work, flags, true)
+}
+
+/// Mounts an overlay over `dir` whose lower layer is `dir` itself and whose upper and work
+/// dirs are `upper` and `work`, with `flags` and the options of the module doc (`volatile`
+/// when asked and the kernel knows it), in the calling process's mount namespace; checks it
+/// came up writable. Shared by the caches' layers and the git dir's ([`crate::git_layer`]).
+///
+/// # Errors
+/// A description when a path cannot be named in the options, the options are longer than
+/// `mount(2)` takes, the kernel refuses the overlay (`EINVAL` for options it does not know:
+/// kernels before 5.11 have no `userxattr`; `EPERM` without a user namespace's mount rights),
+/// or it came up read-only (then it is unmounted again).
+pub(crate) fn mount_overlay(
+    dir: &Path,
+    upper: &Path,
+    work: &Path,
+    flags: MsFlags,
+    volatile: bool,
+) -> Result<(), String> {
+    let c = dir;
+    for p in [dir, upper, work] {
         if unmountable(p) {
             return Err(format!(
                 "{} cannot be named in overlay options",
@@ -345,19 +372,17 @@ pub(crate) fn mount_layer(l: &CacheLayer) -> Result<(), String> {
             ));
         }
     }
-    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    if let Ok(v) = nix::sys::statvfs::statvfs(c) {
-        if v.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC) {
-            flags |= MsFlags::MS_NOEXEC;
-        }
-    }
     let opts = format!(
         "lowerdir={},upperdir={},workdir={},userxattr,redirect_dir=nofollow,metacopy=off,index=off,nfs_export=off",
         c.display(),
-        l.upper.display(),
-        l.work.display()
+        upper.display(),
+        work.display()
     );
-    let with_volatile = format!("{opts},volatile");
+    let with_volatile = if volatile {
+        format!("{opts},volatile")
+    } else {
+        opts.clone()
+    };
     // `mount(2)` copies one page of options: longer ones would be cut, and an overlay whose
     // `upperdir` was cut off mounts read-only with no error.
     if with_volatile.len() >= MOUNT_OPTIONS_MAX {
@@ -370,7 +395,7 @@ pub(crate) fn mount_layer(l: &CacheLayer) -> Result<(), String> {
     try_mount(&with_volatile)
         .or_else(|e| match e {
             // `volatile` is 5.10's; without it only the unmount is slower.
-            nix::errno::Errno::EINVAL => try_mount(&opts),
+            nix::errno::Errno::EINVAL if volatile => try_mount(&opts),
             e => Err(e),
         })
         .map_err(|e| format!("overlay on {}: {e}", c.display()))?;

@@ -1020,7 +1020,7 @@ fn stage1(mut c: ChildCtx) -> ! {
     }
 }
 
-fn bind_read_only(p: &Path) -> Result<(), String> {
+pub(crate) fn bind_read_only(p: &Path) -> Result<(), String> {
     mount(Some(p), p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .map_err(|e| format!("bind {}: {e}", p.display()))?;
     let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
@@ -1283,6 +1283,20 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                     &format!(
                         "W a cache is read-only for this session (no private layer: {e}): {}",
                         l.cache.display()
+                    ),
+                ),
+            }
+        }
+        // The common git dir's private layer (`crate::git_layer`), before the binds inside
+        // it (the own branch's, the pins, the protected files of the worktree's admin dir).
+        if let Some(l) = c.plan.git_layer.clone() {
+            match crate::git_layer::mount_layer(&l, &c.plan.tmp_dir) {
+                Ok(()) => crate::git_layer::grant(&mut c.plan),
+                Err(e) => report(
+                    &mut st,
+                    &format!(
+                        "W the git dir {} stays read-only for this session (no private layer: {e}): git may print errors on packed-refs.lock and remote-tracking refs",
+                        l.common.display()
                     ),
                 ),
             }

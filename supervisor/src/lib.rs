@@ -48,6 +48,7 @@ pub mod control;
 pub mod dns;
 mod env;
 mod exec;
+pub mod git_layer;
 mod launch;
 pub mod leftovers;
 mod meta;

@@ -9,7 +9,9 @@
 //!   for a linked worktree the parts of the main git dir the agent's commits write
 //!   (`objects`, `worktrees/<name>`, and its own branch: `refs/heads/tyba` and
 //!   `logs/refs/heads/tyba` as the session-private directories [`crate::own_branch`] binds
-//!   over them), never the person's branches, another session's, `packed-refs` or `HEAD`;
+//!   over them), and its root as the session-private layer [`crate::git_layer`] mounts over
+//!   it (granted after the mount; its protected names bound read-only on top), never the
+//!   person's branches, another session's, `packed-refs` or `HEAD`;
 //! - read + execute: system paths (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/sys`,
 //!   the private `/proc`), the policy's `read_only` paths, the agent program, the main git dir;
 //! - devices: `/dev/null`, `/dev/zero`, `/dev/full` read-write, `/dev/random`,
@@ -89,6 +91,10 @@ pub struct SandboxPlan {
     /// in `read_only`: granted read-write only through a session-private overlay
     /// ([`crate::caches`]), never as they are.
     pub caches: Vec<PathBuf>,
+    /// The session-private layer stage 2 mounts over the common git dir of a linked
+    /// worktree ([`crate::git_layer`]); once mounted the common dir moves from `read_only` to
+    /// `read_write` in stage 2's plan (its Landlock rule names the layer).
+    pub git_layer: Option<crate::git_layer::GitLayer>,
     /// The overlays stage 2 mounts over `caches` ([`crate::caches::CacheLayers::prepare`]);
     /// each one mounted moves its cache from `read_only` to `read_write`.
     pub cache_layers: Vec<crate::caches::CacheLayer>,
@@ -782,6 +788,18 @@ impl SandboxPlan {
             } else {
                 Vec::new()
             };
+            if !inside {
+                plan.git_layer = crate::git_layer::GitLayer::plan(g, &named);
+                if plan.git_layer.is_none()
+                    && g.git_dir != g.common_dir
+                    && crate::caches::unmountable(&g.common_dir)
+                {
+                    plan.notes.push(format!(
+                        "the git dir {} has a `,` `:` `\\` or control character in its path, which an overlay cannot name: its root stays read-only (git may print errors on packed-refs.lock and remote-tracking refs)",
+                        g.common_dir.display()
+                    ));
+                }
+            }
             for f in git_files(g, &plan.worktree).into_iter().chain(named) {
                 let p = f.path;
                 if !plan.read_write.iter().any(|r| is_within(&p, r)) {
