@@ -196,7 +196,7 @@ fn hook_always_is_remembered_for_hooks_only_and_red_never() {
 }
 
 #[test]
-fn refusals_get_a_nudge_after_n_similar_ones() {
+fn refusals_get_a_nudge_when_the_same_action_is_retried() {
     let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", "/wt".into());
     cfg.socket = false;
     cfg.audit = false;
@@ -204,16 +204,39 @@ fn refusals_get_a_nudge_after_n_similar_ones() {
     cfg.nudge_after = 2;
     cfg.pause_after = 0;
     let b = Broker::start(cfg).unwrap();
-    let ev = |what: &str| AuditEvent {
+    let ev = |what: &str, inner: Option<&str>| AuditEvent {
         kind: "exec",
         what: what.into(),
         allowed: false,
         reason: Some("refused by tyba: x".into()),
+        inner_command: inner.map(str::to_string),
     };
-    assert_eq!(b.record(&ev("curl a")), None);
-    let n = b.record(&ev("curl b")).unwrap();
+    assert_eq!(b.record(&ev("curl a", None)), None);
+    assert_eq!(b.record(&ev("curl b", None)), None, "another action");
+    let n = b.record(&ev("curl a", None)).unwrap();
     assert!(n.contains("change approach"), "{n}");
-    assert_eq!(b.record(&ev("wget b")), None);
+    // Gemini CLI's wrapper: the same housekeeping around each command (a fresh temp name
+    // each call). Keyed on the command inside: three different ones are no loop...
+    let gemini = |n: u32, cmd: &str| {
+        format!(
+            "shopt -u promptvars nullglob extglob nocaseglob dotglob; _bgpids_file=/tmp/s/gemini-shell-{n}/bgpids.tmp\n(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\n{cmd}\n)\n__code=$?\nexit $__code"
+        )
+    };
+    for (i, cmd) in ["cargo build", "rm -rf build", "touch ../outside.txt"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            b.record(&ev(&gemini(i as u32, cmd), Some(cmd))),
+            None,
+            "{cmd}"
+        );
+    }
+    // ...and the same one retried, each time in a new wrapper, is.
+    let n = b
+        .record(&ev(&gemini(7, "rm -rf build"), Some("rm -rf build")))
+        .unwrap();
+    assert!(n.contains("the same action refused 2 times"), "{n}");
 }
 
 #[derive(Clone, Default)]
