@@ -336,7 +336,7 @@ impl Subject {
             Subject::Kernel(r) => r.kind.to_string(),
             Subject::Hook { ask, .. } => format!("{} ({} via {})", ask.action, ask.tool, ask.agent),
             Subject::Pause { failures, last } => format!(
-                "resume the agent, paused after the same action was refused {failures} times (it: {last})"
+                "resume the agent, paused after the same action was refused {failures} times: {last}"
             ),
         }
     }
