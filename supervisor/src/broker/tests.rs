@@ -663,6 +663,94 @@ fn a_hook_once_answers_the_agents_wrapped_exec_of_that_command_once_and_nothing_
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
 }
 
+/// An exec ask as the supervisor makes it for a wrapped line: the command inside carried
+/// with it (`ExecAsk::inner_command`).
+fn wrapped_req(line: &str, inner: &str, verdict: Verdict) -> AskRequest {
+    AskRequest {
+        exec: Some(crate::approve::ExecAsk {
+            argv: vec!["bash".into(), "-c".into(), "-l".into(), line.into()],
+            cwd: std::env::temp_dir(),
+            env: Vec::new(),
+            inner_command: Some(inner.into()),
+        }),
+        ..req(line, verdict)
+    }
+}
+
+#[test]
+fn a_hook_always_answers_the_wrapped_exec_of_that_command_and_nothing_else() {
+    let b = linked_broker();
+    let b2 = b.clone();
+    let t = std::thread::spawn(move || {
+        b2.ask_hook(shell_hook("touch linked.txt", "yellow"), std::process::id())
+    });
+    let p = wait_pending(&b, 1);
+    assert!(p[0].always_allowed, "{p:?}");
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Always, None, "t")
+        .unwrap();
+    assert_eq!(t.join().unwrap().answer, WireAnswer::Always);
+    let line = |cmd: &str, n: u32| {
+        format!(
+            "\\builtin shopt -u extglob 2>/dev/null || true && eval '{cmd}' \\< /dev/null && pwd -P >| /tmp/s/claude-{n}-cwd"
+        )
+    };
+    // Every wrapped exec of that command (a fresh scratch name each call), yellow by the
+    // kernel layer's own classification: answered `always`, asking nobody.
+    for n in 0..3 {
+        assert_eq!(
+            b.ask(&wrapped_req(
+                &line("touch linked.txt", n),
+                "touch linked.txt",
+                Verdict::Yellow
+            ))
+            .unwrap(),
+            Answer::Always
+        );
+    }
+    assert!(b.pending().is_empty());
+    // Another command inside the same wrapper, or that command red by the kernel layer (not
+    // rememberable): asked.
+    let t = ask_on_thread(
+        &b,
+        wrapped_req(
+            &line("touch other.txt", 7),
+            "touch other.txt",
+            Verdict::Yellow,
+        ),
+    );
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-2", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    let t = ask_on_thread(
+        &b,
+        wrapped_req(
+            &line("touch linked.txt", 8),
+            "touch linked.txt",
+            Verdict::Red,
+        ),
+    );
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-3", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    // The ask shows the command inside; the whole line stays the action.
+    let t = ask_on_thread(
+        &b,
+        wrapped_req(
+            &line("touch third.txt", 9),
+            "touch third.txt",
+            Verdict::Yellow,
+        ),
+    );
+    let p = wait_pending(&b, 1);
+    assert_eq!(p[0].inner_command.as_deref(), Some("touch third.txt"));
+    assert!(p[0].action.contains("shopt -u extglob"), "{p:?}");
+    b.answer("0a1b2c3d4e5f-4", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+}
+
 /// A broker with only its hook socket, in a fresh directory.
 fn hook_broker() -> (Broker, tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
