@@ -297,17 +297,20 @@ fn seen_of(s: &Scripted, results: &[(String, bool, String)]) -> Vec<Seen> {
         .collect()
 }
 
-fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> Measured {
-    let t0 = Instant::now();
-    let Some(s) = Scripted::new(who, "agent-claude") else {
-        return Measured::default();
-    };
-    let mut s = s.with_make_push();
-    let rec = Arc::new(Recorded::default());
-    let r = Arc::clone(&rec);
-    let st = s.steps.clone();
-    let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
-
+/// The environment of a Claude Code session against the scripted server on `port`
+/// (tyba's hook installed first in [`Mode::Hook`], the session's tyba then the installed
+/// one), and the agent's state paths in the home.
+fn claude_env(
+    s: &mut Scripted,
+    who: &Who,
+    prefix: &Path,
+    mode: Mode,
+    layout: Layout,
+    port: u16,
+) -> (
+    Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    Vec<&'static str>,
+) {
     // ~/.claude is the policy's agent state (writable by the agent; its settings files are
     // control files the sandbox keeps read-only).
     let config_dir = s.fx.home.join(".claude");
@@ -338,7 +341,7 @@ fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> M
         s.fx.tyba = bin.join("tyba");
     }
     // After every `give`: the layout's files are links to the installed ones.
-    let (bin, install_dirs) = install(&s, prefix, layout);
+    let (bin, install_dirs) = install(s, prefix, layout);
     set_env(&mut env, "PATH", path_with(&bin));
     set_env(
         &mut env,
@@ -352,6 +355,21 @@ fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> M
     set_env(&mut env, "IS_SANDBOX", "1");
     let mut state = vec![".claude", ".claude.json"];
     state.extend(&install_dirs);
+    (env, state)
+}
+
+fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> Measured {
+    let t0 = Instant::now();
+    let Some(s) = Scripted::new(who, "agent-claude") else {
+        return Measured::default();
+    };
+    let mut s = s.with_make_push();
+    let rec = Arc::new(Recorded::default());
+    let r = Arc::clone(&rec);
+    let st = s.steps.clone();
+    let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
+
+    let (env, state) = claude_env(&mut s, who, prefix, mode, layout, port);
     let home_before = s.home_snapshot(&state);
     let steps = s.steps.clone();
     let (asks, code, out, err) = run_session(
@@ -461,6 +479,130 @@ fn agent_claude_by_name_with_tyba_hook() {
     };
     for_each_who(|who| {
         run_claude_session(who, &prefix, Mode::Hook, Layout::System);
+    });
+}
+
+/// One decision per command (issue 12): with tyba's hook installed, the person answers the
+/// hook's ask of the yellow build `always`; Claude Code then runs it inside its wrapper
+/// (`bash -c -l '… eval '\''sh build.sh'\'' …'`), and that exec is not asked again, nor is
+/// the same build the model asks for a second time (either layer). A different yellow
+/// command answered `once` through the hook is asked once and runs once; the same command
+/// again is asked again. On main the build's wrapped exec was asked again after "always"
+/// (the hook's answer was kept for the bare command, the kernel layer's ask was of the
+/// wrapper).
+#[test]
+fn agent_claude_hook_always_and_once_are_one_ask_each() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        let Some(mut s) = Scripted::new(who, "agent-claude-always") else {
+            return;
+        };
+        const TOUCH: &str = "touch made-by-once.txt";
+        s.steps = vec![
+            BUILD.to_string(),
+            BUILD.to_string(),
+            TOUCH.to_string(),
+            TOUCH.to_string(),
+        ];
+        let rec = Arc::new(Recorded::default());
+        let r = Arc::clone(&rec);
+        let st = s.steps.clone();
+        let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
+        let (env, _) = claude_env(&mut s, who, &prefix, Mode::Hook, Layout::System, port);
+        let steps = s.steps.clone();
+        let answer = |p: &serde_json::Value, step: Option<&str>| -> Vec<String> {
+            let id = p["id"].as_str().unwrap_or("").to_string();
+            let action = p["action"].as_str().unwrap_or("");
+            let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            if step.is_none() && action.starts_with("run `/bin/sh -c '\"$0\" hook ") {
+                return v(&["approve", &id, "--always"]);
+            }
+            match step {
+                Some(BUILD) if p["always_allowed"] == true => v(&["approve", &id, "--always"]),
+                Some(BUILD) => v(&["approve", &id]),
+                Some(TOUCH) => v(&["approve", &id]),
+                _ => v(&["deny", &id, "--reason", "not part of the scripted session"]),
+            }
+        };
+        let (asks, code, out, err) = run_session_with(
+            &s,
+            Mode::Hook,
+            port,
+            &["ANTHROPIC_API_KEY"],
+            &[
+                "claude",
+                "-p",
+                "--dangerously-skip-permissions",
+                "--setting-sources",
+                "user",
+                "--",
+                "Run the scripted commands.",
+            ],
+            &env,
+            None,
+            &|a| step_of(&steps, a),
+            &answer,
+            Duration::from_secs(100),
+        );
+        let requests = rec.requests.lock().unwrap().clone();
+        let results = requests.last().map(results_of).unwrap_or_default();
+        let ctx = format!(
+            "claude always {who:?}\n--- tyba run exit {code}\n--- stdout\n{out}\n--- stderr\n{err}\n--- asks\n{}\n--- tool results\n{results:#?}\n",
+            describe(&asks)
+        );
+        eprintln!("{ctx}");
+        let of = |c: &str| {
+            asks.iter()
+                .filter(|a| step_of(&steps, &a.action).as_deref() == Some(c))
+                .collect::<Vec<_>>()
+        };
+        let build = of(BUILD);
+        let touch = of(TOUCH);
+        println!(
+            "MEASURED claude hook always {who:?}: build (answered always) asked {} times for 2 runs, touch (answered once) asked {} times for 2 runs",
+            build.len(),
+            touch.len()
+        );
+        let mut ck = Checks::default();
+        ck.check(code == 0, format!("tyba run exits 0 (got {code})"));
+        ck.check(
+            results.len() == 4,
+            format!("4 tool results ({})", results.len()),
+        );
+        ck.check(
+            build.len() == 1 && build[0].kind == "hook",
+            format!(
+                "the build asked once, by the hook, for both runs and both layers ({})",
+                build.len()
+            ),
+        );
+        ck.check(
+            results
+                .iter()
+                .filter(|r| !r.1 && r.2.contains("build ok"))
+                .count()
+                == 2,
+            "both builds ran",
+        );
+        ck.check(
+            touch.len() == 2 && touch.iter().all(|a| a.kind == "hook"),
+            format!(
+                "the touch answered once is asked once per run, by the hook only ({})",
+                touch.len()
+            ),
+        );
+        ck.check(
+            s.fx.wt.join("made-by-once.txt").is_file(),
+            "the touch approved once ran",
+        );
+        ck.check(
+            asks.iter()
+                .all(|a| a.kind == "hook" || a.action.starts_with("run `/bin/sh -c '\"$0\" hook ")),
+            "no exec asked after the hook's answer",
+        );
+        ck.finish(&ctx);
     });
 }
 

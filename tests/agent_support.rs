@@ -401,11 +401,17 @@ pub fn answer_for(p: &serde_json::Value, step: Option<&str>, net: &str) -> Vec<S
     }
 }
 
+/// How a scripted person answers one ask (`p` as `tyba inbox --json` lists it, `step` the
+/// scripted step it is for): the `tyba` arguments to run.
+pub type AnswerFn<'a> = dyn Fn(&serde_json::Value, Option<&str>) -> Vec<String> + Sync + 'a;
+
 /// Answers every ask of the session until `stop`, with `step_of` telling which scripted step
 /// an ask's action is for.
+/// `answer` gives the person's answer to each ask ([`answer_for`] in the common sessions).
 pub fn approver(
     s: &Scripted,
     step_of: &(dyn Fn(&str) -> Option<String> + Sync),
+    answer: &AnswerFn<'_>,
     stop: &AtomicBool,
 ) -> Vec<Answered> {
     let mut seen = std::collections::HashSet::new();
@@ -423,7 +429,7 @@ pub fn approver(
                     let at = Instant::now();
                     let action = p["action"].as_str().unwrap_or("").to_string();
                     let step = step_of(&action);
-                    let args = answer_for(&p, step.as_deref(), &s.net);
+                    let args = answer(&p, step.as_deref());
                     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
                     let (rc, _, _) = s.fx.cli(&refs);
                     log.push(Answered {
@@ -456,6 +462,26 @@ pub fn run_session(
     env: &[(OsString, OsString)],
     stdin: Option<String>,
     step_of: &(dyn Fn(&str) -> Option<String> + Sync),
+    limit: Duration,
+) -> (Vec<Answered>, i32, String, String) {
+    let answer = |p: &serde_json::Value, step: Option<&str>| answer_for(p, step, &s.net);
+    run_session_with(
+        s, mode, port, pass_env, agent, env, stdin, step_of, &answer, limit,
+    )
+}
+
+/// [`run_session`] with the person's answers given by `answer`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_session_with(
+    s: &Scripted,
+    mode: Mode,
+    port: u16,
+    pass_env: &[&str],
+    agent: &[&str],
+    env: &[(OsString, OsString)],
+    stdin: Option<String>,
+    step_of: &(dyn Fn(&str) -> Option<String> + Sync),
+    answer: &AnswerFn<'_>,
     limit: Duration,
 ) -> (Vec<Answered>, i32, String, String) {
     let mut c = command_as(&s.fx.who, &s.fx.tyba);
@@ -493,7 +519,7 @@ pub fn run_session(
     std::thread::scope(|sc| {
         let h = sc.spawn(|| {
             if mode != Mode::NonInteractive {
-                approver(s, step_of, &stop)
+                approver(s, step_of, answer, &stop)
             } else {
                 Vec::new()
             }

@@ -1,6 +1,7 @@
 //! The repeated-failure guard and the agent-hook path, end to end in `tyba run`:
-//! - after `nudge_after` similar refusals the refusal text carries a nudge; after
-//!   `pause_after` the session is frozen and the person decides (resume or end);
+//! - after `nudge_after` refusals of the same action (retried) the refusal text carries a
+//!   nudge; after `pause_after` the session is frozen and the person decides (resume or
+//!   end); different refusals are no loop;
 //! - `tyba hook codex` run by the agent inside the sandbox asks the session through its
 //!   hook-only socket; the person's deny reason reaches the hook's answer, `always` is
 //!   remembered for that exact hook action.
@@ -46,12 +47,13 @@ fn ask_guard_nudges_then_pauses_and_the_person_resumes() {
         };
         let s = fx.start(
             &["--policy", &policy],
-            "for f in a b c d; do touch $f.txt; echo $f=$?; done; echo end",
+            "for f in a b c d; do touch x.txt; echo $f=$?; done; echo end",
         );
         for _ in 0..3 {
             assert_eq!(answer_next(&fx, &["deny"]), "command");
         }
-        // The third similar refusal paused the session: the person is asked to resume.
+        // The third refusal of the same action paused the session: the person is asked to
+        // resume.
         let pause = loop {
             if let Some(id) = ids_of_kind(&fx, "pause") {
                 break id;
@@ -64,7 +66,7 @@ fn ask_guard_nudges_then_pauses_and_the_person_resumes() {
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(out.contains("d=126") && out.contains("end"), "{out}");
         assert!(
-            err.contains("2 similar refusals in a row: stop retrying"),
+            err.contains("the same action refused 2 times within 5 minutes: stop retrying it"),
             "{who:?}: nudge: {err}"
         );
         assert!(err.contains("the session is paused"), "{who:?}: {err}");
@@ -78,13 +80,40 @@ fn ask_guard_nudges_then_pauses_and_the_person_resumes() {
 }
 
 #[test]
+fn ask_guard_different_refusals_are_no_loop() {
+    for who in whos() {
+        let Some((fx, policy)) = guard_fixture(&who, "guard-different") else {
+            continue;
+        };
+        // Four different commands, each refused: not the agent retrying one thing.
+        let s = fx.start(
+            &["--policy", &policy],
+            "for f in a b c d; do touch $f.txt; echo $f=$?; done; echo end",
+        );
+        for _ in 0..4 {
+            assert_eq!(answer_next(&fx, &["deny"]), "command");
+        }
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(out.contains("d=126") && out.contains("end"), "{out}");
+        assert!(!err.contains("stop retrying"), "{who:?}: nudged: {err}");
+        assert!(!err.contains("paused"), "{who:?}: paused: {err}");
+        let log = fx.log_lines();
+        assert!(
+            !log.iter().any(|l| l["decision"] == "pause"),
+            "{who:?}: {log:?}"
+        );
+    }
+}
+
+#[test]
 fn ask_guard_pause_denied_ends_the_session() {
     let Some((fx, policy)) = guard_fixture(&Who::Me, "guard-end") else {
         return;
     };
     let s = fx.start(
         &["--policy", &policy],
-        "for f in a b c d; do touch $f.txt; echo $f=$?; done; echo end",
+        "for f in a b c d; do touch x.txt; echo $f=$?; done; echo end",
     );
     for _ in 0..3 {
         answer_next(&fx, &["deny"]);

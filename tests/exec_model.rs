@@ -2590,3 +2590,168 @@ fn exec_a_push_with_a_moved_home_or_config_dir_is_refused() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// What the person reads of a command an agent runs inside its own shell wrapper.
+
+/// An agent that runs each command the way Gemini CLI 0.61.0 does (`bash -c` of its
+/// background-pid wrapper, a fresh scratch name per call), prints `RESULT` per step with the
+/// command's exit status and stderr.
+const WRAPPED_PY: &str = r#"
+import json, os, subprocess, sys
+tmp = os.environ.get("TMPDIR", "/tmp")
+def wrapped(cmd, n):
+    d = os.path.join(tmp, "gemini-shell-%d" % n)
+    os.makedirs(d, exist_ok=True)
+    return ("shopt -u promptvars nullglob extglob nocaseglob dotglob; _bgpids_file=%s/bgpids.tmp\n"
+            "(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\n%s\n)\n__code=$?\nexit $__code") % (d, cmd)
+long_line = "".join("f%d() { :; }\n" % i for i in range(170)) + "rm -rf build"
+steps = [
+    ("rm", wrapped("rm -rf build", 1)),
+    ("outside", wrapped("touch ../outside.txt", 2)),
+    ("net", wrapped("curl -s http://127.0.0.1:9/", 3)),
+    ("long", long_line),
+    ("rm-again", wrapped("rm -rf build", 5)),
+    ("rm-third", wrapped("rm -rf build", 6)),
+]
+for name, line in steps:
+    p = subprocess.run(["bash", "-c", line], capture_output=True)
+    print("RESULT " + json.dumps({"step": name, "rc": p.returncode,
+                                  "err": p.stderr.decode(errors="replace")}), flush=True)
+"#;
+
+/// Issue 12: the ask, the end summary and `tyba log` name the command behind the agent's
+/// wrapper (the audit log's JSON keeps the whole line); a line with no command inside is
+/// cut to a bound with the count of the rest; three different refusals in the same wrapper
+/// are no loop, the same one refused a third time is. On main the header and the summary
+/// showed the wrapper (`shopt -u promptvars …`), the 5 KB line took 171 summary lines, and
+/// the third different refusal carried the nudge (all keyed on `shopt`).
+#[test]
+fn exec_wrapped_commands_are_shown_as_the_command_inside() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wrapshown") else {
+            continue;
+        };
+        std::fs::create_dir_all(fx.wt.join("build")).unwrap();
+        put(&fx, "build/keep", "x\n");
+        put(&fx, "w.py", WRAPPED_PY);
+        let env = env_with(&fx, &[]);
+        let live = start(&fx, &[], &env, &["python3", "w.py"], None);
+        let ran = drive(&fx, live, |_| Reply::Deny(None));
+        let ctx = format!(
+            "{who:?}: out {} / err {} / asks {:?}",
+            ran.out,
+            ran.err,
+            brief(&ran.asks)
+        );
+        let rs = results(&ran.out);
+        assert_eq!(rs.len(), 6, "{ctx}");
+        for r in &rs {
+            assert_eq!(r["rc"], 126, "{ctx}: every step refused: {r}");
+        }
+        assert!(fx.wt.join("build/keep").exists(), "{ctx}");
+        // The inbox: the command inside next to the whole line.
+        let wrapped_asks: Vec<&serde_json::Value> = ran
+            .asks
+            .iter()
+            .filter(|a| action(a).contains("shopt -u promptvars"))
+            .collect();
+        assert_eq!(wrapped_asks.len(), 5, "{ctx}");
+        let inners: Vec<&str> = wrapped_asks
+            .iter()
+            .map(|a| a["inner_command"].as_str().unwrap_or("(none)"))
+            .collect();
+        assert_eq!(
+            inners,
+            [
+                "rm -rf build",
+                "touch ../outside.txt",
+                "curl -s http://127.0.0.1:9/",
+                "rm -rf build",
+                "rm -rf build"
+            ],
+            "{ctx}"
+        );
+        // Different refusals: no nudge; the same one a third time (default nudge_after 3):
+        // nudged.
+        for step in ["rm", "outside", "net", "long", "rm-again"] {
+            let err = result(&rs, step).unwrap()["err"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(
+                !err.contains("stop retrying"),
+                "{ctx}: {step} nudged: {err}"
+            );
+        }
+        let third = result(&rs, "rm-third").unwrap()["err"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            third.contains("the same action refused 3 times") && third.contains("stop retrying"),
+            "{ctx}: the retried refusal is nudged: {third}"
+        );
+        // The end summary: one line per denial, the command inside, the long line cut.
+        let summary: Vec<&str> = ran
+            .err
+            .lines()
+            .skip_while(|l| !l.starts_with("tyba: denied in this session ("))
+            .take_while(|l| {
+                l.starts_with("tyba: denied in this session (") || l.starts_with("tyba:   ")
+            })
+            .collect();
+        assert_eq!(summary.len(), 7, "{ctx}: {summary:#?}");
+        for l in &summary {
+            assert!(!l.contains("shopt"), "{ctx}: the wrapper shown: {l}");
+        }
+        for cmd in [
+            "rm -rf build",
+            "touch ../outside.txt",
+            "curl -s http://127.0.0.1:9/",
+        ] {
+            assert!(
+                summary
+                    .iter()
+                    .any(|l| l.starts_with(&format!("tyba:   exec {cmd}: "))),
+                "{ctx}: {cmd} in the summary: {summary:#?}"
+            );
+        }
+        let long: Vec<&&str> = summary
+            .iter()
+            .filter(|l| l.contains("more characters; whole line in the audit log)"))
+            .collect();
+        assert_eq!(long.len(), 1, "{ctx}: {summary:#?}");
+        assert!(
+            long[0].starts_with("tyba:   exec f0() { :; }⏎f1() { :; }"),
+            "{ctx}"
+        );
+        assert!(long[0].chars().count() < 600, "{ctx}: {}", long[0]);
+        // `tyba log` for people: the same; `--json`: the whole line and the command inside.
+        let (code, human, err) = fx.cli(&["log"]);
+        assert_eq!(code, 0, "{ctx}: {err}");
+        assert!(!human.contains("shopt -u promptvars"), "{ctx}: {human}");
+        assert!(human.contains("rm -rf build"), "{ctx}: {human}");
+        assert!(
+            human.contains("more characters; whole line in the audit log)"),
+            "{ctx}: {human}"
+        );
+        let log = log_of(&fx);
+        let refused_rm: Vec<&serde_json::Value> = log
+            .iter()
+            .filter(|l| l["inner_command"] == "rm -rf build")
+            .collect();
+        assert!(!refused_rm.is_empty(), "{ctx}: {log:?}");
+        for l in &refused_rm {
+            assert!(
+                action(l).contains("shopt -u promptvars") && action(l).contains("_bgpids_file"),
+                "{ctx}: the whole line is kept: {l}"
+            );
+        }
+        assert!(
+            log.iter()
+                .any(|l| action(l).contains("f169() { :; }") && l["inner_command"].is_null()),
+            "{ctx}: the long line whole in the log"
+        );
+    }
+}

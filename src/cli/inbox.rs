@@ -26,7 +26,7 @@ use tyba_supervisor::broker::proto::{PendingView, WireAnswer};
 use tyba_supervisor::broker::{audit, client, paths, prompt, Broker, BrokerConfig};
 // Text from the agent's side has every control character replaced: the agent cannot send
 // escape sequences to the person's terminal through a command line, a path or a diff.
-use tyba_supervisor::broker::text::clean;
+use tyba_supervisor::broker::text::{self, clean};
 use tyba_supervisor::{Approver, DenyAll};
 
 /// The variable naming the session's hook socket in the agent's environment.
@@ -102,11 +102,20 @@ fn snapshot() -> anyhow::Result<serde_json::Value> {
 }
 
 fn describe(p: &PendingView) -> String {
+    // The command behind the agent's wrapper, or the action cut to a bound: `--json` has
+    // the whole line.
+    let action = match &p.inner_command {
+        Some(i) => format!(
+            "run `{}` (inside the agent's shell wrapper; --json has the whole line)",
+            text::shown_action(&p.action, Some(i))
+        ),
+        None => text::shown_action(&p.action, None),
+    };
     let mut s = format!(
         "  {}  {}  {}  (waiting {}s{})\n",
         clean(&p.id),
         clean(&p.verdict),
-        clean(&p.action),
+        action,
         p.waited_ms / 1000,
         if p.always_allowed {
             "; --always allowed"
@@ -310,13 +319,16 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
                 (Some(ans), _) => format!("{} {ans}", l.decision),
                 (None, _) => l.decision.clone(),
             };
+            // The command behind the agent's wrapper, or the line cut to a bound: `--json`
+            // has the whole line.
+            let action = text::shown_action(&l.action, l.inner_command.as_deref());
             let mut t = format!(
                 "{}  {:<8} {:<7} {:<12} {}",
                 clean(&l.time),
                 clean(&l.kind),
                 clean(&l.verdict),
                 clean(&outcome),
-                clean(&l.action)
+                action
             );
             if let Some(by) = &l.answered_by {
                 t.push_str(&format!("  [by {}", clean(by)));
@@ -436,6 +448,7 @@ mod tests {
             waited_ms: 2000,
             caller: Some("Claude Code's tool call Write".into()),
             diff: Some("--- /dev/null\n+++ src/a.txt\n@@ -0,0 +1 @@\n+hi\x1b[2J\n".into()),
+            inner_command: None,
         };
         assert_eq!(
             describe(&p),
@@ -447,5 +460,44 @@ mod tests {
              \x20       @@ -0,0 +1 @@\n\
              \x20       +hi?[2J\n"
         );
+    }
+
+    #[test]
+    fn a_wrapped_command_is_listed_as_the_command_inside_and_a_long_line_cut() {
+        let wrapper = "shopt -u promptvars nullglob extglob nocaseglob dotglob; _bgpids_file=/tmp/s/gemini-shell-1/bgpids.tmp\n(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\ncargo build\n)\n__code=$?\nexit $__code";
+        let mut p = PendingView {
+            id: "0a1b2c3d4e5f-2".into(),
+            kind: "command".into(),
+            action: format!("run `{wrapper}`"),
+            verdict: "yellow".into(),
+            reasons: Vec::new(),
+            always_allowed: true,
+            pid: 7,
+            argv: vec!["bash".into(), "-c".into()],
+            cwd: "/wt".into(),
+            env: Vec::new(),
+            waited_ms: 0,
+            caller: None,
+            diff: None,
+            inner_command: Some("cargo build".into()),
+        };
+        let first = describe(&p);
+        let first = first.lines().next().unwrap();
+        assert!(
+            first.contains("  yellow  run `cargo build` (inside the agent's shell wrapper;"),
+            "{first}"
+        );
+        assert!(!first.contains("shopt"), "{first}");
+        // No command inside: the line itself, cut with the count of the rest.
+        p.inner_command = None;
+        p.action = format!("run `{}`", "f() { :; }\n".repeat(100));
+        let first = describe(&p);
+        let first = first.lines().next().unwrap();
+        assert!(first.contains("run `f() { :; }⏎f() {"), "{first}");
+        assert!(
+            first.contains("more characters; whole line in the audit log)"),
+            "{first}"
+        );
+        assert!(first.chars().count() < 320, "{first}");
     }
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tyba_policy::{Autonomy, ExecMode};
+use tyba_supervisor::broker::text;
 use tyba_supervisor::control::{SessionControl, SessionInfo};
 use tyba_supervisor::session::{self, WorktreeChoice};
 use tyba_supervisor::{Enforcement, RunError, SandboxPlan, SessionConfig};
@@ -620,12 +621,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if !denied.is_empty() {
         eprintln!("tyba: denied in this session ({}):", denied.len());
         for d in denied {
-            eprintln!(
-                "tyba:   {} {}: {}",
-                d.kind,
-                d.what,
-                d.reason.as_deref().unwrap_or("refused")
-            );
+            eprintln!("{}", denied_entry(d));
         }
     }
     // Refusals nobody was asked about and the model did not ask for: the agent's known
@@ -655,6 +651,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_status).unwrap_or(1),
     ))
+}
+
+/// One denied action of the end summary, on one line: `tyba:   KIND ACTION: REASON`, the
+/// action being the command behind the agent's shell wrapper when it has one, else the whole
+/// line cut to a bound with the count of the rest (`tyba_supervisor::broker::text::shown_action`;
+/// the audit log has the whole line).
+fn denied_entry(d: &tyba_supervisor::AuditEvent) -> String {
+    format!(
+        "tyba:   {} {}: {}",
+        d.kind,
+        text::shown_action(&d.what, d.inner_command.as_deref()),
+        d.reason.as_deref().unwrap_or("refused")
+    )
 }
 
 /// The longest part of a quietly refused request the end summary shows, in characters.

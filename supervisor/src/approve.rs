@@ -99,13 +99,38 @@ pub struct ExecAsk {
     pub cwd: std::path::PathBuf,
     /// `(name, value)` of the assignments judged with it, in the order of its environment.
     pub env: Vec<(String, String)>,
+    /// The command behind the agent's shell wrapper, when the line is one command in neutral
+    /// shell housekeeping (`tyba_policy::Classification::inner_command`): what the person is
+    /// shown first, and the key a hook's answer for that command is matched on. `None` when
+    /// the line is its own command (then the line is shown, cut to a bound).
+    pub inner_command: Option<String>,
 }
 
 impl AskRequest {
-    /// The refusal text for a deny without a reason of its own.
+    /// The command behind the agent's wrapper for an exec ask that has one
+    /// ([`ExecAsk::inner_command`]).
+    pub fn inner_command(&self) -> Option<&str> {
+        self.exec.as_ref().and_then(|e| e.inner_command.as_deref())
+    }
+
+    /// What is asked, for people, on one line: `run \`CMD\`` with the command behind the
+    /// agent's wrapper, or the whole action cut to a bound
+    /// ([`crate::broker::text::shown_action`]).
+    pub fn shown(&self) -> String {
+        match &self.kind {
+            AskKind::Command { command } => format!(
+                "run `{}`",
+                crate::broker::text::shown_action(command, self.inner_command())
+            ),
+            k => crate::broker::text::shown_action(&k.to_string(), None),
+        }
+    }
+
+    /// The refusal text for a deny without a reason of its own (naming the action as
+    /// [`AskRequest::shown`] does).
     pub fn default_refusal(&self) -> String {
         if self.reasons.is_empty() {
-            format!("refused by tyba ({}): {}", self.verdict, self.kind)
+            format!("refused by tyba ({}): {}", self.verdict, self.shown())
         } else {
             format!("refused by tyba: {}", self.reasons.join("; "))
         }

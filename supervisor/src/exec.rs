@@ -57,6 +57,9 @@ impl Role {
 pub(crate) struct Cover {
     /// The command line as classified (with its environment assignments).
     pub line: String,
+    /// The command behind the agent's shell wrapper when the line is one
+    /// (`tyba_policy::Classification::inner_command`): what reasons and logs name.
+    pub inner_command: Option<String>,
     /// Its verdict.
     pub verdict: Verdict,
     /// The rule ids that fired on it.
@@ -83,6 +86,14 @@ pub(crate) struct Cover {
     /// under one that is not (a green command, which nobody had to accept), each exec is
     /// decided as if the agent had made it (docs/sandbox.md, "What a command can do").
     pub accepted: bool,
+}
+
+impl Cover {
+    /// The command as the person reads it on one line
+    /// ([`crate::broker::text::shown_action`]).
+    pub(crate) fn shown(&self) -> String {
+        crate::broker::text::shown_action(&self.line, self.inner_command.as_deref())
+    }
 }
 
 /// The cover a process under `cover` gets from its own exec, whose line named `own` hosts:
@@ -935,6 +946,7 @@ mod tests {
         Cover {
             accepted: verdict >= Verdict::Yellow,
             line: "make ship".into(),
+            inner_command: None,
             verdict,
             rules: rules.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),

@@ -402,6 +402,7 @@ pub(crate) fn handle_watch(nf: &crate::notify::Notifier, n: sys::Notif) {
                     "refused by tyba: inotify watch outside the paths the sandbox may read"
                         .to_string(),
                 ),
+                inner_command: None,
             };
             let _ = nf.approver.record(&event);
             nf.control.count(crate::control::Counted::Denied);

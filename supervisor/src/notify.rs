@@ -48,6 +48,10 @@ pub struct AuditEvent {
     pub allowed: bool,
     /// The refusal text or the ask's answer.
     pub reason: Option<String>,
+    /// For an exec of a line that is one command in the agent's shell wrapper: that command
+    /// (`tyba_policy::Classification::inner_command`), what the end summary shows, and the
+    /// key the repeated-failure guard counts by. `None` for any other event.
+    pub inner_command: Option<String>,
 }
 
 /// An exec the supervisor let run without asking, as the audit log records it.
@@ -71,6 +75,9 @@ pub struct AllowedExec {
     pub pid: u32,
     /// When it was allowed (the audit line's time; the line is written a little later).
     pub time: std::time::SystemTime,
+    /// The command behind the agent's shell wrapper, when the line is one
+    /// (`tyba_policy::Classification::inner_command`); `None` otherwise.
+    pub inner_command: Option<String>,
 }
 
 #[derive(Debug)]
@@ -264,7 +271,8 @@ enum ExecDecision {
     Continue(Option<Pending>),
     /// The file cannot run: the kernel's own answer, given by the supervisor.
     Errno(i32),
-    Refuse(String),
+    /// Refused: the reason, and the command behind the agent's wrapper when the line has one.
+    Refuse(String, Option<String>),
     /// Refused without asking: a known probe of the agent's profile (logged as `probe`).
     Quiet(String),
     /// A known probe answered without running (`answer-own-processes`, [`crate::ps_answer`]):
@@ -703,19 +711,27 @@ impl Notifier {
 
     /// Writes `tyba: <reason>` on the process's stderr, logs, and fails the call with `errno`.
     fn refuse(&self, n: &Notif, kind: &'static str, what: String, reason: String, errno: i32) {
-        let reason = self.record_refusal(kind, what, reason);
+        let reason = self.record_refusal(kind, what, None, reason);
         write_stderr(n.pid, &reason);
         self.reply(n.id, Reply::Errno(errno));
     }
 
-    /// Logs and counts a refusal; returns its reason with the approver's note (the
+    /// Logs and counts a refusal (of `what`, behind the agent's wrapper `inner`: see
+    /// [`AuditEvent::inner_command`]); returns its reason with the approver's note (the
     /// repeated-failure guard's nudge) added.
-    fn record_refusal(&self, kind: &'static str, what: String, reason: String) -> String {
+    fn record_refusal(
+        &self,
+        kind: &'static str,
+        what: String,
+        inner: Option<String>,
+        reason: String,
+    ) -> String {
         let mut event = AuditEvent {
             kind,
             what,
             allowed: false,
             reason: Some(reason),
+            inner_command: inner,
         };
         if let Some(note) = self.approver.record(&event) {
             event.reason = event.reason.map(|r| r + &note);
@@ -734,7 +750,7 @@ impl Notifier {
         let pid = inode.and_then(|i| socket_owner(i, self.lookups.netns_pid()));
         let role = pid.and_then(|p| self.role_now(procfs::proc_id(p).ok()?));
         let who = match &role {
-            Some(Role::Command(c)) => format!("`{}`", shorten(&c.line, 200)),
+            Some(Role::Command(c)) => format!("`{}`", c.shown()),
             Some(Role::Agent) => "the agent".to_string(),
             _ => pid.map_or_else(|| "a process".to_string(), |p| format!("pid {p}")),
         };
@@ -743,7 +759,7 @@ impl Notifier {
              agent's hosts and the hosts an approved command's own line names resolve; run the \
              session with `--allow-host {name}` to allow it"
         );
-        let reason = self.record_refusal("lookup", format!("{name} (by {who})"), reason);
+        let reason = self.record_refusal("lookup", format!("{name} (by {who})"), None, reason);
         // The agent's own runtime draws its screen on its stderr: its refusals are in the
         // log and the end summary only.
         match (pid, &role) {
@@ -807,13 +823,13 @@ impl Notifier {
                     }
                 }
             }
-            Ok(ExecDecision::Refuse(reason)) => {
+            Ok(ExecDecision::Refuse(reason, inner)) => {
                 let what = self.exec_what(&n);
-                self.refuse_exec(&n, what, reason)
+                self.refuse_exec_as(&n, "exec", what, inner, reason)
             }
             Ok(ExecDecision::Quiet(reason)) => {
                 let what = self.exec_what(&n);
-                self.refuse_exec_as(&n, "probe", what, reason)
+                self.refuse_exec_as(&n, "probe", what, None, reason)
             }
             Ok(ExecDecision::Answer { out, code, reason }) => {
                 let what = self.exec_what(&n);
@@ -833,6 +849,7 @@ impl Notifier {
                         AskKind::Command { command } => command.clone(),
                         k => k.to_string(),
                     };
+                    let inner = req.inner_command().map(str::to_string);
                     match me.ask(&req) {
                         Ok(answer) => {
                             if let (Answer::Always, Some(k)) = (&answer, key) {
@@ -845,6 +862,7 @@ impl Notifier {
                                 what: what.clone(),
                                 allowed: true,
                                 reason: Some(format!("{answer:?}")),
+                                inner_command: inner.clone(),
                             });
                             match copy {
                                 None => {
@@ -853,12 +871,12 @@ impl Notifier {
                                 }
                                 Some(c) => {
                                     if let Err(reason) = me.run_approved(&n, c, cover) {
-                                        me.refuse_exec(&n, what, reason)
+                                        me.refuse_exec_as(&n, "exec", what, inner, reason)
                                     }
                                 }
                             }
                         }
-                        Err(reason) => me.refuse_exec(&n, what, reason),
+                        Err(reason) => me.refuse_exec_as(&n, "exec", what, inner, reason),
                     }
                 });
                 if !started {
@@ -923,13 +941,14 @@ impl Notifier {
                 rules: Vec::new(),
                 why: format!(
                     "git's transport of the approved push `{}` to {}",
-                    shorten(&cover.line, 200),
+                    cover.shown(),
                     approved.repo.display()
                 ),
                 argv: r.argv.clone(),
                 cwd: r.cwd.clone(),
                 pid: n.pid,
                 time: std::time::SystemTime::now(),
+                inner_command: None,
             });
             return Some(PushStep::Shell);
         }
@@ -1021,6 +1040,7 @@ impl Notifier {
                 what,
                 allowed: false,
                 reason: Some("the relayed push's proxy did not start".into()),
+                inner_command: None,
             });
             return;
         }
@@ -1048,11 +1068,12 @@ impl Notifier {
                     cwd,
                     pid: n.pid,
                     time: std::time::SystemTime::now(),
+                    inner_command: None,
                 });
                 push_relay::Outcome::Ran(code)
             }
             push_relay::Outcome::Refused(reason) => {
-                push_relay::Outcome::Refused(self.record_refusal("exec", what, reason))
+                push_relay::Outcome::Refused(self.record_refusal("exec", what, None, reason))
             }
         };
         push_relay::report(&chan, &outcome);
@@ -1492,6 +1513,7 @@ impl Notifier {
                         cwd: r.cwd,
                         pid: n.pid,
                         time: std::time::SystemTime::now(),
+                        inner_command: None,
                     });
                 }
                 return Ok(ExecDecision::Continue(None));
@@ -1572,6 +1594,7 @@ impl Notifier {
                 cwd: r.cwd.clone(),
                 pid: n.pid,
                 time: std::time::SystemTime::now(),
+                inner_command: None,
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Agent))));
         }
@@ -1598,6 +1621,7 @@ impl Notifier {
                     cwd: r.cwd.clone(),
                     pid: n.pid,
                     time: std::time::SystemTime::now(),
+                    inner_command: None,
                 });
                 let files = vec![id];
                 let mark = exec::ImageMark::read(&r.dir, &files);
@@ -1642,10 +1666,12 @@ impl Notifier {
                 cwd: r.cwd.clone(),
                 pid: n.pid,
                 time: std::time::SystemTime::now(),
+                inner_command: None,
             });
             return Ok(ExecDecision::Continue(Some(pending(Role::Command(
                 Arc::new(Cover {
                     line: r.argv.join(" "),
+                    inner_command: None,
                     verdict: Verdict::Green,
                     rules: Vec::new(),
                     env: env.clone(),
@@ -1669,7 +1695,7 @@ impl Notifier {
                         ExecDecision::Continue(Some(pending(Role::Command(Arc::clone(c)))))
                     }
                     PushStep::Relay(relay) => ExecDecision::Relay(relay),
-                    PushStep::Refuse(reason) => ExecDecision::Refuse(reason),
+                    PushStep::Refuse(reason) => ExecDecision::Refuse(reason, None),
                 });
             }
         }
@@ -1740,7 +1766,7 @@ impl Notifier {
         let file_id = file_ids.first().copied();
         let mut class = match self.classifier.classify(&command, &r.cwd, file_id) {
             Ok(c) => c,
-            Err(reason) => return Ok(ExecDecision::Refuse(reason)),
+            Err(reason) => return Ok(ExecDecision::Refuse(reason, None)),
         };
         // A program that takes what it does from its argv[0] (`git-clean`, busybox applets)
         // is also judged as what argv[0] names; the worse verdict wins.
@@ -1751,7 +1777,7 @@ impl Notifier {
             let alt = exec::classified_line(&prefix, &alt);
             match self.classifier.classify(&alt, &r.cwd, file_id) {
                 Ok(c) => class.merge(c),
-                Err(reason) => return Ok(ExecDecision::Refuse(reason)),
+                Err(reason) => return Ok(ExecDecision::Refuse(reason, None)),
             }
         }
         // A push is resolved (tyba-git-guard) with the person's configuration files, but git
@@ -1768,7 +1794,7 @@ impl Notifier {
                 let alt = exec::classified_line(&with, &own_line);
                 match self.classifier.classify(&alt, &r.cwd, file_id) {
                     Ok(c) => class.merge(c),
-                    Err(reason) => return Ok(ExecDecision::Refuse(reason)),
+                    Err(reason) => return Ok(ExecDecision::Refuse(reason, None)),
                 }
             }
         }
@@ -1780,6 +1806,7 @@ impl Notifier {
         let new_cover = |command: &str, hosts: &[String], approved: bool| {
             Arc::new(Cover {
                 line: command.to_string(),
+                inner_command: class.inner_command.clone(),
                 verdict: class.verdict,
                 rules: rules.clone(),
                 env: env.clone(),
@@ -1842,30 +1869,28 @@ impl Notifier {
                         command: command.clone(),
                         verdict: class.verdict,
                         rules: rules.clone(),
-                        why: format!(
-                            "under the approved command `{}`{red_why}",
-                            shorten(&c.line, 200)
-                        ),
+                        why: format!("under the approved command `{}`{red_why}", c.shown()),
                         argv: r.argv.clone(),
                         cwd: r.cwd.clone(),
                         pid: n.pid,
                         time: std::time::SystemTime::now(),
+                        inner_command: class.inner_command.clone(),
                     });
                     ExecDecision::Continue(Some(pending(Role::Command(exec::narrowed(
                         c,
                         &class.hosts,
                     )))))
                 }
-                Covered::Refuse => ExecDecision::Refuse(refusal_text(&class)),
+                Covered::Refuse => {
+                    ExecDecision::Refuse(refusal_text(&class), class.inner_command.clone())
+                }
                 Covered::Ask => {
-                    let first = format!(
-                        "started by the approved command `{}`",
-                        shorten(&c.line, 200)
-                    );
+                    let first = format!("started by the approved command `{}`", c.shown());
                     let exec = ExecAsk {
                         argv: r.argv.clone(),
                         cwd: r.cwd.clone(),
                         env: assigns.clone(),
+                        inner_command: class.inner_command.clone(),
                     };
                     let (mut reasons, copy) = self.ask_parts(&class, Some(first), r);
                     reasons.extend(push_relay::ask_reasons(&local_pushes));
@@ -1949,17 +1974,21 @@ impl Notifier {
                     cwd: r.cwd.clone(),
                     pid: n.pid,
                     time: std::time::SystemTime::now(),
+                    inner_command: class.inner_command.clone(),
                 });
                 Ok(ExecDecision::Continue(Some(pending(Role::Command(
                     new_cover(&command, &[], false),
                 )))))
             }
-            Decision::Refuse { reason } => Ok(ExecDecision::Refuse(reason)),
+            Decision::Refuse { reason } => {
+                Ok(ExecDecision::Refuse(reason, class.inner_command.clone()))
+            }
             Decision::Ask(a) => {
                 let exec = ExecAsk {
                     argv: r.argv.clone(),
                     cwd: r.cwd.clone(),
                     env: assigns.clone(),
+                    inner_command: class.inner_command.clone(),
                 };
                 let (mut reasons, copy) = self.ask_parts(&class, None, r);
                 reasons.extend(push_relay::ask_reasons(&local_pushes));
@@ -2098,12 +2127,20 @@ impl Notifier {
     /// name cannot be rewritten safely, the exec fails with EACCES and the reason is written
     /// to the process's stderr instead.
     fn refuse_exec(&self, n: &Notif, what: String, reason: String) {
-        self.refuse_exec_as(n, "exec", what, reason)
+        self.refuse_exec_as(n, "exec", what, None, reason)
     }
 
-    /// [`Self::refuse_exec`], logged as an event of `kind`.
-    fn refuse_exec_as(&self, n: &Notif, kind: &'static str, what: String, reason: String) {
-        let reason = self.record_refusal(kind, what, reason);
+    /// [`Self::refuse_exec`], logged as an event of `kind`, with the command behind the
+    /// agent's wrapper when the line has one ([`AuditEvent::inner_command`]).
+    fn refuse_exec_as(
+        &self,
+        n: &Notif,
+        kind: &'static str,
+        what: String,
+        inner: Option<String>,
+        reason: String,
+    ) {
+        let reason = self.record_refusal(kind, what, inner, reason);
         // The rewrite of the file name can be raced by another thread sharing the process's
         // memory; only the agent's own runtime (whose power it would not widen) may have one.
         let racers_trusted = procfs::tgid(n.pid)
@@ -2212,10 +2249,10 @@ impl Notifier {
             Ok(v) => v,
             Err(why) => {
                 let reason = format!("refused quietly by tyba: it could not be answered ({why})");
-                return self.refuse_exec_as(n, "probe", what, reason);
+                return self.refuse_exec_as(n, "probe", what, None, reason);
             }
         };
-        let _ = self.record_refusal("probe", what, reason);
+        let _ = self.record_refusal("probe", what, None, reason);
         self.reply(n.id, Reply::Continue);
         spawn_worker(move || {
             if runner::proxy_started(&installed.chan) {
@@ -2416,6 +2453,7 @@ impl Notifier {
                 what: "(approved command)".into(),
                 allowed: false,
                 reason: Some(reason),
+                inner_command: None,
             });
             return Ok(());
         }
@@ -2590,8 +2628,9 @@ impl Notifier {
                         allowed: true,
                         reason: Some(format!(
                             "covered by the approved command `{}`, which names {h}",
-                            shorten(&c.line, 200)
+                            c.shown()
                         )),
+                        inner_command: None,
                     });
                     return self.inject_connected(n, &sock, domain, &raw);
                 }
@@ -2626,6 +2665,7 @@ impl Notifier {
                         what: a.to_string(),
                         allowed: true,
                         reason: Some("approved".into()),
+                        inner_command: None,
                     });
                 }
                 self.inject_connected(n, &sock, domain, &raw)

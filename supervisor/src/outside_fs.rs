@@ -566,6 +566,7 @@ impl Inner {
             what,
             allowed,
             reason,
+            inner_command: None,
         });
     }
 

@@ -31,8 +31,14 @@ pub struct AuditLine {
     pub id: Option<String>,
     /// `command`, `connect`, `metadata`, `exec`, `hook` or `pause`.
     pub kind: String,
-    /// What was requested.
+    /// What was requested, whole (a command line as the agent wrote it, its wrapper
+    /// included).
     pub action: String,
+    /// For a command line that is one command in the agent's shell wrapper: that command
+    /// (`tyba_policy::Classification::inner_command`), what `tyba log` shows. Absent for
+    /// any other line, and in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_command: Option<String>,
     /// `green`, `yellow`, `red`, `blocked`, or empty when the refusal came without a verdict.
     pub verdict: String,
     /// The policy's decisive reasons, in order (they name the rules that matched).

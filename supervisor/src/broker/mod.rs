@@ -336,8 +336,16 @@ impl Subject {
             Subject::Kernel(r) => r.kind.to_string(),
             Subject::Hook { ask, .. } => format!("{} ({} via {})", ask.action, ask.tool, ask.agent),
             Subject::Pause { failures, last } => format!(
-                "resume the agent, paused after {failures} similar failures in a row (last: {last})"
+                "resume the agent, paused after the same action was refused {failures} times: {last}"
             ),
+        }
+    }
+
+    /// For an exec ask of a line in the agent's shell wrapper: the command inside it.
+    fn inner_command(&self) -> Option<String> {
+        match self {
+            Subject::Kernel(r) => r.inner_command().map(str::to_string),
+            Subject::Hook { .. } | Subject::Pause { .. } => None,
         }
     }
 
@@ -556,6 +564,7 @@ impl Broker {
                 _ => None,
             },
             diff: e.subject.diff(),
+            inner_command: e.subject.inner_command(),
         }
     }
 
@@ -924,6 +933,7 @@ impl Broker {
             id: Some(format!("{}-{id}", self.inner.cfg.session)),
             kind: e.subject.kind().to_string(),
             action: e.subject.action(),
+            inner_command: e.subject.inner_command(),
             verdict: e.subject.verdict(),
             reasons: e.subject.reasons(),
             decision: if matches!(e.subject, Subject::Pause { .. }) {
@@ -1218,7 +1228,8 @@ impl Broker {
             Answer::Once => {
                 if let (true, Some(mut s)) = (link, self.lock()) {
                     s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
-                    s.linked_once.push((command, Instant::now(), shown));
+                    s.linked_once
+                        .push((command.trim().to_string(), Instant::now(), shown));
                 }
                 HookAnswer {
                     answer: WireAnswer::Once,
@@ -1229,7 +1240,7 @@ impl Broker {
                 if let Some(mut s) = self.lock() {
                     s.hook_always.insert(key);
                     if link {
-                        s.linked_always.insert(command);
+                        s.linked_always.insert(command.trim().to_string());
                     }
                 }
                 HookAnswer {
@@ -1281,13 +1292,32 @@ impl Broker {
         let AskKind::Command { command } = &request.kind else {
             return None;
         };
+        let inner = request.inner_command();
         let mut s = self.lock()?;
-        if request.rememberable && s.linked_always.contains(command) {
+        // "Always" on the hook's ask of CMD covers the agent's wrapped exec of CMD: the key
+        // the kernel layer's own "always" uses ([`tyba_policy::decide`]), with its own
+        // verdict yellow (rememberable) too.
+        if request.rememberable
+            && (s.linked_always.contains(command.trim())
+                || inner.is_some_and(|i| s.linked_always.contains(i)))
+        {
             return Some(Answer::Always);
         }
         s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
-        let i = match s.linked_once.iter().position(|(c, _, _)| c == command) {
+        let i = match s
+            .linked_once
+            .iter()
+            .position(|(c, _, _)| c == command.trim())
+        {
             Some(i) => i,
+            None if inner.is_some() => {
+                // The agent's wrapped exec of the command the hook asked about (its wrapper
+                // peeled by the supervisor's own classification of this exec).
+                let inner = inner?;
+                s.linked_once
+                    .iter()
+                    .position(|(c, _, shown)| c == inner && request.verdict <= *shown)?
+            }
             None => {
                 // The agent runs the command the hook asked about inside its own wrapper
                 // (Claude Code's `… && eval 'CMD' < /dev/null && pwd -P >| $TMPDIR/…`, Gemini
@@ -1338,6 +1368,7 @@ impl Broker {
             session: self.inner.cfg.session.clone(),
             kind: subject.kind().to_string(),
             action: subject.action(),
+            inner_command: subject.inner_command(),
             verdict: subject.verdict(),
             reasons: subject.reasons(),
             decision: "ask".into(),
@@ -1458,6 +1489,7 @@ impl Approver for Broker {
                     session: self.inner.cfg.session.clone(),
                     kind: "exec".into(),
                     action: exec.command.clone(),
+                    inner_command: exec.inner_command.clone(),
                     verdict: exec.verdict.to_string(),
                     reasons: exec.rules.clone(),
                     decision: "allow".into(),
@@ -1511,6 +1543,7 @@ impl Approver for Broker {
                         session: self.inner.cfg.session.clone(),
                         kind: event.kind.to_string(),
                         action: event.what.clone(),
+                        inner_command: event.inner_command.clone(),
                         decision: "refuse".into(),
                         reason: event.reason.clone(),
                         ..AuditLine::default()
@@ -1518,13 +1551,19 @@ impl Approver for Broker {
                 }
             }
         }
-        let step = s.guard.failure(event.kind, &event.what);
+        // The action key, as "always" keys it: the command behind the agent's wrapper, else
+        // the whole line (every wrapped line of an agent starts with the same housekeeping).
+        let key = event.inner_command.as_deref().unwrap_or(&event.what);
+        let step = s.guard.failure(event.kind, key, Instant::now());
         drop(s);
         match step {
             guard::Step::Quiet => None,
             guard::Step::Nudge(text) => Some(text),
             guard::Step::Pause { failures, text } => {
-                self.pause(failures, event.what.clone());
+                self.pause(
+                    failures,
+                    text::shown_action(&event.what, event.inner_command.as_deref()),
+                );
                 Some(text)
             }
         }

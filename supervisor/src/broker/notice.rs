@@ -28,9 +28,14 @@ pub fn announce(session: &str, p: &PendingView) {
         return;
     };
     let title = format!("tyba: {} ask waiting ({})", p.verdict, p.id);
+    // The command behind the agent's wrapper, or the action cut to a bound.
+    let action = match &p.inner_command {
+        Some(i) => format!("run `{}`", super::text::shown_action(&p.action, Some(i))),
+        None => super::text::shown_action(&p.action, None),
+    };
     let body = format!(
-        "{}\nAnswer in the terminal, or: tyba approve {} / tyba deny {}",
-        p.action, p.id, p.id
+        "{action}\nAnswer in the terminal, or: tyba approve {} / tyba deny {}",
+        p.id, p.id
     );
     let child = Command::new(bin)
         .args(["--app-name=tyba", "--category=im", &title, &body])

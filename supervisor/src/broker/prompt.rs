@@ -464,14 +464,29 @@ impl Prompt {
         );
         let marker = cut(&marker, cols - 1, "…");
         let action = clean(&p.action);
-        let summary = format!("  {}: {action}", p.verdict);
-        let tail = format!("… ({} characters: [?] shows all)", action.chars().count());
+        // The command behind the agent's shell wrapper first: the wrapper's housekeeping is
+        // neutral, the command is the whole risk; `?` shows the whole line.
+        let headline = match &p.inner_command {
+            Some(i) => format!("run `{}`", clean(i.trim())),
+            None => action.clone(),
+        };
+        let summary = format!("  {}: {headline}", p.verdict);
+        let tail = format!("… ({} characters: [?] shows all)", headline.chars().count());
         let top = vec![
             format!("\x1b[7m{marker}\x1b[0m"),
             cut(&summary, cols - 1, &tail),
         ];
 
         let mut body: Vec<Line> = Vec::new();
+        if p.inner_command.is_some() {
+            body.push(Line::plain(
+                2,
+                format!(
+                    "inside the agent's shell wrapper (the whole line: {} characters, [?] shows it)",
+                    action.chars().count()
+                ),
+            ));
+        }
         let reasons = if st.details { 64 } else { 2 };
         for r in p.reasons.iter().take(reasons) {
             body.push(Line::plain(2, format!("why: {}", clean(r))));
@@ -1209,6 +1224,57 @@ mod tests {
 
     fn settle(d: Duration) {
         std::thread::sleep(d + Duration::from_millis(120));
+    }
+
+    #[test]
+    fn the_header_names_the_command_behind_the_agents_wrapper() {
+        let b = quiet_broker();
+        let screen = Screen::default();
+        let p = Prompt::start_sized(
+            &b,
+            "cedar-onyx-42".into(),
+            Box::new(screen.clone()),
+            30,
+            100,
+        );
+        // Gemini CLI's wrapper around a yellow build, as the supervisor classified it.
+        let line = "shopt -u promptvars nullglob extglob nocaseglob dotglob; _bgpids_file=/tmp/tyba-s/gemini-shell-Ab12/bgpids.tmp\n(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\ncargo build --release\n)\n__code=$?\nexit $__code";
+        let req = crate::approve::AskRequest {
+            kind: crate::approve::AskKind::Command {
+                command: line.into(),
+            },
+            verdict: tyba_policy::Verdict::Yellow,
+            reasons: vec!["cargo runs the project's build scripts".into()],
+            rememberable: true,
+            pid: std::process::id(),
+            exec: Some(crate::approve::ExecAsk {
+                argv: vec!["bash".into(), "-c".into(), line.into()],
+                cwd: "/wt".into(),
+                env: Vec::new(),
+                inner_command: Some("cargo build --release".into()),
+            }),
+        };
+        let hb = b.clone();
+        let h = std::thread::spawn(move || crate::approve::Approver::ask(&hb, &req).unwrap());
+        let t = screen.wait_for("inside the agent's shell wrapper");
+        assert!(t.contains("yellow: run `cargo build --release`"), "{t}");
+        assert!(
+            !t.contains("run `shopt"),
+            "the wrapper is not the header: {t}"
+        );
+        assert!(
+            !t.contains("shopt -u"),
+            "the wrapper is shown on [?] only: {t}"
+        );
+        // The whole line is one key away.
+        settle(ARM);
+        assert!(p.input(b"?"));
+        let t = screen.wait_for("(the whole text):");
+        assert!(t.contains("shopt -u promptvars"), "{t}");
+        settle(QUIET);
+        assert!(p.input(b"o"));
+        assert_eq!(h.join().unwrap(), crate::approve::Answer::Once);
+        b.close("over");
     }
 
     #[test]

@@ -246,6 +246,12 @@ pub struct PendingView {
     /// there is none. Absent for every other ask, and from older supervisors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+    /// For an exec ask of a line that is one command in the agent's shell wrapper: that
+    /// command (`tyba_policy::Classification::inner_command`), what the prompt's header and
+    /// `tyba inbox` show first; `action` keeps the whole line. Absent for every other ask,
+    /// and from older supervisors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_command: Option<String>,
 }
 
 /// The answer sent back on the hook channel.

@@ -196,7 +196,7 @@ fn hook_always_is_remembered_for_hooks_only_and_red_never() {
 }
 
 #[test]
-fn refusals_get_a_nudge_after_n_similar_ones() {
+fn refusals_get_a_nudge_when_the_same_action_is_retried() {
     let mut cfg = BrokerConfig::new("0a1b2c3d4e5f", "/wt".into());
     cfg.socket = false;
     cfg.audit = false;
@@ -204,16 +204,39 @@ fn refusals_get_a_nudge_after_n_similar_ones() {
     cfg.nudge_after = 2;
     cfg.pause_after = 0;
     let b = Broker::start(cfg).unwrap();
-    let ev = |what: &str| AuditEvent {
+    let ev = |what: &str, inner: Option<&str>| AuditEvent {
         kind: "exec",
         what: what.into(),
         allowed: false,
         reason: Some("refused by tyba: x".into()),
+        inner_command: inner.map(str::to_string),
     };
-    assert_eq!(b.record(&ev("curl a")), None);
-    let n = b.record(&ev("curl b")).unwrap();
+    assert_eq!(b.record(&ev("curl a", None)), None);
+    assert_eq!(b.record(&ev("curl b", None)), None, "another action");
+    let n = b.record(&ev("curl a", None)).unwrap();
     assert!(n.contains("change approach"), "{n}");
-    assert_eq!(b.record(&ev("wget b")), None);
+    // Gemini CLI's wrapper: the same housekeeping around each command (a fresh temp name
+    // each call). Keyed on the command inside: three different ones are no loop...
+    let gemini = |n: u32, cmd: &str| {
+        format!(
+            "shopt -u promptvars nullglob extglob nocaseglob dotglob; _bgpids_file=/tmp/s/gemini-shell-{n}/bgpids.tmp\n(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\n{cmd}\n)\n__code=$?\nexit $__code"
+        )
+    };
+    for (i, cmd) in ["cargo build", "rm -rf build", "touch ../outside.txt"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            b.record(&ev(&gemini(i as u32, cmd), Some(cmd))),
+            None,
+            "{cmd}"
+        );
+    }
+    // ...and the same one retried, each time in a new wrapper, is.
+    let n = b
+        .record(&ev(&gemini(7, "rm -rf build"), Some("rm -rf build")))
+        .unwrap();
+    assert!(n.contains("the same action refused 2 times"), "{n}");
 }
 
 #[derive(Clone, Default)]
@@ -635,6 +658,94 @@ fn a_hook_once_answers_the_agents_wrapped_exec_of_that_command_once_and_nothing_
     );
     let t = ask_on_thread(&b, req(&wrapped("touch linked.txt"), Verdict::Yellow));
     wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-4", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+}
+
+/// An exec ask as the supervisor makes it for a wrapped line: the command inside carried
+/// with it (`ExecAsk::inner_command`).
+fn wrapped_req(line: &str, inner: &str, verdict: Verdict) -> AskRequest {
+    AskRequest {
+        exec: Some(crate::approve::ExecAsk {
+            argv: vec!["bash".into(), "-c".into(), "-l".into(), line.into()],
+            cwd: std::env::temp_dir(),
+            env: Vec::new(),
+            inner_command: Some(inner.into()),
+        }),
+        ..req(line, verdict)
+    }
+}
+
+#[test]
+fn a_hook_always_answers_the_wrapped_exec_of_that_command_and_nothing_else() {
+    let b = linked_broker();
+    let b2 = b.clone();
+    let t = std::thread::spawn(move || {
+        b2.ask_hook(shell_hook("touch linked.txt", "yellow"), std::process::id())
+    });
+    let p = wait_pending(&b, 1);
+    assert!(p[0].always_allowed, "{p:?}");
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Always, None, "t")
+        .unwrap();
+    assert_eq!(t.join().unwrap().answer, WireAnswer::Always);
+    let line = |cmd: &str, n: u32| {
+        format!(
+            "\\builtin shopt -u extglob 2>/dev/null || true && eval '{cmd}' \\< /dev/null && pwd -P >| /tmp/s/claude-{n}-cwd"
+        )
+    };
+    // Every wrapped exec of that command (a fresh scratch name each call), yellow by the
+    // kernel layer's own classification: answered `always`, asking nobody.
+    for n in 0..3 {
+        assert_eq!(
+            b.ask(&wrapped_req(
+                &line("touch linked.txt", n),
+                "touch linked.txt",
+                Verdict::Yellow
+            ))
+            .unwrap(),
+            Answer::Always
+        );
+    }
+    assert!(b.pending().is_empty());
+    // Another command inside the same wrapper, or that command red by the kernel layer (not
+    // rememberable): asked.
+    let t = ask_on_thread(
+        &b,
+        wrapped_req(
+            &line("touch other.txt", 7),
+            "touch other.txt",
+            Verdict::Yellow,
+        ),
+    );
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-2", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    let t = ask_on_thread(
+        &b,
+        wrapped_req(
+            &line("touch linked.txt", 8),
+            "touch linked.txt",
+            Verdict::Red,
+        ),
+    );
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-3", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    // The ask shows the command inside; the whole line stays the action.
+    let t = ask_on_thread(
+        &b,
+        wrapped_req(
+            &line("touch third.txt", 9),
+            "touch third.txt",
+            Verdict::Yellow,
+        ),
+    );
+    let p = wait_pending(&b, 1);
+    assert_eq!(p[0].inner_command.as_deref(), Some("touch third.txt"));
+    assert!(p[0].action.contains("shopt -u extglob"), "{p:?}");
     b.answer("0a1b2c3d4e5f-4", WireAnswer::Deny, None, "t")
         .unwrap();
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));

@@ -83,6 +83,48 @@ pub fn clean_diff(x: &str) -> String {
     clean_block(x, DIFF_MAX_LINES, DIFF_MAX_LINE_CHARS)
 }
 
+/// The most characters of an action shown on one line (ask header, end summary, `tyba log`,
+/// `tyba inbox`) before it is cut with [`shown_action`]'s marker.
+pub const ACTION_MAX_CHARS: usize = 200;
+
+/// An action as the person reads it on one line: the command behind the agent's shell
+/// wrapper when the line has one (`inner`: `tyba_policy::Classification::inner_command`,
+/// the line's one part that is not neutral housekeeping, so it is the whole risk), else the
+/// whole line; cleaned as by [`clean`] with each line break shown as `⏎`, and cut to
+/// [`ACTION_MAX_CHARS`] characters with `… (N more characters; whole line in the audit log)`.
+/// The audit log keeps the whole line (`action`) next to it (`inner_command`).
+///
+/// ```
+/// use tyba_supervisor::broker::text::shown_action;
+/// assert_eq!(shown_action("shopt -u dotglob; ( make ); exit $?", Some("make")), "make");
+/// let long = "x".repeat(250);
+/// assert_eq!(
+///     shown_action(&long, None),
+///     format!("{}… (50 more characters; whole line in the audit log)", "x".repeat(200))
+/// );
+/// ```
+pub fn shown_action(whole: &str, inner: Option<&str>) -> String {
+    let text = inner.unwrap_or(whole).trim();
+    let total = text.chars().count();
+    let mut out = String::new();
+    for c in text.chars().take(ACTION_MAX_CHARS) {
+        if c == '\n' {
+            out.push('⏎');
+        } else if c.is_control() || bidi_control(c) {
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    if total > ACTION_MAX_CHARS {
+        out.push_str(&format!(
+            "… ({} more characters; whole line in the audit log)",
+            total - ACTION_MAX_CHARS
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -113,5 +155,35 @@ mod tests {
         assert!(b.ends_with("…\n"));
         assert_eq!(clean_diff(""), "");
         assert_eq!(clean_diff("no newline"), "no newline\n");
+    }
+
+    #[test]
+    fn an_action_shows_its_inner_command_or_is_cut_with_a_count() {
+        // Codex's shell snapshot: kilobytes over many lines, no inner command.
+        let snapshot: String = (0..170).map(|n| format!("f{n}() {{ :; }}\n")).collect();
+        let s = shown_action(&snapshot, None);
+        assert!(!s.contains('\n'), "{s}");
+        assert!(s.starts_with("f0() { :; }⏎f1()"), "{s}");
+        let rest = snapshot.trim().chars().count() - ACTION_MAX_CHARS;
+        assert!(
+            s.ends_with(&format!(
+                "… ({rest} more characters; whole line in the audit log)"
+            )),
+            "{s}"
+        );
+        // The command inside the wrapper, whole when short, cut the same way when long.
+        let wrapped = "\\builtin shopt -u extglob 2>/dev/null || true && eval 'rm -rf build' < /dev/null && pwd -P >| /tmp/x";
+        assert_eq!(shown_action(wrapped, Some("rm -rf build")), "rm -rf build");
+        let long = format!("echo {}", "y".repeat(300));
+        let s = shown_action(wrapped, Some(&long));
+        assert!(
+            s.starts_with("echo yyy") && s.contains("105 more characters"),
+            "{s}"
+        );
+        // Short lines are shown whole; control characters never pass.
+        assert_eq!(shown_action("cargo test", None), "cargo test");
+        assert_eq!(shown_action("a\x1b[2J\u{202e}b", None), "a?[2J?b");
+        let exact = "z".repeat(ACTION_MAX_CHARS);
+        assert_eq!(shown_action(&exact, None), exact);
     }
 }
