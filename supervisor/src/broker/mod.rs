@@ -201,6 +201,15 @@ struct Entry {
     wake: Arc<tokio::sync::Notify>,
 }
 
+/// A hook ask's "once", waiting for the kernel layer's ask of the same command.
+#[derive(Debug)]
+struct LinkedOnce {
+    command: String,
+    at: Instant,
+    shown: tyba_policy::Verdict,
+    cwd: std::path::PathBuf,
+}
+
 #[derive(Debug, Default)]
 struct State {
     next: u64,
@@ -211,9 +220,12 @@ struct State {
     logged_denials: Vec<String>,
     guard: guard::Guard,
     hook_always: HashSet<String>,
-    /// Shell commands the person allowed once through a hook ask, with when: the kernel
-    /// layer's ask for the same exact command line, within [`LINK_WINDOW`], is that answer.
-    linked_once: Vec<(String, Instant, tyba_policy::Verdict)>,
+    /// Shell commands the person allowed once through a hook ask, with when, the verdict
+    /// shown, and the directory the broker judged them in: the kernel layer's ask for the same
+    /// command, in that directory, no worse than shown, within [`LINK_WINDOW`], is that answer.
+    /// The hook's socket is reachable from inside the sandbox, so what a hook ask claims (its
+    /// directory above all) vouches for nothing the kernel layer sees otherwise.
+    linked_once: Vec<LinkedOnce>,
     /// Shell commands the person allowed always through a hook ask (yellow by the broker's
     /// own classification): the kernel layer's ask for the same line is answered `always`.
     linked_always: HashSet<String>,
@@ -1146,6 +1158,7 @@ impl Broker {
         }
         let always_ok = ask.rememberable && ask.verdict == "yellow";
         let link = ours.is_some();
+        let cwd = self.judged_cwd(&ask);
         let command = ask.action.clone();
         // What the person is shown and answers: a wrapped exec is linked only up to it.
         let shown: tyba_policy::Verdict = ask.verdict.parse().unwrap_or(tyba_policy::Verdict::Red);
@@ -1210,6 +1223,7 @@ impl Broker {
             command,
             shown,
             key,
+            cwd,
         })
     }
 
@@ -1222,14 +1236,19 @@ impl Broker {
             command,
             shown,
             key,
+            cwd,
             ..
         } = w;
         match answer {
             Answer::Once => {
                 if let (true, Some(mut s)) = (link, self.lock()) {
-                    s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
-                    s.linked_once
-                        .push((command.trim().to_string(), Instant::now(), shown));
+                    s.linked_once.retain(|l| l.at.elapsed() < LINK_WINDOW);
+                    s.linked_once.push(LinkedOnce {
+                        command: command.trim().to_string(),
+                        at: Instant::now(),
+                        shown,
+                        cwd,
+                    });
                 }
                 HookAnswer {
                     answer: WireAnswer::Once,
@@ -1263,12 +1282,8 @@ impl Broker {
     fn classify(&self, ask: &HookAsk) -> Option<(tyba_policy::Verdict, Vec<String>)> {
         let policy = self.inner.cfg.policy.as_ref()?;
         let wt = &self.inner.cfg.worktree;
-        let cwd = std::path::Path::new(&ask.cwd);
-        let cwd = if cwd.is_absolute() && cwd.starts_with(wt) {
-            cwd
-        } else {
-            wt.as_path()
-        };
+        let cwd = self.judged_cwd(ask);
+        let cwd = cwd.as_path();
         let inspector = tyba_git_guard::Inspector::new();
         let ctx = tyba_policy::Context {
             worktree: wt,
@@ -1287,7 +1302,21 @@ impl Broker {
         Some((c.verdict, reasons))
     }
 
-    /// The answer a hook ask already gave to this kernel-layer ask, if any (consumed).
+    /// The directory a hook's shell command is judged in: the one it names when that is the
+    /// worktree or beneath it, else the worktree.
+    fn judged_cwd(&self, ask: &HookAsk) -> std::path::PathBuf {
+        let wt = &self.inner.cfg.worktree;
+        let cwd = std::path::Path::new(&ask.cwd);
+        if cwd.is_absolute() && cwd.starts_with(wt) {
+            cwd.to_path_buf()
+        } else {
+            wt.clone()
+        }
+    }
+
+    /// The answer a hook ask already gave to this kernel-layer ask, if any (consumed): the
+    /// same command (or the command behind the agent's wrapper), run in the directory the
+    /// hook's ask was judged in, with a verdict no worse than the one the person was shown.
     fn linked(&self, request: &AskRequest) -> Option<Answer> {
         let AskKind::Command { command } = &request.kind else {
             return None;
@@ -1303,11 +1332,20 @@ impl Broker {
         {
             return Some(Answer::Always);
         }
-        s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
+        // Where the exec runs, as the kernel layer saw it; an ask without one links nothing.
+        let here = request
+            .exec
+            .as_ref()
+            .map(|e| std::fs::canonicalize(&e.cwd).unwrap_or_else(|_| e.cwd.clone()))?;
+        let same = move |l: &LinkedOnce| {
+            request.verdict <= l.shown
+                && std::fs::canonicalize(&l.cwd).unwrap_or_else(|_| l.cwd.clone()) == here
+        };
+        s.linked_once.retain(|l| l.at.elapsed() < LINK_WINDOW);
         let i = match s
             .linked_once
             .iter()
-            .position(|(c, _, _)| c == command.trim())
+            .position(|l| l.command == command.trim() && same(l))
         {
             Some(i) => i,
             None if inner.is_some() => {
@@ -1316,7 +1354,7 @@ impl Broker {
                 let inner = inner?;
                 s.linked_once
                     .iter()
-                    .position(|(c, _, shown)| c == inner && request.verdict <= *shown)?
+                    .position(|l| l.command == inner && same(l))?
             }
             None => {
                 // The agent runs the command the hook asked about inside its own wrapper
@@ -1328,10 +1366,10 @@ impl Broker {
                 drop(s);
                 let (inner, verdict) = self.inner_command(command)?;
                 s = self.lock()?;
-                s.linked_once.retain(|(_, t, _)| t.elapsed() < LINK_WINDOW);
-                s.linked_once.iter().position(|(c, _, shown)| {
-                    *c == inner && verdict <= *shown && request.verdict <= *shown
-                })?
+                s.linked_once.retain(|l| l.at.elapsed() < LINK_WINDOW);
+                s.linked_once
+                    .iter()
+                    .position(|l| l.command == inner && verdict <= l.shown && same(l))?
             }
         };
         s.linked_once.remove(i);
@@ -1441,6 +1479,8 @@ pub(crate) struct HookWait {
     command: String,
     shown: tyba_policy::Verdict,
     key: String,
+    /// The directory the command was judged in ([`Broker::judged_cwd`]).
+    cwd: std::path::PathBuf,
 }
 
 fn deny_answer(reason: &str) -> HookAnswer {

@@ -25,6 +25,24 @@ fn req(command: &str, verdict: Verdict) -> AskRequest {
     }
 }
 
+/// A kernel layer's exec ask of `command` run in `cwd`, as the supervisor makes it.
+fn kreq_in(command: &str, verdict: Verdict, cwd: &std::path::Path) -> AskRequest {
+    AskRequest {
+        exec: Some(crate::approve::ExecAsk {
+            argv: vec!["bash".into(), "-c".into(), command.into()],
+            cwd: cwd.to_path_buf(),
+            env: Vec::new(),
+            inner_command: None,
+        }),
+        ..req(command, verdict)
+    }
+}
+
+/// [`kreq_in`] in the directory [`shell_hook`]'s asks name.
+fn kreq(command: &str, verdict: Verdict) -> AskRequest {
+    kreq_in(command, verdict, &std::env::temp_dir())
+}
+
 fn ask_on_thread(b: &Broker, r: AskRequest) -> std::thread::JoinHandle<Answer> {
     let b = b.clone();
     std::thread::spawn(move || b.ask(&r).unwrap())
@@ -388,14 +406,54 @@ fn a_hook_once_answers_the_same_kernel_command_once() {
     assert_eq!(t.join().unwrap().answer, WireAnswer::Once);
     // The exec of exactly that command is answered by it, once; another string is asked.
     assert_eq!(
-        b.ask(&req("touch linked.txt", Verdict::Yellow)).unwrap(),
+        b.ask(&kreq("touch linked.txt", Verdict::Yellow)).unwrap(),
         Answer::Once
     );
-    let t = ask_on_thread(&b, req("touch linked.txt", Verdict::Yellow));
+    let t = ask_on_thread(&b, kreq("touch linked.txt", Verdict::Yellow));
     wait_pending(&b, 1);
     b.answer("0a1b2c3d4e5f-2", WireAnswer::Deny, None, "t")
         .unwrap();
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+}
+
+/// The hook's socket is reachable from inside the sandbox, so a hook ask's claimed
+/// directory vouches for nothing: its "once" answers only the kernel layer's ask of that
+/// command run in the directory the hook's ask was judged in, no worse than what the person
+/// was shown. `touch ../x.txt` is yellow two levels down and red (outside) at the top.
+#[test]
+fn a_hook_once_answers_nothing_run_elsewhere_or_worse_than_shown() {
+    let b = linked_broker();
+    let top = std::env::temp_dir();
+    let deep = top.join("tyba-linked-a").join("b");
+    std::fs::create_dir_all(&deep).unwrap();
+    let mut ask = shell_hook("touch ../x.txt", "yellow");
+    ask.cwd = deep.display().to_string();
+    let b2 = b.clone();
+    let t = std::thread::spawn(move || b2.ask_hook(ask, std::process::id()));
+    let p = wait_pending(&b, 1);
+    assert_eq!(p[0].verdict, "yellow", "{p:?}");
+    b.answer("0a1b2c3d4e5f-1", WireAnswer::Once, None, "t")
+        .unwrap();
+    assert_eq!(t.join().unwrap().answer, WireAnswer::Once);
+    // Run at the top (red there): asked, not answered by the hook's "once".
+    let t = ask_on_thread(&b, kreq_in("touch ../x.txt", Verdict::Red, &top));
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-2", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    // Another directory at the same colour: asked too.
+    let t = ask_on_thread(&b, kreq_in("touch ../x.txt", Verdict::Yellow, &top));
+    wait_pending(&b, 1);
+    b.answer("0a1b2c3d4e5f-3", WireAnswer::Deny, None, "t")
+        .unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    // Control: the exec where the hook's ask was judged is that answer.
+    assert_eq!(
+        b.ask(&kreq_in("touch ../x.txt", Verdict::Yellow, &deep))
+            .unwrap(),
+        Answer::Once
+    );
+    let _ = std::fs::remove_dir_all(top.join("tyba-linked-a"));
 }
 
 #[test]
@@ -640,23 +698,23 @@ fn a_hook_once_answers_the_agents_wrapped_exec_of_that_command_once_and_nothing_
     assert_eq!(t.join().unwrap().answer, WireAnswer::Once);
     // A wrapper around another command, or an ask worse than what the person was shown, is
     // asked (and does not use up the answer).
-    let t = ask_on_thread(&b, req(&wrapped("touch other.txt"), Verdict::Yellow));
+    let t = ask_on_thread(&b, kreq(&wrapped("touch other.txt"), Verdict::Yellow));
     wait_pending(&b, 1);
     b.answer("0a1b2c3d4e5f-2", WireAnswer::Deny, None, "t")
         .unwrap();
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
-    let t = ask_on_thread(&b, req(&wrapped("touch linked.txt"), Verdict::Red));
+    let t = ask_on_thread(&b, kreq(&wrapped("touch linked.txt"), Verdict::Red));
     wait_pending(&b, 1);
     b.answer("0a1b2c3d4e5f-3", WireAnswer::Deny, None, "t")
         .unwrap();
     assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
     // The wrapped exec of that command is answered by it, once.
     assert_eq!(
-        b.ask(&req(&wrapped("touch linked.txt"), Verdict::Yellow))
+        b.ask(&kreq(&wrapped("touch linked.txt"), Verdict::Yellow))
             .unwrap(),
         Answer::Once
     );
-    let t = ask_on_thread(&b, req(&wrapped("touch linked.txt"), Verdict::Yellow));
+    let t = ask_on_thread(&b, kreq(&wrapped("touch linked.txt"), Verdict::Yellow));
     wait_pending(&b, 1);
     b.answer("0a1b2c3d4e5f-4", WireAnswer::Deny, None, "t")
         .unwrap();
