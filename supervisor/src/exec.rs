@@ -763,6 +763,56 @@ pub(crate) fn config_moves(
     out
 }
 
+/// The variables `less` and `more` take commands, files or keys from (less(1) ENVIRONMENT:
+/// `LESS` options such as `+!cmd`, the input preprocessor `LESSOPEN`/`LESSCLOSE`, key files,
+/// the editor of `v` and the shell of `!`; more(1) `MORE`).
+const PAGER_VARS: &[&str] = &[
+    "LESS",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "LESSKEY",
+    "LESSKEYIN",
+    "LESSKEY_CONTENT",
+    "LESSKEY_SYSTEM",
+    "LESSKEYIN_SYSTEM",
+    "LESSEDIT",
+    "LESSSECURE",
+    "VISUAL",
+    "EDITOR",
+    "SHELL",
+    "MORE",
+];
+
+/// Whether `envp` holds every variable of [`PAGER_VARS`] as the session started (`start`),
+/// absent where it was absent, except what git itself sets for its pager when unset:
+/// `LESS=FRX` (and `LV=-c`, not a pager variable here). Every occurrence counts.
+pub(crate) fn pager_env_unchanged(envp: &[Vec<u8>], start: &HashMap<String, String>) -> bool {
+    let mut seen: Vec<&str> = Vec::new();
+    for e in envp {
+        let Some(eq) = e.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let Ok(name) = std::str::from_utf8(&e[..eq]) else {
+            continue;
+        };
+        let Some(var) = PAGER_VARS.iter().find(|v| **v == name) else {
+            continue;
+        };
+        let value = String::from_utf8_lossy(&e[eq + 1..]);
+        let ok = match start.get(*var) {
+            Some(v) => *v == value,
+            None => *var == "LESS" && value == "FRX",
+        };
+        if !ok {
+            return false;
+        }
+        seen.push(var);
+    }
+    // A variable the session started with and the exec lacks is unchanged for the pager only
+    // if absence means the same (it does not for `LESSSECURE`).
+    !start.contains_key("LESSSECURE") || seen.contains(&"LESSSECURE")
+}
+
 /// [`env_assignments`] from `code`, the exec's [`code_env`] already read: the same answer,
 /// without a second pass over the environment unless `shell` reads startup files.
 pub(crate) fn assignments_of(
@@ -954,6 +1004,35 @@ mod tests {
             granted: Vec::new(),
             pushes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_pager_runs_bare_only_with_the_sessions_own_pager_variables() {
+        let start: HashMap<String, String> = [("EDITOR".to_string(), "vi".to_string())]
+            .into_iter()
+            .collect();
+        let env = |v: &[&str]| v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        assert!(pager_env_unchanged(
+            &env(&["PATH=/bin", "EDITOR=vi"]),
+            &start
+        ));
+        // What git sets for its pager when unset.
+        assert!(pager_env_unchanged(&env(&["LESS=FRX", "LV=-c"]), &start));
+        for bad in [
+            "LESS=+!touch pwned",
+            "LESSOPEN=|touch pwned %s",
+            "EDITOR=touch pwned",
+            "SHELL=/tmp/x",
+            "LESSKEYIN=/tmp/keys",
+            "MORE=-d",
+        ] {
+            assert!(!pager_env_unchanged(&env(&[bad]), &start), "{bad}");
+        }
+        // Every occurrence counts.
+        assert!(!pager_env_unchanged(
+            &env(&["EDITOR=vi", "EDITOR=touch pwned"]),
+            &start
+        ));
     }
 
     #[test]

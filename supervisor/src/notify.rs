@@ -502,6 +502,21 @@ fn within_the_grants(class: &Classification, granted: &[runner::Grant]) -> bool 
         && class.writes.iter().all(|p| in_grant(p, true))
 }
 
+/// Whether an exec of `real` with `argv`, under the green command `line`, is git's default
+/// pager: `line` runs git (its first word), and the exec is the system's `less` or `more`
+/// (in a system bin directory, by its real file) with no operand or option (git-var(1)
+/// `GIT_PAGER`: "less" by default, run directly when it has no shell metacharacters).
+fn is_gits_default_pager(line: &str, real: &std::path::Path, argv: &[String]) -> bool {
+    let first = line.split_whitespace().next().unwrap_or("");
+    let git = std::path::Path::new(first).file_name() == Some("git".as_ref());
+    let name = real.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    git && matches!(name, "less" | "more")
+        && argv.len() == 1
+        && SYSTEM_BIN_DIRS
+            .iter()
+            .any(|d| real.parent() == Some(std::path::Path::new(d)))
+}
+
 /// Whether `class` pushes: the git inspector resolved a push, or a push rule fired (an
 /// unresolved or protected push, a hook switched off).
 fn is_push(class: &Classification) -> bool {
@@ -1913,6 +1928,37 @@ impl Notifier {
                     }))
                 }
             });
+        }
+        // git's own pager for a green git command on a terminal (`git log`): `less` or `more`
+        // of the system, exec'd bare (git's default when no `core.pager`, `GIT_PAGER` or
+        // `PAGER` names another program; a configured one is a line, judged above as the
+        // agent's own), with the pager's own variables as the session started (git sets
+        // `LESS=FRX` and `LV=-c` when they are unset). It pages the green command's output:
+        // part of that command, not a program run on the agent's behalf.
+        if let (Role::Command(c), Some((real, _))) = (&role, &file) {
+            if !c.accepted
+                && is_gits_default_pager(&c.line, real, &r.argv)
+                && exec::pager_env_unchanged(&r.envp, &self.start_env)
+            {
+                self.control.count(Counted::Allowed);
+                self.log_allowed(AllowedExec {
+                    command: command.clone(),
+                    inner_command: None,
+                    verdict: class.verdict,
+                    rules: rules.clone(),
+                    why: format!(
+                        "git's own pager, for the green command `{}`",
+                        shorten(&c.line, 200)
+                    ),
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                    pid: n.pid,
+                    time: std::time::SystemTime::now(),
+                });
+                return Ok(ExecDecision::Continue(Some(pending(Role::Command(
+                    Arc::clone(c),
+                )))));
+            }
         }
         let s = self
             .state
