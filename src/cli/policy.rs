@@ -82,7 +82,7 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
             let top = repo_top()?;
             let (p, repo) = super::load_policy_explained(policy.as_deref(), top.as_deref())?;
             if let Some(r) = &repo {
-                eprintln!("tyba: {}", r.describe());
+                tell!("tyba: {}", r.describe());
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(p.config())?);
