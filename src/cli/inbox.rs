@@ -226,7 +226,7 @@ pub(crate) fn report_silent(silent: &[(std::path::PathBuf, String)]) {
             "tyba: session {} did not answer ({}); `tyba stop {}` still reaches it",
             clean(&id),
             clean(why),
-            clean(&id)
+            tyba_supervisor::broker::text::shell_word(&id)
         );
     }
 }

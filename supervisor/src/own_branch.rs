@@ -366,9 +366,10 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
         Err(e) => {
             r.kept = true;
             r.notes.push(format!(
-                "the agent's commits ({new}) could not be put on {branch} ({e}); they are kept in {}: git -C {} branch {branch}-work {new}",
+                "the agent's commits ({new}) could not be put on {branch} ({e}); they are kept in {}: git -C {} branch {} {new}",
                 dir.display(),
-                common.display()
+                crate::broker::text::shell_word(&common.to_string_lossy()),
+                crate::broker::text::shell_word(&format!("{branch}-work")),
             ));
         }
     }
