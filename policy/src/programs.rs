@@ -84,7 +84,8 @@ enum Dialect {
     Getopt,
 }
 
-/// Reads a shell's arguments (`args` = `argv[1..]`, `None` for a word not known statically)
+/// Reads a shell's arguments (`args` = `argv[1..]`, `None` for a word not known statically,
+/// which makes the reading [`ShellArgs::Uncertain`] where an option may stand)
 /// by the INVOCATION rules of the shell named `shell` (a base name from [`SHELLS`]).
 ///
 /// bash (bash(1)): long options first (`--name` or `-name`; `--rcfile`/`--init-file` take a
@@ -189,14 +190,12 @@ fn read_with(dialect: Dialect, args: &[Option<&str>]) -> ShellArgs {
     }
     if command {
         return match args.get(i) {
-            Some(Some(_)) => Command { string: i },
-            Some(None) => Uncertain,
+            Some(_) => Command { string: i },
             None => MissingCommand,
         };
     }
     match args.get(i) {
-        Some(Some(_)) if !stdin => Script { file: i },
-        Some(None) if !stdin => Uncertain,
+        Some(_) if !stdin => Script { file: i },
         _ => Stdin { operands: i },
     }
 }
@@ -306,6 +305,7 @@ mod tests {
         assert_eq!(read("bash", &["-c", "-o"]), Uncertain);
         assert_eq!(read("bash", &["-cZ", "rm x"]), Uncertain);
         assert_eq!(read("dash", &["-c", "-O", "extglob", "rm x"]), Uncertain);
+        // A word not known where an option may stand (`bash -c $X`: `$X` may be `-o`).
         assert_eq!(read_shell_args("bash", &[Some("-c"), None]), Uncertain);
         assert_eq!(
             read_shell_args("bash", &[None, Some("-c"), Some("x")]),

@@ -114,11 +114,21 @@ impl Analyzer<'_> {
                 return;
             }
             ShellArgs::Uncertain => {
-                if known.iter().any(Option::is_none) {
-                    self.opaque(
-                        p,
-                        "a script or options whose text cannot be known (a substitution or variable)",
-                    );
+                if let Some(first) = known.iter().position(Option::is_none) {
+                    // After a `-c`, the word not known is the command string or an option.
+                    let after_c = known[..first].iter().flatten().any(|w| {
+                        (w.starts_with('-') || w.starts_with('+'))
+                            && !w.starts_with("--")
+                            && w.contains('c')
+                    });
+                    if after_c {
+                        self.opaque(&format!("{p} -c"), "a command string that cannot be known");
+                    } else {
+                        self.opaque(
+                            p,
+                            "a script whose text cannot be known (a substitution or variable)",
+                        );
+                    }
                     return;
                 }
                 // Which word is the code cannot be told for sure: every operand-like word is
@@ -137,6 +147,13 @@ impl Analyzer<'_> {
             }
             ShellArgs::Script { file } => {
                 let script = &args[file];
+                if known[file].is_none() {
+                    self.opaque(
+                        p,
+                        "a script whose text cannot be known (a substitution or variable)",
+                    );
+                    return;
+                }
                 if !known[file].as_deref().is_some_and(is_stdin_path) {
                     self.add(
                         Verdict::Yellow,
