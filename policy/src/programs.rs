@@ -47,6 +47,43 @@ pub enum ShellArgs {
     Uncertain,
 }
 
+/// What a shell's options say it reads before its commands (bash(1) INVOCATION): whether it
+/// is a login (`-l`, `--login`) or interactive (`-i`) shell, and the files named by
+/// `--rcfile FILE` / `--init-file FILE` (one or two dashes). When the argv is not read with
+/// certainty ([`ShellArgs::Uncertain`]), `login` is true and `sourced` names every word after
+/// an `rcfile`/`init-file` spelling, so the caller judges the most the shell could read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShellStartup {
+    /// A login shell (`-l`, `--login`, `-login`).
+    pub login: bool,
+    /// An interactive shell (`-i`).
+    pub interactive: bool,
+    /// Indices (into `argv[1..]`) of the files the shell is told to source.
+    pub sourced: Vec<usize>,
+}
+
+/// The startup facts of a shell's arguments ([`ShellStartup`]), read as by
+/// [`read_shell_args`].
+pub fn shell_startup(shell: &str, args: &[Option<&str>]) -> ShellStartup {
+    let (form, mut facts) = read_both(shell, args);
+    if form == ShellArgs::Uncertain {
+        facts.login = true;
+        facts.sourced = args
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| {
+                matches!(
+                    w,
+                    Some("--rcfile" | "-rcfile" | "--init-file" | "-init-file")
+                )
+            })
+            .map(|(i, _)| i + 1)
+            .filter(|i| *i < args.len())
+            .collect();
+    }
+    facts
+}
+
 /// bash's long options (bash(1) "OPTIONS"): accepted with one or two dashes, only before the
 /// single-character options; `--rcfile FILE` and `--init-file FILE` take a value.
 const BASH_LONG: &[&str] = &[
@@ -98,6 +135,11 @@ enum Dialect {
 /// (an unknown letter, a long option out of place, a missing option value) is
 /// [`ShellArgs::Uncertain`].
 pub fn read_shell_args(shell: &str, args: &[Option<&str>]) -> ShellArgs {
+    read_both(shell, args).0
+}
+
+/// The reading of `args` by the dialect(s) of `shell`, with its startup facts.
+fn read_both(shell: &str, args: &[Option<&str>]) -> (ShellArgs, ShellStartup) {
     match shell {
         "bash" | "rbash" => read_with(Dialect::Bash, args),
         "sh" => {
@@ -108,7 +150,7 @@ pub fn read_shell_args(shell: &str, args: &[Option<&str>]) -> ShellArgs {
             if b == p {
                 b
             } else {
-                ShellArgs::Uncertain
+                (ShellArgs::Uncertain, b.1)
             }
         }
         "fish" | "csh" | "tcsh" => read_with(Dialect::Getopt, args),
@@ -116,7 +158,13 @@ pub fn read_shell_args(shell: &str, args: &[Option<&str>]) -> ShellArgs {
     }
 }
 
-fn read_with(dialect: Dialect, args: &[Option<&str>]) -> ShellArgs {
+fn read_with(dialect: Dialect, args: &[Option<&str>]) -> (ShellArgs, ShellStartup) {
+    let mut facts = ShellStartup::default();
+    let form = read_into(dialect, args, &mut facts);
+    (form, facts)
+}
+
+fn read_into(dialect: Dialect, args: &[Option<&str>], facts: &mut ShellStartup) -> ShellArgs {
     use ShellArgs::*;
     let mut i = 0;
     if dialect == Dialect::Getopt {
@@ -139,10 +187,12 @@ fn read_with(dialect: Dialect, args: &[Option<&str>]) -> ShellArgs {
             };
             if BASH_LONG.contains(&name) {
                 i += 1;
+                facts.login |= name == "login";
                 if matches!(name, "rcfile" | "init-file") {
                     if args.get(i).is_none() {
                         return Uncertain;
                     }
+                    facts.sourced.push(i);
                     i += 1;
                 }
                 continue;
@@ -182,6 +232,8 @@ fn read_with(dialect: Dialect, args: &[Option<&str>]) -> ShellArgs {
                 }
                 'c' => command = true,
                 's' => stdin = true,
+                'l' => facts.login = true,
+                'i' => facts.interactive = true,
                 l if flags.contains(l) => {}
                 _ => return Uncertain,
             }
@@ -298,6 +350,24 @@ mod tests {
         assert_eq!(read("bash", &["-c"]), MissingCommand);
         // `-O` takes the would-be command string: bash refuses to start.
         assert_eq!(read("bash", &["-c", "-O", "rm x"]), MissingCommand);
+    }
+
+    #[test]
+    fn startup_files_and_login_whatever_the_spelling() {
+        let st = |sh: &str, line: &[&str]| {
+            let words: Vec<Option<&str>> = line.iter().map(|w| Some(*w)).collect();
+            shell_startup(sh, &words)
+        };
+        let s = st("bash", &["-rcfile", "evil", "-c", "ls"]);
+        assert_eq!(s.sourced, vec![1]);
+        let s = st("bash", &["--init-file", "a", "-login", "-c", "ls"]);
+        assert_eq!((s.login, s.sourced), (true, vec![1]));
+        assert!(st("bash", &["-lc", "ls"]).login);
+        assert!(st("bash", &["-c", "-i", "ls"]).interactive);
+        assert!(!st("bash", &["-c", "-o", "history", "ls"]).login);
+        // An argv read without certainty is judged for the most it could read.
+        let s = st("bash", &["--frob", "--rcfile", "evil", "-c", "ls"]);
+        assert_eq!((s.login, s.sourced), (true, vec![2]));
     }
 
     #[test]

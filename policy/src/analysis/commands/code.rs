@@ -64,21 +64,20 @@ impl Analyzer<'_> {
     pub(crate) fn shell(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
         let p = inv.program.as_str();
         let args = inv.args;
+        // The argv is read by the shell's INVOCATION rules, the same reader the supervisor
+        // uses for an intercepted exec (`crate::programs::read_shell_args`).
+        let known: Vec<Option<String>> = args.iter().map(Field::known).collect();
+        let words: Vec<Option<&str>> = known.iter().map(Option::as_deref).collect();
+        let base = p.rsplit('/').next().unwrap_or(p);
         // Startup files named on the line run before anything else.
-        for (i, a) in args.iter().enumerate() {
-            let Some(t) = a.known() else { continue };
-            if matches!(
-                t.as_str(),
-                "--rcfile" | "-rcfile" | "--init-file" | "-init-file"
-            ) {
-                if let Some(f) = args.get(i + 1) {
-                    self.path_field(st, f, Access::Read);
-                    self.add(
-                        Verdict::Yellow,
-                        "shell.script",
-                        format!("`{p}` runs the file `{}`", f.display()),
-                    );
-                }
+        for i in crate::programs::shell_startup(base, &words).sourced {
+            if let Some(f) = args.get(i) {
+                self.path_field(st, f, Access::Read);
+                self.add(
+                    Verdict::Yellow,
+                    "shell.script",
+                    format!("`{p}` runs the file `{}`", f.display()),
+                );
             }
         }
         self.add(
@@ -86,11 +85,6 @@ impl Analyzer<'_> {
             "shell.interpreter",
             format!("`{p}` runs shell code"),
         );
-        // The argv is read by the shell's INVOCATION rules, the same reader the supervisor
-        // uses for an intercepted exec (`crate::programs::read_shell_args`).
-        let known: Vec<Option<String>> = args.iter().map(Field::known).collect();
-        let words: Vec<Option<&str>> = known.iter().map(Option::as_deref).collect();
-        let base = p.rsplit('/').next().unwrap_or(p);
         match crate::programs::read_shell_args(base, &words) {
             ShellArgs::Command { string } => {
                 match &known[string] {
@@ -446,6 +440,7 @@ mod tests {
             ),
             ("sh -O extglob -c 'rm -rf build'", Red, "rm.recursive-force"),
             ("bash -c -o", Yellow, "shell.script"),
+            ("bash -rcfile x.sh -c 'ls'", Yellow, "shell.script"),
             ("bash -- script.sh", Yellow, "shell.script"),
         ]);
     }
