@@ -87,7 +87,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tyba: {e:#}");
+            tyba_supervisor::broker::text::say(&format!("tyba: {e:#}"));
             ExitCode::from(cli::exit_code_for(&e))
         }
     }

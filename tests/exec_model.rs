@@ -2755,3 +2755,71 @@ fn exec_wrapped_commands_are_shown_as_the_command_inside() {
         );
     }
 }
+
+/// What the person is asked is what runs (hostile review F5): an option's value of a shell
+/// (`-o history`, `-co history`, `-rcfile FILE`, `-O extglob`) is never shown as the script.
+/// The scripted person approves any ask that does not show the script (a harmless-looking
+/// `history` or `/dev/null`) and denies the script itself; nothing of any script runs, each
+/// checked from outside. Control: the same line outside tyba makes the file and removes
+/// `build/`.
+#[test]
+fn exec_shell_option_values_are_never_asked_as_the_script() {
+    let variants: &[&[&str]] = &[
+        &["-c", "-o", "history"],
+        &["-co", "history"],
+        &["-c", "+O", "extglob"],
+        &["-eo", "pipefail", "-c"],
+        &["-rcfile", "/dev/null", "-c"],
+        &["--norc", "-c", "-O", "extglob", "--"],
+    ];
+    for who in whos() {
+        let Some(fx) = setup(&who, "shopts") else {
+            continue;
+        };
+        make_build(&fx);
+        let mut agent = String::new();
+        for (n, opts) in variants.iter().enumerate() {
+            let script = format!("touch pwned{n}; rm -rf build");
+            let mut line = vec!["/bin/bash".to_string()];
+            line.extend(opts.iter().map(|o| (*o).to_string()));
+            line.push(script);
+            let quoted: Vec<String> = line
+                .iter()
+                .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+                .collect();
+            agent.push_str(&format!("{}; ", quoted.join(" ")));
+        }
+        agent.push_str("echo finished");
+        let live = start(&fx, &[], &fx.env(), &["bash", "-c", &agent], None);
+        let ran = drive(&fx, live, |a| {
+            if action(a).contains("rm -rf build") {
+                Reply::Deny(None)
+            } else {
+                Reply::Approve
+            }
+        });
+        let ctx = format!("{who:?}: asks {:?} / err {}", brief(&ran.asks), ran.err);
+        assert!(ran.out.contains("finished"), "{ctx}");
+        for n in 0..variants.len() {
+            assert!(!fx.wt.join(format!("pwned{n}")).exists(), "{n}: {ctx}");
+            let shown = ran
+                .asks
+                .iter()
+                .find(|a| action(a).contains(&format!("touch pwned{n}")));
+            let shown = shown.unwrap_or_else(|| panic!("{n} never asked as the script: {ctx}"));
+            assert_eq!(shown["verdict"], "red", "{n}: {ctx}");
+        }
+        assert!(fx.wt.join("build/out.o").exists(), "{ctx}");
+        // Control: the same lines outside tyba run their scripts.
+        let copy = copy_of_wt(&fx, "control");
+        let out = outside(&fx, &copy, &fx.env(), &["/bin/bash", "-c", &agent]);
+        assert!(out.out.contains("finished"), "{out:?}");
+        for n in 0..variants.len() {
+            assert!(
+                copy.join(format!("pwned{n}")).exists(),
+                "control {n}: {out:?}"
+            );
+        }
+        assert!(!copy.join("build").exists(), "control: {out:?}");
+    }
+}

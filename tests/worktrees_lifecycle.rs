@@ -705,3 +705,92 @@ fn tybas_own_git_runs_nothing_a_nested_repository_configures() {
         );
     }
 }
+
+/// What the agent names cannot write on the person's terminal (hostile review F6): a
+/// directory named with screen-clearing and colour escapes holding an `.envrc`, and branches
+/// the agent made in its private refs with an escape, a C1 control, a bidi override and a
+/// `$(…)` in their names. The session's stderr has no ESC or C1 byte from them (the names
+/// appear with `?`), and each printed "to keep it" command, run with `bash -c`, makes exactly
+/// the branch named (or git refuses it) and runs nothing else (no `pwned`). Control: the
+/// same name unquoted in a `bash -c` line does run its `$(…)`.
+#[test]
+fn names_from_the_agent_never_write_on_the_terminal_and_pasted_commands_run_nothing() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-esc") else {
+            continue;
+        };
+        let script = r#"set -e
+d="$(printf 'd\033[2J\033[32mFAKE-DIR\033[0m')"
+mkdir -p "$d"; echo 'echo hi' > "$d/.envrc"
+heads="$(git rev-parse --git-common-dir)/refs/heads/tyba"
+tip="$(git rev-parse HEAD)"
+echo "$tip" > "$heads/x$(printf '\033[2J\033[31m')FAKE"
+echo "$tip" > "$heads/"'q$(touch${IFS}pwned)'
+echo "$tip" > "$heads/c$(printf '\302\2332J\342\200\256')rev"
+echo made"#;
+        let o = run_tyba(
+            &who,
+            &fx.r.tyba,
+            &fx.r.wt,
+            &fx.env(),
+            &[
+                "run",
+                "--non-interactive",
+                "--autonomy",
+                "high",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let ctx = format!("{who:?}: {err}");
+        assert!(String::from_utf8_lossy(&o.stdout).contains("made"), "{ctx}");
+        assert!(!o.stderr.contains(&0x1b), "{ctx}");
+        assert!(
+            !err.chars()
+                .any(|c| ('\u{80}'..='\u{9f}').contains(&c) || c == '\u{202e}'),
+            "{ctx}"
+        );
+        assert!(err.contains("REVIEW BEFORE MERGING"), "{ctx}");
+        assert!(err.contains("d?[2J?[32mFAKE-DIR?[0m/.envrc"), "{ctx}");
+        let pastes: Vec<&str> = err
+            .lines()
+            .filter_map(|l| l.split_once("to keep it: ").map(|(_, c)| c))
+            .collect();
+        assert_eq!(pastes.len(), 3, "{ctx}");
+        let scratch = fx.r.root.join("paste");
+        std::fs::create_dir_all(&scratch).unwrap();
+        give(&scratch, &who);
+        for p in &pastes {
+            let out = command_as(&who, Path::new("/bin/bash"))
+                .arg("-c")
+                .arg(p)
+                .current_dir(&scratch)
+                .output()
+                .unwrap();
+            assert!(!scratch.join("pwned").exists(), "{p}: {out:?}");
+            assert!(!fx.r.wt.join("pwned").exists(), "{p}: {out:?}");
+        }
+        let made = fx.branches();
+        // git refuses a name with a control character; the others are made exactly.
+        assert!(
+            made.iter().any(|b| b == "tyba/q$(touch${IFS}pwned)"),
+            "{made:?}"
+        );
+        assert!(
+            made.iter().any(|b| b == "tyba/c\u{9b}2J\u{202e}rev"),
+            "{made:?}"
+        );
+        assert!(!made.iter().any(|b| b.contains("FAKE")), "{made:?}");
+        // Control: the name unquoted in a pasted line runs its `$(…)`.
+        let out = command_as(&who, Path::new("/bin/bash"))
+            .arg("-c")
+            .arg("echo tyba/q$(touch${IFS}pwned)")
+            .current_dir(&scratch)
+            .output()
+            .unwrap();
+        assert!(scratch.join("pwned").exists(), "control: {out:?}");
+    }
+}

@@ -93,9 +93,9 @@ fn install(repo: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe()?;
     let exe = exe.canonicalize().unwrap_or(exe);
     match hook::install(&repo, &exe)? {
-        Installed::Fresh(p) => println!("installed the pre-push hook at {}", p.display()),
-        Installed::Refreshed(p) => println!("the pre-push hook at {} is up to date", p.display()),
-        Installed::Chained(p) => println!(
+        Installed::Fresh(p) => say!("installed the pre-push hook at {}", p.display()),
+        Installed::Refreshed(p) => say!("the pre-push hook at {} is up to date", p.display()),
+        Installed::Chained(p) => say!(
             "installed the pre-push hook at {}; the previous hook runs after it (pre-push{})",
             p.display(),
             hook::CHAINED_SUFFIX
@@ -110,8 +110,8 @@ fn uninstall(repo: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         None => current_dir()?,
     };
     match hook::uninstall(&repo)? {
-        Uninstalled::Removed(p) => println!("removed the pre-push hook at {}", p.display()),
-        Uninstalled::NotInstalled(p) => println!("no tyba pre-push hook at {}", p.display()),
+        Uninstalled::Removed(p) => say!("removed the pre-push hook at {}", p.display()),
+        Uninstalled::NotInstalled(p) => say!("no tyba pre-push hook at {}", p.display()),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -121,14 +121,14 @@ fn protected_branches(policy: Option<&Path>, worktree: Option<&Path>) -> Vec<Str
         Ok(p) => p.config().protected_branches.clone(),
         // A broken policy file must not switch the guard off: fall back to the defaults.
         Err(e) => {
-            eprintln!("tyba git-guard: {e:#}; using the default protected branches");
+            tell!("tyba git-guard: {e:#}; using the default protected branches");
             vec!["main".to_string(), "master".to_string()]
         }
     }
 }
 
 fn refuse(why: &str) -> anyhow::Result<ExitCode> {
-    eprintln!("tyba git-guard: push refused: {why}");
+    tell!("tyba git-guard: push refused: {why}");
     Ok(ExitCode::from(1))
 }
 
@@ -157,12 +157,12 @@ fn pre_push(remote: &str, url: Option<&str>, policy: Option<&Path>) -> anyhow::R
     };
     for l in bad {
         let verb = if l.is_delete() { "delete" } else { "update" };
-        eprintln!(
+        tell!(
             "tyba git-guard: push refused: it would {verb} protected {} on remote {place}",
             l.remote_ref
         );
     }
-    eprintln!(
+    tell!(
         "tyba git-guard: protected branches ({}) are never pushed to; push a feature branch instead",
         protected.join(", ")
     );
@@ -229,7 +229,7 @@ fn check(
             findings: &analysis.findings,
             pushes: &analysis.pushes,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        say_raw!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print_text(verdict, &analysis, &protected);
     }
@@ -241,13 +241,13 @@ fn check(
 }
 
 fn print_text(verdict: &str, analysis: &tyba_git_guard::Analysis, protected: &[String]) {
-    println!("{verdict}");
+    say!("{verdict}");
     for f in &analysis.findings {
-        println!("  {}: {}", f.rule, f.reason);
+        say!("  {}: {}", f.rule, f.reason);
     }
     for plan in &analysis.pushes {
         if let Some(why) = &plan.git_fails {
-            println!("  git would refuse this push: {why}");
+            say!("  git would refuse this push: {why}");
         }
         for t in &plan.targets {
             let url = t
@@ -261,7 +261,7 @@ fn print_text(verdict: &str, analysis: &tyba_git_guard::Analysis, protected: &[S
             } else {
                 " [remote refs unknown]"
             };
-            println!("  remote {}{url}{known}:", redact_url(&t.remote));
+            say!("  remote {}{url}{known}:", redact_url(&t.remote));
             for u in &t.updates {
                 let action = if u.src.is_none() { "delete" } else { "update" };
                 let src = u
@@ -276,11 +276,11 @@ fn print_text(verdict: &str, analysis: &tyba_git_guard::Analysis, protected: &[S
                 } else {
                     ""
                 };
-                println!("    {action} {}{src}{forced}{possible}{prot}", u.dst);
+                say!("    {action} {}{src}{forced}{possible}{prot}", u.dst);
             }
         }
         for n in &plan.notes {
-            println!("  note: {}", redact_credentials(n));
+            say!("  note: {}", redact_credentials(n));
         }
     }
 }

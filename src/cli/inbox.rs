@@ -231,11 +231,11 @@ pub(crate) fn report_silent(silent: &[(std::path::PathBuf, String)]) {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        eprintln!(
+        tell!(
             "tyba: session {} did not answer ({}); `tyba stop {}` still reaches it",
             clean(&id),
             clean(why),
-            clean(&id)
+            tyba_supervisor::broker::text::shell_word(&id)
         );
     }
 }
@@ -302,7 +302,7 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
     if lines.is_empty() {
         // Valid (empty) JSON lines on stdout for --json; the note for people either way.
         if a.json {
-            eprintln!("tyba: no entries in {}", path.display());
+            tell!("tyba: no entries in {}", path.display());
         } else {
             say!("no entries in {}", path.display());
         }
@@ -382,13 +382,13 @@ pub fn session_approver(
     let broker = match Broker::start(cfg) {
         Ok(b) => b,
         Err(e) if non_interactive => {
-            eprintln!(
+            tell!(
                 "tyba: cannot start the session's broker ({e}): asks are denied as always in a non-interactive session, but this session is not listed, cannot be stopped by `tyba stop` and writes no audit log"
             );
             return (Arc::new(DenyAll::non_interactive()), None);
         }
         Err(e) => {
-            eprintln!("tyba: cannot start the approval broker ({e}): every ask will be denied");
+            tell!("tyba: cannot start the approval broker ({e}): every ask will be denied");
             return (
                 Arc::new(DenyAll::with_note(format!(
                     "the approval broker could not start: {e}"
@@ -400,29 +400,29 @@ pub fn session_approver(
     if hook_ok {
         env.push((HOOK_SOCKET_ENV.into(), hook_socket.into_os_string()));
     } else {
-        eprintln!(
+        tell!(
             "tyba: the temp dir path is too long for the hook socket: agent hooks will deny what they would ask"
         );
     }
     if non_interactive {
-        eprintln!(
+        tell!(
             "tyba: non-interactive session {}: asks are denied at once; listed by `tyba sessions`, ended by `tyba stop {}`",
             session.id, session.id
         );
     } else if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
         let word = prompt::secret_word();
-        eprintln!(
+        tell!(
             "tyba: asks are shown in this terminal marked with the session word «{word}» (a prompt without it is not tyba's), and listed by `tyba inbox`"
         );
         prompt::Prompt::start(&broker, word, Box::new(std::io::stdout()));
     } else {
-        eprintln!(
+        tell!(
             "tyba: asks wait for an answer from another terminal: tyba inbox, then tyba approve|deny {}-N",
             session.id
         );
     }
     if let Some(p) = broker.log_path() {
-        eprintln!("tyba: audit log {}", p.display());
+        tell!("tyba: audit log {}", p.display());
     }
     (Arc::new(broker.clone()), Some(broker))
 }

@@ -1,13 +1,35 @@
 //! One module per subcommand; shared helpers for loading the policy and mapping errors.
 
 /// `println!` that does not panic when stdout is gone (`tyba approve ID | head -0`): the
-/// answer or control was already carried out, and the report is best effort.
+/// answer or control was already carried out, and the report is best effort. The text is
+/// for the person's terminal: cleaned by `tyba_supervisor::broker::text::clean_lines`
+/// (paths, refs and other text from the agent or the repository show no control,
+/// bidirectional or invisible format character).
 macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let text = tyba_supervisor::broker::text::clean_lines(&format!($($t)*));
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{text}");
+    }};
+}
+
+/// [`say!`] for machine-readable output (JSON), written as it is: JSON escapes control
+/// characters itself, and its strings must keep their exact text.
+macro_rules! say_raw {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         let mut o = std::io::stdout().lock();
         let _ = writeln!(o, $($t)*);
     }};
+}
+
+/// `eprintln!` for the person's terminal: one message on stderr, cleaned as by [`say!`]
+/// (`tyba_supervisor::broker::text::say`).
+macro_rules! tell {
+    ($($t:tt)*) => {
+        tyba_supervisor::broker::text::say(&format!($($t)*))
+    };
 }
 
 pub mod classify;

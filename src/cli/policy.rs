@@ -82,19 +82,21 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
             let top = repo_top()?;
             let (p, repo) = super::load_policy_explained(policy.as_deref(), top.as_deref())?;
             if let Some(r) = &repo {
-                eprintln!("tyba: {}", r.describe());
+                tell!("tyba: {}", r.describe());
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(p.config())?);
             } else {
-                println!(
+                say!(
                     "# layers, in merge order: {}",
                     p.config().sources.join(", ")
                 );
                 if let Some(r) = &repo {
-                    println!("# {}", r.describe());
+                    say!("# {}", r.describe());
                 }
-                print!("{}", toml::to_string_pretty(p.config())?);
+                // TOML escapes control characters in strings; the cleaning also takes the
+                // format characters (bidi overrides) a repository's policy may hold.
+                say!("{}", toml::to_string_pretty(p.config())?.trim_end());
             }
         }
         PolicyCommand::Default => print!("{}", tyba_policy::config::EMBEDDED_DEFAULT),

@@ -120,14 +120,14 @@ fn nix_uid() -> u32 {
 fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy::Policy) {
     match session.finish(keep) {
         session::Finished::NotOurs => {}
-        session::Finished::Removed => eprintln!(
+        session::Finished::Removed => tell!(
             "tyba: the session changed nothing: its worktree and branch {} are removed",
             session.created_branch.as_deref().unwrap_or("")
         ),
         session::Finished::RemoveFailed(e) => {
-            eprintln!("tyba: the session changed nothing, but removing its worktree failed: {e}");
+            tell!("tyba: the session changed nothing, but removing its worktree failed: {e}");
             if let Some(h) = session.removal_hint() {
-                eprintln!("tyba: {h}");
+                tell!("tyba: {h}");
             }
         }
         session::Finished::Kept {
@@ -136,20 +136,20 @@ fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy:
         } => {
             let risky = code_running_changes(session, policy);
             if !risky.is_empty() {
-                eprintln!(
+                tell!(
                     "tyba: REVIEW BEFORE MERGING: the session wrote {} file{} that run or approve code when you open, build or merge the work (red for the agent to write):",
                     risky.len(),
                     if risky.len() == 1 { "" } else { "s" }
                 );
                 for (path, why) in risky.iter().take(20) {
-                    eprintln!("tyba:   {path}: {why}");
+                    tell!("tyba:   {path}: {why}");
                 }
                 if risky.len() > 20 {
-                    eprintln!("tyba:   … and {} more", risky.len() - 20);
+                    tell!("tyba:   … and {} more", risky.len() - 20);
                 }
             }
             for l in session.review_hint(commits, uncommitted) {
-                eprintln!("tyba: {l}");
+                tell!("tyba: {l}");
             }
         }
     }
@@ -158,14 +158,14 @@ fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy:
 /// The lines about a session's own branch carried back ([`tyba_supervisor::own_branch`]).
 pub(crate) fn report_carry(r: &tyba_supervisor::own_branch::CarryReport, whose: &str) {
     if let Some(to) = &r.moved_to {
-        eprintln!(
+        tell!(
             "tyba: {whose} commits are on its branch {} (now at {})",
             r.branch,
             &to[..to.len().min(12)]
         );
     }
     for n in &r.notes {
-        eprintln!("tyba: warning: {n}");
+        tell!("tyba: warning: {n}");
     }
 }
 
@@ -213,36 +213,36 @@ fn code_running_changes(
 fn report_merge(m: &tyba_supervisor::state_layer::MergeReport, root: &Path) {
     const SHOWN: usize = 40;
     if let Some(e) = &m.failed {
-        eprintln!(
+        tell!(
             "tyba: WARNING: the agent's data was not merged back to its state ({e}); its session copies are kept in {}",
             root.display()
         );
     } else if !m.merged.is_empty() {
-        eprintln!(
+        tell!(
             "tyba: merged back to the agent's state (known data, {}):",
             m.merged.len()
         );
         for p in m.merged.iter().take(SHOWN) {
-            eprintln!("tyba:   {}", p.display());
+            tell!("tyba:   {}", p.display());
         }
         if m.merged.len() > SHOWN {
-            eprintln!("tyba:   … and {} more", m.merged.len() - SHOWN);
+            tell!("tyba:   … and {} more", m.merged.len() - SHOWN);
         }
     }
     if !m.dropped.is_empty() {
-        eprintln!(
+        tell!(
             "tyba: dropped from the agent's session copy of its state, not carried back ({}):",
             m.dropped.len()
         );
         for (p, why) in m.dropped.iter().take(SHOWN) {
-            eprintln!("tyba:   {}: {why}", p.display());
+            tell!("tyba:   {}: {why}", p.display());
         }
         if m.dropped.len() > SHOWN {
-            eprintln!("tyba:   … and {} more", m.dropped.len() - SHOWN);
+            tell!("tyba:   … and {} more", m.dropped.len() - SHOWN);
         }
     }
     if m.removed_in_copy > 0 {
-        eprintln!(
+        tell!(
             "tyba: {} files the agent removed in its session copy stay in its state",
             m.removed_in_copy
         );
@@ -254,14 +254,14 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // First, before any thread: a SIGTERM or SIGHUP to tyba ends the session and the clean-up
     // below still runs.
     if let Err(e) = tyba_supervisor::end_session_on_signals() {
-        eprintln!("tyba: warning: a signal to tyba would end it without cleaning up: {e}");
+        tell!("tyba: warning: a signal to tyba would end it without cleaning up: {e}");
     }
     let autonomy: Autonomy = args.autonomy.parse().map_err(UsageError)?;
     let (exec_mode, mode_warning) =
         ExecMode::requested(&args.exec_mode, args.dangerously_bypass_shell_validation)
             .map_err(UsageError)?;
     if let Some(w) = mode_warning {
-        eprintln!("tyba: warning: {w}");
+        tell!("tyba: warning: {w}");
     }
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let program = resolve_program(&args.agent[0], &cwd).ok_or_else(|| {
@@ -298,7 +298,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     let session = session::prepare(&cwd, &choice)?;
     for w in &session.warnings {
-        eprintln!("tyba: warning: {w}");
+        tell!("tyba: warning: {w}");
     }
     // While the session runs, git refuses to remove its worktree and `tyba worktrees` lists
     // it as running.
@@ -314,7 +314,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // refs read-only in the sandbox (`SandboxPlan::build`), so in a checkout on one the
     // agent may edit but its commits fail; the person is told how to let it commit.
     if let Some(b) = session.protected_head(&policy.config().protected_branches) {
-        eprintln!(
+        tell!(
             "tyba: warning: {} is on {b}, a protected branch: the agent may change files but not commit there ({b} stays read-only). For commits of its own, run without --here (a new worktree on a branch tyba/<session>, to review and merge), or switch to a branch of your own first (git switch -c NAME)",
             session.worktree.display()
         );
@@ -448,7 +448,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
         if !hidden.is_empty() {
-            eprintln!(
+            tell!(
                 "tyba: hidden from {} (its profile): {}",
                 r.name,
                 hidden.join(", ")
@@ -470,26 +470,26 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         env.push((super::hook::OUTSIDE_FILES_ENV.into(), "ask".into()));
     }
 
-    eprintln!(
+    tell!(
         "tyba: session {}: worktree {}",
         session.id,
         session.worktree.display()
     );
     if let Some(b) = &session.created_branch {
-        eprintln!("tyba: new branch {b}");
+        tell!("tyba: new branch {b}");
     }
     for n in &enforcement.not_enforced {
-        eprintln!("tyba: not enforced: {n}");
+        tell!("tyba: not enforced: {n}");
     }
     if let Some(r) = &repo_layer {
-        eprintln!("tyba: {}", r.describe());
+        tell!("tyba: {}", r.describe());
     }
     for n in &plan.notes {
-        eprintln!("tyba: note: {n}");
+        tell!("tyba: note: {n}");
     }
     if args.allow_weaker_sandbox {
         for u in &plan.unprotected {
-            eprintln!("tyba: not enforced: {u}");
+            tell!("tyba: not enforced: {u}");
         }
     }
     let missing: Vec<String> = plan
@@ -498,7 +498,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         .map(|p| p.display().to_string())
         .collect();
     if !missing.is_empty() {
-        eprintln!(
+        tell!(
             "tyba: not enforced: these agent control files do not exist, so they cannot be kept read-only: {}",
             missing.join(", ")
         );
@@ -508,13 +508,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         .map(|p| p.display().to_string())
         .collect();
     if !made.is_empty() {
-        eprintln!(
+        tell!(
             "tyba: made empty, to keep read-only for the session (removed at the end if unchanged): {}",
             made.join(", ")
         );
     }
     if !stripped.is_empty() {
-        eprintln!(
+        tell!(
             "tyba: withheld from the agent (secrets; --pass-env NAME to pass): {}",
             stripped
                 .iter()
@@ -569,14 +569,14 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         // Kept for the person to look at: what the agent wrote is there.
         state_layers.root = None;
     } else if let Err(e) = state_layers.remove() {
-        eprintln!("tyba: WARNING: the session copies of the agent's state are left behind: {e}");
+        tell!("tyba: WARNING: the session copies of the agent's state are left behind: {e}");
     }
     if let Some(b) = &broker {
         // Fail closed: whatever still waits is denied and logged so.
         b.close("the session ended");
     }
     if let Err(e) = tyba_supervisor::sandbox::remove_tree(&tmp_dir) {
-        eprintln!("tyba: WARNING: the session's temp dir is left behind: {e}");
+        tell!("tyba: WARNING: the session's temp dir is left behind: {e}");
     }
     drop(cache_layers);
     drop(git_stand_ins);
@@ -597,20 +597,23 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     if let Some(sig) = tyba_supervisor::end_signal() {
-        eprintln!("tyba: session {} ended by {sig}", session.id);
+        tell!("tyba: session {} ended by {sig}", session.id);
     }
     if let Some(n) = outcome.agent_signal {
         let name = tyba_supervisor::signal_name(n);
-        eprintln!(
+        tell!(
             "tyba: the agent was killed by {name} (exit status {})",
             outcome.exit_status
         );
     }
     if let Some(by) = control.stopped_by() {
         let c = control.counts();
-        eprintln!(
+        tell!(
             "tyba: session {} stopped by {by}: allowed {}, asked {}, denied {}",
-            session.id, c.allowed, c.asked, c.denied
+            session.id,
+            c.allowed,
+            c.asked,
+            c.denied
         );
     }
     let denied: Vec<_> = outcome
@@ -619,9 +622,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         .filter(|e| !e.allowed && !e.is_quiet())
         .collect();
     if !denied.is_empty() {
-        eprintln!("tyba: denied in this session ({}):", denied.len());
+        tell!("tyba: denied in this session ({}):", denied.len());
         for d in denied {
-            eprintln!("{}", denied_entry(d));
+            tell!("{}", denied_entry(d));
         }
     }
     // Refusals nobody was asked about and the model did not ask for: the agent's known
@@ -641,7 +644,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         })
         .collect();
     for line in quiet_summary(&quiet, &session.id) {
-        eprintln!("{line}");
+        tell!("{line}");
     }
     if let Some(m) = &merge {
         report_merge(m, &layers_root);

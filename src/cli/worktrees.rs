@@ -61,7 +61,7 @@ pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     recover_killed(&dir);
     let all = worktrees::list(&dir)?;
     if args.json {
-        say!("{}", serde_json::to_string_pretty(&all)?);
+        say_raw!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(ExitCode::SUCCESS);
     }
     if all.is_empty() {
@@ -116,7 +116,7 @@ pub fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
             Cleaned::Kept(w, why) => say!("kept {} ({}): {why}", w.branch, w.state),
             Cleaned::Failed(w, e) => {
                 failed = true;
-                eprintln!("tyba: could not remove {}: {e}", w.branch);
+                tell!("tyba: could not remove {}: {e}", w.branch);
             }
         }
     }

@@ -311,7 +311,9 @@ impl Drop for CacheLayers {
             }
             if let Err(e) = remove_tree(&d) {
                 // The next session's start removes it (its lock is free then).
-                eprintln!("tyba: warning: the session's cache layers are left behind: {e}");
+                crate::broker::text::say(&format!(
+                    "tyba: warning: the session's cache layers are left behind: {e}"
+                ));
             }
         }
         if let Some((p, lock)) = self.lock.take() {

@@ -436,32 +436,21 @@ impl StartupFiles {
         if !tyba_policy::programs::is_shell(name) && name != "busybox" {
             return None;
         }
-        let mut login =
-            ALWAYS_STARTUP.contains(&name) || argv.first().is_some_and(|a| a.starts_with('-'));
-        let mut sourced = Vec::new();
-        let mut it = argv.iter().skip(1);
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--login" | "-l" | "-i" => login = true,
-                "--rcfile" | "--init-file" => {
-                    login = true;
-                    if let Some(f) = it.next() {
-                        sourced.push(f.clone());
-                    }
-                }
-                "--" | "-c" => break,
-                s if s.starts_with('-') && !s.starts_with("--") => {
-                    if s.contains('l') || s.contains('i') {
-                        login = true;
-                    }
-                    if s.contains('c') {
-                        break;
-                    }
-                }
-                s if s.starts_with("--") => {}
-                _ => break,
-            }
-        }
+        // The options are read by the policy's reader of INVOCATION rules
+        // (`tyba_policy::programs::shell_startup`): `-rcfile FILE` is bash's `--rcfile`, an
+        // option's value (`-o history`) is no option letter.
+        let rest: Vec<Option<&str>> = argv.iter().skip(1).map(|a| Some(a.as_str())).collect();
+        let facts = tyba_policy::programs::shell_startup(name, &rest);
+        let sourced: Vec<String> = facts
+            .sourced
+            .iter()
+            .filter_map(|&i| argv.get(i + 1).cloned())
+            .collect();
+        let login = ALWAYS_STARTUP.contains(&name)
+            || argv.first().is_some_and(|a| a.starts_with('-'))
+            || facts.login
+            || facts.interactive
+            || !sourced.is_empty();
         login.then_some(StartupFiles {
             vars: STARTUP_VARS,
             sourced,
@@ -1327,6 +1316,15 @@ mod tests {
             of("/usr/bin/bash", &["bash", "--rcfile", "x.sh", "-i"]).map(|s| s.sourced),
             Some(vec!["x.sh".to_string()])
         );
+        // bash's long options with one dash; an option's value is no option letter.
+        assert_eq!(
+            of("/usr/bin/bash", &["bash", "-rcfile", "x.sh", "-c", "ls"]).map(|s| s.sourced),
+            Some(vec!["x.sh".to_string()])
+        );
+        assert!(of("/usr/bin/bash", &["bash", "-init-file", "y", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/bash", &["bash", "-login", "-c", "ls"]).is_some());
+        assert!(of("/usr/bin/bash", &["bash", "-c", "-o", "history", "ls"]).is_none());
+        assert!(of("/usr/bin/bash", &["bash", "--frob", "-c", "ls"]).is_some());
         assert_eq!(
             classified_line(&[(String::new(), "x.sh".into())], "ls"),
             "source x.sh; ls"

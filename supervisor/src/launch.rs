@@ -403,7 +403,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 break;
             }
         } else if let Some(w) = l.strip_prefix("W ") {
-            eprintln!("tyba: not enforced: {w}");
+            crate::broker::text::say(&format!("tyba: not enforced: {w}"));
             warnings.push(w.to_string());
         } else if let Some(e) = l.strip_prefix("E ") {
             let _ = waitpid(a_pid, None);
@@ -459,7 +459,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     })?;
     if let Err(e) = sys::notif_set_sync_wakeup(listener.as_fd()) {
         let w = format!("seccomp synchronous wake-up unavailable ({e}): notified calls are slower");
-        eprintln!("tyba: not enforced: {w}");
+        crate::broker::text::say(&format!("tyba: not enforced: {w}"));
         warnings.push(w);
     }
     // The agent's name resolution: the relay sockets live in the sandbox's network namespace;

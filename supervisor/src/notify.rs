@@ -401,19 +401,21 @@ pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
     let program = program_word(path, argv.first().map(String::as_str));
     // Only the system's shells are shells: a file the agent named `bash` in the worktree is a
     // program nobody listed, shown and classified with its path and whole argv.
+    // The shell's argv is read by the policy's own reader of INVOCATION rules: an option's
+    // value (`-o history`, `--rcfile FILE`) is never taken for the script; what it cannot
+    // read with certainty is judged whole, every word seen by the policy.
     if is_system_shell(std::path::Path::new(path)) {
-        let mut saw_c = false;
-        for a in argv.iter().skip(1) {
-            if a.starts_with('-') || a.starts_with('+') {
-                if a != "--" && !a.starts_with("--") && a[1..].contains('c') {
-                    saw_c = true;
-                }
-                continue;
+        let name = std::path::Path::new(path)
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
+        let rest: Vec<Option<&str>> = argv.iter().skip(1).map(|a| Some(a.as_str())).collect();
+        if let tyba_policy::programs::ShellArgs::Command { string } =
+            tyba_policy::programs::read_shell_args(name, &rest)
+        {
+            if let Some(script) = argv.get(string + 1) {
+                return script.clone();
             }
-            if saw_c {
-                return a.clone();
-            }
-            break;
         }
     }
     std::iter::once(program.as_str())
@@ -2973,6 +2975,46 @@ mod tests {
         assert!(!within_the_grants(&net, &rw));
         let none = class(&[], &[], &["fs.delete-outside"]);
         assert!(!within_the_grants(&none, &rw));
+    }
+
+    #[test]
+    fn a_shell_option_value_is_never_the_command() {
+        let script = "echo T > notes2.md; rm -f victim2";
+        for opts in [
+            &["-c", "-o", "history"][..],
+            &["-c", "+o", "history"],
+            &["-c", "-O", "extglob"],
+            &["-c", "+O", "extglob"],
+            &["-eo", "pipefail", "-c"],
+            &["-co", "history"],
+            &["--rcfile", "/dev/null", "-c"],
+            &["-rcfile", "/dev/null", "-c"],
+            &["--init-file", "x", "-c"],
+            &["--noprofile", "-c", "-O", "extglob", "--"],
+        ] {
+            let mut argv = vec!["bash"];
+            argv.extend_from_slice(opts);
+            argv.extend_from_slice(&[script, "a0", "a1"]);
+            assert_eq!(command_line("/usr/bin/bash", &v(&argv)), script, "{argv:?}");
+        }
+        assert_eq!(
+            command_line("/bin/dash", &v(&["dash", "-c", "-o", "errexit", script])),
+            script
+        );
+        // Not read with certainty: the whole argv is the line, never one word of it.
+        for argv in [
+            &["bash", "--frobnicate", "-c", script][..],
+            &["bash", "-c", "--norc", script],
+            &["dash", "-rcfile", "/dev/null", "-c", script],
+            &["sh", "-O", "extglob", "-c", script],
+            &["bash", "-c", "-o"],
+        ] {
+            let line = command_line(&format!("/usr/bin/{}", argv[0]), &v(argv));
+            assert!(line.starts_with(argv[0]), "{line}");
+            if argv.len() > 3 {
+                assert!(line.contains(script), "{line}");
+            }
+        }
     }
 
     #[test]

@@ -311,8 +311,10 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
             ));
         } else {
             r.notes.push(format!(
-                "the agent made the branch tyba/{other} (at {tip}) in its session: not carried back (a session writes only its own branch); to keep it: git -C {} branch tyba/{other} {tip}",
-                common.display()
+                "the agent made the branch tyba/{other} (at {tip}) in its session: not carried back (a session writes only its own branch); to keep it: git -C {} branch {} {tip}",
+                // A command to paste: every word shell-quoted, the agent's name inert.
+                crate::broker::text::shell_word(&common.to_string_lossy()),
+                crate::broker::text::shell_word(&format!("tyba/{other}")),
             ));
         }
     }
@@ -364,9 +366,10 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
         Err(e) => {
             r.kept = true;
             r.notes.push(format!(
-                "the agent's commits ({new}) could not be put on {branch} ({e}); they are kept in {}: git -C {} branch {branch}-work {new}",
+                "the agent's commits ({new}) could not be put on {branch} ({e}); they are kept in {}: git -C {} branch {} {new}",
                 dir.display(),
-                common.display()
+                crate::broker::text::shell_word(&common.to_string_lossy()),
+                crate::broker::text::shell_word(&format!("{branch}-work")),
             ));
         }
     }

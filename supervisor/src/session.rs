@@ -131,7 +131,7 @@ impl Session {
             return Finished::NotOurs;
         };
         for w in self.disarm_symbolic_refs(branch, repo) {
-            eprintln!("tyba: warning: {w}");
+            crate::broker::text::say(&format!("tyba: warning: {w}"));
         }
         let commits = git(
             repo,
@@ -327,8 +327,11 @@ impl Session {
         else {
             return Vec::new();
         };
-        let r = repo.display();
-        let wt = self.worktree.display();
+        // Every word of a command to paste is shell-quoted (names shown literally, `$(…)`
+        // inert; `crate::broker::text::shell_word`).
+        let q = |p: &Path| crate::broker::text::shell_word(&p.to_string_lossy());
+        let (r, wt) = (q(repo), q(&self.worktree));
+        let qb = crate::broker::text::shell_word(branch);
         let base = self
             .base_branch
             .clone()
@@ -339,7 +342,7 @@ impl Session {
             })
             .unwrap_or_else(|| "HEAD".into());
         let mut v = vec![format!(
-            "the session's work is on branch {branch} ({commits} commit{}) in {wt}",
+            "the session's work is on branch {qb} ({commits} commit{}) in {wt}",
             if commits == 1 { "" } else { "s" }
         )];
         let on_branch = git(&self.worktree, &["symbolic-ref", "--quiet", "HEAD"])
@@ -347,7 +350,7 @@ impl Session {
             .is_some_and(|r| r.trim() == format!("refs/heads/{branch}"));
         if !on_branch {
             v.push(format!(
-                "  the worktree is no longer on {branch} (switched or detached): see git -C {wt} log -1 HEAD before removing it"
+                "  the worktree is no longer on {qb} (switched or detached): see git -C {wt} log -1 HEAD before removing it"
             ));
         }
         if uncommitted > 0 {
@@ -356,10 +359,11 @@ impl Session {
                 if uncommitted == 1 { "" } else { "s" }
             ));
         }
-        v.push(format!("  review: git -C {r} diff {base}...{branch}"));
-        v.push(format!("  merge:  git -C {r} merge {branch}"));
+        let range = crate::broker::text::shell_word(&format!("{base}...{branch}"));
+        v.push(format!("  review: git -C {r} diff {range}"));
+        v.push(format!("  merge:  git -C {r} merge {qb}"));
         v.push(format!(
-            "  remove: tyba clean (once merged), or git -C {r} worktree remove --force {wt} && git -C {r} branch -D {branch}"
+            "  remove: tyba clean (once merged), or git -C {r} worktree remove --force {wt} && git -C {r} branch -D {qb}"
         ));
         v
     }
@@ -370,8 +374,9 @@ impl Session {
         let repo = self.main_repo.as_ref()?;
         Some(format!(
             "the session's worktree is kept at {wt} (branch {branch}); remove it with: git -C {repo} worktree remove --force {wt} && git -C {repo} branch -D {branch}",
-            wt = self.worktree.display(),
-            repo = repo.display(),
+            wt = crate::broker::text::shell_word(&self.worktree.to_string_lossy()),
+            repo = crate::broker::text::shell_word(&repo.to_string_lossy()),
+            branch = crate::broker::text::shell_word(branch),
         ))
     }
 }

@@ -692,7 +692,7 @@ impl Broker {
         let p = self.inner.prompt.lock().ok().and_then(|g| g.clone());
         match p {
             Some(p) => p.notice(text),
-            None if self.inner.cfg.notices => eprintln!("tyba: {text}"),
+            None if self.inner.cfg.notices => crate::broker::text::say(&format!("tyba: {text}")),
             None => {}
         }
     }

@@ -7,6 +7,9 @@
 //!   the screen or end the prompt's marker; so does every Unicode bidirectional control
 //!   (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which would let a line read in
 //!   another order than the one it is written in ("Trojan Source", CVE-2021-42574);
+//! - so does every other invisible format character (zero-width spaces and joiners, word
+//!   joiners, the byte-order mark, soft hyphen, line and paragraph separators, interlinear
+//!   annotations, tag characters), which would let two different names look the same;
 //! - a block (a diff) keeps its line breaks, shows tabs as four spaces, and is cut to
 //!   [`DIFF_MAX_LINES`] lines of at most [`DIFF_MAX_LINE_CHARS`] characters, the rest counted
 //!   in a last line (`… 12 more lines`).
@@ -22,12 +25,90 @@ pub const DIFF_MAX_LINES: usize = 200;
 /// The most characters of one diff line shown; longer lines end with `…`.
 pub const DIFF_MAX_LINE_CHARS: usize = 400;
 
-/// Whether `c` reorders text on display (the Unicode bidirectional formatting characters).
+/// Whether `c` reorders text on display (the Unicode bidirectional formatting characters),
+/// or is an invisible format character (Unicode general categories Cf, Zl, Zp that render
+/// as nothing: U+00AD, U+180E, U+200B–U+200D, U+2028–U+2029, U+2060–U+2064, U+FEFF,
+/// U+FFF9–U+FFFB, U+E0000–U+E007F).
 fn bidi_control(c: char) -> bool {
     matches!(
         c,
         '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    ) || matches!(
+        c,
+        '\u{00ad}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200d}'
+            | '\u{2028}'..='\u{2029}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{e0000}'..='\u{e007f}'
     )
+}
+
+/// Whether `c` may not reach the person's terminal as it is: a control character (C0, DEL,
+/// C1) or a character of [`bidi_control`].
+pub fn unsafe_char(c: char) -> bool {
+    c.is_control() || bidi_control(c)
+}
+
+/// Lines of text for the person's terminal: as [`clean`], but each line break kept (every
+/// other control character, `\r` and tab included, becomes `?`). Every message of tyba's
+/// that names a path, a ref or other text from the agent or the repository goes through
+/// this before it is printed ([`say`]).
+pub fn clean_lines(x: &str) -> String {
+    x.split('\n').map(clean).collect::<Vec<_>>().join("\n")
+}
+
+/// Writes `line` and a line break on stderr, cleaned by [`clean_lines`]; write errors are
+/// ignored (the report is best effort: stderr may be closed).
+pub fn say(line: &str) {
+    use std::io::Write as _;
+    let mut t = clean_lines(line);
+    t.push('\n');
+    let _ = std::io::stderr().lock().write_all(t.as_bytes());
+}
+
+/// One word of a command line for the person to paste into a shell (bash, zsh, or a POSIX
+/// shell with `$'…'`, POSIX.1-2024 "Dollar-Single-Quotes"): the word itself when it holds
+/// only `A-Za-z0-9_/.,:=@%+-`; else in single quotes (`$(…)`, `;`, spaces are inert there);
+/// else, when it holds a character of [`unsafe_char`], in `$'…'` with that character as
+/// `\xHH` bytes (its UTF-8), so the printed text has no control character and the shell
+/// still reads exactly the word.
+///
+/// ```
+/// use tyba_supervisor::broker::text::shell_word;
+/// assert_eq!(shell_word("tyba/x"), "tyba/x");
+/// assert_eq!(shell_word("a$(touch p)"), "'a$(touch p)'");
+/// assert_eq!(shell_word("it's"), "'it'\\''s'");
+/// assert_eq!(shell_word("x\x1b[2J"), "$'x\\x1b[2J'");
+/// ```
+pub fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_/.,:=@%+-".contains(&b))
+    {
+        return w.to_string();
+    }
+    if !w.chars().any(unsafe_char) {
+        return format!("'{}'", w.replace('\'', "'\\''"));
+    }
+    let mut out = String::from("$'");
+    for c in w.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            c if unsafe_char(c) => {
+                let mut b = [0u8; 4];
+                for byte in c.encode_utf8(&mut b).bytes() {
+                    out.push_str(&format!("\\x{byte:02x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 /// One line of text from the agent's side, every control character (line breaks included)
@@ -138,6 +219,43 @@ mod tests {
         let b = clean_block("ok\n\x1b[H\x1b[2J\nbad\u{2067}\n", 10, 100);
         assert_eq!(b, "ok\n?[H?[2J\nbad?\n");
         assert!(!b.chars().any(|c| c.is_control() && c != '\n'));
+    }
+
+    #[test]
+    fn invisible_format_characters_and_lines() {
+        assert_eq!(clean("a\u{200b}b\u{feff}c\u{2028}d\u{e0041}"), "a?b?c?d?");
+        assert_eq!(clean("\u{9b}2J\u{85}"), "?2J?");
+        assert_eq!(clean_lines("one\x1b[2J\ntwo\r\t"), "one?[2J\ntwo??");
+    }
+
+    /// Each pasted word is read back by a real bash as exactly the word, and runs nothing.
+    #[test]
+    fn a_shell_word_is_read_back_as_itself_and_runs_nothing() {
+        let dir = std::env::temp_dir().join(format!("tyba-shell-word-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for w in [
+            "plain",
+            "tyba/x$(touch pwned)",
+            "`touch pwned`",
+            "a'b\"c;touch pwned",
+            "x\x1b[2J\x1b[32mFAKE\x1b[0m",
+            "\u{9b}31m\u{202e}rev\\'$(touch pwned)",
+            "new\nline",
+            "",
+            "-n",
+        ] {
+            let q = shell_word(w);
+            assert!(!q.chars().any(unsafe_char), "{q:?}");
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(format!("printf %s {q}"))
+                .current_dir(&dir)
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), w, "{q}");
+            assert!(!dir.join("pwned").exists(), "{q}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

