@@ -218,6 +218,8 @@ pub(crate) struct Analyzer<'p> {
     pub(crate) links: Vec<paths::Link>,
     /// Targets of links made at places that cannot be known (`links::Made::unplaced`).
     pub(crate) unplaced_links: Vec<Option<String>>,
+    /// Lines parsed so far, by their text ([`Analyzer::parsed`]).
+    parses: std::cell::RefCell<Vec<(String, std::rc::Rc<syntax::Parsed>)>>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -245,6 +247,7 @@ impl<'p> Analyzer<'p> {
             expanding: Vec::new(),
             links: Vec::new(),
             unplaced_links: Vec::new(),
+            parses: std::cell::RefCell::new(Vec::new()),
         }
     }
 }
