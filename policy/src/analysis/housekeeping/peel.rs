@@ -184,6 +184,11 @@ impl Peel<'_, '_> {
                 Some(())
             }
             ast::Command::Simple(s) if s.prefix.is_none() => {
+                // Only an `eval` is peeled: other commands need no more words.
+                let name = literal_fields(&s.word_or_name.as_ref()?.value)?;
+                if name.first().map(String::as_str) != Some("eval") {
+                    return None;
+                }
                 let words = literal_words(s)?;
                 let (name, args) = words.split_first()?;
                 if name != "eval" {
