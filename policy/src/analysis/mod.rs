@@ -85,6 +85,8 @@ const SMALL_STACK_NESTING: usize = 12;
 const DEEP_STACK_BYTES: usize = 512 << 20;
 
 fn classify_on_this_stack(policy: &Policy, action: &Action, ctx: &Context<'_>) -> Classification {
+    // The disk as this classification finds it, each path looked at once (`paths::seen`).
+    let _seen = paths::seen::Seen::start();
     let mut a = Analyzer::new(policy, ctx);
     match action {
         Action::Exec { command } => {
