@@ -10,7 +10,7 @@
 //! classification ([`crate::resolve_path`] for the agents' hook) nothing is kept.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// What a path is, not following a symbolic link at its end.
@@ -29,24 +29,29 @@ pub(crate) enum Node {
     Other,
 }
 
-/// Paths whose answers one classification keeps at most (beyond, each is looked at again).
-const MAX_SEEN: usize = 4096;
+/// Paths whose answers one classification keeps at most (beyond, each is looked at again):
+/// a typical line resolves a handful, and a search through this many costs less than one
+/// system call.
+const MAX_SEEN: usize = 256;
+
+/// The answers kept, by the path's bytes (a scan: no hashing of components).
+type Answers = Vec<(OsString, Node)>;
 
 thread_local! {
-    static SEEN: RefCell<Option<HashMap<PathBuf, Node>>> = const { RefCell::new(None) };
+    static SEEN: RefCell<Option<Answers>> = const { RefCell::new(None) };
 }
 
 /// While alive, answers are kept on this thread (see the module doc).
 #[derive(Debug)]
 pub(crate) struct Seen {
     /// The answers of an enclosing classification, given back when this one ends.
-    outer: Option<HashMap<PathBuf, Node>>,
+    outer: Option<Answers>,
 }
 
 impl Seen {
     /// Starts keeping answers, fresh: nothing an earlier classification saw is reused.
     pub(crate) fn start() -> Seen {
-        let outer = SEEN.with(|s| s.replace(Some(HashMap::new())));
+        let outer = SEEN.with(|s| s.replace(Some(Vec::new())));
         Seen { outer }
     }
 }
@@ -60,14 +65,19 @@ impl Drop for Seen {
 
 /// What is at `p`: kept while a [`Seen`] guard is alive, else looked at each time.
 pub(crate) fn node(p: &Path) -> Node {
-    if let Some(n) = SEEN.with(|s| s.borrow().as_ref().and_then(|m| m.get(p).cloned())) {
+    let kept = |m: &Answers| {
+        m.iter()
+            .find(|(k, _)| k.as_os_str() == p.as_os_str())
+            .map(|(_, n)| n.clone())
+    };
+    if let Some(n) = SEEN.with(|s| s.borrow().as_ref().and_then(kept)) {
         return n;
     }
     let n = look(p);
     SEEN.with(|s| {
         if let Some(m) = s.borrow_mut().as_mut() {
             if m.len() < MAX_SEEN {
-                m.insert(p.to_path_buf(), n.clone());
+                m.push((p.as_os_str().to_owned(), n.clone()));
             }
         }
     });
