@@ -270,9 +270,13 @@ pub(crate) fn lexical(cwd: &Path, word: &str) -> PathBuf {
 pub(crate) fn credential_component(name: &str) -> bool {
     // Case-insensitive: `.ENV` and `ID_RSA` are the same secrets on case-insensitive file
     // systems, and a rename away.
-    let name = name.to_ascii_lowercase();
+    let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    };
     matches!(
-        name.as_str(),
+        name.as_ref(),
         ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker"
     ) || credential_file(&name)
 }
