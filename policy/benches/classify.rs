@@ -72,6 +72,7 @@ fn bench(c: &mut Criterion) {
         "cargo test",
         "cat README.md | grep foo | wc -l",
         "rm -rf build",
+        "ls -la",
         "cd src && cat main.rs",
     ] {
         t.bench_with_input(BenchmarkId::new("parse_only", cmd), cmd, |b, cmd| {

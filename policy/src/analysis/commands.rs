@@ -15,6 +15,7 @@ mod args;
 mod builtins;
 mod code;
 mod files;
+mod functions;
 mod git;
 mod guard_tree;
 mod known;
@@ -23,6 +24,9 @@ mod search;
 mod signals;
 mod tools;
 mod wrappers;
+
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub(crate) use args::shell_quote;
 use args::*;
@@ -263,70 +267,6 @@ impl Analyzer<'_> {
                 }
             }
         }
-    }
-
-    /// A call of a function defined on the line whose body uses its positional parameters
-    /// (`f(){ git "$@"; }; f push origin HEAD:main`, `f(){ rm -rf "$1"; }; f /etc`): the
-    /// body is analysed again with `$@`, `$*`, `$N` replaced by the call's words (DESIGN.md
-    /// §2a: wrappers are judged by what they run). Arguments that cannot be known stay
-    /// unknown there. Each function is expanded once per call chain (no recursion).
-    fn function_call(&mut self, st: &State, name: &str, args: &[Field], depth: usize) {
-        if self.calling.iter().any(|c| c == name) {
-            return;
-        }
-        let Some(body) = self
-            .function_bodies
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, b)| b.clone())
-        else {
-            return;
-        };
-        let uses = body.contains("$@")
-            || body.contains("$*")
-            || body.contains("${@")
-            || body.contains("${*")
-            || (1..=9)
-                .any(|n| body.contains(&format!("${n}")) || body.contains(&format!("${{{n}}}")));
-        if !uses {
-            return;
-        }
-        // A word as it can stand in the body's text: plain when it has no characters the
-        // shell treats specially (then it reads the same quoted or not), single-quoted else;
-        // an unknown word as a variable nobody set.
-        let word = |f: &Field| match f.known() {
-            Some(t)
-                if !t.is_empty()
-                    && t.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_./:@%+=,-^~".contains(c)) =>
-            {
-                t
-            }
-            Some(t) => format!("'{}'", t.replace('\'', r"'\''")),
-            None => "${__tyba_unknown_argument}".to_string(),
-        };
-        let all: Vec<String> = args.iter().map(word).collect();
-        let mut text = body;
-        for spelling in [
-            "\"$@\"", "\"${@}\"", "\"$*\"", "\"${*}\"", "${@}", "${*}", "$@", "$*",
-        ] {
-            text = text.replace(spelling, &all.join(" "));
-        }
-        for n in (1..=9).rev() {
-            let value = args.get(n - 1).map(word).unwrap_or_default();
-            for spelling in [
-                format!("\"${{{n}}}\""),
-                format!("\"${n}\""),
-                format!("${{{n}}}"),
-                format!("${n}"),
-            ] {
-                text = text.replace(&spelling, &value);
-            }
-        }
-        self.calling.push(name.to_string());
-        self.line(&text, st.clone(), depth + 1);
-        self.calling.pop();
     }
 
     /// Runs the rules for a command whose words are expanded.
@@ -843,87 +783,5 @@ impl Analyzer<'_> {
                 "{what}: {reason}; code assembled at run time is treated like a pipe into a shell"
             ),
         );
-    }
-}
-
-/// Classification of command lines for the judges' unit tests: in a fresh, empty worktree
-/// (its own home beside it), with the embedded policy.
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-pub(crate) mod testing {
-    use crate::{Action, Classification, Context, Policy, Verdict};
-
-    /// Classifies `line`.
-    pub(crate) fn classify(line: &str) -> Classification {
-        let wt = tempfile::tempdir().unwrap();
-        let home = tempfile::tempdir().unwrap();
-        let ctx = Context {
-            worktree: wt.path(),
-            cwd: wt.path(),
-            home: Some(home.path()),
-            scratch: None,
-            git: None,
-        };
-        Policy::embedded_default().classify(
-            &Action::Exec {
-                command: line.to_string(),
-            },
-            &ctx,
-        )
-    }
-
-    /// Asserts each line's colour and that it names `rule` (when not empty).
-    pub(crate) fn expect(cases: &[(&str, Verdict, &str)]) {
-        let mut bad = Vec::new();
-        for (line, verdict, rule) in cases {
-            let c = classify(line);
-            if c.verdict != *verdict
-                || (!rule.is_empty() && !c.findings.iter().any(|f| f.rule == *rule))
-            {
-                bad.push(format!("{line}: {:?} {:?}", c.verdict, c.findings));
-            }
-        }
-        assert!(bad.is_empty(), "\n{}", bad.join("\n"));
-    }
-
-    /// Like [`expect`], in a worktree holding `src/`, `build/x.o` and, with `hook`, an
-    /// executable `.git/hooks/pre-push`; asserts the colour and, when given, the rule.
-    pub(crate) fn expect_git(hook: bool, cases: &[(&str, Verdict, &str)]) {
-        use std::os::unix::fs::PermissionsExt;
-        let wt = tempfile::tempdir().unwrap();
-        let home = tempfile::tempdir().unwrap();
-        let w = wt.path();
-        std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
-        std::fs::create_dir_all(w.join("src")).unwrap();
-        std::fs::create_dir_all(w.join("build")).unwrap();
-        std::fs::write(w.join("src/lib.rs"), "").unwrap();
-        std::fs::write(w.join("build/x.o"), "").unwrap();
-        if hook {
-            let h = w.join(".git/hooks/pre-push");
-            std::fs::write(&h, "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(&h, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        let ctx = Context {
-            worktree: w,
-            cwd: w,
-            home: Some(home.path()),
-            scratch: None,
-            git: None,
-        };
-        let mut bad = Vec::new();
-        for (line, verdict, rule) in cases {
-            let c = Policy::embedded_default().classify(
-                &Action::Exec {
-                    command: line.to_string(),
-                },
-                &ctx,
-            );
-            if c.verdict != *verdict
-                || (!rule.is_empty() && !c.findings.iter().any(|f| f.rule == *rule))
-            {
-                bad.push(format!("{line}: {:?} {:?}", c.verdict, c.findings));
-            }
-        }
-        assert!(bad.is_empty(), "hook {hook}:\n{}", bad.join("\n"));
     }
 }

@@ -86,6 +86,8 @@ const SMALL_STACK_NESTING: usize = 12;
 const DEEP_STACK_BYTES: usize = 512 << 20;
 
 fn classify_on_this_stack(policy: &Policy, action: &Action, ctx: &Context<'_>) -> Classification {
+    // The disk as this classification finds it, each path looked at once (`paths::seen`).
+    let _seen = paths::seen::Seen::start();
     let mut a = Analyzer::new(policy, ctx);
     match action {
         Action::Exec { command } => {
@@ -219,6 +221,8 @@ pub(crate) struct Analyzer<'p> {
     pub(crate) links: Vec<paths::Link>,
     /// Targets of links made at places that cannot be known (`links::Made::unplaced`).
     pub(crate) unplaced_links: Vec<Option<String>>,
+    /// Lines parsed so far, by their text ([`Analyzer::parsed`]).
+    parses: std::cell::RefCell<Vec<(String, std::rc::Rc<syntax::Parsed>)>>,
 }
 
 impl<'p> Analyzer<'p> {
@@ -246,6 +250,7 @@ impl<'p> Analyzer<'p> {
             expanding: Vec::new(),
             links: Vec::new(),
             unplaced_links: Vec::new(),
+            parses: std::cell::RefCell::new(Vec::new()),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 pub(crate) mod control;
 pub(crate) mod pattern;
+pub(crate) mod seen;
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -196,15 +197,15 @@ impl Walk {
                     if !self.exists {
                         continue;
                     }
-                    match std::fs::symlink_metadata(&self.out) {
-                        Ok(m) if m.file_type().is_symlink() => {
+                    match seen::node(&self.out) {
+                        seen::Node::Link(target) => {
                             self.hops += 1;
                             if self.hops > MAX_SYMLINK_HOPS {
                                 self.exists = false;
                                 continue;
                             }
-                            match std::fs::read_link(&self.out) {
-                                Ok(target) => {
+                            match target {
+                                Some(target) => {
                                     self.out.pop();
                                     let t = target.to_string_lossy().into_owned();
                                     if t.starts_with('/') {
@@ -212,11 +213,11 @@ impl Walk {
                                     }
                                     push_components(&mut self.pending, &t);
                                 }
-                                Err(_) => self.exists = false,
+                                None => self.exists = false,
                             }
                         }
-                        Ok(_) => {}
-                        Err(_) => self.exists = false,
+                        seen::Node::Missing => self.exists = false,
+                        seen::Node::Dir | seen::Node::File | seen::Node::Other => {}
                     }
                 }
             }
@@ -269,9 +270,13 @@ pub(crate) fn lexical(cwd: &Path, word: &str) -> PathBuf {
 pub(crate) fn credential_component(name: &str) -> bool {
     // Case-insensitive: `.ENV` and `ID_RSA` are the same secrets on case-insensitive file
     // systems, and a rename away.
-    let name = name.to_ascii_lowercase();
+    let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    };
     matches!(
-        name.as_str(),
+        name.as_ref(),
         ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker"
     ) || credential_file(&name)
 }
@@ -321,15 +326,18 @@ pub(crate) fn holds_hook(pc: &PathCtx<'_>, p: &Path) -> bool {
 }
 
 /// The file git runs as the pre-push hook ([`SessionPaths::pre_push_path`], else
-/// `.git/hooks/pre-push` of the worktree), when it exists (as a file, a link or anything else):
-/// what a recursion below one of its directories reaches.
-pub(crate) fn existing_hook(pc: &PathCtx<'_>) -> Option<PathBuf> {
-    let hook = pc
-        .session
+/// `.git/hooks/pre-push` of the worktree), whether it exists or not.
+pub(crate) fn hook_path(pc: &PathCtx<'_>) -> PathBuf {
+    pc.session
         .pre_push_path()
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
-    std::fs::symlink_metadata(&hook).is_ok().then_some(hook)
+        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"))
+}
+
+/// Whether something (a file, a link or anything else) is at `hook`: what a recursion below
+/// one of its directories reaches.
+pub(crate) fn hook_exists(hook: &Path) -> bool {
+    seen::node(hook) != seen::Node::Missing
 }
 
 /// Session facts that cost I/O or allocation, computed only when a rule needs them.

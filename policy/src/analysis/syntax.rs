@@ -110,6 +110,30 @@ pub(super) fn parse_source(text: &str) -> Result<(ast::Program, Option<String>),
     parse_exact(text).map(|prog| (prog, None))
 }
 
+/// A line's tree and rewritten text ([`parse_source`]), or why it does not parse.
+pub(super) type Parsed = Result<(ast::Program, Option<String>), String>;
+
+/// Lines kept parsed per classification ([`super::Analyzer::parsed`]).
+const MAX_KEPT_PARSES: usize = 32;
+
+impl super::Analyzer<'_> {
+    /// [`parse_source`] of `text`, kept for the rest of the classification: the analysis
+    /// and the "always" key's peel ([`super::housekeeping`]) parse the same lines, and a tree
+    /// is a function of the text alone (no file or context is read), so a kept one is never
+    /// stale. At most [`MAX_KEPT_PARSES`] lines are kept; others are parsed each time.
+    pub(super) fn parsed(&self, text: &str) -> std::rc::Rc<Parsed> {
+        if let Some((_, p)) = self.parses.borrow().iter().find(|(t, _)| t == text) {
+            return p.clone();
+        }
+        let p = std::rc::Rc::new(parse_source(text));
+        let mut kept = self.parses.borrow_mut();
+        if kept.len() < MAX_KEPT_PARSES {
+            kept.push((text.to_string(), p.clone()));
+        }
+        p
+    }
+}
+
 fn parse_exact(text: &str) -> Result<ast::Program, String> {
     let opts = words::options();
     let tokens = brush_parser::tokenize_str_with_options(text, &opts.tokenizer_options())

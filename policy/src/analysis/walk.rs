@@ -4,8 +4,8 @@
 use super::paths::Access;
 use super::state::union_vec;
 use super::syntax::{
-    called_names, endless_spawning_loop, heredoc_delimiters, nesting, parse, parse_source,
-    spawn_cycle, MAX_NESTING,
+    called_names, endless_spawning_loop, heredoc_delimiters, nesting, parse, spawn_cycle,
+    MAX_NESTING,
 };
 use super::words::{self, VarValues};
 use super::{Analyzer, State, Stdin, MAX_DEPTH, MAX_WORK};
@@ -40,14 +40,15 @@ impl Analyzer<'_> {
             );
             return st;
         }
-        match parse_source(text) {
+        let parsed = self.parsed(text);
+        match &*parsed {
             Ok((prog, rewritten)) => {
                 let mut st = st;
                 if prog.complete_commands.len() > 1 {
                     self.out.shape.compound = true;
                 }
                 self.sources
-                    .push((rewritten.unwrap_or_else(|| text.to_string()), depth));
+                    .push((rewritten.clone().unwrap_or_else(|| text.to_string()), depth));
                 for cc in &prog.complete_commands {
                     st = self.compound_list(cc, st, depth);
                 }

@@ -206,6 +206,22 @@ pub(crate) fn options() -> ParserOptions {
 /// unquoted values may give several; an unquoted unknown value gives one field with an unknown
 /// part). A word that expands to nothing (e.g. `"$@"`) gives no field.
 pub(crate) fn expand(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) -> Vec<Field> {
+    if is_plain(raw) {
+        // The grammar gives such a word one unquoted text piece: one field of that text, its
+        // pattern characters globs (the slow path's result, checked by a test).
+        return vec![Field {
+            parts: vec![Part::Lit {
+                text: raw.to_string(),
+                glob: true,
+            }],
+            forced: false,
+        }];
+    }
+    expand_parsed(raw, env, notes)
+}
+
+/// [`expand`] through the word grammar, for every word.
+fn expand_parsed(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) -> Vec<Field> {
     let opts = options();
     let mut out = Vec::new();
     for w in brace_expand(raw, &opts) {
@@ -236,6 +252,18 @@ pub(crate) fn expand(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) ->
         }
     }
     out
+}
+
+/// Whether `raw` is a word the shell expands to itself: not empty, within
+/// [`MAX_VALUE_BYTES`], made only of characters that start no expansion, quote, escape,
+/// brace, tilde or extended pattern (letters, digits, `_./,:@%+-=`, and the pattern
+/// characters `*` and `?`). Most words of a command line are such words; they need no parse.
+fn is_plain(raw: &str) -> bool {
+    !raw.is_empty()
+        && raw.len() <= MAX_VALUE_BYTES
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./,:@%+-=*?".contains(&b))
 }
 
 /// Brace expansion on the raw text; `None` entries stand for words too many to list.

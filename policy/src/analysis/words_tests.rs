@@ -441,3 +441,77 @@ fn positional_parameters_match_bash() {
         assert!(!f.is_empty() && f.iter().any(|f| !f.is_known()), "{word}");
     }
 }
+
+#[test]
+fn plain_words_expand_as_the_grammar_expands_them() {
+    // Every character the shortcut admits, alone, doubled, beside letters and at a word's
+    // start and end; assignments, options, paths, patterns.
+    let admitted: Vec<char> = (0u8..128)
+        .map(char::from)
+        .filter(|c| is_plain(&c.to_string()))
+        .collect();
+    assert_eq!(
+        admitted
+            .iter()
+            .filter(|c| !c.is_ascii_alphanumeric())
+            .count(),
+        "_./,:@%+-=*?".len()
+    );
+    let mut words: Vec<String> = Vec::new();
+    for c in &admitted {
+        for w in [
+            format!("{c}"),
+            format!("{c}{c}"),
+            format!("a{c}"),
+            format!("{c}a"),
+            format!("a{c}b"),
+            format!("-{c}"),
+            format!("x={c}"),
+        ] {
+            words.push(w);
+        }
+    }
+    words.extend(
+        [
+            "git",
+            "-rf",
+            "--all",
+            "src/main.rs",
+            "*.rs",
+            "a?c",
+            "PATH=/usr/bin:/bin",
+            "--opt=value",
+            "user@host:path",
+            "100%",
+            "a+b",
+            "../x/./y",
+            "-",
+            "--",
+        ]
+        .map(String::from),
+    );
+    let s = setup();
+    let env = ExpandEnv {
+        vars: &s.vars,
+        home: Some(Path::new(HOME)),
+        cwd: Some(s.dir.path()),
+        oldpwd: Some(Path::new("/")),
+        params: None,
+    };
+    for w in &words {
+        assert!(is_plain(w), "{w}");
+        let (mut fast, mut slow) = (ExpandNotes::default(), ExpandNotes::default());
+        let a = expand(w, &env, &mut fast);
+        let b = expand_parsed(w, &env, &mut slow);
+        assert_eq!(a, b, "{w}");
+        assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{w}");
+    }
+    // Words the shortcut must leave to the grammar.
+    for w in [
+        "", "~", "a~", "$x", "'a'", "\"a\"", "a\\b", "{a,b}", "a[b]", "!(x)", "a b", "`x`", "a;b",
+        "a&b", "a|b", "<x", "#x", "^x",
+    ] {
+        assert!(!is_plain(w), "{w}");
+    }
+    assert!(!is_plain(&"a".repeat(MAX_VALUE_BYTES + 1)));
+}

@@ -15,7 +15,7 @@
 //! whether it changes its operand (`rm {}` and `sed -i … {}` do, `cat {}` does not).
 
 use super::*;
-use crate::analysis::paths::{self, existing_hook, pattern::Pattern};
+use crate::analysis::paths::{self, pattern::Pattern};
 use crate::rules;
 
 /// One path on the way from a recursion's start point down to the hook, inclusive.
@@ -35,11 +35,11 @@ pub(crate) struct HookNode {
 }
 
 fn kind_of(p: &Path) -> char {
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.file_type().is_symlink() => 'l',
-        Ok(m) if m.is_dir() => 'd',
-        Ok(m) if m.is_file() => 'f',
-        _ => 'o',
+    match paths::seen::node(p) {
+        paths::seen::Node::Link(_) => 'l',
+        paths::seen::Node::Dir => 'd',
+        paths::seen::Node::File => 'f',
+        paths::seen::Node::Other | paths::seen::Node::Missing => 'o',
     }
 }
 
@@ -49,9 +49,9 @@ impl Analyzer<'_> {
     /// `start` cannot be known.
     pub(crate) fn hook_nodes(&self, st: &State, start: &Field) -> Vec<HookNode> {
         let pc = self.path_ctx();
-        let Some(hook) = existing_hook(&pc) else {
-            return Vec::new();
-        };
+        // Whether the hook exists is looked at once a tree holds its path (most hold none).
+        let hook = paths::hook_path(&pc);
+        let mut exists = None;
         let Some(text) = start.known() else {
             return Vec::new();
         };
@@ -67,6 +67,9 @@ impl Analyzer<'_> {
                 let Ok(rel) = hook.strip_prefix(&phys) else {
                     continue;
                 };
+                if !*exists.get_or_insert_with(|| paths::hook_exists(&hook)) {
+                    return Vec::new();
+                }
                 let base = w.trim_end_matches('/');
                 let name = base.rsplit('/').next().unwrap_or(base);
                 out.push(HookNode {

@@ -75,7 +75,8 @@ impl Peel<'_, '_> {
     }
 
     pub(super) fn line(&mut self, text: &str) {
-        let Ok(prog) = parse(text) else {
+        let parsed = self.a.parsed(text);
+        let Ok((prog, _)) = &*parsed else {
             self.extra = true;
             return;
         };
@@ -98,12 +99,27 @@ impl Peel<'_, '_> {
                 return;
             }
             let pipes = pipelines(&item.0);
-            let all_neutral = pipes.iter().all(|p| self.neutral_pipeline(p));
-            for p in &pipes {
-                if self.neutral_pipeline(p) {
-                    self.record(p);
+            // Whether each pipeline is neutral depends on the literal variables recorded so far:
+            // judged before recording, again as each is recorded, and after; a judgement is
+            // reused while no variable changed.
+            let before: Vec<bool> = pipes.iter().map(|p| self.neutral_pipeline(p)).collect();
+            let all_neutral = before.iter().all(|n| *n);
+            let mut changed = false;
+            for (p, n) in pipes.iter().zip(&before) {
+                let n = if changed {
+                    self.neutral_pipeline(p)
+                } else {
+                    *n
+                };
+                if n {
+                    changed |= self.record(p);
                 }
             }
+            let neutral = if changed {
+                pipes.iter().map(|p| self.neutral_pipeline(p)).collect()
+            } else {
+                before
+            };
             if all_neutral {
                 if run.is_some() && run_end == end {
                     run_end = start_of(item).unwrap_or(end);
@@ -111,8 +127,12 @@ impl Peel<'_, '_> {
                 continue;
             }
             // An and-or list of housekeeping around one eval or subshell.
-            let non_neutral: Vec<&&ast::Pipeline> =
-                pipes.iter().filter(|p| !self.neutral_pipeline(p)).collect();
+            let non_neutral: Vec<&&ast::Pipeline> = pipes
+                .iter()
+                .zip(&neutral)
+                .filter(|(_, n)| !**n)
+                .map(|(p, _)| p)
+                .collect();
             if non_neutral.len() == 1 && pipes.len() > 1 {
                 if self.container(text, non_neutral[0]).is_some() {
                     continue;
@@ -164,6 +184,11 @@ impl Peel<'_, '_> {
                 Some(())
             }
             ast::Command::Simple(s) if s.prefix.is_none() => {
+                // Only an `eval` is peeled: other commands need no more words.
+                let name = literal_fields(&s.word_or_name.as_ref()?.value)?;
+                if name.first().map(String::as_str) != Some("eval") {
+                    return None;
+                }
                 let words = literal_words(s)?;
                 let (name, args) = words.split_first()?;
                 if name != "eval" {
@@ -206,10 +231,11 @@ impl Peel<'_, '_> {
         }
     }
 
-    /// Remembers the literal values a bare assignment gives.
-    pub(super) fn record(&mut self, p: &ast::Pipeline) {
+    /// Remembers the literal values a bare assignment gives; whether the variables may have
+    /// changed.
+    pub(super) fn record(&mut self, p: &ast::Pipeline) -> bool {
         let [ast::Command::Simple(s)] = p.seq.as_slice() else {
-            return;
+            return false;
         };
         if s.word_or_name.is_some() {
             // A sourced definitions file assigns its variables too.
@@ -226,10 +252,12 @@ impl Peel<'_, '_> {
                     }
                 }
             }
-            return;
+            return false;
         }
+        let mut changed = false;
         for item in s.prefix.iter().flat_map(|p| p.0.iter()) {
             if let ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) = item {
+                changed = true;
                 let name = assignment_name(a);
                 self.vars.retain(|(k, _)| *k != name);
                 self.assigned.push(name.clone());
@@ -240,6 +268,7 @@ impl Peel<'_, '_> {
                 }
             }
         }
+        changed
     }
 
     pub(super) fn neutral_pipeline(&self, p: &ast::Pipeline) -> bool {
@@ -292,8 +321,9 @@ impl Peel<'_, '_> {
         let mut words = Vec::new();
         if let Some(w) = &s.word_or_name {
             match self.literal(&w.value) {
-                Some(t) => words.push(t),
-                None => return false,
+                // Only the names judged below can be housekeeping: others need no more words.
+                Some(t) if t == "builtin" || HOUSEKEEPING.contains(&t.as_str()) => words.push(t),
+                _ => return false,
             }
         }
         if let Some(suffix) = &s.suffix {
@@ -427,6 +457,13 @@ impl Peel<'_, '_> {
         }
     }
 }
+
+/// The builtins [`Peel::neutral_simple`] may judge neutral housekeeping (each has its arm
+/// there; any other command word is not housekeeping).
+const HOUSEKEEPING: &[&str] = &[
+    "shopt", "set", "jobs", "unalias", "unset", "exit", "return", "true", ":", "pwd", "trap",
+    "source", ".",
+];
 
 pub(super) fn pipelines(aol: &ast::AndOrList) -> Vec<&ast::Pipeline> {
     let mut out = vec![&aol.first];

@@ -97,8 +97,8 @@ pub(super) fn load_sourced(path: &Path) -> Option<Arc<Sourced>> {
     Some(s)
 }
 
-/// Words of a simple command when every one is a known literal (no expansion at all).
-pub(super) fn literal_words(s: &ast::SimpleCommand) -> Option<Vec<String>> {
+/// The fields of one raw word when each is a known literal (no expansion at all).
+pub(super) fn literal_fields(raw: &str) -> Option<Vec<String>> {
     let env = ExpandEnv {
         vars: &Default::default(),
         home: None,
@@ -106,16 +106,19 @@ pub(super) fn literal_words(s: &ast::SimpleCommand) -> Option<Vec<String>> {
         oldpwd: None,
         params: None,
     };
+    let mut notes = ExpandNotes::default();
+    let fields = words::expand(raw, &env, &mut notes);
+    if notes.unparseable || notes.dynamic || !notes.substitutions.is_empty() {
+        return None;
+    }
+    fields.iter().map(Field::known).collect()
+}
+
+/// Words of a simple command when every one is a known literal (no expansion at all).
+pub(super) fn literal_words(s: &ast::SimpleCommand) -> Option<Vec<String>> {
     let mut out = Vec::new();
     let mut push = |raw: &str| -> Option<()> {
-        let mut notes = ExpandNotes::default();
-        let fields = words::expand(raw, &env, &mut notes);
-        if notes.unparseable || notes.dynamic || !notes.substitutions.is_empty() {
-            return None;
-        }
-        for f in fields {
-            out.push(f.known()?);
-        }
+        out.extend(literal_fields(raw)?);
         Some(())
     };
     if let Some(w) = &s.word_or_name {

@@ -315,11 +315,37 @@ pub(crate) enum RegistryError {
 }
 
 /// The index of a checked registry: name → entry.
-pub(crate) type Index = HashMap<&'static str, &'static Program>;
+pub(crate) type Index =
+    HashMap<&'static str, &'static Program, std::hash::BuildHasherDefault<NameHasher>>;
+
+/// FNV-1a over a program name's bytes: the index is looked up several times per command
+/// with names of a few bytes, where the default hasher's setup costs more than the search.
+/// Only the registry's own names are ever inserted, so a name an agent writes cannot make
+/// the table slow (it is hashed and compared, never stored).
+#[derive(Debug)]
+pub(crate) struct NameHasher(u64);
+
+impl Default for NameHasher {
+    fn default() -> Self {
+        NameHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
 
 /// Checks `families` and indexes them by name (see the module doc for what is refused).
 pub(crate) fn check(families: &[&'static [Program]]) -> Result<Index, RegistryError> {
-    let mut index: Index = HashMap::new();
+    let mut index: Index = HashMap::default();
     for family in families {
         for p in family.iter() {
             let program = p.names.first().copied().unwrap_or("");
