@@ -57,6 +57,25 @@ fn colour(name: &str) -> Verdict {
 /// `Analyzer::add` and `Finding::new`), `Verdict::X, &format!("family.{…}")`, and the
 /// vault's `("vault.…", reason)` table (emitted blocked). The git guard's `RULE_…` consts
 /// are the registry's own entries.
+/// `text` up to its first inline test module.
+fn code_before_tests(text: &str) -> &str {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("#[cfg(test)]") {
+        let at = from + at;
+        let after = text[at + "#[cfg(test)]".len()..].trim_start();
+        let inline = after.strip_prefix("mod ").is_some_and(|m| {
+            let brace = m.find('{').unwrap_or(usize::MAX);
+            let semi = m.find(';').unwrap_or(usize::MAX);
+            brace < semi
+        });
+        if inline || !after.starts_with("mod ") && !after.starts_with("pub") {
+            return &text[..at];
+        }
+        from = at + "#[cfg(test)]".len();
+    }
+    text
+}
+
 fn emitted() -> BTreeMap<String, BTreeSet<Verdict>> {
     let mut files = Vec::new();
     for d in ["policy/src", "git-guard/src", "supervisor/src", "src"] {
@@ -68,8 +87,10 @@ fn emitted() -> BTreeMap<String, BTreeSet<Verdict>> {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
-        // Test modules build findings of their own.
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        // Test modules build findings of their own: the code ends at the first inline test
+        // module (`#[cfg(test)]` then `mod NAME {`); a test module declared in a file of its
+        // own (`mod NAME;`) ends nothing, that file is skipped where it starts.
+        let code = code_before_tests(&text);
         let mut i = 0;
         while let Some(at) = code[i..].find("Verdict::") {
             let start = i + at + "Verdict::".len();
