@@ -417,12 +417,8 @@ pub(crate) fn mount_overlay(
 /// after [`mount_layer`] succeeded, the supervisor on its own when stage 2 reports it
 /// (`C i`); nothing for an index out of range.
 pub(crate) fn grant_layer(plan: &mut SandboxPlan, i: usize) {
-    let Some(c) = plan.cache_layers.get(i).map(|l| l.cache.clone()) else {
-        return;
-    };
-    plan.read_only.retain(|p| p != &c);
-    if !plan.read_write.contains(&c) {
-        plan.read_write.push(c);
+    if let Some(c) = plan.cache_layers.get(i).map(|l| l.cache.clone()) {
+        plan.grant_layered(&c);
     }
 }
 

@@ -686,6 +686,15 @@ pub(crate) fn drop_inert(
         .collect()
 }
 
+/// The `NAME=VALUE` strings of `envp` split at their first `=`, in order; a string without
+/// one is skipped (execve(2) passes it on; `getenv(3)` never finds it).
+fn env_entries(envp: &[Vec<u8>]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    envp.iter().filter_map(|e| {
+        let eq = e.iter().position(|&b| b == b'=')?;
+        Some((&e[..eq], &e[eq + 1..]))
+    })
+}
+
 /// The code-running variables of `envp` (`NAME=VALUE` strings) whose value differs from the
 /// session's start (`start`) and from what the covering command ran with (`covered`), in the
 /// order of `envp`. Every occurrence of a name counts (`getenv(3)` takes the first, the
@@ -699,19 +708,16 @@ pub(crate) fn env_assignments(
     shell: Option<&StartupFiles>,
 ) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for e in envp {
-        let Some(eq) = e.iter().position(|&b| b == b'=') else {
-            continue;
-        };
+    for (name, value) in env_entries(envp) {
         // Borrowed, not copied, for the common valid-UTF-8 name: most names do not count.
-        let name = String::from_utf8_lossy(&e[..eq]);
+        let name = String::from_utf8_lossy(name);
         let counts = tyba_policy::is_code_running_var(&name)
             || shell.is_some_and(|s| s.vars.contains(&&*name));
         if !counts {
             continue;
         }
         let name = name.into_owned();
-        let value = String::from_utf8_lossy(&e[eq + 1..]).into_owned();
+        let value = String::from_utf8_lossy(value).into_owned();
         if start.get(&name) == Some(&value)
             || covered.iter().any(|(n, v)| *n == name && *v == value)
             || (SYSTEM_PATH_VARS.contains(&name.as_str()) && system_paths_only(&value))
@@ -736,15 +742,12 @@ pub(crate) fn config_moves(
     start: &HashMap<String, String>,
 ) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for e in envp {
-        let Some(eq) = e.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        let name = String::from_utf8_lossy(&e[..eq]);
+    for (name, value) in env_entries(envp) {
+        let name = String::from_utf8_lossy(name);
         if !tyba_policy::is_config_dir_var(&name) || out.iter().any(|(n, _)| *n == *name) {
             continue;
         }
-        let value = String::from_utf8_lossy(&e[eq + 1..]).into_owned();
+        let value = String::from_utf8_lossy(value).into_owned();
         if start.get(&*name) != Some(&value) {
             out.push((name.into_owned(), value));
         }
@@ -777,17 +780,14 @@ const PAGER_VARS: &[&str] = &[
 /// `LESS=FRX` (and `LV=-c`, not a pager variable here). Every occurrence counts.
 pub(crate) fn pager_env_unchanged(envp: &[Vec<u8>], start: &HashMap<String, String>) -> bool {
     let mut seen: Vec<&str> = Vec::new();
-    for e in envp {
-        let Some(eq) = e.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        let Ok(name) = std::str::from_utf8(&e[..eq]) else {
+    for (name, value) in env_entries(envp) {
+        let Ok(name) = std::str::from_utf8(name) else {
             continue;
         };
         let Some(var) = PAGER_VARS.iter().find(|v| **v == name) else {
             continue;
         };
-        let value = String::from_utf8_lossy(&e[eq + 1..]);
+        let value = String::from_utf8_lossy(value);
         let ok = match start.get(*var) {
             Some(v) => *v == value,
             None => *var == "LESS" && value == "FRX",

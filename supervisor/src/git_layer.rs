@@ -233,12 +233,8 @@ fn make_stand_in(p: &Path, s: StandIn) -> Result<(), String> {
 /// [`SandboxPlan::read_only`] to [`SandboxPlan::read_write`]): the Landlock rule on it, made
 /// after the mount, names the layer's merged directory.
 pub(crate) fn grant(plan: &mut SandboxPlan) {
-    let Some(c) = plan.git_layer.as_ref().map(|l| l.common.clone()) else {
-        return;
-    };
-    plan.read_only.retain(|p| p != &c);
-    if !plan.read_write.contains(&c) {
-        plan.read_write.push(c);
+    if let Some(c) = plan.git_layer.as_ref().map(|l| l.common.clone()) {
+        plan.grant_layered(&c);
     }
 }
 

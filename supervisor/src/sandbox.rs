@@ -925,6 +925,16 @@ impl SandboxPlan {
         self.pinned.sort_by_key(|p| p.components().count());
     }
 
+    /// Moves `dir` from [`SandboxPlan::read_only`] to [`SandboxPlan::read_write`]: for a layer
+    /// mounted over it in the sandbox's mount namespace (a cache's, the main git dir's), whose
+    /// Landlock rule, made after the mount, names the layer's merged directory.
+    pub(crate) fn grant_layered(&mut self, dir: &Path) {
+        self.read_only.retain(|p| p != dir);
+        if !self.read_write.iter().any(|p| p == dir) {
+            self.read_write.push(dir.to_path_buf());
+        }
+    }
+
     /// Keeps the directory `dir` of the person's own (tyba's config: the user policy and the
     /// approvals of repository policies) read-only for the session when a writable root
     /// covers it: made when absent, then bound read-only like the protected files. One that
