@@ -2547,16 +2547,27 @@ fn exec_a_green_commands_descendants_are_judged_on_their_own() {
 /// and the remote's `main` stays. The control: the same push without tyba moves it.
 #[test]
 fn exec_a_push_with_a_moved_home_or_config_dir_is_refused() {
-    let cfg = "[remote \"net\"]\n\tpush = HEAD:refs/heads/main\n";
+    let push_cfg = "[remote \"net\"]\n\tpush = HEAD:refs/heads/main\n";
+    let alias_cfg = "[alias]\n\tp = push net HEAD:refs/heads/main\n";
     for who in whos() {
-        for (tag, script) in [
+        for (tag, cfg, control, script) in [
             (
                 "homepush",
+                push_cfg,
+                "push",
                 "mkdir -p h && cp pushcfg h/.gitconfig && export HOME=$PWD/h && git push net; echo rc=$?",
             ),
             (
                 "xdgpush",
+                push_cfg,
+                "push",
                 "python3 -c \"import os, subprocess; os.makedirs('x/git', exist_ok=True); open('x/git/config', 'w').write(open('pushcfg').read()); os.environ['XDG_CONFIG_HOME'] = os.path.abspath('x'); print('rc=%d' % subprocess.call(['git', 'push', 'net']))\"",
+            ),
+            (
+                "aliaspush",
+                alias_cfg,
+                "p",
+                "mkdir -p h && cp pushcfg h/.gitconfig && export HOME=$PWD/h && git p; echo rc=$?",
             ),
         ] {
             let Some(p) = push_fixture(&who, tag) else {
@@ -2581,7 +2592,12 @@ fn exec_a_push_with_a_moved_home_or_config_dir_is_refused() {
             let mut env = p.fx.env();
             env.retain(|(k, _)| k != "HOME");
             env.push(("HOME".into(), home.into_os_string()));
-            let r = outside(&p.fx, &p.fx.wt, &env, &["/usr/bin/git", "push", "net"]);
+            let argv: Vec<&str> = if control == "push" {
+                vec!["/usr/bin/git", "push", "net"]
+            } else {
+                vec!["/usr/bin/git", control]
+            };
+            let r = outside(&p.fx, &p.fx.wt, &env, &argv);
             assert_eq!(r.code, 0, "{ctx}: control push: {r:?}");
             assert!(
                 p.daemon.refs("remote.git").contains(&head(&p.fx)),

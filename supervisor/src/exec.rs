@@ -26,6 +26,7 @@
 use crate::procfs;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tyba_policy::Verdict;
 
@@ -737,22 +738,103 @@ pub(crate) fn env_assignments(
 /// first occurrence, as `getenv(3)` reads it). For a push: git reads `~/.gitconfig` and
 /// `$XDG_CONFIG_HOME/git/config` from them, and the supervisor's git inspector reads the
 /// person's, so a push is judged with them on its line.
+///
+/// `GIT_DIR` and `GIT_COMMON_DIR` naming the repository git finds from `cwd` anyway (git
+/// exports them to the programs it starts: hooks, aliases, `git lfs`) move nothing.
 pub(crate) fn config_moves(
     envp: &[Vec<u8>],
     start: &HashMap<String, String>,
+    cwd: &Path,
 ) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
+    let mut found: Option<Option<(PathBuf, PathBuf)>> = None;
     for (name, value) in env_entries(envp) {
         let name = String::from_utf8_lossy(name);
         if !tyba_policy::is_config_dir_var(&name) || out.iter().any(|(n, _)| *n == *name) {
             continue;
         }
         let value = String::from_utf8_lossy(value).into_owned();
-        if start.get(&*name) != Some(&value) {
-            out.push((name.into_owned(), value));
+        if start.get(&*name) == Some(&value) {
+            continue;
         }
+        if name == "GIT_DIR" || name == "GIT_COMMON_DIR" {
+            let (git_dir, common) = match found.get_or_insert_with(|| discovered_git_dir(cwd)) {
+                Some((g, c)) => (g.clone(), c.clone()),
+                None => (PathBuf::new(), PathBuf::new()),
+            };
+            let named = std::fs::canonicalize(cwd.join(&value)).ok();
+            let same = if name == "GIT_DIR" { git_dir } else { common };
+            if named.is_some_and(|n| !same.as_os_str().is_empty() && n == same) {
+                continue;
+            }
+        }
+        out.push((name.into_owned(), value));
     }
     out
+}
+
+/// The git directory and common directory git finds from `cwd` with no variable set
+/// (gitrepository-layout(5), `setup.c`: the nearest `.git` of `cwd` or an ancestor, a
+/// directory or a gitfile `gitdir: PATH`; a `commondir` file names the common directory),
+/// canonical. `None` when there is none or it cannot be read.
+fn discovered_git_dir(cwd: &Path) -> Option<(PathBuf, PathBuf)> {
+    for dir in cwd.ancestors() {
+        let dot = dir.join(".git");
+        let Ok(m) = std::fs::metadata(&dot) else {
+            continue;
+        };
+        let git_dir = if m.is_dir() {
+            dot
+        } else {
+            let text = std::fs::read_to_string(&dot).ok()?;
+            let target = text.lines().next()?.strip_prefix("gitdir: ")?.trim_end();
+            dir.join(target)
+        };
+        let git_dir = std::fs::canonicalize(git_dir).ok()?;
+        let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+            Ok(c) => std::fs::canonicalize(git_dir.join(c.trim_end())).ok()?,
+            Err(_) => git_dir.clone(),
+        };
+        return Some((git_dir, common));
+    }
+    None
+}
+
+/// Whether an exec of `path` (as named; `real`, the file it reaches) with `argv` runs git with
+/// a subcommand that may push ([`tyba_policy::git_tables::may_push`]: a push, a subcommand that
+/// runs a command it is given, or a word that is no builtin: an alias the configuration
+/// defines, an external `git-<word>`). Global options are skipped by git's own tables; an
+/// option they do not know counts as may push.
+pub(crate) fn git_may_push(path: &str, real: Option<&Path>, argv: &[String]) -> bool {
+    use tyba_policy::git_tables::{
+        may_push, GLOBAL_EXITING_OPTIONS, GLOBAL_FLAGS, GLOBAL_VALUE_OPTIONS,
+    };
+    let is_git = |p: &Path| p.file_name() == Some("git".as_ref());
+    if !(is_git(Path::new(path)) || real.is_some_and(is_git)) {
+        return false;
+    }
+    let mut words = argv.iter().skip(1);
+    while let Some(w) = words.next() {
+        let w = w.as_str();
+        if GLOBAL_FLAGS.contains(&w) {
+            continue;
+        }
+        if GLOBAL_VALUE_OPTIONS.contains(&w) {
+            words.next();
+            continue;
+        }
+        if w.starts_with("--")
+            && w.split_once('=')
+                .is_some_and(|(o, _)| GLOBAL_VALUE_OPTIONS.contains(&o))
+        {
+            continue;
+        }
+        if GLOBAL_EXITING_OPTIONS.contains(&w) {
+            return false;
+        }
+        return w.starts_with('-') || may_push(w);
+    }
+    false
 }
 
 /// The variables `less` and `more` take commands, files or keys from (less(1) ENVIRONMENT:
@@ -993,6 +1075,57 @@ mod tests {
             granted: Vec::new(),
             pushes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn git_words_that_may_push_are_found_past_global_options() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let may = |a: &[&str]| git_may_push("/usr/bin/git", None, &v(a));
+        assert!(may(&["git", "push", "net"]));
+        assert!(may(&["git", "-C", "sub", "--no-pager", "p"]), "an alias");
+        assert!(may(&["git", "--git-dir=x", "-c", "a.b=c", "lfs", "push"]));
+        assert!(may(&["git", "rebase", "-x", "make"]));
+        assert!(
+            may(&["git", "--unknown-option", "status"]),
+            "not read for certain"
+        );
+        assert!(
+            !may(&["git", "-C", "push", "status"]),
+            "a value, then status"
+        );
+        assert!(!may(&["git", "commit", "-m", "push"]));
+        assert!(!may(&["git", "--version"]));
+        assert!(!may(&["git"]));
+        assert!(!git_may_push("/usr/bin/ls", None, &v(&["ls", "push"])));
+        assert!(git_may_push(
+            "/tmp/x",
+            Some(Path::new("/usr/lib/git-core/git")),
+            &v(&["x", "push"])
+        ));
+    }
+
+    #[test]
+    fn a_git_dir_naming_the_repository_git_finds_anyway_moves_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("repo");
+        let other = t.path().join("other");
+        for d in [&repo, &other] {
+            std::fs::create_dir_all(d.join(".git")).unwrap();
+        }
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        let start = HashMap::new();
+        let env = |v: &[String]| v.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        let own = format!("GIT_DIR={}", repo.join(".git").display());
+        assert!(config_moves(&env(&[own]), &start, &repo.join("src")).is_empty());
+        let rel = "GIT_DIR=../.git".to_string();
+        assert!(config_moves(&env(&[rel]), &start, &repo.join("src")).is_empty());
+        let elsewhere = format!("GIT_DIR={}", other.join(".git").display());
+        assert_eq!(
+            config_moves(&env(&[elsewhere]), &start, &repo.join("src")).len(),
+            1
+        );
+        let home = "HOME=/tmp/h".to_string();
+        assert_eq!(config_moves(&env(&[home]), &start, &repo).len(), 1);
     }
 
     #[test]

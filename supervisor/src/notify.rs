@@ -1801,11 +1801,13 @@ impl Notifier {
         // reads `~/.gitconfig` and `$XDG_CONFIG_HOME/git/config` from the environment it runs
         // with: one the session did not start with (`export HOME=$PWD/h; git push net`, or a
         // script's own `HOME=`) can hold a `remote.*.push` to `main` or a `core.hooksPath`.
-        // So a push is judged with those variables on its line, where the policy blocks a
-        // push with a moved home or configuration directory. Only pushes: a test suite's
-        // own `HOME` for its `git init` moves nothing of the person's.
-        if is_push(&class) {
-            let moved = exec::config_moves(&r.envp, &self.start_env);
+        // So a push, or a git word that may be one (an alias that configuration defines), is
+        // judged with those variables on its line, where the policy blocks it with a moved
+        // home or configuration directory. Only those: a test suite's own `HOME` for its
+        // `git init` moves nothing of the person's.
+        let real = file.as_ref().map(|(real, _)| real.as_path());
+        if is_push(&class) || exec::git_may_push(&r.path, real, &r.argv) {
+            let moved = exec::config_moves(&r.envp, &self.start_env, &r.cwd);
             if !moved.is_empty() {
                 let with: Vec<(String, String)> = moved.into_iter().chain(prefix.clone()).collect();
                 let alt = exec::classified_line(&with, &own_line);

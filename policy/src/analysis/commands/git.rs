@@ -308,8 +308,11 @@ impl Analyzer<'_> {
                 "`git init --separate-git-dir` in an existing repository moves its git directory, and with it the configuration and hooks git uses: the pre-push hook would no longer run".to_string(),
             );
         }
-        // A changed home or global configuration can set core.hooksPath for the push.
-        if sub == "push" {
+        // A changed home or global configuration can set core.hooksPath for the push, or a
+        // `remote.*.push` to a protected branch; an alias or external command (a word that is
+        // no builtin) can be a push that configuration defines.
+        let no_builtin = !crate::git_tables::BUILTINS.contains(&&*sub);
+        if sub == "push" || no_builtin {
             let moved = ["HOME", "XDG_CONFIG_HOME"]
                 .iter()
                 .any(|n| inv.env.iter().any(|(e, _)| e == n) || st.vars.contains_key(*n))
@@ -318,7 +321,12 @@ impl Analyzer<'_> {
                     .keys()
                     .any(|k| k.starts_with("GIT_CONFIG") || k == "GIT_DIR" || k == "GIT_EXEC_PATH");
             if moved {
-                self.add(Verdict::Blocked, "git.guard.hooks-path", "`git push` with another home or configuration directory can switch the pre-push hook off".to_string());
+                let why = if no_builtin {
+                    format!("`git {sub}` (an alias or a program of its own) with another home or configuration directory can be a push that configuration defines, with the pre-push hook off")
+                } else {
+                    "`git push` with another home or configuration directory can switch the pre-push hook off".to_string()
+                };
+                self.add(Verdict::Blocked, "git.guard.hooks-path", why);
             }
         }
         if (sub == "push" || sub == "send-pack")
