@@ -803,14 +803,19 @@ fn discovered_git_dir(cwd: &Path) -> Option<(PathBuf, PathBuf)> {
 /// Whether an exec of `path` (as named; `real`, the file it reaches) with `argv` runs git with
 /// a subcommand that may push ([`tyba_policy::git_tables::may_push`]: a push, a subcommand that
 /// runs a command it is given, or a word that is no builtin: an alias the configuration
-/// defines, an external `git-<word>`). Global options are skipped by git's own tables; an
-/// option they do not know counts as may push.
+/// defines, an external `git-<word>`), also in git's dashed form (`git-push`). Global options
+/// are skipped by git's own tables; an option they do not know counts as may push.
 pub(crate) fn git_may_push(path: &str, real: Option<&Path>, argv: &[String]) -> bool {
     use tyba_policy::git_tables::{
         may_push, GLOBAL_EXITING_OPTIONS, GLOBAL_FLAGS, GLOBAL_VALUE_OPTIONS,
     };
-    let is_git = |p: &Path| p.file_name() == Some("git".as_ref());
-    if !(is_git(Path::new(path)) || real.is_some_and(is_git)) {
+    // git's dashed form (`git-push`, a link to git in its exec path) names its subcommand.
+    let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
+    let names = [name(Path::new(path)), real.and_then(name)];
+    if let Some(sub) = names.iter().flatten().find_map(|n| n.strip_prefix("git-")) {
+        return may_push(sub);
+    }
+    if !names.iter().flatten().any(|n| n == "git") {
         return false;
     }
     let mut words = argv.iter().skip(1);
@@ -1097,6 +1102,16 @@ mod tests {
         assert!(!may(&["git", "--version"]));
         assert!(!may(&["git"]));
         assert!(!git_may_push("/usr/bin/ls", None, &v(&["ls", "push"])));
+        assert!(git_may_push(
+            "/usr/lib/git-core/git-push",
+            None,
+            &v(&["git-push", "net"])
+        ));
+        assert!(!git_may_push(
+            "/usr/lib/git-core/git-status",
+            None,
+            &v(&["git-status"])
+        ));
         assert!(git_may_push(
             "/tmp/x",
             Some(Path::new("/usr/lib/git-core/git")),

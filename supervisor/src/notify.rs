@@ -519,16 +519,6 @@ fn is_gits_default_pager(line: &str, real: &std::path::Path, argv: &[String]) ->
             .any(|d| real.parent() == Some(std::path::Path::new(d)))
 }
 
-/// Whether `class` pushes: the git inspector resolved a push, or a push rule fired (an
-/// unresolved or protected push, a hook switched off).
-fn is_push(class: &Classification) -> bool {
-    !class.pushes.is_empty()
-        || class
-            .findings
-            .iter()
-            .any(|f| f.rule.starts_with("git.push") || f.rule.starts_with("git.guard"))
-}
-
 /// The rule ids of a classification's decisive findings (those of its verdict's colour).
 fn decisive_rules(c: &Classification) -> Vec<String> {
     c.findings
@@ -1801,12 +1791,12 @@ impl Notifier {
         // reads `~/.gitconfig` and `$XDG_CONFIG_HOME/git/config` from the environment it runs
         // with: one the session did not start with (`export HOME=$PWD/h; git push net`, or a
         // script's own `HOME=`) can hold a `remote.*.push` to `main` or a `core.hooksPath`.
-        // So a push, or a git word that may be one (an alias that configuration defines), is
-        // judged with those variables on its line, where the policy blocks it with a moved
+        // So every git exec that may push (a push, an alias that configuration defines, git's
+        // dashed `git-push`) is judged with those variables on its line, where the policy blocks it with a moved
         // home or configuration directory. Only those: a test suite's own `HOME` for its
         // `git init` moves nothing of the person's.
         let real = file.as_ref().map(|(real, _)| real.as_path());
-        if is_push(&class) || exec::git_may_push(&r.path, real, &r.argv) {
+        if exec::git_may_push(&r.path, real, &r.argv) {
             let moved = exec::config_moves(&r.envp, &self.start_env, &r.cwd);
             if !moved.is_empty() {
                 let with: Vec<(String, String)> = moved.into_iter().chain(prefix.clone()).collect();
@@ -1950,10 +1940,7 @@ impl Notifier {
                     inner_command: None,
                     verdict: class.verdict,
                     rules: rules.clone(),
-                    why: format!(
-                        "git's own pager, for the green command `{}`",
-                        shorten(&c.line, 200)
-                    ),
+                    why: format!("git's own pager, for the green command `{}`", c.shown()),
                     argv: r.argv.clone(),
                     cwd: r.cwd.clone(),
                     pid: n.pid,

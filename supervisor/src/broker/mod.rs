@@ -207,6 +207,7 @@ struct LinkedOnce {
     command: String,
     at: Instant,
     shown: tyba_policy::Verdict,
+    /// Canonical, as the kernel layer's working directory is compared.
     cwd: std::path::PathBuf,
 }
 
@@ -1247,7 +1248,7 @@ impl Broker {
                         command: command.trim().to_string(),
                         at: Instant::now(),
                         shown,
-                        cwd,
+                        cwd: std::fs::canonicalize(&cwd).unwrap_or(cwd),
                     });
                 }
                 HookAnswer {
@@ -1337,10 +1338,7 @@ impl Broker {
             .exec
             .as_ref()
             .map(|e| std::fs::canonicalize(&e.cwd).unwrap_or_else(|_| e.cwd.clone()))?;
-        let same = move |l: &LinkedOnce| {
-            request.verdict <= l.shown
-                && std::fs::canonicalize(&l.cwd).unwrap_or_else(|_| l.cwd.clone()) == here
-        };
+        let same = move |l: &LinkedOnce| request.verdict <= l.shown && l.cwd == here;
         s.linked_once.retain(|l| l.at.elapsed() < LINK_WINDOW);
         let i = match s
             .linked_once
