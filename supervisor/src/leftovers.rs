@@ -165,10 +165,8 @@ pub fn sweep_in(tmp: &Path, others: &[PathBuf], own: &str) -> Vec<PathBuf> {
 /// (`std::env::temp_dir`) and the memory filesystem the copies go to, when it is another.
 pub fn sweep(own: &str) -> Vec<PathBuf> {
     let tmp = std::env::temp_dir();
-    let others: Vec<PathBuf> = crate::state_layer::beside_session(&tmp.join("tyba"), "")
-        .parent()
-        .filter(|p| *p != tmp)
-        .map(Path::to_path_buf)
+    let others: Vec<PathBuf> = crate::state_layer::memory_dir()
+        .filter(|m| *m != tmp)
         .into_iter()
         .collect();
     sweep_in(&tmp, &others, own)

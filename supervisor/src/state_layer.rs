@@ -101,7 +101,7 @@ pub fn beside_session(tmp_dir: &Path, suffix: &str) -> PathBuf {
 }
 
 /// A tmpfs directory for the session copies ([`layers_root_for`]), if there is one.
-fn memory_dir() -> Option<PathBuf> {
+pub(crate) fn memory_dir() -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let tmpfs = |p: &Path| {
         nix::sys::statfs::statfs(p)
