@@ -16,7 +16,7 @@
  *              that runs past them), the working directory (readlink of /proc/PID/cwd), the
  *              file the exec names opened O_PATH and fstat'ed (its identity and change
  *              stamps), then SECCOMP_IOCTL_NOTIF_ID_VALID (what was read belongs to this
- *              exec).
+ *              exec); the descriptors are closed after the answer.
  *   reads-mem  as `reads`, the strings read through /proc/PID/mem (opened from the
  *              process's /proc directory, one pread per run of pages) instead of
  *              process_vm_readv. For comparison only.
@@ -187,6 +187,14 @@ static void read_strings(pid_t pid, int memfd, uint64_t *ptrs, size_t n) {
   }
 }
 
+/* Descriptors a notification's reads opened, closed once it is answered. */
+static int to_close[8];
+static int n_to_close;
+
+static void close_later(int fd) {
+  if (fd >= 0 && n_to_close < 8) to_close[n_to_close++] = fd;
+}
+
 /* The work of `reads` / `reads-mem` for one notification. */
 static void read_exec(const struct seccomp_notif *req) {
   pid_t pid = req->pid;
@@ -218,7 +226,7 @@ static void read_exec(const struct seccomp_notif *req) {
   int memfd = -1;
   if (mode == READS_MEM && procdir >= 0) memfd = openat(procdir, "mem", O_RDONLY | O_CLOEXEC);
   read_strings(pid, memfd, ptrs, n);
-  if (memfd >= 0) close(memfd);
+  close_later(memfd);
   char cwd[PATH_MAX];
   if (procdir >= 0) readlinkat(procdir, "cwd", cwd, sizeof cwd);
   /* The file: a relative name from the process's working directory (or its dirfd). */
@@ -233,13 +241,11 @@ static void read_exec(const struct seccomp_notif *req) {
   }
   int fd = openat(path[0] == '/' ? AT_FDCWD : base, path, O_PATH | O_CLOEXEC);
   struct stat st;
-  if (fd >= 0) {
-    fstat(fd, &st);
-    close(fd);
-  }
-  if (base >= 0) close(base);
-  if (procdir >= 0) close(procdir);
-  if (pidfd >= 0) close(pidfd);
+  if (fd >= 0) fstat(fd, &st);
+  close_later(fd);
+  close_later(base);
+  close_later(procdir);
+  close_later(pidfd);
 }
 
 static void serve(int listener) {
@@ -275,6 +281,7 @@ static void serve(int listener) {
     resp->id = req->id;
     resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp);
+    while (n_to_close) close(to_close[--n_to_close]);
   }
 }
 

@@ -326,7 +326,13 @@ pub fn read_exec_args(
             (_, a) => to_page_end(a),
         })
         .collect();
-    let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0u8; l]).collect();
+    // The thread's kept buffers (no allocation of three zeroed pages per exec); given back
+    // below on the usual path.
+    let mut bufs = HEAD_BUFFERS.with_borrow_mut(std::mem::take);
+    for (b, &l) in bufs.iter_mut().zip(&lens) {
+        b.clear();
+        b.resize(l, 0);
+    }
     let remote: Vec<nix::sys::uio::RemoteIoVec> = parts
         .iter()
         .zip(&lens)
@@ -437,6 +443,12 @@ pub fn read_exec_args(
         return slow();
     };
     let envp = strings.split_off(av.len());
+    let [(_, a), (_, e)] = arrays;
+    HEAD_BUFFERS.with_borrow_mut(|kept| {
+        if a.capacity() <= KEPT_HEAD_BUFFER && e.capacity() <= KEPT_HEAD_BUFFER {
+            *kept = [std::mem::take(&mut bufs[0]), a, e];
+        }
+    });
     let within = |v: &[Vec<u8>]| v.iter().map(|s| s.len() + 1).sum::<usize>() <= max_bytes;
     if !within(&strings) || !within(&envp) {
         return Err(io::Error::from_raw_os_error(libc::E2BIG));
@@ -447,6 +459,17 @@ pub fn read_exec_args(
         envp,
     })
 }
+
+thread_local! {
+    /// The buffers [`read_exec_args`] reads an exec's name and pointer arrays into, kept by
+    /// each thread (the notify loop's own) from one exec to the next.
+    static HEAD_BUFFERS: std::cell::RefCell<[Vec<u8>; 3]> = const {
+        std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new()])
+    };
+}
+
+/// A pointer array's buffer larger than this (bytes) is not kept after the exec that needed it.
+const KEPT_HEAD_BUFFER: usize = 64 << 10;
 
 /// Pages past the first that [`read_exec_args`] reads of a pointer array before it reads
 /// the arrays the slow way (about 2,000 pointers).
