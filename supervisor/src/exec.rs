@@ -53,6 +53,18 @@ impl Role {
     }
 }
 
+/// Whether a process with role `a` has exactly the rights of one with role `b`: both the
+/// agent, or both under the very same cover (one `Arc`; an equal cover made for another exec
+/// is another approval). An exec from `a` to `b` then needs no pending role: whether it
+/// succeeds or fails, the process has that role.
+pub(crate) fn same_role(a: &Role, b: &Role) -> bool {
+    match (a, b) {
+        (Role::Agent, Role::Agent) | (Role::Stray, Role::Stray) => true,
+        (Role::Command(x), Role::Command(y)) => Arc::ptr_eq(x, y),
+        _ => false,
+    }
+}
+
 /// The command an approval or an allow was made for, which its descendants run under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Cover {
@@ -1170,6 +1182,22 @@ mod tests {
             &env(&["EDITOR=vi", "EDITOR=touch pwned"]),
             &start
         ));
+    }
+
+    #[test]
+    fn only_the_very_same_cover_is_the_same_role() {
+        let c = Arc::new(cover(Verdict::Yellow, &["r"]));
+        let equal = Arc::new(cover(Verdict::Yellow, &["r"]));
+        let cmd = |c: &Arc<Cover>| Role::Command(Arc::clone(c));
+        assert!(same_role(&cmd(&c), &cmd(&c)));
+        // An equal cover made for another exec is another approval.
+        assert!(!same_role(&cmd(&c), &cmd(&equal)));
+        assert!(same_role(&Role::Agent, &Role::Agent));
+        assert!(!same_role(&Role::Agent, &cmd(&c)));
+        assert!(!same_role(&cmd(&c), &Role::Agent));
+        assert!(!same_role(&Role::Stray, &Role::Agent));
+        // A descendant whose line names none of the cover's hosts keeps the cover itself.
+        assert!(same_role(&cmd(&c), &Role::Command(narrowed(&c, &[]))));
     }
 
     #[test]

@@ -175,6 +175,26 @@ pub(crate) struct Notifier {
     pub state: Mutex<State>,
 }
 
+/// What an exec's decision leaves for after its reply ([`Notifier::after_reply`]), on the
+/// thread that decided it.
+#[derive(Default)]
+struct AfterReply {
+    /// Allowed execs for the audit log.
+    log: Vec<AllowedExec>,
+    /// Descriptors the decision opened, closed after the reply.
+    fds: Vec<Arc<OwnedFd>>,
+}
+
+thread_local! {
+    static AFTER_REPLY: std::cell::RefCell<AfterReply> = std::cell::RefCell::new(AfterReply::default());
+}
+
+/// Keeps `fd` open until the exec being decided on this thread has its answer: closing a
+/// process's `/proc` directory or a file it runs is no part of the decision.
+fn close_after_reply(fd: Arc<OwnedFd>) {
+    AFTER_REPLY.with_borrow_mut(|a| a.fds.push(fd));
+}
+
 /// What the notify loop hands the audit thread ([`allowed_log`]).
 #[derive(Debug)]
 pub(crate) enum AuditMsg {
@@ -311,8 +331,10 @@ struct Pending {
     then: Role,
     /// The file the exec runs, then its `#!` interpreters.
     files: Vec<FileId>,
-    /// The process's image before the exec.
-    mark: exec::ImageMark,
+    /// The process's image before the exec; `None` where the exec does not change the
+    /// process's role ([`exec::same_role`]): it has that role whether the exec succeeds or
+    /// fails, so nothing needs to tell the two apart.
+    mark: Option<exec::ImageMark>,
     /// A pidfd of the process, for its entry ([`exec::ProcTable`]).
     pidfd: Arc<OwnedFd>,
 }
@@ -705,6 +727,25 @@ impl Notifier {
         }
     }
 
+    /// [`Self::log_allowed`] once the exec being decided on this thread has its answer
+    /// ([`Self::after_reply`]): handing a record to the audit thread wakes it, which on a VM
+    /// costs as much as a tenth of the decision, and the process waiting for its exec need
+    /// not wait for that.
+    fn log_after_reply(&self, e: AllowedExec) {
+        AFTER_REPLY.with_borrow_mut(|a| a.log.push(e));
+    }
+
+    /// What the decision just answered left for after its reply: its allowed execs go to
+    /// the audit thread, its descriptors are closed.
+    fn after_reply(&self) {
+        let (log, fds) = AFTER_REPLY
+            .with_borrow_mut(|a| (std::mem::take(&mut a.log), std::mem::take(&mut a.fds)));
+        for e in log {
+            self.log_allowed(e);
+        }
+        drop(fds);
+    }
+
     fn valid(&self, id: u64) -> bool {
         sys::notif_id_valid(self.listener.as_fd(), id)
     }
@@ -803,6 +844,11 @@ impl Notifier {
     }
 
     fn handle_exec(self: &Arc<Self>, n: Notif) {
+        self.answer_exec_decision(n);
+        self.after_reply();
+    }
+
+    fn answer_exec_decision(self: &Arc<Self>, n: Notif) {
         match self.exec_decision(&n) {
             Ok(ExecDecision::Continue(pending)) => {
                 if let Some(p) = pending {
@@ -942,7 +988,7 @@ impl Notifier {
                 return None;
             }
             self.control.count(Counted::Allowed);
-            self.log_allowed(AllowedExec {
+            self.log_after_reply(AllowedExec {
                 command: command_line(&r.path, &r.argv),
                 verdict: cover.verdict,
                 rules: Vec::new(),
@@ -1088,17 +1134,20 @@ impl Notifier {
 
     fn set_pending(&self, p: Pending) {
         if let Ok(mut s) = self.state.lock() {
-            s.procs.set_pending(
-                exec::Who {
-                    pid: p.tgid,
-                    start: p.stat.start,
-                    pidfd: Some(p.pidfd),
-                },
-                p.now,
-                p.then,
-                p.files,
-                p.mark,
-            );
+            match p.mark {
+                Some(mark) => s.procs.set_pending(
+                    exec::Who {
+                        pid: p.tgid,
+                        start: p.stat.start,
+                        pidfd: Some(p.pidfd),
+                    },
+                    p.now,
+                    p.then,
+                    p.files,
+                    mark,
+                ),
+                None => s.procs.set(p.tgid, p.stat.start, p.then, Some(p.pidfd)),
+            }
         }
     }
 
@@ -1139,6 +1188,7 @@ impl Notifier {
             libc::AT_FDCWD
         };
         let dir = procfs::ProcDir::open(n.pid)?;
+        close_after_reply(dir.shared());
         let cwd = dir.cwd()?;
         let path = if execveat && !path.starts_with('/') {
             let dir = if dirfd == libc::AT_FDCWD {
@@ -1251,6 +1301,7 @@ impl Notifier {
         }
         let key = elf_key(&st);
         if self.state.lock().is_ok_and(|s| s.elf.contains(&key)) {
+            close_after_reply(Arc::new(obj));
             return Ok(Some((real, vec![(st.st_dev, st.st_ino)])));
         }
         // What binfmt would take: ELF or `#!`; anything else fails with ENOEXEC (a shell then
@@ -1276,6 +1327,7 @@ impl Notifier {
             // runs it, recursively, a few levels deep).
             ids.extend(self.interpreters(n, pidfd, &obj));
         }
+        close_after_reply(Arc::new(obj));
         Ok(Some((real, ids)))
     }
 
@@ -1511,7 +1563,7 @@ impl Notifier {
                     .set(tgid, stat.start, Role::Agent, Some(Arc::clone(&pidfd)));
                 drop(s);
                 if let Ok(r) = self.read_exec(n) {
-                    self.log_allowed(AllowedExec {
+                    self.log_after_reply(AllowedExec {
                         command: command_line(&r.path, &r.argv),
                         verdict: Verdict::Green,
                         rules: Vec::new(),
@@ -1544,14 +1596,17 @@ impl Notifier {
             .as_ref()
             .map(|(_, ids)| ids.clone())
             .unwrap_or_default();
-        let mark = exec::ImageMark::read(&r.dir, &file_ids);
+        // The image before the exec, read once and only where the exec changes the role.
+        let mark = std::cell::OnceCell::new();
+        let dir = r.dir.clone();
         let pending = |then: Role| Pending {
             tgid,
             stat,
+            mark: (!exec::same_role(&role, &then))
+                .then(|| *mark.get_or_init(|| exec::ImageMark::read(&dir, &file_ids))),
             now: role.clone(),
             then,
             files: file_ids.clone(),
-            mark,
             pidfd: Arc::clone(&pidfd),
         };
         let covered_env: &[(String, String)] = match &role {
@@ -1592,7 +1647,7 @@ impl Notifier {
         if own_file && judged(&[]).is_empty() {
             // The agent's own re-launch keeps its identity only with the environment it
             // started with: `NODE_OPTIONS=--require x.js` makes it run other code.
-            self.log_allowed(AllowedExec {
+            self.log_after_reply(AllowedExec {
                 command: command_line(&r.path, &r.argv),
                 verdict: Verdict::Green,
                 rules: Vec::new(),
@@ -1616,7 +1671,7 @@ impl Notifier {
                 .as_ref()
                 .and_then(|(real, _)| self.installed_original(n, &pidfd, &r, real))
             {
-                self.log_allowed(AllowedExec {
+                self.log_after_reply(AllowedExec {
                     command: command_line(&r.path, &r.argv),
                     verdict: Verdict::Green,
                     rules: Vec::new(),
@@ -1631,7 +1686,8 @@ impl Notifier {
                     inner_command: None,
                 });
                 let files = vec![id];
-                let mark = exec::ImageMark::read(&r.dir, &files);
+                let mark = (!exec::same_role(&role, &Role::Agent))
+                    .then(|| exec::ImageMark::read(&r.dir, &files));
                 return Ok(ExecDecision::RunInstead(
                     original,
                     Pending {
@@ -1664,7 +1720,7 @@ impl Notifier {
             && !exec::shell_env_changed(&r.envp, &self.start_env)
         {
             self.control.count(Counted::Allowed);
-            self.log_allowed(AllowedExec {
+            self.log_after_reply(AllowedExec {
                 command: command_line(&r.path, &r.argv),
                 verdict: Verdict::Green,
                 rules: Vec::new(),
@@ -1874,7 +1930,7 @@ impl Notifier {
                         (None, Verdict::Red) => ", approved red for the same rules".to_string(),
                         _ => String::new(),
                     };
-                    self.log_allowed(AllowedExec {
+                    self.log_after_reply(AllowedExec {
                         command: command.clone(),
                         verdict: class.verdict,
                         rules: rules.clone(),
@@ -1935,7 +1991,7 @@ impl Notifier {
                 && exec::pager_env_unchanged(&r.envp, &self.start_env)
             {
                 self.control.count(Counted::Allowed);
-                self.log_allowed(AllowedExec {
+                self.log_after_reply(AllowedExec {
                     command: command.clone(),
                     inner_command: None,
                     verdict: class.verdict,
@@ -2002,7 +2058,7 @@ impl Notifier {
         match decision {
             Decision::Allow => {
                 self.control.count(Counted::Allowed);
-                self.log_allowed(AllowedExec {
+                self.log_after_reply(AllowedExec {
                     command: command.clone(),
                     verdict: class.verdict,
                     rules: rules.clone(),

@@ -217,7 +217,7 @@ pub fn read_string_array(
         }
         carry.drain(..off);
     }
-    if let Some(out) = read_span(pid, &ptrs, max_bytes)? {
+    if let Some(out) = read_pages(pid, &ptrs, max_bytes)? {
         return Ok(out);
     }
     // The strings: a first batch of page-bounded chunks, then the rest of any that go on.
@@ -297,7 +297,7 @@ pub struct ExecArgs {
 /// most `max_items` items and `max_bytes` bytes) from thread `tid`, as [`read_cstr`] and
 /// [`read_string_array`] do, with two `process_vm_readv(2)` calls where the memory allows:
 /// the name and the first page of each pointer array in one, every string of both arrays in
-/// one span read ([`read_span`]). Each system call pays for reaching the process and its
+/// one read of the pages they lie on ([`read_pages`]). Each system call pays for reaching the process and its
 /// memory map again, and a decision per exec is on the path of every command the agent runs.
 /// Anything out of the usual shape (an array past its first page, strings spread wide, a
 /// fault) is read by the one-at-a-time functions, so the result and errors are theirs.
@@ -326,7 +326,13 @@ pub fn read_exec_args(
             (_, a) => to_page_end(a),
         })
         .collect();
-    let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0u8; l]).collect();
+    // The thread's kept buffers (no allocation of three zeroed pages per exec); given back
+    // below on the usual path.
+    let mut bufs = HEAD_BUFFERS.with_borrow_mut(std::mem::take);
+    for (b, &l) in bufs.iter_mut().zip(&lens) {
+        b.clear();
+        b.resize(l, 0);
+    }
     let remote: Vec<nix::sys::uio::RemoteIoVec> = parts
         .iter()
         .zip(&lens)
@@ -433,10 +439,16 @@ pub fn read_exec_args(
         return Err(io::Error::from_raw_os_error(libc::E2BIG));
     }
     let all: Vec<u64> = av.iter().chain(&ev).copied().collect();
-    let Some(mut strings) = read_span(pid, &all, max_bytes.saturating_mul(2))? else {
+    let Some(mut strings) = read_pages(pid, &all, max_bytes.saturating_mul(2))? else {
         return slow();
     };
     let envp = strings.split_off(av.len());
+    let [(_, a), (_, e)] = arrays;
+    HEAD_BUFFERS.with_borrow_mut(|kept| {
+        if a.capacity() <= KEPT_HEAD_BUFFER && e.capacity() <= KEPT_HEAD_BUFFER {
+            *kept = [std::mem::take(&mut bufs[0]), a, e];
+        }
+    });
     let within = |v: &[Vec<u8>]| v.iter().map(|s| s.len() + 1).sum::<usize>() <= max_bytes;
     if !within(&strings) || !within(&envp) {
         return Err(io::Error::from_raw_os_error(libc::E2BIG));
@@ -448,140 +460,221 @@ pub fn read_exec_args(
     })
 }
 
+thread_local! {
+    /// The buffers [`read_exec_args`] reads an exec's name and pointer arrays into, kept by
+    /// each thread (the notify loop's own) from one exec to the next.
+    static HEAD_BUFFERS: std::cell::RefCell<[Vec<u8>; 3]> = const {
+        std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new()])
+    };
+}
+
+/// A pointer array's buffer larger than this (bytes) is not kept after the exec that needed it.
+const KEPT_HEAD_BUFFER: usize = 64 << 10;
+
 /// Pages past the first that [`read_exec_args`] reads of a pointer array before it reads
 /// the arrays the slow way (about 2,000 pointers).
 const MAX_POINTER_PAGES: usize = 4;
 
-/// Strings closer than this share one span of [`read_spans`].
-const SPAN_GAP: u64 = 64 * 1024;
-/// At most this many spans; past that [`read_spans`] gives up.
-const MAX_SPANS: usize = 8;
+/// The most pages [`read_pages`] reads for one call's strings (4 MiB) before it hands them
+/// over to the one-at-a-time readers.
+const MAX_PAGES: usize = 1024;
 
-/// The strings at `ptrs` read with one `process_vm_readv(2)`: the pointers are grouped into
-/// a few spans of memory (a program's argv and environment strings lie close together, in
-/// its heap or at the top of its stack), each read from its lowest string to the end of the
-/// page of its highest, since each remote piece costs the kernel a page lookup of its own and
-/// one span costs one. A string that goes on past its span is read on. `Ok(None)` when the
-/// strings are spread over more than [`MAX_SPANS`] spans or a span is not all mapped: the
-/// caller then reads string by string.
+/// Bytes in a page of the target's memory, the unit [`read_pages`] reads.
+const PAGE: u64 = 4096;
+
+/// The strings at `ptrs` read by the distinct pages they lie on: first, in one
+/// `process_vm_readv(2)`, each page a string starts on, once however many strings share it
+/// (adjacent pages as one remote piece); then, while some string has no NUL in the pages read,
+/// the page each such string runs on into, all of them in one further call per round.
+///
+/// Reading only the pages that hold strings matters: each page read from a process that has
+/// just forked costs the kernel a page-table walk and, for a page still shared copy-on-write
+/// with its parent, a copy (`FOLL_PIN` unshares it), while a shell's environment strings lie
+/// a few pages apart in its heap. `Ok(None)` when a page is not mapped or the strings need
+/// more than [`MAX_PAGES`] pages: the caller then reads string by string, whose errors are
+/// the kernel's exec's (EFAULT).
 ///
 /// # Errors
-/// E2BIG past `max_bytes`; EFAULT for a string that runs into unmapped memory; ESRCH.
-fn read_span(
+/// E2BIG when the strings, each with its NUL, are more than `max_bytes` in all; ESRCH when the
+/// process is gone.
+fn read_pages(
     pid: nix::unistd::Pid,
     ptrs: &[u64],
     max_bytes: usize,
 ) -> io::Result<Option<Vec<Vec<u8>>>> {
-    let mut sorted: Vec<u64> = ptrs.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    // (start, end) of each span, end a page boundary.
-    let mut spans: Vec<(u64, u64)> = Vec::new();
-    for &p in &sorted {
-        let page_end = (p | 4095).saturating_add(1);
-        match spans.last_mut() {
-            Some((_, end)) if p < end.saturating_add(SPAN_GAP) => *end = (*end).max(page_end),
-            _ => spans.push((p, page_end)),
-        }
-        if spans.len() > MAX_SPANS {
-            return Ok(None);
-        }
-    }
-    let total_len: u64 = spans.iter().map(|(a, b)| b - a).sum();
-    if total_len > (max_bytes as u64).saturating_add(4096 * MAX_SPANS as u64) {
-        return Ok(None);
-    }
-    let remote: Vec<nix::sys::uio::RemoteIoVec> = spans
-        .iter()
-        .map(|&(a, b)| nix::sys::uio::RemoteIoVec {
-            base: a as usize,
-            len: (b - a) as usize,
-        })
-        .collect();
-    // Where each span starts in the one buffer they are read into.
-    let offsets: Vec<usize> = spans
-        .iter()
-        .scan(0usize, |at, &(a, b)| {
-            let here = *at;
-            *at += (b - a) as usize;
-            Some(here)
-        })
-        .collect();
-    SPAN_BUFFER.with_borrow_mut(|kept| {
-        let mut fresh = Vec::new();
-        let total_len = total_len as usize;
-        let buf = if total_len <= KEPT_SPAN_BUFFER {
-            kept
-        } else {
-            &mut fresh
-        };
-        if buf.len() < total_len {
-            buf.resize(total_len, 0);
-        }
-        let buf = &mut buf[..total_len];
-        let got = {
-            let mut local: Vec<std::io::IoSliceMut<'_>> = Vec::with_capacity(spans.len());
-            let mut rest = &mut *buf;
-            for &(a, b) in &spans {
-                let (piece, after) = rest.split_at_mut((b - a) as usize);
-                local.push(std::io::IoSliceMut::new(piece));
-                rest = after;
+    let mut want: Vec<u64> = ptrs.iter().map(|&p| p & !(PAGE - 1)).collect();
+    want.sort_unstable();
+    want.dedup();
+    PAGE_BUFFER.with_borrow_mut(|buf| {
+        let mut pages = PageMap::default();
+        // The length of each string, once its NUL has been read.
+        let mut lens: Vec<Option<usize>> = vec![None; ptrs.len()];
+        loop {
+            if pages.at.len() + want.len() > MAX_PAGES {
+                return Ok(None);
             }
-            match nix::sys::uio::process_vm_readv(pid, &mut local, &remote) {
-                Ok(n) => n,
-                Err(nix::errno::Errno::EFAULT) => return Ok(None),
-                Err(e) => return Err(e.into()),
+            if !pages.read(pid, &want, buf)? {
+                return Ok(None);
             }
-        };
-        if got != total_len {
-            return Ok(None);
+            want.clear();
+            let mut total = 0usize;
+            for (&p, len) in ptrs.iter().zip(lens.iter_mut()) {
+                if let Some(n) = len {
+                    total = total.saturating_add(*n + 1);
+                    continue;
+                }
+                match pages.scan(p, buf) {
+                    Ok(n) => {
+                        *len = Some(n);
+                        total = total.saturating_add(n + 1);
+                    }
+                    Err(next) => {
+                        total = total.saturating_add((next - p) as usize);
+                        want.push(next);
+                    }
+                }
+            }
+            if total > max_bytes {
+                return Err(io::Error::from_raw_os_error(libc::E2BIG));
+            }
+            if want.is_empty() {
+                break;
+            }
+            want.sort_unstable();
+            want.dedup();
         }
-        strings_of_spans(pid, ptrs, &spans, &offsets, buf, max_bytes).map(Some)
+        let out = ptrs
+            .iter()
+            .zip(&lens)
+            .map(|(&p, len)| pages.copy(p, len.unwrap_or(0), buf))
+            .collect();
+        if buf.capacity() > KEPT_PAGE_BUFFER {
+            *buf = Vec::new();
+        }
+        Ok(Some(out))
     })
 }
 
-thread_local! {
-    /// A buffer the span reads of one thread reuse ([`read_span`]), so that an exec's strings
-    /// are read without a fresh zeroed allocation each time (the notify loop's own thread).
-    static SPAN_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+/// The pages [`read_pages`] has read: their addresses, sorted, and where each is in the
+/// buffer.
+#[derive(Default)]
+struct PageMap {
+    /// `(page address, offset in the buffer)`, by address.
+    at: Vec<(u64, usize)>,
+    /// Bytes of the buffer in use.
+    used: usize,
 }
 
-/// Spans larger than this (bytes) are read into a buffer of their own, not kept.
-const KEPT_SPAN_BUFFER: usize = 1 << 20;
-
-/// The strings at `ptrs` out of `buf`, where span `i` of `spans` was read at `offsets[i]`; a
-/// string that goes on past its span is read on from `pid`.
-fn strings_of_spans(
-    pid: nix::unistd::Pid,
-    ptrs: &[u64],
-    spans: &[(u64, u64)],
-    offsets: &[usize],
-    buf: &[u8],
-    max_bytes: usize,
-) -> io::Result<Vec<Vec<u8>>> {
-    let mut out = Vec::with_capacity(ptrs.len());
-    let mut total = 0usize;
-    for &p in ptrs {
-        let i = spans.partition_point(|&(a, _)| a <= p) - 1;
-        let (start, end) = spans[i];
-        let from = &buf[offsets[i] + (p - start) as usize..offsets[i] + (end - start) as usize];
-        let s = match from.iter().position(|&b| b == 0) {
-            Some(z) => from[..z].to_vec(),
-            None => {
-                let mut s = from.to_vec();
-                let rest = read_cstr_vm(pid, end, max_bytes.saturating_sub(total + s.len()) + 1)?;
-                s.extend_from_slice(&rest);
-                s
-            }
-        };
-        total += s.len() + 1;
-        if total > max_bytes {
-            return Err(io::Error::from_raw_os_error(libc::E2BIG));
+impl PageMap {
+    /// Reads the pages `want` (sorted, distinct, none read yet) of `pid` into `buf` after the
+    /// ones already there, in one call. `Ok(false)` when one is not mapped.
+    fn read(&mut self, pid: nix::unistd::Pid, want: &[u64], buf: &mut Vec<u8>) -> io::Result<bool> {
+        let size = want.len() * PAGE as usize;
+        let end = self.used + size;
+        if buf.len() < end {
+            buf.resize(end, 0);
         }
-        out.push(s);
+        let mut remote: Vec<nix::sys::uio::RemoteIoVec> = Vec::with_capacity(want.len());
+        for &p in want {
+            match remote.last_mut() {
+                Some(r) if r.base as u64 + r.len as u64 == p => r.len += PAGE as usize,
+                _ => remote.push(nix::sys::uio::RemoteIoVec {
+                    base: p as usize,
+                    len: PAGE as usize,
+                }),
+            }
+        }
+        // The remote pieces fill the one local piece in order.
+        let got = match nix::sys::uio::process_vm_readv(
+            pid,
+            &mut [std::io::IoSliceMut::new(&mut buf[self.used..end])],
+            &remote,
+        ) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EFAULT) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        if got != size {
+            return Ok(false);
+        }
+        let mut merged = Vec::with_capacity(self.at.len() + want.len());
+        let (mut old, mut new) = (
+            self.at.iter().peekable(),
+            want.iter().enumerate().peekable(),
+        );
+        loop {
+            let take_old = match (old.peek(), new.peek()) {
+                (Some(o), Some((_, &n))) => o.0 < n,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if take_old {
+                merged.extend(old.next().copied());
+            } else if let Some((i, &n)) = new.next() {
+                merged.push((n, self.used + i * PAGE as usize));
+            }
+        }
+        self.at = merged;
+        self.used = end;
+        Ok(true)
     }
-    Ok(out)
+
+    /// Where page `page` is in the buffer, when it has been read.
+    fn offset(&self, page: u64) -> Option<usize> {
+        self.at
+            .binary_search_by_key(&page, |&(a, _)| a)
+            .ok()
+            .map(|i| self.at[i].1)
+    }
+
+    /// The length of the string at `p` when its NUL is in the pages read; else `Err` with the
+    /// first page it runs on into that has not been read.
+    fn scan(&self, p: u64, buf: &[u8]) -> Result<usize, u64> {
+        let mut page = p & !(PAGE - 1);
+        let mut from = (p - page) as usize;
+        let mut len = 0usize;
+        loop {
+            let Some(off) = self.offset(page) else {
+                return Err(page);
+            };
+            let bytes = &buf[off + from..off + PAGE as usize];
+            if let Some(z) = bytes.iter().position(|&b| b == 0) {
+                return Ok(len + z);
+            }
+            len += bytes.len();
+            page += PAGE;
+            from = 0;
+        }
+    }
+
+    /// The `len` bytes at `p`, all in pages read ([`PageMap::scan`] said so).
+    fn copy(&self, p: u64, len: usize, buf: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        let mut at = p;
+        while out.len() < len {
+            let page = at & !(PAGE - 1);
+            let Some(off) = self.offset(page) else {
+                break;
+            };
+            let from = off + (at - page) as usize;
+            let n = (len - out.len()).min((page + PAGE - at) as usize);
+            out.extend_from_slice(&buf[from..from + n]);
+            at += n as u64;
+        }
+        out
+    }
 }
+
+thread_local! {
+    /// The buffer the page reads of one thread reuse ([`read_pages`]), so that an exec's
+    /// strings are read without a fresh zeroed allocation each time (the notify loop's own
+    /// thread).
+    static PAGE_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A page buffer larger than this (bytes) is not kept after the read that needed it.
+const KEPT_PAGE_BUFFER: usize = 1 << 20;
 
 /// Reads exactly `len` bytes of `pid`'s memory at `addr` (EFAULT when part is unmapped).
 fn vm_read(pid: nix::unistd::Pid, addr: u64, len: usize) -> io::Result<Vec<u8>> {
@@ -648,8 +741,8 @@ pub fn proc_id(tid: u32) -> io::Result<ProcId> {
 /// A thread's `/proc/<tid>` directory, opened once (`O_PATH`) for the few entries one
 /// decision reads: the first lookup of a new process's `/proc` directory is most of what each
 /// entry costs.
-#[derive(Debug)]
-pub struct ProcDir(std::os::fd::OwnedFd);
+#[derive(Debug, Clone)]
+pub struct ProcDir(std::sync::Arc<std::os::fd::OwnedFd>);
 
 impl ProcDir {
     /// Opens `/proc/<tid>`.
@@ -665,7 +758,12 @@ impl ProcDir {
             nix::sys::stat::Mode::empty(),
         )
         .map_err(io::Error::from)?;
-        Ok(ProcDir(fd))
+        Ok(ProcDir(std::sync::Arc::new(fd)))
+    }
+
+    /// The directory's descriptor, shared: it stays open while the result lives.
+    pub fn shared(&self) -> std::sync::Arc<std::os::fd::OwnedFd> {
+        std::sync::Arc::clone(&self.0)
     }
 
     /// The working directory, as the kernel names it (`cwd`).
@@ -1092,6 +1190,122 @@ mod tests {
             want[2].clone(),
         ];
         assert_eq!(read_back(&buf, &offs2), want2);
+    }
+
+    /// Pointers at chosen offsets of `mem`, read by [`read_pages`].
+    fn by_pages(mem: &[u8], offsets: &[usize], max: usize) -> io::Result<Option<Vec<Vec<u8>>>> {
+        let base = mem.as_ptr() as u64;
+        let ptrs: Vec<u64> = offsets.iter().map(|&o| base + o as u64).collect();
+        read_pages(nix::unistd::Pid::this(), &ptrs, max)
+    }
+
+    #[test]
+    fn strings_are_read_by_the_pages_they_lie_on_across_boundaries() {
+        let mut g = crate::sys::GuardedPages::new(6).unwrap();
+        let mem = g.bytes();
+        let put = |mem: &mut [u8], at: usize, s: &[u8]| {
+            mem[at..at + s.len()].copy_from_slice(s);
+            mem[at + s.len()] = 0;
+        };
+        let long: Vec<u8> = (0..9000).map(|i| b'a' + (i % 26) as u8).collect();
+        let cases: Vec<(usize, Vec<u8>)> = vec![
+            // Several on one page, one empty.
+            (0, b"A=1".to_vec()),
+            (10, Vec::new()),
+            (100, b"PATH=/usr/bin:/bin".to_vec()),
+            // Across the boundary of pages 0 and 1 (page 1 holds no string start).
+            (4096 - 5, b"ACROSS=two pages".to_vec()),
+            // Starting on page 2 and running over pages 3 and 4.
+            (2 * 4096 + 7, long.clone()),
+            // Its NUL the last byte of the last mapped page.
+            (6 * 4096 - 4, b"END".to_vec()),
+        ];
+        for (at, s) in &cases {
+            put(mem, *at, s);
+        }
+        let offs: Vec<usize> = cases.iter().map(|(a, _)| *a).collect();
+        let want: Vec<Vec<u8>> = cases.iter().map(|(_, s)| s.clone()).collect();
+        assert_eq!(by_pages(mem, &offs, 1 << 20).unwrap(), Some(want.clone()));
+        // Repeated and out of order: each pointer its own string, in the order given.
+        let offs2 = vec![offs[4], offs[0], offs[4], offs[3]];
+        let want2 = vec![
+            want[4].clone(),
+            want[0].clone(),
+            want[4].clone(),
+            want[3].clone(),
+        ];
+        assert_eq!(by_pages(mem, &offs2, 1 << 20).unwrap(), Some(want2));
+        // The same through the array reader.
+        let mut ptrs: Vec<u64> = offs
+            .iter()
+            .map(|&o| mem.as_ptr() as u64 + o as u64)
+            .collect();
+        ptrs.push(0);
+        assert_eq!(
+            read_string_array(std::process::id(), ptrs.as_ptr() as u64, 100, 1 << 20).unwrap(),
+            want
+        );
+    }
+
+    #[test]
+    fn a_string_into_unmapped_memory_is_left_to_the_slow_readers_and_is_efault() {
+        let mut g = crate::sys::GuardedPages::new(2).unwrap();
+        let mem = g.bytes();
+        mem.fill(b'x');
+        mem[0] = 0;
+        // The string at 100 has no NUL before the unmapped page; the one at 0 is empty.
+        assert_eq!(by_pages(mem, &[0, 100], 1 << 20).unwrap(), None);
+        let ptrs = [mem.as_ptr() as u64, mem.as_ptr() as u64 + 100, 0];
+        let e =
+            read_string_array(std::process::id(), ptrs.as_ptr() as u64, 10, 1 << 20).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        // A string starting on the unmapped page itself.
+        assert_eq!(by_pages(mem, &[0, 2 * 4096 + 8], 1 << 20).unwrap(), None);
+    }
+
+    #[test]
+    fn strings_past_the_byte_limit_are_e2big_and_at_it_are_read() {
+        let mut g = crate::sys::GuardedPages::new(4).unwrap();
+        let mem = g.bytes();
+        // Three strings of 999 bytes and their NULs: 3,000 bytes.
+        for k in 0..3 {
+            mem[k * 1000..k * 1000 + 999].fill(b'e');
+        }
+        assert_eq!(
+            by_pages(mem, &[0, 1000, 2000], 3000)
+                .unwrap()
+                .unwrap()
+                .len(),
+            3
+        );
+        let e = by_pages(mem, &[0, 1000, 2000], 2999).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::E2BIG));
+        // A string that runs on past the limit is E2BIG before all of it is read.
+        mem[3000..].fill(b'f');
+        let e = by_pages(mem, &[3000], 5000).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::E2BIG));
+    }
+
+    #[test]
+    fn strings_on_too_many_pages_are_left_to_the_slow_readers() {
+        let pages = MAX_PAGES + 8;
+        let mut buf = vec![0u8; (pages + 1) * 4096];
+        let first = 4096 - (buf.as_ptr() as usize % 4096);
+        let offs: Vec<usize> = (0..pages).map(|i| first + i * 4096).collect();
+        for (i, &o) in offs.iter().enumerate() {
+            let s = format!("V{i}=x");
+            buf[o..o + s.len()].copy_from_slice(s.as_bytes());
+        }
+        assert_eq!(by_pages(&buf, &offs, 1 << 20).unwrap(), None);
+        let mut ptrs: Vec<u64> = offs
+            .iter()
+            .map(|&o| buf.as_ptr() as u64 + o as u64)
+            .collect();
+        ptrs.push(0);
+        let got =
+            read_string_array(std::process::id(), ptrs.as_ptr() as u64, 65_536, 1 << 20).unwrap();
+        assert_eq!(got.len(), pages);
+        assert_eq!(got[pages - 1], format!("V{}=x", pages - 1).into_bytes());
     }
 
     #[test]

@@ -869,6 +869,67 @@ pub fn attach_tree(tree: BorrowedFd<'_>, target: &CStr) -> io::Result<()> {
     .map(drop)
 }
 
+/// Pages of this process's own memory followed by a page that is not mapped, for tests of
+/// readers that must stop where memory ends (`crate::procfs`). Unmapped when dropped.
+#[cfg(test)]
+#[derive(Debug)]
+pub struct GuardedPages {
+    ptr: *mut u8,
+    len: usize,
+}
+
+#[cfg(test)]
+impl GuardedPages {
+    /// `pages` zeroed, readable and writable pages of 4096 bytes, the page after them unmapped.
+    ///
+    /// # Errors
+    /// The `mmap(2)` or `munmap(2)` error.
+    pub fn new(pages: usize) -> io::Result<GuardedPages> {
+        let len = pages * 4096;
+        // SAFETY: a fresh anonymous private mapping at an address the kernel picks; nothing
+        // else refers to it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len + 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the last page of the mapping just made; no reference to it exists.
+        if unsafe { libc::munmap(ptr.cast::<u8>().add(len).cast(), 4096) } != 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: the whole mapping just made, unused.
+            unsafe { libc::munmap(ptr, len + 4096) };
+            return Err(e);
+        }
+        Ok(GuardedPages {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// The mapped pages.
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes mapped read-write at `ptr` for as long as `self` lives, borrowed
+        // mutably through `self` only.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+#[cfg(test)]
+impl Drop for GuardedPages {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer borrowed.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
