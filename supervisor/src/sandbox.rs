@@ -606,6 +606,14 @@ pub fn uses_reftable(common_dir: &Path) -> bool {
         .unwrap_or_else(|| common_dir.join("reftable").exists())
 }
 
+/// The canonical path of `p` when it exists. An absent path fails one `lstat(2)` instead of
+/// the `readlink(2)` of each of its components that `realpath(3)` makes first: most of the
+/// policy's paths (agent state and caches of agents the person does not use) are absent.
+pub(crate) fn canonical_existing(p: &Path) -> Option<PathBuf> {
+    std::fs::symlink_metadata(p).ok()?;
+    std::fs::canonicalize(p).ok()
+}
+
 /// Whether `p` is `root` or lies beneath it (component-wise).
 pub fn is_within(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
@@ -630,7 +638,7 @@ impl SandboxPlan {
             (&fs.read_only, false, false),
         ] {
             for s in list.iter() {
-                match expand_home(s, i.home).and_then(|p| std::fs::canonicalize(p).ok()) {
+                match expand_home(s, i.home).and_then(|p| canonical_existing(&p)) {
                     // The toolchain caches the person's builds trust: read-only until their
                     // private layer is mounted ([`crate::caches`]).
                     Some(p) if cache => {
@@ -822,7 +830,7 @@ impl SandboxPlan {
             }
         }
         for s in &fs.agent_control_files {
-            if let Some(p) = expand_home(s, i.home).and_then(|p| std::fs::canonicalize(p).ok()) {
+            if let Some(p) = expand_home(s, i.home).and_then(|p| canonical_existing(&p)) {
                 push_unique(&mut plan.protected, p);
             }
         }
@@ -1269,7 +1277,7 @@ impl ControlPlaceholders {
             .agent_state
             .iter()
             .chain(&fs.read_write)
-            .filter_map(|s| expand_home(s, home).and_then(|p| std::fs::canonicalize(p).ok()))
+            .filter_map(|s| expand_home(s, home).and_then(|p| canonical_existing(&p)))
             .collect();
         let mut wanted = Vec::new();
         for s in &fs.agent_control_files {

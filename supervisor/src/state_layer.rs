@@ -202,7 +202,7 @@ impl StateLayers {
             let Some(p) = crate::sandbox::expand_home(s, home) else {
                 continue;
             };
-            let Ok(real) = std::fs::canonicalize(&p) else {
+            let Some(real) = crate::sandbox::canonical_existing(&p) else {
                 continue;
             };
             let Ok(m) = std::fs::metadata(&real) else {
