@@ -542,6 +542,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         &mut env,
         &control,
     );
+    // What the agent may leave in the repository that breaks the person's next git command
+    // (lock files, directories moved, `HEAD`): recorded now, checked at the end.
+    let repo_snapshot = session.git.as_ref().map(|g| {
+        tyba_supervisor::repo_leftovers::RepoSnapshot::take(
+            &session.id,
+            &session.worktree,
+            g,
+            session.created_branch.is_none(),
+            &plan.read_write,
+        )
+    });
     let cfg = SessionConfig {
         session: session.clone(),
         plan,
@@ -559,9 +570,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         use_pty: true,
     };
     let result = tyba_supervisor::run(cfg, approver);
+    let sandbox_ended = std::time::SystemTime::now();
     // No process of the sandbox is left: the agent's own branch goes back to the repository.
     if let Some(o) = own_branch.take() {
         report_carry(&o.carry_back(&session.id), "the session's");
+    }
+    if let Some(s) = &repo_snapshot {
+        let found = s.check(sandbox_ended);
+        if !found.is_empty() {
+            tell!("tyba: the session left things in the repository that would trip your git:");
+            for f in found {
+                tell!("tyba:   {}: {}", f.found, f.done);
+            }
+        }
     }
     // No process of the sandbox is left: carry the known data back, drop the rest.
     let merge = result
