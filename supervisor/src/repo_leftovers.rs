@@ -43,6 +43,7 @@
 //!   reported: the person's `git commit` would record the merge, `git rebase --continue`
 //!   would run its todo list.
 
+use crate::sandbox::rename_noreplace;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -482,17 +483,6 @@ impl RepoSnapshot {
             }
         }
     }
-}
-
-/// `renameat2(from, to, RENAME_NOREPLACE)`.
-fn rename_noreplace(from: &Path, to: &Path) -> nix::Result<()> {
-    nix::fcntl::renameat2(
-        nix::fcntl::AT_FDCWD,
-        from,
-        nix::fcntl::AT_FDCWD,
-        to,
-        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-    )
 }
 
 /// Writes `bytes` to `path` through a new file renamed over it.

@@ -1121,7 +1121,7 @@ fn is_stand_in(p: &Path, contents: Option<&[u8]>) -> bool {
 }
 
 /// `renameat2(from, to, RENAME_NOREPLACE)`: never over an existing name.
-fn rename_noreplace(from: &Path, to: &Path) -> nix::Result<()> {
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> nix::Result<()> {
     nix::fcntl::renameat2(
         nix::fcntl::AT_FDCWD,
         from,
