@@ -1587,11 +1587,15 @@ fn killed_suite(who: Who, tag: &str) {
         Who::Me => my_uid(),
         Who::User { uid, .. } => *uid,
     };
+    // The temp dir and its lock are on the memory filesystem, or in the temp dir
+    // (`leftovers::session_base`).
     let tmp = std::env::temp_dir();
     let shm = Path::new("/dev/shm");
     let left: Vec<PathBuf> = [
         tmp.join(format!("tyba-{uid}-{id}")),
         tmp.join(format!("tyba-{uid}-{id}.live")),
+        shm.join(format!("tyba-{uid}-{id}")),
+        shm.join(format!("tyba-{uid}-{id}.live")),
         shm.join(format!("tyba-{uid}-{id}.state")),
         shm.join(format!("tyba-{uid}-{id}.profile")),
     ]

@@ -340,13 +340,23 @@ fn stress(who: &Who) {
         left.is_empty(),
         format!("{who:?}: left in {}: {left:?}", rt.display()),
     );
-    let reg = fx.home.join(".local/state/tyba/stand-ins");
-    let records: Vec<String> = std::fs::read_dir(&reg)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "registry.lock")
-        .collect();
+    // The registry is the user's, shared with every session of that user
+    // (`/dev/shm/tyba-<uid>/stand-ins`, else under the state dir): the records naming this
+    // home's files.
+    let uid = uid_of(who);
+    let home = fx.home.to_string_lossy().into_owned();
+    let records: Vec<String> = [
+        std::path::PathBuf::from(format!("/dev/shm/tyba-{uid}/stand-ins")),
+        fx.home.join(".local/state/tyba/stand-ins"),
+    ]
+    .iter()
+    .filter_map(|reg| std::fs::read_dir(reg).ok())
+    .flatten()
+    .flatten()
+    .filter(|e| e.file_name() != "registry.lock")
+    .filter(|e| std::fs::read(e.path()).is_ok_and(|t| String::from_utf8_lossy(&t).contains(&home)))
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .collect();
     checks.check(
         records.is_empty(),
         format!("{who:?}: stand-in records left: {records:?}"),
@@ -357,20 +367,21 @@ fn stress(who: &Who) {
             format!("{who:?}: the stand-in {c} was left behind"),
         );
     }
-    let uid = uid_of(who);
-    let tmp = std::env::temp_dir();
     let logs = fx.home.join(".local/state/tyba/log");
     for id in &ids {
-        let dir = tmp.join(format!("tyba-{uid}-{id}"));
-        checks.check(
-            !dir.exists(),
-            format!("{who:?}: temp dir {} left", dir.display()),
-        );
-        let lock = tmp.join(format!("tyba-{uid}-{id}.live"));
-        checks.check(
-            !lock.exists(),
-            format!("{who:?}: liveness lock {} left", lock.display()),
-        );
+        // The temp dir and its lock are made on a memory filesystem, or in the temp dir.
+        for tmp in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
+            let dir = tmp.join(format!("tyba-{uid}-{id}"));
+            checks.check(
+                !dir.exists(),
+                format!("{who:?}: temp dir {} left", dir.display()),
+            );
+            let lock = tmp.join(format!("tyba-{uid}-{id}.live"));
+            checks.check(
+                !lock.exists(),
+                format!("{who:?}: liveness lock {} left", lock.display()),
+            );
+        }
         checks.check(
             logs.join(format!("{id}.jsonl")).exists(),
             format!("{who:?}: session {id} wrote no audit log"),

@@ -97,9 +97,9 @@ fn resolve_program(name: &OsString, cwd: &Path) -> Option<PathBuf> {
     })
 }
 
-fn make_tmp_dir(id: &str) -> anyhow::Result<PathBuf> {
+fn make_tmp_dir(base: &Path, id: &str) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = std::env::temp_dir().join(format!("tyba-{}-{id}", nix_uid()));
+    let dir = base.join(format!("tyba-{}-{id}", nix_uid()));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
@@ -323,7 +323,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // Held for the whole run, taken before the temp dir is made: a later session that finds
     // this session's files with nobody holding the lock removes them (a killed supervisor
     // cannot). The sweep of earlier sessions' files runs beside the start.
-    let live_lock = tyba_supervisor::leftovers::LiveLock::take(&std::env::temp_dir(), &session.id);
+    // Both on a memory filesystem unless the person chose a `TMPDIR` (`leftovers::session_base`).
+    let base = tyba_supervisor::leftovers::session_base();
+    let live_lock = tyba_supervisor::leftovers::LiveLock::take(&base, &session.id);
     let sweeper = {
         let own = session.id.clone();
         std::thread::Builder::new()
@@ -331,7 +333,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             .spawn(move || tyba_supervisor::leftovers::sweep(&own))
             .ok()
     };
-    let tmp_dir = make_tmp_dir(&session.id)?;
+    let tmp_dir = make_tmp_dir(&base, &session.id)?;
     // The session's own branch, kept in a private directory while it runs (the agent writes
     // no other branch); first, the branches of sessions of this repository that were killed
     // before their end are carried back.
@@ -540,6 +542,17 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         &mut env,
         &control,
     );
+    // What the agent may leave in the repository that breaks the person's next git command
+    // (lock files, directories moved, `HEAD`): recorded now, checked at the end.
+    let repo_snapshot = session.git.as_ref().map(|g| {
+        tyba_supervisor::repo_leftovers::RepoSnapshot::take(
+            &session.id,
+            &session.worktree,
+            g,
+            session.created_branch.is_none(),
+            &plan.read_write,
+        )
+    });
     let cfg = SessionConfig {
         session: session.clone(),
         plan,
@@ -557,9 +570,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         use_pty: true,
     };
     let result = tyba_supervisor::run(cfg, approver);
+    let sandbox_ended = std::time::SystemTime::now();
     // No process of the sandbox is left: the agent's own branch goes back to the repository.
     if let Some(o) = own_branch.take() {
         report_carry(&o.carry_back(&session.id), "the session's");
+    }
+    if let Some(s) = &repo_snapshot {
+        let found = s.check(sandbox_ended);
+        if !found.is_empty() {
+            tell!("tyba: the session left things in the repository that would trip your git:");
+            for f in found {
+                tell!("tyba:   {}: {}", f.found, f.done);
+            }
+        }
     }
     // No process of the sandbox is left: carry the known data back, drop the rest.
     let merge = result

@@ -351,6 +351,40 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ..
     } = ctx;
     drop((status_w, ctl, ack_r, pty_slave));
+    // While the sandbox sets itself up (on the other CPU), the supervisor starts its own parts
+    // that need nothing from it: the link to stage 2, the agent's installation, the classifier's
+    // worker (which confines itself with a Landlock domain of its own, so before the agent's
+    // first exec needs it) and the audit thread. The classifier's roots are the union of the
+    // plan's read-only and read-write paths, which stage 2's cache layers only move from one to
+    // the other.
+    let stage = Arc::new(crate::runner::StageLink::new(ctl_sup));
+    {
+        let s = Arc::clone(&stage);
+        std::thread::Builder::new()
+            .name("tyba-stage".into())
+            .spawn(move || s.read_loop())
+            .map_err(io_err("starting the stage-2 link"))?;
+    }
+    let install = crate::agent::AgentInstall::resolve(
+        &cfg.program,
+        cfg.env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str()),
+    )
+    .with_profile(&cfg.policy.config().agents, cfg.home.as_deref());
+    let classifier =
+        crate::classify_worker::Classifier::new(crate::classify_worker::ClassifySetup {
+            policy: cfg.policy,
+            worktree: cfg.session.worktree.clone(),
+            scratch: std::fs::canonicalize(&cfg.plan.tmp_dir)
+                .unwrap_or_else(|_| cfg.plan.tmp_dir.clone()),
+            home: cfg.home,
+            roots: crate::sandbox::classifier_roots(&plan),
+            abi: cfg.enforcement.landlock_abi,
+            require_full: !cfg.allow_weaker,
+        });
+    let allowed = notify::allowed_log(Arc::clone(&approver)).ok();
 
     let mut warnings = Vec::new();
     let mut stage2 = None;
@@ -475,43 +509,16 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             .spawn(move || crate::dns::serve(sock, names, lk, std::net::SocketAddr::new(ip, 53)))
             .map_err(io_err("starting the resolver relay"))?;
     }
-    let stage = Arc::new(crate::runner::StageLink::new(ctl_sup));
-    {
-        let s = Arc::clone(&stage);
-        std::thread::Builder::new()
-            .name("tyba-stage".into())
-            .spawn(move || s.read_loop())
-            .map_err(io_err("starting the stage-2 link"))?;
-    }
     let gate = approver.relay_gate();
     let control = Arc::clone(&cfg.control);
     control.register_sandbox(a_pid.as_raw(), stage2 as u32);
-    let install = crate::agent::AgentInstall::resolve(
-        &cfg.program,
-        cfg.env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_os_str()),
-    )
-    .with_profile(&cfg.policy.config().agents, cfg.home.as_deref());
     let notifier = Arc::new(Notifier {
         listener,
-        classifier: crate::classify_worker::Classifier::new(
-            crate::classify_worker::ClassifySetup {
-                policy: cfg.policy,
-                worktree: cfg.session.worktree.clone(),
-                scratch: std::fs::canonicalize(&cfg.plan.tmp_dir)
-                    .unwrap_or_else(|_| cfg.plan.tmp_dir.clone()),
-                home: cfg.home,
-                roots: crate::sandbox::classifier_roots(&plan),
-                abi: cfg.enforcement.landlock_abi,
-                require_full: !cfg.allow_weaker,
-            },
-        ),
+        classifier,
         control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
-        allowed: notify::allowed_log(Arc::clone(&approver)).ok(),
+        allowed,
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         lookups,

@@ -1,7 +1,7 @@
 //! What a killed session leaves behind, found and removed by a later one.
 //!
 //! A session's supervisor removes its own files at the end: the session's temp dir
-//! (`$TMPDIR/tyba-UID-ID`, the agent's `TMPDIR`) and its private copies beside it on a memory
+//! (`tyba-UID-ID` in [`session_base`], the agent's `TMPDIR`) and its private copies beside it on a memory
 //! filesystem (`tyba-UID-ID.state`, the agents' state layers; `tyba-UID-ID.profile`, the login
 //! profile copy; [`crate::state_layer::beside_session`]). A supervisor killed with `SIGKILL`
 //! (or a machine that lost power) cannot, and on a memory filesystem the copies hold memory
@@ -88,34 +88,70 @@ fn entry_session(name: &str, uid: u32) -> Option<&str> {
     (is_session_id(id) && SUFFIXES.contains(&suffix)).then_some(id)
 }
 
-/// Whether the supervisor of session `id` is gone: its lock file in `tmp` can be locked, or
-/// (with no lock file) the entry, last changed at `changed`, is older than [`NO_LOCK_AGE`].
-fn session_gone(tmp: &Path, uid: u32, id: &str, changed: Option<SystemTime>) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = tmp.join(format!("tyba-{uid}-{id}{LIVE}"));
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-    {
-        Ok(f) => nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => changed
-            .and_then(|t| SystemTime::now().duration_since(t).ok())
-            .is_some_and(|age| age > NO_LOCK_AGE),
-        Err(_) => false,
+/// Where a session's temp dir (`tyba-UID-ID`, the agent's `TMPDIR`) and its liveness lock
+/// are made: `$TMPDIR` when the person set it (their choice of disk or memory is kept); else
+/// the system temp dir (`std::env::temp_dir`, `/tmp`) when it is a memory filesystem; else
+/// the shared memory filesystem (`/dev/shm`, [`crate::broker::paths::shared_memory_fs`]) when
+/// it lets programs run from it (not mounted `noexec`: builds and tests run what they put in
+/// `TMPDIR`); else the system temp dir. A directory made and removed on a disk costs an inode
+/// each launch, which ext4 without a journal allocates only after skipping every inode freed
+/// in the last minute (`fs/ext4/ialloc.c`, `recently_deleted`): up to a millisecond of CPU on
+/// a disk that builds churn, against microseconds on tmpfs (docs/performance-run.md, run 7).
+/// What the agent writes there is held in memory, as on the distributions whose `/tmp` is a
+/// tmpfs; `TMPDIR=/some/disk/dir tyba run …` keeps it on that disk.
+pub fn session_base() -> PathBuf {
+    let tmp = std::env::temp_dir();
+    let set = std::env::var_os("TMPDIR").is_some_and(|v| !v.is_empty());
+    if set || crate::broker::paths::is_memory_fs(&tmp) {
+        return tmp;
     }
+    let runs = |p: &Path| {
+        nix::sys::statvfs::statvfs(p)
+            .is_ok_and(|v| !v.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC))
+    };
+    match crate::broker::paths::shared_memory_fs() {
+        Some(shm) if runs(shm) => shm.to_path_buf(),
+        _ => tmp,
+    }
+}
+
+/// Whether the supervisor of session `id` is gone: its lock file, in one of `dirs` (where
+/// sessions' temp dirs are made), can be locked, or (with no lock file in any) the entry,
+/// last changed at `changed`, is older than [`NO_LOCK_AGE`].
+fn session_gone(dirs: &[PathBuf], uid: u32, id: &str, changed: Option<SystemTime>) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    for dir in dirs {
+        let path = dir.join(format!("tyba-{uid}-{id}{LIVE}"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => {
+                return nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+                    .is_ok()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return false,
+        }
+    }
+    changed
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age > NO_LOCK_AGE)
 }
 
 /// Removes what dead sessions of the effective user left in `tmp` (where their temp dirs and
 /// liveness locks are) and `others` (the memory filesystem of
-/// [`crate::state_layer::beside_session`]), never the entries of session `own`; the lock
-/// files last. Returns the paths removed.
+/// [`crate::state_layer::beside_session`], and where other sessions made their temp dirs),
+/// never the entries of session `own`; the lock files last. Returns the paths removed.
 pub fn sweep_in(tmp: &Path, others: &[PathBuf], own: &str) -> Vec<PathBuf> {
     let uid = nix::unistd::geteuid().as_raw();
     let mut removed = Vec::new();
     let mut locks = Vec::new();
-    let dirs = std::iter::once(tmp.to_path_buf()).chain(others.iter().cloned());
-    for dir in dirs {
+    let dirs: Vec<PathBuf> = std::iter::once(tmp.to_path_buf())
+        .chain(others.iter().cloned())
+        .collect();
+    for dir in &dirs {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
@@ -140,7 +176,7 @@ pub fn sweep_in(tmp: &Path, others: &[PathBuf], own: &str) -> Vec<PathBuf> {
                 locks.push((id.to_string(), path));
                 continue;
             }
-            if !session_gone(tmp, uid, id, changed) {
+            if !session_gone(&dirs, uid, id, changed) {
                 continue;
             }
             let ok = if m.is_dir() {
@@ -154,7 +190,7 @@ pub fn sweep_in(tmp: &Path, others: &[PathBuf], own: &str) -> Vec<PathBuf> {
         }
     }
     for (id, path) in locks {
-        if session_gone(tmp, uid, &id, None) && std::fs::remove_file(&path).is_ok() {
+        if session_gone(&dirs, uid, &id, None) && std::fs::remove_file(&path).is_ok() {
             removed.push(path);
         }
     }
@@ -162,13 +198,19 @@ pub fn sweep_in(tmp: &Path, others: &[PathBuf], own: &str) -> Vec<PathBuf> {
 }
 
 /// [`sweep_in`] over the directories tyba puts a session's files in: the temp dir
-/// (`std::env::temp_dir`) and the memory filesystem the copies go to, when it is another.
+/// (`std::env::temp_dir`), [`session_base`] and the memory filesystem the copies go to, each
+/// once.
 pub fn sweep(own: &str) -> Vec<PathBuf> {
     let tmp = std::env::temp_dir();
-    let others: Vec<PathBuf> = crate::state_layer::memory_dir()
-        .filter(|m| *m != tmp)
+    let mut others: Vec<PathBuf> = Vec::new();
+    for d in [Some(session_base()), crate::state_layer::memory_dir()]
         .into_iter()
-        .collect();
+        .flatten()
+    {
+        if d != tmp && !others.contains(&d) {
+            others.push(d);
+        }
+    }
     sweep_in(&tmp, &others, own)
 }
 

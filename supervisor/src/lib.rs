@@ -60,6 +60,7 @@ mod procfs;
 pub mod proxy;
 mod ps_answer;
 mod push_relay;
+pub mod repo_leftovers;
 mod runner;
 pub mod sandbox;
 pub mod session;

@@ -606,6 +606,14 @@ pub fn uses_reftable(common_dir: &Path) -> bool {
         .unwrap_or_else(|| common_dir.join("reftable").exists())
 }
 
+/// The canonical path of `p` when it exists. An absent path fails one `lstat(2)` instead of
+/// the `readlink(2)` of each of its components that `realpath(3)` makes first: most of the
+/// policy's paths (agent state and caches of agents the person does not use) are absent.
+pub(crate) fn canonical_existing(p: &Path) -> Option<PathBuf> {
+    std::fs::symlink_metadata(p).ok()?;
+    std::fs::canonicalize(p).ok()
+}
+
 /// Whether `p` is `root` or lies beneath it (component-wise).
 pub fn is_within(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
@@ -630,7 +638,7 @@ impl SandboxPlan {
             (&fs.read_only, false, false),
         ] {
             for s in list.iter() {
-                match expand_home(s, i.home).and_then(|p| std::fs::canonicalize(p).ok()) {
+                match expand_home(s, i.home).and_then(|p| canonical_existing(&p)) {
                     // The toolchain caches the person's builds trust: read-only until their
                     // private layer is mounted ([`crate::caches`]).
                     Some(p) if cache => {
@@ -822,7 +830,7 @@ impl SandboxPlan {
             }
         }
         for s in &fs.agent_control_files {
-            if let Some(p) = expand_home(s, i.home).and_then(|p| std::fs::canonicalize(p).ok()) {
+            if let Some(p) = expand_home(s, i.home).and_then(|p| canonical_existing(&p)) {
                 push_unique(&mut plan.protected, p);
             }
         }
@@ -1007,15 +1015,17 @@ impl SandboxPlan {
 /// so it is shared and counted (issue 17): unlinking a file that is bind-mounted in another
 /// session's mount namespace would detach that session's read-only bind (Linux ≥ 3.18 allows
 /// it and lazily unmounts the others), and one session removing what another is about to
-/// bind made it fail with `ENOENT`. So each stand-in has a record in
-/// `$XDG_STATE_HOME/tyba/stand-ins/<key>.lock` (its path, device and inode), and every
+/// bind made it fail with `ENOENT`. So each stand-in has a record in the registry
+/// (`/dev/shm/tyba-<uid>/stand-ins/<key>.lock`, else `$XDG_STATE_HOME/tyba/stand-ins/`:
+/// [`stand_in_registry`]; its path, device and inode), and every
 /// session that relies on it (the one that made it, and any later one that finds it) holds a
 /// shared `flock(2)` on that record for its whole life (the kernel drops it however the
 /// session ends). Records are made, taken and dropped only under an exclusive `flock` on
 /// `stand-ins/registry.lock`. When a session ends it lets its shared lock go and, if it can
 /// then take the record exclusively (no other live session relies on it), removes the
 /// stand-in when it is still exactly as made (a file with other contents or a directory with
-/// something inside is the user's now, and stays) and the record with it. A stand-in left by
+/// something inside is the user's now, and stays) and the record with it; a file is moved to
+/// a pool for the next session instead ([`stand_in_pool`]). A stand-in left by
 /// a session that died is taken up by the next session and removed at its end. Without a
 /// state directory (no `HOME` nor `XDG_STATE_HOME`) no stand-in is made, and the start-up
 /// report lists the files as not kept read-only.
@@ -1046,11 +1056,136 @@ fn stand_in_contents(p: &Path) -> Option<&'static [u8]> {
     }
 }
 
-/// The registry of stand-ins, made private; `None` without a state directory.
+/// The registry of stand-ins, made private: `/dev/shm/tyba-<uid>/stand-ins`
+/// ([`crate::broker::paths::shm_dir`], named by the user id alone, so every session of the
+/// user shares it whatever its environment, and its records cost no disk inode), else
+/// `$XDG_STATE_HOME/tyba/stand-ins`; `None` without either.
 fn stand_in_registry() -> Option<PathBuf> {
-    let dir = crate::broker::paths::state_dir()?.join("stand-ins");
+    let dir = crate::broker::paths::shm_dir()
+        .map(|d| d.join("stand-ins"))
+        .or_else(|| crate::broker::paths::state_dir().map(|d| d.join("stand-ins")))?;
     crate::broker::paths::ensure_private_dir(&dir).ok()?;
     Some(dir)
+}
+
+/// Where stand-ins wait between sessions: `$XDG_STATE_HOME/tyba/stand-in-pool`, on the disk
+/// of the home (made when first used). A stand-in still as made is moved there at the end of
+/// the last session relying on it, and moved (`renameat2(2)` `RENAME_NOREPLACE`) into place by
+/// the next session that needs one of the same kind, instead of being removed and made anew:
+/// making a file or directory costs an inode, which ext4 without a journal allocates only
+/// after skipping every inode freed in the last minute (`fs/ext4/ialloc.c`,
+/// `recently_deleted`), up to a millisecond of CPU each on a disk that builds churn, and
+/// removing a directory frees a block the disk is then told to discard (`discard` mounts).
+/// A rename works within one mount only; elsewhere the stand-in is made and removed as
+/// before.
+fn stand_in_pool() -> Option<PathBuf> {
+    crate::broker::paths::state_dir().map(|d| d.join("stand-in-pool"))
+}
+
+/// Most entries kept in the pool ([`stand_in_pool`]); beyond it a stand-in is removed.
+const POOL_MAX: usize = 64;
+
+/// The pool's name prefix for a stand-in holding `contents` (`None`: a directory).
+fn pool_prefix(contents: Option<&[u8]>) -> String {
+    match contents {
+        None => "d-".to_string(),
+        Some(c) => {
+            let h = c.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+            format!("f{h:016x}-")
+        }
+    }
+}
+
+/// Whether `p` is a stand-in as made: the user's own file holding exactly `contents` with no
+/// other name (a hard link elsewhere would share what is written to it), or (`None`) the
+/// user's own empty directory.
+fn is_stand_in(p: &Path, contents: Option<&[u8]>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(p) else {
+        return false;
+    };
+    if m.uid() != nix::unistd::geteuid().as_raw() {
+        return false;
+    }
+    match contents {
+        None => m.is_dir() && std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none()),
+        Some(c) => {
+            m.is_file()
+                && m.nlink() == 1
+                && m.len() == c.len() as u64
+                && std::fs::read(p).is_ok_and(|now| now == c)
+        }
+    }
+}
+
+/// `renameat2(from, to, RENAME_NOREPLACE)`: never over an existing name.
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> nix::Result<()> {
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        from,
+        nix::fcntl::AT_FDCWD,
+        to,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    )
+}
+
+/// The pool's entries, read once per session start or end.
+fn pool_entries(pool: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(pool)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default()
+}
+
+/// Moves a pooled stand-in of the kind of `contents` to `p` (absent), taking it out of
+/// `entries`; whether one was moved. Stops at the first rename that fails for another reason
+/// than a name gone or taken (another mount: `EXDEV`).
+fn take_from_pool(
+    pool: &Path,
+    entries: &mut Vec<std::ffi::OsString>,
+    contents: Option<&[u8]>,
+    p: &Path,
+) -> bool {
+    let prefix = pool_prefix(contents);
+    while let Some(i) = entries
+        .iter()
+        .position(|n| n.to_string_lossy().starts_with(&prefix))
+    {
+        let from = pool.join(entries.swap_remove(i));
+        if !is_stand_in(&from, contents) {
+            continue;
+        }
+        match rename_noreplace(&from, p) {
+            Ok(()) => return true,
+            Err(nix::errno::Errno::ENOENT) => continue,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Moves the stand-in at `p`, still as made, to the pool; whether it went. One found changed
+/// once in the pool (written to, or given an entry, between the check and the move) is moved
+/// back at once.
+fn retire_to_pool(p: &Path, contents: Option<&[u8]>, pool: &Path, count: &mut usize) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if *count >= POOL_MAX || !is_stand_in(p, contents) {
+        return false;
+    }
+    let Ok(ino) = std::fs::symlink_metadata(p).map(|m| m.ino()) else {
+        return false;
+    };
+    let to = pool.join(format!("{}{ino}", pool_prefix(contents)));
+    if rename_noreplace(p, &to).is_err() {
+        return false;
+    }
+    if !is_stand_in(&to, contents) {
+        let _ = rename_noreplace(&to, p);
+        return true;
+    }
+    *count += 1;
+    true
 }
 
 /// The exclusive lock on the registry, waited for (held only for a few file operations).
@@ -1142,7 +1277,7 @@ impl ControlPlaceholders {
             .agent_state
             .iter()
             .chain(&fs.read_write)
-            .filter_map(|s| expand_home(s, home).and_then(|p| std::fs::canonicalize(p).ok()))
+            .filter_map(|s| expand_home(s, home).and_then(|p| canonical_existing(&p)))
             .collect();
         let mut wanted = Vec::new();
         for s in &fs.agent_control_files {
@@ -1179,6 +1314,8 @@ impl ControlPlaceholders {
             return me;
         };
         me.registry = Some(dir.clone());
+        let pool = stand_in_pool();
+        let mut entries = pool.as_deref().map(pool_entries).unwrap_or_default();
         for (p, contents) in wanted {
             let record = stand_in_record(&dir, &p);
             if record_names(&record, &p) {
@@ -1208,15 +1345,19 @@ impl ControlPlaceholders {
                 // The user's own file: bound read-only as it is.
                 continue;
             }
-            let made = match contents {
-                None => std::fs::create_dir(&p).is_ok(),
-                Some(c) => std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&p)
-                    .and_then(|mut f| std::io::Write::write_all(&mut f, c))
-                    .is_ok(),
-            };
+            let pooled = pool
+                .as_deref()
+                .is_some_and(|pool| take_from_pool(pool, &mut entries, contents, &p));
+            let made = pooled
+                || match contents {
+                    None => std::fs::create_dir(&p).is_ok(),
+                    Some(c) => std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&p)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, c))
+                        .is_ok(),
+                };
             if !made {
                 continue;
             }
@@ -1274,6 +1415,8 @@ impl Drop for ControlPlaceholders {
             return;
         }
         let registry = self.registry.as_deref().and_then(lock_registry);
+        let pool = stand_in_pool().filter(|p| crate::broker::paths::ensure_private_dir(p).is_ok());
+        let mut count = pool.as_deref().map_or(0, |p| pool_entries(p).len());
         // Directories are removed after the files, together ([`remove_empty_dirs`]), each with
         // its record and the record's exclusive lock kept until it is gone.
         let mut dirs = Vec::new();
@@ -1297,12 +1440,31 @@ impl Drop for ControlPlaceholders {
                     dirs.push((path, record, last));
                     continue;
                 }
-                remove_if_as_made(&path, contents);
+                let pooled = pool
+                    .as_deref()
+                    .is_some_and(|pool| retire_to_pool(&path, contents, pool, &mut count));
+                if !pooled {
+                    remove_if_as_made(&path, contents);
+                }
             }
             let _ = std::fs::remove_file(&record);
             drop(last);
         }
-        remove_empty_dirs(dirs);
+        // The deepest first: a stand-in directory holding another is empty once that one went.
+        dirs.sort_by_key(|(p, _, _)| std::cmp::Reverse(p.components().count()));
+        let mut left = Vec::new();
+        for (path, record, last) in dirs {
+            let pooled = pool
+                .as_deref()
+                .is_some_and(|pool| retire_to_pool(&path, None, pool, &mut count));
+            if pooled {
+                let _ = std::fs::remove_file(&record);
+                drop(last);
+            } else {
+                left.push((path, record, last));
+            }
+        }
+        remove_empty_dirs(left);
     }
 }
 

@@ -103,22 +103,15 @@ pub fn beside_session(tmp_dir: &Path, suffix: &str) -> PathBuf {
 /// A tmpfs directory for the session copies ([`layers_root_for`]), if there is one.
 pub(crate) fn memory_dir() -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let tmpfs = |p: &Path| {
-        nix::sys::statfs::statfs(p)
-            .is_ok_and(|f| f.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
-    };
     if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         let own = std::fs::symlink_metadata(&run).is_ok_and(|m| {
             m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o077 == 0
         });
-        if run.is_absolute() && own && tmpfs(&run) {
+        if run.is_absolute() && own && crate::broker::paths::is_memory_fs(&run) {
             return Some(run);
         }
     }
-    let shm = Path::new("/dev/shm");
-    let shared = std::fs::symlink_metadata(shm)
-        .is_ok_and(|m| m.is_dir() && m.mode() & 0o1000 != 0 && m.uid() == 0);
-    (shared && tmpfs(shm)).then(|| shm.to_path_buf())
+    crate::broker::paths::shared_memory_fs().map(Path::to_path_buf)
 }
 
 /// Whether a path can be named in overlayfs's mount options (they are split at `,` and `:`;
@@ -209,7 +202,7 @@ impl StateLayers {
             let Some(p) = crate::sandbox::expand_home(s, home) else {
                 continue;
             };
-            let Ok(real) = std::fs::canonicalize(&p) else {
+            let Some(real) = crate::sandbox::canonical_existing(&p) else {
                 continue;
             };
             let Ok(m) = std::fs::metadata(&real) else {

@@ -1,7 +1,10 @@
 //! Where a session's socket and audit log live.
 //!
 //! - Sockets: `$XDG_RUNTIME_DIR/tyba/<session>.sock`, or without `XDG_RUNTIME_DIR`,
-//!   `$XDG_STATE_HOME/tyba/run/` (`~/.local/state/tyba/run/`). The directory is made mode
+//!   `/dev/shm/tyba-<uid>/run/` ([`shm_dir`]), or without a usable `/dev/shm`,
+//!   `$XDG_STATE_HOME/tyba/run/` (`~/.local/state/tyba/run/`): a socket is a file made and
+//!   removed by every session, which a memory filesystem makes in microseconds and a disk
+//!   in up to a millisecond. The directory is made mode
 //!   0700 and must be owned by the user; each socket is mode 0600. Beside each socket, the
 //!   session's lock file `<session>.lock`, which decides whether the session is alive
 //!   ([`super::lock`]).
@@ -63,7 +66,35 @@ pub fn state_dir() -> Option<PathBuf> {
 pub fn socket_dir() -> Option<PathBuf> {
     env_dir("XDG_RUNTIME_DIR")
         .map(|x| x.join("tyba"))
+        .or_else(|| shm_dir().map(|s| s.join("run")))
         .or_else(|| state_dir().map(|s| s.join("run")))
+}
+
+/// `/dev/shm` when it is the system's shared memory filesystem as distributions mount it: a
+/// tmpfs directory owned by root with the sticky bit (`S_ISVTX`), so that no other user can
+/// rename or remove an entry of the user's there.
+pub fn shared_memory_fs() -> Option<&'static Path> {
+    let shm = Path::new("/dev/shm");
+    let shared = std::fs::symlink_metadata(shm)
+        .is_ok_and(|m| m.is_dir() && m.mode() & 0o1000 != 0 && m.uid() == 0);
+    (shared && is_memory_fs(shm)).then_some(shm)
+}
+
+/// Whether `p` is on a tmpfs (`statfs(2)` `TMPFS_MAGIC`).
+pub fn is_memory_fs(p: &Path) -> bool {
+    nix::sys::statfs::statfs(p).is_ok_and(|f| f.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
+/// `/dev/shm/tyba-<uid>`, the user's private directory on the shared memory filesystem
+/// ([`shared_memory_fs`]), made mode 0700 and checked to be the user's own real directory
+/// ([`ensure_private_dir`]). Named by the user id alone, never by an environment variable,
+/// so every session of the user finds the same one (the stand-in registry relies on it:
+/// `crate::sandbox`). `None` when `/dev/shm` is not such a filesystem or the directory is
+/// not the user's.
+pub fn shm_dir() -> Option<PathBuf> {
+    let dir = shared_memory_fs()?.join(format!("tyba-{}", euid()));
+    ensure_private_dir(&dir).ok()?;
+    Some(dir)
 }
 
 /// The directory holding the per-session audit logs (not created).
