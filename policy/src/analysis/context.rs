@@ -46,6 +46,11 @@ impl paths::SessionPaths for Analyzer<'_> {
             })
             .as_deref()
     }
+
+    fn hook(&self) -> &paths::HookPlace {
+        self.hook
+            .get_or_init(|| paths::HookPlace::new(self.ctx.worktree, self.pre_push_path()))
+    }
 }
 
 impl Analyzer<'_> {

@@ -178,6 +178,8 @@ pub(crate) struct Analyzer<'p> {
     ctx: &'p Context<'p>,
     opened: std::cell::OnceCell<Vec<PathBuf>>,
     pre_push: std::cell::OnceCell<Option<PathBuf>>,
+    /// The pre-push hook's place, computed when a rule first needs it.
+    hook: std::cell::OnceCell<paths::HookPlace>,
     pub out: Classification,
     /// Source text of the lines being analysed, innermost last, with their depth.
     sources: Vec<(String, usize)>,
@@ -232,6 +234,7 @@ impl<'p> Analyzer<'p> {
             ctx,
             opened: std::cell::OnceCell::new(),
             pre_push: std::cell::OnceCell::new(),
+            hook: std::cell::OnceCell::new(),
             out: Classification::green(),
             sources: Vec::new(),
             arith_depth: 0,

@@ -50,7 +50,8 @@ impl Analyzer<'_> {
     pub(crate) fn hook_nodes(&self, st: &State, start: &Field) -> Vec<HookNode> {
         let pc = self.path_ctx();
         // Whether the hook exists is looked at once a tree holds its path (most hold none).
-        let hook = paths::hook_path(&pc);
+        let place = pc.session.hook();
+        let hook = &place.path;
         let mut exists = None;
         let Some(text) = start.known() else {
             return Vec::new();
@@ -64,10 +65,10 @@ impl Analyzer<'_> {
             };
             for w in words {
                 let phys = paths::resolve(cwd, &w);
-                let Ok(rel) = hook.strip_prefix(&phys) else {
+                let Some(rel) = place.below(&phys) else {
                     continue;
                 };
-                if !*exists.get_or_insert_with(|| paths::hook_exists(&hook)) {
+                if !*exists.get_or_insert_with(|| paths::hook_exists(hook)) {
                     return Vec::new();
                 }
                 let base = w.trim_end_matches('/');
