@@ -8,7 +8,7 @@ impl Analyzer<'_> {
     /// other part of the line is neutral housekeeping and no sourced definition shadowed a
     /// command; `None` otherwise (the whole line is then its own key).
     pub(crate) fn inner_command(&self, text: &str) -> Option<String> {
-        if self.shadowed_use {
+        if self.shadowed_use || self.left_whole(text) {
             return None;
         }
         let mut pinned: Vec<String> = Vec::new();
@@ -46,6 +46,48 @@ impl Analyzer<'_> {
         };
         let inner = inner.trim().to_string();
         (!inner.is_empty() && inner != text.trim()).then_some(inner)
+    }
+}
+
+impl Analyzer<'_> {
+    /// Whether peeling leaves the line whole, decided without judging its parts: a line of
+    /// one simple command that holds nothing to peel (no subshell; a command word that is
+    /// not `eval`, or assignments before it) whose text, less the separators around it, is
+    /// the whole line. [`Peel::items`] gives no payload for it when it is housekeeping, and
+    /// the line itself when it is not: either way the line is its own key.
+    fn left_whole(&self, text: &str) -> bool {
+        let parsed = self.parsed(text);
+        let Ok((prog, _)) = &*parsed else {
+            return false;
+        };
+        let [list] = prog.complete_commands.as_slice() else {
+            return false;
+        };
+        let [item] = list.0.as_slice() else {
+            return false;
+        };
+        if matches!(item.1, ast::SeparatorOperator::Async) || !item.0.additional.is_empty() {
+            return false;
+        }
+        let [ast::Command::Simple(s)] = item.0.first.seq.as_slice() else {
+            return false;
+        };
+        // `Peel::container` peels only an `eval` without assignments before it; a word of
+        // these characters is its own one literal field.
+        let plain = |w: &str| {
+            !w.is_empty()
+                && w != "eval"
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_./+-:@%,".contains(&b))
+        };
+        if s.prefix.is_none() && !s.word_or_name.as_ref().is_some_and(|w| plain(&w.value)) {
+            return false;
+        }
+        let Some(start) = start_of(item) else {
+            return false;
+        };
+        let payload = trim_separators(slice_chars(text, start, text.chars().count())).trim();
+        payload.is_empty() || payload == text.trim()
     }
 }
 
