@@ -229,6 +229,9 @@ impl Analyzer<'_> {
     }
 
     pub(super) fn and_or(&mut self, aol: &ast::AndOrList, st: State, depth: usize) -> State {
+        if aol.additional.is_empty() {
+            return self.pipeline(&aol.first, st, depth);
+        }
         let mut cur = self.pipeline(&aol.first, st.clone(), depth);
         let mut prev_before = st;
         for next in &aol.additional {
