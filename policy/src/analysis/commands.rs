@@ -83,7 +83,7 @@ impl Analyzer<'_> {
         }
         let has_command_word = s.word_or_name.is_some();
         if let Some(w) = &s.word_or_name {
-            words.extend(self.expand_word(&w.value, &st));
+            self.expand_word_into(&w.value, &st, &mut words);
         }
         if let Some(suffix) = &s.suffix {
             for item in &suffix.0 {
@@ -177,11 +177,11 @@ impl Analyzer<'_> {
                     *stdin = Stdin::Fed;
                 }
             }
-            ast::CommandPrefixOrSuffixItem::Word(w) => words.extend(self.expand_word(&w.value, st)),
+            ast::CommandPrefixOrSuffixItem::Word(w) => self.expand_word_into(&w.value, st, words),
             ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
                 if !words.is_empty() {
                     // After the command word (`export X=1`, `declare X=1`): an argument.
-                    words.extend(self.expand_word(&w.value, st));
+                    self.expand_word_into(&w.value, st, words);
                     return;
                 }
                 let name = match &a.name {
@@ -282,7 +282,7 @@ impl Analyzer<'_> {
             return st;
         };
         let args = &words[1..];
-        match first.known() {
+        match first.known_text() {
             Some(name) => self.invoke_named(st, &name, args, env, stdin, depth),
             None => {
                 self.add(

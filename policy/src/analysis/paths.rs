@@ -146,6 +146,12 @@ pub(crate) fn resolve_in(cwd: &Path, word: &str, made: &[Link]) -> (PathBuf, Thr
 /// following none (plain [`resolve`]) last. At most [`MAX_LINK_BRANCHES`] paths; beyond, the
 /// rest are one unknown.
 pub(crate) fn resolve_all(cwd: &Path, word: &str, made: &[Link]) -> Vec<(PathBuf, Through)> {
+    if made.is_empty() {
+        // No link of the line: one path, the walk's through the disk.
+        if let Some(p) = resolve_linkless(cwd, word) {
+            return vec![(p, Through::Nothing)];
+        }
+    }
     // `/proc/self` is the process that runs the command, not tyba: its `root` is `/`, its
     // `cwd` is the command's directory; anything else under it is left as written.
     for me in ["/proc/self", "/proc/thread-self"] {

@@ -84,7 +84,7 @@ impl Analyzer<'_> {
         if !recursive {
             return;
         }
-        let text = match f.known() {
+        let text = match f.known_text() {
             Some(t) => t,
             None => {
                 let prefix = f.known_prefix();

@@ -53,7 +53,7 @@ impl Analyzer<'_> {
         let place = pc.session.hook();
         let hook = &place.path;
         let mut exists = None;
-        let Some(text) = start.known() else {
+        let Some(text) = start.known_text() else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -61,7 +61,7 @@ impl Analyzer<'_> {
             let words = if start.has_glob() {
                 paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default()
             } else {
-                vec![text.clone()]
+                vec![text.to_string()]
             };
             for w in words {
                 let phys = paths::resolve(cwd, &w);

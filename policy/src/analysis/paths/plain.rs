@@ -26,14 +26,37 @@ pub(crate) struct HookPlace {
     /// component of the hook's path ends with `.git`), whose other hooks the path rules
     /// judge (hooks under a git directory have their rule in `control_rules`).
     pub configured: bool,
-    /// `path` and `git_dir` as text, when both are normal ([`is_normal`]).
-    normal: Option<(String, String)>,
+    /// Whether `path` and `git_dir` are normal text ([`is_normal`]).
+    normal: bool,
 }
 
 impl HookPlace {
     /// The hook's place for a session: `pre_push` when known, else the worktree's
     /// `.git/hooks/pre-push`.
     pub(crate) fn new(worktree: &Path, pre_push: Option<&Path>) -> HookPlace {
+        // The usual place, built as text: `WORKTREE/.git/hooks/pre-push` in the git directory
+        // `WORKTREE/.git`, whose `.git` component makes it no configured one.
+        match (pre_push, worktree.to_str()) {
+            (None, Some(w)) if w != "/" && is_normal(w) => {
+                let mut git_dir = String::with_capacity(w.len() + 5);
+                git_dir.push_str(w);
+                git_dir.push_str("/.git");
+                let mut path = String::with_capacity(git_dir.len() + 15);
+                path.push_str(&git_dir);
+                path.push_str("/hooks/pre-push");
+                HookPlace {
+                    path: PathBuf::from(path),
+                    git_dir: PathBuf::from(git_dir),
+                    configured: false,
+                    normal: true,
+                }
+            }
+            _ => Self::by_components(worktree, pre_push),
+        }
+    }
+
+    /// [`Self::new`] by `std::path`'s operations, for any place.
+    fn by_components(worktree: &Path, pre_push: Option<&Path>) -> HookPlace {
         let path = pre_push
             .map(Path::to_path_buf)
             .unwrap_or_else(|| worktree.join(".git/hooks/pre-push"));
@@ -49,10 +72,8 @@ impl HookPlace {
             .split(|b| *b == b'/')
             .any(|c| c.ends_with(b".git"));
         let normal = match (path.to_str(), git_dir.to_str()) {
-            (Some(p), Some(g)) if is_normal(p) && is_normal(g) => {
-                Some((p.to_string(), g.to_string()))
-            }
-            _ => None,
+            (Some(p), Some(g)) => is_normal(p) && is_normal(g),
+            _ => false,
         };
         HookPlace {
             path,
@@ -60,6 +81,14 @@ impl HookPlace {
             configured,
             normal,
         }
+    }
+
+    /// The hook's path and its git directory as text, when both are normal.
+    fn texts(&self) -> Option<(&str, &str)> {
+        if !self.normal {
+            return None;
+        }
+        Some((self.path.to_str()?, self.git_dir.to_str()?))
     }
 
     /// Whether `p` is the hook or a directory between the git directory and the hook
@@ -71,7 +100,7 @@ impl HookPlace {
     /// What of the hook's path lies below `p` (`Path::strip_prefix`): `None` when `p` is not
     /// the hook or a directory above it.
     pub(crate) fn below(&self, p: &Path) -> Option<&Path> {
-        match (&self.normal, p.to_str()) {
+        match (self.texts(), p.to_str()) {
             (Some((hook, _)), Some(p)) if is_normal(p) => rest(hook, p).map(Path::new),
             _ => self.path.strip_prefix(p).ok(),
         }
@@ -152,7 +181,7 @@ pub(super) fn check_inside(
         return false;
     };
     let hook = match access.modifies() {
-        true => match &pc.session.hook().normal {
+        true => match pc.session.hook().texts() {
             Some(h) => Some(h),
             None => return false,
         },
@@ -193,6 +222,21 @@ pub(super) fn check_inside(
 mod tests {
     use super::super::{check_path_general, SessionPaths};
     use super::*;
+
+    #[test]
+    fn the_usual_hook_place_is_the_one_by_components() {
+        for w in ["/w", "/a/b c/w", "/w.git", "/"] {
+            let (a, b) = (
+                HookPlace::new(Path::new(w), None),
+                HookPlace::by_components(Path::new(w), None),
+            );
+            assert_eq!(
+                (a.path, a.git_dir, a.configured, a.normal),
+                (b.path, b.git_dir, b.configured, b.normal),
+                "{w}"
+            );
+        }
+    }
 
     #[test]
     fn normal_text_ops_are_paths_ops() {
