@@ -48,6 +48,12 @@ impl paths::SessionPaths for Analyzer<'_> {
             .as_deref()
     }
 
+    fn worktree_text(&self) -> Option<&str> {
+        *self
+            .worktree_text
+            .get_or_init(|| self.ctx.worktree.to_str().filter(|w| paths::is_normal(w)))
+    }
+
     fn hook(&self) -> &paths::HookPlace {
         self.hook
             .get_or_init(|| paths::HookPlace::new(self.ctx.worktree, self.pre_push_path()))

@@ -180,6 +180,8 @@ pub(crate) struct Analyzer<'p> {
     pre_push: std::cell::OnceCell<Option<PathBuf>>,
     /// The pre-push hook's place, computed when a rule first needs it.
     hook: std::cell::OnceCell<paths::HookPlace>,
+    /// The worktree's path as normal text, computed when a rule first needs it.
+    worktree_text: std::cell::OnceCell<Option<&'p str>>,
     pub out: Classification,
     /// Source text of the lines being analysed, innermost last, with their depth.
     sources: Vec<(String, usize)>,
@@ -235,6 +237,7 @@ impl<'p> Analyzer<'p> {
             opened: std::cell::OnceCell::new(),
             pre_push: std::cell::OnceCell::new(),
             hook: std::cell::OnceCell::new(),
+            worktree_text: std::cell::OnceCell::new(),
             out: Classification::green(),
             sources: Vec::new(),
             arith_depth: 0,

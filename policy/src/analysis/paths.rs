@@ -11,7 +11,7 @@ pub(crate) mod pattern;
 mod plain;
 pub(crate) mod seen;
 
-pub(crate) use plain::HookPlace;
+pub(crate) use plain::{is_normal, HookPlace};
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -387,6 +387,8 @@ pub(crate) trait SessionPaths {
     /// The pre-push hook's place ([`HookPlace::new`] of the worktree and
     /// [`Self::pre_push_path`]).
     fn hook(&self) -> &HookPlace;
+    /// The worktree's path as text when it is in normal form ([`plain::is_normal`]).
+    fn worktree_text(&self) -> Option<&str>;
     /// Paths the policy file opens (absolute, `~` expanded).
     fn opened_paths(&self) -> &[PathBuf];
 }
@@ -446,17 +448,21 @@ fn check_path_by(
         return None;
     }
     let lex = lexical(cwd, word);
-    let lex_s = lex.to_string_lossy();
     // The exceptions are for reading and writing them; deleting, renaming or chmod-ing
     // `/dev/null` is a change inside /dev.
     if access != Access::Modify
-        && (is_system_exception(&lex_s) || (word.starts_with('/') && is_system_exception(word)))
+        && (is_system_exception(&lex.to_string_lossy())
+            || (word.starts_with('/') && is_system_exception(word)))
     {
         return None;
     }
+    // The physical form: the lexical one when no link is on the way (the same bytes, then
+    // `lex_other` is `None`).
     let phys = resolve(cwd, word);
-    // No link on the way: the physical form is the lexical one (the same bytes).
-    let same = phys.as_os_str() == lex.as_os_str();
+    let lex_other = (phys.as_os_str() != lex.as_os_str()).then_some(lex);
+    let same = lex_other.is_none();
+    let lex: &Path = lex_other.as_deref().unwrap_or(&phys);
+    let lex_s = lex.to_string_lossy();
     if route == Route::Plain && same && plain::check_inside(pc, word, &phys, access, out) {
         return Some(phys);
     }
@@ -477,7 +483,7 @@ fn check_path_by(
         let hook = pc.session.hook();
         // Each rule below asks of the physical and of the lexical form; when both are the
         // same path, once.
-        let lex_too = (!same).then_some(lex.as_path());
+        let lex_too = (!same).then_some(lex);
         let either = |f: &dyn Fn(&Path) -> bool| f(&phys) || lex_too.is_some_and(f);
         let names_hook = either(&|p| p.ends_with("hooks/pre-push"));
         // Removing or renaming a directory that holds the hook (`.git`, `.git/hooks`) changes it too.
@@ -506,7 +512,7 @@ fn check_path_by(
 
     // Outside the worktree.
     let system = is_system_path(&phys)
-        || (is_system_path(&lex) && !lex_s.starts_with("/proc/") && !lex_s.starts_with("/dev/fd/"));
+        || (is_system_path(lex) && !lex_s.starts_with("/proc/") && !lex_s.starts_with("/dev/fd/"));
     if system && access.modifies() && access != Access::Any {
         out.push(Finding::new(
             Verdict::Blocked,

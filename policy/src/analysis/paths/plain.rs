@@ -114,7 +114,7 @@ impl HookPlace {
 
 /// Whether `s` is an absolute path in normal form: `/`, or `/` followed by components that
 /// are neither empty, `.` nor `..`, with no trailing `/`.
-pub(super) fn is_normal(s: &str) -> bool {
+pub(crate) fn is_normal(s: &str) -> bool {
     let b = s.as_bytes();
     if b.first() != Some(&b'/') {
         return false;
@@ -171,10 +171,10 @@ pub(super) fn check_inside(
     access: Access,
     out: &mut Vec<Finding>,
 ) -> bool {
-    let (Some(p), Some(wt)) = (phys.to_str(), pc.worktree.to_str()) else {
+    let (Some(p), Some(wt)) = (phys.to_str(), pc.session.worktree_text()) else {
         return false;
     };
-    if !is_normal(p) || !is_normal(wt) {
+    if !is_normal(p) {
         return false;
     }
     let Some(rel) = rest(p, wt) else {
@@ -267,6 +267,7 @@ mod tests {
 
     struct Session {
         hook: HookPlace,
+        worktree: PathBuf,
     }
 
     impl SessionPaths for Session {
@@ -275,6 +276,9 @@ mod tests {
         }
         fn hook(&self) -> &HookPlace {
             &self.hook
+        }
+        fn worktree_text(&self) -> Option<&str> {
+            self.worktree.to_str().filter(|w| is_normal(w))
         }
         fn opened_paths(&self) -> &[PathBuf] {
             &[]
@@ -360,6 +364,7 @@ mod tests {
         for hook in &hooks {
             let session = Session {
                 hook: HookPlace::new(&w, hook.as_deref()),
+                worktree: w.clone(),
             };
             let pc = PathCtx {
                 worktree: &w,
