@@ -57,14 +57,21 @@ impl Analyzer<'_> {
             return Vec::new();
         };
         let mut out = Vec::new();
+        let glob = start.has_glob();
         for cwd in st.cwds.iter().flatten() {
-            let words = if start.has_glob() {
-                paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default()
+            // The glob's matches, or the word itself.
+            let one = [&*text];
+            let matches: Vec<String>;
+            let many: Vec<&str>;
+            let words: &[&str] = if glob {
+                matches = paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default();
+                many = matches.iter().map(String::as_str).collect();
+                &many
             } else {
-                vec![text.to_string()]
+                &one
             };
-            for w in words {
-                let phys = paths::resolve(cwd, &w);
+            for &w in words {
+                let phys = paths::resolve(cwd, w);
                 let Some(rel) = place.below(&phys) else {
                     continue;
                 };
@@ -74,7 +81,7 @@ impl Analyzer<'_> {
                 let base = w.trim_end_matches('/');
                 let name = base.rsplit('/').next().unwrap_or(base);
                 out.push(HookNode {
-                    word: w.clone(),
+                    word: w.to_string(),
                     name: if name.is_empty() { "/" } else { name }.to_string(),
                     depth: 0,
                     kind: kind_of(&phys),

@@ -14,10 +14,8 @@ const MAX_STEPS: usize = 200_000;
 /// Whether a word's text holds a pattern construct bash expands: `*`, `?`, `[`, or an
 /// extended pattern opener `@(`, `+(`, `!(` (`?(` and `*(` contain `?` and `*`).
 pub(crate) fn is_pattern(text: &str) -> bool {
-    text.contains(['*', '?', '['])
-        || ["@(", "+(", "!("]
-            .iter()
-            .any(|opener| text.contains(opener))
+    // The first such construct ends the literal prefix.
+    literal_prefix(text).len() < text.len()
 }
 
 /// The literal text before the first pattern construct of `text` (all of it when there is
