@@ -414,18 +414,6 @@ pub(crate) fn check_path(
     check_path_by(pc, cwd, word, access, out, Route::Plain)
 }
 
-/// [`check_path`] by the general route only (what the plain route is checked against).
-#[cfg(test)]
-fn check_path_general(
-    pc: &PathCtx<'_>,
-    cwd: &Path,
-    word: &str,
-    access: Access,
-    out: &mut Vec<Finding>,
-) -> Option<PathBuf> {
-    check_path_by(pc, cwd, word, access, out, Route::General)
-}
-
 /// Which route [`check_path_by`] may take.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Route {
@@ -841,6 +829,17 @@ mod found {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`check_path`] by the general route only (what the plain route is checked against).
+    pub(super) fn check_path_general(
+        pc: &PathCtx<'_>,
+        cwd: &Path,
+        word: &str,
+        access: Access,
+        out: &mut Vec<Finding>,
+    ) -> Option<PathBuf> {
+        check_path_by(pc, cwd, word, access, out, Route::General)
+    }
 
     #[test]
     fn credential_names() {

@@ -220,7 +220,8 @@ pub(super) fn check_inside(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::super::{check_path_general, SessionPaths};
+    use super::super::tests::check_path_general;
+    use super::super::SessionPaths;
     use super::*;
 
     #[test]
