@@ -7,16 +7,16 @@ use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
 
 pub(crate) mod control;
+mod glob;
 pub(crate) mod pattern;
 mod plain;
 pub(crate) mod seen;
 
+pub(crate) use glob::{glob, GlobOpts};
 pub(crate) use plain::{is_normal, HookPlace};
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
-/// Glob matches listed before a glob counts as "could match anything".
-const MAX_GLOB_MATCHES: usize = 512;
 
 /// How a command uses a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -694,95 +694,6 @@ pub(crate) fn check_partial(
         ));
     }
     out.extend(sub);
-}
-
-/// The shell options that change what a glob matches (bash(1) "Pathname Expansion"), each
-/// `true` when it may be on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct GlobOpts {
-    /// `shopt -s nocaseglob`: letters match in either case.
-    pub nocase: bool,
-    /// `shopt -s dotglob` (or a non-empty `GLOBIGNORE`): names starting with `.` match
-    /// without a literal `.` (never `.` and `..`).
-    pub dot: bool,
-}
-
-/// Expands a glob pattern (`*`, `?`, `[…]` with POSIX classes, extended patterns; see
-/// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
-/// can be listed or holds a construct the matcher does not model (it may then match
-/// anything); an empty list when nothing matches (bash then passes the word literally). A
-/// name whose match depends on the locale counts as matched. With `dotglob` (`shopt -s
-/// dotglob`, bash(1) "Pathname Expansion") a pattern matches names starting with `.` too
-/// (never `.` and `..`); `opts` says which options may be on.
-/// Under `nocaseglob` (`opts.nocase`) a name matches when it or its lower case does (never
-/// fewer matches than bash; more for a few bracket expressions such as `[^a-z]`).
-pub(crate) fn glob(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec<String>> {
-    let absolute = pattern.starts_with('/');
-    let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
-    let mut current: Vec<(PathBuf, String)> = vec![(
-        if absolute {
-            PathBuf::from("/")
-        } else {
-            cwd.to_path_buf()
-        },
-        if absolute {
-            "/".to_string()
-        } else {
-            String::new()
-        },
-    )];
-    for (i, comp) in comps.iter().enumerate() {
-        let last = i + 1 == comps.len();
-        let mut next = Vec::new();
-        let compiled = if pattern::is_pattern(comp) {
-            Some(pattern::Pattern::parse(comp).ok()?)
-        } else {
-            None
-        };
-        // Under nocaseglob, the pattern and the names compared in lower case too.
-        let folded = match &compiled {
-            Some(_) if opts.nocase => Some(pattern::Pattern::parse(&comp.to_lowercase()).ok()?),
-            _ => None,
-        };
-        for (dir, shown) in &current {
-            let join = |name: &str| {
-                if shown.is_empty() || shown.ends_with('/') {
-                    format!("{shown}{name}")
-                } else {
-                    format!("{shown}/{name}")
-                }
-            };
-            let Some(pat) = &compiled else {
-                let p = dir.join(comp);
-                if last || p.is_dir() || *comp == ".." || *comp == "." {
-                    next.push((p, join(comp)));
-                }
-                continue;
-            };
-            let Ok(rd) = std::fs::read_dir(dir) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !opts.dot && !pat.may_match_dot_names() {
-                    continue;
-                }
-                let folded_match = folded
-                    .as_ref()
-                    .is_some_and(|f| f.matches(&name.to_lowercase()) != Some(false));
-                if pat.matches(&name) != Some(false) || folded_match {
-                    next.push((dir.join(&name), join(&name)));
-                    if next.len() > MAX_GLOB_MATCHES {
-                        return None;
-                    }
-                }
-            }
-        }
-        current = next;
-    }
-    let mut v: Vec<String> = current.into_iter().map(|(_, s)| s).collect();
-    v.sort();
-    Some(v)
 }
 
 /// The findings the path rules push, one constructor each (both routes of [`check_path`]

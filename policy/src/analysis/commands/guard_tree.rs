@@ -140,8 +140,8 @@ impl Analyzer<'_> {
         }
     }
 
-    /// Analyses `inner` (a command `find -exec`/`fd -x` runs) once per selected node, each
-    /// put in place of `by`'s placeholders (fd appends it when there is none).
+    /// Analyses `inner` (a command `find -exec`/`fd -x`/`xargs` runs) once per selected node,
+    /// each put in place of `by`'s placeholders (fd and xargs append it when there is none).
     pub(crate) fn run_on_nodes(
         &mut self,
         st: &State,
@@ -149,11 +149,20 @@ impl Analyzer<'_> {
         nodes: &[HookNode],
         env: &[(String, Option<String>)],
         depth: usize,
-        by: Runner,
+        by: Runner<'_>,
     ) {
-        let (fill, append_if_none) = match by {
-            Runner::Find => (fill_find as fn(&str, &HookNode) -> Option<String>, false),
-            Runner::Fd => (fill_fd as fn(&str, &HookNode) -> Option<String>, true),
+        let fill = |word: &str, n: &HookNode| match by {
+            Runner::Find => fill_find(word, n),
+            Runner::Fd => fill_fd(word, n),
+            Runner::Xargs(marker) => {
+                marker.and_then(|m| word.contains(m).then(|| word.replace(m, &n.word)))
+            }
+        };
+        let append_if_none = match by {
+            Runner::Find => false,
+            Runner::Fd => true,
+            // `-I`: only where the marker is.
+            Runner::Xargs(marker) => marker.is_none(),
         };
         for n in nodes {
             let mut used = false;
@@ -179,11 +188,13 @@ impl Analyzer<'_> {
 
 /// Which program runs a command on its selection, for its placeholders.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Runner {
+pub(crate) enum Runner<'a> {
     /// `find -exec/-execdir/-ok/-okdir`: `{}`.
     Find,
     /// `fd -x/-X`: `{}`, `{/}`, `{//}`, `{.}`, `{/.}`, the path appended when none is given.
     Fd,
+    /// `xargs` reading a selection: the path appended, or put in place of the `-I` marker.
+    Xargs(Option<&'a str>),
 }
 
 /// find's `{}` replaced by the node (`None` when the word holds none).

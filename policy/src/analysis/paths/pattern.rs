@@ -646,6 +646,7 @@ mod tests {
                 super::super::GlobOpts {
                     nocase: false,
                     dot: true,
+                    star: false,
                 },
             )
             .unwrap();
@@ -658,12 +659,14 @@ mod tests {
         let both = GlobOpts {
             nocase: true,
             dot: true,
+            star: false,
         };
         let runs = [
             (
                 GlobOpts {
                     nocase: true,
                     dot: false,
+                    star: false,
                 },
                 vec!["-O", "nocaseglob"],
             ),
@@ -671,6 +674,7 @@ mod tests {
                 GlobOpts {
                     nocase: false,
                     dot: true,
+                    star: false,
                 },
                 vec!["-O", "dotglob"],
             ),
