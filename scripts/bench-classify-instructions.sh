@@ -5,6 +5,8 @@
 # tests/data/policy_fixture.sh, then 0 times (after the same warm-up); the difference over N
 # is the cost of one classification (printing its verdict line included, about 2,000
 # instructions).
+# The last figure is the mean over the lines of tests/data/commands.jsonl (the corpus the
+# criterion bench also runs), classified once after a first pass over all of them.
 # usage: scripts/bench-classify-instructions.sh [CLASSIFY_LINE_BINARY]   (docs/performance.md)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,3 +37,12 @@ for c in 'git status' 'cargo test' 'rm -rf build' 'ls -la' \
     none=$(count x "$c")
     printf '%8d  %s\n' $(((many - none) / n)) "$c"
 done
+mapfile -d '' -t corpus < <(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    if l.strip() and json.loads(l).get("cmd") is not None:
+        sys.stdout.write(json.loads(l)["cmd"] + "\0")
+' "$root/tests/data/commands.jsonl")
+many=$(count x "${corpus[@]}" "${corpus[@]}")
+none=$(count x "${corpus[@]}")
+printf '%8d  %s\n' $(((many - none) / ${#corpus[@]})) "the ${#corpus[@]} lines of tests/data/commands.jsonl (mean)"
