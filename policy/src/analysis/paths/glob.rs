@@ -149,8 +149,33 @@ fn globstar(dir: &Path, shown: &str, dot: bool, out: &mut Vec<(PathBuf, String)>
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// What bash expands `pat` to in `dir` with `-O extglob -O nullglob` and `options`, one
+    /// match a line, sorted: the baseline the matcher's tests compare with.
+    pub(in crate::analysis::paths) fn bash_glob(
+        dir: &Path,
+        options: &[&str],
+        pat: &str,
+    ) -> Vec<String> {
+        let out = std::process::Command::new("bash")
+            .current_dir(dir)
+            .args(["-O", "extglob", "-O", "nullglob"])
+            .args(options)
+            .arg("-c")
+            .arg(format!("for f in {pat}; do printf '%s\\n' \"$f\"; done"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{pat} {options:?}");
+        let mut lines: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    }
 
     /// `**` under globstar matches what bash matches (a trailing `/` of bash's own aside), and
     /// more only inside a linked directory, one level down (bash 5.2 reaches those for
@@ -184,21 +209,12 @@ mod tests {
             "**/lnk/*",
         ] {
             for dot in [false, true] {
-                let mut args = vec!["-O", "globstar", "-O", "nullglob"];
+                let mut args = vec!["-O", "globstar"];
                 if dot {
                     args.extend(["-O", "dotglob"]);
                 }
-                let out = std::process::Command::new("bash")
-                    .current_dir(dir.path())
-                    .args(&args)
-                    .arg("-c")
-                    .arg(format!("for f in {pat}; do printf '%s\\n' \"$f\"; done"))
-                    .output()
-                    .unwrap();
-                assert!(out.status.success(), "{pat}");
-                let mut want: Vec<String> = String::from_utf8(out.stdout)
-                    .unwrap()
-                    .lines()
+                let mut want: Vec<String> = bash_glob(dir.path(), &args, pat)
+                    .iter()
                     .map(|l| l.trim_end_matches('/').to_string())
                     .collect();
                 want.sort();
