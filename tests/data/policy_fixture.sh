@@ -2,6 +2,8 @@
 # Builds the fixture every case of commands.jsonl assumes (see corpus-README.md), in DIR:
 #   DIR/W    the worktree: a git repository (main, master, tag v1.0, feature/x checked out,
 #            remotes origin and upstream), with the files and symlinks the cases name
+#            (share/lib/out is a link out of the worktree two levels down: what a copy or
+#            move of share carries, what a globstar `**` reaches)
 #   DIR/O    a directory beside W, outside it, holding secret.txt (W/outdir points here)
 #   DIR/home an empty HOME
 # usage: policy_fixture.sh DIR
@@ -35,6 +37,8 @@ echo 'TOKEN=x' >.env
 echo '{}' >config/credentials.json
 ln -s src inside
 ln -s ../O outdir
+mkdir -p share/lib
+ln -s ../../../O share/lib/out
 git add -A
 git commit -q -m c1
 git tag v1.0

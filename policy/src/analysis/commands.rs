@@ -30,6 +30,7 @@ pub(crate) mod testing;
 
 pub(crate) use args::shell_quote;
 use args::*;
+pub(crate) use guard_tree::HookNode;
 use known::system_program;
 pub(crate) use known::{host_of, is_exec_var, SHELL_BUILTINS, SYSTEM_BIN_DIRS};
 
@@ -83,7 +84,7 @@ impl Analyzer<'_> {
         }
         let has_command_word = s.word_or_name.is_some();
         if let Some(w) = &s.word_or_name {
-            words.extend(self.expand_word(&w.value, &st));
+            self.expand_word_into(&w.value, &st, &mut words);
         }
         if let Some(suffix) = &s.suffix {
             for item in &suffix.0 {
@@ -177,11 +178,11 @@ impl Analyzer<'_> {
                     *stdin = Stdin::Fed;
                 }
             }
-            ast::CommandPrefixOrSuffixItem::Word(w) => words.extend(self.expand_word(&w.value, st)),
+            ast::CommandPrefixOrSuffixItem::Word(w) => self.expand_word_into(&w.value, st, words),
             ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
                 if !words.is_empty() {
                     // After the command word (`export X=1`, `declare X=1`): an argument.
-                    words.extend(self.expand_word(&w.value, st));
+                    self.expand_word_into(&w.value, st, words);
                     return;
                 }
                 let name = match &a.name {
@@ -282,7 +283,7 @@ impl Analyzer<'_> {
             return st;
         };
         let args = &words[1..];
-        match first.known() {
+        match first.known_text() {
             Some(name) => self.invoke_named(st, &name, args, env, stdin, depth),
             None => {
                 self.add(
@@ -387,7 +388,7 @@ impl Analyzer<'_> {
             // Its body was analysed where it was defined, without arguments; a body that uses
             // its positional parameters is analysed again with this call's.
             self.generic_paths(&st, args, Access::Any);
-            self.function_call(&st, &program, args, depth);
+            self.function_call(&st, &program, args, stdin, depth);
             return st;
         }
         let inv = Invocation {
@@ -426,7 +427,7 @@ impl Analyzer<'_> {
         if p == "shopt" {
             st.shopt(args);
         }
-        if matches!(p.as_str(), "ln" | "cp" | "link") {
+        if matches!(p.as_str(), "ln" | "cp" | "link" | "mv") {
             for cwd in st.cwds.iter().flatten() {
                 let made = links::made_by(&p, args, cwd, &self.links);
                 for l in made.links {
@@ -497,10 +498,14 @@ impl Analyzer<'_> {
                     longs,
                 } => {
                     let known: Vec<String> = args.iter().filter_map(Field::known).collect();
+                    // tar's first word may be its letters without a dash (`tar chf x.tar d`).
+                    let bare_first = matches!(p, "tar" | "bsdtar");
                     let short_has = |c: char| {
-                        known
-                            .iter()
-                            .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(c))
+                        known.iter().enumerate().any(|(i, a)| {
+                            let cluster = a.starts_with('-') && !a.starts_with("--")
+                                || bare_first && i == 0 && !a.starts_with('-');
+                            cluster && a.contains(c)
+                        })
                     };
                     needs.is_none_or(short_has)
                         && (letters.chars().any(short_has)
@@ -520,7 +525,9 @@ impl Analyzer<'_> {
             } else {
                 starts
             };
-            self.symlinks_out(&st, &starts);
+            // Metadata changes follow the links to change what they lead to.
+            let changes = registry::walk(p) == Some(Walk::Metadata);
+            self.symlinks_out(&st, &starts, changes);
         }
         // The shell expands a glob by reading its directory, whatever the command does with
         // the result (`echo /tmp/*` lists /tmp).

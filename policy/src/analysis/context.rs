@@ -6,6 +6,7 @@ use super::syntax::substitutions_in;
 use super::words::{self, ExpandEnv, ExpandNotes, Field};
 use super::{Analyzer, State, MAX_DEPTH, MAX_REPORTED_PATHS};
 use crate::verdict::{Finding, Verdict};
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// Leading components of a word tried as the place of a link whose place cannot be known.
@@ -46,6 +47,17 @@ impl paths::SessionPaths for Analyzer<'_> {
             })
             .as_deref()
     }
+
+    fn worktree_text(&self) -> Option<&str> {
+        *self
+            .worktree_text
+            .get_or_init(|| self.ctx.worktree.to_str().filter(|w| paths::is_normal(w)))
+    }
+
+    fn hook(&self) -> &paths::HookPlace {
+        self.hook
+            .get_or_init(|| paths::HookPlace::new(self.ctx.worktree, self.pre_push_path()))
+    }
 }
 
 impl Analyzer<'_> {
@@ -85,6 +97,13 @@ impl Analyzer<'_> {
     /// Expands a raw word in a state; analyses command substitutions found on the way.
     pub(crate) fn expand_word(&mut self, raw: &str, st: &State) -> Vec<Field> {
         let mut all = Vec::new();
+        self.expand_word_into(raw, st, &mut all);
+        all
+    }
+
+    /// [`Self::expand_word`], appending the fields to `all`.
+    pub(crate) fn expand_word_into(&mut self, raw: &str, st: &State, all: &mut Vec<Field>) {
+        let start = all.len();
         let cwd_known = st.cwds.len() == 1;
         let cwd = if cwd_known {
             st.cwds[0].as_deref()
@@ -105,16 +124,15 @@ impl Analyzer<'_> {
                 oldpwd,
                 params: st.params.as_deref(),
             };
-            all.extend(words::expand(raw, &env, &mut notes));
+            words::expand_into(raw, &env, &mut notes, all);
         }
         self.after_expand(notes, st);
         if raw.contains('[') && (raw.contains("$(") || raw.contains('`')) {
-            for f in &all {
+            for f in &all[start..] {
                 let text = f.empty_variant();
                 self.embedded_code(&text, st);
             }
         }
-        all
     }
 
     pub(super) fn after_expand(&mut self, notes: ExpandNotes, st: &State) {
@@ -234,19 +252,19 @@ impl Analyzer<'_> {
         let mut found = Vec::new();
         let mut resolved: Vec<PathBuf> = Vec::new();
         let pc = self.path_ctx();
-        match f.known() {
+        match f.known_text() {
             Some(text) => {
-                let candidates: Vec<String> = if f.has_glob() {
+                let candidates: Vec<Cow<'_, str>> = if f.has_glob() {
                     let mut all = Vec::new();
                     let mut too_wide = false;
                     for cwd in &st.cwds {
                         match cwd {
                             Some(c) => match paths::glob(c, &text, st.glob_opts()) {
-                                Some(m) if m.is_empty() => all.push(text.clone()),
+                                Some(m) if m.is_empty() => all.push(text.to_string()),
                                 Some(m) => all.extend(m),
                                 None => too_wide = true,
                             },
-                            None => all.push(text.clone()),
+                            None => all.push(text.to_string()),
                         }
                     }
                     if too_wide {
@@ -269,7 +287,7 @@ impl Analyzer<'_> {
                     }
                     all.sort();
                     all.dedup();
-                    all
+                    all.into_iter().map(Cow::Owned).collect()
                 } else {
                     vec![text]
                 };

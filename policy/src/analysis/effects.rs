@@ -266,7 +266,7 @@ fn output_values(options: &[&str], takes: Takes, args: &[Field]) -> Vec<Field> {
                 break;
             }
             if o.starts_with("--") {
-                if let Some(v) = t.strip_prefix(&format!("{o}=")) {
+                if let Some(v) = t.strip_prefix(o).and_then(|r| r.strip_prefix('=')) {
                     out.push(Field::lit(v));
                     break;
                 }

@@ -13,13 +13,18 @@
 //!   out of range), until a `break`; the rewrite is `for NAME [in WORDS '']; do LIST; done`,
 //!   whose body the walk analyses with NAME bound to every one of those values.
 //!
+//! - `for ((INIT;;UPDATE))` and `for ((;;))`: the crate's tokenizer reads two adjacent `;` of
+//!   an arithmetic `for` header as the case separator `;;` and rejects the line (`for ((i=0;
+//!   ; i++))` parses). bash(1): an empty expression there is no-op, or 1 for the condition;
+//!   the rewrite puts a blank between the two `;`, which bash reads the same way.
+//!
 //! The rewrite is used only when its result parses. It only inserts text, and only at a `case` pattern's start, after a
 //! `select` word list or in place of the `select` keyword; quotes, escapes, comments,
 //! here-documents and nested substitutions are skipped like bash's own reader does.
 
 /// The line with both workarounds applied, when either changed something.
 pub(super) fn rewrite(text: &str) -> Option<String> {
-    if !text.contains("case") && !text.contains("select") {
+    if !text.contains("case") && !text.contains("select") && !text.contains(";;") {
         return None;
     }
     let mut r = Rewriter {
@@ -214,13 +219,15 @@ impl Rewriter<'_> {
                 }
                 b'(' => {
                     let arith = command_start && self.at(1) == Some(b'(');
+                    // `NAME()`: a function's body follows, a command.
+                    let definition = !command_start && self.at(1) == Some(b')');
                     self.copy_one();
                     self.arith += usize::from(arith);
                     if self.list(false) == Stop::CloseParen {
                         self.copy_one();
                     }
                     self.arith -= usize::from(arith);
-                    command_start = false;
+                    command_start = definition;
                 }
                 b')' => return Stop::CloseParen,
                 b'<' | b'>' => {
@@ -239,6 +246,11 @@ impl Rewriter<'_> {
                             }
                             Some(b"select") => {
                                 self.select_clause();
+                                command_start = false;
+                                continue;
+                            }
+                            Some(b"for") if self.arithmetic_for() => {
+                                self.for_header();
                                 command_start = false;
                                 continue;
                             }
@@ -493,6 +505,49 @@ impl Rewriter<'_> {
         }
     }
 
+    /// Whether the `for` here opens an arithmetic header (`for ((`, blanks between).
+    fn arithmetic_for(&self) -> bool {
+        let rest = &self.b[self.i + "for".len()..];
+        let blanks = rest
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t'))
+            .count();
+        rest[blanks..].starts_with(b"((")
+    }
+
+    /// `for ((…))`, copied with a blank between two adjacent `;` of the header (not inside
+    /// a nested `(…)`). A quote, escape or newline in the header: no rewrite at all.
+    fn for_header(&mut self) {
+        self.copy_word();
+        self.blanks();
+        self.copy_one();
+        self.copy_one();
+        let mut depth = 0usize;
+        while let Some(c) = self.peek() {
+            match c {
+                b')' if depth == 0 && self.at(1) == Some(b')') => {
+                    self.copy_one();
+                    self.copy_one();
+                    return;
+                }
+                b'(' => depth += 1,
+                b')' => depth = depth.saturating_sub(1),
+                b'\'' | b'"' | b'`' | b'\\' | b'\n' => {
+                    self.gave_up = true;
+                    return;
+                }
+                b';' if depth == 0 && self.at(1) == Some(b';') => {
+                    self.copy_one();
+                    self.out.push(b' ');
+                    self.changed = true;
+                    continue;
+                }
+                _ => {}
+            }
+            self.copy_one();
+        }
+    }
+
     /// `select NAME [in WORDS]` rewritten as `for NAME [in WORDS '']`.
     fn select_clause(&mut self) {
         self.i += "select".len();
@@ -638,6 +693,13 @@ mod against_bash {
             ("select x; do rm -rf build; done", "rm"),
             ("select x in a b\ndo git push; done", "git push"),
             ("select f in */*.txt; do cat \"$f\"; break; done", "cat"),
+            ("for ((;;)); do rm -rf build; done", "rm"),
+            ("for ((i=0;;i++)); do git push; done", "git push"),
+            ("for((;;)) do x & done", "x"),
+            ("for (( ;;)) ; do cat .env; done", "cat .env"),
+            ("echo $(for ((;;)); do id; done)", "id"),
+            ("f(){ for ((;;)); do f & done; }; f", "f&"),
+            ("f() { case a in a) id;; esac; }", "id"),
         ];
         for (line, runs) in lines {
             let ok = Command::new("bash")

@@ -9,6 +9,13 @@
 //! `link(1)` makes one hard link. A link whose place is a directory that may be made earlier
 //! on the line (`mkdir d; ln -s .git/config d`) is taken both as `d` and as `d/config`: the
 //! later path is judged both ways, the worst wins.
+//!
+//! Copies and moves carry the links they copy or move: `mv` moves a link and every link
+//! below a directory as they are; `cp` copies a link as a link with `-P`/`-d`/`-a`
+//! (`--no-dereference`), and, recursive (`-r`, `-R`, `-a`) without `-L`, every link below a
+//! directory and a source that is itself a link (without `-H` too), coreutils cp(1). Each
+//! such link is made at the copy's place with the same target text (a relative one now
+//! read from its new place): `cp -r d e; cat e/link/x` reads where `d/link` points.
 
 use super::paths::{self, Link};
 use super::registry;
@@ -31,7 +38,131 @@ pub(crate) struct Made {
 pub(crate) fn made_by(program: &str, args: &[Field], cwd: &Path, made: &[Link]) -> Made {
     let mut m = Made::default();
     m.links = placed(program, args, cwd, made, &mut m.unplaced);
+    if matches!(program, "cp" | "mv") {
+        copied(program, args, cwd, made, &mut m);
+    }
     m
+}
+
+/// Entries below one copied directory looked at before its links count as unknown.
+const MAX_COPIED_ENTRIES: usize = 4096;
+
+/// The links a copy or move carries to its destination (see the module doc), added to `m`.
+fn copied(program: &str, args: &[Field], cwd: &Path, made: &[Link], m: &mut Made) {
+    let spec = registry::lookup(program).map_or(&[][..], |e| e.options);
+    let (mut recursive, mut follow_all, mut follow_named, mut keep_links) =
+        (program == "mv", false, false, program == "mv");
+    let mut place_args: Vec<Field> = vec![Field::lit("-s")];
+    let mut sources: Vec<Field> = Vec::new();
+    for t in parse_opts(args, spec) {
+        match t {
+            Tok::Opt { name, value } => {
+                let n = name.as_str();
+                if program == "cp" {
+                    // A copy made of links is `placed`'s.
+                    if n == "-s" || n == "-l" || names(n, "--symbolic-link") || names(n, "--link") {
+                        return;
+                    }
+                    let archive = n == "-a" || names(n, "--archive");
+                    recursive |= archive || n == "-r" || n == "-R" || names(n, "--recursive");
+                    keep_links |= archive || n == "-P" || n == "-d" || names(n, "--no-dereference");
+                    follow_all |= n == "-L" || names(n, "--dereference");
+                    follow_named |= n == "-H";
+                }
+                if n == "-T" || names(n, "--no-target-directory") {
+                    place_args.push(Field::lit("-T"));
+                }
+                if n == "-t" || names(n, "--target-directory") {
+                    place_args.push(Field::lit("-t"));
+                    place_args.push(value.unwrap_or_else(Field::unknown));
+                }
+            }
+            Tok::DynamicOpt => {}
+            Tok::Operand(f) => sources.push(f),
+        }
+    }
+    place_args.extend(sources.iter().cloned());
+    if !place_args
+        .iter()
+        .any(|a| a.known().as_deref() == Some("-t"))
+    {
+        // The last operand is the destination.
+        sources.pop();
+    }
+    // A source that is a link itself is copied as one; a directory's links below it.
+    let source_as_link = keep_links || (recursive && !follow_all && !follow_named);
+    let inner_links = recursive && !follow_all;
+    let mut carried: Vec<(String, Vec<(PathBuf, String)>)> = Vec::new();
+    for s in &sources {
+        let Some(text) = s.known() else { continue };
+        let mut links = Vec::new();
+        if let Some(at) = place(cwd, &text, made) {
+            match paths::seen::node(&at) {
+                paths::seen::Node::Link(Some(to)) if source_as_link => {
+                    links.push((PathBuf::new(), to.to_string_lossy().into_owned()));
+                }
+                paths::seen::Node::Link(_) if !follow_all && !follow_named && !keep_links => {}
+                _ if inner_links => {
+                    let dir = paths::resolve_in(cwd, &text, made).0;
+                    if !links_below(&dir, &mut links) {
+                        m.unplaced.push(None);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !links.is_empty() {
+            carried.push((text, links));
+        }
+    }
+    if carried.is_empty() {
+        return;
+    }
+    // Where each source's copy goes: where `ln -s SOURCE… DEST` would put a link to it.
+    let mut unplaced = Vec::new();
+    for root in placed("ln", &place_args, cwd, made, &mut unplaced) {
+        let Some((_, links)) = carried.iter().find(|(t, _)| root.to.as_deref() == Some(t)) else {
+            continue;
+        };
+        for (rel, to) in links {
+            m.links.push(Link {
+                at: root.at.join(rel),
+                to: Some(to.clone()),
+            });
+        }
+    }
+    // A destination that cannot be known: the links may be anywhere (later paths unknown).
+    if !unplaced.is_empty() {
+        m.unplaced.push(None);
+    }
+}
+
+/// The symbolic links below `dir` (not followed), each with its path under `dir` and its
+/// target text; `false` when there were more entries than [`MAX_COPIED_ENTRIES`].
+fn links_below(dir: &Path, out: &mut Vec<(PathBuf, String)>) -> bool {
+    let mut todo = vec![PathBuf::new()];
+    let mut seen = 0usize;
+    while let Some(rel) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(dir.join(&rel)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > MAX_COPIED_ENTRIES {
+                return false;
+            }
+            let Ok(t) = e.file_type() else { continue };
+            let here = rel.join(e.file_name());
+            if t.is_symlink() {
+                if let Ok(to) = std::fs::read_link(e.path()) {
+                    out.push((here, to.to_string_lossy().into_owned()));
+                }
+            } else if t.is_dir() {
+                todo.push(here);
+            }
+        }
+    }
+    true
 }
 
 fn placed(

@@ -178,6 +178,10 @@ pub(crate) struct Analyzer<'p> {
     ctx: &'p Context<'p>,
     opened: std::cell::OnceCell<Vec<PathBuf>>,
     pre_push: std::cell::OnceCell<Option<PathBuf>>,
+    /// The pre-push hook's place, computed when a rule first needs it.
+    hook: std::cell::OnceCell<paths::HookPlace>,
+    /// The worktree's path as normal text, computed when a rule first needs it.
+    worktree_text: std::cell::OnceCell<Option<&'p str>>,
     pub out: Classification,
     /// Source text of the lines being analysed, innermost last, with their depth.
     sources: Vec<(String, usize)>,
@@ -201,6 +205,16 @@ pub(crate) struct Analyzer<'p> {
     /// The literal text the previous stage of the pipeline being analysed writes (`echo
     /// 'LINE' | …`), when it can be known.
     pub(crate) piped_script: Option<String>,
+    /// Whether the output of the command being analysed goes into a pipe (it is not the
+    /// last stage of a pipeline, or its pipeline's output does).
+    pub(crate) stdout_piped: bool,
+    /// What the last `find`/`fd` analysed with its output piped prints of the pre-push
+    /// hook's tree: the nodes its tests may select (`commands::guard_tree`).
+    pub(crate) selection: Option<Vec<commands::HookNode>>,
+    /// What the stdin of the pipeline stage being analysed carries of a selection: the
+    /// previous stage's [`Self::selection`], through filters that only drop or reorder lines
+    /// (`grep`, `sort`, `head`…). `xargs` runs its command on each node of it.
+    pub(crate) piped_selection: Option<Vec<commands::HookNode>>,
     /// The literal text the command being analysed reads on stdin: the pipe's
     /// ([`Self::piped_script`]) or its own here-string or here-document's.
     pub(crate) fed_script: Option<String>,
@@ -232,6 +246,8 @@ impl<'p> Analyzer<'p> {
             ctx,
             opened: std::cell::OnceCell::new(),
             pre_push: std::cell::OnceCell::new(),
+            hook: std::cell::OnceCell::new(),
+            worktree_text: std::cell::OnceCell::new(),
             out: Classification::green(),
             sources: Vec::new(),
             arith_depth: 0,
@@ -241,6 +257,9 @@ impl<'p> Analyzer<'p> {
             config_code_may_push: false,
             head_moved: false,
             piped_script: None,
+            stdout_piped: false,
+            selection: None,
+            piped_selection: None,
             fed_script: None,
             function_bodies: Vec::new(),
             calling: Vec::new(),

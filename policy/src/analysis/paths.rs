@@ -7,13 +7,16 @@ use crate::verdict::{Finding, Verdict};
 use std::path::{Component, Path, PathBuf};
 
 pub(crate) mod control;
+mod glob;
 pub(crate) mod pattern;
+mod plain;
 pub(crate) mod seen;
+
+pub(crate) use glob::{glob, GlobOpts};
+pub(crate) use plain::{is_normal, HookPlace};
 
 /// Symlink hops before resolution gives up (the kernel's limit is 40).
 const MAX_SYMLINK_HOPS: usize = 40;
-/// Glob matches listed before a glob counts as "could match anything".
-const MAX_GLOB_MATCHES: usize = 512;
 
 /// How a command uses a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +77,47 @@ pub(crate) fn is_system_path(p: &Path) -> bool {
 /// physical parent, symlinks followed through the real filesystem; components that do not
 /// exist are taken lexically. Returns the absolute physical path.
 pub(crate) fn resolve(cwd: &Path, word: &str) -> PathBuf {
-    resolve_in(cwd, word, &[]).0
+    match resolve_linkless(cwd, word) {
+        Some(p) => p,
+        None => resolve_in(cwd, word, &[]).0,
+    }
+}
+
+/// [`resolve`] while no component on the way is a symbolic link: the same walk over the same
+/// paths (`.` skipped, `..` the parent, each component looked at until one is missing), built
+/// in place. `None` when a link is met (the general walk, [`resolve_all`], then follows it;
+/// the answers looked at so far are kept by [`seen`]) or when the word starts under `/proc/`
+/// (whose `self` is the process that runs the command).
+fn resolve_linkless(cwd: &Path, word: &str) -> Option<PathBuf> {
+    if word.starts_with("/proc/") {
+        return None;
+    }
+    let mut out = PathBuf::with_capacity(cwd.as_os_str().len() + word.len() + 1);
+    out.push(if word.starts_with('/') {
+        Path::new("/")
+    } else {
+        cwd
+    });
+    let mut exists = true;
+    for c in word.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            name => {
+                out.push(name);
+                if exists {
+                    match seen::node(&out) {
+                        seen::Node::Link(_) => return None,
+                        seen::Node::Missing => exists = false,
+                        seen::Node::Dir | seen::Node::File | seen::Node::Other => {}
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Whether a resolution went through a link the line made ([`resolve_in`]).
@@ -103,6 +146,12 @@ pub(crate) fn resolve_in(cwd: &Path, word: &str, made: &[Link]) -> (PathBuf, Thr
 /// following none (plain [`resolve`]) last. At most [`MAX_LINK_BRANCHES`] paths; beyond, the
 /// rest are one unknown.
 pub(crate) fn resolve_all(cwd: &Path, word: &str, made: &[Link]) -> Vec<(PathBuf, Through)> {
+    if made.is_empty() {
+        // No link of the line: one path, the walk's through the disk.
+        if let Some(p) = resolve_linkless(cwd, word) {
+            return vec![(p, Through::Nothing)];
+        }
+    }
     // `/proc/self` is the process that runs the command, not tyba: its `root` is `/`, its
     // `cwd` is the command's directory; anything else under it is left as written.
     for me in ["/proc/self", "/proc/thread-self"] {
@@ -302,36 +351,27 @@ fn credential_file(name: &str) -> bool {
     matches!(key, "id_rsa" | "id_dsa" | "id_ecdsa" | "id_ed25519")
 }
 
+/// The first credential name among the components of `p` ([`credential_in`] of its text).
 pub(crate) fn has_credential(p: &Path) -> Option<String> {
-    p.components().find_map(|c| match c {
-        Component::Normal(n) => {
-            let n = n.to_string_lossy();
-            credential_component(&n).then(|| n.into_owned())
-        }
-        _ => None,
-    })
+    credential_in(&p.to_string_lossy())
+}
+
+/// The first component of the path `text` that is a credential name
+/// ([`credential_component`]); `""`, `.` and `..` are no names (the components `Path` calls
+/// normal, in order).
+pub(crate) fn credential_in(text: &str) -> Option<String> {
+    text.split('/')
+        .filter(|c| !matches!(*c, "" | "." | ".."))
+        .find(|c| credential_component(c))
+        .map(str::to_string)
 }
 
 /// Whether `p` (a physical path) is the git directory holding the pre-push hook or a
 /// directory between it and the hook (`.git`, `.git/hooks`): replacing, removing or
 /// renaming it changes the hook; writing into it does not by itself.
 pub(crate) fn holds_hook(pc: &PathCtx<'_>, p: &Path) -> bool {
-    let hook = pc
-        .session
-        .pre_push_path()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
-    let git_dir = hook.parent().and_then(Path::parent).unwrap_or(&hook);
-    hook.starts_with(p) && p.starts_with(git_dir) && p != hook
-}
-
-/// The file git runs as the pre-push hook ([`SessionPaths::pre_push_path`], else
-/// `.git/hooks/pre-push` of the worktree), whether it exists or not.
-pub(crate) fn hook_path(pc: &PathCtx<'_>) -> PathBuf {
-    pc.session
-        .pre_push_path()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"))
+    let h = pc.session.hook();
+    h.holds(p) && p != h.path
 }
 
 /// Whether something (a file, a link or anything else) is at `hook`: what a recursion below
@@ -344,6 +384,11 @@ pub(crate) fn hook_exists(hook: &Path) -> bool {
 pub(crate) trait SessionPaths {
     /// The file git runs as the pre-push hook, when known.
     fn pre_push_path(&self) -> Option<&Path>;
+    /// The pre-push hook's place ([`HookPlace::new`] of the worktree and
+    /// [`Self::pre_push_path`]).
+    fn hook(&self) -> &HookPlace;
+    /// The worktree's path as text when it is in normal form ([`plain::is_normal`]).
+    fn worktree_text(&self) -> Option<&str>;
     /// Paths the policy file opens (absolute, `~` expanded).
     fn opened_paths(&self) -> &[PathBuf];
 }
@@ -366,76 +411,81 @@ pub(crate) fn check_path(
     access: Access,
     out: &mut Vec<Finding>,
 ) -> Option<PathBuf> {
+    check_path_by(pc, cwd, word, access, out, Route::Plain)
+}
+
+/// Which route [`check_path_by`] may take.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// [`plain::check_inside`] where it applies, else the general route.
+    Plain,
+    /// `std::path`'s comparisons for every path.
+    #[cfg_attr(not(test), allow(dead_code))]
+    General,
+}
+
+fn check_path_by(
+    pc: &PathCtx<'_>,
+    cwd: &Path,
+    word: &str,
+    access: Access,
+    out: &mut Vec<Finding>,
+    route: Route,
+) -> Option<PathBuf> {
     if word.is_empty() {
         return None;
     }
     let lex = lexical(cwd, word);
-    let lex_s = lex.to_string_lossy();
     // The exceptions are for reading and writing them; deleting, renaming or chmod-ing
     // `/dev/null` is a change inside /dev.
     if access != Access::Modify
-        && (is_system_exception(&lex_s) || (word.starts_with('/') && is_system_exception(word)))
+        && (is_system_exception(&lex.to_string_lossy())
+            || (word.starts_with('/') && is_system_exception(word)))
     {
         return None;
     }
+    // The physical form: the lexical one when no link is on the way (the same bytes, then
+    // `lex_other` is `None`).
     let phys = resolve(cwd, word);
+    let lex_other = (phys.as_os_str() != lex.as_os_str()).then_some(lex);
+    let same = lex_other.is_none();
+    let lex: &Path = lex_other.as_deref().unwrap_or(&phys);
+    let lex_s = lex.to_string_lossy();
+    if route == Route::Plain && same && plain::check_inside(pc, word, &phys, access, out) {
+        return Some(phys);
+    }
     let inside = phys.starts_with(pc.worktree) || pc.scratch.is_some_and(|s| phys.starts_with(s));
 
     // Credentials anywhere: in the word as written, and in the physical target.
     // `REV:PATH`, `host:path`, `a:b` lists: every colon-separated piece counts.
-    let cred = word
-        .split(':')
-        .find_map(|piece| has_credential(Path::new(piece)))
-        .or_else(|| {
-            let rel = phys.strip_prefix(pc.worktree).unwrap_or(&phys);
-            has_credential(rel)
-        });
+    let cred = word.split(':').find_map(credential_in).or_else(|| {
+        let rel = phys.strip_prefix(pc.worktree).unwrap_or(&phys);
+        has_credential(rel)
+    });
     if let Some(name) = cred {
-        out.push(Finding::new(
-            Verdict::Red,
-            "path.credential",
-            format!("`{word}` is a credential path ({name})"),
-        ));
+        out.push(found::credential(word, &name));
     }
 
     // The pre-push hook and the directories holding it: any change switches the guard off.
     if access.modifies() {
-        let hook = pc
-            .session
-            .pre_push_path()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| pc.worktree.join(".git/hooks/pre-push"));
-        let names_hook = phys.ends_with("hooks/pre-push") || lex.ends_with("hooks/pre-push");
+        let hook = pc.session.hook();
+        // Each rule below asks of the physical and of the lexical form; when both are the
+        // same path, once.
+        let lex_too = (!same).then_some(lex);
+        let either = |f: &dyn Fn(&Path) -> bool| f(&phys) || lex_too.is_some_and(f);
+        let names_hook = either(&|p| p.ends_with("hooks/pre-push"));
         // Removing or renaming a directory that holds the hook (`.git`, `.git/hooks`) changes it too.
-        let git_dir = hook.parent().and_then(Path::parent).unwrap_or(&hook);
-        let holds_hook = |p: &Path| hook.starts_with(p) && p.starts_with(git_dir);
-        if names_hook || holds_hook(&phys) || holds_hook(&lex) {
-            out.push(Finding::new(
-                Verdict::Blocked,
-                "git.guard.hook",
-                format!("`{word}` would change the pre-push hook that keeps pushes off protected branches"),
-            ));
+        if names_hook || either(&|p| hook.holds(p)) {
+            out.push(found::hook(word));
         }
         // Every other hook in the directory git runs hooks from (`core.hooksPath`, `.husky`)
         // is code that runs outside the sandbox later (DESIGN.md §2: hooks red).
         // (Hooks under a git directory have their rule in `control_rules`.)
-        let configured = !hook
-            .components()
-            .any(|c| c.as_os_str().to_string_lossy().ends_with(".git"));
-        let in_hooks_dir = |p: &Path| p.parent() == hook.parent() && p != hook.as_path();
-        if configured && !names_hook && (in_hooks_dir(&phys) || in_hooks_dir(&lex)) {
-            out.push(Finding::new(
-                Verdict::Red,
-                "path.git-hooks",
-                format!("`{word}` writes a git hook: code that runs outside the sandbox later"),
-            ));
+        if hook.configured && !names_hook && either(&|p| hook.beside(p)) {
+            out.push(found::hooks_dir(word));
         }
-        if locates_git_dir(pc.worktree, &phys) || locates_git_dir(pc.worktree, &lex) {
-            out.push(Finding::new(
-                Verdict::Blocked,
-                rules::GIT_GUARD_GIT_DIR.id,
-                format!("`{word}` would move git's directory, and with it the configuration and hooks git uses: the pre-push hook would no longer run"),
-            ));
+        if either(&|p| locates_git_dir(pc.worktree, p)) {
+            out.push(found::git_dir_moved(word));
         }
     }
 
@@ -450,7 +500,7 @@ pub(crate) fn check_path(
 
     // Outside the worktree.
     let system = is_system_path(&phys)
-        || (is_system_path(&lex) && !lex_s.starts_with("/proc/") && !lex_s.starts_with("/dev/fd/"));
+        || (is_system_path(lex) && !lex_s.starts_with("/proc/") && !lex_s.starts_with("/dev/fd/"));
     if system && access.modifies() && access != Access::Any {
         out.push(Finding::new(
             Verdict::Blocked,
@@ -518,26 +568,30 @@ fn locates_git_dir(worktree: &Path, p: &Path) -> bool {
                 .is_some_and(|w| w == "worktrees")
         });
     }
-    p == worktree.join(".git") && !p.is_dir()
+    // `worktree/.git`, not a directory.
+    name == Some(".git") && p.parent() == Some(worktree) && !p.is_dir()
 }
 
 fn control_rules(rel: &Path, word: &str, access: Access, out: &mut Vec<Finding>) {
-    let before = out.len();
-    let comps: Vec<String> = rel
+    let names: Vec<std::borrow::Cow<'_, str>> = rel
         .components()
         .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+            Component::Normal(n) => Some(n.to_string_lossy()),
             _ => None,
         })
         .collect();
+    let comps: Vec<&str> = names.iter().map(|c| c.as_ref()).collect();
+    control_rules_of(&comps, word, access, out);
+}
+
+/// [`control_rules`] of a path given as its normal components.
+fn control_rules_of(comps: &[&str], word: &str, access: Access, out: &mut Vec<Finding>) {
+    let before = out.len();
     // Hooks of nested git directories (`.git/modules/x/hooks/`) run code too.
-    if let Some(g) = comps
-        .iter()
-        .position(|c| c == ".git" || c.ends_with(".git"))
-    {
+    if let Some(g) = comps.iter().position(|c| c.ends_with(".git")) {
         if comps.len() > g + 2
-            && comps[g + 1..].iter().any(|c| c == "hooks")
-            && comps.get(g + 1).map(String::as_str) != Some("hooks")
+            && comps[g + 1..].contains(&"hooks")
+            && comps.get(g + 1).copied() != Some("hooks")
         {
             out.push(Finding::new(
                 Verdict::Red,
@@ -545,7 +599,7 @@ fn control_rules(rel: &Path, word: &str, access: Access, out: &mut Vec<Finding>)
                 format!("`{word}` writes git hooks: code that runs outside the sandbox later"),
             ));
         }
-        if comps.len() > g + 2 && comps.last().is_some_and(|c| c == "config") {
+        if comps.len() > g + 2 && comps.last().is_some_and(|c| *c == "config") {
             out.push(Finding::new(
                 Verdict::Red,
                 "path.git-config",
@@ -554,8 +608,8 @@ fn control_rules(rel: &Path, word: &str, access: Access, out: &mut Vec<Finding>)
         }
     }
     for (i, c) in comps.iter().enumerate() {
-        if c == ".git" || c.ends_with(".git") {
-            match comps.get(i + 1).map(String::as_str) {
+        if c.ends_with(".git") {
+            match comps.get(i + 1).copied() {
                 Some("hooks") => out.push(Finding::new(
                     Verdict::Red,
                     "path.git-hooks",
@@ -584,7 +638,7 @@ fn control_rules(rel: &Path, word: &str, access: Access, out: &mut Vec<Finding>)
                 _ => {}
             }
         }
-        if let Some(c) = control::control_component(&comps, i) {
+        if let Some(c) = control::control_component(comps, i) {
             out.push(Finding::new(
                 Verdict::Red,
                 "path.control-file",
@@ -642,98 +696,61 @@ pub(crate) fn check_partial(
     out.extend(sub);
 }
 
-/// The shell options that change what a glob matches (bash(1) "Pathname Expansion"), each
-/// `true` when it may be on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct GlobOpts {
-    /// `shopt -s nocaseglob`: letters match in either case.
-    pub nocase: bool,
-    /// `shopt -s dotglob` (or a non-empty `GLOBIGNORE`): names starting with `.` match
-    /// without a literal `.` (never `.` and `..`).
-    pub dot: bool,
-}
+/// The findings the path rules push, one constructor each (both routes of [`check_path`]
+/// give the same text).
+mod found {
+    use crate::rules;
+    use crate::verdict::{Finding, Verdict};
 
-/// Expands a glob pattern (`*`, `?`, `[…]` with POSIX classes, extended patterns; see
-/// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
-/// can be listed or holds a construct the matcher does not model (it may then match
-/// anything); an empty list when nothing matches (bash then passes the word literally). A
-/// name whose match depends on the locale counts as matched. With `dotglob` (`shopt -s
-/// dotglob`, bash(1) "Pathname Expansion") a pattern matches names starting with `.` too
-/// (never `.` and `..`); `opts` says which options may be on.
-/// Under `nocaseglob` (`opts.nocase`) a name matches when it or its lower case does (never
-/// fewer matches than bash; more for a few bracket expressions such as `[^a-z]`).
-pub(crate) fn glob(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec<String>> {
-    let absolute = pattern.starts_with('/');
-    let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
-    let mut current: Vec<(PathBuf, String)> = vec![(
-        if absolute {
-            PathBuf::from("/")
-        } else {
-            cwd.to_path_buf()
-        },
-        if absolute {
-            "/".to_string()
-        } else {
-            String::new()
-        },
-    )];
-    for (i, comp) in comps.iter().enumerate() {
-        let last = i + 1 == comps.len();
-        let mut next = Vec::new();
-        let compiled = if pattern::is_pattern(comp) {
-            Some(pattern::Pattern::parse(comp).ok()?)
-        } else {
-            None
-        };
-        // Under nocaseglob, the pattern and the names compared in lower case too.
-        let folded = match &compiled {
-            Some(_) if opts.nocase => Some(pattern::Pattern::parse(&comp.to_lowercase()).ok()?),
-            _ => None,
-        };
-        for (dir, shown) in &current {
-            let join = |name: &str| {
-                if shown.is_empty() || shown.ends_with('/') {
-                    format!("{shown}{name}")
-                } else {
-                    format!("{shown}/{name}")
-                }
-            };
-            let Some(pat) = &compiled else {
-                let p = dir.join(comp);
-                if last || p.is_dir() || *comp == ".." || *comp == "." {
-                    next.push((p, join(comp)));
-                }
-                continue;
-            };
-            let Ok(rd) = std::fs::read_dir(dir) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !opts.dot && !pat.may_match_dot_names() {
-                    continue;
-                }
-                let folded_match = folded
-                    .as_ref()
-                    .is_some_and(|f| f.matches(&name.to_lowercase()) != Some(false));
-                if pat.matches(&name) != Some(false) || folded_match {
-                    next.push((dir.join(&name), join(&name)));
-                    if next.len() > MAX_GLOB_MATCHES {
-                        return None;
-                    }
-                }
-            }
-        }
-        current = next;
+    pub(super) fn credential(word: &str, name: &str) -> Finding {
+        Finding::new(
+            Verdict::Red,
+            "path.credential",
+            format!("`{word}` is a credential path ({name})"),
+        )
     }
-    let mut v: Vec<String> = current.into_iter().map(|(_, s)| s).collect();
-    v.sort();
-    Some(v)
+
+    pub(super) fn hook(word: &str) -> Finding {
+        Finding::new(
+            Verdict::Blocked,
+            "git.guard.hook",
+            format!(
+                "`{word}` would change the pre-push hook that keeps pushes off protected branches"
+            ),
+        )
+    }
+
+    pub(super) fn hooks_dir(word: &str) -> Finding {
+        Finding::new(
+            Verdict::Red,
+            "path.git-hooks",
+            format!("`{word}` writes a git hook: code that runs outside the sandbox later"),
+        )
+    }
+
+    pub(super) fn git_dir_moved(word: &str) -> Finding {
+        Finding::new(
+            Verdict::Blocked,
+            rules::GIT_GUARD_GIT_DIR.id,
+            format!("`{word}` would move git's directory, and with it the configuration and hooks git uses: the pre-push hook would no longer run"),
+        )
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`check_path`] by the general route only (what the plain route is checked against).
+    pub(super) fn check_path_general(
+        pc: &PathCtx<'_>,
+        cwd: &Path,
+        word: &str,
+        access: Access,
+        out: &mut Vec<Finding>,
+    ) -> Option<PathBuf> {
+        check_path_by(pc, cwd, word, access, out, Route::General)
+    }
 
     #[test]
     fn credential_names() {

@@ -27,6 +27,8 @@ pub(crate) struct State {
     pub dotglob: bool,
     /// `shopt -s nocaseglob` may be in effect: globs match letters in either case.
     pub nocaseglob: bool,
+    /// `shopt -s globstar` may be in effect: `**` matches at any depth.
+    pub globstar: bool,
 }
 
 impl State {
@@ -41,6 +43,7 @@ impl State {
             params: None,
             dotglob: false,
             nocaseglob: false,
+            globstar: false,
         }
     }
 
@@ -59,12 +62,14 @@ impl State {
                 Some(name) if on && !set_o => match name.as_str() {
                     "nocaseglob" => self.nocaseglob = true,
                     "dotglob" => self.dotglob = true,
+                    "globstar" => self.globstar = true,
                     _ => {}
                 },
                 Some(_) => {}
                 None => {
                     self.nocaseglob = true;
                     self.dotglob = true;
+                    self.globstar = true;
                 }
             }
         }
@@ -133,6 +138,7 @@ impl State {
         paths::GlobOpts {
             nocase: self.nocaseglob,
             dot: self.dotglob_on(),
+            star: self.globstar,
         }
     }
 
@@ -184,6 +190,7 @@ impl State {
         }
         self.dotglob |= other.dotglob;
         self.nocaseglob |= other.nocaseglob;
+        self.globstar |= other.globstar;
         if self.dirstack.len() < other.dirstack.len() {
             self.dirstack = other.dirstack.clone();
         }
@@ -255,7 +262,8 @@ mod tests {
             st.glob_opts(),
             paths::GlobOpts {
                 nocase: true,
-                dot: false
+                dot: false,
+                star: false
             }
         );
         st.shopt(&[Field::lit("-u"), Field::lit("nocaseglob")]);

@@ -229,6 +229,9 @@ impl Analyzer<'_> {
     }
 
     pub(super) fn and_or(&mut self, aol: &ast::AndOrList, st: State, depth: usize) -> State {
+        if aol.additional.is_empty() {
+            return self.pipeline(&aol.first, st, depth);
+        }
         let mut cur = self.pipeline(&aol.first, st.clone(), depth);
         let mut prev_before = st;
         for next in &aol.additional {
@@ -282,16 +285,35 @@ impl Analyzer<'_> {
         }
         self.out.shape.compound = true;
         let outer = self.piped_script.take();
+        let outer_selection = self.piped_selection.take();
+        let outer_piped = self.stdout_piped;
+        let mut selection = None;
         for (i, c) in p.seq.iter().enumerate() {
             let stdin = if i == 0 { first } else { Stdin::Fed };
             self.piped_script = match i {
                 0 => outer.clone(),
                 _ => self.literal_output(&p.seq[i - 1], &st),
             };
+            self.piped_selection = match i {
+                0 => outer_selection.clone(),
+                _ => selection.take(),
+            };
+            self.selection = None;
+            self.stdout_piped = i + 1 < p.seq.len() || outer_piped;
             // Every stage runs in a subshell: its changes do not outlive the pipeline.
             self.command(c, st.clone(), stdin, depth);
+            // What it prints of a selection: its own, or what it passes through.
+            selection = match self.selection.take() {
+                Some(s) => Some(s),
+                None if passes_lines_through(c) => self.piped_selection.take(),
+                None => None,
+            };
         }
         self.piped_script = outer;
+        self.piped_selection = outer_selection;
+        self.stdout_piped = outer_piped;
+        // The pipeline prints what its last stage prints.
+        self.selection = selection;
         st
     }
 
@@ -382,7 +404,16 @@ impl Analyzer<'_> {
                         }
                     }
                 }
-                self.compound(cc, st, stdin, depth)
+                if stdin == Stdin::Inherited {
+                    return self.compound(cc, st, stdin, depth);
+                }
+                // Every command inside a loop, a branch or a group reads what the compound
+                // command reads (`x | while read l; do sh; done`: `sh` reads the rest of
+                // `x`), unless its own redirection replaces it.
+                self.fed.push(true);
+                let out = self.compound(cc, st, stdin, depth);
+                self.fed.pop();
+                out
             }
             ast::Command::Function(f) => {
                 self.out.shape.compound = true;
@@ -496,10 +527,11 @@ impl Analyzer<'_> {
                 after
             }
             ast::CompoundCommand::ArithmeticForClause(f) => {
-                let endless = f
-                    .condition
-                    .as_ref()
-                    .is_none_or(|c| c.value.trim().parse::<i64>().is_ok_and(|n| n != 0));
+                // bash(1): an omitted condition (`for ((;;))`) evaluates to 1.
+                let endless = f.condition.as_ref().is_none_or(|c| {
+                    let c = c.value.trim();
+                    c.is_empty() || c.parse::<i64>().is_ok_and(|n| n != 0)
+                });
                 if endless && endless_spawning_loop(None, false, &f.body.list) {
                     self.endless_spawning_loop();
                 }
@@ -667,4 +699,30 @@ impl Analyzer<'_> {
         }
         self.pipeline(p, st, depth)
     }
+}
+
+/// Whether a pipeline stage prints only lines it reads (some of them, in some order):
+/// `grep`, `rg`, `sort`, `head`, `tail`, `uniq`, `cat`, `tac`, `tee` named by a plain word.
+/// Their options are not read: one that changes the lines (`grep -c`, `uniq -c`) makes the
+/// selection carried through them wider than what they print, never narrower.
+fn passes_lines_through(c: &ast::Command) -> bool {
+    let ast::Command::Simple(s) = c else {
+        return false;
+    };
+    s.word_or_name.as_ref().is_some_and(|w| {
+        matches!(
+            w.value.as_str(),
+            "grep"
+                | "egrep"
+                | "fgrep"
+                | "rg"
+                | "sort"
+                | "head"
+                | "tail"
+                | "uniq"
+                | "cat"
+                | "tac"
+                | "tee"
+        )
+    })
 }

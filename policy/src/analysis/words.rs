@@ -7,6 +7,7 @@ use brush_parser::word::{
     TildeExpr, WordPiece, WordPieceWithSource,
 };
 use brush_parser::ParserOptions;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -107,14 +108,25 @@ impl Field {
 
     /// The text when every part is known.
     pub fn known(&self) -> Option<String> {
-        let mut s = String::new();
-        for p in &self.parts {
-            match p {
-                Part::Lit { text, .. } => s.push_str(text),
-                Part::Unknown => return None,
+        self.known_text().map(Cow::into_owned)
+    }
+
+    /// [`Self::known`] without a copy when the field is one known part (most words).
+    pub fn known_text(&self) -> Option<Cow<'_, str>> {
+        match self.parts.as_slice() {
+            [] => Some(Cow::Borrowed("")),
+            [Part::Lit { text, .. }] => Some(Cow::Borrowed(text)),
+            parts => {
+                let mut s = String::new();
+                for p in parts {
+                    match p {
+                        Part::Lit { text, .. } => s.push_str(text),
+                        Part::Unknown => return None,
+                    }
+                }
+                Some(Cow::Owned(s))
             }
         }
-        Some(s)
     }
 
     pub fn is_known(&self) -> bool {
@@ -206,18 +218,31 @@ pub(crate) fn options() -> ParserOptions {
 /// unquoted values may give several; an unquoted unknown value gives one field with an unknown
 /// part). A word that expands to nothing (e.g. `"$@"`) gives no field.
 pub(crate) fn expand(raw: &str, env: &ExpandEnv<'_>, notes: &mut ExpandNotes) -> Vec<Field> {
+    let mut out = Vec::new();
+    expand_into(raw, env, notes, &mut out);
+    out
+}
+
+/// [`expand`], appending the fields to `out`.
+pub(crate) fn expand_into(
+    raw: &str,
+    env: &ExpandEnv<'_>,
+    notes: &mut ExpandNotes,
+    out: &mut Vec<Field>,
+) {
     if is_plain(raw) {
         // The grammar gives such a word one unquoted text piece: one field of that text, its
         // pattern characters globs (the slow path's result, checked by a test).
-        return vec![Field {
+        out.push(Field {
             parts: vec![Part::Lit {
                 text: raw.to_string(),
                 glob: true,
             }],
             forced: false,
-        }];
+        });
+        return;
     }
-    expand_parsed(raw, env, notes)
+    out.extend(expand_parsed(raw, env, notes));
 }
 
 /// [`expand`] through the word grammar, for every word.

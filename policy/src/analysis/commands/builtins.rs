@@ -50,6 +50,27 @@ impl Analyzer<'_> {
             "mapfile" | "readarray" => operands.into_iter().last().into_iter().collect(),
             _ => operands,
         };
+        // `… | while read f`: a line of a selection piped in (`find`, `fd`) is one of the
+        // paths it prints, those of the pre-push hook's tree among them (a whole line, for
+        // one name; any other line is not known).
+        let lines: Option<Vec<Option<String>>> =
+            (p == "read" && names.len() == 1 && inv.stdin == Stdin::Fed)
+                .then_some(self.piped_selection.as_ref())
+                .flatten()
+                .map(|nodes| {
+                    nodes
+                        .iter()
+                        .map(|n| Some(n.word.clone()))
+                        .chain([None])
+                        .collect()
+                });
+        if let (Some(values), Some(name)) = (lines, names.first().and_then(Field::known)) {
+            if is_identifier(&name) {
+                self.assigns_variable(&name, Some(p), &st);
+                st.vars.insert(name, values);
+                return st;
+            }
+        }
         for f in names {
             let Some(t) = f.known() else {
                 self.opaque(p, "a variable name that cannot be known");

@@ -84,7 +84,7 @@ impl Analyzer<'_> {
         if !recursive {
             return;
         }
-        let text = match f.known() {
+        let text = match f.known_text() {
             Some(t) => t,
             None => {
                 let prefix = f.known_prefix();
@@ -104,10 +104,8 @@ impl Analyzer<'_> {
                 return;
             }
         };
-        let home = self
-            .ctx
-            .home
-            .map(|h| h.to_string_lossy().trim_end_matches('/').to_string());
+        let home_text = self.ctx.home.map(|h| h.to_string_lossy());
+        let home = home_text.as_deref().map(|h| h.trim_end_matches('/'));
         let trimmed = text.trim_end_matches('/');
         // A glob reaches everything in the directory it starts in: `rm -rf *` in `~` is
         // `rm -rf ~/*`.
@@ -126,9 +124,7 @@ impl Analyzer<'_> {
         // `rm -rf ""` fails; `/`, `//`, `/.`, `/*` are the root.
         let is_root = !text.is_empty()
             && (trimmed.is_empty() || unglobbed.is_empty() || unglobbed == "/" || trimmed == "/.");
-        let is_home = home
-            .as_deref()
-            .is_some_and(|h| unglobbed == h || trimmed == h);
+        let is_home = home.is_some_and(|h| unglobbed == h || trimmed == h);
         let mut system = false;
         for cwd in st.cwds.iter().flatten() {
             let phys = crate::analysis::paths::resolve(cwd, unglobbed);
@@ -137,7 +133,7 @@ impl Analyzer<'_> {
             {
                 system = true;
             }
-            if home.as_deref().is_some_and(|h| phys == Path::new(h)) {
+            if home.is_some_and(|h| phys == Path::new(h)) {
                 system = true;
             }
         }
@@ -324,10 +320,9 @@ impl Analyzer<'_> {
                 };
                 for w in words {
                     let base = w.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-                    let named =
-                        crate::analysis::paths::control::control_component(&[base.to_string()], 0)
-                            .is_some()
-                            || crate::analysis::paths::credential_component(base);
+                    let named = crate::analysis::paths::control::control_component(&[base], 0)
+                        .is_some()
+                        || crate::analysis::paths::credential_component(base);
                     let l = format!("{}/{base}", dir.trim_end_matches('/'));
                     if named && !base.is_empty() && !landed.contains(&l) {
                         landed.push(l);

@@ -8,8 +8,17 @@ impl Analyzer<'_> {
     /// (`f(){ git "$@"; }; f push origin HEAD:main`, `f(){ rm -rf "$1"; }; f /etc`): the
     /// body is analysed again with `$@`, `$*`, `$N` replaced by the call's words (DESIGN.md
     /// §2a: wrappers are judged by what they run). Arguments that cannot be known stay
-    /// unknown there. Each function is expanded once per call chain (no recursion).
-    pub(super) fn function_call(&mut self, st: &State, name: &str, args: &[Field], depth: usize) {
+    /// unknown there. A call whose stdin is fed (`x | f`) analyses the body again reading it,
+    /// as every command of the body does (`f(){ sh; }; curl … | f`). Each function is
+    /// expanded once per call chain (no recursion).
+    pub(super) fn function_call(
+        &mut self,
+        st: &State,
+        name: &str,
+        args: &[Field],
+        stdin: Stdin,
+        depth: usize,
+    ) {
         if self.calling.iter().any(|c| c == name) {
             return;
         }
@@ -28,7 +37,7 @@ impl Analyzer<'_> {
             || body.contains("${*")
             || (1..=9)
                 .any(|n| body.contains(&format!("${n}")) || body.contains(&format!("${{{n}}}")));
-        if !uses {
+        if !uses && stdin == Stdin::Inherited {
             return;
         }
         // A word as it can stand in the body's text: plain when it has no characters the
@@ -64,7 +73,7 @@ impl Analyzer<'_> {
             }
         }
         self.calling.push(name.to_string());
-        self.line(&text, st.clone(), depth + 1);
+        self.line_with_stdin(&text, st.clone(), depth + 1, stdin);
         self.calling.pop();
     }
 }

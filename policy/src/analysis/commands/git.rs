@@ -16,7 +16,8 @@ impl Analyzer<'_> {
     pub(crate) fn git(&mut self, st: &State, inv: &Invocation<'_>, depth: usize) {
         let args = inv.args;
         let mut i = 0;
-        let mut st_git = st.clone();
+        // The state git runs in: `-C DIR` moves it, else it is the command's.
+        let mut st_git = std::borrow::Cow::Borrowed(st);
         let mut not_green: Vec<String> = Vec::new();
         let mut config_pairs: Vec<(String, Option<String>)> = Vec::new();
         while i < args.len() {
@@ -41,7 +42,8 @@ impl Analyzer<'_> {
                 {
                     let v = args.get(i).cloned();
                     i += 1;
-                    self.git_global(st, &mut st_git, &t, v, &mut not_green, &mut config_pairs);
+                    let st_git = st_git.to_mut();
+                    self.git_global(st, st_git, &t, v, &mut not_green, &mut config_pairs);
                 }
                 "-p" | "--paginate" => {
                     not_green.push("`-p` (runs the configured pager)".to_string())
@@ -66,7 +68,7 @@ impl Analyzer<'_> {
                     match attached {
                         Some((opt, v)) => self.git_global(
                             st,
-                            &mut st_git,
+                            st_git.to_mut(),
                             &opt,
                             Some(Field::lit(&v)),
                             &mut not_green,
@@ -122,23 +124,24 @@ impl Analyzer<'_> {
         } else {
             &[][..]
         };
-        // The git inspector resolves aliases and pushes against the repository.
-        let all: Vec<String> = args.iter().map(Field::display).collect();
-        let env: Vec<(String, String)> = inv
-            .env
-            .iter()
-            .map(|(n, v)| (n.clone(), v.clone().unwrap_or_else(|| "$?".to_string())))
-            .collect();
         let mut alias = None;
-        let protected = self.policy.config().protected_branches.clone();
-        let git_cwds: Vec<PathBuf> = st_git.cwds.iter().flatten().cloned().collect();
+        let policy = self.policy;
+        let protected = &policy.config().protected_branches;
+        // The git inspector resolves aliases and pushes against the repository.
         if let Some(g) = self.ctx.git {
+            let all: Vec<String> = args.iter().map(Field::display).collect();
+            let env: Vec<(String, String)> = inv
+                .env
+                .iter()
+                .map(|(n, v)| (n.clone(), v.clone().unwrap_or_else(|| "$?".to_string())))
+                .collect();
+            let git_cwds: Vec<PathBuf> = st_git.cwds.iter().flatten().cloned().collect();
             for cwd in &git_cwds {
                 let report = g.inspect(&GitInvocation {
                     args: &all,
                     env: &env,
                     cwd,
-                    protected: &protected,
+                    protected,
                 });
                 for f in report.findings {
                     self.out.add(f);
@@ -161,7 +164,7 @@ impl Analyzer<'_> {
                     "the git subcommand cannot be known".to_string(),
                 );
                 if self.ctx.git.is_none() {
-                    self.git_push_static(args, &protected);
+                    self.git_push_static(args, protected);
                 }
             } else {
                 self.unlisted_git("git without a subcommand");
@@ -349,7 +352,7 @@ impl Analyzer<'_> {
             // After a branch switch on the line, the repository as inspected now is not
             // the one the push runs in: judge it from the line alone (DESIGN.md §3).
             if self.ctx.git.is_none() || self.head_moved {
-                self.git_push_static(args, &protected);
+                self.git_push_static(args, protected);
             }
             self.generic_paths(&st_git, rest, Access::Read);
             return;
@@ -577,7 +580,7 @@ impl Analyzer<'_> {
                                 "git.alias",
                                 format!("`git {sub}` is an alias"),
                             );
-                            self.line(&line, st_git.clone(), depth + 1);
+                            self.line(&line, State::clone(&st_git), depth + 1);
                         }
                         Some(AliasExpansion::Shell(text)) => {
                             self.add(
@@ -585,7 +588,7 @@ impl Analyzer<'_> {
                                 "git.alias",
                                 format!("`git {sub}` is a shell alias"),
                             );
-                            self.line(&text, st_git.clone(), depth + 1);
+                            self.line(&text, State::clone(&st_git), depth + 1);
                         }
                         _ => self.unlisted_git(&format!("`git {sub}`")),
                     }

@@ -50,30 +50,38 @@ impl Analyzer<'_> {
     pub(crate) fn hook_nodes(&self, st: &State, start: &Field) -> Vec<HookNode> {
         let pc = self.path_ctx();
         // Whether the hook exists is looked at once a tree holds its path (most hold none).
-        let hook = paths::hook_path(&pc);
+        let place = pc.session.hook();
+        let hook = &place.path;
         let mut exists = None;
-        let Some(text) = start.known() else {
+        let Some(text) = start.known_text() else {
             return Vec::new();
         };
         let mut out = Vec::new();
+        let glob = start.has_glob();
         for cwd in st.cwds.iter().flatten() {
-            let words = if start.has_glob() {
-                paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default()
+            // The glob's matches, or the word itself.
+            let one = [&*text];
+            let matches: Vec<String>;
+            let many: Vec<&str>;
+            let words: &[&str] = if glob {
+                matches = paths::glob(cwd, &text, st.glob_opts()).unwrap_or_default();
+                many = matches.iter().map(String::as_str).collect();
+                &many
             } else {
-                vec![text.clone()]
+                &one
             };
-            for w in words {
-                let phys = paths::resolve(cwd, &w);
-                let Ok(rel) = hook.strip_prefix(&phys) else {
+            for &w in words {
+                let phys = paths::resolve(cwd, w);
+                let Some(rel) = place.below(&phys) else {
                     continue;
                 };
-                if !*exists.get_or_insert_with(|| paths::hook_exists(&hook)) {
+                if !*exists.get_or_insert_with(|| paths::hook_exists(hook)) {
                     return Vec::new();
                 }
                 let base = w.trim_end_matches('/');
                 let name = base.rsplit('/').next().unwrap_or(base);
                 out.push(HookNode {
-                    word: w.clone(),
+                    word: w.to_string(),
                     name: if name.is_empty() { "/" } else { name }.to_string(),
                     depth: 0,
                     kind: kind_of(&phys),
@@ -132,8 +140,8 @@ impl Analyzer<'_> {
         }
     }
 
-    /// Analyses `inner` (a command `find -exec`/`fd -x` runs) once per selected node, each
-    /// put in place of `by`'s placeholders (fd appends it when there is none).
+    /// Analyses `inner` (a command `find -exec`/`fd -x`/`xargs` runs) once per selected node,
+    /// each put in place of `by`'s placeholders (fd and xargs append it when there is none).
     pub(crate) fn run_on_nodes(
         &mut self,
         st: &State,
@@ -141,11 +149,20 @@ impl Analyzer<'_> {
         nodes: &[HookNode],
         env: &[(String, Option<String>)],
         depth: usize,
-        by: Runner,
+        by: Runner<'_>,
     ) {
-        let (fill, append_if_none) = match by {
-            Runner::Find => (fill_find as fn(&str, &HookNode) -> Option<String>, false),
-            Runner::Fd => (fill_fd as fn(&str, &HookNode) -> Option<String>, true),
+        let fill = |word: &str, n: &HookNode| match by {
+            Runner::Find => fill_find(word, n),
+            Runner::Fd => fill_fd(word, n),
+            Runner::Xargs(marker) => {
+                marker.and_then(|m| word.contains(m).then(|| word.replace(m, &n.word)))
+            }
+        };
+        let append_if_none = match by {
+            Runner::Find => false,
+            Runner::Fd => true,
+            // `-I`: only where the marker is.
+            Runner::Xargs(marker) => marker.is_none(),
         };
         for n in nodes {
             let mut used = false;
@@ -171,11 +188,13 @@ impl Analyzer<'_> {
 
 /// Which program runs a command on its selection, for its placeholders.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Runner {
+pub(crate) enum Runner<'a> {
     /// `find -exec/-execdir/-ok/-okdir`: `{}`.
     Find,
     /// `fd -x/-X`: `{}`, `{/}`, `{//}`, `{.}`, `{/.}`, the path appended when none is given.
     Fd,
+    /// `xargs` reading a selection: the path appended, or put in place of the `-I` marker.
+    Xargs(Option<&'a str>),
 }
 
 /// find's `{}` replaced by the node (`None` when the word holds none).

@@ -32,7 +32,9 @@ impl Analyzer<'_> {
 
     /// A recursion that follows symlinks reads wherever they point: look for symlinks leading
     /// out of the worktree below the start paths (bounded; too many entries is not green).
-    pub(super) fn symlinks_out(&mut self, st: &State, starts: &[Field]) {
+    /// When it `changes` what it reaches (`chown -R -L`), a link into a system path is a
+    /// modification there: blocked (DESIGN.md §2, the vault).
+    pub(super) fn symlinks_out(&mut self, st: &State, starts: &[Field], changes: bool) {
         const MAX_ENTRIES: usize = 4096;
         let mut queue: Vec<PathBuf> = Vec::new();
         for s in starts {
@@ -55,6 +57,8 @@ impl Analyzer<'_> {
         }
         let worktree = self.ctx.worktree.to_path_buf();
         let mut seen = 0usize;
+        // A link out was reported (a change goes on looking for one into a system path).
+        let mut out = false;
         while let Some(dir) = queue.pop() {
             let Ok(rd) = std::fs::read_dir(&dir) else {
                 continue;
@@ -76,12 +80,30 @@ impl Analyzer<'_> {
                     let target =
                         crate::analysis::paths::resolve(&dir, &e.file_name().to_string_lossy());
                     if !target.starts_with(&worktree) {
-                        self.add(
-                            Verdict::Red,
-                            "path.outside-worktree",
-                            format!("the recursion follows the symlink `{}` out of the worktree (to {})", path.display(), target.display()),
-                        );
-                        return;
+                        if !out {
+                            self.add(
+                                Verdict::Red,
+                                "path.outside-worktree",
+                                format!("the recursion follows the symlink `{}` out of the worktree (to {})", path.display(), target.display()),
+                            );
+                            out = true;
+                        }
+                        if changes && crate::analysis::paths::is_system_path(&target) {
+                            self.add(
+                                Verdict::Blocked,
+                                "vault.system-path",
+                                format!(
+                                    "the recursion follows the symlink `{}` into a system path and changes it ({})",
+                                    path.display(),
+                                    target.display()
+                                ),
+                            );
+                            return;
+                        }
+                        if !changes {
+                            return;
+                        }
+                        continue;
                     }
                 } else if ft.is_dir() && e.file_name() != ".git" {
                     queue.push(path);
@@ -129,7 +151,7 @@ impl Analyzer<'_> {
     pub(super) fn judged(&mut self, st: &State, j: Judgement, args: &[Field]) {
         self.option_value_paths(st, args);
         if let Some(starts) = &j.follows_links {
-            self.symlinks_out(st, starts);
+            self.symlinks_out(st, starts, false);
         }
         for f in j.findings {
             self.out.add(f);

@@ -198,10 +198,13 @@ impl Analyzer<'_> {
             );
         }
         if follows {
-            self.symlinks_out(st, &starts);
+            self.symlinks_out(st, &starts, deletes || deletes_via_exec);
         }
-        // What the selection reaches of the pre-push hook (`guard_tree.rs`).
-        if deletes || !execs.is_empty() {
+        // What the selection reaches of the pre-push hook (`guard_tree.rs`), and what it
+        // prints of it into a pipe (`xargs` runs its command on those paths).
+        let piped = self.stdout_piped;
+        if deletes || !execs.is_empty() || piped {
+            let mut printed = Vec::new();
             for s in &starts {
                 let nodes: Vec<_> = self
                     .hook_nodes(st, s)
@@ -214,6 +217,12 @@ impl Analyzer<'_> {
                 for inner in &execs {
                     self.run_on_nodes(st, inner, &nodes, &inv.env, depth, Runner::Find);
                 }
+                if piped {
+                    printed.extend(nodes);
+                }
+            }
+            if piped {
+                self.selection = Some(printed);
             }
         }
         for s in &starts {
@@ -364,18 +373,26 @@ impl Analyzer<'_> {
         let rest: Vec<Field> = it.collect();
         // What the selection reaches of the pre-push hook (`guard_tree.rs`); a pattern that
         // cannot be known may match anything.
-        if !execs.is_empty() {
+        let piped = self.stdout_piped;
+        if !execs.is_empty() || piped {
             sel.pattern = pattern.as_ref().and_then(Field::known);
             let starts = if rest.is_empty() {
                 vec![Field::lit(".")]
             } else {
                 rest.clone()
             };
+            let mut printed = Vec::new();
             for s in &starts {
                 let nodes = sel.select(&self.hook_nodes(st, s));
                 for inner in &execs {
                     self.run_on_nodes(st, inner, &nodes, &inv.env, depth, Runner::Fd);
                 }
+                if piped {
+                    printed.extend(nodes);
+                }
+            }
+            if piped {
+                self.selection = Some(printed);
             }
         }
         let follows = args.iter().filter_map(Field::known).any(|t| {
@@ -387,7 +404,7 @@ impl Analyzer<'_> {
             } else {
                 rest.clone()
             };
-            self.symlinks_out(st, &starts);
+            self.symlinks_out(st, &starts, false);
         }
         if rest.is_empty() {
             self.path_field(st, &Field::lit("."), Access::Read);

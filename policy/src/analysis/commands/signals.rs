@@ -73,7 +73,16 @@ fn kill_reaches_all(args: &[Field]) -> Option<String> {
     // `-q VALUE`, `--timeout MS SIG`), listing (`-l`, `-L`), util-linux flags; `--` ends them.
     let mut signal_seen = false;
     while i < words.len() {
-        let Some(w) = words[i].as_deref() else { break };
+        let Some(w) = words[i].as_deref() else {
+            // `-$SIG`: a signal that cannot be known, unless no operand follows it (procps
+            // then reads it as the PID: it may be `-1`).
+            if !signal_seen && i + 1 < words.len() && args[i].known_prefix().starts_with('-') {
+                signal_seen = true;
+                i += 1;
+                continue;
+            }
+            break;
+        };
         match w {
             "--" => {
                 i += 1;
@@ -91,7 +100,18 @@ fn kill_reaches_all(args: &[Field]) -> Option<String> {
             _ => break,
         }
     }
-    for w in words[i.min(words.len())..].iter().flatten() {
+    for (a, w) in args.iter().zip(&words).skip(i) {
+        let Some(w) = w else {
+            // A PID whose value cannot be known but whose sign can (`-$pgid`, `-$$`): a
+            // process group, whatever the number.
+            let shown = a.display();
+            if a.known_prefix().trim_start().starts_with('-') {
+                return Some(format!(
+                    "`kill {shown}` signals a whole process group (or every process), which may hold the agent and tyba's sandbox"
+                ));
+            }
+            continue;
+        };
         match pid(w) {
             Some(1) => return Some("`kill` of PID 1: tyba's sandbox (or the machine's init); the session ends".to_string()),
             Some(-1) => return Some("`kill -1` signals every process of the user".to_string()),
@@ -403,6 +423,11 @@ mod tests {
             ("kill -TERM 0", Red, r),
             ("kill -9 -4242", Red, r),
             ("kill -- -4242", Red, r),
+            ("kill -- -$$", Red, r),
+            ("kill -9 -$pgid", Red, r),
+            ("kill -TERM \"-$(cat pgid)\"", Red, r),
+            ("kill -$x", Red, r),
+            ("kill -s KILL -- -${PGID}", Red, r),
             ("kill 4242 1", Red, r),
             ("/bin/kill -9 1", Red, r),
             ("killall5", Red, r),
@@ -446,6 +471,8 @@ mod tests {
             ("kill %1", Yellow, ""),
             ("kill -l", Yellow, ""),
             ("kill -9 $pid", Yellow, ""),
+            ("kill -$sig $pid", Yellow, ""),
+            ("kill -s TERM $!", Yellow, ""),
             ("kill $(cat server.pid)", Yellow, ""),
             ("pkill node", Yellow, ""),
             ("pkill -f 'cargo watch'", Yellow, ""),

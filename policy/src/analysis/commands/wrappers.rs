@@ -184,6 +184,30 @@ impl Analyzer<'_> {
                 .opts
                 .iter()
                 .any(|(o, _)| o == "-I" || o == "-i" || names(o, "--replace"));
+            // A selection piped in (`find . -name x | xargs rm`): the command runs on the
+            // paths it prints, as `find -exec CMD {} +` would; those of the pre-push hook's
+            // tree are analysed one by one (`guard_tree.rs`).
+            let selection = (p == "xargs" && inv.stdin == Stdin::Fed && !from_file)
+                .then(|| self.piped_selection.take())
+                .flatten();
+            if let Some(nodes) = selection {
+                let marker = replace.then(|| {
+                    toks.opts
+                        .iter()
+                        .find(|(o, _)| o == "-I")
+                        .and_then(|(_, v)| v.as_ref())
+                        .and_then(Field::known)
+                        .unwrap_or_else(|| "{}".to_string())
+                });
+                self.run_on_nodes(
+                    &st2,
+                    &inner,
+                    &nodes,
+                    &env,
+                    depth,
+                    super::guard_tree::Runner::Xargs(marker.as_deref()),
+                );
+            }
             // `-I`: one item per input line, leading blanks dropped (xargs(1)).
             let literal_items: Option<Vec<String>> = literal_text.map(|t| {
                 if replace {
@@ -489,9 +513,25 @@ impl Analyzer<'_> {
             .take(64)
             .cloned()
             .collect();
+        // A selection piped in (`find . | parallel rm`): each path of the pre-push hook's tree
+        // it prints is an input, put in place of `{}` (and the other placeholders fd also
+        // has) or appended.
+        let selection = (inv.stdin == Stdin::Fed)
+            .then(|| self.piped_selection.take())
+            .flatten();
         for i in 0..head.len() {
             if head[i].known().is_some_and(|t| t.starts_with('-')) {
                 continue;
+            }
+            if let Some(nodes) = &selection {
+                self.run_on_nodes(
+                    st,
+                    &head[i..],
+                    nodes,
+                    &inv.env,
+                    depth,
+                    super::guard_tree::Runner::Fd,
+                );
             }
             for last in std::iter::once(Field::unknown()).chain(literal.iter().cloned()) {
                 let mut inner: Vec<Field> = head[i..].to_vec();

@@ -8,9 +8,14 @@ impl Analyzer<'_> {
     /// other part of the line is neutral housekeeping and no sourced definition shadowed a
     /// command; `None` otherwise (the whole line is then its own key).
     pub(crate) fn inner_command(&self, text: &str) -> Option<String> {
-        if self.shadowed_use {
+        if self.shadowed_use || self.left_whole(text) {
             return None;
         }
+        self.peeled(text)
+    }
+
+    /// [`Self::inner_command`] by the whole walk ([`Peel`]).
+    fn peeled(&self, text: &str) -> Option<String> {
         let mut pinned: Vec<String> = Vec::new();
         let inner = loop {
             let mut peel = Peel {
@@ -46,6 +51,92 @@ impl Analyzer<'_> {
         };
         let inner = inner.trim().to_string();
         (!inner.is_empty() && inner != text.trim()).then_some(inner)
+    }
+}
+
+impl Analyzer<'_> {
+    /// Whether peeling leaves the line whole, decided without judging its parts: a line of
+    /// one item (no `&`) whose text, less the separators around it, is the whole line, and
+    /// which is either one pipeline holding nothing to peel (not a subshell, not `eval`), or
+    /// an and-or list of pipelines none of which can be housekeeping. [`Peel::items`] gives
+    /// no payload for the first when it is housekeeping and the line itself when it is not,
+    /// and the line itself for the second: either way the line is its own key.
+    fn left_whole(&self, text: &str) -> bool {
+        let parsed = self.parsed(text);
+        let Ok((prog, _)) = &*parsed else {
+            return false;
+        };
+        let [list] = prog.complete_commands.as_slice() else {
+            return false;
+        };
+        let [item] = list.0.as_slice() else {
+            return false;
+        };
+        if matches!(item.1, ast::SeparatorOperator::Async) {
+            return false;
+        }
+        let aol = &item.0;
+        let whole = if aol.additional.is_empty() {
+            !may_contain(&aol.first)
+        } else {
+            !may_be_housekeeping(&aol.first)
+                && aol.additional.iter().all(|a| match a {
+                    ast::AndOr::And(p) | ast::AndOr::Or(p) => !may_be_housekeeping(p),
+                })
+        };
+        if !whole {
+            return false;
+        }
+        let Some(start) = start_of(item) else {
+            return false;
+        };
+        let payload = trim_separators(slice_chars(text, start, text.chars().count())).trim();
+        payload.is_empty() || payload == text.trim()
+    }
+}
+
+/// A word of these characters is its own one literal field (no quoting, expansion or pattern).
+fn plain_word(w: &str) -> bool {
+    !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./+-:@%,".contains(&b))
+}
+
+/// Whether [`Peel::container`] may peel `p`: not when it is several commands, negated or
+/// timed, or one simple command with assignments before it or whose command word is a plain
+/// word other than `eval`.
+fn may_contain(p: &ast::Pipeline) -> bool {
+    if p.seq.len() != 1 || p.bang || p.timed.is_some() {
+        return false;
+    }
+    match &p.seq[0] {
+        ast::Command::Simple(s) => {
+            s.prefix.is_none()
+                && !s
+                    .word_or_name
+                    .as_ref()
+                    .is_some_and(|w| plain_word(&w.value) && w.value != "eval")
+        }
+        _ => true,
+    }
+}
+
+/// Whether [`Peel::neutral_pipeline`] may find `p` neutral: not when it is several commands,
+/// negated or timed, or one simple command without assignments before it whose command word
+/// is a plain word naming no housekeeping builtin.
+fn may_be_housekeeping(p: &ast::Pipeline) -> bool {
+    if p.seq.len() != 1 || p.bang || p.timed.is_some() {
+        return false;
+    }
+    match &p.seq[0] {
+        ast::Command::Simple(s) if s.prefix.is_none() => {
+            !s.word_or_name.as_ref().is_some_and(|w| {
+                plain_word(&w.value)
+                    && w.value != "builtin"
+                    && !HOUSEKEEPING.contains(&w.value.as_str())
+            })
+        }
+        _ => true,
     }
 }
 
@@ -503,6 +594,7 @@ fn slice_chars(text: &str, start: usize, end: usize) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -511,6 +603,60 @@ mod tests {
         assert_eq!(slice_chars("a𐖌bc", 1, 3), "𐖌b");
         assert_eq!(slice_chars("abc", 2, 10), "c");
         assert_eq!(slice_chars("abc", 3, 1), "");
+    }
+
+    /// A line the shortcut leaves whole is one the whole walk leaves whole too.
+    #[test]
+    fn left_whole_agrees_with_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = crate::Policy::embedded_default();
+        let ctx = crate::Context {
+            worktree: dir.path(),
+            cwd: dir.path(),
+            home: None,
+            scratch: None,
+            git: None,
+        };
+        let a = Analyzer::new(&policy, &ctx);
+        let mut whole = 0;
+        for line in [
+            "ls -la",
+            "git status",
+            "rm -rf build",
+            "cargo test;",
+            "  ls ; ",
+            "ls &",
+            "ls # note",
+            "X=1 ls",
+            "X=1",
+            "shopt -s nullglob",
+            "true",
+            "eval ls",
+            "eval 'ls'",
+            "(ls)",
+            "{ ls; }",
+            "! ls",
+            "time ls",
+            "cat README.md | grep foo | wc -l",
+            "cd src && cat main.rs",
+            "cd src || cat main.rs && ls",
+            "shopt -s x && cat f",
+            "true && eval ls",
+            "set -e && (ls)",
+            "ls && builtin cd x",
+            "unset -f x && ls",
+            "ls && X=1",
+            "ls; ls",
+            "$x && ls",
+            "'ls' && ls",
+            "\\ls && ls",
+        ] {
+            if a.left_whole(line) {
+                whole += 1;
+                assert_eq!(a.peeled(line), None, "{line}");
+            }
+        }
+        assert!(whole >= 10, "{whole}");
     }
 
     #[test]

@@ -73,30 +73,31 @@ const FILES: &[&str] = &[
 /// directory, `[env] _.source` sources scripts, `[tasks]` run commands. Its project files are
 /// `mise.toml`, `mise.local.toml`, `mise.<ENV>.toml` and their dotted forms, and
 /// `config.toml` (or `conf.d/*.toml`) under a `mise`/`.mise` directory (`.config/mise/`).
-fn mise_file(comps: &[String], i: usize) -> bool {
-    let name = comps[i].as_str();
+fn mise_file(comps: &[&str], i: usize) -> bool {
+    let name = comps[i];
     let bare = name.strip_prefix('.').unwrap_or(name);
+    // `STEM.toml` or `STEM.<anything>.toml`.
     let toml_of = |stem: &str, n: &str| {
-        n == format!("{stem}.toml")
-            || n.strip_prefix(&format!("{stem}."))
-                .is_some_and(|r| r.ends_with(".toml"))
+        n.strip_prefix(stem)
+            .and_then(|r| r.strip_prefix('.'))
+            .is_some_and(|r| r == "toml" || r.ends_with(".toml"))
     };
     if toml_of("mise", bare) {
         return true;
     }
-    let is_mise = |c: Option<&String>| c.is_some_and(|c| c == "mise" || c == ".mise");
+    let is_mise = |c: Option<&&str>| c.is_some_and(|c| *c == "mise" || *c == ".mise");
     let parent = i.checked_sub(1).and_then(|j| comps.get(j));
     let grandparent = i.checked_sub(2).and_then(|j| comps.get(j));
     (is_mise(parent) && toml_of("config", name))
-        || (parent.is_some_and(|p| p == "conf.d")
+        || (parent.is_some_and(|p| *p == "conf.d")
             && is_mise(grandparent)
             && name.ends_with(".toml"))
 }
 
 /// Whether component `i` of a path (relative to the worktree, or absolute) names an agent
 /// or IDE control file or directory; returns the name to report.
-pub(crate) fn control_component(comps: &[String], i: usize) -> Option<&str> {
-    let c = comps.get(i)?.as_str();
+pub(crate) fn control_component<'a>(comps: &[&'a str], i: usize) -> Option<&'a str> {
+    let c = *comps.get(i)?;
     (DIRS.contains(&c) || FILES.contains(&c) || mise_file(comps, i)).then_some(c)
 }
 
@@ -105,7 +106,7 @@ mod tests {
     use super::control_component;
 
     fn any(path: &str) -> bool {
-        let comps: Vec<String> = path.split('/').map(str::to_string).collect();
+        let comps: Vec<&str> = path.split('/').collect();
         (0..comps.len()).any(|i| control_component(&comps, i).is_some())
     }
 

@@ -121,11 +121,21 @@ pub(super) const PROGRAMS: &[Program] = &[
             &[ex("shred -n 3 -u secret.txt", Yellow)],
         )
     },
-    changes(
-        &["chmod", "chown", "chgrp", "chattr", "setfacl"],
-        Walk::Metadata,
-        &[rules::CMD_METADATA],
-        &[ex("chmod +x run.sh", Yellow), ex("chown me a", Yellow)],
+    with_effects(
+        changes(
+            &["chmod", "chown", "chgrp", "chattr", "setfacl"],
+            Walk::Metadata,
+            &[rules::CMD_METADATA],
+            &[ex("chmod +x run.sh", Yellow), ex("chown me a", Yellow)],
+        ),
+        // `-R -L` changes what every link to a directory below the start paths leads to
+        // (chown(1), chgrp(1), setfacl(1); `-H` follows only the named ones, whose own
+        // paths are checked like any operand).
+        &[Effect::FollowsLinks {
+            needs: Some('R'),
+            letters: "L",
+            longs: &[],
+        }],
     ),
     // The writers' options that take a value; optional-valued ones (`--backup[=C]`,
     // `--context[=CTX]`, `--preserve[=L]`, `--reflink[=W]`, `--update[=U]`, `-Z`) never take

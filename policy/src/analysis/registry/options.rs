@@ -132,7 +132,7 @@ pub(crate) fn parse_opts<S: Syntax + ?Sized>(args: &[Field], spec: &S) -> Vec<To
             out.push(Tok::Operand(f.clone()));
             continue;
         }
-        let Some(t) = f.known() else {
+        let Some(t) = f.known_text() else {
             if f.known_prefix().starts_with('-')
                 || f.known_prefix().is_empty()
                     && !f.parts.is_empty()
@@ -165,20 +165,18 @@ pub(crate) fn parse_opts<S: Syntax + ?Sized>(args: &[Field], spec: &S) -> Vec<To
                 None
             };
             out.push(Tok::Opt {
-                name: format!("--{name}"),
+                name: written('-', &name),
                 value,
             });
             continue;
         }
         if t.len() > 1 && t.starts_with('-') {
-            let letters: Vec<char> = t[1..].chars().collect();
-            let mut j = 0;
-            while j < letters.len() {
-                let c = letters[j];
+            let letters = &t[1..];
+            for (j, c) in letters.char_indices() {
                 if spec.short_takes_value(c) {
-                    let rest: String = letters[j + 1..].iter().collect();
+                    let rest = &letters[j + c.len_utf8()..];
                     let value = if !rest.is_empty() {
-                        Some(Field::lit(&rest))
+                        Some(Field::lit(rest))
                     } else if i < args.len() {
                         i += 1;
                         Some(args[i - 1].clone())
@@ -186,22 +184,30 @@ pub(crate) fn parse_opts<S: Syntax + ?Sized>(args: &[Field], spec: &S) -> Vec<To
                         None
                     };
                     out.push(Tok::Opt {
-                        name: format!("-{c}"),
+                        name: written(c, ""),
                         value,
                     });
                     break;
                 }
                 out.push(Tok::Opt {
-                    name: format!("-{c}"),
+                    name: written(c, ""),
                     value: None,
                 });
-                j += 1;
             }
             continue;
         }
         out.push(Tok::Operand(f.clone()));
     }
     out
+}
+
+/// An option as written: `-` and the letter `c` (`-c`), or, with `c` a `-`, `--` and `long`.
+fn written(c: char, long: &str) -> String {
+    let mut s = String::with_capacity(2 + long.len() + c.len_utf8());
+    s.push('-');
+    s.push(c);
+    s.push_str(long);
+    s
 }
 
 /// Whether the option as written (`--out`, `-o`) names `full` (`--output`), allowing
