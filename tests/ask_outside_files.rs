@@ -14,27 +14,30 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// `/dev/fuse` as distributions ship it (`0666`, the fuse package's udev rule); these
-/// machines have no udev and leave it `0600` root (notes/kernel-facts.md).
-fn fuse_for_users() {
-    use std::os::unix::fs::PermissionsExt;
-    if my_uid() == 0 {
-        if let Ok(m) = std::fs::metadata("/dev/fuse") {
-            if m.permissions().mode() & 0o666 != 0o666 {
-                let _ =
-                    std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666));
-            }
-        }
-    }
+/// Whether `who` may open `/dev/fuse` for reading and writing (`test -r -a -w`, as that user).
+fn fuse_openable_by(who: &Who) -> bool {
+    command_as(who, Path::new("/usr/bin/test"))
+        .args(["-r", "/dev/fuse", "-a", "-w", "/dev/fuse"])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// A fixture, or `None` when the sandbox or FUSE cannot run here (a failure under
-/// `TYBA_REQUIRE_SANDBOX=1`).
+/// `TYBA_REQUIRE_SANDBOX=1`). The unprivileged user needs `/dev/fuse` as distributions ship
+/// it (mode `0666`, the fuse package's udev rule; `.ci/run` sets it so on machines without
+/// udev): the tests never change the device's mode themselves (other tests run beside them).
 fn fixture(who: &Who, tag: &str) -> Option<Fx> {
-    fuse_for_users();
     if !Path::new("/dev/fuse").exists() {
         assert!(!require_sandbox(), "no /dev/fuse");
         eprintln!("SKIP: no /dev/fuse");
+        return None;
+    }
+    if !fuse_openable_by(who) {
+        assert!(
+            !require_sandbox(),
+            "{who:?} cannot open /dev/fuse: make it mode 0666 as distributions ship it (.ci/run does)"
+        );
+        eprintln!("SKIP: {who:?} cannot open /dev/fuse");
         return None;
     }
     setup(who, tag)
@@ -124,7 +127,8 @@ fn an_outside_open_is_asked_and_the_approval_holds_for_that_process_only() {
             bare.contains("first=topsecret") && bare.contains("child=topsecret"),
             "{who:?}: control: {bare}"
         );
-        let s = fx.start(&["--autonomy", "high", "--ask-outside-files"], RUN_BOTH);
+        // The default: no option.
+        let s = fx.start(&["--autonomy", "high"], RUN_BOTH);
         let reasons = answer(&fx, "read ", "approve");
         assert!(
             reasons.contains("outside the worktree"),
@@ -164,7 +168,7 @@ fn an_outside_open_is_asked_and_the_approval_holds_for_that_process_only() {
 }
 
 #[test]
-fn without_the_option_the_same_open_fails_unasked() {
+fn switched_off_the_same_open_fails_unasked() {
     for who in whos() {
         let Some(fx) = fixture(&who, "outside-off") else {
             continue;
@@ -172,12 +176,16 @@ fn without_the_option_the_same_open_fails_unasked() {
         beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
         script(&fx, "t.py", READ_TWICE);
         script(&fx, "other.py", OTHER);
-        let s = fx.start(&["--autonomy", "high"], RUN_BOTH);
+        let s = fx.start(&["--autonomy", "high", "--outside-files", "off"], RUN_BOTH);
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         assert!(
             out.contains("first=ERR13") && out.contains("other=ERR13"),
             "{who:?}: Landlock alone: {out} / {err}"
+        );
+        assert!(
+            !err.contains("outside files are not asked"),
+            "{who:?}: switched off on purpose: nothing to say: {err}"
         );
         assert!(
             !fx.log_lines().iter().any(|l| l["answer"].is_string()),
@@ -591,4 +599,115 @@ print("inside=" + read("inside.txt"), flush=True)
             "{who:?}: nothing asked after the server died"
         );
     }
+}
+
+/// Starts `tyba run --here EXTRA -- bash -c SCRIPT` as `fx`'s user (not root) in a mount
+/// namespace of its own where `/dev/fuse` is a node of the same device owned by root with mode
+/// `0600` (as on a machine without udev), so that the user's open of it really fails with
+/// `EACCES`: the device itself, and what every other test sees, stay as they are.
+fn start_without_fuse(fx: &Fx, extra: &[&str], script: &str) -> Session {
+    let Who::User { uid, gid, .. } = &fx.who else {
+        panic!("root opens a 0600 root device")
+    };
+    let d = fx.scratch.dir.join("nofuse");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"]);
+    c.arg(
+        r#"set -e
+d="$1"; shift
+mount -t tmpfs -o mode=0755 tyba-test-nofuse "$d"
+mknod -m 0600 "$d/fuse" c $((0x$(stat -c %t /dev/fuse))) $((0x$(stat -c %T /dev/fuse)))
+mount --bind "$d/fuse" /dev/fuse
+exec "$@""#,
+    );
+    c.arg("sh").arg(&d);
+    c.arg("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(&fx.tyba);
+    c.arg("run").arg("--here").args(extra);
+    c.args(["--", "bash", "-c", script]);
+    c.current_dir(&fx.wt)
+        .env_clear()
+        .stdin(std::process::Stdio::null());
+    for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    Session { child }
+}
+
+#[test]
+fn without_dev_fuse_the_session_starts_says_why_once_and_outside_opens_fail_unasked() {
+    if my_uid() != 0 {
+        assert!(!require_sandbox(), "needs root to make a private /dev/fuse");
+        eprintln!("SKIP: a private /dev/fuse needs root");
+        return;
+    }
+    let Some(who) = whos().into_iter().find(|w| *w != Who::Me) else {
+        assert!(!require_sandbox(), "no unprivileged user");
+        return;
+    };
+    let Some(fx) = fixture(&who, "outside-nofuse") else {
+        return;
+    };
+    beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+    script(&fx, "t.py", READ_TWICE);
+    script(&fx, "other.py", OTHER);
+    // The default mode: the session starts without covers and says so once.
+    let s = start_without_fuse(&fx, &["--autonomy", "high"], RUN_BOTH);
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 0, "{who:?}: {out} / {err}");
+    assert!(
+        out.contains("first=ERR13") && out.contains("other=ERR13"),
+        "{who:?}: EACCES, unasked: {out} / {err}"
+    );
+    assert_eq!(
+        err.matches("outside files are not asked in this session")
+            .count(),
+        1,
+        "{who:?}: said once: {err}"
+    );
+    assert!(
+        err.contains("/dev/fuse cannot be opened (Permission denied)")
+            && err.contains("sudo chmod 0666 /dev/fuse"),
+        "{who:?}: why, and how to get the asks: {err}"
+    );
+    let lines = fx.log_lines();
+    assert!(
+        lines.iter().any(|l| l["kind"] == "sandbox"
+            && l["decision"] == "note"
+            && l["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("/dev/fuse"))),
+        "{who:?}: in the audit log: {lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l["answer"].is_string()),
+        "{who:?}: nothing asked: {lines:?}"
+    );
+    // Requiring the covers: the start fails (exit 4), naming the device.
+    let s = start_without_fuse(&fx, &["--outside-files", "require"], "true");
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 4, "{who:?}: {out} / {err}");
+    assert!(err.contains("/dev/fuse"), "{who:?}: {err}");
+    // The control: the same user, the same script, with the machine's /dev/fuse (which
+    // `fixture` checked it can open):
+    // asked (denied at once: non-interactive), the refusal on the process's stderr.
+    let s = fx.start(&["--autonomy", "high", "--non-interactive"], RUN_BOTH);
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 0, "{who:?}: {out} / {err}");
+    assert!(
+        !err.contains("outside files are not asked")
+            && err.contains("refused by tyba: read")
+            && err.contains("secret.txt"),
+        "{who:?}: control: {err}"
+    );
 }

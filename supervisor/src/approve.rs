@@ -171,6 +171,11 @@ pub trait Approver: Send + Sync {
         None
     }
 
+    /// Hears a note about the session that is neither a request nor a decision (what could
+    /// not be set up at start and what that means, said once: `what` names it, `text` says
+    /// it), for the audit log.
+    fn note(&self, _what: &str, _text: &str) {}
+
     /// Hears the execs the supervisor allowed without asking, for the audit log: off the
     /// notify thread (the loop hands them over a channel), in the order they were allowed, a
     /// batch at a time (all that came while the previous batch was written).

@@ -61,9 +61,69 @@ pub const SYSTEM_ROOTS: &[&str] = &[
     "/proc", "/dev", "/run", "/boot", "/var",
 ];
 
-/// At most this many covered entries per session: past it the start is refused (a home with
-/// more entries on the way to the native paths would make that many mounts).
+/// At most this many covered entries per session (one bind mount each). Past it,
+/// [`OutsideMode::Require`] refuses the start; [`OutsideMode::Auto`] leaves out the bases that
+/// do not fit ([`CoverPlan::left_out`]).
 pub const MAX_COVERS: usize = 2048;
+
+/// Whether a session covers the outside entries (`tyba run --outside-files MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutsideMode {
+    /// No covers: an outside open fails with `EACCES` from Landlock, unasked.
+    #[default]
+    Off,
+    /// Covers where the machine allows them (`/dev/fuse` opened in the sandbox's user
+    /// namespace, at most [`MAX_COVERS`]); otherwise the session starts with fewer or none
+    /// and says so once, on the terminal and in the audit log. `tyba run`'s default.
+    Auto,
+    /// Covers or no session: the start fails (exit 4) when they cannot be set up
+    /// (`--outside-files require`, `--ask-outside-files`).
+    Require,
+}
+
+impl OutsideMode {
+    /// The mode named `s` on the command line: `auto`, `require` or `off`.
+    pub fn parse(s: &str) -> Option<OutsideMode> {
+        match s {
+            "auto" => Some(OutsideMode::Auto),
+            "require" => Some(OutsideMode::Require),
+            "off" => Some(OutsideMode::Off),
+            _ => None,
+        }
+    }
+}
+
+/// What [`notice`] and the audit log call the feature.
+pub const NOTE_WHAT: &str = "outside files not asked";
+
+/// The notice a session without (some of) its covers gives once at start, in the person's
+/// words: `cause` (what is missing), what it means, and how to get the asks.
+pub fn notice(cause: &str) -> String {
+    format!(
+        "outside files are not asked in this session: {cause}. A program of the session that opens a file beside the worktree or in your home gets \"Permission denied\" there without an ask, as it would without tyba's asks; nothing is let through. To be asked instead, let your user open /dev/fuse (distributions ship it mode 0666: sudo chmod 0666 /dev/fuse); --outside-files require stops the start when the asks cannot be set up"
+    )
+}
+
+/// Says `text` (a [`notice`]) once on the session's terminal and writes it to the audit log
+/// ([`Approver::note`]).
+pub fn tell(approver: &dyn Approver, text: &str) {
+    crate::broker::text::say(&format!("tyba: {text}"));
+    approver.note(NOTE_WHAT, text);
+}
+
+/// Whether this user may open `/dev/fuse` for reading and writing (`access(2)` with the
+/// effective ids): what stage 1, in the sandbox's user namespace, then does for real (the
+/// namespace maps the person's own uid only, so the device's mode and owner decide alike;
+/// stage 1's open stays the deciding one). `Err` says why not.
+pub fn fuse_openable() -> Result<(), String> {
+    nix::unistd::faccessat(
+        nix::fcntl::AT_FDCWD,
+        "/dev/fuse",
+        nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+        nix::fcntl::AtFlags::AT_EACCESS,
+    )
+    .map_err(|e| format!("/dev/fuse cannot be opened ({})", e.desc()))
+}
 
 /// How deep below a base [`plan_covers`] descends towards the native paths.
 const MAX_DEPTH: usize = 24;
@@ -77,12 +137,15 @@ const TTL: Duration = Duration::from_secs(1);
 const RESOLVE: u64 =
     libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
 
-/// Why the covers cannot be planned.
+/// Why the covers cannot be set up as required ([`OutsideMode::Require`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CoverError {
     /// More entries than [`MAX_COVERS`].
     #[error("more than {MAX_COVERS} entries outside the worktree would be covered")]
     TooMany,
+    /// `/dev/fuse` cannot be opened by this user.
+    #[error("{0} (it must be readable and writable by the user; distributions ship it mode 0666)")]
+    NoDevice(String),
 }
 
 /// The paths the plan opens natively: the covers must be neither these, nor beneath them,
@@ -103,15 +166,24 @@ fn native_paths(plan: &SandboxPlan) -> Vec<PathBuf> {
     v
 }
 
-/// The entries to cover (absolute, real paths): beneath each base (the worktree's parent
-/// directory and `home`), every entry that is not a symbolic link, not a native path of the
-/// plan or beneath one, descending into the entries that are ancestors of native paths. A
-/// base that is `/`, a system root or beneath one, or itself opened by the plan, gets none.
-///
-/// # Errors
-/// [`CoverError::TooMany`]. A directory on the way that cannot be listed is skipped (its
+/// The covers of a session ([`plan_covers`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CoverPlan {
+    /// The entries to cover (absolute, real paths), in order.
+    pub covers: Vec<PathBuf>,
+    /// The bases whose entries did not fit in [`MAX_COVERS`] with the bases before them:
+    /// none of their entries is covered (Landlock refuses them, unasked).
+    pub left_out: Vec<PathBuf>,
+}
+
+/// The entries to cover: beneath each base (the worktree's parent directory, then `home`),
+/// every entry that is not a symbolic link, not a native path of the plan or beneath one,
+/// descending into the entries that are ancestors of native paths. A base that is `/`, a
+/// system root or beneath one, or itself opened by the plan, gets none. A base whose entries
+/// would take the total past [`MAX_COVERS`] gets none either and is named in
+/// [`CoverPlan::left_out`]. A directory on the way that cannot be listed is skipped (its
 /// entries stay as they are: Landlock refuses them, unasked).
-pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> Result<Vec<PathBuf>, CoverError> {
+pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> CoverPlan {
     let native = native_paths(plan);
     let mut bases: Vec<PathBuf> = Vec::new();
     if let Some(p) = plan.worktree.parent() {
@@ -131,18 +203,65 @@ pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> Result<Vec<PathBu
         })
         .cloned()
         .collect();
-    let mut out = Vec::new();
+    let mut out = CoverPlan::default();
     for b in &bases {
-        walk(b, &native, 0, &mut out)?;
+        let mut mine = Vec::new();
+        match walk(b, &native, 0, MAX_COVERS - out.covers.len(), &mut mine) {
+            Ok(()) => out.covers.append(&mut mine),
+            Err(CoverError::TooMany | CoverError::NoDevice(_)) => out.left_out.push(b.clone()),
+        }
     }
-    out.dedup();
-    Ok(out)
+    out.covers.dedup();
+    out
+}
+
+/// What a session covers in `mode` ([`plan_covers`], after [`fuse_openable`]), and the notice
+/// to give when it covers less than it would: `(covers, notice)`. Nothing is planned (no
+/// listing) when the mode is off or the device cannot be opened.
+///
+/// # Errors
+/// In [`OutsideMode::Require`] only: the device cannot be opened, or a base left out.
+pub fn prepare(
+    plan: &SandboxPlan,
+    home: Option<&Path>,
+    mode: OutsideMode,
+) -> Result<(Vec<PathBuf>, Option<String>), CoverError> {
+    if mode == OutsideMode::Off {
+        return Ok((Vec::new(), None));
+    }
+    if let Err(e) = fuse_openable() {
+        return match mode {
+            OutsideMode::Require => Err(CoverError::NoDevice(e)),
+            _ => Ok((Vec::new(), Some(notice(&e)))),
+        };
+    }
+    let p = plan_covers(plan, home);
+    if p.left_out.is_empty() {
+        return Ok((p.covers, None));
+    }
+    if mode == OutsideMode::Require {
+        return Err(CoverError::TooMany);
+    }
+    let names: Vec<String> = p.left_out.iter().map(|b| b.display().to_string()).collect();
+    let cause = format!(
+        "{} {} more entries than tyba covers (at most {MAX_COVERS} bind mounts a session), so the files in {} are not asked{}",
+        names.join(" and "),
+        if names.len() == 1 { "holds" } else { "hold" },
+        if names.len() == 1 { "it" } else { "them" },
+        if p.covers.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} other entries are)", p.covers.len())
+        }
+    );
+    Ok((p.covers, Some(notice(&cause))))
 }
 
 fn walk(
     dir: &Path,
     native: &[PathBuf],
     depth: usize,
+    budget: usize,
     out: &mut Vec<PathBuf>,
 ) -> Result<(), CoverError> {
     // A directory the person cannot list is left as it is: its entries stay unreachable
@@ -161,7 +280,7 @@ fn walk(
         }
         if native.iter().any(|n| is_within(n, &p)) {
             if md.is_dir() && depth < MAX_DEPTH {
-                walk(&p, native, depth + 1, out)?;
+                walk(&p, native, depth + 1, budget, out)?;
             }
             continue;
         }
@@ -169,7 +288,7 @@ fn walk(
             // Sockets, fifos and devices stay as they are: Landlock refuses them.
             continue;
         }
-        if out.len() >= MAX_COVERS {
+        if out.len() >= budget {
             return Err(CoverError::TooMany);
         }
         out.push(p);
@@ -1308,7 +1427,7 @@ mod tests {
         plan.read_only.push(root.join("home/.cargo/registry"));
         std::fs::write(root.join("home/.bashrc"), "export X=1\n").unwrap();
         plan.blanked.push(root.join("home/.bashrc"));
-        let covers = plan_covers(&plan, Some(&root.join("home"))).unwrap();
+        let covers = plan_covers(&plan, Some(&root.join("home"))).covers;
         let want: Vec<PathBuf> = ["O", "file.txt", "home/.ssh", "home/docs"]
             .iter()
             .map(|p| root.join(p))
@@ -1328,16 +1447,42 @@ mod tests {
             worktree: PathBuf::from("/usr/src/wt"),
             ..SandboxPlan::default()
         };
-        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        assert!(plan_covers(&plan, None).covers.is_empty());
         plan.worktree = PathBuf::from("/wt");
-        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        assert!(plan_covers(&plan, None).covers.is_empty());
         let t = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(t.path()).unwrap();
         std::fs::create_dir_all(root.join("wt")).unwrap();
         std::fs::create_dir_all(root.join("O")).unwrap();
         plan.worktree = root.join("wt");
         plan.read_only.push(root.clone());
-        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        assert!(plan_covers(&plan, None).covers.is_empty());
+    }
+
+    #[test]
+    fn a_base_with_more_entries_than_the_limit_is_left_out_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        for d in ["side/wt", "side/O", "home"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for i in 0..=MAX_COVERS {
+            std::fs::write(root.join(format!("home/f{i}")), "").unwrap();
+        }
+        let plan = SandboxPlan {
+            worktree: root.join("side/wt"),
+            tmp_dir: root.join("side/wt/tmp"),
+            ..SandboxPlan::default()
+        };
+        let p = plan_covers(&plan, Some(&root.join("home")));
+        assert_eq!(p.covers, vec![root.join("side/O")]);
+        assert_eq!(p.left_out, vec![root.join("home")]);
+        // One entry fewer fits: the control.
+        std::fs::remove_file(root.join("home/f0")).unwrap();
+        std::fs::remove_file(root.join("home/f1")).unwrap();
+        let p = plan_covers(&plan, Some(&root.join("home")));
+        assert!(p.left_out.is_empty(), "{:?}", p.left_out);
+        assert_eq!(p.covers.len(), MAX_COVERS);
     }
 
     #[test]
