@@ -129,6 +129,12 @@ fn an_outside_open_is_asked_and_the_approval_holds_for_that_process_only() {
         );
         // The default: no option.
         let s = fx.start(&["--autonomy", "high"], RUN_BOTH);
+        let first = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            first.contains("this command (python3, pid")
+                && first.contains("and the processes it starts, until it exits"),
+            "{who:?}: whom the approval covers: {first}"
+        );
         let reasons = answer(&fx, "read ", "approve");
         assert!(
             reasons.contains("outside the worktree"),
@@ -357,6 +363,7 @@ try:
     os.symlink("../O2/other.txt", "../O/o-link"); print("planted=yes", flush=True)
 except OSError as e:
     print("planted=ERR%d" % e.errno, flush=True)
+print("o-link=" + read("../O/o-link"), flush=True)
 try:
     print("listing=" + ",".join(sorted(os.listdir("../O"))), flush=True)
 except OSError as e:
@@ -370,14 +377,23 @@ except OSError as e:
         answer(&fx, "secret.txt", "approve");
         // The link into O2 resolves to O2's file: its own ask, denied.
         answer(&fx, "other.txt", "deny");
+        // Making a link in the approved directory is asked, its text shown; approved, the
+        // server makes it, and reading through it is asked where it leads, denied.
+        answer(&fx, "symlink ", "approve");
+        answer(&fx, "read ", "deny");
         // Listing O is not covered by the file's approval either.
         answer(&fx, "list ", "deny");
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         assert!(out.contains("approved=topsecret"), "{who:?}: {out}");
         assert!(out.contains("wt-link=ERR13"), "{who:?}: {out} / {err}");
-        assert!(out.contains("planted=ERR13"), "{who:?}: {out} / {err}");
-        assert!(!fx.wt.parent().unwrap().join("O/o-link").exists());
+        assert!(out.contains("planted=yes"), "{who:?}: {out} / {err}");
+        assert!(out.contains("o-link=ERR13"), "{who:?}: {out} / {err}");
+        assert_eq!(
+            std::fs::read_link(fx.wt.parent().unwrap().join("O/o-link")).unwrap(),
+            Path::new("../O2/other.txt"),
+            "{who:?}: the link as the agent wrote it"
+        );
         assert!(out.contains("listing=ERR13"), "{who:?}: {out}");
         // Control: the worktree link exists and leads to the file, readable outside.
         assert_eq!(
@@ -467,6 +483,7 @@ step("rename", lambda: os.rename("../O/new.txt", "../O/moved.txt"))
         answer(&fx, "create ", "approve");
         answer(&fx, "mkdir ", "deny");
         answer(&fx, "remove ", "deny");
+        answer(&fx, "rename ", "deny");
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         for line in [
@@ -710,4 +727,244 @@ fn without_dev_fuse_the_session_starts_says_why_once_and_outside_opens_fail_unas
             && err.contains("secret.txt"),
         "{who:?}: control: {err}"
     );
+}
+
+/// The steps of [`renames_links_and_symbolic_links_are_asked_and_made_by_the_server`], in
+/// order; each prints `name=ok` or `name=ERR<errno>`.
+const CHANGES: &str = r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+def read(p):
+    with open(p) as f:
+        return f.read()
+step("rename", lambda: os.rename("../O/a.txt", "../O/b.txt"))
+step("rename-denied", lambda: os.rename("../O/keep.txt", "../O/gone.txt"))
+step("replace-denied", lambda: os.rename("../O/b.txt", "../O/keep.txt"))
+step("rename-cred", lambda: os.rename("../O/.env", "../O/env.bak"))
+step("across-covers", lambda: os.rename("../O/x.txt", "../O2/x.txt"))
+step("link", lambda: os.link("../O/b.txt", "../O/hard.txt"))
+step("link-denied", lambda: os.link("../O/keep.txt", "../O/hard2.txt"))
+step("symlink", lambda: os.symlink("../O2/other.txt", "../O/sym"))
+step("through-symlink", lambda: read("../O/sym"))
+step("symlink-denied", lambda: os.symlink("/etc/passwd", "../O/sym2"))
+step("fifo", lambda: os.mkfifo("../O/fifo"))
+"#;
+
+/// Makes `O` (`a.txt`, `keep.txt`, `.env`, `x.txt`) and `O2` (`other.txt`) beside the worktree afresh.
+fn change_fixture(fx: &Fx) -> (PathBuf, PathBuf) {
+    let side = fx.wt.parent().unwrap();
+    let _ = std::fs::remove_dir_all(side.join("O"));
+    let _ = std::fs::remove_dir_all(side.join("O2"));
+    let o = beside(
+        fx,
+        "O",
+        &[
+            ("a.txt", "a\n"),
+            ("keep.txt", "keep\n"),
+            (".env", "TOKEN=1\n"),
+            ("x.txt", "x\n"),
+        ],
+    );
+    let o2 = beside(fx, "O2", &[("other.txt", "othersecret\n")]);
+    (o, o2)
+}
+
+#[test]
+fn renames_links_and_symbolic_links_are_asked_and_made_by_the_server() {
+    use std::os::unix::fs::MetadataExt;
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-rename") else {
+            continue;
+        };
+        let (o, o2) = change_fixture(&fx);
+        script(&fx, "t.py", CHANGES);
+        let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
+        let p = fx.pending(1);
+        let action = p[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            action.contains(&format!(
+                "rename {} to {}",
+                o.join("a.txt").display(),
+                o.join("b.txt").display()
+            )) && action.contains("this command (python3"),
+            "{who:?}: both names and who the approval covers: {action}"
+        );
+        answer(&fx, "rename ", "approve");
+        answer(&fx, "keep.txt to", "deny");
+        let replace = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            replace.contains("replacing the existing one"),
+            "{who:?}: {replace}"
+        );
+        answer(&fx, "b.txt to", "deny");
+        // A credential among the names: the worse colour, the sensitive confirmation.
+        let cred = answer(&fx, ".env to", "deny");
+        assert!(
+            cred.contains("credential path (.env)") && cred.contains("sensitive"),
+            "{who:?}: {cred}"
+        );
+        answer(&fx, "link ", "approve");
+        answer(&fx, "link ", "deny");
+        let sym = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            sym.contains(&format!(
+                "symlink {} -> ../O2/other.txt",
+                o.join("sym").display()
+            )),
+            "{who:?}: the link's text shown: {sym}"
+        );
+        answer(&fx, "symlink ", "approve");
+        // Through the approved link: asked where it leads.
+        answer(
+            &fx,
+            &format!("read {}", o2.join("other.txt").display()),
+            "deny",
+        );
+        answer(&fx, "/etc/passwd", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in [
+            "rename=ok",
+            "rename-denied=ERR13",
+            "replace-denied=ERR13",
+            "rename-cred=ERR13",
+            // Two covers are two mounts: the kernel's own EXDEV, nothing asked.
+            "across-covers=ERR18",
+            "link=ok",
+            "link-denied=ERR13",
+            "symlink=ok",
+            "through-symlink=ERR13",
+            "symlink-denied=ERR13",
+            // Device nodes (a fifo too) stay refused unasked.
+            "fifo=ERR13",
+        ] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(
+            err.contains("refused by tyba") && err.contains("keep.txt"),
+            "{who:?}: the refusal on the process's stderr: {err}"
+        );
+        // Checked from outside: what was approved was done, the rest is as it was.
+        assert!(!o.join("a.txt").exists() && o.join("b.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(o.join("keep.txt")).unwrap(),
+            "keep\n"
+        );
+        assert!(!o.join("gone.txt").exists() && o.join(".env").exists());
+        assert_eq!(
+            std::fs::metadata(o.join("hard.txt")).unwrap().ino(),
+            std::fs::metadata(o.join("b.txt")).unwrap().ino(),
+            "{who:?}: a hard link"
+        );
+        assert!(!o.join("hard2.txt").exists() && !o.join("sym2").exists());
+        assert!(!o.join("fifo").exists());
+        assert_eq!(
+            std::fs::read_link(o.join("sym")).unwrap(),
+            Path::new("../O2/other.txt")
+        );
+        let lines = fx.log_lines();
+        let answers: Vec<&str> = lines.iter().filter_map(|l| l["answer"].as_str()).collect();
+        assert_eq!(
+            answers,
+            ["once", "deny", "deny", "deny", "once", "deny", "once", "deny", "deny"],
+            "{who:?}: {lines:?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.to_string().contains("fifo")),
+            "{who:?}: the refused fifo is logged: {lines:?}"
+        );
+        // The control: the same script without the sandbox makes every change.
+        change_fixture(&fx);
+        let bare = without_sandbox(&fx, "t.py");
+        for line in [
+            "rename-denied=ok",
+            "rename-cred=ok",
+            "across-covers=ok",
+            "link-denied=ok",
+            "symlink-denied=ok",
+            "fifo=ok",
+        ] {
+            assert!(bare.contains(line), "{who:?}: control: {line}: {bare}");
+        }
+    }
+}
+
+/// Starts `tyba run --here EXTRA -- /usr/bin/python3 agent.py`: the agent program is Python
+/// itself (its own runtime, not a command of it).
+fn start_python_agent(fx: &Fx, extra: &[&str]) -> Session {
+    let mut c = command_as(&fx.who, &fx.tyba);
+    c.arg("run").arg("--here").args(extra);
+    c.args(["--", "/usr/bin/python3", "agent.py"]);
+    c.current_dir(&fx.wt)
+        .env_clear()
+        .stdin(std::process::Stdio::null());
+    for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    Session { child }
+}
+
+#[test]
+fn an_approval_to_the_agent_covers_the_agent_and_not_the_commands_it_starts() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-agent") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(&fx, "other.py", OTHER);
+        script(
+            &fx,
+            "agent.py",
+            r#"
+import subprocess, sys
+def read(p):
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except OSError as e:
+        return "ERR%d" % e.errno
+print("agent=" + read("../O/secret.txt"), flush=True)
+print("again=" + read("../O/secret.txt"), flush=True)
+# A command the agent starts: asked on its own.
+r = subprocess.run(["/usr/bin/python3", "other.py", "cmd"], capture_output=True, text=True)
+print(r.stdout.strip(), flush=True)
+sys.stderr.write(r.stderr)
+"#,
+        );
+        let s = start_python_agent(&fx, &["--autonomy", "high"]);
+        let first = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            first.contains("the agent itself (python3, pid")
+                && first.contains("not the commands it starts"),
+            "{who:?}: the ask names the agent and the reach: {first}"
+        );
+        answer(&fx, "read ", "approve");
+        let second = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            second.contains("this command (python3, pid"),
+            "{who:?}: the command's own ask: {second}"
+        );
+        answer(&fx, "read ", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("agent=topsecret") && out.contains("again=topsecret"),
+            "{who:?}: the approval holds for the agent: {out} / {err}"
+        );
+        // The control of the reach: the same child under an approved command reads it
+        // (`an_outside_open_is_asked_and_the_approval_holds_for_that_process_only`).
+        assert!(
+            out.contains("cmd=ERR13"),
+            "{who:?}: not for the command it started: {out} / {err}"
+        );
+    }
 }

@@ -573,6 +573,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         started: std::time::SystemTime::now(),
         state: Mutex::new(notify::State::new()),
     });
+    if let Some(o) = &notifier.outside {
+        let n = Arc::downgrade(&notifier);
+        o.set_agent_check(Box::new(move |pid| {
+            n.upgrade().is_none_or(|n| n.is_agent_process(pid))
+        }));
+    }
     notify::hear_refused_lookups(&notifier);
     notifier.index_install();
     let stop = Arc::new(AtomicBool::new(false));

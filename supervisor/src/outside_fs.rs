@@ -1,10 +1,11 @@
-//! Out-of-tree file access asked at the kernel level (`tyba run --ask-outside-files`).
+//! Out-of-tree file access asked at the kernel level (`tyba run --outside-files`, on by
+//! default where `/dev/fuse` can be opened: [`OutsideMode`]).
 //!
 //! Landlock alone gives a program that opens a path outside the worktree a plain `EACCES`:
-//! no ask, no line in the terminal or the audit log. With this option the entries around the
-//! worktree and in the person's home that no rule of the plan opens are **covered**: in the
-//! sandbox's mount namespace each one is replaced by a bind of the same entry as served by a
-//! FUSE filesystem of the supervisor ([`OutsideFs`]), and Landlock grants those bind mounts.
+//! no ask, no line in the terminal or the audit log. Here the entries around the worktree and
+//! in the person's home that no rule of the plan opens are **covered**: in the sandbox's
+//! mount namespace each one is replaced by a bind of the same entry as served by a FUSE
+//! filesystem of the supervisor ([`OutsideFs`]), and Landlock grants those bind mounts.
 //! Everything the plan opens (the worktree, the temp dir, caches, the agent's state and
 //! installation, system paths) stays the kernel's own mount at native speed: covers are only
 //! ever *siblings* of those paths, never their ancestors ([`plan_covers`]), so no Landlock
@@ -16,16 +17,19 @@
 //! symbolic link (the kernel resolves the links it shows, hop by hop, and each hop lands on a
 //! native path Landlock judges or on a cover the server judges). Looking up and `stat`ing
 //! entries is answered (Landlock lets `stat` outside through too); opening a file, listing a
-//! directory, creating, making a directory, removing and truncating are decided per request:
-//! the requesting process (the FUSE header's pid, numbered in the supervisor's PID namespace
-//! because stage 1, which creates the mount, lives there) is matched against the grants, and
-//! otherwise the person is asked through the session's approver with the colour the policy
-//! gives the path (DESIGN.md §2a "Outside means ask": red; a credential path: red, with the
-//! credential named as the sensitive part, §4). An approval covers the one file (or the one
-//! directory's listing) for the asking process and its descendants until it exits (identity
-//! by [`procfs::ProcId`], so a reused pid inherits nothing). A deny fails the call with
-//! `EACCES`, writes the refusal on the process's stderr and logs it. Renames, links,
-//! symbolic links and device nodes are refused unasked (`EACCES`, logged).
+//! directory, creating, making a directory, removing, truncating, renaming, hard-linking and
+//! making a symbolic link are decided per request ([`Op`]): the requesting process (the FUSE
+//! header's pid, numbered in the supervisor's PID namespace because stage 1, which creates
+//! the mount, lives there) is matched against the grants, and otherwise the person is asked
+//! through the session's approver with the colour the policy gives the worst path the
+//! operation names (DESIGN.md §2a "Outside means ask": red; a credential path: red, with the
+//! credential named as the sensitive part, §4). An approval covers that one operation (the
+//! one file, the one directory's listing, the one rename) for the asking command and the
+//! processes it starts until it exits, or, when the asker is the agent's own runtime, for the
+//! agent only and never the commands it starts (identity by [`procfs::ProcId`], so a reused
+//! pid inherits nothing); the ask says which. A deny fails the call with `EACCES`, writes the
+//! refusal on the process's stderr and logs it. Device nodes (fifos, sockets, whiteouts) are
+//! refused unasked (`EACCES`, logged).
 //!
 //! Fail closed: when the server thread ends or the connection is aborted, the kernel fails
 //! every request on the covers (`ENOTCONN`); nothing passes through. The session keeps
@@ -345,14 +349,145 @@ impl Access {
                 (Access::Create, Access::Read | Access::Write)
             )
     }
+
+    /// Whether it changes the filesystem (a change under a system path is blocked).
+    fn changes(self) -> bool {
+        !matches!(self, Access::Read | Access::List)
+    }
 }
 
-/// One approval: `access` to `path` for the process `root` and its descendants while it lives.
+/// What a request asks to do: an access to one path, or an operation that names two. Every
+/// path is real (as the supervisor sees it); the server does the operation relative to the
+/// directory fds it holds, following no link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    /// `access` to the path.
+    One(PathBuf, Access),
+    /// `rename(2)` of `from` to `to`, within one cover; `exchange`: the two swap
+    /// (`RENAME_EXCHANGE`); `replaces`: `to` existed when asked (it is replaced).
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        exchange: bool,
+        replaces: bool,
+    },
+    /// `link(2)`: `at` becomes a second name of the existing file `existing`.
+    Link { existing: PathBuf, at: PathBuf },
+    /// `symlink(2)`: `at` becomes a symbolic link whose target text is `text`. tyba never
+    /// follows it; whoever opens through it is judged where it leads.
+    Symlink { at: PathBuf, text: PathBuf },
+}
+
+impl Op {
+    fn word(&self) -> &'static str {
+        match self {
+            Op::One(_, a) => a.word(),
+            Op::Rename { .. } => "rename",
+            Op::Link { .. } => "link",
+            Op::Symlink { .. } => "symlink",
+        }
+    }
+
+    /// The operands as the ask shows them.
+    fn shown(&self) -> String {
+        match self {
+            Op::One(p, _) => p.display().to_string(),
+            Op::Rename {
+                from,
+                to,
+                exchange: true,
+                ..
+            } => format!("{} and {} (they swap names)", from.display(), to.display()),
+            Op::Rename {
+                from, to, replaces, ..
+            } => format!(
+                "{} to {}{}",
+                from.display(),
+                to.display(),
+                if *replaces {
+                    " (replacing the existing one)"
+                } else {
+                    ""
+                }
+            ),
+            Op::Link { existing, at } => {
+                format!(
+                    "{} (a second name of the existing file {})",
+                    at.display(),
+                    existing.display()
+                )
+            }
+            Op::Symlink { at, text } => format!("{} -> {}", at.display(), text.display()),
+        }
+    }
+
+    fn scope(&self) -> &'static str {
+        match self {
+            Op::One(_, a) => a.scope(),
+            Op::Rename { .. } => "this rename, of this entry to this name",
+            Op::Link { .. } => "this hard link (not reading or writing the file)",
+            Op::Symlink { .. } => {
+                "making this symbolic link (what is opened through it is asked where it leads)"
+            }
+        }
+    }
+
+    /// Whether it changes the filesystem.
+    fn changes(&self) -> bool {
+        match self {
+            Op::One(_, a) => a.changes(),
+            _ => true,
+        }
+    }
+
+    /// The paths it touches: changed (`true`) or only named (`false`). A symbolic link's
+    /// text is no path it touches.
+    fn touched(&self) -> Vec<(&Path, bool)> {
+        match self {
+            Op::One(p, a) => vec![(p, a.changes())],
+            Op::Rename { from, to, .. } => vec![(from, true), (to, true)],
+            Op::Link { existing, at } => vec![(existing, false), (at, true)],
+            Op::Symlink { at, .. } => vec![(at, true)],
+        }
+    }
+
+    /// The paths whose credential rule makes the ask sensitive: every operand, a symbolic
+    /// link's text too (the worse colour of them all).
+    fn named(&self) -> Vec<&Path> {
+        match self {
+            Op::Symlink { at, text } => vec![at, text],
+            _ => self.touched().into_iter().map(|(p, _)| p).collect(),
+        }
+    }
+
+    /// Whether a grant made for `self` covers a request for `other`.
+    fn covers(&self, other: &Op) -> bool {
+        match (self, other) {
+            (Op::One(p, a), Op::One(q, b)) => p == q && a.covers(*b),
+            (
+                Op::Rename {
+                    from, to, exchange, ..
+                },
+                Op::Rename {
+                    from: f2,
+                    to: t2,
+                    exchange: x2,
+                    ..
+                },
+            ) => from == f2 && to == t2 && exchange == x2,
+            (a, b) => a == b,
+        }
+    }
+}
+
+/// One approval: `op` for the process `root` and, unless `agent_only`, its descendants, while
+/// it lives. `agent_only` (the asker was the agent's own runtime): `root` and the processes
+/// under it that are the agent too, never the commands it starts.
 #[derive(Debug, Clone)]
 struct Grant {
     root: ProcId,
-    path: PathBuf,
-    access: Access,
+    agent_only: bool,
+    op: Op,
 }
 
 /// Whether process `pid` is `root` or one of its descendants (parent links in the
@@ -403,6 +538,53 @@ struct Nodes {
 }
 
 impl Nodes {
+    /// After `rename(2)` of `from` to `to` in `cover` (`exchange`: swapped): the inodes the
+    /// kernel knows keep their numbers and take their new paths, the entries beneath a moved
+    /// directory too; what `to` was (replaced) is forgotten.
+    fn renamed(&mut self, cover: usize, from: &Path, to: &Path, exchange: bool) {
+        let moved = |rel: &Path, a: &Path, b: &Path| -> Option<PathBuf> {
+            rel.strip_prefix(a).ok().map(|rest| {
+                if rest.as_os_str().is_empty() {
+                    b.to_path_buf()
+                } else {
+                    b.join(rest)
+                }
+            })
+        };
+        let mut changed = Vec::new();
+        for (ino, n) in &self.by_ino {
+            if n.cover != cover {
+                continue;
+            }
+            let new = match moved(&n.rel, from, to) {
+                Some(r) => Some(r),
+                None if exchange => moved(&n.rel, to, from),
+                None if n.rel.starts_with(to) => {
+                    // Replaced: the old `to` (and, were it a directory, what was under it)
+                    // is gone.
+                    changed.push((*ino, None));
+                    continue;
+                }
+                None => None,
+            };
+            if let Some(r) = new {
+                changed.push((*ino, Some(r)));
+            }
+        }
+        for (ino, _) in &changed {
+            if let Some(old) = self.by_ino.remove(ino) {
+                self.by_node.remove(&old);
+            }
+        }
+        for (ino, rel) in changed {
+            if let Some(rel) = rel {
+                let n = Node { cover, rel };
+                self.by_node.insert(n.clone(), ino);
+                self.by_ino.insert(ino, n);
+            }
+        }
+    }
+
     fn ino(&mut self, n: Node) -> u64 {
         if let Some(i) = self.by_node.get(&n) {
             return *i;
@@ -430,12 +612,20 @@ struct Inner {
     /// asked again.
     runners: Mutex<HashMap<u32, RunnerGrants>>,
     approver: Arc<dyn Approver>,
+    /// Whether a process (by pid in the supervisor's PID namespace) is the agent's own
+    /// runtime (`crate::exec::Role::Agent`), set once the notify loop runs
+    /// ([`OutsideFs::set_agent_check`]). Until then every asker counts as the agent: its
+    /// grant reaches the least.
+    agent_check: std::sync::OnceLock<AgentCheck>,
     /// The supervisor's own process: its threads act for decisions already made (a `chmod`
     /// the metadata handler was approved for), so their requests pass.
     me: u32,
     uid: u32,
     gid: u32,
 }
+
+/// [`Inner::agent_check`].
+type AgentCheck = Box<dyn Fn(u32) -> bool + Send + Sync>;
 
 /// The FUSE filesystem serving the covered entries ([`fuser::Filesystem`]). Its root is a
 /// directory whose children `0`, `1`, … are the covers, in the order given to [`OutsideFs::new`];
@@ -544,6 +734,7 @@ impl OutsideFs {
             grants: Mutex::new(Vec::new()),
             runners: Mutex::new(HashMap::new()),
             approver,
+            agent_check: std::sync::OnceLock::new(),
             me: std::process::id(),
             uid,
             gid,
@@ -562,6 +753,13 @@ impl OutsideFs {
         }
     }
 
+    /// Tells the server which processes are the agent's own runtime (`is_agent(pid)`, pid in
+    /// the supervisor's PID namespace): a grant to the agent reaches the agent only, never
+    /// the commands it starts. Set once; later calls change nothing.
+    pub(crate) fn set_agent_check(&self, is_agent: AgentCheck) {
+        let _ = self.0.agent_check.set(is_agent);
+    }
+
     /// The runner `ns_pid` with identity `start` ended.
     pub(crate) fn runner_ended(&self, ns_pid: u32, start: u64) {
         if let Ok(mut r) = self.0.runners.lock() {
@@ -573,10 +771,10 @@ impl OutsideFs {
 }
 
 impl Inner {
-    /// Whether process `pid` runs under an approved command whose grants cover `access` to
-    /// `path`: an ancestor (or itself) is that command's keeper, by pid in the sandbox's PID
-    /// namespace and identity.
-    fn runner_covers(&self, pid: u32, path: &Path, access: Access) -> bool {
+    /// Whether process `pid` runs under an approved command whose grants cover every path
+    /// `op` touches: an ancestor (or itself) is that command's keeper, by pid in the
+    /// sandbox's PID namespace and identity. A path it changes needs a writable grant.
+    fn runner_covers(&self, pid: u32, op: &Op) -> bool {
         let Ok(r) = self.runners.lock() else {
             return false;
         };
@@ -590,10 +788,11 @@ impl Inner {
             };
             if let Some((st, grants)) = procfs::ns_pid(p).and_then(|ns| r.get(&ns)) {
                 if *st == start {
-                    let write_needed = !matches!(access, Access::Read | Access::List);
-                    return grants
-                        .iter()
-                        .any(|(g, w)| is_within(path, g) && (*w || !write_needed));
+                    return op.touched().iter().all(|(path, change)| {
+                        grants
+                            .iter()
+                            .any(|(g, w)| is_within(path, g) && (*w || !*change))
+                    });
                 }
             }
             if ppid <= 1 || ppid == p {
@@ -689,12 +888,21 @@ impl Inner {
         });
     }
 
-    /// Decides `access` to `path` for thread `tid`: the supervisor's own threads pass; a
-    /// grant covering it passes; otherwise the person is asked. `Err(errno)` refuses (the
-    /// refusal already on the process's stderr and in the log).
-    /// Whether `access` to `path` by thread `tid` passes without an ask: the supervisor's
-    /// own threads, a grant of the process tree, an approved command's grants.
-    fn passes(&self, tid: u32, path: &Path, access: Access) -> bool {
+    /// Whether process `pid` is the agent's own runtime (every process is, until the notify
+    /// loop has told: [`Inner::agent_check`]).
+    fn is_agent(&self, pid: u32) -> bool {
+        self.agent_check.get().is_none_or(|f| f(pid))
+    }
+
+    /// Whether grant `g` reaches process `pid`: `g.root` itself, or a process under it (that
+    /// is the agent too, for a grant to the agent).
+    fn reaches(&self, pid: u32, g: &Grant) -> bool {
+        in_tree(pid, g.root) && (!g.agent_only || pid == g.root.pid || self.is_agent(pid))
+    }
+
+    /// Whether `op` by thread `tid` passes without an ask: the supervisor's own threads, a
+    /// grant that reaches the process, an approved command's grants.
+    fn passes(&self, tid: u32, op: &Op) -> bool {
         let Ok(pid) = procfs::tgid(tid) else {
             return false;
         };
@@ -703,55 +911,86 @@ impl Inner {
         }
         let granted = self.grants.lock().map(|g| {
             g.iter()
-                .filter(|g| g.path == path && g.access.covers(access))
-                .map(|g| g.root)
+                .filter(|g| g.op.covers(op))
+                .cloned()
                 .collect::<Vec<_>>()
         });
-        if let Ok(roots) = granted {
-            if roots.into_iter().any(|r| in_tree(pid, r)) {
+        if let Ok(grants) = granted {
+            if grants.iter().any(|g| self.reaches(pid, g)) {
                 return true;
             }
         }
-        self.runner_covers(pid, path, access)
+        self.runner_covers(pid, op)
     }
 
-    fn decide(&self, tid: u32, path: &Path, access: Access) -> Result<(), i32> {
-        let what = format!("{} {}", access.word(), path.display());
+    /// Who an approval asked by process `pid` reaches, as the ask says it: `(agent_only,
+    /// text)`.
+    fn holder(&self, pid: u32) -> (bool, String) {
+        let name = procfs::comm(pid).unwrap_or_else(|| "?".to_string());
+        if self.is_agent(pid) {
+            (
+                true,
+                format!("the agent itself ({name}, pid {pid}) until it exits; not the commands it starts, each asked on its own"),
+            )
+        } else {
+            (
+                false,
+                format!(
+                    "this command ({name}, pid {pid}) and the processes it starts, until it exits"
+                ),
+            )
+        }
+    }
+
+    /// Decides `op` for thread `tid`: the supervisor's own threads pass; a change under a
+    /// system path is refused unasked (blocked); a grant or an approved command's grants
+    /// pass; otherwise the person is asked, with the colour the policy gives the worst of
+    /// the paths it names (DESIGN.md §2a, §4). `Err(errno)` refuses (the refusal already on
+    /// the process's stderr and in the log): `EACCES`, what the kernel gives a change
+    /// without the permission.
+    fn decide(&self, tid: u32, op: &Op) -> Result<(), i32> {
+        let what = format!("{} {}", op.word(), op.shown());
         let Ok(pid) = procfs::tgid(tid) else {
             return Err(libc::EACCES);
         };
         if pid == self.me {
             return Ok(());
         }
-        if SYSTEM_ROOTS.iter().any(|s| is_within(path, Path::new(s)))
-            && access != Access::Read
-            && access != Access::List
+        if op.changes()
+            && op
+                .touched()
+                .iter()
+                .any(|(p, _)| SYSTEM_ROOTS.iter().any(|s| is_within(p, Path::new(s))))
         {
             let reason = format!("refused by tyba (blocked): {what}: a change under a system path");
             self.log(what, false, Some(reason.clone()));
             crate::notify::write_stderr(tid, &reason);
             return Err(libc::EACCES);
         }
-        if self.passes(tid, path, access) {
+        if self.passes(tid, op) {
             return Ok(());
         }
         let mut reasons = Vec::new();
-        if let Some(c) = tyba_policy::credential_in_path(path) {
-            reasons.push(format!(
-                "`{}` is a credential path ({c}): sensitive, confirm only if the agent must have it",
-                path.display()
-            ));
+        for p in op.named() {
+            if let Some(c) = tyba_policy::credential_in_path(p) {
+                reasons.push(format!(
+                    "`{}` is a credential path ({c}): sensitive, confirm only if the agent must have it",
+                    p.display()
+                ));
+            }
         }
         reasons.push(format!(
-            "{} `{}`: outside the worktree and the paths the policy opens",
-            access.word(),
-            path.display()
+            "{} {}: outside the worktree and the paths the policy opens",
+            op.word(),
+            op.shown()
         ));
+        let (agent_only, holder) = self.holder(pid);
         let req = AskRequest {
             kind: AskKind::File {
-                path: path.display().to_string(),
-                access: access.word(),
-                scope: access.scope(),
+                path: op.shown(),
+                access: op.word(),
+                scope: op.scope(),
+                holder,
             },
             verdict: Verdict::Red,
             reasons,
@@ -764,8 +1003,8 @@ impl Inner {
                 if let (Ok(root), Ok(mut g)) = (procfs::proc_id(pid), self.grants.lock()) {
                     g.push(Grant {
                         root,
-                        path: path.to_path_buf(),
-                        access,
+                        agent_only,
+                        op: op.clone(),
                     });
                     self.log(what, true, Some("Once".into()));
                     return Ok(());
@@ -781,7 +1020,7 @@ impl Inner {
     }
 
     fn refuse_unasked(&self, tid: u32, what: String) -> Errno {
-        let reason = format!("refused by tyba: {what} outside the worktree is not supported (only open, list, create, mkdir and remove are asked)");
+        let reason = format!("refused by tyba: {what} outside the worktree is not supported (device nodes and whiteouts are never made there)");
         self.log(what, false, Some(reason.clone()));
         crate::notify::write_stderr(tid, &reason);
         Errno::EACCES
@@ -809,7 +1048,7 @@ impl Inner {
     }
 
     fn do_open(&self, tid: u32, n: &Node, flags: i32) -> Result<u64, Errno> {
-        self.decide(tid, &self.real(n), Self::open_access(flags))
+        self.decide(tid, &Op::One(self.real(n), Self::open_access(flags)))
             .map_err(Errno::from_i32)?;
         self.open_now(n, flags)
     }
@@ -823,7 +1062,7 @@ impl Inner {
     }
 
     fn do_opendir(&self, tid: u32, n: &Node) -> Result<u64, Errno> {
-        self.decide(tid, &self.real(n), Access::List)
+        self.decide(tid, &Op::One(self.real(n), Access::List))
             .map_err(Errno::from_i32)?;
         self.opendir_now(n)
     }
@@ -858,6 +1097,33 @@ impl Inner {
             d.insert(fh, entries);
         }
         Ok(fh)
+    }
+
+    /// The entry `name` in directory `parent`, when it is beneath a cover's own entry (not
+    /// the filesystem's root, and not a cover's own entry, which is a mount point in the
+    /// sandbox and lies in a base directory no change may reach).
+    fn below_cover(&self, parent: INodeNo, name: &OsStr) -> Option<Node> {
+        if parent == INodeNo::ROOT {
+            return None;
+        }
+        let n = self.child(parent, name)?;
+        (n.rel.components().count() >= 2).then_some(n)
+    }
+
+    /// The directory holding node `n` (opened `O_PATH`, no link followed on the way) and
+    /// `n`'s name in it, for a `*at` call on that name. A cover's own entry is in the cover's
+    /// parent directory (read through only: [`Inner::below_cover`] keeps changes out).
+    fn dir_of(&self, n: &Node) -> Result<(OwnedFd, OsString), Errno> {
+        let name = n.rel.file_name().ok_or(Errno::EINVAL)?.to_os_string();
+        let c = self.covers.get(n.cover).ok_or(Errno::ENOENT)?;
+        let dir = match n.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(p) => self.parent_dir(&Node {
+                cover: n.cover,
+                rel: p.to_path_buf(),
+            })?,
+            None => c.parent.try_clone().map_err(|e| errno(&e))?,
+        };
+        Ok((dir, name))
     }
 
     /// The node's parent directory, opened as a directory (for `*at` calls on a name in it).
@@ -933,7 +1199,7 @@ impl Filesystem for OutsideFs {
         // Granted already: answered here. An ask waits on a thread of its own; when no
         // thread can be made the reply is dropped unsent, which fuser answers with an error:
         // nothing passes.
-        if me.passes(tid, &me.real(&n), Inner::open_access(flags.0)) {
+        if me.passes(tid, &Op::One(me.real(&n), Inner::open_access(flags.0))) {
             return match me.open_now(&n, flags.0) {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(e),
@@ -1038,7 +1304,7 @@ impl Filesystem for OutsideFs {
             return reply.error(Errno::ENOENT);
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
-        if me.passes(tid, &me.real(&n), Access::List) {
+        if me.passes(tid, &Op::One(me.real(&n), Access::List)) {
             return match me.opendir_now(&n) {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(e),
@@ -1102,7 +1368,7 @@ impl Filesystem for OutsideFs {
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
         off_thread(move || {
             let r = (|| -> Result<(FileAttr, u64), Errno> {
-                me.decide(tid, &me.real(&n), Access::Create)
+                me.decide(tid, &Op::One(me.real(&n), Access::Create))
                     .map_err(Errno::from_i32)?;
                 let dir = me.parent_dir(&p)?;
                 let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC | libc::O_EXCL;
@@ -1145,7 +1411,7 @@ impl Filesystem for OutsideFs {
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
         off_thread(move || {
             let r = (|| -> Result<FileAttr, Errno> {
-                me.decide(tid, &me.real(&n), Access::Mkdir)
+                me.decide(tid, &Op::One(me.real(&n), Access::Mkdir))
                     .map_err(Errno::from_i32)?;
                 let dir = me.parent_dir(&p)?;
                 nix::sys::stat::mkdirat(
@@ -1203,7 +1469,7 @@ impl Filesystem for OutsideFs {
                     let f = match fh.and_then(|h| me.file(h)) {
                         Some((f, true)) => f,
                         _ => {
-                            me.decide(tid, &path, Access::Write)
+                            me.decide(tid, &Op::One(path.clone(), Access::Write))
                                 .map_err(Errno::from_i32)?;
                             Arc::new(File::from(
                                 me.open_real(&n, libc::O_WRONLY).map_err(|e| errno(&e))?,
@@ -1275,31 +1541,107 @@ impl Filesystem for OutsideFs {
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: fuser::RenameFlags,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let what = match self.0.child(parent, name) {
-            Some(n) => format!("rename {}", self.0.real(&n).display()),
-            None => "rename".to_string(),
+        let (Some(from), Some(to)) = (
+            self.0.below_cover(parent, name),
+            self.0.below_cover(newparent, newname),
+        ) else {
+            return reply.error(Errno::EACCES);
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        if flags.contains(fuser::RenameFlags::RENAME_WHITEOUT) {
+            // A whiteout is a device node: never made outside.
+            let what = format!("rename {} with a whiteout", self.0.real(&from).display());
+            return reply.error(self.0.refuse_unasked(req.pid(), what));
+        }
+        if from.cover != to.cover {
+            // Two covers are two mounts: the kernel refuses this first.
+            return reply.error(Errno::EXDEV);
+        }
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        off_thread(move || {
+            let r = (|| -> Result<(), Errno> {
+                let (dir_from, name_from) = me.dir_of(&from)?;
+                let (dir_to, name_to) = me.dir_of(&to)?;
+                let exchange = flags.contains(fuser::RenameFlags::RENAME_EXCHANGE);
+                let replaces = !exchange
+                    && nix::sys::stat::fstatat(
+                        dir_to.as_fd(),
+                        name_to.as_os_str(),
+                        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )
+                    .is_ok();
+                let op = Op::Rename {
+                    from: me.real(&from),
+                    to: me.real(&to),
+                    exchange,
+                    replaces,
+                };
+                me.decide(tid, &op).map_err(Errno::from_i32)?;
+                nix::fcntl::renameat2(
+                    dir_from.as_fd(),
+                    name_from.as_os_str(),
+                    dir_to.as_fd(),
+                    name_to.as_os_str(),
+                    nix::fcntl::RenameFlags::from_bits_truncate(flags.bits()),
+                )
+                .map_err(|e| Errno::from_i32(e as i32))?;
+                if let Ok(mut nodes) = me.nodes.lock() {
+                    nodes.renamed(from.cover, &from.rel, &to.rel, exchange);
+                }
+                Ok(())
+            })();
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 
     fn link(
         &self,
         req: &Request,
         ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let what = match self.0.node(ino) {
-            Some(n) => format!("hard link to {}", self.0.real(&n).display()),
-            None => "hard link".to_string(),
+        let (Some(existing), Some(at)) = (self.0.node(ino), self.0.below_cover(newparent, newname))
+        else {
+            return reply.error(Errno::EACCES);
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        if existing.cover != at.cover {
+            return reply.error(Errno::EXDEV);
+        }
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        off_thread(move || {
+            let r = (|| -> Result<FileAttr, Errno> {
+                let op = Op::Link {
+                    existing: me.real(&existing),
+                    at: me.real(&at),
+                };
+                me.decide(tid, &op).map_err(Errno::from_i32)?;
+                let (dir_e, name_e) = me.dir_of(&existing)?;
+                let (dir_a, name_a) = me.dir_of(&at)?;
+                // No AT_SYMLINK_FOLLOW: a link is linked as the link itself.
+                nix::unistd::linkat(
+                    dir_e.as_fd(),
+                    name_e.as_os_str(),
+                    dir_a.as_fd(),
+                    name_a.as_os_str(),
+                    nix::fcntl::AtFlags::empty(),
+                )
+                .map_err(|e| Errno::from_i32(e as i32))?;
+                me.entry_of(at)
+            })();
+            match r {
+                Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 
     fn symlink(
@@ -1307,14 +1649,30 @@ impl Filesystem for OutsideFs {
         req: &Request,
         parent: INodeNo,
         link_name: &OsStr,
-        _target: &Path,
+        target: &Path,
         reply: ReplyEntry,
     ) {
-        let what = match self.0.child(parent, link_name) {
-            Some(n) => format!("symbolic link {}", self.0.real(&n).display()),
-            None => "symbolic link".to_string(),
+        let Some(at) = self.0.below_cover(parent, link_name) else {
+            return reply.error(Errno::EACCES);
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        let (me, tid, text) = (Arc::clone(&self.0), req.pid(), target.to_path_buf());
+        off_thread(move || {
+            let r = (|| -> Result<FileAttr, Errno> {
+                let op = Op::Symlink {
+                    at: me.real(&at),
+                    text: text.clone(),
+                };
+                me.decide(tid, &op).map_err(Errno::from_i32)?;
+                let (dir, name) = me.dir_of(&at)?;
+                nix::unistd::symlinkat(text.as_os_str(), dir.as_fd(), name.as_os_str())
+                    .map_err(|e| Errno::from_i32(e as i32))?;
+                me.entry_of(at)
+            })();
+            match r {
+                Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 
     fn mknod(
@@ -1363,7 +1721,7 @@ impl OutsideFs {
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
         off_thread(move || {
             let r = (|| -> Result<(), Errno> {
-                me.decide(tid, &me.real(&n), Access::Remove)
+                me.decide(tid, &Op::One(me.real(&n), Access::Remove))
                     .map_err(Errno::from_i32)?;
                 let d = me.parent_dir(&p)?;
                 let flag = if dir {
@@ -1483,6 +1841,99 @@ mod tests {
         let p = plan_covers(&plan, Some(&root.join("home")));
         assert!(p.left_out.is_empty(), "{:?}", p.left_out);
         assert_eq!(p.covers.len(), MAX_COVERS);
+    }
+
+    #[test]
+    fn the_server_reaches_names_through_no_link() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(root.join("O/sub")).unwrap();
+        std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+        std::fs::write(root.join("elsewhere/x"), "x").unwrap();
+        std::os::unix::fs::symlink("../elsewhere", root.join("O/link")).unwrap();
+        let fs = OutsideFs::new(
+            &[root.join("O")],
+            Arc::new(crate::approve::DenyAll::non_interactive()),
+            0,
+            0,
+        )
+        .unwrap();
+        let node = |rel: &str| Node {
+            cover: 0,
+            rel: PathBuf::from(rel),
+        };
+        // The directory of a name under a link: refused, not followed (ELOOP).
+        assert!(fs.0.dir_of(&node("O/link/x")).is_err());
+        // The control: a real directory on the way.
+        let (_, name) = fs.0.dir_of(&node("O/sub/x")).unwrap();
+        assert_eq!(name, "x");
+        // A cover's own entry: in the cover's parent, read through only.
+        assert!(fs.0.below_cover(INodeNo::ROOT, OsStr::new("0")).is_none());
+    }
+
+    #[test]
+    fn a_rename_moves_the_known_inodes_with_it() {
+        let mut n = Nodes {
+            next: 1,
+            ..Nodes::default()
+        };
+        let node = |rel: &str| Node {
+            cover: 0,
+            rel: PathBuf::from(rel),
+        };
+        let dir = n.ino(node("O/d"));
+        let inner = n.ino(node("O/d/f"));
+        let old = n.ino(node("O/e"));
+        let other = n.ino(node("O/dx"));
+        n.renamed(0, Path::new("O/d"), Path::new("O/e"), false);
+        assert_eq!(n.by_ino[&dir], node("O/e"));
+        assert_eq!(n.by_ino[&inner], node("O/e/f"));
+        assert!(
+            !n.by_ino.contains_key(&old),
+            "the replaced entry is forgotten"
+        );
+        assert_eq!(
+            n.by_ino[&other],
+            node("O/dx"),
+            "a sibling sharing a prefix stays"
+        );
+        assert_eq!(n.by_node[&node("O/e/f")], inner);
+        // Exchanged: both move.
+        n.renamed(0, Path::new("O/e"), Path::new("O/dx"), true);
+        assert_eq!(n.by_ino[&dir], node("O/dx"));
+        assert_eq!(n.by_ino[&other], node("O/e"));
+    }
+
+    #[test]
+    fn a_grant_for_an_operation_covers_that_operation_only() {
+        let r = |from: &str, to: &str| Op::Rename {
+            from: PathBuf::from(from),
+            to: PathBuf::from(to),
+            exchange: false,
+            replaces: false,
+        };
+        assert!(r("/a", "/b").covers(&Op::Rename {
+            from: PathBuf::from("/a"),
+            to: PathBuf::from("/b"),
+            exchange: false,
+            replaces: true,
+        }));
+        assert!(!r("/a", "/b").covers(&r("/a", "/c")));
+        assert!(!r("/a", "/b").covers(&r("/b", "/a")));
+        assert!(!r("/a", "/b").covers(&Op::One(PathBuf::from("/b"), Access::Read)));
+        let l = Op::Link {
+            existing: PathBuf::from("/a"),
+            at: PathBuf::from("/b"),
+        };
+        assert!(!l.covers(&Op::One(PathBuf::from("/a"), Access::Read)));
+        // A symbolic link's text is named (its credential makes the ask sensitive) but never
+        // touched.
+        let s = Op::Symlink {
+            at: PathBuf::from("/h/O/l"),
+            text: PathBuf::from("/h/.ssh/id_rsa"),
+        };
+        assert_eq!(s.touched(), vec![(Path::new("/h/O/l"), true)]);
+        assert!(s.named().contains(&Path::new("/h/.ssh/id_rsa")));
     }
 
     #[test]
