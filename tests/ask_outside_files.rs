@@ -893,16 +893,17 @@ fn renames_links_and_symbolic_links_are_asked_and_made_by_the_server() {
     }
 }
 
-/// Starts `tyba run --here EXTRA -- /usr/bin/python3 agent.py`: the agent program is Python
-/// itself (its own runtime, not a command of it).
-fn start_python_agent(fx: &Fx, extra: &[&str]) -> Session {
+/// Starts `tyba run --here EXTRA -- ARGV` with `env` added to tyba's environment.
+fn start_with(fx: &Fx, extra: &[&str], env: &[(&str, &str)], argv: &[&str]) -> Session {
     let mut c = command_as(&fx.who, &fx.tyba);
-    c.arg("run").arg("--here").args(extra);
-    c.args(["--", "/usr/bin/python3", "agent.py"]);
+    c.arg("run").arg("--here").args(extra).arg("--").args(argv);
     c.current_dir(&fx.wt)
         .env_clear()
         .stdin(std::process::Stdio::null());
     for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    for (k, v) in env {
         c.env(k, v);
     }
     let child = c
@@ -911,6 +912,12 @@ fn start_python_agent(fx: &Fx, extra: &[&str]) -> Session {
         .spawn()
         .unwrap();
     Session { child }
+}
+
+/// Starts `tyba run --here EXTRA -- /usr/bin/python3 agent.py`: the agent program is Python
+/// itself (its own runtime, not a command of it).
+fn start_python_agent(fx: &Fx, extra: &[&str]) -> Session {
+    start_with(fx, extra, &[], &["/usr/bin/python3", "agent.py"])
 }
 
 #[test]
@@ -965,6 +972,169 @@ sys.stderr.write(r.stderr)
         assert!(
             out.contains("cmd=ERR13"),
             "{who:?}: not for the command it started: {out} / {err}"
+        );
+    }
+}
+
+/// The script of [`a_server_that_hangs_fails_closed_within_its_bound`]: an asked read, then a
+/// `stat` the server hangs on, then another outside read and the worktree.
+const HANGS: &str = r#"
+import os, time
+def read(p):
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except OSError as e:
+        return "ERR%d" % e.errno
+print("asked=" + read("../O/secret.txt"), flush=True)
+t = time.monotonic()
+try:
+    os.stat("../O/hang.txt"); r = "ok"
+except OSError as e:
+    r = "ERR%d" % e.errno
+print("hang=%s after=%.1f" % (r, time.monotonic() - t), flush=True)
+print("other=" + read("../O/secret.txt"), flush=True)
+open("inside.txt", "w").write("still works\n")
+print("inside=" + read("inside.txt"), flush=True)
+"#;
+
+#[test]
+fn a_server_that_hangs_fails_closed_within_its_bound() {
+    // The bound, shortened for the test (`fault-points`, test builds only).
+    const BOUND_MS: u64 = 2000;
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-hang") else {
+            continue;
+        };
+        beside(
+            &fx,
+            "O",
+            &[("secret.txt", "topsecret\n"), ("hang.txt", "h\n")],
+        );
+        script(&fx, "t.py", HANGS);
+        let bound = BOUND_MS.to_string();
+        let env = [
+            ("TYBA_FAULT_OUTSIDE_HANG", "hang.txt"),
+            ("TYBA_FAULT_OUTSIDE_BOUND_MS", bound.as_str()),
+        ];
+        let s = start_with(
+            &fx,
+            &["--autonomy", "high"],
+            &env,
+            &["/usr/bin/python3", "t.py"],
+        );
+        // A request waiting for the person has no bound: answered after it, it still reads.
+        fx.pending(1);
+        std::thread::sleep(Duration::from_millis(BOUND_MS * 2));
+        answer(&fx, "secret.txt", "approve");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("asked=topsecret"),
+            "{who:?}: the ask outlived the bound: {out} / {err}"
+        );
+        // The hung lookup failed (ENOTCONN), after the bound and well before forever.
+        let after: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("hang=ERR107 after="))
+            .unwrap_or_else(|| panic!("{who:?}: {out} / {err}"))
+            .parse()
+            .unwrap();
+        assert!(
+            after >= BOUND_MS as f64 / 1000.0 - 0.1 && after < 30.0,
+            "{who:?}: failed after {after} s"
+        );
+        // The connection is cut: every outside path fails, the worktree works.
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("other=ERR") && l != "other=topsecret"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(out.contains("inside=still works"), "{who:?}: {out} / {err}");
+        assert_eq!(
+            err.matches("tyba's file server did not answer").count(),
+            1,
+            "{who:?}: the person is told once: {err}"
+        );
+        assert!(
+            fx.log_lines()
+                .iter()
+                .any(|l| l["kind"] == "sandbox" && l["action"] == "outside files cut off"),
+            "{who:?}: in the audit log"
+        );
+        // The control: without the fault the same stat answers.
+        let s = start_with(
+            &fx,
+            &["--autonomy", "high", "--non-interactive"],
+            &[],
+            &["/usr/bin/python3", "t.py"],
+        );
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("hang=ok"), "{who:?}: control: {out} / {err}");
+    }
+}
+
+#[test]
+fn tybas_own_configuration_and_state_are_refused_unasked() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-own") else {
+            continue;
+        };
+        let config = fx.home.join(".config");
+        std::fs::create_dir_all(config.join("tyba")).unwrap();
+        std::fs::write(config.join("tyba/policy.toml"), "").unwrap();
+        give(&config, &who);
+        script(
+            &fx,
+            "t.py",
+            &format!(
+                r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+step("policy", lambda: open("{c}/tyba/policy.toml", "w").write("[[rule]]\n"))
+step("approvals", lambda: os.mkdir("{c}/tyba/trusted-policies"))
+step("logs", lambda: os.listdir("{s}/tyba/log"))
+step("other", lambda: open("{c}/other.toml", "w").write("x\n"))
+"#,
+                c = config.display(),
+                s = fx.home.join(".local/state").display()
+            ),
+        );
+        let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
+        // Only the control (another file in the same directory) is asked.
+        answer(&fx, "other.toml", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in [
+            "policy=ERR13",
+            "approvals=ERR13",
+            "logs=ERR13",
+            "other=ERR13",
+        ] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(
+            err.contains("tyba's own configuration, state and sockets are not reachable"),
+            "{who:?}: {err}"
+        );
+        let lines = fx.log_lines();
+        let answers: Vec<&str> = lines.iter().filter_map(|l| l["answer"].as_str()).collect();
+        assert_eq!(answers, ["deny"], "{who:?}: {lines:?}");
+        assert_eq!(
+            std::fs::read_to_string(config.join("tyba/policy.toml")).unwrap(),
+            "",
+            "{who:?}: the policy is unchanged"
+        );
+        // The control: without the sandbox the same script writes tyba's policy.
+        let bare = without_sandbox(&fx, "t.py");
+        assert!(
+            bare.contains("policy=ok") && bare.contains("logs=ok"),
+            "{who:?}: control: {bare}"
         );
     }
 }

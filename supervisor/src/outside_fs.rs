@@ -32,8 +32,10 @@
 //! refused unasked (`EACCES`, logged).
 //!
 //! Fail closed: when the server thread ends or the connection is aborted, the kernel fails
-//! every request on the covers (`ENOTCONN`); nothing passes through. The session keeps
-//! working in the worktree, which is not on FUSE.
+//! every request on the covers (`ENOTCONN`); nothing passes through. A request the server
+//! does not answer within [`REQUEST_BOUND`] while it is not waiting for the person aborts the
+//! connection ([`Watchdog`]). tyba's own configuration, state and sockets are refused unasked
+//! ([`own_dirs`]). The session keeps working in the worktree, which is not on FUSE.
 
 use crate::approve::{Answer, Approver, AskKind, AskRequest};
 use crate::notify::AuditEvent;
@@ -55,7 +57,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tyba_policy::Verdict;
 
 /// System roots: never covered (programs read them through Landlock at native speed, and a
@@ -622,6 +624,17 @@ struct Inner {
     me: u32,
     uid: u32,
     gid: u32,
+    /// tyba's own directories (its configuration, state and sockets: [`own_dirs`]), real
+    /// paths: never reachable from the sandbox, not even by asking.
+    own: Vec<PathBuf>,
+    /// The requests being served, by their unique id ([`Served`]).
+    flights: Mutex<HashMap<u64, Flight>>,
+    /// Set when the connection was aborted for a late request: nothing more is asked.
+    aborted: std::sync::atomic::AtomicBool,
+    watchdog: Watchdog,
+    /// Test builds only (`fault-points`): a lookup of an entry with this name never answers.
+    #[cfg(feature = "fault-points")]
+    hang: Option<OsString>,
 }
 
 /// [`Inner::agent_check`].
@@ -689,6 +702,51 @@ fn attr_of(ino: u64, st: &nix::sys::stat::FileStat) -> FileAttr {
     }
 }
 
+/// tyba's own directories, as real paths (the longest existing ancestor resolved): its
+/// configuration (the person's policy and the approvals of repositories' policies), its state
+/// (audit logs, stand-ins, layers) and its sockets (`crate::broker::paths`). Before the
+/// outside files, Landlock refused them unasked; an approval of them could let the agent
+/// approve its own policy or answer its own asks, so the server refuses them unasked too.
+fn own_dirs() -> Vec<PathBuf> {
+    use crate::broker::paths;
+    [paths::config_dir(), paths::state_dir(), paths::socket_dir()]
+        .into_iter()
+        .flatten()
+        .map(|d| real_path(&d))
+        .collect()
+}
+
+/// `p` with its longest existing ancestor resolved (`canonicalize(3)`), the rest as written.
+fn real_path(p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            return rest.iter().rev().fold(c, |acc: PathBuf, n| acc.join(n));
+        }
+        match (cur.parent(), cur.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                cur = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+/// [`REQUEST_BOUND`]; in test builds (`fault-points`) `TYBA_FAULT_OUTSIDE_BOUND_MS` may set
+/// it shorter.
+fn request_bound() -> Duration {
+    #[cfg(feature = "fault-points")]
+    if let Some(ms) = std::env::var("TYBA_FAULT_OUTSIDE_BOUND_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        return Duration::from_millis(ms);
+    }
+    REQUEST_BOUND
+}
+
 impl OutsideFs {
     /// A server for `covers` (absolute paths from [`plan_covers`]), asking through
     /// `approver`; `uid`/`gid` own the filesystem's own root.
@@ -738,6 +796,15 @@ impl OutsideFs {
             me: std::process::id(),
             uid,
             gid,
+            own: own_dirs(),
+            flights: Mutex::new(HashMap::new()),
+            aborted: std::sync::atomic::AtomicBool::new(false),
+            watchdog: Watchdog {
+                bound: request_bound(),
+                dev: Mutex::new(None),
+            },
+            #[cfg(feature = "fault-points")]
+            hang: std::env::var_os("TYBA_FAULT_OUTSIDE_HANG"),
         })))
     }
 }
@@ -888,6 +955,115 @@ impl Inner {
         });
     }
 
+    /// Registers request `req` (FUSE operation `op`) as being served with `reply`.
+    fn serve<R>(self: &Arc<Self>, req: &Request, op: &'static str, reply: R) -> Served<R> {
+        let unique = u64::from(req.unique());
+        if let Ok(mut f) = self.flights.lock() {
+            f.insert(
+                unique,
+                Flight {
+                    since: Instant::now(),
+                    asking: false,
+                    op,
+                },
+            );
+        }
+        Served {
+            unique,
+            inner: Arc::clone(self),
+            reply: Some(reply),
+        }
+    }
+
+    /// Request `unique` is answered (or dropped).
+    fn landed(&self, unique: u64) {
+        if let Ok(mut f) = self.flights.lock() {
+            f.remove(&unique);
+        }
+    }
+
+    /// Request `unique` waits for the person (`true`), or no longer does: its bound starts
+    /// again from now.
+    fn set_asking(&self, unique: u64, asking: bool) {
+        if let Ok(mut f) = self.flights.lock() {
+            if let Some(e) = f.get_mut(&unique) {
+                e.asking = asking;
+                e.since = Instant::now();
+            }
+        }
+    }
+
+    /// The watchdog's loop ([`Watchdog`]): until the connection ends or is aborted.
+    fn watch(me: std::sync::Weak<Inner>) {
+        let tick = match me.upgrade() {
+            Some(m) => m.watchdog.tick(),
+            None => return,
+        };
+        loop {
+            std::thread::sleep(tick);
+            let Some(m) = me.upgrade() else { return };
+            match m.late() {
+                Late::None => {}
+                Late::Ended => return,
+                Late::Aborted(what) => {
+                    let text = format!(
+                        "outside files: tyba's file server did not answer {what} within {} s while no ask was waiting; it is cut off, so from now on every file beside the worktree or in your home fails for this session's programs (\"Transport endpoint is not connected\"); the worktree keeps working. Start a new session to be asked again",
+                        m.watchdog.bound.as_secs_f32()
+                    );
+                    crate::broker::text::say(&format!("tyba: {text}"));
+                    m.approver.note("outside files cut off", &text);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Looks for late requests and aborts the connection when one is ([`Watchdog`]).
+    fn late(&self) -> Late {
+        let Ok(flights) = self.flights.lock() else {
+            return Late::Ended;
+        };
+        let bound = self.watchdog.bound;
+        let late: Vec<(u64, Flight)> = flights
+            .iter()
+            .filter(|(_, f)| !f.asking && f.since.elapsed() > bound)
+            .map(|(u, f)| (*u, *f))
+            .collect();
+        let Ok(mut dev) = self.watchdog.dev.lock() else {
+            return Late::Ended;
+        };
+        if dev.is_none() {
+            return Late::Ended;
+        }
+        let Some((_, first)) = late.first() else {
+            return Late::None;
+        };
+        // Every late request is in `flights`, so its reply, and with it fuser's device fd,
+        // is alive while the lock is held (`Served`): `theirs` is that fd.
+        if let Some((ours, theirs)) = dev.take() {
+            for (u, _) in &late {
+                let _ = sys::fuse_reply_error(ours.as_fd(), *u, libc::ENOTCONN);
+            }
+            self.aborted.store(true, Ordering::SeqCst);
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                let _ = sys::dup_onto(null.as_fd(), theirs);
+            }
+            drop(ours);
+        }
+        Late::Aborted(format!("a request ({})", first.op))
+    }
+
+    /// Whether `op` touches one of tyba's own directories ([`own_dirs`]).
+    fn is_own(&self, op: &Op) -> bool {
+        op.touched()
+            .iter()
+            .any(|(p, _)| self.own.iter().any(|d| is_within(p, d)))
+    }
+
     /// Whether process `pid` is the agent's own runtime (every process is, until the notify
     /// loop has told: [`Inner::agent_check`]).
     fn is_agent(&self, pid: u32) -> bool {
@@ -903,6 +1079,9 @@ impl Inner {
     /// Whether `op` by thread `tid` passes without an ask: the supervisor's own threads, a
     /// grant that reaches the process, an approved command's grants.
     fn passes(&self, tid: u32, op: &Op) -> bool {
+        if self.aborted.load(Ordering::SeqCst) || self.is_own(op) {
+            return false;
+        }
         let Ok(pid) = procfs::tgid(tid) else {
             return false;
         };
@@ -948,13 +1127,22 @@ impl Inner {
     /// the paths it names (DESIGN.md §2a, §4). `Err(errno)` refuses (the refusal already on
     /// the process's stderr and in the log): `EACCES`, what the kernel gives a change
     /// without the permission.
-    fn decide(&self, tid: u32, op: &Op) -> Result<(), i32> {
+    fn decide(&self, tid: u32, op: &Op, unique: u64) -> Result<(), i32> {
+        if self.aborted.load(Ordering::SeqCst) {
+            return Err(libc::ENOTCONN);
+        }
         let what = format!("{} {}", op.word(), op.shown());
         let Ok(pid) = procfs::tgid(tid) else {
             return Err(libc::EACCES);
         };
         if pid == self.me {
             return Ok(());
+        }
+        if self.is_own(op) {
+            let reason = format!("refused by tyba (blocked): {what}: tyba's own configuration, state and sockets are not reachable from the sandbox");
+            self.log(what, false, Some(reason.clone()));
+            crate::notify::write_stderr(tid, &reason);
+            return Err(libc::EACCES);
         }
         if op.changes()
             && op
@@ -998,7 +1186,10 @@ impl Inner {
             pid: tid,
             exec: None,
         };
-        let refusal = match self.approver.ask(&req) {
+        self.set_asking(unique, true);
+        let answer = self.approver.ask(&req);
+        self.set_asking(unique, false);
+        let refusal = match answer {
             Ok(Answer::Once | Answer::Always) => {
                 if let (Ok(root), Ok(mut g)) = (procfs::proc_id(pid), self.grants.lock()) {
                     g.push(Grant {
@@ -1047,9 +1238,13 @@ impl Inner {
         }
     }
 
-    fn do_open(&self, tid: u32, n: &Node, flags: i32) -> Result<u64, Errno> {
-        self.decide(tid, &Op::One(self.real(n), Self::open_access(flags)))
-            .map_err(Errno::from_i32)?;
+    fn do_open(&self, tid: u32, n: &Node, flags: i32, unique: u64) -> Result<u64, Errno> {
+        self.decide(
+            tid,
+            &Op::One(self.real(n), Self::open_access(flags)),
+            unique,
+        )
+        .map_err(Errno::from_i32)?;
         self.open_now(n, flags)
     }
 
@@ -1061,8 +1256,8 @@ impl Inner {
         Ok(self.add_file(File::from(fd), write))
     }
 
-    fn do_opendir(&self, tid: u32, n: &Node) -> Result<u64, Errno> {
-        self.decide(tid, &Op::One(self.real(n), Access::List))
+    fn do_opendir(&self, tid: u32, n: &Node, unique: u64) -> Result<u64, Errno> {
+        self.decide(tid, &Op::One(self.real(n), Access::List), unique)
             .map_err(Errno::from_i32)?;
         self.opendir_now(n)
     }
@@ -1139,6 +1334,88 @@ impl Inner {
     }
 }
 
+/// What [`Inner::late`] found.
+#[derive(Debug)]
+enum Late {
+    /// No late request.
+    None,
+    /// The connection ended (or the watchdog already acted): nothing more to watch.
+    Ended,
+    /// A late request, named: the connection is aborted.
+    Aborted(String),
+}
+
+/// How long the server may take to answer a request that is not waiting for the person:
+/// past it, the connection to the kernel is aborted ([`Watchdog`]): the late request and every
+/// later one on the covers fail, the worktree keeps working. Long enough for a slow network
+/// home (the server's own reads of the real files), short enough that a hung one is seen.
+pub const REQUEST_BOUND: Duration = Duration::from_secs(20);
+
+/// One request being served: since when (reset when an ask ends), and whether it waits for
+/// the person's answer now (then it has no bound).
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    since: Instant,
+    asking: bool,
+    /// The FUSE operation, for the notice.
+    op: &'static str,
+}
+
+/// A request being served, in [`Inner::flights`] from its dispatch until its reply is sent
+/// ([`Served::send`]) or dropped unsent. Its entry is removed *before* the reply is let go:
+/// while an entry exists its reply is alive, and with it fuser's device fd
+/// ([`Watchdog::abort`] relies on it).
+struct Served<R> {
+    unique: u64,
+    inner: Arc<Inner>,
+    reply: Option<R>,
+}
+
+impl<R> Served<R> {
+    /// Sends the reply with `f`, after the entry is gone.
+    fn send(mut self, f: impl FnOnce(R)) {
+        self.inner.landed(self.unique);
+        if let Some(r) = self.reply.take() {
+            f(r);
+        }
+    }
+}
+
+impl<R> Drop for Served<R> {
+    fn drop(&mut self) {
+        // Before the fields (the reply) are dropped.
+        self.inner.landed(self.unique);
+    }
+}
+
+/// Bounds the server's requests (issue 16, "fail closed"): every [`Watchdog::tick`] it looks
+/// for a request older than its bound that is not waiting for the person; finding one, it
+/// answers the late requests `ENOTCONN` itself and aborts the connection: the device's fd
+/// table entries are closed (fuser's replaced by `/dev/null`, `dup2(2)`; its own dropped), so
+/// the kernel releases the device as soon as no read holds it (at once, or when a reader
+/// returns with the next request) and `fuse_abort_conn` fails every request after it.
+///
+/// Why not the kernel's own request timeout (`FUSE_REQUEST_TIMEOUT`, Linux 6.14, per
+/// connection in the init reply or `/proc/sys/fs/fuse/default_request_timeout`): it counts
+/// every request, those waiting for the person's answer too (it checks the oldest request of
+/// the processing lists), so it would abort the connection whenever the person takes longer
+/// than the bound to answer; and fuser 0.18's init reply does not carry it.
+#[derive(Debug)]
+struct Watchdog {
+    /// The bound ([`REQUEST_BOUND`]).
+    bound: Duration,
+    /// A duplicate of the device (written to for the late replies) and the number of
+    /// fuser's own fd, until the connection ends. `None` once aborted or ended.
+    dev: Mutex<Option<(OwnedFd, std::os::fd::RawFd)>>,
+}
+
+impl Watchdog {
+    /// How often the requests are looked at: a quarter of the bound, between 50 ms and 1 s.
+    fn tick(&self) -> Duration {
+        (self.bound / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+}
+
 /// Runs `f` on a thread of its own (an ask may wait for the person): the FUSE loop goes on
 /// serving other requests. `Err(EAGAIN)` when no thread can be made.
 fn off_thread(f: impl FnOnce() + Send + 'static) -> bool {
@@ -1149,51 +1426,62 @@ fn off_thread(f: impl FnOnce() + Send + 'static) -> bool {
 }
 
 impl Filesystem for OutsideFs {
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let reply = self.0.serve(req, "lookup", reply);
         let Some(n) = self.0.child(parent, name) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
+        // Test builds only: a server that hangs (as on a stuck network filesystem).
+        #[cfg(feature = "fault-points")]
+        if self.0.hang.as_deref() == Some(name) {
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
         let ttl = if parent == INodeNo::ROOT {
             ROOT_TTL
         } else {
             TTL
         };
         match self.0.entry_of(n) {
-            Ok(a) => reply.entry(&ttl, &a, Generation(0)),
-            Err(e) => reply.error(e),
+            Ok(a) => reply.send(|r| r.entry(&ttl, &a, Generation(0))),
+            Err(e) => reply.send(|r| r.error(e)),
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let reply = self.0.serve(req, "getattr", reply);
         if ino == INodeNo::ROOT {
-            return reply.attr(&ROOT_TTL, &self.0.root_attr());
+            return reply.send(|r| r.attr(&ROOT_TTL, &self.0.root_attr()));
         }
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         match self.0.stat_node(&n) {
-            Ok(st) => reply.attr(&TTL, &attr_of(ino.0, &st)),
-            Err(e) => reply.error(errno(&e)),
+            Ok(st) => reply.send(|r| r.attr(&TTL, &attr_of(ino.0, &st))),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let reply = self.0.serve(req, "readlink", reply);
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         match self
             .0
             .open_real(&n, libc::O_PATH)
             .and_then(|fd| nix::fcntl::readlinkat(fd.as_fd(), "").map_err(io::Error::from))
         {
-            Ok(t) => reply.data(t.as_bytes()),
-            Err(e) => reply.error(errno(&e)),
+            Ok(t) => reply.send(|r| r.data(t.as_bytes())),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let reply = self.0.serve(req, "open", reply);
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
         // Granted already: answered here. An ask waits on a thread of its own; when no
@@ -1201,19 +1489,20 @@ impl Filesystem for OutsideFs {
         // nothing passes.
         if me.passes(tid, &Op::One(me.real(&n), Inner::open_access(flags.0))) {
             return match me.open_now(&n, flags.0) {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                Err(e) => reply.error(e),
+                Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+                Err(e) => reply.send(|r| r.error(e)),
             };
         }
-        off_thread(move || match me.do_open(tid, &n, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(e),
+        let unique = reply.unique;
+        off_thread(move || match me.do_open(tid, &n, flags.0, unique) {
+            Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+            Err(e) => reply.send(|r| r.error(e)),
         });
     }
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -1222,19 +1511,20 @@ impl Filesystem for OutsideFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
+        let reply = self.0.serve(req, "read", reply);
         let Some((f, _)) = self.0.file(fh) else {
-            return reply.error(Errno::EBADF);
+            return reply.send(|r| r.error(Errno::EBADF));
         };
         let mut buf = vec![0u8; size as usize];
         match f.read_at(&mut buf, offset) {
-            Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(errno(&e)),
+            Ok(n) => reply.send(|r| r.data(&buf[..n])),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -1244,12 +1534,13 @@ impl Filesystem for OutsideFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
+        let reply = self.0.serve(req, "write", reply);
         let Some((f, true)) = self.0.file(fh) else {
-            return reply.error(Errno::EBADF);
+            return reply.send(|r| r.error(Errno::EBADF));
         };
         match f.write_at(data, offset) {
-            Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(errno(&e)),
+            Ok(n) => reply.send(|r| r.written(n as u32)),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
@@ -1266,21 +1557,22 @@ impl Filesystem for OutsideFs {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let reply = self.0.serve(req, "fsync", reply);
         match self.0.file(fh).map(|(f, _)| f.sync_all()) {
-            Some(Ok(())) | None => reply.ok(),
-            Some(Err(e)) => reply.error(errno(&e)),
+            Some(Ok(())) | None => reply.send(|r| r.ok()),
+            Some(Err(e)) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -1288,31 +1580,34 @@ impl Filesystem for OutsideFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let reply = self.0.serve(req, "release", reply);
         if let Ok(mut m) = self.0.files.lock() {
             m.remove(&fh.0);
         }
-        reply.ok();
+        reply.send(|r| r.ok());
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let reply = self.0.serve(req, "opendir", reply);
         if ino == INodeNo::ROOT {
             // The filesystem's own root is never visible inside (only its children are
             // bound); nothing to list.
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         }
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
         if me.passes(tid, &Op::One(me.real(&n), Access::List)) {
             return match me.opendir_now(&n) {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                Err(e) => reply.error(e),
+                Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+                Err(e) => reply.send(|r| r.error(e)),
             };
         }
-        off_thread(move || match me.do_opendir(tid, &n) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(e),
+        let unique = reply.unique;
+        off_thread(move || match me.do_opendir(tid, &n, unique) {
+            Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+            Err(e) => reply.send(|r| r.error(e)),
         });
     }
 
@@ -1362,13 +1657,15 @@ impl Filesystem for OutsideFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let reply = self.0.serve(req, "create", reply);
         let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<(FileAttr, u64), Errno> {
-                me.decide(tid, &Op::One(me.real(&n), Access::Create))
+                me.decide(tid, &Op::One(me.real(&n), Access::Create), unique)
                     .map_err(Errno::from_i32)?;
                 let dir = me.parent_dir(&p)?;
                 let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC | libc::O_EXCL;
@@ -1388,10 +1685,10 @@ impl Filesystem for OutsideFs {
                 Ok((attr_of(ino, &st), fh))
             })();
             match r {
-                Ok((a, fh)) => {
-                    reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
-                }
-                Err(e) => reply.error(e),
+                Ok((a, fh)) => reply.send(|r| {
+                    r.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
+                }),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1405,13 +1702,15 @@ impl Filesystem for OutsideFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let reply = self.0.serve(req, "mkdir", reply);
         let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<FileAttr, Errno> {
-                me.decide(tid, &Op::One(me.real(&n), Access::Mkdir))
+                me.decide(tid, &Op::One(me.real(&n), Access::Mkdir), unique)
                     .map_err(Errno::from_i32)?;
                 let dir = me.parent_dir(&p)?;
                 nix::sys::stat::mkdirat(
@@ -1423,8 +1722,8 @@ impl Filesystem for OutsideFs {
                 me.entry_of(n)
             })();
             match r {
-                Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-                Err(e) => reply.error(e),
+                Ok(a) => reply.send(|r| r.entry(&TTL, &a, Generation(0))),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1455,10 +1754,12 @@ impl Filesystem for OutsideFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let reply = self.0.serve(req, "setattr", reply);
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<FileAttr, Errno> {
                 let path = me.real(&n);
@@ -1469,7 +1770,7 @@ impl Filesystem for OutsideFs {
                     let f = match fh.and_then(|h| me.file(h)) {
                         Some((f, true)) => f,
                         _ => {
-                            me.decide(tid, &Op::One(path.clone(), Access::Write))
+                            me.decide(tid, &Op::One(path.clone(), Access::Write), unique)
                                 .map_err(Errno::from_i32)?;
                             Arc::new(File::from(
                                 me.open_real(&n, libc::O_WRONLY).map_err(|e| errno(&e))?,
@@ -1530,8 +1831,8 @@ impl Filesystem for OutsideFs {
                 me.entry_of(n)
             })();
             match r {
-                Ok(a) => reply.attr(&TTL, &a),
-                Err(e) => reply.error(e),
+                Ok(a) => reply.send(|r| r.attr(&TTL, &a)),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1546,22 +1847,24 @@ impl Filesystem for OutsideFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let reply = self.0.serve(req, "rename", reply);
         let (Some(from), Some(to)) = (
             self.0.below_cover(parent, name),
             self.0.below_cover(newparent, newname),
         ) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         if flags.contains(fuser::RenameFlags::RENAME_WHITEOUT) {
             // A whiteout is a device node: never made outside.
             let what = format!("rename {} with a whiteout", self.0.real(&from).display());
-            return reply.error(self.0.refuse_unasked(req.pid(), what));
+            return reply.send(|r| r.error(self.0.refuse_unasked(req.pid(), what)));
         }
         if from.cover != to.cover {
             // Two covers are two mounts: the kernel refuses this first.
-            return reply.error(Errno::EXDEV);
+            return reply.send(|r| r.error(Errno::EXDEV));
         }
         let (me, tid) = (Arc::clone(&self.0), req.pid());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<(), Errno> {
                 let (dir_from, name_from) = me.dir_of(&from)?;
@@ -1580,7 +1883,7 @@ impl Filesystem for OutsideFs {
                     exchange,
                     replaces,
                 };
-                me.decide(tid, &op).map_err(Errno::from_i32)?;
+                me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
                 nix::fcntl::renameat2(
                     dir_from.as_fd(),
                     name_from.as_os_str(),
@@ -1595,8 +1898,8 @@ impl Filesystem for OutsideFs {
                 Ok(())
             })();
             match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
+                Ok(()) => reply.send(|r| r.ok()),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1609,21 +1912,23 @@ impl Filesystem for OutsideFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let reply = self.0.serve(req, "link", reply);
         let (Some(existing), Some(at)) = (self.0.node(ino), self.0.below_cover(newparent, newname))
         else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         if existing.cover != at.cover {
-            return reply.error(Errno::EXDEV);
+            return reply.send(|r| r.error(Errno::EXDEV));
         }
         let (me, tid) = (Arc::clone(&self.0), req.pid());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<FileAttr, Errno> {
                 let op = Op::Link {
                     existing: me.real(&existing),
                     at: me.real(&at),
                 };
-                me.decide(tid, &op).map_err(Errno::from_i32)?;
+                me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
                 let (dir_e, name_e) = me.dir_of(&existing)?;
                 let (dir_a, name_a) = me.dir_of(&at)?;
                 // No AT_SYMLINK_FOLLOW: a link is linked as the link itself.
@@ -1638,8 +1943,8 @@ impl Filesystem for OutsideFs {
                 me.entry_of(at)
             })();
             match r {
-                Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-                Err(e) => reply.error(e),
+                Ok(a) => reply.send(|r| r.entry(&TTL, &a, Generation(0))),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1652,25 +1957,27 @@ impl Filesystem for OutsideFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let reply = self.0.serve(req, "symlink", reply);
         let Some(at) = self.0.below_cover(parent, link_name) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         let (me, tid, text) = (Arc::clone(&self.0), req.pid(), target.to_path_buf());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<FileAttr, Errno> {
                 let op = Op::Symlink {
                     at: me.real(&at),
                     text: text.clone(),
                 };
-                me.decide(tid, &op).map_err(Errno::from_i32)?;
+                me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
                 let (dir, name) = me.dir_of(&at)?;
                 nix::unistd::symlinkat(text.as_os_str(), dir.as_fd(), name.as_os_str())
                     .map_err(|e| Errno::from_i32(e as i32))?;
                 me.entry_of(at)
             })();
             match r {
-                Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-                Err(e) => reply.error(e),
+                Ok(a) => reply.send(|r| r.entry(&TTL, &a, Generation(0))),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1692,36 +1999,41 @@ impl Filesystem for OutsideFs {
         reply.error(self.0.refuse_unasked(req.pid(), what));
     }
 
-    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let reply = self.0.serve(req, "statfs", reply);
         let cover = self.0.node(ino).map(|n| n.cover).unwrap_or(0);
         let Some(c) = self.0.covers.get(cover) else {
-            return reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+            return reply.send(|r| r.statfs(0, 0, 0, 0, 0, 4096, 255, 4096));
         };
         match nix::sys::statvfs::fstatvfs(c.parent.as_fd()) {
-            Ok(s) => reply.statfs(
-                s.blocks(),
-                s.blocks_free(),
-                s.blocks_available(),
-                s.files(),
-                s.files_free(),
-                s.block_size() as u32,
-                s.name_max() as u32,
-                s.fragment_size() as u32,
-            ),
-            Err(e) => reply.error(Errno::from_i32(e as i32)),
+            Ok(s) => reply.send(|r| {
+                r.statfs(
+                    s.blocks(),
+                    s.blocks_free(),
+                    s.blocks_available(),
+                    s.files(),
+                    s.files_free(),
+                    s.block_size() as u32,
+                    s.name_max() as u32,
+                    s.fragment_size() as u32,
+                )
+            }),
+            Err(e) => reply.send(|r| r.error(Errno::from_i32(e as i32))),
         }
     }
 }
 
 impl OutsideFs {
     fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        let reply = self.0.serve(req, "remove", reply);
         let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<(), Errno> {
-                me.decide(tid, &Op::One(me.real(&n), Access::Remove))
+                me.decide(tid, &Op::One(me.real(&n), Access::Remove), unique)
                     .map_err(Errno::from_i32)?;
                 let d = me.parent_dir(&p)?;
                 let flag = if dir {
@@ -1733,8 +2045,8 @@ impl OutsideFs {
                     .map_err(|e| Errno::from_i32(e as i32))
             })();
             match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
+                Ok(()) => reply.send(|r| r.ok()),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1750,14 +2062,28 @@ pub fn serve(fs: OutsideFs, dev: OwnedFd) -> io::Result<()> {
     let mut cfg = fuser::Config::default();
     cfg.n_threads = Some(2);
     cfg.acl = fuser::SessionACL::Owner;
+    // The watchdog's own duplicate of the device, and the number fuser reads it by.
+    let ours = dev.try_clone()?;
+    let theirs = dev.as_raw_fd();
+    let inner = Arc::downgrade(&fs.0);
+    let watched = Arc::clone(&fs.0);
     let session = fuser::Session::from_fd(fs, dev, fuser::SessionACL::Owner, cfg)?;
+    if let Ok(mut d) = watched.watchdog.dev.lock() {
+        *d = Some((ours, theirs));
+    }
+    std::thread::Builder::new()
+        .name("tyba-outside-watch".into())
+        .spawn(move || Inner::watch(inner))?;
     std::thread::Builder::new()
         .name("tyba-outside-fs".into())
         .spawn(move || {
             // The loop ends when the connection does (the sandbox's namespace gone, or the
-            // connection aborted); dropping the session closes the last fd of the device,
-            // which fails whatever is still waiting.
+            // connection aborted); dropping the session, then the watchdog's duplicate,
+            // closes the last fds of the device, which fails whatever is still waiting.
             let _ = session.run();
+            if let Ok(mut d) = watched.watchdog.dev.lock() {
+                d.take();
+            }
         })?;
     Ok(())
 }
