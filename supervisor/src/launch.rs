@@ -1395,6 +1395,10 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                     ),
                 ),
                 Ok(()) => {
+                    // One listing of the filesystem's root (READDIRPLUS) makes the kernel
+                    // know every cover and its attributes: the binds below then resolve
+                    // `staging/i` without a request to the server each.
+                    let _ = std::fs::read_dir(&staging).map(Iterator::count);
                     let covers = c.plan.outside_covers.clone();
                     for (i, p) in covers.iter().enumerate() {
                         let src = staging.join(i.to_string());

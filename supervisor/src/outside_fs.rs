@@ -44,8 +44,8 @@ use crate::sandbox::{is_within, SandboxPlan};
 use crate::sys;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, OpenFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
@@ -275,22 +275,23 @@ fn walk(
     let Ok(list) = std::fs::read_dir(dir) else {
         return Ok(());
     };
-    let mut names: Vec<PathBuf> = list.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    names.sort();
-    for p in names {
-        let Ok(md) = std::fs::symlink_metadata(&p) else {
-            continue;
-        };
-        if md.file_type().is_symlink() || native.iter().any(|n| is_within(&p, n)) {
+    // The entry's type from the listing itself (`d_type`; an `lstat` only where the
+    // filesystem does not say), never following a link.
+    let mut names: Vec<(PathBuf, std::fs::FileType)> = list
+        .filter_map(|e| e.ok().and_then(|e| Some((e.path(), e.file_type().ok()?))))
+        .collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    for (p, t) in names {
+        if t.is_symlink() || native.iter().any(|n| is_within(&p, n)) {
             continue;
         }
         if native.iter().any(|n| is_within(n, &p)) {
-            if md.is_dir() && depth < MAX_DEPTH {
+            if t.is_dir() && depth < MAX_DEPTH {
                 walk(&p, native, depth + 1, budget, out)?;
             }
             continue;
         }
-        if !(md.is_dir() || md.is_file()) {
+        if !(t.is_dir() || t.is_file()) {
             // Sockets, fifos and devices stay as they are: Landlock refuses them.
             continue;
         }
@@ -606,6 +607,9 @@ struct Inner {
     nodes: Mutex<Nodes>,
     files: Mutex<HashMap<u64, (Arc<File>, bool)>>,
     dirs: Mutex<HashMap<u64, Vec<DirEntry>>>,
+    /// The attributes of the root's listing, by its handle, as stated once for it
+    /// ([`Inner::root_listing`]): its READDIRPLUS answers with them.
+    root_attrs: Mutex<HashMap<u64, Vec<FileAttr>>>,
     next_fh: AtomicU64,
     grants: Mutex<Vec<Grant>>,
     /// The approved command lines running in domains of their own (`crate::runner`), by
@@ -788,6 +792,7 @@ impl OutsideFs {
             }),
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
+            root_attrs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             grants: Mutex::new(Vec::new()),
             runners: Mutex::new(HashMap::new()),
@@ -1262,6 +1267,30 @@ impl Inner {
         self.opendir_now(n)
     }
 
+    /// The filesystem root's listing: the covers, `0`, `1`, … (those whose entry can still
+    /// be reached), as a directory handle.
+    fn root_listing(&self) -> Result<u64, Errno> {
+        let (mut entries, mut attrs) = (Vec::new(), Vec::new());
+        for (i, name) in self.names.iter().enumerate() {
+            let n = Node {
+                cover: i,
+                rel: PathBuf::from(name),
+            };
+            let Ok(st) = self.stat_node(&n) else { continue };
+            let ino = self.ino(n);
+            attrs.push(attr_of(ino, &st));
+            entries.push((ino, kind_of(st.st_mode), OsString::from(i.to_string())));
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut d) = self.dirs.lock() {
+            d.insert(fh, entries);
+        }
+        if let Ok(mut r) = self.root_attrs.lock() {
+            r.insert(fh, attrs);
+        }
+        Ok(fh)
+    }
+
     /// The listing itself, once decided.
     fn opendir_now(&self, n: &Node) -> Result<u64, Errno> {
         let fd = self
@@ -1426,6 +1455,16 @@ fn off_thread(f: impl FnOnce() + Send + 'static) -> bool {
 }
 
 impl Filesystem for OutsideFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> io::Result<()> {
+        // READDIRPLUS (the kernel picks it for a directory's first listing): stage 2's one
+        // listing of the root then stands for a lookup per cover. Without it, each bind
+        // looks its cover up.
+        let _ = config.add_capabilities(
+            fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+        );
+        Ok(())
+    }
+
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let reply = self.0.serve(req, "lookup", reply);
         let Some(n) = self.0.child(parent, name) else {
@@ -1590,9 +1629,14 @@ impl Filesystem for OutsideFs {
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let reply = self.0.serve(req, "opendir", reply);
         if ino == INodeNo::ROOT {
-            // The filesystem's own root is never visible inside (only its children are
-            // bound); nothing to list.
-            return reply.send(|r| r.error(Errno::EACCES));
+            // The filesystem's own root is visible only to stage 2, while it binds the
+            // covers (the agent does not run yet): its one listing (READDIRPLUS) tells the
+            // kernel every cover with its attributes, so that the binds find them without a
+            // lookup each.
+            return match self.0.root_listing() {
+                Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+                Err(e) => reply.send(|r| r.error(e)),
+            };
         }
         let Some(n) = self.0.node(ino) else {
             return reply.send(|r| r.error(Errno::ENOENT));
@@ -1633,6 +1677,60 @@ impl Filesystem for OutsideFs {
         reply.ok();
     }
 
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        let mut reply = self.0.serve(req, "readdirplus", reply);
+        let list = match self.0.dirs.lock() {
+            Ok(d) => d.get(&fh.0).cloned(),
+            Err(_) => return reply.send(|r| r.error(Errno::EIO)),
+        };
+        let Some(list) = list else {
+            return reply.send(|r| r.error(Errno::EBADF));
+        };
+        let ttl = if ino == INodeNo::ROOT { ROOT_TTL } else { TTL };
+        let stated = if ino == INodeNo::ROOT {
+            self.0
+                .root_attrs
+                .lock()
+                .ok()
+                .and_then(|r| r.get(&fh.0).cloned())
+        } else {
+            None
+        };
+        for (i, (child, _, name)) in list.iter().enumerate().skip(offset as usize) {
+            // The root's covers as stated for the listing; another directory's entries now
+            // (one gone since the listing is left out).
+            let a = match stated.as_ref().and_then(|s| s.get(i)) {
+                Some(a) => Some(*a),
+                None => self
+                    .0
+                    .node(INodeNo(*child))
+                    .and_then(|n| self.0.entry_of(n).ok()),
+            };
+            let Some(a) = a else { continue };
+            let full = reply.reply.as_mut().is_some_and(|r| {
+                r.add(
+                    INodeNo(*child),
+                    (i + 1) as u64,
+                    name,
+                    &ttl,
+                    &a,
+                    Generation(0),
+                )
+            });
+            if full {
+                break;
+            }
+        }
+        reply.send(|r| r.ok());
+    }
+
     fn releasedir(
         &self,
         _req: &Request,
@@ -1643,6 +1741,9 @@ impl Filesystem for OutsideFs {
     ) {
         if let Ok(mut d) = self.0.dirs.lock() {
             d.remove(&fh.0);
+        }
+        if let Ok(mut r) = self.0.root_attrs.lock() {
+            r.remove(&fh.0);
         }
         reply.ok();
     }
