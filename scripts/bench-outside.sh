@@ -74,12 +74,25 @@ if [ "$LAUNCH" = 1 ]; then
         'print(sum(1 for l in open("/proc/self/mounts") if l.split()[2] == "fuse"))' 2>/dev/null || true)
     echo "Measured $(date -u '+%Y-%m-%d %H:%M') UTC, $RUNS runs each, load average $(cut -d' ' -f1-3 /proc/loadavg);"
     echo "home: $HOMES entries, worktree among $SIDES siblings; covers in a session: ${covers:-?}"
-    for mode in auto off; do
-        launch --outside-files "$mode" # warm-up
-        ms=$(perf stat -x, -e task-clock -r "$RUNS" -- "$TYBA" run --here --non-interactive --autonomy high --outside-files "$mode" -- /bin/true 2>&1 >/dev/null \
-            | awk -F, '/task-clock/ {printf "%.2f", $1}')
-        echo "--outside-files $mode: task-clock ${ms} ms (CPU of the whole tree, mean of $RUNS)"
+    launch --outside-files auto; launch --outside-files off # warm-up
+    # Interleaved, run by run, so both meet the same load; the median of each.
+    for i in $(seq 1 "$RUNS"); do
+        for mode in auto off; do
+            perf stat -x, -e task-clock -- "$TYBA" run --here --non-interactive --autonomy high --outside-files "$mode" -- /bin/true 2>&1 >/dev/null \
+                | awk -F, -v m="$mode" '/task-clock/ {print m, $1}' >> "$WORK/clock"
+        done
     done
+    python3 - "$WORK/clock" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    m, v = line.split()
+    runs.setdefault(m, []).append(float(v))
+a, o = statistics.median(runs["auto"]), statistics.median(runs["off"])
+print(f"task-clock (CPU of the whole tree, ms), interleaved, median of {len(runs['auto'])}:"
+      f" auto {a:.2f}, off {o:.2f}, covers add {a - o:+.2f} ms"
+      f" (means {statistics.mean(runs['auto']):.2f} / {statistics.mean(runs['off']):.2f})")
+PY
     for mode in auto off; do
         strace -f -c -o "$WORK/strace-$mode" "$TYBA" run --here --non-interactive --autonomy high --outside-files "$mode" -- /bin/true >/dev/null 2>&1 || true
         total=$(awk '/^100.00|total/ {print $4; exit}' "$WORK/strace-$mode")

@@ -515,7 +515,8 @@ fn in_tree(pid: u32, root: ProcId) -> bool {
 /// One covered entry: the directory that holds it (opened at start) and its name.
 #[derive(Debug)]
 struct CoverRoot {
-    parent: OwnedFd,
+    /// Shared by the covers of one directory (opened once).
+    parent: Arc<OwnedFd>,
     parent_path: PathBuf,
 }
 
@@ -765,18 +766,28 @@ impl OutsideFs {
     ) -> io::Result<OutsideFs> {
         let mut roots = Vec::new();
         let mut names = Vec::new();
+        let mut opened: HashMap<&Path, Arc<OwnedFd>> = HashMap::new();
         for c in covers {
             let (Some(parent), Some(name)) = (c.parent(), c.file_name()) else {
                 return Err(io::Error::from_raw_os_error(libc::EINVAL));
             };
-            let fd = nix::fcntl::open(
-                parent,
-                nix::fcntl::OFlag::O_PATH
-                    | nix::fcntl::OFlag::O_DIRECTORY
-                    | nix::fcntl::OFlag::O_CLOEXEC,
-                nix::sys::stat::Mode::empty(),
-            )
-            .map_err(io::Error::from)?;
+            let fd = match opened.get(parent) {
+                Some(fd) => Arc::clone(fd),
+                None => {
+                    let fd = Arc::new(
+                        nix::fcntl::open(
+                            parent,
+                            nix::fcntl::OFlag::O_PATH
+                                | nix::fcntl::OFlag::O_DIRECTORY
+                                | nix::fcntl::OFlag::O_CLOEXEC,
+                            nix::sys::stat::Mode::empty(),
+                        )
+                        .map_err(io::Error::from)?,
+                    );
+                    opened.insert(parent, Arc::clone(&fd));
+                    fd
+                }
+            };
             roots.push(CoverRoot {
                 parent: fd,
                 parent_path: parent.to_path_buf(),
@@ -909,7 +920,21 @@ impl Inner {
         sys::openat2(c.parent.as_fd(), &p, flags as u64, RESOLVE)
     }
 
+    /// The node's attributes, following no link: a cover's own entry by one `fstatat` of its
+    /// name in the directory held for it (`AT_SYMLINK_NOFOLLOW`, no directory on the way),
+    /// anything beneath through [`Inner::open_real`].
     fn stat_node(&self, n: &Node) -> io::Result<nix::sys::stat::FileStat> {
+        let mut parts = n.rel.components();
+        if let (Some(std::path::Component::Normal(name)), None, Some(c)) =
+            (parts.next(), parts.next(), self.covers.get(n.cover))
+        {
+            return nix::sys::stat::fstatat(
+                c.parent.as_fd(),
+                name,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(io::Error::from);
+        }
         let fd = self.open_real(n, libc::O_PATH)?;
         nix::sys::stat::fstat(fd.as_fd()).map_err(io::Error::from)
     }
