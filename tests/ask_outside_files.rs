@@ -893,31 +893,10 @@ fn renames_links_and_symbolic_links_are_asked_and_made_by_the_server() {
     }
 }
 
-/// Starts `tyba run --here EXTRA -- ARGV` with `env` added to tyba's environment.
-fn start_with(fx: &Fx, extra: &[&str], env: &[(&str, &str)], argv: &[&str]) -> Session {
-    let mut c = command_as(&fx.who, &fx.tyba);
-    c.arg("run").arg("--here").args(extra).arg("--").args(argv);
-    c.current_dir(&fx.wt)
-        .env_clear()
-        .stdin(std::process::Stdio::null());
-    for (k, v) in fx.env() {
-        c.env(k, v);
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let child = c
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    Session { child }
-}
-
 /// Starts `tyba run --here EXTRA -- /usr/bin/python3 agent.py`: the agent program is Python
 /// itself (its own runtime, not a command of it).
 fn start_python_agent(fx: &Fx, extra: &[&str]) -> Session {
-    start_with(fx, extra, &[], &["/usr/bin/python3", "agent.py"])
+    fx.start_argv(extra, &[], &["/usr/bin/python3", "agent.py"])
 }
 
 #[test]
@@ -928,25 +907,8 @@ fn an_approval_to_the_agent_covers_the_agent_and_not_the_commands_it_starts() {
         };
         beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
         script(&fx, "other.py", OTHER);
-        script(
-            &fx,
-            "agent.py",
-            r#"
-import subprocess, sys
-def read(p):
-    try:
-        with open(p) as f:
-            return f.read().strip()
-    except OSError as e:
-        return "ERR%d" % e.errno
-print("agent=" + read("../O/secret.txt"), flush=True)
-print("again=" + read("../O/secret.txt"), flush=True)
-# A command the agent starts: asked on its own.
-r = subprocess.run(["/usr/bin/python3", "other.py", "cmd"], capture_output=True, text=True)
-print(r.stdout.strip(), flush=True)
-sys.stderr.write(r.stderr)
-"#,
-        );
+        // The agent reads twice, then starts a command (`other.py child`) reading the same.
+        script(&fx, "agent.py", READ_TWICE);
         let s = start_python_agent(&fx, &["--autonomy", "high"]);
         let first = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
         assert!(
@@ -964,13 +926,13 @@ sys.stderr.write(r.stderr)
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         assert!(
-            out.contains("agent=topsecret") && out.contains("again=topsecret"),
+            out.contains("first=topsecret") && out.contains("again=topsecret"),
             "{who:?}: the approval holds for the agent: {out} / {err}"
         );
         // The control of the reach: the same child under an approved command reads it
         // (`an_outside_open_is_asked_and_the_approval_holds_for_that_process_only`).
         assert!(
-            out.contains("cmd=ERR13"),
+            out.contains("child=ERR13"),
             "{who:?}: not for the command it started: {out} / {err}"
         );
     }
@@ -1017,12 +979,7 @@ fn a_server_that_hangs_fails_closed_within_its_bound() {
             ("TYBA_FAULT_OUTSIDE_HANG", "hang.txt"),
             ("TYBA_FAULT_OUTSIDE_BOUND_MS", bound.as_str()),
         ];
-        let s = start_with(
-            &fx,
-            &["--autonomy", "high"],
-            &env,
-            &["/usr/bin/python3", "t.py"],
-        );
+        let s = fx.start_argv(&["--autonomy", "high"], &env, &["/usr/bin/python3", "t.py"]);
         // A request waiting for the person has no bound: answered after it, it still reads.
         fx.pending(1);
         std::thread::sleep(Duration::from_millis(BOUND_MS * 2));
@@ -1063,8 +1020,7 @@ fn a_server_that_hangs_fails_closed_within_its_bound() {
             "{who:?}: in the audit log"
         );
         // The control: without the fault the same stat answers.
-        let s = start_with(
-            &fx,
+        let s = fx.start_argv(
             &["--autonomy", "high", "--non-interactive"],
             &[],
             &["/usr/bin/python3", "t.py"],
