@@ -7,7 +7,8 @@
 #   file-heavy  grep -r, read every file, git status, write 200 files, over a ~12k-file tree
 #   compile     make -j2 -B of a generated C project (60 files)
 # Usage: scripts/bench-overhead.sh [--runs N] [--out FILE.md] [--only "launch file-heavy compile"]
-#        [--outside]   also `tyba run --ask-outside-files` (needs /dev/fuse), in the same run
+#        [--outside]   also `tyba run --outside-files off`, in the same run: what the outside
+#                      files (on by default where /dev/fuse opens) cost against none
 #        [--baseline BIN]  also another tyba binary (a build before a change), in the same run:
 #                      a before/after table per workload
 # Needs: hyperfine and bubblewrap (apt-get install hyperfine bubblewrap), gcc, make, git.
@@ -100,7 +101,7 @@ mkdir -p "$SMALL" && echo hello > "$SMALL/README"
 git -C "$SMALL" init -q && git -C "$SMALL" add -A && git -C "$SMALL" commit -q -m small
 
 TY="$TYBA run --here --non-interactive --autonomy high --"
-TYO="$TYBA run --here --non-interactive --autonomy high --ask-outside-files --"
+TYO="$TYBA run --here --non-interactive --autonomy high --outside-files off --"
 TYL="$TYBA run --non-interactive --autonomy high --"
 TYB="" TYBL=""
 if [ -n "$BASE" ]; then
@@ -117,7 +118,7 @@ bench() { # name dir bare-command...
     local args=(-n bare "$cmd" -n tyba "$ty $cmd")
     if [ -n "$BASE" ]; then args+=(-n tyba-before "$tyb $cmd"); fi
     if [ "$HAVE_BWRAP" = 1 ]; then args+=(-n bwrap "$(bw "$dir") $cmd"); fi
-    if [ "$OUTSIDE" = 1 ]; then args+=(-n tyba-outside "$TYO $cmd"); fi
+    if [ "$OUTSIDE" = 1 ]; then args+=(-n tyba-off "$TYO $cmd"); fi
     (cd "$dir" && hyperfine -N --style basic --warmup 3 --runs "$RUNS" --export-json "$WORK/$name.json" "${args[@]}" >&2)
 }
 
@@ -165,7 +166,7 @@ for line in open(os.path.join(work, "interleave.tsv")):
     if have_bwrap:
         variants["bwrap"] = f"{bwrap(cwd)} {cmd}"
     if outside:
-        variants["tyba-outside"] = f"{tyo} {cmd}"
+        variants["tyba-off"] = f"{tyo} {cmd}"
     wall = {k: [] for k in variants}
     for _ in range(int(runs)):
         for k, c in variants.items():
@@ -212,9 +213,10 @@ lines.append("children are not waited through, so no CPU figure for it). Load av
              + " ".join(open("/proc/loadavg").read().split()[:3]) + ".")
 if outside:
     lines.append("")
-    lines.append("`tyba run --ask-outside-files` in the same run (the workloads touch only the worktree):")
+    lines.append("`tyba run` (outside files on, the default) against `--outside-files off` in the same run")
+    lines.append("(the workloads touch only the worktree, which is not on FUSE):")
     lines.append("")
-    lines.append("| workload | tyba run | with --ask-outside-files | ratio | interleaved medians: tyba | with the option | ratio |")
+    lines.append("| workload | tyba run (on) | --outside-files off | on / off | interleaved medians: on | off | on / off |")
     lines.append("|---|---|---|---|---|---|---|")
     med_by = dict(inter)
     for name in WORKLOADS:
@@ -222,11 +224,11 @@ if outside:
         if not os.path.exists(f):
             continue
         data = {r["command"]: r for r in json.load(open(f))["results"]}
-        t, o = data["tyba"]["mean"], data["tyba-outside"]["mean"]
+        t, o = data["tyba"]["mean"], data["tyba-off"]["mean"]
         m = med_by.get(name, {})
-        mt, mo = m.get("tyba"), m.get("tyba-outside")
-        ms = f"{mt*1000:.1f} ms | {mo*1000:.1f} ms | {mo/mt:.2f}×" if mt and mo else "– | – | –"
-        lines.append(f"| {name} | {t*1000:.1f} ms | {o*1000:.1f} ms (σ {data['tyba-outside']['stddev']*1000:.1f}) | {o/t:.2f}× | {ms} |")
+        mt, mo = m.get("tyba"), m.get("tyba-off")
+        ms = f"{mt*1000:.1f} ms | {mo*1000:.1f} ms | {mt/mo:.2f}×" if mt and mo else "– | – | –"
+        lines.append(f"| {name} | {t*1000:.1f} ms (σ {data['tyba']['stddev']*1000:.1f}) | {o*1000:.1f} ms (σ {data['tyba-off']['stddev']*1000:.1f}) | {t/o:.2f}× | {ms} |")
 if tyb:
     lines.append("")
     lines.append("The baseline binary (`--baseline`) against this one, in the same run:")

@@ -283,8 +283,11 @@ fn claude_code_hook_decisions_are_in_the_sessions_audit_log() {
             std::fs::write(sub.join(format!("{name}.json")), text).unwrap();
         }
         give(&fx.wt, &who);
+        // Outside files off: the hook then refuses the Write outside at once (with them on,
+        // where /dev/fuse opens, it asks instead, since the kernel layer could grant it:
+        // `tests/ask_outside_files.rs`); the refusal is what this test logs.
         let s = fx.start(
-            &[],
+            &["--outside-files", "off"],
             "cd sub && for f in push write read yellow; do \
              cp $f.json in.json; ../tyba hook claude-code < in.json; echo \"$f=$?\"; done",
         );

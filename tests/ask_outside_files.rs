@@ -14,27 +14,30 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// `/dev/fuse` as distributions ship it (`0666`, the fuse package's udev rule); these
-/// machines have no udev and leave it `0600` root (notes/kernel-facts.md).
-fn fuse_for_users() {
-    use std::os::unix::fs::PermissionsExt;
-    if my_uid() == 0 {
-        if let Ok(m) = std::fs::metadata("/dev/fuse") {
-            if m.permissions().mode() & 0o666 != 0o666 {
-                let _ =
-                    std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(0o666));
-            }
-        }
-    }
+/// Whether `who` may open `/dev/fuse` for reading and writing (`test -r -a -w`, as that user).
+fn fuse_openable_by(who: &Who) -> bool {
+    command_as(who, Path::new("/usr/bin/test"))
+        .args(["-r", "/dev/fuse", "-a", "-w", "/dev/fuse"])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// A fixture, or `None` when the sandbox or FUSE cannot run here (a failure under
-/// `TYBA_REQUIRE_SANDBOX=1`).
+/// `TYBA_REQUIRE_SANDBOX=1`). The unprivileged user needs `/dev/fuse` as distributions ship
+/// it (mode `0666`, the fuse package's udev rule; `.ci/run` sets it so on machines without
+/// udev): the tests never change the device's mode themselves (other tests run beside them).
 fn fixture(who: &Who, tag: &str) -> Option<Fx> {
-    fuse_for_users();
     if !Path::new("/dev/fuse").exists() {
         assert!(!require_sandbox(), "no /dev/fuse");
         eprintln!("SKIP: no /dev/fuse");
+        return None;
+    }
+    if !fuse_openable_by(who) {
+        assert!(
+            !require_sandbox(),
+            "{who:?} cannot open /dev/fuse: make it mode 0666 as distributions ship it (.ci/run does)"
+        );
+        eprintln!("SKIP: {who:?} cannot open /dev/fuse");
         return None;
     }
     setup(who, tag)
@@ -124,7 +127,14 @@ fn an_outside_open_is_asked_and_the_approval_holds_for_that_process_only() {
             bare.contains("first=topsecret") && bare.contains("child=topsecret"),
             "{who:?}: control: {bare}"
         );
-        let s = fx.start(&["--autonomy", "high", "--ask-outside-files"], RUN_BOTH);
+        // The default: no option.
+        let s = fx.start(&["--autonomy", "high"], RUN_BOTH);
+        let first = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            first.contains("this command (python3, pid")
+                && first.contains("and the processes it starts, until it exits"),
+            "{who:?}: whom the approval covers: {first}"
+        );
         let reasons = answer(&fx, "read ", "approve");
         assert!(
             reasons.contains("outside the worktree"),
@@ -164,7 +174,7 @@ fn an_outside_open_is_asked_and_the_approval_holds_for_that_process_only() {
 }
 
 #[test]
-fn without_the_option_the_same_open_fails_unasked() {
+fn switched_off_the_same_open_fails_unasked() {
     for who in whos() {
         let Some(fx) = fixture(&who, "outside-off") else {
             continue;
@@ -172,12 +182,16 @@ fn without_the_option_the_same_open_fails_unasked() {
         beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
         script(&fx, "t.py", READ_TWICE);
         script(&fx, "other.py", OTHER);
-        let s = fx.start(&["--autonomy", "high"], RUN_BOTH);
+        let s = fx.start(&["--autonomy", "high", "--outside-files", "off"], RUN_BOTH);
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         assert!(
             out.contains("first=ERR13") && out.contains("other=ERR13"),
             "{who:?}: Landlock alone: {out} / {err}"
+        );
+        assert!(
+            !err.contains("outside files are not asked"),
+            "{who:?}: switched off on purpose: nothing to say: {err}"
         );
         assert!(
             !fx.log_lines().iter().any(|l| l["answer"].is_string()),
@@ -349,6 +363,7 @@ try:
     os.symlink("../O2/other.txt", "../O/o-link"); print("planted=yes", flush=True)
 except OSError as e:
     print("planted=ERR%d" % e.errno, flush=True)
+print("o-link=" + read("../O/o-link"), flush=True)
 try:
     print("listing=" + ",".join(sorted(os.listdir("../O"))), flush=True)
 except OSError as e:
@@ -362,14 +377,23 @@ except OSError as e:
         answer(&fx, "secret.txt", "approve");
         // The link into O2 resolves to O2's file: its own ask, denied.
         answer(&fx, "other.txt", "deny");
+        // Making a link in the approved directory is asked, its text shown; approved, the
+        // server makes it, and reading through it is asked where it leads, denied.
+        answer(&fx, "symlink ", "approve");
+        answer(&fx, "read ", "deny");
         // Listing O is not covered by the file's approval either.
         answer(&fx, "list ", "deny");
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         assert!(out.contains("approved=topsecret"), "{who:?}: {out}");
         assert!(out.contains("wt-link=ERR13"), "{who:?}: {out} / {err}");
-        assert!(out.contains("planted=ERR13"), "{who:?}: {out} / {err}");
-        assert!(!fx.wt.parent().unwrap().join("O/o-link").exists());
+        assert!(out.contains("planted=yes"), "{who:?}: {out} / {err}");
+        assert!(out.contains("o-link=ERR13"), "{who:?}: {out} / {err}");
+        assert_eq!(
+            std::fs::read_link(fx.wt.parent().unwrap().join("O/o-link")).unwrap(),
+            Path::new("../O2/other.txt"),
+            "{who:?}: the link as the agent wrote it"
+        );
         assert!(out.contains("listing=ERR13"), "{who:?}: {out}");
         // Control: the worktree link exists and leads to the file, readable outside.
         assert_eq!(
@@ -459,6 +483,7 @@ step("rename", lambda: os.rename("../O/new.txt", "../O/moved.txt"))
         answer(&fx, "create ", "approve");
         answer(&fx, "mkdir ", "deny");
         answer(&fx, "remove ", "deny");
+        answer(&fx, "rename ", "deny");
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         for line in [
@@ -589,6 +614,483 @@ print("inside=" + read("inside.txt"), flush=True)
                 .iter()
                 .any(|l| l.to_string().contains("more.txt") && l["answer"].is_string()),
             "{who:?}: nothing asked after the server died"
+        );
+    }
+}
+
+/// Starts `tyba run --here EXTRA -- bash -c SCRIPT` as `fx`'s user (not root) in a mount
+/// namespace of its own where `/dev/fuse` is a node of the same device owned by root with mode
+/// `0600` (as on a machine without udev), so that the user's open of it really fails with
+/// `EACCES`: the device itself, and what every other test sees, stay as they are.
+fn start_without_fuse(fx: &Fx, extra: &[&str], script: &str) -> Session {
+    let Who::User { uid, gid, .. } = &fx.who else {
+        panic!("root opens a 0600 root device")
+    };
+    let d = fx.scratch.dir.join("nofuse");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"]);
+    c.arg(
+        r#"set -e
+d="$1"; shift
+mount -t tmpfs -o mode=0755 tyba-test-nofuse "$d"
+mknod -m 0600 "$d/fuse" c $((0x$(stat -c %t /dev/fuse))) $((0x$(stat -c %T /dev/fuse)))
+mount --bind "$d/fuse" /dev/fuse
+exec "$@""#,
+    );
+    c.arg("sh").arg(&d);
+    c.arg("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(&fx.tyba);
+    c.arg("run").arg("--here").args(extra);
+    c.args(["--", "bash", "-c", script]);
+    c.current_dir(&fx.wt)
+        .env_clear()
+        .stdin(std::process::Stdio::null());
+    for (k, v) in fx.env() {
+        c.env(k, v);
+    }
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    Session { child }
+}
+
+#[test]
+fn without_dev_fuse_the_session_starts_says_why_once_and_outside_opens_fail_unasked() {
+    if my_uid() != 0 {
+        assert!(!require_sandbox(), "needs root to make a private /dev/fuse");
+        eprintln!("SKIP: a private /dev/fuse needs root");
+        return;
+    }
+    let Some(who) = whos().into_iter().find(|w| *w != Who::Me) else {
+        assert!(!require_sandbox(), "no unprivileged user");
+        return;
+    };
+    let Some(fx) = fixture(&who, "outside-nofuse") else {
+        return;
+    };
+    beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+    script(&fx, "t.py", READ_TWICE);
+    script(&fx, "other.py", OTHER);
+    // The default mode: the session starts without covers and says so once.
+    let s = start_without_fuse(&fx, &["--autonomy", "high"], RUN_BOTH);
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 0, "{who:?}: {out} / {err}");
+    assert!(
+        out.contains("first=ERR13") && out.contains("other=ERR13"),
+        "{who:?}: EACCES, unasked: {out} / {err}"
+    );
+    assert_eq!(
+        err.matches("outside files are not asked in this session")
+            .count(),
+        1,
+        "{who:?}: said once: {err}"
+    );
+    assert!(
+        err.contains("/dev/fuse cannot be opened (Permission denied)")
+            && err.contains("sudo chmod 0666 /dev/fuse"),
+        "{who:?}: why, and how to get the asks: {err}"
+    );
+    let lines = fx.log_lines();
+    assert!(
+        lines.iter().any(|l| l["kind"] == "sandbox"
+            && l["decision"] == "note"
+            && l["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("/dev/fuse"))),
+        "{who:?}: in the audit log: {lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l["answer"].is_string()),
+        "{who:?}: nothing asked: {lines:?}"
+    );
+    // Requiring the covers: the start fails (exit 4), naming the device.
+    let s = start_without_fuse(&fx, &["--outside-files", "require"], "true");
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 4, "{who:?}: {out} / {err}");
+    assert!(err.contains("/dev/fuse"), "{who:?}: {err}");
+    // The control: the same user, the same script, with the machine's /dev/fuse (which
+    // `fixture` checked it can open):
+    // asked (denied at once: non-interactive), the refusal on the process's stderr.
+    let s = fx.start(&["--autonomy", "high", "--non-interactive"], RUN_BOTH);
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 0, "{who:?}: {out} / {err}");
+    assert!(
+        !err.contains("outside files are not asked")
+            && err.contains("refused by tyba: read")
+            && err.contains("secret.txt"),
+        "{who:?}: control: {err}"
+    );
+}
+
+/// The steps of [`renames_links_and_symbolic_links_are_asked_and_made_by_the_server`], in
+/// order; each prints `name=ok` or `name=ERR<errno>`.
+const CHANGES: &str = r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+def read(p):
+    with open(p) as f:
+        return f.read()
+step("rename", lambda: os.rename("../O/a.txt", "../O/b.txt"))
+step("rename-denied", lambda: os.rename("../O/keep.txt", "../O/gone.txt"))
+step("replace-denied", lambda: os.rename("../O/b.txt", "../O/keep.txt"))
+step("rename-cred", lambda: os.rename("../O/.env", "../O/env.bak"))
+step("across-covers", lambda: os.rename("../O/x.txt", "../O2/x.txt"))
+step("link", lambda: os.link("../O/b.txt", "../O/hard.txt"))
+step("link-denied", lambda: os.link("../O/keep.txt", "../O/hard2.txt"))
+step("symlink", lambda: os.symlink("../O2/other.txt", "../O/sym"))
+step("through-symlink", lambda: read("../O/sym"))
+step("symlink-denied", lambda: os.symlink("/etc/passwd", "../O/sym2"))
+step("fifo", lambda: os.mkfifo("../O/fifo"))
+"#;
+
+/// Makes `O` (`a.txt`, `keep.txt`, `.env`, `x.txt`) and `O2` (`other.txt`) beside the worktree afresh.
+fn change_fixture(fx: &Fx) -> (PathBuf, PathBuf) {
+    let side = fx.wt.parent().unwrap();
+    let _ = std::fs::remove_dir_all(side.join("O"));
+    let _ = std::fs::remove_dir_all(side.join("O2"));
+    let o = beside(
+        fx,
+        "O",
+        &[
+            ("a.txt", "a\n"),
+            ("keep.txt", "keep\n"),
+            (".env", "TOKEN=1\n"),
+            ("x.txt", "x\n"),
+        ],
+    );
+    let o2 = beside(fx, "O2", &[("other.txt", "othersecret\n")]);
+    (o, o2)
+}
+
+#[test]
+fn renames_links_and_symbolic_links_are_asked_and_made_by_the_server() {
+    use std::os::unix::fs::MetadataExt;
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-rename") else {
+            continue;
+        };
+        let (o, o2) = change_fixture(&fx);
+        script(&fx, "t.py", CHANGES);
+        let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
+        let p = fx.pending(1);
+        let action = p[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            action.contains(&format!(
+                "rename {} to {}",
+                o.join("a.txt").display(),
+                o.join("b.txt").display()
+            )) && action.contains("this command (python3"),
+            "{who:?}: both names and who the approval covers: {action}"
+        );
+        answer(&fx, "rename ", "approve");
+        answer(&fx, "keep.txt to", "deny");
+        let replace = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            replace.contains("replacing the existing one"),
+            "{who:?}: {replace}"
+        );
+        answer(&fx, "b.txt to", "deny");
+        // A credential among the names: the worse colour, the sensitive confirmation.
+        let cred = answer(&fx, ".env to", "deny");
+        assert!(
+            cred.contains("credential path (.env)") && cred.contains("sensitive"),
+            "{who:?}: {cred}"
+        );
+        answer(&fx, "link ", "approve");
+        answer(&fx, "link ", "deny");
+        let sym = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            sym.contains(&format!(
+                "symlink {} -> ../O2/other.txt",
+                o.join("sym").display()
+            )),
+            "{who:?}: the link's text shown: {sym}"
+        );
+        answer(&fx, "symlink ", "approve");
+        // Through the approved link: asked where it leads.
+        answer(
+            &fx,
+            &format!("read {}", o2.join("other.txt").display()),
+            "deny",
+        );
+        answer(&fx, "/etc/passwd", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in [
+            "rename=ok",
+            "rename-denied=ERR13",
+            "replace-denied=ERR13",
+            "rename-cred=ERR13",
+            // Two covers are two mounts: the kernel's own EXDEV, nothing asked.
+            "across-covers=ERR18",
+            "link=ok",
+            "link-denied=ERR13",
+            "symlink=ok",
+            "through-symlink=ERR13",
+            "symlink-denied=ERR13",
+            // Device nodes (a fifo too) stay refused unasked.
+            "fifo=ERR13",
+        ] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(
+            err.contains("refused by tyba") && err.contains("keep.txt"),
+            "{who:?}: the refusal on the process's stderr: {err}"
+        );
+        // Checked from outside: what was approved was done, the rest is as it was.
+        assert!(!o.join("a.txt").exists() && o.join("b.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(o.join("keep.txt")).unwrap(),
+            "keep\n"
+        );
+        assert!(!o.join("gone.txt").exists() && o.join(".env").exists());
+        assert_eq!(
+            std::fs::metadata(o.join("hard.txt")).unwrap().ino(),
+            std::fs::metadata(o.join("b.txt")).unwrap().ino(),
+            "{who:?}: a hard link"
+        );
+        assert!(!o.join("hard2.txt").exists() && !o.join("sym2").exists());
+        assert!(!o.join("fifo").exists());
+        assert_eq!(
+            std::fs::read_link(o.join("sym")).unwrap(),
+            Path::new("../O2/other.txt")
+        );
+        let lines = fx.log_lines();
+        let answers: Vec<&str> = lines.iter().filter_map(|l| l["answer"].as_str()).collect();
+        assert_eq!(
+            answers,
+            ["once", "deny", "deny", "deny", "once", "deny", "once", "deny", "deny"],
+            "{who:?}: {lines:?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.to_string().contains("fifo")),
+            "{who:?}: the refused fifo is logged: {lines:?}"
+        );
+        // The control: the same script without the sandbox makes every change.
+        change_fixture(&fx);
+        let bare = without_sandbox(&fx, "t.py");
+        for line in [
+            "rename-denied=ok",
+            "rename-cred=ok",
+            "across-covers=ok",
+            "link-denied=ok",
+            "symlink-denied=ok",
+            "fifo=ok",
+        ] {
+            assert!(bare.contains(line), "{who:?}: control: {line}: {bare}");
+        }
+    }
+}
+
+/// Starts `tyba run --here EXTRA -- /usr/bin/python3 agent.py`: the agent program is Python
+/// itself (its own runtime, not a command of it).
+fn start_python_agent(fx: &Fx, extra: &[&str]) -> Session {
+    fx.start_argv(extra, &[], &["/usr/bin/python3", "agent.py"])
+}
+
+#[test]
+fn an_approval_to_the_agent_covers_the_agent_and_not_the_commands_it_starts() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-agent") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(&fx, "other.py", OTHER);
+        // The agent reads twice, then starts a command (`other.py child`) reading the same.
+        script(&fx, "agent.py", READ_TWICE);
+        let s = start_python_agent(&fx, &["--autonomy", "high"]);
+        let first = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            first.contains("the agent itself (python3, pid")
+                && first.contains("not the commands it starts"),
+            "{who:?}: the ask names the agent and the reach: {first}"
+        );
+        answer(&fx, "read ", "approve");
+        let second = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            second.contains("this command (python3, pid"),
+            "{who:?}: the command's own ask: {second}"
+        );
+        answer(&fx, "read ", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("first=topsecret") && out.contains("again=topsecret"),
+            "{who:?}: the approval holds for the agent: {out} / {err}"
+        );
+        // The control of the reach: the same child under an approved command reads it
+        // (`an_outside_open_is_asked_and_the_approval_holds_for_that_process_only`).
+        assert!(
+            out.contains("child=ERR13"),
+            "{who:?}: not for the command it started: {out} / {err}"
+        );
+    }
+}
+
+/// The script of [`a_server_that_hangs_fails_closed_within_its_bound`]: an asked read, then a
+/// `stat` the server hangs on, then another outside read and the worktree.
+const HANGS: &str = r#"
+import os, time
+def read(p):
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except OSError as e:
+        return "ERR%d" % e.errno
+print("asked=" + read("../O/secret.txt"), flush=True)
+t = time.monotonic()
+try:
+    os.stat("../O/hang.txt"); r = "ok"
+except OSError as e:
+    r = "ERR%d" % e.errno
+print("hang=%s after=%.1f" % (r, time.monotonic() - t), flush=True)
+print("other=" + read("../O/secret.txt"), flush=True)
+open("inside.txt", "w").write("still works\n")
+print("inside=" + read("inside.txt"), flush=True)
+"#;
+
+#[test]
+fn a_server_that_hangs_fails_closed_within_its_bound() {
+    // The bound, shortened for the test (`fault-points`, test builds only).
+    const BOUND_MS: u64 = 2000;
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-hang") else {
+            continue;
+        };
+        beside(
+            &fx,
+            "O",
+            &[("secret.txt", "topsecret\n"), ("hang.txt", "h\n")],
+        );
+        script(&fx, "t.py", HANGS);
+        let bound = BOUND_MS.to_string();
+        let env = [
+            ("TYBA_FAULT_OUTSIDE_HANG", "hang.txt"),
+            ("TYBA_FAULT_OUTSIDE_BOUND_MS", bound.as_str()),
+        ];
+        let s = fx.start_argv(&["--autonomy", "high"], &env, &["/usr/bin/python3", "t.py"]);
+        // A request waiting for the person has no bound: answered after it, it still reads.
+        fx.pending(1);
+        std::thread::sleep(Duration::from_millis(BOUND_MS * 2));
+        answer(&fx, "secret.txt", "approve");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("asked=topsecret"),
+            "{who:?}: the ask outlived the bound: {out} / {err}"
+        );
+        // The hung lookup failed (ENOTCONN), after the bound and well before forever.
+        let after: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("hang=ERR107 after="))
+            .unwrap_or_else(|| panic!("{who:?}: {out} / {err}"))
+            .parse()
+            .unwrap();
+        assert!(
+            after >= BOUND_MS as f64 / 1000.0 - 0.1 && after < 30.0,
+            "{who:?}: failed after {after} s"
+        );
+        // The connection is cut: every outside path fails, the worktree works.
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("other=ERR") && l != "other=topsecret"),
+            "{who:?}: {out} / {err}"
+        );
+        assert!(out.contains("inside=still works"), "{who:?}: {out} / {err}");
+        assert_eq!(
+            err.matches("tyba's file server did not answer").count(),
+            1,
+            "{who:?}: the person is told once: {err}"
+        );
+        assert!(
+            fx.log_lines()
+                .iter()
+                .any(|l| l["kind"] == "sandbox" && l["action"] == "outside files cut off"),
+            "{who:?}: in the audit log"
+        );
+        // The control: without the fault the same stat answers.
+        let s = fx.start_argv(
+            &["--autonomy", "high", "--non-interactive"],
+            &[],
+            &["/usr/bin/python3", "t.py"],
+        );
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("hang=ok"), "{who:?}: control: {out} / {err}");
+    }
+}
+
+#[test]
+fn tybas_own_configuration_and_state_are_refused_unasked() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-own") else {
+            continue;
+        };
+        let config = fx.home.join(".config");
+        std::fs::create_dir_all(config.join("tyba")).unwrap();
+        std::fs::write(config.join("tyba/policy.toml"), "").unwrap();
+        give(&config, &who);
+        script(
+            &fx,
+            "t.py",
+            &format!(
+                r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+step("policy", lambda: open("{c}/tyba/policy.toml", "w").write("[[rule]]\n"))
+step("approvals", lambda: os.mkdir("{c}/tyba/trusted-policies"))
+step("logs", lambda: os.listdir("{s}/tyba/log"))
+step("other", lambda: open("{c}/other.toml", "w").write("x\n"))
+"#,
+                c = config.display(),
+                s = fx.home.join(".local/state").display()
+            ),
+        );
+        let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
+        // Only the control (another file in the same directory) is asked.
+        answer(&fx, "other.toml", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in [
+            "policy=ERR13",
+            "approvals=ERR13",
+            "logs=ERR13",
+            "other=ERR13",
+        ] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(
+            err.contains("tyba's own configuration, state and sockets are not reachable"),
+            "{who:?}: {err}"
+        );
+        let lines = fx.log_lines();
+        let answers: Vec<&str> = lines.iter().filter_map(|l| l["answer"].as_str()).collect();
+        assert_eq!(answers, ["deny"], "{who:?}: {lines:?}");
+        assert_eq!(
+            std::fs::read_to_string(config.join("tyba/policy.toml")).unwrap(),
+            "",
+            "{who:?}: the policy is unchanged"
+        );
+        // The control: without the sandbox the same script writes tyba's policy.
+        let bare = without_sandbox(&fx, "t.py");
+        assert!(
+            bare.contains("policy=ok") && bare.contains("logs=ok"),
+            "{who:?}: control: {bare}"
         );
     }
 }

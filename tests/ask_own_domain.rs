@@ -39,6 +39,9 @@ cat {o}/secret > /dev/null; echo again=$?"#
         for (expect, answer) in [
             ("cat ", "approve"),
             ("cp README.md", "approve"),
+            // The agent's own builtin read reaches the outside-files server (on by default):
+            // asked as the agent's, denied.
+            ("read ", "deny"),
             ("exit 7", "approve"),
             ("cat ", "deny"),
         ] {
@@ -79,7 +82,7 @@ cat {o}/secret > /dev/null; echo again=$?"#
             .iter()
             .filter_map(|l| l["answer"].as_str().map(str::to_string))
             .collect();
-        assert_eq!(answers, ["once", "once", "once", "deny"], "{who:?}");
+        assert_eq!(answers, ["once", "once", "deny", "once", "deny"], "{who:?}");
     }
 }
 

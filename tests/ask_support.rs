@@ -69,11 +69,19 @@ impl Fx {
     /// Starts `tyba run --here -- bash -c SCRIPT` in the background (stdin closed, so no
     /// prompt: asks wait for the inbox).
     pub fn start(&self, extra: &[&str], script: &str) -> Session {
+        self.start_argv(extra, &[], &["bash", "-c", script])
+    }
+
+    /// Starts `tyba run --here EXTRA -- ARGV` in the background, with `env` added to tyba's
+    /// own environment (stdin closed, as [`Fx::start`]).
+    pub fn start_argv(&self, extra: &[&str], env: &[(&str, &str)], argv: &[&str]) -> Session {
         let mut c = command_as(&self.who, &self.tyba);
-        c.arg("run").arg("--here").args(extra);
-        c.args(["--", "bash", "-c", script]);
+        c.arg("run").arg("--here").args(extra).arg("--").args(argv);
         c.current_dir(&self.wt).env_clear().stdin(Stdio::null());
         for (k, v) in self.env() {
+            c.env(k, v);
+        }
+        for (k, v) in env {
             c.env(k, v);
         }
         let child = c

@@ -165,7 +165,11 @@ fn a_prompt_in_a_real_terminal_cannot_be_answered_by_accident() {
         t.wait("C=126");
         assert!(!fx.wt.join("c.txt").exists());
 
+        // The agent's interactive bash saves its history in the person's home as it exits:
+        // outside the worktree, asked by the outside-files server (on by default); denied.
         t.line("exit");
+        t.wait(".bash_history");
+        t.press("d");
         let deadline = Instant::now() + Duration::from_secs(30);
         while t.alive() {
             assert!(
@@ -180,6 +184,10 @@ fn a_prompt_in_a_real_terminal_cannot_be_answered_by_accident() {
             .filter(|l| l["answered_by"] == "terminal")
             .filter_map(|l| l["answer"].as_str())
             .collect();
-        assert_eq!(by_terminal, ["once", "once", "deny"], "{who:?}: {log:?}");
+        assert_eq!(
+            by_terminal,
+            ["once", "once", "deny", "deny"],
+            "{who:?}: {log:?}"
+        );
     }
 }

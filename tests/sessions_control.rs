@@ -843,9 +843,11 @@ fn a_non_interactive_session_is_listed_stopped_and_logged_its_asks_denied_at_onc
     }
 }
 
-/// In a session, an edit-tool write outside the worktree is refused by the hook at once with
-/// why (the kernel would refuse it after any approval), with no ask; the same write inside
-/// the worktree (the control) is allowed at high.
+/// In a session without outside files (`--outside-files off`), an edit-tool write outside the
+/// worktree is refused by the hook at once with why (the kernel would refuse it after any
+/// approval), with no ask; the same write inside the worktree (the control) is allowed at
+/// high. With them (the default, where /dev/fuse opens) the hook asks instead:
+/// `tests/ask_outside_files.rs`.
 #[test]
 fn a_hook_write_outside_the_worktree_is_refused_at_once_not_asked() {
     for who in whos() {
@@ -873,7 +875,7 @@ fn a_hook_write_outside_the_worktree_is_refused_at_once_not_asked() {
             give(&fx.wt.join(name), &fx.who);
         }
         let s = fx.start(
-            &["--autonomy", "high"],
+            &["--autonomy", "high", "--outside-files", "off"],
             "./tyba-in hook claude-code < out.json > h-out.json; ./tyba-in hook claude-code < out2.json > h-out2.json; ./tyba-in hook claude-code < in.json > h-in.json; echo done=$?",
         );
         let (_, out, err) = s.finish();

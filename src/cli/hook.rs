@@ -492,8 +492,9 @@ fn decide_call(
     }
 }
 
-/// Set to `ask` in the agent's environment by `tyba run --ask-outside-files`: the kernel
-/// layer asks about files outside the worktree, so the hook asks about such edits too.
+/// Set to `ask` in the agent's environment by `tyba run` when the kernel layer asks about
+/// files outside the worktree (`--outside-files`, the default, where /dev/fuse can be
+/// opened), so the hook asks about such edits too.
 pub(crate) const OUTSIDE_FILES_ENV: &str = "TYBA_OUTSIDE_FILES";
 
 /// Where the path `p` (as the agent wrote it, relative to `cwd`, `~` for `home`) is

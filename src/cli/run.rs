@@ -3,7 +3,7 @@
 //! `tyba run [--here | --worktree DIR] [--branch NAME] [--autonomy low|medium|high]
 //! [--exec-mode safe|auto] [--dangerously-bypass-shell-validation] [--non-interactive]
 //! [--policy FILE] [--allow-host HOST[:PORT]]… [--pass-env NAME]… [--allow-weaker-sandbox]
-//! [--ask-outside-files]
+//! [--outside-files auto|require|off | --ask-outside-files]
 //! -- AGENT [ARGS…]`
 //!
 //! Exit status: the agent's own (128 + N when killed by signal N); 4 when the sandbox cannot
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use tyba_policy::{Autonomy, ExecMode};
 use tyba_supervisor::broker::text;
 use tyba_supervisor::control::{SessionControl, SessionInfo};
+use tyba_supervisor::outside_fs::OutsideMode;
 use tyba_supervisor::session::{self, WorktreeChoice};
 use tyba_supervisor::{Enforcement, RunError, SandboxPlan, SessionConfig};
 
@@ -60,10 +61,15 @@ pub struct Args {
     /// Start even when the kernel cannot enforce the whole sandbox (says what is missing).
     #[arg(long)]
     pub allow_weaker_sandbox: bool,
-    /// Ask (instead of failing with EACCES) when any process of the session opens, lists,
-    /// creates or removes a path beside the worktree or in the home that the policy does not
-    /// open: those entries are served by tyba's own FUSE filesystem (needs /dev/fuse).
-    #[arg(long)]
+    /// Files beside the worktree and in the home that the policy does not open: `auto` (the
+    /// default) asks when any process of the session opens, lists, creates, removes, renames
+    /// or links one (they are served by tyba's own FUSE filesystem), where /dev/fuse can be
+    /// opened, and otherwise says once that they fail unasked; `require` stops the start
+    /// (exit 4) when they cannot be asked; `off` lets them fail unasked (EACCES).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "require", "off"])]
+    pub outside_files: String,
+    /// The same as `--outside-files require`.
+    #[arg(long, conflicts_with = "outside_files")]
     pub ask_outside_files: bool,
     /// The agent program and its arguments.
     #[arg(
@@ -434,7 +440,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The toolchain caches get session-private layers (removed when this is dropped, after
     // the sandbox is gone).
     let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);
-    plan.ask_outside_files = args.ask_outside_files;
+    plan.outside_files = if args.ask_outside_files {
+        OutsideMode::Require
+    } else {
+        OutsideMode::parse(&args.outside_files).unwrap_or(OutsideMode::Auto)
+    };
     let mut agent_hosts = policy.config().network.agent_hosts.clone();
     agent_hosts.extend(args.allow_host.iter().cloned());
 
@@ -465,10 +475,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         session.worktree.clone().into_os_string(),
     ));
     // The agent's hook asks about edits outside the worktree instead of refusing them: the
-    // kernel layer can then grant them (`--ask-outside-files`). Set by the agent it only
-    // turns a refusal into an ask.
+    // kernel layer can then grant them (`--outside-files`, when /dev/fuse can be opened; the
+    // launch says so when it cannot). Set by the agent it only turns a refusal into an ask.
     env.retain(|(k, _)| k != super::hook::OUTSIDE_FILES_ENV);
-    if args.ask_outside_files {
+    if plan.outside_files != OutsideMode::Off
+        && tyba_supervisor::outside_fs::fuse_openable().is_ok()
+    {
         env.push((super::hook::OUTSIDE_FILES_ENV.into(), "ask".into()));
     }
 

@@ -29,12 +29,7 @@ use tyba_policy::PolicyFile;
 
 /// The person's tyba config dir: `$XDG_CONFIG_HOME/tyba`, else `~/.config/tyba`.
 pub fn config_dir() -> Option<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(x).join("tyba"));
-    }
-    std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .map(|h| PathBuf::from(h).join(".config/tyba"))
+    tyba_supervisor::broker::paths::config_dir()
 }
 
 /// Where approvals are kept: `<config dir>/trusted-policies`.

@@ -35,13 +35,19 @@ pub enum AskKind {
     /// An access to a file or directory outside the worktree, asked by the outside-files
     /// server ([`crate::outside_fs`]) when a process of the session reaches it.
     File {
-        /// The real path (as the supervisor sees it).
+        /// The real path (as the supervisor sees it), or the operands of an operation that
+        /// names two (`A to B`, `LINK -> TEXT`).
         path: String,
-        /// `read`, `write`, `list`, `create`, `mkdir` or `remove`.
+        /// `read`, `write`, `list`, `create`, `mkdir`, `remove`, `rename`, `link` or
+        /// `symlink`.
         access: &'static str,
-        /// What an approval covers, shown in the ask: `this file`, `this directory's
-        /// listing`…, always for the asking process and its children until it exits.
+        /// What an approval covers, shown in the ask: `reading this file`, `listing this
+        /// directory (not its files)`, `this rename, of this entry to this name`…
         scope: &'static str,
+        /// Whom an approval covers and until when: the asking command and the processes it
+        /// starts, until it exits; or, when the agent asked, the agent itself and not the
+        /// commands it starts.
+        holder: String,
     },
 }
 
@@ -62,9 +68,10 @@ impl std::fmt::Display for AskKind {
                 path,
                 access,
                 scope,
+                holder,
             } => write!(
                 f,
-                "{access} {path} (an approval covers {scope}, for this process and its children until it exits)"
+                "{access} {path} (an approval covers {scope}, for {holder})"
             ),
         }
     }
@@ -170,6 +177,11 @@ pub trait Approver: Send + Sync {
     fn record(&self, _event: &crate::notify::AuditEvent) -> Option<String> {
         None
     }
+
+    /// Hears a note about the session that is neither a request nor a decision (what could
+    /// not be set up at start and what that means, said once: `what` names it, `text` says
+    /// it), for the audit log.
+    fn note(&self, _what: &str, _text: &str) {}
 
     /// Hears the execs the supervisor allowed without asking, for the audit log: off the
     /// notify thread (the loop hands them over a channel), in the order they were allowed, a

@@ -10,6 +10,7 @@
 use crate::approve::Approver;
 use crate::control::SessionControl;
 use crate::notify::{self, AuditEvent, Notifier};
+use crate::outside_fs::OutsideMode;
 use crate::sandbox::{landlock_ruleset, restrict, Enforcement, SandboxPlan};
 use crate::session::Session;
 use crate::sys::{self, Forked};
@@ -275,11 +276,21 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     }
     // Held until the session ends: the copy of `/etc/profile` bound over it in the sandbox.
     let _login_profile = login_profile(&mut plan, &cfg.env);
-    // `--ask-outside-files`: the entries around the worktree and in the home that the plan
-    // does not open, served by the supervisor's own filesystem (`crate::outside_fs`).
-    if plan.ask_outside_files {
-        plan.outside_covers = crate::outside_fs::plan_covers(&plan, cfg.home.as_deref())
-            .map_err(|e| SandboxUnavailable(format!("--ask-outside-files: {e}")))?;
+    // The entries around the worktree and in the home that the plan does not open, served by
+    // the supervisor's own filesystem (`crate::outside_fs`, `--outside-files`).
+    match crate::outside_fs::prepare(&plan, cfg.home.as_deref(), plan.outside_files) {
+        Ok((covers, note)) => {
+            plan.outside_covers = covers;
+            if let Some(n) = note {
+                crate::outside_fs::tell(&*approver, &n);
+            }
+        }
+        Err(e) if cfg.allow_weaker => {
+            crate::outside_fs::tell(&*approver, &crate::outside_fs::notice(&e.to_string()))
+        }
+        Err(e) => {
+            return Err(SandboxUnavailable(format!("--outside-files require: {e}")).into());
+        }
     }
     // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
     // in the host's (whose other terminals are the person's): see `private_devpts`.
@@ -422,10 +433,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 Err(e) => {
                     let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
                     let _ = waitpid(a_pid, None);
-                    return Err(SandboxUnavailable(format!(
-                        "cannot serve the outside files (--ask-outside-files): {e}"
-                    ))
-                    .into());
+                    return Err(
+                        SandboxUnavailable(format!("cannot serve the outside files: {e}")).into(),
+                    );
                 }
             }
         }
@@ -439,6 +449,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         } else if let Some(w) = l.strip_prefix("W ") {
             crate::broker::text::say(&format!("tyba: not enforced: {w}"));
             warnings.push(w.to_string());
+        } else if let Some(n) = l.strip_prefix("N ") {
+            // The outside files went without (some of) their covers.
+            crate::outside_fs::tell(&*approver, n);
         } else if let Some(e) = l.strip_prefix("E ") {
             let _ = waitpid(a_pid, None);
             return Err(SandboxUnavailable(e.to_string()).into());
@@ -567,6 +580,12 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         started: std::time::SystemTime::now(),
         state: Mutex::new(notify::State::new()),
     });
+    if let Some(o) = &notifier.outside {
+        let n = Arc::downgrade(&notifier);
+        o.set_agent_check(Box::new(move |pid| {
+            n.upgrade().is_none_or(|n| n.is_agent_process(pid))
+        }));
+    }
     notify::hear_refused_lookups(&notifier);
     notifier.index_install();
     let stop = Arc::new(AtomicBool::new(false));
@@ -979,23 +998,20 @@ fn stage1(mut c: ChildCtx) -> ! {
             .read(true)
             .write(true)
             .open("/dev/fuse")
-            .map_err(|e| format!("cannot open /dev/fuse: {e} (it must be readable and writable by the user; distributions ship it mode 0666)"))
+            .map_err(|e| format!("/dev/fuse cannot be opened ({e})"))
             .and_then(|dev| {
                 let dev = OwnedFd::from(dev);
                 sys::fuse_fsmount(dev.as_fd(), c.uid, c.gid)
                     .map(|m| (dev, m))
-                    .map_err(|e| format!("cannot create the FUSE filesystem: {e}"))
+                    .map_err(|e| format!("the FUSE filesystem cannot be created ({e})"))
             });
         match made {
             Ok(f) => c.fuse = Some(f),
-            Err(e) if c.allow_weaker => {
-                report(
-                    &mut st,
-                    &format!("W outside files are not asked (--ask-outside-files): {e}"),
-                );
+            Err(e) if c.allow_weaker || c.plan.outside_files != OutsideMode::Require => {
+                report(&mut st, &format!("N {}", crate::outside_fs::notice(&e)));
                 c.plan.outside_covers.clear();
             }
-            Err(e) => fail(&mut st, &format!("--ask-outside-files: {e}")),
+            Err(e) => fail(&mut st, &format!("--outside-files require: {e}")),
         }
     }
     // SAFETY: stage 1 is a fork child and has one thread; it starts none.
@@ -1368,31 +1384,68 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             let attached = CString::new(staging.as_os_str().as_bytes())
                 .map_err(std::io::Error::other)
                 .and_then(|t| sys::attach_tree(mnt.as_fd(), &t));
-            if let Err(e) = attached {
-                fail(
+            // Without a cover an entry stays as it is (Landlock refuses it, unasked): in the
+            // default mode a cover that cannot be made is said and the rest go without.
+            let require = c.plan.outside_files == OutsideMode::Require && !c.allow_weaker;
+            match attached {
+                Err(e) if require => fail(
                     &mut st,
-                    &format!("--ask-outside-files: cannot attach the filesystem: {e}"),
-                );
-            }
-            for (i, p) in c.plan.outside_covers.clone().iter().enumerate() {
-                let src = staging.join(i.to_string());
-                if let Err(e) = mount(Some(&src), p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
-                    let _ = nix::mount::umount2(&staging, nix::mount::MntFlags::MNT_DETACH);
-                    fail(
-                        &mut st,
-                        &format!("--ask-outside-files: cannot cover {}: {e}", p.display()),
-                    );
-                }
-                c.plan.outside_mounted.push(p.clone());
-            }
-            if let Err(e) = nix::mount::umount2(&staging, nix::mount::MntFlags::MNT_DETACH) {
-                fail(
+                    &format!("--outside-files require: cannot attach the filesystem: {e}"),
+                ),
+                Err(e) => report(
                     &mut st,
                     &format!(
-                        "--ask-outside-files: cannot detach the filesystem from {}: {e}",
-                        staging.display()
+                        "N {}",
+                        crate::outside_fs::notice(&format!(
+                            "the filesystem cannot be attached ({e})"
+                        ))
                     ),
-                );
+                ),
+                Ok(()) => {
+                    // One listing of the filesystem's root (READDIRPLUS) makes the kernel
+                    // know every cover and its attributes: the binds below then resolve
+                    // `staging/i` without a request to the server each.
+                    let _ = std::fs::read_dir(&staging).map(Iterator::count);
+                    let covers = c.plan.outside_covers.clone();
+                    for (i, p) in covers.iter().enumerate() {
+                        let src = staging.join(i.to_string());
+                        let Err(e) =
+                            mount(Some(&src), p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                        else {
+                            c.plan.outside_mounted.push(p.clone());
+                            continue;
+                        };
+                        if require {
+                            let _ = nix::mount::umount2(&staging, nix::mount::MntFlags::MNT_DETACH);
+                            fail(
+                                &mut st,
+                                &format!(
+                                    "--outside-files require: cannot cover {}: {e}",
+                                    p.display()
+                                ),
+                            );
+                        }
+                        let cause = match covers.len() - i - 1 {
+                            0 => format!("{} cannot be covered ({e})", p.display()),
+                            n => format!(
+                                "{} cannot be covered ({e}), nor the {n} entries after it",
+                                p.display()
+                            ),
+                        };
+                        report(&mut st, &format!("N {}", crate::outside_fs::notice(&cause)));
+                        break;
+                    }
+                    if let Err(e) = nix::mount::umount2(&staging, nix::mount::MntFlags::MNT_DETACH)
+                    {
+                        fail(
+                            &mut st,
+                            &format!(
+                                "the outside-files filesystem cannot be detached from {}: {e}",
+                                staging.display()
+                            ),
+                        );
+                    }
+                }
             }
             // The supervisor holds the only device fd from here: if its server ends, the
             // connection does, and every request on the covers fails.

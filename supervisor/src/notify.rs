@@ -2196,6 +2196,12 @@ impl Notifier {
 
     /// The role of process `tgid` ([`crate::exec::ProcTable::role_of`]); a process under a
     /// runner keeper is the approved command that keeper runs.
+    /// Whether process `tgid` is the agent's own runtime now (the outside-files server's
+    /// grants to the agent reach no command of it: `crate::outside_fs`).
+    pub(crate) fn is_agent_process(&self, tgid: u32) -> bool {
+        procfs::stat_ext(tgid).is_ok_and(|st| self.role_of(tgid, &st).is_agent())
+    }
+
     fn role_of(&self, tgid: u32, stat: &procfs::Stat) -> Role {
         let Ok(mut s) = self.state.lock() else {
             return Role::Stray;

@@ -1,10 +1,11 @@
-//! Out-of-tree file access asked at the kernel level (`tyba run --ask-outside-files`).
+//! Out-of-tree file access asked at the kernel level (`tyba run --outside-files`, on by
+//! default where `/dev/fuse` can be opened: [`OutsideMode`]).
 //!
 //! Landlock alone gives a program that opens a path outside the worktree a plain `EACCES`:
-//! no ask, no line in the terminal or the audit log. With this option the entries around the
-//! worktree and in the person's home that no rule of the plan opens are **covered**: in the
-//! sandbox's mount namespace each one is replaced by a bind of the same entry as served by a
-//! FUSE filesystem of the supervisor ([`OutsideFs`]), and Landlock grants those bind mounts.
+//! no ask, no line in the terminal or the audit log. Here the entries around the worktree and
+//! in the person's home that no rule of the plan opens are **covered**: in the sandbox's
+//! mount namespace each one is replaced by a bind of the same entry as served by a FUSE
+//! filesystem of the supervisor ([`OutsideFs`]), and Landlock grants those bind mounts.
 //! Everything the plan opens (the worktree, the temp dir, caches, the agent's state and
 //! installation, system paths) stays the kernel's own mount at native speed: covers are only
 //! ever *siblings* of those paths, never their ancestors ([`plan_covers`]), so no Landlock
@@ -16,20 +17,25 @@
 //! symbolic link (the kernel resolves the links it shows, hop by hop, and each hop lands on a
 //! native path Landlock judges or on a cover the server judges). Looking up and `stat`ing
 //! entries is answered (Landlock lets `stat` outside through too); opening a file, listing a
-//! directory, creating, making a directory, removing and truncating are decided per request:
-//! the requesting process (the FUSE header's pid, numbered in the supervisor's PID namespace
-//! because stage 1, which creates the mount, lives there) is matched against the grants, and
-//! otherwise the person is asked through the session's approver with the colour the policy
-//! gives the path (DESIGN.md §2a "Outside means ask": red; a credential path: red, with the
-//! credential named as the sensitive part, §4). An approval covers the one file (or the one
-//! directory's listing) for the asking process and its descendants until it exits (identity
-//! by [`procfs::ProcId`], so a reused pid inherits nothing). A deny fails the call with
-//! `EACCES`, writes the refusal on the process's stderr and logs it. Renames, links,
-//! symbolic links and device nodes are refused unasked (`EACCES`, logged).
+//! directory, creating, making a directory, removing, truncating, renaming, hard-linking and
+//! making a symbolic link are decided per request ([`Op`]): the requesting process (the FUSE
+//! header's pid, numbered in the supervisor's PID namespace because stage 1, which creates
+//! the mount, lives there) is matched against the grants, and otherwise the person is asked
+//! through the session's approver with the colour the policy gives the worst path the
+//! operation names (DESIGN.md §2a "Outside means ask": red; a credential path: red, with the
+//! credential named as the sensitive part, §4). An approval covers that one operation (the
+//! one file, the one directory's listing, the one rename) for the asking command and the
+//! processes it starts until it exits, or, when the asker is the agent's own runtime, for the
+//! agent only and never the commands it starts (identity by [`procfs::ProcId`], so a reused
+//! pid inherits nothing); the ask says which. A deny fails the call with `EACCES`, writes the
+//! refusal on the process's stderr and logs it. Device nodes (fifos, sockets, whiteouts) are
+//! refused unasked (`EACCES`, logged).
 //!
 //! Fail closed: when the server thread ends or the connection is aborted, the kernel fails
-//! every request on the covers (`ENOTCONN`); nothing passes through. The session keeps
-//! working in the worktree, which is not on FUSE.
+//! every request on the covers (`ENOTCONN`); nothing passes through. A request the server
+//! does not answer within [`REQUEST_BOUND`] while it is not waiting for the person aborts the
+//! connection ([`Watchdog`]). tyba's own configuration, state and sockets are refused unasked
+//! ([`own_dirs`]). The session keeps working in the worktree, which is not on FUSE.
 
 use crate::approve::{Answer, Approver, AskKind, AskRequest};
 use crate::notify::AuditEvent;
@@ -38,8 +44,8 @@ use crate::sandbox::{is_within, SandboxPlan};
 use crate::sys;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, OpenFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
@@ -51,7 +57,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tyba_policy::Verdict;
 
 /// System roots: never covered (programs read them through Landlock at native speed, and a
@@ -61,9 +67,69 @@ pub const SYSTEM_ROOTS: &[&str] = &[
     "/proc", "/dev", "/run", "/boot", "/var",
 ];
 
-/// At most this many covered entries per session: past it the start is refused (a home with
-/// more entries on the way to the native paths would make that many mounts).
+/// At most this many covered entries per session (one bind mount each). Past it,
+/// [`OutsideMode::Require`] refuses the start; [`OutsideMode::Auto`] leaves out the bases that
+/// do not fit ([`CoverPlan::left_out`]).
 pub const MAX_COVERS: usize = 2048;
+
+/// Whether a session covers the outside entries (`tyba run --outside-files MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutsideMode {
+    /// No covers: an outside open fails with `EACCES` from Landlock, unasked.
+    #[default]
+    Off,
+    /// Covers where the machine allows them (`/dev/fuse` opened in the sandbox's user
+    /// namespace, at most [`MAX_COVERS`]); otherwise the session starts with fewer or none
+    /// and says so once, on the terminal and in the audit log. `tyba run`'s default.
+    Auto,
+    /// Covers or no session: the start fails (exit 4) when they cannot be set up
+    /// (`--outside-files require`, `--ask-outside-files`).
+    Require,
+}
+
+impl OutsideMode {
+    /// The mode named `s` on the command line: `auto`, `require` or `off`.
+    pub fn parse(s: &str) -> Option<OutsideMode> {
+        match s {
+            "auto" => Some(OutsideMode::Auto),
+            "require" => Some(OutsideMode::Require),
+            "off" => Some(OutsideMode::Off),
+            _ => None,
+        }
+    }
+}
+
+/// What [`notice`] and the audit log call the feature.
+pub const NOTE_WHAT: &str = "outside files not asked";
+
+/// The notice a session without (some of) its covers gives once at start, in the person's
+/// words: `cause` (what is missing), what it means, and how to get the asks.
+pub fn notice(cause: &str) -> String {
+    format!(
+        "outside files are not asked in this session: {cause}. A program of the session that opens a file beside the worktree or in your home gets \"Permission denied\" there without an ask, as it would without tyba's asks; nothing is let through. To be asked instead, let your user open /dev/fuse (distributions ship it mode 0666: sudo chmod 0666 /dev/fuse); --outside-files require stops the start when the asks cannot be set up"
+    )
+}
+
+/// Says `text` (a [`notice`]) once on the session's terminal and writes it to the audit log
+/// ([`Approver::note`]).
+pub fn tell(approver: &dyn Approver, text: &str) {
+    crate::broker::text::say(&format!("tyba: {text}"));
+    approver.note(NOTE_WHAT, text);
+}
+
+/// Whether this user may open `/dev/fuse` for reading and writing (`access(2)` with the
+/// effective ids): what stage 1, in the sandbox's user namespace, then does for real (the
+/// namespace maps the person's own uid only, so the device's mode and owner decide alike;
+/// stage 1's open stays the deciding one). `Err` says why not.
+pub fn fuse_openable() -> Result<(), String> {
+    nix::unistd::faccessat(
+        nix::fcntl::AT_FDCWD,
+        "/dev/fuse",
+        nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+        nix::fcntl::AtFlags::AT_EACCESS,
+    )
+    .map_err(|e| format!("/dev/fuse cannot be opened ({})", e.desc()))
+}
 
 /// How deep below a base [`plan_covers`] descends towards the native paths.
 const MAX_DEPTH: usize = 24;
@@ -77,12 +143,15 @@ const TTL: Duration = Duration::from_secs(1);
 const RESOLVE: u64 =
     libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
 
-/// Why the covers cannot be planned.
+/// Why the covers cannot be set up as required ([`OutsideMode::Require`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CoverError {
     /// More entries than [`MAX_COVERS`].
     #[error("more than {MAX_COVERS} entries outside the worktree would be covered")]
     TooMany,
+    /// `/dev/fuse` cannot be opened by this user.
+    #[error("{0} (it must be readable and writable by the user; distributions ship it mode 0666)")]
+    NoDevice(String),
 }
 
 /// The paths the plan opens natively: the covers must be neither these, nor beneath them,
@@ -103,15 +172,24 @@ fn native_paths(plan: &SandboxPlan) -> Vec<PathBuf> {
     v
 }
 
-/// The entries to cover (absolute, real paths): beneath each base (the worktree's parent
-/// directory and `home`), every entry that is not a symbolic link, not a native path of the
-/// plan or beneath one, descending into the entries that are ancestors of native paths. A
-/// base that is `/`, a system root or beneath one, or itself opened by the plan, gets none.
-///
-/// # Errors
-/// [`CoverError::TooMany`]. A directory on the way that cannot be listed is skipped (its
+/// The covers of a session ([`plan_covers`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CoverPlan {
+    /// The entries to cover (absolute, real paths), in order.
+    pub covers: Vec<PathBuf>,
+    /// The bases whose entries did not fit in [`MAX_COVERS`] with the bases before them:
+    /// none of their entries is covered (Landlock refuses them, unasked).
+    pub left_out: Vec<PathBuf>,
+}
+
+/// The entries to cover: beneath each base (the worktree's parent directory, then `home`),
+/// every entry that is not a symbolic link, not a native path of the plan or beneath one,
+/// descending into the entries that are ancestors of native paths. A base that is `/`, a
+/// system root or beneath one, or itself opened by the plan, gets none. A base whose entries
+/// would take the total past [`MAX_COVERS`] gets none either and is named in
+/// [`CoverPlan::left_out`]. A directory on the way that cannot be listed is skipped (its
 /// entries stay as they are: Landlock refuses them, unasked).
-pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> Result<Vec<PathBuf>, CoverError> {
+pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> CoverPlan {
     let native = native_paths(plan);
     let mut bases: Vec<PathBuf> = Vec::new();
     if let Some(p) = plan.worktree.parent() {
@@ -131,18 +209,65 @@ pub fn plan_covers(plan: &SandboxPlan, home: Option<&Path>) -> Result<Vec<PathBu
         })
         .cloned()
         .collect();
-    let mut out = Vec::new();
+    let mut out = CoverPlan::default();
     for b in &bases {
-        walk(b, &native, 0, &mut out)?;
+        let mut mine = Vec::new();
+        match walk(b, &native, 0, MAX_COVERS - out.covers.len(), &mut mine) {
+            Ok(()) => out.covers.append(&mut mine),
+            Err(CoverError::TooMany | CoverError::NoDevice(_)) => out.left_out.push(b.clone()),
+        }
     }
-    out.dedup();
-    Ok(out)
+    out.covers.dedup();
+    out
+}
+
+/// What a session covers in `mode` ([`plan_covers`], after [`fuse_openable`]), and the notice
+/// to give when it covers less than it would: `(covers, notice)`. Nothing is planned (no
+/// listing) when the mode is off or the device cannot be opened.
+///
+/// # Errors
+/// In [`OutsideMode::Require`] only: the device cannot be opened, or a base left out.
+pub fn prepare(
+    plan: &SandboxPlan,
+    home: Option<&Path>,
+    mode: OutsideMode,
+) -> Result<(Vec<PathBuf>, Option<String>), CoverError> {
+    if mode == OutsideMode::Off {
+        return Ok((Vec::new(), None));
+    }
+    if let Err(e) = fuse_openable() {
+        return match mode {
+            OutsideMode::Require => Err(CoverError::NoDevice(e)),
+            _ => Ok((Vec::new(), Some(notice(&e)))),
+        };
+    }
+    let p = plan_covers(plan, home);
+    if p.left_out.is_empty() {
+        return Ok((p.covers, None));
+    }
+    if mode == OutsideMode::Require {
+        return Err(CoverError::TooMany);
+    }
+    let names: Vec<String> = p.left_out.iter().map(|b| b.display().to_string()).collect();
+    let cause = format!(
+        "{} {} more entries than tyba covers (at most {MAX_COVERS} bind mounts a session), so the files in {} are not asked{}",
+        names.join(" and "),
+        if names.len() == 1 { "holds" } else { "hold" },
+        if names.len() == 1 { "it" } else { "them" },
+        if p.covers.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} other entries are)", p.covers.len())
+        }
+    );
+    Ok((p.covers, Some(notice(&cause))))
 }
 
 fn walk(
     dir: &Path,
     native: &[PathBuf],
     depth: usize,
+    budget: usize,
     out: &mut Vec<PathBuf>,
 ) -> Result<(), CoverError> {
     // A directory the person cannot list is left as it is: its entries stay unreachable
@@ -150,26 +275,27 @@ fn walk(
     let Ok(list) = std::fs::read_dir(dir) else {
         return Ok(());
     };
-    let mut names: Vec<PathBuf> = list.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    names.sort();
-    for p in names {
-        let Ok(md) = std::fs::symlink_metadata(&p) else {
-            continue;
-        };
-        if md.file_type().is_symlink() || native.iter().any(|n| is_within(&p, n)) {
+    // The entry's type from the listing itself (`d_type`; an `lstat` only where the
+    // filesystem does not say), never following a link.
+    let mut names: Vec<(PathBuf, std::fs::FileType)> = list
+        .filter_map(|e| e.ok().and_then(|e| Some((e.path(), e.file_type().ok()?))))
+        .collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    for (p, t) in names {
+        if t.is_symlink() || native.iter().any(|n| is_within(&p, n)) {
             continue;
         }
         if native.iter().any(|n| is_within(n, &p)) {
-            if md.is_dir() && depth < MAX_DEPTH {
-                walk(&p, native, depth + 1, out)?;
+            if t.is_dir() && depth < MAX_DEPTH {
+                walk(&p, native, depth + 1, budget, out)?;
             }
             continue;
         }
-        if !(md.is_dir() || md.is_file()) {
+        if !(t.is_dir() || t.is_file()) {
             // Sockets, fifos and devices stay as they are: Landlock refuses them.
             continue;
         }
-        if out.len() >= MAX_COVERS {
+        if out.len() >= budget {
             return Err(CoverError::TooMany);
         }
         out.push(p);
@@ -226,14 +352,145 @@ impl Access {
                 (Access::Create, Access::Read | Access::Write)
             )
     }
+
+    /// Whether it changes the filesystem (a change under a system path is blocked).
+    fn changes(self) -> bool {
+        !matches!(self, Access::Read | Access::List)
+    }
 }
 
-/// One approval: `access` to `path` for the process `root` and its descendants while it lives.
+/// What a request asks to do: an access to one path, or an operation that names two. Every
+/// path is real (as the supervisor sees it); the server does the operation relative to the
+/// directory fds it holds, following no link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    /// `access` to the path.
+    One(PathBuf, Access),
+    /// `rename(2)` of `from` to `to`, within one cover; `exchange`: the two swap
+    /// (`RENAME_EXCHANGE`); `replaces`: `to` existed when asked (it is replaced).
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        exchange: bool,
+        replaces: bool,
+    },
+    /// `link(2)`: `at` becomes a second name of the existing file `existing`.
+    Link { existing: PathBuf, at: PathBuf },
+    /// `symlink(2)`: `at` becomes a symbolic link whose target text is `text`. tyba never
+    /// follows it; whoever opens through it is judged where it leads.
+    Symlink { at: PathBuf, text: PathBuf },
+}
+
+impl Op {
+    fn word(&self) -> &'static str {
+        match self {
+            Op::One(_, a) => a.word(),
+            Op::Rename { .. } => "rename",
+            Op::Link { .. } => "link",
+            Op::Symlink { .. } => "symlink",
+        }
+    }
+
+    /// The operands as the ask shows them.
+    fn shown(&self) -> String {
+        match self {
+            Op::One(p, _) => p.display().to_string(),
+            Op::Rename {
+                from,
+                to,
+                exchange: true,
+                ..
+            } => format!("{} and {} (they swap names)", from.display(), to.display()),
+            Op::Rename {
+                from, to, replaces, ..
+            } => format!(
+                "{} to {}{}",
+                from.display(),
+                to.display(),
+                if *replaces {
+                    " (replacing the existing one)"
+                } else {
+                    ""
+                }
+            ),
+            Op::Link { existing, at } => {
+                format!(
+                    "{} (a second name of the existing file {})",
+                    at.display(),
+                    existing.display()
+                )
+            }
+            Op::Symlink { at, text } => format!("{} -> {}", at.display(), text.display()),
+        }
+    }
+
+    fn scope(&self) -> &'static str {
+        match self {
+            Op::One(_, a) => a.scope(),
+            Op::Rename { .. } => "this rename, of this entry to this name",
+            Op::Link { .. } => "this hard link (not reading or writing the file)",
+            Op::Symlink { .. } => {
+                "making this symbolic link (what is opened through it is asked where it leads)"
+            }
+        }
+    }
+
+    /// Whether it changes the filesystem.
+    fn changes(&self) -> bool {
+        match self {
+            Op::One(_, a) => a.changes(),
+            _ => true,
+        }
+    }
+
+    /// The paths it touches: changed (`true`) or only named (`false`). A symbolic link's
+    /// text is no path it touches.
+    fn touched(&self) -> Vec<(&Path, bool)> {
+        match self {
+            Op::One(p, a) => vec![(p, a.changes())],
+            Op::Rename { from, to, .. } => vec![(from, true), (to, true)],
+            Op::Link { existing, at } => vec![(existing, false), (at, true)],
+            Op::Symlink { at, .. } => vec![(at, true)],
+        }
+    }
+
+    /// The paths whose credential rule makes the ask sensitive: every operand, a symbolic
+    /// link's text too (the worse colour of them all).
+    fn named(&self) -> Vec<&Path> {
+        match self {
+            Op::Symlink { at, text } => vec![at, text],
+            _ => self.touched().into_iter().map(|(p, _)| p).collect(),
+        }
+    }
+
+    /// Whether a grant made for `self` covers a request for `other`.
+    fn covers(&self, other: &Op) -> bool {
+        match (self, other) {
+            (Op::One(p, a), Op::One(q, b)) => p == q && a.covers(*b),
+            (
+                Op::Rename {
+                    from, to, exchange, ..
+                },
+                Op::Rename {
+                    from: f2,
+                    to: t2,
+                    exchange: x2,
+                    ..
+                },
+            ) => from == f2 && to == t2 && exchange == x2,
+            (a, b) => a == b,
+        }
+    }
+}
+
+/// One approval: `op` for the process `root` and, unless `agent_only`, its descendants, while
+/// it lives. `agent_only` (the asker was the agent's own runtime): `root` and the processes
+/// under it that are the agent too, never the commands it starts.
 #[derive(Debug, Clone)]
 struct Grant {
     root: ProcId,
-    path: PathBuf,
-    access: Access,
+    agent_only: bool,
+    op: Op,
 }
 
 /// Whether process `pid` is `root` or one of its descendants (parent links in the
@@ -258,7 +515,8 @@ fn in_tree(pid: u32, root: ProcId) -> bool {
 /// One covered entry: the directory that holds it (opened at start) and its name.
 #[derive(Debug)]
 struct CoverRoot {
-    parent: OwnedFd,
+    /// Shared by the covers of one directory (opened once).
+    parent: Arc<OwnedFd>,
     parent_path: PathBuf,
 }
 
@@ -284,6 +542,53 @@ struct Nodes {
 }
 
 impl Nodes {
+    /// After `rename(2)` of `from` to `to` in `cover` (`exchange`: swapped): the inodes the
+    /// kernel knows keep their numbers and take their new paths, the entries beneath a moved
+    /// directory too; what `to` was (replaced) is forgotten.
+    fn renamed(&mut self, cover: usize, from: &Path, to: &Path, exchange: bool) {
+        let moved = |rel: &Path, a: &Path, b: &Path| -> Option<PathBuf> {
+            rel.strip_prefix(a).ok().map(|rest| {
+                if rest.as_os_str().is_empty() {
+                    b.to_path_buf()
+                } else {
+                    b.join(rest)
+                }
+            })
+        };
+        let mut changed = Vec::new();
+        for (ino, n) in &self.by_ino {
+            if n.cover != cover {
+                continue;
+            }
+            let new = match moved(&n.rel, from, to) {
+                Some(r) => Some(r),
+                None if exchange => moved(&n.rel, to, from),
+                None if n.rel.starts_with(to) => {
+                    // Replaced: the old `to` (and, were it a directory, what was under it)
+                    // is gone.
+                    changed.push((*ino, None));
+                    continue;
+                }
+                None => None,
+            };
+            if let Some(r) = new {
+                changed.push((*ino, Some(r)));
+            }
+        }
+        for (ino, _) in &changed {
+            if let Some(old) = self.by_ino.remove(ino) {
+                self.by_node.remove(&old);
+            }
+        }
+        for (ino, rel) in changed {
+            if let Some(rel) = rel {
+                let n = Node { cover, rel };
+                self.by_node.insert(n.clone(), ino);
+                self.by_ino.insert(ino, n);
+            }
+        }
+    }
+
     fn ino(&mut self, n: Node) -> u64 {
         if let Some(i) = self.by_node.get(&n) {
             return *i;
@@ -303,6 +608,9 @@ struct Inner {
     nodes: Mutex<Nodes>,
     files: Mutex<HashMap<u64, (Arc<File>, bool)>>,
     dirs: Mutex<HashMap<u64, Vec<DirEntry>>>,
+    /// The attributes of the root's listing, by its handle, as stated once for it
+    /// ([`Inner::root_listing`]): its READDIRPLUS answers with them.
+    root_attrs: Mutex<HashMap<u64, Vec<FileAttr>>>,
     next_fh: AtomicU64,
     grants: Mutex<Vec<Grant>>,
     /// The approved command lines running in domains of their own (`crate::runner`), by
@@ -311,12 +619,31 @@ struct Inner {
     /// asked again.
     runners: Mutex<HashMap<u32, RunnerGrants>>,
     approver: Arc<dyn Approver>,
+    /// Whether a process (by pid in the supervisor's PID namespace) is the agent's own
+    /// runtime (`crate::exec::Role::Agent`), set once the notify loop runs
+    /// ([`OutsideFs::set_agent_check`]). Until then every asker counts as the agent: its
+    /// grant reaches the least.
+    agent_check: std::sync::OnceLock<AgentCheck>,
     /// The supervisor's own process: its threads act for decisions already made (a `chmod`
     /// the metadata handler was approved for), so their requests pass.
     me: u32,
     uid: u32,
     gid: u32,
+    /// tyba's own directories (its configuration, state and sockets: [`own_dirs`]), real
+    /// paths: never reachable from the sandbox, not even by asking.
+    own: Vec<PathBuf>,
+    /// The requests being served, by their unique id ([`Served`]).
+    flights: Mutex<HashMap<u64, Flight>>,
+    /// Set when the connection was aborted for a late request: nothing more is asked.
+    aborted: std::sync::atomic::AtomicBool,
+    watchdog: Watchdog,
+    /// Test builds only (`fault-points`): a lookup of an entry with this name never answers.
+    #[cfg(feature = "fault-points")]
+    hang: Option<OsString>,
 }
+
+/// [`Inner::agent_check`].
+type AgentCheck = Box<dyn Fn(u32) -> bool + Send + Sync>;
 
 /// The FUSE filesystem serving the covered entries ([`fuser::Filesystem`]). Its root is a
 /// directory whose children `0`, `1`, … are the covers, in the order given to [`OutsideFs::new`];
@@ -380,6 +707,51 @@ fn attr_of(ino: u64, st: &nix::sys::stat::FileStat) -> FileAttr {
     }
 }
 
+/// tyba's own directories, as real paths (the longest existing ancestor resolved): its
+/// configuration (the person's policy and the approvals of repositories' policies), its state
+/// (audit logs, stand-ins, layers) and its sockets (`crate::broker::paths`). Before the
+/// outside files, Landlock refused them unasked; an approval of them could let the agent
+/// approve its own policy or answer its own asks, so the server refuses them unasked too.
+fn own_dirs() -> Vec<PathBuf> {
+    use crate::broker::paths;
+    [paths::config_dir(), paths::state_dir(), paths::socket_dir()]
+        .into_iter()
+        .flatten()
+        .map(|d| real_path(&d))
+        .collect()
+}
+
+/// `p` with its longest existing ancestor resolved (`canonicalize(3)`), the rest as written.
+fn real_path(p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            return rest.iter().rev().fold(c, |acc: PathBuf, n| acc.join(n));
+        }
+        match (cur.parent(), cur.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                cur = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+/// [`REQUEST_BOUND`]; in test builds (`fault-points`) `TYBA_FAULT_OUTSIDE_BOUND_MS` may set
+/// it shorter.
+fn request_bound() -> Duration {
+    #[cfg(feature = "fault-points")]
+    if let Some(ms) = std::env::var("TYBA_FAULT_OUTSIDE_BOUND_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        return Duration::from_millis(ms);
+    }
+    REQUEST_BOUND
+}
+
 impl OutsideFs {
     /// A server for `covers` (absolute paths from [`plan_covers`]), asking through
     /// `approver`; `uid`/`gid` own the filesystem's own root.
@@ -394,18 +766,28 @@ impl OutsideFs {
     ) -> io::Result<OutsideFs> {
         let mut roots = Vec::new();
         let mut names = Vec::new();
+        let mut opened: HashMap<&Path, Arc<OwnedFd>> = HashMap::new();
         for c in covers {
             let (Some(parent), Some(name)) = (c.parent(), c.file_name()) else {
                 return Err(io::Error::from_raw_os_error(libc::EINVAL));
             };
-            let fd = nix::fcntl::open(
-                parent,
-                nix::fcntl::OFlag::O_PATH
-                    | nix::fcntl::OFlag::O_DIRECTORY
-                    | nix::fcntl::OFlag::O_CLOEXEC,
-                nix::sys::stat::Mode::empty(),
-            )
-            .map_err(io::Error::from)?;
+            let fd = match opened.get(parent) {
+                Some(fd) => Arc::clone(fd),
+                None => {
+                    let fd = Arc::new(
+                        nix::fcntl::open(
+                            parent,
+                            nix::fcntl::OFlag::O_PATH
+                                | nix::fcntl::OFlag::O_DIRECTORY
+                                | nix::fcntl::OFlag::O_CLOEXEC,
+                            nix::sys::stat::Mode::empty(),
+                        )
+                        .map_err(io::Error::from)?,
+                    );
+                    opened.insert(parent, Arc::clone(&fd));
+                    fd
+                }
+            };
             roots.push(CoverRoot {
                 parent: fd,
                 parent_path: parent.to_path_buf(),
@@ -421,13 +803,24 @@ impl OutsideFs {
             }),
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
+            root_attrs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             grants: Mutex::new(Vec::new()),
             runners: Mutex::new(HashMap::new()),
             approver,
+            agent_check: std::sync::OnceLock::new(),
             me: std::process::id(),
             uid,
             gid,
+            own: own_dirs(),
+            flights: Mutex::new(HashMap::new()),
+            aborted: std::sync::atomic::AtomicBool::new(false),
+            watchdog: Watchdog {
+                bound: request_bound(),
+                dev: Mutex::new(None),
+            },
+            #[cfg(feature = "fault-points")]
+            hang: std::env::var_os("TYBA_FAULT_OUTSIDE_HANG"),
         })))
     }
 }
@@ -443,6 +836,13 @@ impl OutsideFs {
         }
     }
 
+    /// Tells the server which processes are the agent's own runtime (`is_agent(pid)`, pid in
+    /// the supervisor's PID namespace): a grant to the agent reaches the agent only, never
+    /// the commands it starts. Set once; later calls change nothing.
+    pub(crate) fn set_agent_check(&self, is_agent: AgentCheck) {
+        let _ = self.0.agent_check.set(is_agent);
+    }
+
     /// The runner `ns_pid` with identity `start` ended.
     pub(crate) fn runner_ended(&self, ns_pid: u32, start: u64) {
         if let Ok(mut r) = self.0.runners.lock() {
@@ -454,10 +854,10 @@ impl OutsideFs {
 }
 
 impl Inner {
-    /// Whether process `pid` runs under an approved command whose grants cover `access` to
-    /// `path`: an ancestor (or itself) is that command's keeper, by pid in the sandbox's PID
-    /// namespace and identity.
-    fn runner_covers(&self, pid: u32, path: &Path, access: Access) -> bool {
+    /// Whether process `pid` runs under an approved command whose grants cover every path
+    /// `op` touches: an ancestor (or itself) is that command's keeper, by pid in the
+    /// sandbox's PID namespace and identity. A path it changes needs a writable grant.
+    fn runner_covers(&self, pid: u32, op: &Op) -> bool {
         let Ok(r) = self.runners.lock() else {
             return false;
         };
@@ -471,10 +871,11 @@ impl Inner {
             };
             if let Some((st, grants)) = procfs::ns_pid(p).and_then(|ns| r.get(&ns)) {
                 if *st == start {
-                    let write_needed = !matches!(access, Access::Read | Access::List);
-                    return grants
-                        .iter()
-                        .any(|(g, w)| is_within(path, g) && (*w || !write_needed));
+                    return op.touched().iter().all(|(path, change)| {
+                        grants
+                            .iter()
+                            .any(|(g, w)| is_within(path, g) && (*w || !*change))
+                    });
                 }
             }
             if ppid <= 1 || ppid == p {
@@ -519,7 +920,21 @@ impl Inner {
         sys::openat2(c.parent.as_fd(), &p, flags as u64, RESOLVE)
     }
 
+    /// The node's attributes, following no link: a cover's own entry by one `fstatat` of its
+    /// name in the directory held for it (`AT_SYMLINK_NOFOLLOW`, no directory on the way),
+    /// anything beneath through [`Inner::open_real`].
     fn stat_node(&self, n: &Node) -> io::Result<nix::sys::stat::FileStat> {
+        let mut parts = n.rel.components();
+        if let (Some(std::path::Component::Normal(name)), None, Some(c)) =
+            (parts.next(), parts.next(), self.covers.get(n.cover))
+        {
+            return nix::sys::stat::fstatat(
+                c.parent.as_fd(),
+                name,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(io::Error::from);
+        }
         let fd = self.open_real(n, libc::O_PATH)?;
         nix::sys::stat::fstat(fd.as_fd()).map_err(io::Error::from)
     }
@@ -570,12 +985,133 @@ impl Inner {
         });
     }
 
-    /// Decides `access` to `path` for thread `tid`: the supervisor's own threads pass; a
-    /// grant covering it passes; otherwise the person is asked. `Err(errno)` refuses (the
-    /// refusal already on the process's stderr and in the log).
-    /// Whether `access` to `path` by thread `tid` passes without an ask: the supervisor's
-    /// own threads, a grant of the process tree, an approved command's grants.
-    fn passes(&self, tid: u32, path: &Path, access: Access) -> bool {
+    /// Registers request `req` (FUSE operation `op`) as being served with `reply`.
+    fn serve<R>(self: &Arc<Self>, req: &Request, op: &'static str, reply: R) -> Served<R> {
+        let unique = u64::from(req.unique());
+        if let Ok(mut f) = self.flights.lock() {
+            f.insert(
+                unique,
+                Flight {
+                    since: Instant::now(),
+                    asking: false,
+                    op,
+                },
+            );
+        }
+        Served {
+            unique,
+            inner: Arc::clone(self),
+            reply: Some(reply),
+        }
+    }
+
+    /// Request `unique` is answered (or dropped).
+    fn landed(&self, unique: u64) {
+        if let Ok(mut f) = self.flights.lock() {
+            f.remove(&unique);
+        }
+    }
+
+    /// Request `unique` waits for the person (`true`), or no longer does: its bound starts
+    /// again from now.
+    fn set_asking(&self, unique: u64, asking: bool) {
+        if let Ok(mut f) = self.flights.lock() {
+            if let Some(e) = f.get_mut(&unique) {
+                e.asking = asking;
+                e.since = Instant::now();
+            }
+        }
+    }
+
+    /// The watchdog's loop ([`Watchdog`]): until the connection ends or is aborted.
+    fn watch(me: std::sync::Weak<Inner>) {
+        let tick = match me.upgrade() {
+            Some(m) => m.watchdog.tick(),
+            None => return,
+        };
+        loop {
+            std::thread::sleep(tick);
+            let Some(m) = me.upgrade() else { return };
+            match m.late() {
+                Late::None => {}
+                Late::Ended => return,
+                Late::Aborted(what) => {
+                    let text = format!(
+                        "outside files: tyba's file server did not answer {what} within {} s while no ask was waiting; it is cut off, so from now on every file beside the worktree or in your home fails for this session's programs (\"Transport endpoint is not connected\"); the worktree keeps working. Start a new session to be asked again",
+                        m.watchdog.bound.as_secs_f32()
+                    );
+                    crate::broker::text::say(&format!("tyba: {text}"));
+                    m.approver.note("outside files cut off", &text);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Looks for late requests and aborts the connection when one is ([`Watchdog`]).
+    fn late(&self) -> Late {
+        let Ok(flights) = self.flights.lock() else {
+            return Late::Ended;
+        };
+        let bound = self.watchdog.bound;
+        let late: Vec<(u64, Flight)> = flights
+            .iter()
+            .filter(|(_, f)| !f.asking && f.since.elapsed() > bound)
+            .map(|(u, f)| (*u, *f))
+            .collect();
+        let Ok(mut dev) = self.watchdog.dev.lock() else {
+            return Late::Ended;
+        };
+        if dev.is_none() {
+            return Late::Ended;
+        }
+        let Some((_, first)) = late.first() else {
+            return Late::None;
+        };
+        // Every late request is in `flights`, so its reply, and with it fuser's device fd,
+        // is alive while the lock is held (`Served`): `theirs` is that fd.
+        if let Some((ours, theirs)) = dev.take() {
+            for (u, _) in &late {
+                let _ = sys::fuse_reply_error(ours.as_fd(), *u, libc::ENOTCONN);
+            }
+            self.aborted.store(true, Ordering::SeqCst);
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                let _ = sys::dup_onto(null.as_fd(), theirs);
+            }
+            drop(ours);
+        }
+        Late::Aborted(format!("a request ({})", first.op))
+    }
+
+    /// Whether `op` touches one of tyba's own directories ([`own_dirs`]).
+    fn is_own(&self, op: &Op) -> bool {
+        op.touched()
+            .iter()
+            .any(|(p, _)| self.own.iter().any(|d| is_within(p, d)))
+    }
+
+    /// Whether process `pid` is the agent's own runtime (every process is, until the notify
+    /// loop has told: [`Inner::agent_check`]).
+    fn is_agent(&self, pid: u32) -> bool {
+        self.agent_check.get().is_none_or(|f| f(pid))
+    }
+
+    /// Whether grant `g` reaches process `pid`: `g.root` itself, or a process under it (that
+    /// is the agent too, for a grant to the agent).
+    fn reaches(&self, pid: u32, g: &Grant) -> bool {
+        in_tree(pid, g.root) && (!g.agent_only || pid == g.root.pid || self.is_agent(pid))
+    }
+
+    /// Whether `op` by thread `tid` passes without an ask: the supervisor's own threads, a
+    /// grant that reaches the process, an approved command's grants.
+    fn passes(&self, tid: u32, op: &Op) -> bool {
+        if self.aborted.load(Ordering::SeqCst) || self.is_own(op) {
+            return false;
+        }
         let Ok(pid) = procfs::tgid(tid) else {
             return false;
         };
@@ -584,55 +1120,95 @@ impl Inner {
         }
         let granted = self.grants.lock().map(|g| {
             g.iter()
-                .filter(|g| g.path == path && g.access.covers(access))
-                .map(|g| g.root)
+                .filter(|g| g.op.covers(op))
+                .cloned()
                 .collect::<Vec<_>>()
         });
-        if let Ok(roots) = granted {
-            if roots.into_iter().any(|r| in_tree(pid, r)) {
+        if let Ok(grants) = granted {
+            if grants.iter().any(|g| self.reaches(pid, g)) {
                 return true;
             }
         }
-        self.runner_covers(pid, path, access)
+        self.runner_covers(pid, op)
     }
 
-    fn decide(&self, tid: u32, path: &Path, access: Access) -> Result<(), i32> {
-        let what = format!("{} {}", access.word(), path.display());
+    /// Who an approval asked by process `pid` reaches, as the ask says it: `(agent_only,
+    /// text)`.
+    fn holder(&self, pid: u32) -> (bool, String) {
+        let name = procfs::comm(pid).unwrap_or_else(|| "?".to_string());
+        if self.is_agent(pid) {
+            (
+                true,
+                format!("the agent itself ({name}, pid {pid}) until it exits; not the commands it starts, each asked on its own"),
+            )
+        } else {
+            (
+                false,
+                format!(
+                    "this command ({name}, pid {pid}) and the processes it starts, until it exits"
+                ),
+            )
+        }
+    }
+
+    /// Decides `op` for thread `tid`: the supervisor's own threads pass; a change under a
+    /// system path is refused unasked (blocked); a grant or an approved command's grants
+    /// pass; otherwise the person is asked, with the colour the policy gives the worst of
+    /// the paths it names (DESIGN.md §2a, §4). `Err(errno)` refuses (the refusal already on
+    /// the process's stderr and in the log): `EACCES`, what the kernel gives a change
+    /// without the permission.
+    fn decide(&self, tid: u32, op: &Op, unique: u64) -> Result<(), i32> {
+        if self.aborted.load(Ordering::SeqCst) {
+            return Err(libc::ENOTCONN);
+        }
+        let what = format!("{} {}", op.word(), op.shown());
         let Ok(pid) = procfs::tgid(tid) else {
             return Err(libc::EACCES);
         };
         if pid == self.me {
             return Ok(());
         }
-        if SYSTEM_ROOTS.iter().any(|s| is_within(path, Path::new(s)))
-            && access != Access::Read
-            && access != Access::List
+        if self.is_own(op) {
+            let reason = format!("refused by tyba (blocked): {what}: tyba's own configuration, state and sockets are not reachable from the sandbox");
+            self.log(what, false, Some(reason.clone()));
+            crate::notify::write_stderr(tid, &reason);
+            return Err(libc::EACCES);
+        }
+        if op.changes()
+            && op
+                .touched()
+                .iter()
+                .any(|(p, _)| SYSTEM_ROOTS.iter().any(|s| is_within(p, Path::new(s))))
         {
             let reason = format!("refused by tyba (blocked): {what}: a change under a system path");
             self.log(what, false, Some(reason.clone()));
             crate::notify::write_stderr(tid, &reason);
             return Err(libc::EACCES);
         }
-        if self.passes(tid, path, access) {
+        if self.passes(tid, op) {
             return Ok(());
         }
         let mut reasons = Vec::new();
-        if let Some(c) = tyba_policy::credential_in_path(path) {
-            reasons.push(format!(
-                "`{}` is a credential path ({c}): sensitive, confirm only if the agent must have it",
-                path.display()
-            ));
+        for p in op.named() {
+            if let Some(c) = tyba_policy::credential_in_path(p) {
+                reasons.push(format!(
+                    "`{}` is a credential path ({c}): sensitive, confirm only if the agent must have it",
+                    p.display()
+                ));
+            }
         }
         reasons.push(format!(
-            "{} `{}`: outside the worktree and the paths the policy opens",
-            access.word(),
-            path.display()
+            "{} {}: outside the worktree and the paths the policy opens",
+            op.word(),
+            op.shown()
         ));
+        let (agent_only, holder) = self.holder(pid);
         let req = AskRequest {
             kind: AskKind::File {
-                path: path.display().to_string(),
-                access: access.word(),
-                scope: access.scope(),
+                path: op.shown(),
+                access: op.word(),
+                scope: op.scope(),
+                holder,
             },
             verdict: Verdict::Red,
             reasons,
@@ -640,13 +1216,16 @@ impl Inner {
             pid: tid,
             exec: None,
         };
-        let refusal = match self.approver.ask(&req) {
+        self.set_asking(unique, true);
+        let answer = self.approver.ask(&req);
+        self.set_asking(unique, false);
+        let refusal = match answer {
             Ok(Answer::Once | Answer::Always) => {
                 if let (Ok(root), Ok(mut g)) = (procfs::proc_id(pid), self.grants.lock()) {
                     g.push(Grant {
                         root,
-                        path: path.to_path_buf(),
-                        access,
+                        agent_only,
+                        op: op.clone(),
                     });
                     self.log(what, true, Some("Once".into()));
                     return Ok(());
@@ -662,7 +1241,7 @@ impl Inner {
     }
 
     fn refuse_unasked(&self, tid: u32, what: String) -> Errno {
-        let reason = format!("refused by tyba: {what} outside the worktree is not supported (only open, list, create, mkdir and remove are asked)");
+        let reason = format!("refused by tyba: {what} outside the worktree is not supported (device nodes and whiteouts are never made there)");
         self.log(what, false, Some(reason.clone()));
         crate::notify::write_stderr(tid, &reason);
         Errno::EACCES
@@ -689,9 +1268,13 @@ impl Inner {
         }
     }
 
-    fn do_open(&self, tid: u32, n: &Node, flags: i32) -> Result<u64, Errno> {
-        self.decide(tid, &self.real(n), Self::open_access(flags))
-            .map_err(Errno::from_i32)?;
+    fn do_open(&self, tid: u32, n: &Node, flags: i32, unique: u64) -> Result<u64, Errno> {
+        self.decide(
+            tid,
+            &Op::One(self.real(n), Self::open_access(flags)),
+            unique,
+        )
+        .map_err(Errno::from_i32)?;
         self.open_now(n, flags)
     }
 
@@ -703,10 +1286,34 @@ impl Inner {
         Ok(self.add_file(File::from(fd), write))
     }
 
-    fn do_opendir(&self, tid: u32, n: &Node) -> Result<u64, Errno> {
-        self.decide(tid, &self.real(n), Access::List)
+    fn do_opendir(&self, tid: u32, n: &Node, unique: u64) -> Result<u64, Errno> {
+        self.decide(tid, &Op::One(self.real(n), Access::List), unique)
             .map_err(Errno::from_i32)?;
         self.opendir_now(n)
+    }
+
+    /// The filesystem root's listing: the covers, `0`, `1`, … (those whose entry can still
+    /// be reached), as a directory handle.
+    fn root_listing(&self) -> Result<u64, Errno> {
+        let (mut entries, mut attrs) = (Vec::new(), Vec::new());
+        for (i, name) in self.names.iter().enumerate() {
+            let n = Node {
+                cover: i,
+                rel: PathBuf::from(name),
+            };
+            let Ok(st) = self.stat_node(&n) else { continue };
+            let ino = self.ino(n);
+            attrs.push(attr_of(ino, &st));
+            entries.push((ino, kind_of(st.st_mode), OsString::from(i.to_string())));
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut d) = self.dirs.lock() {
+            d.insert(fh, entries);
+        }
+        if let Ok(mut r) = self.root_attrs.lock() {
+            r.insert(fh, attrs);
+        }
+        Ok(fh)
     }
 
     /// The listing itself, once decided.
@@ -741,6 +1348,33 @@ impl Inner {
         Ok(fh)
     }
 
+    /// The entry `name` in directory `parent`, when it is beneath a cover's own entry (not
+    /// the filesystem's root, and not a cover's own entry, which is a mount point in the
+    /// sandbox and lies in a base directory no change may reach).
+    fn below_cover(&self, parent: INodeNo, name: &OsStr) -> Option<Node> {
+        if parent == INodeNo::ROOT {
+            return None;
+        }
+        let n = self.child(parent, name)?;
+        (n.rel.components().count() >= 2).then_some(n)
+    }
+
+    /// The directory holding node `n` (opened `O_PATH`, no link followed on the way) and
+    /// `n`'s name in it, for a `*at` call on that name. A cover's own entry is in the cover's
+    /// parent directory (read through only: [`Inner::below_cover`] keeps changes out).
+    fn dir_of(&self, n: &Node) -> Result<(OwnedFd, OsString), Errno> {
+        let name = n.rel.file_name().ok_or(Errno::EINVAL)?.to_os_string();
+        let c = self.covers.get(n.cover).ok_or(Errno::ENOENT)?;
+        let dir = match n.rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(p) => self.parent_dir(&Node {
+                cover: n.cover,
+                rel: p.to_path_buf(),
+            })?,
+            None => c.parent.try_clone().map_err(|e| errno(&e))?,
+        };
+        Ok((dir, name))
+    }
+
     /// The node's parent directory, opened as a directory (for `*at` calls on a name in it).
     fn parent_dir(&self, n: &Node) -> Result<OwnedFd, Errno> {
         self.open_real(n, libc::O_PATH | libc::O_DIRECTORY)
@@ -754,6 +1388,88 @@ impl Inner {
     }
 }
 
+/// What [`Inner::late`] found.
+#[derive(Debug)]
+enum Late {
+    /// No late request.
+    None,
+    /// The connection ended (or the watchdog already acted): nothing more to watch.
+    Ended,
+    /// A late request, named: the connection is aborted.
+    Aborted(String),
+}
+
+/// How long the server may take to answer a request that is not waiting for the person:
+/// past it, the connection to the kernel is aborted ([`Watchdog`]): the late request and every
+/// later one on the covers fail, the worktree keeps working. Long enough for a slow network
+/// home (the server's own reads of the real files), short enough that a hung one is seen.
+pub const REQUEST_BOUND: Duration = Duration::from_secs(20);
+
+/// One request being served: since when (reset when an ask ends), and whether it waits for
+/// the person's answer now (then it has no bound).
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    since: Instant,
+    asking: bool,
+    /// The FUSE operation, for the notice.
+    op: &'static str,
+}
+
+/// A request being served, in [`Inner::flights`] from its dispatch until its reply is sent
+/// ([`Served::send`]) or dropped unsent. Its entry is removed *before* the reply is let go:
+/// while an entry exists its reply is alive, and with it fuser's device fd
+/// ([`Watchdog::abort`] relies on it).
+struct Served<R> {
+    unique: u64,
+    inner: Arc<Inner>,
+    reply: Option<R>,
+}
+
+impl<R> Served<R> {
+    /// Sends the reply with `f`, after the entry is gone.
+    fn send(mut self, f: impl FnOnce(R)) {
+        self.inner.landed(self.unique);
+        if let Some(r) = self.reply.take() {
+            f(r);
+        }
+    }
+}
+
+impl<R> Drop for Served<R> {
+    fn drop(&mut self) {
+        // Before the fields (the reply) are dropped.
+        self.inner.landed(self.unique);
+    }
+}
+
+/// Bounds the server's requests (issue 16, "fail closed"): every [`Watchdog::tick`] it looks
+/// for a request older than its bound that is not waiting for the person; finding one, it
+/// answers the late requests `ENOTCONN` itself and aborts the connection: the device's fd
+/// table entries are closed (fuser's replaced by `/dev/null`, `dup2(2)`; its own dropped), so
+/// the kernel releases the device as soon as no read holds it (at once, or when a reader
+/// returns with the next request) and `fuse_abort_conn` fails every request after it.
+///
+/// Why not the kernel's own request timeout (`FUSE_REQUEST_TIMEOUT`, Linux 6.14, per
+/// connection in the init reply or `/proc/sys/fs/fuse/default_request_timeout`): it counts
+/// every request, those waiting for the person's answer too (it checks the oldest request of
+/// the processing lists), so it would abort the connection whenever the person takes longer
+/// than the bound to answer; and fuser 0.18's init reply does not carry it.
+#[derive(Debug)]
+struct Watchdog {
+    /// The bound ([`REQUEST_BOUND`]).
+    bound: Duration,
+    /// A duplicate of the device (written to for the late replies) and the number of
+    /// fuser's own fd, until the connection ends. `None` once aborted or ended.
+    dev: Mutex<Option<(OwnedFd, std::os::fd::RawFd)>>,
+}
+
+impl Watchdog {
+    /// How often the requests are looked at: a quarter of the bound, between 50 ms and 1 s.
+    fn tick(&self) -> Duration {
+        (self.bound / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+}
+
 /// Runs `f` on a thread of its own (an ask may wait for the person): the FUSE loop goes on
 /// serving other requests. `Err(EAGAIN)` when no thread can be made.
 fn off_thread(f: impl FnOnce() + Send + 'static) -> bool {
@@ -764,71 +1480,93 @@ fn off_thread(f: impl FnOnce() + Send + 'static) -> bool {
 }
 
 impl Filesystem for OutsideFs {
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> io::Result<()> {
+        // READDIRPLUS (the kernel picks it for a directory's first listing): stage 2's one
+        // listing of the root then stands for a lookup per cover. Without it, each bind
+        // looks its cover up.
+        let _ = config.add_capabilities(
+            fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+        );
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let reply = self.0.serve(req, "lookup", reply);
         let Some(n) = self.0.child(parent, name) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
+        // Test builds only: a server that hangs (as on a stuck network filesystem).
+        #[cfg(feature = "fault-points")]
+        if self.0.hang.as_deref() == Some(name) {
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
         let ttl = if parent == INodeNo::ROOT {
             ROOT_TTL
         } else {
             TTL
         };
         match self.0.entry_of(n) {
-            Ok(a) => reply.entry(&ttl, &a, Generation(0)),
-            Err(e) => reply.error(e),
+            Ok(a) => reply.send(|r| r.entry(&ttl, &a, Generation(0))),
+            Err(e) => reply.send(|r| r.error(e)),
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let reply = self.0.serve(req, "getattr", reply);
         if ino == INodeNo::ROOT {
-            return reply.attr(&ROOT_TTL, &self.0.root_attr());
+            return reply.send(|r| r.attr(&ROOT_TTL, &self.0.root_attr()));
         }
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         match self.0.stat_node(&n) {
-            Ok(st) => reply.attr(&TTL, &attr_of(ino.0, &st)),
-            Err(e) => reply.error(errno(&e)),
+            Ok(st) => reply.send(|r| r.attr(&TTL, &attr_of(ino.0, &st))),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let reply = self.0.serve(req, "readlink", reply);
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         match self
             .0
             .open_real(&n, libc::O_PATH)
             .and_then(|fd| nix::fcntl::readlinkat(fd.as_fd(), "").map_err(io::Error::from))
         {
-            Ok(t) => reply.data(t.as_bytes()),
-            Err(e) => reply.error(errno(&e)),
+            Ok(t) => reply.send(|r| r.data(t.as_bytes())),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let reply = self.0.serve(req, "open", reply);
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
         // Granted already: answered here. An ask waits on a thread of its own; when no
         // thread can be made the reply is dropped unsent, which fuser answers with an error:
         // nothing passes.
-        if me.passes(tid, &me.real(&n), Inner::open_access(flags.0)) {
+        if me.passes(tid, &Op::One(me.real(&n), Inner::open_access(flags.0))) {
             return match me.open_now(&n, flags.0) {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                Err(e) => reply.error(e),
+                Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+                Err(e) => reply.send(|r| r.error(e)),
             };
         }
-        off_thread(move || match me.do_open(tid, &n, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(e),
+        let unique = reply.unique;
+        off_thread(move || match me.do_open(tid, &n, flags.0, unique) {
+            Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+            Err(e) => reply.send(|r| r.error(e)),
         });
     }
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -837,19 +1575,20 @@ impl Filesystem for OutsideFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
+        let reply = self.0.serve(req, "read", reply);
         let Some((f, _)) = self.0.file(fh) else {
-            return reply.error(Errno::EBADF);
+            return reply.send(|r| r.error(Errno::EBADF));
         };
         let mut buf = vec![0u8; size as usize];
         match f.read_at(&mut buf, offset) {
-            Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(errno(&e)),
+            Ok(n) => reply.send(|r| r.data(&buf[..n])),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -859,12 +1598,13 @@ impl Filesystem for OutsideFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
+        let reply = self.0.serve(req, "write", reply);
         let Some((f, true)) = self.0.file(fh) else {
-            return reply.error(Errno::EBADF);
+            return reply.send(|r| r.error(Errno::EBADF));
         };
         match f.write_at(data, offset) {
-            Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(errno(&e)),
+            Ok(n) => reply.send(|r| r.written(n as u32)),
+            Err(e) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
@@ -876,26 +1616,30 @@ impl Filesystem for OutsideFs {
         _lo: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        // Nothing to flush (writes reach the real file as they come; locks stay the
+        // kernel's): ENOSYS makes the kernel stop sending FLUSH (`fc->no_flush`), one round
+        // trip less for every close of an outside file.
+        reply.error(Errno::ENOSYS);
     }
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let reply = self.0.serve(req, "fsync", reply);
         match self.0.file(fh).map(|(f, _)| f.sync_all()) {
-            Some(Ok(())) | None => reply.ok(),
-            Some(Err(e)) => reply.error(errno(&e)),
+            Some(Ok(())) | None => reply.send(|r| r.ok()),
+            Some(Err(e)) => reply.send(|r| r.error(errno(&e))),
         }
     }
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -903,31 +1647,39 @@ impl Filesystem for OutsideFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let reply = self.0.serve(req, "release", reply);
         if let Ok(mut m) = self.0.files.lock() {
             m.remove(&fh.0);
         }
-        reply.ok();
+        reply.send(|r| r.ok());
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let reply = self.0.serve(req, "opendir", reply);
         if ino == INodeNo::ROOT {
-            // The filesystem's own root is never visible inside (only its children are
-            // bound); nothing to list.
-            return reply.error(Errno::EACCES);
-        }
-        let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
-        };
-        let (me, tid) = (Arc::clone(&self.0), req.pid());
-        if me.passes(tid, &me.real(&n), Access::List) {
-            return match me.opendir_now(&n) {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                Err(e) => reply.error(e),
+            // The filesystem's own root is visible only to stage 2, while it binds the
+            // covers (the agent does not run yet): its one listing (READDIRPLUS) tells the
+            // kernel every cover with its attributes, so that the binds find them without a
+            // lookup each.
+            return match self.0.root_listing() {
+                Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+                Err(e) => reply.send(|r| r.error(e)),
             };
         }
-        off_thread(move || match me.do_opendir(tid, &n) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(e),
+        let Some(n) = self.0.node(ino) else {
+            return reply.send(|r| r.error(Errno::ENOENT));
+        };
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        if me.passes(tid, &Op::One(me.real(&n), Access::List)) {
+            return match me.opendir_now(&n) {
+                Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+                Err(e) => reply.send(|r| r.error(e)),
+            };
+        }
+        let unique = reply.unique;
+        off_thread(move || match me.do_opendir(tid, &n, unique) {
+            Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+            Err(e) => reply.send(|r| r.error(e)),
         });
     }
 
@@ -953,6 +1705,60 @@ impl Filesystem for OutsideFs {
         reply.ok();
     }
 
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        let mut reply = self.0.serve(req, "readdirplus", reply);
+        let list = match self.0.dirs.lock() {
+            Ok(d) => d.get(&fh.0).cloned(),
+            Err(_) => return reply.send(|r| r.error(Errno::EIO)),
+        };
+        let Some(list) = list else {
+            return reply.send(|r| r.error(Errno::EBADF));
+        };
+        let ttl = if ino == INodeNo::ROOT { ROOT_TTL } else { TTL };
+        let stated = if ino == INodeNo::ROOT {
+            self.0
+                .root_attrs
+                .lock()
+                .ok()
+                .and_then(|r| r.get(&fh.0).cloned())
+        } else {
+            None
+        };
+        for (i, (child, _, name)) in list.iter().enumerate().skip(offset as usize) {
+            // The root's covers as stated for the listing; another directory's entries now
+            // (one gone since the listing is left out).
+            let a = match stated.as_ref().and_then(|s| s.get(i)) {
+                Some(a) => Some(*a),
+                None => self
+                    .0
+                    .node(INodeNo(*child))
+                    .and_then(|n| self.0.entry_of(n).ok()),
+            };
+            let Some(a) = a else { continue };
+            let full = reply.reply.as_mut().is_some_and(|r| {
+                r.add(
+                    INodeNo(*child),
+                    (i + 1) as u64,
+                    name,
+                    &ttl,
+                    &a,
+                    Generation(0),
+                )
+            });
+            if full {
+                break;
+            }
+        }
+        reply.send(|r| r.ok());
+    }
+
     fn releasedir(
         &self,
         _req: &Request,
@@ -963,6 +1769,9 @@ impl Filesystem for OutsideFs {
     ) {
         if let Ok(mut d) = self.0.dirs.lock() {
             d.remove(&fh.0);
+        }
+        if let Ok(mut r) = self.0.root_attrs.lock() {
+            r.remove(&fh.0);
         }
         reply.ok();
     }
@@ -977,13 +1786,15 @@ impl Filesystem for OutsideFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let reply = self.0.serve(req, "create", reply);
         let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<(FileAttr, u64), Errno> {
-                me.decide(tid, &me.real(&n), Access::Create)
+                me.decide(tid, &Op::One(me.real(&n), Access::Create), unique)
                     .map_err(Errno::from_i32)?;
                 let dir = me.parent_dir(&p)?;
                 let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC | libc::O_EXCL;
@@ -1003,10 +1814,10 @@ impl Filesystem for OutsideFs {
                 Ok((attr_of(ino, &st), fh))
             })();
             match r {
-                Ok((a, fh)) => {
-                    reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
-                }
-                Err(e) => reply.error(e),
+                Ok((a, fh)) => reply.send(|r| {
+                    r.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
+                }),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1020,13 +1831,15 @@ impl Filesystem for OutsideFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let reply = self.0.serve(req, "mkdir", reply);
         let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<FileAttr, Errno> {
-                me.decide(tid, &me.real(&n), Access::Mkdir)
+                me.decide(tid, &Op::One(me.real(&n), Access::Mkdir), unique)
                     .map_err(Errno::from_i32)?;
                 let dir = me.parent_dir(&p)?;
                 nix::sys::stat::mkdirat(
@@ -1038,8 +1851,8 @@ impl Filesystem for OutsideFs {
                 me.entry_of(n)
             })();
             match r {
-                Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-                Err(e) => reply.error(e),
+                Ok(a) => reply.send(|r| r.entry(&TTL, &a, Generation(0))),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1070,10 +1883,12 @@ impl Filesystem for OutsideFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let reply = self.0.serve(req, "setattr", reply);
         let Some(n) = self.0.node(ino) else {
-            return reply.error(Errno::ENOENT);
+            return reply.send(|r| r.error(Errno::ENOENT));
         };
         let (me, tid) = (Arc::clone(&self.0), req.pid());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<FileAttr, Errno> {
                 let path = me.real(&n);
@@ -1084,7 +1899,7 @@ impl Filesystem for OutsideFs {
                     let f = match fh.and_then(|h| me.file(h)) {
                         Some((f, true)) => f,
                         _ => {
-                            me.decide(tid, &path, Access::Write)
+                            me.decide(tid, &Op::One(path.clone(), Access::Write), unique)
                                 .map_err(Errno::from_i32)?;
                             Arc::new(File::from(
                                 me.open_real(&n, libc::O_WRONLY).map_err(|e| errno(&e))?,
@@ -1145,8 +1960,8 @@ impl Filesystem for OutsideFs {
                 me.entry_of(n)
             })();
             match r {
-                Ok(a) => reply.attr(&TTL, &a),
-                Err(e) => reply.error(e),
+                Ok(a) => reply.send(|r| r.attr(&TTL, &a)),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1156,31 +1971,111 @@ impl Filesystem for OutsideFs {
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: fuser::RenameFlags,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let what = match self.0.child(parent, name) {
-            Some(n) => format!("rename {}", self.0.real(&n).display()),
-            None => "rename".to_string(),
+        let reply = self.0.serve(req, "rename", reply);
+        let (Some(from), Some(to)) = (
+            self.0.below_cover(parent, name),
+            self.0.below_cover(newparent, newname),
+        ) else {
+            return reply.send(|r| r.error(Errno::EACCES));
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        if flags.contains(fuser::RenameFlags::RENAME_WHITEOUT) {
+            // A whiteout is a device node: never made outside.
+            let what = format!("rename {} with a whiteout", self.0.real(&from).display());
+            return reply.send(|r| r.error(self.0.refuse_unasked(req.pid(), what)));
+        }
+        if from.cover != to.cover {
+            // Two covers are two mounts: the kernel refuses this first.
+            return reply.send(|r| r.error(Errno::EXDEV));
+        }
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        let unique = reply.unique;
+        off_thread(move || {
+            let r = (|| -> Result<(), Errno> {
+                let (dir_from, name_from) = me.dir_of(&from)?;
+                let (dir_to, name_to) = me.dir_of(&to)?;
+                let exchange = flags.contains(fuser::RenameFlags::RENAME_EXCHANGE);
+                let replaces = !exchange
+                    && nix::sys::stat::fstatat(
+                        dir_to.as_fd(),
+                        name_to.as_os_str(),
+                        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )
+                    .is_ok();
+                let op = Op::Rename {
+                    from: me.real(&from),
+                    to: me.real(&to),
+                    exchange,
+                    replaces,
+                };
+                me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
+                nix::fcntl::renameat2(
+                    dir_from.as_fd(),
+                    name_from.as_os_str(),
+                    dir_to.as_fd(),
+                    name_to.as_os_str(),
+                    nix::fcntl::RenameFlags::from_bits_truncate(flags.bits()),
+                )
+                .map_err(|e| Errno::from_i32(e as i32))?;
+                if let Ok(mut nodes) = me.nodes.lock() {
+                    nodes.renamed(from.cover, &from.rel, &to.rel, exchange);
+                }
+                Ok(())
+            })();
+            match r {
+                Ok(()) => reply.send(|r| r.ok()),
+                Err(e) => reply.send(|r| r.error(e)),
+            }
+        });
     }
 
     fn link(
         &self,
         req: &Request,
         ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let what = match self.0.node(ino) {
-            Some(n) => format!("hard link to {}", self.0.real(&n).display()),
-            None => "hard link".to_string(),
+        let reply = self.0.serve(req, "link", reply);
+        let (Some(existing), Some(at)) = (self.0.node(ino), self.0.below_cover(newparent, newname))
+        else {
+            return reply.send(|r| r.error(Errno::EACCES));
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        if existing.cover != at.cover {
+            return reply.send(|r| r.error(Errno::EXDEV));
+        }
+        let (me, tid) = (Arc::clone(&self.0), req.pid());
+        let unique = reply.unique;
+        off_thread(move || {
+            let r = (|| -> Result<FileAttr, Errno> {
+                let op = Op::Link {
+                    existing: me.real(&existing),
+                    at: me.real(&at),
+                };
+                me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
+                let (dir_e, name_e) = me.dir_of(&existing)?;
+                let (dir_a, name_a) = me.dir_of(&at)?;
+                // No AT_SYMLINK_FOLLOW: a link is linked as the link itself.
+                nix::unistd::linkat(
+                    dir_e.as_fd(),
+                    name_e.as_os_str(),
+                    dir_a.as_fd(),
+                    name_a.as_os_str(),
+                    nix::fcntl::AtFlags::empty(),
+                )
+                .map_err(|e| Errno::from_i32(e as i32))?;
+                me.entry_of(at)
+            })();
+            match r {
+                Ok(a) => reply.send(|r| r.entry(&TTL, &a, Generation(0))),
+                Err(e) => reply.send(|r| r.error(e)),
+            }
+        });
     }
 
     fn symlink(
@@ -1188,14 +2083,32 @@ impl Filesystem for OutsideFs {
         req: &Request,
         parent: INodeNo,
         link_name: &OsStr,
-        _target: &Path,
+        target: &Path,
         reply: ReplyEntry,
     ) {
-        let what = match self.0.child(parent, link_name) {
-            Some(n) => format!("symbolic link {}", self.0.real(&n).display()),
-            None => "symbolic link".to_string(),
+        let reply = self.0.serve(req, "symlink", reply);
+        let Some(at) = self.0.below_cover(parent, link_name) else {
+            return reply.send(|r| r.error(Errno::EACCES));
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        let (me, tid, text) = (Arc::clone(&self.0), req.pid(), target.to_path_buf());
+        let unique = reply.unique;
+        off_thread(move || {
+            let r = (|| -> Result<FileAttr, Errno> {
+                let op = Op::Symlink {
+                    at: me.real(&at),
+                    text: text.clone(),
+                };
+                me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
+                let (dir, name) = me.dir_of(&at)?;
+                nix::unistd::symlinkat(text.as_os_str(), dir.as_fd(), name.as_os_str())
+                    .map_err(|e| Errno::from_i32(e as i32))?;
+                me.entry_of(at)
+            })();
+            match r {
+                Ok(a) => reply.send(|r| r.entry(&TTL, &a, Generation(0))),
+                Err(e) => reply.send(|r| r.error(e)),
+            }
+        });
     }
 
     fn mknod(
@@ -1215,36 +2128,41 @@ impl Filesystem for OutsideFs {
         reply.error(self.0.refuse_unasked(req.pid(), what));
     }
 
-    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let reply = self.0.serve(req, "statfs", reply);
         let cover = self.0.node(ino).map(|n| n.cover).unwrap_or(0);
         let Some(c) = self.0.covers.get(cover) else {
-            return reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+            return reply.send(|r| r.statfs(0, 0, 0, 0, 0, 4096, 255, 4096));
         };
         match nix::sys::statvfs::fstatvfs(c.parent.as_fd()) {
-            Ok(s) => reply.statfs(
-                s.blocks(),
-                s.blocks_free(),
-                s.blocks_available(),
-                s.files(),
-                s.files_free(),
-                s.block_size() as u32,
-                s.name_max() as u32,
-                s.fragment_size() as u32,
-            ),
-            Err(e) => reply.error(Errno::from_i32(e as i32)),
+            Ok(s) => reply.send(|r| {
+                r.statfs(
+                    s.blocks(),
+                    s.blocks_free(),
+                    s.blocks_available(),
+                    s.files(),
+                    s.files_free(),
+                    s.block_size() as u32,
+                    s.name_max() as u32,
+                    s.fragment_size() as u32,
+                )
+            }),
+            Err(e) => reply.send(|r| r.error(Errno::from_i32(e as i32))),
         }
     }
 }
 
 impl OutsideFs {
     fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        let reply = self.0.serve(req, "remove", reply);
         let (Some(p), Some(n)) = (self.0.node(parent), self.0.child(parent, name)) else {
-            return reply.error(Errno::EACCES);
+            return reply.send(|r| r.error(Errno::EACCES));
         };
         let (me, tid, name) = (Arc::clone(&self.0), req.pid(), name.to_os_string());
+        let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<(), Errno> {
-                me.decide(tid, &me.real(&n), Access::Remove)
+                me.decide(tid, &Op::One(me.real(&n), Access::Remove), unique)
                     .map_err(Errno::from_i32)?;
                 let d = me.parent_dir(&p)?;
                 let flag = if dir {
@@ -1256,8 +2174,8 @@ impl OutsideFs {
                     .map_err(|e| Errno::from_i32(e as i32))
             })();
             match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
+                Ok(()) => reply.send(|r| r.ok()),
+                Err(e) => reply.send(|r| r.error(e)),
             }
         });
     }
@@ -1273,14 +2191,28 @@ pub fn serve(fs: OutsideFs, dev: OwnedFd) -> io::Result<()> {
     let mut cfg = fuser::Config::default();
     cfg.n_threads = Some(2);
     cfg.acl = fuser::SessionACL::Owner;
+    // The watchdog's own duplicate of the device, and the number fuser reads it by.
+    let ours = dev.try_clone()?;
+    let theirs = dev.as_raw_fd();
+    let inner = Arc::downgrade(&fs.0);
+    let watched = Arc::clone(&fs.0);
     let session = fuser::Session::from_fd(fs, dev, fuser::SessionACL::Owner, cfg)?;
+    if let Ok(mut d) = watched.watchdog.dev.lock() {
+        *d = Some((ours, theirs));
+    }
+    std::thread::Builder::new()
+        .name("tyba-outside-watch".into())
+        .spawn(move || Inner::watch(inner))?;
     std::thread::Builder::new()
         .name("tyba-outside-fs".into())
         .spawn(move || {
             // The loop ends when the connection does (the sandbox's namespace gone, or the
-            // connection aborted); dropping the session closes the last fd of the device,
-            // which fails whatever is still waiting.
+            // connection aborted); dropping the session, then the watchdog's duplicate,
+            // closes the last fds of the device, which fails whatever is still waiting.
             let _ = session.run();
+            if let Ok(mut d) = watched.watchdog.dev.lock() {
+                d.take();
+            }
         })?;
     Ok(())
 }
@@ -1308,7 +2240,7 @@ mod tests {
         plan.read_only.push(root.join("home/.cargo/registry"));
         std::fs::write(root.join("home/.bashrc"), "export X=1\n").unwrap();
         plan.blanked.push(root.join("home/.bashrc"));
-        let covers = plan_covers(&plan, Some(&root.join("home"))).unwrap();
+        let covers = plan_covers(&plan, Some(&root.join("home"))).covers;
         let want: Vec<PathBuf> = ["O", "file.txt", "home/.ssh", "home/docs"]
             .iter()
             .map(|p| root.join(p))
@@ -1328,16 +2260,135 @@ mod tests {
             worktree: PathBuf::from("/usr/src/wt"),
             ..SandboxPlan::default()
         };
-        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        assert!(plan_covers(&plan, None).covers.is_empty());
         plan.worktree = PathBuf::from("/wt");
-        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        assert!(plan_covers(&plan, None).covers.is_empty());
         let t = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(t.path()).unwrap();
         std::fs::create_dir_all(root.join("wt")).unwrap();
         std::fs::create_dir_all(root.join("O")).unwrap();
         plan.worktree = root.join("wt");
         plan.read_only.push(root.clone());
-        assert!(plan_covers(&plan, None).unwrap().is_empty());
+        assert!(plan_covers(&plan, None).covers.is_empty());
+    }
+
+    #[test]
+    fn a_base_with_more_entries_than_the_limit_is_left_out_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        for d in ["side/wt", "side/O", "home"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for i in 0..=MAX_COVERS {
+            std::fs::write(root.join(format!("home/f{i}")), "").unwrap();
+        }
+        let plan = SandboxPlan {
+            worktree: root.join("side/wt"),
+            tmp_dir: root.join("side/wt/tmp"),
+            ..SandboxPlan::default()
+        };
+        let p = plan_covers(&plan, Some(&root.join("home")));
+        assert_eq!(p.covers, vec![root.join("side/O")]);
+        assert_eq!(p.left_out, vec![root.join("home")]);
+        // One entry fewer fits: the control.
+        std::fs::remove_file(root.join("home/f0")).unwrap();
+        std::fs::remove_file(root.join("home/f1")).unwrap();
+        let p = plan_covers(&plan, Some(&root.join("home")));
+        assert!(p.left_out.is_empty(), "{:?}", p.left_out);
+        assert_eq!(p.covers.len(), MAX_COVERS);
+    }
+
+    #[test]
+    fn the_server_reaches_names_through_no_link() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(root.join("O/sub")).unwrap();
+        std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+        std::fs::write(root.join("elsewhere/x"), "x").unwrap();
+        std::os::unix::fs::symlink("../elsewhere", root.join("O/link")).unwrap();
+        let fs = OutsideFs::new(
+            &[root.join("O")],
+            Arc::new(crate::approve::DenyAll::non_interactive()),
+            0,
+            0,
+        )
+        .unwrap();
+        let node = |rel: &str| Node {
+            cover: 0,
+            rel: PathBuf::from(rel),
+        };
+        // The directory of a name under a link: refused, not followed (ELOOP).
+        assert!(fs.0.dir_of(&node("O/link/x")).is_err());
+        // The control: a real directory on the way.
+        let (_, name) = fs.0.dir_of(&node("O/sub/x")).unwrap();
+        assert_eq!(name, "x");
+        // A cover's own entry: in the cover's parent, read through only.
+        assert!(fs.0.below_cover(INodeNo::ROOT, OsStr::new("0")).is_none());
+    }
+
+    #[test]
+    fn a_rename_moves_the_known_inodes_with_it() {
+        let mut n = Nodes {
+            next: 1,
+            ..Nodes::default()
+        };
+        let node = |rel: &str| Node {
+            cover: 0,
+            rel: PathBuf::from(rel),
+        };
+        let dir = n.ino(node("O/d"));
+        let inner = n.ino(node("O/d/f"));
+        let old = n.ino(node("O/e"));
+        let other = n.ino(node("O/dx"));
+        n.renamed(0, Path::new("O/d"), Path::new("O/e"), false);
+        assert_eq!(n.by_ino[&dir], node("O/e"));
+        assert_eq!(n.by_ino[&inner], node("O/e/f"));
+        assert!(
+            !n.by_ino.contains_key(&old),
+            "the replaced entry is forgotten"
+        );
+        assert_eq!(
+            n.by_ino[&other],
+            node("O/dx"),
+            "a sibling sharing a prefix stays"
+        );
+        assert_eq!(n.by_node[&node("O/e/f")], inner);
+        // Exchanged: both move.
+        n.renamed(0, Path::new("O/e"), Path::new("O/dx"), true);
+        assert_eq!(n.by_ino[&dir], node("O/dx"));
+        assert_eq!(n.by_ino[&other], node("O/e"));
+    }
+
+    #[test]
+    fn a_grant_for_an_operation_covers_that_operation_only() {
+        let r = |from: &str, to: &str| Op::Rename {
+            from: PathBuf::from(from),
+            to: PathBuf::from(to),
+            exchange: false,
+            replaces: false,
+        };
+        assert!(r("/a", "/b").covers(&Op::Rename {
+            from: PathBuf::from("/a"),
+            to: PathBuf::from("/b"),
+            exchange: false,
+            replaces: true,
+        }));
+        assert!(!r("/a", "/b").covers(&r("/a", "/c")));
+        assert!(!r("/a", "/b").covers(&r("/b", "/a")));
+        assert!(!r("/a", "/b").covers(&Op::One(PathBuf::from("/b"), Access::Read)));
+        let l = Op::Link {
+            existing: PathBuf::from("/a"),
+            at: PathBuf::from("/b"),
+        };
+        assert!(!l.covers(&Op::One(PathBuf::from("/a"), Access::Read)));
+        // A symbolic link's text is named (its credential makes the ask sensitive) but never
+        // touched.
+        let s = Op::Symlink {
+            at: PathBuf::from("/h/O/l"),
+            text: PathBuf::from("/h/.ssh/id_rsa"),
+        };
+        assert_eq!(s.touched(), vec![(Path::new("/h/O/l"), true)]);
+        assert!(s.named().contains(&Path::new("/h/.ssh/id_rsa")));
     }
 
     #[test]

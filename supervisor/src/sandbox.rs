@@ -107,9 +107,9 @@ pub struct SandboxPlan {
     /// bound read-only over it): `/etc/profile` with the session's `PATH` restored at its end
     /// (`crate::launch::login_profile`).
     pub replaced: Vec<(PathBuf, PathBuf)>,
-    /// `--ask-outside-files`: cover the entries around the worktree and in the home with the
-    /// supervisor's outside-files server ([`crate::outside_fs`]).
-    pub ask_outside_files: bool,
+    /// Whether to cover the entries around the worktree and in the home with the
+    /// supervisor's outside-files server ([`crate::outside_fs`]; `--outside-files`).
+    pub outside_files: crate::outside_fs::OutsideMode,
     /// The entries covered ([`crate::outside_fs::plan_covers`], computed at launch).
     pub outside_covers: Vec<PathBuf>,
     /// The covers stage 2 mounted (granted by Landlock to the server's view of them).

@@ -29,7 +29,8 @@ pub struct AuditLine {
     /// The ask id (`<session>-<n>`), for asks and pauses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// `command`, `connect`, `metadata`, `exec`, `hook` or `pause`.
+    /// `command`, `connect`, `metadata`, `exec`, `hook`, `file`, `pause`, or `sandbox` (a
+    /// note about what the session could not set up, [`crate::approve::Approver::note`]).
     pub kind: String,
     /// What was requested, whole (a command line as the agent wrote it, its wrapper
     /// included).
@@ -43,7 +44,7 @@ pub struct AuditLine {
     pub verdict: String,
     /// The policy's decisive reasons, in order (they name the rules that matched).
     pub reasons: Vec<String>,
-    /// `allow` (an exec run without asking), `ask`, `refuse` or `pause`.
+    /// `allow` (an exec run without asking), `ask`, `refuse`, `pause`, or `note`.
     pub decision: String,
     /// `once`, `always`, `deny` (asks), `resume`, `end` (pauses); absent for refusals.
     #[serde(default, skip_serializing_if = "Option::is_none")]

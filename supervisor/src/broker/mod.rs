@@ -1542,6 +1542,20 @@ impl Approver for Broker {
         }
     }
 
+    fn note(&self, what: &str, text: &str) {
+        if let Some(log) = &self.inner.audit {
+            log.write(&AuditLine {
+                time: audit::rfc3339(SystemTime::now()),
+                session: self.inner.cfg.session.clone(),
+                kind: "sandbox".into(),
+                action: what.to_string(),
+                decision: "note".into(),
+                reason: Some(text.to_string()),
+                ..AuditLine::default()
+            });
+        }
+    }
+
     fn record(&self, event: &AuditEvent) -> Option<String> {
         let mut s = self.lock()?;
         if event.allowed {

@@ -10,8 +10,10 @@
 //!   ([`super::lock`]).
 //! - Audit logs: `$XDG_STATE_HOME/tyba/log/<session>.jsonl` (`~/.local/state/tyba/log/`).
 //!
-//! None of these is granted by the sandbox's Landlock rules, and the notify loop refuses
-//! (without asking) every `connect` from the sandbox to a socket under [`socket_dir`].
+//! None of these is granted by the sandbox's Landlock rules, the notify loop refuses
+//! (without asking) every `connect` from the sandbox to a socket under [`socket_dir`], and the
+//! outside-files server refuses every access to them, to [`state_dir`] and to
+//! [`config_dir`] without asking (`crate::outside_fs`).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -60,6 +62,17 @@ pub fn state_dir() -> Option<PathBuf> {
     env_dir("XDG_STATE_HOME")
         .map(|x| x.join("tyba"))
         .or_else(|| env_dir("HOME").map(|h| h.join(".local/state/tyba")))
+}
+
+/// The person's tyba configuration directory: `$XDG_CONFIG_HOME/tyba`, else
+/// `~/.config/tyba` (the user's policy, the approvals of repositories' policies).
+pub fn config_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x).join("tyba"));
+    }
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|h| PathBuf::from(h).join(".config/tyba"))
 }
 
 /// The directory holding the user's session sockets (not created).

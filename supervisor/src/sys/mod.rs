@@ -848,6 +848,23 @@ pub fn fuse_fsmount(dev: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<Owned
     Ok(unsafe { OwnedFd::from_raw_fd(m as RawFd) })
 }
 
+/// Answers FUSE request `unique` with `-errno` on the device `dev` (a `fuse_out_header` of
+/// 16 bytes, `Documentation/filesystems/fuse/fuse.rst`): what the outside-files server's
+/// watchdog sends for a request its handler did not answer in time. A request already
+/// answered gives `ENOENT`.
+///
+/// # Errors
+/// The write's error.
+pub fn fuse_reply_error(dev: BorrowedFd<'_>, unique: u64, errno: i32) -> io::Result<()> {
+    let mut out = [0u8; 16];
+    out[0..4].copy_from_slice(&16u32.to_ne_bytes());
+    out[4..8].copy_from_slice(&(-errno).to_ne_bytes());
+    out[8..16].copy_from_slice(&unique.to_ne_bytes());
+    nix::unistd::write(dev, &out)
+        .map_err(io::Error::from)
+        .map(drop)
+}
+
 /// `move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attaches a detached
 /// mount over `target` (`move_mount(2)`; a final symbolic link of `target` is not followed).
 ///
