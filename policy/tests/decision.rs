@@ -400,3 +400,60 @@ fn the_session_scratch_dir_is_like_the_worktree() {
         Verdict::Red
     );
 }
+
+/// The session's scratch directory on the memory filesystem (`/dev/shm/tyba-UID-ID`, where
+/// tyba puts it when `/tmp` is on a disk) is still the session's own: the agent's wrapper
+/// writing there is housekeeping, not a device write. A link in it to a device is still one.
+#[test]
+fn a_scratch_dir_under_dev_shm_is_no_device() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("SKIP: no /dev/shm");
+        assert!(
+            std::env::var_os("TYBA_REQUIRE_SANDBOX").is_none(),
+            "/dev/shm is required"
+        );
+        return;
+    }
+    let p = Policy::embedded_default();
+    let root = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(root.path()).unwrap();
+    let wt = root.join("wt");
+    std::fs::create_dir_all(&wt).unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("tyba-test-scratch-")
+        .tempdir_in(shm)
+        .unwrap();
+    let tmp = std::fs::canonicalize(tmp.path()).unwrap();
+    std::os::unix::fs::symlink("/dev/sda", tmp.join("disk")).unwrap();
+    let with = Context {
+        worktree: &wt,
+        cwd: &wt,
+        home: None,
+        scratch: Some(&tmp),
+        git: None,
+    };
+    let without = Context {
+        scratch: None,
+        ..with
+    };
+    let verdict =
+        |line: String, ctx: &Context| p.classify(&Action::Exec { command: line }, ctx).verdict;
+    let cwd_file = format!("pwd -P >| {}/claude-1-cwd", tmp.display());
+    assert_eq!(verdict(cwd_file.clone(), &with), Verdict::Green);
+    assert_eq!(
+        verdict(format!("cp a {}/f", tmp.display()), &with),
+        Verdict::Yellow
+    );
+    // Without a session the same place is a system path.
+    assert_eq!(verdict(cwd_file, &without), Verdict::Blocked);
+    // A link in the scratch directory to a device, and `..` out of it, are device writes.
+    assert_eq!(
+        verdict(format!("echo x > {}/disk", tmp.display()), &with),
+        Verdict::Blocked
+    );
+    assert_eq!(
+        verdict(format!("echo x > {}/../../sda", tmp.display()), &with),
+        Verdict::Blocked
+    );
+}

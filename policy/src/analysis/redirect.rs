@@ -137,10 +137,14 @@ impl Analyzer<'_> {
                     format!("`{t}` opens a network connection"),
                 );
             }
+            // The session's scratch directory is tyba's own, like the worktree, wherever it
+            // lies: on a memory filesystem it is under `/dev/shm`, and a write that lands in it
+            // (physically, from every directory the line may be in) is no device write.
             if access == Access::Write
                 && (t.starts_with("/dev/")
                     || paths::resolve(Path::new("/"), &t).starts_with("/dev"))
                 && t.starts_with('/')
+                && !self.in_scratch(st, f)
             {
                 self.add(
                     Verdict::Blocked,
