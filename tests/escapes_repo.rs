@@ -339,6 +339,40 @@ C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
 '
 "#;
 
+/// An agent of a `--here` session makes another session's reflog
+/// (`logs/refs/heads/tyba/keep`) a link to `$PLANT_TO`.
+const REFLOG_LINK: &str = r#"
+C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
+  my $l = "$ENV{C}/logs/refs/heads/tyba/keep";
+  unlink($l); symlink($ENV{PLANT_TO}, $l) or die "link: $!";
+  print "linked reflog\n";
+'
+"#;
+
+/// The agent of the session on `tyba/keep` reads its own reflog (the session's copy), and
+/// tries the file the link named directly.
+const READ_REFLOG: &str = r#"
+C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
+  open(my $h, "<", "$ENV{C}/logs/refs/heads/tyba/keep") or print "no reflog: $!\n";
+  print "reflog read: ", join("", <$h>) if $h;
+  print "\n";
+  my $s = readlink("$ENV{C}/logs/refs/heads/tyba/keep");
+  print open(my $x, "<", "$ENV{C}/../../secret") ? "direct: yes\n" : "direct: no\n";
+'
+"#;
+
+/// An agent of a `--here` session makes `refs/heads/evil` a link to `$PLANT_TO` and writes
+/// a repository policy protecting `evil/made`.
+const PROTECTED_LINK: &str = r#"
+C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
+  symlink($ENV{PLANT_TO}, "$ENV{C}/refs/heads/evil") or die "link: $!";
+  mkdir(".tyba");
+  open(my $h, ">", ".tyba/policy.toml") or die "policy: $!";
+  print $h "[git]\nprotected_branches = [\"evil/made\"]\n"; close $h;
+  print "linked evil\n";
+'
+"#;
+
 fn tyba_here(
     r: &support::SandboxRepo,
     who: &Who,
@@ -530,6 +564,101 @@ fn links_suite(who: Who, tag: &str) {
         let _ = std::fs::remove_file(&link);
         let _ = std::fs::remove_file(&go);
     }
+
+    // 5. A link planted where tyba copies a session branch's reflog from (by an agent of a
+    // `--here` session; the branch is another session's, `tyba/keep`): the next session on
+    // that branch must not get the file it names in its copy of the reflog.
+    let secret = r.root.join("secret");
+    std::fs::write(&secret, "THE PERSON'S PRIVATE KEY\n").unwrap();
+    give(&secret, &who);
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    git_as(&who, &r.wt, &["branch", "tyba/keep"]);
+    let keep_wt = r.root.join("wt-keep");
+    git_as(
+        &who,
+        &r.wt,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            &keep_wt.to_string_lossy(),
+            "tyba/keep",
+        ],
+    );
+    let (out, err) = tyba_here(&r, &who, REFLOG_LINK, &secret.to_string_lossy(), "");
+    c.check(
+        out.contains("linked reflog") && git_dir.join("logs/refs/heads/tyba/keep").is_symlink(),
+        format!("the agent linked the other session's reflog: {out} {err}"),
+    );
+    let o = run_tyba(
+        &who,
+        &r.tyba,
+        &keep_wt,
+        &base_env(&r.home, &[]),
+        &[
+            "run",
+            "--here",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            READ_REFLOG,
+        ],
+    );
+    let out = stdout_of(&o);
+    c.check(
+        out.contains("reflog read") && !out.contains("PRIVATE KEY"),
+        format!(
+            "the next session's copy of its reflog holds nothing of the file: {out} {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    );
+    c.check(
+        out.contains("direct: no"),
+        format!("control: the file itself is out of the agent's reach: {out}"),
+    );
+    let _ = std::fs::remove_file(git_dir.join("logs/refs/heads/tyba/keep"));
+
+    // 6. A link planted on the way to a protected branch a repository policy (which only
+    // restricts, so it applies unapproved) names: the next session would make its stand-in
+    // and bind wherever the link points. It refuses to start instead, naming the link.
+    let elsewhere = r.root.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    give(&elsewhere, &who);
+    let (out, err) = tyba_here(&r, &who, PROTECTED_LINK, &elsewhere.to_string_lossy(), "");
+    c.check(
+        out.contains("linked evil"),
+        format!("the agent planted the link and the policy: {out} {err}"),
+    );
+    let (out, err) = tyba_here(
+        &r,
+        &who,
+        "test -e \"$(git rev-parse --git-dir)/refs/heads/evil/made\" && echo made; echo ran",
+        "",
+        "",
+    );
+    c.check(
+        !out.contains("ran")
+            && err.contains("is reached through a symbolic link")
+            && std::fs::read_dir(&elsewhere).unwrap().count() == 0,
+        format!("the next session refuses to start, nothing made through the link: {out} {err}"),
+    );
+    // Control: with the link gone, the same policy starts and holds the branch's name.
+    std::fs::remove_file(git_dir.join("refs/heads/evil")).unwrap();
+    let (out, err) = tyba_here(
+        &r,
+        &who,
+        "test -d \"$(git rev-parse --git-dir)/refs/heads/evil/made\" && echo held; echo ran",
+        "",
+        "",
+    );
+    c.check(
+        out.contains("ran") && out.contains("held"),
+        format!("control: without the link the session starts and holds evil/made: {out} {err}"),
+    );
+    let _ = std::fs::remove_dir_all(r.wt.join(".tyba"));
 
     // 4. The aside name taken in advance: the repair still puts logs back.
     let (out, err) = tyba_here(&r, &who, ASIDE_TAKEN, "", "");

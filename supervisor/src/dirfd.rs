@@ -178,6 +178,49 @@ impl DirFd {
         })
     }
 
+    /// Opens the directory `rel` (plain components) beneath this one, making each component
+    /// that does not exist (`mkdirat(2)`, mode 0777 less the umask, as `mkdir -p`), following
+    /// no link on the way.
+    ///
+    /// # Errors
+    /// `ELOOP`/`ENOTDIR` when a component is a link or no directory; the `mkdirat(2)` error.
+    pub fn make_dirs(&self, rel: &Path) -> io::Result<DirFd> {
+        let rel = plain_relative(rel)?;
+        let mut at = self.try_clone()?;
+        for c in rel.components() {
+            let name = Path::new(c.as_os_str());
+            at = match at.open_dir(name) {
+                Ok(d) => d,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    match nix::sys::stat::mkdirat(
+                        at.fd.as_fd(),
+                        name,
+                        nix::sys::stat::Mode::from_bits_truncate(0o777),
+                    ) {
+                        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                        Err(e) => return Err(errno(e)),
+                    }
+                    at.open_dir(name)?
+                }
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(at)
+    }
+
+    /// Makes the new regular file `name` in this directory holding `bytes` (`O_CREAT |
+    /// O_EXCL | O_NOFOLLOW`: never over anything, a link included; mode 0666 less the umask).
+    ///
+    /// # Errors
+    /// `EEXIST` when the name is taken; the first failing system call's error.
+    pub fn create_new_file(&self, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write as _;
+        let h = how(OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL)
+            .mode(nix::sys::stat::Mode::from_bits_truncate(0o666));
+        let fd = nix::fcntl::openat2(self.fd.as_fd(), one_name(name)?, h).map_err(errno)?;
+        std::fs::File::from(fd).write_all(bytes)
+    }
+
     /// The metadata of the entry `name` itself (a link is not followed: its own type and
     /// times), through an `O_PATH` descriptor (`statx(2)`: birth time where the filesystem
     /// keeps one).
@@ -384,6 +427,16 @@ mod tests {
         // Removing a link removes the link.
         d.unlink(OsStr::new("link")).unwrap();
         assert!(outside.join("secret").exists());
+        // Directories made beneath, never through a link.
+        assert!(d.make_dirs(Path::new("real/new/deeper")).is_ok());
+        assert!(root.join("real/new/deeper").is_dir());
+        assert!(d.make_dirs(Path::new("real/up/made")).is_err());
+        assert!(!outside.join("made").exists());
+        let sub = d.open_dir(Path::new("real")).unwrap();
+        sub.create_new_file(OsStr::new("new-file"), b"x").unwrap();
+        assert!(sub.create_new_file(OsStr::new("new-file"), b"y").is_err());
+        assert!(sub.create_new_file(OsStr::new("up"), b"y").is_err());
+        assert_eq!(std::fs::read(root.join("real/new-file")).unwrap(), b"x");
         // Too big, not a file.
         assert!(d.read_file(Path::new("real/file"), 0).is_err());
         assert!(d.read_file(Path::new("real"), 10).is_err());
