@@ -356,7 +356,6 @@ C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
   open(my $h, "<", "$ENV{C}/logs/refs/heads/tyba/keep") or print "no reflog: $!\n";
   print "reflog read: ", join("", <$h>) if $h;
   print "\n";
-  my $s = readlink("$ENV{C}/logs/refs/heads/tyba/keep");
   print open(my $x, "<", "$ENV{C}/../../secret") ? "direct: yes\n" : "direct: no\n";
 '
 "#;
@@ -373,9 +372,12 @@ C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
 '
 "#;
 
-fn tyba_here(
+/// `tyba run --here --non-interactive --autonomy high -- bash -c SCRIPT` in `dir`, with
+/// `PLANT_TO` and `PLANT_COMMIT` in the agent's environment: (stdout, stderr).
+fn tyba_here_in(
     r: &support::SandboxRepo,
     who: &Who,
+    dir: &Path,
     script: &str,
     to: &str,
     commit: &str,
@@ -395,11 +397,22 @@ fn tyba_here(
         "-c",
         script,
     ];
-    let o = run_tyba(who, &r.tyba, &r.wt, &env, &a);
+    let o = run_tyba(who, &r.tyba, dir, &env, &a);
     (
         stdout_of(&o),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// [`tyba_here_in`] the repository.
+fn tyba_here(
+    r: &support::SandboxRepo,
+    who: &Who,
+    script: &str,
+    to: &str,
+    commit: &str,
+) -> (String, String) {
+    tyba_here_in(r, who, &r.wt, script, to, commit)
 }
 
 fn rev(who: &Who, dir: &Path, what: &str) -> String {
@@ -590,30 +603,10 @@ fn links_suite(who: Who, tag: &str) {
         out.contains("linked reflog") && git_dir.join("logs/refs/heads/tyba/keep").is_symlink(),
         format!("the agent linked the other session's reflog: {out} {err}"),
     );
-    let o = run_tyba(
-        &who,
-        &r.tyba,
-        &keep_wt,
-        &base_env(&r.home, &[]),
-        &[
-            "run",
-            "--here",
-            "--non-interactive",
-            "--autonomy",
-            "high",
-            "--",
-            "bash",
-            "-c",
-            READ_REFLOG,
-        ],
-    );
-    let out = stdout_of(&o);
+    let (out, err) = tyba_here_in(&r, &who, &keep_wt, READ_REFLOG, "", "");
     c.check(
         out.contains("reflog read") && !out.contains("PRIVATE KEY"),
-        format!(
-            "the next session's copy of its reflog holds nothing of the file: {out} {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
+        format!("the next session's copy of its reflog holds nothing of the file: {out} {err}"),
     );
     c.check(
         out.contains("direct: no"),
