@@ -1187,6 +1187,108 @@ print("RESULT " + json.dumps({"step": "pty", "rc": p.wait(), "out": out.decode(e
 /// red ("`export GIT_EXEC_PATH` makes programs run code"), and the same for git's hooks,
 /// editors and helpers (as it did before `GIT_EXEC_PATH` under system paths was taken as the
 /// system's own).
+/// A gconv module: glibc's `iconv_open(3)` loads it from the directory `$GCONV_PATH` names
+/// (with its `gconv-modules` file). Its constructor writes `gconv-code-ran` in the working
+/// directory: the agent's native code ran.
+const GCONV_C: &str = r#"
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void ran(void) {
+  int fd = open("gconv-code-ran", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) { write(fd, "ran\n", 4); close(fd); }
+}
+int gconv_init(void *s) { return 1; }
+int gconv(void *a, void *b, const unsigned char **c, const unsigned char *d,
+          unsigned char **e, void *f, int g, int h) { return 1; }
+"#;
+
+const GCONV_MODULES: &str = "module EVIL// INTERNAL EVIL 1\nmodule INTERNAL EVIL// EVIL 1\n";
+
+/// The review's shape (the agent is a shell: `export` is a builtin, `git log --encoding=EVIL`
+/// is green) and the other ways the variable reaches an exec: at depth (`bash -c` inheriting
+/// it), as a prefix, through `env`. Then the same green command with a variable of the list
+/// whose value loads nothing (`PYTHONWARNINGS=ignore`: it runs), and with one whose value
+/// does (a dotted category: it is refused). Each step prints `RESULT {step, rc}`.
+const GCONV_AGENT: &str = r#"
+step() { echo "RESULT {\"step\": \"$1\", \"rc\": $2}"; }
+export GCONV_PATH="$PWD"
+git log --encoding=EVIL -1 >/dev/null 2>&1; step export $?
+bash -c 'git log --encoding=EVIL -1 >/dev/null 2>&1'; step depth $?
+unset GCONV_PATH
+GCONV_PATH="$PWD" git log --encoding=EVIL -1 >/dev/null 2>&1; step prefix $?
+env GCONV_PATH="$PWD" git log --encoding=EVIL -1 >/dev/null 2>&1; step env $?
+export PYTHONWARNINGS=ignore
+git log -1 --oneline >/dev/null 2>&1; step inert $?
+export PYTHONWARNINGS=error::evil.Warning
+git log -1 --oneline >/dev/null 2>&1; step module $?
+"#;
+
+/// `GCONV_PATH` (like every variable of DESIGN.md §2a's list) in an exec's environment is an
+/// assignment on its command line: the green `git log --encoding=EVIL` the review ran with
+/// it exported is refused, at every depth and however it was set, and the agent's module
+/// never loads. `--autonomy high` (yellow passes by itself, so the `bash -c` step is refused
+/// for the variable, not for being yellow; red is asked, and refused in a non-interactive
+/// session). The control runs the same script without tyba: the module loads.
+#[test]
+fn exec_environment_gconv_path_is_classified_and_refused() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "gconv") else {
+            continue;
+        };
+        put(&fx, "evil.c", GCONV_C);
+        put(&fx, "gconv-modules", GCONV_MODULES);
+        let st = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(fx.wt.join("EVIL.so"))
+            .arg(fx.wt.join("evil.c"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "cc");
+        give(&fx.wt, &who);
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &["/bin/bash", "-c", GCONV_AGENT],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        assert!(
+            !fx.wt.join("gconv-code-ran").exists(),
+            "{ctx}: the module ran"
+        );
+        let rs = results(&ran.out);
+        for step in ["export", "depth", "prefix", "env", "module"] {
+            let r = result(&rs, step).unwrap_or_else(|| panic!("{ctx}: no {step}"));
+            assert_eq!(r["rc"], 126, "{ctx}: {step} was not refused");
+        }
+        assert_eq!(
+            result(&rs, "inert").map(|r| r["rc"].clone()),
+            Some(serde_json::json!(0)),
+            "{ctx}: a value that loads nothing was refused"
+        );
+        assert!(
+            ran.err
+                .lines()
+                .any(|l| l.starts_with("tyba:   exec ") && l.contains("GCONV_PATH=")),
+            "{ctx}: the summary names the variable"
+        );
+        // Control: without tyba every step loads the module.
+        let dir = copy_of_wt(&fx, "gconv-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/bin/bash", "-c", GCONV_AGENT],
+        );
+        assert!(
+            dir.join("gconv-code-ran").exists(),
+            "{who:?}: control: the module did not run without tyba: {} / {}",
+            r.out,
+            r.err
+        );
+    }
+}
+
 #[test]
 fn exec_git_log_on_a_terminal_runs_its_own_pager_unasked() {
     for who in whos() {

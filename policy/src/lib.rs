@@ -67,6 +67,15 @@ pub fn is_code_running_var(name: &str) -> bool {
     analysis::is_exec_var(name)
 }
 
+/// Whether `name=value` in an environment can make a program run code: a
+/// [`is_code_running_var`] variable, except values of it that load nothing (a
+/// `PYTHONWARNINGS` whose categories are built-in warning names, `ignore`, `error::…Warning`;
+/// a `PYTHONBREAKPOINT` naming no module). The classifier judges a literal assignment on a
+/// command line with it, the supervisor an exec's environment.
+pub fn is_code_running_assignment(name: &str, value: &str) -> bool {
+    analysis::is_exec_assignment(name, Some(value))
+}
+
 /// Whether an environment variable moves where programs read their configuration from
 /// (`HOME`, the XDG base directories, `GIT_DIR`, `CARGO_HOME`…; DESIGN.md §2a "Assignment
 /// values are words"): assigned on a line it is `env.config-moved`, and with `git push` it is

@@ -558,7 +558,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // (lock files, directories moved, `HEAD`): recorded now, checked at the end.
     let repo_snapshot = session.git.as_ref().map(|g| {
         tyba_supervisor::repo_leftovers::RepoSnapshot::take(
-            &session.id,
             &session.worktree,
             g,
             session.created_branch.is_none(),

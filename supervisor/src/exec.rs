@@ -505,16 +505,44 @@ fn system_paths_only(value: &str) -> bool {
 
 /// Variables whose value is a list of files or directories the program loads code from or
 /// reads as configuration: `:`-separated (ld.so(8) `LD_LIBRARY_PATH`; git(1)
-/// `GIT_EXEC_PATH`), `LD_PRELOAD` also space-separated (ld.so(8)), or one file (bash(1)
-/// `BASH_ENV`/`ENV`, python(1) `PYTHONSTARTUP`, rg(1) `RIPGREP_CONFIG_PATH`).
+/// `GIT_EXEC_PATH`; `GCONV_PATH`, python(1) `PYTHONPATH`, perlrun(1) `PERL5LIB`, node(1)
+/// `NODE_PATH`…), `LD_PRELOAD` also space-separated (ld.so(8)), or one file or directory
+/// (bash(1) `BASH_ENV`/`ENV`, python(1) `PYTHONSTARTUP`/`PYTHONHOME`, rg(1)
+/// `RIPGREP_CONFIG_PATH`, `OPENSSL_CONF`…). A value wholly in kept roots is inert
+/// ([`KeptRoots::inert`]).
 const PATH_VALUED_VARS: &[&str] = &[
     "LD_LIBRARY_PATH",
     "LD_PRELOAD",
     "LD_AUDIT",
     "GIT_EXEC_PATH",
+    "GIT_TEMPLATE_DIR",
     "BASH_ENV",
     "ENV",
+    "FPATH",
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "OPENSSL_CONF",
+    "OPENSSL_CONF_INCLUDE",
+    "OPENSSL_ENGINES",
+    "OPENSSL_MODULES",
     "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONPYCACHEPREFIX",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYLIB",
+    "GEM_PATH",
+    "GEM_HOME",
+    "NODE_PATH",
+    "NODE_COMPILE_CACHE",
+    "CLASSPATH",
+    "VIM",
+    "VIMRUNTIME",
+    "EMACSLOADPATH",
+    "PHPRC",
+    "PHP_INI_SCAN_DIR",
     "RIPGREP_CONFIG_PATH",
 ];
 
@@ -618,8 +646,15 @@ impl KeptRoots<'_> {
     /// [`PROGRAM_VALUED_VARS`] value that is one program of [`VIEWERS`] named by a path it
     /// holds or by a bare name that `path` (the exec's `PATH`) resolves first to a file it
     /// holds (rustup's proxy's `LD_LIBRARY_PATH=~/.rustup/toolchains/…/lib`, npm's
-    /// `EDITOR=vi`). An empty entry is the working directory: not inert.
+    /// `EDITOR=vi`), or a value the classifier finds loads nothing
+    /// ([`tyba_policy::is_code_running_assignment`]: `PYTHONWARNINGS=ignore`). An empty entry
+    /// is the working directory: not inert.
     pub(crate) fn inert(&self, name: &str, value: &str, path: Option<&str>) -> bool {
+        if !tyba_policy::is_code_running_assignment(name, value) {
+            // A value of it that loads nothing (`PYTHONWARNINGS=ignore`): the classifier's own
+            // rule for the same assignment on a command line.
+            return true;
+        }
         if PATH_VALUED_VARS.contains(&name) {
             let entries: Vec<&str> = if name == "LD_PRELOAD" {
                 value.split([':', ' ']).filter(|e| !e.is_empty()).collect()
@@ -1328,6 +1363,26 @@ mod tests {
         }
         assert!(kept.inert("LD_PRELOAD", &format!("{rol}/a.so {rol}/b.so"), None));
         assert!(!kept.inert("LD_PRELOAD", &format!("{rol}/a.so {wtl}/b.so"), None));
+        // The loader-path variables of the other readers: kept paths only.
+        for name in [
+            "GCONV_PATH",
+            "PYTHONPATH",
+            "PERL5LIB",
+            "NODE_PATH",
+            "OPENSSL_CONF",
+        ] {
+            assert!(kept.inert(name, &rol, None), "{name}");
+            assert!(!kept.inert(name, &wtl, None), "{name}");
+            assert!(!kept.inert(name, &format!("{rol}:"), None), "{name}");
+        }
+        // Values that load nothing, whatever the paths; the same variables naming a module.
+        assert!(kept.inert("PYTHONWARNINGS", "ignore", None));
+        assert!(kept.inert("PYTHONWARNINGS", "error::DeprecationWarning,default", None));
+        assert!(kept.inert("PYTHONBREAKPOINT", "0", None));
+        assert!(!kept.inert("PYTHONWARNINGS", "error::evil.Warning", None));
+        assert!(!kept.inert("PYTHONBREAKPOINT", "evil.hook", None));
+        // A loader variable with no path to judge (`LD_*` beyond the three) is never inert.
+        assert!(!kept.inert("LD_ORIGIN_PATH", &rol, None));
         // npm's `EDITOR=vi`: a viewer found first on `PATH` in a kept root.
         assert!(kept.inert("EDITOR", "vi", Some(&rob)));
         assert!(kept.inert("GIT_PAGER", "less", Some(&format!("/nowhere:{rob}"))));

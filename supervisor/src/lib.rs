@@ -45,6 +45,7 @@ pub mod broker;
 pub mod caches;
 mod classify_worker;
 pub mod control;
+pub mod dirfd;
 pub mod dns;
 mod env;
 mod exec;

@@ -140,9 +140,13 @@ impl OwnBranch {
             .filter(|n| !n.is_empty())
             .ok_or_else(|| OwnBranchError::NotASessionBranch(branch.to_string()))?;
         // The loose ref when there is one (what git reads first; no git process at launch),
-        // else git's answer (a packed branch).
-        let loose =
-            read_ref_file(&common_dir.join("refs/heads").join(branch)).filter(|v| is_object_id(v));
+        // else git's answer (a packed branch). Read from the common dir through no link: an
+        // agent of an earlier `--here` session could have made any of these names a link.
+        let held = crate::dirfd::DirFd::open(common_dir).ok();
+        let loose = held
+            .as_ref()
+            .and_then(|c| read_ref_file(c, &Path::new("refs/heads").join(branch)))
+            .filter(|v| is_object_id(v));
         let old = match loose {
             Some(v) => v,
             None => git(
@@ -176,9 +180,16 @@ impl OwnBranch {
         }
         std::fs::write(&head, format!("{old}\n")).map_err(io("cannot write", &head))?;
         // The reflog, so that `git reflog` inside works; never carried back (git writes the
-        // real one's entry at the carry-back).
-        let real_log = common_dir.join("logs/refs/heads").join(branch);
-        let text = std::fs::read(&real_log).unwrap_or_default();
+        // real one's entry at the carry-back). Only a regular file reached through no link
+        // is copied: the copy is the agent's to read, and a link planted there (by an agent
+        // of an earlier `--here` session) would hand it any file the person can read.
+        let text = held
+            .as_ref()
+            .and_then(|c| {
+                c.read_file(&Path::new("logs/refs/heads").join(branch), MAX_REFLOG)
+                    .ok()
+            })
+            .unwrap_or_default();
         std::fs::write(&log, text).map_err(io("cannot write", &log))?;
         Ok(OwnBranch {
             branch: branch.to_string(),
@@ -237,20 +248,15 @@ fn lock_file(dir: &Path, create: bool) -> std::io::Result<nix::fcntl::Flock<std:
         .map_err(|(_, e)| std::io::Error::from(e))
 }
 
-/// Reads a ref file the agent wrote: a regular file (never through a symbolic link), at
-/// most 4 KiB; its first line.
-fn read_ref_file(p: &Path) -> Option<String> {
-    use std::io::Read as _;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(p)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut s = String::new();
-    f.take(4096).read_to_string(&mut s).ok()?;
+/// Largest reflog copied into a session's private directory (bytes); a longer one is left
+/// out (the session's `git reflog` then starts empty).
+const MAX_REFLOG: u64 = 64 << 20;
+
+/// Reads a ref file (`rel` beneath `dir`) the agent could have written: a regular file
+/// reached through no symbolic link at all (`crate::dirfd`), at most 4 KiB; its first line.
+fn read_ref_file(dir: &crate::dirfd::DirFd, rel: &Path) -> Option<String> {
+    let bytes = dir.read_file(rel, 4096).ok()?;
+    let s = String::from_utf8(bytes).ok()?;
     Some(s.lines().next().unwrap_or("").trim().to_string())
 }
 
@@ -259,19 +265,31 @@ pub(crate) fn is_object_id(s: &str) -> bool {
     (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// The branches under `heads/` (names relative to it), files only, never following links.
-fn listed_branches(heads: &Path) -> Vec<String> {
+/// Most entries of a private `heads/` directory looked at.
+const MAX_LISTED: usize = 10_000;
+
+/// The branches under `heads/` (names relative to it), files only, each directory opened
+/// from `heads` through no link.
+fn listed_branches(heads: &crate::dirfd::DirFd) -> Vec<String> {
     let mut out = Vec::new();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(heads.join(&rel)) else {
+    let mut seen = 0usize;
+    let mut stack: Vec<(PathBuf, Option<crate::dirfd::DirFd>)> = vec![(PathBuf::new(), None)];
+    while let Some((rel, dir)) = stack.pop() {
+        let dir = dir.as_ref().unwrap_or(heads);
+        let Ok(names) = dir.names(MAX_LISTED) else {
             continue;
         };
-        for e in rd.flatten() {
-            let Ok(t) = e.file_type() else { continue };
-            let r = rel.join(e.file_name());
-            if t.is_dir() {
-                stack.push(r);
+        for n in names {
+            seen += 1;
+            if seen > MAX_LISTED {
+                break;
+            }
+            let Ok(m) = dir.meta(&n) else { continue };
+            let r = rel.join(&n);
+            if m.is_dir() {
+                if let Ok(sub) = dir.open_dir(Path::new(&n)) {
+                    stack.push((r, Some(sub)));
+                }
             } else if !r.to_string_lossy().ends_with(".lock") {
                 out.push(r.to_string_lossy().into_owned());
             }
@@ -292,9 +310,19 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
         ));
         return r;
     };
-    let heads = dir.join(HEADS);
+    let Some(heads) = crate::dirfd::DirFd::open(dir)
+        .and_then(|d| d.open_dir(Path::new(HEADS)))
+        .ok()
+    else {
+        r.notes.push(format!(
+            "the session's branch directory {} cannot be read: the branch stays at {old}",
+            dir.join(HEADS).display()
+        ));
+        r.kept = true;
+        return r;
+    };
     for other in listed_branches(&heads).into_iter().filter(|b| b != name) {
-        let tip = read_ref_file(&heads.join(&other)).unwrap_or_default();
+        let tip = read_ref_file(&heads, Path::new(&other)).unwrap_or_default();
         let exists = git(
             common,
             &[
@@ -318,7 +346,7 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
             ));
         }
     }
-    let new = match read_ref_file(&heads.join(name)) {
+    let new = match read_ref_file(&heads, Path::new(name)) {
         None => {
             r.notes.push(format!(
                 "the agent deleted or replaced its branch {branch} in its session: the branch stays at {old}"
@@ -543,5 +571,58 @@ mod tests {
         assert_eq!(r[0].moved_to.as_deref(), Some(commit.as_str()));
         assert_eq!(git_ok(&repo, &["rev-parse", "refs/heads/tyba/s1"]), commit);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn nothing_is_read_through_a_link_the_agent_planted() {
+        let (t, repo, head) = repo();
+        let common = repo.join(".git");
+        let root = t.path().join("refs");
+        let secret = t.path().join("secret");
+        std::fs::write(&secret, "the person's private key\n").unwrap();
+        // Control: the branch's own reflog is copied for the session.
+        let b = OwnBranch::prepare(&common, "tyba/s1", "plain", &root).unwrap();
+        let copied = std::fs::read_to_string(b.dir.join("logs/s1")).unwrap();
+        assert!(copied.contains(&head), "{copied}");
+        drop(b);
+        // The reflog made a link (an agent of a `--here` session can): nothing of the file
+        // it names reaches the copy the next session reads.
+        let log = common.join("logs/refs/heads/tyba/s1");
+        std::fs::remove_file(&log).unwrap();
+        std::os::unix::fs::symlink(&secret, &log).unwrap();
+        let b = OwnBranch::prepare(&common, "tyba/s1", "linked", &root).unwrap();
+        assert_eq!(std::fs::read(b.dir.join("logs/s1")).unwrap(), b"");
+        assert_eq!(b.old, head);
+        drop(b);
+        // The same for a directory of the path made a link.
+        std::fs::remove_file(&log).unwrap();
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("s1"), "the person's private key\n").unwrap();
+        std::fs::remove_dir(common.join("logs/refs/heads/tyba")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, common.join("logs/refs/heads/tyba")).unwrap();
+        let b = OwnBranch::prepare(&common, "tyba/s1", "dirlinked", &root).unwrap();
+        assert_eq!(std::fs::read(b.dir.join("logs/s1")).unwrap(), b"");
+        drop(b);
+
+        // At the carry-back: the agent's branch `tyba/x/s2` behind a directory it made a
+        // link (to where a commit id waits) is not read, so not carried.
+        git_ok(&repo, &["branch", "tyba/x/s2"]);
+        let tree = git_ok(&repo, &["rev-parse", "HEAD^{tree}"]);
+        let commit = git_ok(&repo, &["commit-tree", "-m", "w", "-p", &head, &tree]);
+        let b = OwnBranch::prepare(&common, "tyba/x/s2", "carry", &root).unwrap();
+        let away = t.path().join("away");
+        std::fs::create_dir(&away).unwrap();
+        std::fs::write(away.join("s2"), format!("{commit}\n")).unwrap();
+        std::fs::remove_dir_all(b.dir.join("heads/x")).unwrap();
+        std::os::unix::fs::symlink(&away, b.dir.join("heads/x")).unwrap();
+        let r = b.carry_back("carry");
+        assert!(r.moved_to.is_none(), "{r:?}");
+        assert_eq!(git_ok(&repo, &["rev-parse", "refs/heads/tyba/x/s2"]), head);
+        // Control: the same commit in the real directory is carried.
+        let b = OwnBranch::prepare(&common, "tyba/x/s2", "carry2", &root).unwrap();
+        std::fs::write(b.dir.join("heads/x/s2"), format!("{commit}\n")).unwrap();
+        let r = b.carry_back("carry2");
+        assert_eq!(r.moved_to.as_deref(), Some(commit.as_str()), "{r:?}");
     }
 }

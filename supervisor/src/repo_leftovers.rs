@@ -21,34 +21,52 @@
 //!   commit lands on a detached `HEAD` or on that branch).
 //!
 //! [`RepoSnapshot::take`] records, before the agent runs, the identity (device, inode) of
-//! those directories, the checkout's `HEAD` and the in-progress operation files present;
-//! [`RepoSnapshot::check`], once no process of the sandbox is left, compares and returns
-//! what it found and what it did:
+//! the git dirs and of those directories, the checkout's `HEAD` and the in-progress
+//! operation files present; [`RepoSnapshot::check`], once no process of the sandbox is left,
+//! compares and returns what it found and what it did.
 //!
-//! - a directory found elsewhere in its parent or in the git dir (same inode) is renamed back
-//!   (`RENAME_NOREPLACE`); what was put in its place is first moved aside to
-//!   `<name>.tyba-<session>` and named; one that is gone is reported;
-//! - a lock file made during the session (birth time, `statx(2)` `STATX_BTIME`, else change
-//!   time, between the snapshot and the sandbox's end) is removed when no process outside the
+//! **Nothing the agent planted redirects what tyba does.** Every look-up and change is made
+//! from the git dir opened and checked against its recorded identity, one directory at a
+//! time, never through a symbolic link ([`crate::dirfd`]: `openat2(2)` with
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, `renameat2(2)` and `unlinkat(2)` relative to
+//! directories held open). A directory is acted in only when it is the very directory
+//! recorded at the start (or was just put back as it): a link the agent put in place of
+//! `logs/refs` (to `refs/`, or to another repository's) is reported, never followed, and
+//! nothing beneath it is touched.
+//!
+//! - a directory found elsewhere in its parent or in a git dir's root (same device and
+//!   inode, not a link) is renamed back (`RENAME_NOREPLACE`); what was put in its place (a
+//!   file, a link, another directory) is first moved aside, in the same directory, to
+//!   `<name>.tyba-<16 random hex digits>` (another name tried when one is taken: no name the
+//!   agent made in advance stops the repair) and named; one that is nowhere is reported with
+//!   what stands in its place, and the directories beneath it are reported unchecked;
+//! - a lock file (or a link named like one) made during the session (birth time, `statx(2)`
+//!   `STATX_BTIME`, else change time, between the snapshot and the sandbox's end), in a
+//!   directory the agent could write (the git dir's root, `refs/` and below, `objects/info`,
+//!   `objects/info/commit-graphs`, `objects/pack`), is removed when no process outside the
 //!   ended sandbox (tyba, the processes it was started from and its own command line's
 //!   process group aside) has its working directory in the repository or a file of the git
-//!   dir open: then no git of the person's can be holding it. Otherwise
-//!   it is kept and reported with the command to remove it;
-//! - a `HEAD` git cannot read is put back as it was; a `HEAD` detached at the very commit
-//!   its start branch still points to is re-attached to that branch (nothing else changes:
-//!   index and files are those of that commit); a `HEAD` detached elsewhere or on another
-//!   branch is reported with the command to go back (moving it would leave the index and
-//!   the files of another commit);
+//!   dir open: then no git of the person's can be holding it. Otherwise it is kept and
+//!   reported with the command to remove it. A link on the way to one of those directories is
+//!   not followed (their locks are not looked for);
+//! - a `HEAD` git cannot read (a link included) is moved aside and put back as it was; a
+//!   `HEAD` detached at the very commit its start branch still points to is re-attached to
+//!   that branch (nothing else changes: index and files are those of that commit); a `HEAD`
+//!   detached elsewhere or on another branch is reported with the command to go back (moving
+//!   it would leave the index and the files of another commit);
 //! - an operation the agent began and left (`MERGE_HEAD`, `rebase-merge/`, `sequencer/`…) is
 //!   reported: the person's `git commit` would record the merge, `git rebase --continue`
-//!   would run its todo list.
+//!   would run its todo list;
+//! - a git dir that is no longer the one recorded (moved or replaced) is reported and nothing
+//!   in it is checked or changed.
 
-use crate::sandbox::rename_noreplace;
-use std::os::unix::fs::MetadataExt;
+use crate::dirfd::{DirFd, Id};
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// Directories of a common git dir git finds by name (`gitrepository-layout(5)`).
+/// Directories of a common git dir git finds by name (`gitrepository-layout(5)`), each after
+/// its parent.
 const COMMON_DIRS: &[&str] = &[
     "refs",
     "refs/heads",
@@ -65,6 +83,17 @@ const COMMON_DIRS: &[&str] = &[
 /// Directories of a linked worktree's own git dir git finds by name.
 const WORKTREE_DIRS: &[&str] = &["logs"];
 
+/// Where git's lock files are looked for in each git dir, and whether below too: the root
+/// and the object store's metadata directories, not recursively; `refs/` recursively (a
+/// ref's lock is beside the ref).
+const LOCK_DIRS: &[(&str, bool)] = &[
+    ("", false),
+    ("refs", true),
+    ("objects/info", false),
+    ("objects/info/commit-graphs", false),
+    ("objects/pack", false),
+];
+
 /// Files and directories of an operation in progress (`git-status(1)`, `git-rebase(1)`,
 /// `git-sequencer`): what the person's next `git commit` or `--continue` obeys.
 const OPERATION_STATE: &[&str] = &[
@@ -77,30 +106,39 @@ const OPERATION_STATE: &[&str] = &[
     "sequencer",
 ];
 
-/// Most entries walked under `refs/` looking for lock files.
+/// Most entries walked looking for lock files, and most entries of one directory searched
+/// for a moved one.
 const MAX_WALK: usize = 20_000;
 
-/// One directory as it was: its path and identity.
+/// Largest `HEAD`, loose ref or `packed-refs` read (bytes).
+const MAX_HEAD: u64 = 4096;
+const MAX_PACKED_REFS: u64 = 64 << 20;
+
+/// One directory as it was: in which git dir (index into [`RepoSnapshot::git_dirs`]), its
+/// path relative to it, and its identity.
 #[derive(Debug, Clone)]
 struct DirId {
-    path: PathBuf,
-    dev: u64,
-    ino: u64,
+    root: usize,
+    rel: PathBuf,
+    id: Id,
 }
 
 /// What a session's repository looked like before the agent ran.
 #[derive(Debug, Clone)]
 pub struct RepoSnapshot {
-    session: String,
-    /// The git dirs the agent could write, each once: the common dir and the worktree's own.
-    git_dirs: Vec<PathBuf>,
+    /// The git dirs the agent could write, each once: the common dir and the worktree's own
+    /// (the checkout's, last), with their identity at the start.
+    git_dirs: Vec<(PathBuf, Option<Id>)>,
     /// The repository's worktrees (their working directories), for the live-process test.
     worktrees: Vec<PathBuf>,
     dirs: Vec<DirId>,
-    /// The checkout's `HEAD` path and bytes, when the checkout is the person's.
-    head: Option<(PathBuf, Vec<u8>)>,
-    /// Operation state present at the start, by path.
-    operations: Vec<PathBuf>,
+    /// The directories looked in for lock files: `(git dir, relative path, recursively)`,
+    /// those the agent could write.
+    lock_dirs: Vec<(usize, &'static str, bool)>,
+    /// The checkout's `HEAD` bytes, when the checkout is the person's.
+    head: Option<Vec<u8>>,
+    /// Operation state present at the start, by name in the checkout's git dir.
+    operations: Vec<&'static str>,
     started: SystemTime,
 }
 
@@ -113,58 +151,117 @@ pub struct Finding {
     pub done: String,
 }
 
+/// What stands at a name now, for the person.
+fn describe(at: &DirFd, name: &OsStr, m: &std::io::Result<std::fs::Metadata>) -> String {
+    match m {
+        Ok(m) if m.file_type().is_symlink() => {
+            let to = at
+                .link_text(name)
+                .map(|t| crate::broker::text::clean_lines(&t.to_string_lossy()))
+                .unwrap_or_else(|_| "?".into());
+            format!("was replaced by a symbolic link (to {to})")
+        }
+        Ok(m) if m.is_dir() => "was replaced by another directory".into(),
+        Ok(_) => "was replaced by a file".into(),
+        Err(_) => "is gone".into(),
+    }
+}
+
+/// The open directories of a check: each git dir's root (when it is still the one recorded)
+/// and the recorded directories found to be the very ones recorded.
+struct Open {
+    roots: Vec<Option<DirFd>>,
+    verified: Vec<(usize, PathBuf, DirFd)>,
+}
+
+impl Open {
+    /// The directory `rel` of git dir `root` when it is verified (`""`: the root).
+    fn get(&self, root: usize, rel: &Path) -> Option<&DirFd> {
+        if rel.as_os_str().is_empty() {
+            return self.roots.get(root)?.as_ref();
+        }
+        self.verified
+            .iter()
+            .find(|(r, p, _)| *r == root && p == rel)
+            .map(|(_, _, d)| d)
+    }
+}
+
 impl RepoSnapshot {
     /// Records the repository of `worktree` (git layout `g`) before the agent runs.
     /// `persons_checkout`: the worktree is the person's own (`--here`, `--worktree` on an
     /// existing one), so its `HEAD` is checked too; a worktree tyba made is the session's.
     /// `writable`: the roots the agent may write; only what lies under one is recorded.
     pub fn take(
-        session: &str,
         worktree: &Path,
         g: &crate::session::GitLayout,
         persons_checkout: bool,
         writable: &[PathBuf],
     ) -> RepoSnapshot {
         let under = |p: &Path| writable.iter().any(|r| p.starts_with(r));
-        let mut git_dirs = vec![g.common_dir.clone()];
+        let mut roots = vec![g.common_dir.clone()];
         if g.git_dir != g.common_dir {
-            git_dirs.push(g.git_dir.clone());
+            roots.push(g.git_dir.clone());
         }
+        let git_dirs: Vec<(PathBuf, Option<Id>)> = roots
+            .into_iter()
+            .map(|p| {
+                let id = DirFd::open(&p).and_then(|d| d.id()).ok();
+                (p, id)
+            })
+            .collect();
         let mut dirs = Vec::new();
-        let names = COMMON_DIRS.iter().map(|n| g.common_dir.join(n)).chain(
-            (g.git_dir != g.common_dir)
-                .then(|| WORKTREE_DIRS.iter().map(|n| g.git_dir.join(n)))
-                .into_iter()
-                .flatten(),
-        );
-        for path in names {
-            if !under(&path) {
+        let mut lock_dirs = Vec::new();
+        for (i, (root, id)) in git_dirs.iter().enumerate() {
+            let Some(open) = id.and_then(|_| DirFd::open(root).ok()) else {
                 continue;
+            };
+            let names = if i == 0 { COMMON_DIRS } else { WORKTREE_DIRS };
+            for rel in names {
+                let path = root.join(rel);
+                if !under(&path) {
+                    continue;
+                }
+                if let Ok(d) = open.open_dir(Path::new(rel)) {
+                    if let Ok(id) = d.id() {
+                        dirs.push(DirId {
+                            root: i,
+                            rel: PathBuf::from(rel),
+                            id,
+                        });
+                    }
+                }
             }
-            if let Ok(m) = std::fs::symlink_metadata(&path) {
-                if m.is_dir() {
-                    dirs.push(DirId {
-                        dev: m.dev(),
-                        ino: m.ino(),
-                        path,
-                    });
+            for (rel, deep) in LOCK_DIRS {
+                if under(&root.join(rel)) {
+                    lock_dirs.push((i, *rel, *deep));
                 }
             }
         }
-        let head_path = g.git_dir.join("HEAD");
-        let head = (persons_checkout && under(&head_path))
-            .then(|| std::fs::read(&head_path).ok().map(|b| (head_path, b)))
+        let last = git_dirs.len() - 1;
+        let checkout = DirFd::open(&git_dirs[last].0).ok();
+        let head = (persons_checkout && under(&git_dirs[last].0.join("HEAD")))
+            .then(|| {
+                checkout
+                    .as_ref()?
+                    .read_file(Path::new("HEAD"), MAX_HEAD)
+                    .ok()
+            })
             .flatten();
         let operations = OPERATION_STATE
             .iter()
-            .map(|n| g.git_dir.join(n))
-            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .copied()
+            .filter(|n| {
+                checkout
+                    .as_ref()
+                    .is_some_and(|c| c.meta(OsStr::new(n)).is_ok())
+            })
             .collect();
         RepoSnapshot {
-            session: session.to_string(),
             git_dirs,
             worktrees: vec![worktree.to_path_buf()],
             dirs,
+            lock_dirs,
             head,
             operations,
             started: SystemTime::now(),
@@ -176,135 +273,240 @@ impl RepoSnapshot {
     /// what was found, in order.
     pub fn check(&self, ended: SystemTime) -> Vec<Finding> {
         let mut out = Vec::new();
+        let mut open = Open {
+            roots: Vec::new(),
+            verified: Vec::new(),
+        };
+        for (path, id) in &self.git_dirs {
+            let now = DirFd::open(path);
+            let same = match (&now, id) {
+                (Ok(d), Some(id)) => d.id().ok().as_ref() == Some(id),
+                _ => false,
+            };
+            if same {
+                open.roots.push(now.ok());
+                continue;
+            }
+            if id.is_some() {
+                out.push(Finding {
+                    found: format!(
+                        "{} is not the git dir the session started with (moved or replaced)",
+                        path.display()
+                    ),
+                    done: "nothing in it was checked or changed: look at it before using the repository".into(),
+                });
+            }
+            open.roots.push(None);
+        }
         // Parents before children: `logs` is restored before `logs/refs` is looked for.
         for d in &self.dirs {
-            self.check_dir(d, &mut out);
+            self.check_dir(d, &mut open, &mut out);
         }
-        self.check_locks(ended, &mut out);
-        self.check_head(&mut out);
-        self.check_operations(&mut out);
+        self.check_locks(ended, &open, &mut out);
+        self.check_head(&open, &mut out);
+        self.check_operations(&open, &mut out);
         out
     }
 
-    fn aside(&self, p: &Path) -> PathBuf {
-        let mut s = p.as_os_str().to_os_string();
-        s.push(format!(".tyba-{}", self.session));
-        PathBuf::from(s)
+    /// The path of `rel` in git dir `root`, for the person.
+    fn shown(&self, root: usize, rel: &Path) -> PathBuf {
+        self.git_dirs[root].0.join(rel)
     }
 
-    fn check_dir(&self, d: &DirId, out: &mut Vec<Finding>) {
-        let now = std::fs::symlink_metadata(&d.path);
-        if now
-            .as_ref()
-            .is_ok_and(|m| m.is_dir() && m.dev() == d.dev && m.ino() == d.ino)
-        {
+    /// Where directory `d` (not where it belongs) is now: an entry of `places` that is a
+    /// directory (not a link) with its identity.
+    fn find_moved<'a>(d: &DirId, places: &[&'a DirFd]) -> Option<(&'a DirFd, OsString)> {
+        places.iter().find_map(|place| {
+            place.names(MAX_WALK).ok()?.into_iter().find_map(|n| {
+                let m = place.meta(&n).ok()?;
+                (m.is_dir() && Id::of(&m) == d.id).then_some((*place, n))
+            })
+        })
+    }
+
+    fn check_dir(&self, d: &DirId, open: &mut Open, out: &mut Vec<Finding>) {
+        if open.roots.get(d.root).and_then(Option::as_ref).is_none() {
             return;
         }
-        let shown = d.path.display();
-        // Where it went: its parent, or the git dirs' roots.
-        let mut places: Vec<PathBuf> = d.path.parent().map(Path::to_path_buf).into_iter().collect();
-        for g in &self.git_dirs {
-            if !places.contains(g) {
-                places.push(g.clone());
-            }
-        }
-        let moved = places.iter().find_map(|dir| {
-            std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
-                let m = std::fs::symlink_metadata(e.path()).ok()?;
-                (m.is_dir() && m.dev() == d.dev && m.ino() == d.ino).then(|| e.path())
-            })
-        });
-        let Some(moved) = moved else {
-            let what = match &now {
-                Ok(m) if m.is_dir() => "was replaced by another directory",
-                Ok(_) => "was replaced by a file",
-                Err(_) => "is gone",
-            };
+        let shown = self.shown(d.root, &d.rel);
+        let shown = shown.display();
+        let (Some(parent_rel), Some(name)) = (d.rel.parent(), d.rel.file_name()) else {
+            return;
+        };
+        let Some(parent) = open.get(d.root, parent_rel) else {
+            // Its parent is not the directory recorded (reported above): nothing beneath it
+            // is looked at through it. Where the original went, when it is in a git dir's
+            // root, is said.
+            let roots: Vec<&DirFd> = open.roots.iter().flatten().collect();
+            let at = Self::find_moved(d, &roots)
+                .map(|(p, n)| format!(" (the original is at {})", p.path().join(n).display()))
+                .unwrap_or_default();
             out.push(Finding {
-                found: format!("{shown} {what}"),
-                done: "left as it is (the original is nowhere in the git dir)".into(),
+                found: format!("{shown} was not checked{at}"),
+                done: format!(
+                    "left as it is: {} is not the directory it was (above), and tyba follows nothing the session made",
+                    self.shown(d.root, parent_rel).display()
+                ),
             });
             return;
         };
+        let now = parent.meta(name);
+        if now.as_ref().is_ok_and(|m| m.is_dir() && Id::of(m) == d.id) {
+            // The very directory, opened through no link, and still it once open.
+            if let Ok(fd) = parent.open_dir(Path::new(name)) {
+                if fd.id().ok() == Some(d.id) {
+                    open.verified.push((d.root, d.rel.clone(), fd));
+                }
+            }
+            return;
+        }
+        let what = describe(parent, name, &now);
+        // Where it went: its parent, or the git dirs' roots.
+        let mut places: Vec<&DirFd> = vec![parent];
+        let parent_id = parent.id().ok();
+        for r in open.roots.iter().flatten() {
+            if r.id().ok() != parent_id {
+                places.push(r);
+            }
+        }
+        let Some((from, from_name)) = Self::find_moved(d, &places) else {
+            let link = now.as_ref().is_ok_and(|m| m.file_type().is_symlink());
+            out.push(Finding {
+                found: format!("{shown} {what}"),
+                done: if link {
+                    format!(
+                        "left as it is (the original is nowhere in the git dir; tyba follows and changes nothing the session put there). Your git would follow this link and write where it points: remove it before using the repository: rm {}",
+                        shell_path(&self.shown(d.root, &d.rel))
+                    )
+                } else {
+                    "left as it is (the original is nowhere in the git dir; tyba changes nothing the session put there): look at it before using the repository".into()
+                },
+            });
+            return;
+        };
+        let moved = from.path().join(&from_name);
+        let moved = moved.display();
         let mut done = String::new();
         if now.is_ok() {
-            let aside = self.aside(&d.path);
-            if rename_noreplace(&d.path, &aside).is_err() {
-                out.push(Finding {
-                    found: format!("{shown} was moved to {}", moved.display()),
-                    done: "left as it is (what stands in its place could not be moved aside)"
-                        .into(),
-                });
-                return;
+            match parent.rename_aside(name) {
+                Ok(aside) => {
+                    done = format!(
+                        "; what stood in its place is kept at {}",
+                        parent.path().join(aside).display()
+                    );
+                }
+                Err(e) => {
+                    out.push(Finding {
+                        found: format!("{shown} was moved to {moved}"),
+                        done: format!(
+                            "left as it is (what stands in its place could not be moved aside: {e})"
+                        ),
+                    });
+                    return;
+                }
             }
-            done = format!("; what stood in its place is kept at {}", aside.display());
         }
-        match rename_noreplace(&moved, &d.path) {
-            Ok(()) => out.push(Finding {
-                found: format!("{shown} was moved to {}", moved.display()),
-                done: format!("moved back{done}"),
-            }),
+        match from.rename_noreplace(&from_name, parent, name) {
+            Ok(()) => {
+                out.push(Finding {
+                    found: format!("{shown} was moved to {moved}"),
+                    done: format!("moved back{done}"),
+                });
+                if let Ok(fd) = parent.open_dir(Path::new(name)) {
+                    if fd.id().ok() == Some(d.id) {
+                        open.verified.push((d.root, d.rel.clone(), fd));
+                    }
+                }
+            }
             Err(e) => out.push(Finding {
-                found: format!("{shown} was moved to {}", moved.display()),
+                found: format!("{shown} was moved to {moved}"),
                 done: format!("could not be moved back ({e}){done}"),
             }),
         }
     }
 
-    /// The lock files under the git dirs made between the snapshot and `ended`.
-    fn new_locks(&self, ended: SystemTime) -> Vec<PathBuf> {
+    /// The lock files made between the snapshot and `ended` in the directories the agent
+    /// could write, as `(directory, name, path shown)`, each directory reached from its git
+    /// dir through no link.
+    fn new_locks(&self, ended: SystemTime, open: &Open) -> Vec<(DirFd, OsString, PathBuf)> {
         let mut found = Vec::new();
         let mut seen = 0usize;
-        let mut todo: Vec<(PathBuf, bool)> = Vec::new();
-        for g in &self.git_dirs {
-            // The root and the object store's metadata directories, not recursively; `refs/`
-            // recursively (a ref's lock is beside the ref).
-            todo.push((g.clone(), false));
-            todo.push((g.join("refs"), true));
-            todo.push((g.join("objects/info"), false));
-            todo.push((g.join("objects/info/commit-graphs"), false));
-            todo.push((g.join("objects/pack"), false));
-        }
-        while let Some((dir, deep)) = todo.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+        let mut walked: Vec<Id> = Vec::new();
+        let mut todo: Vec<(DirFd, bool)> = Vec::new();
+        for (root, rel, deep) in &self.lock_dirs {
+            let Some(r) = open.roots.get(*root).and_then(Option::as_ref) else {
                 continue;
             };
-            for e in entries.flatten() {
+            // A recorded directory that is not the one it was is not looked in.
+            let rel = Path::new(rel);
+            if self
+                .dirs
+                .iter()
+                .any(|d| d.root == *root && d.rel == rel && open.get(*root, rel).is_none())
+            {
+                continue;
+            }
+            let d = if rel.as_os_str().is_empty() {
+                r.try_clone()
+            } else {
+                r.open_dir(rel)
+            };
+            if let Ok(d) = d {
+                todo.push((d, *deep));
+            }
+        }
+        while let Some((dir, deep)) = todo.pop() {
+            match dir.id() {
+                Ok(id) if !walked.contains(&id) => walked.push(id),
+                _ => continue,
+            }
+            let Ok(names) = dir.names(MAX_WALK) else {
+                continue;
+            };
+            let mut here = Vec::new();
+            for name in names {
                 seen += 1;
                 if seen > MAX_WALK {
-                    return found;
+                    break;
                 }
-                let Ok(ft) = e.file_type() else { continue };
-                let name = e.file_name();
-                if ft.is_dir() {
+                let Ok(m) = dir.meta(&name) else { continue };
+                if m.is_dir() {
                     if deep {
-                        todo.push((e.path(), true));
+                        if let Ok(sub) = dir.open_dir(Path::new(&name)) {
+                            todo.push((sub, true));
+                        }
                     }
                     continue;
                 }
-                if !name.to_string_lossy().ends_with(".lock") {
-                    continue;
-                }
-                let p = e.path();
-                if made_between(&p, self.started, ended) && !found.contains(&p) {
-                    found.push(p);
+                let lock = name.as_encoded_bytes().ends_with(b".lock")
+                    && (m.is_file() || m.file_type().is_symlink());
+                if lock && made_between(&m, self.started, ended) {
+                    here.push(name);
                 }
             }
+            for name in here {
+                let Ok(d) = dir.try_clone() else { continue };
+                let shown = dir.path().join(&name);
+                found.push((d, name, shown));
+            }
+            if seen > MAX_WALK {
+                break;
+            }
         }
-        found.sort();
+        found.sort_by(|a, b| a.2.cmp(&b.2));
         found
     }
 
-    fn check_locks(&self, ended: SystemTime, out: &mut Vec<Finding>) {
-        let locks = self.new_locks(ended);
+    fn check_locks(&self, ended: SystemTime, open: &Open, out: &mut Vec<Finding>) {
+        let locks = self.new_locks(ended, open);
         if locks.is_empty() {
             return;
         }
         let busy = self.someone_works_here();
-        for p in locks {
+        for (dir, name, p) in locks {
             let shown = p.display();
             match &busy {
-                None => match std::fs::remove_file(&p) {
+                None => match dir.unlink(&name) {
                     Ok(()) => out.push(Finding {
                         found: format!("{shown}: a git lock file the session left"),
                         done: "removed (no other process works in the repository)".into(),
@@ -338,7 +540,11 @@ impl RepoSnapshot {
             mine.push(pp);
             p = pp;
         }
-        let roots: Vec<&PathBuf> = self.worktrees.iter().chain(&self.git_dirs).collect();
+        let roots: Vec<&PathBuf> = self
+            .worktrees
+            .iter()
+            .chain(self.git_dirs.iter().map(|(p, _)| p))
+            .collect();
         let inside = |t: &Path| roots.iter().any(|r| t.starts_with(r));
         let Ok(procs) = std::fs::read_dir("/proc") else {
             return Some("an unknown process (/proc cannot be read)".into());
@@ -358,7 +564,7 @@ impl RepoSnapshot {
                 std::fs::read_dir(dir.join("fd")).ok().is_some_and(|fds| {
                     fds.flatten().any(|f| {
                         std::fs::read_link(f.path())
-                            .is_ok_and(|t| self.git_dirs.iter().any(|g| t.starts_with(g)))
+                            .is_ok_and(|t| self.git_dirs.iter().any(|(g, _)| t.starts_with(g)))
                     })
                 })
             };
@@ -370,36 +576,48 @@ impl RepoSnapshot {
         None
     }
 
-    fn check_head(&self, out: &mut Vec<Finding>) {
-        let Some((path, was)) = &self.head else {
+    fn check_head(&self, open: &Open, out: &mut Vec<Finding>) {
+        let Some(was) = &self.head else {
             return;
         };
+        let last = self.git_dirs.len() - 1;
+        let Some(g) = open.roots.get(last).and_then(Option::as_ref) else {
+            return;
+        };
+        let name = OsStr::new("HEAD");
+        let path = g.path().join(name);
         let shown = path.display();
-        let m = std::fs::symlink_metadata(path);
+        let m = g.meta(name);
         let now = m
             .as_ref()
             .ok()
             .filter(|m| m.is_file())
-            .and_then(|_| std::fs::read(path).ok());
+            .and_then(|_| g.read_file(Path::new(name), MAX_HEAD).ok());
         if now.as_ref() == Some(was) {
             return;
         }
         let start_branch = symref_branch(was);
         let Some(now) = now.filter(|b| head_is_valid(b)) else {
-            // Git cannot read it: put back the start's.
+            // Git cannot read it (or it is a link): put back the start's.
             let mut done = String::new();
             if m.is_ok() {
-                let aside = self.aside(path);
-                if rename_noreplace(path, &aside).is_err() {
-                    out.push(Finding {
-                        found: format!("{shown} is no HEAD git can read"),
-                        done: "left as it is (it could not be moved aside)".into(),
-                    });
-                    return;
+                match g.rename_aside(name) {
+                    Ok(aside) => {
+                        done = format!(
+                            "; the session's is kept at {}",
+                            g.path().join(aside).display()
+                        );
+                    }
+                    Err(e) => {
+                        out.push(Finding {
+                            found: format!("{shown} is no HEAD git can read"),
+                            done: format!("left as it is (it could not be moved aside: {e})"),
+                        });
+                        return;
+                    }
                 }
-                done = format!("; the session's is kept at {}", aside.display());
             }
-            let r = write_atomically(path, was);
+            let r = g.replace_file(name, was);
             out.push(Finding {
                 found: format!("{shown} is no HEAD git can read"),
                 done: match r {
@@ -412,10 +630,10 @@ impl RepoSnapshot {
         let text = String::from_utf8_lossy(&now).trim().to_string();
         match (symref_branch(&now), start_branch) {
             (None, Some(b)) => {
-                let tip = self.branch_tip(&b);
+                let tip = self.branch_tip(open, &b);
                 if tip.as_deref() == Some(text.as_str()) {
                     let line = format!("ref: refs/heads/{b}\n");
-                    let r = write_atomically(path, line.as_bytes());
+                    let r = g.replace_file(name, line.as_bytes());
                     out.push(Finding {
                         found: format!("{shown} was detached at {b}'s own commit"),
                         done: match r {
@@ -453,31 +671,35 @@ impl RepoSnapshot {
     }
 
     /// The commit branch `b` points to, read as git stores it (a loose ref, else
-    /// `packed-refs`), full hex.
-    fn branch_tip(&self, b: &str) -> Option<String> {
-        let common = &self.git_dirs[0];
+    /// `packed-refs`), full hex; read from the common git dir through no link.
+    fn branch_tip(&self, open: &Open, b: &str) -> Option<String> {
+        let common = open.roots.first()?.as_ref()?;
         let name = format!("refs/heads/{b}");
-        if let Ok(t) = std::fs::read_to_string(common.join(&name)) {
+        if let Ok(t) = common.read_file(Path::new(&name), MAX_HEAD) {
+            let t = String::from_utf8_lossy(&t);
             let t = t.trim();
             return is_hex_oid(t).then(|| t.to_string());
         }
-        let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+        let packed = common
+            .read_file(Path::new("packed-refs"), MAX_PACKED_REFS)
+            .ok()?;
+        let packed = String::from_utf8_lossy(&packed);
         packed.lines().find_map(|l| {
             let (oid, r) = l.split_once(' ')?;
             (r.trim() == name && is_hex_oid(oid)).then(|| oid.to_string())
         })
     }
 
-    fn check_operations(&self, out: &mut Vec<Finding>) {
-        let Some(g) = self.git_dirs.last() else {
+    fn check_operations(&self, open: &Open, out: &mut Vec<Finding>) {
+        // The checkout's own git dir holds them (the last of `git_dirs`).
+        let last = self.git_dirs.len() - 1;
+        let Some(g) = open.roots.get(last).and_then(Option::as_ref) else {
             return;
         };
-        // The checkout's own git dir holds them (the last of `git_dirs`).
         for n in OPERATION_STATE {
-            let p = g.join(n);
-            if !self.operations.contains(&p) && std::fs::symlink_metadata(&p).is_ok() {
+            if !self.operations.contains(n) && g.meta(OsStr::new(n)).is_ok() {
                 out.push(Finding {
-                    found: format!("{}: an operation the session began is in progress", p.display()),
+                    found: format!("{}: an operation the session began is in progress", g.path().join(n).display()),
                     done: "left so: `git status` names it; `--abort` it unless you mean to go on (your next commit or `--continue` obeys it)".into(),
                 });
             }
@@ -485,31 +707,10 @@ impl RepoSnapshot {
     }
 }
 
-/// Writes `bytes` to `path` through a new file renamed over it.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut tmp = path.as_os_str().to_os_string();
-    tmp.push(format!(".tyba-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)?;
-    let r = f
-        .write_all(bytes)
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
-}
-
-/// Whether `p` was made between `from` and `to`: its birth time (`statx(2)`), else its last
-/// status change, lies in that span.
-fn made_between(p: &Path, from: SystemTime, to: SystemTime) -> bool {
-    let Ok(m) = std::fs::symlink_metadata(p) else {
-        return false;
-    };
+/// Whether the entry of `m` was made between `from` and `to`: its birth time (`statx(2)`),
+/// else its last status change, lies in that span.
+fn made_between(m: &std::fs::Metadata, from: SystemTime, to: SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
     let t = m.created().or_else(|_| {
         let secs = u64::try_from(m.ctime()).unwrap_or(0);
         let nanos = u32::try_from(m.ctime_nsec()).unwrap_or(0);
@@ -582,27 +783,52 @@ mod tests {
         assert_eq!(symref_branch(b"0123"), None);
     }
 
-    #[test]
-    fn a_renamed_directory_is_moved_back_and_what_replaced_it_kept_aside() {
-        let t = tempfile::tempdir().unwrap();
-        let git = std::fs::canonicalize(t.path()).unwrap().join(".git");
+    /// A repository's git dir with every recorded directory, `refs/heads/main` and a
+    /// reflog, and its snapshot (all of it writable, as with `--here`).
+    fn repo(t: &Path) -> (PathBuf, RepoSnapshot) {
+        let git = std::fs::canonicalize(t).unwrap().join(".git");
         for d in COMMON_DIRS {
             std::fs::create_dir_all(git.join(d)).unwrap();
         }
         std::fs::write(git.join("logs/HEAD"), "reflog\n").unwrap();
+        std::fs::write(git.join("logs/refs/heads/main"), "reflog of main\n").unwrap();
+        std::fs::write(git.join("refs/heads/main"), format!("{}\n", "a".repeat(40))).unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         let g = crate::session::GitLayout {
             git_dir: git.clone(),
             common_dir: git.clone(),
         };
-        let s = RepoSnapshot::take(
-            "0a1b2c3d4e5f",
-            t.path(),
-            &g,
-            false,
-            std::slice::from_ref(&git),
-        );
+        let s = RepoSnapshot::take(t, &g, true, std::slice::from_ref(&git));
+        (git, s)
+    }
+
+    fn ino(p: &Path) -> u64 {
+        std::os::unix::fs::MetadataExt::ino(&std::fs::symlink_metadata(p).unwrap())
+    }
+
+    fn asides(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("{prefix}.tyba-"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_renamed_directory_is_moved_back_and_what_replaced_it_kept_aside() {
+        let t = tempfile::tempdir().unwrap();
+        let (git, s) = repo(t.path());
         std::fs::rename(git.join("logs"), git.join("logs-away")).unwrap();
         std::fs::write(git.join("logs"), "planted").unwrap();
+        // The aside names a session could guess are taken in advance: the repair still works.
+        std::fs::create_dir(git.join("logs.tyba-0a1b2c3d4e5f")).unwrap();
+        std::fs::create_dir(git.join(format!("logs.tyba-{}", std::process::id()))).unwrap();
         // Control: nothing else changed, so only this is found.
         let f = s.check(SystemTime::now());
         assert_eq!(f.len(), 1, "{f:?}");
@@ -611,10 +837,155 @@ mod tests {
             std::fs::read_to_string(git.join("logs/HEAD")).unwrap(),
             "reflog\n"
         );
-        assert_eq!(
-            std::fs::read_to_string(git.join("logs.tyba-0a1b2c3d4e5f")).unwrap(),
-            "planted"
-        );
+        let kept: Vec<PathBuf> = asides(&git, "logs")
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), "planted");
+        assert!(f[0].done.contains(&kept[0].display().to_string()), "{f:?}");
         assert!(s.check(SystemTime::now()).is_empty());
+    }
+
+    /// The plant of the review's `moves main` finding: `logs/refs/heads` moved to the git
+    /// dir's root and filled with a `main` of the agent's, `logs/refs` moved out of sight and
+    /// replaced by a link to `refs/` (or to another repository's `refs/`). Following the
+    /// link, the repair would rename the person's `refs/heads` aside and the agent's
+    /// directory in its place.
+    fn plant_link_over_logs_refs(git: &Path, to: &Path) {
+        std::fs::rename(git.join("logs/refs/heads"), git.join("HH")).unwrap();
+        std::fs::write(git.join("HH/main"), format!("{}\n", "b".repeat(40))).unwrap();
+        std::fs::create_dir(git.join("logs/keep")).unwrap();
+        std::fs::rename(git.join("logs/refs"), git.join("logs/keep/refs")).unwrap();
+        std::os::unix::fs::symlink(to, git.join("logs/refs")).unwrap();
+    }
+
+    #[test]
+    fn a_link_in_place_of_a_recorded_directory_is_reported_never_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let (git, s) = repo(t.path());
+        let heads = ino(&git.join("refs/heads"));
+        plant_link_over_logs_refs(&git, &git.join("refs"));
+        let f = s.check(SystemTime::now());
+        assert_eq!(
+            std::fs::read_to_string(git.join("refs/heads/main")).unwrap(),
+            format!("{}\n", "a".repeat(40)),
+            "{f:?}"
+        );
+        assert_eq!(ino(&git.join("refs/heads")), heads, "{f:?}");
+        assert!(asides(&git.join("refs"), "heads").is_empty(), "{f:?}");
+        assert!(git.join("HH/main").exists(), "{f:?}");
+        assert!(
+            f.iter().any(|x| x
+                .found
+                .contains("logs/refs was replaced by a symbolic link (to ")
+                && x.done.starts_with("left as it is")),
+            "{f:?}"
+        );
+        assert!(
+            f.iter().any(|x| x
+                .found
+                .contains("logs/refs/heads was not checked (the original is at")
+                && x.found.contains("/HH)")),
+            "{f:?}"
+        );
+
+        // Another repository's refs (the person's bare remote): unchanged too.
+        let t2 = tempfile::tempdir().unwrap();
+        let (git2, s2) = repo(t2.path());
+        let remote = t2.path().join("remote.git");
+        std::fs::create_dir_all(remote.join("refs/heads")).unwrap();
+        std::fs::write(remote.join("refs/heads/main"), "remote\n").unwrap();
+        let remote_heads = ino(&remote.join("refs/heads"));
+        plant_link_over_logs_refs(&git2, &remote.join("refs"));
+        let f = s2.check(SystemTime::now());
+        assert_eq!(ino(&remote.join("refs/heads")), remote_heads, "{f:?}");
+        assert_eq!(
+            std::fs::read_dir(remote.join("refs")).unwrap().count(),
+            1,
+            "{f:?}"
+        );
+
+        // Control: the same moves without the link are repaired (the repair acts where it
+        // is safe, so it is the link that stopped it above).
+        let t3 = tempfile::tempdir().unwrap();
+        let (git3, s3) = repo(t3.path());
+        let logs_heads = ino(&git3.join("logs/refs/heads"));
+        std::fs::rename(git3.join("logs/refs/heads"), git3.join("HH")).unwrap();
+        let f = s3.check(SystemTime::now());
+        assert_eq!(ino(&git3.join("logs/refs/heads")), logs_heads, "{f:?}");
+        assert!(f[0].done.starts_with("moved back"), "{f:?}");
+    }
+
+    #[test]
+    fn locks_are_looked_for_through_no_link() {
+        let t = tempfile::tempdir().unwrap();
+        let (git, s) = repo(t.path());
+        let other = t.path().join("other.git");
+        std::fs::create_dir_all(&other).unwrap();
+        std::os::unix::fs::symlink(&other, git.join("objects/info/commit-graphs")).unwrap();
+        // The person's lock in another repository, and the session's own left in the git dir,
+        // both made during the session.
+        std::fs::write(other.join("index.lock"), "").unwrap();
+        std::fs::write(git.join("index.lock"), "").unwrap();
+        std::fs::create_dir(git.join("refs/heads/topic")).unwrap();
+        std::fs::write(git.join("refs/heads/topic/x.lock"), "").unwrap();
+        let f = s.check(SystemTime::now());
+        assert!(other.join("index.lock").exists(), "{f:?}");
+        // Control: the locks inside are removed.
+        assert!(!git.join("index.lock").exists(), "{f:?}");
+        assert!(!git.join("refs/heads/topic/x.lock").exists(), "{f:?}");
+        // A lock made before the snapshot is not the session's.
+        let t2 = tempfile::tempdir().unwrap();
+        let git2 = std::fs::canonicalize(t2.path()).unwrap().join(".git");
+        std::fs::create_dir_all(git2.join("refs")).unwrap();
+        std::fs::write(git2.join("old.lock"), "").unwrap();
+        let g2 = crate::session::GitLayout {
+            git_dir: git2.clone(),
+            common_dir: git2.clone(),
+        };
+        let s2 = RepoSnapshot::take(t2.path(), &g2, false, std::slice::from_ref(&git2));
+        let f = s2.check(SystemTime::now());
+        assert!(git2.join("old.lock").exists(), "{f:?}");
+    }
+
+    #[test]
+    fn a_head_made_a_link_is_put_back_without_writing_through_it() {
+        let t = tempfile::tempdir().unwrap();
+        let (git, s) = repo(t.path());
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "the person's file\n").unwrap();
+        std::fs::remove_file(git.join("HEAD")).unwrap();
+        std::os::unix::fs::symlink(&victim, git.join("HEAD")).unwrap();
+        let f = s.check(SystemTime::now());
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "the person's file\n"
+        );
+        assert!(!std::fs::symlink_metadata(git.join("HEAD"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(git.join("HEAD")).unwrap(),
+            "ref: refs/heads/main\n",
+            "{f:?}"
+        );
+        assert_eq!(asides(&git, "HEAD").len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn a_git_dir_replaced_is_not_looked_into() {
+        let t = tempfile::tempdir().unwrap();
+        let (git, s) = repo(t.path());
+        std::fs::rename(&git, t.path().join("moved.git")).unwrap();
+        std::fs::create_dir_all(git.join("refs")).unwrap();
+        std::fs::write(git.join("index.lock"), "").unwrap();
+        let f = s.check(SystemTime::now());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0]
+            .found
+            .contains("is not the git dir the session started with"));
+        assert!(git.join("index.lock").exists());
     }
 }

@@ -572,14 +572,42 @@ fn real_dir(d: &Path) -> Result<(), String> {
 /// removed by the last one when still as made, like the agents' control files
 /// ([`ControlPlaceholders`]).
 pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
-    let wanted = std::mem::take(&mut plan.wanted_stand_ins);
-    for (p, _) in &wanted {
-        // A stand-in needs its directory (`objects/info/`, a `tools/` a driver names); one
-        // that cannot be made leaves the file unprotected below.
-        if let Some(d) = p.parent() {
-            let _ = std::fs::create_dir_all(d);
+    let mut wanted = std::mem::take(&mut plan.wanted_stand_ins);
+    let roots = plan.read_write.clone();
+    wanted.retain(|(p, _)| {
+        // A stand-in needs its directory (`objects/info/`, a `tools/` a driver names), made
+        // beneath the writable root it is in through no link: a link an agent of an earlier
+        // session left on the way (`.git/refs/heads/x` → anywhere, with a protected
+        // `x/y` named by a repository policy it wrote) would have tyba make directories and
+        // the stand-in wherever it points. One that cannot be made leaves the file
+        // unprotected below.
+        let parent = p.parent().unwrap_or(p);
+        let Some(root) = roots
+            .iter()
+            .filter(|r| parent.starts_with(r))
+            .max_by_key(|r| r.components().count())
+        else {
+            return true;
+        };
+        let made = match parent.strip_prefix(root) {
+            Ok(rel) if rel.as_os_str().is_empty() => Ok(()),
+            Ok(rel) => crate::dirfd::DirFd::open(root)
+                .and_then(|d| d.make_dirs(rel))
+                .map(drop),
+            Err(_) => Ok(()),
+        };
+        match made {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                plan.unprotected.push(format!(
+                    "{} is reached through a symbolic link or a file in {} (left by an earlier session?): it cannot be kept read-only, so the agent could create it; look at that link",
+                    p.display(),
+                    root.display()
+                ));
+                false
+            }
+            _ => true,
         }
-    }
+    });
     let me = ControlPlaceholders::make(wanted.clone(), stand_in_registry());
     for (p, _) in wanted {
         if std::fs::symlink_metadata(&p).is_ok() {
@@ -753,6 +781,22 @@ impl SandboxPlan {
                         continue;
                     }
                     let p = g.common_dir.join("refs/heads").join(b);
+                    // Its directory, reached from the git dir through no link: a link an
+                    // agent of an earlier `--here` session put there would point the ref,
+                    // the write below and the bind somewhere else.
+                    let rel = Path::new("refs/heads").join(b);
+                    let parent = rel.parent().unwrap_or(Path::new("refs/heads"));
+                    let dir =
+                        crate::dirfd::DirFd::open(&g.common_dir).and_then(|c| c.open_dir(parent));
+                    if let Err(e) = &dir {
+                        if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+                            plan.unprotected.push(format!(
+                                "the protected branch {b} is reached through a symbolic link or a file in {} (left by an earlier session?): it cannot be kept read-only; look at that link",
+                                g.common_dir.join(parent).display()
+                            ));
+                            continue;
+                        }
+                    }
                     if std::fs::symlink_metadata(&p).is_err() {
                         let name = format!("refs/heads/{b}");
                         let value = packed.lines().find_map(|l| {
@@ -760,12 +804,13 @@ impl SandboxPlan {
                             (r.trim() == name && !oid.starts_with(['#', '^'])).then_some(oid)
                         });
                         if let Some(oid) = value {
-                            let made = std::fs::OpenOptions::new()
-                                .write(true)
-                                .create_new(true)
-                                .open(&p)
-                                .and_then(|mut f| {
-                                    std::io::Write::write_all(&mut f, format!("{oid}\n").as_bytes())
+                            let made = crate::dirfd::DirFd::open(&g.common_dir)
+                                .and_then(|c| c.make_dirs(parent))
+                                .and_then(|d| {
+                                    d.create_new_file(
+                                        p.file_name().unwrap_or_default(),
+                                        format!("{oid}\n").as_bytes(),
+                                    )
                                 });
                             if let Err(e) = made {
                                 plan.unprotected.push(format!(

@@ -32,7 +32,7 @@ pub(crate) use args::shell_quote;
 use args::*;
 pub(crate) use guard_tree::HookNode;
 use known::system_program;
-pub(crate) use known::{host_of, is_exec_var, SHELL_BUILTINS, SYSTEM_BIN_DIRS};
+pub(crate) use known::{host_of, is_exec_assignment, is_exec_var, SHELL_BUILTINS, SYSTEM_BIN_DIRS};
 
 /// The system roots the sandbox grants read + execute and nothing of a session writes
 /// (`docs/sandbox.md`): a program there (`/opt/rust/bin/cargo`, `/usr/lib/jvm/…/java`) is an
@@ -249,7 +249,7 @@ impl Analyzer<'_> {
         let value = Field::joined(fields.iter().cloned());
         self.config_dir_assignment(name, Some(&value), st);
         self.git_config_env(name, Some(&value));
-        if is_exec_var(name) {
+        if is_exec_assignment(name, value.known_text().as_deref()) {
             self.add(
                 Verdict::Red,
                 "env.exec-variable",

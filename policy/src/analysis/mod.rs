@@ -30,8 +30,8 @@ use std::path::PathBuf;
 pub(crate) use literal::literal_commands;
 
 pub(crate) use assignments::moves_config;
-pub(crate) use commands::is_exec_var;
 pub(crate) use commands::SYSTEM_BIN_DIRS;
+pub(crate) use commands::{is_exec_assignment, is_exec_var};
 pub(crate) use registry::SHELLS;
 use state::union_vec;
 pub(crate) use state::{State, Stdin};

@@ -110,7 +110,7 @@ impl Analyzer<'_> {
                             self.assigns_variable(target, Some("declare -n"), &st);
                         }
                     }
-                    if is_exec_var(&n) {
+                    if is_exec_assignment(&n, v.as_deref()) {
                         self.add(
                             Verdict::Red,
                             "env.exec-variable",
