@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 const CLAUDE_VERSION: &str = "2.1.332";
 const NPM_PREFIX: &str = "/opt/tyba-test-npm-global";
 const PACKAGE: &str = "lib/node_modules/@anthropic-ai/claude-code";
+/// A scripted step that calls the Read tool on the path after it (not a Bash command).
+const READ_TOOL: &str = "Read tool: ";
 
 /// The npm global prefix holding `bin/claude`, checked to be the pinned version.
 fn npm_prefix() -> Option<PathBuf> {
@@ -113,6 +115,13 @@ fn reply(body: &serde_json::Value, steps: &[String]) -> (usize, String) {
     });
     let mut s = sse("message_start", serde_json::json!({ "message": msg }));
     let (block, delta, stop) = match steps.get(done) {
+        // A step `READ_TOOL PATH` is a call of the Read tool, any other a Bash command.
+        Some(step) if step.starts_with(READ_TOOL) => (
+            serde_json::json!({"type": "tool_use", "id": format!("toolu_{done}"), "name": "Read", "input": {}}),
+            serde_json::json!({"type": "input_json_delta", "partial_json":
+                serde_json::json!({"file_path": &step[READ_TOOL.len()..]}).to_string()}),
+            "tool_use",
+        ),
         Some(cmd) => (
             serde_json::json!({"type": "tool_use", "id": format!("toolu_{done}"), "name": "Bash", "input": {}}),
             serde_json::json!({"type": "input_json_delta", "partial_json":
@@ -603,6 +612,144 @@ fn agent_claude_hook_always_and_once_are_one_ask_each() {
             "no exec asked after the hook's answer",
         );
         ck.finish(&ctx);
+    });
+}
+
+/// One intent, one ask: the model reads `../notes.md` (beside the worktree) with Claude Code's
+/// Read tool. With tyba's hook the hook asks (red, outside the worktree); the person approves,
+/// and Claude Code's own runtime then opens exactly that file through the outside-files
+/// server, which takes the hook's answer instead of asking again (the model reads the notes).
+/// Its read of `../other.md`, which the hook asked and the person denied, never reaches the
+/// server. The control, without the hook: the same Read is the agent program's own file
+/// access that no approval covers, refused quietly (no ask; the model reads the error; the
+/// audit log has it).
+#[test]
+fn agent_claude_hook_read_outside_is_one_ask_and_reaches_that_file_only() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    for_each_who(|who| {
+        for mode in [Mode::Hook, Mode::Person] {
+            let Some(mut s) = Scripted::new(who, "agent-claude-read") else {
+                return;
+            };
+            let parent = std::fs::canonicalize(s.fx.wt.parent().unwrap()).unwrap();
+            let notes = parent.join("notes.md");
+            let other = parent.join("other.md");
+            std::fs::write(&notes, "the notes beside the worktree\n").unwrap();
+            std::fs::write(&other, "other notes\n").unwrap();
+            give(&notes, who);
+            give(&other, who);
+            s.steps = vec![
+                format!("{READ_TOOL}{}", notes.display()),
+                format!("{READ_TOOL}{}", other.display()),
+            ];
+            let rec = Arc::new(Recorded::default());
+            let r = Arc::clone(&rec);
+            let st = s.steps.clone();
+            let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
+            let (env, _) = claude_env(&mut s, who, &prefix, mode, Layout::System, port);
+            let answer = |p: &serde_json::Value, _: Option<&str>| -> Vec<String> {
+                let id = p["id"].as_str().unwrap_or("").to_string();
+                let action = p["action"].as_str().unwrap_or("");
+                let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+                if action.starts_with("run `/bin/sh -c '\"$0\" hook ") {
+                    return v(&["approve", &id, "--always"]);
+                }
+                if action.contains("notes.md") && !action.contains("other.md") {
+                    return v(&["approve", &id]);
+                }
+                v(&["deny", &id, "--reason", "not that one"])
+            };
+            let (asks, code, out, err) = run_session_with(
+                &s,
+                mode,
+                port,
+                &["ANTHROPIC_API_KEY"],
+                &[
+                    "claude",
+                    "-p",
+                    "--dangerously-skip-permissions",
+                    "--setting-sources",
+                    "user",
+                    "--",
+                    "Read the scripted files.",
+                ],
+                &env,
+                None,
+                &|_| None,
+                &answer,
+                Duration::from_secs(100),
+            );
+            let requests = rec.requests.lock().unwrap().clone();
+            let results = requests.last().map(results_of).unwrap_or_default();
+            let log = s.fx.log_lines();
+            let ctx = format!(
+                "claude read {who:?} {mode:?}\n--- tyba run exit {code}\n--- stdout\n{out}\n--- stderr\n{err}\n--- asks\n{}\n--- tool results\n{results:#?}\n--- log\n{log:#?}",
+                describe(&asks)
+            );
+            eprintln!("{ctx}");
+            let of = |needle: &str| {
+                asks.iter()
+                    .filter(|a| a.action.contains(needle))
+                    .collect::<Vec<_>>()
+            };
+            let quiet_notes = log.iter().any(|l| {
+                l["kind"] == "file"
+                    && l["decision"] == "quiet-refuse"
+                    && l["action"]
+                        .as_str()
+                        .is_some_and(|a| a.contains("notes.md") && !a.contains("other.md"))
+            });
+            let read_notes = results
+                .first()
+                .is_some_and(|r| !r.1 && r.2.contains("the notes beside the worktree"));
+            let mut ck = Checks::default();
+            ck.check(code == 0, format!("tyba run exits 0 (got {code})"));
+            ck.check(
+                results.len() == 2,
+                format!("2 tool results ({})", results.len()),
+            );
+            ck.check(
+                !results.iter().any(|r| r.2.contains("other notes")),
+                "the model never reads other.md",
+            );
+            match mode {
+                Mode::Hook => {
+                    ck.check(
+                        of(".md (Read via claude-code)").len() == 2
+                            && !asks.iter().any(|a| a.kind == "file"),
+                        format!(
+                            "one ask per Read, each by the hook, none by the file server ({} asks)",
+                            asks.len()
+                        ),
+                    );
+                    ck.check(read_notes, "the approved Read reaches the file");
+                    ck.check(!quiet_notes, "the approved Read is not refused");
+                    ck.check(
+                        log.iter().any(|l| {
+                            l["kind"] == "file"
+                                && l["answered_by"] == "the person's answer to the agent hook's ask"
+                                && l["action"].as_str().is_some_and(|a| a.contains("notes.md"))
+                        }),
+                        "the file server took the hook's answer (logged)",
+                    );
+                }
+                _ => {
+                    ck.check(
+                        of(".md").is_empty(),
+                        format!("no ask without the hook ({})", of(".md").len()),
+                    );
+                    ck.check(!read_notes, "the Read fails");
+                    ck.check(quiet_notes, "refused quietly, in the audit log");
+                    ck.check(
+                        err.contains("tyba: refused quietly (not asked): "),
+                        "counted in the end summary",
+                    );
+                }
+            }
+            ck.finish(&ctx);
+        }
     });
 }
 

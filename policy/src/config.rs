@@ -332,24 +332,32 @@ impl FilesystemSection {
         Ok(())
     }
 
-    /// Whether `path` (absolute, as the kernel reaches it) is one of the `history_files`:
-    /// `~/` stands for `home` (real, canonical). Names are compared exactly; `*` and `?` match
-    /// within one name ([`crate::agents::data_pattern_matches`]).
+    /// Whether `path` (absolute, as the kernel reaches it) is one of the `history_files`
+    /// ([`is_history_file`]).
     pub fn is_history_file(&self, home: Option<&std::path::Path>, path: &std::path::Path) -> bool {
-        let Some(text) = path.to_str() else {
-            // A name that is not UTF-8 is no name of the list.
-            return false;
-        };
-        self.history_files
-            .iter()
-            .any(|p| match p.strip_prefix("~/") {
-                Some(rel) => home
-                    .and_then(|h| path.strip_prefix(h).ok())
-                    .and_then(|r| r.to_str())
-                    .is_some_and(|r| crate::agents::data_pattern_matches(rel, r)),
-                None => p.starts_with('/') && crate::agents::data_pattern_matches(p, text),
-            })
+        is_history_file(&self.history_files, home, path)
     }
+}
+
+/// Whether `path` (absolute, as the kernel reaches it) matches one of `patterns` (the policy's
+/// `filesystem.history_files`): `~/` stands for `home` (real, canonical). Names are compared
+/// exactly; `*` and `?` match within one name ([`crate::agents::data_pattern_matches`]). A
+/// path that is not UTF-8 matches none.
+pub fn is_history_file(
+    patterns: &[String],
+    home: Option<&std::path::Path>,
+    path: &std::path::Path,
+) -> bool {
+    let Some(text) = path.to_str() else {
+        return false;
+    };
+    patterns.iter().any(|p| match p.strip_prefix("~/") {
+        Some(rel) => home
+            .and_then(|h| path.strip_prefix(h).ok())
+            .and_then(|r| r.to_str())
+            .is_some_and(|r| crate::agents::data_pattern_matches(rel, r)),
+        None => p.starts_with('/') && crate::agents::data_pattern_matches(p, text),
+    })
 }
 
 fn extend_unique(into: &mut Vec<String>, from: &[String]) {
