@@ -48,9 +48,10 @@ pub enum AskKind {
         /// starts, until it exits; or, when the agent asked, the agent itself and not the
         /// commands it starts.
         holder: String,
-        /// The one real path of an access to one file or directory (`read`, `write`, `list`,
-        /// `create`, `mkdir`, `remove`); `None` for an operation that names two.
-        real: Option<std::path::PathBuf>,
+        /// The real paths it names, in order: the one path of an access (`read`, `write`,
+        /// `list`, `create`, `mkdir`, `remove`); `[from, to]` of a `rename`; `[existing,
+        /// new]` of a `link`; `[at]` of a `symlink`.
+        real: Vec<std::path::PathBuf>,
     },
 }
 

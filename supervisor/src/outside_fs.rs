@@ -18,18 +18,23 @@
 //! native path Landlock judges or on a cover the server judges). Looking up and `stat`ing
 //! entries is answered (Landlock lets `stat` outside through too); opening a file, listing a
 //! directory, creating, making a directory, removing, truncating, renaming, hard-linking and
-//! making a symbolic link are decided per request ([`Op`]): the requesting process (the FUSE
-//! header's pid, numbered in the supervisor's PID namespace because stage 1, which creates
-//! the mount, lives there) is matched against the grants, and otherwise the person is asked
-//! through the session's approver with the colour the policy gives the worst path the
-//! operation names (DESIGN.md §2a "Outside means ask": red; a credential path: red, with the
-//! credential named as the sensitive part, §4). An approval covers that one operation (the
-//! one file, the one directory's listing, the one rename) for the asking command and the
-//! processes it starts until it exits, or, when the asker is the agent's own runtime, for the
-//! agent only and never the commands it starts (identity by [`procfs::ProcId`], so a reused
-//! pid inherits nothing); the ask says which. A deny fails the call with `EACCES`, writes the
-//! refusal on the process's stderr and logs it. Device nodes (fifos, sockets, whiteouts) are
-//! refused unasked (`EACCES`, logged).
+//! making a symbolic link are decided per request ([`Op`]) by who makes it ([`Asker`]; the
+//! FUSE header's pid, numbered in the supervisor's PID namespace because stage 1, which
+//! creates the mount, lives there). A history file of a shell, REPL or pager (the policy's
+//! `filesystem.history_files`) is refused quietly to anyone, never granted. The agent
+//! program's own runtime and tyba's own hook are refused quietly (logged, counted, not asked:
+//! not the model's commands), the agent program only unless the person's answer to its hook's
+//! ask of the same file covers it ([`Approver::answered`]). A command, and a shell or
+//! interpreter named as the agent (the model's own interpreter), is matched against the
+//! grants and otherwise asked through the session's approver with the colour the policy gives
+//! the worst path the operation names (DESIGN.md §2a "Outside means ask": red; a credential
+//! path: red, with the credential named as the sensitive part, §4). An approval covers that
+//! one operation (the one file, the one directory's listing, the one rename) for the asking
+//! command and the processes it starts until it exits, or, when the asker is the agent, for
+//! the agent only and never the commands it starts (identity by [`procfs::ProcId`], so a
+//! reused pid inherits nothing); the ask says which. A deny fails the call with `EACCES`,
+//! writes the refusal on the process's stderr and logs it. Device nodes (fifos, sockets,
+//! whiteouts) are refused unasked (`EACCES`, logged).
 //!
 //! Fail closed: when the server thread ends or the connection is aborted, the kernel fails
 //! every request on the covers (`ENOTCONN`); nothing passes through. A request the server
@@ -463,11 +468,13 @@ impl Op {
         }
     }
 
-    /// The one path an access names (`None` for a rename, a link or a symbolic link).
-    fn one_path(&self) -> Option<&Path> {
+    /// The real paths it names, as an ask carries them (`AskKind::File::real`).
+    fn real_paths(&self) -> Vec<PathBuf> {
         match self {
-            Op::One(p, _) => Some(p),
-            _ => None,
+            Op::One(p, _) => vec![p.clone()],
+            Op::Rename { from, to, .. } => vec![from.clone(), to.clone()],
+            Op::Link { existing, at } => vec![existing.clone(), at.clone()],
+            Op::Symlink { at, .. } => vec![at.clone()],
         }
     }
 
@@ -1337,7 +1344,7 @@ impl Inner {
                 access: op.word(),
                 scope: op.scope(),
                 holder,
-                real: op.one_path().map(Path::to_path_buf),
+                real: op.real_paths(),
             },
             verdict: Verdict::Red,
             reasons,

@@ -1452,30 +1452,25 @@ impl Broker {
     }
 
     /// The answer a file tool's hook ask gave to this ask of the outside-files server, if
-    /// any: an access (`read`; `write` or `create` too when writing was approved) to a file
-    /// the person let the agent program reach through the hook, within [`LINK_WINDOW`] (not
-    /// consumed: the tool's own opens of that file are one intent). Only the agent program's
-    /// own requests come here (`crate::outside_fs`), never a command's.
+    /// any, within [`LINK_WINDOW`] (not consumed: the tool's own opens of that file are one
+    /// intent): a `read` of a file the person let the agent program read or write; when
+    /// writing was approved, a `write` or `create` of it, and its atomic save ([`is_save_of`]:
+    /// creating a new sibling `FILE.tmp…` and renaming it over the file). Only the agent
+    /// program's own requests come here (`crate::outside_fs`), never a command's.
     fn linked_file(&self, request: &AskRequest) -> Option<Answer> {
-        let AskKind::File {
-            access,
-            real: Some(path),
-            ..
-        } = &request.kind
-        else {
+        let AskKind::File { access, real, .. } = &request.kind else {
             return None;
         };
         let mut s = self.lock()?;
         s.linked_files.retain(|l| l.at.elapsed() < LINK_WINDOW);
         s.linked_files
             .iter()
-            .any(|l| {
-                l.path == *path
-                    && match *access {
-                        "read" => true,
-                        "write" | "create" => l.write,
-                        _ => false,
-                    }
+            .any(|l| match (*access, real.as_slice()) {
+                ("read", [p]) => *p == l.path,
+                ("write", [p]) => l.write && *p == l.path,
+                ("create", [p]) => l.write && (*p == l.path || is_save_of(p, &l.path)),
+                ("rename", [from, to]) => l.write && *to == l.path && is_save_of(from, &l.path),
+                _ => false,
             })
             .then_some(Answer::Once)
     }
@@ -1588,6 +1583,18 @@ pub(crate) struct HookWait {
     /// A file tool's files, resolved, and whether it writes them ([`Broker::hook_files`]).
     files: Vec<std::path::PathBuf>,
     writes: bool,
+}
+
+/// Whether `p` is a file an editor saves `file` through: a sibling (same directory) named
+/// `NAME.tmp` followed by anything, `NAME` being `file`'s name (Claude Code's `Write` and
+/// `Edit` write `FILE.tmp.PID.HEX`, then rename it over `FILE`).
+fn is_save_of(p: &std::path::Path, file: &std::path::Path) -> bool {
+    let (Some(dir), Some(name), Some(own)) = (p.parent(), p.file_name(), file.file_name()) else {
+        return false;
+    };
+    let mut prefix = own.as_encoded_bytes().to_vec();
+    prefix.extend_from_slice(b".tmp");
+    Some(dir) == file.parent() && name.as_encoded_bytes().starts_with(&prefix)
 }
 
 fn deny_answer(reason: &str) -> HookAnswer {

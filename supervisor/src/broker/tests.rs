@@ -983,7 +983,7 @@ fn file_req(path: &std::path::Path, access: &'static str) -> AskRequest {
             access,
             scope: "reading this file",
             holder: "the agent itself".into(),
-            real: Some(path.to_path_buf()),
+            real: vec![path.to_path_buf()],
         },
         ..req("unused", Verdict::Red)
     }
@@ -1090,5 +1090,42 @@ fn a_hook_ask_whose_files_are_not_its_action_links_nothing() {
             "{access}"
         );
     }
+    // Its atomic save: a new sibling `secret.txt.tmp…`, renamed over it; not another name,
+    // another directory, or a rename elsewhere.
+    let save = root.join("secret.txt.tmp.42.beef");
+    assert_eq!(b.answered(&file_req(&save, "create")), Some(Answer::Once));
+    // Made new, not an existing file of that name opened for writing.
+    assert_eq!(b.answered(&file_req(&save, "write")), None);
+    let rename = |from: &std::path::Path, to: &std::path::Path| AskRequest {
+        kind: AskKind::File {
+            path: format!("{} to {}", from.display(), to.display()),
+            access: "rename",
+            scope: "this rename",
+            holder: "the agent itself".into(),
+            real: vec![from.to_path_buf(), to.to_path_buf()],
+        },
+        ..req("unused", Verdict::Red)
+    };
+    assert_eq!(b.answered(&rename(&save, &secret)), Some(Answer::Once));
+    let sub = root.join("sub/secret.txt.tmp.1");
+    for (from, to) in [
+        (save.as_path(), shown.as_path()),
+        (secret.as_path(), save.as_path()),
+        (sub.as_path(), secret.as_path()),
+    ] {
+        assert_eq!(b.answered(&rename(from, to)), None, "{from:?} -> {to:?}");
+    }
+    for other in [
+        root.join("secret.txt.bak"),
+        root.join("xsecret.txt.tmp"),
+        sub,
+    ] {
+        assert_eq!(b.answered(&file_req(&other, "create")), None, "{other:?}");
+    }
+    // A read link covers no save.
+    assert_eq!(
+        b.answered(&file_req(&root.join("notes.md.tmp.1"), "create")),
+        None
+    );
     b.close("over");
 }
