@@ -2229,8 +2229,10 @@ impl Notifier {
     }
 
     /// Logs a quiet refusal of the outside-files server as the session's own: in the audit
-    /// log and the end summary, not counted as a denial.
+    /// log, the end summary's quiet refusals and the session's denied count, as a probe's
+    /// (never the repeated-failure guard's: [`AuditEvent::is_quiet`]).
     pub(crate) fn log_quiet(&self, e: AuditEvent) {
+        self.control.count(Counted::Denied);
         self.log(e);
     }
 
