@@ -376,6 +376,20 @@ fn claude_env(
     (env, state)
 }
 
+/// `claude -p` as the sessions run it, with `prompt`: unattended, with the person's own
+/// settings only.
+fn claude_p(prompt: &'static str) -> [&'static str; 7] {
+    [
+        "claude",
+        "-p",
+        "--dangerously-skip-permissions",
+        "--setting-sources",
+        "user",
+        "--",
+        prompt,
+    ]
+}
+
 fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> Measured {
     let t0 = Instant::now();
     let Some(s) = Scripted::new(who, "agent-claude") else {
@@ -395,15 +409,7 @@ fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> M
         mode,
         port,
         &["ANTHROPIC_API_KEY"],
-        &[
-            "claude",
-            "-p",
-            "--dangerously-skip-permissions",
-            "--setting-sources",
-            "user",
-            "--",
-            "Run the scripted commands.",
-        ],
+        &claude_p("Run the scripted commands."),
         &env,
         None,
         &|a| step_of(&steps, a),
@@ -549,15 +555,7 @@ fn agent_claude_hook_always_and_once_are_one_ask_each() {
             Mode::Hook,
             port,
             &["ANTHROPIC_API_KEY"],
-            &[
-                "claude",
-                "-p",
-                "--dangerously-skip-permissions",
-                "--setting-sources",
-                "user",
-                "--",
-                "Run the scripted commands.",
-            ],
+            &claude_p("Run the scripted commands."),
             &env,
             None,
             &|a| step_of(&steps, a),
@@ -684,15 +682,7 @@ fn agent_claude_hook_file_tools_outside_are_one_ask_each_and_reach_those_files_o
                 mode,
                 port,
                 &["ANTHROPIC_API_KEY"],
-                &[
-                    "claude",
-                    "-p",
-                    "--dangerously-skip-permissions",
-                    "--setting-sources",
-                    "user",
-                    "--",
-                    "Read and write the scripted files.",
-                ],
+                &claude_p("Read and write the scripted files."),
                 &env,
                 None,
                 &|_| None,

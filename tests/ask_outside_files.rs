@@ -1129,31 +1129,14 @@ step("command-mkdir", lambda: os.mkdir(os.environ["HOME"] + "/docs/by-command"))
 /// the `PATH` that finds it; `../O/secret.txt` beside the worktree, `~/docs` in the home.
 fn agent_program_fixture(who: &Who, tag: &str) -> Option<(Fx, String, String)> {
     let fx = fixture(who, tag)?;
-    let prefix = fx.home.join(".npm-global");
-    let pkg = prefix.join("lib/node_modules/fake-agent");
-    std::fs::create_dir_all(pkg.join("bin")).unwrap();
-    std::fs::create_dir_all(prefix.join("bin")).unwrap();
-    std::fs::write(
-        pkg.join("package.json"),
-        r#"{"name":"fake-agent","version":"1.0.0","bin":{"fake-agent":"bin/agent.js"}}"#,
-    )
-    .unwrap();
-    write_exe(&pkg.join("bin/agent.js"), FAKE_AGENT_JS);
-    std::os::unix::fs::symlink(
-        "../lib/node_modules/fake-agent/bin/agent.js",
-        prefix.join("bin/fake-agent"),
-    )
-    .unwrap();
+    let bin = install_npm_agent(&fx.home.join(".npm-global"), FAKE_AGENT_JS);
     std::fs::create_dir_all(fx.home.join("docs")).unwrap();
     give(&fx.home, who);
     beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
     script(&fx, "cmd.py", AGENT_CMD_PY);
     let policy = fx.scratch.dir.join("f/agent-policy.toml");
     std::fs::write(&policy, "[filesystem]\nread_only = [\"~/.npm-global\"]\n").unwrap();
-    let path = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        prefix.join("bin").display()
-    );
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
     Some((fx, policy.display().to_string(), path))
 }
 
@@ -1178,15 +1161,14 @@ fn the_agent_programs_own_outside_access_is_refused_quietly_and_its_commands_are
         answer(&fx, "by-command", "deny");
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
-        for line in [
+        let lines = [
             "agent-read=EACCES",
             "agent-mkdir=EACCES",
             "agent-create=EACCES",
             "command-read=ERR13",
             "command-mkdir=ERR13",
-        ] {
-            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
-        }
+        ];
+        assert_has_all(&who, &format!("stderr {err}"), &out, &lines);
         assert!(!fx.home.join("docs/by-agent").exists(), "{who:?}");
         assert!(!fx.wt.parent().unwrap().join("O/by-agent.txt").exists());
         let lines = fx.log_lines();
@@ -1233,15 +1215,14 @@ fn the_agent_programs_own_outside_access_is_refused_quietly_and_its_commands_are
         }
         c.env("PATH", &path);
         let bare = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
-        for line in [
+        let lines = [
             "agent-read=ok",
             "agent-mkdir=ok",
             "agent-create=ok",
             "command-read=ok",
             "command-mkdir=ok",
-        ] {
-            assert!(bare.contains(line), "{who:?}: control: {line}: {bare}");
-        }
+        ];
+        assert_has_all(&who, "control", &bare, &lines);
     }
 }
 
@@ -1292,7 +1273,7 @@ fn history_files_are_refused_quietly_to_every_process_reading_too() {
         answer(&fx, "run `cat ", "approve");
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
-        for line in [
+        let lines = [
             "builtin=1",
             "read-history=ERR13",
             "write-history=ERR13",
@@ -1301,9 +1282,8 @@ fn history_files_are_refused_quietly_to_every_process_reading_too() {
             "lesshst=ERR13",
             "other=ERR13",
             "cat=1",
-        ] {
-            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
-        }
+        ];
+        assert_has_all(&who, &format!("stderr {err}"), &out, &lines);
         assert!(
             !out.contains("hunter2"),
             "{who:?}: the history leaked: {out}"
@@ -1369,15 +1349,14 @@ fn history_files_are_refused_quietly_to_every_process_reading_too() {
         );
         // The control: without the sandbox the same script reads and writes them all.
         let bare = without_sandbox(&fx, "h.py");
-        for line in [
+        let lines = [
             "read-history=export TOKEN=hunter2",
             "write-history=ok",
             "truncate-history=ok",
             "create-history=ok",
             "lesshst=ok",
             "other=tool settings",
-        ] {
-            assert!(bare.contains(line), "{who:?}: control: {line}: {bare}");
-        }
+        ];
+        assert_has_all(&who, "control", &bare, &lines);
     }
 }
