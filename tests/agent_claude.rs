@@ -38,6 +38,10 @@ use std::time::{Duration, Instant};
 const CLAUDE_VERSION: &str = "2.1.332";
 const NPM_PREFIX: &str = "/opt/tyba-test-npm-global";
 const PACKAGE: &str = "lib/node_modules/@anthropic-ai/claude-code";
+/// A scripted step that calls the Read tool on the path after it (not a Bash command).
+const READ_TOOL: &str = "Read tool: ";
+/// A scripted step that calls the Write tool on the path after it, writing one line.
+const WRITE_TOOL: &str = "Write tool: ";
 
 /// The npm global prefix holding `bin/claude`, checked to be the pinned version.
 fn npm_prefix() -> Option<PathBuf> {
@@ -113,6 +117,20 @@ fn reply(body: &serde_json::Value, steps: &[String]) -> (usize, String) {
     });
     let mut s = sse("message_start", serde_json::json!({ "message": msg }));
     let (block, delta, stop) = match steps.get(done) {
+        // A step `READ_TOOL PATH` (`WRITE_TOOL PATH`) is a call of the Read (Write) tool, any
+        // other a Bash command.
+        Some(step) if step.starts_with(WRITE_TOOL) => (
+            serde_json::json!({"type": "tool_use", "id": format!("toolu_{done}"), "name": "Write", "input": {}}),
+            serde_json::json!({"type": "input_json_delta", "partial_json":
+                serde_json::json!({"file_path": &step[WRITE_TOOL.len()..], "content": "written by claude\n"}).to_string()}),
+            "tool_use",
+        ),
+        Some(step) if step.starts_with(READ_TOOL) => (
+            serde_json::json!({"type": "tool_use", "id": format!("toolu_{done}"), "name": "Read", "input": {}}),
+            serde_json::json!({"type": "input_json_delta", "partial_json":
+                serde_json::json!({"file_path": &step[READ_TOOL.len()..]}).to_string()}),
+            "tool_use",
+        ),
         Some(cmd) => (
             serde_json::json!({"type": "tool_use", "id": format!("toolu_{done}"), "name": "Bash", "input": {}}),
             serde_json::json!({"type": "input_json_delta", "partial_json":
@@ -358,6 +376,20 @@ fn claude_env(
     (env, state)
 }
 
+/// `claude -p` as the sessions run it, with `prompt`: unattended, with the person's own
+/// settings only.
+fn claude_p(prompt: &'static str) -> [&'static str; 7] {
+    [
+        "claude",
+        "-p",
+        "--dangerously-skip-permissions",
+        "--setting-sources",
+        "user",
+        "--",
+        prompt,
+    ]
+}
+
 fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> Measured {
     let t0 = Instant::now();
     let Some(s) = Scripted::new(who, "agent-claude") else {
@@ -377,15 +409,7 @@ fn run_claude_session(who: &Who, prefix: &Path, mode: Mode, layout: Layout) -> M
         mode,
         port,
         &["ANTHROPIC_API_KEY"],
-        &[
-            "claude",
-            "-p",
-            "--dangerously-skip-permissions",
-            "--setting-sources",
-            "user",
-            "--",
-            "Run the scripted commands.",
-        ],
+        &claude_p("Run the scripted commands."),
         &env,
         None,
         &|a| step_of(&steps, a),
@@ -531,15 +555,7 @@ fn agent_claude_hook_always_and_once_are_one_ask_each() {
             Mode::Hook,
             port,
             &["ANTHROPIC_API_KEY"],
-            &[
-                "claude",
-                "-p",
-                "--dangerously-skip-permissions",
-                "--setting-sources",
-                "user",
-                "--",
-                "Run the scripted commands.",
-            ],
+            &claude_p("Run the scripted commands."),
             &env,
             None,
             &|a| step_of(&steps, a),
@@ -603,6 +619,163 @@ fn agent_claude_hook_always_and_once_are_one_ask_each() {
             "no exec asked after the hook's answer",
         );
         ck.finish(&ctx);
+    });
+}
+
+/// One intent, one ask: the model reads `../notes.md` (beside the worktree) with Claude Code's
+/// Read tool, reads `../other.md`, then writes `../notes.md` and a new `../docs/new.md` with
+/// its Write tool. With tyba's hook each call is asked by the hook (red, outside the
+/// worktree); the person approves all but the read of `other.md`, and Claude Code's own
+/// runtime then opens exactly those files through the outside-files server, which takes the
+/// hook's answer instead of asking again: the model reads the notes, both files are written
+/// (the new one through Claude Code's atomic save, `new.md.tmp.PID.HEX` renamed over
+/// `new.md`). The denied read never reaches the server. The control, without the hook: the
+/// same calls are the agent program's own file access that no approval covers, refused
+/// quietly (no ask; the model reads the errors; the audit log has them; nothing changes).
+#[test]
+fn agent_claude_hook_file_tools_outside_are_one_ask_each_and_reach_those_files_only() {
+    let Some(prefix) = npm_prefix() else {
+        return;
+    };
+    const WRITTEN: &str = "written by claude\n";
+    for_each_who(|who| {
+        for mode in [Mode::Hook, Mode::Person] {
+            let Some(mut s) = Scripted::new(who, "agent-claude-files") else {
+                return;
+            };
+            let parent = std::fs::canonicalize(s.fx.wt.parent().unwrap()).unwrap();
+            let notes = parent.join("notes.md");
+            let other = parent.join("other.md");
+            let docs = parent.join("docs");
+            let new = docs.join("new.md");
+            std::fs::write(&notes, "the notes beside the worktree\n").unwrap();
+            std::fs::write(&other, "other notes\n").unwrap();
+            std::fs::create_dir_all(&docs).unwrap();
+            for p in [&notes, &other, &docs] {
+                give(p, who);
+            }
+            s.steps = vec![
+                format!("{READ_TOOL}{}", notes.display()),
+                format!("{READ_TOOL}{}", other.display()),
+                format!("{WRITE_TOOL}{}", notes.display()),
+                format!("{WRITE_TOOL}{}", new.display()),
+            ];
+            let rec = Arc::new(Recorded::default());
+            let r = Arc::clone(&rec);
+            let st = s.steps.clone();
+            let port = listen(move |c| serve_http(c, &|m, p, b| handle(&r, &st, m, p, b)));
+            let (env, _) = claude_env(&mut s, who, &prefix, mode, Layout::System, port);
+            let answer = |p: &serde_json::Value, _: Option<&str>| -> Vec<String> {
+                let id = p["id"].as_str().unwrap_or("").to_string();
+                let action = p["action"].as_str().unwrap_or("");
+                let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+                if action.starts_with("run `/bin/sh -c '\"$0\" hook ") {
+                    return v(&["approve", &id, "--always"]);
+                }
+                if action.contains("other.md") {
+                    return v(&["deny", &id, "--reason", "not that one"]);
+                }
+                v(&["approve", &id])
+            };
+            let (asks, code, out, err) = run_session_with(
+                &s,
+                mode,
+                port,
+                &["ANTHROPIC_API_KEY"],
+                &claude_p("Read and write the scripted files."),
+                &env,
+                None,
+                &|_| None,
+                &answer,
+                Duration::from_secs(100),
+            );
+            let requests = rec.requests.lock().unwrap().clone();
+            let results = requests.last().map(results_of).unwrap_or_default();
+            let log = s.fx.log_lines();
+            let ctx = format!(
+                "claude files {who:?} {mode:?}\n--- tyba run exit {code}\n--- stdout\n{out}\n--- stderr\n{err}\n--- asks\n{}\n--- tool results\n{results:#?}\n--- log\n{log:#?}",
+                describe(&asks)
+            );
+            eprintln!("{ctx}");
+            let by_hook = asks
+                .iter()
+                .filter(|a| a.kind == "hook" && a.action.contains(".md ("))
+                .count();
+            let quiet = |needle: &str| {
+                log.iter().any(|l| {
+                    l["kind"] == "file"
+                        && l["decision"] == "quiet-refuse"
+                        && l["action"].as_str().is_some_and(|a| a.contains(needle))
+                })
+            };
+            let ok = |i: usize| results.get(i).is_some_and(|r| !r.1);
+            let read_notes = results
+                .first()
+                .is_some_and(|r| !r.1 && r.2.contains("the notes beside the worktree"));
+            let notes_now = std::fs::read_to_string(&notes).unwrap_or_default();
+            let mut ck = Checks::default();
+            ck.check(code == 0, format!("tyba run exits 0 (got {code})"));
+            ck.check(
+                results.len() == 4,
+                format!("4 tool results ({})", results.len()),
+            );
+            ck.check(
+                !results.iter().any(|r| r.2.contains("other notes")),
+                "the model never reads other.md",
+            );
+            ck.check(
+                !asks.iter().any(|a| a.kind == "file"),
+                "nothing asked by the file server",
+            );
+            match mode {
+                Mode::Hook => {
+                    ck.check(
+                        by_hook == 4,
+                        format!("one ask per call, each by the hook ({by_hook})"),
+                    );
+                    ck.check(read_notes, "the approved Read reaches the file");
+                    ck.check(
+                        ok(2) && notes_now == WRITTEN,
+                        format!("the approved Write of notes.md lands ({notes_now:?})"),
+                    );
+                    ck.check(
+                        ok(3) && std::fs::read_to_string(&new).unwrap_or_default() == WRITTEN,
+                        "the approved Write of the new docs/new.md lands",
+                    );
+                    ck.check(!quiet(".md"), "no approved call is refused");
+                    ck.check(
+                        log.iter().any(|l| {
+                            l["kind"] == "file"
+                                && l["answered_by"] == "the person's answer to the agent hook's ask"
+                                && l["action"]
+                                    .as_str()
+                                    .is_some_and(|a| a.starts_with("rename "))
+                        }),
+                        "the file server took the hook's answer for the atomic save (logged)",
+                    );
+                }
+                _ => {
+                    ck.check(by_hook == 0, format!("no ask without the hook ({by_hook})"));
+                    ck.check(
+                        !read_notes && !ok(2) && !ok(3),
+                        "the Read and the Writes fail",
+                    );
+                    ck.check(
+                        notes_now == "the notes beside the worktree\n" && !new.exists(),
+                        "nothing written",
+                    );
+                    ck.check(
+                        quiet("read ") && quiet("notes.md") && quiet("new.md"),
+                        "refused quietly, in the audit log",
+                    );
+                    ck.check(
+                        err.contains("tyba: refused quietly (not asked): "),
+                        "counted in the end summary",
+                    );
+                }
+            }
+            ck.finish(&ctx);
+        }
     });
 }
 

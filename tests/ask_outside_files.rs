@@ -1094,3 +1094,269 @@ step("other", lambda: open("{c}/other.toml", "w").write("x\n"))
         );
     }
 }
+
+/// The agent program of [`agent_program_fixture`] (an npm package, so an installation of its
+/// own: the person's program, not the model's interpreter): its own runtime reads a file
+/// beside the worktree, makes a directory in the home and creates a file beside the worktree,
+/// then starts a command (`python3 cmd.py`) that does the first two again.
+const FAKE_AGENT_JS: &str = r#"#!/usr/bin/env node
+const fs = require('fs'), cp = require('child_process');
+function step(name, f) {
+  try { f(); console.log(name + '=ok'); } catch (e) { console.log(name + '=' + (e.code || e.message)); }
+}
+step('agent-read', () => fs.readFileSync('../O/secret.txt'));
+step('agent-mkdir', () => fs.mkdirSync(process.env.HOME + '/docs/by-agent'));
+step('agent-create', () => fs.writeFileSync('../O/by-agent.txt', 'x'));
+const r = cp.spawnSync('/usr/bin/python3', ['cmd.py'], { encoding: 'utf8' });
+process.stdout.write(r.stdout || '');
+process.stderr.write(r.stderr || '');
+"#;
+
+/// The command the fake agent starts: the same read and the same kind of directory.
+const AGENT_CMD_PY: &str = r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+step("command-read", lambda: open("../O/secret.txt").read())
+step("command-mkdir", lambda: os.mkdir(os.environ["HOME"] + "/docs/by-command"))
+"#;
+
+/// A fixture with the fake agent installed under `~/.npm-global` (npm's layout: the package,
+/// and `bin/fake-agent` linking to its script), the policy file that opens that prefix, and
+/// the `PATH` that finds it; `../O/secret.txt` beside the worktree, `~/docs` in the home.
+fn agent_program_fixture(who: &Who, tag: &str) -> Option<(Fx, String, String)> {
+    let fx = fixture(who, tag)?;
+    let bin = install_npm_agent(&fx.home.join(".npm-global"), FAKE_AGENT_JS);
+    std::fs::create_dir_all(fx.home.join("docs")).unwrap();
+    give(&fx.home, who);
+    beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+    script(&fx, "cmd.py", AGENT_CMD_PY);
+    let policy = fx.scratch.dir.join("f/agent-policy.toml");
+    std::fs::write(&policy, "[filesystem]\nread_only = [\"~/.npm-global\"]\n").unwrap();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    Some((fx, policy.display().to_string(), path))
+}
+
+#[test]
+fn the_agent_programs_own_outside_access_is_refused_quietly_and_its_commands_are_asked() {
+    for who in whos() {
+        let Some((fx, policy, path)) = agent_program_fixture(&who, "outside-program") else {
+            continue;
+        };
+        let s = fx.start_argv(
+            &["--autonomy", "high", "--policy", &policy],
+            &[("PATH", &path)],
+            &["fake-agent"],
+        );
+        // Only the command the agent started is asked: its read, then its directory.
+        let first = fx.pending(1)[0]["action"].as_str().unwrap().to_string();
+        assert!(
+            first.contains("secret.txt") && first.contains("this command (python3, pid"),
+            "{who:?}: the first ask is the command's read: {first}"
+        );
+        answer(&fx, "secret.txt", "deny");
+        answer(&fx, "by-command", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        let lines = [
+            "agent-read=EACCES",
+            "agent-mkdir=EACCES",
+            "agent-create=EACCES",
+            "command-read=ERR13",
+            "command-mkdir=ERR13",
+        ];
+        assert_has_all(&who, &format!("stderr {err}"), &out, &lines);
+        assert!(!fx.home.join("docs/by-agent").exists(), "{who:?}");
+        assert!(!fx.wt.parent().unwrap().join("O/by-agent.txt").exists());
+        let lines = fx.log_lines();
+        let answers: Vec<&str> = lines.iter().filter_map(|l| l["answer"].as_str()).collect();
+        assert_eq!(answers, ["deny", "deny"], "{who:?}: {lines:?}");
+        // The agent's own three are logged as quiet refusals, with the reason.
+        let quiet = |needle: &str| {
+            lines.iter().any(|l| {
+                l["kind"] == "file"
+                    && l["decision"] == "quiet-refuse"
+                    && l["action"].as_str().is_some_and(|a| a.contains(needle))
+                    && l["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("the agent program's own file access"))
+            })
+        };
+        for needle in ["read ", "by-agent.txt", "docs/by-agent"] {
+            assert!(
+                quiet(needle),
+                "{who:?}: {needle} refused quietly: {lines:?}"
+            );
+        }
+        assert!(
+            !quiet("by-command"),
+            "{who:?}: the command's operation is no quiet refusal"
+        );
+        // Counted in the end summary, and none of them on the agent's stderr.
+        let n: usize = err
+            .lines()
+            .find_map(|l| l.strip_prefix("tyba: refused quietly (not asked): "))
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{who:?}: no summary: {err}"));
+        assert!(n >= 3, "{who:?}: {n}: {err}");
+        assert!(
+            !err.contains("the agent program's own file access"),
+            "{who:?}: {err}"
+        );
+        // The control: without the sandbox the same agent and command do it all.
+        let mut c = command_as(&who, Path::new("/usr/bin/env"));
+        c.arg("fake-agent").current_dir(&fx.wt).env_clear();
+        for (k, v) in fx.env() {
+            c.env(k, v);
+        }
+        c.env("PATH", &path);
+        let bare = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
+        let lines = [
+            "agent-read=ok",
+            "agent-mkdir=ok",
+            "agent-create=ok",
+            "command-read=ok",
+            "command-mkdir=ok",
+        ];
+        assert_has_all(&who, "control", &bare, &lines);
+    }
+}
+
+/// Reads and writes the history files of shells, REPLs and pagers (and, as the control, another
+/// dotfile) from a command of the session: existing ones in the home (each a cover of its
+/// own), a new one and a rename in covered directories (a name made directly in the home is
+/// no cover: Landlock refuses it, unlogged).
+const HISTORY_PY: &str = r#"
+import os
+h = os.environ["HOME"]
+def step(name, f):
+    try:
+        r = f(); print(name + "=" + (r if isinstance(r, str) else "ok"), flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+step("read-history", lambda: open(h + "/.bash_history").read().strip())
+step("write-history", lambda: open(h + "/.bash_history", "a").write("echo planted\n"))
+step("truncate-history", lambda: open(h + "/.python_history", "w").write("x\n"))
+step("create-history", lambda: open(h + "/.local/share/nano/search_history", "w").write("x\n"))
+step("lesshst", lambda: os.rename(h + "/.local/state/lesshsQ", h + "/.local/state/lesshst"))
+step("other", lambda: open(h + "/.toolrc").read().strip())
+"#;
+
+#[test]
+fn history_files_are_refused_quietly_to_every_process_reading_too() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-history") else {
+            continue;
+        };
+        let history = "export TOKEN=hunter2\n";
+        std::fs::write(fx.home.join(".bash_history"), history).unwrap();
+        std::fs::write(fx.home.join(".python_history"), "1 + 1\n").unwrap();
+        std::fs::create_dir_all(fx.home.join(".local/share/nano")).unwrap();
+        std::fs::create_dir_all(fx.home.join(".local/state")).unwrap();
+        std::fs::write(fx.home.join(".local/state/lesshsQ"), "less\n").unwrap();
+        std::fs::write(fx.home.join(".toolrc"), "tool settings\n").unwrap();
+        give(&fx.home, &who);
+        script(&fx, "h.py", HISTORY_PY);
+        // The agent is bash (the model's interpreter): its builtin read of the history, then
+        // a command's reads and writes of it, then a line the person approves that names it.
+        let s = fx.start(
+            &["--autonomy", "high"],
+            "read -r l < ~/.bash_history; echo builtin=$?; /usr/bin/python3 h.py; cat ~/.bash_history; echo cat=$?",
+        );
+        // Asked: the other dotfile (denied), and the line naming the history (approved: its
+        // grant still does not reach a history file).
+        answer(&fx, ".toolrc", "deny");
+        answer(&fx, "run `cat ", "approve");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        let lines = [
+            "builtin=1",
+            "read-history=ERR13",
+            "write-history=ERR13",
+            "truncate-history=ERR13",
+            "create-history=ERR13",
+            "lesshst=ERR13",
+            "other=ERR13",
+            "cat=1",
+        ];
+        assert_has_all(&who, &format!("stderr {err}"), &out, &lines);
+        assert!(
+            !out.contains("hunter2"),
+            "{who:?}: the history leaked: {out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fx.home.join(".bash_history")).unwrap(),
+            history,
+            "{who:?}: the history is unchanged"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fx.home.join(".python_history")).unwrap(),
+            "1 + 1\n"
+        );
+        assert!(!fx.home.join(".local/share/nano/search_history").exists());
+        let state = fx.home.join(".local/state");
+        assert!(state.join("lesshsQ").exists() && !state.join("lesshst").exists());
+        let lines = fx.log_lines();
+        let asked: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["answer"].is_string())
+            .filter_map(|l| l["action"].as_str())
+            .collect();
+        assert_eq!(asked.len(), 2, "{who:?}: {asked:?}");
+        let names_history = |a: &str| {
+            [
+                ".bash_history",
+                ".python_history",
+                "search_history",
+                "lesshs",
+            ]
+            .iter()
+            .any(|h| a.contains(h))
+        };
+        assert!(
+            !asked
+                .iter()
+                .any(|a| !a.starts_with("run `") && names_history(a)),
+            "{who:?}: no history file asked: {asked:?}"
+        );
+        let quiet = |needle: &str| {
+            lines.iter().any(|l| {
+                l["kind"] == "file"
+                    && l["decision"] == "quiet-refuse"
+                    && l["action"].as_str().is_some_and(|a| a.contains(needle))
+                    && l["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("history file"))
+            })
+        };
+        for needle in [
+            "read ",
+            "write ",
+            "create ",
+            ".python_history",
+            "search_history",
+            "rename ",
+        ] {
+            assert!(quiet(needle), "{who:?}: {needle}: {lines:?}");
+        }
+        assert!(
+            err.contains("tyba: refused quietly (not asked): "),
+            "{who:?}: counted in the end summary: {err}"
+        );
+        // The control: without the sandbox the same script reads and writes them all.
+        let bare = without_sandbox(&fx, "h.py");
+        let lines = [
+            "read-history=export TOKEN=hunter2",
+            "write-history=ok",
+            "truncate-history=ok",
+            "create-history=ok",
+            "lesshst=ok",
+            "other=tool settings",
+        ];
+        assert_has_all(&who, "control", &bare, &lines);
+    }
+}

@@ -299,3 +299,33 @@ impl Drop for Tmux {
         let _ = self.cmd(&["kill-server"]);
     }
 }
+
+/// Installs a fake agent program as npm installs a package with a `bin` entry, under
+/// `prefix` (`~/.npm-global`, outside the worktree): `lib/node_modules/fake-agent` with its
+/// `package.json` and `bin/agent.js` (`script`, executable), and `bin/fake-agent` linking to
+/// it. An installation of its own, so the agent program (`crate::agent`), not an interpreter.
+/// Returns the `bin` directory to put on `PATH`.
+pub fn install_npm_agent(prefix: &Path, script: &str) -> PathBuf {
+    let pkg = prefix.join("lib/node_modules/fake-agent");
+    std::fs::create_dir_all(pkg.join("bin")).unwrap();
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"fake-agent","version":"1.0.0","bin":{"fake-agent":"bin/agent.js"}}"#,
+    )
+    .unwrap();
+    write_exe(&pkg.join("bin/agent.js"), script);
+    std::os::unix::fs::symlink(
+        "../lib/node_modules/fake-agent/bin/agent.js",
+        prefix.join("bin/fake-agent"),
+    )
+    .unwrap();
+    prefix.join("bin")
+}
+
+/// Asserts that `text` holds each of `lines` (`who` and `what` name the check).
+pub fn assert_has_all(who: &Who, what: &str, text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.contains(line), "{who:?}: {what}: {line}: {text}");
+    }
+}

@@ -165,11 +165,9 @@ fn a_prompt_in_a_real_terminal_cannot_be_answered_by_accident() {
         t.wait("C=126");
         assert!(!fx.wt.join("c.txt").exists());
 
-        // The agent's interactive bash saves its history in the person's home as it exits:
-        // outside the worktree, asked by the outside-files server (on by default); denied.
+        // The agent's interactive bash saves its history in the person's home as it exits: a
+        // history file of the policy, refused quietly (logged, never asked).
         t.line("exit");
-        t.wait(".bash_history");
-        t.press("d");
         let deadline = Instant::now() + Duration::from_secs(30);
         while t.alive() {
             assert!(
@@ -184,10 +182,21 @@ fn a_prompt_in_a_real_terminal_cannot_be_answered_by_accident() {
             .filter(|l| l["answered_by"] == "terminal")
             .filter_map(|l| l["answer"].as_str())
             .collect();
-        assert_eq!(
-            by_terminal,
-            ["once", "once", "deny", "deny"],
-            "{who:?}: {log:?}"
+        assert_eq!(by_terminal, ["once", "once", "deny"], "{who:?}: {log:?}");
+        assert!(
+            log.iter().any(|l| l["kind"] == "file"
+                && l["decision"] == "quiet-refuse"
+                && l["action"]
+                    .as_str()
+                    .is_some_and(|a| a.contains(".bash_history"))),
+            "{who:?}: the history write is logged as refused quietly: {log:?}"
+        );
+        assert!(
+            !log.iter().any(|l| l["decision"] == "ask"
+                && l["action"]
+                    .as_str()
+                    .is_some_and(|a| a.contains(".bash_history"))),
+            "{who:?}: and never asked: {log:?}"
         );
     }
 }

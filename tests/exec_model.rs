@@ -1692,30 +1692,12 @@ struct AgentFx {
 /// default policy opens `~/.local/bin` but no `node_modules` tree.
 fn agent_fixture(who: &Who, tag: &str) -> Option<AgentFx> {
     let fx = setup(who, tag)?;
-    let prefix = fx.home.join(".npm-global");
-    let pkg = prefix.join("lib/node_modules/fake-agent");
-    std::fs::create_dir_all(pkg.join("bin")).unwrap();
-    std::fs::create_dir_all(prefix.join("bin")).unwrap();
-    std::fs::write(
-        pkg.join("package.json"),
-        r#"{"name":"fake-agent","version":"1.0.0","bin":{"fake-agent":"bin/agent.js"}}"#,
-    )
-    .unwrap();
-    write_exe(&pkg.join("bin/agent.js"), FAKE_AGENT_JS);
-    std::os::unix::fs::symlink(
-        "../lib/node_modules/fake-agent/bin/agent.js",
-        prefix.join("bin/fake-agent"),
-    )
-    .unwrap();
+    let bin = install_npm_agent(&fx.home.join(".npm-global"), FAKE_AGENT_JS);
     give(&fx.home, who);
     let policy = fx.scratch.dir.join("f/agent-policy.toml");
     std::fs::write(&policy, "[filesystem]\nread_only = [\"~/.npm-global\"]\n").unwrap();
     make_build(&fx);
-    let path = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        prefix.join("bin").display()
-    )
-    .into();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()).into();
     Some(AgentFx { fx, policy, path })
 }
 

@@ -55,6 +55,15 @@ pub enum ConfigError {
         /// What is wrong, naming the agent.
         message: String,
     },
+    /// A `[filesystem]` entry is malformed (a `history_files` pattern that is not `~/…` or
+    /// `/…`, or names `.` or `..`).
+    #[error("invalid [filesystem] entry in {origin}: {message}")]
+    Filesystem {
+        /// Where the text came from.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A rule is malformed, would weaken the policy, or its examples do not match.
     #[error("invalid rule `{rule}` in {origin}: {message}")]
     Rule {
@@ -113,6 +122,14 @@ pub struct FilesystemSection {
     /// merged value also holds every profile's `control_files`.
     #[serde(default)]
     pub agent_control_files: Vec<String>,
+    /// History and state files that shells, REPLs and pagers write by themselves in the home
+    /// (`~/.bash_history`, `~/.python_history`, `~/.lesshst`…; `~/…` or `/…`, `*` and `?`
+    /// within a name as in [`crate::agents::data_pattern_matches`]): outside the worktree,
+    /// every process of a session is refused them quietly, reading too (a history holds what
+    /// the person typed), never asked and never granted (docs/sandbox.md, "Outside files").
+    /// Layers add to the list; it only ever refuses more.
+    #[serde(default)]
+    pub history_files: Vec<String>,
 }
 
 /// `[network]`.
@@ -257,6 +274,10 @@ impl EffectiveConfig {
                 &mut out.filesystem.agent_control_files,
                 &f.filesystem.agent_control_files,
             );
+            extend_unique(
+                &mut out.filesystem.history_files,
+                &f.filesystem.history_files,
+            );
             extend_unique(&mut out.network.agent_hosts, &f.network.agent_hosts);
             for b in &f.git.protected_branches {
                 if !out
@@ -287,10 +308,122 @@ impl EffectiveConfig {
     }
 }
 
+impl FilesystemSection {
+    /// Checks the entries whose shape is fixed: each `history_files` pattern starts with `~/`
+    /// or `/` and names no `.` or `..` component (a pattern is matched by its names, never
+    /// resolved).
+    ///
+    /// # Errors
+    /// The first malformed entry, named.
+    pub fn validate(&self) -> Result<(), String> {
+        for p in &self.history_files {
+            let rest = p.strip_prefix("~/").or_else(|| p.strip_prefix('/'));
+            let ok = rest.is_some_and(|r| {
+                !r.is_empty()
+                    && !r.ends_with('/')
+                    && r.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+            });
+            if !ok {
+                return Err(format!(
+                    "history_files patterns must be `~/…` or `/…` naming files without `.` or `..`, got `{p}`"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `path` (absolute, as the kernel reaches it) is one of the `history_files`
+    /// ([`is_history_file`]).
+    pub fn is_history_file(&self, home: Option<&std::path::Path>, path: &std::path::Path) -> bool {
+        is_history_file(&self.history_files, home, path)
+    }
+}
+
+/// Whether `path` (absolute, as the kernel reaches it) matches one of `patterns` (the policy's
+/// `filesystem.history_files`): `~/` stands for `home` (real, canonical). Names are compared
+/// exactly; `*` and `?` match within one name ([`crate::agents::data_pattern_matches`]). A
+/// path that is not UTF-8 matches none.
+pub fn is_history_file(
+    patterns: &[String],
+    home: Option<&std::path::Path>,
+    path: &std::path::Path,
+) -> bool {
+    let Some(text) = path.to_str() else {
+        return false;
+    };
+    patterns.iter().any(|p| match p.strip_prefix("~/") {
+        Some(rel) => home
+            .and_then(|h| path.strip_prefix(h).ok())
+            .and_then(|r| r.to_str())
+            .is_some_and(|r| crate::agents::data_pattern_matches(rel, r)),
+        None => p.starts_with('/') && crate::agents::data_pattern_matches(p, text),
+    })
+}
+
 fn extend_unique(into: &mut Vec<String>, from: &[String]) {
     for s in from {
         if !into.contains(s) {
             into.push(s.clone());
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn history_files_match_by_name_under_the_home_and_nothing_beside_them() {
+        let p = crate::Policy::embedded_default();
+        let fs = &p.config().filesystem;
+        let home = Some(Path::new("/home/p"));
+        for yes in [
+            "/home/p/.bash_history",
+            "/home/p/.bash_history-01234.tmp",
+            "/home/p/.bash_history-",
+            "/home/p/.python_history",
+            "/home/p/.lesshst",
+            "/home/p/.lesshsQ",
+            "/home/p/.viminfo",
+            "/home/p/.viminfo.tmp",
+            "/home/p/.local/share/fish/fish_history",
+            "/home/p/.psql_history",
+            "/home/p/.wget-hsts",
+        ] {
+            assert!(fs.is_history_file(home, Path::new(yes)), "{yes}");
+        }
+        for no in [
+            // Another dotfile, a history file's directory, one elsewhere, a longer name.
+            "/home/p/.bashrc",
+            "/home/p/.local/share/fish",
+            "/srv/p/.bash_history",
+            "/home/p/proj/.bash_history",
+            "/home/p/.lesshstx",
+            "/home/p/.node_repl_history.bak",
+        ] {
+            assert!(!fs.is_history_file(home, Path::new(no)), "{no}");
+        }
+        // Without a home, `~/` names nothing.
+        assert!(!fs.is_history_file(None, Path::new("/home/p/.bash_history")));
+        // An absolute pattern of a layer.
+        let abs = FilesystemSection {
+            history_files: vec!["/srv/shared/*.hist".into()],
+            ..FilesystemSection::default()
+        };
+        assert!(abs.validate().is_ok());
+        assert!(abs.is_history_file(None, Path::new("/srv/shared/a.hist")));
+        assert!(!abs.is_history_file(None, Path::new("/srv/shared/x/a.hist")));
+    }
+
+    #[test]
+    fn a_malformed_history_pattern_is_a_load_error() {
+        for bad in ["relative", "~/../x", "~/a/./b", "/", "~/", "~/dir/"] {
+            let text = format!("[filesystem]\nhistory_files = [{bad:?}]\n");
+            let e = crate::Policy::from_layers(vec![("t".into(), text)]).unwrap_err();
+            assert!(matches!(e, ConfigError::Filesystem { .. }), "{bad}: {e}");
+        }
+        crate::Policy::check_embedded_default().unwrap();
     }
 }

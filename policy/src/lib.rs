@@ -133,6 +133,12 @@ impl Policy {
                 origin: origin.clone(),
                 message,
             })?;
+            f.filesystem
+                .validate()
+                .map_err(|message| ConfigError::Filesystem {
+                    origin: origin.clone(),
+                    message,
+                })?;
             for r in &f.rules {
                 analysis::validate_rule(r).map_err(|message| ConfigError::Rule {
                     origin: origin.clone(),
@@ -157,6 +163,12 @@ impl Policy {
             origin: "embedded default".to_string(),
             message,
         })?;
+        f.filesystem
+            .validate()
+            .map_err(|message| ConfigError::Filesystem {
+                origin: "embedded default".to_string(),
+                message,
+            })?;
         for r in &f.rules {
             analysis::validate_rule(r).map_err(|message| ConfigError::Rule {
                 origin: "embedded default".to_string(),

@@ -459,6 +459,14 @@ fn decide_call(
                 cwd: action_cwd,
                 worktree,
                 diff,
+                files: match &call.what {
+                    What::Act(
+                        Action::Read { paths }
+                        | Action::Write { paths }
+                        | Action::ApplyPatch { paths },
+                    ) if unknown.is_none() => paths.clone(),
+                    _ => Vec::new(),
+                },
             };
             match session::ask_session(socket, &request) {
                 // The session logged the ask and its answer.

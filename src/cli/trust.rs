@@ -15,11 +15,11 @@
 //!   policy path makes it writable (`src/cli/run.rs`), and the agent's domain cannot write
 //!   it otherwise, so the agent cannot approve anything.
 //! - **not approved**: only what restricts applies: `agent_control_files` (more files kept
-//!   read-only), `git.protected_branches` (more branches), `[[rule]]`s (yellow, red or
-//!   blocked only), and `failures` thresholds no higher than the layers before it. What
-//!   widens access is ignored and reported: `filesystem.read_write`, `read_only`,
-//!   `agent_state`, `network.agent_hosts`, `[agents.*]` profiles (their state directories
-//!   and hosts), higher thresholds.
+//!   read-only), `history_files` (more files refused quietly), `git.protected_branches` (more
+//!   branches), `[[rule]]`s (yellow, red or blocked only), and `failures` thresholds no
+//!   higher than the layers before it. What widens access is ignored and reported:
+//!   `filesystem.read_write`, `read_only`, `agent_state`, `network.agent_hosts`,
+//!   `[agents.*]` profiles (their state directories and hosts), higher thresholds.
 //!
 //! `--policy FILE` is the person's own choice on the command line and is read as written.
 
@@ -156,6 +156,7 @@ pub fn restricting_only(
         ..PolicyFile::default()
     };
     out.filesystem.agent_control_files = f.filesystem.agent_control_files.clone();
+    out.filesystem.history_files = f.filesystem.history_files.clone();
     out.git.protected_branches = f.git.protected_branches.clone();
     for (name, v, now, slot) in [
         (
@@ -193,6 +194,7 @@ read_write = ["~"]
 read_only = ["/srv"]
 agent_state = ["~/.x"]
 agent_control_files = ["~/.x/settings.json"]
+history_files = ["~/.x_history"]
 [network]
 agent_hosts = ["evil.example:443"]
 [git]
@@ -211,6 +213,7 @@ state = ["~"]
         assert!(out.filesystem.agent_state.is_empty() && out.network.agent_hosts.is_empty());
         assert!(out.agents.is_empty());
         assert_eq!(out.filesystem.agent_control_files, ["~/.x/settings.json"]);
+        assert_eq!(out.filesystem.history_files, ["~/.x_history"]);
         assert_eq!(out.git.protected_branches, ["release"]);
         assert_eq!(out.failures.nudge_after, Some(2));
         assert_eq!(out.failures.pause_after, None);

@@ -48,6 +48,10 @@ pub enum AskKind {
         /// starts, until it exits; or, when the agent asked, the agent itself and not the
         /// commands it starts.
         holder: String,
+        /// The real paths it names, in order: the one path of an access (`read`, `write`,
+        /// `list`, `create`, `mkdir`, `remove`); `[from, to]` of a `rename`; `[existing,
+        /// new]` of a `link`; `[at]` of a `symlink`.
+        real: Vec<std::path::PathBuf>,
     },
 }
 
@@ -69,6 +73,7 @@ impl std::fmt::Display for AskKind {
                 access,
                 scope,
                 holder,
+                ..
             } => write!(
                 f,
                 "{access} {path} (an approval covers {scope}, for {holder})"
@@ -170,6 +175,14 @@ pub trait Approver: Send + Sync {
     /// # Errors
     /// Any failure of the channel; the caller denies the ask.
     fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError>;
+
+    /// The answer an earlier ask already gave to `request`, without asking anyone: the
+    /// person's answer to the agent hook's ask of the same intent (a `Read` of the same file),
+    /// consumed or bounded in time as the approver keeps it, and logged by it. `None` when no
+    /// earlier answer covers it (the default: nothing is ever answered here by itself).
+    fn answered(&self, _request: &AskRequest) -> Option<Answer> {
+        None
+    }
 
     /// Hears every event the notify loop logs (refusals, answered asks), for the audit log
     /// and the repeated-failure guard. For a refusal, the returned text is appended to the

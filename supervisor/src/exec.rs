@@ -99,6 +99,10 @@ pub(crate) struct Cover {
     /// under one that is not (a green command, which nobody had to accept), each exec is
     /// decided as if the agent had made it (docs/sandbox.md, "What a command can do").
     pub accepted: bool,
+    /// Whether it is tyba's own hook (`tyba hook …` in the wrapper `tyba hook install` wrote,
+    /// vouched for by the supervisor): tyba's code, not the model's. Its file access outside
+    /// the worktree is refused quietly, never asked (`crate::outside_fs::Asker::OwnHook`).
+    pub own_hook: bool,
 }
 
 impl Cover {
@@ -1126,6 +1130,7 @@ mod tests {
             hosts: Vec::new(),
             granted: Vec::new(),
             pushes: Vec::new(),
+            own_hook: false,
         }
     }
 

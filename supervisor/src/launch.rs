@@ -278,6 +278,8 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let _login_profile = login_profile(&mut plan, &cfg.env);
     // The entries around the worktree and in the home that the plan does not open, served by
     // the supervisor's own filesystem (`crate::outside_fs`, `--outside-files`).
+    // The history files the server refuses quietly, their `~/` the person's home.
+    let history = crate::outside_fs::HistoryFiles::new(&plan.history_files, cfg.home.as_deref());
     match crate::outside_fs::prepare(&plan, cfg.home.as_deref(), plan.outside_files) {
         Ok((covers, note)) => {
             plan.outside_covers = covers;
@@ -428,7 +430,15 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 .or(stage2),
             outside.is_some(),
         ) {
-            match serve_outside(&plan.outside_covers, &approver, s2, fd, uid, gid) {
+            match serve_outside(
+                &plan.outside_covers,
+                history.clone(),
+                &approver,
+                s2,
+                fd,
+                uid,
+                gid,
+            ) {
                 Ok(fs) => outside = Some(fs),
                 Err(e) => {
                     let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
@@ -581,10 +591,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         state: Mutex::new(notify::State::new()),
     });
     if let Some(o) = &notifier.outside {
-        let n = Arc::downgrade(&notifier);
-        o.set_agent_check(Box::new(move |pid| {
-            n.upgrade().is_none_or(|n| n.is_agent_process(pid))
-        }));
+        o.attach(Box::new(OutsideLink(Arc::downgrade(&notifier))));
     }
     notify::hear_refused_lookups(&notifier);
     notifier.index_install();
@@ -903,10 +910,32 @@ fn start_relay(
     })
 }
 
+/// The outside-files server's view of the notify loop ([`crate::outside_fs::SessionLink`]);
+/// once the loop is gone every process counts as the agent's interpreter (asked, its grant
+/// reaching the least) and quiet refusals go to the audit log alone.
+struct OutsideLink(std::sync::Weak<notify::Notifier>);
+
+impl crate::outside_fs::SessionLink for OutsideLink {
+    fn asker(&self, pid: u32) -> crate::outside_fs::Asker {
+        self.0
+            .upgrade()
+            .map_or(crate::outside_fs::Asker::AgentInterpreter, |n| {
+                n.outside_asker(pid)
+            })
+    }
+
+    fn log_quiet(&self, event: notify::AuditEvent) {
+        if let Some(n) = self.0.upgrade() {
+            n.log_quiet(event);
+        }
+    }
+}
+
 /// Takes the outside-files filesystem's device (fd `fd` of stage 2, `pidfd_getfd(2)`) and
-/// starts its server ([`crate::outside_fs::serve`]).
+/// starts its server ([`crate::outside_fs::serve`]), refusing `history` quietly.
 fn serve_outside(
     covers: &[PathBuf],
+    history: crate::outside_fs::HistoryFiles,
     approver: &Arc<dyn Approver>,
     stage2: i32,
     fd: i32,
@@ -915,7 +944,7 @@ fn serve_outside(
 ) -> std::io::Result<crate::outside_fs::OutsideFs> {
     let pfd = sys::pidfd_open(stage2)?;
     let dev = sys::pidfd_getfd(pfd.as_fd(), fd)?;
-    let fs = crate::outside_fs::OutsideFs::new(covers, Arc::clone(approver), uid, gid)?;
+    let fs = crate::outside_fs::OutsideFs::new(covers, Arc::clone(approver), history, uid, gid)?;
     crate::outside_fs::serve(fs.clone(), dev)?;
     Ok(fs)
 }

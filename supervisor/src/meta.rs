@@ -403,6 +403,7 @@ pub(crate) fn handle_watch(nf: &crate::notify::Notifier, n: sys::Notif) {
                         .to_string(),
                 ),
                 inner_command: None,
+                quiet: true,
             };
             let _ = nf.approver.record(&event);
             nf.control.count(crate::control::Counted::Denied);

@@ -40,7 +40,8 @@ use tyba_policy::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEvent {
     /// `exec`, `connect`, `metadata`, `watch`, `lookup` (a name the resolver relay refused),
-    /// or `probe` (an agent's known start-up probe its profile refuses quietly).
+    /// `probe` (an agent's known start-up probe its profile refuses quietly), or `file` (a
+    /// request of the outside-files server, `crate::outside_fs`).
     pub kind: &'static str,
     /// What was attempted (command line, destination, path).
     pub what: String,
@@ -52,7 +53,14 @@ pub struct AuditEvent {
     /// (`tyba_policy::Classification::inner_command`), what the end summary shows, and the
     /// key the repeated-failure guard counts by. `None` for any other event.
     pub inner_command: Option<String>,
+    /// Whether a refusal is a quiet one ([`AuditEvent::is_quiet`]): never asked, and not the
+    /// model's doing.
+    pub quiet: bool,
 }
+
+/// The kinds of the notify loop's own refusals that are all quiet: an agent's known probe, an
+/// inotify watch outside the readable roots, a name lookup the resolver relay refused.
+const QUIET_KINDS: &[&str] = &["probe", "watch", "lookup"];
 
 /// An exec the supervisor let run without asking, as the audit log records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,9 +266,11 @@ impl AuditEvent {
     /// Whether this refusal is a quiet one: logged and listed, never asked, not counted by the
     /// repeated-failure guard, because the model did not ask for it: an agent's known probe
     /// its profile refuses, an inotify watch outside the readable roots, a name lookup the
-    /// resolver relay refused (a program's own, told on its stderr when it is a command's).
+    /// resolver relay refused (a program's own, told on its stderr when it is a command's),
+    /// the agent program's own file access outside its state and the history files of shells
+    /// and REPLs (`crate::outside_fs`).
     pub fn is_quiet(&self) -> bool {
-        !self.allowed && matches!(self.kind, "probe" | "watch" | "lookup")
+        !self.allowed && self.quiet
     }
 }
 
@@ -780,6 +790,7 @@ impl Notifier {
             allowed: false,
             reason: Some(reason),
             inner_command: inner,
+            quiet: QUIET_KINDS.contains(&kind),
         };
         if let Some(note) = self.approver.record(&event) {
             event.reason = event.reason.map(|r| r + &note);
@@ -916,6 +927,7 @@ impl Notifier {
                                 allowed: true,
                                 reason: Some(format!("{answer:?}")),
                                 inner_command: inner.clone(),
+                                quiet: false,
                             });
                             match copy {
                                 None => {
@@ -1094,6 +1106,7 @@ impl Notifier {
                 allowed: false,
                 reason: Some("the relayed push's proxy did not start".into()),
                 inner_command: None,
+                quiet: false,
             });
             return;
         }
@@ -1743,6 +1756,7 @@ impl Notifier {
                     pushes: Vec::new(),
                     // tyba vouches for its own hook: its wrapper shell and `tyba hook` run.
                     accepted: true,
+                    own_hook: true,
                 }),
             )))));
         }
@@ -1887,6 +1901,7 @@ impl Notifier {
                     Vec::new()
                 },
                 accepted: approved || class.verdict >= Verdict::Yellow,
+                own_hook: false,
             })
         };
         // Only a command someone accepted covers its descendants (`Cover::accepted`): one the
@@ -2196,10 +2211,29 @@ impl Notifier {
 
     /// The role of process `tgid` ([`crate::exec::ProcTable::role_of`]); a process under a
     /// runner keeper is the approved command that keeper runs.
-    /// Whether process `tgid` is the agent's own runtime now (the outside-files server's
-    /// grants to the agent reach no command of it: `crate::outside_fs`).
-    pub(crate) fn is_agent_process(&self, tgid: u32) -> bool {
-        procfs::stat_ext(tgid).is_ok_and(|st| self.role_of(tgid, &st).is_agent())
+    /// Who process `tgid` is now, to the outside-files server (`crate::outside_fs::Asker`):
+    /// the agent's own runtime is the agent program when the agent has an installation, else
+    /// the model's interpreter; a process under tyba's own hook is the hook; any other is a
+    /// command (an unreadable one too).
+    pub(crate) fn outside_asker(&self, tgid: u32) -> crate::outside_fs::Asker {
+        use crate::outside_fs::Asker;
+        let Ok(st) = procfs::stat_ext(tgid) else {
+            return Asker::Command;
+        };
+        match self.role_of(tgid, &st) {
+            Role::Agent if self.install.has_installation() => Asker::AgentProgram,
+            Role::Agent => Asker::AgentInterpreter,
+            Role::Command(c) if c.own_hook => Asker::OwnHook,
+            Role::Command(_) | Role::Stray => Asker::Command,
+        }
+    }
+
+    /// Logs a quiet refusal of the outside-files server as the session's own: in the audit
+    /// log, the end summary's quiet refusals and the session's denied count, as a probe's
+    /// (never the repeated-failure guard's: [`AuditEvent::is_quiet`]).
+    pub(crate) fn log_quiet(&self, e: AuditEvent) {
+        self.control.count(Counted::Denied);
+        self.log(e);
     }
 
     fn role_of(&self, tgid: u32, stat: &procfs::Stat) -> Role {
@@ -2553,6 +2587,7 @@ impl Notifier {
                 allowed: false,
                 reason: Some(reason),
                 inner_command: None,
+                quiet: false,
             });
             return Ok(());
         }
@@ -2730,6 +2765,7 @@ impl Notifier {
                             c.shown()
                         )),
                         inner_command: None,
+                        quiet: false,
                     });
                     return self.inject_connected(n, &sock, domain, &raw);
                 }
@@ -2765,6 +2801,7 @@ impl Notifier {
                         allowed: true,
                         reason: Some("approved".into()),
                         inner_command: None,
+                        quiet: false,
                     });
                 }
                 self.inject_connected(n, &sock, domain, &raw)

@@ -18,18 +18,23 @@
 //! native path Landlock judges or on a cover the server judges). Looking up and `stat`ing
 //! entries is answered (Landlock lets `stat` outside through too); opening a file, listing a
 //! directory, creating, making a directory, removing, truncating, renaming, hard-linking and
-//! making a symbolic link are decided per request ([`Op`]): the requesting process (the FUSE
-//! header's pid, numbered in the supervisor's PID namespace because stage 1, which creates
-//! the mount, lives there) is matched against the grants, and otherwise the person is asked
-//! through the session's approver with the colour the policy gives the worst path the
-//! operation names (DESIGN.md §2a "Outside means ask": red; a credential path: red, with the
-//! credential named as the sensitive part, §4). An approval covers that one operation (the
-//! one file, the one directory's listing, the one rename) for the asking command and the
-//! processes it starts until it exits, or, when the asker is the agent's own runtime, for the
-//! agent only and never the commands it starts (identity by [`procfs::ProcId`], so a reused
-//! pid inherits nothing); the ask says which. A deny fails the call with `EACCES`, writes the
-//! refusal on the process's stderr and logs it. Device nodes (fifos, sockets, whiteouts) are
-//! refused unasked (`EACCES`, logged).
+//! making a symbolic link are decided per request ([`Op`]) by who makes it ([`Asker`]; the
+//! FUSE header's pid, numbered in the supervisor's PID namespace because stage 1, which
+//! creates the mount, lives there). A history file of a shell, REPL or pager (the policy's
+//! `filesystem.history_files`) is refused quietly to anyone, never granted. The agent
+//! program's own runtime and tyba's own hook are refused quietly (logged, counted, not asked:
+//! not the model's commands), the agent program only unless the person's answer to its hook's
+//! ask of the same file covers it ([`Approver::answered`]). A command, and a shell or
+//! interpreter named as the agent (the model's own interpreter), is matched against the
+//! grants and otherwise asked through the session's approver with the colour the policy gives
+//! the worst path the operation names (DESIGN.md §2a "Outside means ask": red; a credential
+//! path: red, with the credential named as the sensitive part, §4). An approval covers that
+//! one operation (the one file, the one directory's listing, the one rename) for the asking
+//! command and the processes it starts until it exits, or, when the asker is the agent, for
+//! the agent only and never the commands it starts (identity by [`procfs::ProcId`], so a
+//! reused pid inherits nothing); the ask says which. A deny fails the call with `EACCES`,
+//! writes the refusal on the process's stderr and logs it. Device nodes (fifos, sockets,
+//! whiteouts) are refused unasked (`EACCES`, logged).
 //!
 //! Fail closed: when the server thread ends or the connection is aborted, the kernel fails
 //! every request on the covers (`ENOTCONN`); nothing passes through. A request the server
@@ -463,6 +468,16 @@ impl Op {
         }
     }
 
+    /// The real paths it names, as an ask carries them (`AskKind::File::real`).
+    fn real_paths(&self) -> Vec<PathBuf> {
+        match self {
+            Op::One(p, _) => vec![p.clone()],
+            Op::Rename { from, to, .. } => vec![from.clone(), to.clone()],
+            Op::Link { existing, at } => vec![existing.clone(), at.clone()],
+            Op::Symlink { at, .. } => vec![at.clone()],
+        }
+    }
+
     /// Whether a grant made for `self` covers a request for `other`.
     fn covers(&self, other: &Op) -> bool {
         match (self, other) {
@@ -619,11 +634,14 @@ struct Inner {
     /// asked again.
     runners: Mutex<HashMap<u32, RunnerGrants>>,
     approver: Arc<dyn Approver>,
-    /// Whether a process (by pid in the supervisor's PID namespace) is the agent's own
-    /// runtime (`crate::exec::Role::Agent`), set once the notify loop runs
-    /// ([`OutsideFs::set_agent_check`]). Until then every asker counts as the agent: its
-    /// grant reaches the least.
-    agent_check: std::sync::OnceLock<AgentCheck>,
+    /// What the notify loop knows of the session's processes, set once it runs
+    /// ([`OutsideFs::attach`]). Until then every asker counts as the agent's interpreter:
+    /// asked, its grant reaching the least.
+    session: std::sync::OnceLock<Box<dyn SessionLink>>,
+    /// The history files of shells, REPLs and pagers (the policy's
+    /// `filesystem.history_files`) and the home (real) their `~/` stands for: refused
+    /// quietly to every process, never asked, never granted ([`HistoryFiles`]).
+    history: HistoryFiles,
     /// The supervisor's own process: its threads act for decisions already made (a `chmod`
     /// the metadata handler was approved for), so their requests pass.
     me: u32,
@@ -642,8 +660,68 @@ struct Inner {
     hang: Option<OsString>,
 }
 
-/// [`Inner::agent_check`].
-type AgentCheck = Box<dyn Fn(u32) -> bool + Send + Sync>;
+/// Who makes a request, as the notify loop knows the process (`crate::exec::Role`): what an
+/// outside operation of it gets (docs/sandbox.md, "Outside files asked at the kernel level").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asker {
+    /// The agent program's own runtime, resolved to its installation (Claude Code, Codex,
+    /// Gemini CLI, aider: `crate::agent::AgentInstall::has_installation`): the person's
+    /// program, configured by them, given its own state directories. Its operations outside
+    /// them are not the model's commands: refused quietly unless an approval covers them (the
+    /// person's answer to the agent hook's ask of the same file, [`Approver::answered`]).
+    AgentProgram,
+    /// tyba's own hook, which the agent runs around its tool calls (`tyba hook …`, vouched
+    /// for by the supervisor: "tyba's own hook"): tyba's code, not the model's; refused
+    /// quietly.
+    OwnHook,
+    /// A shell or interpreter named as the agent (`tyba run -- bash`): the model's own
+    /// interpreter, whose builtins' file access is the model's; asked, its grant reaching the
+    /// agent only.
+    AgentInterpreter,
+    /// A command the agent started (a script, an interpreter, a build), or a process nothing
+    /// is known of: asked, its grant reaching it and the processes it starts.
+    Command,
+}
+
+impl Asker {
+    /// Whether it is the agent itself (a grant to it reaches no command it starts).
+    fn is_agent(self) -> bool {
+        matches!(self, Asker::AgentProgram | Asker::AgentInterpreter)
+    }
+}
+
+/// What the server learns from the notify loop once it runs ([`OutsideFs::attach`]).
+pub(crate) trait SessionLink: Send + Sync {
+    /// Who process `pid` (in the supervisor's PID namespace) is now.
+    fn asker(&self, pid: u32) -> Asker;
+    /// Logs a quiet refusal as the session's own (the audit log, and the end summary's
+    /// "refused quietly" count).
+    fn log_quiet(&self, event: AuditEvent);
+}
+
+/// The history and state files shells, REPLs and pagers write by themselves (the policy's
+/// `filesystem.history_files`, `tyba_policy::config::is_history_file`), with the home their
+/// `~/` stands for (real, canonical: the paths the server sees are real).
+#[derive(Debug, Clone, Default)]
+pub struct HistoryFiles {
+    patterns: Vec<String>,
+    home: Option<PathBuf>,
+}
+
+impl HistoryFiles {
+    /// The policy's `patterns` for the person's `home` (resolved here).
+    pub fn new(patterns: &[String], home: Option<&Path>) -> HistoryFiles {
+        HistoryFiles {
+            patterns: patterns.to_vec(),
+            home: home.map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf())),
+        }
+    }
+
+    /// Whether `path` (real) is one of them.
+    pub fn matches(&self, path: &Path) -> bool {
+        tyba_policy::config::is_history_file(&self.patterns, self.home.as_deref(), path)
+    }
+}
 
 /// The FUSE filesystem serving the covered entries ([`fuser::Filesystem`]). Its root is a
 /// directory whose children `0`, `1`, … are the covers, in the order given to [`OutsideFs::new`];
@@ -754,13 +832,14 @@ fn request_bound() -> Duration {
 
 impl OutsideFs {
     /// A server for `covers` (absolute paths from [`plan_covers`]), asking through
-    /// `approver`; `uid`/`gid` own the filesystem's own root.
+    /// `approver`, refusing `history` quietly; `uid`/`gid` own the filesystem's own root.
     ///
     /// # Errors
     /// When the directory holding a cover cannot be opened.
     pub fn new(
         covers: &[PathBuf],
         approver: Arc<dyn Approver>,
+        history: HistoryFiles,
         uid: u32,
         gid: u32,
     ) -> io::Result<OutsideFs> {
@@ -808,7 +887,8 @@ impl OutsideFs {
             grants: Mutex::new(Vec::new()),
             runners: Mutex::new(HashMap::new()),
             approver,
-            agent_check: std::sync::OnceLock::new(),
+            session: std::sync::OnceLock::new(),
+            history,
             me: std::process::id(),
             uid,
             gid,
@@ -836,11 +916,12 @@ impl OutsideFs {
         }
     }
 
-    /// Tells the server which processes are the agent's own runtime (`is_agent(pid)`, pid in
-    /// the supervisor's PID namespace): a grant to the agent reaches the agent only, never
-    /// the commands it starts. Set once; later calls change nothing.
-    pub(crate) fn set_agent_check(&self, is_agent: AgentCheck) {
-        let _ = self.0.agent_check.set(is_agent);
+    /// Tells the server who the session's processes are and where its quiet refusals are
+    /// logged ([`SessionLink`]): a grant to the agent reaches the agent only, never the
+    /// commands it starts, and the agent program's own requests are refused quietly. Set
+    /// once; later calls change nothing.
+    pub(crate) fn attach(&self, session: Box<dyn SessionLink>) {
+        let _ = self.0.session.set(session);
     }
 
     /// The runner `ns_pid` with identity `start` ended.
@@ -982,6 +1063,7 @@ impl Inner {
             allowed,
             reason,
             inner_command: None,
+            quiet: false,
         });
     }
 
@@ -1094,22 +1176,55 @@ impl Inner {
             .any(|(p, _)| self.own.iter().any(|d| is_within(p, d)))
     }
 
-    /// Whether process `pid` is the agent's own runtime (every process is, until the notify
-    /// loop has told: [`Inner::agent_check`]).
-    fn is_agent(&self, pid: u32) -> bool {
-        self.agent_check.get().is_none_or(|f| f(pid))
+    /// Who process `pid` is (the agent's interpreter, until the notify loop has told:
+    /// [`Inner::session`]).
+    fn asker(&self, pid: u32) -> Asker {
+        self.session
+            .get()
+            .map_or(Asker::AgentInterpreter, |s| s.asker(pid))
     }
 
     /// Whether grant `g` reaches process `pid`: `g.root` itself, or a process under it (that
     /// is the agent too, for a grant to the agent).
     fn reaches(&self, pid: u32, g: &Grant) -> bool {
-        in_tree(pid, g.root) && (!g.agent_only || pid == g.root.pid || self.is_agent(pid))
+        in_tree(pid, g.root) && (!g.agent_only || pid == g.root.pid || self.asker(pid).is_agent())
+    }
+
+    /// Refuses `what` quietly: `EACCES` (what Landlock gives), logged as a quiet refusal of
+    /// the session (kind `file`, counted under "refused quietly" at its end), nothing on the
+    /// process's stderr (the agent's runtime draws its screen there) and no ask.
+    fn refuse_quietly(&self, what: String, reason: String) -> i32 {
+        let event = AuditEvent {
+            kind: "file",
+            what,
+            allowed: false,
+            reason: Some(reason),
+            inner_command: None,
+            quiet: true,
+        };
+        match self.session.get() {
+            Some(s) => s.log_quiet(event),
+            None => {
+                let _ = self.approver.record(&event);
+            }
+        }
+        libc::EACCES
+    }
+
+    /// The first history file of a shell, REPL or pager `op` touches ([`HistoryFiles`]).
+    fn history_file<'a>(&self, op: &'a Op) -> Option<&'a Path> {
+        op.touched()
+            .into_iter()
+            .map(|(p, _)| p)
+            .find(|p| self.history.matches(p))
     }
 
     /// Whether `op` by thread `tid` passes without an ask: the supervisor's own threads, a
-    /// grant that reaches the process, an approved command's grants.
+    /// grant that reaches the process, an approved command's grants; never tyba's own
+    /// directories or a history file, whatever was granted ([`Inner::decide`] refuses them).
     fn passes(&self, tid: u32, op: &Op) -> bool {
-        if self.aborted.load(Ordering::SeqCst) || self.is_own(op) {
+        if self.aborted.load(Ordering::SeqCst) || self.is_own(op) || self.history_file(op).is_some()
+        {
             return false;
         }
         let Ok(pid) = procfs::tgid(tid) else {
@@ -1132,11 +1247,11 @@ impl Inner {
         self.runner_covers(pid, op)
     }
 
-    /// Who an approval asked by process `pid` reaches, as the ask says it: `(agent_only,
-    /// text)`.
-    fn holder(&self, pid: u32) -> (bool, String) {
+    /// Who an approval asked by process `pid` (who is `asker`) reaches, as the ask says it:
+    /// `(agent_only, text)`.
+    fn holder(&self, pid: u32, asker: Asker) -> (bool, String) {
         let name = procfs::comm(pid).unwrap_or_else(|| "?".to_string());
-        if self.is_agent(pid) {
+        if asker.is_agent() {
             (
                 true,
                 format!("the agent itself ({name}, pid {pid}) until it exits; not the commands it starts, each asked on its own"),
@@ -1151,12 +1266,16 @@ impl Inner {
         }
     }
 
-    /// Decides `op` for thread `tid`: the supervisor's own threads pass; a change under a
-    /// system path is refused unasked (blocked); a grant or an approved command's grants
-    /// pass; otherwise the person is asked, with the colour the policy gives the worst of
-    /// the paths it names (DESIGN.md §2a, §4). `Err(errno)` refuses (the refusal already on
-    /// the process's stderr and in the log): `EACCES`, what the kernel gives a change
-    /// without the permission.
+    /// Decides `op` for thread `tid` (docs/sandbox.md, "What an outside operation of each
+    /// kind of process gets"): the supervisor's own threads pass; tyba's own directories and
+    /// a change under a system path are refused unasked (blocked); a history file of a shell,
+    /// REPL or pager is refused quietly whoever asks; a grant or an approved command's grants
+    /// pass; the agent program's own runtime passes where the person's answer to its hook's
+    /// ask of the same file covers it ([`Approver::answered`]) and is refused quietly
+    /// otherwise, as tyba's own hook is; anyone else is asked, with the colour the policy
+    /// gives the worst of the paths it names (DESIGN.md §2a, §4). `Err(errno)` refuses (an
+    /// asked refusal already on the process's stderr, every refusal in the log): `EACCES`,
+    /// what the kernel gives a change without the permission.
     fn decide(&self, tid: u32, op: &Op, unique: u64) -> Result<(), i32> {
         if self.aborted.load(Ordering::SeqCst) {
             return Err(libc::ENOTCONN);
@@ -1185,8 +1304,24 @@ impl Inner {
             crate::notify::write_stderr(tid, &reason);
             return Err(libc::EACCES);
         }
+        // Before any grant: what the person typed is never passed through, whatever was
+        // approved.
+        if let Some(h) = self.history_file(op) {
+            let reason = format!(
+                "refused quietly by tyba: `{}` is a history file that shells, REPLs and pagers write by themselves (the policy's filesystem.history_files): never read or written from the sandbox, never asked",
+                h.display()
+            );
+            return Err(self.refuse_quietly(what, reason));
+        }
         if self.passes(tid, op) {
             return Ok(());
+        }
+        let asker = self.asker(pid);
+        if asker == Asker::OwnHook {
+            return Err(self.refuse_quietly(
+                what,
+                "refused quietly by tyba: tyba's own hook's file access outside the worktree (its own look, not a command the model ran)".into(),
+            ));
         }
         let mut reasons = Vec::new();
         for p in op.named() {
@@ -1202,13 +1337,14 @@ impl Inner {
             op.word(),
             op.shown()
         ));
-        let (agent_only, holder) = self.holder(pid);
+        let (agent_only, holder) = self.holder(pid, asker);
         let req = AskRequest {
             kind: AskKind::File {
                 path: op.shown(),
                 access: op.word(),
                 scope: op.scope(),
                 holder,
+                real: op.real_paths(),
             },
             verdict: Verdict::Red,
             reasons,
@@ -1216,22 +1352,41 @@ impl Inner {
             pid: tid,
             exec: None,
         };
-        self.set_asking(unique, true);
-        let answer = self.approver.ask(&req);
-        self.set_asking(unique, false);
-        let refusal = match answer {
-            Ok(Answer::Once | Answer::Always) => {
-                if let (Ok(root), Ok(mut g)) = (procfs::proc_id(pid), self.grants.lock()) {
+        let grant = |how: &str| -> Result<(), i32> {
+            match (procfs::proc_id(pid), self.grants.lock()) {
+                (Ok(root), Ok(mut g)) => {
                     g.push(Grant {
                         root,
                         agent_only,
                         op: op.clone(),
                     });
-                    self.log(what, true, Some("Once".into()));
-                    return Ok(());
+                    self.log(what.clone(), true, Some(how.into()));
+                    Ok(())
                 }
-                req.default_refusal()
+                _ => Err(libc::EACCES),
             }
+        };
+        if asker == Asker::AgentProgram {
+            // The agent program's own file access is not the model's command: only an
+            // approval of the same intent (its hook's ask of this file) lets it through.
+            return match self.approver.answered(&req) {
+                Some(Answer::Once | Answer::Always) => {
+                    grant("the person's answer to the agent hook's ask")
+                }
+                _ => Err(self.refuse_quietly(
+                    what,
+                    "refused quietly by tyba: the agent program's own file access outside its state (not a command the model ran; no approval covers it)".into(),
+                )),
+            };
+        }
+        self.set_asking(unique, true);
+        let answer = self.approver.ask(&req);
+        self.set_asking(unique, false);
+        let refusal = match answer {
+            Ok(Answer::Once | Answer::Always) => match grant("Once") {
+                Ok(()) => return Ok(()),
+                Err(_) => req.default_refusal(),
+            },
             Ok(Answer::Deny { reason }) => reason.unwrap_or_else(|| req.default_refusal()),
             Err(e) => format!("{} ({e})", req.default_refusal()),
         };
@@ -2309,6 +2464,7 @@ mod tests {
         let fs = OutsideFs::new(
             &[root.join("O")],
             Arc::new(crate::approve::DenyAll::non_interactive()),
+            HistoryFiles::default(),
             0,
             0,
         )

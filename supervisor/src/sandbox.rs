@@ -114,6 +114,9 @@ pub struct SandboxPlan {
     pub outside_covers: Vec<PathBuf>,
     /// The covers stage 2 mounted (granted by Landlock to the server's view of them).
     pub outside_mounted: Vec<PathBuf>,
+    /// The policy's `filesystem.history_files` (`~/…` or `/…` patterns): the outside-files
+    /// server refuses them quietly to every process ([`crate::outside_fs::HistoryFiles`]).
+    pub history_files: Vec<String>,
 }
 
 /// The shell startup files in the home that shells read by themselves (bash(1)
@@ -659,6 +662,7 @@ impl SandboxPlan {
         plan.read_write.push(i.session.worktree.clone());
         push_unique(&mut plan.read_write, i.tmp_dir.to_path_buf());
         let fs = &i.config.filesystem;
+        plan.history_files = fs.history_files.clone();
         // (list, is a cache, writable)
         for (list, cache, rw) in [
             (&fs.read_write, true, true),

@@ -46,6 +46,9 @@ pub struct AskRequest {
     /// For an edit the decision shows with its diff (autonomy `low`): the diff, or why there
     /// is none, already cleaned and bounded (`diff::for_call`).
     pub diff: Option<String>,
+    /// For a file tool: its paths as the agent wrote them (`action` is the tool's text for
+    /// them), so that an approval reaches the agent program's own access to those files.
+    pub files: Vec<String>,
 }
 
 /// The person's answer (DESIGN.md §1 "answer").
@@ -120,6 +123,7 @@ pub fn ask_session(socket: &Path, request: &AskRequest) -> Result<Answer, Sessio
         cwd: request.cwd.display().to_string(),
         worktree: request.worktree.display().to_string(),
         diff: request.diff.clone(),
+        files: request.files.clone(),
     };
     let wait = std::time::Duration::from_secs(HOOK_TIMEOUT_SECS.saturating_sub(15));
     let a = client::ask_hook(socket, &ask, wait).map_err(|source| SessionError::Channel {

@@ -211,6 +211,18 @@ struct LinkedOnce {
     cwd: std::path::PathBuf,
 }
 
+/// A file the person let the agent program read (or write) through a hook ask: the agent's
+/// own access to it outside the worktree is that answer ([`Broker::linked_file`]) within
+/// [`LINK_WINDOW`].
+#[derive(Debug)]
+struct LinkedFile {
+    /// Real (resolved) path.
+    path: std::path::PathBuf,
+    /// Whether writing it was approved (reading is covered too).
+    write: bool,
+    at: Instant,
+}
+
 #[derive(Debug, Default)]
 struct State {
     next: u64,
@@ -230,6 +242,9 @@ struct State {
     /// Shell commands the person allowed always through a hook ask (yellow by the broker's
     /// own classification): the kernel layer's ask for the same line is answered `always`.
     linked_always: HashSet<String>,
+    /// Files the person let the agent program read or write through a hook ask of a file
+    /// tool.
+    linked_files: Vec<LinkedFile>,
     generation: u64,
 }
 
@@ -1157,6 +1172,15 @@ impl Broker {
                 ask.reasons = reasons.clone();
             }
         }
+        let (files, writes) = self.hook_files(&ask);
+        if !files.is_empty() {
+            let shown: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            ask.reasons.push(format!(
+                "an approval lets the agent program itself {} {} (outside the worktree: that file only, not the commands it starts)",
+                if writes { "read and write" } else { "read" },
+                shown.join(", ")
+            ));
+        }
         let always_ok = ask.rememberable && ask.verdict == "yellow";
         let link = ours.is_some();
         let cwd = self.judged_cwd(&ask);
@@ -1225,6 +1249,8 @@ impl Broker {
             shown,
             key,
             cwd,
+            files,
+            writes,
         })
     }
 
@@ -1238,8 +1264,22 @@ impl Broker {
             shown,
             key,
             cwd,
+            files,
+            writes,
             ..
         } = w;
+        if matches!(answer, Answer::Once | Answer::Always) && !files.is_empty() {
+            if let Some(mut s) = self.lock() {
+                s.linked_files.retain(|l| l.at.elapsed() < LINK_WINDOW);
+                let at = Instant::now();
+                s.linked_files
+                    .extend(files.into_iter().map(|path| LinkedFile {
+                        path,
+                        write: writes,
+                        at,
+                    }));
+            }
+        }
         match answer {
             Answer::Once => {
                 if let (true, Some(mut s)) = (link, self.lock()) {
@@ -1374,6 +1414,67 @@ impl Broker {
         Some(Answer::Once)
     }
 
+    /// The files of a file tool's hook ask ([`HookAsk::files`]), resolved as the kernel
+    /// reaches them (`~/` the person's home, a relative path from the ask's directory when
+    /// that is absolute, else the worktree), and whether the tool writes them: only when the
+    /// action the person is shown is exactly that tool's text for those paths (`read P…`,
+    /// `write P…`, `apply_patch P…`), so an approval never reaches a file the ask did not
+    /// name. Empty otherwise.
+    fn hook_files(&self, ask: &HookAsk) -> (Vec<std::path::PathBuf>, bool) {
+        let none = (Vec::new(), false);
+        let Some((verb, _)) = ask.action.split_once(' ') else {
+            return none;
+        };
+        let writes = match verb {
+            "read" => false,
+            "write" | "apply_patch" => true,
+            _ => return none,
+        };
+        if ask.files.is_empty() || ask.action != format!("{verb} {}", ask.files.join(" ")) {
+            return none;
+        }
+        let cwd = std::path::Path::new(&ask.cwd);
+        let cwd = if cwd.is_absolute() {
+            cwd
+        } else {
+            self.inner.cfg.worktree.as_path()
+        };
+        let home = self.inner.cfg.home.as_deref();
+        let files = ask
+            .files
+            .iter()
+            .map(|f| match (f.strip_prefix("~/"), home) {
+                (Some(rest), Some(h)) => tyba_policy::resolve_path(h, rest),
+                _ => tyba_policy::resolve_path(cwd, f),
+            })
+            .collect();
+        (files, writes)
+    }
+
+    /// The answer a file tool's hook ask gave to this ask of the outside-files server, if
+    /// any, within [`LINK_WINDOW`] (not consumed: the tool's own opens of that file are one
+    /// intent): a `read` of a file the person let the agent program read or write; when
+    /// writing was approved, a `write` or `create` of it, and its atomic save ([`is_save_of`]:
+    /// creating a new sibling `FILE.tmp…` and renaming it over the file). Only the agent
+    /// program's own requests come here (`crate::outside_fs`), never a command's.
+    fn linked_file(&self, request: &AskRequest) -> Option<Answer> {
+        let AskKind::File { access, real, .. } = &request.kind else {
+            return None;
+        };
+        let mut s = self.lock()?;
+        s.linked_files.retain(|l| l.at.elapsed() < LINK_WINDOW);
+        s.linked_files
+            .iter()
+            .any(|l| match (*access, real.as_slice()) {
+                ("read", [p]) => *p == l.path,
+                ("write", [p]) => l.write && *p == l.path,
+                ("create", [p]) => l.write && (*p == l.path || is_save_of(p, &l.path)),
+                ("rename", [from, to]) => l.write && *to == l.path && is_save_of(from, &l.path),
+                _ => false,
+            })
+            .then_some(Answer::Once)
+    }
+
     /// The one command inside a line of shell housekeeping, with the line's verdict, as the
     /// session's policy sees it in the worktree.
     fn inner_command(&self, line: &str) -> Option<(String, tyba_policy::Verdict)> {
@@ -1479,6 +1580,21 @@ pub(crate) struct HookWait {
     key: String,
     /// The directory the command was judged in ([`Broker::judged_cwd`]).
     cwd: std::path::PathBuf,
+    /// A file tool's files, resolved, and whether it writes them ([`Broker::hook_files`]).
+    files: Vec<std::path::PathBuf>,
+    writes: bool,
+}
+
+/// Whether `p` is a file an editor saves `file` through: a sibling (same directory) named
+/// `NAME.tmp` followed by anything, `NAME` being `file`'s name (Claude Code's `Write` and
+/// `Edit` write `FILE.tmp.PID.HEX`, then rename it over `FILE`).
+fn is_save_of(p: &std::path::Path, file: &std::path::Path) -> bool {
+    let (Some(dir), Some(name), Some(own)) = (p.parent(), p.file_name(), file.file_name()) else {
+        return false;
+    };
+    let mut prefix = own.as_encoded_bytes().to_vec();
+    prefix.extend_from_slice(b".tmp");
+    Some(dir) == file.parent() && name.as_encoded_bytes().starts_with(&prefix)
 }
 
 fn deny_answer(reason: &str) -> HookAnswer {
@@ -1492,6 +1608,12 @@ impl Approver for Broker {
     fn relay_gate(&self) -> Option<Arc<dyn crate::approve::RelayGate>> {
         let p = self.inner.prompt.lock().ok().and_then(|g| g.clone())?;
         Some(p)
+    }
+
+    fn answered(&self, request: &AskRequest) -> Option<Answer> {
+        let a = self.linked_file(request)?;
+        self.log_linked(request, &a);
+        Some(a)
     }
 
     fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {

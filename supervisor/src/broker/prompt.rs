@@ -1162,6 +1162,7 @@ mod tests {
             cwd: "/wt".into(),
             worktree: "/wt".into(),
             diff: Some(diff),
+            files: Vec::new(),
         };
         let hb = b.clone();
         let h = std::thread::spawn(move || hb.ask_hook(ask, std::process::id()));

@@ -114,6 +114,13 @@ pub struct HookAsk {
     /// comes from inside the sandbox. Absent from older hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+    /// For a file tool (`action` is `read`, `write` or `apply_patch` and these paths, as the
+    /// agent wrote them, joined by spaces): the paths, so that the person's approval can
+    /// reach the agent program's own access to exactly those files outside the worktree (the
+    /// broker resolves them itself and shows what an approval lets through:
+    /// [`crate::broker::Broker::ask_hook`]). Empty for any other tool, and from older hooks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 /// What a hook decided without asking the person.

@@ -185,6 +185,7 @@ fn hook_always_is_remembered_for_hooks_only_and_red_never() {
         cwd: "/wt".into(),
         worktree: "/wt".into(),
         diff: None,
+        files: Vec::new(),
     };
     let b2 = b.clone();
     let t = std::thread::spawn(move || b2.ask_hook(hook("yellow"), std::process::id()));
@@ -228,6 +229,7 @@ fn refusals_get_a_nudge_when_the_same_action_is_retried() {
         allowed: false,
         reason: Some("refused by tyba: x".into()),
         inner_command: inner.map(str::to_string),
+        quiet: false,
     };
     assert_eq!(b.record(&ev("curl a", None)), None);
     assert_eq!(b.record(&ev("curl b", None)), None, "another action");
@@ -364,6 +366,7 @@ fn shell_hook(command: &str, verdict: &str) -> HookAsk {
         cwd: std::env::temp_dir().display().to_string(),
         worktree: std::env::temp_dir().display().to_string(),
         diff: None,
+        files: Vec::new(),
     }
 }
 
@@ -533,6 +536,7 @@ fn asks_and_hook_denials_are_counted() {
                 cwd: String::new(),
                 worktree: String::new(),
                 diff: None,
+                files: Vec::new(),
             },
             std::process::id(),
         )
@@ -616,6 +620,7 @@ fn a_hook_diff_is_cleaned_and_bounded_before_anyone_sees_it() {
         cwd: "/wt".into(),
         worktree: "/wt".into(),
         diff: Some(diff),
+        files: Vec::new(),
     };
     let hb = b.clone();
     let h = std::thread::spawn(move || hb.ask_hook(ask, std::process::id()));
@@ -664,6 +669,7 @@ fn peers_without_the_diff_field_still_parse() {
         cwd: String::new(),
         worktree: String::new(),
         diff: Some("+a\n".into()),
+        files: Vec::new(),
     }))
     .unwrap();
     assert!(new_ask.contains(r#""diff":"+a\n""#), "{new_ask}");
@@ -833,6 +839,7 @@ fn hook_line(action: &str) -> String {
         cwd: String::new(),
         worktree: String::new(),
         diff: None,
+        files: Vec::new(),
     };
     let mut l = serde_json::to_string(&proto::Request::Ask(ask)).unwrap();
     l.push('\n');
@@ -966,4 +973,159 @@ fn hook_records_are_taken_on_the_hook_socket_and_counted() {
     );
     assert!(!r.ok, "{r:?}");
     b.close("test end");
+}
+
+/// The outside-files server's ask of `access` to `path` by the agent program.
+fn file_req(path: &std::path::Path, access: &'static str) -> AskRequest {
+    AskRequest {
+        kind: AskKind::File {
+            path: path.display().to_string(),
+            access,
+            scope: "reading this file",
+            holder: "the agent itself".into(),
+            real: vec![path.to_path_buf()],
+        },
+        ..req("unused", Verdict::Red)
+    }
+}
+
+/// A file tool's hook ask naming `files` with `action`.
+fn file_hook(action: &str, files: &[&str]) -> HookAsk {
+    HookAsk {
+        tool: "Read".into(),
+        action: action.into(),
+        verdict: "red".into(),
+        rememberable: false,
+        files: files.iter().map(|f| f.to_string()).collect(),
+        ..shell_hook("unused", "red")
+    }
+}
+
+#[test]
+fn a_hook_approval_of_a_file_reaches_that_file_for_the_agent_program_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let notes = root.join("notes.md");
+    std::fs::write(&notes, "n").unwrap();
+    let other = root.join("other.md");
+    let b = linked_broker();
+    // Nothing answered yet: no answer without an ask.
+    assert_eq!(b.answered(&file_req(&notes, "read")), None);
+    let b2 = b.clone();
+    let mut read = file_hook(&format!("read {}", notes.display()), &[]);
+    read.files = vec![notes.display().to_string()];
+    let t = std::thread::spawn(move || b2.ask_hook(read, std::process::id()));
+    let p = wait_pending(&b, 1);
+    // The person is shown what an approval lets through, resolved.
+    assert!(
+        p[0].reasons.iter().any(|r| r.contains(&format!(
+            "the agent program itself read {}",
+            notes.display()
+        ))),
+        "{:?}",
+        p[0].reasons
+    );
+    b.answer(&p[0].id, WireAnswer::Once, None, "t").unwrap();
+    assert_eq!(t.join().unwrap().answer, WireAnswer::Once);
+    // The agent program's read of that file is the answer, more than once (one intent).
+    assert_eq!(b.answered(&file_req(&notes, "read")), Some(Answer::Once));
+    assert_eq!(b.answered(&file_req(&notes, "read")), Some(Answer::Once));
+    // Not writing it, not another file, not a listing.
+    assert_eq!(b.answered(&file_req(&notes, "write")), None);
+    assert_eq!(b.answered(&file_req(&other, "read")), None);
+    assert_eq!(b.answered(&file_req(&notes, "list")), None);
+    // A command's ask of the same file is asked, not linked.
+    let b3 = b.clone();
+    let r = file_req(&notes, "read");
+    let t = std::thread::spawn(move || b3.ask(&r).unwrap());
+    let p = wait_pending(&b, 1);
+    b.answer(&p[0].id, WireAnswer::Deny, None, "t").unwrap();
+    assert!(matches!(t.join().unwrap(), Answer::Deny { .. }));
+    b.close("over");
+}
+
+#[test]
+fn a_hook_ask_whose_files_are_not_its_action_links_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let shown = root.join("notes.md");
+    let secret = root.join("secret.txt");
+    let b = linked_broker();
+    // The action shows one file, the files field names another: no link, nothing shown.
+    let forged = file_hook(
+        &format!("read {}", shown.display()),
+        &[secret.to_str().unwrap()],
+    );
+    // A shell tool's files are never linked either.
+    let mut shell = shell_hook(&format!("cat {}", secret.display()), "red");
+    shell.files = vec![secret.display().to_string()];
+    for ask in [forged, shell] {
+        let b2 = b.clone();
+        let t = std::thread::spawn(move || b2.ask_hook(ask, std::process::id()));
+        let p = wait_pending(&b, 1);
+        assert!(
+            !p[0].reasons.iter().any(|r| r.contains("an approval lets")),
+            "{:?}",
+            p[0].reasons
+        );
+        b.answer(&p[0].id, WireAnswer::Once, None, "t").unwrap();
+        t.join().unwrap();
+    }
+    assert_eq!(b.answered(&file_req(&secret, "read")), None);
+    assert_eq!(b.answered(&file_req(&shown, "read")), None);
+    // The control: a write tool's ask naming the file links reading and writing it.
+    let b2 = b.clone();
+    let w = file_hook(
+        &format!("write {}", secret.display()),
+        &[secret.to_str().unwrap()],
+    );
+    let t = std::thread::spawn(move || b2.ask_hook(w, std::process::id()));
+    let p = wait_pending(&b, 1);
+    b.answer(&p[0].id, WireAnswer::Once, None, "t").unwrap();
+    t.join().unwrap();
+    for access in ["read", "write", "create"] {
+        assert_eq!(
+            b.answered(&file_req(&secret, access)),
+            Some(Answer::Once),
+            "{access}"
+        );
+    }
+    // Its atomic save: a new sibling `secret.txt.tmp…`, renamed over it; not another name,
+    // another directory, or a rename elsewhere.
+    let save = root.join("secret.txt.tmp.42.beef");
+    assert_eq!(b.answered(&file_req(&save, "create")), Some(Answer::Once));
+    // Made new, not an existing file of that name opened for writing.
+    assert_eq!(b.answered(&file_req(&save, "write")), None);
+    let rename = |from: &std::path::Path, to: &std::path::Path| AskRequest {
+        kind: AskKind::File {
+            path: format!("{} to {}", from.display(), to.display()),
+            access: "rename",
+            scope: "this rename",
+            holder: "the agent itself".into(),
+            real: vec![from.to_path_buf(), to.to_path_buf()],
+        },
+        ..req("unused", Verdict::Red)
+    };
+    assert_eq!(b.answered(&rename(&save, &secret)), Some(Answer::Once));
+    let sub = root.join("sub/secret.txt.tmp.1");
+    for (from, to) in [
+        (save.as_path(), shown.as_path()),
+        (secret.as_path(), save.as_path()),
+        (sub.as_path(), secret.as_path()),
+    ] {
+        assert_eq!(b.answered(&rename(from, to)), None, "{from:?} -> {to:?}");
+    }
+    for other in [
+        root.join("secret.txt.bak"),
+        root.join("xsecret.txt.tmp"),
+        sub,
+    ] {
+        assert_eq!(b.answered(&file_req(&other, "create")), None, "{other:?}");
+    }
+    // A read link covers no save.
+    assert_eq!(
+        b.answered(&file_req(&root.join("notes.md.tmp.1"), "create")),
+        None
+    );
+    b.close("over");
 }
