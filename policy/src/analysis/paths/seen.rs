@@ -10,6 +10,7 @@
 //! classification ([`crate::resolve_path`] for the agents' hook) nothing is kept.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -29,13 +30,40 @@ pub(crate) enum Node {
     Other,
 }
 
-/// Paths whose answers one classification keeps at most (beyond, each is looked at again):
-/// a typical line resolves a handful, and a search through this many costs less than one
-/// system call.
-const MAX_SEEN: usize = 256;
+/// Paths whose answers are kept in a list searched in order: a typical line resolves a
+/// handful, and a search through this many costs less than one system call.
+const SCANNED: usize = 64;
 
-/// The answers kept, by the path's bytes (a scan: no hashing of components).
-type Answers = Vec<(OsString, Node)>;
+/// Paths whose answers one classification keeps at most, the list and the map together
+/// (beyond, each is looked at again): an `xargs` line of tens of thousands of file names
+/// resolves each of their directories once, not once per name (about 100 bytes a path).
+const MAX_SEEN: usize = 1 << 16;
+
+/// The answers kept: the first [`SCANNED`] in a list (no hashing for a typical line), the
+/// rest by the path's bytes in a map.
+#[derive(Debug, Default)]
+struct Answers {
+    scanned: Vec<(OsString, Node)>,
+    hashed: HashMap<OsString, Node>,
+}
+
+impl Answers {
+    fn get(&self, p: &Path) -> Option<Node> {
+        self.scanned
+            .iter()
+            .find(|(k, _)| k.as_os_str() == p.as_os_str())
+            .map(|(_, n)| n.clone())
+            .or_else(|| self.hashed.get(p.as_os_str()).cloned())
+    }
+
+    fn keep(&mut self, p: &Path, n: &Node) {
+        if self.scanned.len() < SCANNED {
+            self.scanned.push((p.as_os_str().to_owned(), n.clone()));
+        } else if self.scanned.len() + self.hashed.len() < MAX_SEEN {
+            self.hashed.insert(p.as_os_str().to_owned(), n.clone());
+        }
+    }
+}
 
 thread_local! {
     static SEEN: RefCell<Option<Answers>> = const { RefCell::new(None) };
@@ -51,7 +79,7 @@ pub(crate) struct Seen {
 impl Seen {
     /// Starts keeping answers, fresh: nothing an earlier classification saw is reused.
     pub(crate) fn start() -> Seen {
-        let outer = SEEN.with(|s| s.replace(Some(Vec::new())));
+        let outer = SEEN.with(|s| s.replace(Some(Answers::default())));
         Seen { outer }
     }
 }
@@ -65,20 +93,13 @@ impl Drop for Seen {
 
 /// What is at `p`: kept while a [`Seen`] guard is alive, else looked at each time.
 pub(crate) fn node(p: &Path) -> Node {
-    let kept = |m: &Answers| {
-        m.iter()
-            .find(|(k, _)| k.as_os_str() == p.as_os_str())
-            .map(|(_, n)| n.clone())
-    };
-    if let Some(n) = SEEN.with(|s| s.borrow().as_ref().and_then(kept)) {
+    if let Some(n) = SEEN.with(|s| s.borrow().as_ref().and_then(|m| m.get(p))) {
         return n;
     }
     let n = look(p);
     SEEN.with(|s| {
         if let Some(m) = s.borrow_mut().as_mut() {
-            if m.len() < MAX_SEEN {
-                m.push((p.as_os_str().to_owned(), n.clone()));
-            }
+            m.keep(p, &n);
         }
     });
     n
@@ -127,6 +148,29 @@ mod tests {
         assert_eq!(node(dir.path()), Node::Dir);
         assert_eq!(node(Path::new("/dev/null")), Node::Other);
         assert_eq!(node(Path::new("a\0b")), Node::Missing);
+    }
+
+    /// Past the scanned list, answers are still kept (in the map), so a line of thousands of
+    /// names looks at each directory once.
+    #[test]
+    fn many_paths_are_kept_past_the_scanned_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let _seen = Seen::start();
+        let paths: Vec<PathBuf> = (0..SCANNED * 3)
+            .map(|i| dir.path().join(format!("f{i}")))
+            .collect();
+        for p in &paths {
+            assert_eq!(node(p), Node::Missing);
+        }
+        for p in &paths {
+            std::fs::write(p, "").unwrap();
+        }
+        // Every one of them answered from what this classification saw, the last included.
+        for p in &paths {
+            assert_eq!(node(p), Node::Missing, "{}", p.display());
+        }
+        drop(_seen);
+        assert_eq!(node(&paths[SCANNED * 3 - 1]), Node::File);
     }
 
     /// A change on the disk between two classifications changes the verdict: nothing the
