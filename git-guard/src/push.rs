@@ -863,7 +863,12 @@ fn match_push_refs(
             Some(d) => vec![(d.clone(), ok)],
             None => {
                 if let Some(r) = &src_ref {
-                    vec![(r.clone(), ok)]
+                    // git's match_explicit_refs: with no destination, the source ref's
+                    // resolved name (a symbolic ref `feat` -> `refs/heads/main` pushes to
+                    // `main`); a chain that does not end on a branch makes git fail.
+                    let (end, ended) = state.resolve_symref(r);
+                    let sure = ok && ended && (end == *r || end.starts_with("refs/heads/"));
+                    vec![(end, sure)]
                 } else if spec.src == "HEAD" {
                     // detached: git sends to a ref named HEAD, which the remote refuses
                     vec![("HEAD".to_string(), false)]

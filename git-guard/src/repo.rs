@@ -104,14 +104,68 @@ impl RepoState {
             Some(name) => Head::Branch(name.as_bstr().to_string()),
             None => Head::Detached,
         };
-        Ok(RepoState {
+        let mut state = RepoState {
             config,
             local_refs,
             head,
             git_dir: repo.git_dir().to_path_buf(),
             common_dir: repo.common_dir().to_path_buf(),
             workdir: work_tree.or_else(|| repo.workdir().map(Path::to_path_buf)),
-        })
+        };
+        // HEAD on a branch that is itself a symbolic ref (`refs/heads/feat` holding
+        // `ref: refs/heads/main`): git's current branch is the end of the chain.
+        if let Head::Branch(b) = &state.head {
+            let (end, _) = state.resolve_symref(b);
+            state.head = Head::Branch(end);
+        }
+        Ok(state)
+    }
+
+    /// The target of `name` when it is a symbolic ref in the files backend (a loose ref file
+    /// holding `ref: <target>`, gitrepository-layout(5)); `None` for a ref holding an object
+    /// id, a missing ref, or anything that is not a regular file (a FIFO is never opened).
+    /// Per-worktree refs (`refs/bisect/`, `refs/worktree/`, `refs/rewritten/`) are read in the
+    /// git dir, the rest in the common dir, as git does.
+    pub(crate) fn symref_target(&self, name: &str) -> Option<String> {
+        use std::io::Read;
+        if !name.starts_with("refs/") || name.split('/').any(|c| c.is_empty() || c == "..") {
+            return None;
+        }
+        let per_worktree = ["refs/bisect/", "refs/worktree/", "refs/rewritten/"]
+            .iter()
+            .any(|p| name.starts_with(p));
+        let dir = if per_worktree {
+            &self.git_dir
+        } else {
+            &self.common_dir
+        };
+        let path = dir.join(name);
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
+        let mut buf = Vec::new();
+        std::fs::File::open(&path)
+            .ok()?
+            .take(4096)
+            .read_to_end(&mut buf)
+            .ok()?;
+        let text = std::str::from_utf8(buf.strip_prefix(b"ref:")?).ok()?;
+        let target = text.trim();
+        (!target.is_empty()).then(|| target.to_string())
+    }
+
+    /// Where `name` ends after following symbolic refs, as git's `resolve_ref_unsafe` does
+    /// (at most 5 levels, `SYMREF_MAXDEPTH` in git's refs.c), and whether the chain ended
+    /// within them (`false`: git fails; the last name seen is given).
+    pub(crate) fn resolve_symref(&self, name: &str) -> (String, bool) {
+        let mut cur = name.to_string();
+        for _ in 0..5 {
+            match self.symref_target(&cur) {
+                Some(next) => cur = next,
+                None => return (cur, true),
+            }
+        }
+        (cur, false)
     }
 
     /// The refs of a repository at a local path (a bare or non-bare repository), for a remote

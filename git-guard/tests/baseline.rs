@@ -55,6 +55,9 @@ const REFSPECS: &[&[&str]] = &[
     &["refs/tags/*:refs/tags/*"],
     &["refs/heads/f*:refs/remotes/x/*"],
     &["feature:master", "+main:feat"],
+    &["alias"],
+    &["alias:x"],
+    &["heads/alias"],
 ];
 
 const OPTIONS: &[&[&str]] = &[
@@ -97,7 +100,8 @@ const CONFIGS: &[&[&str]] = &[
     ],
 ];
 
-const HEADS: &[&str] = &["main", "feature", "--detach"];
+/// `alias` is a symbolic ref to `main` (made below): checked out, HEAD -> alias -> main.
+const HEADS: &[&str] = &["main", "feature", "--detach", "alias"];
 
 struct Lcg(u64);
 impl Lcg {
@@ -130,6 +134,13 @@ fn resolution_matches_real_git() {
     let dir = fixture(root.path(), home);
     let work = dir.join("work");
     let protected = protected();
+    // A branch that is a symbolic ref to `main`: git pushes `alias` (no destination) to the
+    // remote's `main`, and HEAD on it makes `main` the current branch.
+    let mut sym = clean(Command::new("git"), home);
+    sym.arg("-C")
+        .arg(&work)
+        .args(["symbolic-ref", "refs/heads/alias", "refs/heads/main"]);
+    run_ok(&mut sym);
 
     // Every refspec set with the defaults, then a deterministic sample of the rest.
     let mut combos: Vec<(usize, usize, usize, usize, usize)> = Vec::new();
