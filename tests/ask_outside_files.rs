@@ -1360,3 +1360,118 @@ fn history_files_are_refused_quietly_to_every_process_reading_too() {
         assert_has_all(&who, "control", &bare, &lines);
     }
 }
+
+/// Answers every ask of the running session `s` until it ends: approved when its action
+/// contains `approve`, denied otherwise. Returns each ask's action with its reasons, and the
+/// session's end (status, stdout, stderr).
+fn drive(fx: &Fx, mut s: Session, approve: &str) -> (Vec<String>, (i32, String, String)) {
+    let mut asked = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while s.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        let (code, out, _) = fx.cli(&["inbox", "--json"]);
+        let v: serde_json::Value = if code == 0 {
+            serde_json::from_str(&out).unwrap_or_default()
+        } else {
+            serde_json::Value::Null
+        };
+        let pending: Vec<serde_json::Value> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .flat_map(|s| s["pending"].as_array().cloned().unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for p in pending {
+            let action = p["action"].as_str().unwrap_or("").to_string();
+            let id = p["id"].as_str().unwrap_or("").to_string();
+            let verb = if action.contains(approve) {
+                "approve"
+            } else {
+                "deny"
+            };
+            let _ = fx.cli(&[verb, &id]);
+            asked.push(format!("{action} / {}", p["reasons"]));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (asked, s.finish())
+}
+
+/// Run by the approved line of
+/// [`approving_a_new_outside_file_covers_that_file_only_with_and_without_the_server`]: writes
+/// the approved new file again, an existing sibling and a new sibling.
+const SIBLINGS_PY: &str = r#"
+def w(p, t):
+    name = p.split("/")[-1]
+    try:
+        with open(p, "w") as f:
+            f.write(t)
+        print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+w("../O/new.txt", "again\n")
+w("../O/secret.txt", "pwned\n")
+w("../O/other-new.txt", "pwned\n")
+"#;
+
+/// Issue 16 (hostile review, HIGH): approving a line that creates one file outside the
+/// worktree (`echo made > ../O/new.txt`) granted its whole directory read-write, so the
+/// command tree could rewrite every sibling. The approval covers that one file: with the
+/// outside-files server (which lets the runner's tree make and write that name only) and
+/// without it (`--outside-files off`: the file is made beforehand and only it is granted).
+#[test]
+fn approving_a_new_outside_file_covers_that_file_only_with_and_without_the_server() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served {
+                "newfile-fuse"
+            } else {
+                "newfile-off"
+            };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let o = beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+            script(&fx, "siblings.py", SIBLINGS_PY);
+            let mut extra = vec!["--autonomy", "high"];
+            if !served {
+                extra.extend(["--outside-files", "off"]);
+            }
+            let line =
+                "/bin/sh -c 'echo made > ../O/new.txt; /usr/bin/python3 siblings.py'; echo sh=$?";
+            let (asked, (code, out, err)) = drive(&fx, fx.start(&extra, line), "siblings.py");
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            for line in ["new.txt=ok", "secret.txt=ERR13", "other-new.txt=ERR13"] {
+                assert!(out.contains(line), "{line}: {ctx}");
+            }
+            // Checked from outside: the approved file holds what the command wrote; the
+            // sibling is unchanged and no other file was made.
+            assert_eq!(
+                std::fs::read_to_string(o.join("new.txt")).unwrap(),
+                "again\n",
+                "{ctx}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(o.join("secret.txt")).unwrap(),
+                "topsecret\n",
+                "{ctx}"
+            );
+            assert!(!o.join("other-new.txt").exists(), "{ctx}");
+            assert!(
+                asked.first().is_some_and(
+                    |a| a.contains("siblings.py") && a.contains("new.txt (that file only")
+                ),
+                "the ask says what an approval grants: {ctx}"
+            );
+            // The control: without the sandbox the same script rewrites the sibling.
+            let bare = without_sandbox(&fx, "siblings.py");
+            assert!(
+                bare.contains("secret.txt=ok") && bare.contains("other-new.txt=ok"),
+                "control: {bare}"
+            );
+        }
+    }
+}
+

@@ -519,7 +519,7 @@ fn within_the_grants(class: &Classification, granted: &[runner::Grant]) -> bool 
         return false;
     }
     let in_grant = |p: &std::path::Path, write: bool| {
-        let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let p = runner::real_target(p).map_or_else(|| p.to_path_buf(), |(p, _)| p);
         granted
             .iter()
             .any(|g| p.starts_with(&g.path) && (g.write || !write))
@@ -2534,6 +2534,13 @@ impl Notifier {
         };
         let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
         let (fds, cwd) = runner::inherited(tgid).map_err(cannot)?;
+        // A new file is granted as that one name: served by the outside-files server, which
+        // lets the runner's tree make and write it only; elsewhere made now, so that the
+        // Landlock rule is on the file and never on its directory.
+        runner::prepare_new_files(&c.grants, |dir| {
+            self.outside.as_ref().is_some_and(|o| o.serves(dir))
+        })
+        .map_err(|e| cannot(e.to_string()))?;
         let outside_grants: Vec<(PathBuf, bool)> =
             c.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
         let spawn = Spawn {
@@ -3037,10 +3044,12 @@ mod tests {
         let rw = [runner::Grant {
             path: remote.clone(),
             write: true,
+            new_file: false,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
             write: false,
+            new_file: false,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

@@ -909,7 +909,8 @@ impl OutsideFs {
     /// An approved command's runner started: its keeper is `ns_pid` (sandbox PID namespace)
     /// with identity `start` ([`procfs::Stat::start`]), and its line was approved with
     /// `grants` (`(path, write)`: a directory grants what is beneath it, as its Landlock rule
-    /// does).
+    /// does; a file that line creates is granted as that one name, never its directory:
+    /// `crate::runner::Grant::new_file`).
     pub(crate) fn runner_started(&self, ns_pid: u32, start: u64, grants: Vec<(PathBuf, bool)>) {
         if let Ok(mut r) = self.0.runners.lock() {
             r.insert(ns_pid, (start, grants));
@@ -922,6 +923,16 @@ impl OutsideFs {
     /// once; later calls change nothing.
     pub(crate) fn attach(&self, session: Box<dyn SessionLink>) {
         let _ = self.0.session.set(session);
+    }
+
+    /// Whether the server serves `path` (real): it is a covered entry or beneath one, so
+    /// every request on it reaches the server, which decides.
+    pub(crate) fn serves(&self, path: &Path) -> bool {
+        self.0
+            .covers
+            .iter()
+            .zip(&self.0.names)
+            .any(|(c, n)| is_within(path, &c.parent_path.join(n)))
     }
 
     /// The runner `ns_pid` with identity `start` ended.
