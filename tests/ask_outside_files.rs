@@ -1475,3 +1475,78 @@ fn approving_a_new_outside_file_covers_that_file_only_with_and_without_the_serve
     }
 }
 
+/// Run by [`refusals_are_answered_when_the_agents_stderr_is_a_full_pipe`]: three refusals
+/// that tyba tells on the process's stderr, each timed.
+const REFUSALS_PY: &str = r#"
+import os, socket, subprocess, time
+def step(name, f):
+    t = time.time()
+    try:
+        r = f()
+        r = "ok" if r is None else str(r)
+    except OSError as e:
+        r = "ERR%d" % e.errno
+    print("%s=%s in %ds" % (name, r, int(time.time() - t)), flush=True)
+step("mkfifo", lambda: os.mkfifo("../O/fifo"))
+step("connect", lambda: socket.create_connection(("192.0.2.1", 80), timeout=60).close())
+step("exec", lambda: subprocess.run(["/bin/cat", "../O/secret.txt"], stdout=subprocess.DEVNULL).returncode)
+"#;
+
+/// Issue 16 (hostile review, MEDIUM): tyba told refusals on the process's stderr with a
+/// blocking write from the thread that answers the request, so an agent whose stderr was a
+/// pipe nobody reads (filled first) hung the file server (a refused `mkfifo`) and the notify
+/// loop (a refused connect) for good, and the session could not end. Now each refusal is
+/// answered within a bound and the session ends.
+#[test]
+fn refusals_are_answered_when_the_agents_stderr_is_a_full_pipe() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-fullpipe") else {
+            continue;
+        };
+        let o = beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(&fx, "refusals.py", REFUSALS_PY);
+        // stderr: a pipe to a reader that never reads, filled by a writer left blocked.
+        let line = r#"exec 2> >(exec /bin/sleep 100000)
+( /usr/bin/head -c 1000000 /dev/zero >&2 ) &
+/bin/sleep 1
+/usr/bin/python3 refusals.py
+echo end"#;
+        let t = Instant::now();
+        let s = fx.start(&["--autonomy", "high", "--non-interactive"], line);
+        let (code, out, err) = s.finish();
+        let ctx = format!("{who:?}: {out} / {err}");
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "the session ends: {ctx}"
+        );
+        assert_eq!(code, 0, "{ctx}");
+        for step in ["mkfifo=ERR13 in ", "connect=ERR", "end"] {
+            assert!(out.contains(step), "{step}: {ctx}");
+        }
+        // The refusal program's status, or SIGKILL for a spawn whose file name could not be
+        // rewritten (its reason told first): refused either way.
+        assert!(
+            out.contains("exec=126 in ") || out.contains("exec=-9 in "),
+            "{ctx}"
+        );
+        // Each answered promptly (the proxy gives up its own message after a second).
+        for l in out.lines().filter(|l| l.contains(" in ")) {
+            let secs: u64 = l
+                .rsplit(" in ")
+                .next()
+                .unwrap()
+                .trim_end_matches('s')
+                .parse()
+                .unwrap();
+            assert!(secs <= 5, "{l}: {ctx}");
+        }
+        assert!(!o.join("fifo").exists(), "{ctx}");
+        // The refusals are logged all the same.
+        let log = fx.log_lines();
+        assert!(
+            log.iter().any(|l| l.to_string().contains("mknod")),
+            "{who:?}: {log:?}"
+        );
+    }
+}
+

@@ -639,6 +639,17 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     // one poll period; it holds nothing that needs joining.
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(loop_thread);
+    // Refusals that could not be told on a process's stderr without waiting on it
+    // (`crate::teller`): said once, in the audit log.
+    let untold = crate::teller::dropped();
+    if untold > 0 {
+        notifier.approver.note(
+            "refusals not told",
+            &format!(
+                "{untold} refusal message(s) were not written on the refused processes' stderr (it was full, or the queue was); each refusal is in this log"
+            ),
+        );
+    }
     // The audit thread writes allowed execs in batches: the last ones are on disk before the
     // session's end is reported.
     if let Some(tx) = &notifier.allowed {

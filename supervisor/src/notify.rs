@@ -572,16 +572,10 @@ fn shorten(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-/// Writes `tyba: <reason>` on the stderr of thread `tid`'s process.
+/// Tells `tyba: <reason>` on the stderr of thread `tid`'s process, without waiting on it
+/// ([`crate::teller`]: a full pipe nobody reads never holds the thread that decides).
 pub(crate) fn write_stderr(tid: u32, reason: &str) {
-    if let Ok(pid) = procfs::tgid(tid) {
-        if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
-            if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
-                let mut f = std::fs::File::from(fd);
-                let _ = writeln!(f, "tyba: {reason}");
-            }
-        }
-    }
+    crate::teller::tell(tid, reason);
 }
 
 /// Makes `notifier` hear the resolver relay's refused lookups ([`crate::dns::Lookups`]):
@@ -2311,19 +2305,17 @@ impl Notifier {
                     // share the memory): failing its exec makes the caller raise
                     // `Permission denied` and drop what the child wrote. It is ended instead,
                     // once its stderr says why: the spawn succeeds, and the caller reads the
-                    // reason from the child's output (its status: killed by SIGKILL). Off
-                    // this thread: a full pipe on its stderr must not stall decisions.
-                    let child = Arc::new(child);
-                    let c = Arc::clone(&child);
-                    let started = spawn_worker(move || {
-                        if let Ok(fd) = sys::pidfd_getfd(c.as_fd(), 2) {
-                            let mut f = std::fs::File::from(fd);
-                            let _ = writeln!(f, "tyba: {reason}");
-                        }
+                    // reason from the child's output (its status: killed by SIGKILL). Told
+                    // by the teller, which never waits on a full pipe on its stderr; the
+                    // child is killed once it is written or dropped.
+                    let kill = move |c: OwnedFd| {
                         let _ = sys::pidfd_send_signal(c.as_fd(), libc::SIGKILL);
-                    });
-                    if !started {
-                        let _ = sys::pidfd_send_signal(child.as_fd(), libc::SIGKILL);
+                    };
+                    match sys::pidfd_getfd(child.as_fd(), 2) {
+                        Ok(fd) => {
+                            crate::teller::tell_fd(fd, &reason, Some(Box::new(move || kill(child))))
+                        }
+                        Err(_) => kill(child),
                     }
                     return;
                 }

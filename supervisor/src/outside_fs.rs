@@ -1851,24 +1851,30 @@ impl Filesystem for OutsideFs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        let Ok(d) = self.0.dirs.lock() else {
-            return reply.error(Errno::EIO);
+        let mut reply = self.0.serve(req, "readdir", reply);
+        let list = match self.0.dirs.lock() {
+            Ok(d) => d.get(&fh.0).cloned(),
+            Err(_) => return reply.send(|r| r.error(Errno::EIO)),
         };
-        let Some(list) = d.get(&fh.0) else {
-            return reply.error(Errno::EBADF);
+        let Some(list) = list else {
+            return reply.send(|r| r.error(Errno::EBADF));
         };
         for (i, (ino, kind, name)) in list.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
+            let full = reply
+                .reply
+                .as_mut()
+                .is_some_and(|r| r.add(INodeNo(*ino), (i + 1) as u64, *kind, name));
+            if full {
                 break;
             }
         }
-        reply.ok();
+        reply.send(|r| r.ok());
     }
 
     fn readdirplus(
@@ -1927,19 +1933,20 @@ impl Filesystem for OutsideFs {
 
     fn releasedir(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let reply = self.0.serve(req, "releasedir", reply);
         if let Ok(mut d) = self.0.dirs.lock() {
             d.remove(&fh.0);
         }
         if let Ok(mut r) = self.0.root_attrs.lock() {
             r.remove(&fh.0);
         }
-        reply.ok();
+        reply.send(|r| r.ok());
     }
 
     fn create(
@@ -2287,11 +2294,13 @@ impl Filesystem for OutsideFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
+        let reply = self.0.serve(req, "mknod", reply);
         let what = match self.0.child(parent, name) {
             Some(n) => format!("mknod {}", self.0.real(&n).display()),
             None => "mknod".to_string(),
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        let e = self.0.refuse_unasked(req.pid(), what);
+        reply.send(|r| r.error(e));
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
