@@ -1550,3 +1550,106 @@ echo end"#;
     }
 }
 
+/// Issue 16 (hostile review): tyba's own directories were refused by path only, so renaming
+/// one of their ancestors (approved) reached them under another name. Renaming or removing a
+/// directory that holds them is refused unasked, even when every ask is approved.
+#[test]
+fn tybas_own_directories_are_not_reached_through_a_renamed_ancestor() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-own-moved") else {
+            continue;
+        };
+        let local = fx.home.join(".local");
+        std::fs::create_dir_all(local.join("state/tyba")).unwrap();
+        std::fs::create_dir_all(local.join("other")).unwrap();
+        give(&local, &who);
+        script(
+            &fx,
+            "t.py",
+            &format!(
+                r#"
+import os
+def step(name, f):
+    try:
+        r = f(); print(name + "=ok " + str(r), flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+l = "{l}"
+step("move-state", lambda: os.rename(l + "/state", l + "/s2"))
+step("list-moved", lambda: os.listdir(l + "/s2/tyba"))
+step("move-other", lambda: os.rename(l + "/other", l + "/other2"))
+"#,
+                l = local.display()
+            ),
+        );
+        let (asked, (code, out, err)) = drive(
+            &fx,
+            fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py"),
+            "",
+        );
+        let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("move-state=ERR13"), "{ctx}");
+        assert!(!out.contains("list-moved=ok"), "{ctx}");
+        assert!(local.join("state/tyba").is_dir(), "{ctx}");
+        assert!(!local.join("s2").exists(), "{ctx}");
+        assert!(
+            !asked.iter().any(|a| a.contains("/state")),
+            "refused unasked: {ctx}"
+        );
+        // The control: a sibling that holds nothing of tyba's is asked and moved.
+        assert!(out.contains("move-other=ok"), "{ctx}");
+        assert!(local.join("other2").is_dir(), "{ctx}");
+    }
+}
+
+/// Issue 16 (hostile review): a credential behind a symbolic link (`~/.ssh` linked to
+/// `~/dotfiles/ssh`) was asked without the sensitive confirmation, the credential rule being
+/// lexical on the real path the server sees. It is a credential by every name it is reached
+/// by.
+#[test]
+fn a_credential_behind_a_linked_dotfile_directory_asks_as_sensitive() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-cred-link") else {
+            continue;
+        };
+        let dot = fx.home.join("dotfiles");
+        std::fs::create_dir_all(dot.join("ssh")).unwrap();
+        std::fs::write(dot.join("ssh/work_key"), "KEY\n").unwrap();
+        std::fs::write(dot.join("vimrc"), "set nu\n").unwrap();
+        std::os::unix::fs::symlink("dotfiles/ssh", fx.home.join(".ssh")).unwrap();
+        give(&dot, &who);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+for p in ["~/dotfiles/vimrc", "~/.ssh/work_key", "~/dotfiles/ssh/work_key"]:
+    try:
+        print(p, open(os.path.expanduser(p)).read().strip(), flush=True)
+    except OSError as e:
+        print(p, "ERR%d" % e.errno, flush=True)
+"#,
+        );
+        let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
+        // The control: an ordinary file beside it names no credential.
+        let plain = answer(&fx, "vimrc", "approve");
+        assert!(!plain.contains("credential"), "{who:?}: {plain}");
+        for _ in 0..2 {
+            let key = answer(&fx, "work_key", "deny");
+            assert!(
+                key.contains("credential path (~/.ssh, reached by another name)")
+                    && key.contains("sensitive"),
+                "{who:?}: {key}"
+            );
+        }
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("~/dotfiles/vimrc set nu"), "{who:?}: {out}");
+        assert!(out.contains("~/.ssh/work_key ERR13"), "{who:?}: {out}");
+        assert!(
+            out.contains("~/dotfiles/ssh/work_key ERR13"),
+            "{who:?}: {out}"
+        );
+    }
+}

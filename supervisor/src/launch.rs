@@ -430,15 +430,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 .or(stage2),
             outside.is_some(),
         ) {
-            match serve_outside(
-                &plan.outside_covers,
-                history.clone(),
-                &approver,
-                s2,
-                fd,
-                uid,
-                gid,
-            ) {
+            match serve_outside(&plan, history.clone(), &approver, s2, fd, uid, gid) {
                 Ok(fs) => outside = Some(fs),
                 Err(e) => {
                     let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
@@ -943,9 +935,10 @@ impl crate::outside_fs::SessionLink for OutsideLink {
 }
 
 /// Takes the outside-files filesystem's device (fd `fd` of stage 2, `pidfd_getfd(2)`) and
-/// starts its server ([`crate::outside_fs::serve`]), refusing `history` quietly.
+/// starts its server for the plan's covers ([`crate::outside_fs::serve`]), refusing `history`
+/// quietly and the run directories beside the plan's temp dir unasked.
 fn serve_outside(
-    covers: &[PathBuf],
+    plan: &SandboxPlan,
     history: crate::outside_fs::HistoryFiles,
     approver: &Arc<dyn Approver>,
     stage2: i32,
@@ -955,7 +948,14 @@ fn serve_outside(
 ) -> std::io::Result<crate::outside_fs::OutsideFs> {
     let pfd = sys::pidfd_open(stage2)?;
     let dev = sys::pidfd_getfd(pfd.as_fd(), fd)?;
-    let fs = crate::outside_fs::OutsideFs::new(covers, Arc::clone(approver), history, uid, gid)?;
+    let fs = crate::outside_fs::OutsideFs::new(
+        &plan.outside_covers,
+        Arc::clone(approver),
+        history,
+        uid,
+        gid,
+        Some(&plan.tmp_dir),
+    )?;
     crate::outside_fs::serve(fs.clone(), dev)?;
     Ok(fs)
 }
