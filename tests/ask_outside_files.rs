@@ -1360,3 +1360,296 @@ fn history_files_are_refused_quietly_to_every_process_reading_too() {
         assert_has_all(&who, "control", &bare, &lines);
     }
 }
+
+/// Answers every ask of the running session `s` until it ends: approved when its action
+/// contains `approve`, denied otherwise. Returns each ask's action with its reasons, and the
+/// session's end (status, stdout, stderr).
+fn drive(fx: &Fx, mut s: Session, approve: &str) -> (Vec<String>, (i32, String, String)) {
+    let mut asked = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while s.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        let (code, out, _) = fx.cli(&["inbox", "--json"]);
+        let v: serde_json::Value = if code == 0 {
+            serde_json::from_str(&out).unwrap_or_default()
+        } else {
+            serde_json::Value::Null
+        };
+        let pending: Vec<serde_json::Value> = v
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .flat_map(|s| s["pending"].as_array().cloned().unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for p in pending {
+            let action = p["action"].as_str().unwrap_or("").to_string();
+            let id = p["id"].as_str().unwrap_or("").to_string();
+            let verb = if action.contains(approve) {
+                "approve"
+            } else {
+                "deny"
+            };
+            let _ = fx.cli(&[verb, &id]);
+            asked.push(format!("{action} / {}", p["reasons"]));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (asked, s.finish())
+}
+
+/// Run by the approved line of
+/// [`approving_a_new_outside_file_covers_that_file_only_with_and_without_the_server`]: writes
+/// the approved new file again, an existing sibling and a new sibling.
+const SIBLINGS_PY: &str = r#"
+def w(p, t):
+    name = p.split("/")[-1]
+    try:
+        with open(p, "w") as f:
+            f.write(t)
+        print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+w("../O/new.txt", "again\n")
+w("../O/secret.txt", "pwned\n")
+w("../O/other-new.txt", "pwned\n")
+"#;
+
+/// Issue 16 (hostile review, HIGH): approving a line that creates one file outside the
+/// worktree (`echo made > ../O/new.txt`) granted its whole directory read-write, so the
+/// command tree could rewrite every sibling. The approval covers that one file: with the
+/// outside-files server (which lets the runner's tree make and write that name only) and
+/// without it (`--outside-files off`: the file is made beforehand and only it is granted).
+#[test]
+fn approving_a_new_outside_file_covers_that_file_only_with_and_without_the_server() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served {
+                "newfile-fuse"
+            } else {
+                "newfile-off"
+            };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let o = beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+            script(&fx, "siblings.py", SIBLINGS_PY);
+            let mut extra = vec!["--autonomy", "high"];
+            if !served {
+                extra.extend(["--outside-files", "off"]);
+            }
+            let line =
+                "/bin/sh -c 'echo made > ../O/new.txt; /usr/bin/python3 siblings.py'; echo sh=$?";
+            let (asked, (code, out, err)) = drive(&fx, fx.start(&extra, line), "siblings.py");
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            for line in ["new.txt=ok", "secret.txt=ERR13", "other-new.txt=ERR13"] {
+                assert!(out.contains(line), "{line}: {ctx}");
+            }
+            // Checked from outside: the approved file holds what the command wrote; the
+            // sibling is unchanged and no other file was made.
+            assert_eq!(
+                std::fs::read_to_string(o.join("new.txt")).unwrap(),
+                "again\n",
+                "{ctx}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(o.join("secret.txt")).unwrap(),
+                "topsecret\n",
+                "{ctx}"
+            );
+            assert!(!o.join("other-new.txt").exists(), "{ctx}");
+            assert!(
+                asked.first().is_some_and(
+                    |a| a.contains("siblings.py") && a.contains("new.txt (that file only")
+                ),
+                "the ask says what an approval grants: {ctx}"
+            );
+            // The control: without the sandbox the same script rewrites the sibling.
+            let bare = without_sandbox(&fx, "siblings.py");
+            assert!(
+                bare.contains("secret.txt=ok") && bare.contains("other-new.txt=ok"),
+                "control: {bare}"
+            );
+        }
+    }
+}
+
+/// Run by [`refusals_are_answered_when_the_agents_stderr_is_a_full_pipe`]: three refusals
+/// that tyba tells on the process's stderr, each timed.
+const REFUSALS_PY: &str = r#"
+import os, socket, subprocess, time
+def step(name, f):
+    t = time.time()
+    try:
+        r = f()
+        r = "ok" if r is None else str(r)
+    except OSError as e:
+        r = "ERR%d" % e.errno
+    print("%s=%s in %ds" % (name, r, int(time.time() - t)), flush=True)
+step("mkfifo", lambda: os.mkfifo("../O/fifo"))
+step("connect", lambda: socket.create_connection(("192.0.2.1", 80), timeout=60).close())
+step("exec", lambda: subprocess.run(["/bin/cat", "../O/secret.txt"], stdout=subprocess.DEVNULL).returncode)
+"#;
+
+/// Issue 16 (hostile review, MEDIUM): tyba told refusals on the process's stderr with a
+/// blocking write from the thread that answers the request, so an agent whose stderr was a
+/// pipe nobody reads (filled first) hung the file server (a refused `mkfifo`) and the notify
+/// loop (a refused connect) for good, and the session could not end. Now each refusal is
+/// answered within a bound and the session ends.
+#[test]
+fn refusals_are_answered_when_the_agents_stderr_is_a_full_pipe() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-fullpipe") else {
+            continue;
+        };
+        let o = beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(&fx, "refusals.py", REFUSALS_PY);
+        // stderr: a pipe to a reader that never reads, filled by a writer left blocked.
+        let line = r#"exec 2> >(exec /bin/sleep 100000)
+( /usr/bin/head -c 1000000 /dev/zero >&2 ) &
+/bin/sleep 1
+/usr/bin/python3 refusals.py
+echo end"#;
+        let t = Instant::now();
+        let s = fx.start(&["--autonomy", "high", "--non-interactive"], line);
+        let (code, out, err) = s.finish();
+        let ctx = format!("{who:?}: {out} / {err}");
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "the session ends: {ctx}"
+        );
+        assert_eq!(code, 0, "{ctx}");
+        for step in ["mkfifo=ERR13 in ", "connect=ERR", "end"] {
+            assert!(out.contains(step), "{step}: {ctx}");
+        }
+        // The refusal program's status, or SIGKILL for a spawn whose file name could not be
+        // rewritten (its reason told first): refused either way.
+        assert!(
+            out.contains("exec=126 in ") || out.contains("exec=-9 in "),
+            "{ctx}"
+        );
+        // Each answered promptly (the proxy gives up its own message after a second).
+        for l in out.lines().filter(|l| l.contains(" in ")) {
+            let secs: u64 = l
+                .rsplit(" in ")
+                .next()
+                .unwrap()
+                .trim_end_matches('s')
+                .parse()
+                .unwrap();
+            assert!(secs <= 5, "{l}: {ctx}");
+        }
+        assert!(!o.join("fifo").exists(), "{ctx}");
+        // The refusals are logged all the same.
+        let log = fx.log_lines();
+        assert!(
+            log.iter().any(|l| l.to_string().contains("mknod")),
+            "{who:?}: {log:?}"
+        );
+    }
+}
+
+/// Issue 16 (hostile review): tyba's own directories were refused by path only, so renaming
+/// one of their ancestors (approved) reached them under another name. Renaming or removing a
+/// directory that holds them is refused unasked, even when every ask is approved.
+#[test]
+fn tybas_own_directories_are_not_reached_through_a_renamed_ancestor() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-own-moved") else {
+            continue;
+        };
+        let local = fx.home.join(".local");
+        std::fs::create_dir_all(local.join("state/tyba")).unwrap();
+        std::fs::create_dir_all(local.join("other")).unwrap();
+        give(&local, &who);
+        script(
+            &fx,
+            "t.py",
+            &format!(
+                r#"
+import os
+def step(name, f):
+    try:
+        r = f(); print(name + "=ok " + str(r), flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+l = "{l}"
+step("move-state", lambda: os.rename(l + "/state", l + "/s2"))
+step("list-moved", lambda: os.listdir(l + "/s2/tyba"))
+step("move-other", lambda: os.rename(l + "/other", l + "/other2"))
+"#,
+                l = local.display()
+            ),
+        );
+        let (asked, (code, out, err)) = drive(
+            &fx,
+            fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py"),
+            "",
+        );
+        let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("move-state=ERR13"), "{ctx}");
+        assert!(!out.contains("list-moved=ok"), "{ctx}");
+        assert!(local.join("state/tyba").is_dir(), "{ctx}");
+        assert!(!local.join("s2").exists(), "{ctx}");
+        assert!(
+            !asked.iter().any(|a| a.contains("/state")),
+            "refused unasked: {ctx}"
+        );
+        // The control: a sibling that holds nothing of tyba's is asked and moved.
+        assert!(out.contains("move-other=ok"), "{ctx}");
+        assert!(local.join("other2").is_dir(), "{ctx}");
+    }
+}
+
+/// Issue 16 (hostile review): a credential behind a symbolic link (`~/.ssh` linked to
+/// `~/dotfiles/ssh`) was asked without the sensitive confirmation, the credential rule being
+/// lexical on the real path the server sees. It is a credential by every name it is reached
+/// by.
+#[test]
+fn a_credential_behind_a_linked_dotfile_directory_asks_as_sensitive() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-cred-link") else {
+            continue;
+        };
+        let dot = fx.home.join("dotfiles");
+        std::fs::create_dir_all(dot.join("ssh")).unwrap();
+        std::fs::write(dot.join("ssh/work_key"), "KEY\n").unwrap();
+        std::fs::write(dot.join("vimrc"), "set nu\n").unwrap();
+        std::os::unix::fs::symlink("dotfiles/ssh", fx.home.join(".ssh")).unwrap();
+        give(&dot, &who);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+for p in ["~/dotfiles/vimrc", "~/.ssh/work_key", "~/dotfiles/ssh/work_key"]:
+    try:
+        print(p, open(os.path.expanduser(p)).read().strip(), flush=True)
+    except OSError as e:
+        print(p, "ERR%d" % e.errno, flush=True)
+"#,
+        );
+        let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
+        // The control: an ordinary file beside it names no credential.
+        let plain = answer(&fx, "vimrc", "approve");
+        assert!(!plain.contains("credential"), "{who:?}: {plain}");
+        for _ in 0..2 {
+            let key = answer(&fx, "work_key", "deny");
+            assert!(
+                key.contains("credential path (~/.ssh, reached by another name)")
+                    && key.contains("sensitive"),
+                "{who:?}: {key}"
+            );
+        }
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(out.contains("~/dotfiles/vimrc set nu"), "{who:?}: {out}");
+        assert!(out.contains("~/.ssh/work_key ERR13"), "{who:?}: {out}");
+        assert!(
+            out.contains("~/dotfiles/ssh/work_key ERR13"),
+            "{who:?}: {out}"
+        );
+    }
+}

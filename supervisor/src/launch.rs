@@ -430,15 +430,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 .or(stage2),
             outside.is_some(),
         ) {
-            match serve_outside(
-                &plan.outside_covers,
-                history.clone(),
-                &approver,
-                s2,
-                fd,
-                uid,
-                gid,
-            ) {
+            match serve_outside(&plan, history.clone(), &approver, s2, fd, uid, gid) {
                 Ok(fs) => outside = Some(fs),
                 Err(e) => {
                     let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
@@ -639,6 +631,17 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     // one poll period; it holds nothing that needs joining.
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(loop_thread);
+    // Refusals that could not be told on a process's stderr without waiting on it
+    // (`crate::teller`): said once, in the audit log.
+    let untold = crate::teller::dropped();
+    if untold > 0 {
+        notifier.approver.note(
+            "refusals not told",
+            &format!(
+                "{untold} refusal message(s) were not written on the refused processes' stderr (it was full, or the queue was); each refusal is in this log"
+            ),
+        );
+    }
     // The audit thread writes allowed execs in batches: the last ones are on disk before the
     // session's end is reported.
     if let Some(tx) = &notifier.allowed {
@@ -932,9 +935,10 @@ impl crate::outside_fs::SessionLink for OutsideLink {
 }
 
 /// Takes the outside-files filesystem's device (fd `fd` of stage 2, `pidfd_getfd(2)`) and
-/// starts its server ([`crate::outside_fs::serve`]), refusing `history` quietly.
+/// starts its server for the plan's covers ([`crate::outside_fs::serve`]), refusing `history`
+/// quietly and the run directories beside the plan's temp dir unasked.
 fn serve_outside(
-    covers: &[PathBuf],
+    plan: &SandboxPlan,
     history: crate::outside_fs::HistoryFiles,
     approver: &Arc<dyn Approver>,
     stage2: i32,
@@ -944,7 +948,14 @@ fn serve_outside(
 ) -> std::io::Result<crate::outside_fs::OutsideFs> {
     let pfd = sys::pidfd_open(stage2)?;
     let dev = sys::pidfd_getfd(pfd.as_fd(), fd)?;
-    let fs = crate::outside_fs::OutsideFs::new(covers, Arc::clone(approver), history, uid, gid)?;
+    let fs = crate::outside_fs::OutsideFs::new(
+        &plan.outside_covers,
+        Arc::clone(approver),
+        history,
+        uid,
+        gid,
+        Some(&plan.tmp_dir),
+    )?;
     crate::outside_fs::serve(fs.clone(), dev)?;
     Ok(fs)
 }

@@ -67,6 +67,7 @@ pub mod sandbox;
 pub mod session;
 pub mod state_layer;
 mod sys;
+mod teller;
 pub mod worktrees;
 
 pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};

@@ -519,7 +519,7 @@ fn within_the_grants(class: &Classification, granted: &[runner::Grant]) -> bool 
         return false;
     }
     let in_grant = |p: &std::path::Path, write: bool| {
-        let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let p = runner::real_target(p).map_or_else(|| p.to_path_buf(), |(p, _)| p);
         granted
             .iter()
             .any(|g| p.starts_with(&g.path) && (g.write || !write))
@@ -572,16 +572,10 @@ fn shorten(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-/// Writes `tyba: <reason>` on the stderr of thread `tid`'s process.
+/// Tells `tyba: <reason>` on the stderr of thread `tid`'s process, without waiting on it
+/// ([`crate::teller`]: a full pipe nobody reads never holds the thread that decides).
 pub(crate) fn write_stderr(tid: u32, reason: &str) {
-    if let Ok(pid) = procfs::tgid(tid) {
-        if let Ok(pidfd) = sys::pidfd_open(pid as i32) {
-            if let Ok(fd) = sys::pidfd_getfd(pidfd.as_fd(), 2) {
-                let mut f = std::fs::File::from(fd);
-                let _ = writeln!(f, "tyba: {reason}");
-            }
-        }
-    }
+    crate::teller::tell(tid, reason);
 }
 
 /// Makes `notifier` hear the resolver relay's refused lookups ([`crate::dns::Lookups`]):
@@ -2311,19 +2305,17 @@ impl Notifier {
                     // share the memory): failing its exec makes the caller raise
                     // `Permission denied` and drop what the child wrote. It is ended instead,
                     // once its stderr says why: the spawn succeeds, and the caller reads the
-                    // reason from the child's output (its status: killed by SIGKILL). Off
-                    // this thread: a full pipe on its stderr must not stall decisions.
-                    let child = Arc::new(child);
-                    let c = Arc::clone(&child);
-                    let started = spawn_worker(move || {
-                        if let Ok(fd) = sys::pidfd_getfd(c.as_fd(), 2) {
-                            let mut f = std::fs::File::from(fd);
-                            let _ = writeln!(f, "tyba: {reason}");
-                        }
+                    // reason from the child's output (its status: killed by SIGKILL). Told
+                    // by the teller, which never waits on a full pipe on its stderr; the
+                    // child is killed once it is written or dropped.
+                    let kill = move |c: OwnedFd| {
                         let _ = sys::pidfd_send_signal(c.as_fd(), libc::SIGKILL);
-                    });
-                    if !started {
-                        let _ = sys::pidfd_send_signal(child.as_fd(), libc::SIGKILL);
+                    };
+                    match sys::pidfd_getfd(child.as_fd(), 2) {
+                        Ok(fd) => {
+                            crate::teller::tell_fd(fd, &reason, Some(Box::new(move || kill(child))))
+                        }
+                        Err(_) => kill(child),
                     }
                     return;
                 }
@@ -2534,6 +2526,13 @@ impl Notifier {
         };
         let tgid = procfs::tgid(n.pid).map_err(|e| cannot(e.to_string()))?;
         let (fds, cwd) = runner::inherited(tgid).map_err(cannot)?;
+        // A new file is granted as that one name: served by the outside-files server, which
+        // lets the runner's tree make and write it only; elsewhere made now, so that the
+        // Landlock rule is on the file and never on its directory.
+        runner::prepare_new_files(&c.grants, |dir| {
+            self.outside.as_ref().is_some_and(|o| o.serves(dir))
+        })
+        .map_err(|e| cannot(e.to_string()))?;
         let outside_grants: Vec<(PathBuf, bool)> =
             c.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
         let spawn = Spawn {
@@ -3037,10 +3036,12 @@ mod tests {
         let rw = [runner::Grant {
             path: remote.clone(),
             write: true,
+            new_file: false,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
             write: false,
+            new_file: false,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

@@ -364,6 +364,23 @@ impl Access {
     }
 }
 
+/// The most characters of one operand an ask's headline shows ([`Op::shown`]): two fit
+/// in the headline's bound (`crate::broker::text::ACTION_MAX_CHARS`) with the words
+/// around them.
+const OPERAND_SHOWN: usize = 80;
+
+/// `p` for a headline: as it is when short, else `…` and its last characters (the name
+/// and the directories nearest it, which say what it is).
+fn short(p: &Path) -> String {
+    let s = p.display().to_string();
+    let n = s.chars().count();
+    if n <= OPERAND_SHOWN {
+        return s;
+    }
+    let tail: String = s.chars().skip(n - (OPERAND_SHOWN - 1)).collect();
+    format!("…{tail}")
+}
+
 /// What a request asks to do: an access to one path, or an operation that names two. Every
 /// path is real (as the supervisor sees it); the server does the operation relative to the
 /// directory fds it holds, following no link.
@@ -396,22 +413,63 @@ impl Op {
         }
     }
 
-    /// The operands as the ask shows them.
+    /// The operands as the ask's headline shows them: each of two cut to [`OPERAND_SHOWN`]
+    /// characters (its end kept), so both fit the headline's bound.
     fn shown(&self) -> String {
+        self.text(short)
+    }
+
+    /// The operands in full (the audit log, the ask's reasons).
+    fn full(&self) -> String {
+        self.text(|p| p.display().to_string())
+    }
+
+    /// For an operation naming two paths: each named in full, one reason each (the ask's
+    /// details), so the person sees the destination whatever the source's length.
+    fn operands(&self) -> Vec<String> {
+        let q = |p: &Path| p.display().to_string();
         match self {
+            Op::One(..) => Vec::new(),
+            Op::Rename {
+                from,
+                to,
+                exchange: true,
+                ..
+            } => vec![
+                format!("the first of the two swapped: {}", q(from)),
+                format!("the second of the two swapped: {}", q(to)),
+            ],
+            Op::Rename { from, to, .. } => vec![
+                format!("renamed: {}", q(from)),
+                format!("its new name: {}", q(to)),
+            ],
+            Op::Link { existing, at } => vec![
+                format!("the existing file: {}", q(existing)),
+                format!("its new second name: {}", q(at)),
+            ],
+            Op::Symlink { at, text } => vec![
+                format!("the new symbolic link: {}", q(at)),
+                format!("what it points to: {}", q(text)),
+            ],
+        }
+    }
+
+    fn text(&self, show: impl Fn(&Path) -> String) -> String {
+        match self {
+            // One operand: the headline's own bound cuts it, if ever.
             Op::One(p, _) => p.display().to_string(),
             Op::Rename {
                 from,
                 to,
                 exchange: true,
                 ..
-            } => format!("{} and {} (they swap names)", from.display(), to.display()),
+            } => format!("{} and {} (they swap names)", show(from), show(to)),
             Op::Rename {
                 from, to, replaces, ..
             } => format!(
                 "{} to {}{}",
-                from.display(),
-                to.display(),
+                show(from),
+                show(to),
                 if *replaces {
                     " (replacing the existing one)"
                 } else {
@@ -421,11 +479,11 @@ impl Op {
             Op::Link { existing, at } => {
                 format!(
                     "{} (a second name of the existing file {})",
-                    at.display(),
-                    existing.display()
+                    show(at),
+                    show(existing)
                 )
             }
-            Op::Symlink { at, text } => format!("{} -> {}", at.display(), text.display()),
+            Op::Symlink { at, text } => format!("{} -> {}", show(at), show(text)),
         }
     }
 
@@ -650,6 +708,17 @@ struct Inner {
     /// tyba's own directories (its configuration, state and sockets: [`own_dirs`]), real
     /// paths: never reachable from the sandbox, not even by asking.
     own: Vec<PathBuf>,
+    /// The same directories by identity (device, inode), taken at start: reached under
+    /// another name (an ancestor renamed), they are still tyba's own.
+    own_ids: Vec<FileId>,
+    /// The directories holding them (their ancestors), by identity: never renamed or
+    /// removed from the sandbox (that would give tyba's own directories another name).
+    own_ancestors: Vec<FileId>,
+    /// The run directories of the user's tyba sessions ([`RunDirs`]).
+    run: RunDirs,
+    /// The person's credential locations in the home by every name they are reached by
+    /// ([`credential_places`]): `(real path, the home's name for it)`.
+    credentials: Vec<(PathBuf, String)>,
     /// The requests being served, by their unique id ([`Served`]).
     flights: Mutex<HashMap<u64, Flight>>,
     /// Set when the connection was aborted for a late request: nothing more is asked.
@@ -799,6 +868,126 @@ fn own_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The run directories of tyba's sessions (`tyba-UID-ID`, `tyba-UID-ID.state`,
+/// `tyba-UID-ID.profile`: the temp dirs, the agents' state copies, the login profile), in the
+/// session's temp dir's directory and on the memory filesystem beside it
+/// (`crate::state_layer::beside_session`): tyba's own, never reached from the sandbox. A
+/// session worked in beside them (`--here` in `/tmp/x`) would otherwise cover them.
+#[derive(Debug, Default, Clone)]
+struct RunDirs {
+    /// The directories that hold them.
+    places: Vec<PathBuf>,
+    /// `tyba-UID-`: the names of the user's sessions' run dirs start with it.
+    prefix: String,
+    /// This session's own ones (real paths).
+    this_session: Vec<PathBuf>,
+}
+
+impl RunDirs {
+    fn of(tmp_dir: Option<&Path>, uid: u32) -> RunDirs {
+        let Some(tmp) = tmp_dir else {
+            return RunDirs::default();
+        };
+        let mut places = Vec::new();
+        let mut this_session = vec![real_path(tmp)];
+        for suffix in [".state", ".profile"] {
+            this_session.push(real_path(&crate::state_layer::beside_session(tmp, suffix)));
+        }
+        for p in &this_session {
+            if let Some(d) = p.parent() {
+                if !places.iter().any(|x: &PathBuf| x == d) {
+                    places.push(d.to_path_buf());
+                }
+            }
+        }
+        RunDirs {
+            places,
+            prefix: format!("tyba-{uid}-"),
+            this_session,
+        }
+    }
+
+    /// Whether `p` (real) is one of them or beneath one.
+    fn holds(&self, p: &Path) -> bool {
+        !self.prefix.is_empty()
+            && self.places.iter().any(|d| {
+                p.strip_prefix(d)
+                    .ok()
+                    .and_then(|r| r.components().next())
+                    .is_some_and(|c| {
+                        c.as_os_str()
+                            .to_str()
+                            .is_some_and(|n| n.starts_with(&self.prefix))
+                    })
+            })
+    }
+}
+
+/// A file's identity: (device, inode).
+type FileId = (u64, u64);
+
+/// The identities of `dirs` (those that exist) and of the directories holding them, up to
+/// `/` (taken at start, [`Inner::own_ids`], [`Inner::own_ancestors`]).
+fn identities(dirs: &[PathBuf]) -> (Vec<FileId>, Vec<FileId>) {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .map(|m| (m.dev(), m.ino()))
+    };
+    let own = dirs.iter().filter_map(|d| id(d)).collect();
+    let mut above: Vec<FileId> = Vec::new();
+    for d in dirs {
+        for a in d.ancestors().skip(1) {
+            if let Some(i) = id(a) {
+                if !above.contains(&i) {
+                    above.push(i);
+                }
+            }
+        }
+    }
+    (own, above)
+}
+
+/// The credential locations of a home (DESIGN.md §4): the directories and files the
+/// classifier calls credentials by name (`tyba_policy::credential_in_path`: `.ssh`, `.aws`,
+/// `.gnupg`, `.kube`, `.docker`, `.netrc`, `.git-credentials`, `.npmrc`, `.pypirc`) and the
+/// command-line tools' token stores (`.config/gh`, `.config/gcloud`, `.azure`,
+/// `.password-store`).
+const HOME_CREDENTIALS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".config/gh",
+    ".config/gcloud",
+    ".azure",
+    ".password-store",
+];
+
+/// The credential locations of `home` ([`HOME_CREDENTIALS`]) as real paths, resolved at
+/// start: a file is a credential by every name it is reached by, so `~/.ssh` linked to
+/// `~/dotfiles/ssh` makes `~/dotfiles/ssh/*` credentials too (the paths the server sees are
+/// real, where the name `.ssh` no longer appears). `(real path, ~/NAME)` for each that
+/// exists.
+fn credential_places(home: Option<&Path>) -> Vec<(PathBuf, String)> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    HOME_CREDENTIALS
+        .iter()
+        .filter_map(|n| {
+            let real = std::fs::canonicalize(home.join(n)).ok()?;
+            Some((real, format!("~/{n}")))
+        })
+        .collect()
+}
+
 /// `p` with its longest existing ancestor resolved (`canonicalize(3)`), the rest as written.
 fn real_path(p: &Path) -> PathBuf {
     let mut rest = Vec::new();
@@ -833,6 +1022,8 @@ fn request_bound() -> Duration {
 impl OutsideFs {
     /// A server for `covers` (absolute paths from [`plan_covers`]), asking through
     /// `approver`, refusing `history` quietly; `uid`/`gid` own the filesystem's own root.
+    /// `tmp_dir` is the session's temp dir: the run directories of tyba's sessions beside it
+    /// ([`RunDirs`]) are tyba's own, like [`own_dirs`].
     ///
     /// # Errors
     /// When the directory holding a cover cannot be opened.
@@ -842,7 +1033,13 @@ impl OutsideFs {
         history: HistoryFiles,
         uid: u32,
         gid: u32,
+        tmp_dir: Option<&Path>,
     ) -> io::Result<OutsideFs> {
+        let mut own = own_dirs();
+        let run = RunDirs::of(tmp_dir, uid);
+        own.extend(run.this_session.iter().cloned());
+        let (own_ids, own_ancestors) = identities(&own);
+        let credentials = credential_places(history.home.as_deref());
         let mut roots = Vec::new();
         let mut names = Vec::new();
         let mut opened: HashMap<&Path, Arc<OwnedFd>> = HashMap::new();
@@ -892,7 +1089,11 @@ impl OutsideFs {
             me: std::process::id(),
             uid,
             gid,
-            own: own_dirs(),
+            own_ids,
+            own_ancestors,
+            run,
+            credentials,
+            own,
             flights: Mutex::new(HashMap::new()),
             aborted: std::sync::atomic::AtomicBool::new(false),
             watchdog: Watchdog {
@@ -909,7 +1110,8 @@ impl OutsideFs {
     /// An approved command's runner started: its keeper is `ns_pid` (sandbox PID namespace)
     /// with identity `start` ([`procfs::Stat::start`]), and its line was approved with
     /// `grants` (`(path, write)`: a directory grants what is beneath it, as its Landlock rule
-    /// does).
+    /// does; a file that line creates is granted as that one name, never its directory:
+    /// `crate::runner::Grant::new_file`).
     pub(crate) fn runner_started(&self, ns_pid: u32, start: u64, grants: Vec<(PathBuf, bool)>) {
         if let Ok(mut r) = self.0.runners.lock() {
             r.insert(ns_pid, (start, grants));
@@ -922,6 +1124,16 @@ impl OutsideFs {
     /// once; later calls change nothing.
     pub(crate) fn attach(&self, session: Box<dyn SessionLink>) {
         let _ = self.0.session.set(session);
+    }
+
+    /// Whether the server serves `path` (real): it is a covered entry or beneath one, so
+    /// every request on it reaches the server, which decides.
+    pub(crate) fn serves(&self, path: &Path) -> bool {
+        self.0
+            .covers
+            .iter()
+            .zip(&self.0.names)
+            .any(|(c, n)| is_within(path, &c.parent_path.join(n)))
     }
 
     /// The runner `ns_pid` with identity `start` ended.
@@ -1169,11 +1381,91 @@ impl Inner {
         Late::Aborted(format!("a request ({})", first.op))
     }
 
-    /// Whether `op` touches one of tyba's own directories ([`own_dirs`]).
+    /// Whether `op` touches one of tyba's own directories ([`own_dirs`]): by path, or by
+    /// the identity of a directory on its way (one of them reached under another name), or
+    /// whether it renames or removes a directory holding them (by path or identity).
     fn is_own(&self, op: &Op) -> bool {
-        op.touched()
+        let touched = op.touched();
+        if touched
             .iter()
-            .any(|(p, _)| self.own.iter().any(|d| is_within(p, d)))
+            .any(|(p, _)| self.own.iter().any(|d| is_within(p, d)) || self.run.holds(p))
+        {
+            return true;
+        }
+        if touched.iter().any(|(p, _)| {
+            self.ids_on_the_way(p)
+                .iter()
+                .any(|i| self.own_ids.contains(i))
+        }) {
+            return true;
+        }
+        let moved: Vec<&Path> = match op {
+            Op::Rename { from, to, .. } => vec![from, to],
+            Op::One(p, Access::Remove) => vec![p],
+            _ => Vec::new(),
+        };
+        moved.iter().any(|p| {
+            if self.own.iter().any(|d| is_within(d, p)) {
+                return true;
+            }
+            let ids = self.ids_on_the_way(p);
+            ids.len() == self.depth_in_cover(p)
+                && ids.last().is_some_and(|i| self.own_ancestors.contains(i))
+        })
+    }
+
+    /// The cover `p` (real) lies in, and its path relative to the cover's directory.
+    fn in_cover(&self, p: &Path) -> Option<Node> {
+        self.covers
+            .iter()
+            .zip(&self.names)
+            .enumerate()
+            .find(|(_, (c, n))| is_within(p, &c.parent_path.join(n)))
+            .and_then(|(i, (c, _))| {
+                Some(Node {
+                    cover: i,
+                    rel: p.strip_prefix(&c.parent_path).ok()?.to_path_buf(),
+                })
+            })
+    }
+
+    /// How many components `p` has below its cover's directory (0 when in no cover).
+    fn depth_in_cover(&self, p: &Path) -> usize {
+        self.in_cover(p).map_or(0, |n| n.rel.components().count())
+    }
+
+    /// The identities of the entries on the way to `p` (real) from its cover's own entry,
+    /// `p` itself last, as far as they exist (no link followed).
+    fn ids_on_the_way(&self, p: &Path) -> Vec<FileId> {
+        let Some(n) = self.in_cover(p) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut rel = PathBuf::new();
+        for c in n.rel.components() {
+            rel.push(c);
+            match self.stat_node(&Node {
+                cover: n.cover,
+                rel: rel.clone(),
+            }) {
+                Ok(st) => out.push((st.st_dev, st.st_ino)),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    /// The credential `p` (real) is or lies in: by its own names (the classifier's rule,
+    /// `tyba_policy::credential_in_path`), or as one of the home's credential locations
+    /// reached by another name ([`credential_places`]: `~/.ssh` linked elsewhere).
+    fn credential(&self, p: &Path) -> Option<String> {
+        if let Some(c) = tyba_policy::credential_in_path(p) {
+            return Some(c);
+        }
+        self.credentials
+            .iter()
+            .find(|(real, _)| is_within(p, real))
+            .map(|(_, name)| format!("{name}, reached by another name"))
     }
 
     /// Who process `pid` is (the agent's interpreter, until the notify loop has told:
@@ -1280,7 +1572,7 @@ impl Inner {
         if self.aborted.load(Ordering::SeqCst) {
             return Err(libc::ENOTCONN);
         }
-        let what = format!("{} {}", op.word(), op.shown());
+        let what = format!("{} {}", op.word(), op.full());
         let Ok(pid) = procfs::tgid(tid) else {
             return Err(libc::EACCES);
         };
@@ -1323,35 +1615,8 @@ impl Inner {
                 "refused quietly by tyba: tyba's own hook's file access outside the worktree (its own look, not a command the model ran)".into(),
             ));
         }
-        let mut reasons = Vec::new();
-        for p in op.named() {
-            if let Some(c) = tyba_policy::credential_in_path(p) {
-                reasons.push(format!(
-                    "`{}` is a credential path ({c}): sensitive, confirm only if the agent must have it",
-                    p.display()
-                ));
-            }
-        }
-        reasons.push(format!(
-            "{} {}: outside the worktree and the paths the policy opens",
-            op.word(),
-            op.shown()
-        ));
         let (agent_only, holder) = self.holder(pid, asker);
-        let req = AskRequest {
-            kind: AskKind::File {
-                path: op.shown(),
-                access: op.word(),
-                scope: op.scope(),
-                holder,
-                real: op.real_paths(),
-            },
-            verdict: Verdict::Red,
-            reasons,
-            rememberable: false,
-            pid: tid,
-            exec: None,
-        };
+        let req = self.file_ask(op, holder, tid);
         let grant = |how: &str| -> Result<(), i32> {
             match (procfs::proc_id(pid), self.grants.lock()) {
                 (Ok(root), Ok(mut g)) => {
@@ -1393,6 +1658,43 @@ impl Inner {
         self.log(what, false, Some(refusal.clone()));
         crate::notify::write_stderr(tid, &refusal);
         Err(libc::EACCES)
+    }
+
+    /// The ask of `op` by thread `tid`, whose approval reaches `holder`: red (DESIGN.md §2a
+    /// "Outside means ask"), the worst of the paths it names deciding (a credential path
+    /// among them, a symbolic link's text too, makes it sensitive: §4). Its headline names
+    /// every operand, each cut to a bound ([`Op::shown`]), so a long source cannot push a
+    /// rename's or link's destination out of sight; the reasons name each in full.
+    fn file_ask(&self, op: &Op, holder: String, tid: u32) -> AskRequest {
+        let mut reasons = Vec::new();
+        for p in op.named() {
+            if let Some(c) = self.credential(p) {
+                reasons.push(format!(
+                    "`{}` is a credential path ({c}): sensitive, confirm only if the agent must have it",
+                    p.display()
+                ));
+            }
+        }
+        reasons.extend(op.operands());
+        reasons.push(format!(
+            "{} {}: outside the worktree and the paths the policy opens",
+            op.word(),
+            op.full()
+        ));
+        AskRequest {
+            kind: AskKind::File {
+                path: op.shown(),
+                access: op.word(),
+                scope: op.scope(),
+                holder,
+                real: op.real_paths(),
+            },
+            verdict: Verdict::Red,
+            reasons,
+            rememberable: false,
+            pid: tid,
+            exec: None,
+        }
     }
 
     fn refuse_unasked(&self, tid: u32, what: String) -> Errno {
@@ -1840,24 +2142,30 @@ impl Filesystem for OutsideFs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        let Ok(d) = self.0.dirs.lock() else {
-            return reply.error(Errno::EIO);
+        let mut reply = self.0.serve(req, "readdir", reply);
+        let list = match self.0.dirs.lock() {
+            Ok(d) => d.get(&fh.0).cloned(),
+            Err(_) => return reply.send(|r| r.error(Errno::EIO)),
         };
-        let Some(list) = d.get(&fh.0) else {
-            return reply.error(Errno::EBADF);
+        let Some(list) = list else {
+            return reply.send(|r| r.error(Errno::EBADF));
         };
         for (i, (ino, kind, name)) in list.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
+            let full = reply
+                .reply
+                .as_mut()
+                .is_some_and(|r| r.add(INodeNo(*ino), (i + 1) as u64, *kind, name));
+            if full {
                 break;
             }
         }
-        reply.ok();
+        reply.send(|r| r.ok());
     }
 
     fn readdirplus(
@@ -1916,19 +2224,20 @@ impl Filesystem for OutsideFs {
 
     fn releasedir(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let reply = self.0.serve(req, "releasedir", reply);
         if let Ok(mut d) = self.0.dirs.lock() {
             d.remove(&fh.0);
         }
         if let Ok(mut r) = self.0.root_attrs.lock() {
             r.remove(&fh.0);
         }
-        reply.ok();
+        reply.send(|r| r.ok());
     }
 
     fn create(
@@ -2276,11 +2585,13 @@ impl Filesystem for OutsideFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
+        let reply = self.0.serve(req, "mknod", reply);
         let what = match self.0.child(parent, name) {
             Some(n) => format!("mknod {}", self.0.real(&n).display()),
             None => "mknod".to_string(),
         };
-        reply.error(self.0.refuse_unasked(req.pid(), what));
+        let e = self.0.refuse_unasked(req.pid(), what);
+        reply.send(|r| r.error(e));
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
@@ -2467,6 +2778,7 @@ mod tests {
             HistoryFiles::default(),
             0,
             0,
+            None,
         )
         .unwrap();
         let node = |rel: &str| Node {
@@ -2545,6 +2857,129 @@ mod tests {
         };
         assert_eq!(s.touched(), vec![(Path::new("/h/O/l"), true)]);
         assert!(s.named().contains(&Path::new("/h/.ssh/id_rsa")));
+    }
+
+    /// A server for `covers` asking nobody, whose own directories are `own` and whose home
+    /// is `home`.
+    fn server(covers: &[PathBuf], own: &[PathBuf], home: Option<&Path>) -> OutsideFs {
+        let mut fs = OutsideFs::new(
+            covers,
+            Arc::new(crate::approve::DenyAll::non_interactive()),
+            HistoryFiles::new(&[], home),
+            0,
+            0,
+            None,
+        )
+        .unwrap();
+        let inner = Arc::get_mut(&mut fs.0).unwrap();
+        let (ids, above) = identities(own);
+        inner.own = own.to_vec();
+        inner.own_ids = ids;
+        inner.own_ancestors = above;
+        fs
+    }
+
+    #[test]
+    fn a_renames_ask_names_source_and_destination_with_the_worse_colour() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(root.join("O")).unwrap();
+        let fs = server(&[root.join("O")], &[], None);
+        // A source long enough to fill the headline on its own.
+        let from = root.join(format!("O/{}/notes.txt", "d".repeat(300)));
+        let to = root.join("O/.ssh/authorized_keys");
+        let op = Op::Rename {
+            from: from.clone(),
+            to: to.clone(),
+            exchange: false,
+            replaces: true,
+        };
+        let req = fs.0.file_ask(&op, "this command".into(), 1);
+        let shown = req.shown();
+        assert!(
+            shown.contains("notes.txt") && shown.contains(".ssh/authorized_keys"),
+            "{shown}"
+        );
+        let reasons = req.reasons.join("\n");
+        assert!(reasons.contains(&from.display().to_string()), "{reasons}");
+        assert!(reasons.contains(&to.display().to_string()), "{reasons}");
+        // The destination is the credential: the ask is sensitive for it.
+        assert_eq!(req.verdict, Verdict::Red);
+        assert!(
+            req.reasons[0].contains(&format!("`{}` is a credential path (.ssh)", to.display())),
+            "{reasons}"
+        );
+        // The same for a link, and each way round; the control names no credential.
+        let link = Op::Link {
+            existing: to.clone(),
+            at: from.clone(),
+        };
+        let req = fs.0.file_ask(&link, "this command".into(), 1);
+        assert!(req.shown().contains("authorized_keys") && req.shown().contains("notes.txt"));
+        assert!(req.reasons[0].contains("credential path"));
+        let plain = Op::Rename {
+            from: from.clone(),
+            to: root.join("O/plain.txt"),
+            exchange: false,
+            replaces: false,
+        };
+        let req = fs.0.file_ask(&plain, "this command".into(), 1);
+        assert!(!req.reasons.join(" ").contains("credential"));
+    }
+
+    #[test]
+    fn tybas_own_directories_are_known_by_identity_and_their_ancestors_stay_put() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(root.join("O/state/tyba/log")).unwrap();
+        std::fs::create_dir_all(root.join("O/other")).unwrap();
+        let own = root.join("O/state/tyba");
+        let fs = server(&[root.join("O")], std::slice::from_ref(&own), None);
+        let read = |p: &str| Op::One(root.join(p), Access::Read);
+        let rename = |a: &str, b: &str| Op::Rename {
+            from: root.join(a),
+            to: root.join(b),
+            exchange: false,
+            replaces: false,
+        };
+        assert!(fs.0.is_own(&read("O/state/tyba/log")));
+        assert!(!fs.0.is_own(&read("O/other")), "the control");
+        // Renaming or removing a directory that holds them: refused.
+        assert!(fs.0.is_own(&rename("O/state", "O/s2")));
+        assert!(fs.0.is_own(&Op::One(root.join("O/state"), Access::Remove)));
+        assert!(!fs.0.is_own(&rename("O/other", "O/o2")), "the control");
+        // Renamed all the same (by someone outside): reached under its new name, it is
+        // still tyba's own.
+        std::fs::rename(root.join("O/state"), root.join("O/s2")).unwrap();
+        assert!(fs.0.is_own(&read("O/s2/tyba/log")));
+        assert!(fs.0.is_own(&read("O/s2/tyba")));
+        assert!(fs.0.is_own(&rename("O/s2", "O/s3")));
+        assert!(!fs.0.is_own(&read("O/other")), "the control");
+    }
+
+    #[test]
+    fn a_credential_directory_reached_by_a_link_is_a_credential_by_its_real_path() {
+        let t = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(home.join("dotfiles/ssh")).unwrap();
+        std::fs::write(home.join("dotfiles/ssh/work_key"), "KEY").unwrap();
+        std::fs::create_dir_all(home.join("dotfiles/vim")).unwrap();
+        std::os::unix::fs::symlink("dotfiles/ssh", home.join(".ssh")).unwrap();
+        let fs = server(&[home.join("dotfiles")], &[], Some(&home));
+        let key = home.join("dotfiles/ssh/work_key");
+        assert_eq!(
+            tyba_policy::credential_in_path(&key),
+            None,
+            "no name says so"
+        );
+        assert_eq!(
+            fs.0.credential(&key).as_deref(),
+            Some("~/.ssh, reached by another name")
+        );
+        let req =
+            fs.0.file_ask(&Op::One(key, Access::Read), "this command".into(), 1);
+        assert!(req.reasons[0].contains("sensitive"), "{:?}", req.reasons);
+        assert_eq!(fs.0.credential(&home.join("dotfiles/vim/vimrc")), None);
     }
 
     #[test]

@@ -119,7 +119,7 @@ fn proxy(chan: OwnedFd) -> i32 {
         let msg = String::from_utf8_lossy(&buf[..n]);
         let msg = msg.as_ref();
         if let Some(reason) = msg.strip_prefix('r') {
-            let _ = writeln!(std::io::stderr(), "tyba: {reason}");
+            say(reason);
             return 126;
         }
         if let Some(c) = msg.strip_prefix('x').and_then(|c| c.parse::<i32>().ok()) {
@@ -147,9 +147,30 @@ fn proxy(chan: OwnedFd) -> i32 {
 }
 
 fn lost() -> i32 {
-    let _ = writeln!(
-        std::io::stderr(),
-        "tyba: the supervisor of this approved command is gone; it was ended"
-    );
+    say("the supervisor of this approved command is gone; it was ended");
     125
+}
+
+/// Writes `tyba: <text>` on stderr when it can be written within a second, else nothing: a
+/// full pipe nobody reads must not keep a refused command from ending (`poll(2)` for
+/// `POLLOUT`, then one write of less than a pipe buffer). The descriptor's own flags, which
+/// the agent shares, are left as they are.
+fn say(text: &str) {
+    let err = std::io::stderr();
+    let mut pfd = [PollFd::new(err.as_fd(), PollFlags::POLLOUT)];
+    let ready = matches!(nix::poll::poll(&mut pfd, PollTimeout::from(1000u16)), Ok(n) if n > 0)
+        && pfd[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLOUT));
+    if ready {
+        let mut line = format!("tyba: {text}");
+        line.truncate(
+            (0..=MAX_REASON.min(line.len()))
+                .rev()
+                .find(|&i| line.is_char_boundary(i))
+                .unwrap_or(0),
+        );
+        line.push('\n');
+        let _ = err.lock().write_all(line.as_bytes());
+    }
 }

@@ -96,24 +96,136 @@ pub(crate) enum FromStage {
 /// One path an approved command gets on top of the agent's ruleset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Grant {
-    /// The path (canonical).
+    /// The path (canonical; for a new file, its canonical parent joined with its name).
     pub path: PathBuf,
     /// Read-write (the line writes it) rather than read + execute.
     pub write: bool,
+    /// The line creates this file (it did not exist when asked): the approval covers that
+    /// one name, never its directory ([`prepare_new_files`]).
+    #[serde(default)]
+    pub new_file: bool,
 }
 
 impl std::fmt::Display for Grant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.new_file {
+            return write!(
+                f,
+                "create and read-write {} (that file only, not the rest of its directory)",
+                self.path.display()
+            );
+        }
         let how = if self.write { "read-write" } else { "read" };
         write!(f, "{how} {}", self.path.display())
     }
 }
 
+/// `p` as a grant names it: its canonical path when it exists, else its existing parent's
+/// canonical path joined with its name (`None` when neither: no parent, or a name like
+/// `..`).
+pub(crate) fn real_target(p: &Path) -> Option<(PathBuf, bool)> {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return Some((c, false));
+    }
+    let name = p.file_name()?;
+    let parent = std::fs::canonicalize(p.parent()?).ok()?;
+    Some((parent.join(name), true))
+}
+
+/// Why a new file an approved line creates cannot be prepared ([`prepare_new_files`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NewFileError {
+    /// The directory that would hold it cannot be opened without following a link.
+    #[error("the directory of {path} cannot be opened without following a link: {source}")]
+    Directory {
+        /// The new file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file cannot be created.
+    #[error("{path} cannot be created: {source}")]
+    Create {
+        /// The new file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Its name now holds something that is not a regular file (a link, a directory).
+    #[error("{path} exists now and is not a regular file")]
+    NotAFile {
+        /// The new file.
+        path: PathBuf,
+    },
+}
+
+/// Makes the new files of an approved line's grants enforceable as that one name each
+/// (issue 16: an approval of `echo x > ../O/new.txt` covers `new.txt`, never its siblings):
+/// - where the outside-files server serves the file's directory (`served`), nothing is done
+///   here: the cover is granted to every process by Landlock and the server lets the
+///   runner's tree create and write that name only (`crate::outside_fs`);
+/// - elsewhere, no directory is handed out: the file is created now, empty (`O_CREAT |
+///   O_EXCL`, in a directory reached from `/` with no link followed on the way, the final
+///   name not followed either), so that the runner's Landlock rule is on that file alone (a
+///   rule on a file gives no right on its directory). A regular file made there since the
+///   ask is granted as it is; anything else refuses the run.
+///
+/// # Errors
+/// [`NewFileError`]: the run is refused with it (fail closed).
+pub(crate) fn prepare_new_files(
+    grants: &[Grant],
+    served: impl Fn(&Path) -> bool,
+) -> Result<(), NewFileError> {
+    for g in grants.iter().filter(|g| g.new_file) {
+        let (Some(parent), Some(name)) = (g.path.parent(), g.path.file_name()) else {
+            return Err(NewFileError::NotAFile {
+                path: g.path.clone(),
+            });
+        };
+        if served(parent) {
+            continue;
+        }
+        let dir = crate::dirfd::DirFd::open(Path::new("/"))
+            .and_then(|root| match parent.strip_prefix("/") {
+                Ok(rel) if rel.as_os_str().is_empty() => Ok(root),
+                Ok(rel) => root.open_dir(rel),
+                Err(_) => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            })
+            .map_err(|source| NewFileError::Directory {
+                path: g.path.clone(),
+                source,
+            })?;
+        match dir.create_new_file(name, b"") {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let m = dir.meta(name).map_err(|source| NewFileError::Create {
+                    path: g.path.clone(),
+                    source,
+                })?;
+                if !m.file_type().is_file() {
+                    return Err(NewFileError::NotAFile {
+                        path: g.path.clone(),
+                    });
+                }
+            }
+            Err(source) => {
+                return Err(NewFileError::Create {
+                    path: g.path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What an approved line gets on top of the agent's ruleset (`named`: the classification's
 /// `paths`, `written`: its `writes`):
 /// - a path it only reads: that path, read + execute, when it exists;
-/// - a path it writes: that path read-write when it exists; when it does not exist yet, its
-///   existing parent directory read-write (creating a file needs rights on the directory);
+/// - a path it writes: that path read-write when it exists; when it does not exist yet (its
+///   parent does), that one new name ([`Grant::new_file`]), never its directory: approving
+///   `echo x > ../O/new.txt` must not let the command rewrite `../O/secret.txt`
+///   ([`prepare_new_files`] makes it enforceable);
 /// - nothing for paths the agent already has (under `read_write`, or read-only paths under
 ///   `read_only`), for `/`, or for a line the policy gives no grants
 ///   ([`tyba_policy::Classification::grants_allowed`]: opaque, or its paths reached through
@@ -129,21 +241,24 @@ pub(crate) fn grants(
     let mut out: Vec<Grant> = Vec::new();
     for p in &class.paths {
         let write = class.writes.contains(p);
-        let path = match std::fs::canonicalize(p) {
-            Ok(c) => c,
-            Err(_) if write => match p.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
-                Some(d) => d,
-                None => continue,
-            },
-            Err(_) => continue,
+        let (path, new_file) = match real_target(p) {
+            Some((path, new_file)) if write || !new_file => (path, new_file),
+            _ => continue,
         };
         let under = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
         if path == Path::new("/") || under(read_write) || (!write && under(read_only)) {
             continue;
         }
         match out.iter_mut().find(|g| g.path == path) {
-            Some(g) => g.write |= write,
-            None => out.push(Grant { path, write }),
+            Some(g) => {
+                g.write |= write;
+                g.new_file |= new_file;
+            }
+            None => out.push(Grant {
+                path,
+                write,
+                new_file,
+            }),
         }
     }
     out
@@ -928,25 +1043,48 @@ mod tests {
             o.join("gone/deeper"),
         ];
         let g = grants(&class(&named, &written), &rw, &ro);
-        // Read-only what is only read; the written file itself; a new file's parent; nothing
-        // for a missing read, a missing parent, covered paths, `/` or a repeat.
+        // Read-only what is only read; the written file itself; a new file as that one name,
+        // never its directory (issue 16: the approval of `> ../O/sub/new-file` must not
+        // reach `../O/sub/*`); nothing for a missing read, a missing parent, covered paths,
+        // `/` or a repeat.
         assert_eq!(
             g,
             vec![
                 Grant {
                     path: o.join("secret"),
-                    write: false
+                    write: false,
+                    new_file: false,
                 },
                 Grant {
                     path: o.join("target"),
-                    write: true
+                    write: true,
+                    new_file: false,
                 },
                 Grant {
-                    path: o.join("sub"),
-                    write: true
+                    path: o.join("sub/new-file"),
+                    write: true,
+                    new_file: true,
                 },
             ]
         );
+        assert!(!g.iter().any(|g| g.path == o.join("sub") || g.path == o));
+        // Made beforehand where no server serves it: that file, empty, and nothing else; a
+        // link planted under the name since the ask refuses the run, never followed.
+        prepare_new_files(&g, |_| false).unwrap();
+        assert_eq!(std::fs::read(o.join("sub/new-file")).unwrap(), b"");
+        assert_eq!(std::fs::read_dir(o.join("sub")).unwrap().count(), 1);
+        prepare_new_files(&g, |_| false).unwrap();
+        std::fs::remove_file(o.join("sub/new-file")).unwrap();
+        std::os::unix::fs::symlink("../secret", o.join("sub/new-file")).unwrap();
+        assert!(matches!(
+            prepare_new_files(&g, |_| false),
+            Err(NewFileError::NotAFile { .. })
+        ));
+        assert_eq!(std::fs::read(o.join("secret")).unwrap(), b"s");
+        std::fs::remove_file(o.join("sub/new-file")).unwrap();
+        // Served by the outside-files server: nothing is made here.
+        prepare_new_files(&g, |_| true).unwrap();
+        assert!(!o.join("sub/new-file").exists());
         // A line whose paths came through an alias or a script, or that is opaque, gets none.
         let mut c = class(&named, &written);
         c.add(tyba_policy::Finding::new(

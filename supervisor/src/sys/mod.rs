@@ -333,6 +333,26 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
     .map(|_| ())
 }
 
+/// Writes `buf` at the current position of `fd` without waiting (`pwritev2(2)` with offset
+/// -1 and `RWF_NOWAIT`): `EAGAIN` when it would wait (a full pipe), `EOPNOTSUPP` where the
+/// file does not take the flag (a terminal). The open file description's own flags, which
+/// another process may share, are left as they are.
+///
+/// # Errors
+/// The syscall error.
+pub fn write_nowait(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `iov` describes `buf`, which outlives the call and is only read by it.
+    let n = unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// A duplicate, in this process, of fd number `target_fd` of the process behind `pidfd`
 /// (`pidfd_getfd(2)`; needs ptrace-attach rights over it, which the supervisor has as the owner
 /// of the sandbox's user namespace).
