@@ -38,9 +38,10 @@ pub(super) fn param_lookup(
                     .collect();
             }
             match n.as_str() {
-                "HOME" => match env.home {
+                "HOME" => // A directory whose path is no UTF-8 text is no value a word can hold.
+                match env.home.and_then(|h| h.to_str()) {
                     Some(h) => vec![Val::Expanded {
-                        text: h.to_string_lossy().into_owned(),
+                        text: h.to_string(),
                         quoted,
                     }],
                     None => vec![Val::Unknown],
@@ -50,9 +51,10 @@ pub(super) fn param_lookup(
                     text: " \t\n".to_string(),
                     quoted,
                 }],
-                "PWD" => match env.cwd {
+                "PWD" => // A directory whose path is no UTF-8 text is no value a word can hold.
+                match env.cwd.and_then(|c| c.to_str()) {
                     Some(c) => vec![Val::Expanded {
-                        text: c.to_string_lossy().into_owned(),
+                        text: c.to_string(),
                         quoted,
                     }],
                     None => vec![Val::Unknown],
