@@ -12,11 +12,7 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn fixture() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    fixture_with(&[])
-}
-
-/// The fixture, then each of `extra` (scripts of `tests/data` run on the same directory).
+/// The fixture (`policy_fixture.sh`), then each of `extra` (scripts of `tests/data` run on the same directory).
 fn fixture_with(extra: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     for script in std::iter::once("policy_fixture.sh").chain(extra.iter().copied()) {
