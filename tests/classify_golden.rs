@@ -90,7 +90,7 @@ fn inputs() -> Vec<(String, serde_json::Value)> {
 fn snapshot() -> String {
     let tmp = tempfile::tempdir().unwrap();
     // The fixture, then the names that are no UTF-8 text of `commands-bytes.jsonl` (in
-    // `W/odd`, which no other case names).
+    // `W/build/.bytes`, which no other case names).
     for script in ["policy_fixture.sh", "bytes_fixture.sh"] {
         assert!(Command::new("bash")
             .arg(data(script))
