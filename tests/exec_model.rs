@@ -2926,9 +2926,9 @@ fn exec_shell_option_values_are_never_asked_as_the_script() {
 
 /// A name that is no UTF-8 text given to an exec (`cfg\xff`, a link to the worktree's
 /// `.env`) is a word the policy cannot know (docs/policy.md "Names that are not UTF-8"):
-/// `cat $'cfg\xff'`, and a shell's `-c` script holding it, are refused when nobody can be
-/// asked and asked when someone can, naming the bytes; the credential never reaches the
-/// output unasked. Before, the argument was decoded lossily to `cfg\u{FFFD}`, a path that
+/// `cat $'cfg\xff'` is refused when nobody can be asked and asked when someone can, naming
+/// the bytes; a shell's `-c` script holding them is refused (code tyba cannot analyse); the
+/// credential never reaches the output unasked. Before, the argument was decoded lossily to `cfg\u{FFFD}`, a path that
 /// does not exist, and the `cat` ran green. Controls: the same line outside tyba prints it,
 /// and so does the exec inside tyba once approved.
 #[test]
@@ -2943,9 +2943,11 @@ fn exec_argument_that_is_no_utf8_naming_a_credential_link_is_not_run_unasked() {
         std::os::unix::fs::symlink(".env", fx.wt.join(std::ffi::OsStr::from_bytes(b"cfg\xff")))
             .unwrap();
         give(&fx.wt, &fx.who);
-        for line in [
-            "cat $'cfg\\xff'; echo rc=$?",
-            "bash -c $'cat cfg\\xff'; echo rc=$?",
+        // The `cat` is asked; the shell whose script cannot be known is refused (blocked: code
+        // tyba cannot analyse), asked never.
+        for (line, asked) in [
+            ("cat $'cfg\\xff'; echo rc=$?", true),
+            ("bash -c $'cat cfg\\xff'; echo rc=$?", false),
         ] {
             let control = outside(&fx, &fx.wt, &fx.env(), &["/bin/bash", "-c", line]);
             assert!(control.out.contains(SECRET), "control {line}: {control:?}");
@@ -2964,6 +2966,14 @@ fn exec_argument_that_is_no_utf8_naming_a_credential_link_is_not_run_unasked() {
                 brief(&ran.asks)
             );
             assert!(!ran.out.contains(SECRET), "read unasked: {ctx}");
+            if !asked {
+                assert!(ran.out.contains("rc=126") && ran.asks.is_empty(), "{ctx}");
+                assert!(
+                    ran.err.contains("exec bash -c $'cat cfg\\xff'"),
+                    "the refusal names the bytes: {ctx}"
+                );
+                continue;
+            }
             assert!(
                 ran.asks.iter().any(|a| action(a).contains("cfg\\xff")),
                 "not asked naming the bytes: {ctx}"
