@@ -312,7 +312,15 @@ fn ansi_c_escapes_decode() {
     assert_eq!(d("\\xc3\\xa9"), "é");
     assert_eq!(d("\\303\\251"), "é");
     assert_eq!(d("\\c\\xff"), "\u{1c}xff");
-    for s in ["cfg\\xff", "cfg\\377", "cfg\\777", "\\xe9", "\\ud800", "\\U110000", "\\c\u{e9}"] {
+    for s in [
+        "cfg\\xff",
+        "cfg\\377",
+        "cfg\\777",
+        "\\xe9",
+        "\\ud800",
+        "\\U110000",
+        "\\c\u{e9}",
+    ] {
         assert_eq!(decode_ansi_c(s), None, "{s}");
     }
     // bash ends the string at a NUL, however it is spelled.

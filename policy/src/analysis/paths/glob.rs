@@ -238,10 +238,16 @@ pub(super) mod tests {
                 .arg(format!("for f in {pat}; do printf '%s\\n' \"$f\"; done"))
                 .output()
                 .unwrap();
-            let bash_has_bytes = out.stdout.split(|b| *b == b'\n').any(|l| std::str::from_utf8(l).is_err());
+            let bash_has_bytes = out
+                .stdout
+                .split(|b| *b == b'\n')
+                .any(|l| std::str::from_utf8(l).is_err());
             let got = glob(d, pat, opts);
             if bash_has_bytes {
-                assert_eq!(got, None, "{pat}: bash matches a name that is no UTF-8 text");
+                assert_eq!(
+                    got, None,
+                    "{pat}: bash matches a name that is no UTF-8 text"
+                );
             } else {
                 let want: Vec<String> = String::from_utf8(out.stdout)
                     .unwrap()
@@ -255,8 +261,14 @@ pub(super) mod tests {
             }
         }
         // Ruled out by its literal head or tail, a name that is no text is passed over.
-        assert_eq!(glob(d, "*.txt", GlobOpts::default()), Some(vec!["notes.txt".to_string()]));
-        assert_eq!(glob(d, "n*", GlobOpts::default()), Some(vec!["notes.txt".to_string()]));
+        assert_eq!(
+            glob(d, "*.txt", GlobOpts::default()),
+            Some(vec!["notes.txt".to_string()])
+        );
+        assert_eq!(
+            glob(d, "n*", GlobOpts::default()),
+            Some(vec!["notes.txt".to_string()])
+        );
         assert_eq!(glob(d, "cfg*", GlobOpts::default()), None);
     }
 

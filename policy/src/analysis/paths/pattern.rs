@@ -206,8 +206,7 @@ impl Pattern {
             }
         };
         let (h, t) = (head.as_bytes(), tail.as_bytes());
-        same(&name[..h.len()], h)
-            && same(&name[name.len() - t.len()..], t)
+        same(&name[..h.len()], h) && same(&name[name.len() - t.len()..], t)
     }
 
     /// Matches one file name: `Some(true)`/`Some(false)` when certain, `None` when the answer
@@ -535,9 +534,8 @@ mod tests {
     /// tail, compared as bytes (ASCII letters in either case under `nocase`).
     #[test]
     fn names_that_are_no_utf8_are_ruled_out_by_literal_head_and_tail_only() {
-        let b = |p: &str, n: &[u8], nocase: bool| {
-            Pattern::parse(p).unwrap().may_match_bytes(n, nocase)
-        };
+        let b =
+            |p: &str, n: &[u8], nocase: bool| Pattern::parse(p).unwrap().may_match_bytes(n, nocase);
         for (p, n) in [
             ("cfg*", &b"cfg\xff"[..]),
             ("cfg?", b"cfg\xff"),
@@ -559,7 +557,10 @@ mod tests {
         }
         assert!(b("CFG*", b"cfg\xff", true));
         assert!(!b("CFG*", b"cfg\xff", false));
-        assert!(b("\u{c9}*", b"\xc3\xa9\xff", true), "non-ASCII under nocase: not ruled out");
+        assert!(
+            b("\u{c9}*", b"\xc3\xa9\xff", true),
+            "non-ASCII under nocase: not ruled out"
+        );
     }
 
     #[test]
