@@ -1,6 +1,7 @@
 //! The golden snapshot of `tyba classify --jsonl`: every case of the command corpora in
 //! `tests/data` (`commands.jsonl`, `commands-extra.jsonl`, `commands-redteam*.jsonl`,
-//! `commands-faults.jsonl`) and
+//! `commands-faults.jsonl`, `commands-bytes.jsonl` on the fixture with
+//! `tests/data/bytes_fixture.sh` run after it) and
 //! disguised variants of each command line (wrapped in `bash -c '…'`, with `; rm -rf ~`
 //! appended, behind `env`, `timeout 5` and `nice -n 5`), classified through the binary on the
 //! fixture of `tests/data/policy_fixture.sh`; one line per case and variant: `case`
@@ -40,6 +41,7 @@ const CORPORA: &[&str] = &[
     "commands-redteam5.jsonl",
     "commands-redteam6.jsonl",
     "commands-faults.jsonl",
+    "commands-bytes.jsonl",
 ];
 
 /// Disguises of a command line that must never lower its verdict (DESIGN §2a: wrappers are
@@ -87,12 +89,16 @@ fn inputs() -> Vec<(String, serde_json::Value)> {
 
 fn snapshot() -> String {
     let tmp = tempfile::tempdir().unwrap();
-    assert!(Command::new("bash")
-        .arg(data("policy_fixture.sh"))
-        .arg(tmp.path())
-        .status()
-        .unwrap()
-        .success());
+    // The fixture, then the names that are no UTF-8 text of `commands-bytes.jsonl` (in
+    // `W/build/.bytes`, which no other case names).
+    for script in ["policy_fixture.sh", "bytes_fixture.sh"] {
+        assert!(Command::new("bash")
+            .arg(data(script))
+            .arg(tmp.path())
+            .status()
+            .unwrap()
+            .success());
+    }
     let root = std::fs::canonicalize(tmp.path()).unwrap();
     let (w, home) = (root.join("W"), root.join("home"));
     let inputs = inputs();

@@ -2923,3 +2923,67 @@ fn exec_shell_option_values_are_never_asked_as_the_script() {
         assert!(!copy.join("build").exists(), "control: {out:?}");
     }
 }
+
+/// A name that is no UTF-8 text given to an exec (`cfg\xff`, a link to the worktree's
+/// `.env`) is a word the policy cannot know (docs/policy.md "Names that are not UTF-8"):
+/// `cat $'cfg\xff'` is refused when nobody can be asked and asked when someone can, naming
+/// the bytes; a shell's `-c` script holding them is refused (code tyba cannot analyse); the
+/// credential never reaches the output unasked. Before, the argument was decoded lossily to `cfg\u{FFFD}`, a path that
+/// does not exist, and the `cat` ran green. Controls: the same line outside tyba prints it,
+/// and so does the exec inside tyba once approved.
+#[test]
+fn exec_argument_that_is_no_utf8_naming_a_credential_link_is_not_run_unasked() {
+    use std::os::unix::ffi::OsStrExt;
+    const SECRET: &str = "tyba-bytes-secret";
+    for who in whos() {
+        let Some(fx) = setup(&who, "bytesarg") else {
+            continue;
+        };
+        put(&fx, ".env", &format!("TOKEN={SECRET}\n"));
+        std::os::unix::fs::symlink(".env", fx.wt.join(std::ffi::OsStr::from_bytes(b"cfg\xff")))
+            .unwrap();
+        give(&fx.wt, &fx.who);
+        // The `cat` is asked; the shell whose script cannot be known is refused (blocked: code
+        // tyba cannot analyse), asked never.
+        for (line, asked) in [
+            ("cat $'cfg\\xff'; echo rc=$?", true),
+            ("bash -c $'cat cfg\\xff'; echo rc=$?", false),
+        ] {
+            let control = outside(&fx, &fx.wt, &fx.env(), &["/bin/bash", "-c", line]);
+            assert!(control.out.contains(SECRET), "control {line}: {control:?}");
+
+            let ran = run_alone(&fx, &[], &fx.env(), &["bash", "-c", line]);
+            let ctx = format!("{who:?} {line}: out {} / err {}", ran.out, ran.err);
+            assert!(!ran.out.contains(SECRET), "read unasked: {ctx}");
+            assert!(ran.out.contains("rc=126"), "not refused: {ctx}");
+
+            let live = start(&fx, &[], &fx.env(), &["bash", "-c", line], None);
+            let ran = drive(&fx, live, |_| Reply::Deny(None));
+            let ctx = format!(
+                "{who:?} {line}: out {} / err {} / asks {:?}",
+                ran.out,
+                ran.err,
+                brief(&ran.asks)
+            );
+            assert!(!ran.out.contains(SECRET), "read unasked: {ctx}");
+            if !asked {
+                assert!(ran.out.contains("rc=126") && ran.asks.is_empty(), "{ctx}");
+                assert!(
+                    ran.err.contains("exec bash -c $'cat cfg\\xff'"),
+                    "the refusal names the bytes: {ctx}"
+                );
+                continue;
+            }
+            assert!(
+                ran.asks.iter().any(|a| action(a).contains("cfg\\xff")),
+                "not asked naming the bytes: {ctx}"
+            );
+
+            // Control inside tyba: approved, the same exec reads the file (the sandbox
+            // alone does not keep it out, so the checks above can fail).
+            let live = start(&fx, &[], &fx.env(), &["bash", "-c", line], None);
+            let ran = drive(&fx, live, |_| Reply::Approve);
+            assert!(ran.out.contains(SECRET), "approved control {line}: {ran:?}");
+        }
+    }
+}

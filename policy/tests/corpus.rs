@@ -12,14 +12,17 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn fixture() -> (tempfile::TempDir, PathBuf, PathBuf) {
+/// The fixture (`policy_fixture.sh`), then each of `extra` (scripts of `tests/data` run on the same directory).
+fn fixture_with(extra: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let st = std::process::Command::new("bash")
-        .arg(data("policy_fixture.sh"))
-        .arg(tmp.path())
-        .status()
-        .unwrap();
-    assert!(st.success(), "fixture script failed");
+    for script in std::iter::once("policy_fixture.sh").chain(extra.iter().copied()) {
+        let st = std::process::Command::new("bash")
+            .arg(data(script))
+            .arg(tmp.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "fixture script {script} failed");
+    }
     let root = std::fs::canonicalize(tmp.path()).unwrap();
     (tmp, root.join("W"), root.join("home"))
 }
@@ -37,7 +40,12 @@ struct Case {
 }
 
 fn run_file(name: &str) {
-    let (_tmp, w, home) = fixture();
+    run_file_on(name, &[]);
+}
+
+/// [`run_file`] on the fixture with `extra` scripts run after it ([`fixture_with`]).
+fn run_file_on(name: &str, extra: &[&str]) {
+    let (_tmp, w, home) = fixture_with(extra);
     let policy = Policy::embedded_default();
     let text = std::fs::read_to_string(data(name)).unwrap();
     let mut failures = Vec::new();
@@ -138,6 +146,15 @@ fn fault_class_cases() {
 #[test]
 fn red_team_round_four_cases() {
     run_file("commands-redteam4.jsonl");
+}
+
+/// Names that are no UTF-8 text (`tests/data/bytes_fixture.sh` makes them): a glob that may
+/// match one, a `$'\xff'` word, a link whose target is one are never green, never decoded
+/// into another name (docs/policy.md "Names that are not UTF-8"), with controls that stay
+/// green.
+#[test]
+fn names_that_are_no_utf8_cases() {
+    run_file_on("commands-bytes.jsonl", &["bytes_fixture.sh"]);
 }
 
 /// Where `../shared/corpus` exists beside the repository, the copies must be current.

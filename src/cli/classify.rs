@@ -189,8 +189,10 @@ fn report(c: &Classification) -> serde_json::Value {
         "verdict": c.verdict,
         "rules": c.rules(),
         "reasons": c.findings.iter().map(|f| f.reason.as_str()).collect::<Vec<_>>(),
-        "paths": c.paths,
-        "writes": c.writes,
+        // Shown as text: a path through a name that is no UTF-8 text is written with
+        // U+FFFD where its bytes are (display only; the policy judged its bytes).
+        "paths": c.paths.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
+        "writes": c.writes.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
         "hosts": c.hosts,
         "findings": c.findings,
         "shape": c.shape,

@@ -30,6 +30,72 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tyba_policy::Verdict;
 
+/// The first of the private-use characters U+10FF80..=U+10FFFF that stand, in an exec's
+/// strings read as text ([`exec_text`]), for the bytes 0x80..=0xff that are no UTF-8 text.
+const BYTE_ESCAPE: u32 = 0x10_FF00;
+
+/// An exec's string (its file name, an argument, an environment entry) as text, exactly: its
+/// UTF-8 as it is, and each byte of what is no UTF-8 text (always 0x80 or above) as the
+/// private-use character U+10FF00 + byte; a character of U+10FF80..=U+10FFFF of the string
+/// itself is written as its bytes so, and the escapes stand for nothing else.
+///
+/// Never decoded lossily: `cfg\xff` and `cfg\xfe` stay two names, and neither becomes
+/// `cfg\u{FFFD}`. Such text names no file the supervisor can open, equals no value of the
+/// session's start and no name the policy lists; [`crate::notify::shell_quote`] writes the
+/// escapes back as `$'…\xHH…'`, which the policy reads as bytes that are no text: a word it
+/// cannot know (docs/policy.md "Names that are not UTF-8").
+pub(crate) fn exec_text(bytes: &[u8]) -> String {
+    let escape = |out: &mut String, b: u8| {
+        out.push(char::from_u32(BYTE_ESCAPE + u32::from(b)).unwrap_or(char::REPLACEMENT_CHARACTER));
+    };
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if is_byte_escape(c) {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    escape(&mut out, b);
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        for &b in chunk.invalid() {
+            escape(&mut out, b);
+        }
+    }
+    out
+}
+
+/// The bytes [`exec_text`] read `s` from: its escapes back to the bytes they stand for.
+pub(crate) fn exec_bytes(s: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        match escaped_byte(c) {
+            Some(b) => out.push(b),
+            None => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    out
+}
+
+/// The byte an [`exec_text`] escape stands for; `None` for any other character.
+pub(crate) fn escaped_byte(c: char) -> Option<u8> {
+    is_byte_escape(c).then(|| (u32::from(c) - BYTE_ESCAPE) as u8)
+}
+
+fn is_byte_escape(c: char) -> bool {
+    (BYTE_ESCAPE + 0x80..=BYTE_ESCAPE + 0xff).contains(&u32::from(c))
+}
+
+/// Whether `s` ([`exec_text`]) holds bytes that are no UTF-8 text.
+pub(crate) fn has_byte_escapes(s: &str) -> bool {
+    s.chars().any(is_byte_escape)
+}
+
 /// `(device, inode)` of a file: what an exec ran, checked against `/proc/<pid>/exe`.
 pub(crate) type FileId = (u64, u64);
 
@@ -723,8 +789,13 @@ pub(crate) fn drop_inert(
     let paths: Vec<String> = envp
         .iter()
         .filter_map(|e| e.strip_prefix(b"PATH="))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .map(exec_text)
         .collect();
+    // A `PATH` with a directory that is no UTF-8 text finds programs where the supervisor
+    // cannot look: no value is inert under it.
+    if paths.iter().any(|p| has_byte_escapes(p)) {
+        return assigns;
+    }
     assigns
         .into_iter()
         .filter(|(n, v)| {
@@ -762,14 +833,18 @@ pub(crate) fn env_assignments(
     let mut out: Vec<(String, String)> = Vec::new();
     for (name, value) in env_entries(envp) {
         // Borrowed, not copied, for the common valid-UTF-8 name: most names do not count.
-        let name = String::from_utf8_lossy(name);
+        let name: std::borrow::Cow<'_, str> = match std::str::from_utf8(name) {
+            Ok(n) => n.into(),
+            Err(_) => exec_text(name).into(),
+        };
         let counts = tyba_policy::is_code_running_var(&name)
             || shell.is_some_and(|s| s.vars.contains(&&*name));
         if !counts {
             continue;
         }
         let name = name.into_owned();
-        let value = String::from_utf8_lossy(value).into_owned();
+        // Exactly: a value that is no UTF-8 text equals no value of the start.
+        let value = exec_text(value);
         if start.get(&name) == Some(&value)
             || covered.iter().any(|(n, v)| *n == name && *v == value)
             || (SYSTEM_PATH_VARS.contains(&name.as_str()) && system_paths_only(&value))
@@ -800,11 +875,11 @@ pub(crate) fn config_moves(
     let mut out: Vec<(String, String)> = Vec::new();
     let mut found: Option<Option<(PathBuf, PathBuf)>> = None;
     for (name, value) in env_entries(envp) {
-        let name = String::from_utf8_lossy(name);
+        let name = exec_text(name);
         if !tyba_policy::is_config_dir_var(&name) || out.iter().any(|(n, _)| *n == *name) {
             continue;
         }
-        let value = String::from_utf8_lossy(value).into_owned();
+        let value = exec_text(value);
         if start.get(&*name) == Some(&value) {
             continue;
         }
@@ -819,7 +894,7 @@ pub(crate) fn config_moves(
                 continue;
             }
         }
-        out.push((name.into_owned(), value));
+        out.push((name, value));
     }
     out
 }
@@ -925,7 +1000,7 @@ pub(crate) fn pager_env_unchanged(envp: &[Vec<u8>], start: &HashMap<String, Stri
         let Some(var) = PAGER_VARS.iter().find(|v| **v == name) else {
             continue;
         };
-        let value = String::from_utf8_lossy(value);
+        let value = exec_text(value);
         let ok = match start.get(*var) {
             Some(v) => *v == value,
             None => *var == "LESS" && value == "FRX",
@@ -983,7 +1058,7 @@ pub(crate) fn shell_env_changed(envp: &[Vec<u8>], start: &HashMap<String, String
         let Some(eq) = e.iter().position(|&b| b == b'=') else {
             return false;
         };
-        let name = String::from_utf8_lossy(&e[..eq]);
+        let name = exec_text(&e[..eq]);
         runs_before_the_line(&name) && start.get(&*name).map(String::as_bytes) != Some(&e[eq + 1..])
     })
 }

@@ -28,6 +28,7 @@ use crate::sys::{self, Notif, Reply};
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -445,7 +446,9 @@ pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
         if let tyba_policy::programs::ShellArgs::Command { string } =
             tyba_policy::programs::read_shell_args(name, &rest)
         {
-            if let Some(script) = argv.get(string + 1) {
+            // A script with bytes that are no UTF-8 text is not read as a line: the shell
+            // and its argv are shown, the script one word the policy cannot know.
+            if let Some(script) = argv.get(string + 1).filter(|s| !exec::has_byte_escapes(s)) {
                 return script.clone();
             }
         }
@@ -461,7 +464,7 @@ pub(crate) fn command_line(path: &str, argv: &[String]) -> String {
 fn name_line(real: &std::path::Path, argv: &[String]) -> String {
     let name = real
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+        .map(|n| exec::exec_text(n.as_bytes()))
         .unwrap_or_default();
     std::iter::once(shell_quote(&name))
         .chain(argv.iter().skip(1).map(|a| shell_quote(a)))
@@ -493,7 +496,31 @@ pub(crate) fn argv0_line(path: &str, argv: &[String]) -> Option<String> {
     Some(words.join(" "))
 }
 
+/// `a` as one shell word. Bytes that are no UTF-8 text ([`exec::exec_text`]'s escapes) are
+/// written as `$'…\xHH…'`, the bytes bash makes of it: the policy reads such a word as bytes
+/// that are no text, a word it cannot know, and nothing is decoded into another name.
 pub(crate) fn shell_quote(a: &str) -> String {
+    if exec::has_byte_escapes(a) {
+        let mut s = String::from("$'");
+        for c in a.chars() {
+            match (exec::escaped_byte(c), c) {
+                (Some(b), _) => s.push_str(&format!("\\x{b:02x}")),
+                (None, '\\' | '\'') => {
+                    s.push('\\');
+                    s.push(c);
+                }
+                (None, c) if c.is_control() => {
+                    let mut buf = [0u8; 4];
+                    for b in c.encode_utf8(&mut buf).bytes() {
+                        s.push_str(&format!("\\x{b:02x}"));
+                    }
+                }
+                (None, c) => s.push(c),
+            }
+        }
+        s.push('\'');
+        return s;
+    }
     if !a.is_empty()
         && a.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_/.,:=@%+-".contains(&b))
@@ -1027,7 +1054,7 @@ impl Notifier {
         let now_argv: Vec<String> = std::fs::read(format!("/proc/{tgid}/cmdline"))
             .map(|b| {
                 b.split(|&c| c == 0)
-                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .map(exec::exec_text)
                     .collect::<Vec<_>>()
             })
             .map(|mut v| {
@@ -1164,8 +1191,9 @@ impl Notifier {
             .unwrap_or_else(|_| "(unreadable exec)".to_string())
     }
 
-    /// The file name, argv, environment and working directory of an execve/execveat, lossily
-    /// decoded where text. For `execveat(2)` the path is made absolute from its directory fd
+    /// The file name, argv, environment and working directory of an execve/execveat; the
+    /// file name and argv as exact text ([`exec::exec_text`]: bytes that are no UTF-8 text
+    /// kept apart as escapes, never decoded lossily). For `execveat(2)` the path is made absolute from its directory fd
     /// (`AT_EMPTY_PATH` with an empty path: the fd's own file), as the kernel resolves it.
     fn read_exec(&self, n: &Notif) -> std::io::Result<ExecRead> {
         let execveat = i64::from(n.nr) == libc::SYS_execveat;
@@ -1187,7 +1215,9 @@ impl Notifier {
             65_536,
             2 << 20,
         )?;
-        let path = String::from_utf8_lossy(&raw_path).into_owned();
+        // Exactly, never lossily: bytes that are no UTF-8 text stay apart from any text
+        // (`exec::exec_text`), and the policy finds such a word unknown.
+        let path = exec::exec_text(&raw_path);
         // The dirfd argument is an int: the low 32 bits of the register.
         let dirfd = if execveat {
             n.args[0] as u32 as i32
@@ -1203,7 +1233,7 @@ impl Notifier {
             } else {
                 std::fs::read_link(format!("/proc/{}/fd/{dirfd}", n.pid))?
             };
-            let dir = dir.to_string_lossy().into_owned();
+            let dir = exec::exec_text(dir.as_os_str().as_bytes());
             if path.is_empty() {
                 dir
             } else {
@@ -1214,10 +1244,7 @@ impl Notifier {
         };
         Ok(ExecRead {
             path,
-            argv: argv
-                .iter()
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect(),
+            argv: argv.iter().map(|a| exec::exec_text(a)).collect(),
             envp,
             cwd,
             raw_path,
@@ -1244,22 +1271,26 @@ impl Notifier {
         let nofollow = execveat && n.args[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0;
         let empty_path = execveat && n.args[4] & libc::AT_EMPTY_PATH as u64 != 0;
         // Names the kernel resolves through the process's own /proc: its fds and itself.
-        let own = |rest: &str| format!("/proc/{tgid}/{rest}");
-        let raw = String::from_utf8_lossy(&r.raw_path);
+        // The rest of the name as its bytes: never decoded into another name.
+        let under = |dir: String, rest: &[u8]| {
+            std::path::Path::new(&dir).join(std::ffi::OsStr::from_bytes(rest))
+        };
+        let own = |rest: &[u8]| under(format!("/proc/{tgid}"), rest);
+        let raw = r.raw_path.as_slice();
         let magic = if r.raw_path.is_empty() && empty_path && r.dirfd != libc::AT_FDCWD {
             // fexecve(3): the fd's own file.
-            Some(own(&format!("fd/{}", r.dirfd)))
+            Some(own(format!("fd/{}", r.dirfd).as_bytes()))
         } else if r.raw_path.is_empty() {
             return Err(libc::ENOENT);
         } else if r.dirfd != libc::AT_FDCWD && !r.raw_path.starts_with(b"/") {
             None
-        } else if let Some(rest) = raw.strip_prefix("/proc/self/") {
+        } else if let Some(rest) = raw.strip_prefix(b"/proc/self/") {
             Some(own(rest))
-        } else if let Some(rest) = raw.strip_prefix("/proc/thread-self/") {
-            Some(format!("/proc/{}/{rest}", n.pid))
+        } else if let Some(rest) = raw.strip_prefix(b"/proc/thread-self/") {
+            Some(under(format!("/proc/{}", n.pid), rest))
         } else {
-            raw.strip_prefix("/dev/fd/")
-                .map(|rest| own(&format!("fd/{rest}")))
+            raw.strip_prefix(b"/dev/fd/")
+                .map(|rest| under(format!("/proc/{tgid}/fd"), rest))
         };
         let obj = match magic {
             Some(m) => {
@@ -1781,7 +1812,7 @@ impl Notifier {
         // says nothing of the program: the file it reaches is shown and classified.
         let shown = match &file {
             Some((real, _)) if exec::is_magic_name(&r.raw_path, r.raw_path.is_empty()) => {
-                real.to_string_lossy().into_owned()
+                exec::exec_text(real.as_os_str().as_bytes())
             }
             _ => r.path.clone(),
         };
@@ -2537,8 +2568,9 @@ impl Notifier {
             c.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
         let spawn = Spawn {
             payload: SpawnPayload {
-                path: c.path.into_bytes(),
-                argv: c.argv.into_iter().map(String::into_bytes).collect(),
+                // The bytes the process gave, escapes and all (`exec::exec_text`).
+                path: exec::exec_bytes(&c.path),
+                argv: c.argv.iter().map(|a| exec::exec_bytes(a)).collect(),
                 envp: runner::runner_env(c.envp, &self.writable, self.classifier.home()),
                 grants: c.grants,
             },
@@ -2973,6 +3005,65 @@ mod tests {
 
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// An exec's strings that are no UTF-8 text are kept exactly (`exec::exec_text`), come
+    /// back as the same bytes for a run the supervisor makes itself, and are written on the
+    /// classified line as `$'…\xHH…'`, which the policy finds unknown: `cat $'cfg\xff'` is
+    /// never `cat cfg\u{FFFD}`, and a script that is no text is not read as a line.
+    #[test]
+    fn exec_strings_that_are_no_utf8_are_exact_and_unknown_to_the_policy() {
+        let raw: &[&[u8]] = &[
+            b"cfg\xff",
+            b"cfg\xfe",
+            b"\xc3\xa9\xff",
+            b"ok",
+            "\u{10FF80}x".as_bytes(),
+            b"a'b\\\xe2\x82",
+        ];
+        let texts: Vec<String> = raw.iter().map(|b| exec::exec_text(b)).collect();
+        for (b, t) in raw.iter().zip(&texts) {
+            assert_eq!(exec::exec_bytes(t), *b, "{t:?}");
+            assert!(!t.contains('\u{FFFD}'));
+        }
+        assert_ne!(texts[0], texts[1], "two names stay two");
+        assert_eq!(texts[3], "ok");
+        assert_eq!(shell_quote(&texts[0]), "$'cfg\\xff'");
+        assert_eq!(shell_quote(&texts[4]), "$'\\xf4\\x8f\\xbe\\x80x'");
+        assert_eq!(shell_quote(&texts[5]), "$'a\\'b\\\\\\xe2\\x82'");
+
+        let wt = tempfile::tempdir().unwrap();
+        std::fs::write(wt.path().join(".env"), "TOKEN=x").unwrap();
+        std::os::unix::fs::symlink(
+            ".env",
+            wt.path().join(std::ffi::OsStr::from_bytes(b"cfg\xff")),
+        )
+        .unwrap();
+        let policy = tyba_policy::Policy::embedded_default();
+        let ctx = tyba_policy::Context {
+            worktree: wt.path(),
+            cwd: wt.path(),
+            home: None,
+            scratch: None,
+            git: None,
+        };
+        let classify = |line: String| {
+            policy
+                .classify(&tyba_policy::Action::Exec { command: line }, &ctx)
+                .verdict
+        };
+        let cat = command_line("/bin/cat", &[v(&["cat"]), vec![texts[0].clone()]].concat());
+        assert_eq!(cat, "cat $'cfg\\xff'");
+        assert!(classify(cat) >= Verdict::Yellow);
+        let sh = command_line(
+            "/bin/sh",
+            &[v(&["sh", "-c"]), vec![format!("cat {}", texts[0])]].concat(),
+        );
+        assert_eq!(sh, "sh -c $'cat cfg\\xff'");
+        assert!(classify(sh) >= Verdict::Yellow);
+        // A program named by bytes that are no text is no program the policy knows.
+        let prog = exec::exec_text(b"/bin/c\xffat");
+        assert!(classify(command_line(&prog, &v(&["cat", "README"]))) >= Verdict::Yellow);
     }
 
     /// A socket's holder is looked for in the sandbox's network namespace only: the

@@ -224,21 +224,27 @@ impl Analyzer<'_> {
                 } else {
                     Path::new(t).join(rest)
                 };
-                let text = p.to_string_lossy();
                 // Judged, not reported as a path the command reaches (it may be none).
-                let _ = paths::check_path(&pc, Path::new("/"), &text, access, found);
+                match p.to_str() {
+                    Some(text) => {
+                        let _ = paths::check_path(&pc, Path::new("/"), text, access, found);
+                    }
+                    None => found.push(paths::not_text(word)),
+                }
             }
         }
         for (p, through) in paths::resolve_all(cwd, word, &self.links) {
             match through {
                 paths::Through::Nothing => {}
-                paths::Through::Links => {
-                    let text = p.to_string_lossy();
-                    if let Some(p) = paths::check_path(&pc, Path::new("/"), &text, access, found)
-                    {
-                        resolved.push(p);
+                paths::Through::Links => match p.to_str() {
+                    Some(text) => {
+                        if let Some(p) = paths::check_path(&pc, Path::new("/"), text, access, found)
+                        {
+                            resolved.push(p);
+                        }
                     }
-                }
+                    None => found.push(paths::not_text(word)),
+                },
                 paths::Through::Unknown => found.push(Finding::new(
                     Verdict::Yellow,
                     "path.unresolved",

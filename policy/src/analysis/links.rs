@@ -98,9 +98,11 @@ fn copied(program: &str, args: &[Field], cwd: &Path, made: &[Link], m: &mut Made
         let mut links = Vec::new();
         if let Some(at) = place(cwd, &text, made) {
             match paths::seen::node(&at) {
-                paths::seen::Node::Link(Some(to)) if source_as_link => {
-                    links.push((PathBuf::new(), to.to_string_lossy().into_owned()));
-                }
+                paths::seen::Node::Link(Some(to)) if source_as_link => match to.to_str() {
+                    Some(to) => links.push((PathBuf::new(), to.to_string())),
+                    // A target that is no UTF-8 text: the copy leads where no word can say.
+                    None => m.unplaced.push(None),
+                },
                 paths::seen::Node::Link(_) if !follow_all && !follow_named && !keep_links => {}
                 _ if inner_links => {
                     let dir = paths::resolve_in(cwd, &text, made).0;
@@ -138,7 +140,8 @@ fn copied(program: &str, args: &[Field], cwd: &Path, made: &[Link], m: &mut Made
 }
 
 /// The symbolic links below `dir` (not followed), each with its path under `dir` and its
-/// target text; `false` when there were more entries than [`MAX_COPIED_ENTRIES`].
+/// target text; `false` when there were more entries than [`MAX_COPIED_ENTRIES`], or a
+/// target is no UTF-8 text (where it leads cannot be written as a word).
 fn links_below(dir: &Path, out: &mut Vec<(PathBuf, String)>) -> bool {
     let mut todo = vec![PathBuf::new()];
     let mut seen = 0usize;
@@ -155,7 +158,10 @@ fn links_below(dir: &Path, out: &mut Vec<(PathBuf, String)>) -> bool {
             let here = rel.join(e.file_name());
             if t.is_symlink() {
                 if let Ok(to) = std::fs::read_link(e.path()) {
-                    out.push((here, to.to_string_lossy().into_owned()));
+                    let Some(to) = to.to_str() else {
+                        return false;
+                    };
+                    out.push((here, to.to_string()));
                 }
             } else if t.is_dir() {
                 todo.push(here);
@@ -214,14 +220,13 @@ fn placed(
         let text = t.known()?;
         if hard {
             // A hard link is the file the path names.
-            Some(
-                paths::resolve_in(cwd, &text, made)
-                    .0
-                    .to_string_lossy()
-                    .into_owned(),
-            )
+            // One that is no UTF-8 text cannot be known as a word.
+            paths::resolve_in(cwd, &text, made)
+                .0
+                .to_str()
+                .map(str::to_string)
         } else if relative && !text.starts_with('/') {
-            Some(paths::lexical(cwd, &text).to_string_lossy().into_owned())
+            paths::lexical(cwd, &text).to_str().map(str::to_string)
         } else {
             Some(text)
         }
@@ -237,7 +242,7 @@ fn placed(
     };
     let absolute = |t: &Field| -> Option<String> {
         let text = target(t)?;
-        Some(paths::lexical(cwd, &text).to_string_lossy().into_owned())
+        paths::lexical(cwd, &text).to_str().map(str::to_string)
     };
     let mut out = Vec::new();
     let into = |dir: &PathBuf, t: &Field, out: &mut Vec<Link>| {

@@ -4,6 +4,8 @@
 
 use crate::rules;
 use crate::verdict::{Finding, Verdict};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 pub(crate) mod control;
@@ -81,6 +83,33 @@ pub(crate) fn resolve(cwd: &Path, word: &str) -> PathBuf {
         Some(p) => p,
         None => resolve_in(cwd, word, &[]).0,
     }
+}
+
+/// [`resolve`] of a name as the disk gives it (a directory's entry): one that is no UTF-8
+/// text is walked as its bytes, never decoded into another name.
+pub(crate) fn resolve_os(cwd: &Path, word: &OsStr) -> PathBuf {
+    if let Some(w) = word.to_str() {
+        return resolve(cwd, w);
+    }
+    let mut pending: Vec<OsString> = Vec::new();
+    push_components(&mut pending, word);
+    let walk = Walk {
+        out: if word.as_bytes().starts_with(b"/") {
+            PathBuf::from("/")
+        } else {
+            cwd.to_path_buf()
+        },
+        pending,
+        hops: 0,
+        exists: true,
+        through: Through::Nothing,
+    };
+    let mut results = Vec::new();
+    walk.run(&[], &mut results);
+    results
+        .into_iter()
+        .next()
+        .map_or_else(|| cwd.join(word), |(p, _)| p)
 }
 
 /// [`resolve`] while no component on the way is a symbolic link: the same walk over the same
@@ -167,15 +196,15 @@ pub(crate) fn resolve_all(cwd: &Path, word: &str, made: &[Link]) -> Vec<(PathBuf
             }
         }
     }
-    let mut pending: Vec<String> = Vec::new();
-    push_components(&mut pending, word);
+    let mut pending: Vec<OsString> = Vec::new();
+    push_components(&mut pending, OsStr::new(word));
     let out = if word.starts_with('/') {
         PathBuf::from("/")
     } else if made.is_empty() {
         cwd.to_path_buf()
     } else {
         // The directory itself may be under a link the line made (`ln -s .git g; cd g`).
-        push_components(&mut pending, &cwd.to_string_lossy());
+        push_components(&mut pending, cwd.as_os_str());
         PathBuf::from("/")
     };
     let mut results = Vec::new();
@@ -197,7 +226,9 @@ const MAX_LINK_BRANCHES: usize = 16;
 #[derive(Clone)]
 struct Walk {
     out: PathBuf,
-    pending: Vec<String>,
+    /// Components still to walk, last first: bytes, as a link's target on the disk may be no
+    /// UTF-8 text (its name is looked up as it is, never decoded into another).
+    pending: Vec<OsString>,
     hops: usize,
     exists: bool,
     through: Through,
@@ -206,13 +237,13 @@ struct Walk {
 impl Walk {
     fn run(mut self, made: &[Link], results: &mut Vec<(PathBuf, Through)>) {
         while let Some(c) = self.pending.pop() {
-            match c.as_str() {
-                "" | "." => {}
-                ".." => {
+            match c.as_bytes() {
+                b"" | b"." => {}
+                b".." => {
                     self.out.pop();
                 }
-                name => {
-                    self.out.push(name);
+                _ => {
+                    self.out.push(&c);
                     if let Some(link) = made.iter().rev().find(|l| l.at == self.out) {
                         if results.len() + 1 >= MAX_LINK_BRANCHES {
                             results.push((self.out, Through::Unknown));
@@ -233,7 +264,7 @@ impl Walk {
                                 if target.starts_with('/') {
                                     follow.out = PathBuf::from("/");
                                 }
-                                push_components(&mut follow.pending, target);
+                                push_components(&mut follow.pending, OsStr::new(target));
                                 // What the disk has under the link's target still counts.
                                 follow.exists = true;
                                 follow.run(made, results);
@@ -256,11 +287,10 @@ impl Walk {
                             match target {
                                 Some(target) => {
                                     self.out.pop();
-                                    let t = target.to_string_lossy().into_owned();
-                                    if t.starts_with('/') {
+                                    if target.as_os_str().as_bytes().starts_with(b"/") {
                                         self.out = PathBuf::from("/");
                                     }
-                                    push_components(&mut self.pending, &t);
+                                    push_components(&mut self.pending, target.as_os_str());
                                 }
                                 None => self.exists = false,
                             }
@@ -287,9 +317,9 @@ pub(crate) struct Link {
 }
 
 /// Pushes the components of `s` onto the stack so that they pop in order.
-fn push_components(stack: &mut Vec<String>, s: &str) {
-    for c in s.split('/').rev() {
-        stack.push(c.to_string());
+fn push_components(stack: &mut Vec<OsString>, s: &OsStr) {
+    for c in s.as_bytes().split(|b| *b == b'/').rev() {
+        stack.push(OsStr::from_bytes(c).to_os_string());
     }
 }
 
@@ -694,6 +724,17 @@ pub(crate) fn check_partial(
         ));
     }
     out.extend(sub);
+}
+
+/// The finding of a path `word` leads to through a name that is no UTF-8 text (a link's
+/// target, a directory's entry): no word names it, so it is judged as a path that cannot be
+/// resolved, never decoded into another path (docs/policy.md "Names that are not UTF-8").
+pub(crate) fn not_text(word: &str) -> Finding {
+    Finding::new(
+        Verdict::Yellow,
+        rules::PATH_UNRESOLVED.id,
+        format!("`{word}` leads through a name that is no UTF-8 text, which tyba cannot look at"),
+    )
 }
 
 /// The findings the path rules push, one constructor each (both routes of [`check_path`]

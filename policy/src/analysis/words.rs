@@ -597,7 +597,10 @@ fn piece_values(
             }
         }
         WordPiece::AnsiCQuotedText(t) => {
-            let s = decode_ansi_c(t);
+            // Bytes that are no UTF-8 text name nothing the classifier can look at.
+            let Some(s) = decode_ansi_c(t) else {
+                return vec![Val::Unknown];
+            };
             if s.is_empty() {
                 vec![Val::EmptyQuoted]
             } else {
@@ -668,9 +671,10 @@ fn piece_values(
                 })
                 .collect()
         }
-        WordPiece::TildeExpansion(t) => match tilde(t, env) {
+        // A directory whose path is no UTF-8 text is unknown as a word.
+        WordPiece::TildeExpansion(t) => match tilde(t, env).as_deref().and_then(Path::to_str) {
             Some(p) => vec![Val::Text {
-                text: p.to_string_lossy().into_owned(),
+                text: p.to_string(),
                 quoted: true,
             }],
             None => vec![Val::Unknown],

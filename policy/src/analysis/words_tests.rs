@@ -302,10 +302,27 @@ fn unquoted_pattern_characters_are_globs_and_quoted_ones_are_not() {
 
 #[test]
 fn ansi_c_escapes_decode() {
-    assert_eq!(decode_ansi_c("a\\tb"), "a\tb");
-    assert_eq!(decode_ansi_c("\\x41\\101\\u00e9"), "AAé");
-    assert_eq!(decode_ansi_c("\\\\"), "\\");
-    assert_eq!(decode_ansi_c("\\'"), "'");
+    let d = |s: &str| decode_ansi_c(s).unwrap();
+    assert_eq!(d("a\\tb"), "a\tb");
+    assert_eq!(d("\\x41\\101\\u00e9"), "AAé");
+    assert_eq!(d("\\\\"), "\\");
+    assert_eq!(d("\\'"), "'");
+    // `\xHH` and `\NNN` are bytes (bash keeps the low byte of `\777`): UTF-8 when they
+    // spell it, else no text at all.
+    assert_eq!(d("\\xc3\\xa9"), "é");
+    assert_eq!(d("\\303\\251"), "é");
+    assert_eq!(d("\\c\\xff"), "\u{1c}xff");
+    for s in [
+        "cfg\\xff",
+        "cfg\\377",
+        "cfg\\777",
+        "\\xe9",
+        "\\ud800",
+        "\\U110000",
+        "\\c\u{e9}",
+    ] {
+        assert_eq!(decode_ansi_c(s), None, "{s}");
+    }
     // bash ends the string at a NUL, however it is spelled.
     for s in [
         "ab\\0cd",
@@ -314,7 +331,7 @@ fn ansi_c_escapes_decode() {
         "ab\\000cd",
         "ab\\c@cd",
     ] {
-        assert_eq!(decode_ansi_c(s), "ab", "{s}");
+        assert_eq!(d(s), "ab", "{s}");
     }
     assert!(!zero_padded("{1..10}"));
     assert!(zero_padded("{01..10}") && zero_padded("{1..010}") && zero_padded("{-01..1}"));

@@ -200,7 +200,9 @@ impl Analyzer<'_> {
                 } else {
                     match self.ctx.home {
                         Some(h) => {
-                            self.path_field(&st, &Field::lit(&h.to_string_lossy()), Access::Read);
+                            // A home whose path is no UTF-8 text is judged as unknown.
+                            let home = h.to_str().map_or_else(Field::unknown, Field::lit);
+                            self.path_field(&st, &home, Access::Read);
                             vec![Some(h.to_path_buf())]
                         }
                         None => {

@@ -260,11 +260,13 @@ impl Analyzer<'_> {
                     && (text.ends_with('/') || text.ends_with("/."))
                 {
                     let rd = std::fs::read_dir(crate::analysis::paths::resolve(cwd, &text)).ok()?;
+                    // A name that is no UTF-8 text cannot be written as a word: where the
+                    // copy goes is then not known.
                     let names: Vec<String> = rd
                         .flatten()
                         .take(257)
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .collect();
+                        .map(|e| e.file_name().into_string().ok())
+                        .collect::<Option<_>>()?;
                     if names.len() > 256 {
                         return None;
                     }

@@ -77,8 +77,7 @@ impl Analyzer<'_> {
                 let Ok(ft) = e.file_type() else { continue };
                 let path = e.path();
                 if ft.is_symlink() {
-                    let target =
-                        crate::analysis::paths::resolve(&dir, &e.file_name().to_string_lossy());
+                    let target = crate::analysis::paths::resolve_os(&dir, &e.file_name());
                     if !target.starts_with(&worktree) {
                         if !out {
                             self.add(

@@ -2,6 +2,7 @@
 //! Expansion"), with the shell options that change what a glob matches.
 
 use super::pattern;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Glob matches listed before a glob counts as "could match anything".
@@ -23,8 +24,9 @@ pub(crate) struct GlobOpts {
 
 /// Expands a glob pattern (`*`, `?`, `[…]` with POSIX classes, extended patterns; see
 /// [`pattern`]) against the filesystem from `cwd`. Returns `None` when it matches more than
-/// can be listed or holds a construct the matcher does not model (it may then match
-/// anything); an empty list when nothing matches (bash then passes the word literally). A
+/// can be listed, holds a construct the matcher does not model, or may match a name that is
+/// no UTF-8 text (no word can name it: it may then match anything); an empty list when
+/// nothing matches (bash then passes the word literally). A
 /// name whose match depends on the locale counts as matched. With `dotglob` (`shopt -s
 /// dotglob`, bash(1) "Pathname Expansion") a pattern matches names starting with `.` too
 /// (never `.` and `..`); `opts` says which options may be on.
@@ -93,15 +95,24 @@ pub(crate) fn glob(cwd: &Path, pattern: &str, opts: GlobOpts) -> Option<Vec<Stri
                 continue;
             };
             for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') && !opts.dot && !pat.may_match_dot_names() {
+                let raw = e.file_name();
+                if raw.as_bytes().starts_with(b".") && !opts.dot && !pat.may_match_dot_names() {
                     continue;
                 }
+                let Some(name) = raw.to_str() else {
+                    // A name that is no UTF-8 text: bash matches it byte by byte, and what
+                    // it names cannot be written as a word. When the pattern may match it,
+                    // the glob may match anything (docs/policy.md "Names that are not UTF-8").
+                    if pat.may_match_bytes(raw.as_bytes(), opts.nocase) {
+                        return None;
+                    }
+                    continue;
+                };
                 let folded_match = folded
                     .as_ref()
                     .is_some_and(|f| f.matches(&name.to_lowercase()) != Some(false));
-                if pat.matches(&name) != Some(false) || folded_match {
-                    next.push((dir.join(&name), join(&name)));
+                if pat.matches(name) != Some(false) || folded_match {
+                    next.push((dir.join(name), join(name)));
                     if next.len() > MAX_GLOB_MATCHES {
                         return None;
                     }
@@ -125,16 +136,18 @@ fn globstar(dir: &Path, shown: &str, dot: bool, out: &mut Vec<(PathBuf, String)>
             continue;
         };
         for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && !dot {
+            let raw = e.file_name();
+            if raw.as_bytes().starts_with(b".") && !dot {
                 continue;
             }
+            // A name that is no UTF-8 text cannot be listed as a word: anything may match.
+            let name = raw.to_str()?;
             let here = if shown.is_empty() || shown.ends_with('/') {
                 format!("{shown}{name}")
             } else {
                 format!("{shown}/{name}")
             };
-            let path = dir.join(&name);
+            let path = dir.join(name);
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 todo.push((path.clone(), here.clone()));
             }
@@ -175,6 +188,88 @@ pub(super) mod tests {
             .collect();
         lines.sort();
         lines
+    }
+
+    /// A glob that may match a name that is no UTF-8 text (`cfg\xff`, a link to a
+    /// credential) is one that may match anything (`None`), never the name decoded into
+    /// another that does not exist; one whose literal head or tail rules such names out
+    /// lists the rest. Checked against what bash matches: wherever bash's matches hold such a
+    /// name, the answer is `None`.
+    #[test]
+    fn names_that_are_no_utf8_make_a_glob_unknown() {
+        use std::ffi::OsStr;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join(".env"), "TOKEN=x").unwrap();
+        std::fs::write(d.join("notes.txt"), "").unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::os::unix::fs::symlink(".env", d.join(OsStr::from_bytes(b"cfg\xff"))).unwrap();
+        std::fs::write(d.join(OsStr::from_bytes(b"\xc3\xa9\xff")), "").unwrap();
+        std::fs::create_dir(d.join(OsStr::from_bytes(b"sub/x\xfe"))).unwrap();
+        std::fs::write(d.join(OsStr::from_bytes(b"sub/x\xfe/f.txt")), "").unwrap();
+        let star = GlobOpts {
+            star: true,
+            ..Default::default()
+        };
+        let nocase = GlobOpts {
+            nocase: true,
+            ..Default::default()
+        };
+        for (pat, opts, bash_opts) in [
+            ("cfg*", GlobOpts::default(), &[][..]),
+            ("cfg?", GlobOpts::default(), &[]),
+            ("c*", GlobOpts::default(), &[]),
+            ("CFG*", nocase, &["-O", "nocaseglob"][..]),
+            ("*", GlobOpts::default(), &[]),
+            ("???", GlobOpts::default(), &[]),
+            ("é*", GlobOpts::default(), &[]),
+            ("*[!a]", GlobOpts::default(), &[]),
+            ("*.txt", GlobOpts::default(), &[]),
+            ("n*", GlobOpts::default(), &[]),
+            ("sub/*/*.txt", GlobOpts::default(), &[]),
+            ("sub/*", GlobOpts::default(), &[]),
+            ("**/*.txt", star, &["-O", "globstar"]),
+        ] {
+            let out = std::process::Command::new("bash")
+                .current_dir(d)
+                .args(["-O", "extglob", "-O", "nullglob"])
+                .args(bash_opts)
+                .arg("-c")
+                .arg(format!("for f in {pat}; do printf '%s\\n' \"$f\"; done"))
+                .output()
+                .unwrap();
+            let bash_has_bytes = out
+                .stdout
+                .split(|b| *b == b'\n')
+                .any(|l| std::str::from_utf8(l).is_err());
+            let got = glob(d, pat, opts);
+            if bash_has_bytes {
+                assert_eq!(
+                    got, None,
+                    "{pat}: bash matches a name that is no UTF-8 text"
+                );
+            } else {
+                let want: Vec<String> = String::from_utf8(out.stdout)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string)
+                    .collect();
+                let got = got.unwrap_or_else(|| panic!("{pat}: listed by bash as {want:?}"));
+                for w in &want {
+                    assert!(got.contains(w), "{pat}: {w} missing from {got:?}");
+                }
+            }
+        }
+        // Ruled out by its literal head or tail, a name that is no text is passed over.
+        assert_eq!(
+            glob(d, "*.txt", GlobOpts::default()),
+            Some(vec!["notes.txt".to_string()])
+        );
+        assert_eq!(
+            glob(d, "n*", GlobOpts::default()),
+            Some(vec!["notes.txt".to_string()])
+        );
+        assert_eq!(glob(d, "cfg*", GlobOpts::default()), None);
     }
 
     /// `**` under globstar matches what bash matches (a trailing `/` of bash's own aside), and

@@ -161,6 +161,54 @@ impl Pattern {
         may_start_with_dot(&self.nodes)
     }
 
+    /// Whether the pattern may match a file name that is no UTF-8 text (`name`, its bytes).
+    /// bash then matches byte by byte (`?` is one byte, `???` matches `é\xff`), which the
+    /// matcher does not model; only the pattern's literal head and tail are certain: the name
+    /// must start and end with their bytes (letters in either case under `nocase`). `true`
+    /// whenever that does not rule the name out.
+    pub(crate) fn may_match_bytes(&self, name: &[u8], nocase: bool) -> bool {
+        let lit = |n: &Node| match n {
+            Node::Lit(c) => Some(*c),
+            _ => None,
+        };
+        let head: String = self.nodes.iter().map_while(lit).collect();
+        let whole = head.chars().count() == self.nodes.len();
+        let tail: String = if whole {
+            String::new()
+        } else {
+            let mut t: Vec<char> = self.nodes.iter().rev().map_while(lit).collect();
+            t.reverse();
+            t.into_iter().collect()
+        };
+        if whole {
+            // No pattern node: the name is the text (the `nocase` spelling aside).
+            return if nocase && !head.is_ascii() {
+                true
+            } else if nocase {
+                name.eq_ignore_ascii_case(head.as_bytes())
+            } else {
+                name == head.as_bytes()
+            };
+        }
+        // Under `nocase` a non-ASCII letter may match another byte spelling: not ruled out.
+        if nocase && !(head.is_ascii() && tail.is_ascii()) {
+            return true;
+        }
+        // Head and tail lie on either side of a pattern node: both must fit.
+        if head.len() + tail.len() > name.len() {
+            return false;
+        }
+        let same = |a: &[u8], b: &[u8]| {
+            if nocase {
+                a.eq_ignore_ascii_case(b)
+            } else {
+                a == b
+            }
+        };
+        let (h, t) = (head.as_bytes(), tail.as_bytes());
+        same(&name[..h.len()], h) && same(&name[name.len() - t.len()..], t)
+    }
+
     /// Matches one file name: `Some(true)`/`Some(false)` when certain, `None` when the answer
     /// depends on the locale or the matcher gave up.
     pub(crate) fn matches(&self, name: &str) -> Option<bool> {
@@ -480,6 +528,39 @@ mod tests {
 
     fn m(p: &str, s: &str) -> Option<bool> {
         Pattern::parse(p).unwrap().matches(s)
+    }
+
+    /// A name that is no UTF-8 text is ruled out only by the pattern's literal head and
+    /// tail, compared as bytes (ASCII letters in either case under `nocase`).
+    #[test]
+    fn names_that_are_no_utf8_are_ruled_out_by_literal_head_and_tail_only() {
+        let b =
+            |p: &str, n: &[u8], nocase: bool| Pattern::parse(p).unwrap().may_match_bytes(n, nocase);
+        for (p, n) in [
+            ("cfg*", &b"cfg\xff"[..]),
+            ("cfg?", b"cfg\xff"),
+            ("*", b"\xff"),
+            ("???", b"\xc3\xa9\xff"),
+            ("\u{e9}*", b"\xc3\xa9\xff"),
+            ("*[!a]", b"cfg\xff"),
+            ("@(x|y)*", b"cfg\xff"),
+        ] {
+            assert!(b(p, n, false), "{p} may match {n:?}");
+        }
+        for (p, n) in [
+            ("*.txt", &b"cfg\xff"[..]),
+            ("n*", b"cfg\xff"),
+            ("cfg*x", b"cfg\xff"),
+            ("abc*abc", b"abc\xff"),
+        ] {
+            assert!(!b(p, n, false), "{p} rules out {n:?}");
+        }
+        assert!(b("CFG*", b"cfg\xff", true));
+        assert!(!b("CFG*", b"cfg\xff", false));
+        assert!(
+            b("\u{c9}*", b"\xc3\xa9\xff", true),
+            "non-ASCII under nocase: not ruled out"
+        );
     }
 
     #[test]

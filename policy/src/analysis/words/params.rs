@@ -38,25 +38,33 @@ pub(super) fn param_lookup(
                     .collect();
             }
             match n.as_str() {
-                "HOME" => match env.home {
-                    Some(h) => vec![Val::Expanded {
-                        text: h.to_string_lossy().into_owned(),
-                        quoted,
-                    }],
-                    None => vec![Val::Unknown],
-                },
+                "HOME" =>
+                // A directory whose path is no UTF-8 text is no value a word can hold.
+                {
+                    match env.home.and_then(|h| h.to_str()) {
+                        Some(h) => vec![Val::Expanded {
+                            text: h.to_string(),
+                            quoted,
+                        }],
+                        None => vec![Val::Unknown],
+                    }
+                }
                 // Default IFS, unless assigned on the line (handled above).
                 "IFS" => vec![Val::Expanded {
                     text: " \t\n".to_string(),
                     quoted,
                 }],
-                "PWD" => match env.cwd {
-                    Some(c) => vec![Val::Expanded {
-                        text: c.to_string_lossy().into_owned(),
-                        quoted,
-                    }],
-                    None => vec![Val::Unknown],
-                },
+                "PWD" =>
+                // A directory whose path is no UTF-8 text is no value a word can hold.
+                {
+                    match env.cwd.and_then(|c| c.to_str()) {
+                        Some(c) => vec![Val::Expanded {
+                            text: c.to_string(),
+                            quoted,
+                        }],
+                        None => vec![Val::Unknown],
+                    }
+                }
                 _ => vec![Val::Unknown],
             }
         }
