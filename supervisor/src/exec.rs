@@ -720,6 +720,12 @@ impl KeptRoots<'_> {
     /// ([`tyba_policy::is_code_running_assignment`]: `PYTHONWARNINGS=ignore`). An empty entry
     /// is the working directory: not inert.
     pub(crate) fn inert(&self, name: &str, value: &str, path: Option<&str>) -> bool {
+        if STARTUP_VARS.contains(&name) {
+            // Where a login shell's startup files are: only the exec's shell knows it reads
+            // them, so the classifier's rule for a plain assignment does not apply; the
+            // policy judges the directory on the classified line.
+            return false;
+        }
         if !tyba_policy::is_code_running_assignment(name, value) {
             // A value of it that loads nothing (`PYTHONWARNINGS=ignore`): the classifier's own
             // rule for the same assignment on a command line.
