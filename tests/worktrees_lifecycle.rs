@@ -495,6 +495,24 @@ open("notes.txt", "w").write("plain\n")
             warn < err.find("merge:").unwrap_or(usize::MAX),
             "{who:?}: the warning must come before the merge hint: {err}"
         );
+        // The same files hidden by a `.gitignore` the session writes are still named (a
+        // wholly ignored directory as its `dir/` entry).
+        std::fs::write(
+            fx.r.wt.join("hide.py"),
+            format!("{gen}open('.gitignore','w').write('.vscode/\\n.claude/\\n.envrc\\n')\n"),
+        )
+        .unwrap();
+        give(&fx.r.wt, &who);
+        fx.git(&["add", "hide.py"]);
+        fx.git(&["commit", "-qm", "hide"]);
+        let (code, err) = fx.session(&["--autonomy", "high"], "python3 hide.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let warn = err
+            .find("REVIEW BEFORE MERGING")
+            .unwrap_or_else(|| panic!("{who:?}: hidden by .gitignore, no warning: {err}"));
+        for f in [".vscode/", ".claude/", ".envrc"] {
+            assert!(err[warn..].contains(f), "{who:?}: {f} not named: {err}");
+        }
         // Control: ordinary files only.
         let (code, err) = fx.session(&["--autonomy", "high"], "python3 plain.py");
         assert_eq!(code, 0, "{who:?}: {err}");

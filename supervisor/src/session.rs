@@ -280,8 +280,8 @@ impl Session {
 
     /// The paths (relative to the worktree, as git names them) that the session changed
     /// since it started and that a merge of its work would bring: files of the branch or of
-    /// the worktree that differ from the start commit, and untracked files git does not
-    /// ignore. Empty for a worktree tyba did not create, or when git fails.
+    /// the worktree that differ from the start commit, and untracked files, ignored ones
+    /// included (a wholly ignored directory as one `dir/` entry). Empty for a worktree tyba did not create, or when git fails.
     pub fn changed_paths(&self) -> Vec<String> {
         let Some(start) = self.start_commit.as_ref() else {
             return Vec::new();
@@ -311,6 +311,25 @@ impl Session {
             git(
                 &self.worktree,
                 &["ls-files", "--others", "--exclude-standard", "-z"],
+            )
+            .map(split)
+            .unwrap_or_default(),
+        );
+        // Ignored files too: a `.gitignore` the agent writes must not hide what it planted
+        // (`.claude/settings.json`, `.envrc`). A wholly ignored directory is one entry
+        // (`--directory`), so `target/` or `node_modules/` cost one line, not their trees;
+        // a linked worktree starts with no ignored file, so each one is the session's.
+        v.extend(
+            git(
+                &self.worktree,
+                &[
+                    "ls-files",
+                    "--others",
+                    "--ignored",
+                    "--exclude-standard",
+                    "--directory",
+                    "-z",
+                ],
             )
             .map(split)
             .unwrap_or_default(),
