@@ -2268,6 +2268,13 @@ impl Notifier {
         }
     }
 
+    /// The role of process `tgid` now, to the outside-files server (its grants hold while the
+    /// process keeps the role they were made in); `None` when it cannot be read.
+    pub(crate) fn outside_role(&self, tgid: u32) -> Option<Role> {
+        let st = procfs::stat_ext(tgid).ok()?;
+        Some(self.role_of(tgid, &st))
+    }
+
     /// Logs a quiet refusal of the outside-files server as the session's own: in the audit
     /// log, the end summary's quiet refusals and the session's denied count, as a probe's
     /// (never the repeated-failure guard's: [`AuditEvent::is_quiet`]).
