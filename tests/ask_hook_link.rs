@@ -36,35 +36,40 @@ struct Seen {
     log: Vec<serde_json::Value>,
 }
 
-/// Runs the agent: two hook asks (a read and a write through `lnk`, which points at
-/// `home/sibling`), approved by the person; then, when `swap`, `lnk` is pointed at the home
-/// itself; then the same two commands run. Every ask that is not the hook's is denied.
-fn run(fx: &Fx, swap: bool) -> Seen {
+/// Runs the agent: two hook asks (a read and a write of `lnk/NAME`, `lnk` pointing at
+/// `home/sibling`), approved by the person; then, when `swap` names a directory of the home
+/// (`""` the home itself), `lnk` is pointed there; then the same two commands run. Every ask
+/// that is not the hook's is denied. `home/sibling/NAME` holds `PUBLIC`, `home/SWAP/NAME`
+/// `HOME-SECRET`.
+fn run(fx: &Fx, name: &str, swap: Option<&str>) -> Seen {
     let home = &fx.home;
+    let secret_dir = home.join(swap.unwrap_or(""));
     std::fs::create_dir_all(home.join("sibling")).unwrap();
-    std::fs::write(home.join("dotsecret.txt"), "HOME-SECRET\n").unwrap();
-    std::fs::write(home.join("sibling/dotsecret.txt"), "PUBLIC\n").unwrap();
-    give(&home.join("dotsecret.txt"), &fx.who);
+    std::fs::create_dir_all(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join(name), "HOME-SECRET\n").unwrap();
+    std::fs::write(home.join("sibling").join(name), "PUBLIC\n").unwrap();
+    give(&secret_dir, &fx.who);
+    give(&secret_dir.join(name), &fx.who);
     give(&home.join("sibling"), &fx.who);
     let inside = fx.wt.join("tyba-in");
     copy_exe(&fx.tyba, &inside);
     give(&inside, &fx.who);
-    for (name, text) in [
+    for (file, text) in [
         ("payload.txt", "PWNED-BY-AGENT\n".to_string()),
-        ("read.json", bash_call(&fx.wt, "cat lnk/dotsecret.txt")),
+        ("read.json", bash_call(&fx.wt, &format!("cat lnk/{name}"))),
         (
             "write.json",
-            bash_call(&fx.wt, "cp payload.txt lnk/dotsecret.txt"),
+            bash_call(&fx.wt, &format!("cp payload.txt lnk/{name}")),
         ),
     ] {
-        std::fs::write(fx.wt.join(name), text).unwrap();
-        give(&fx.wt.join(name), &fx.who);
+        std::fs::write(fx.wt.join(file), text).unwrap();
+        give(&fx.wt.join(file), &fx.who);
     }
     std::os::unix::fs::symlink(home.join("sibling"), fx.wt.join("lnk")).unwrap();
-    let swap_line = if swap {
+    let swap_line = if swap.is_some() {
         format!(
             "python3 -c 'import os; os.symlink(\"{}\", \"lnk2\"); os.rename(\"lnk2\", \"lnk\")'; ",
-            home.display()
+            secret_dir.display()
         )
     } else {
         String::new()
@@ -73,8 +78,8 @@ fn run(fx: &Fx, swap: bool) -> Seen {
         "./tyba-in hook claude-code < read.json > h1.json; \
          ./tyba-in hook claude-code < write.json > h2.json; \
          {swap_line}\
-         cat lnk/dotsecret.txt > leaked.txt; echo read=$?; \
-         cp payload.txt lnk/dotsecret.txt; echo write=$?"
+         cat lnk/{name} > leaked.txt; echo read=$?; \
+         cp payload.txt lnk/{name}; echo write=$?"
     );
     let mut s = fx.start(&["--autonomy", "high"], &script);
     let mut asks = Vec::new();
@@ -126,15 +131,16 @@ fn linked_by_hook(log: &[serde_json::Value]) -> usize {
         .count()
 }
 
-#[test]
-fn a_hook_answer_does_not_stand_for_the_same_text_reaching_another_file() {
+/// The swapped run of `name`, the secret in `home/dir`: each command asked on its own.
+fn swapped(tag: &str, name: &str, dir: &str) {
     for who in whos() {
-        let Some(fx) = setup(&who, "hooklink-swap") else {
+        let Some(fx) = setup(&who, tag) else {
             continue;
         };
-        let seen = run(&fx, true);
+        let seen = run(&fx, name, Some(dir));
+        let secret = fx.home.join(dir).join(name);
         let leaked = std::fs::read_to_string(fx.wt.join("leaked.txt")).unwrap_or_default();
-        let home_now = std::fs::read_to_string(fx.home.join("dotsecret.txt")).unwrap();
+        let home_now = std::fs::read_to_string(&secret).unwrap();
         let kernel: Vec<_> = seen.asks.iter().filter(|a| a.0 != "hook").collect();
         let mut ck = Checks::default();
         ck.check(
@@ -145,16 +151,16 @@ fn a_hook_answer_does_not_stand_for_the_same_text_reaching_another_file() {
             seen.asks
                 .iter()
                 .filter(|a| a.0 == "hook")
-                .all(|a| a.2.contains("sibling/dotsecret.txt")),
+                .all(|a| a.2.contains(&format!("sibling/{name}"))),
             "the hook asks showed the sibling's file",
         );
         ck.check(!leaked.contains("HOME-SECRET"), "the home file is not read");
         ck.check(home_now == "HOME-SECRET\n", "the home file is not written");
         ck.check(
             kernel.len() == 2
-                && kernel.iter().all(|a| {
-                    a.2.contains(&format!("{}/dotsecret.txt", fx.home.display()))
-                }),
+                && kernel
+                    .iter()
+                    .all(|a| a.2.contains(&secret.display().to_string())),
             "each command is asked on its own, naming the home file",
         );
         ck.check(
@@ -174,12 +180,24 @@ fn a_hook_answer_does_not_stand_for_the_same_text_reaching_another_file() {
 }
 
 #[test]
+fn a_hook_answer_does_not_stand_for_the_same_text_reaching_another_file() {
+    swapped("hooklink-swap", "dotsecret.txt", "");
+}
+
+/// The same through a link swapped to `~/.ssh`: the kernel's ask names a credential path the
+/// hook's ask never showed, so it is asked on its own.
+#[test]
+fn a_hook_answer_does_not_stand_for_a_credential_reached_through_a_swapped_link() {
+    swapped("hooklink-ssh", "config", ".ssh");
+}
+
+#[test]
 fn without_a_swap_the_hook_answer_still_stands_for_the_same_command() {
     for who in whos() {
         let Some(fx) = setup(&who, "hooklink-same") else {
             continue;
         };
-        let seen = run(&fx, false);
+        let seen = run(&fx, "dotsecret.txt", None);
         let leaked = std::fs::read_to_string(fx.wt.join("leaked.txt")).unwrap_or_default();
         let sibling = std::fs::read_to_string(fx.home.join("sibling/dotsecret.txt")).unwrap();
         let home_now = std::fs::read_to_string(fx.home.join("dotsecret.txt")).unwrap();

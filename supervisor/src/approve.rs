@@ -318,3 +318,38 @@ impl Approver for AllowOnce {
         Ok(Answer::Once)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reach(reasons: &[&str], hosts: &[&str], paths: &[(&str, bool)]) -> Reach {
+        Reach {
+            reasons: reasons.iter().map(|s| s.to_string()).collect(),
+            hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            paths: paths.iter().map(|(p, w)| (p.into(), *w)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_reach_is_within_only_what_was_shown() {
+        let shown = reach(
+            &["`lnk/f` reaches outside the worktree (resolves to /h/sibling/f)"],
+            &["example.com"],
+            &[("/h/sibling/f", true), ("/h/other", false)],
+        );
+        assert!(Reach::default().within(&shown));
+        assert!(shown.within(&shown));
+        assert!(reach(&[], &[], &[("/h/other", false)]).within(&shown));
+        // Another resolution, another host, another path, a write of a path shown read.
+        assert!(!reach(
+            &["`lnk/f` reaches outside the worktree (resolves to /h/f)"],
+            &[],
+            &[]
+        )
+        .within(&shown));
+        assert!(!reach(&[], &["evil.example"], &[]).within(&shown));
+        assert!(!reach(&[], &[], &[("/h/f", false)]).within(&shown));
+        assert!(!reach(&[], &[], &[("/h/other", true)]).within(&shown));
+    }
+}
