@@ -938,6 +938,72 @@ fn an_approval_to_the_agent_covers_the_agent_and_not_the_commands_it_starts() {
     }
 }
 
+/// Runs `tyba run --here --autonomy high -- bash -c SCRIPT`, approving the first ask and
+/// denying every later one until the session ends: (asks' actions, stdout).
+fn approve_first_only(fx: &Fx, script: &str) -> (Vec<String>, String) {
+    let mut s = fx.start(&["--autonomy", "high"], script);
+    let mut asks: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while s.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        for p in fx.pending(0) {
+            let id = p["id"].as_str().unwrap().to_string();
+            let verb = if asks.is_empty() { "approve" } else { "deny" };
+            let (code, _, err) = fx.cli(&[verb, &id]);
+            assert_eq!(code, 0, "{:?}: {verb} {id}: {err}", fx.who);
+            asks.push(p["action"].as_str().unwrap_or("").to_string());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, out, err) = s.finish();
+    (asks, format!("{out}\n--- stderr\n{err}"))
+}
+
+/// The agent (bash) reads an outside file twice, then `exec`s a command in its place (or,
+/// when `fork`, starts it) that reads the same file.
+fn agent_then_command(fork: bool) -> String {
+    format!(
+        "read -r x < ../O/secret.txt; echo \"first=$x\"; \
+         read -r y < ../O/secret.txt; echo \"again=$y\"; \
+         {} python3 -c 'import sys
+try:
+    print(\"py=\" + open(\"../O/secret.txt\").read().strip(), flush=True)
+except OSError as e:
+    print(\"py=ERR%d\" % e.errno, flush=True)'",
+        if fork { "" } else { "exec" }
+    )
+}
+
+#[test]
+fn an_approval_to_the_agent_ends_when_it_execs_a_command_in_its_place() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-agent-exec") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        for fork in [false, true] {
+            let (asks, out) = approve_first_only(&fx, &agent_then_command(fork));
+            let mut ck = Checks::default();
+            ck.check(
+                asks.first()
+                    .is_some_and(|a| a.contains("for the agent itself (bash, pid")),
+                "the first ask names the agent",
+            );
+            ck.check(
+                out.contains("first=topsecret") && out.contains("again=topsecret"),
+                "the agent's own reads stay approved (asked once)",
+            );
+            ck.check(
+                asks.len() == 2 && asks[1].contains("this command (python3, pid"),
+                "the command's read is asked on its own",
+            );
+            ck.check(out.contains("py=ERR13"), "the command's read is refused");
+            ck.finish(&format!(
+                "{who:?} fork={fork}\n--- asks\n{asks:#?}\n--- out\n{out}"
+            ));
+        }
+    }
+}
+
 /// The script of [`a_server_that_hangs_fails_closed_within_its_bound`]: an asked read, then a
 /// `stat` the server hangs on, then another outside read and the worktree.
 const HANGS: &str = r#"

@@ -80,8 +80,9 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
 /// What tyba answers one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
-    /// Let it through.
-    Allow,
+    /// Let it through, saying why (Claude Code shows the reason): `tyba: green`, the
+    /// session's autonomy, or what the person approved.
+    Allow(String),
     /// Let the agent ask the person itself (Claude Code only), with this text.
     Ask(String),
     /// Refuse, with the reason the agent sees.
@@ -173,7 +174,7 @@ impl Seen {
     /// The record of `outcome`; `None` for an ask (the session logs it with its answer).
     fn record(self, agent: Agent, outcome: &Outcome) -> Option<session::Record> {
         let (decision, reason) = match outcome {
-            Outcome::Allow => (session::Decision::Allow, None),
+            Outcome::Allow(_) => (session::Decision::Allow, None),
             Outcome::Deny(r) => (session::Decision::Refuse, Some(non_empty(r).to_string())),
             Outcome::Ask(_) => return None,
         };
@@ -285,7 +286,7 @@ fn decide_call(
     }
     if call.what == What::Internal && unknown.is_none() {
         seen.verdict = Verdict::Green.to_string();
-        return (Outcome::Allow, Some(seen));
+        return (Outcome::Allow("tyba: green".into()), Some(seen));
     }
     let cwd = match std::fs::canonicalize(&call.cwd) {
         Ok(c) => c,
@@ -406,7 +407,14 @@ fn decide_call(
         ExecMode::Auto,
         &SessionMemory::new(),
     ) {
-        Decision::Allow if unknown.is_none() => return (Outcome::Allow, Some(seen)),
+        Decision::Allow if unknown.is_none() => {
+            let why = if class.verdict == Verdict::Green {
+                "tyba: green".to_string()
+            } else {
+                format!("tyba: {} allowed at the session's autonomy", class.verdict)
+            };
+            return (Outcome::Allow(why), Some(seen));
+        }
         // At any autonomy an unknown input waits for the person.
         Decision::Allow => tyba_policy::Ask {
             verdict: class.verdict.max(Verdict::Yellow),
@@ -448,6 +456,7 @@ fn decide_call(
     }
     match socket {
         Some(socket) => {
+            let approved = cut_action(&key);
             let request = session::AskRequest {
                 agent: agent.cli_name(),
                 tool: call.tool.clone(),
@@ -470,7 +479,15 @@ fn decide_call(
             };
             match session::ask_session(socket, &request) {
                 // The session logged the ask and its answer.
-                Ok(session::Answer::Once | session::Answer::Always) => (Outcome::Allow, None),
+                Ok(a @ (session::Answer::Once | session::Answer::Always)) => {
+                    let how = if a == session::Answer::Once { "once" } else { "always" };
+                    (
+                        Outcome::Allow(format!(
+                            "tyba: approved by the person ({how}): `{approved}` ({summary})"
+                        )),
+                        None,
+                    )
+                }
                 Ok(session::Answer::Deny { reason }) => (
                     Outcome::Deny(match reason {
                         Some(r) if !r.trim().is_empty() => format!("denied by the person: {r}"),
@@ -569,7 +586,7 @@ fn reply(agent: Agent, outcome: &Outcome) -> Reply {
         // Claude Code hooks reference, PreToolUse decision control.
         (Agent::ClaudeCode, o) => {
             let (decision, reason) = match o {
-                Outcome::Allow => ("allow", "tyba: green"),
+                Outcome::Allow(r) => ("allow", r.as_str()),
                 Outcome::Ask(r) => ("ask", non_empty(r)),
                 Outcome::Deny(r) => ("deny", non_empty(r)),
             };
@@ -583,7 +600,7 @@ fn reply(agent: Agent, outcome: &Outcome) -> Reply {
         }
         // Codex can only refuse: allow is exit 0 with nothing on stdout; a refusal is exit 2
         // with the reason on stderr (an empty stderr with exit 2 would not block).
-        (Agent::Codex, Outcome::Allow) => Reply {
+        (Agent::Codex, Outcome::Allow(_)) => Reply {
             stdout: String::new(),
             stderr: String::new(),
             code: 0,
@@ -594,7 +611,7 @@ fn reply(agent: Agent, outcome: &Outcome) -> Reply {
             code: 2,
         },
         // Gemini CLI hooks reference, BeforeTool: decision allow|deny and reason.
-        (Agent::Gemini, Outcome::Allow) => out(json!({ "decision": "allow" })),
+        (Agent::Gemini, Outcome::Allow(_)) => out(json!({ "decision": "allow" })),
         (Agent::Gemini, Outcome::Ask(r) | Outcome::Deny(r)) => {
             out(json!({ "decision": "deny", "reason": non_empty(r) }))
         }
@@ -620,7 +637,7 @@ fn emit(agent: Agent, outcome: &Outcome) -> ExitCode {
     if written.is_err() {
         let reason = match outcome {
             Outcome::Deny(r) | Outcome::Ask(r) => non_empty(r).to_string(),
-            Outcome::Allow => "refused by tyba: the answer could not be written".to_string(),
+            Outcome::Allow(_) => "refused by tyba: the answer could not be written".to_string(),
         };
         let _ = writeln!(std::io::stderr(), "{reason}");
         return ExitCode::from(2);
@@ -698,7 +715,10 @@ mod tests {
         assert_eq!(r.reason.as_deref(), Some("refused by tyba: bad"));
         assert_eq!(r.action.chars().count(), MAX_RECORDED_ACTION + 1);
         assert!(r.action.starts_with('x') && r.action.ends_with('…'));
-        let a = seen.clone().record(Agent::Codex, &Outcome::Allow).unwrap();
+        let a = seen
+            .clone()
+            .record(Agent::Codex, &Outcome::Allow("tyba: green".into()))
+            .unwrap();
         assert_eq!(
             (a.decision, a.reason, a.agent),
             (session::Decision::Allow, None, "codex")

@@ -116,6 +116,60 @@ pub struct ExecAsk {
     /// shown first, and the key a hook's answer for that command is matched on. `None` when
     /// the line is its own command (then the line is shown, cut to a bound).
     pub inner_command: Option<String>,
+    /// What its classification resolved, as far as an approval reaches ([`Reach`]): a hook
+    /// ask's answer stands for this exec only when it showed the person all of it.
+    pub reach: Reach,
+}
+
+/// What an approval of a command line reaches, as its classification resolved it at the
+/// ask: the reasons of its yellow and red findings (which name paths as resolved through
+/// links, credential and sensitive paths, pushes, code-running variables), the hosts it
+/// names, and the real paths it reads or writes (for an exec: the grants its runner would get
+/// on top of the agent's domain). Two asks of the same text can reach different things (a
+/// link swapped, another directory, another home), so one ask's answer stands for another only
+/// when the other's reach lies within what the first showed ([`Reach::within`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// Reasons of the yellow and red findings.
+    pub reasons: std::collections::BTreeSet<String>,
+    /// Network destinations named.
+    pub hosts: std::collections::BTreeSet<String>,
+    /// Real paths reached, each with whether it is written.
+    pub paths: std::collections::BTreeMap<std::path::PathBuf, bool>,
+}
+
+impl Reach {
+    /// The reach of `class`, with `paths` (real path, written) as what it reaches on disk.
+    pub fn of(
+        class: &tyba_policy::Classification,
+        paths: impl IntoIterator<Item = (std::path::PathBuf, bool)>,
+    ) -> Reach {
+        let mut reach = Reach {
+            reasons: class
+                .findings
+                .iter()
+                .filter(|f| f.verdict > Verdict::Green)
+                .map(|f| f.reason.clone())
+                .collect(),
+            hosts: class.hosts.iter().cloned().collect(),
+            paths: Default::default(),
+        };
+        for (p, w) in paths {
+            *reach.paths.entry(p).or_default() |= w;
+        }
+        reach
+    }
+
+    /// Whether everything `self` reaches was shown in `shown`: each reason and host among
+    /// its, each path among its, and each written path written there.
+    pub fn within(&self, shown: &Reach) -> bool {
+        self.reasons.is_subset(&shown.reasons)
+            && self.hosts.is_subset(&shown.hosts)
+            && self
+                .paths
+                .iter()
+                .all(|(p, w)| shown.paths.get(p).is_some_and(|sw| *sw || !*w))
+    }
 }
 
 impl AskRequest {
@@ -262,5 +316,40 @@ pub struct AllowOnce;
 impl Approver for AllowOnce {
     fn ask(&self, _request: &AskRequest) -> Result<Answer, ApproverError> {
         Ok(Answer::Once)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reach(reasons: &[&str], hosts: &[&str], paths: &[(&str, bool)]) -> Reach {
+        Reach {
+            reasons: reasons.iter().map(|s| s.to_string()).collect(),
+            hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            paths: paths.iter().map(|(p, w)| (p.into(), *w)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_reach_is_within_only_what_was_shown() {
+        let shown = reach(
+            &["`lnk/f` reaches outside the worktree (resolves to /h/sibling/f)"],
+            &["example.com"],
+            &[("/h/sibling/f", true), ("/h/other", false)],
+        );
+        assert!(Reach::default().within(&shown));
+        assert!(shown.within(&shown));
+        assert!(reach(&[], &[], &[("/h/other", false)]).within(&shown));
+        // Another resolution, another host, another path, a write of a path shown read.
+        assert!(!reach(
+            &["`lnk/f` reaches outside the worktree (resolves to /h/f)"],
+            &[],
+            &[]
+        )
+        .within(&shown));
+        assert!(!reach(&[], &["evil.example"], &[]).within(&shown));
+        assert!(!reach(&[], &[], &[("/h/f", false)]).within(&shown));
+        assert!(!reach(&[], &[], &[("/h/other", true)]).within(&shown));
     }
 }

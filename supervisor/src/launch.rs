@@ -927,6 +927,10 @@ impl crate::outside_fs::SessionLink for OutsideLink {
             })
     }
 
+    fn role(&self, pid: u32) -> Option<crate::exec::Role> {
+        self.0.upgrade().and_then(|n| n.outside_role(pid))
+    }
+
     fn log_quiet(&self, event: notify::AuditEvent) {
         if let Some(n) = self.0.upgrade() {
             n.log_quiet(event);

@@ -368,6 +368,17 @@ struct ExecCopy {
     grants: Vec<runner::Grant>,
 }
 
+/// What an asked exec reaches ([`crate::approve::Reach`]): its classification's findings and
+/// hosts, and the grants its runner would get (`copy`), so a hook's answer for the same text
+/// stands for it only when the hook's ask showed all of that.
+fn exec_reach(class: &Classification, copy: Option<&ExecCopy>) -> crate::approve::Reach {
+    crate::approve::Reach::of(
+        class,
+        copy.into_iter()
+            .flat_map(|c| c.grants.iter().map(|g| (g.path.clone(), g.write))),
+    )
+}
+
 /// An exec as read from the process: file name, argv, environment, working directory.
 struct ExecRead {
     path: String,
@@ -1991,13 +2002,15 @@ impl Notifier {
                 }
                 Covered::Ask => {
                     let first = format!("started by the approved command `{}`", c.shown());
+                    let (argv, cwd) = (r.argv.clone(), r.cwd.clone());
+                    let (mut reasons, copy) = self.ask_parts(&class, Some(first), r);
                     let exec = ExecAsk {
-                        argv: r.argv.clone(),
-                        cwd: r.cwd.clone(),
+                        argv,
+                        cwd,
                         env: assigns.clone(),
                         inner_command: class.inner_command.clone(),
+                        reach: exec_reach(&class, copy.as_ref()),
                     };
-                    let (mut reasons, copy) = self.ask_parts(&class, Some(first), r);
                     reasons.extend(push_relay::ask_reasons(&local_pushes));
                     let cover = new_cover(&command, &class.hosts, true);
                     ExecDecision::Ask(Box::new(PendingAsk {
@@ -2117,13 +2130,15 @@ impl Notifier {
                 Ok(ExecDecision::Refuse(reason, class.inner_command.clone()))
             }
             Decision::Ask(a) => {
+                let (argv, cwd) = (r.argv.clone(), r.cwd.clone());
+                let (mut reasons, copy) = self.ask_parts(&class, None, r);
                 let exec = ExecAsk {
-                    argv: r.argv.clone(),
-                    cwd: r.cwd.clone(),
+                    argv,
+                    cwd,
                     env: assigns.clone(),
                     inner_command: class.inner_command.clone(),
+                    reach: exec_reach(&class, copy.as_ref()),
                 };
-                let (mut reasons, copy) = self.ask_parts(&class, None, r);
                 reasons.extend(push_relay::ask_reasons(&local_pushes));
                 let cover = new_cover(&command, &class.hosts, true);
                 Ok(ExecDecision::Ask(Box::new(PendingAsk {
@@ -2251,6 +2266,13 @@ impl Notifier {
             Role::Command(c) if c.own_hook => Asker::OwnHook,
             Role::Command(_) | Role::Stray => Asker::Command,
         }
+    }
+
+    /// The role of process `tgid` now, to the outside-files server (its grants hold while the
+    /// process keeps the role they were made in); `None` when it cannot be read.
+    pub(crate) fn outside_role(&self, tgid: u32) -> Option<Role> {
+        let st = procfs::stat_ext(tgid).ok()?;
+        Some(self.role_of(tgid, &st))
     }
 
     /// Logs a quiet refusal of the outside-files server as the session's own: in the audit

@@ -557,13 +557,19 @@ impl Op {
 }
 
 /// One approval: `op` for the process `root` and, unless `agent_only`, its descendants, while
-/// it lives. `agent_only` (the asker was the agent's own runtime): `root` and the processes
-/// under it that are the agent too, never the commands it starts.
+/// it lives and keeps the role it had when asked. `agent_only` (the asker was the agent's own
+/// runtime): `root` and the processes under it that are the agent too, never the commands it
+/// starts.
 #[derive(Debug, Clone)]
 struct Grant {
     root: ProcId,
     agent_only: bool,
     op: Op,
+    /// `root`'s role in the exec model when the grant was made (`None` without a session
+    /// link). An exec that changes it (the agent's `exec python3 …` in place, a command's exec
+    /// of another command: [`crate::exec::same_role`]) ends the grant: its pid and identity
+    /// stay, but it is no longer whom the ask named.
+    role: Option<crate::exec::Role>,
 }
 
 /// Whether process `pid` is `root` or one of its descendants (parent links in the
@@ -763,6 +769,9 @@ impl Asker {
 pub(crate) trait SessionLink: Send + Sync {
     /// Who process `pid` (in the supervisor's PID namespace) is now.
     fn asker(&self, pid: u32) -> Asker;
+    /// The role process `pid` has now in the exec model (`None` when it cannot be read): a
+    /// grant holds only while its process keeps the role it was granted in.
+    fn role(&self, pid: u32) -> Option<crate::exec::Role>;
     /// Logs a quiet refusal as the session's own (the audit log, and the end summary's
     /// "refused quietly" count).
     fn log_quiet(&self, event: AuditEvent);
@@ -1479,7 +1488,25 @@ impl Inner {
     /// Whether grant `g` reaches process `pid`: `g.root` itself, or a process under it (that
     /// is the agent too, for a grant to the agent).
     fn reaches(&self, pid: u32, g: &Grant) -> bool {
-        in_tree(pid, g.root) && (!g.agent_only || pid == g.root.pid || self.asker(pid).is_agent())
+        in_tree(pid, g.root)
+            && self.same_role_as(g)
+            && (!g.agent_only || pid == g.root.pid || self.asker(pid).is_agent())
+    }
+
+    /// The role of process `pid` now, in the exec model (`None` before the notify loop has
+    /// told, or for a process it cannot read).
+    fn role_of(&self, pid: u32) -> Option<crate::exec::Role> {
+        self.session.get().and_then(|s| s.role(pid))
+    }
+
+    /// Whether grant `g`'s root still has the role it had when granted. Without a session
+    /// link then and now, yes; a role unknown now (or only now known) is another.
+    fn same_role_as(&self, g: &Grant) -> bool {
+        match (&g.role, self.role_of(g.root.pid)) {
+            (None, None) => self.session.get().is_none(),
+            (Some(then), Some(now)) => crate::exec::same_role(then, &now),
+            _ => false,
+        }
     }
 
     /// Refuses `what` quietly: `EACCES` (what Landlock gives), logged as a quiet refusal of
@@ -1624,6 +1651,7 @@ impl Inner {
                         root,
                         agent_only,
                         op: op.clone(),
+                        role: self.role_of(pid),
                     });
                     self.log(what.clone(), true, Some(how.into()));
                     Ok(())

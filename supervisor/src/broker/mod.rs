@@ -37,12 +37,12 @@ mod server;
 pub(crate) use server::runtime;
 pub mod text;
 
-use crate::approve::{Answer, Approver, ApproverError, AskKind, AskRequest};
+use crate::approve::{Answer, Approver, ApproverError, AskKind, AskRequest, Reach};
 use crate::control::{ControlError, Counted, SessionControl, SessionInfo};
 use crate::notify::AuditEvent;
 use audit::{AuditLine, AuditLog};
 use proto::{HookAnswer, HookAsk, HookDecision, HookRecord, PendingView, SessionView, WireAnswer};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -209,6 +209,9 @@ struct LinkedOnce {
     shown: tyba_policy::Verdict,
     /// Canonical, as the kernel layer's working directory is compared.
     cwd: std::path::PathBuf,
+    /// What the broker's classification shown to the person resolved: the kernel layer's
+    /// ask is this answer only when its own reach lies within it ([`Reach::within`]).
+    reach: Reach,
 }
 
 /// A file the person let the agent program read (or write) through a hook ask: the agent's
@@ -240,8 +243,9 @@ struct State {
     /// directory above all) vouches for nothing the kernel layer sees otherwise.
     linked_once: Vec<LinkedOnce>,
     /// Shell commands the person allowed always through a hook ask (yellow by the broker's
-    /// own classification): the kernel layer's ask for the same line is answered `always`.
-    linked_always: HashSet<String>,
+    /// own classification), with what the ask showed them to reach: the kernel layer's ask
+    /// for the same line, reaching nothing more, is answered `always`.
+    linked_always: HashMap<String, Reach>,
     /// Files the person let the agent program read or write through a hook ask of a file
     /// tool.
     linked_files: Vec<LinkedFile>,
@@ -1155,7 +1159,7 @@ impl Broker {
         ask.diff = ask.diff.map(|d| text::clean_diff(&d));
         let shell = SHELL_TOOLS.contains(&ask.tool.to_ascii_lowercase().as_str());
         let ours = if shell { self.classify(&ask) } else { None };
-        if let Some((verdict, reasons)) = &ours {
+        if let Some((verdict, reasons, _)) = &ours {
             if *verdict == tyba_policy::Verdict::Blocked {
                 self.inner.cfg.control.count(Counted::Denied);
                 let a = deny_answer(&format!("refused by tyba: {}", reasons.join("; ")));
@@ -1182,7 +1186,7 @@ impl Broker {
             ));
         }
         let always_ok = ask.rememberable && ask.verdict == "yellow";
-        let link = ours.is_some();
+        let link = ours.map(|(_, _, reach)| reach);
         let cwd = self.judged_cwd(&ask);
         let command = ask.action.clone();
         // What the person is shown and answers: a wrapped exec is linked only up to it.
@@ -1282,13 +1286,14 @@ impl Broker {
         }
         match answer {
             Answer::Once => {
-                if let (true, Some(mut s)) = (link, self.lock()) {
+                if let (Some(reach), Some(mut s)) = (link, self.lock()) {
                     s.linked_once.retain(|l| l.at.elapsed() < LINK_WINDOW);
                     s.linked_once.push(LinkedOnce {
                         command: command.trim().to_string(),
                         at: Instant::now(),
                         shown,
                         cwd: std::fs::canonicalize(&cwd).unwrap_or(cwd),
+                        reach,
                     });
                 }
                 HookAnswer {
@@ -1299,8 +1304,8 @@ impl Broker {
             Answer::Always => {
                 if let Some(mut s) = self.lock() {
                     s.hook_always.insert(key);
-                    if link {
-                        s.linked_always.insert(command.trim().to_string());
+                    if let Some(reach) = link {
+                        s.linked_always.insert(command.trim().to_string(), reach);
                     }
                 }
                 HookAnswer {
@@ -1320,7 +1325,7 @@ impl Broker {
     }
 
     /// The broker's own verdict and reasons for a hook's shell command.
-    fn classify(&self, ask: &HookAsk) -> Option<(tyba_policy::Verdict, Vec<String>)> {
+    fn classify(&self, ask: &HookAsk) -> Option<(tyba_policy::Verdict, Vec<String>, Reach)> {
         let policy = self.inner.cfg.policy.as_ref()?;
         let wt = &self.inner.cfg.worktree;
         let cwd = self.judged_cwd(ask);
@@ -1340,7 +1345,14 @@ impl Broker {
             &ctx,
         );
         let reasons = c.decisive_reasons().iter().map(|r| r.to_string()).collect();
-        Some((c.verdict, reasons))
+        // Every path the line names, as it resolves now (what the person is shown): the
+        // grants a runner of the same line would get are among them.
+        let real = c.paths.iter().filter_map(|p| {
+            let (real, _) = crate::runner::real_target(p)?;
+            Some((real, c.writes.contains(p)))
+        });
+        let reach = Reach::of(&c, real.collect::<Vec<_>>());
+        Some((c.verdict, reasons, reach))
     }
 
     /// The directory a hook's shell command is judged in: the one it names when that is the
@@ -1363,14 +1375,15 @@ impl Broker {
             return None;
         };
         let inner = request.inner_command();
+        // What this exec reaches, as the kernel layer resolved it; an ask without one links
+        // nothing.
+        let reach = &request.exec.as_ref()?.reach;
         let mut s = self.lock()?;
         // "Always" on the hook's ask of CMD covers the agent's wrapped exec of CMD: the key
         // the kernel layer's own "always" uses ([`tyba_policy::decide`]), with its own
-        // verdict yellow (rememberable) too.
-        if request.rememberable
-            && (s.linked_always.contains(command.trim())
-                || inner.is_some_and(|i| s.linked_always.contains(i)))
-        {
+        // verdict yellow (rememberable) too, and reaching nothing the hook's ask did not show.
+        let always = |key: &str| s.linked_always.get(key).is_some_and(|r| reach.within(r));
+        if request.rememberable && (always(command.trim()) || inner.is_some_and(always)) {
             return Some(Answer::Always);
         }
         // Where the exec runs, as the kernel layer saw it; an ask without one links nothing.
@@ -1378,7 +1391,12 @@ impl Broker {
             .exec
             .as_ref()
             .map(|e| std::fs::canonicalize(&e.cwd).unwrap_or_else(|_| e.cwd.clone()))?;
-        let same = move |l: &LinkedOnce| request.verdict <= l.shown && l.cwd == here;
+        // The same command is the same approval only when it reaches what the person was
+        // shown: a link swapped, `$HOME` or a directory changed between the two asks make
+        // the same text reach another file, which is asked on its own.
+        let same = move |l: &LinkedOnce| {
+            request.verdict <= l.shown && l.cwd == here && reach.within(&l.reach)
+        };
         s.linked_once.retain(|l| l.at.elapsed() < LINK_WINDOW);
         let i = match s
             .linked_once
@@ -1574,10 +1592,13 @@ pub(crate) enum HookStep {
 pub(crate) struct HookWait {
     /// The ask's number in this session.
     pub id: u64,
-    link: bool,
     command: String,
     shown: tyba_policy::Verdict,
     key: String,
+    /// What the broker's classification of the command resolved, when it classified it (a
+    /// shell tool under the session's policy): the kernel layer's ask of the same command is
+    /// linked to this answer only then, and only within it.
+    link: Option<Reach>,
     /// The directory the command was judged in ([`Broker::judged_cwd`]).
     cwd: std::path::PathBuf,
     /// A file tool's files, resolved, and whether it writes them ([`Broker::hook_files`]).

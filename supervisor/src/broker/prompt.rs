@@ -1253,6 +1253,7 @@ mod tests {
                 cwd: "/wt".into(),
                 env: Vec::new(),
                 inner_command: Some("cargo build --release".into()),
+                reach: Default::default(),
             }),
         };
         let hb = b.clone();

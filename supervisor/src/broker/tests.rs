@@ -33,6 +33,7 @@ fn kreq_in(command: &str, verdict: Verdict, cwd: &std::path::Path) -> AskRequest
             cwd: cwd.to_path_buf(),
             env: Vec::new(),
             inner_command: None,
+            reach: Default::default(),
         }),
         ..req(command, verdict)
     }
@@ -736,6 +737,7 @@ fn wrapped_req(line: &str, inner: &str, verdict: Verdict) -> AskRequest {
             cwd: std::env::temp_dir(),
             env: Vec::new(),
             inner_command: Some(inner.into()),
+            reach: Default::default(),
         }),
         ..req(line, verdict)
     }
