@@ -55,7 +55,18 @@ fn serve(body: &'static str, redirect: Option<u16>) -> Server {
 /// `file`: one file beside the worktree or in the home at a time, on by default), which it
 /// denies: these tests are about commands and connections, approved whole. The asks' actions
 /// in order, and the session's (status, stdout, stderr).
-fn approve_all(fx: &Fx, mut s: Session) -> (Vec<String>, (i32, String, String)) {
+fn approve_all(fx: &Fx, s: Session) -> (Vec<String>, (i32, String, String)) {
+    answer(fx, s, |_| true)
+}
+
+/// Answers every ask of the session until it ends: `approve(action)` for commands and
+/// connections, deny for the outside-files server's (as [`approve_all`]). The asks' actions
+/// in order, and the session's (status, stdout, stderr).
+fn answer(
+    fx: &Fx,
+    mut s: Session,
+    approve: impl Fn(&str) -> bool,
+) -> (Vec<String>, (i32, String, String)) {
     let mut seen: Vec<String> = Vec::new();
     let mut actions = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -74,10 +85,11 @@ fn approve_all(fx: &Fx, mut s: Session) -> (Vec<String>, (i32, String, String)) 
                     continue;
                 }
                 actions.push(p["action"].as_str().unwrap_or_default().to_string());
-                let answer = if p["kind"] == "file" {
-                    "deny"
-                } else {
+                let action = p["action"].as_str().unwrap_or_default();
+                let answer = if p["kind"] != "file" && approve(action) {
                     "approve"
+                } else {
+                    "deny"
                 };
                 let _ = fx.cli(&[answer, &id]);
                 seen.push(id);
@@ -149,6 +161,116 @@ fn hosts_the_line_does_not_name_and_programs_that_are_not_its_client_are_still_a
         assert_eq!(named.hits.load(Ordering::SeqCst), 1, "{who:?}");
         assert_eq!(other.hits.load(Ordering::SeqCst), 2, "{who:?}");
     }
+}
+
+/// A listener on `ip:port` counting the connections it accepted (answering HTTP with `body`),
+/// `None` when the address cannot be bound (port 80 needs root; it may be in use).
+fn listen_on(ip: &str, port: u16, body: &'static str) -> Option<Server> {
+    let l = TcpListener::bind((ip, port)).ok()?;
+    let port = l.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            h.fetch_add(1, Ordering::SeqCst);
+            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = c.write_all(resp.as_bytes());
+        }
+    });
+    Some(Server { port, hits })
+}
+
+/// review r3-05: an approved URL covers the port it connects to (the scheme's default when it
+/// names none), never every port of the host. The approved line's curl, through a `-K` config
+/// file the line does not show, also fetches another port of the same host: that connection
+/// is asked on its own and, denied, never reaches the listener on that port (checked from
+/// outside). Spelled as an IP literal without a port (port 80 of an address of 127/8), as
+/// `localhost` and as `[::1]` where port 80 can be bound there; the control approves every
+/// ask and the other port's listener is reached.
+#[test]
+fn an_approved_url_covers_its_own_port_and_no_other_port_of_the_host() {
+    // A loopback address of its own, so port 80 is free whatever else the machine runs.
+    let ip = format!(
+        "127.{}.{}.9",
+        std::process::id() % 200 + 20,
+        std::process::id() % 7
+    );
+    let spellings: Vec<(String, String)> = vec![
+        (ip.clone(), format!("http://{ip}")),
+        ("127.0.0.1".into(), "http://localhost/".into()),
+        ("::1".into(), "http://[::1]/".into()),
+        // The explicit port (control of the spelling: covered before too).
+        (ip.clone(), format!("http://{ip}:80/x")),
+    ];
+    let mut ran = 0;
+    let mut listeners: std::collections::HashMap<String, (Server, Server)> = Default::default();
+    for (bind, url) in spellings {
+        if !listeners.contains_key(&bind) {
+            let Some(shown) = listen_on(&bind, 80, "the-approved-port") else {
+                eprintln!("skipping {url}: cannot listen on port 80 of {bind}");
+                continue;
+            };
+            let other = listen_on(&bind, 0, "another-port-of-the-host").unwrap();
+            listeners.insert(bind.clone(), (shown, other));
+        }
+        let (shown, other) = &listeners[&bind];
+        let host = if bind.contains(':') {
+            format!("[{bind}]")
+        } else {
+            bind.clone()
+        };
+        let other_url = format!("http://{host}:{}/other", other.port);
+        for who in whos() {
+            for deny_others in [true, false] {
+                let Some(fx) = setup(&who, "net-port") else {
+                    continue;
+                };
+                ran += 1;
+                let before = (
+                    shown.hits.load(Ordering::SeqCst),
+                    other.hits.load(Ordering::SeqCst),
+                );
+                let script = format!(
+                    "printf 'url = \"{other_url}\"\\n' > cfg.txt; \
+                     curl -sS -m 10 -K cfg.txt {url}; echo curl=$?"
+                );
+                let first = std::sync::Mutex::new(true);
+                let (asks, (code, out, err)) = answer(&fx, fx.start(&[], &script), |_| {
+                    let mut f = first.lock().unwrap();
+                    let is_first = *f;
+                    *f = false;
+                    is_first || !deny_others
+                });
+                let ctx = format!("{who:?} {url} deny={deny_others}: {asks:?} {out} / {err}");
+                assert_eq!(code, 0, "{ctx}");
+                assert!(asks.first().is_some_and(|a| a.contains("curl")), "{ctx}");
+                assert!(out.contains("the-approved-port"), "{ctx}");
+                assert_eq!(shown.hits.load(Ordering::SeqCst), before.0 + 1, "{ctx}");
+                assert_eq!(asks.len(), 2, "{ctx}: the other port is asked on its own");
+                assert!(
+                    asks[1].starts_with("command connects to")
+                        && asks[1].contains(&format!(":{}", other.port)),
+                    "{ctx}"
+                );
+                let reached = other.hits.load(Ordering::SeqCst) - before.1;
+                if deny_others {
+                    assert_eq!(reached, 0, "{ctx}: the denied port was reached");
+                    assert!(!out.contains("another-port-of-the-host"), "{ctx}");
+                } else {
+                    assert_eq!(reached, 1, "{ctx}: control: approved, it is reached");
+                    assert!(out.contains("another-port-of-the-host"), "{ctx}");
+                }
+            }
+        }
+    }
+    assert!(ran > 0 || whos().is_empty(), "no spelling could be checked");
 }
 
 /// A registry name the host resolves, if any (the relay asks the host's name server).

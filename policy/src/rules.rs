@@ -115,7 +115,7 @@ rules! {
     SHELL_UNPARSEABLE_WORD = "shell.unparseable-word", [Yellow], "a word that could not be parsed";
     SUPERVISOR_CONTROL = "supervisor.control", [Red, Blocked], "a `tyba` subcommand that grants approvals, changes autonomy, edits hook entries or removes worktrees: the agent deciding for its supervisor (blocked: `hook uninstall` switches the agent's hook off)";
     TOOL_NO_PATH = "tool.no-path", [Yellow], "a file tool action that names no path";
-    VAULT_CATASTROPHIC = "vault.catastrophic", [Blocked], "a recursive modification of `/`, home or a system path";
+    VAULT_CATASTROPHIC = "vault.catastrophic", [Blocked], "a recursive modification of `/`, the home or a directory holding it, a system path or a system root (`/var`, `/opt`, `/run`, `/srv`, `/home`, `/root`)";
     VAULT_DEVICE_WRITE = "vault.device-write", [Blocked], "a write to a device under `/dev`";
     VAULT_DISK = "vault.disk", [Blocked], "a file-system or partition-table maker";
     VAULT_FORK_BOMB = "vault.fork-bomb", [Blocked], "a function that spawns itself: a fork bomb";

@@ -106,7 +106,9 @@ pub struct Shape {
 /// every rule that fired, in the order they were found (no duplicates of the same rule and
 /// reason); `paths` the absolute paths the action names (lexically resolved, deduplicated, in
 /// order of appearance); `writes` those of them a command writes or creates (a subset of
-/// `paths`); `hosts` the network destinations it names (host or `host:port`).
+/// `paths`); `hosts` the network destinations it names (`host:port`, `[v6]:port`: a URL's explicit
+/// port or its scheme's default; a bare host only where no port is known, which an approval
+/// covers no connection to).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Classification {
     /// Worst colour of all parts.
@@ -119,7 +121,7 @@ pub struct Classification {
     /// `tee f`); paths it deletes, renames, links or changes the metadata of, and the operands
     /// of programs nobody listed, are in `paths` only.
     pub writes: Vec<PathBuf>,
-    /// Network destinations the action names.
+    /// Network destinations the action names, each with the port it connects to when known.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
     pub shape: Shape,

@@ -2665,10 +2665,12 @@ impl Notifier {
         }
     }
 
-    /// The host of `cover`'s approved line that destination `a` is, if any: an IP literal
-    /// with `a`'s address (and port, when the line gave one), or a name that resolved to
+    /// The host of `cover`'s approved line that destination `a` is, if any: an entry with
+    /// `a`'s port (the line's explicit port or its scheme's default, see the policy's
+    /// `hosts`) whose host is an IP literal with `a`'s address, or a name that resolved to
     /// `a`'s address through the relay or when the supervisor resolves it itself (`/etc/hosts`
-    /// included: `localhost`).
+    /// included: `localhost`). An entry without a port covers no connection: the person was
+    /// shown one destination, not every service of that host.
     fn covered_host(&self, cover: &Cover, a: &std::net::SocketAddr) -> Option<String> {
         let ip = crate::dns::canonical(a.ip());
         cover
@@ -2678,7 +2680,7 @@ impl Notifier {
                 let Some(spec) = net::parse_host_spec(h) else {
                     return false;
                 };
-                if spec.port.is_some_and(|p| p != a.port()) {
+                if spec.port != Some(a.port()) {
                     return false;
                 }
                 if let Ok(lit) = spec.host.parse::<std::net::IpAddr>() {

@@ -75,6 +75,24 @@ pub(crate) fn is_system_path(p: &Path) -> bool {
     }
 }
 
+/// Whether an absolute path is one of the top-level directories that hold the system's and
+/// its users' state (`/var`, `/opt`, `/run`, `/srv`, `/home`, `/root`): a recursive
+/// modification of one of them is catastrophic, while files below them (`/var/tmp`, the
+/// session's scratch) keep their own rules.
+pub(crate) fn is_system_root(p: &Path) -> bool {
+    let mut comps = p.components();
+    if comps.next() != Some(Component::RootDir) {
+        return false;
+    }
+    match (comps.next(), comps.next()) {
+        (Some(Component::Normal(first)), None) => matches!(
+            first.to_string_lossy().as_ref(),
+            "var" | "opt" | "run" | "srv" | "home" | "root"
+        ),
+        _ => false,
+    }
+}
+
 /// Resolves `word` against `cwd` the way the kernel walks a path: `.` skipped, `..` the
 /// physical parent, symlinks followed through the real filesystem; components that do not
 /// exist are taken lexically. Returns the absolute physical path.

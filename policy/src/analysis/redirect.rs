@@ -129,8 +129,21 @@ impl Analyzer<'_> {
                 return;
             }
             if t.starts_with("/dev/tcp/") || t.starts_with("/dev/udp/") {
-                let host = t.split('/').nth(3).unwrap_or("").to_string();
-                self.out.hosts.push(host);
+                // `/dev/tcp/HOST/PORT`: the destination with its port, so an approval covers
+                // that port only (a service name or a missing port: the bare host, which
+                // covers no connection).
+                let mut parts = t.split('/').skip(3);
+                let host = parts.next().unwrap_or("");
+                let host = if host.contains(':') && !host.starts_with('[') {
+                    format!("[{host}]")
+                } else {
+                    host.to_string()
+                };
+                let dest = match parts.next().and_then(|p| p.parse::<u16>().ok()) {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host,
+                };
+                self.out.hosts.push(dest);
                 self.add(
                     Verdict::Red,
                     "net.dev-tcp",

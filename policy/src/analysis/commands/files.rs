@@ -78,8 +78,11 @@ impl Analyzer<'_> {
         }
     }
 
-    /// A recursive modifying command aimed at `/`, `/*`, `~`, `$HOME` or a system path is a
-    /// fixed denial (seed `004_893a9b0cb34e722a.txt`, the vault).
+    /// A recursive modifying command aimed at `/`, `/*`, `~`, `$HOME`, any directory that
+    /// holds the home (`/home`, `~/..`: it takes the home with it), a system path, or a
+    /// top-level directory of the system's state (`/var`, `/opt`, `/run`, `/srv`, `/home`,
+    /// `/root`) is a fixed denial (seed `004_893a9b0cb34e722a.txt`, the vault; review r3-04).
+    /// Paths are compared after `..` and symbolic links are resolved.
     pub(crate) fn catastrophic_target(&mut self, st: &State, f: &Field, recursive: bool, p: &str) {
         if !recursive {
             return;
@@ -126,14 +129,25 @@ impl Analyzer<'_> {
             && (trimmed.is_empty() || unglobbed.is_empty() || unglobbed == "/" || trimmed == "/.");
         let is_home = home.is_some_and(|h| unglobbed == h || trimmed == h);
         let mut system = false;
+        // The home as written and as the filesystem has it (`/home` may be a link).
+        let homes: Vec<PathBuf> = home
+            .filter(|h| h.starts_with('/'))
+            .map(|h| {
+                let lexical = crate::analysis::paths::lexical(Path::new("/"), h);
+                let phys = crate::analysis::paths::resolve(Path::new("/"), h);
+                vec![lexical, phys]
+            })
+            .unwrap_or_default();
         for cwd in st.cwds.iter().flatten() {
             let phys = crate::analysis::paths::resolve(cwd, unglobbed);
             if phys == Path::new("/")
                 || crate::analysis::paths::is_system_path(&phys) && phys.components().count() <= 3
+                || crate::analysis::paths::is_system_root(&phys)
             {
                 system = true;
             }
-            if home.is_some_and(|h| phys == Path::new(h)) {
+            // The home itself or a directory holding it.
+            if homes.iter().any(|h| h.starts_with(&phys)) {
                 system = true;
             }
         }
@@ -613,6 +627,71 @@ mod tests {
             ("rm -rf /etc", Blocked, ""),
             ("shred -u secret.txt", Yellow, ""),
         ]);
+    }
+
+    /// review r3-04: the home's ancestors are the home; the system's state directories are
+    /// system paths for a recursive modification, what lies below them is not.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_recursive_modification_of_a_directory_holding_the_home_is_catastrophic() {
+        use crate::{Action, Context, Policy, Verdict};
+        let root = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(root.path()).unwrap();
+        let home = base.join("home/user");
+        let wt = home.join("repo");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::create_dir_all(base.join("home/other")).unwrap();
+        std::fs::create_dir_all(home.join("sub")).unwrap();
+        std::os::unix::fs::symlink(base.join("home"), base.join("link")).unwrap();
+        let ctx = Context {
+            worktree: &wt,
+            cwd: &wt,
+            home: Some(&home),
+            scratch: None,
+            git: None,
+        };
+        let b = base.display();
+        let cases: Vec<(String, Verdict)> = vec![
+            (format!("rm -rf {b}/home"), Blocked),
+            (format!("rm -rf {b}/home/"), Blocked),
+            (format!("rm -rf {b}/home/user/.."), Blocked),
+            (format!("rm -rf {b}/home/./user/../../home"), Blocked),
+            (format!("rm -rf {b}/home/*"), Blocked),
+            (format!("rm -rf {b}/link"), Blocked),
+            (format!("rm -rf {b}"), Blocked),
+            ("rm -rf ../..".to_string(), Blocked),
+            ("rm -rf ~/..".to_string(), Blocked),
+            (format!("chmod -R 000 {b}/home"), Blocked),
+            (format!("chown -R nobody {b}/home/user/.."), Blocked),
+            (format!("find {b}/home -delete"), Blocked),
+            ("rm -rf /var".to_string(), Blocked),
+            ("rm -rf /opt/".to_string(), Blocked),
+            ("rm -rf /run".to_string(), Blocked),
+            ("rm -rf /srv".to_string(), Blocked),
+            ("rm -rf /boot".to_string(), Blocked),
+            ("chmod -R 777 /var/../opt".to_string(), Blocked),
+            // Not holding the home, not a system root: asked as before.
+            (format!("rm -rf {b}/home/other"), Red),
+            (format!("rm -rf {b}/home/user/sub"), Red),
+            ("rm -rf ../repo/build".to_string(), Red),
+            ("rm -rf /var/tmp/build".to_string(), Red),
+            ("rm -rf /run/user/1000/x".to_string(), Red),
+            (format!("rm {b}/home/user/../x"), Red),
+        ];
+        let mut bad = Vec::new();
+        for (line, want) in &cases {
+            let c = Policy::embedded_default().classify(
+                &Action::Exec {
+                    command: line.clone(),
+                },
+                &ctx,
+            );
+            let catastrophic = c.findings.iter().any(|f| f.rule == "vault.catastrophic");
+            if c.verdict != *want || catastrophic != (*want == Blocked) {
+                bad.push(format!("{line}: {:?} {:?}", c.verdict, c.findings));
+            }
+        }
+        assert!(bad.is_empty(), "\n{}", bad.join("\n"));
     }
 
     #[test]

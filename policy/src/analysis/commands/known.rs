@@ -222,16 +222,84 @@ pub(crate) const SHELL_BUILTINS: &[&str] = &[
     "wait",
 ];
 
-/// Extracts the host of a URL-like string (`https://host:port/…`, `user@host:path`).
-pub(crate) fn host_of(s: &str) -> Option<String> {
-    if let Some((_, rest)) = s.split_once("://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let host = authority.rsplit('@').next().unwrap_or("");
-        if !host.is_empty() {
-            return Some(host.to_string());
-        }
+/// The port a URL scheme connects to when the URL names none (the IANA assignments the
+/// clients use); `None` for a scheme tyba does not know.
+pub(crate) fn default_port(scheme: &str) -> Option<u16> {
+    let s = scheme.to_ascii_lowercase();
+    // `git+ssh`, `ssh+git`, `svn+ssh`: the transport after the `+` (or before) decides.
+    if s.split('+').any(|p| p == "ssh") {
+        return Some(22);
     }
-    None
+    Some(match s.as_str() {
+        "http" | "ws" => 80,
+        "https" | "wss" => 443,
+        "git" => 9418,
+        "sftp" | "scp" => 22,
+        "ftp" => 21,
+        "ftps" => 990,
+        "rsync" => 873,
+        "telnet" => 23,
+        "gopher" => 70,
+        "dict" => 2628,
+        "ldap" => 389,
+        "ldaps" => 636,
+        "imap" => 143,
+        "imaps" => 993,
+        "pop3" => 110,
+        "pop3s" => 995,
+        "smtp" => 25,
+        "smtps" => 465,
+        "rtsp" => 554,
+        "smb" | "smbs" => 445,
+        "mqtt" => 1883,
+        "mqtts" => 8883,
+        "svn" => 3690,
+        _ => return None,
+    })
+}
+
+/// The destination of a URL-like string (`https://user@host:port/…`) as `host:port`
+/// (`[v6]:port` for an IPv6 literal): the explicit port, else the scheme's default port
+/// ([`default_port`]). An approval of the line covers exactly these destinations (the
+/// supervisor lets a connection through only to the port named here), so a URL of an
+/// unknown scheme without a port gives the bare host, which covers no connection. `None`
+/// for a string that is not a URL or whose authority is malformed (an empty host, a port
+/// that is not a number below 65536): such a destination is asked on its own.
+pub(crate) fn host_of(s: &str) -> Option<String> {
+    let (scheme, rest) = s.split_once("://")?;
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let hostport = authority.rsplit('@').next().unwrap_or("");
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6.split_once(']')?;
+        (format!("[{h}]"), after)
+    } else {
+        match hostport.split_once(':') {
+            Some((h, _)) => (h.to_string(), &hostport[h.len()..]),
+            None => (hostport.to_string(), ""),
+        }
+    };
+    if host.is_empty() || host == "[]" {
+        return None;
+    }
+    let port = match port.strip_prefix(':') {
+        // `http://host:/` is the default port, as curl and browsers read it.
+        Some("") => default_port(scheme),
+        Some(p) if p.bytes().all(|b| b.is_ascii_digit()) => Some(p.parse::<u16>().ok()?),
+        Some(_) => return None,
+        None if port.is_empty() => default_port(scheme),
+        None => return None,
+    };
+    Some(match port {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
 }
 
 /// System directories whose programs are matched by name (DESIGN.md §2a "Words and paths").
@@ -278,5 +346,41 @@ pub(super) fn system_program(path: &str) -> Option<String> {
         p.file_name().map(|n| n.to_string_lossy().into_owned())
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn a_url_names_its_host_and_the_port_it_connects_to() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("http://192.0.2.2/x", Some("192.0.2.2:80")),
+            ("http://192.0.2.2:8000/x", Some("192.0.2.2:8000")),
+            ("http://192.0.2.2:/x", Some("192.0.2.2:80")),
+            ("https://user:pw@Example.com?q", Some("Example.com:443")),
+            ("HTTPS://example.com#f", Some("example.com:443")),
+            ("git://example.com/r", Some("example.com:9418")),
+            ("ssh://git@example.com/r", Some("example.com:22")),
+            ("git+ssh://example.com:2222/r", Some("example.com:2222")),
+            ("ftp://example.com", Some("example.com:21")),
+            ("http://[::1]/x", Some("[::1]:80")),
+            ("http://[2001:db8::1]:8080", Some("[2001:db8::1]:8080")),
+            ("weird://example.com/", Some("example.com")),
+            ("weird://example.com:7/", Some("example.com:7")),
+            ("http://example.com:99999/", None),
+            ("http://example.com:8o/", None),
+            ("http://:80/", None),
+            ("http://[]:80/", None),
+            ("http://[::1/", None),
+            ("http://a:1:2/", None),
+            ("example.com:80", None),
+            ("/dev/tcp/x", None),
+            ("://example.com", None),
+        ];
+        for (url, want) in cases {
+            assert_eq!(host_of(url).as_deref(), *want, "{url}");
+        }
     }
 }
