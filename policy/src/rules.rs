@@ -57,6 +57,7 @@ rules! {
     CONFIG_TOOL_WRITE = "config.tool-write", [Red], "a package tool's `config` write (`.npmrc` and the like: credentials, code later)";
     ENV_CONFIG_MOVED = "env.config-moved", [Yellow, Red], "assigning a variable that moves where programs read configuration (`HOME`, `XDG_CONFIG_HOME`, `GIT_DIR`…); red when the new place is one the agent can write or cannot be known";
     ENV_EXEC_VARIABLE = "env.exec-variable", [Red], "assigning a variable that makes programs run code (DESIGN §2a)";
+    LOADER_CODE = "loader.code", [Red], "the dynamic loader run with an option that loads other code (`--preload`, `--audit`, `--library-path`)";
     ENV_PREFIX_ASSIGNMENT = "env.prefix-assignment", [Yellow], "a command run with a variable changed for it";
     GIT_ALIAS = "git.alias", [Yellow], "a git alias, analysed as what it expands to";
     GIT_CONFIG_CODE = "git.config-code", [Red], "a git configuration key whose value is a program or shell command";

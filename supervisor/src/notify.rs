@@ -380,6 +380,10 @@ struct ExecRead {
     dirfd: i32,
     /// The thread's `/proc` directory.
     dir: procfs::ProcDir,
+    /// For a `#!` script, the words the kernel puts before the script's name (binfmt_script,
+    /// each level's interpreter and its optional argument, outermost first), as exact text;
+    /// empty for any other file. Set by `exec_file`.
+    shebang: Vec<String>,
 }
 
 // The policy's own program facts: a shell and a system program are the same to both.
@@ -493,6 +497,23 @@ pub(crate) fn argv0_line(path: &str, argv: &[String]) -> Option<String> {
         _ if a0b.starts_with('-') => return None,
         _ => std::iter::once(shell_quote(&a0b)).chain(rest).collect(),
     };
+    Some(words.join(" "))
+}
+
+/// The line the kernel runs for a `#!` script named `path` (as the exec passed it) with `argv`:
+/// the interpreter words `shebang` (`crate::notify`'s `interpreters`), the script's name, then
+/// `argv[1..]`. `None` when the file is no script.
+pub(crate) fn shebang_line(shebang: &[String], path: &str, argv: &[String]) -> Option<String> {
+    if shebang.is_empty() {
+        return None;
+    }
+    let words: Vec<String> = shebang
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once(path))
+        .chain(argv.iter().skip(1).map(String::as_str))
+        .map(shell_quote)
+        .collect();
     Some(words.join(" "))
 }
 
@@ -1250,6 +1271,7 @@ impl Notifier {
             raw_path,
             dirfd,
             dir,
+            shebang: Vec::new(),
         })
     }
 
@@ -1264,7 +1286,7 @@ impl Notifier {
         n: &Notif,
         pidfd: &OwnedFd,
         tgid: u32,
-        r: &ExecRead,
+        r: &mut ExecRead,
     ) -> Result<Option<(PathBuf, Vec<FileId>)>, i32> {
         use std::os::unix::fs::MetadataExt;
         let execveat = i64::from(n.nr) == libc::SYS_execveat;
@@ -1363,7 +1385,9 @@ impl Notifier {
         if head.starts_with(b"#!") {
             // What the process's /proc/PID/exe will be: the `#!` interpreter (binfmt_script
             // runs it, recursively, a few levels deep).
-            ids.extend(self.interpreters(n, pidfd, &obj));
+            let (more, words) = self.interpreters(n, pidfd, &obj);
+            ids.extend(more);
+            r.shebang = words;
         }
         close_after_reply(Arc::new(obj));
         Ok(Some((real, ids)))
@@ -1393,9 +1417,18 @@ impl Notifier {
     }
 
     /// The identities of the `#!` interpreters `script` runs through, as the process resolves
-    /// their names, at most 4 deep (binfmt_script's limit).
-    fn interpreters(&self, n: &Notif, pidfd: &OwnedFd, script: &OwnedFd) -> Vec<FileId> {
+    /// their names, at most 4 deep (binfmt_script's limit), and the words the kernel puts
+    /// before the script's name: each interpreter as written and its one optional argument
+    /// (the rest of the line, blanks trimmed, as binfmt_script reads it), outermost first.
+    /// Only the first 256 bytes of each file are read (the kernel's own bound).
+    fn interpreters(
+        &self,
+        n: &Notif,
+        pidfd: &OwnedFd,
+        script: &OwnedFd,
+    ) -> (Vec<FileId>, Vec<String>) {
         let mut out = Vec::new();
+        let mut words: Vec<String> = Vec::new();
         let mut cur = std::fs::File::open(format!("/proc/self/fd/{}", script.as_raw_fd())).ok();
         for _ in 0..4 {
             let Some(mut f) = cur.take() else { break };
@@ -1405,12 +1438,28 @@ impl Notifier {
                 break;
             };
             let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-            let Some(name) = rest[..end]
-                .split(|b| *b == b' ' || *b == b'\t')
-                .find(|w| !w.is_empty())
-            else {
+            let blank = |b: &u8| *b == b' ' || *b == b'\t';
+            let Some(name) = rest[..end].split(blank).find(|w| !w.is_empty()) else {
                 break;
             };
+            // The optional argument: everything after the name, blanks trimmed, one word.
+            let start = rest[..end]
+                .iter()
+                .position(|b| !blank(b))
+                .map_or(end, |p| p + name.len());
+            let arg = rest[start..end]
+                .iter()
+                .position(|b| !blank(b))
+                .map(|p| &rest[start + p..end]);
+            let arg = arg.map(|a| {
+                let last = a.iter().rposition(|b| !blank(b)).map_or(0, |p| p + 1);
+                &a[..last]
+            });
+            let mut level = vec![exec::exec_text(name)];
+            level.extend(arg.filter(|a| !a.is_empty()).map(exec::exec_text));
+            // This level's interpreter runs first: its words go before the ones read so far.
+            level.append(&mut words);
+            words = level;
             let target = Target::Path {
                 dirfd: libc::AT_FDCWD,
                 path: name.to_vec(),
@@ -1427,7 +1476,7 @@ impl Notifier {
             out.push((st.st_dev, st.st_ino));
             cur = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd())).ok();
         }
-        out
+        (out, words)
     }
 
     /// The file of the agent's installation that the exec's file (`real`, canonical, as the
@@ -1616,13 +1665,13 @@ impl Notifier {
                 return Ok(ExecDecision::Continue(None));
             }
         }
-        let r = self.read_exec(n)?;
+        let mut r = self.read_exec(n)?;
         if let Err(errno) = exec::check_sizes(tgid, &r.argv, &r.envp) {
             // The kernel would fail it with E2BIG: answered here, before anything is decided
             // or rewritten for an exec that cannot happen.
             return Ok(ExecDecision::Errno(errno));
         }
-        let file = match self.exec_file(n, &pidfd, tgid, &r) {
+        let file = match self.exec_file(n, &pidfd, tgid, &mut r) {
             Ok(f) => f,
             Err(errno) => return Ok(ExecDecision::Errno(errno)),
         };
@@ -1872,8 +1921,12 @@ impl Notifier {
         };
         // A program that takes what it does from its argv[0] (`git-clean`, busybox applets)
         // is also judged as what argv[0] names; the worse verdict wins.
+        // A `#!` script is what the kernel runs: `INTERPRETER [ARG] SCRIPT ARGS…`, the
+        // script by the name the exec passed (a `#!/usr/local/bin/git` file `push` run as
+        // `push net main` is `git push net main`).
         let alts = argv0_line(&shown, &r.argv)
             .into_iter()
+            .chain(shebang_line(&r.shebang, &r.path, &r.argv))
             .chain(by_name.filter(|l| *l != own_line));
         for alt in alts {
             let alt = exec::classified_line(&prefix, &alt);
