@@ -57,7 +57,6 @@ rules! {
     CONFIG_TOOL_WRITE = "config.tool-write", [Red], "a package tool's `config` write (`.npmrc` and the like: credentials, code later)";
     ENV_CONFIG_MOVED = "env.config-moved", [Yellow, Red], "assigning a variable that moves where programs read configuration (`HOME`, `XDG_CONFIG_HOME`, `GIT_DIR`…); red when the new place is one the agent can write or cannot be known";
     ENV_EXEC_VARIABLE = "env.exec-variable", [Red], "assigning a variable that makes programs run code (DESIGN §2a)";
-    LOADER_CODE = "loader.code", [Red], "the dynamic loader run with an option that loads other code (`--preload`, `--audit`, `--library-path`)";
     ENV_PREFIX_ASSIGNMENT = "env.prefix-assignment", [Yellow], "a command run with a variable changed for it";
     GIT_ALIAS = "git.alias", [Yellow], "a git alias, analysed as what it expands to";
     GIT_CONFIG_CODE = "git.config-code", [Red], "a git configuration key whose value is a program or shell command";
@@ -76,6 +75,7 @@ rules! {
     HOOK_OPAQUE_TOOL = "hook.opaque-tool", [Yellow], "an agent tool call whose effect the hook cannot see";
     HOOK_UNKNOWN_INPUT = "hook.unknown-input", [Yellow], "a hook input with a field or tool tyba does not know, asked inside a session with the raw input";
     INTERP_CODE = "interp.code", [Yellow], "an interpreter running code tyba does not analyse";
+    LOADER_CODE = "loader.code", [Red], "the dynamic loader run with an option that loads other code (`--preload`, `--audit`, `--library-path`)";
     NET_CLIENT = "net.client", [Red], "a network client";
     NET_DEV_TCP = "net.dev-tcp", [Red], "a `/dev/tcp` or `/dev/udp` redirection opens a connection";
     NET_FETCH = "net.fetch", [Red], "a web fetch tool action";

@@ -561,6 +561,72 @@ pub(crate) fn is_system_program(real: &std::path::Path) -> bool {
             .any(|d| real.parent() == Some(std::path::Path::new(d)))
 }
 
+/// The multi-call programs that take what they do from the name they are run by: git
+/// (`git-<sub>` runs `git <sub>`, any other name runs git), busybox and toybox (the applet
+/// argv[0] names).
+const MULTI_CALL: &[&str] = &["git", "busybox", "toybox"];
+
+/// Directories outside the bin directories where the system keeps a multi-call program.
+const MULTI_CALL_DIRS: &[&str] = &["/usr/lib/git-core", "/usr/libexec/git-core"];
+
+/// Which multi-call program ([`MULTI_CALL`]) the regular file `real` (canonical) is, whatever
+/// its name: by its own name, by identity (a hard link: the same device and inode as the
+/// system's program of that name in a bin directory) or by content (a copy: the same size
+/// and bytes, compared in full only when the sizes match). `None` for any other file or one
+/// that cannot be read.
+pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    if let Some(name) = real.file_name().and_then(|n| n.to_str()) {
+        if let Some(m) = MULTI_CALL.iter().find(|m| **m == name) {
+            return Some(m);
+        }
+    }
+    let md = std::fs::metadata(real).ok()?;
+    if !md.is_file() {
+        return None;
+    }
+    let mut content: Option<Vec<u8>> = None;
+    for name in MULTI_CALL {
+        let dirs = tyba_policy::programs::SYSTEM_BIN_DIRS
+            .iter()
+            .chain(MULTI_CALL_DIRS.iter());
+        for d in dirs {
+            let sys = Path::new(d).join(name);
+            let Ok(smd) = std::fs::metadata(&sys) else {
+                continue;
+            };
+            if !smd.is_file() {
+                continue;
+            }
+            if smd.dev() == md.dev() && smd.ino() == md.ino() {
+                return Some(name);
+            }
+            if smd.len() != md.len() {
+                continue;
+            }
+            if content.is_none() {
+                let mut buf = Vec::new();
+                std::fs::File::open(real)
+                    .ok()?
+                    .take(md.len())
+                    .read_to_end(&mut buf)
+                    .ok()?;
+                content = Some(buf);
+            }
+            let mut other = Vec::new();
+            let same = std::fs::File::open(&sys)
+                .and_then(|f| f.take(smd.len()).read_to_end(&mut other))
+                .is_ok()
+                && content.as_deref() == Some(other.as_slice());
+            if same {
+                return Some(name);
+            }
+        }
+    }
+    None
+}
+
 fn system_paths_only(value: &str) -> bool {
     !value.is_empty()
         && value.split(':').all(|e| {

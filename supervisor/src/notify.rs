@@ -517,6 +517,24 @@ pub(crate) fn shebang_line(shebang: &[String], path: &str, argv: &[String]) -> O
     Some(words.join(" "))
 }
 
+/// The line a multi-call program runs when the file `real` is one whatever its name
+/// ([`exec::multi_call_of`]: git, busybox, by name, hard link or copy): git as `git <sub>
+/// ARGS…` for an argv[0] named `git-<sub>`, else `git ARGS…`; busybox and toybox as the
+/// applet argv[0] names (`NAME ARGS…`), or `busybox ARGS…` when argv[0] names busybox.
+pub(crate) fn multi_call_line(real: &std::path::Path, argv: &[String]) -> Option<String> {
+    let program = exec::multi_call_of(real)?;
+    let a0 = argv.first().map(String::as_str).unwrap_or_default();
+    let a0 = a0.rsplit('/').next().unwrap_or(a0);
+    let mut words: Vec<String> = match (program, a0.strip_prefix("git-")) {
+        ("git", Some(sub)) if !sub.is_empty() => vec!["git".into(), shell_quote(sub)],
+        ("git", _) => vec!["git".into()],
+        (p, _) if a0.is_empty() || a0 == p => vec![p.to_string()],
+        (_, _) => vec![shell_quote(a0)],
+    };
+    words.extend(argv.iter().skip(1).map(|a| shell_quote(a)));
+    Some(words.join(" "))
+}
+
 /// `a` as one shell word. Bytes that are no UTF-8 text ([`exec::exec_text`]'s escapes) are
 /// written as `$'…\xHH…'`, the bytes bash makes of it: the policy reads such a word as bytes
 /// that are no text, a word it cannot know, and nothing is decoded into another name.
@@ -1927,6 +1945,11 @@ impl Notifier {
         let alts = argv0_line(&shown, &r.argv)
             .into_iter()
             .chain(shebang_line(&r.shebang, &r.path, &r.argv))
+            .chain(
+                file.as_ref()
+                    .and_then(|(real, _)| multi_call_line(real, &r.argv))
+                    .filter(|l| *l != own_line),
+            )
             .chain(by_name.filter(|l| *l != own_line));
         for alt in alts {
             let alt = exec::classified_line(&prefix, &alt);
@@ -3268,6 +3291,59 @@ mod tests {
             command_line("/usr/bin/sh", &v(&["sh", "script.sh"])),
             "sh script.sh"
         );
+    }
+
+    #[test]
+    fn a_script_is_judged_as_the_line_the_kernel_runs() {
+        assert_eq!(
+            shebang_line(
+                &v(&["/usr/local/bin/git"]),
+                "push",
+                &v(&["push", "net", "main"])
+            )
+            .as_deref(),
+            Some("/usr/local/bin/git push net main")
+        );
+        assert_eq!(
+            shebang_line(&v(&["/usr/bin/env", "-S git"]), "./x", &v(&["x", "a b"])).as_deref(),
+            Some("/usr/bin/env '-S git' ./x 'a b'")
+        );
+        assert_eq!(shebang_line(&[], "./x", &v(&["x"])), None);
+    }
+
+    #[test]
+    fn a_copy_or_link_of_git_is_git_whatever_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(git) = ["/usr/bin/git", "/usr/local/bin/git"]
+            .into_iter()
+            .map(std::path::Path::new)
+            .find(|p| p.is_file())
+        else {
+            return;
+        };
+        let copy = dir.path().join("gg");
+        std::fs::copy(git, &copy).unwrap();
+        let real = std::fs::canonicalize(git).unwrap();
+        let expect = if real.file_name() == Some("git".as_ref()) {
+            Some("git push net main")
+        } else {
+            None
+        };
+        assert_eq!(
+            multi_call_line(&copy, &v(&["./gg", "push", "net", "main"])).as_deref(),
+            expect
+        );
+        assert_eq!(
+            multi_call_line(&copy, &v(&["git-push", "net", "main"])).as_deref(),
+            expect.map(|_| "git push net main")
+        );
+        // Another program of the same size is no git: one byte changed.
+        let mut bytes = std::fs::read(&copy).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let other = dir.path().join("other");
+        std::fs::write(&other, bytes).unwrap();
+        assert_eq!(multi_call_line(&other, &v(&["./other", "push"])), None);
     }
 
     #[test]
