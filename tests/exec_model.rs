@@ -3018,6 +3018,7 @@ fn exec_git_under_another_name_is_judged_as_the_push_it_runs() {
     if let Some(l) = ldso {
         variants.push(("loader", format!("{l} {git} push net HEAD:main")));
     }
+    let mut moved = Vec::new();
     for who in whos() {
         for (tag, line) in &variants {
             let Some(p) = push_fixture(&who, &format!("gx-{tag}")) else {
@@ -3031,14 +3032,31 @@ fn exec_git_under_another_name_is_judged_as_the_push_it_runs() {
                 None,
             );
             let ran = drive(&p.fx, live, |_| Reply::Approve);
-            assert_eq!(
-                p.daemon.refs("remote.git"),
-                p.before,
-                "{who:?} {tag}: the remote's main moved: out {} / err {} / asks {:?}",
-                ran.out,
-                ran.err,
-                brief(&ran.asks)
-            );
+            if p.daemon.refs("remote.git") != p.before {
+                moved.push(format!(
+                    "{who:?} {tag}: the remote's main moved: out {} / err {} / asks {:?}",
+                    ran.out,
+                    ran.err,
+                    brief(&ran.asks)
+                ));
+            }
+            // Stopped by tyba as the push it is, not failed for another reason.
+            let refused = log_of(&p.fx).iter().any(|l| {
+                l["decision"] == "refuse"
+                    && l["reason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("refs/heads/main")
+            }) || ran
+                .err
+                .lines()
+                .any(|l| l.starts_with("tyba:   ") && l.contains("refs/heads/main"));
+            if !refused {
+                moved.push(format!(
+                    "{who:?} {tag}: no refusal for refs/heads/main: err {}",
+                    ran.err
+                ));
+            }
             // The control: the same line without tyba moves the remote's main.
             let _ = std::fs::remove_file(p.fx.wt.join("push"));
             for f in ["git-push", "gg"] {
@@ -3054,4 +3072,5 @@ fn exec_git_under_another_name_is_judged_as_the_push_it_runs() {
             );
         }
     }
+    assert!(moved.is_empty(), "{}", moved.join("\n"));
 }
