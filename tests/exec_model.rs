@@ -3015,8 +3015,20 @@ fn exec_git_under_another_name_is_judged_as_the_push_it_runs() {
         ),
     ];
     variants.push(("copy", format!("cp {git} gg && ./gg push net HEAD:main")));
+    // A `#!` line naming a link to git under another name: git all the same.
+    variants.push((
+        "shebang-link",
+        format!(
+            "ln -s {git} g && printf '#!./g\\n' > push && chmod +x push && python3 -c 'import os; os.execv(\"push\", [\"push\", \"net\", \"HEAD:main\"])'"
+        ),
+    ));
     if let Some(l) = ldso {
         variants.push(("loader", format!("{l} {git} push net HEAD:main")));
+        // A copy of the loader under another name.
+        variants.push((
+            "loader-copy",
+            format!("cp {l} ./l && ./l {git} push net HEAD:main"),
+        ));
     }
     let mut moved = Vec::new();
     for who in whos() {
@@ -3059,7 +3071,7 @@ fn exec_git_under_another_name_is_judged_as_the_push_it_runs() {
             }
             // The control: the same line without tyba moves the remote's main.
             let _ = std::fs::remove_file(p.fx.wt.join("push"));
-            for f in ["git-push", "gg"] {
+            for f in ["git-push", "gg", "g", "l"] {
                 let _ = std::fs::remove_file(p.fx.wt.join(f));
             }
             let env = base_env(&p.fx.home, &[]);

@@ -384,6 +384,9 @@ struct ExecRead {
     /// each level's interpreter and its optional argument, outermost first), as exact text;
     /// empty for any other file. Set by `exec_file`.
     shebang: Vec<String>,
+    /// The file of the interpreter the kernel runs last for that script (canonical), when
+    /// it can be named: judged by identity like the exec's own file (a link or copy of git).
+    shebang_real: Option<PathBuf>,
 }
 
 // The policy's own program facts: a shell and a system program are the same to both.
@@ -520,7 +523,8 @@ pub(crate) fn shebang_line(shebang: &[String], path: &str, argv: &[String]) -> O
 /// The line a multi-call program runs when the file `real` is one whatever its name
 /// ([`exec::multi_call_of`]: git, busybox, by name, hard link or copy): git as `git <sub>
 /// ARGS…` for an argv[0] named `git-<sub>`, else `git ARGS…`; busybox and toybox as the
-/// applet argv[0] names (`NAME ARGS…`), or `busybox ARGS…` when argv[0] names busybox.
+/// applet argv[0] names (`NAME ARGS…`), or `busybox ARGS…` when argv[0] names busybox; the
+/// dynamic loader as `ld.so ARGS…`.
 pub(crate) fn multi_call_line(real: &std::path::Path, argv: &[String]) -> Option<String> {
     let program = exec::multi_call_of(real)?;
     let a0 = argv.first().map(String::as_str).unwrap_or_default();
@@ -528,6 +532,8 @@ pub(crate) fn multi_call_line(real: &std::path::Path, argv: &[String]) -> Option
     let mut words: Vec<String> = match (program, a0.strip_prefix("git-")) {
         ("git", Some(sub)) if !sub.is_empty() => vec!["git".into(), shell_quote(sub)],
         ("git", _) => vec!["git".into()],
+        // The loader does not read its argv[0]: it runs the program it is given.
+        ("ld.so", _) => vec!["ld.so".into()],
         (p, _) if a0.is_empty() || a0 == p => vec![p.to_string()],
         (_, _) => vec![shell_quote(a0)],
     };
@@ -1290,6 +1296,7 @@ impl Notifier {
             dirfd,
             dir,
             shebang: Vec::new(),
+            shebang_real: None,
         })
     }
 
@@ -1340,6 +1347,22 @@ impl Notifier {
                 }
                 if md.mode() & 0o111 == 0 {
                     return Err(libc::EACCES);
+                }
+                // A script reached through an fd (`fexecve(3)` of a `#!` file): its
+                // interpreter line too is what runs.
+                if let Ok(f) = std::fs::File::open(&m) {
+                    let fd = OwnedFd::from(f);
+                    let (more, words, last) = self.interpreters(n, pidfd, &fd);
+                    if !words.is_empty() {
+                        r.shebang = words;
+                        r.shebang_real = last;
+                        let mut ids = vec![(md.dev(), md.ino())];
+                        ids.extend(more);
+                        return Ok(std::fs::canonicalize(&m)
+                            .ok()
+                            .filter(|c| c.is_absolute() && c.is_file())
+                            .map(|c| (c, ids)));
+                    }
                 }
                 return Ok(std::fs::canonicalize(&m)
                     .ok()
@@ -1403,9 +1426,10 @@ impl Notifier {
         if head.starts_with(b"#!") {
             // What the process's /proc/PID/exe will be: the `#!` interpreter (binfmt_script
             // runs it, recursively, a few levels deep).
-            let (more, words) = self.interpreters(n, pidfd, &obj);
+            let (more, words, last) = self.interpreters(n, pidfd, &obj);
             ids.extend(more);
             r.shebang = words;
+            r.shebang_real = last;
         }
         close_after_reply(Arc::new(obj));
         Ok(Some((real, ids)))
@@ -1444,9 +1468,10 @@ impl Notifier {
         n: &Notif,
         pidfd: &OwnedFd,
         script: &OwnedFd,
-    ) -> (Vec<FileId>, Vec<String>) {
+    ) -> (Vec<FileId>, Vec<String>, Option<PathBuf>) {
         let mut out = Vec::new();
         let mut words: Vec<String> = Vec::new();
+        let mut last = None;
         let mut cur = std::fs::File::open(format!("/proc/self/fd/{}", script.as_raw_fd())).ok();
         for _ in 0..4 {
             let Some(mut f) = cur.take() else { break };
@@ -1492,9 +1517,10 @@ impl Notifier {
                 break;
             };
             out.push((st.st_dev, st.st_ino));
+            last = meta::object_path(&obj).ok();
             cur = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd())).ok();
         }
-        (out, words)
+        (out, words, last)
     }
 
     /// The file of the agent's installation that the exec's file (`real`, canonical, as the
@@ -1945,6 +1971,18 @@ impl Notifier {
         let alts = argv0_line(&shown, &r.argv)
             .into_iter()
             .chain(shebang_line(&r.shebang, &r.path, &r.argv))
+            .chain(r.shebang_real.as_ref().and_then(|interp| {
+                // The interpreter run with the argv the kernel builds: a link or copy of git
+                // as the interpreter is git.
+                let argv: Vec<String> = r
+                    .shebang
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::once(r.path.clone()))
+                    .chain(r.argv.iter().skip(1).cloned())
+                    .collect();
+                multi_call_line(interp, &argv)
+            }))
             .chain(
                 file.as_ref()
                     .and_then(|(real, _)| multi_call_line(real, &r.argv))
