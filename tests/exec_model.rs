@@ -2987,3 +2987,102 @@ fn exec_argument_that_is_no_utf8_naming_a_credential_link_is_not_run_unasked() {
         }
     }
 }
+
+/// r3-07: git run under another name than `git push` — a `#!` script whose interpreter is
+/// git, exec'd by a relative name (the kernel runs `GIT push net HEAD:main`), a link
+/// `./git-push` to git (git dispatches on its argv[0]), the dynamic loader running git — is
+/// judged as the push it is: the remote's main does not move although every ask is approved
+/// at high autonomy. The control pushes the same way without tyba.
+#[test]
+fn exec_git_under_another_name_is_judged_as_the_push_it_runs() {
+    let git = ["/usr/local/bin/git", "/usr/bin/git"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("git");
+    let ldso = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let mut variants = vec![
+        (
+            "shebang",
+            format!(
+                "printf '#!{git}\\n' > push && chmod +x push && python3 -c 'import os; os.execv(\"push\", [\"push\", \"net\", \"HEAD:main\"])'"
+            ),
+        ),
+        (
+            "link",
+            format!("ln -s {git} git-push && ./git-push net HEAD:main"),
+        ),
+    ];
+    variants.push(("copy", format!("cp {git} gg && ./gg push net HEAD:main")));
+    // A `#!` line naming a link to git under another name: git all the same.
+    variants.push((
+        "shebang-link",
+        format!(
+            "ln -s {git} g && printf '#!./g\\n' > push && chmod +x push && python3 -c 'import os; os.execv(\"push\", [\"push\", \"net\", \"HEAD:main\"])'"
+        ),
+    ));
+    if let Some(l) = ldso {
+        variants.push(("loader", format!("{l} {git} push net HEAD:main")));
+        // A copy of the loader under another name.
+        variants.push((
+            "loader-copy",
+            format!("cp {l} ./l && ./l {git} push net HEAD:main"),
+        ));
+    }
+    let mut moved = Vec::new();
+    for who in whos() {
+        for (tag, line) in &variants {
+            let Some(p) = push_fixture(&who, &format!("gx-{tag}")) else {
+                continue;
+            };
+            let live = start(
+                &p.fx,
+                &["--autonomy", "high"],
+                &p.fx.env(),
+                &["bash", "-c", line],
+                None,
+            );
+            let ran = drive(&p.fx, live, |_| Reply::Approve);
+            if p.daemon.refs("remote.git") != p.before {
+                moved.push(format!(
+                    "{who:?} {tag}: the remote's main moved: out {} / err {} / asks {:?}",
+                    ran.out,
+                    ran.err,
+                    brief(&ran.asks)
+                ));
+            }
+            // Stopped by tyba as the push it is, not failed for another reason.
+            let refused = log_of(&p.fx).iter().any(|l| {
+                l["decision"] == "refuse"
+                    && l["reason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("refs/heads/main")
+            }) || ran
+                .err
+                .lines()
+                .any(|l| l.starts_with("tyba:   ") && l.contains("refs/heads/main"));
+            if !refused {
+                moved.push(format!(
+                    "{who:?} {tag}: no refusal for refs/heads/main: err {}",
+                    ran.err
+                ));
+            }
+            // The control: the same line without tyba moves the remote's main.
+            let _ = std::fs::remove_file(p.fx.wt.join("push"));
+            for f in ["git-push", "gg", "g", "l"] {
+                let _ = std::fs::remove_file(p.fx.wt.join(f));
+            }
+            let env = base_env(&p.fx.home, &[]);
+            let r = outside(&p.fx, &p.fx.wt, &env, &["/bin/bash", "-c", line]);
+            assert!(
+                p.daemon.refs("remote.git").contains(&head(&p.fx)),
+                "{who:?} {tag}: the control push did not reach the remote: {} / {}",
+                r.out,
+                r.err
+            );
+        }
+    }
+    assert!(moved.is_empty(), "{}", moved.join("\n"));
+}

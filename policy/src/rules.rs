@@ -75,6 +75,7 @@ rules! {
     HOOK_OPAQUE_TOOL = "hook.opaque-tool", [Yellow], "an agent tool call whose effect the hook cannot see";
     HOOK_UNKNOWN_INPUT = "hook.unknown-input", [Yellow], "a hook input with a field or tool tyba does not know, asked inside a session with the raw input";
     INTERP_CODE = "interp.code", [Yellow], "an interpreter running code tyba does not analyse";
+    LOADER_CODE = "loader.code", [Red], "the dynamic loader run with an option that loads other code (`--preload`, `--audit`, `--library-path`)";
     NET_CLIENT = "net.client", [Red], "a network client";
     NET_DEV_TCP = "net.dev-tcp", [Red], "a `/dev/tcp` or `/dev/udp` redirection opens a connection";
     NET_FETCH = "net.fetch", [Red], "a web fetch tool action";

@@ -561,6 +561,89 @@ pub(crate) fn is_system_program(real: &std::path::Path) -> bool {
             .any(|d| real.parent() == Some(std::path::Path::new(d)))
 }
 
+/// The multi-call programs that take what they do from the name they are run by: git
+/// (`git-<sub>` runs `git <sub>`, any other name runs git), busybox and toybox (the applet
+/// argv[0] names).
+const MULTI_CALL: &[&str] = &["git", "busybox", "toybox"];
+
+/// Directories outside the bin directories where the system keeps a multi-call program.
+const MULTI_CALL_DIRS: &[&str] = &["/usr/lib/git-core", "/usr/libexec/git-core"];
+
+/// The system's dynamic loaders (ld.so(8)): a program that runs the program it is given,
+/// judged as `ld.so ARGS…` by identity too (a copy or link under another name).
+const LOADERS: &[&str] = &[
+    "/lib64/ld-linux-x86-64.so.2",
+    "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    "/lib/ld-linux-aarch64.so.1",
+    "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+    "/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+    "/lib/ld-musl-x86_64.so.1",
+    "/lib/ld-musl-aarch64.so.1",
+];
+
+/// Which multi-call program ([`MULTI_CALL`], or `ld.so` for one of the [`LOADERS`]) the
+/// regular file `real` (canonical) is, whatever
+/// its name: by its own name, by identity (a hard link: the same device and inode as the
+/// system's program of that name in a bin directory) or by content (a copy: the same size
+/// and bytes, compared in full only when the sizes match). `None` for any other file or one
+/// that cannot be read.
+pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    if let Some(name) = real.file_name().and_then(|n| n.to_str()) {
+        if let Some(m) = MULTI_CALL.iter().find(|m| **m == name) {
+            return Some(m);
+        }
+    }
+    let md = std::fs::metadata(real).ok()?;
+    if !md.is_file() {
+        return None;
+    }
+    let mut content: Option<Vec<u8>> = None;
+    let candidates = MULTI_CALL
+        .iter()
+        .flat_map(|name| {
+            tyba_policy::programs::SYSTEM_BIN_DIRS
+                .iter()
+                .chain(MULTI_CALL_DIRS.iter())
+                .map(move |d| (*name, Path::new(d).join(name)))
+        })
+        .chain(LOADERS.iter().map(|l| ("ld.so", PathBuf::from(l))));
+    for (name, sys) in candidates {
+        let Ok(smd) = std::fs::metadata(&sys) else {
+            continue;
+        };
+        if !smd.is_file() {
+            continue;
+        }
+        if smd.dev() == md.dev() && smd.ino() == md.ino() {
+            return Some(name);
+        }
+        if smd.len() != md.len() {
+            continue;
+        }
+        if content.is_none() {
+            let mut buf = Vec::new();
+            std::fs::File::open(real)
+                .ok()?
+                .take(md.len())
+                .read_to_end(&mut buf)
+                .ok()?;
+            content = Some(buf);
+        }
+        let mut other = Vec::new();
+        let same = std::fs::File::open(&sys)
+            .and_then(|f| f.take(smd.len()).read_to_end(&mut other))
+            .is_ok()
+            && content.as_deref() == Some(other.as_slice());
+        if same {
+            return Some(name);
+        }
+    }
+    None
+}
+
 fn system_paths_only(value: &str) -> bool {
     !value.is_empty()
         && value.split(':').all(|e| {

@@ -391,6 +391,13 @@ struct ExecRead {
     dirfd: i32,
     /// The thread's `/proc` directory.
     dir: procfs::ProcDir,
+    /// For a `#!` script, the words the kernel puts before the script's name (binfmt_script,
+    /// each level's interpreter and its optional argument, outermost first), as exact text;
+    /// empty for any other file. Set by `exec_file`.
+    shebang: Vec<String>,
+    /// The file of the interpreter the kernel runs last for that script (canonical), when
+    /// it can be named: judged by identity like the exec's own file (a link or copy of git).
+    shebang_real: Option<PathBuf>,
 }
 
 // The policy's own program facts: a shell and a system program are the same to both.
@@ -504,6 +511,44 @@ pub(crate) fn argv0_line(path: &str, argv: &[String]) -> Option<String> {
         _ if a0b.starts_with('-') => return None,
         _ => std::iter::once(shell_quote(&a0b)).chain(rest).collect(),
     };
+    Some(words.join(" "))
+}
+
+/// The line the kernel runs for a `#!` script named `path` (as the exec passed it) with `argv`:
+/// the interpreter words `shebang` (`crate::notify`'s `interpreters`), the script's name, then
+/// `argv[1..]`. `None` when the file is no script.
+pub(crate) fn shebang_line(shebang: &[String], path: &str, argv: &[String]) -> Option<String> {
+    if shebang.is_empty() {
+        return None;
+    }
+    let words: Vec<String> = shebang
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once(path))
+        .chain(argv.iter().skip(1).map(String::as_str))
+        .map(shell_quote)
+        .collect();
+    Some(words.join(" "))
+}
+
+/// The line a multi-call program runs when the file `real` is one whatever its name
+/// ([`exec::multi_call_of`]: git, busybox, by name, hard link or copy): git as `git <sub>
+/// ARGS…` for an argv[0] named `git-<sub>`, else `git ARGS…`; busybox and toybox as the
+/// applet argv[0] names (`NAME ARGS…`), or `busybox ARGS…` when argv[0] names busybox; the
+/// dynamic loader as `ld.so ARGS…`.
+pub(crate) fn multi_call_line(real: &std::path::Path, argv: &[String]) -> Option<String> {
+    let program = exec::multi_call_of(real)?;
+    let a0 = argv.first().map(String::as_str).unwrap_or_default();
+    let a0 = a0.rsplit('/').next().unwrap_or(a0);
+    let mut words: Vec<String> = match (program, a0.strip_prefix("git-")) {
+        ("git", Some(sub)) if !sub.is_empty() => vec!["git".into(), shell_quote(sub)],
+        ("git", _) => vec!["git".into()],
+        // The loader does not read its argv[0]: it runs the program it is given.
+        ("ld.so", _) => vec!["ld.so".into()],
+        (p, _) if a0.is_empty() || a0 == p => vec![p.to_string()],
+        (_, _) => vec![shell_quote(a0)],
+    };
+    words.extend(argv.iter().skip(1).map(|a| shell_quote(a)));
     Some(words.join(" "))
 }
 
@@ -1261,6 +1306,8 @@ impl Notifier {
             raw_path,
             dirfd,
             dir,
+            shebang: Vec::new(),
+            shebang_real: None,
         })
     }
 
@@ -1275,7 +1322,7 @@ impl Notifier {
         n: &Notif,
         pidfd: &OwnedFd,
         tgid: u32,
-        r: &ExecRead,
+        r: &mut ExecRead,
     ) -> Result<Option<(PathBuf, Vec<FileId>)>, i32> {
         use std::os::unix::fs::MetadataExt;
         let execveat = i64::from(n.nr) == libc::SYS_execveat;
@@ -1311,6 +1358,22 @@ impl Notifier {
                 }
                 if md.mode() & 0o111 == 0 {
                     return Err(libc::EACCES);
+                }
+                // A script reached through an fd (`fexecve(3)` of a `#!` file): its
+                // interpreter line too is what runs.
+                if let Ok(f) = std::fs::File::open(&m) {
+                    let fd = OwnedFd::from(f);
+                    let (more, words, last) = self.interpreters(n, pidfd, &fd);
+                    if !words.is_empty() {
+                        r.shebang = words;
+                        r.shebang_real = last;
+                        let mut ids = vec![(md.dev(), md.ino())];
+                        ids.extend(more);
+                        return Ok(std::fs::canonicalize(&m)
+                            .ok()
+                            .filter(|c| c.is_absolute() && c.is_file())
+                            .map(|c| (c, ids)));
+                    }
                 }
                 return Ok(std::fs::canonicalize(&m)
                     .ok()
@@ -1374,7 +1437,10 @@ impl Notifier {
         if head.starts_with(b"#!") {
             // What the process's /proc/PID/exe will be: the `#!` interpreter (binfmt_script
             // runs it, recursively, a few levels deep).
-            ids.extend(self.interpreters(n, pidfd, &obj));
+            let (more, words, last) = self.interpreters(n, pidfd, &obj);
+            ids.extend(more);
+            r.shebang = words;
+            r.shebang_real = last;
         }
         close_after_reply(Arc::new(obj));
         Ok(Some((real, ids)))
@@ -1404,9 +1470,19 @@ impl Notifier {
     }
 
     /// The identities of the `#!` interpreters `script` runs through, as the process resolves
-    /// their names, at most 4 deep (binfmt_script's limit).
-    fn interpreters(&self, n: &Notif, pidfd: &OwnedFd, script: &OwnedFd) -> Vec<FileId> {
+    /// their names, at most 4 deep (binfmt_script's limit), and the words the kernel puts
+    /// before the script's name: each interpreter as written and its one optional argument
+    /// (the rest of the line, blanks trimmed, as binfmt_script reads it), outermost first.
+    /// Only the first 256 bytes of each file are read (the kernel's own bound).
+    fn interpreters(
+        &self,
+        n: &Notif,
+        pidfd: &OwnedFd,
+        script: &OwnedFd,
+    ) -> (Vec<FileId>, Vec<String>, Option<PathBuf>) {
         let mut out = Vec::new();
+        let mut words: Vec<String> = Vec::new();
+        let mut last = None;
         let mut cur = std::fs::File::open(format!("/proc/self/fd/{}", script.as_raw_fd())).ok();
         for _ in 0..4 {
             let Some(mut f) = cur.take() else { break };
@@ -1416,12 +1492,28 @@ impl Notifier {
                 break;
             };
             let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-            let Some(name) = rest[..end]
-                .split(|b| *b == b' ' || *b == b'\t')
-                .find(|w| !w.is_empty())
-            else {
+            let blank = |b: &u8| *b == b' ' || *b == b'\t';
+            let Some(name) = rest[..end].split(blank).find(|w| !w.is_empty()) else {
                 break;
             };
+            // The optional argument: everything after the name, blanks trimmed, one word.
+            let start = rest[..end]
+                .iter()
+                .position(|b| !blank(b))
+                .map_or(end, |p| p + name.len());
+            let arg = rest[start..end]
+                .iter()
+                .position(|b| !blank(b))
+                .map(|p| &rest[start + p..end]);
+            let arg = arg.map(|a| {
+                let last = a.iter().rposition(|b| !blank(b)).map_or(0, |p| p + 1);
+                &a[..last]
+            });
+            let mut level = vec![exec::exec_text(name)];
+            level.extend(arg.filter(|a| !a.is_empty()).map(exec::exec_text));
+            // This level's interpreter runs first: its words go before the ones read so far.
+            level.append(&mut words);
+            words = level;
             let target = Target::Path {
                 dirfd: libc::AT_FDCWD,
                 path: name.to_vec(),
@@ -1436,9 +1528,10 @@ impl Notifier {
                 break;
             };
             out.push((st.st_dev, st.st_ino));
+            last = meta::object_path(&obj).ok();
             cur = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd())).ok();
         }
-        out
+        (out, words, last)
     }
 
     /// The file of the agent's installation that the exec's file (`real`, canonical, as the
@@ -1627,13 +1720,13 @@ impl Notifier {
                 return Ok(ExecDecision::Continue(None));
             }
         }
-        let r = self.read_exec(n)?;
+        let mut r = self.read_exec(n)?;
         if let Err(errno) = exec::check_sizes(tgid, &r.argv, &r.envp) {
             // The kernel would fail it with E2BIG: answered here, before anything is decided
             // or rewritten for an exec that cannot happen.
             return Ok(ExecDecision::Errno(errno));
         }
-        let file = match self.exec_file(n, &pidfd, tgid, &r) {
+        let file = match self.exec_file(n, &pidfd, tgid, &mut r) {
             Ok(f) => f,
             Err(errno) => return Ok(ExecDecision::Errno(errno)),
         };
@@ -1883,8 +1976,29 @@ impl Notifier {
         };
         // A program that takes what it does from its argv[0] (`git-clean`, busybox applets)
         // is also judged as what argv[0] names; the worse verdict wins.
+        // A `#!` script is what the kernel runs: `INTERPRETER [ARG] SCRIPT ARGS…`, the
+        // script by the name the exec passed (a `#!/usr/local/bin/git` file `push` run as
+        // `push net main` is `git push net main`).
         let alts = argv0_line(&shown, &r.argv)
             .into_iter()
+            .chain(shebang_line(&r.shebang, &r.path, &r.argv))
+            .chain(r.shebang_real.as_ref().and_then(|interp| {
+                // The interpreter run with the argv the kernel builds: a link or copy of git
+                // as the interpreter is git.
+                let argv: Vec<String> = r
+                    .shebang
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::once(r.path.clone()))
+                    .chain(r.argv.iter().skip(1).cloned())
+                    .collect();
+                multi_call_line(interp, &argv)
+            }))
+            .chain(
+                file.as_ref()
+                    .and_then(|(real, _)| multi_call_line(real, &r.argv))
+                    .filter(|l| *l != own_line),
+            )
             .chain(by_name.filter(|l| *l != own_line));
         for alt in alts {
             let alt = exec::classified_line(&prefix, &alt);
@@ -3239,6 +3353,59 @@ mod tests {
             command_line("/usr/bin/sh", &v(&["sh", "script.sh"])),
             "sh script.sh"
         );
+    }
+
+    #[test]
+    fn a_script_is_judged_as_the_line_the_kernel_runs() {
+        assert_eq!(
+            shebang_line(
+                &v(&["/usr/local/bin/git"]),
+                "push",
+                &v(&["push", "net", "main"])
+            )
+            .as_deref(),
+            Some("/usr/local/bin/git push net main")
+        );
+        assert_eq!(
+            shebang_line(&v(&["/usr/bin/env", "-S git"]), "./x", &v(&["x", "a b"])).as_deref(),
+            Some("/usr/bin/env '-S git' ./x 'a b'")
+        );
+        assert_eq!(shebang_line(&[], "./x", &v(&["x"])), None);
+    }
+
+    #[test]
+    fn a_copy_or_link_of_git_is_git_whatever_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(git) = ["/usr/bin/git", "/usr/local/bin/git"]
+            .into_iter()
+            .map(std::path::Path::new)
+            .find(|p| p.is_file())
+        else {
+            return;
+        };
+        let copy = dir.path().join("gg");
+        std::fs::copy(git, &copy).unwrap();
+        let real = std::fs::canonicalize(git).unwrap();
+        let expect = if real.file_name() == Some("git".as_ref()) {
+            Some("git push net main")
+        } else {
+            None
+        };
+        assert_eq!(
+            multi_call_line(&copy, &v(&["./gg", "push", "net", "main"])).as_deref(),
+            expect
+        );
+        assert_eq!(
+            multi_call_line(&copy, &v(&["git-push", "net", "main"])).as_deref(),
+            expect.map(|_| "git push net main")
+        );
+        // Another program of the same size is no git: one byte changed.
+        let mut bytes = std::fs::read(&copy).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let other = dir.path().join("other");
+        std::fs::write(&other, bytes).unwrap();
+        assert_eq!(multi_call_line(&other, &v(&["./other", "push"])), None);
     }
 
     #[test]

@@ -353,6 +353,25 @@ impl Analyzer<'_> {
                 return self.invoke(st, &words, env, stdin, depth);
             }
         }
+        // What really runs, whatever the name (a link `./git-push -> git`, a copy, a name
+        // found on `PATH`): git dispatches on the name it is run by, so `git-<sub>` is also
+        // judged as `git <sub>`, and a program path named `git` as git; the dynamic loader
+        // runs the program it is given.
+        if !st.functions.iter().any(|f| f == name) {
+            let base = name.rsplit('/').next().unwrap_or("");
+            if let Some(sub) = base.strip_prefix("git-").filter(|s| !s.is_empty()) {
+                let mut words = vec![Field::lit("git"), Field::lit(sub)];
+                words.extend_from_slice(args);
+                let _ = self.invoke(st.clone(), &words, env.clone(), stdin, depth);
+            } else if base == "git" && name.contains('/') && system_program(name).is_none() {
+                let mut words = vec![Field::lit("git")];
+                words.extend_from_slice(args);
+                let _ = self.invoke(st.clone(), &words, env.clone(), stdin, depth);
+            }
+            if is_dynamic_loader(base) {
+                return self.loader(st, name, args, env, stdin, depth);
+            }
+        }
         if !st.functions.iter().any(|f| f == name) {
             self.program_lookup(&st, name, &env);
         }
@@ -398,6 +417,129 @@ impl Analyzer<'_> {
             stdin,
         };
         self.program(st, inv, depth)
+    }
+
+    /// The dynamic loader run as a program (`/lib64/ld-linux-x86-64.so.2 [OPTIONS] PROGRAM
+    /// ARGS…`, ld.so(8)): a wrapper of the program it loads, which is judged with its
+    /// arguments (and, with `--argv0 NAME`, as the program that name selects: git's
+    /// `git-<sub>`, an applet). Options that load other code (`--preload`, `--audit`,
+    /// `--library-path`, `--glibc-hwcaps-prepend`) are red; an option it does not know is
+    /// unlisted and what follows is judged as the program too.
+    fn loader(
+        &mut self,
+        st: State,
+        name: &str,
+        args: &[Field],
+        env: Vec<(String, Option<String>)>,
+        stdin: Stdin,
+        depth: usize,
+    ) -> State {
+        self.add(
+            Verdict::Yellow,
+            "wrapper.loader",
+            format!("`{name}` is the dynamic loader: it runs the program it is given"),
+        );
+        if name.contains('/') && !in_system_root(name) {
+            self.path_field(&st, &Field::lit(name), Access::Read);
+        }
+        let mut argv0: Option<Field> = None;
+        let mut i = 0;
+        while i < args.len() {
+            let Some(w) = args[i].known_text().map(|c| c.into_owned()) else {
+                // A word that cannot be known: it may be any option or program.
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.dynamic-args",
+                    format!("`{name}` has arguments that cannot be known before it runs"),
+                );
+                break;
+            };
+            let (opt, inline) = match w.split_once('=') {
+                Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
+                _ => (w.clone(), None),
+            };
+            let takes_value = matches!(
+                opt.as_str(),
+                "--library-path"
+                    | "--inhibit-rpath"
+                    | "--audit"
+                    | "--preload"
+                    | "--argv0"
+                    | "--glibc-hwcaps-prepend"
+                    | "--glibc-hwcaps-mask"
+            );
+            let flag = matches!(
+                opt.as_str(),
+                "--list"
+                    | "--verify"
+                    | "--inhibit-cache"
+                    | "--help"
+                    | "--version"
+                    | "--list-tunables"
+                    | "--list-diagnostics"
+            );
+            if takes_value {
+                let value = match inline {
+                    Some(v) => Some(Field::lit(&v)),
+                    None => {
+                        i += 1;
+                        args.get(i).cloned()
+                    }
+                };
+                if matches!(
+                    opt.as_str(),
+                    "--library-path" | "--audit" | "--preload" | "--glibc-hwcaps-prepend"
+                ) {
+                    self.add(
+                        Verdict::Red,
+                        "loader.code",
+                        format!("`{name} {opt}` makes the program load other code"),
+                    );
+                    if let Some(v) = &value {
+                        self.generic_paths(&st, std::slice::from_ref(v), Access::Read);
+                    }
+                }
+                if opt == "--argv0" {
+                    argv0 = value;
+                }
+                i += 1;
+                continue;
+            }
+            if flag {
+                i += 1;
+                continue;
+            }
+            if w.starts_with('-') && w != "-" {
+                self.add(
+                    Verdict::Yellow,
+                    "cmd.unlisted",
+                    format!("`{name}` option `{w}` is not known"),
+                );
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        let rest = &args[i.min(args.len())..];
+        if rest.is_empty() {
+            return st;
+        }
+        let _ = self.invoke(st.clone(), rest, env.clone(), stdin, depth);
+        if let Some(a0) = argv0 {
+            // The program loaded sees this name as its argv[0]: a multi-call program (git's
+            // `git-<sub>`, busybox) does what the name says.
+            let base = a0
+                .known_text()
+                .map(|t| t.rsplit('/').next().unwrap_or("").to_string());
+            let first = match base {
+                Some(b) if !b.is_empty() => Field::lit(&b),
+                _ => a0,
+            };
+            let mut words = vec![first];
+            words.extend_from_slice(&rest[1..]);
+            let _ = self.invoke(st.clone(), &words, env, stdin, depth);
+        }
+        st
     }
 
     fn unlisted(&mut self, program: &str) {
@@ -791,4 +933,10 @@ impl Analyzer<'_> {
             ),
         );
     }
+}
+
+/// Whether `base`, a program's file name, is the dynamic loader (ld.so(8): `ld.so`,
+/// `ld-linux-x86-64.so.2`, `ld-linux-aarch64.so.1`, `ld64.so.2`, musl's `ld-musl-x86_64.so.1`).
+fn is_dynamic_loader(base: &str) -> bool {
+    base == "ld.so" || (base.starts_with("ld-") || base.starts_with("ld64")) && base.contains(".so")
 }
