@@ -601,26 +601,12 @@ pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
         return None;
     }
     let mut content: Option<Vec<u8>> = None;
-    let candidates = MULTI_CALL
-        .iter()
-        .flat_map(|name| {
-            tyba_policy::programs::SYSTEM_BIN_DIRS
-                .iter()
-                .chain(MULTI_CALL_DIRS.iter())
-                .map(move |d| (*name, Path::new(d).join(name)))
-        })
-        .chain(LOADERS.iter().map(|l| ("ld.so", PathBuf::from(l))));
-    for (name, sys) in candidates {
-        let Ok(smd) = std::fs::metadata(&sys) else {
-            continue;
-        };
-        if !smd.is_file() {
-            continue;
-        }
-        if smd.dev() == md.dev() && smd.ino() == md.ino() {
+    for c in multi_call_files() {
+        let (name, sys) = (c.name, &c.path);
+        if c.dev == md.dev() && c.ino == md.ino() {
             return Some(name);
         }
-        if smd.len() != md.len() {
+        if c.len != md.len() {
             continue;
         }
         if content.is_none() {
@@ -633,8 +619,8 @@ pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
             content = Some(buf);
         }
         let mut other = Vec::new();
-        let same = std::fs::File::open(&sys)
-            .and_then(|f| f.take(smd.len()).read_to_end(&mut other))
+        let same = std::fs::File::open(sys)
+            .and_then(|f| f.take(c.len).read_to_end(&mut other))
             .is_ok()
             && content.as_deref() == Some(other.as_slice());
         if same {
@@ -642,6 +628,48 @@ pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// A system file [`multi_call_of`] compares an exec's file with: its name, path and
+/// identity (device, inode, size).
+struct MultiCallFile {
+    name: &'static str,
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    len: u64,
+}
+
+/// The system's multi-call programs and loaders that exist, looked at once per supervisor
+/// (about 30 `stat` calls): they lie in system directories the agent cannot write, so their
+/// identities hold for the session. A program the person reinstalls during a session is
+/// compared by its old identity; its new copy under another name is then an unlisted
+/// program, asked, never green.
+fn multi_call_files() -> &'static [MultiCallFile] {
+    use std::os::unix::fs::MetadataExt;
+    static FILES: std::sync::OnceLock<Vec<MultiCallFile>> = std::sync::OnceLock::new();
+    FILES.get_or_init(|| {
+        MULTI_CALL
+            .iter()
+            .flat_map(|name| {
+                tyba_policy::programs::SYSTEM_BIN_DIRS
+                    .iter()
+                    .chain(MULTI_CALL_DIRS.iter())
+                    .map(move |d| (*name, Path::new(d).join(name)))
+            })
+            .chain(LOADERS.iter().map(|l| ("ld.so", PathBuf::from(l))))
+            .filter_map(|(name, path)| {
+                let m = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
+                Some(MultiCallFile {
+                    name,
+                    dev: m.dev(),
+                    ino: m.ino(),
+                    len: m.len(),
+                    path,
+                })
+            })
+            .collect()
+    })
 }
 
 fn system_paths_only(value: &str) -> bool {
