@@ -1991,6 +1991,115 @@ fn exec_file_name_changed_in_shared_memory_after_the_decision_runs_nothing_undec
     }
 }
 
+/// The agent program (C): execs `/usr/bin/rm -rf build` from a vfork child (`vfork`, and
+/// glibc's `posix_spawn`, a `clone(CLONE_VM|CLONE_VFORK)`), the file name in heap memory it
+/// shares with the child. The first thing the parent does when it runs again is copy what
+/// its name reads; a program reuses or frees that memory from then on.
+const VFORK_NAME_C: &str = r#"
+#define _GNU_SOURCE
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv_) {
+    int n = argc > 1 ? atoi(argv_[1]) : 5;
+    char *name = malloc(64);
+    char *argv[] = {"rm", "-rf", "build", 0};
+    for (int i = 0; i < 2 * n; i++) {
+        strcpy(name, "/usr/bin/rm");
+        char seen[16];
+        pid_t p;
+        if (i % 2 == 0) {
+            p = vfork();
+            if (p == 0) { execve(name, argv, environ); _exit(127); }
+            memcpy(seen, name, sizeof seen);
+        } else {
+            int e = posix_spawn(&p, name, 0, 0, argv, environ);
+            memcpy(seen, name, sizeof seen);
+            if (e) p = -1;
+        }
+        seen[15] = 0;
+        for (char *c = seen; *c; c++) if (*c < 32 || *c > 126 || *c == '"' || *c == '\\') *c = '?';
+        int st = 0;
+        if (p > 0) waitpid(p, &st, 0);
+        printf("RESULT {\"step\": \"s%d\", \"seen\": \"%s\", \"rc\": %d}\n", i, seen,
+               WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        fflush(stdout);
+    }
+    return 0;
+}
+"#;
+
+/// When tyba runs something else in place of an exec (its refusal program; an approved
+/// command's proxy) it rewrites the exec's file name, which a vfork child shares with its
+/// parent. The parent must find its own name again the moment it runs: a write after that
+/// lands in memory the parent may already have freed and reused (a Python caller crashed
+/// with SIGSEGV this way). Refused (non-interactive) and approved, each with `vfork` and
+/// `posix_spawn`.
+#[test]
+fn exec_vfork_parent_runs_again_only_with_its_own_file_name() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "vforkname") else {
+            continue;
+        };
+        put(&fx, "vname.c", VFORK_NAME_C);
+        let st = Command::new("cc")
+            .args(["-O1", "-o"])
+            .arg(fx.wt.join("vname"))
+            .arg(fx.wt.join("vname.c"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "cc");
+        give(&fx.wt, &who);
+        make_build(&fx);
+        let check = |ran: &Ran, rc: i64, what: &str| {
+            let ctx = format!("{who:?} {what}: out {} / err {}", ran.out, ran.err);
+            let rs = results(&ran.out);
+            assert_eq!(rs.len(), 6, "{ctx}");
+            for r in &rs {
+                assert_eq!(
+                    r["seen"], "/usr/bin/rm",
+                    "{ctx}: the parent ran on a rewritten name"
+                );
+                assert_eq!(r["rc"], rc, "{ctx}: {r}");
+            }
+        };
+        // Refused: the refusal program's status; build/ stays.
+        let ran = run_alone(&fx, &[], &fx.env(), &["./vname", "3"]);
+        check(&ran, 126, "refused");
+        assert!(
+            fx.wt.join("build/out.o").exists(),
+            "{who:?}: rm ran: {}",
+            ran.err
+        );
+        // Approved: rm runs (as the approved command, through its proxy).
+        let live = start(&fx, &[], &fx.env(), &["./vname", "3"], None);
+        let ran = drive(&fx, live, |_| Reply::Approve);
+        check(&ran, 0, "approved");
+        assert!(
+            !fx.wt.join("build").exists(),
+            "{who:?}: the approved rm did not run"
+        );
+        // Control: without tyba rm runs each time and the name is the parent's own. (Before
+        // the parent was held, it read `/dev/fd/3` here: the name was given back only once
+        // the refusal program had started.)
+        make_build(&fx);
+        let dir = copy_of_wt(&fx, "vforkname-control");
+        let r = outside(&fx, &dir, &base_env(&fx.home, &[]), &["./vname", "3"]);
+        let rs = results(&r.out);
+        assert_eq!(rs.len(), 6, "{who:?}: control: {r:?}");
+        assert!(
+            rs.iter()
+                .all(|x| x["rc"] == 0 && x["seen"] == "/usr/bin/rm"),
+            "{who:?}: {r:?}"
+        );
+        assert!(!dir.join("build").exists(), "{who:?}: control: {r:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 5. PATH walks through missing directories ask nothing.
 

@@ -19,6 +19,7 @@ use crate::agent::AgentInstall;
 use crate::approve::{Answer, Approver, AskKind, AskRequest, ExecAsk};
 use crate::control::{Counted, SessionControl};
 use crate::exec::{self, Cover, Covered, FileId, ProcTable, Role};
+use crate::hold::{NameBack, ParentHold};
 use crate::meta::{self, Target};
 use crate::net::{self, AgentHosts, Dest};
 use crate::procfs::{self, Mem, ProcId};
@@ -707,64 +708,17 @@ fn socket_owner(inode: u64, netns_pid: u32) -> Option<u32> {
 struct InstalledProxy {
     /// The supervisor's end of the proxy's channel.
     chan: OwnedFd,
-    /// The vfork parent whose memory held the rewritten name too.
-    parent: Option<u32>,
-    name_ptr: u64,
-    old_name: Vec<u8>,
-    new_name: Vec<u8>,
+    /// The vfork parent sharing the rewritten name, held until its exec is done, and the
+    /// name to give back ([`crate::hold`]).
+    hold: Option<(ParentHold, NameBack)>,
 }
 
 impl InstalledProxy {
-    /// Once the proxy runs in a memory of its own, gives a vfork parent its file name back
-    /// (when it is still the rewrite, and the bytes fit where they were).
-    fn restore_parent(&self) {
-        let Some(pp) = self.parent else { return };
-        if self.old_name.len() < self.new_name.len() {
-            return;
-        }
-        if let Ok(pm) = Mem::open_rw(pp) {
-            if pm.read(self.name_ptr, self.new_name.len()).ok().as_deref()
-                == Some(self.new_name.as_slice())
-            {
-                let _ = pm.write(self.name_ptr, &self.old_name[..self.new_name.len()]);
-            }
-        }
-    }
-}
-
-/// A vfork parent's copy of an exec's file name that [`Notifier::run_instead`] rewrote.
-struct NameRestore {
-    parent: u32,
-    child: u32,
-    /// The child's image and stack start before its exec (a re-exec of the same file moves
-    /// the stack only).
-    old_exe: Option<FileId>,
-    old_stack: Option<u64>,
-    name_ptr: u64,
-    old_name: Vec<u8>,
-    new_name: Vec<u8>,
-}
-
-impl NameRestore {
-    /// Waits (at most 2 s) until the child's exec is done (its image changed, or it is gone),
-    /// then gives the parent its file name back when it still reads as the rewrite.
-    fn after_exec(&self) {
-        for _ in 0..1000 {
-            let now = procfs::exe_id(self.child);
-            if now.is_none()
-                || now != self.old_exe
-                || procfs::stack_start(self.child).ok() != self.old_stack
-            {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        if let Ok(pm) = Mem::open_rw(self.parent) {
-            if pm.read(self.name_ptr, self.new_name.len()).ok().as_deref()
-                == Some(self.new_name.as_slice())
-            {
-                let _ = pm.write(self.name_ptr, &self.old_name[..self.new_name.len()]);
-            }
+    /// To be called right after the exec was answered `Continue`: a held vfork parent gets
+    /// its file name back once the exec is done, before it runs again ([`crate::hold`]).
+    fn continued(&mut self) {
+        if let Some((hold, back)) = self.hold.take() {
+            hold.release_after_exec(back);
         }
     }
 }
@@ -947,11 +901,11 @@ impl Notifier {
             Ok(ExecDecision::Errno(e)) => self.reply(n.id, Reply::Errno(e)),
             Ok(ExecDecision::RunInstead(original, pending)) => {
                 match self.run_instead(&n, &original) {
-                    Ok(restore) => {
+                    Ok(hold) => {
                         self.set_pending(pending);
                         self.reply(n.id, Reply::Continue);
-                        if let Some(r) = restore {
-                            spawn_worker(move || r.after_exec());
+                        if let Some((h, back)) = hold {
+                            h.release_after_exec(back);
                         }
                     }
                     Err(why) => {
@@ -1165,7 +1119,7 @@ impl Notifier {
     /// tyba's proxy, the supervisor runs `git receive-pack` outside the sandbox, the proxy
     /// ends as it ended (or prints the refusal). Replies to the notification.
     fn run_relay(&self, n: &Notif, what: String, relay: push_relay::Relay) {
-        let installed = match self.install_proxy(n, false, false, false) {
+        let mut installed = match self.install_proxy(n, false, false, false) {
             Ok(i) => i,
             Err(why) => {
                 return self.refuse_exec(
@@ -1176,6 +1130,7 @@ impl Notifier {
             }
         };
         self.reply(n.id, Reply::Continue);
+        installed.continued();
         if !runner::proxy_started(&installed.chan) {
             self.log(AuditEvent {
                 kind: "exec",
@@ -1187,7 +1142,6 @@ impl Notifier {
             });
             return;
         }
-        installed.restore_parent();
         let chan = Arc::new(installed.chan);
         let repo = relay.approved.repo.clone();
         let (argv, cwd) = (relay.argv.clone(), relay.cwd.clone());
@@ -1636,12 +1590,17 @@ impl Notifier {
     /// process at its lowest free descriptor `N` (close-on-exec: the program does not inherit
     /// it) and rewrites the exec's file name to `/dev/fd/N`, which the kernel resolves to
     /// that very file. The caller replies `Continue`. Where the name lies in a vfork parent's
-    /// memory, the [`NameRestore`] to give it back once the exec is done.
+    /// memory, that parent held ([`crate::hold`]) and the name to give it back once the exec
+    /// is done: [`ParentHold::release_after_exec`] right after the answer.
     ///
     /// # Errors
     /// Why it cannot (the name shorter than the new one, not in private memory, the process
     /// gone).
-    fn run_instead(&self, n: &Notif, original: &OwnedFd) -> Result<Option<NameRestore>, String> {
+    fn run_instead(
+        &self,
+        n: &Notif,
+        original: &OwnedFd,
+    ) -> Result<Option<(ParentHold, NameBack)>, String> {
         let tgid = procfs::tgid(n.pid).map_err(|e| e.to_string())?;
         let execveat = i64::from(n.nr) == libc::SYS_execveat;
         let name_ptr = if execveat { n.args[1] } else { n.args[0] };
@@ -1665,18 +1624,20 @@ impl Notifier {
         if !procfs::private_mapping(tgid, name_ptr, new_name.len() as u64) {
             return Err("its file name is not in private memory".into());
         }
-        let old_exe = procfs::exe_id(tgid);
-        let old_stack = procfs::stack_start(tgid).ok();
+        // Held before the write: from then on the parent runs only once its name is back.
+        let hold = shares_with_parent.map(ParentHold::start).transpose()?;
         mem.write(name_ptr, &new_name)
             .map_err(|e| format!("rewriting its file name: {e}"))?;
-        Ok(shares_with_parent.map(|parent| NameRestore {
-            parent,
-            child: tgid,
-            old_exe,
-            old_stack,
-            name_ptr,
-            old_name,
-            new_name,
+        Ok(hold.map(|h| {
+            (
+                h,
+                NameBack {
+                    child: tgid,
+                    name_ptr,
+                    old_name,
+                    new_name,
+                },
+            )
         }))
     }
 
@@ -2449,13 +2410,13 @@ impl Notifier {
             })
             .unwrap_or(true);
         match self.install_proxy(n, racers_trusted, true, loader_env) {
-            Ok(installed) => {
+            Ok(mut installed) => {
                 self.reply(n.id, Reply::Continue);
+                installed.continued();
                 // Without a thread the channel closes unused: the proxy then says tyba went
                 // away and exits 125 (still refused).
                 spawn_worker(move || {
                     if runner::proxy_started(&installed.chan) {
-                        installed.restore_parent();
                         let msg = format!("r{}", shorten(&reason, crate::proxy::MAX_REASON));
                         let _ = nix::sys::socket::send(
                             installed.chan.as_raw_fd(),
@@ -2537,7 +2498,7 @@ impl Notifier {
                 .map(|i| (i, out_fd)),
             Err(e) => Err(e.to_string()),
         };
-        let (installed, out_fd) = match installed {
+        let (mut installed, out_fd) = match installed {
             Ok(v) => v,
             Err(why) => {
                 let reason = format!("refused quietly by tyba: it could not be answered ({why})");
@@ -2546,9 +2507,9 @@ impl Notifier {
         };
         let _ = self.record_refusal("probe", what, None, reason);
         self.reply(n.id, Reply::Continue);
+        installed.continued();
         spawn_worker(move || {
             if runner::proxy_started(&installed.chan) {
-                installed.restore_parent();
                 let mut f = std::fs::File::from(out_fd);
                 let status = if f.write_all(out.as_bytes()).is_ok() {
                     code
@@ -2657,6 +2618,9 @@ impl Notifier {
             nix::sys::socket::SockFlag::SOCK_CLOEXEC,
         )
         .map_err(|e| e.to_string())?;
+        // Held before anything is written: from then on the parent runs only once its name
+        // is back ([`crate::hold`]).
+        let hold = shares_with_parent.map(ParentHold::start).transpose()?;
         sys::notif_addfd_setfd(self.listener.as_fd(), n.id, exe.as_fd(), 3, true)
             .and_then(|_| {
                 sys::notif_addfd_setfd(
@@ -2677,10 +2641,17 @@ impl Notifier {
             .map_err(|e| format!("installing its proxy: {e}"))?;
         Ok(InstalledProxy {
             chan: sup,
-            parent: shares_with_parent,
-            name_ptr,
-            old_name,
-            new_name,
+            hold: hold.map(|h| {
+                (
+                    h,
+                    NameBack {
+                        child: tgid,
+                        name_ptr,
+                        old_name,
+                        new_name,
+                    },
+                )
+            }),
         })
     }
 
@@ -2744,8 +2715,9 @@ impl Notifier {
         if let Some(o) = &self.outside {
             o.runner_started(ns_pid, start, outside_grants);
         }
-        let installed = self.install_proxy(n, true, false, false).map_err(abort)?;
+        let mut installed = self.install_proxy(n, true, false, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);
+        installed.continued();
         if !runner::proxy_started(&installed.chan) {
             let reason = abort("its proxy did not start".into());
             self.log(AuditEvent {
@@ -2758,7 +2730,6 @@ impl Notifier {
             });
             return Ok(());
         }
-        installed.restore_parent();
         self.stage.send(&ToStage::Go { id });
         runner::relay(&self.stage, id, installed.chan, &rx);
         // A runner that ended before its exec must not leave its pid to a later process.
