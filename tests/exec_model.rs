@@ -2100,6 +2100,66 @@ fn exec_vfork_parent_runs_again_only_with_its_own_file_name() {
     }
 }
 
+/// Whether `path` is a `#!` script.
+fn is_script(path: &str) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.starts_with(b"#!"))
+}
+
+/// An installed script is a program like an installed binary: `which`, `zcat` and `gunzip`
+/// (`#!/bin/sh` scripts in `/usr/bin` on Debian) and a version manager's shim in the home's
+/// read-only toolchain root (`~/.pyenv/shims/NAME`, `#!/usr/bin/env bash`) are judged by the
+/// name the agent ran, not as `sh /usr/bin/which …`, a script outside the worktree (red: at
+/// high autonomy every `which` and every pyenv user's `python3` was refused). A script the
+/// agent can write is still judged by its `#!` line (the git-interpreter cases above).
+#[test]
+fn exec_installed_scripts_are_judged_by_their_names() {
+    let system = ["/usr/bin/which", "/usr/bin/zcat", "/usr/bin/gunzip"];
+    for p in system {
+        let real = std::fs::canonicalize(p).unwrap();
+        assert!(
+            is_script(real.to_str().unwrap()),
+            "{p} is a #! script on this machine (Debian's debianutils and gzip)"
+        );
+    }
+    for who in whos() {
+        let Some(fx) = setup(&who, "instscript") else {
+            continue;
+        };
+        let shims = fx.home.join(".pyenv/shims");
+        std::fs::create_dir_all(&shims).unwrap();
+        let shim = shims.join("tyba-tool");
+        std::fs::write(
+            &shim,
+            "#!/usr/bin/env bash\nexec /usr/bin/printf 'shim ran %s\\n' \"$1\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        give(&fx.home.join(".pyenv"), &who);
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", shims.display());
+        let env = env_with(&fx, &[("PATH", path.into())]);
+        let script = "echo x | gzip > a.gz; which sh > /dev/null && echo which-ok; \
+                      zcat a.gz > /dev/null && echo zcat-ok; gunzip -t a.gz && echo gunzip-ok; \
+                      tyba-tool 1; echo end";
+        let ran = run_alone(&fx, &["--autonomy", "high"], &env, &["bash", "-c", script]);
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        for want in ["which-ok", "zcat-ok", "gunzip-ok", "shim ran 1", "end"] {
+            assert!(ran.out.contains(want), "{ctx}: {want}");
+        }
+        assert!(!ran.err.contains("refused"), "{ctx}: a refusal");
+        // What was judged: each by its name, none red.
+        let log = log_of(&fx);
+        for argv0 in ["which", "zcat", "gunzip", "tyba-tool"] {
+            let l = log
+                .iter()
+                .find(|l| l["kind"] == "exec" && l["argv"][0] == argv0)
+                .unwrap_or_else(|| panic!("{ctx}: no exec of {argv0} in {log:?}"));
+            assert_ne!(l["verdict"], "red", "{ctx}: {l}");
+            assert_eq!(l["decision"], "allow", "{ctx}: {l}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 5. PATH walks through missing directories ask nothing.
 

@@ -1906,11 +1906,13 @@ impl Notifier {
             .is_some_and(|a0| !a0.contains('/') && exec_path.file_name() == Some(a0.as_ref()));
         // Only looked up where it decides something (a name typed, or a command's step):
         // `holds` resolves links.
-        let installed = (typed || matches!(role, Role::Command(_)))
-            && exec_path.is_absolute()
+        // The file is the person's or the system's: reached by an absolute name no process
+        // of the session can change, in a root the session cannot write.
+        let installed_file = exec_path.is_absolute()
             && !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
             && file.as_ref().is_some_and(|(real, _)| kept.holds(real))
             && kept.holds(exec_path);
+        let installed = (typed || matches!(role, Role::Command(_))) && installed_file;
         let typed_line = (installed && typed && !is_system_shell(exec_path))
             .then(|| name_line(exec_path, &r.argv));
         let by_name = match by_name {
@@ -1940,9 +1942,19 @@ impl Notifier {
         // A `#!` script is what the kernel runs: `INTERPRETER [ARG] SCRIPT ARGS…`, the
         // script by the name the exec passed (a `#!/usr/local/bin/git` file `push` run as
         // `push net main` is `git push net main`).
+        // An installed script (`/usr/bin/which`, `zcat`, `ldd`, a version manager's shim in a
+        // read-only toolchain root) is a program like an installed binary: its `#!` line was
+        // written by whoever installed it, and what the agent chose is its name and argv, so it
+        // is judged by its name (`which git`, not `sh /usr/bin/which git`, a script outside the
+        // worktree). Its interpreter's identity still counts below (a `#!` line naming git).
+        let installed_script = !r.shebang.is_empty()
+            && (installed_file
+                || file
+                    .as_ref()
+                    .is_some_and(|(real, _)| exec::is_system_program(real)));
         let alts = argv0_line(&shown, &r.argv)
             .into_iter()
-            .chain(shebang_line(&r.shebang, &r.path, &r.argv))
+            .chain(shebang_line(&r.shebang, &r.path, &r.argv).filter(|_| !installed_script))
             .chain(r.shebang_real.as_ref().and_then(|interp| {
                 // The interpreter run with the argv the kernel builds: a link or copy of git
                 // as the interpreter is git.
