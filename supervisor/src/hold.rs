@@ -24,6 +24,7 @@ use nix::sys::ptrace;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -58,13 +59,23 @@ impl ParentHold {
     /// # Errors
     /// Why the parent cannot be held: no thread could be started, a thread is traced by
     /// another process, ptrace is not permitted (Yama `ptrace_scope` 3), the parent is gone.
-    pub(crate) fn start(parent: u32) -> Result<ParentHold, String> {
+    pub(crate) fn start(parent: u32, child: u32) -> Result<ParentHold, String> {
+        // The parent's identity, pinned: a pidfd taken while `child` still shares its memory
+        // stays that process's (never a later process given the same number), and ptrace is
+        // used only while it is alive.
+        let pidfd = crate::sys::pidfd_open(parent as i32)
+            .map_err(|e| format!("its parent cannot be held: {e}"))?;
+        if !crate::sys::same_address_space(child, parent).is_ok_and(|same| same) {
+            return Err(
+                "its parent cannot be held: no longer the process sharing its memory".into(),
+            );
+        }
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
         let (tx, rx) = mpsc::sync_channel::<NameBack>(1);
         std::thread::Builder::new()
             .name("tyba-hold".into())
             .spawn(move || {
-                let held = match seize_threads(parent) {
+                let held = match seize_threads(parent, &pidfd) {
                     Ok(h) => h,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -119,16 +130,26 @@ fn threads_to_hold(parent: u32) -> Result<Vec<u32>, String> {
 }
 
 /// Seizes and interrupts each thread to hold. On failure, what was attached is let go when
-/// the holding thread ends (ptrace(2): a tracer's exit detaches its tracees).
-fn seize_threads(parent: u32) -> Result<Vec<Pid>, String> {
+/// the holding thread ends (ptrace(2): a tracer's exit detaches its tracees). Once attached,
+/// each thread is checked to be the parent's, and the parent (`pidfd`) to be alive: a thread
+/// number reused by another process between the listing and the attachment is never held.
+fn seize_threads(parent: u32, pidfd: &OwnedFd) -> Result<Vec<Pid>, String> {
+    let cannot =
+        |e: &dyn std::fmt::Display| format!("its parent cannot be held while its exec runs: {e}");
     let mut held = Vec::new();
     for t in threads_to_hold(parent)? {
         let pid = Pid::from_raw(t as i32);
         ptrace::seize(pid, ptrace::Options::empty())
             .and_then(|()| ptrace::interrupt(pid))
-            .map_err(|e| format!("its parent cannot be held while its exec runs: {e}"))?;
+            .map_err(|e| cannot(&e))?;
         held.push(pid);
+        // An attached thread that ends stays a zombie for its tracer: its number is not
+        // given to another thread while this holds it.
+        if !std::path::Path::new(&format!("/proc/{parent}/task/{t}")).exists() {
+            return Err(cannot(&"a thread left it"));
+        }
     }
+    crate::sys::pidfd_send_signal(pidfd.as_fd(), 0).map_err(|e| cannot(&e))?;
     Ok(held)
 }
 

@@ -1625,7 +1625,9 @@ impl Notifier {
             return Err("its file name is not in private memory".into());
         }
         // Held before the write: from then on the parent runs only once its name is back.
-        let hold = shares_with_parent.map(ParentHold::start).transpose()?;
+        let hold = shares_with_parent
+            .map(|pp| ParentHold::start(pp, tgid))
+            .transpose()?;
         mem.write(name_ptr, &new_name)
             .map_err(|e| format!("rewriting its file name: {e}"))?;
         Ok(hold.map(|h| {
@@ -2632,7 +2634,9 @@ impl Notifier {
         .map_err(|e| e.to_string())?;
         // Held before anything is written: from then on the parent runs only once its name
         // is back ([`crate::hold`]).
-        let hold = shares_with_parent.map(ParentHold::start).transpose()?;
+        let hold = shares_with_parent
+            .map(|pp| ParentHold::start(pp, tgid))
+            .transpose()?;
         sys::notif_addfd_setfd(self.listener.as_fd(), n.id, exe.as_fd(), 3, true)
             .and_then(|_| {
                 sys::notif_addfd_setfd(
