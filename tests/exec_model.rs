@@ -2136,17 +2136,45 @@ fn exec_installed_scripts_are_judged_by_their_names() {
         std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         give(&fx.home.join(".pyenv"), &who);
+        // A shell of the agent's own: a copy in the worktree.
+        std::fs::create_dir_all(fx.wt.join("b")).unwrap();
+        std::fs::copy("/bin/dash", fx.wt.join("b/sh")).unwrap();
+        give(&fx.wt, &who);
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", shims.display());
         let env = env_with(&fx, &[("PATH", path.into())]);
         let script = "echo x | gzip > a.gz; which sh > /dev/null && echo which-ok; \
                       zcat a.gz > /dev/null && echo zcat-ok; gunzip -t a.gz && echo gunzip-ok; \
-                      tyba-tool 1; echo end";
+                      tyba-tool 1; sh /usr/bin/zcat a.gz > /dev/null && echo shzcat-ok; \
+                      bash \"$HOME/.pyenv/shims/tyba-tool\" 2; \
+                      b/sh /usr/bin/zcat a.gz > /dev/null; \
+                      echo end";
         let ran = run_alone(&fx, &["--autonomy", "high"], &env, &["bash", "-c", script]);
         let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
-        for want in ["which-ok", "zcat-ok", "gunzip-ok", "shim ran 1", "end"] {
+        for want in [
+            "which-ok",
+            "zcat-ok",
+            "gunzip-ok",
+            "shim ran 1",
+            "shzcat-ok",
+            "shim ran 2",
+            "end",
+        ] {
             assert!(ran.out.contains(want), "{ctx}: {want}");
         }
-        assert!(!ran.err.contains("refused"), "{ctx}: a refusal");
+        // The one refusal: a shell the agent made (a copy in the worktree) is no installed
+        // interpreter, so its line is its own: `b/sh /usr/bin/zcat`, a script outside the
+        // worktree, red.
+        let denied: Vec<&str> = ran
+            .err
+            .lines()
+            .filter(|l| l.starts_with("tyba:   exec "))
+            .collect();
+        assert_eq!(denied.len(), 1, "{ctx}: refusals");
+        assert!(
+            denied[0].starts_with("tyba:   exec b/sh /usr/bin/zcat")
+                && denied[0].contains("reaches outside the worktree"),
+            "{ctx}"
+        );
         // What was judged: each by its name, none red.
         let log = log_of(&fx);
         for argv0 in ["which", "zcat", "gunzip", "tyba-tool"] {
@@ -2156,6 +2184,21 @@ fn exec_installed_scripts_are_judged_by_their_names() {
                 .unwrap_or_else(|| panic!("{ctx}: no exec of {argv0} in {log:?}"));
             assert_ne!(l["verdict"], "red", "{ctx}: {l}");
             assert_eq!(l["decision"], "allow", "{ctx}: {l}");
+        }
+        // An installed interpreter run on an installed script as its `#!` line runs it (the
+        // shim's `env` relaying to `bash SHIM ARGS`, or typed): the script by its name.
+        let shim_s = shim.to_str().unwrap();
+        for (argv, action) in [
+            (vec!["bash", shim_s, "1"], "tyba-tool 1"),
+            (vec!["bash", shim_s, "2"], "tyba-tool 2"),
+            (vec!["sh", "/usr/bin/zcat", "a.gz"], "zcat a.gz"),
+        ] {
+            let l = log
+                .iter()
+                .find(|l| l["kind"] == "exec" && l["argv"] == serde_json::json!(argv))
+                .unwrap_or_else(|| panic!("{ctx}: no exec of {argv:?} in {log:?}"));
+            assert_eq!(l["action"], action, "{ctx}: {l}");
+            assert_ne!(l["verdict"], "red", "{ctx}: {l}");
         }
     }
 }

@@ -1488,6 +1488,64 @@ impl Notifier {
         (out, words, last)
     }
 
+    /// The installed script an installed interpreter is run on as its own `#!` line runs it:
+    /// `INTERP SCRIPT ARGS…` (argv[0] naming the exec's own file) where SCRIPT is an absolute
+    /// name of a `#!` script in a root the session cannot write whose line is
+    /// `#!…/INTERP [ARG]` or `#!/usr/bin/env INTERP`: what `env` execs for a version
+    /// manager's shim (`#!/usr/bin/env bash` in `~/.pyenv/shims`), or a person typing
+    /// `sh /usr/bin/zcat`. Both files installed: what runs is installed code with the
+    /// agent's arguments, the script as a program. `None` otherwise.
+    fn relayed_installed_script(
+        &self,
+        n: &Notif,
+        pidfd: &OwnedFd,
+        r: &ExecRead,
+        kept: &exec::KeptRoots<'_>,
+    ) -> Option<PathBuf> {
+        let interp = std::path::Path::new(&r.path).file_name()?;
+        let a0 = r.argv.first()?;
+        if std::path::Path::new(a0).file_name() != Some(interp) {
+            return None;
+        }
+        let script = std::path::Path::new(r.argv.get(1)?);
+        if !script.is_absolute()
+            || exec::lexically_within(script.as_os_str().as_bytes(), &r.cwd, &self.writable)
+            || !kept.holds(script)
+        {
+            return None;
+        }
+        let target = Target::Path {
+            dirfd: libc::AT_FDCWD,
+            path: script.as_os_str().as_bytes().to_vec(),
+            nofollow: false,
+        };
+        let obj =
+            meta::open_target_in(n.pid, pidfd, self.root.as_ref().map(|r| r.as_fd()), &target)
+                .ok()?;
+        let real = meta::object_path(&obj).ok()?;
+        if !kept.holds(&real) || self.writable.iter().any(|w| real.starts_with(w)) {
+            return None;
+        }
+        let mut f = std::fs::File::open(format!("/proc/self/fd/{}", obj.as_raw_fd())).ok()?;
+        let mut line = [0u8; 256];
+        let got = std::io::Read::read(&mut f, &mut line).ok()?;
+        let rest = line[..got].strip_prefix(b"#!")?;
+        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let words: Vec<&[u8]> = rest[..end]
+            .split(|b| *b == b' ' || *b == b'\t')
+            .filter(|w| !w.is_empty())
+            .collect();
+        let base = |w: &[u8]| w.rsplit(|b| *b == b'/').next().map(<[u8]>::to_vec);
+        let names_interp = match words.as_slice() {
+            [env, name] if base(env).as_deref() == Some(b"env".as_slice()) => {
+                *name == interp.as_bytes()
+            }
+            [first, ..] => base(first).as_deref() == Some(interp.as_bytes()),
+            [] => false,
+        };
+        names_interp.then(|| script.to_path_buf())
+    }
+
     /// The file of the agent's installation that the exec's file (`real`, canonical, as the
     /// process resolves the exec's name) is a byte-identical copy of, opened read-only in the
     /// sandbox's root: the descriptor, its identity and its path (docs/sandbox.md, "The
@@ -1915,9 +1973,14 @@ impl Notifier {
             && file.as_ref().is_some_and(|(real, _)| kept.holds(real))
             && kept.holds(exec_path);
         let installed = (typed || matches!(role, Role::Command(_))) && installed_file;
+        let relayed = (installed_file && r.shebang.is_empty())
+            .then(|| self.relayed_installed_script(n, &pidfd, &r, &kept))
+            .flatten();
         let typed_line = (installed && typed && !is_system_shell(exec_path))
             .then(|| name_line(exec_path, &r.argv));
         let by_name = match by_name {
+            // The relayed script is the program: `bash SCRIPT` is no alternative.
+            _ if relayed.is_some() => None,
             None if installed && matches!(role, Role::Command(_)) => {
                 Some(name_line(exec_path, &r.argv))
             }
@@ -1926,6 +1989,9 @@ impl Notifier {
         // The name typed first (`npm test`, although `/usr/bin/npm` is a link to
         // `npm-cli.js`); the name of the file a system program is stays an alternative.
         let own_line = match (&role, &by_name, typed_line) {
+            _ if relayed.is_some() => {
+                name_line(relayed.as_deref().unwrap_or(exec_path), &r.argv[1..])
+            }
             (_, _, Some(t)) => t,
             (Role::Command(_), Some(l), None) => l.clone(),
             _ => command_line(&shown, &r.argv),
