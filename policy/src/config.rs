@@ -92,6 +92,9 @@ pub struct PolicyFile {
     /// The repeated-failure guard.
     #[serde(default)]
     pub failures: FailureSection,
+    /// Resource limits of a session.
+    #[serde(default)]
+    pub limits: LimitsSection,
     /// Extra rules (yellow, red or blocked only).
     #[serde(default, rename = "rule")]
     pub rules: Vec<RuleSpec>,
@@ -161,6 +164,19 @@ pub struct FailureSection {
     /// Similar failures in a row before the agent is paused and the person asked (default 8).
     pub pause_after: Option<u32>,
 }
+
+/// `[limits]`: what a session's processes may use of the machine.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Processes and threads a session's sandbox may hold at once (`RLIMIT_NPROC`, counted
+    /// per user namespace: setrlimit(2), Linux 5.14 and later), so that a fork bomb of a
+    /// command the agent runs stops there, not at the machine's `pid_max` (default 4096).
+    pub processes: Option<u32>,
+}
+
+/// Processes and threads of a session's sandbox by default ([`LimitsSection::processes`]).
+pub const DEFAULT_SESSION_PROCESSES: u32 = 4096;
 
 /// `[[rule]]`: an extra rule matching a program and, optionally, some of its arguments.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -244,6 +260,8 @@ pub struct EffectiveConfig {
     pub nudge_after: u32,
     /// Similar failures in a row before a pause.
     pub pause_after: u32,
+    /// Processes and threads a session's sandbox may hold at once ([`LimitsSection`]).
+    pub max_processes: u32,
     /// Extra rules, in layer order.
     pub rules: Vec<RuleSpec>,
     /// Agent profiles, merged: a layer adds agents and extends the lists of known ones.
@@ -261,6 +279,7 @@ impl EffectiveConfig {
             protected_branches: vec!["main".to_string(), "master".to_string()],
             nudge_after: 3,
             pause_after: 8,
+            max_processes: DEFAULT_SESSION_PROCESSES,
             rules: Vec::new(),
             agents: AgentProfiles::default(),
             sources: Vec::new(),
@@ -293,6 +312,9 @@ impl EffectiveConfig {
             }
             if let Some(n) = f.failures.pause_after {
                 out.pause_after = n;
+            }
+            if let Some(n) = f.limits.processes {
+                out.max_processes = n;
             }
             out.rules.extend(f.rules.iter().cloned());
             out.agents.merge(&f.agents);

@@ -120,8 +120,9 @@ pub fn revoke(repository: &Path, content: &[u8]) -> anyhow::Result<bool> {
 }
 
 /// The restricting part of an unapproved layer `f`, and what was left out (as
-/// `section.key = value` for the report). `nudge_after`/`pause_after` are kept only when no
-/// higher than `current` (the merged layers before it).
+/// `section.key = value` for the report). `nudge_after`, `pause_after` and
+/// `limits.processes` are kept only when no higher than `current` (the merged layers before
+/// it).
 pub fn restricting_only(
     f: &PolicyFile,
     current: &tyba_policy::EffectiveConfig,
@@ -171,6 +172,12 @@ pub fn restricting_only(
             current.pause_after,
             &mut out.failures.pause_after,
         ),
+        (
+            "limits.processes",
+            f.limits.processes,
+            current.max_processes,
+            &mut out.limits.processes,
+        ),
     ] {
         match v {
             Some(n) if n <= now => *slot = Some(n),
@@ -202,6 +209,8 @@ protected_branches = ["release"]
 [failures]
 nudge_after = 2
 pause_after = 100
+[limits]
+processes = 100000
 [agents.evil]
 programs = ["evil"]
 state = ["~"]
@@ -217,6 +226,7 @@ state = ["~"]
         assert_eq!(out.git.protected_branches, ["release"]);
         assert_eq!(out.failures.nudge_after, Some(2));
         assert_eq!(out.failures.pause_after, None);
+        assert_eq!(out.limits.processes, None);
         let all = ignored.join("\n");
         for k in [
             "[agents.evil]",
@@ -225,6 +235,7 @@ state = ["~"]
             "filesystem.agent_state",
             "network.agent_hosts",
             "failures.pause_after = 100",
+            "limits.processes = 100000",
         ] {
             assert!(all.contains(k), "{k} in {all}");
         }

@@ -133,6 +133,8 @@ struct ChildCtx {
     /// The sandbox's `/dev/fuse` and the outside-files filesystem's detached mount, made by
     /// stage 1 in the sandbox's user namespace (`crate::outside_fs`).
     fuse: Option<(OwnedFd, OwnedFd)>,
+    /// Processes and threads the sandbox may hold at once (`[limits] processes`).
+    max_processes: u32,
 }
 
 /// The signals that end a session instead of the supervisor (`signal(7)`): terminate, hang-up
@@ -321,6 +323,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         plan: plan.clone(),
         abi: cfg.enforcement.landlock_abi,
         allow_weaker: cfg.allow_weaker,
+        max_processes: cfg.policy.config().max_processes,
         filter,
         static_filters,
         uid: nix::unistd::geteuid().as_raw(),
@@ -1033,6 +1036,9 @@ fn stage1(mut c: ChildCtx) -> ! {
             }
         }
     }
+    if ns {
+        limit_processes(&mut st, c.max_processes);
+    }
     // The outside-files filesystem: `/dev/fuse` must be opened in the user namespace that
     // mounts it (the kernel refuses a device opened in another), and the connection numbers
     // requesting processes in the PID namespace of the process that creates it: stage 1's,
@@ -1137,6 +1143,37 @@ const SYSTEM_PROFILE: &str = "/etc/profile";
 /// agent may write; `O_EXCL`, no link followed), bound read-only over it
 /// ([`SandboxPlan::replaced`]). Nothing when there is no `PATH` or no regular
 /// `/etc/profile`, or the copy cannot be made (shells then start as before).
+/// Limits the sandbox to `max` processes and threads at once: `RLIMIT_NPROC`, soft and hard
+/// (the agent cannot raise it back), set in the sandbox's new user namespace, where since
+/// Linux 5.14 the kernel counts the tasks of that namespace only (`ucounts`), not every
+/// process of the person's. On an older kernel the count would be of all the person's
+/// processes, so nothing is set and the session says so; the kernel exempts root's uid.
+fn limit_processes(st: &mut Option<std::fs::File>, max: u32) {
+    let release = nix::sys::utsname::uname()
+        .ok()
+        .and_then(|u| u.release().to_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut nums = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    let (major, minor) = (nums.next().unwrap_or(0), nums.next().unwrap_or(0));
+    if (major, minor) < (5, 14) {
+        report(
+            st,
+            &format!("W not enforced: kernel {release} counts processes per user, not per user namespace: no process limit for the session"),
+        );
+        return;
+    }
+    let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC)
+        .map(|(_, h)| h)
+        .unwrap_or(nix::sys::resource::RLIM_INFINITY);
+    let n = u64::from(max).min(hard);
+    if let Err(e) = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, n, n)
+    {
+        report(st, &format!("W no process limit for the session: {e}"));
+    }
+}
+
 fn login_profile(
     plan: &mut SandboxPlan,
     env: &[(std::ffi::OsString, std::ffi::OsString)],
