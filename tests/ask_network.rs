@@ -120,6 +120,43 @@ fn an_approved_curl_of_a_local_server_is_asked_once() {
     }
 }
 
+/// A network client whose host is an operand, not a URL (`nc HOST PORT`; ssh, scp, rsync
+/// and git's `host:path` the same way, `policy/src/analysis/commands/net_hosts.rs`): the
+/// approval of the line covers its connection to that host and port, so the person is asked
+/// once per command (before, each approved `nc` was asked again for its connection).
+#[test]
+fn an_approved_client_naming_its_host_as_an_operand_is_asked_once() {
+    assert!(
+        std::path::Path::new("/usr/bin/nc.openbsd").exists(),
+        "netcat-openbsd is installed (scripts/install-test-agents)"
+    );
+    for who in whos() {
+        let Some(fx) = setup(&who, "net-operand") else {
+            continue;
+        };
+        let srv = serve("hello-from-nc", None);
+        let other = serve("other-port", None);
+        let script = format!(
+            "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc.openbsd -q 2 -w 5 127.0.0.1 {} ; echo nc=$?; \
+             printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc.openbsd -q 2 -w 5 127.0.0.1 {} ; echo nc2=$?",
+            srv.port, other.port
+        );
+        let (asks, (code, out, err)) = approve_all(&fx, fx.start(&[], &script));
+        let ctx = format!("{who:?}: asks {asks:?} / out {out} / err {err}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(
+            out.contains("hello-from-nc") && out.contains("nc=0"),
+            "{ctx}"
+        );
+        assert!(out.contains("other-port") && out.contains("nc2=0"), "{ctx}");
+        assert_eq!(srv.hits.load(Ordering::SeqCst), 1, "{ctx}");
+        // One ask per command, none for their connections.
+        assert_eq!(asks.len(), 2, "{ctx}");
+        assert!(asks.iter().all(|a| a.contains("nc.openbsd")), "{ctx}");
+        assert!(!asks.iter().any(|a| a.contains("connects to")), "{ctx}");
+    }
+}
+
 #[test]
 fn hosts_the_line_does_not_name_and_programs_that_are_not_its_client_are_still_asked() {
     for who in whos() {

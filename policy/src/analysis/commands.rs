@@ -19,6 +19,7 @@ mod functions;
 mod git;
 mod guard_tree;
 mod known;
+mod net_hosts;
 mod operands;
 mod search;
 mod signals;

@@ -60,6 +60,16 @@ impl Analyzer<'_> {
                 }
             }
         }
+        // Hosts of operands (`ssh host`, `scp f host:`, `nc host 80`), when every word is
+        // known (a word tyba cannot know would shift the operands).
+        let known: Option<Vec<String>> = inv.args.iter().map(Field::known).collect();
+        if let Some(words) = known {
+            for h in super::net_hosts::operand_hosts(p, &words) {
+                if !self.out.hosts.contains(&h) {
+                    self.out.hosts.push(h);
+                }
+            }
+        }
         if matches!(p, "nc" | "ncat" | "netcat")
             && inv.args.iter().any(|a| {
                 a.known()
