@@ -521,6 +521,56 @@ open("notes.txt", "w").write("plain\n")
     }
 }
 
+/// In the person's own checkout (`--here`) the files that run or approve code later that
+/// the session wrote are named at the end too (review 3, r3-06: they were not, although they
+/// land straight in the checkout), hidden by a `.gitignore` or not; what the person had
+/// before the session (an untracked `.envrc` of their own) is not the session's and is not
+/// named; a session that wrote only ordinary files gets no warning.
+#[test]
+fn files_that_run_code_later_are_named_at_the_end_of_a_here_session() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "here-ctl") else {
+            continue;
+        };
+        let gen = r#"import os
+for d in (".vscode", ".claude"):
+    os.makedirs(d, exist_ok=True)
+open(".vscode/tasks.json", "w").write('{"tasks":[{"runOptions":{"runOn":"folderOpen"},"command":"id"}]}')
+open(".claude/settings.json", "w").write('{"hooks":{}}')
+open("notes.txt", "w").write("plain\n")
+open(".gitignore", "w").write(".vscode/\n.claude/\n")
+"#;
+        std::fs::write(fx.r.wt.join("gen.py"), gen).unwrap();
+        std::fs::write(
+            fx.r.wt.join("plain.py"),
+            "open('notes.txt','w').write('x')\n",
+        )
+        .unwrap();
+        std::fs::write(fx.r.wt.join(".envrc"), "echo mine\n").unwrap();
+        give(&fx.r.wt, &who);
+        fx.git(&["add", "gen.py", "plain.py"]);
+        fx.git(&["commit", "-qm", "scripts"]);
+        // The person's files are older than the session by more than the clock's slack.
+        std::thread::sleep(std::time::Duration::from_millis(1300));
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 plain.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 gen.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let warn = err
+            .find("tyba: REVIEW:")
+            .unwrap_or_else(|| panic!("{who:?}: no warning: {err}"));
+        for f in [".vscode/", ".claude/"] {
+            assert!(err[warn..].contains(f), "{who:?}: {f} not named: {err}");
+        }
+        assert!(
+            !err[warn..].contains(".envrc"),
+            "{who:?}: the person's own .envrc: {err}"
+        );
+        assert!(!err[warn..].contains("notes.txt"), "{who:?}: {err}");
+    }
+}
+
 /// The person's shell startup files read as empty in the sandbox: the agent's shells start
 /// without `Permission denied` and without their contents (they may export secrets). The
 /// control reads the same file outside the sandbox and finds the secret.

@@ -122,10 +122,29 @@ fn nix_uid() -> u32 {
 
 /// The end of the session's worktree: removed when the session changed nothing (unless
 /// `keep`), else the commands to review, merge and remove it, after a warning naming the
-/// files the session wrote that run or approve code later ([`code_running_changes`]).
+/// files the session wrote that run or approve code later ([`code_running`]). In the
+/// person's own checkout (`--here`) only that warning, for what changed during the session
+/// ([`session::Session::changed_here`]).
 fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy::Policy) {
     match session.finish(keep) {
-        session::Finished::NotOurs => {}
+        session::Finished::NotOurs => {
+            // The person's own checkout: what the session changed there is already in it.
+            let risky = code_running(session, session.changed_here(), policy);
+            if !risky.is_empty() {
+                tell!(
+                    "tyba: REVIEW: the session changed {} file{} in {} that run or approve code when you open, build or commit there (red for the agent to write):",
+                    risky.len(),
+                    if risky.len() == 1 { "" } else { "s" },
+                    session.worktree.display()
+                );
+                for (path, why) in risky.iter().take(20) {
+                    tell!("tyba:   {path}: {why}");
+                }
+                if risky.len() > 20 {
+                    tell!("tyba:   … and {} more", risky.len() - 20);
+                }
+            }
+        }
         session::Finished::Removed => tell!(
             "tyba: the session changed nothing: its worktree and branch {} are removed",
             session.created_branch.as_deref().unwrap_or("")
@@ -140,7 +159,7 @@ fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy:
             commits,
             uncommitted,
         } => {
-            let risky = code_running_changes(session, policy);
+            let risky = code_running(session, session.changed_paths(), policy);
             if !risky.is_empty() {
                 tell!(
                     "tyba: REVIEW BEFORE MERGING: the session wrote {} file{} that run or approve code when you open, build or merge the work (red for the agent to write):",
@@ -175,19 +194,20 @@ pub(crate) fn report_carry(r: &tyba_supervisor::own_branch::CarryReport, whose: 
     }
 }
 
-/// The paths the session changed ([`session::Session::changed_paths`]) that the policy
+/// Of `paths` the session changed ([`session::Session::changed_paths`] or
+/// [`session::Session::changed_here`]), those the policy
 /// makes red or blocked for the agent to write (DESIGN.md §2: hooks, agent and IDE control
 /// files, `.envrc`, credentials…), with the policy's reason: whatever program wrote them
 /// (a script, a build, the agent's own edit tool), they act when the person opens, builds
 /// or merges the work.
-fn code_running_changes(
+fn code_running(
     session: &session::Session,
+    paths: Vec<String>,
     policy: &tyba_policy::Policy,
 ) -> Vec<(String, String)> {
     let home = super::home_dir();
     let wt = &session.worktree;
-    session
-        .changed_paths()
+    paths
         .into_iter()
         .filter_map(|p| {
             let action = tyba_policy::Action::Write {

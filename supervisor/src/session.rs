@@ -97,6 +97,8 @@ pub struct Session {
     pub base_branch: Option<String>,
     /// Things the person should know before the agent starts (one sentence each).
     pub warnings: Vec<String>,
+    /// When the session was prepared, before the agent ran.
+    pub started: std::time::SystemTime,
 }
 
 /// What [`Session::finish`] found and did.
@@ -276,6 +278,105 @@ impl Session {
             .iter()
             .any(|p| p.eq_ignore_ascii_case(&b))
             .then_some(b)
+    }
+
+    /// For a session in the person's own checkout (`--here`): the paths (relative to the
+    /// worktree, as git names them) changed while the session ran. Those git reports as
+    /// changed (`git status`: modified, staged, untracked and ignored files, a wholly ignored
+    /// directory as one `dir/` entry) and those of commits made since the start (HEAD's
+    /// reflog before the start time), kept when their status change time (`ctime`, which no
+    /// program can set: inode(7)) is not older than the session's start, less one second for
+    /// the filesystem's coarse clock. What the person had changed before is not the
+    /// session's. Empty for a linked worktree ([`Session::changed_paths`] covers it), outside
+    /// git, or when git fails.
+    pub fn changed_here(&self) -> Vec<String> {
+        if self.created_branch.is_some() || self.git.is_none() {
+            return Vec::new();
+        }
+        let since = self
+            .started
+            .checked_sub(std::time::Duration::from_secs(1))
+            .unwrap_or(self.started);
+        let mut v: Vec<String> = git(
+            &self.worktree,
+            &[
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--ignored=matching",
+                "--no-renames",
+                crate::worktrees::IGNORE_SUBMODULE_WORK,
+            ],
+        )
+        .map(|out| {
+            out.split('\0')
+                .filter_map(|rec| rec.get(3..).filter(|p| !p.is_empty()))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+        // Commits made during the session: HEAD as it was at the start, from its reflog
+        // (`%gd` with `--date=unix` is `HEAD@{TIME}`), against HEAD now.
+        let since_s = since
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let before = git(
+            &self.worktree,
+            &["log", "-g", "--date=unix", "--format=%H %gd", "HEAD"],
+        )
+        .ok()
+        .and_then(|log| {
+            log.lines().find_map(|l| {
+                let (h, sel) = l.split_once(' ')?;
+                let t: u64 = sel
+                    .strip_prefix("HEAD@{")?
+                    .strip_suffix('}')?
+                    .parse()
+                    .ok()?;
+                (t < since_s).then(|| h.to_string())
+            })
+        });
+        if let Some(start) = before {
+            v.extend(
+                git(
+                    &self.worktree,
+                    &[
+                        "diff",
+                        "--name-only",
+                        "-z",
+                        "--no-renames",
+                        "--no-ext-diff",
+                        "--no-textconv",
+                        &start,
+                        "HEAD",
+                    ],
+                )
+                .map(|out| {
+                    out.split('\0')
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+            );
+        }
+        v.sort();
+        v.dedup();
+        v.retain(|p| {
+            std::fs::symlink_metadata(self.worktree.join(p.trim_end_matches('/')))
+                .ok()
+                .and_then(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    let ctime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+                        u64::try_from(m.ctime()).ok()?,
+                        u32::try_from(m.ctime_nsec()).ok()?,
+                    ))?;
+                    Some(ctime >= since)
+                })
+                .unwrap_or(false)
+        });
+        v
     }
 
     /// The paths (relative to the worktree, as git names them) that the session changed
@@ -608,6 +709,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 start_commit: None,
                 base_branch: None,
                 warnings: Vec::new(),
+                started: std::time::SystemTime::now(),
             })
         }
         WorktreeChoice::New { at, branch } => {
@@ -631,6 +733,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                     start_commit: None,
                     base_branch: None,
                     warnings: vec![warning],
+                    started: std::time::SystemTime::now(),
                 });
             };
             let Ok(start) = git(&top, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
@@ -694,6 +797,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 start_commit: Some(start),
                 base_branch,
                 warnings,
+                started: std::time::SystemTime::now(),
             })
         }
     }
