@@ -2100,6 +2100,156 @@ fn exec_vfork_parent_runs_again_only_with_its_own_file_name() {
     }
 }
 
+/// The agent program (C) of review 4's race: the refused `rm -rf DIR` is exec'd by a process
+/// whose file name other tasks share, and they write the original name back the moment tyba
+/// rewrites it (they see `/dev/fd/…`), before the kernel reads it. The sharers tried: a
+/// second thread of the grandparent, with a vfork chain (main thread vforks C1, C1 vforks C2,
+/// which execs); a `clone(CLONE_VM|CLONE_PARENT)` child (looks like its caller's sibling); a
+/// `clone(CLONE_VM)` child (shares the memory without being a thread or a blocked vfork
+/// parent). Prints the errno of each clone (0: it ran).
+const RACE_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static char name[64] = "/usr/bin/rm";
+static char *victim;
+static volatile int done;
+static volatile long undone;
+static void *racer(void *a) {
+    (void)a;
+    while (!done) {
+        if (name[1] == 'd') { strcpy(name, "/usr/bin/rm"); undone++; }
+    }
+    return 0;
+}
+static int execer(void *a) {
+    (void)a;
+    char *argv[] = {"rm", "-rf", victim, 0};
+    execv(name, argv);
+    _exit(127);
+}
+static int st_of(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+int main(int argc, char **argv) {
+    victim = argv[1];
+    const char *how = argv[2];
+    if (!strcmp(how, "chain")) {
+        pthread_t t;
+        pthread_create(&t, 0, racer, 0);
+        int st = 0;
+        pid_t c1 = vfork();
+        if (c1 == 0) {
+            pid_t c2 = vfork();
+            if (c2 == 0) execer(0);
+            int s2 = 0;
+            waitpid(c2, &s2, 0);
+            _exit(st_of(s2));
+        }
+        waitpid(c1, &st, 0);
+        done = 1;
+        pthread_join(t, 0);
+        printf("RESULT {\"step\": \"chain\", \"rc\": %d, \"undone\": %ld}\n", st_of(st), undone);
+        return 0;
+    }
+    int flags = !strcmp(how, "clone-parent") ? CLONE_VM | CLONE_PARENT | SIGCHLD : CLONE_VM | SIGCHLD;
+    char *stk = malloc(1 << 16);
+    pid_t c = clone(execer, stk + (1 << 16), flags, 0);
+    int err = c < 0 ? errno : 0;
+    if (c > 0) {
+        /* Until the child is gone or has run (2 s at most): a zombie still answers kill 0. */
+        for (long i = 0; i < 2000000000L; i++) {
+            if (name[1] == 'd') { strcpy(name, "/usr/bin/rm"); undone++; }
+            if ((i & 0xffff) == 0) {
+                if (waitpid(c, 0, WNOHANG | __WALL) == c || kill(c, 0) != 0) break;
+                struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+                static long start = -1;
+                if (start < 0) start = ts.tv_sec;
+                if (ts.tv_sec - start > 2) break;
+            }
+        }
+        usleep(300000);
+    }
+    printf("RESULT {\"step\": \"%s\", \"errno\": %d, \"undone\": %ld}\n", how, err, undone);
+    return 0;
+}
+"#;
+
+/// Review 4 (r4-01, r4-02): a refused exec whose file name other tasks share must not run
+/// when they write the original name back after tyba's rewrite: processes sharing memory
+/// other than threads and blocked vfork parents are refused by the seccomp filter (and a
+/// `CLONE_PARENT` child, which passed for the agent), and a refusal where any process of the
+/// vfork chain has other threads ends the child instead of rewriting. `rm -rf` never runs;
+/// the control without tyba shows each way deletes the directory.
+#[test]
+fn exec_refused_name_shared_with_running_tasks_runs_nothing_refused() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "racenames") else {
+            continue;
+        };
+        put(&fx, "race.c", RACE_C);
+        let st = Command::new("cc")
+            .args(["-O1", "-pthread", "-o"])
+            .arg(fx.wt.join("race"))
+            .arg(fx.wt.join("race.c"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "cc");
+        let ways = ["chain", "clone-parent", "clone-vm"];
+        for w in ways {
+            std::fs::create_dir_all(fx.wt.join(format!("v-{w}/a"))).unwrap();
+        }
+        give(&fx.wt, &who);
+        let script = ways
+            .iter()
+            .map(|w| format!("./race v-{w} {w}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let ran = run_alone(
+            &fx,
+            &["--autonomy", "high"],
+            &fx.env(),
+            &["bash", "-c", &script],
+        );
+        let ctx = format!("{who:?}: out {} / err {}", ran.out, ran.err);
+        for w in ways {
+            assert!(
+                fx.wt.join(format!("v-{w}/a")).exists(),
+                "{ctx}: rm ran by {w}"
+            );
+        }
+        let rs = results(&ran.out);
+        assert_ne!(result(&rs, "chain").unwrap()["rc"], 0, "{ctx}");
+        for w in ["clone-parent", "clone-vm"] {
+            assert_eq!(result(&rs, w).unwrap()["errno"], libc_eperm(), "{ctx}: {w}");
+        }
+        // Control: without tyba each way runs rm (nothing refuses it; the clones work).
+        let dir = copy_of_wt(&fx, "racenames-control");
+        let r = outside(
+            &fx,
+            &dir,
+            &base_env(&fx.home, &[]),
+            &["/bin/bash", "-c", &script],
+        );
+        for w in ways {
+            assert!(
+                !dir.join(format!("v-{w}")).exists(),
+                "{who:?}: control {w}: {r:?}"
+            );
+        }
+    }
+}
+
+fn libc_eperm() -> i64 {
+    1
+}
+
 /// Whether `path` is a `#!` script.
 fn is_script(path: &str) -> bool {
     std::fs::read(path).is_ok_and(|b| b.starts_with(b"#!"))

@@ -274,7 +274,9 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, e: i32) -> Result<BpfProgram,
 
 /// The static filters, built with `seccompiler`, one per errno (each: allow, unless a rule
 /// matches):
-/// - `EPERM`: [`DENIED_EPERM`]; `clone` with any namespace flag; `ioctl` `TIOCSTI` and
+/// - `EPERM`: [`DENIED_EPERM`]; `clone` with any namespace flag, with `CLONE_PARENT`, or with
+///   `CLONE_VM` but neither `CLONE_THREAD` nor `CLONE_VFORK` (memory shared with a process
+///   that is neither its thread nor its blocked vfork parent); `ioctl` `TIOCSTI` and
 ///   `TIOCLINUX` (typing into a terminal); `socket` of an allowed family with a raw or packet
 ///   type; `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects inside
 ///   them, past the connect checks); `personality` other than the query (`0xffffffff`) and `PER_LINUX`;
@@ -294,13 +296,21 @@ pub fn static_filters() -> Result<Vec<BpfProgram>, FilterError> {
     use SeccompCmpOp::{Eq, MaskedEq, Ne};
     let mut eperm: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED_EPERM.iter().map(|&nr| (nr, Vec::new())).collect();
-    eperm.insert(
-        libc::SYS_clone,
-        CLONE_NS_FLAGS
-            .iter()
-            .map(|&f| has_bit(0, f as u64))
-            .collect::<Result<_, _>>()?,
-    );
+    let mut clone_rules: Vec<SeccompRule> = CLONE_NS_FLAGS
+        .iter()
+        .map(|&f| has_bit(0, f as u64))
+        .collect::<Result<_, _>>()?;
+    // A process sharing memory with another is a thread of it or a vfork child (blocked
+    // parent): `CLONE_VM` without `CLONE_THREAD` or `CLONE_VFORK` is refused, and
+    // `CLONE_PARENT` (a child given its caller's parent passes for a sibling of its caller:
+    // the exec model tells the agent from its commands by lineage).
+    clone_rules.push(rule(vec![cond(
+        0,
+        MaskedEq((libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_VFORK) as u64),
+        libc::CLONE_VM as u64,
+    )?])?);
+    clone_rules.push(has_bit(0, libc::CLONE_PARENT as u64)?);
+    eperm.insert(libc::SYS_clone, clone_rules);
     eperm.insert(
         libc::SYS_ioctl,
         vec![
@@ -506,6 +516,24 @@ mod tests {
                 run(libc::SYS_clone, [(f | libc::SIGCHLD) as u64, 0, 0, 0, 0, 0]),
                 errno(libc::EPERM),
                 "flag {f:#x}"
+            );
+        }
+        // vfork and posix_spawn's clone: memory shared with a blocked parent.
+        let vfork = (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as u64;
+        assert_eq!(run(libc::SYS_clone, [vfork, 0, 0, 0, 0, 0]), RET_ALLOW);
+        // Memory shared with a running process that is not a thread, and a child passed off
+        // as its caller's sibling.
+        for flags in [
+            libc::CLONE_VM | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_PARENT | libc::SIGCHLD,
+            libc::CLONE_PARENT | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::SIGCHLD,
+        ] {
+            assert_eq!(
+                run(libc::SYS_clone, [flags as u64, 0, 0, 0, 0, 0]),
+                errno(libc::EPERM),
+                "flags {flags:#x}"
             );
         }
     }

@@ -704,6 +704,68 @@ fn socket_owner(inode: u64, netns_pid: u32) -> Option<u32> {
     None
 }
 
+/// After a refused exec was answered `Continue` with its name rewritten: waits (at most 2 s)
+/// for process `tgid` (`pidfd`) to leave its image `before`, and kills it at once when the
+/// new image is not tyba's refusal program (`proxy`, device and inode): whatever wrote the
+/// old name back between the rewrite and the kernel's read ran what was refused, and ends
+/// there. A process that is gone, or whose exec failed (its image unchanged), is left.
+fn kill_unless_refusal_program(
+    tgid: u32,
+    pidfd: &OwnedFd,
+    before: Option<(u64, u64)>,
+    proxy: (u64, u64),
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut pause = std::time::Duration::from_micros(50);
+    while std::time::Instant::now() < deadline {
+        if sys::pidfd_send_signal(pidfd.as_fd(), 0).is_err() {
+            return;
+        }
+        match procfs::exe_id(tgid) {
+            None => return,
+            Some(id) if id == proxy => return,
+            Some(id) if Some(id) != before => {
+                let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+                return;
+            }
+            Some(_) => {}
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The processes above `tgid` sharing its memory, nearest first: its vfork parent, that
+/// one's vfork parent, … (at most 16). Since the seccomp filter refuses `CLONE_VM` without
+/// `CLONE_THREAD` or `CLONE_VFORK` (`crate::bpf`), these and their threads are every other
+/// task that can see the memory. A parent whose sharing cannot be told (`kcmp` fails) counts
+/// as sharing and ends the walk.
+fn vfork_chain(tgid: u32) -> Vec<u32> {
+    let mut chain = Vec::new();
+    let mut cur = tgid;
+    for _ in 0..16 {
+        let Some(pp) = procfs::stat(cur)
+            .ok()
+            .map(|(pp, _)| pp)
+            .filter(|&pp| pp > 1)
+        else {
+            break;
+        };
+        match sys::same_address_space(tgid, pp) {
+            Ok(true) => {
+                chain.push(pp);
+                cur = pp;
+            }
+            Ok(false) => break,
+            Err(_) => {
+                chain.push(pp);
+                break;
+            }
+        }
+    }
+    chain
+}
+
 /// A proxy installed in place of an exec ([`Notifier::install_proxy`]).
 struct InstalledProxy {
     /// The supervisor's end of the proxy's channel.
@@ -1667,9 +1729,7 @@ impl Notifier {
             .read_cstr(name_ptr, libc::PATH_MAX as usize)
             .map_err(|e| e.to_string())?;
         old_name.push(0);
-        let parent = procfs::stat(tgid).ok().map(|(pp, _)| pp);
-        let shares_with_parent =
-            parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
+        let shares_with_parent = vfork_chain(tgid).first().copied();
         let fd = sys::notif_addfd(self.listener.as_fd(), n.id, original.as_fd(), true)
             .map_err(|e| format!("installing its descriptor: {e}"))?;
         let new_name = format!("/dev/fd/{fd}\0").into_bytes();
@@ -2489,6 +2549,16 @@ impl Notifier {
                     .any(|e| e.starts_with(b"LD_") || e.starts_with(b"GCONV_PATH="))
             })
             .unwrap_or(true);
+        // What the refused process runs next, watched from outside: its image before, and
+        // the refusal program's.
+        let watch = procfs::tgid(n.pid).ok().and_then(|t| {
+            let pidfd = sys::pidfd_open(t as i32).ok()?;
+            Some((t, pidfd, procfs::exe_id(t)))
+        });
+        let proxy_id = self.proxy_exe.as_ref().and_then(|p| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+        });
         match self.install_proxy(n, racers_trusted, true, loader_env) {
             Ok(mut installed) => {
                 self.reply(n.id, Reply::Continue);
@@ -2496,6 +2566,9 @@ impl Notifier {
                 // Without a thread the channel closes unused: the proxy then says tyba went
                 // away and exits 125 (still refused).
                 spawn_worker(move || {
+                    if let (Some((t, pidfd, before)), Some(proxy)) = (&watch, proxy_id) {
+                        kill_unless_refusal_program(*t, pidfd, *before, proxy);
+                    }
                     if runner::proxy_started(&installed.chan) {
                         let msg = format!("r{}", shorten(&reason, crate::proxy::MAX_REASON));
                         let _ = nix::sys::socket::send(
@@ -2651,23 +2724,28 @@ impl Notifier {
             .read_cstr(name_ptr, libc::PATH_MAX as usize)
             .map_err(|e| e.to_string())?;
         old_name.push(0);
-        let parent = procfs::stat(tgid).ok().map(|(pp, _)| pp);
-        // A vfork/posix_spawn child shares its parent's memory: the rewrite lands in the
-        // parent's copy of the name too, and is undone there once the proxy runs.
-        let shares_with_parent =
-            parent.filter(|&pp| !sys::same_address_space(tgid, pp).is_ok_and(|same| !same));
+        // A vfork/posix_spawn child shares its parent's memory (and that one its own vfork
+        // parent's): the rewrite lands in their copy of the name too, given back while the
+        // nearest is held ([`crate::hold`]); the others wait in their vfork.
+        let chain = vfork_chain(tgid);
+        let shares_with_parent = chain.first().copied();
         let one_thread = procfs::threads(tgid) == Some(1);
-        let alone = one_thread && shares_with_parent.is_none();
-        let single =
-            one_thread && shares_with_parent.is_none_or(|pp| procfs::threads(pp) == Some(1));
+        let alone = one_thread && chain.is_empty();
+        // Every process sharing the memory has one thread, each waiting in its vfork but the
+        // exec's own: nothing can run on the memory between the rewrite and the kernel's read.
+        let chain_single = chain.iter().all(|&p| procfs::threads(p) == Some(1));
+        let single = one_thread && chain_single;
         if !single && !racers_trusted {
             return Err("another thread shares its memory".into());
         }
-        // A refusal's rewrite in memory shared with a vfork parent that has other threads
-        // running is visible to them (a program that cached the path it spawns would spawn
-        // `/dev/fd/3` next): refused with EACCES instead.
-        if empty_env && shares_with_parent.is_some_and(|pp| procfs::threads(pp) != Some(1)) {
-            return Err("its parent's other threads share the memory of its file name".into());
+        // A refusal's rewrite in memory shared with a process that has other threads running
+        // is visible to them: they could write the name back before the kernel reads it (and
+        // run what was refused), or a program that cached the path it spawns would spawn
+        // `/dev/fd/3` next. Refused with EACCES instead.
+        if empty_env && !chain_single {
+            return Err(
+                "other threads of a process sharing the memory of its file name run".into(),
+            );
         }
         if old_name.len() < new_name.len() && !alone {
             return Err(format!(
