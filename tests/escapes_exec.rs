@@ -120,6 +120,10 @@ fn refusals(err: &str) -> Vec<&str> {
             on = true;
         } else if on && l.starts_with("tyba:   ") {
             v.push(l);
+        } else {
+            // The list ends at the next line that is not one of its items (the end-of-session
+            // review list that may follow has items of its own).
+            on = false;
         }
     }
     v

@@ -551,7 +551,7 @@ open(".gitignore", "w").write(".vscode/\n.claude/\n")
         fx.git(&["add", "gen.py", "plain.py"]);
         fx.git(&["commit", "-qm", "scripts"]);
         // The person's files are older than the session by more than the clock's slack.
-        std::thread::sleep(std::time::Duration::from_millis(1300));
+        std::thread::sleep(std::time::Duration::from_millis(300));
         let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 plain.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");

@@ -285,8 +285,8 @@ impl Session {
     /// changed (`git status`: modified, staged, untracked and ignored files, a wholly ignored
     /// directory as one `dir/` entry) and those of commits made since the start (HEAD's
     /// reflog before the start time), kept when their status change time (`ctime`, which no
-    /// program can set: inode(7)) is not older than the session's start, less one second for
-    /// the filesystem's coarse clock. What the person had changed before is not the
+    /// program can set: inode(7)) is not older than the session's start, less 100 ms for the
+    /// filesystem's coarse clock (a tick). What the person had changed before is not the
     /// session's. Empty for a linked worktree ([`Session::changed_paths`] covers it), outside
     /// git, or when git fails.
     pub fn changed_here(&self) -> Vec<String> {
@@ -295,7 +295,7 @@ impl Session {
         }
         let since = self
             .started
-            .checked_sub(std::time::Duration::from_secs(1))
+            .checked_sub(std::time::Duration::from_millis(100))
             .unwrap_or(self.started);
         let mut v: Vec<String> = git(
             &self.worktree,
