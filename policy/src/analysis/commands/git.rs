@@ -266,17 +266,13 @@ impl Analyzer<'_> {
                     self.out.hosts.push(h);
                 }
             }
-            // The repository in scp-like syntax (`git@github.com:o/r.git`): ssh, port 22. The
-            // first operand of fetch, pull, push and ls-remote (a refspec after it, `main:main`,
-            // is no host); any of clone's.
+            // The repository in scp-like syntax (`git@github.com:o/r.git`): ssh, port 22.
             if rest.iter().all(Field::is_known) {
-                let operands = known_rest.iter().filter(|a| !a.starts_with('-'));
-                let take = if sub == "clone" { usize::MAX } else { 1 };
-                for a in operands.take(take) {
-                    if let Some(h) = super::net_hosts::git_ssh_host(a) {
-                        if !self.out.hosts.contains(&h) {
-                            self.out.hosts.push(h);
-                        }
+                if let Some(h) = super::net_hosts::git_repository(&sub, &known_rest)
+                    .and_then(super::net_hosts::git_ssh_host)
+                {
+                    if !self.out.hosts.contains(&h) {
+                        self.out.hosts.push(h);
                     }
                 }
             }

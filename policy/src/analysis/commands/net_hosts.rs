@@ -101,6 +101,65 @@ pub(crate) fn operand_hosts(program: &str, args: &[String]) -> Vec<String> {
     out
 }
 
+/// The repository operand of `git SUB ARGS` for clone, fetch, pull, push and ls-remote: the
+/// first operand, when every option before it is a flag this knows to take no value or is
+/// written `--name=value` (any other option may take the next word as its value, which
+/// would then be read as the repository: `-o evil.example:x`); `None` otherwise, and then no
+/// host is covered and the connection is asked.
+pub(crate) fn git_repository<'a>(sub: &str, args: &'a [String]) -> Option<&'a str> {
+    const FLAGS: &[&str] = &[
+        "-q",
+        "--quiet",
+        "-v",
+        "--verbose",
+        "--progress",
+        "--no-progress",
+        "--bare",
+        "--mirror",
+        "--recursive",
+        "--recurse-submodules",
+        "--no-recurse-submodules",
+        "--single-branch",
+        "--no-single-branch",
+        "--no-tags",
+        "--tags",
+        "--all",
+        "--prune",
+        "-p",
+        "--force",
+        "-f",
+        "--dry-run",
+        "-n",
+        "--set-upstream",
+        "-u",
+        "--heads",
+        "--refs",
+        "--no-checkout",
+        "--shared",
+        "-s",
+        "--local",
+        "-l",
+        "--no-hardlinks",
+    ];
+    if !matches!(sub, "clone" | "fetch" | "pull" | "push" | "ls-remote") {
+        return None;
+    }
+    for a in args {
+        if a == "--" {
+            return None;
+        }
+        if a.starts_with('-') {
+            let known = FLAGS.contains(&a.as_str()) || (a.starts_with("--") && a.contains('='));
+            if !known {
+                return None;
+            }
+            continue;
+        }
+        return Some(a.as_str());
+    }
+    None
+}
+
 /// The host of a git repository operand in scp-like syntax, `[user@]host:path` (port 22):
 /// git's rule (connect.c `url_is_local_not_ssh`) is a `:` with no `/` before it; a URL or a
 /// local path is not one.
@@ -303,6 +362,41 @@ mod tests {
         ];
         for (p, args, want) in cases {
             assert_eq!(operand_hosts(p, &v(args)), v(want), "{p} {args:?}");
+        }
+    }
+
+    #[test]
+    fn the_git_repository_operand_is_read_only_after_options_known_to_take_no_value() {
+        let cases: &[(&str, &[&str], Option<&str>)] = &[
+            ("clone", &["git@h:o/r", "dir"], Some("git@h:o/r")),
+            (
+                "clone",
+                &["-q", "--depth=1", "git@h:o/r"],
+                Some("git@h:o/r"),
+            ),
+            (
+                "clone",
+                &["https://h/o/r", "evil.example:x"],
+                Some("https://h/o/r"),
+            ),
+            ("clone", &["--depth", "1", "git@h:o/r"], None),
+            ("clone", &["-o", "evil.example:x", "https://h/r"], None),
+            (
+                "clone",
+                &["--reference", "evil.example:x", "https://h/r"],
+                None,
+            ),
+            (
+                "fetch",
+                &["--negotiation-tip", "evil.example:x", "origin"],
+                None,
+            ),
+            ("push", &["-o", "evil.example:x", "origin", "main"], None),
+            ("push", &["origin", "main:main"], Some("origin")),
+            ("status", &["h:x"], None),
+        ];
+        for (sub, args, want) in cases {
+            assert_eq!(git_repository(sub, &v(args)), *want, "{sub} {args:?}");
         }
     }
 
