@@ -568,6 +568,32 @@ open(".gitignore", "w").write(".vscode/\n.claude/\n")
             "{who:?}: the person's own .envrc: {err}"
         );
         assert!(!err[warn..].contains("notes.txt"), "{who:?}: {err}");
+        // Review 5 (r5-01): a file rewritten in place inside a directory ignored as a whole
+        // leaves the directory's ctime alone; the files are read. (r5-02): a commit whose
+        // reflog entry the agent backdates is found against HEAD as it was at the start.
+        fx.git(&["switch", "-q", "-c", "work"]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let script = r#"printf '{"tasks":[]}' > .vscode/tasks.json
+printf 'echo hi\n' > .envrc; git add -A
+GIT_COMMITTER_DATE='@1000000000 +0000' git commit -qm fmt; echo rc=$?"#;
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], script);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let warn = err
+            .find("tyba: REVIEW:")
+            .unwrap_or_else(|| panic!("{who:?}: no warning: {err}"));
+        assert!(
+            err[warn..].contains(".vscode/tasks.json"),
+            "{who:?}: r5-01: {err}"
+        );
+        assert!(
+            err[warn..].lines().any(|l| l.starts_with("tyba:   .envrc")),
+            "{who:?}: r5-02: {err}"
+        );
+        assert_eq!(
+            fx.git(&["log", "-1", "--format=%s"]).trim(),
+            "fmt",
+            "{who:?}: {err}"
+        );
     }
 }
 

@@ -99,6 +99,9 @@ pub struct Session {
     pub warnings: Vec<String>,
     /// When the session was prepared, before the agent ran.
     pub started: std::time::SystemTime,
+    /// For a session in the person's own checkout: the commit its HEAD named then, read from
+    /// the git dir's files before the agent ran ([`head_commit`]).
+    pub here_head: Option<String>,
 }
 
 /// What [`Session::finish`] found and did.
@@ -282,9 +285,9 @@ impl Session {
 
     /// For a session in the person's own checkout (`--here`): the paths (relative to the
     /// worktree, as git names them) changed while the session ran. Those git reports as
-    /// changed (`git status`: modified, staged, untracked and ignored files, a wholly ignored
-    /// directory as one `dir/` entry) and those of commits made since the start (HEAD's
-    /// reflog before the start time), kept when their status change time (`ctime`, which no
+    /// changed (`git status`: modified, staged, untracked and ignored files; the files of a
+    /// wholly ignored directory read from the disk) and those of commits made since the
+    /// start (HEAD then, [`Session::here_head`], against HEAD now), kept when their status change time (`ctime`, which no
     /// program can set: inode(7)) is not older than the session's start, less 100 ms for the
     /// filesystem's coarse clock (a tick). What the person had changed before is not the
     /// session's. Empty for a linked worktree ([`Session::changed_paths`] covers it), outside
@@ -316,27 +319,9 @@ impl Session {
                 .collect()
         })
         .unwrap_or_default();
-        // Commits made during the session: HEAD as it was at the start, from its reflog
-        // (`%gd` with `--date=unix` is `HEAD@{TIME}`), against HEAD now.
-        let since_s = since
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let before = git(
-            &self.worktree,
-            &["log", "-g", "--date=unix", "--format=%H %gd", "HEAD"],
-        )
-        .ok()
-        .and_then(|log| {
-            log.lines().find_map(|l| {
-                let (h, sel) = l.split_once(' ')?;
-                let t: u64 = sel
-                    .strip_prefix("HEAD@{")?
-                    .strip_suffix('}')?
-                    .parse()
-                    .ok()?;
-                (t < since_s).then(|| h.to_string())
-            })
-        });
+        // Commits made during the session: HEAD as it was at the start (read before the
+        // agent ran) against HEAD now.
+        let before = self.here_head.clone();
         if let Some(start) = before {
             v.extend(
                 git(
@@ -361,20 +346,45 @@ impl Session {
                 .unwrap_or_default(),
             );
         }
+        // A wholly ignored directory (`dir/`): its files, read from the disk (a file
+        // rewritten in place leaves the directory's own ctime alone), at most
+        // `IGNORED_WALK_MAX` entries in all; past that the directory itself stands for them.
+        let mut budget = IGNORED_WALK_MAX;
+        let mut files = Vec::with_capacity(v.len());
+        for p in v {
+            if p.ends_with('/') {
+                let mut found = Vec::new();
+                if walk_files(
+                    &self.worktree,
+                    p.trim_end_matches('/'),
+                    &mut found,
+                    &mut budget,
+                ) {
+                    files.extend(found);
+                } else {
+                    files.push(p);
+                }
+            } else {
+                files.push(p);
+            }
+        }
+        let mut v = files;
         v.sort();
         v.dedup();
         v.retain(|p| {
-            std::fs::symlink_metadata(self.worktree.join(p.trim_end_matches('/')))
-                .ok()
-                .and_then(|m| {
-                    use std::os::unix::fs::MetadataExt;
-                    let ctime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
-                        u64::try_from(m.ctime()).ok()?,
-                        u32::try_from(m.ctime_nsec()).ok()?,
-                    ))?;
-                    Some(ctime >= since)
-                })
-                .unwrap_or(false)
+            // A directory left as one entry (too large to read) is kept whatever its times.
+            p.ends_with('/')
+                || std::fs::symlink_metadata(self.worktree.join(p))
+                    .ok()
+                    .and_then(|m| {
+                        use std::os::unix::fs::MetadataExt;
+                        let ctime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+                            u64::try_from(m.ctime()).ok()?,
+                            u32::try_from(m.ctime_nsec()).ok()?,
+                        ))?;
+                        Some(ctime >= since)
+                    })
+                    .unwrap_or(false)
         });
         v
     }
@@ -586,6 +596,76 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
     None
 }
 
+/// Entries of wholly ignored directories [`Session::changed_here`] reads at most, in all.
+const IGNORED_WALK_MAX: usize = 50_000;
+
+/// Adds to `out` the files (and links, and other non-directories) under `root/rel`, as paths
+/// relative to `root`, links not followed, `budget` entries at most; `false` when the budget
+/// ran out (what was found is then incomplete) or the directory cannot be read.
+fn walk_files(root: &Path, rel: &str, out: &mut Vec<String>, budget: &mut usize) -> bool {
+    let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
+        return false;
+    };
+    for e in rd.flatten() {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            // A name that is not text is kept as its directory's entry.
+            return false;
+        };
+        let child = format!("{rel}/{name}");
+        match e.file_type() {
+            Ok(t) if t.is_dir() => {
+                if !walk_files(root, &child, out, budget) {
+                    return false;
+                }
+            }
+            Ok(_) => out.push(child),
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// The commit HEAD names, read from the git dir's files (gitrepository-layout(5)): `HEAD`
+/// (a detached hash, or `ref: NAME`, followed up to 5 symbolic refs), the loose ref in the
+/// common dir, else its line in `packed-refs`. `None` for an unborn branch, a reftable
+/// repository or anything unreadable. No git process: a launch pays a few reads.
+pub fn head_commit(layout: &GitLayout) -> Option<String> {
+    let is_hash =
+        |s: &str| (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let mut text = std::fs::read_to_string(layout.git_dir.join("HEAD")).ok()?;
+    for _ in 0..5 {
+        let t = text.trim();
+        if is_hash(t) {
+            return Some(t.to_string());
+        }
+        let name = t.strip_prefix("ref:")?.trim();
+        if !name.starts_with("refs/") || name.split('/').any(|c| c.is_empty() || c == "..") {
+            return None;
+        }
+        // Per-worktree refs live in the worktree's git dir, the rest in the common dir.
+        let dir = if name.starts_with("refs/bisect/") || name.starts_with("refs/worktree/") {
+            &layout.git_dir
+        } else {
+            &layout.common_dir
+        };
+        match std::fs::read_to_string(dir.join(name)) {
+            Ok(t) => text = t,
+            Err(_) => {
+                let packed = std::fs::read_to_string(layout.common_dir.join("packed-refs")).ok()?;
+                return packed.lines().find_map(|l| {
+                    let (h, n) = l.split_once(' ')?;
+                    (n == name && is_hash(h)).then(|| h.to_string())
+                });
+            }
+        }
+    }
+    None
+}
+
 fn git_layout_by_git(dir: &Path) -> Option<GitLayout> {
     let git_dir = git(dir, &["rev-parse", "--absolute-git-dir"]).ok()?;
     let common = git(
@@ -700,6 +780,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
             })?;
             check_worktree(&wt, crate::broker::paths::env_dir("HOME").as_deref())?;
             let git = git_layout(&wt);
+            let here_head = git.as_ref().and_then(head_commit);
             Ok(Session {
                 id,
                 worktree: wt,
@@ -710,6 +791,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 base_branch: None,
                 warnings: Vec::new(),
                 started: std::time::SystemTime::now(),
+                here_head,
             })
         }
         WorktreeChoice::New { at, branch } => {
@@ -734,6 +816,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                     base_branch: None,
                     warnings: vec![warning],
                     started: std::time::SystemTime::now(),
+                    here_head: None,
                 });
             };
             let Ok(start) = git(&top, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
@@ -798,6 +881,7 @@ pub fn prepare(cwd: &Path, choice: &WorktreeChoice) -> Result<Session, SessionEr
                 base_branch,
                 warnings,
                 started: std::time::SystemTime::now(),
+                here_head: None,
             })
         }
     }
