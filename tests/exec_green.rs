@@ -522,3 +522,204 @@ fn exec_green_lines_run_unasked() {
         );
     }
 }
+
+/// Runs `argv` on a new terminal (its stdin, stdout and stderr, its controlling tty) and
+/// prints `RESULT {"rc": …, "out": …}`: an agent that runs its commands on a terminal, where
+/// git pages.
+const PTY_PY: &str = r#"
+import fcntl, json, os, struct, subprocess, sys, termios
+m, s = os.openpty()
+fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
+
+def controlling_tty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=controlling_tty)
+os.close(s)
+out = b""
+while True:
+    try:
+        b = os.read(m, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+print("RESULT " + json.dumps({"rc": p.wait(), "out": out.decode(errors="replace")}), flush=True)
+"#;
+
+/// Copies the system program `from` to `dir/name` (mode 0755).
+fn program(dir: &Path, name: &str, from: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(from, dir.join(name)).unwrap();
+    std::fs::set_permissions(
+        dir.join(name),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+/// The programs the person's own git configuration names for a green git command are part
+/// of it: `core.pager = tyba-pager` (run bare on a terminal), `pager.show = tyba-pager -u`
+/// (run as `sh -c 'tyba-pager -u'`, then the program), `diff.external = tyba-difft` (run with
+/// the two sides), all in `~/.gitconfig` and `~/.cargo/bin` (read-only toolchain root), run
+/// unasked — before, each was judged as the agent's own `tyba-pager`, a program nobody
+/// listed: asked, and at every `git log`/`git diff` refused in a `--non-interactive` session.
+/// The same names found first in a directory of the worktree (`PATH` starting there) are the
+/// agent's programs, not the person's: refused.
+#[test]
+fn exec_green_git_runs_the_persons_configured_programs_unasked() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "persongit") else {
+            continue;
+        };
+        let w = fixture(&who, &fx.wt.parent().unwrap().join("pf"));
+        let bin = fx.home.join(".cargo/bin");
+        program(&bin, "tyba-pager", "/bin/cat");
+        program(&bin, "tyba-difft", "/bin/true");
+        std::fs::write(
+            fx.home.join(".gitconfig"),
+            "[core]\n\tpager = tyba-pager\n[pager]\n\tshow = tyba-pager -u\n\
+             [diff]\n\texternal = tyba-difft\n",
+        )
+        .unwrap();
+        give(&fx.home, &who);
+        std::fs::write(w.join("pty.py"), PTY_PY).unwrap();
+        // The agent's own programs of the same names, for the second session.
+        let own = w.join("bin");
+        program(&own, "tyba-pager", "/bin/cat");
+        program(&own, "tyba-difft", "/bin/true");
+        give(&w, &who);
+        // (`--no-pager`: the external diff runs even where the pager was refused.)
+        let line =
+            "git log -n 1; git show -s --format=shown-%h; git --no-pager diff HEAD~1; echo end";
+        let session = |path: String| {
+            let mut env = fx.env();
+            env.retain(|(k, _)| k != "PATH");
+            env.push(("PATH".into(), path.into()));
+            env.push(("TERM".into(), "xterm".into()));
+            let o = run_tyba(
+                &fx.who,
+                &fx.tyba,
+                &w,
+                &env,
+                &[
+                    "run",
+                    "--here",
+                    "--non-interactive",
+                    "--autonomy",
+                    "medium",
+                    "--",
+                    "python3",
+                    "pty.py",
+                    "bash",
+                    "-c",
+                    line,
+                ],
+            );
+            let (code, log, _) = {
+                let o = run_tyba(&fx.who, &fx.tyba, &w, &env, &["log", "--json"]);
+                (
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stdout).into_owned(),
+                    (),
+                )
+            };
+            assert_eq!(code, Some(0));
+            let log: Vec<serde_json::Value> = log
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            (
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+                log,
+            )
+        };
+        let execs_of = |log: &[serde_json::Value], name: &str| -> Vec<serde_json::Value> {
+            log.iter()
+                .filter(|e| {
+                    e["kind"] == "exec"
+                        && e["argv"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|a| a.as_str())
+                            // `/…/NAME`, `NAME`, or a shell's `NAME -u`.
+                            .any(|a| {
+                                a.rsplit('/').next().and_then(|b| b.split(' ').next()) == Some(name)
+                            })
+                })
+                .cloned()
+                .collect()
+        };
+
+        // The person's programs.
+        let (out, err, log) = session(format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()));
+        let ctx = format!("{who:?}: out {out} / err {err} / log {log:#?}");
+        assert!(out.contains("shown-") && out.contains("end"), "{ctx}");
+        assert!(
+            !err.contains("tyba:   exec") && !err.contains("refused by tyba"),
+            "{ctx}"
+        );
+        assert!(log.iter().all(|e| e["decision"] == "allow"), "{ctx}");
+        let pager = execs_of(&log, "tyba-pager");
+        // `core.pager`: the program, for `git log`; `pager.show`: `sh -c` and the program, for
+        // `git show`.
+        for (key, shape) in [("core.pager", 1), ("pager.show", 2)] {
+            let n = pager
+                .iter()
+                .filter(|e| {
+                    e["reason"].as_str().is_some_and(|r| {
+                        r.contains(&format!("`{key}`")) && r.contains(".gitconfig")
+                    })
+                })
+                .count();
+            assert_eq!(n, shape, "{ctx}: {key}");
+        }
+        let difft = execs_of(&log, "tyba-difft");
+        assert!(
+            !difft.is_empty()
+                && difft.iter().all(|e| e["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("`diff.external`"))),
+            "{ctx}"
+        );
+
+        // The agent's programs under the same names: its own code, refused (asked at
+        // medium autonomy, and nobody to ask).
+        let (out, err, log) = session(format!(
+            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            own.display(),
+            bin.display()
+        ));
+        let ctx = format!("{who:?}: out {out} / err {err} / log {log:#?}");
+        assert!(out.contains("end"), "{ctx}");
+        let refused: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("tyba:   exec "))
+            .collect();
+        assert!(
+            refused.iter().any(|l| l.contains("bin/tyba-pager"))
+                && refused.iter().any(|l| l.contains("bin/tyba-difft")),
+            "{ctx}"
+        );
+        // (`sh -c 'tyba-pager -u'` is the person's value and runs; the file its shell then
+        // finds is the agent's.)
+        let own_s = own.to_str().unwrap();
+        let allowed_own = execs_of(&log, "tyba-pager")
+            .into_iter()
+            .chain(execs_of(&log, "tyba-difft"))
+            .filter(|e| e["argv"][0].as_str().is_some_and(|a| a.starts_with(own_s)))
+            .filter(|e| e["decision"] == "allow")
+            .count();
+        let denied_own = log
+            .iter()
+            .filter(|e| {
+                e["decision"] != "allow" && e["action"].as_str().is_some_and(|a| a.contains(own_s))
+            })
+            .count();
+        assert!(allowed_own == 0 && denied_own >= 3, "{ctx}");
+    }
+}
