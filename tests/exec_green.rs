@@ -101,6 +101,7 @@ const EXTRA: &[&str] = &[
     "git for-each-ref",
     "git remote",
     "git tag",
+    "git st",
     "env",
     "printenv PATH",
     "pwd",
@@ -452,6 +453,48 @@ fn false_asks(fx: &Fx, w: &Path, env: &[(OsString, OsString)], cases: &[Case]) -
     bad
 }
 
+/// A person's home as agents meet it, and the session's environment with it: programs in
+/// the read-only toolchain roots found first on `PATH` (`rg` in `~/.cargo/bin`, `tree` in
+/// `~/.local/bin`: copies of `grep` and `ls`, run under those names), a `~/.gitconfig` with
+/// an external diff there (`diff.external`, run by every `git diff`), an alias and a global
+/// excludes file (`~/.gitignore_global`, read by every `git status`: asked before it was
+/// granted read-only like `~/.gitconfig`), and `~/.config/git/{config,ignore,attributes}`
+/// (asked three times by every git command before).
+fn persons_home(fx: &Fx) -> Vec<(OsString, OsString)> {
+    let cargo = fx.home.join(".cargo/bin");
+    let local = fx.home.join(".local/bin");
+    program(&cargo, "rg", "/bin/grep");
+    program(&cargo, "tyba-difft", "/bin/true");
+    program(&local, "tree", "/bin/ls");
+    std::fs::write(
+        fx.home.join(".gitconfig"),
+        "[diff]\n\texternal = tyba-difft\n[alias]\n\tst = status\n\
+         [core]\n\texcludesFile = ~/.gitignore_global\n",
+    )
+    .unwrap();
+    std::fs::write(fx.home.join(".gitignore_global"), "*.swp\n").unwrap();
+    // git's own places in `~/.config/git` (the session's `XDG_CONFIG_HOME`): a person who
+    // keeps the configuration there, with an alias, ignore patterns and attributes.
+    let xdg = fx.home.join(".config/git");
+    std::fs::create_dir_all(&xdg).unwrap();
+    std::fs::write(xdg.join("config"), "[alias]\n\tlg = log --oneline\n").unwrap();
+    std::fs::write(xdg.join("ignore"), "*.tmp\n").unwrap();
+    std::fs::write(xdg.join("attributes"), "*.rs diff=rust\n").unwrap();
+    give(&fx.home, &fx.who);
+    let mut env = fx.env();
+    env.retain(|(k, _)| k != "PATH");
+    env.push((
+        "PATH".into(),
+        format!(
+            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            cargo.display(),
+            local.display()
+        )
+        .into(),
+    ));
+    env
+}
+
 #[test]
 fn exec_green_lines_run_unasked() {
     let all = candidates();
@@ -461,7 +504,7 @@ fn exec_green_lines_run_unasked() {
         };
         let start = std::time::Instant::now();
         let w = fixture(&who, &fx.wt.parent().unwrap().join("pf"));
-        let env = fx.env();
+        let env = persons_home(&fx);
         let verdicts = classify(&fx, &w, &env, &all);
         let mut skipped = Vec::new();
         let cases: Vec<Case> = all

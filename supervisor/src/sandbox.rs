@@ -435,6 +435,80 @@ pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>)
         })
 }
 
+/// The files the person's git reads as their own configuration besides `~/.gitconfig`
+/// (git-config(1) FILES, gitignore(5), gitattributes(5)): `$XDG_CONFIG_HOME/git/config`,
+/// `ignore` and `attributes` (`~/.config` when the variable is unset or empty), and the
+/// files the person's global configuration names as `core.excludesFile` and
+/// `core.attributesFile` (`~/.gitignore_global`; git is run for them only when a global
+/// file mentions either key). Each as its real path, when it is a regular file and no
+/// component names a credential (`tyba_policy::credential_in_path`); never the credential
+/// store `git/credentials` beside them.
+pub fn persons_git_files(home: Option<&Path>) -> Vec<PathBuf> {
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.map(|h| h.join(".config")));
+    let mut named: Vec<PathBuf> = Vec::new();
+    if let Some(x) = &xdg {
+        for f in ["config", "ignore", "attributes"] {
+            named.push(x.join("git").join(f));
+        }
+    }
+    let globals = [
+        home.map(|h| h.join(".gitconfig")),
+        xdg.map(|x| x.join("git/config")),
+    ];
+    let mentions = globals.iter().flatten().any(|f| {
+        std::fs::read(f).is_ok_and(|b| {
+            let t = String::from_utf8_lossy(&b).to_ascii_lowercase();
+            t.contains("excludesfile") || t.contains("attributesfile") || t.contains("include")
+        })
+    });
+    if mentions {
+        let out = std::process::Command::new("git")
+            .args([
+                "config",
+                "--global",
+                "--includes",
+                "--path",
+                "-z",
+                "--get-regexp",
+                "^core\\.(excludesfile|attributesfile)$",
+            ])
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output();
+        if let Ok(out) = out {
+            for entry in String::from_utf8_lossy(&out.stdout).split('\0') {
+                if let Some((_, value)) = entry.split_once('\n') {
+                    let v = value.trim();
+                    let p = match v.strip_prefix("~/") {
+                        Some(rest) => home.map(|h| h.join(rest)),
+                        None => Some(PathBuf::from(v)),
+                    };
+                    if let Some(p) = p.filter(|p| p.is_absolute()) {
+                        named.push(p);
+                    }
+                }
+            }
+        }
+    }
+    let mut v = Vec::new();
+    for p in named {
+        let Ok(real) = std::fs::canonicalize(&p) else {
+            continue;
+        };
+        if real.is_file()
+            && tyba_policy::credential_in_path(&real).is_none()
+            && tyba_policy::credential_in_path(&p).is_none()
+        {
+            push_unique(&mut v, real);
+        }
+    }
+    v
+}
+
 /// Whether the environment variable `name` gives git configuration beyond the files
 /// [`config_may_name_files`] reads: every `GIT_CONFIG*` name but `GIT_CONFIG_NOSYSTEM`.
 fn config_env_adds_configuration(name: &str) -> bool {
@@ -681,6 +755,14 @@ impl SandboxPlan {
                     Some(p) => push_unique(&mut plan.read_only, p),
                     None => plan.missing.push(s.clone()),
                 }
+            }
+        }
+        // What the person's git reads as their configuration besides `~/.gitconfig`: read by
+        // every git command of the session, which else asked to read them (three asks for a
+        // `git status` with `~/.config/git/config`, and the command failing when refused).
+        for p in persons_git_files(i.home) {
+            if !plan.read_write.iter().any(|r| is_within(&p, r)) {
+                push_unique(&mut plan.read_only, p);
             }
         }
         for s in SYSTEM_READ_ONLY {
