@@ -457,9 +457,10 @@ fn false_asks(fx: &Fx, w: &Path, env: &[(OsString, OsString)], cases: &[Case]) -
 /// the read-only toolchain roots found first on `PATH` (`rg` in `~/.cargo/bin`, `tree` in
 /// `~/.local/bin`: copies of `grep` and `ls`, run under those names), a `~/.gitconfig` with
 /// an external diff there (`diff.external`, run by every `git diff`), an alias and a global
-/// excludes file (`~/.gitignore_global`, read by every `git status`: asked before it was
-/// granted read-only like `~/.gitconfig`), and `~/.config/git/{config,ignore,attributes}`
-/// (asked three times by every git command before).
+/// excludes file (`~/.gitignore_global`, read by every `git status`) and includes
+/// (`~/.gitconfig.local`, a `includeIf "gitdir:/"`), and `~/.config/git/{config,ignore,
+/// attributes}`: each read by every git command, each asked before they were granted
+/// read-only like `~/.gitconfig` (and git failed where refused).
 fn persons_home(fx: &Fx) -> Vec<(OsString, OsString)> {
     let cargo = fx.home.join(".cargo/bin");
     let local = fx.home.join(".local/bin");
@@ -469,10 +470,18 @@ fn persons_home(fx: &Fx) -> Vec<(OsString, OsString)> {
     std::fs::write(
         fx.home.join(".gitconfig"),
         "[diff]\n\texternal = tyba-difft\n[alias]\n\tst = status\n\
-         [core]\n\texcludesFile = ~/.gitignore_global\n",
+         [core]\n\texcludesFile = ~/.gitignore_global\n\
+         [include]\n\tpath = ~/.gitconfig.local\n\
+         [includeIf \"gitdir:/\"]\n\tpath = ~/.gitconfig-work\n",
     )
     .unwrap();
     std::fs::write(fx.home.join(".gitignore_global"), "*.swp\n").unwrap();
+    std::fs::write(fx.home.join(".gitconfig.local"), "[user]\n\tname = P\n").unwrap();
+    std::fs::write(
+        fx.home.join(".gitconfig-work"),
+        "[user]\n\temail = p@example.com\n",
+    )
+    .unwrap();
     // git's own places in `~/.config/git` (the session's `XDG_CONFIG_HOME`): a person who
     // keeps the configuration there, with an alias, ignore patterns and attributes.
     let xdg = fx.home.join(".config/git");
@@ -764,5 +773,83 @@ fn exec_green_git_runs_the_persons_configured_programs_unasked() {
             })
             .count();
         assert!(allowed_own == 0 && denied_own >= 3, "{ctx}");
+    }
+}
+
+/// What the repository's configuration (the agent's to write) includes is not the person's:
+/// a `.git/config` with `include.path` naming a file in the home, left by an earlier session,
+/// grants nothing at the next start; reading it stays an ask (refused here), while the file
+/// the person's `~/.gitconfig` includes is read unasked.
+#[test]
+fn exec_green_git_reads_only_the_persons_own_includes_unasked() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "gitincl") else {
+            continue;
+        };
+        let w = fixture(&who, &fx.wt.parent().unwrap().join("pf"));
+        std::fs::write(
+            fx.home.join(".gitconfig"),
+            "[include]\n\tpath = ~/.gitconfig.local\n",
+        )
+        .unwrap();
+        std::fs::write(fx.home.join(".gitconfig.local"), "[user]\n\tname = P\n").unwrap();
+        std::fs::write(
+            fx.home.join("notes.cfg"),
+            "[user]\n\temail = n@example.com\n",
+        )
+        .unwrap();
+        give(&fx.home, &who);
+        let env = fx.env();
+        let session = || {
+            let o = run_tyba(
+                &fx.who,
+                &fx.tyba,
+                &w,
+                &env,
+                &[
+                    "run",
+                    "--here",
+                    "--non-interactive",
+                    "--",
+                    "bash",
+                    "-c",
+                    "git config --get user.name; git config --get user.email; echo end",
+                ],
+            );
+            let log = run_tyba(&fx.who, &fx.tyba, &w, &env, &["log", "--json"]);
+            (
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+                String::from_utf8_lossy(&log.stdout).into_owned(),
+            )
+        };
+        let asks = |log: &str| -> Vec<String> {
+            log.lines()
+                .filter(|l| l.contains("\"decision\":\"ask\""))
+                .map(String::from)
+                .collect()
+        };
+        // The person's include: read unasked.
+        let (out, err, log) = session();
+        let ctx = format!("{who:?}: out {out} / err {err} / log {log}");
+        assert!(out.contains("P\n") && out.contains("end"), "{ctx}");
+        assert!(asks(&log).is_empty(), "{ctx}");
+        // The repository's include of a home file: asked (refused: git then stops).
+        let cfg = w.join(".git/config");
+        let mut text = std::fs::read_to_string(&cfg).unwrap();
+        text.push_str(&format!(
+            "[include]\n\tpath = {}\n",
+            fx.home.join("notes.cfg").display()
+        ));
+        std::fs::write(&cfg, text).unwrap();
+        let (out, err, log) = session();
+        let ctx = format!("{who:?}: out {out} / err {err} / log {log}");
+        assert!(!out.contains("n@example.com"), "{ctx}");
+        let asks = asks(&log);
+        assert!(
+            !asks.is_empty() && asks.iter().all(|l| l.contains("notes.cfg")),
+            "{ctx}"
+        );
+        assert!(!log.contains(".gitconfig.local (an approval"), "{ctx}");
     }
 }

@@ -1333,14 +1333,15 @@ fn git_program_kind(key: &str, value: &str) -> Option<GitProgramKind> {
 }
 
 /// The programs the person's git configuration files (system and global, with their
-/// includes, as `git config --list --show-origin` reads them with the session's starting
-/// environment `env`) and starting environment (`GIT_PAGER`, `PAGER`, `GIT_EXTERNAL_DIFF`)
+/// includes, as `git config --list --show-scope --show-origin` reads them in `worktree` with
+/// the session's starting environment `env`) and starting environment (`GIT_PAGER`, `PAGER`, `GIT_EXTERNAL_DIFF`)
 /// name for git to run while it shows something. A file under a root the session writes
 /// (`writable`: an include of the worktree's) is the agent's, and left out; so is
 /// configuration from the command line or environment (`GIT_CONFIG_PARAMETERS`). Nothing when
 /// git cannot be run; git is run only when a configuration file names such a key.
 pub(crate) fn persons_git_programs(
     env: &[(std::ffi::OsString, std::ffi::OsString)],
+    worktree: &Path,
     writable: &[PathBuf],
 ) -> Vec<PersonsGitProgram> {
     let get = |name: &str| {
@@ -1384,13 +1385,21 @@ pub(crate) fn persons_git_programs(
     if !worth {
         return v;
     }
+    // In the worktree, so that an `includeIf "gitdir:…"` is read as the session's git
+    // reads it; only the system and global scopes (and what they include) count.
     let mut c = std::process::Command::new("git");
-    c.args(["config", "--list", "-z", "--show-origin", "--includes"])
-        .current_dir("/")
+    c.arg("-C")
+        .arg(worktree)
+        .args([
+            "config",
+            "--list",
+            "-z",
+            "--show-scope",
+            "--show-origin",
+            "--includes",
+        ])
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
-        // No repository: only the system and global files (and their includes).
-        .env("GIT_DIR", "/nonexistent/tyba-no-repository")
         .env_remove("GIT_CONFIG_PARAMETERS")
         .env_remove("GIT_CONFIG_COUNT")
         .stdin(std::process::Stdio::null())
@@ -1400,7 +1409,12 @@ pub(crate) fn persons_git_programs(
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let mut fields = text.split('\0');
-    while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+    while let (Some(scope), Some(origin), Some(entry)) =
+        (fields.next(), fields.next(), fields.next())
+    {
+        if scope != "global" && scope != "system" {
+            continue;
+        }
         let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
         let Some(kind) = git_program_kind(key, value) else {
             continue;

@@ -436,14 +436,17 @@ pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>)
 }
 
 /// The files the person's git reads as their own configuration besides `~/.gitconfig`
-/// (git-config(1) FILES, gitignore(5), gitattributes(5)): `$XDG_CONFIG_HOME/git/config`,
-/// `ignore` and `attributes` (`~/.config` when the variable is unset or empty), and the
-/// files the person's global configuration names as `core.excludesFile` and
-/// `core.attributesFile` (`~/.gitignore_global`; git is run for them only when a global
-/// file mentions either key). Each as its real path, when it is a regular file and no
-/// component names a credential (`tyba_policy::credential_in_path`); never the credential
-/// store `git/credentials` beside them.
-pub fn persons_git_files(home: Option<&Path>) -> Vec<PathBuf> {
+/// (git-config(1) FILES and "Includes", gitignore(5), gitattributes(5)):
+/// `$XDG_CONFIG_HOME/git/config`, `ignore` and `attributes` (`~/.config` when the variable is
+/// unset or empty); the files the system and global configuration include (`include.path =
+/// ~/.gitconfig.local`, an `includeIf` that holds in `worktree`); and the files it names as
+/// `core.excludesFile` and `core.attributesFile` (`~/.gitignore_global`). Only the system and
+/// global scopes: what the repository's configuration (the agent's to write) includes or
+/// names is not the person's. git is run (`git config --list --show-scope --show-origin
+/// --includes` in `worktree`) only when a global file mentions an include or either key.
+/// Each as its real path, when it is a regular file and no component names a credential
+/// (`tyba_policy::credential_in_path`); never the credential store `git/credentials`.
+pub fn persons_git_files(home: Option<&Path>, worktree: &Path) -> Vec<PathBuf> {
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -455,6 +458,7 @@ pub fn persons_git_files(home: Option<&Path>) -> Vec<PathBuf> {
         }
     }
     let globals = [
+        Some(PathBuf::from("/etc/gitconfig")),
         home.map(|h| h.join(".gitconfig")),
         xdg.map(|x| x.join("git/config")),
     ];
@@ -466,36 +470,46 @@ pub fn persons_git_files(home: Option<&Path>) -> Vec<PathBuf> {
     });
     if mentions {
         let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(worktree)
             .args([
                 "config",
-                "--global",
-                "--includes",
-                "--path",
+                "--list",
                 "-z",
-                "--get-regexp",
-                "^core\\.(excludesfile|attributesfile)$",
+                "--show-scope",
+                "--show-origin",
+                "--includes",
             ])
-            .current_dir("/")
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .output();
-        if let Ok(out) = out {
-            for entry in String::from_utf8_lossy(&out.stdout).split('\0') {
-                if let Some((_, value)) = entry.split_once('\n') {
-                    let v = value.trim();
-                    let p = match v.strip_prefix("~/") {
-                        Some(rest) => home.map(|h| h.join(rest)),
-                        None => Some(PathBuf::from(v)),
-                    };
-                    if let Some(p) = p.filter(|p| p.is_absolute()) {
-                        named.push(p);
-                    }
-                }
+        let text = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let mut fields = text.split('\0');
+        while let (Some(scope), Some(origin), Some(entry)) =
+            (fields.next(), fields.next(), fields.next())
+        {
+            if scope != "global" && scope != "system" {
+                continue;
+            }
+            if let Some(f) = origin.strip_prefix("file:") {
+                named.push(PathBuf::from(f));
+            }
+            let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+            let key = key.to_ascii_lowercase();
+            if key == "core.excludesfile" || key == "core.attributesfile" {
+                let v = value.trim();
+                let p = match v.strip_prefix("~/") {
+                    Some(rest) => home.map(|h| h.join(rest)),
+                    None => Some(PathBuf::from(v)),
+                };
+                named.extend(p);
             }
         }
     }
     let mut v = Vec::new();
-    for p in named {
+    for p in named.into_iter().filter(|p| p.is_absolute()) {
         let Ok(real) = std::fs::canonicalize(&p) else {
             continue;
         };
@@ -760,7 +774,7 @@ impl SandboxPlan {
         // What the person's git reads as their configuration besides `~/.gitconfig`: read by
         // every git command of the session, which else asked to read them (three asks for a
         // `git status` with `~/.config/git/config`, and the command failing when refused).
-        for p in persons_git_files(i.home) {
+        for p in persons_git_files(i.home, &plan.worktree) {
             if !plan.read_write.iter().any(|r| is_within(&p, r)) {
                 push_unique(&mut plan.read_only, p);
             }
