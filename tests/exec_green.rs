@@ -630,22 +630,32 @@ fn exec_green_git_runs_the_persons_configured_programs_unasked() {
         let bin = fx.home.join(".cargo/bin");
         program(&bin, "tyba-pager", "/bin/cat");
         program(&bin, "tyba-difft", "/bin/true");
+        program(&bin, "tyba-filter", "/bin/cat");
         std::fs::write(
             fx.home.join(".gitconfig"),
             "[core]\n\tpager = tyba-pager\n[pager]\n\tshow = tyba-pager -u\n\
-             [diff]\n\texternal = tyba-difft\n",
+             [diff]\n\texternal = tyba-difft\n[diff \"tyba\"]\n\ttextconv = tyba-filter\n\
+             [filter \"tyba\"]\n\tclean = tyba-filter\n",
         )
         .unwrap();
+        // The repository's attributes select the person's drivers for `*.txt`; `notes.txt`,
+        // changed since the first commit, touched so that `git status` reads it through the
+        // clean filter.
+        std::fs::write(w.join(".gitattributes"), "*.txt diff=tyba filter=tyba\n").unwrap();
+        let notes = std::fs::read(w.join("notes.txt")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        std::fs::write(w.join("notes.txt"), notes).unwrap();
         give(&fx.home, &who);
         std::fs::write(w.join("pty.py"), PTY_PY).unwrap();
         // The agent's own programs of the same names, for the second session.
         let own = w.join("bin");
         program(&own, "tyba-pager", "/bin/cat");
         program(&own, "tyba-difft", "/bin/true");
+        program(&own, "tyba-filter", "/bin/cat");
         give(&w, &who);
         // (`--no-pager`: the external diff runs even where the pager was refused.)
-        let line =
-            "git log -n 1; git show -s --format=shown-%h; git --no-pager diff HEAD~1; echo end";
+        let line = "git log -n 1; git show -s --format=shown-%h; git --no-pager diff HEAD~1; \
+                    git --no-pager diff --no-ext-diff HEAD~2; git status --short; echo end";
         let session = |path: String| {
             let mut env = fx.env();
             env.retain(|(k, _)| k != "PATH");
@@ -730,6 +740,14 @@ fn exec_green_git_runs_the_persons_configured_programs_unasked() {
                 .count();
             assert_eq!(n, shape, "{ctx}: {key}");
         }
+        for key in ["`diff.tyba.textconv`", "`filter.tyba.clean`"] {
+            assert!(
+                execs_of(&log, "tyba-filter")
+                    .iter()
+                    .any(|e| e["reason"].as_str().is_some_and(|r| r.contains(key))),
+                "{ctx}: {key}"
+            );
+        }
         let difft = execs_of(&log, "tyba-difft");
         assert!(
             !difft.is_empty()
@@ -752,17 +770,16 @@ fn exec_green_git_runs_the_persons_configured_programs_unasked() {
             .lines()
             .filter(|l| l.starts_with("tyba:   exec "))
             .collect();
-        assert!(
-            refused.iter().any(|l| l.contains("bin/tyba-pager"))
-                && refused.iter().any(|l| l.contains("bin/tyba-difft")),
-            "{ctx}"
-        );
+        for name in ["bin/tyba-pager", "bin/tyba-difft", "bin/tyba-filter"] {
+            assert!(refused.iter().any(|l| l.contains(name)), "{ctx}: {name}");
+        }
         // (`sh -c 'tyba-pager -u'` is the person's value and runs; the file its shell then
         // finds is the agent's.)
         let own_s = own.to_str().unwrap();
         let allowed_own = execs_of(&log, "tyba-pager")
             .into_iter()
             .chain(execs_of(&log, "tyba-difft"))
+            .chain(execs_of(&log, "tyba-filter"))
             .filter(|e| e["argv"][0].as_str().is_some_and(|a| a.starts_with(own_s)))
             .filter(|e| e["decision"] == "allow")
             .count();

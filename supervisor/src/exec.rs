@@ -1285,9 +1285,15 @@ pub(crate) fn check_sizes(tgid: u32, argv: &[String], envp: &[Vec<u8>]) -> Resul
 pub(crate) enum GitProgramKind {
     /// The pager (`GIT_PAGER`, `core.pager`, `pager.<cmd>`, `PAGER`): run with no argument.
     Pager,
-    /// The external diff (`GIT_EXTERNAL_DIFF`, `diff.external`): run with the path, or the
-    /// path and six (a rename: eight) words naming the two sides (git(1) `GIT_EXTERNAL_DIFF`).
+    /// The external diff (`GIT_EXTERNAL_DIFF`, `diff.external`, `diff.<driver>.command`): run
+    /// with the path, or the path and six (a rename: eight) words naming the two sides
+    /// (git(1) `GIT_EXTERNAL_DIFF`).
     ExternalDiff,
+    /// A diff driver's `textconv`: run with the file to convert.
+    Textconv,
+    /// A filter driver's `clean`, `smudge` or `process` without `%f`: run with no argument,
+    /// the content on its standard input (gitattributes(5) "filter").
+    Filter,
 }
 
 impl GitProgramKind {
@@ -1296,6 +1302,8 @@ impl GitProgramKind {
         match self {
             GitProgramKind::Pager => n == 0,
             GitProgramKind::ExternalDiff => matches!(n, 1 | 7 | 9),
+            GitProgramKind::Textconv => n == 1,
+            GitProgramKind::Filter => n == 0,
         }
     }
 }
@@ -1315,12 +1323,25 @@ pub(crate) struct PersonsGitProgram {
 const GIT_SHELL_METACHARS: &str = "|&;<>()$`\\\"' \t\n*?[#~=%";
 
 /// The program-valued keys git reads for a command that only shows something, and the kind
-/// of each (`pager.<cmd>` when it names a program, not when it is a boolean).
+/// of each (`pager.<cmd>` when it names a program, not when it is a boolean; the drivers a
+/// repository's attributes select: `diff.<driver>.textconv`/`command`, `filter.<driver>.*`,
+/// git-lfs's `filter.lfs.process = git-lfs filter-process`).
 fn git_program_kind(key: &str, value: &str) -> Option<GitProgramKind> {
     let key = key.to_ascii_lowercase();
     match key.as_str() {
         "core.pager" => Some(GitProgramKind::Pager),
         "diff.external" => Some(GitProgramKind::ExternalDiff),
+        k if k.starts_with("diff.") && k.ends_with(".command") => {
+            Some(GitProgramKind::ExternalDiff)
+        }
+        k if k.starts_with("diff.") && k.ends_with(".textconv") => Some(GitProgramKind::Textconv),
+        // With `%f` git puts the path in the line: no value to match as written.
+        k if k.starts_with("filter.")
+            && (k.ends_with(".clean") || k.ends_with(".smudge") || k.ends_with(".process"))
+            && !value.contains("%f") =>
+        {
+            Some(GitProgramKind::Filter)
+        }
         k if k.starts_with("pager.") => {
             let boolean = matches!(
                 value.trim().to_ascii_lowercase().as_str(),
@@ -1379,7 +1400,11 @@ pub(crate) fn persons_git_programs(
     let worth = files.iter().flatten().any(|f| {
         std::fs::read(f).is_ok_and(|b| {
             let t = String::from_utf8_lossy(&b).to_ascii_lowercase();
-            t.contains("pager") || t.contains("external") || t.contains("include")
+            [
+                "pager", "external", "include", "textconv", "command", "filter",
+            ]
+            .iter()
+            .any(|k| t.contains(k))
         })
     });
     if !worth {
@@ -1675,6 +1700,36 @@ mod tests {
             Some(GitProgramKind::Pager)
         );
         assert_eq!(git_program_kind("core.editor", "vim"), None);
+        assert_eq!(
+            git_program_kind("filter.lfs.process", "git-lfs filter-process"),
+            Some(GitProgramKind::Filter)
+        );
+        assert_eq!(
+            git_program_kind("filter.lfs.clean", "git-lfs clean -- %f"),
+            None
+        );
+        assert_eq!(
+            git_program_kind("diff.png.textconv", "exiftool"),
+            Some(GitProgramKind::Textconv)
+        );
+        let lfs = vec![p(GitProgramKind::Filter, "git-lfs filter-process")];
+        for (a, shell, ok) in [
+            (
+                argv(&[
+                    "/bin/sh",
+                    "-c",
+                    "git-lfs filter-process",
+                    "git-lfs filter-process",
+                ]),
+                true,
+                true,
+            ),
+            (argv(&["git-lfs", "filter-process"]), false, true),
+            (argv(&["git-lfs", "filter-process", "x"]), false, false),
+            (argv(&["git-lfs", "smudge"]), false, false),
+        ] {
+            assert_eq!(persons_git_program(&lfs, &a, shell).is_some(), ok, "{a:?}");
+        }
     }
 
     #[test]
