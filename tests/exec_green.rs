@@ -15,6 +15,10 @@
 //! explicit rule, lines that name the network or never end. Files the fixture lacks are
 //! fine: a failing command still shows its verdict.
 //!
+//! The session runs with a person's home as agents meet it ([`persons_home`]): programs
+//! found first in the home's toolchain roots, and git configured there (`diff.external`,
+//! includes, a global excludes file, `~/.config/git`).
+//!
 //! All cases run in ONE `tyba run --here --non-interactive --autonomy medium -- bash SCRIPT`
 //! session per user (as root and as `TYBA_TEST_USER`): each line once inline (`( cd CWD &&
 //! LINE ) </dev/null >/dev/null 2>&1`, so each exec is the agent's own) and once the way agent
@@ -870,3 +874,11 @@ fn exec_green_git_reads_only_the_persons_own_includes_unasked() {
         assert!(!log.contains(".gitconfig.local (an approval"), "{ctx}");
     }
 }
+
+// Classes of false asks this file found, and where they were fixed:
+// - a program the person's own git configuration names (`core.pager`, `pager.<cmd>`,
+//   `diff.external`, diff and filter drivers), run by a green git command, was judged as the
+//   agent's own line (`exec::persons_git_program`);
+// - the files the person's git reads as configuration besides `~/.gitconfig`
+//   (`~/.config/git/*`, includes, `core.excludesFile`) were asked at every git command
+//   (`sandbox::persons_git_files`).
