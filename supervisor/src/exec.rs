@@ -1280,6 +1280,245 @@ pub(crate) fn check_sizes(tgid: u32, argv: &[String], envp: &[Vec<u8>]) -> Resul
     Ok(())
 }
 
+/// What git runs a program of the person's configuration for ([`PersonsGitProgram`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GitProgramKind {
+    /// The pager (`GIT_PAGER`, `core.pager`, `pager.<cmd>`, `PAGER`): run with no argument.
+    Pager,
+    /// The external diff (`GIT_EXTERNAL_DIFF`, `diff.external`, `diff.<driver>.command`): run
+    /// with the path, or the path and six (a rename: eight) words naming the two sides
+    /// (git(1) `GIT_EXTERNAL_DIFF`).
+    ExternalDiff,
+    /// A diff driver's `textconv`: run with the file to convert.
+    Textconv,
+    /// A filter driver's `clean`, `smudge` or `process` without `%f`: run with no argument,
+    /// the content on its standard input (gitattributes(5) "filter").
+    Filter,
+}
+
+impl GitProgramKind {
+    /// Whether git runs this kind of program with `n` arguments of its own.
+    fn takes(self, n: usize) -> bool {
+        match self {
+            GitProgramKind::Pager => n == 0,
+            GitProgramKind::ExternalDiff => matches!(n, 1 | 7 | 9),
+            GitProgramKind::Textconv => n == 1,
+            GitProgramKind::Filter => n == 0,
+        }
+    }
+}
+
+/// A program the person's own git configuration or environment names for git to run while
+/// it shows something (`core.pager = delta`, `diff.external = difft`): the value as written,
+/// and where it came from (for the log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PersonsGitProgram {
+    pub kind: GitProgramKind,
+    pub value: String,
+    pub origin: String,
+}
+
+/// The characters that make git run a command through `sh -c` (run-command.c
+/// `prepare_shell_cmd`); a value without them is exec'd as one program name.
+const GIT_SHELL_METACHARS: &str = "|&;<>()$`\\\"' \t\n*?[#~=%";
+
+/// The program-valued keys git reads for a command that only shows something, and the kind
+/// of each (`pager.<cmd>` when it names a program, not when it is a boolean; the drivers a
+/// repository's attributes select: `diff.<driver>.textconv`/`command`, `filter.<driver>.*`,
+/// git-lfs's `filter.lfs.process = git-lfs filter-process`).
+fn git_program_kind(key: &str, value: &str) -> Option<GitProgramKind> {
+    let key = key.to_ascii_lowercase();
+    match key.as_str() {
+        "core.pager" => Some(GitProgramKind::Pager),
+        "diff.external" => Some(GitProgramKind::ExternalDiff),
+        k if k.starts_with("diff.") && k.ends_with(".command") => {
+            Some(GitProgramKind::ExternalDiff)
+        }
+        k if k.starts_with("diff.") && k.ends_with(".textconv") => Some(GitProgramKind::Textconv),
+        // With `%f` git puts the path in the line: no value to match as written.
+        k if k.starts_with("filter.")
+            && (k.ends_with(".clean") || k.ends_with(".smudge") || k.ends_with(".process"))
+            && !value.contains("%f") =>
+        {
+            Some(GitProgramKind::Filter)
+        }
+        k if k.starts_with("pager.") => {
+            let boolean = matches!(
+                value.trim().to_ascii_lowercase().as_str(),
+                "" | "true" | "false" | "yes" | "no" | "on" | "off" | "1" | "0"
+            );
+            (!boolean).then_some(GitProgramKind::Pager)
+        }
+        _ => None,
+    }
+}
+
+/// The programs the person's git configuration files (system and global, with their
+/// includes, as `git config --list --show-scope --show-origin` reads them in `worktree` with
+/// the session's starting environment `env`) and starting environment (`GIT_PAGER`, `PAGER`, `GIT_EXTERNAL_DIFF`)
+/// name for git to run while it shows something. A file under a root the session writes
+/// (`writable`: an include of the worktree's) is the agent's, and left out; so is
+/// configuration from the command line or environment (`GIT_CONFIG_PARAMETERS`). Nothing when
+/// git cannot be run; git is run only when a configuration file names such a key.
+pub(crate) fn persons_git_programs(
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    worktree: &Path,
+    writable: &[PathBuf],
+) -> Vec<PersonsGitProgram> {
+    let get = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let mut v: Vec<PersonsGitProgram> = [
+        ("GIT_PAGER", GitProgramKind::Pager),
+        ("PAGER", GitProgramKind::Pager),
+        ("GIT_EXTERNAL_DIFF", GitProgramKind::ExternalDiff),
+    ]
+    .into_iter()
+    .filter_map(|(name, kind)| {
+        get(name).map(|value| PersonsGitProgram {
+            kind,
+            value,
+            origin: format!("the session's environment ({name})"),
+        })
+    })
+    .collect();
+    // Only worth a run of git when a file git reads names such a key (or another file).
+    let home = get("HOME").map(PathBuf::from);
+    let xdg = get("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let files = [
+        Some(PathBuf::from("/etc/gitconfig")),
+        get("GIT_CONFIG_SYSTEM").map(PathBuf::from),
+        get("GIT_CONFIG_GLOBAL").map(PathBuf::from),
+        xdg.map(|x| x.join("git/config")),
+        home.map(|h| h.join(".gitconfig")),
+    ];
+    let worth = files.iter().flatten().any(|f| {
+        std::fs::read(f).is_ok_and(|b| {
+            let t = String::from_utf8_lossy(&b).to_ascii_lowercase();
+            [
+                "pager", "external", "include", "textconv", "command", "filter",
+            ]
+            .iter()
+            .any(|k| t.contains(k))
+        })
+    });
+    if !worth {
+        return v;
+    }
+    // In the worktree, so that an `includeIf "gitdir:…"` is read as the session's git
+    // reads it; only the system and global scopes (and what they include) count.
+    let mut c = std::process::Command::new("git");
+    c.arg("-C")
+        .arg(worktree)
+        .args([
+            "config",
+            "--list",
+            "-z",
+            "--show-scope",
+            "--show-origin",
+            "--includes",
+        ])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .env_remove("GIT_CONFIG_COUNT")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let Ok(out) = c.output() else {
+        return v;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split('\0');
+    while let (Some(scope), Some(origin), Some(entry)) =
+        (fields.next(), fields.next(), fields.next())
+    {
+        if scope != "global" && scope != "system" {
+            continue;
+        }
+        let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+        let Some(kind) = git_program_kind(key, value) else {
+            continue;
+        };
+        let Some(file) = origin.strip_prefix("file:") else {
+            continue;
+        };
+        let file = Path::new(file);
+        let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        if !file.is_absolute()
+            || writable
+                .iter()
+                .any(|w| file.starts_with(w) || real.starts_with(w))
+        {
+            continue;
+        }
+        v.push(PersonsGitProgram {
+            kind,
+            value: value.to_string(),
+            origin: format!("`{}` in {}", key.to_ascii_lowercase(), file.display()),
+        });
+    }
+    v
+}
+
+/// Which of the person's git programs `progs` an exec with `argv` is, in the shapes git runs
+/// one (run-command.c `prepare_shell_cmd`): a value without shell metacharacters exec'd as
+/// itself (`argv[0]` the value) with git's arguments; any other value through the system
+/// shell (`shell`: the file run is one) as `sh -c VALUE VALUE` (no arguments) or
+/// `sh -c 'VALUE "$@"' VALUE ARGS…`; and a value of plain words (`less -R`) exec'd by that
+/// shell as those words with git's arguments. The number of git's arguments must be the
+/// kind's ([`GitProgramKind::takes`]). The file the caller checks (a system shell, or a file
+/// in a root the session cannot change).
+pub(crate) fn persons_git_program<'a>(
+    progs: &'a [PersonsGitProgram],
+    argv: &[String],
+    shell: bool,
+) -> Option<&'a PersonsGitProgram> {
+    progs.iter().find(|p| {
+        let v = p.value.as_str();
+        if v.trim().is_empty() {
+            return false;
+        }
+        if shell {
+            return argv.len() >= 4
+                && argv[1] == "-c"
+                && argv[3] == v
+                && ((argv[2] == v && argv.len() == 4)
+                    || (argv[2] == format!("{v} \"$@\"") && p.kind.takes(argv.len() - 4)));
+        }
+        // git finds a bare name on `PATH` itself and passes the file it found as `argv[0]`
+        // (run-command.c `prepare_cmd`); the caller checks that file.
+        let names = |a: &str, w: &str| {
+            a == w || (!w.contains('/') && a.starts_with('/') && a.rsplit('/').next() == Some(w))
+        };
+        let plain = !v.contains(|c: char| GIT_SHELL_METACHARS.contains(c));
+        if plain {
+            return argv.first().is_some_and(|a| names(a, v)) && p.kind.takes(argv.len() - 1);
+        }
+        // Words separated by blanks only: what the shell runs for `sh -c 'VALUE "$@"'`.
+        let words: Vec<&str> = v.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
+        let simple = v
+            .chars()
+            .all(|c| c == ' ' || c == '\t' || !GIT_SHELL_METACHARS.contains(c));
+        simple
+            && argv.len() >= words.len()
+            && argv.iter().zip(&words).enumerate().all(
+                |(i, (a, w))| {
+                    if i == 0 {
+                        names(a, w)
+                    } else {
+                        a == w
+                    }
+                },
+            )
+            && p.kind.takes(argv.len() - words.len())
+    })
+}
+
 /// What an exec under a cover gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Covered {
@@ -1385,6 +1624,112 @@ mod tests {
         );
         let home = "HOME=/tmp/h".to_string();
         assert_eq!(config_moves(&env(&[home]), &start, &repo).len(), 1);
+    }
+
+    #[test]
+    fn the_persons_git_programs_match_only_in_the_shapes_git_runs_them() {
+        let p = |kind, value: &str| PersonsGitProgram {
+            kind,
+            value: value.to_string(),
+            origin: String::new(),
+        };
+        let progs = vec![
+            p(GitProgramKind::Pager, "delta"),
+            p(GitProgramKind::Pager, "less -R"),
+            p(GitProgramKind::ExternalDiff, "difft"),
+        ];
+        let seven = ["f", "/tmp/a", "0000", "100644", "f", "1111", "100644"];
+        let argv = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let with = |head: &[&str], rest: &[&str]| argv(&[head, rest].concat());
+        let found = |a: &[String], shell| persons_git_program(&progs, a, shell).map(|p| p.kind);
+        // As git runs them: bare (its PATH lookup's file as argv[0]), through `sh -c`, and
+        // the words that shell then runs.
+        assert_eq!(found(&argv(&["delta"]), false), Some(GitProgramKind::Pager));
+        assert_eq!(
+            found(&argv(&["/home/p/.cargo/bin/delta"]), false),
+            Some(GitProgramKind::Pager)
+        );
+        assert_eq!(
+            found(&argv(&["/bin/sh", "-c", "less -R", "less -R"]), true),
+            Some(GitProgramKind::Pager)
+        );
+        assert_eq!(
+            found(&argv(&["less", "-R"]), false),
+            Some(GitProgramKind::Pager)
+        );
+        assert_eq!(
+            found(&with(&["difft"], &seven), false),
+            Some(GitProgramKind::ExternalDiff)
+        );
+        assert_eq!(
+            found(&with(&["/usr/bin/difft"], &seven), false),
+            Some(GitProgramKind::ExternalDiff)
+        );
+        // Anything else is the exec's own line.
+        for (a, shell) in [
+            (argv(&["delta", "--evil"]), false),
+            (argv(&["less", "-R", "+!id"]), false),
+            (argv(&["less"]), false),
+            (argv(&["sh", "-c", "less -R; id", "less -R; id"]), true),
+            (argv(&["sh", "-c", "less -R", "less -R", "x"]), true),
+            (argv(&["sh", "-c", "delta", "delta"]), false),
+            (argv(&["difft"]), false),
+            (with(&["delta"], &seven), false),
+            (with(&["difft"], &seven[..6]), false),
+            (argv(&["./delta"]), false),
+            (argv(&["x/delta"]), false),
+            (argv(&["delta2"]), false),
+            (argv(&[]), false),
+        ] {
+            assert_eq!(found(&a, shell), None, "{a:?}");
+        }
+        // A value with shell syntax is run through the shell only, never word by word.
+        let odd = vec![p(GitProgramKind::Pager, "less -R | cat")];
+        assert!(persons_git_program(&odd, &argv(&["less", "-R", "|", "cat"]), false).is_none());
+        assert!(persons_git_program(
+            &odd,
+            &argv(&["/bin/sh", "-c", "less -R | cat", "less -R | cat"]),
+            true
+        )
+        .is_some());
+        // `pager.<cmd>` names a program only when it is no boolean.
+        assert_eq!(git_program_kind("pager.log", "false"), None);
+        assert_eq!(git_program_kind("pager.log", "yes"), None);
+        assert_eq!(
+            git_program_kind("Pager.log", "delta"),
+            Some(GitProgramKind::Pager)
+        );
+        assert_eq!(git_program_kind("core.editor", "vim"), None);
+        assert_eq!(
+            git_program_kind("filter.lfs.process", "git-lfs filter-process"),
+            Some(GitProgramKind::Filter)
+        );
+        assert_eq!(
+            git_program_kind("filter.lfs.clean", "git-lfs clean -- %f"),
+            None
+        );
+        assert_eq!(
+            git_program_kind("diff.png.textconv", "exiftool"),
+            Some(GitProgramKind::Textconv)
+        );
+        let lfs = vec![p(GitProgramKind::Filter, "git-lfs filter-process")];
+        for (a, shell, ok) in [
+            (
+                argv(&[
+                    "/bin/sh",
+                    "-c",
+                    "git-lfs filter-process",
+                    "git-lfs filter-process",
+                ]),
+                true,
+                true,
+            ),
+            (argv(&["git-lfs", "filter-process"]), false, true),
+            (argv(&["git-lfs", "filter-process", "x"]), false, false),
+            (argv(&["git-lfs", "smudge"]), false, false),
+        ] {
+            assert_eq!(persons_git_program(&lfs, &a, shell).is_some(), ok, "{a:?}");
+        }
     }
 
     #[test]

@@ -574,6 +574,11 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                     .then(|| (k.into_owned(), v.to_string_lossy().into_owned()))
             })
             .collect(),
+        person_git: crate::exec::persons_git_programs(
+            &cfg.env,
+            &cfg.session.worktree,
+            &plan.read_write,
+        ),
         root: nix::fcntl::open(
             format!("/proc/{stage2}/root").as_str(),
             nix::fcntl::OFlag::O_PATH

@@ -172,6 +172,10 @@ pub(crate) struct Notifier {
     /// startup-file locations (`crate::exec::STARTUP_VARS`) the agent started with, by name:
     /// an exec's variable with another value is an assignment.
     pub start_env: HashMap<String, String>,
+    /// The programs the person's git configuration and starting environment name for git to
+    /// run while it shows something (`core.pager = delta`, `diff.external = difft`:
+    /// [`exec::persons_git_programs`]), read once at the start.
+    pub person_git: Vec<exec::PersonsGitProgram>,
     /// The sandbox's root directory (stage 2's, `O_PATH`), the root of every process of the
     /// session ([`meta::open_target_in`]); `None` when it could not be opened (each lookup
     /// then opens the process's own).
@@ -620,13 +624,18 @@ fn within_the_grants(class: &Classification, granted: &[runner::Grant]) -> bool 
         && class.writes.iter().all(|p| in_grant(p, true))
 }
 
+/// Whether the command `line` runs git: its first word names git.
+fn runs_git(line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or("");
+    std::path::Path::new(first).file_name() == Some("git".as_ref())
+}
+
 /// Whether an exec of `real` with `argv`, under the green command `line`, is git's default
 /// pager: `line` runs git (its first word), and the exec is the system's `less` or `more`
 /// (in a system bin directory, by its real file) with no operand or option (git-var(1)
 /// `GIT_PAGER`: "less" by default, run directly when it has no shell metacharacters).
 fn is_gits_default_pager(line: &str, real: &std::path::Path, argv: &[String]) -> bool {
-    let first = line.split_whitespace().next().unwrap_or("");
-    let git = std::path::Path::new(first).file_name() == Some("git".as_ref());
+    let git = runs_git(line);
     let name = real.file_name().and_then(|n| n.to_str()).unwrap_or("");
     git && matches!(name, "less" | "more")
         && argv.len() == 1
@@ -2265,6 +2274,55 @@ impl Notifier {
                     verdict: class.verdict,
                     rules: rules.clone(),
                     why: format!("git's own pager, for the green command `{}`", c.shown()),
+                    argv: r.argv.clone(),
+                    cwd: r.cwd.clone(),
+                    pid: n.pid,
+                    time: std::time::SystemTime::now(),
+                });
+                return Ok(ExecDecision::Continue(Some(pending(Role::Command(
+                    Arc::clone(c),
+                )))));
+            }
+        }
+        // A program the person's own git configuration names (`core.pager = delta`,
+        // `diff.external = difft`, in `~/.gitconfig`, which no process of the session can
+        // change), run by a green git command in the shape git runs it, by a name no process
+        // of the session can swap, with no code-running variable changed: part of that
+        // command, as the person set git up, not a program run on the agent's behalf. The
+        // value must be the very one configured: a repository's `core.pager` (the agent's to
+        // write) naming another program, or the same with other arguments, is judged above.
+        // Never a blocked one.
+        if let (Role::Command(c), Some((real, _))) = (&role, &file) {
+            let shell = is_system_shell(real);
+            let reached = if shell {
+                !exec::lexically_within(&r.raw_path, &r.cwd, &self.writable)
+                    && !exec::shell_env_changed(&r.envp, &self.start_env)
+            } else {
+                installed_file
+            };
+            let found = (!c.accepted
+                && class.verdict != Verdict::Blocked
+                && runs_git(&c.line)
+                && reached
+                && assigns.is_empty())
+            .then(|| exec::persons_git_program(&self.person_git, &r.argv, shell))
+            .flatten()
+            .filter(|p| {
+                p.kind != exec::GitProgramKind::Pager
+                    || exec::pager_env_unchanged(&r.envp, &self.start_env)
+            });
+            if let Some(p) = found {
+                self.control.count(Counted::Allowed);
+                self.log_after_reply(AllowedExec {
+                    command: command.clone(),
+                    inner_command: None,
+                    verdict: class.verdict,
+                    rules: rules.clone(),
+                    why: format!(
+                        "the person's own program for git ({}), run by git for the green command `{}`",
+                        p.origin,
+                        c.shown()
+                    ),
                     argv: r.argv.clone(),
                     cwd: r.cwd.clone(),
                     pid: n.pid,

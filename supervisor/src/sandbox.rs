@@ -435,6 +435,94 @@ pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>)
         })
 }
 
+/// The files the person's git reads as their own configuration besides `~/.gitconfig`
+/// (git-config(1) FILES and "Includes", gitignore(5), gitattributes(5)):
+/// `$XDG_CONFIG_HOME/git/config`, `ignore` and `attributes` (`~/.config` when the variable is
+/// unset or empty); the files the system and global configuration include (`include.path =
+/// ~/.gitconfig.local`, an `includeIf` that holds in `worktree`); and the files it names as
+/// `core.excludesFile` and `core.attributesFile` (`~/.gitignore_global`). Only the system and
+/// global scopes: what the repository's configuration (the agent's to write) includes or
+/// names is not the person's. git is run (`git config --list --show-scope --show-origin
+/// --includes` in `worktree`) only when a global file mentions an include or either key.
+/// Each as its real path, when it is a regular file and no component names a credential
+/// (`tyba_policy::credential_in_path`); never the credential store `git/credentials`.
+pub fn persons_git_files(home: Option<&Path>, worktree: &Path) -> Vec<PathBuf> {
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.map(|h| h.join(".config")));
+    let mut named: Vec<PathBuf> = Vec::new();
+    if let Some(x) = &xdg {
+        for f in ["config", "ignore", "attributes"] {
+            named.push(x.join("git").join(f));
+        }
+    }
+    let globals = [
+        Some(PathBuf::from("/etc/gitconfig")),
+        home.map(|h| h.join(".gitconfig")),
+        xdg.map(|x| x.join("git/config")),
+    ];
+    let mentions = globals.iter().flatten().any(|f| {
+        std::fs::read(f).is_ok_and(|b| {
+            let t = String::from_utf8_lossy(&b).to_ascii_lowercase();
+            t.contains("excludesfile") || t.contains("attributesfile") || t.contains("include")
+        })
+    });
+    if mentions {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(worktree)
+            .args([
+                "config",
+                "--list",
+                "-z",
+                "--show-scope",
+                "--show-origin",
+                "--includes",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output();
+        let text = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let mut fields = text.split('\0');
+        while let (Some(scope), Some(origin), Some(entry)) =
+            (fields.next(), fields.next(), fields.next())
+        {
+            if scope != "global" && scope != "system" {
+                continue;
+            }
+            if let Some(f) = origin.strip_prefix("file:") {
+                named.push(PathBuf::from(f));
+            }
+            let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+            let key = key.to_ascii_lowercase();
+            if key == "core.excludesfile" || key == "core.attributesfile" {
+                let v = value.trim();
+                let p = match v.strip_prefix("~/") {
+                    Some(rest) => home.map(|h| h.join(rest)),
+                    None => Some(PathBuf::from(v)),
+                };
+                named.extend(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    for p in named.into_iter().filter(|p| p.is_absolute()) {
+        let Ok(real) = std::fs::canonicalize(&p) else {
+            continue;
+        };
+        if real.is_file()
+            && tyba_policy::credential_in_path(&real).is_none()
+            && tyba_policy::credential_in_path(&p).is_none()
+        {
+            push_unique(&mut v, real);
+        }
+    }
+    v
+}
+
 /// Whether the environment variable `name` gives git configuration beyond the files
 /// [`config_may_name_files`] reads: every `GIT_CONFIG*` name but `GIT_CONFIG_NOSYSTEM`.
 fn config_env_adds_configuration(name: &str) -> bool {
@@ -681,6 +769,14 @@ impl SandboxPlan {
                     Some(p) => push_unique(&mut plan.read_only, p),
                     None => plan.missing.push(s.clone()),
                 }
+            }
+        }
+        // What the person's git reads as their configuration besides `~/.gitconfig`: read by
+        // every git command of the session, which else asked to read them (three asks for a
+        // `git status` with `~/.config/git/config`, and the command failing when refused).
+        for p in persons_git_files(i.home, &plan.worktree) {
+            if !plan.read_write.iter().any(|r| is_within(&p, r)) {
+                push_unique(&mut plan.read_only, p);
             }
         }
         for s in SYSTEM_READ_ONLY {
