@@ -264,7 +264,7 @@ impl RepoSnapshot {
             lock_dirs,
             head,
             operations,
-            started: SystemTime::now(),
+            started: coarse_now(),
         }
     }
 
@@ -709,6 +709,21 @@ impl RepoSnapshot {
 
 /// Whether the entry of `m` was made between `from` and `to`: its birth time (`statx(2)`),
 /// else its last status change, lies in that span.
+/// The time as the filesystems stamp files (`CLOCK_REALTIME_COARSE`, clock_gettime(2): the
+/// clock of the inode times, a tick behind the precise one at most), so that a file made
+/// after this moment is never stamped before it. The precise clock when the coarse one is
+/// unreadable.
+fn coarse_now() -> SystemTime {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE)
+        .ok()
+        .and_then(|t| {
+            let secs = u64::try_from(t.tv_sec()).ok()?;
+            let nanos = u32::try_from(t.tv_nsec()).ok()?;
+            SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
+        })
+        .unwrap_or_else(SystemTime::now)
+}
+
 fn made_between(m: &std::fs::Metadata, from: SystemTime, to: SystemTime) -> bool {
     use std::os::unix::fs::MetadataExt;
     let t = m.created().or_else(|_| {
@@ -940,6 +955,9 @@ mod tests {
         let git2 = std::fs::canonicalize(t2.path()).unwrap().join(".git");
         std::fs::create_dir_all(git2.join("refs")).unwrap();
         std::fs::write(git2.join("old.lock"), "").unwrap();
+        // Past the coarse clock's tick (at most 10 ms): a file of the same tick as the
+        // snapshot cannot be told from one made just after it.
+        std::thread::sleep(std::time::Duration::from_millis(25));
         let g2 = crate::session::GitLayout {
             git_dir: git2.clone(),
             common_dir: git2.clone(),
