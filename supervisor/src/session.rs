@@ -321,30 +321,8 @@ impl Session {
         .unwrap_or_default();
         // Commits made during the session: HEAD as it was at the start (read before the
         // agent ran) against HEAD now.
-        let before = self.here_head.clone();
-        if let Some(start) = before {
-            v.extend(
-                git(
-                    &self.worktree,
-                    &[
-                        "diff",
-                        "--name-only",
-                        "-z",
-                        "--no-renames",
-                        "--no-ext-diff",
-                        "--no-textconv",
-                        &start,
-                        "HEAD",
-                    ],
-                )
-                .map(|out| {
-                    out.split('\0')
-                        .filter(|p| !p.is_empty())
-                        .map(str::to_string)
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default(),
-            );
+        if let Some(start) = &self.here_head {
+            v.extend(self.diff_names(&[start, "HEAD"]));
         }
         // A wholly ignored directory (`dir/`): its files, read from the disk (a file
         // rewritten in place leaves the directory's own ctime alone), at most
@@ -389,6 +367,23 @@ impl Session {
         v
     }
 
+    /// The paths `git diff --name-only` gives against `revs` (one commit: with the worktree;
+    /// two: between them), no renames, external diff or textconv run, submodules' own work
+    /// left out; empty when git fails.
+    fn diff_names(&self, revs: &[&str]) -> Vec<String> {
+        let mut args = vec![
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            crate::worktrees::IGNORE_SUBMODULE_WORK,
+        ];
+        args.extend_from_slice(revs);
+        git(&self.worktree, &args).map(nul_list).unwrap_or_default()
+    }
+
     /// The paths (relative to the worktree, as git names them) that the session changed
     /// since it started and that a merge of its work would bring: files of the branch or of
     /// the worktree that differ from the start commit, and untracked files, ignored ones
@@ -397,33 +392,13 @@ impl Session {
         let Some(start) = self.start_commit.as_ref() else {
             return Vec::new();
         };
-        let split = |s: String| -> Vec<String> {
-            s.split('\0')
-                .filter(|p| !p.is_empty())
-                .map(str::to_string)
-                .collect()
-        };
-        let mut v = git(
-            &self.worktree,
-            &[
-                "diff",
-                "--name-only",
-                "-z",
-                "--no-renames",
-                "--no-ext-diff",
-                "--no-textconv",
-                crate::worktrees::IGNORE_SUBMODULE_WORK,
-                start,
-            ],
-        )
-        .map(split)
-        .unwrap_or_default();
+        let mut v = self.diff_names(&[start]);
         v.extend(
             git(
                 &self.worktree,
                 &["ls-files", "--others", "--exclude-standard", "-z"],
             )
-            .map(split)
+            .map(nul_list)
             .unwrap_or_default(),
         );
         // Ignored files too: a `.gitignore` the agent writes must not hide what it planted
@@ -442,7 +417,7 @@ impl Session {
                     "-z",
                 ],
             )
-            .map(split)
+            .map(nul_list)
             .unwrap_or_default(),
         );
         v.sort();
@@ -594,6 +569,14 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
         cur = d.parent();
     }
     None
+}
+
+/// The non-empty entries of git's `-z` output.
+fn nul_list(out: String) -> Vec<String> {
+    out.split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Entries of wholly ignored directories [`Session::changed_here`] reads at most, in all.
