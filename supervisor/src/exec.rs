@@ -1412,35 +1412,11 @@ pub(crate) fn persons_git_programs(
     }
     // In the worktree, so that an `includeIf "gitdir:…"` is read as the session's git
     // reads it; only the system and global scopes (and what they include) count.
-    let mut c = std::process::Command::new("git");
-    c.arg("-C")
-        .arg(worktree)
-        .args([
-            "config",
-            "--list",
-            "-z",
-            "--show-scope",
-            "--show-origin",
-            "--includes",
-        ])
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env_remove("GIT_CONFIG_PARAMETERS")
-        .env_remove("GIT_CONFIG_COUNT")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let Ok(out) = c.output() else {
-        return v;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut fields = text.split('\0');
-    while let (Some(scope), Some(origin), Some(entry)) =
-        (fields.next(), fields.next(), fields.next())
-    {
-        if scope != "global" && scope != "system" {
+    for e in crate::sandbox::git_config_list(worktree, Some(env)) {
+        if e.scope != "global" && e.scope != "system" {
             continue;
         }
-        let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+        let (origin, key, value) = (e.origin.as_str(), e.key.as_str(), e.value.as_str());
         let Some(kind) = git_program_kind(key, value) else {
             continue;
         };

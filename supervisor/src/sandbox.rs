@@ -435,6 +435,67 @@ pub fn config_may_name_files(g: &crate::session::GitLayout, home: Option<&Path>)
         })
 }
 
+/// One entry of `git config --list -z --show-scope --show-origin --includes`
+/// (git-config(1)).
+#[derive(Debug, Clone)]
+pub(crate) struct GitConfigEntry {
+    /// `system`, `global`, `local`, `worktree` or `command`.
+    pub scope: String,
+    /// `file:PATH` (relative to the worktree for the repository's files), `command line:`, …
+    pub origin: String,
+    /// The key as git prints it (section and name lower-case, a subsection as written).
+    pub key: String,
+    /// The value (empty for a key given without one).
+    pub value: String,
+}
+
+/// The configuration git reads in `worktree`, with includes, each entry with its scope and
+/// origin. `env`: the environment git runs with, less any configuration given through it
+/// (`GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`); the process's own when `None`. Empty when
+/// git cannot be run.
+pub(crate) fn git_config_list(
+    worktree: &Path,
+    env: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
+) -> Vec<GitConfigEntry> {
+    let mut c = std::process::Command::new("git");
+    c.arg("-C").arg(worktree).args([
+        "config",
+        "--list",
+        "-z",
+        "--show-scope",
+        "--show-origin",
+        "--includes",
+    ]);
+    if let Some(env) = env {
+        c.env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env_remove("GIT_CONFIG_PARAMETERS")
+            .env_remove("GIT_CONFIG_COUNT");
+    }
+    let Ok(out) = c
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split('\0');
+    let mut v = Vec::new();
+    while let (Some(scope), Some(origin), Some(entry)) =
+        (fields.next(), fields.next(), fields.next())
+    {
+        let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
+        v.push(GitConfigEntry {
+            scope: scope.to_string(),
+            origin: origin.to_string(),
+            key: key.to_string(),
+            value: value.to_string(),
+        });
+    }
+    v
+}
+
 /// The files the person's git reads as their own configuration besides `~/.gitconfig`
 /// (git-config(1) FILES and "Includes", gitignore(5), gitattributes(5)):
 /// `$XDG_CONFIG_HOME/git/config`, `ignore` and `attributes` (`~/.config` when the variable is
@@ -469,37 +530,16 @@ pub fn persons_git_files(home: Option<&Path>, worktree: &Path) -> Vec<PathBuf> {
         })
     });
     if mentions {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(worktree)
-            .args([
-                "config",
-                "--list",
-                "-z",
-                "--show-scope",
-                "--show-origin",
-                "--includes",
-            ])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output();
-        let text = out
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        let mut fields = text.split('\0');
-        while let (Some(scope), Some(origin), Some(entry)) =
-            (fields.next(), fields.next(), fields.next())
-        {
-            if scope != "global" && scope != "system" {
+        for e in git_config_list(worktree, None) {
+            if e.scope != "global" && e.scope != "system" {
                 continue;
             }
-            if let Some(f) = origin.strip_prefix("file:") {
+            if let Some(f) = e.origin.strip_prefix("file:") {
                 named.push(PathBuf::from(f));
             }
-            let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
-            let key = key.to_ascii_lowercase();
+            let key = e.key.to_ascii_lowercase();
             if key == "core.excludesfile" || key == "core.attributesfile" {
-                let v = value.trim();
+                let v = e.value.trim();
                 let p = match v.strip_prefix("~/") {
                     Some(rest) => home.map(|h| h.join(rest)),
                     None => Some(PathBuf::from(v)),
@@ -540,18 +580,6 @@ fn config_env_adds_configuration(name: &str) -> bool {
 /// Only those under a writable root matter ([`SandboxPlan::build`] filters). Nothing when git
 /// cannot be run.
 pub fn config_named_files(worktree: &Path, home: Option<&Path>) -> Vec<GitFile> {
-    let Ok(out) = std::process::Command::new("git")
-        .arg("-C")
-        .arg(worktree)
-        .args(["config", "--list", "-z", "--show-origin", "--includes"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut fields = text.split('\0');
     let mut v = Vec::new();
     let resolve = |value: &str, base: &Path| -> Option<PathBuf> {
         let value = value.trim();
@@ -577,9 +605,9 @@ pub fn config_named_files(worktree: &Path, home: Option<&Path>) -> Vec<GitFile> 
         let first = first.trim_matches(|c| c == '"' || c == '\'');
         first.contains('/').then(|| first.to_string())
     };
-    while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
-        let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
-        let key = key.to_ascii_lowercase();
+    for e in git_config_list(worktree, None) {
+        let (origin, value) = (e.origin.as_str(), e.value.as_str());
+        let key = e.key.to_ascii_lowercase();
         let origin_dir = origin
             .strip_prefix("file:")
             .map(|f| worktree.join(f))
