@@ -1565,7 +1565,9 @@ impl Notifier {
     /// `#!…/INTERP [ARG]` or `#!/usr/bin/env INTERP`: what `env` execs for a version
     /// manager's shim (`#!/usr/bin/env bash` in `~/.pyenv/shims`), or a person typing
     /// `sh /usr/bin/zcat`. Both files installed: what runs is installed code with the
-    /// agent's arguments, the script as a program. `None` otherwise.
+    /// agent's arguments, the script as a program. Only for the policy's shells
+    /// (`tyba_policy::programs::is_shell`), so that no other exec pays the script's read.
+    /// `None` otherwise.
     fn relayed_installed_script(
         &self,
         n: &Notif,
@@ -1574,6 +1576,9 @@ impl Notifier {
         kept: &exec::KeptRoots<'_>,
     ) -> Option<PathBuf> {
         let interp = std::path::Path::new(&r.path).file_name()?;
+        if !interp.to_str().is_some_and(tyba_policy::programs::is_shell) {
+            return None;
+        }
         let a0 = r.argv.first()?;
         if std::path::Path::new(a0).file_name() != Some(interp) {
             return None;
@@ -2262,26 +2267,32 @@ impl Notifier {
         // agent's own), with the pager's own variables as the session started (git sets
         // `LESS=FRX` and `LV=-c` when they are unset). It pages the green command's output:
         // part of that command, not a program run on the agent's behalf.
+        // An exec that is part of the green command `c` (git's pager, the person's own git
+        // program): allowed under it, and logged with `why`.
+        let part_of = |c: &Arc<Cover>, why: String| {
+            self.control.count(Counted::Allowed);
+            self.log_after_reply(AllowedExec {
+                command: command.clone(),
+                inner_command: None,
+                verdict: class.verdict,
+                rules: rules.clone(),
+                why,
+                argv: r.argv.clone(),
+                cwd: r.cwd.clone(),
+                pid: n.pid,
+                time: std::time::SystemTime::now(),
+            });
+            ExecDecision::Continue(Some(pending(Role::Command(Arc::clone(c)))))
+        };
         if let (Role::Command(c), Some((real, _))) = (&role, &file) {
             if !c.accepted
                 && is_gits_default_pager(&c.line, real, &r.argv)
                 && exec::pager_env_unchanged(&r.envp, &self.start_env)
             {
-                self.control.count(Counted::Allowed);
-                self.log_after_reply(AllowedExec {
-                    command: command.clone(),
-                    inner_command: None,
-                    verdict: class.verdict,
-                    rules: rules.clone(),
-                    why: format!("git's own pager, for the green command `{}`", c.shown()),
-                    argv: r.argv.clone(),
-                    cwd: r.cwd.clone(),
-                    pid: n.pid,
-                    time: std::time::SystemTime::now(),
-                });
-                return Ok(ExecDecision::Continue(Some(pending(Role::Command(
-                    Arc::clone(c),
-                )))));
+                return Ok(part_of(
+                    c,
+                    format!("git's own pager, for the green command `{}`", c.shown()),
+                ));
             }
         }
         // A program the person's own git configuration names (`core.pager = delta`,
@@ -2312,25 +2323,14 @@ impl Notifier {
                     || exec::pager_env_unchanged(&r.envp, &self.start_env)
             });
             if let Some(p) = found {
-                self.control.count(Counted::Allowed);
-                self.log_after_reply(AllowedExec {
-                    command: command.clone(),
-                    inner_command: None,
-                    verdict: class.verdict,
-                    rules: rules.clone(),
-                    why: format!(
+                return Ok(part_of(
+                    c,
+                    format!(
                         "the person's own program for git ({}), run by git for the green command `{}`",
                         p.origin,
                         c.shown()
                     ),
-                    argv: r.argv.clone(),
-                    cwd: r.cwd.clone(),
-                    pid: n.pid,
-                    time: std::time::SystemTime::now(),
-                });
-                return Ok(ExecDecision::Continue(Some(pending(Role::Command(
-                    Arc::clone(c),
-                )))));
+                ));
             }
         }
         let s = self
