@@ -105,8 +105,12 @@ pub struct SessionWorktree {
 /// `GIT_CONFIG_PARAMETERS`), submodules' included, and wins over their own configuration.
 /// `status.submoduleSummary` would run `git submodule summary`. Status and diff also take
 /// `--ignore-submodules=dirty` ([`IGNORE_SUBMODULE_WORK`]), and a worktree with a populated
-/// submodule counts as holding work ([`populated_submodules`]).
-pub(crate) const HARDENED: [&str; 4] = [
+/// submodule counts as holding work ([`populated_submodules`]). `--no-optional-locks`
+/// (git(1)): `status` then never writes the index it refreshes (the person's, with `--here`),
+/// so tyba's look at a checkout neither takes `index.lock` from the person's own git nor
+/// makes a file on the disk.
+pub(crate) const HARDENED: [&str; 5] = [
+    "--no-optional-locks",
     "-c",
     "core.fsmonitor=false",
     "-c",
@@ -488,5 +492,54 @@ mod tests {
         assert_eq!(lock_pid(&lock_reason("0a1b", 4242)), Some(4242));
         assert_eq!(lock_pid("kept for a reason"), None);
         assert_eq!(lock_pid("tyba session x (pid x)"), None);
+    }
+
+    /// tyba's `git status` in a checkout whose files' stat data moved (a `touch`) leaves the
+    /// index as it was; the person's own `git status` there rewrites it (the control).
+    #[test]
+    fn tybas_status_never_writes_the_index() {
+        let dir = std::env::temp_dir().join(format!("tyba-wt-index-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plain = |args: &[&str]| {
+            let st = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(st.status.success(), "{args:?}");
+        };
+        plain(&["init", "-q"]);
+        std::fs::write(dir.join("f"), "x\n").unwrap();
+        plain(&["add", "f"]);
+        plain(&["commit", "-qm", "f"]);
+        let index = || {
+            std::fs::metadata(dir.join(".git/index"))
+                .unwrap()
+                .modified()
+                .unwrap()
+        };
+        let touch = || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let f = std::fs::File::options()
+                .write(true)
+                .open(dir.join("f"))
+                .unwrap();
+            f.set_modified(std::time::SystemTime::now()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        touch();
+        let before = index();
+        git(&dir, &["status", "--porcelain"]).unwrap();
+        assert_eq!(index(), before, "tyba's status wrote the index");
+        plain(&["status", "--porcelain"]);
+        assert_ne!(
+            index(),
+            before,
+            "control: git's own status refreshes the index"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
