@@ -597,6 +597,108 @@ GIT_COMMITTER_DATE='@1000000000 +0000' git commit -qm fmt; echo rc=$?"#;
     }
 }
 
+/// The `--here` review list, by every way a session changes a file, in a checkout small
+/// enough to be watched whole before the agent starts (`tyba_supervisor::here_watch`) and in
+/// one with too many directories for that (the full look by `git status` and change times):
+/// a control file rewritten in place deep in the tree, one whose mode alone changes, one
+/// made as a hard link, one in a directory of the person's that the session moved (its
+/// files keep their old change times), and one in a directory the session made. The control:
+/// the same checkout after a session that only reads names nothing.
+#[test]
+fn every_way_of_changing_a_file_is_named_at_the_end_of_a_here_session() {
+    for who in whos() {
+        for many in [false, true] {
+            let Some(fx) = setup(&who, if many { "here-ways-many" } else { "here-ways" }) else {
+                continue;
+            };
+            let wt = &fx.r.wt;
+            for (f, text) in [
+                ("deep/er/.vscode/tasks.json", "{}\n"),
+                (".mcp.json", "{}\n"),
+                ("notes.txt", "plain\n"),
+                ("stage/pkg/.claude/settings.json", "{}\n"),
+            ] {
+                std::fs::create_dir_all(wt.join(f).parent().unwrap()).unwrap();
+                std::fs::write(wt.join(f), text).unwrap();
+            }
+            std::fs::write(
+                wt.join("ways.py"),
+                r#"import os
+with open("deep/er/.vscode/tasks.json", "r+") as f:
+    f.write('{"tasks":[1]}')
+os.chmod(".mcp.json", 0o755)
+os.rename("stage/pkg", "moved")
+os.makedirs("made/.gemini")
+open("made/.gemini/settings.json", "w").write("{}")
+"#,
+            )
+            .unwrap();
+            // A file written through a second name, made and removed again: the events name
+            // only that name.
+            std::fs::write(
+                wt.join("link.py"),
+                r#"import os
+os.link(".mcp.json", "alias")
+open("alias", "w").write('{"mcpServers":{}}')
+os.unlink("alias")
+os.link("notes.txt", ".tool-versions")
+"#,
+            )
+            .unwrap();
+            if many {
+                // Far more directories than can be walked while the sandbox is set up.
+                for i in 0..20_000 {
+                    std::fs::create_dir_all(wt.join(format!("many/{}/{i}", i % 100))).unwrap();
+                }
+                std::fs::write(wt.join("many/7/7/keep"), "x\n").unwrap();
+            }
+            give(wt, &who);
+            fx.git(&["add", "-A"]);
+            fx.git(&["commit", "-qm", "tree"]);
+            fx.git(&["switch", "-q", "-c", "work"]);
+            // The person's files are older than the session by more than the clock's slack.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let (code, err) = fx.session(
+                &["--here", "--autonomy", "high"],
+                "cat deep/er/.vscode/tasks.json .mcp.json > /dev/null; git status > /dev/null",
+            );
+            assert_eq!(code, 0, "{who:?} {many}: {err}");
+            assert!(!err.contains("REVIEW"), "{who:?} {many}: control: {err}");
+            let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 ways.py");
+            assert_eq!(code, 0, "{who:?} {many}: {err}");
+            let warn = err
+                .find("tyba: REVIEW:")
+                .unwrap_or_else(|| panic!("{who:?} {many}: no warning: {err}"));
+            let named = |err: &str, f: &str| {
+                err.lines()
+                    .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
+                    .any(|l| l.starts_with(&format!("tyba:   {f}:")))
+            };
+            for f in [
+                "deep/er/.vscode/tasks.json",
+                ".mcp.json",
+                "moved/.claude/settings.json",
+                "made/.gemini/settings.json",
+            ] {
+                assert!(
+                    named(&err[warn..], f),
+                    "{who:?} {many}: {f} not named: {err}"
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 link.py");
+            assert_eq!(code, 0, "{who:?} {many}: {err}");
+            for f in [".mcp.json", ".tool-versions"] {
+                assert!(named(&err, f), "{who:?} {many}: {f} not named: {err}");
+            }
+            assert!(
+                !named(&err, "deep/er/.vscode/tasks.json"),
+                "{who:?} {many}: the first session's: {err}"
+            );
+        }
+    }
+}
+
 /// The person's shell startup files read as empty in the sandbox: the agent's shells start
 /// without `Permission denied` and without their contents (they may export secrets). The
 /// control reads the same file outside the sandbox and finds the secret.

@@ -125,11 +125,16 @@ fn nix_uid() -> u32 {
 /// files the session wrote that run or approve code later ([`code_running`]). In the
 /// person's own checkout (`--here`) only that warning, for what changed during the session
 /// ([`session::Session::changed_here`]).
-fn end_of_worktree(session: &session::Session, keep: bool, policy: &tyba_policy::Policy) {
+fn end_of_worktree(
+    session: &session::Session,
+    keep: bool,
+    policy: &tyba_policy::Policy,
+    watched: Option<tyba_supervisor::here_watch::Changes>,
+) {
     match session.finish(keep) {
         session::Finished::NotOurs => {
             // The person's own checkout: what the session changed there is already in it.
-            let risky = code_running(session, session.changed_here(), policy);
+            let risky = code_running(session, session.changed_here(watched), policy);
             if !risky.is_empty() {
                 tell!(
                     "tyba: REVIEW: the session changed {} file{} in {} that run or approve code when you open, build or commit there (red for the agent to write):",
@@ -326,6 +331,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     for w in &session.warnings {
         tell!("tyba: warning: {w}");
     }
+    // In the person's own checkout, what the session changes there is named at the end: from
+    // the kernel's events when every directory is watched before the agent starts, walked
+    // beside the launch (`tyba_supervisor::here_watch`).
+    let here_watch = (session.created_branch.is_none() && session.git.is_some())
+        .then(|| tyba_supervisor::here_watch::HereWatch::start(&session.worktree))
+        .flatten()
+        .map(Arc::new);
     // While the session runs, git refuses to remove its worktree and `tyba worktrees` lists
     // it as running.
     let running_lock = match (&session.created_branch, &session.main_repo) {
@@ -599,8 +611,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         agent_hosts,
         home,
         use_pty: true,
+        here_watch: here_watch.clone(),
     };
     let result = tyba_supervisor::run(cfg, approver);
+    // No process of the sandbox is left: its events are all queued. A hard link the session
+    // made is a name the events may not have seen: the full look then.
+    let watched = here_watch
+        .and_then(|w| Arc::try_unwrap(w).ok())
+        .and_then(tyba_supervisor::here_watch::HereWatch::finish)
+        .filter(|_| result.as_ref().is_ok_and(|o| !o.hard_links));
     let sandbox_ended = std::time::SystemTime::now();
     // No process of the sandbox is left: the agent's own branch goes back to the repository.
     if let Some(o) = own_branch.take() {
@@ -645,7 +664,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         Ok(o) => o,
         Err(RunError::Unavailable(u)) => {
             drop(running_lock);
-            end_of_worktree(&session, false, &policy);
+            end_of_worktree(&session, false, &policy, watched);
             return Err(anyhow::Error::new(u));
         }
         Err(e) => return Err(e.into()),
@@ -704,7 +723,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         report_merge(m, &layers_root);
     }
     drop(running_lock);
-    end_of_worktree(&session, args.keep_worktree, &policy);
+    end_of_worktree(&session, args.keep_worktree, &policy, watched);
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_status).unwrap_or(1),
     ))

@@ -94,6 +94,11 @@ pub fn notified_syscalls() -> Vec<i64> {
         // Watches name what they watch by path, and Landlock does not check that path: the
         // supervisor does (`crate::meta::handle_watch`).
         libc::SYS_inotify_add_watch,
+        // A hard link is another name of a file: writes through it are reported under that
+        // name only, so a session that made one gets the full look at its end instead of
+        // the events' list (`crate::here_watch`). Recorded, then continued (Landlock decides).
+        libc::SYS_link,
+        libc::SYS_linkat,
     ];
     v.extend_from_slice(METADATA_SYSCALLS);
     v

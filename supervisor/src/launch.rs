@@ -58,6 +58,9 @@ pub struct SessionConfig {
     pub home: Option<PathBuf>,
     /// Give the agent its own pty when standard input is a terminal.
     pub use_pty: bool,
+    /// The watch of the person's checkout (`--here`), sealed before the agent's first
+    /// process starts ([`crate::here_watch::HereWatch::seal`]).
+    pub here_watch: Option<Arc<crate::here_watch::HereWatch>>,
 }
 
 /// How a session ended.
@@ -73,6 +76,9 @@ pub struct Outcome {
     pub events: Vec<AuditEvent>,
     /// Things the sandbox reported it could not enforce, in order.
     pub warnings: Vec<String>,
+    /// Whether a process of the session made a hard link (`link`, `linkat`): the changes
+    /// of a `--here` session are then found by the full look ([`crate::here_watch`]).
+    pub hard_links: bool,
 }
 
 /// Errors of [`run`].
@@ -251,6 +257,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         ))
         .into());
     }
+    let here_watch = cfg.here_watch.clone();
     let filter_err = |e| RunError::Io {
         what: "building the seccomp filters",
         source: std::io::Error::other(e),
@@ -531,6 +538,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     let control = Arc::clone(&cfg.control);
     control.register_sandbox(a_pid.as_raw(), stage2 as u32);
     let notifier = Arc::new(Notifier {
+        hard_links: AtomicBool::new(false),
         listener,
         classifier,
         control: Arc::clone(&control),
@@ -603,6 +611,11 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             .spawn(move || notify::serve(n, s))
             .map_err(io_err("starting the notify loop"))?
     };
+    // Every directory of the person's checkout is watched before the agent runs, or the
+    // watch is not used (`crate::here_watch`).
+    if let Some(w) = &here_watch {
+        w.seal();
+    }
     let mut ack = std::fs::File::from(ack_w);
     ack.write_all(b"g")
         .map_err(io_err("starting the sandbox"))?;
@@ -665,6 +678,9 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         agent_signal,
         events,
         warnings,
+        hard_links: notifier
+            .hard_links
+            .load(std::sync::atomic::Ordering::SeqCst),
     })
 }
 

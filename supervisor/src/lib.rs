@@ -50,6 +50,7 @@ pub mod dns;
 mod env;
 mod exec;
 pub mod git_layer;
+pub mod here_watch;
 mod hold;
 mod launch;
 pub mod leftovers;

@@ -133,6 +133,8 @@ const ELF_MEMO: usize = 4096;
 /// Everything the loop needs; shared with worker threads.
 pub(crate) struct Notifier {
     pub listener: OwnedFd,
+    /// Whether a process of the session called `link`/`linkat` ([`crate::here_watch`]).
+    pub hard_links: std::sync::atomic::AtomicBool,
     /// Classifies exec command lines with the policy (off this thread, confined, bounded).
     pub classifier: crate::classify_worker::Classifier,
     /// The live level (changed by `tyba autonomy` between decisions) and the counts.
@@ -952,6 +954,11 @@ impl Notifier {
             }
             nr if crate::bpf::METADATA_SYSCALLS.contains(&nr) => self.handle_meta(n),
             libc::SYS_inotify_add_watch => meta::handle_watch(self, n),
+            libc::SYS_link | libc::SYS_linkat => {
+                self.hard_links
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                self.reply(n.id, Reply::Continue)
+            }
             _ => self.reply(n.id, Reply::Errno(libc::ENOSYS)),
         }
     }

@@ -284,23 +284,63 @@ impl Session {
     }
 
     /// For a session in the person's own checkout (`--here`): the paths (relative to the
-    /// worktree, as git names them) changed while the session ran. Those git reports as
-    /// changed (`git status`: modified, staged, untracked and ignored files; the files of a
-    /// wholly ignored directory read from the disk) and those of commits made since the
-    /// start (HEAD then, [`Session::here_head`], against HEAD now), kept when their status change time (`ctime`, which no
-    /// program can set: inode(7)) is not older than the session's start, less 100 ms for the
-    /// filesystem's coarse clock (a tick). What the person had changed before is not the
-    /// session's. Empty for a linked worktree ([`Session::changed_paths`] covers it), outside
-    /// git, or when git fails.
-    pub fn changed_here(&self) -> Vec<String> {
+    /// worktree, as git names them) changed while the session ran, and those of commits made
+    /// since the start (HEAD then, [`Session::here_head`], against HEAD now; no `git diff`
+    /// when the same files still name the same commit).
+    ///
+    /// With `watched` (the events of a [`crate::here_watch::HereWatch`] sealed before the
+    /// agent started): the entries they name that still exist, and the files of the
+    /// directories the session made or moved in. Without: those git reports as changed
+    /// (`git status`: modified, staged, untracked and ignored files; the files of a wholly
+    /// ignored directory read from the disk), kept when their status change time (`ctime`,
+    /// which no program can set: inode(7)) is not older than the session's start, less 100 ms
+    /// for the filesystem's coarse clock (a tick). What the person had changed before is not
+    /// the session's. A directory too large to read ([`IGNORED_WALK_MAX`] entries in all)
+    /// stands for its files as `dir/`. Empty for a linked worktree
+    /// ([`Session::changed_paths`] covers it), outside git, or when git fails.
+    pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> Vec<String> {
         if self.created_branch.is_some() || self.git.is_none() {
             return Vec::new();
         }
+        let mut budget = IGNORED_WALK_MAX;
+        let mut v = match watched {
+            Some(c) => {
+                let mut v = c.entries;
+                for d in c.new_dirs {
+                    let mut found = Vec::new();
+                    if walk_files(&self.worktree, &d, &mut found, &mut budget) {
+                        v.extend(found);
+                    } else if std::fs::symlink_metadata(self.worktree.join(&d)).is_ok() {
+                        v.push(format!("{d}/"));
+                    }
+                }
+                v
+            }
+            None => self.changed_here_by_status(&mut budget),
+        };
+        // Commits made during the session: HEAD as it was at the start (read before the
+        // agent ran) against HEAD now; no `git diff` when the same files still name the same
+        // commit.
+        if let Some(start) = &self.here_head {
+            let same = self.git.as_ref().and_then(head_commit).as_ref() == Some(start);
+            if !same {
+                v.extend(self.diff_names(&[start, "HEAD"]));
+            }
+        }
+        // What is gone runs nothing; a directory left as one entry is kept.
+        v.retain(|p| p.ends_with('/') || std::fs::symlink_metadata(self.worktree.join(p)).is_ok());
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// [`Session::changed_here`] without events: `git status` and change times.
+    fn changed_here_by_status(&self, budget: &mut usize) -> Vec<String> {
         let since = self
             .started
             .checked_sub(std::time::Duration::from_millis(100))
             .unwrap_or(self.started);
-        let mut v: Vec<String> = git(
+        let v: Vec<String> = git(
             &self.worktree,
             &[
                 "status",
@@ -319,25 +359,14 @@ impl Session {
                 .collect()
         })
         .unwrap_or_default();
-        // Commits made during the session: HEAD as it was at the start (read before the
-        // agent ran) against HEAD now.
-        if let Some(start) = &self.here_head {
-            v.extend(self.diff_names(&[start, "HEAD"]));
-        }
         // A wholly ignored directory (`dir/`): its files, read from the disk (a file
         // rewritten in place leaves the directory's own ctime alone), at most
         // `IGNORED_WALK_MAX` entries in all; past that the directory itself stands for them.
-        let mut budget = IGNORED_WALK_MAX;
         let mut files = Vec::with_capacity(v.len());
         for p in v {
             if p.ends_with('/') {
                 let mut found = Vec::new();
-                if walk_files(
-                    &self.worktree,
-                    p.trim_end_matches('/'),
-                    &mut found,
-                    &mut budget,
-                ) {
+                if walk_files(&self.worktree, p.trim_end_matches('/'), &mut found, budget) {
                     files.extend(found);
                 } else {
                     files.push(p);
@@ -346,25 +375,39 @@ impl Session {
                 files.push(p);
             }
         }
-        let mut v = files;
-        v.sort();
-        v.dedup();
-        v.retain(|p| {
+        let changed_since = |p: &Path| {
+            std::fs::symlink_metadata(p)
+                .ok()
+                .and_then(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    let ctime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+                        u64::try_from(m.ctime()).ok()?,
+                        u32::try_from(m.ctime_nsec()).ok()?,
+                    ))?;
+                    Some(ctime >= since)
+                })
+                .unwrap_or(false)
+        };
+        // A directory the session moved keeps its files' change times; its own changes. So
+        // a file is the session's when it or a directory on its way from the worktree
+        // changed since the start (each directory looked at once).
+        let mut dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+        files.retain(|p| {
             // A directory left as one entry (too large to read) is kept whatever its times.
-            p.ends_with('/')
-                || std::fs::symlink_metadata(self.worktree.join(p))
-                    .ok()
-                    .and_then(|m| {
-                        use std::os::unix::fs::MetadataExt;
-                        let ctime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
-                            u64::try_from(m.ctime()).ok()?,
-                            u32::try_from(m.ctime_nsec()).ok()?,
-                        ))?;
-                        Some(ctime >= since)
-                    })
-                    .unwrap_or(false)
+            if p.ends_with('/') || changed_since(&self.worktree.join(p)) {
+                return true;
+            }
+            if std::fs::symlink_metadata(self.worktree.join(p)).is_err() {
+                return false;
+            }
+            Path::new(p).ancestors().skip(1).any(|d| {
+                !d.as_os_str().is_empty()
+                    && *dirs
+                        .entry(d.to_path_buf())
+                        .or_insert_with(|| changed_since(&self.worktree.join(d)))
+            })
         });
-        v
+        files
     }
 
     /// The paths `git diff --name-only` gives against `revs` (one commit: with the worktree;

@@ -85,6 +85,7 @@ fn real_main() -> Result<u8, Box<dyn std::error::Error>> {
         agent_hosts: Vec::new(),
         home,
         use_pty: false,
+        here_watch: None,
     };
     let out = tyba_supervisor::run(cfg, approver)?;
     let _ = std::fs::remove_dir_all(&tmp);
