@@ -51,6 +51,10 @@ mkdir -p "$HOME"
 git config --global user.name bench
 git config --global user.email bench@example.com
 git config --global init.defaultBranch main
+# The fixtures' commits (12,000 new objects) would start a detached `git gc --auto` that runs
+# through the first measured launches, competing for the CPUs and the disk.
+git config --global gc.auto 0
+git config --global maintenance.auto false
 
 # --- a ~12k-file tree in a git repository ---
 TREE="$WORK/tree"
