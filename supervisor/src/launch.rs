@@ -445,9 +445,16 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 Err(e) => {
                     let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
                     let _ = waitpid(a_pid, None);
-                    return Err(
-                        SandboxUnavailable(format!("cannot serve the outside files: {e}")).into(),
+                    // Stage 2 may have ended first (no such process) with its reason on the
+                    // pipe, the cause to report: read to the end, which comes once the
+                    // stages are gone.
+                    let mut rest = String::new();
+                    let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+                    let why = rest.lines().find_map(|l| l.strip_prefix("E ")).map_or_else(
+                        || format!("cannot serve the outside files: {e}"),
+                        str::to_string,
                     );
+                    return Err(SandboxUnavailable(why).into());
                 }
             }
         }

@@ -727,7 +727,21 @@ pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
             _ => true,
         }
     });
-    let me = ControlPlaceholders::make(wanted.clone(), stand_in_registry());
+    let mut me = ControlPlaceholders::make(wanted.clone(), stand_in_registry());
+    // One removed as soon as made (the person's own git at work meanwhile: `git gc` prunes an
+    // empty `worktrees/`) is made again, once.
+    let gone: Vec<_> = wanted
+        .iter()
+        .filter(|(p, _)| std::fs::symlink_metadata(p).is_err())
+        .cloned()
+        .collect();
+    if !gone.is_empty() {
+        // This session's hold on their records goes first: a record held stays.
+        me.held.retain(|h| !gone.iter().any(|(p, _)| *p == h.path));
+        me.made.retain(|m| !gone.iter().any(|(p, _)| p == m));
+        let again = ControlPlaceholders::make(gone, stand_in_registry());
+        me.absorb(again);
+    }
     for (p, _) in wanted {
         if std::fs::symlink_metadata(&p).is_ok() {
             push_unique(&mut plan.protected, p);
@@ -1557,6 +1571,15 @@ impl ControlPlaceholders {
             }
         }
         me
+    }
+
+    /// Takes over `other`'s stand-ins (made with the same registry), held until this ends.
+    fn absorb(&mut self, mut other: ControlPlaceholders) {
+        self.made.append(&mut other.made);
+        self.held.append(&mut other.held);
+        if self.registry.is_none() {
+            self.registry = other.registry.take();
+        }
     }
 
     /// The placeholders this session made.
