@@ -616,8 +616,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let result = tyba_supervisor::run(cfg, approver);
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.
+    let mut here_watch = here_watch.and_then(|w| Arc::try_unwrap(w).ok());
     let watched = here_watch
-        .and_then(|w| Arc::try_unwrap(w).ok())
+        .as_mut()
         .and_then(tyba_supervisor::here_watch::HereWatch::finish)
         .filter(|_| result.as_ref().is_ok_and(|o| !o.hard_links));
     let sandbox_ended = std::time::SystemTime::now();

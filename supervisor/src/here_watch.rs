@@ -70,9 +70,10 @@ struct Shared {
 pub struct HereWatch {
     shared: Arc<Shared>,
     stop: Option<OwnedFd>,
-    /// The reader; it gives back the inotify instance, released off the session's path
-    /// ([`release`]).
-    thread: Option<std::thread::JoinHandle<(Option<Changes>, OwnedFd)>>,
+    /// What the reader found, sent once it has read the last events; it then releases the
+    /// inotify instance ([`release`]) off the session's path and ends.
+    found: std::sync::mpsc::Receiver<Option<Changes>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The events that change an entry of a watched directory or what a file holds.
@@ -100,6 +101,7 @@ impl HereWatch {
             walked: Condvar::new(),
         });
         let (root, sh) = (root.to_path_buf(), Arc::clone(&shared));
+        let (tx, found) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name("tyba-here-watch".into())
             .spawn(move || {
@@ -114,12 +116,14 @@ impl HereWatch {
                 } else {
                     None
                 };
-                (got, OwnedFd::from(ino))
+                let _ = tx.send(got);
+                release(OwnedFd::from(ino));
             })
             .ok()?;
         Some(HereWatch {
             shared,
             stop: Some(stop_w),
+            found,
             thread: Some(thread),
         })
     }
@@ -141,13 +145,13 @@ impl HereWatch {
     }
 
     /// Once no process of the sandbox is left: what the events named, after reading the
-    /// last of them. `None` when the list cannot stand for the full look (the walk was not
+    /// last of them (once; `None` after). `None` when the list cannot stand for the full look (the walk was not
     /// complete or not sealed, the queue overflowed, too many names, the thread failed).
-    pub fn finish(mut self) -> Option<Changes> {
+    /// Keep the watch until the session's end: dropping it waits for the reader to end.
+    pub fn finish(&mut self) -> Option<Changes> {
         let sealed = self.seal();
         drop(self.stop.take());
-        let (got, ino) = self.thread.take()?.join().ok()?;
-        release(ino);
+        let got = self.found.recv().ok()?;
         got.filter(|_| sealed)
     }
 }
@@ -157,32 +161,40 @@ impl Drop for HereWatch {
         self.shared.sealed.store(true, Ordering::SeqCst);
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
-            if let Ok((_, ino)) = t.join() {
-                release(ino);
-            }
+            let _ = t.join();
         }
     }
 }
 
-/// Closes the inotify instance `ino` in a child process of its own, which the session does
-/// not wait for. The last close of an instance waits for the kernel to free its watches
+/// Closes the inotify instance `ino` in another process, which the session does not wait
+/// for. The last close of an instance waits for the kernel to free its watches
 /// (`fsnotify_destroy_group`, an SRCU grace period): measured here at 0.1 ms most of the time
 /// and 15 ms one close in three, whatever the number of watches. Closed in tyba itself, it
-/// would hold the end of the session (or the exit) that long. The child closes every other
-/// fd it was given first, so it keeps nothing of the session's open (a pipe the person reads
-/// tyba's output from ends when tyba does). Without a child (`fork` failed), closed here.
+/// would hold the end of the session (or the exit) that long. So the instance is handed to a
+/// `/bin/sh -c exit` started with an empty environment and no other fd but it (standard
+/// streams on `/dev/null`; tyba's own fds are close-on-exec), which closes it as it exits;
+/// started as `posix_spawn` does (the address space shared until the exec), where a `fork`
+/// of tyba would copy its page tables and hold its other threads' memory calls meanwhile.
+/// Without it (no `/bin/sh`), closed here.
 fn release(ino: OwnedFd) {
-    // SAFETY: the child only makes system calls (`close_range`, `close`, `_exit`): no lock
-    // another thread may hold is taken, nothing is allocated.
-    match unsafe { crate::sys::fork() } {
-        Ok(crate::sys::Forked::Child) => {
-            crate::sys::close_fds_from_except(0, ino.as_fd());
-            drop(ino);
-            crate::sys::exit_now(0)
-        }
-        // The parent's copy goes at once: the child holds the instance now.
-        Ok(crate::sys::Forked::Parent(_)) | Err(_) => drop(ino),
+    let inheritable = nix::fcntl::fcntl(
+        &ino,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .is_ok();
+    if inheritable {
+        let spawned = std::process::Command::new("/bin/sh")
+            .args(["-c", "exit 0"])
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        // The child holds the instance now (or could not be started): the parent's copy
+        // goes at once. The child is reaped by whoever outlives it.
+        drop(spawned);
     }
+    drop(ino);
 }
 
 /// Watches every directory under `root` but those named `.git`, links not followed; `false`
@@ -380,7 +392,7 @@ mod tests {
         ));
         std::fs::create_dir_all(outside.join("moved/inner")).unwrap();
         std::fs::write(outside.join("moved/inner/f"), "x").unwrap();
-        let w = HereWatch::start(&root).unwrap();
+        let mut w = HereWatch::start(&root).unwrap();
         // The launch's set-up takes milliseconds; a small tree is walked by then.
         std::thread::sleep(std::time::Duration::from_millis(300));
         assert!(w.seal(), "a small tree is watched whole");
@@ -414,7 +426,7 @@ mod tests {
         for i in 0..3000 {
             std::fs::create_dir_all(root.join(format!("many/{i}"))).unwrap();
         }
-        let w = HereWatch::start(&root).unwrap();
+        let mut w = HereWatch::start(&root).unwrap();
         // Sealed at once: the thread may not even have begun.
         let complete = w.seal();
         std::fs::write(root.join("top.txt"), "new\n").unwrap();
@@ -425,7 +437,7 @@ mod tests {
             "3,000 directories are not walked before the seal"
         );
         // Control: the same tree, given the time to walk, is watched whole.
-        let w = HereWatch::start(&root).unwrap();
+        let mut w = HereWatch::start(&root).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(500));
         assert!(w.seal());
         std::fs::write(root.join("top.txt"), "newer\n").unwrap();
