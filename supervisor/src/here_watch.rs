@@ -21,8 +21,8 @@
 //! than [`MAX_NAMES`] names, or a watch that could not be added (`max_user_watches`). A
 //! directory the session made or moved into the checkout is not watched (it did not exist
 //! at the walk): all of it is read at the end. The walk stops when the sandbox is ready, so
-//! it adds nothing to a launch; a checkout with more directories than can be walked by then
-//! gets the full look.
+//! it adds nothing to a launch; a checkout with more directories than can be walked by then,
+//! or than an eighth of the user's inotify watches ([`watch_budget`]), gets the full look.
 //!
 //! **Hard links.** A write through another name of a file is reported under that name
 //! only, and a change of a file's link count to no directory watch. So a session that made a
@@ -40,6 +40,10 @@ use std::sync::{Arc, Condvar, Mutex};
 
 /// Most names kept; beyond, the end falls back to the full look.
 pub const MAX_NAMES: usize = 200_000;
+
+/// Most directories watched by one session, whatever the user's inotify limit
+/// ([`watch_budget`]).
+pub const MAX_WATCHES: usize = 16_384;
 
 /// What the events named, relative to the checkout.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -217,9 +221,10 @@ fn walk(
         return false;
     };
     let leaves_known = counts_subdirs(root);
+    let most = watch_budget();
     let mut todo = vec![PathBuf::new()];
     while let Some(rel) = todo.pop() {
-        if sealed.load(Ordering::SeqCst) {
+        if sealed.load(Ordering::SeqCst) || wds.len() >= most {
             return false;
         }
         let dir = root.join(&rel);
@@ -249,6 +254,19 @@ fn walk(
         }
     }
     true
+}
+
+/// Most directories one session watches: an eighth of the user's inotify watches
+/// (`/proc/sys/fs/inotify/max_user_watches`, shared by every program of the user: an
+/// editor watching the same checkout must keep finding watches while the session runs), and
+/// never more than [`MAX_WATCHES`]. A checkout with more gets the full look, and its watches
+/// are freed when the walk gives up, at the launch.
+fn watch_budget() -> usize {
+    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .map_or(1024, |n| n / 8)
+        .min(MAX_WATCHES)
 }
 
 /// Whether the filesystem of `root` keeps a directory's link count at 2 plus its
