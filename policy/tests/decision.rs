@@ -457,3 +457,68 @@ fn a_scratch_dir_under_dev_shm_is_no_device() {
         Verdict::Blocked
     );
 }
+
+/// Review 6 (r6-01): a control file's name that is a link to a file of the worktree is the
+/// control file: the tools read through the link. Writing it, by the edit tool or the shell,
+/// is red, like writing the name itself; writing the link's target by its own name stays
+/// what it was (the control). A directory link named like a control directory counts too.
+#[test]
+fn a_control_name_that_is_a_link_is_a_control_file() {
+    let p = Policy::embedded_default();
+    let root = tempfile::tempdir().unwrap();
+    let wt = std::fs::canonicalize(root.path()).unwrap();
+    std::fs::create_dir_all(wt.join("docs/examples/claude")).unwrap();
+    std::fs::create_dir_all(wt.join(".vscode")).unwrap();
+    std::fs::write(wt.join("docs/examples/servers.json"), "{}").unwrap();
+    std::fs::write(wt.join("docs/examples/tasks.json"), "{}").unwrap();
+    std::os::unix::fs::symlink("docs/examples/servers.json", wt.join(".mcp.json")).unwrap();
+    std::os::unix::fs::symlink("../docs/examples/tasks.json", wt.join(".vscode/tasks.json"))
+        .unwrap();
+    std::os::unix::fs::symlink("docs/examples/claude", wt.join(".claude")).unwrap();
+    let ctx = Context {
+        worktree: &wt,
+        cwd: &wt,
+        home: None,
+        scratch: None,
+        git: None,
+    };
+    let write = |path: &str| {
+        p.classify(
+            &Action::Write {
+                paths: vec![path.to_string()],
+            },
+            &ctx,
+        )
+    };
+    let shell = |line: &str| {
+        p.classify(
+            &Action::Exec {
+                command: line.to_string(),
+            },
+            &ctx,
+        )
+        .verdict
+    };
+    for name in [
+        ".mcp.json",
+        ".vscode/tasks.json",
+        ".claude/settings.json",
+        ".claude",
+    ] {
+        let c = write(name);
+        assert_eq!(c.verdict, Verdict::Red, "{name}: {c:?}");
+        assert!(
+            c.findings.iter().any(|f| f.rule == "path.control-file"),
+            "{name}: {c:?}"
+        );
+        assert_eq!(shell(&format!("echo x > {name}")), Verdict::Red, "{name}");
+    }
+    // Control: the targets by their own names.
+    for name in [
+        "docs/examples/servers.json",
+        "docs/examples/claude/settings.json",
+    ] {
+        assert!(write(name).verdict < Verdict::Red, "{name}");
+        assert!(shell(&format!("echo x > {name}")) < Verdict::Red, "{name}");
+    }
+}

@@ -542,6 +542,14 @@ fn check_path_by(
             if let Ok(rel) = phys.strip_prefix(pc.worktree) {
                 control_rules(rel, word, access, out);
             }
+            // A link on the way: the name as written is what the tools read too (a `.mcp.json`
+            // that is a link to `docs/servers.json` starts the servers written there).
+            if let Some(rel) = (!same)
+                .then(|| lex.strip_prefix(pc.worktree).ok())
+                .flatten()
+            {
+                control_rules(rel, word, access, out);
+            }
         }
         return Some(phys);
     }
