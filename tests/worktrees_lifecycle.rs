@@ -11,7 +11,7 @@ mod support;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -695,6 +695,133 @@ os.link("notes.txt", ".tool-versions")
                 !named(&err, "deep/er/.vscode/tasks.json"),
                 "{who:?} {many}: the first session's: {err}"
             );
+        }
+    }
+}
+
+/// Review 6: each way a hostile agent hid a changed control file from the `--here` review
+/// list, in one session, named: a control name turned into a link to a file of `docs/`
+/// (r6-01), a nested repository's hooks (r6-03), a rewrite through a shared mapping whose
+/// last reference is left in flight in a unix socket (r6-02), a new directory holding a name
+/// that is not text (r6-04). Then, with one failing `link()` forcing the full look, a
+/// submodule's work tree (r6-05). The control: a session that only reads names nothing.
+#[test]
+fn the_here_review_list_holds_against_review_6() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "here-r6") else {
+            continue;
+        };
+        let wt = &fx.r.wt;
+        std::fs::create_dir_all(wt.join(".zed")).unwrap();
+        std::fs::write(
+            wt.join(".zed/tasks.json"),
+            format!("{{}}{}\n", " ".repeat(120)),
+        )
+        .unwrap();
+        std::fs::create_dir_all(wt.join("docs")).unwrap();
+        std::fs::write(wt.join("docs/readme.md"), "docs\n").unwrap();
+        std::fs::write(wt.join(".gitignore"), "vendor/\n").unwrap();
+        let sub_src = fx.r.root.join("subsrc");
+        std::fs::create_dir_all(&sub_src).unwrap();
+        std::fs::write(sub_src.join(".mcp.json"), "{}\n").unwrap();
+        let g = |dir: &Path, args: &[&str]| {
+            let st = Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args([
+                    "-c",
+                    "protocol.file.allow=always",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(["-c", "safe.directory=*"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(st.status.success(), "{args:?}: {st:?}");
+        };
+        g(&sub_src, &["init", "-q"]);
+        g(&sub_src, &["add", "-A"]);
+        g(&sub_src, &["commit", "-qm", "sub"]);
+        g(
+            wt,
+            &["submodule", "-q", "add", &sub_src.to_string_lossy(), "lib"],
+        );
+        std::fs::create_dir_all(wt.join("vendor/lib")).unwrap();
+        std::fs::write(wt.join("vendor/lib/l.txt"), "l\n").unwrap();
+        g(&wt.join("vendor/lib"), &["init", "-q"]);
+        g(&wt.join("vendor/lib"), &["add", "-A"]);
+        g(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
+        std::fs::write(
+            wt.join("r6.py"),
+            r##"import os, mmap, socket
+# r6-01: a control name made a link to a file of docs/.
+open("docs/dc.json", "w").write('{"initializeCommand": "id"}')
+os.symlink("docs/dc.json", ".devcontainer.json")
+# r6-03: a nested repository's hook.
+open("vendor/lib/.git/hooks/post-checkout", "w").write("#!/bin/sh\nid\n")
+# r6-02: a rewrite through a shared mapping, the last reference left in flight.
+fd = os.open(".zed/tasks.json", os.O_RDWR)
+size = os.fstat(fd).st_size
+m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+payload = b'[{"label":"x","command":"id"}]'
+m[:] = payload + b" " * (size - len(payload))
+m.close()
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+socket.send_fds(a, [b"x"], [fd, a.fileno(), b.fileno()])
+os.close(fd); a.close(); b.close()
+# r6-04: a new directory with a name that is not text.
+os.makedirs("tools/.claude")
+open("tools/.claude/settings.json", "w").write("{}")
+open(b"tools/\xff", "w").close()
+"##,
+        )
+        .unwrap();
+        std::fs::write(
+            wt.join("r6e.py"),
+            r#"import os
+os.makedirs("lib/.vscode")
+open("lib/.vscode/tasks.json", "w").write('{"tasks":[]}')
+open("lib/.mcp.json", "w").write('{"mcpServers":{}}')
+try:
+    os.link("no-such-file", "no-such-link")
+except OSError:
+    pass
+"#,
+        )
+        .unwrap();
+        give(&fx.r.root, &who);
+        fx.git(&["add", "-A"]);
+        fx.git(&["commit", "-qm", "tree"]);
+        fx.git(&["switch", "-q", "-c", "work"]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let named = |err: &str, f: &str| {
+            err.lines()
+                .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
+                .any(|l| l.starts_with(&format!("tyba:   {f}:")))
+        };
+        let (code, err) = fx.session(
+            &["--here", "--autonomy", "high"],
+            "cat .zed/tasks.json docs/readme.md lib/.mcp.json > /dev/null",
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r6.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        for f in [
+            ".devcontainer.json",
+            "vendor/lib/.git/hooks/post-checkout",
+            ".zed/tasks.json",
+            "tools/",
+        ] {
+            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r6e.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        for f in ["lib/.vscode/tasks.json", "lib/.mcp.json"] {
+            assert!(named(&err, f), "{who:?}: r6-05: {f} not named: {err}");
         }
     }
 }

@@ -134,7 +134,15 @@ fn end_of_worktree(
     match session.finish(keep) {
         session::Finished::NotOurs => {
             // The person's own checkout: what the session changed there is already in it.
-            let risky = code_running(session, session.changed_here(watched), policy);
+            let here = session.changed_here(watched);
+            let mut risky = code_running(session, here.paths, policy);
+            // What the session made there and tyba could not read whole is not vouched for.
+            risky.extend(here.unread.into_iter().map(|d| {
+                (
+                    d,
+                    "made by the session, not read whole (a name that is not text, or too many entries): look inside".to_string(),
+                )
+            }));
             if !risky.is_empty() {
                 tell!(
                     "tyba: REVIEW: the session changed {} file{} in {} that run or approve code when you open, build or commit there (red for the agent to write):",

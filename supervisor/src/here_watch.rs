@@ -9,7 +9,9 @@
 //! So while the sandbox is set up, a thread walks the checkout's directories (the git dir
 //! aside) and puts an inotify watch on each, for every event that changes an entry or what a
 //! file holds: `IN_MODIFY`, `IN_ATTRIB` (mode, owner, link count, times, extended
-//! attributes), `IN_CLOSE_WRITE`, `IN_CREATE`, `IN_MOVED_TO`. A watch on a directory reports
+//! attributes), `IN_CLOSE_WRITE`, `IN_CREATE`, `IN_MOVED_TO`, and `IN_OPEN` (a file written
+//! through a shared mapping whose last reference outlives the session sends nothing else in
+//! time: opened files are kept when their change time is the session's). A watch on a directory reports
 //! these for each entry in it, by name, whichever process acts (inotify(7)). The events are
 //! read as they come (a session that writes much cannot fill the queue while the reader
 //! keeps up), and what they name is the list.
@@ -52,6 +54,12 @@ pub struct Changes {
     pub entries: Vec<String>,
     /// Directories made or moved into the checkout during the session: read whole at the end.
     pub new_dirs: Vec<String>,
+    /// Files opened during the session and named by no other event: a file written through a
+    /// shared mapping (`mmap`) sends no `IN_MODIFY`, and its `IN_CLOSE_WRITE` comes only when
+    /// its last reference goes, which a process can put off past the session's end (an fd
+    /// left in flight in a unix socket nobody can receive from, freed by the kernel's unix
+    /// socket collector later). Kept at the end when their change time is the session's.
+    pub opened: Vec<String>,
 }
 
 /// Where the walk is.
@@ -87,14 +95,14 @@ fn mask() -> AddWatchFlags {
         | AddWatchFlags::IN_CLOSE_WRITE
         | AddWatchFlags::IN_CREATE
         | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_OPEN
         | AddWatchFlags::IN_ONLYDIR
         | AddWatchFlags::IN_DONT_FOLLOW
 }
 
 impl HereWatch {
-    /// Starts watching `root` (a checkout, absolute), every directory beneath it but git
-    /// dirs (named `.git`: git status lists nothing in them either): a thread walks them and
-    /// then reads the events. `None` when inotify cannot be had; the end then makes the full
+    /// Starts watching `root` (a checkout, absolute), every directory beneath it but its own
+    /// git dir (`root/.git`): a thread walks them and then reads the events. `None` when inotify cannot be had; the end then makes the full
     /// look.
     pub fn start(root: &Path) -> Option<HereWatch> {
         let ino = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
@@ -201,7 +209,7 @@ fn release(ino: OwnedFd) {
     drop(ino);
 }
 
-/// Watches every directory under `root` but those named `.git`, links not followed; `false`
+/// Watches every directory under `root` but its own `.git`, links not followed; `false`
 /// when the walk was sealed before its end, a directory could not be read or a watch not
 /// added.
 ///
@@ -248,7 +256,10 @@ fn walk(
             let Ok(t) = e.file_type() else {
                 return false;
             };
-            if t.is_dir() && e.file_name() != ".git" {
+            // The checkout's own git dir aside (`--here` binds what git obeys there read-only);
+            // a nested repository's is watched like any directory: its hooks and config run
+            // when the person works in it.
+            if t.is_dir() && !(rel.as_os_str().is_empty() && e.file_name() == ".git") {
                 todo.push(rel.join(e.file_name()));
             }
         }
@@ -290,6 +301,7 @@ fn read_events(
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut entries: HashSet<PathBuf> = HashSet::new();
     let mut new_dirs: HashSet<PathBuf> = HashSet::new();
+    let mut opened: HashSet<PathBuf> = HashSet::new();
     let mut ended = false;
     loop {
         // After the stop: the kernel queued every event of the ended sandbox before its last
@@ -313,12 +325,15 @@ fn read_events(
                     && ev
                         .mask
                         .intersects(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO);
+                let is_dir = ev.mask.contains(AddWatchFlags::IN_ISDIR);
                 if made_dir {
                     new_dirs.insert(path);
-                } else if !ev.mask.contains(AddWatchFlags::IN_ISDIR) {
+                } else if !is_dir && ev.mask == AddWatchFlags::IN_OPEN {
+                    opened.insert(path);
+                } else if !is_dir {
                     entries.insert(path);
                 }
-                if entries.len() + new_dirs.len() > MAX_NAMES {
+                if entries.len() + new_dirs.len() + opened.len() > MAX_NAMES {
                     return None;
                 }
             }
@@ -346,9 +361,11 @@ fn read_events(
         v.sort();
         Some(v)
     };
+    let opened: HashSet<PathBuf> = opened.difference(&entries).cloned().collect();
     Some(Changes {
         entries: text(entries)?,
         new_dirs: text(new_dirs)?,
+        opened: text(opened)?,
     })
 }
 

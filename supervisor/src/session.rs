@@ -289,29 +289,43 @@ impl Session {
     /// when the same files still name the same commit).
     ///
     /// With `watched` (the events of a [`crate::here_watch::HereWatch`] sealed before the
-    /// agent started): the entries they name that still exist, and the files of the
-    /// directories the session made or moved in. Without: those git reports as changed
-    /// (`git status`: modified, staged, untracked and ignored files; the files of a wholly
-    /// ignored directory read from the disk), kept when their status change time (`ctime`,
-    /// which no program can set: inode(7)) is not older than the session's start, less 100 ms
-    /// for the filesystem's coarse clock (a tick). What the person had changed before is not
-    /// the session's. A directory too large to read ([`IGNORED_WALK_MAX`] entries in all)
-    /// stands for its files as `dir/`. Empty for a linked worktree
+    /// agent started): the entries they name that still exist, the files opened whose change
+    /// time is the session's, and the files of the directories the session made or moved in
+    /// (a directory that cannot be read whole, past [`IGNORED_WALK_MAX`] entries or holding a
+    /// name that is not text, is in [`HereChanges::unread`]). Without: those git reports as
+    /// changed (`git status`: modified, staged, untracked and ignored files; the files of a
+    /// wholly ignored directory read from the disk; the files of populated submodules' work
+    /// trees, read from the disk), kept when their status change time (`ctime`, which no
+    /// program can set: inode(7)), or that of a directory on their way, is not older than the
+    /// session's start, less 100 ms for the filesystem's coarse clock (a tick). What the
+    /// person had changed before is not the session's. A wholly ignored directory too large
+    /// to read stands for its files as `dir/`. Empty for a linked worktree
     /// ([`Session::changed_paths`] covers it), outside git, or when git fails.
-    pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> Vec<String> {
+    pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
+        let mut out = HereChanges::default();
         if self.created_branch.is_some() || self.git.is_none() {
-            return Vec::new();
+            return out;
         }
+        let since = self.since();
         let mut budget = IGNORED_WALK_MAX;
+        let mut walked = Vec::new();
         let mut v = match watched {
             Some(c) => {
                 let mut v = c.entries;
+                v.extend(
+                    c.opened
+                        .into_iter()
+                        .filter(|p| changed_since(&self.worktree.join(p), since)),
+                );
                 for d in c.new_dirs {
+                    if std::fs::symlink_metadata(self.worktree.join(&d)).is_err() {
+                        continue;
+                    }
                     let mut found = Vec::new();
                     if walk_files(&self.worktree, &d, &mut found, &mut budget) {
-                        v.extend(found);
-                    } else if std::fs::symlink_metadata(self.worktree.join(&d)).is_ok() {
-                        v.push(format!("{d}/"));
+                        walked.extend(found);
+                    } else {
+                        out.unread.push(format!("{d}/"));
                     }
                 }
                 v
@@ -329,17 +343,24 @@ impl Session {
         }
         // What is gone runs nothing; a directory left as one entry is kept.
         v.retain(|p| p.ends_with('/') || std::fs::symlink_metadata(self.worktree.join(p)).is_ok());
+        v.extend(walked);
         v.sort();
         v.dedup();
-        v
+        out.unread.sort();
+        out.paths = v;
+        out
+    }
+
+    /// The session's start less 100 ms, the coarse clock's tick of the filesystems' times.
+    fn since(&self) -> std::time::SystemTime {
+        self.started
+            .checked_sub(std::time::Duration::from_millis(100))
+            .unwrap_or(self.started)
     }
 
     /// [`Session::changed_here`] without events: `git status` and change times.
     fn changed_here_by_status(&self, budget: &mut usize) -> Vec<String> {
-        let since = self
-            .started
-            .checked_sub(std::time::Duration::from_millis(100))
-            .unwrap_or(self.started);
+        let since = self.since();
         let v: Vec<String> = git(
             &self.worktree,
             &[
@@ -363,6 +384,17 @@ impl Session {
         // rewritten in place leaves the directory's own ctime alone), at most
         // `IGNORED_WALK_MAX` entries in all; past that the directory itself stands for them.
         let mut files = Vec::with_capacity(v.len());
+        // A populated submodule's work tree: git status is not run in it (it would obey the
+        // submodule's own configuration, the agent's to write), so its files are read from
+        // the disk and judged by their times like the rest (review 6, r6-05).
+        for sub in crate::worktrees::populated_submodule_paths(&self.worktree) {
+            let mut found = Vec::new();
+            if walk_files(&self.worktree, &sub, &mut found, budget) {
+                files.extend(found);
+            } else {
+                files.push(format!("{sub}/"));
+            }
+        }
         for p in v {
             if p.ends_with('/') {
                 let mut found = Vec::new();
@@ -375,26 +407,13 @@ impl Session {
                 files.push(p);
             }
         }
-        let changed_since = |p: &Path| {
-            std::fs::symlink_metadata(p)
-                .ok()
-                .and_then(|m| {
-                    use std::os::unix::fs::MetadataExt;
-                    let ctime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
-                        u64::try_from(m.ctime()).ok()?,
-                        u32::try_from(m.ctime_nsec()).ok()?,
-                    ))?;
-                    Some(ctime >= since)
-                })
-                .unwrap_or(false)
-        };
         // A directory the session moved keeps its files' change times; its own changes. So
         // a file is the session's when it or a directory on its way from the worktree
         // changed since the start (each directory looked at once).
         let mut dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
         files.retain(|p| {
             // A directory left as one entry (too large to read) is kept whatever its times.
-            if p.ends_with('/') || changed_since(&self.worktree.join(p)) {
+            if p.ends_with('/') || changed_since(&self.worktree.join(p), since) {
                 return true;
             }
             if std::fs::symlink_metadata(self.worktree.join(p)).is_err() {
@@ -404,7 +423,7 @@ impl Session {
                 !d.as_os_str().is_empty()
                     && *dirs
                         .entry(d.to_path_buf())
-                        .or_insert_with(|| changed_since(&self.worktree.join(d)))
+                        .or_insert_with(|| changed_since(&self.worktree.join(d), since))
             })
         });
         files
@@ -612,6 +631,32 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
         cur = d.parent();
     }
     None
+}
+
+/// What [`Session::changed_here`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HereChanges {
+    /// The paths changed, relative to the worktree (a wholly ignored directory too large to
+    /// read as `dir/`).
+    pub paths: Vec<String>,
+    /// Directories the session made or moved in that could not be read whole (`dir/`): their
+    /// files are not judged, so the person is told to look at them.
+    pub unread: Vec<String>,
+}
+
+/// Whether `p`'s status change time is not older than `since` (false when it cannot be read).
+fn changed_since(p: &Path, since: std::time::SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p)
+        .ok()
+        .and_then(|m| {
+            let ctime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+                u64::try_from(m.ctime()).ok()?,
+                u32::try_from(m.ctime_nsec()).ok()?,
+            ))?;
+            Some(ctime >= since)
+        })
+        .unwrap_or(false)
 }
 
 /// The non-empty entries of git's `-z` output.

@@ -128,14 +128,20 @@ pub(crate) const IGNORE_SUBMODULE_WORK: &str = "--ignore-submodules=dirty";
 /// counts as holding work (kept for the person, never removed unasked). Gitlinks are index
 /// entries of mode `160000` (`git ls-files --stage`). `0` when git cannot list them.
 pub(crate) fn populated_submodules(worktree: &Path) -> usize {
+    populated_submodule_paths(worktree).len()
+}
+
+/// The paths (relative to `worktree`) of [`populated_submodules`].
+pub(crate) fn populated_submodule_paths(worktree: &Path) -> Vec<String> {
     let Ok(out) = git(worktree, &["ls-files", "--stage", "-z"]) else {
-        return 0;
+        return Vec::new();
     };
     out.split('\0')
         .filter_map(|e| e.strip_prefix("160000 "))
         .filter_map(|e| e.split_once('\t').map(|(_, path)| path))
         .filter(|path| std::fs::symlink_metadata(worktree.join(path).join(".git")).is_ok())
-        .count()
+        .map(str::to_string)
+        .collect()
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
