@@ -29,6 +29,7 @@ use ask::*;
 use std::ffi::OsString;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -363,7 +364,14 @@ struct Daemon {
 }
 
 impl Drop for Daemon {
+    /// `git daemon` runs `git-daemon` as a child of its own: the whole process group goes.
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -414,6 +422,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
