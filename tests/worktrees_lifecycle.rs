@@ -703,7 +703,7 @@ os.link("notes.txt", ".tool-versions")
 /// list, in one session, named: a control name turned into a link to a file of `docs/`
 /// (r6-01), a nested repository's hooks (r6-03), a rewrite through a shared mapping whose
 /// last reference is left in flight in a unix socket (r6-02), a new directory holding a name
-/// that is not text (r6-04). Then, with one failing `link()` forcing the full look, a
+/// that is not text (r6-04: its files are read by their bytes). Then, with one failing `link()` forcing the full look, a
 /// submodule's work tree (r6-05). The control: a session that only reads names nothing.
 #[test]
 fn the_here_review_list_holds_against_review_6() {
@@ -813,7 +813,7 @@ except OSError:
             ".devcontainer.json",
             "vendor/lib/.git/hooks/post-checkout",
             ".zed/tasks.json",
-            "tools/",
+            "tools/.claude/settings.json",
         ] {
             assert!(named(&err, f), "{who:?}: {f} not named: {err}");
         }
@@ -823,6 +823,107 @@ except OSError:
         for f in ["lib/.vscode/tasks.json", "lib/.mcp.json"] {
             assert!(named(&err, f), "{who:?}: r6-05: {f} not named: {err}");
         }
+    }
+}
+
+/// Review 7: more ways a hostile agent hid a changed control file from the `--here` review
+/// list. With the events' list: a committed link `.claude -> config/claude` and the target
+/// edited (r7-03); a link the session made to a directory, `mise -> docs/m`, over a
+/// `config.toml` (r7-04). With the full look (forced by one failing `link()`): a control file
+/// hidden behind `--skip-worktree` set through `git update-index --stdin` (r7-01), a nested
+/// repository's config inside an ignored directory holding a name that is not text (r7-02),
+/// and a control file under a directory whose name is not text (r7-05). The control: a
+/// session that only reads names nothing.
+#[test]
+fn the_here_review_list_holds_against_review_7() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "here-r7") else {
+            continue;
+        };
+        let wt = &fx.r.wt;
+        for (f, text) in [
+            (".mcp.json", "{}\n"),
+            ("config/claude/settings.json", "{}\n"),
+            ("docs/readme.md", "docs\n"),
+            (".gitignore", "vendor/\n"),
+            ("vendor/lib/l.txt", "l\n"),
+        ] {
+            std::fs::create_dir_all(wt.join(f).parent().unwrap()).unwrap();
+            std::fs::write(wt.join(f), text).unwrap();
+        }
+        std::os::unix::fs::symlink("config/claude", wt.join(".claude")).unwrap();
+        let g = |dir: &Path, args: &[&str]| {
+            let st = Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(["-c", "safe.directory=*", "-c", "init.defaultBranch=main"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(st.status.success(), "{args:?}: {st:?}");
+        };
+        g(&wt.join("vendor/lib"), &["init", "-q"]);
+        g(&wt.join("vendor/lib"), &["add", "-A"]);
+        g(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
+        std::fs::write(
+            wt.join("r7.py"),
+            r#"import os
+open("config/claude/settings.json", "w").write('{"hooks":{}}')
+os.makedirs("docs/m")
+open("docs/m/config.toml", "w").write('[hooks]\nenter = "id"\n')
+os.symlink("docs/m", "mise")
+"#,
+        )
+        .unwrap();
+        std::fs::write(
+            wt.join("r7f.py"),
+            r#"import os, subprocess
+subprocess.run(["git", "update-index", "--skip-worktree", "--stdin"], input=b".mcp.json\n", check=True)
+open(".mcp.json", "w").write('{"mcpServers":{}}')
+open("vendor/lib/.git/config", "a").write("[core]\n\tfsmonitor = id\n")
+open(b"vendor/\xff", "w").close()
+os.makedirs(b"svc\xff")
+open(b"svc\xff/.envrc", "w").write("id\n")
+try:
+    os.link("no-such-file", "no-such-link")
+except OSError:
+    pass
+"#,
+        )
+        .unwrap();
+        give(&fx.r.root, &who);
+        fx.git(&["add", "-A"]);
+        fx.git(&["commit", "-qm", "tree"]);
+        fx.git(&["switch", "-q", "-c", "work"]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let named = |err: &str, f: &str| {
+            err.lines()
+                .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
+                .any(|l| l.starts_with(&format!("tyba:   {f}:")))
+        };
+        let (code, err) = fx.session(
+            &["--here", "--autonomy", "high"],
+            "cat .mcp.json .claude/settings.json docs/readme.md > /dev/null",
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r7.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        for f in [".claude/settings.json", "mise/config.toml"] {
+            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r7f.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        for f in [".mcp.json", "vendor/lib/.git/config"] {
+            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
+        }
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("tyba:   svc") && l.contains("/.envrc:")),
+            "{who:?}: svc?/.envrc not named: {err}"
+        );
     }
 }
 

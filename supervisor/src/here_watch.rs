@@ -51,15 +51,19 @@ pub const MAX_WATCHES: usize = 16_384;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Changes {
     /// Entries written, made, moved in, or whose attributes changed (they may be gone since).
-    pub entries: Vec<String>,
+    pub entries: Vec<PathBuf>,
     /// Directories made or moved into the checkout during the session: read whole at the end.
-    pub new_dirs: Vec<String>,
+    pub new_dirs: Vec<PathBuf>,
     /// Files opened during the session and named by no other event: a file written through a
     /// shared mapping (`mmap`) sends no `IN_MODIFY`, and its `IN_CLOSE_WRITE` comes only when
     /// its last reference goes, which a process can put off past the session's end (an fd
     /// left in flight in a unix socket nobody can receive from, freed by the kernel's unix
     /// socket collector later). Kept at the end when their change time is the session's.
-    pub opened: Vec<String>,
+    pub opened: Vec<PathBuf>,
+    /// The links the walk found in the directories it listed (a checkout's root always is):
+    /// a file changed beneath a link's target is a change of the name through the link too
+    /// (review 7, r7-03: a committed `.mcp.json -> config/mcp.json`).
+    pub links: Vec<PathBuf>,
 }
 
 /// Where the walk is.
@@ -118,13 +122,14 @@ impl HereWatch {
             .name("tyba-here-watch".into())
             .spawn(move || {
                 let mut wds = HashMap::new();
-                let complete = walk(&ino, &root, &sh.sealed, &mut wds);
+                let mut links = Vec::new();
+                let complete = walk(&ino, &root, &sh.sealed, &mut wds, &mut links);
                 if let Ok(mut p) = sh.phase.lock() {
                     *p = Phase::Walked(complete);
                 }
                 sh.walked.notify_all();
                 let got = if complete {
-                    read_events(&ino, &wds, &stop_r)
+                    read_events(&ino, &wds, &stop_r).map(|c| Changes { links, ..c })
                 } else {
                     None
                 };
@@ -223,6 +228,7 @@ fn walk(
     root: &Path,
     sealed: &AtomicBool,
     wds: &mut HashMap<WatchDescriptor, PathBuf>,
+    links: &mut Vec<PathBuf>,
 ) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(root_meta) = std::fs::symlink_metadata(root) else {
@@ -261,6 +267,8 @@ fn walk(
             // when the person works in it.
             if t.is_dir() && !(rel.as_os_str().is_empty() && e.file_name() == ".git") {
                 todo.push(rel.join(e.file_name()));
+            } else if t.is_symlink() {
+                links.push(rel.join(e.file_name()));
             }
         }
     }
@@ -353,19 +361,17 @@ fn read_events(
             ended = true;
         }
     }
-    let text = |s: HashSet<PathBuf>| -> Option<Vec<String>> {
-        let mut v = s
-            .into_iter()
-            .map(|p| p.into_os_string().into_string().ok())
-            .collect::<Option<Vec<String>>>()?;
+    let sorted = |s: HashSet<PathBuf>| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = s.into_iter().collect();
         v.sort();
-        Some(v)
+        v
     };
     let opened: HashSet<PathBuf> = opened.difference(&entries).cloned().collect();
     Some(Changes {
-        entries: text(entries)?,
-        new_dirs: text(new_dirs)?,
-        opened: text(opened)?,
+        entries: sorted(entries),
+        new_dirs: sorted(new_dirs),
+        opened: sorted(opened),
+        links: Vec::new(),
     })
 }
 
@@ -447,12 +453,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&outside);
         // `top.txt`'s link count changed: no directory watch hears of it (hence the full
         // look after a hard link, `crate::Outcome::hard_links`).
+        let names = |v: &[PathBuf]| {
+            v.iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
-            c.entries,
+            names(&c.entries),
             vec!["a/b/c/tracked.txt", "a/linked", "ignored/deep/x"],
             "{c:?}"
         );
-        assert_eq!(c.new_dirs, vec!["a/b/moved", "a/new"], "{c:?}");
+        assert_eq!(names(&c.new_dirs), vec!["a/b/moved", "a/new"], "{c:?}");
     }
 
     #[test]
@@ -476,6 +487,6 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(500));
         assert!(w.seal());
         std::fs::write(root.join("top.txt"), "newer\n").unwrap();
-        assert_eq!(w.finish().unwrap().entries, vec!["top.txt"]);
+        assert_eq!(w.finish().unwrap().entries, vec![PathBuf::from("top.txt")]);
     }
 }

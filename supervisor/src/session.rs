@@ -284,33 +284,38 @@ impl Session {
     }
 
     /// For a session in the person's own checkout (`--here`): the paths (relative to the
-    /// worktree, as git names them) changed while the session ran, and those of commits made
-    /// since the start (HEAD then, [`Session::here_head`], against HEAD now; no `git diff`
-    /// when the same files still name the same commit).
+    /// worktree) changed while the session ran, and those of commits made since the start
+    /// (HEAD then, [`Session::here_head`], against HEAD now; no `git diff` when the same files
+    /// still name the same commit).
     ///
     /// With `watched` (the events of a [`crate::here_watch::HereWatch`] sealed before the
     /// agent started): the entries they name that still exist, the files opened whose change
-    /// time is the session's, and the files of the directories the session made or moved in
-    /// (a directory that cannot be read whole, past [`IGNORED_WALK_MAX`] entries or holding a
-    /// name that is not text, is in [`HereChanges::unread`]). Without: those git reports as
-    /// changed (`git status`: modified, staged, untracked and ignored files; the files of a
-    /// wholly ignored directory read from the disk; the files of populated submodules' work
-    /// trees, read from the disk), kept when their status change time (`ctime`, which no
-    /// program can set: inode(7)), or that of a directory on their way, is not older than the
-    /// session's start, less 100 ms for the filesystem's coarse clock (a tick). What the
-    /// person had changed before is not the session's. A wholly ignored directory too large
-    /// to read stands for its files as `dir/`. Empty for a linked worktree
-    /// ([`Session::changed_paths`] covers it), outside git, or when git fails.
+    /// time is the session's, and the files of the directories the session made or moved in.
+    /// Without: every file git reports as changed (`git status`: modified, staged, untracked,
+    /// ignored; those whose index entry says not to look, `--skip-worktree` and
+    /// `--assume-unchanged`, which the agent can set; a wholly ignored directory and a
+    /// populated submodule's work tree read from the disk), kept when its status change time
+    /// (`ctime`, which no program can set: inode(7)), or that of a directory on its way, is
+    /// not older than the session's start, less 100 ms for the filesystem's coarse clock. What
+    /// the person had changed before is not the session's.
+    ///
+    /// Both ways, a link the session made to a directory of the checkout adds the files
+    /// beneath it under the link's name (the name tools read them by), and a directory that
+    /// cannot be read whole ([`WALK_MAX`] entries in all) is in [`HereChanges::unread`]. Names
+    /// are exact bytes on the disk, shown lossily only in the list. Empty for a linked
+    /// worktree ([`Session::changed_paths`] covers it), outside git, or when git fails.
     pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
         let mut out = HereChanges::default();
         if self.created_branch.is_some() || self.git.is_none() {
             return out;
         }
         let since = self.since();
-        let mut budget = IGNORED_WALK_MAX;
-        let mut walked = Vec::new();
-        let mut v = match watched {
+        let mut budget = WALK_MAX;
+        let mut unread: Vec<PathBuf> = Vec::new();
+        let mut known_links: Vec<PathBuf> = Vec::new();
+        let mut v: Vec<PathBuf> = match watched {
             Some(c) => {
+                known_links = c.links;
                 let mut v = c.entries;
                 v.extend(
                     c.opened
@@ -318,19 +323,13 @@ impl Session {
                         .filter(|p| changed_since(&self.worktree.join(p), since)),
                 );
                 for d in c.new_dirs {
-                    if std::fs::symlink_metadata(self.worktree.join(&d)).is_err() {
-                        continue;
-                    }
-                    let mut found = Vec::new();
-                    if walk_files(&self.worktree, &d, &mut found, &mut budget) {
-                        walked.extend(found);
-                    } else {
-                        out.unread.push(format!("{d}/"));
+                    if std::fs::symlink_metadata(self.worktree.join(&d)).is_ok() {
+                        self.walk_into(&d, &mut v, &mut unread, &mut budget);
                     }
                 }
                 v
             }
-            None => self.changed_here_by_status(&mut budget),
+            None => self.changed_here_by_status(since, &mut unread, &mut budget),
         };
         // Commits made during the session: HEAD as it was at the start (read before the
         // agent ran) against HEAD now; no `git diff` when the same files still name the same
@@ -338,17 +337,93 @@ impl Session {
         if let Some(start) = &self.here_head {
             let same = self.git.as_ref().and_then(head_commit).as_ref() == Some(start);
             if !same {
-                v.extend(self.diff_names(&[start, "HEAD"]));
+                v.extend(
+                    self.diff_names(&[start, "HEAD"])
+                        .into_iter()
+                        .map(PathBuf::from),
+                );
             }
         }
-        // What is gone runs nothing; a directory left as one entry is kept.
-        v.retain(|p| p.ends_with('/') || std::fs::symlink_metadata(self.worktree.join(p)).is_ok());
-        v.extend(walked);
-        v.sort();
-        v.dedup();
+        // What is gone runs nothing.
+        v.retain(|p| std::fs::symlink_metadata(self.worktree.join(p)).is_ok());
+        // A link the checkout already had (found by the walk) to a file or directory the
+        // session changed, or above one: the changed file by the link's name too (review 7,
+        // r7-03: a committed `.mcp.json -> config/mcp.json`, and `config/mcp.json` edited).
+        let mut through: Vec<PathBuf> = Vec::new();
+        for l in &known_links {
+            let Ok(target) = std::fs::canonicalize(self.worktree.join(l)) else {
+                continue;
+            };
+            let Ok(rel) = target.strip_prefix(&self.worktree) else {
+                continue;
+            };
+            through.extend(
+                v.iter()
+                    .filter_map(|p| p.strip_prefix(rel).ok())
+                    .map(|rest| {
+                        if rest.as_os_str().is_empty() {
+                            l.clone()
+                        } else {
+                            l.join(rest)
+                        }
+                    }),
+            );
+        }
+        v.extend(through);
+        // A link to a directory of the checkout: the files beneath it by the link's name
+        // (review 7, r7-04: `mise -> docs/m` makes `docs/m/config.toml` mise's).
+        let links: Vec<PathBuf> = v
+            .iter()
+            .filter(|p| {
+                std::fs::symlink_metadata(self.worktree.join(p)).is_ok_and(|m| m.is_symlink())
+            })
+            .cloned()
+            .collect();
+        for l in links {
+            let Ok(target) = std::fs::canonicalize(self.worktree.join(&l)) else {
+                continue;
+            };
+            let Ok(rel) = target.strip_prefix(&self.worktree) else {
+                continue;
+            };
+            if !target.is_dir() || rel.as_os_str().is_empty() {
+                continue;
+            }
+            let mut found = Vec::new();
+            let mut none = Vec::new();
+            self.walk_into(rel, &mut found, &mut none, &mut budget);
+            v.extend(
+                found
+                    .into_iter()
+                    .filter_map(|f| Some(l.join(f.strip_prefix(rel).ok()?))),
+            );
+            unread.extend(none.into_iter().map(|_| l.clone()));
+        }
+        let text = |p: &PathBuf| p.to_string_lossy().into_owned();
+        out.paths = v.iter().map(text).collect();
+        out.paths.sort();
+        out.paths.dedup();
+        out.unread = unread.iter().map(|d| format!("{}/", text(d))).collect();
         out.unread.sort();
-        out.paths = v;
+        out.unread.dedup();
         out
+    }
+
+    /// The files under `dir` (relative to the worktree) into `out`; `dir` into `unread` when
+    /// it cannot be read whole.
+    fn walk_into(
+        &self,
+        dir: &Path,
+        out: &mut Vec<PathBuf>,
+        unread: &mut Vec<PathBuf>,
+        budget: &mut usize,
+    ) {
+        let mut found = Vec::new();
+        if walk_files(&self.worktree, dir, &mut found, budget) {
+            out.extend(found);
+        } else {
+            unread.push(dir.to_path_buf());
+        }
     }
 
     /// The session's start less 100 ms, the coarse clock's tick of the filesystems' times.
@@ -358,10 +433,16 @@ impl Session {
             .unwrap_or(self.started)
     }
 
-    /// [`Session::changed_here`] without events: `git status` and change times.
-    fn changed_here_by_status(&self, budget: &mut usize) -> Vec<String> {
-        let since = self.since();
-        let v: Vec<String> = git(
+    /// [`Session::changed_here`] without events: `git status`, the index entries git is
+    /// told not to look at, and change times.
+    fn changed_here_by_status(
+        &self,
+        since: std::time::SystemTime,
+        unread: &mut Vec<PathBuf>,
+        budget: &mut usize,
+    ) -> Vec<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let status = git_bytes(
             &self.worktree,
             &[
                 "status",
@@ -373,36 +454,34 @@ impl Session {
                 crate::worktrees::IGNORE_SUBMODULE_WORK,
             ],
         )
-        .map(|out| {
-            out.split('\0')
-                .filter_map(|rec| rec.get(3..).filter(|p| !p.is_empty()))
-                .map(str::to_string)
-                .collect()
-        })
         .unwrap_or_default();
-        // A wholly ignored directory (`dir/`): its files, read from the disk (a file
-        // rewritten in place leaves the directory's own ctime alone), at most
-        // `IGNORED_WALK_MAX` entries in all; past that the directory itself stands for them.
-        let mut files = Vec::with_capacity(v.len());
+        let mut v: Vec<Vec<u8>> = status
+            .split(|b| *b == 0)
+            .filter_map(|rec| rec.get(3..).filter(|p| !p.is_empty()).map(<[u8]>::to_vec))
+            .collect();
+        // Entries git is told not to look at (review 7, r7-01): `git ls-files -v` tags them
+        // with a lower-case letter (assume-unchanged) or `S` (skip-worktree).
+        let tagged = git_bytes(&self.worktree, &["ls-files", "-v", "-z"]).unwrap_or_default();
+        v.extend(tagged.split(|b| *b == 0).filter_map(|rec| {
+            let (tag, path) = (rec.first()?, rec.get(2..)?);
+            (tag.is_ascii_lowercase() || *tag == b'S').then(|| path.to_vec())
+        }));
+        let mut files: Vec<PathBuf> = Vec::with_capacity(v.len());
         // A populated submodule's work tree: git status is not run in it (it would obey the
         // submodule's own configuration, the agent's to write), so its files are read from
         // the disk and judged by their times like the rest (review 6, r6-05).
         for sub in crate::worktrees::populated_submodule_paths(&self.worktree) {
-            let mut found = Vec::new();
-            if walk_files(&self.worktree, &sub, &mut found, budget) {
-                files.extend(found);
-            } else {
-                files.push(format!("{sub}/"));
-            }
+            self.walk_into(Path::new(&sub), &mut files, unread, budget);
         }
         for p in v {
-            if p.ends_with('/') {
-                let mut found = Vec::new();
-                if walk_files(&self.worktree, p.trim_end_matches('/'), &mut found, budget) {
-                    files.extend(found);
-                } else {
-                    files.push(p);
-                }
+            let dir = p.ends_with(b"/");
+            let p = PathBuf::from(std::ffi::OsStr::from_bytes(
+                p.strip_suffix(b"/").unwrap_or(&p),
+            ));
+            if dir {
+                // A wholly ignored directory: its files, read from the disk (a file
+                // rewritten in place leaves the directory's own ctime alone).
+                self.walk_into(&p, &mut files, unread, budget);
             } else {
                 files.push(p);
             }
@@ -412,14 +491,13 @@ impl Session {
         // changed since the start (each directory looked at once).
         let mut dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
         files.retain(|p| {
-            // A directory left as one entry (too large to read) is kept whatever its times.
-            if p.ends_with('/') || changed_since(&self.worktree.join(p), since) {
+            if changed_since(&self.worktree.join(p), since) {
                 return true;
             }
             if std::fs::symlink_metadata(self.worktree.join(p)).is_err() {
                 return false;
             }
-            Path::new(p).ancestors().skip(1).any(|d| {
+            p.ancestors().skip(1).any(|d| {
                 !d.as_os_str().is_empty()
                     && *dirs
                         .entry(d.to_path_buf())
@@ -590,6 +668,29 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, SessionError> {
         .to_string())
 }
 
+/// [`git`]'s standard output as bytes (paths as they are on the disk).
+fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, SessionError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(crate::worktrees::HARDENED)
+        .args(args)
+        .output()
+        .map_err(|source| SessionError::Io {
+            what: "cannot run git in",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(SessionError::Git {
+            args: args.join(" "),
+            dir: dir.to_path_buf(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(out.stdout)
+}
+
 /// The top level of the git worktree containing `dir`, if any.
 pub fn repo_toplevel(dir: &Path) -> Option<PathBuf> {
     git(dir, &["rev-parse", "--show-toplevel"])
@@ -636,11 +737,10 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
 /// What [`Session::changed_here`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HereChanges {
-    /// The paths changed, relative to the worktree (a wholly ignored directory too large to
-    /// read as `dir/`).
+    /// The paths changed, relative to the worktree (shown lossily when not UTF-8).
     pub paths: Vec<String>,
-    /// Directories the session made or moved in that could not be read whole (`dir/`): their
-    /// files are not judged, so the person is told to look at them.
+    /// Directories that could not be read whole (`dir/`): their files are not judged, so
+    /// the person is told to look at them.
     pub unread: Vec<String>,
 }
 
@@ -667,26 +767,27 @@ fn nul_list(out: String) -> Vec<String> {
         .collect()
 }
 
-/// Entries of wholly ignored directories [`Session::changed_here`] reads at most, in all.
-const IGNORED_WALK_MAX: usize = 50_000;
+/// Entries [`Session::changed_here`] reads from the disk at most, in all (names only, as
+/// `getdents64(2)` gives them with their types): past it, what is left unread is named for
+/// the person to look at.
+const WALK_MAX: usize = 500_000;
 
 /// Adds to `out` the files (and links, and other non-directories) under `root/rel`, as paths
 /// relative to `root`, links not followed, `budget` entries at most; `false` when the budget
-/// ran out (what was found is then incomplete) or the directory cannot be read.
-fn walk_files(root: &Path, rel: &str, out: &mut Vec<String>, budget: &mut usize) -> bool {
+/// ran out (what was found is then incomplete) or a directory cannot be read.
+fn walk_files(root: &Path, rel: &Path, out: &mut Vec<PathBuf>, budget: &mut usize) -> bool {
     let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
         return false;
     };
-    for e in rd.flatten() {
+    for e in rd {
+        let Ok(e) = e else {
+            return false;
+        };
         if *budget == 0 {
             return false;
         }
         *budget -= 1;
-        let Some(name) = e.file_name().to_str().map(str::to_string) else {
-            // A name that is not text is kept as its directory's entry.
-            return false;
-        };
-        let child = format!("{rel}/{name}");
+        let child = rel.join(e.file_name());
         match e.file_type() {
             Ok(t) if t.is_dir() => {
                 if !walk_files(root, &child, out, budget) {
