@@ -829,7 +829,9 @@ except OSError:
 /// Review 7: more ways a hostile agent hid a changed control file from the `--here` review
 /// list. With the events' list: a committed link `.claude -> config/claude` and the target
 /// edited (r7-03); a link the session made to a directory, `mise -> docs/m`, over a
-/// `config.toml` (r7-04). With the full look (forced by one failing `link()`): a control file
+/// `config.toml` (r7-04). With the full look (forced by one failing `link()`): the committed
+/// link's target edited again (r7-03 there: the committed links come from the index), a
+/// control file
 /// hidden behind `--skip-worktree` set through `git update-index --stdin` (r7-01), a nested
 /// repository's config inside an ignored directory holding a name that is not text (r7-02),
 /// and a control file under a directory whose name is not text (r7-05). The control: a
@@ -885,6 +887,7 @@ open("vendor/lib/.git/config", "a").write("[core]\n\tfsmonitor = id\n")
 open(b"vendor/\xff", "w").close()
 os.makedirs(b"svc\xff")
 open(b"svc\xff/.envrc", "w").write("id\n")
+open("config/claude/settings.json", "w").write('{"hooks":{"x":1}}')
 try:
     os.link("no-such-file", "no-such-link")
 except OSError:
@@ -916,7 +919,11 @@ except OSError:
         std::thread::sleep(std::time::Duration::from_millis(300));
         let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r7f.py");
         assert_eq!(code, 0, "{who:?}: {err}");
-        for f in [".mcp.json", "vendor/lib/.git/config"] {
+        for f in [
+            ".mcp.json",
+            "vendor/lib/.git/config",
+            ".claude/settings.json",
+        ] {
             assert!(named(&err, f), "{who:?}: {f} not named: {err}");
         }
         assert!(

@@ -300,7 +300,9 @@ impl Session {
     /// the person had changed before is not the session's.
     ///
     /// Both ways, a link the session made to a directory of the checkout adds the files
-    /// beneath it under the link's name (the name tools read them by), and a directory that
+    /// beneath it under the link's name (the name tools read them by), a link the checkout
+    /// had (found by the walk; without events, the committed ones and those git lists) adds
+    /// a changed file beneath its target by the link's name, and a directory that
     /// cannot be read whole ([`WALK_MAX`] entries in all) is in [`HereChanges::unread`]. Names
     /// are exact bytes on the disk, shown lossily only in the list. Empty for a linked
     /// worktree ([`Session::changed_paths`] covers it), outside git, or when git fails.
@@ -329,7 +331,7 @@ impl Session {
                 }
                 v
             }
-            None => self.changed_here_by_status(since, &mut unread, &mut budget),
+            None => self.changed_here_by_status(since, &mut unread, &mut known_links, &mut budget),
         };
         // Commits made during the session: HEAD as it was at the start (read before the
         // agent ran) against HEAD now; no `git diff` when the same files still name the same
@@ -434,11 +436,13 @@ impl Session {
     }
 
     /// [`Session::changed_here`] without events: `git status`, the index entries git is
-    /// told not to look at, and change times.
+    /// told not to look at, and change times; the links found on the way (committed, and
+    /// untracked or ignored ones git lists) into `links`.
     fn changed_here_by_status(
         &self,
         since: std::time::SystemTime,
         unread: &mut Vec<PathBuf>,
+        links: &mut Vec<PathBuf>,
         budget: &mut usize,
     ) -> Vec<PathBuf> {
         use std::os::unix::ffi::OsStrExt;
@@ -460,12 +464,22 @@ impl Session {
             .filter_map(|rec| rec.get(3..).filter(|p| !p.is_empty()).map(<[u8]>::to_vec))
             .collect();
         // Entries git is told not to look at (review 7, r7-01): `git ls-files -v` tags them
-        // with a lower-case letter (assume-unchanged) or `S` (skip-worktree).
-        let tagged = git_bytes(&self.worktree, &["ls-files", "-v", "-z"]).unwrap_or_default();
-        v.extend(tagged.split(|b| *b == 0).filter_map(|rec| {
-            let (tag, path) = (rec.first()?, rec.get(2..)?);
-            (tag.is_ascii_lowercase() || *tag == b'S').then(|| path.to_vec())
-        }));
+        // with a lower-case letter (assume-unchanged) or `S` (skip-worktree). The committed
+        // links (mode 120000) are the links a changed file may be read through (r7-03).
+        let staged = git_bytes(&self.worktree, &["ls-files", "-s", "-v", "-z"]).unwrap_or_default();
+        for rec in staged.split(|b| *b == 0) {
+            // `TAG MODE OBJECT STAGE<TAB>PATH`
+            let (Some(tag), Some(tab)) = (rec.first(), rec.iter().position(|b| *b == b'\t')) else {
+                continue;
+            };
+            let path = &rec[tab + 1..];
+            if tag.is_ascii_lowercase() || *tag == b'S' {
+                v.push(path.to_vec());
+            }
+            if rec.get(2..8) == Some(b"120000") {
+                links.push(PathBuf::from(std::ffi::OsStr::from_bytes(path)));
+            }
+        }
         let mut files: Vec<PathBuf> = Vec::with_capacity(v.len());
         // A populated submodule's work tree: git status is not run in it (it would obey the
         // submodule's own configuration, the agent's to write), so its files are read from
@@ -483,6 +497,9 @@ impl Session {
                 // rewritten in place leaves the directory's own ctime alone).
                 self.walk_into(&p, &mut files, unread, budget);
             } else {
+                if std::fs::symlink_metadata(self.worktree.join(&p)).is_ok_and(|m| m.is_symlink()) {
+                    links.push(p.clone());
+                }
                 files.push(p);
             }
         }
