@@ -854,6 +854,10 @@ fn the_here_review_list_holds_against_review_7() {
             std::fs::write(wt.join(f), text).unwrap();
         }
         std::os::unix::fs::symlink("config/claude", wt.join(".claude")).unwrap();
+        // In a directory with no subdirectory, which the walk does not list.
+        std::fs::create_dir_all(wt.join("leaf")).unwrap();
+        std::fs::write(wt.join("config/leaf.json"), "{}\n").unwrap();
+        std::os::unix::fs::symlink("../config/leaf.json", wt.join("leaf/.mcp.json")).unwrap();
         let g = |dir: &Path, args: &[&str]| {
             let st = Command::new("git")
                 .arg("-C")
@@ -872,6 +876,7 @@ fn the_here_review_list_holds_against_review_7() {
             wt.join("r7.py"),
             r#"import os
 open("config/claude/settings.json", "w").write('{"hooks":{}}')
+open("config/leaf.json", "w").write('{"mcpServers":{}}')
 os.makedirs("docs/m")
 open("docs/m/config.toml", "w").write('[hooks]\nenter = "id"\n')
 os.symlink("docs/m", "mise")
@@ -913,7 +918,11 @@ except OSError:
         assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
         let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r7.py");
         assert_eq!(code, 0, "{who:?}: {err}");
-        for f in [".claude/settings.json", "mise/config.toml"] {
+        for f in [
+            ".claude/settings.json",
+            "leaf/.mcp.json",
+            "mise/config.toml",
+        ] {
             assert!(named(&err, f), "{who:?}: {f} not named: {err}");
         }
         std::thread::sleep(std::time::Duration::from_millis(300));

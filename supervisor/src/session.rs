@@ -318,6 +318,11 @@ impl Session {
         let mut v: Vec<PathBuf> = match watched {
             Some(c) => {
                 known_links = c.links;
+                // The committed links too, wherever they are (the walk lists only the
+                // directories that have subdirectories); read only when something changed.
+                if !c.entries.is_empty() || !c.opened.is_empty() || !c.new_dirs.is_empty() {
+                    known_links.extend(self.index_entries().1);
+                }
                 let mut v = c.entries;
                 v.extend(
                     c.opened
@@ -435,6 +440,29 @@ impl Session {
             .unwrap_or(self.started)
     }
 
+    /// From the index (`git ls-files -s -v`): the entries git is told not to look at (a
+    /// lower-case tag, assume-unchanged; `S`, skip-worktree) and the committed links (mode
+    /// 120000); both empty when git fails.
+    fn index_entries(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        use std::os::unix::ffi::OsStrExt;
+        let staged = git_bytes(&self.worktree, &["ls-files", "-s", "-v", "-z"]).unwrap_or_default();
+        let (mut hidden, mut links) = (Vec::new(), Vec::new());
+        for rec in staged.split(|b| *b == 0) {
+            // `TAG MODE OBJECT STAGE<TAB>PATH`
+            let (Some(tag), Some(tab)) = (rec.first(), rec.iter().position(|b| *b == b'\t')) else {
+                continue;
+            };
+            let path = PathBuf::from(std::ffi::OsStr::from_bytes(&rec[tab + 1..]));
+            if tag.is_ascii_lowercase() || *tag == b'S' {
+                hidden.push(path.clone());
+            }
+            if rec.get(2..8) == Some(b"120000") {
+                links.push(path);
+            }
+        }
+        (hidden, links)
+    }
+
     /// [`Session::changed_here`] without events: `git status`, the index entries git is
     /// told not to look at, and change times; the links found on the way (committed, and
     /// untracked or ignored ones git lists) into `links`.
@@ -466,20 +494,13 @@ impl Session {
         // Entries git is told not to look at (review 7, r7-01): `git ls-files -v` tags them
         // with a lower-case letter (assume-unchanged) or `S` (skip-worktree). The committed
         // links (mode 120000) are the links a changed file may be read through (r7-03).
-        let staged = git_bytes(&self.worktree, &["ls-files", "-s", "-v", "-z"]).unwrap_or_default();
-        for rec in staged.split(|b| *b == 0) {
-            // `TAG MODE OBJECT STAGE<TAB>PATH`
-            let (Some(tag), Some(tab)) = (rec.first(), rec.iter().position(|b| *b == b'\t')) else {
-                continue;
-            };
-            let path = &rec[tab + 1..];
-            if tag.is_ascii_lowercase() || *tag == b'S' {
-                v.push(path.to_vec());
-            }
-            if rec.get(2..8) == Some(b"120000") {
-                links.push(PathBuf::from(std::ffi::OsStr::from_bytes(path)));
-            }
-        }
+        let (hidden, committed) = self.index_entries();
+        v.extend(
+            hidden
+                .into_iter()
+                .map(|p| std::os::unix::ffi::OsStringExt::into_vec(p.into_os_string())),
+        );
+        links.extend(committed);
         let mut files: Vec<PathBuf> = Vec::with_capacity(v.len());
         // A populated submodule's work tree: git status is not run in it (it would obey the
         // submodule's own configuration, the agent's to write), so its files are read from
