@@ -943,6 +943,108 @@ except OSError:
     }
 }
 
+/// Review 8: a third round of ways to hide a changed control file from the `--here` review
+/// list. A directory made a git repository under another name than `.git`, its `config`
+/// written (r8-02); a link to the checkout's root over a root `config.toml` (r8-05); a link
+/// through a link (r8-06); the person's own ignored link in a directory with no
+/// subdirectory, its target edited (r8-07); a committed `.mcp.json -> cfg/mcp.json` whose
+/// `cfg/` a later session replaces by a link to a file the first session wrote (r8-08);
+/// and, with the full look (one failing `link()`), an index the agent made unreadable
+/// (r8-04: nothing in the index decides what is looked at). The control: a session that
+/// only reads names nothing.
+#[test]
+fn the_here_review_list_holds_against_review_8() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "here-r8") else {
+            continue;
+        };
+        let wt = &fx.r.wt;
+        for (f, text) in [
+            ("config.toml", "[tools]\n"),
+            ("config/tasks.json", "{}\n"),
+            (".gitignore", ".vscode/\n"),
+            ("cfg/mcp.json", "{}\n"),
+            ("notes/readme.md", "notes\n"),
+            (".envrc", "echo mine\n"),
+        ] {
+            std::fs::create_dir_all(wt.join(f).parent().unwrap()).unwrap();
+            std::fs::write(wt.join(f), text).unwrap();
+        }
+        std::fs::create_dir_all(wt.join(".vscode")).unwrap();
+        std::os::unix::fs::symlink("../config/tasks.json", wt.join(".vscode/tasks.json")).unwrap();
+        std::os::unix::fs::symlink("cfg/mcp.json", wt.join(".mcp.json")).unwrap();
+        std::fs::write(
+            wt.join("r8.py"),
+            r#"import os
+os.makedirs("src/objects"); os.makedirs("src/refs")
+open("src/HEAD", "w").write("ref: refs/heads/main\n")
+open("src/config", "w").write("[core]\n\tfsmonitor = id\n")
+os.symlink(".", "mise")
+os.makedirs(".config"); os.makedirs("x"); os.makedirs("y")
+open("y/f.toml", "w").write('[hooks]\nenter = "id"\n')
+os.symlink("../y", "x/conf.d")
+os.symlink("../x", ".config/mise")
+open("config/tasks.json", "w").write('{"tasks":[1]}')
+open("notes/mcp.json", "w").write('{"mcpServers":{}}')
+"#,
+        )
+        .unwrap();
+        std::fs::write(
+            wt.join("r8b.py"),
+            r#"import os, shutil
+shutil.rmtree("cfg")
+os.symlink("notes", "cfg")
+"#,
+        )
+        .unwrap();
+        std::fs::write(
+            wt.join("r8c.py"),
+            r#"import os
+open(".git/index", "wb").write(b"not an index")
+open(".envrc", "w").write("id\n")
+try:
+    os.link("no-such-file", "no-such-link")
+except OSError:
+    pass
+"#,
+        )
+        .unwrap();
+        give(&fx.r.root, &who);
+        fx.git(&["add", "-A"]);
+        fx.git(&["commit", "-qm", "tree"]);
+        fx.git(&["switch", "-q", "-c", "work"]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let named = |err: &str, f: &str| {
+            err.lines()
+                .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
+                .any(|l| l.starts_with(&format!("tyba:   {f}:")))
+        };
+        let (code, err) = fx.session(
+            &["--here", "--autonomy", "high"],
+            "cat .mcp.json .vscode/tasks.json config.toml > /dev/null",
+        );
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r8.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        for f in [
+            "src/config",
+            "mise/config.toml",
+            ".config/mise/conf.d/f.toml",
+            ".vscode/tasks.json",
+        ] {
+            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r8b.py");
+        assert_eq!(code, 0, "{who:?}: {err}");
+        assert!(named(&err, ".mcp.json"), "{who:?}: r8-08: {err}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (_, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r8c.py");
+        assert!(named(&err, ".envrc"), "{who:?}: r8-04: {err}");
+    }
+}
+
 /// The person's shell startup files read as empty in the sandbox: the agent's shells start
 /// without `Permission denied` and without their contents (they may export secrets). The
 /// control reads the same file outside the sandbox and finds the secret.

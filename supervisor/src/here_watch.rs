@@ -60,10 +60,6 @@ pub struct Changes {
     /// left in flight in a unix socket nobody can receive from, freed by the kernel's unix
     /// socket collector later). Kept at the end when their change time is the session's.
     pub opened: Vec<PathBuf>,
-    /// The links the walk found in the directories it listed (a checkout's root always is):
-    /// a file changed beneath a link's target is a change of the name through the link too
-    /// (review 7, r7-03: a committed `.mcp.json -> config/mcp.json`).
-    pub links: Vec<PathBuf>,
 }
 
 /// Where the walk is.
@@ -122,14 +118,13 @@ impl HereWatch {
             .name("tyba-here-watch".into())
             .spawn(move || {
                 let mut wds = HashMap::new();
-                let mut links = Vec::new();
-                let complete = walk(&ino, &root, &sh.sealed, &mut wds, &mut links);
+                let complete = walk(&ino, &root, &sh.sealed, &mut wds);
                 if let Ok(mut p) = sh.phase.lock() {
                     *p = Phase::Walked(complete);
                 }
                 sh.walked.notify_all();
                 let got = if complete {
-                    read_events(&ino, &wds, &stop_r).map(|c| Changes { links, ..c })
+                    read_events(&ino, &wds, &stop_r)
                 } else {
                     None
                 };
@@ -228,7 +223,6 @@ fn walk(
     root: &Path,
     sealed: &AtomicBool,
     wds: &mut HashMap<WatchDescriptor, PathBuf>,
-    links: &mut Vec<PathBuf>,
 ) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(root_meta) = std::fs::symlink_metadata(root) else {
@@ -267,8 +261,6 @@ fn walk(
             // when the person works in it.
             if t.is_dir() && !(rel.as_os_str().is_empty() && e.file_name() == ".git") {
                 todo.push(rel.join(e.file_name()));
-            } else if t.is_symlink() {
-                links.push(rel.join(e.file_name()));
             }
         }
     }
@@ -371,7 +363,6 @@ fn read_events(
         entries: sorted(entries),
         new_dirs: sorted(new_dirs),
         opened: sorted(opened),
-        links: Vec::new(),
     })
 }
 

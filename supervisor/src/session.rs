@@ -291,21 +291,21 @@ impl Session {
     /// With `watched` (the events of a [`crate::here_watch::HereWatch`] sealed before the
     /// agent started): the entries they name that still exist, the files opened whose change
     /// time is the session's, and the files of the directories the session made or moved in.
-    /// Without: every file git reports as changed (`git status`: modified, staged, untracked,
-    /// ignored; those whose index entry says not to look, `--skip-worktree` and
-    /// `--assume-unchanged`, which the agent can set; a wholly ignored directory and a
-    /// populated submodule's work tree read from the disk), kept when its status change time
-    /// (`ctime`, which no program can set: inode(7)), or that of a directory on its way, is
-    /// not older than the session's start, less 100 ms for the filesystem's coarse clock. What
-    /// the person had changed before is not the session's.
+    /// Without (the full look): every file of the checkout (its own `.git` aside, read from
+    /// the disk by name; nothing the agent could have written, the index included, decides
+    /// what is looked at: review 8, r8-01, r8-04) whose status change time (`ctime`, which no
+    /// program can set: inode(7)), or that of a directory on its way (a directory moved keeps
+    /// its files' times), is not older than the session's start, less 100 ms for the
+    /// filesystem's coarse clock. What the person had changed before is not the session's.
     ///
-    /// Both ways, a link the session made to a directory of the checkout adds the files
-    /// beneath it under the link's name (the name tools read them by), a link the checkout
-    /// had (found by the walk; without events, the committed ones and those git lists) adds
-    /// a changed file beneath its target by the link's name, and a directory that
-    /// cannot be read whole ([`WALK_MAX`] entries in all) is in [`HereChanges::unread`]. Names
-    /// are exact bytes on the disk, shown lossily only in the list. Empty for a linked
-    /// worktree ([`Session::changed_paths`] covers it), outside git, or when git fails.
+    /// Then, when anything changed, the names the changes are also read by: every link of
+    /// the checkout (found by a walk of the names) whose target is a changed file, or above
+    /// one, adds that file by the link's name, and a link the session made or changed adds
+    /// every file beneath its target; repeated so that links through links count (review 8,
+    /// r8-05, r8-06, r8-08). A directory that cannot be read whole ([`WALK_MAX`] entries in
+    /// all) is in [`HereChanges::unread`]. Names are exact bytes on the disk, shown lossily
+    /// only in the list. Empty for a linked worktree ([`Session::changed_paths`] covers it)
+    /// or outside git.
     pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
         let mut out = HereChanges::default();
         if self.created_branch.is_some() || self.git.is_none() {
@@ -314,15 +314,9 @@ impl Session {
         let since = self.since();
         let mut budget = WALK_MAX;
         let mut unread: Vec<PathBuf> = Vec::new();
-        let mut known_links: Vec<PathBuf> = Vec::new();
+        let mut listing: Option<Listing> = None;
         let mut v: Vec<PathBuf> = match watched {
             Some(c) => {
-                known_links = c.links;
-                // The committed links too, wherever they are (the walk lists only the
-                // directories that have subdirectories); read only when something changed.
-                if !c.entries.is_empty() || !c.opened.is_empty() || !c.new_dirs.is_empty() {
-                    known_links.extend(self.index_entries().1);
-                }
                 let mut v = c.entries;
                 v.extend(
                     c.opened
@@ -336,7 +330,12 @@ impl Session {
                 }
                 v
             }
-            None => self.changed_here_by_status(since, &mut unread, &mut known_links, &mut budget),
+            None => {
+                let all = self.listing(&mut unread);
+                let files = self.changed_by_times(&all.files, since);
+                listing = Some(all);
+                files
+            }
         };
         // Commits made during the session: HEAD as it was at the start (read before the
         // agent ran) against HEAD now; no `git diff` when the same files still name the same
@@ -353,67 +352,154 @@ impl Session {
         }
         // What is gone runs nothing.
         v.retain(|p| std::fs::symlink_metadata(self.worktree.join(p)).is_ok());
-        // A link the checkout already had (found by the walk) to a file or directory the
-        // session changed, or above one: the changed file by the link's name too (review 7,
-        // r7-03: a committed `.mcp.json -> config/mcp.json`, and `config/mcp.json` edited).
-        let mut through: Vec<PathBuf> = Vec::new();
-        for l in &known_links {
-            let Ok(target) = std::fs::canonicalize(self.worktree.join(l)) else {
-                continue;
-            };
-            let Ok(rel) = target.strip_prefix(&self.worktree) else {
-                continue;
-            };
-            through.extend(
-                v.iter()
-                    .filter_map(|p| p.strip_prefix(rel).ok())
-                    .map(|rest| {
-                        if rest.as_os_str().is_empty() {
-                            l.clone()
-                        } else {
-                            l.join(rest)
-                        }
-                    }),
-            );
-        }
-        v.extend(through);
-        // A link to a directory of the checkout: the files beneath it by the link's name
-        // (review 7, r7-04: `mise -> docs/m` makes `docs/m/config.toml` mise's).
-        let links: Vec<PathBuf> = v
-            .iter()
-            .filter(|p| {
-                std::fs::symlink_metadata(self.worktree.join(p)).is_ok_and(|m| m.is_symlink())
-            })
-            .cloned()
-            .collect();
-        for l in links {
-            let Ok(target) = std::fs::canonicalize(self.worktree.join(&l)) else {
-                continue;
-            };
-            let Ok(rel) = target.strip_prefix(&self.worktree) else {
-                continue;
-            };
-            if !target.is_dir() || rel.as_os_str().is_empty() {
-                continue;
+        if !v.is_empty() {
+            let all = listing.get_or_insert_with(|| self.listing(&mut unread));
+            let (more, whole) = self.through_links(&v, all);
+            v.extend(more);
+            if !whole {
+                unread.push(PathBuf::new());
             }
-            let mut found = Vec::new();
-            let mut none = Vec::new();
-            self.walk_into(rel, &mut found, &mut none, &mut budget);
-            v.extend(
-                found
-                    .into_iter()
-                    .filter_map(|f| Some(l.join(f.strip_prefix(rel).ok()?))),
-            );
-            unread.extend(none.into_iter().map(|_| l.clone()));
         }
         let text = |p: &PathBuf| p.to_string_lossy().into_owned();
         out.paths = v.iter().map(text).collect();
         out.paths.sort();
         out.paths.dedup();
-        out.unread = unread.iter().map(|d| format!("{}/", text(d))).collect();
+        out.unread = unread
+            .iter()
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    "./".to_string()
+                } else {
+                    format!("{}/", text(d))
+                }
+            })
+            .collect();
         out.unread.sort();
         out.unread.dedup();
         out
+    }
+
+    /// The names of the whole checkout (its own `.git` aside), as [`walk_names`] reads them;
+    /// what cannot be read whole into `unread`.
+    fn listing(&self, unread: &mut Vec<PathBuf>) -> Listing {
+        let mut all = Listing::default();
+        let mut budget = WALK_MAX;
+        if !walk_names(&self.worktree, Path::new(""), &mut all, &mut budget) {
+            unread.push(PathBuf::new());
+        }
+        all
+    }
+
+    /// Of `files`, those whose change time, or that of a directory on their way from the
+    /// worktree, is not older than `since` (each directory looked at once).
+    fn changed_by_times(&self, files: &[PathBuf], since: std::time::SystemTime) -> Vec<PathBuf> {
+        let mut dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
+        files
+            .iter()
+            .filter(|p| {
+                changed_since(&self.worktree.join(p), since)
+                    || p.ancestors().skip(1).any(|d| {
+                        !d.as_os_str().is_empty()
+                            && *dirs
+                                .entry(d.to_path_buf())
+                                .or_insert_with(|| changed_since(&self.worktree.join(d), since))
+                    })
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The names `changed` is also read by through the links of `all`: a link whose target
+    /// (where it leads, and where its text leads without the links on the way) is a changed
+    /// name or above one adds that name under the link; a link that is itself changed adds
+    /// every file beneath its target. Repeated until nothing is added (links through links),
+    /// at most 8 rounds and [`WALK_MAX`] names: past those, what was added so far and `false`
+    /// (the list is then incomplete).
+    fn through_links(&self, changed: &[PathBuf], all: &Listing) -> (Vec<PathBuf>, bool) {
+        use std::collections::HashSet;
+        let mut names: HashSet<PathBuf> = changed.iter().cloned().collect();
+        let targets: Vec<(PathBuf, Vec<PathBuf>)> = all
+            .links
+            .iter()
+            .map(|l| (l.clone(), self.link_targets(l)))
+            .collect();
+        let mut added: Vec<PathBuf> = Vec::new();
+        for _ in 0..8 {
+            let mut round: Vec<PathBuf> = Vec::new();
+            for (l, ts) in &targets {
+                let own = names.contains(l);
+                for t in ts {
+                    for n in names
+                        .iter()
+                        .chain(if own { all.files.iter() } else { [].iter() })
+                    {
+                        // A name already through this link (a link to a directory above
+                        // itself, `mise -> .`) is not taken through it again.
+                        if n.starts_with(l) {
+                            continue;
+                        }
+                        if let Ok(rest) = n.strip_prefix(t) {
+                            let via = if rest.as_os_str().is_empty() {
+                                l.clone()
+                            } else {
+                                l.join(rest)
+                            };
+                            if !names.contains(&via) {
+                                round.push(via);
+                            }
+                        }
+                    }
+                }
+            }
+            if round.is_empty() {
+                return (added, true);
+            }
+            for r in round {
+                if names.insert(r.clone()) {
+                    added.push(r);
+                }
+            }
+            if names.len() > WALK_MAX {
+                return (added, false);
+            }
+        }
+        (added, false)
+    }
+
+    /// Where link `l` (relative to the worktree) leads inside the worktree, relative to it:
+    /// physically (every link on the way followed) and by its own text alone (joined to its
+    /// directory, `..` taken lexically), each when inside.
+    fn link_targets(&self, l: &Path) -> Vec<PathBuf> {
+        let mut v = Vec::new();
+        let full = self.worktree.join(l);
+        if let Ok(t) = std::fs::canonicalize(&full) {
+            if let Ok(rel) = t.strip_prefix(&self.worktree) {
+                v.push(rel.to_path_buf());
+            }
+        }
+        if let Ok(text) = std::fs::read_link(&full) {
+            let mut lex = if text.is_absolute() {
+                PathBuf::new()
+            } else {
+                full.parent().map(Path::to_path_buf).unwrap_or_default()
+            };
+            for c in text.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        lex.pop();
+                    }
+                    std::path::Component::Normal(n) => lex.push(n),
+                    std::path::Component::RootDir => lex.push("/"),
+                    _ => {}
+                }
+            }
+            if let Ok(rel) = lex.strip_prefix(&self.worktree) {
+                if !v.iter().any(|x| x == rel) {
+                    v.push(rel.to_path_buf());
+                }
+            }
+        }
+        v
     }
 
     /// The files under `dir` (relative to the worktree) into `out`; `dir` into `unread` when
@@ -438,111 +524,6 @@ impl Session {
         self.started
             .checked_sub(std::time::Duration::from_millis(100))
             .unwrap_or(self.started)
-    }
-
-    /// From the index (`git ls-files -s -v`): the entries git is told not to look at (a
-    /// lower-case tag, assume-unchanged; `S`, skip-worktree) and the committed links (mode
-    /// 120000); both empty when git fails.
-    fn index_entries(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
-        use std::os::unix::ffi::OsStrExt;
-        let staged = git_bytes(&self.worktree, &["ls-files", "-s", "-v", "-z"]).unwrap_or_default();
-        let (mut hidden, mut links) = (Vec::new(), Vec::new());
-        for rec in staged.split(|b| *b == 0) {
-            // `TAG MODE OBJECT STAGE<TAB>PATH`
-            let (Some(tag), Some(tab)) = (rec.first(), rec.iter().position(|b| *b == b'\t')) else {
-                continue;
-            };
-            let path = PathBuf::from(std::ffi::OsStr::from_bytes(&rec[tab + 1..]));
-            if tag.is_ascii_lowercase() || *tag == b'S' {
-                hidden.push(path.clone());
-            }
-            if rec.get(2..8) == Some(b"120000") {
-                links.push(path);
-            }
-        }
-        (hidden, links)
-    }
-
-    /// [`Session::changed_here`] without events: `git status`, the index entries git is
-    /// told not to look at, and change times; the links found on the way (committed, and
-    /// untracked or ignored ones git lists) into `links`.
-    fn changed_here_by_status(
-        &self,
-        since: std::time::SystemTime,
-        unread: &mut Vec<PathBuf>,
-        links: &mut Vec<PathBuf>,
-        budget: &mut usize,
-    ) -> Vec<PathBuf> {
-        use std::os::unix::ffi::OsStrExt;
-        let status = git_bytes(
-            &self.worktree,
-            &[
-                "status",
-                "--porcelain=v1",
-                "-z",
-                "--untracked-files=all",
-                "--ignored=matching",
-                "--no-renames",
-                crate::worktrees::IGNORE_SUBMODULE_WORK,
-            ],
-        )
-        .unwrap_or_default();
-        let mut v: Vec<Vec<u8>> = status
-            .split(|b| *b == 0)
-            .filter_map(|rec| rec.get(3..).filter(|p| !p.is_empty()).map(<[u8]>::to_vec))
-            .collect();
-        // Entries git is told not to look at (review 7, r7-01): `git ls-files -v` tags them
-        // with a lower-case letter (assume-unchanged) or `S` (skip-worktree). The committed
-        // links (mode 120000) are the links a changed file may be read through (r7-03).
-        let (hidden, committed) = self.index_entries();
-        v.extend(
-            hidden
-                .into_iter()
-                .map(|p| std::os::unix::ffi::OsStringExt::into_vec(p.into_os_string())),
-        );
-        links.extend(committed);
-        let mut files: Vec<PathBuf> = Vec::with_capacity(v.len());
-        // A populated submodule's work tree: git status is not run in it (it would obey the
-        // submodule's own configuration, the agent's to write), so its files are read from
-        // the disk and judged by their times like the rest (review 6, r6-05).
-        for sub in crate::worktrees::populated_submodule_paths(&self.worktree) {
-            self.walk_into(Path::new(&sub), &mut files, unread, budget);
-        }
-        for p in v {
-            let dir = p.ends_with(b"/");
-            let p = PathBuf::from(std::ffi::OsStr::from_bytes(
-                p.strip_suffix(b"/").unwrap_or(&p),
-            ));
-            if dir {
-                // A wholly ignored directory: its files, read from the disk (a file
-                // rewritten in place leaves the directory's own ctime alone).
-                self.walk_into(&p, &mut files, unread, budget);
-            } else {
-                if std::fs::symlink_metadata(self.worktree.join(&p)).is_ok_and(|m| m.is_symlink()) {
-                    links.push(p.clone());
-                }
-                files.push(p);
-            }
-        }
-        // A directory the session moved keeps its files' change times; its own changes. So
-        // a file is the session's when it or a directory on its way from the worktree
-        // changed since the start (each directory looked at once).
-        let mut dirs: std::collections::HashMap<PathBuf, bool> = std::collections::HashMap::new();
-        files.retain(|p| {
-            if changed_since(&self.worktree.join(p), since) {
-                return true;
-            }
-            if std::fs::symlink_metadata(self.worktree.join(p)).is_err() {
-                return false;
-            }
-            p.ancestors().skip(1).any(|d| {
-                !d.as_os_str().is_empty()
-                    && *dirs
-                        .entry(d.to_path_buf())
-                        .or_insert_with(|| changed_since(&self.worktree.join(d), since))
-            })
-        });
-        files
     }
 
     /// The paths `git diff --name-only` gives against `revs` (one commit: with the worktree;
@@ -706,29 +687,6 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, SessionError> {
         .to_string())
 }
 
-/// [`git`]'s standard output as bytes (paths as they are on the disk).
-fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, SessionError> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(crate::worktrees::HARDENED)
-        .args(args)
-        .output()
-        .map_err(|source| SessionError::Io {
-            what: "cannot run git in",
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(SessionError::Git {
-            args: args.join(" "),
-            dir: dir.to_path_buf(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(out.stdout)
-}
-
 /// The top level of the git worktree containing `dir`, if any.
 pub fn repo_toplevel(dir: &Path) -> Option<PathBuf> {
     git(dir, &["rev-parse", "--show-toplevel"])
@@ -809,6 +767,52 @@ fn nul_list(out: String) -> Vec<String> {
 /// `getdents64(2)` gives them with their types): past it, what is left unread is named for
 /// the person to look at.
 const WALK_MAX: usize = 500_000;
+
+/// The names of a checkout ([`walk_names`]).
+#[derive(Debug, Default)]
+struct Listing {
+    /// Every entry that is not a directory (links included), relative to the worktree.
+    files: Vec<PathBuf>,
+    /// The links among them.
+    links: Vec<PathBuf>,
+}
+
+/// Adds to `all` every name under `root/rel` but `root/.git`, links not followed, `budget`
+/// entries at most; `false` when the budget ran out or a directory cannot be read (what was
+/// found is then incomplete).
+fn walk_names(root: &Path, rel: &Path, all: &mut Listing, budget: &mut usize) -> bool {
+    let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
+        return false;
+    };
+    for e in rd {
+        let Ok(e) = e else {
+            return false;
+        };
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        if rel.as_os_str().is_empty() && e.file_name() == ".git" {
+            continue;
+        }
+        let child = rel.join(e.file_name());
+        match e.file_type() {
+            Ok(t) if t.is_dir() => {
+                if !walk_names(root, &child, all, budget) {
+                    return false;
+                }
+            }
+            Ok(t) => {
+                if t.is_symlink() {
+                    all.links.push(child.clone());
+                }
+                all.files.push(child);
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
 
 /// Adds to `out` the files (and links, and other non-directories) under `root/rel`, as paths
 /// relative to `root`, links not followed, `budget` entries at most; `false` when the budget
