@@ -136,12 +136,14 @@ fn end_of_worktree(
             // The person's own checkout: what the session changed there is already in it.
             let here = session.changed_here(watched);
             let mut risky = code_running(session, here.paths, policy);
-            // What the session made there and tyba could not read whole is not vouched for.
+            // What tyba could not read whole is not vouched for.
             risky.extend(here.unread.into_iter().map(|d| {
-                (
-                    d,
-                    "made by the session, not read whole (a name that is not text, or too many entries): look inside".to_string(),
-                )
+                let why = if d == "./" {
+                    "the checkout has more names than tyba reads at a session's end (500,000), or one it cannot read: files it holds and links to what the session changed were not all looked at"
+                } else {
+                    "not read whole (more names than tyba reads at a session's end, or a directory it cannot read): look inside"
+                };
+                (d, why.to_string())
             }));
             if !risky.is_empty() {
                 tell!(
