@@ -94,15 +94,16 @@ pub fn notified_syscalls() -> Vec<i64> {
         // Watches name what they watch by path, and Landlock does not check that path: the
         // supervisor does (`crate::meta::handle_watch`).
         libc::SYS_inotify_add_watch,
-        // A hard link is another name of a file: writes through it are reported under that
-        // name only, so a session that made one gets the full look at its end instead of
-        // the events' list (`crate::here_watch`). Recorded, then continued (Landlock decides).
-        libc::SYS_link,
-        libc::SYS_linkat,
     ];
     v.extend_from_slice(METADATA_SYSCALLS);
     v
 }
+
+/// Hard links, notified only in a session whose checkout is watched (`crate::here_watch`): a
+/// hard link is another name of a file, and writes through it are reported under that name
+/// only, so a session that made one gets the full look at its end instead of the events'
+/// list. Recorded, then continued (Landlock decides); other sessions pay nothing for them.
+pub const LINK_SYSCALLS: [i64; 2] = [libc::SYS_link, libc::SYS_linkat];
 
 /// Assembles the user-notification filter for these syscall numbers: the architecture must
 /// be `AUDIT_ARCH_X86_64` (else the process is killed), x32 numbers fail with `ENOSYS`, each

@@ -262,7 +262,11 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         what: "building the seccomp filters",
         source: std::io::Error::other(e),
     };
-    let filter = crate::bpf::notify_filter(&crate::bpf::notified_syscalls()).map_err(filter_err)?;
+    let mut notified = crate::bpf::notified_syscalls();
+    if here_watch.is_some() {
+        notified.extend(crate::bpf::LINK_SYSCALLS);
+    }
+    let filter = crate::bpf::notify_filter(&notified).map_err(filter_err)?;
     let static_filters = crate::bpf::static_filters().map_err(filter_err)?;
     let (status_r, status_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
