@@ -235,7 +235,7 @@ fn code_running(
                 scratch: None,
                 git: None,
             };
-            if let Some(why) = git_obeys(wt, &p) {
+            if let Some(why) = session::git_obeys(wt, &p) {
                 return Some((p, why));
             }
             let c = policy.classify(&action, &ctx);
@@ -251,50 +251,6 @@ fn code_running(
             })
         })
         .collect()
-}
-
-/// Whether git run in the checkout would obey `path` (relative to `worktree`) as a
-/// repository's configuration, hooks or redirection, whatever the repository's directory is
-/// called (review 8, r8-02: the policy knows git dirs by a `.git` name, while git takes any
-/// directory holding `HEAD`, `objects/` and `refs/` for one, and follows a `.git` file's
-/// `gitdir:`): the reason, when it would. The checkout's own `.git` is the person's (its
-/// files git obeys are bound read-only in a `--here` session).
-fn git_obeys(worktree: &Path, path: &str) -> Option<String> {
-    let p = Path::new(path);
-    let full = worktree.join(p);
-    if p.file_name().is_some_and(|n| n == ".git")
-        && std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_file())
-    {
-        return Some(
-            "a `.git` file: names the directory git takes for the repository there".into(),
-        );
-    }
-    for d in p.ancestors().skip(1) {
-        if d.as_os_str().is_empty() || d == Path::new(".git") {
-            continue;
-        }
-        let dir = worktree.join(d);
-        let is_dir = |n: &str| std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir());
-        let git_dir = std::fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| m.is_file())
-            && is_dir("objects")
-            && is_dir("refs");
-        if !git_dir {
-            continue;
-        }
-        let rest = p.strip_prefix(d).unwrap_or(p);
-        let obeyed = rest == Path::new("config")
-            || rest == Path::new("config.worktree")
-            || rest == Path::new("commondir")
-            || rest.starts_with("hooks")
-            || rest.starts_with("info");
-        return obeyed.then(|| {
-            format!(
-                "the configuration or hooks of the git repository in {}: run by git there",
-                d.display()
-            )
-        });
-    }
-    None
 }
 
 /// The end summary's lines about the agent's state ([`tyba_supervisor::state_layer`]).

@@ -83,7 +83,7 @@ pub(crate) fn git_dir_at(path: &Path) -> Option<PathBuf> {
 
 /// Whether `p` is a git directory (`setup.c` `is_git_directory`: `objects/` and `refs/`
 /// directories and a `HEAD` file).
-fn is_git_dir(p: &Path) -> bool {
+pub(crate) fn is_git_dir(p: &Path) -> bool {
     p.join("objects").is_dir() && p.join("refs").is_dir() && p.join("HEAD").is_file()
 }
 

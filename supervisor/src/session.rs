@@ -384,7 +384,7 @@ impl Session {
     fn listing(&self, unread: &mut Vec<PathBuf>) -> Listing {
         let mut all = Listing::default();
         let mut budget = WALK_MAX;
-        if !walk_names(&self.worktree, Path::new(""), &mut all, &mut budget) {
+        if !walk_names(&self.worktree, Path::new(""), true, &mut all, &mut budget) {
             unread.push(PathBuf::new());
         }
         all
@@ -416,8 +416,17 @@ impl Session {
     /// at most 8 rounds and [`WALK_MAX`] names: past those, what was added so far and `false`
     /// (the list is then incomplete).
     fn through_links(&self, changed: &[PathBuf], all: &Listing) -> (Vec<PathBuf>, bool) {
-        use std::collections::HashSet;
-        let mut names: HashSet<PathBuf> = changed.iter().cloned().collect();
+        use std::collections::BTreeSet;
+        // Ordered by components, the names beneath a path follow it: each link's look-up is a
+        // range, not a pass over every name.
+        let beneath = |set: &BTreeSet<PathBuf>, t: &Path| -> Vec<PathBuf> {
+            set.range(t.to_path_buf()..)
+                .take_while(|n| n.starts_with(t))
+                .cloned()
+                .collect()
+        };
+        let files: BTreeSet<PathBuf> = all.files.iter().cloned().collect();
+        let mut names: BTreeSet<PathBuf> = changed.iter().cloned().collect();
         let targets: Vec<(PathBuf, Vec<PathBuf>)> = all
             .links
             .iter()
@@ -429,24 +438,24 @@ impl Session {
             for (l, ts) in &targets {
                 let own = names.contains(l);
                 for t in ts {
-                    for n in names
-                        .iter()
-                        .chain(if own { all.files.iter() } else { [].iter() })
-                    {
+                    let mut under = beneath(&names, t);
+                    if own {
+                        under.extend(beneath(&files, t));
+                    }
+                    for n in under {
                         // A name already through this link (a link to a directory above
                         // itself, `mise -> .`) is not taken through it again.
                         if n.starts_with(l) {
                             continue;
                         }
-                        if let Ok(rest) = n.strip_prefix(t) {
-                            let via = if rest.as_os_str().is_empty() {
-                                l.clone()
-                            } else {
-                                l.join(rest)
-                            };
-                            if !names.contains(&via) {
-                                round.push(via);
-                            }
+                        let rest = n.strip_prefix(t).unwrap_or(&n);
+                        let via = if rest.as_os_str().is_empty() {
+                            l.clone()
+                        } else {
+                            l.join(rest)
+                        };
+                        if !names.contains(&via) {
+                            round.push(via);
                         }
                     }
                 }
@@ -511,9 +520,9 @@ impl Session {
         unread: &mut Vec<PathBuf>,
         budget: &mut usize,
     ) {
-        let mut found = Vec::new();
-        if walk_files(&self.worktree, dir, &mut found, budget) {
-            out.extend(found);
+        let mut found = Listing::default();
+        if walk_names(&self.worktree, dir, false, &mut found, budget) {
+            out.extend(found.files);
         } else {
             unread.push(dir.to_path_buf());
         }
@@ -730,6 +739,41 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
     None
 }
 
+/// Whether git run in the checkout would obey `path` (relative to `worktree`) as a
+/// repository's configuration, hooks or redirection, whatever the repository's directory is
+/// called (review 8, r8-02: the policy knows git dirs by a `.git` name, while git takes any
+/// directory holding `HEAD`, `objects/` and `refs/` for one,
+/// [`crate::push_relay::is_git_dir`], and follows a `.git` file's `gitdir:`): the reason,
+/// when it would. The checkout's own `.git` is the person's (its files git obeys are bound
+/// read-only in a `--here` session).
+pub fn git_obeys(worktree: &Path, path: &str) -> Option<String> {
+    let p = Path::new(path);
+    if p.file_name().is_some_and(|n| n == ".git")
+        && std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file())
+    {
+        return Some(
+            "a `.git` file: names the directory git takes for the repository there".into(),
+        );
+    }
+    let d = p.ancestors().skip(1).find(|d| {
+        !d.as_os_str().is_empty()
+            && *d != Path::new(".git")
+            && crate::push_relay::is_git_dir(&worktree.join(d))
+    })?;
+    let rest = p.strip_prefix(d).unwrap_or(p);
+    let obeyed = ["config", "config.worktree", "commondir"]
+        .iter()
+        .any(|f| rest == Path::new(f))
+        || rest.starts_with("hooks")
+        || rest.starts_with("info");
+    obeyed.then(|| {
+        format!(
+            "the configuration or hooks of the git repository in {}: run by git there",
+            d.display()
+        )
+    })
+}
+
 /// What [`Session::changed_here`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HereChanges {
@@ -777,10 +821,16 @@ struct Listing {
     links: Vec<PathBuf>,
 }
 
-/// Adds to `all` every name under `root/rel` but `root/.git`, links not followed, `budget`
-/// entries at most; `false` when the budget ran out or a directory cannot be read (what was
-/// found is then incomplete).
-fn walk_names(root: &Path, rel: &Path, all: &mut Listing, budget: &mut usize) -> bool {
+/// Adds to `all` every name under `root/rel` (but `root/.git` when `skip_git`), links not
+/// followed, `budget` entries at most; `false` when the budget ran out or a directory cannot
+/// be read (what was found is then incomplete).
+fn walk_names(
+    root: &Path,
+    rel: &Path,
+    skip_git: bool,
+    all: &mut Listing,
+    budget: &mut usize,
+) -> bool {
     let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
         return false;
     };
@@ -792,13 +842,13 @@ fn walk_names(root: &Path, rel: &Path, all: &mut Listing, budget: &mut usize) ->
             return false;
         }
         *budget -= 1;
-        if rel.as_os_str().is_empty() && e.file_name() == ".git" {
+        if skip_git && rel.as_os_str().is_empty() && e.file_name() == ".git" {
             continue;
         }
         let child = rel.join(e.file_name());
         match e.file_type() {
             Ok(t) if t.is_dir() => {
-                if !walk_names(root, &child, all, budget) {
+                if !walk_names(root, &child, skip_git, all, budget) {
                     return false;
                 }
             }
@@ -808,35 +858,6 @@ fn walk_names(root: &Path, rel: &Path, all: &mut Listing, budget: &mut usize) ->
                 }
                 all.files.push(child);
             }
-            Err(_) => return false,
-        }
-    }
-    true
-}
-
-/// Adds to `out` the files (and links, and other non-directories) under `root/rel`, as paths
-/// relative to `root`, links not followed, `budget` entries at most; `false` when the budget
-/// ran out (what was found is then incomplete) or a directory cannot be read.
-fn walk_files(root: &Path, rel: &Path, out: &mut Vec<PathBuf>, budget: &mut usize) -> bool {
-    let Ok(rd) = std::fs::read_dir(root.join(rel)) else {
-        return false;
-    };
-    for e in rd {
-        let Ok(e) = e else {
-            return false;
-        };
-        if *budget == 0 {
-            return false;
-        }
-        *budget -= 1;
-        let child = rel.join(e.file_name());
-        match e.file_type() {
-            Ok(t) if t.is_dir() => {
-                if !walk_files(root, &child, out, budget) {
-                    return false;
-                }
-            }
-            Ok(_) => out.push(child),
             Err(_) => return false,
         }
     }
