@@ -29,7 +29,8 @@
 //!
 //! **Hard links.** A write through another name of a file is reported under that name
 //! only, and a change of a file's link count to no directory watch. So a session that made a
-//! hard link (`link`, `linkat`: the seccomp filter reports each, [`crate::bpf`]) gets the full
+//! hard link (`link`, `linkat`: the seccomp filter of a watched session reports each,
+//! [`crate::bpf::LINK_SYSCALLS`]) gets the full
 //! look. Not seen: a file of the checkout that the person had hard-linked elsewhere before
 //! the session (outside the checkout, where the session may write), written through that
 //! other name.
@@ -373,8 +374,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn tree() -> (tempfile_dir::Dir, PathBuf) {
-        let d = tempfile_dir::Dir::new();
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
         let root = d.path().to_path_buf();
         for sub in ["a/b/c", ".git/objects", "ignored/deep"] {
             std::fs::create_dir_all(root.join(sub)).unwrap();
@@ -390,39 +391,12 @@ mod tests {
         (d, root)
     }
 
-    mod tempfile_dir {
-        pub struct Dir(std::path::PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                let p = std::env::temp_dir().join(format!(
-                    "tyba-here-watch-{}-{}",
-                    std::process::id(),
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap()
-                        .as_nanos()
-                ));
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-            pub fn path(&self) -> &std::path::Path {
-                &self.0
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-    }
-
     #[test]
     fn every_kind_of_change_is_named_and_nothing_else() {
         let (_d, root) = tree();
-        let outside = root.join("..").join(format!(
-            "{}-outside",
-            root.file_name().unwrap().to_string_lossy()
-        ));
+        // Beside the tree, on the same filesystem (a rename does not cross one).
+        let beside = tempfile::tempdir_in(root.parent().unwrap()).unwrap();
+        let outside = beside.path().to_path_buf();
         std::fs::create_dir_all(outside.join("moved/inner")).unwrap();
         std::fs::write(outside.join("moved/inner/f"), "x").unwrap();
         let mut w = HereWatch::start(&root).unwrap();
@@ -442,7 +416,6 @@ mod tests {
         std::fs::rename(outside.join("moved"), root.join("a/b/moved")).unwrap();
         std::fs::write(root.join(".git/objects/o"), "x").unwrap();
         let c = w.finish().unwrap();
-        let _ = std::fs::remove_dir_all(&outside);
         // `top.txt`'s link count changed: no directory watch hears of it (hence the full
         // look after a hard link, `crate::Outcome::hard_links`).
         let names = |v: &[PathBuf]| {

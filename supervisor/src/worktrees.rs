@@ -504,9 +504,8 @@ mod tests {
     /// index as it was; the person's own `git status` there rewrites it (the control).
     #[test]
     fn tybas_status_never_writes_the_index() {
-        let dir = std::env::temp_dir().join(format!("tyba-wt-index-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().to_path_buf();
         let plain = |args: &[&str]| {
             let st = std::process::Command::new("git")
                 .arg("-C")
