@@ -105,6 +105,59 @@ fn setup(who: &Who, tag: &str) -> Option<Fx> {
     })
 }
 
+impl Fx {
+    /// Commits the whole checkout on a branch `work` of the person's (`main` is protected),
+    /// then waits past the filesystems' coarse clock: the person's files are older than the
+    /// next session.
+    fn commit_on_work(&self) {
+        give(&self.r.root, &self.who);
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-qm", "tree"]);
+        self.git(&["switch", "-q", "-c", "work"]);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// A `--here` session at high autonomy running `script`: its exit code and stderr.
+    fn here(&self, script: &str) -> (i32, String) {
+        self.session(&["--here", "--autonomy", "high"], script)
+    }
+}
+
+/// Writes each `(path, text)` under `dir`, with the directories on the way.
+fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    for (f, text) in files {
+        std::fs::create_dir_all(dir.join(f).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(f), text).unwrap();
+    }
+}
+
+/// git as the test's user in a fixture repository `dir` (of any owner), with an identity,
+/// local submodules allowed and `main` as the first branch.
+fn git_fixture(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args([
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(["-c", "safe.directory=*"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{args:?}: {st:?}");
+}
+
+/// Whether the `REVIEW` list on `err` names `f` (a line `tyba:   F: reason` after it).
+fn named(err: &str, f: &str) -> bool {
+    err.lines()
+        .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
+        .any(|l| l.starts_with(&format!("tyba:   {f}:")))
+}
+
 #[test]
 fn sessions_worktrees_are_listed_removed_when_unchanged_and_cleaned_when_merged() {
     for who in whos() {
@@ -552,10 +605,10 @@ open(".gitignore", "w").write(".vscode/\n.claude/\n")
         fx.git(&["commit", "-qm", "scripts"]);
         // The person's files are older than the session by more than the clock's slack.
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 plain.py");
+        let (code, err) = fx.here("python3 plain.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 gen.py");
+        let (code, err) = fx.here("python3 gen.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         let warn = err
             .find("tyba: REVIEW:")
@@ -576,7 +629,7 @@ open(".gitignore", "w").write(".vscode/\n.claude/\n")
         let script = r#"printf '{"tasks":[]}' > .vscode/tasks.json
 printf 'echo hi\n' > .envrc; git add -A
 GIT_COMMITTER_DATE='@1000000000 +0000' git commit -qm fmt; echo rc=$?"#;
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], script);
+        let (code, err) = fx.here(script);
         assert_eq!(code, 0, "{who:?}: {err}");
         let warn = err
             .find("tyba: REVIEW:")
@@ -612,15 +665,15 @@ fn every_way_of_changing_a_file_is_named_at_the_end_of_a_here_session() {
                 continue;
             };
             let wt = &fx.r.wt;
-            for (f, text) in [
-                ("deep/er/.vscode/tasks.json", "{}\n"),
-                (".mcp.json", "{}\n"),
-                ("notes.txt", "plain\n"),
-                ("stage/pkg/.claude/settings.json", "{}\n"),
-            ] {
-                std::fs::create_dir_all(wt.join(f).parent().unwrap()).unwrap();
-                std::fs::write(wt.join(f), text).unwrap();
-            }
+            write_files(
+                wt,
+                &[
+                    ("deep/er/.vscode/tasks.json", "{}\n"),
+                    (".mcp.json", "{}\n"),
+                    ("notes.txt", "plain\n"),
+                    ("stage/pkg/.claude/settings.json", "{}\n"),
+                ],
+            );
             std::fs::write(
                 wt.join("ways.py"),
                 r#"import os
@@ -652,28 +705,17 @@ os.link("notes.txt", ".tool-versions")
                 }
                 std::fs::write(wt.join("many/7/7/keep"), "x\n").unwrap();
             }
-            give(wt, &who);
-            fx.git(&["add", "-A"]);
-            fx.git(&["commit", "-qm", "tree"]);
-            fx.git(&["switch", "-q", "-c", "work"]);
-            // The person's files are older than the session by more than the clock's slack.
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            let (code, err) = fx.session(
-                &["--here", "--autonomy", "high"],
+            fx.commit_on_work();
+            let (code, err) = fx.here(
                 "cat deep/er/.vscode/tasks.json .mcp.json > /dev/null; git status > /dev/null",
             );
             assert_eq!(code, 0, "{who:?} {many}: {err}");
             assert!(!err.contains("REVIEW"), "{who:?} {many}: control: {err}");
-            let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 ways.py");
+            let (code, err) = fx.here("python3 ways.py");
             assert_eq!(code, 0, "{who:?} {many}: {err}");
             let warn = err
                 .find("tyba: REVIEW:")
                 .unwrap_or_else(|| panic!("{who:?} {many}: no warning: {err}"));
-            let named = |err: &str, f: &str| {
-                err.lines()
-                    .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
-                    .any(|l| l.starts_with(&format!("tyba:   {f}:")))
-            };
             for f in [
                 "deep/er/.vscode/tasks.json",
                 ".mcp.json",
@@ -685,8 +727,8 @@ os.link("notes.txt", ".tool-versions")
                     "{who:?} {many}: {f} not named: {err}"
                 );
             }
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 link.py");
+            std::thread::sleep(Duration::from_millis(300));
+            let (code, err) = fx.here("python3 link.py");
             assert_eq!(code, 0, "{who:?} {many}: {err}");
             for f in [".mcp.json", ".tool-versions"] {
                 assert!(named(&err, f), "{who:?} {many}: {f} not named: {err}");
@@ -724,35 +766,18 @@ fn the_here_review_list_holds_against_review_6() {
         let sub_src = fx.r.root.join("subsrc");
         std::fs::create_dir_all(&sub_src).unwrap();
         std::fs::write(sub_src.join(".mcp.json"), "{}\n").unwrap();
-        let g = |dir: &Path, args: &[&str]| {
-            let st = Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args([
-                    "-c",
-                    "protocol.file.allow=always",
-                    "-c",
-                    "init.defaultBranch=main",
-                ])
-                .args(["-c", "safe.directory=*"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(st.status.success(), "{args:?}: {st:?}");
-        };
-        g(&sub_src, &["init", "-q"]);
-        g(&sub_src, &["add", "-A"]);
-        g(&sub_src, &["commit", "-qm", "sub"]);
-        g(
+        git_fixture(&sub_src, &["init", "-q"]);
+        git_fixture(&sub_src, &["add", "-A"]);
+        git_fixture(&sub_src, &["commit", "-qm", "sub"]);
+        git_fixture(
             wt,
             &["submodule", "-q", "add", &sub_src.to_string_lossy(), "lib"],
         );
         std::fs::create_dir_all(wt.join("vendor/lib")).unwrap();
         std::fs::write(wt.join("vendor/lib/l.txt"), "l\n").unwrap();
-        g(&wt.join("vendor/lib"), &["init", "-q"]);
-        g(&wt.join("vendor/lib"), &["add", "-A"]);
-        g(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
+        git_fixture(&wt.join("vendor/lib"), &["init", "-q"]);
+        git_fixture(&wt.join("vendor/lib"), &["add", "-A"]);
+        git_fixture(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
         std::fs::write(
             wt.join("r6.py"),
             r##"import os, mmap, socket
@@ -791,23 +816,11 @@ except OSError:
 "#,
         )
         .unwrap();
-        give(&fx.r.root, &who);
-        fx.git(&["add", "-A"]);
-        fx.git(&["commit", "-qm", "tree"]);
-        fx.git(&["switch", "-q", "-c", "work"]);
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let named = |err: &str, f: &str| {
-            err.lines()
-                .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
-                .any(|l| l.starts_with(&format!("tyba:   {f}:")))
-        };
-        let (code, err) = fx.session(
-            &["--here", "--autonomy", "high"],
-            "cat .zed/tasks.json docs/readme.md lib/.mcp.json > /dev/null",
-        );
+        fx.commit_on_work();
+        let (code, err) = fx.here("cat .zed/tasks.json docs/readme.md lib/.mcp.json > /dev/null");
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r6.py");
+        let (code, err) = fx.here("python3 r6.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         for f in [
             ".devcontainer.json",
@@ -817,8 +830,8 @@ except OSError:
         ] {
             assert!(named(&err, f), "{who:?}: {f} not named: {err}");
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r6e.py");
+        std::thread::sleep(Duration::from_millis(300));
+        let (code, err) = fx.here("python3 r6e.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         for f in ["lib/.vscode/tasks.json", "lib/.mcp.json"] {
             assert!(named(&err, f), "{who:?}: r6-05: {f} not named: {err}");
@@ -830,9 +843,8 @@ except OSError:
 /// list. With the events' list: a committed link `.claude -> config/claude` and the target
 /// edited (r7-03); a link the session made to a directory, `mise -> docs/m`, over a
 /// `config.toml` (r7-04). With the full look (forced by one failing `link()`): the committed
-/// link's target edited again (r7-03 there: the committed links come from the index), a
-/// control file
-/// hidden behind `--skip-worktree` set through `git update-index --stdin` (r7-01), a nested
+/// link's target edited again (r7-03 there: the full look reads the links too), a control
+/// file hidden behind `--skip-worktree` set through `git update-index --stdin` (r7-01), a nested
 /// repository's config inside an ignored directory holding a name that is not text (r7-02),
 /// and a control file under a directory whose name is not text (r7-05). The control: a
 /// session that only reads names nothing.
@@ -843,35 +855,24 @@ fn the_here_review_list_holds_against_review_7() {
             continue;
         };
         let wt = &fx.r.wt;
-        for (f, text) in [
-            (".mcp.json", "{}\n"),
-            ("config/claude/settings.json", "{}\n"),
-            ("docs/readme.md", "docs\n"),
-            (".gitignore", "vendor/\n"),
-            ("vendor/lib/l.txt", "l\n"),
-        ] {
-            std::fs::create_dir_all(wt.join(f).parent().unwrap()).unwrap();
-            std::fs::write(wt.join(f), text).unwrap();
-        }
+        write_files(
+            wt,
+            &[
+                (".mcp.json", "{}\n"),
+                ("config/claude/settings.json", "{}\n"),
+                ("docs/readme.md", "docs\n"),
+                (".gitignore", "vendor/\n"),
+                ("vendor/lib/l.txt", "l\n"),
+            ],
+        );
         std::os::unix::fs::symlink("config/claude", wt.join(".claude")).unwrap();
         // In a directory with no subdirectory, which the walk does not list.
         std::fs::create_dir_all(wt.join("leaf")).unwrap();
         std::fs::write(wt.join("config/leaf.json"), "{}\n").unwrap();
         std::os::unix::fs::symlink("../config/leaf.json", wt.join("leaf/.mcp.json")).unwrap();
-        let g = |dir: &Path, args: &[&str]| {
-            let st = Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(["-c", "safe.directory=*", "-c", "init.defaultBranch=main"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(st.status.success(), "{args:?}: {st:?}");
-        };
-        g(&wt.join("vendor/lib"), &["init", "-q"]);
-        g(&wt.join("vendor/lib"), &["add", "-A"]);
-        g(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
+        git_fixture(&wt.join("vendor/lib"), &["init", "-q"]);
+        git_fixture(&wt.join("vendor/lib"), &["add", "-A"]);
+        git_fixture(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
         std::fs::write(
             wt.join("r7.py"),
             r#"import os
@@ -900,23 +901,11 @@ except OSError:
 "#,
         )
         .unwrap();
-        give(&fx.r.root, &who);
-        fx.git(&["add", "-A"]);
-        fx.git(&["commit", "-qm", "tree"]);
-        fx.git(&["switch", "-q", "-c", "work"]);
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let named = |err: &str, f: &str| {
-            err.lines()
-                .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
-                .any(|l| l.starts_with(&format!("tyba:   {f}:")))
-        };
-        let (code, err) = fx.session(
-            &["--here", "--autonomy", "high"],
-            "cat .mcp.json .claude/settings.json docs/readme.md > /dev/null",
-        );
+        fx.commit_on_work();
+        let (code, err) = fx.here("cat .mcp.json .claude/settings.json docs/readme.md > /dev/null");
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r7.py");
+        let (code, err) = fx.here("python3 r7.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         for f in [
             ".claude/settings.json",
@@ -925,8 +914,8 @@ except OSError:
         ] {
             assert!(named(&err, f), "{who:?}: {f} not named: {err}");
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r7f.py");
+        std::thread::sleep(Duration::from_millis(300));
+        let (code, err) = fx.here("python3 r7f.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         for f in [
             ".mcp.json",
@@ -959,17 +948,17 @@ fn the_here_review_list_holds_against_review_8() {
             continue;
         };
         let wt = &fx.r.wt;
-        for (f, text) in [
-            ("config.toml", "[tools]\n"),
-            ("config/tasks.json", "{}\n"),
-            (".gitignore", ".vscode/\n"),
-            ("cfg/mcp.json", "{}\n"),
-            ("notes/readme.md", "notes\n"),
-            (".envrc", "echo mine\n"),
-        ] {
-            std::fs::create_dir_all(wt.join(f).parent().unwrap()).unwrap();
-            std::fs::write(wt.join(f), text).unwrap();
-        }
+        write_files(
+            wt,
+            &[
+                ("config.toml", "[tools]\n"),
+                ("config/tasks.json", "{}\n"),
+                (".gitignore", ".vscode/\n"),
+                ("cfg/mcp.json", "{}\n"),
+                ("notes/readme.md", "notes\n"),
+                (".envrc", "echo mine\n"),
+            ],
+        );
         std::fs::create_dir_all(wt.join(".vscode")).unwrap();
         std::os::unix::fs::symlink("../config/tasks.json", wt.join(".vscode/tasks.json")).unwrap();
         std::os::unix::fs::symlink("cfg/mcp.json", wt.join(".mcp.json")).unwrap();
@@ -1009,23 +998,11 @@ except OSError:
 "#,
         )
         .unwrap();
-        give(&fx.r.root, &who);
-        fx.git(&["add", "-A"]);
-        fx.git(&["commit", "-qm", "tree"]);
-        fx.git(&["switch", "-q", "-c", "work"]);
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let named = |err: &str, f: &str| {
-            err.lines()
-                .skip_while(|l| !l.starts_with("tyba: REVIEW:"))
-                .any(|l| l.starts_with(&format!("tyba:   {f}:")))
-        };
-        let (code, err) = fx.session(
-            &["--here", "--autonomy", "high"],
-            "cat .mcp.json .vscode/tasks.json config.toml > /dev/null",
-        );
+        fx.commit_on_work();
+        let (code, err) = fx.here("cat .mcp.json .vscode/tasks.json config.toml > /dev/null");
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r8.py");
+        let (code, err) = fx.here("python3 r8.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         for f in [
             "src/config",
@@ -1035,12 +1012,12 @@ except OSError:
         ] {
             assert!(named(&err, f), "{who:?}: {f} not named: {err}");
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let (code, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r8b.py");
+        std::thread::sleep(Duration::from_millis(300));
+        let (code, err) = fx.here("python3 r8b.py");
         assert_eq!(code, 0, "{who:?}: {err}");
         assert!(named(&err, ".mcp.json"), "{who:?}: r8-08: {err}");
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let (_, err) = fx.session(&["--here", "--autonomy", "high"], "python3 r8c.py");
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, err) = fx.here("python3 r8c.py");
         assert!(named(&err, ".envrc"), "{who:?}: r8-04: {err}");
     }
 }
