@@ -329,3 +329,28 @@ pub fn assert_has_all(who: &Who, what: &str, text: &str, lines: &[&str]) {
         assert!(text.contains(line), "{who:?}: {what}: {line}: {text}");
     }
 }
+
+/// An agent (Python) that runs ARGV on a new terminal (its stdin, stdout and stderr, its
+/// controlling tty: where git pages) and prints `RESULT {"step": "pty", "rc": …, "out": …}`.
+pub const PTY_PY: &str = r#"
+import fcntl, json, os, struct, subprocess, sys, termios
+m, s = os.openpty()
+fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
+
+def controlling_tty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=controlling_tty)
+os.close(s)
+out = b""
+while True:
+    try:
+        b = os.read(m, 4096)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+print("RESULT " + json.dumps({"step": "pty", "rc": p.wait(), "out": out.decode(errors="replace")}), flush=True)
+"#;

@@ -367,29 +367,61 @@ fn script(cases: &[Case]) -> String {
     s
 }
 
+/// What a `--here --non-interactive` session printed, and its audit log (`tyba log --json`).
+struct HereRun {
+    code: Option<i32>,
+    out: String,
+    err: String,
+    log_text: String,
+    log: Vec<serde_json::Value>,
+}
+
+/// `tyba run --here --non-interactive EXTRA -- ARGV` in `w` with `env`, then its log.
+fn here_session(
+    fx: &Fx,
+    w: &Path,
+    env: &[(OsString, OsString)],
+    extra: &[&str],
+    argv: &[&str],
+) -> HereRun {
+    let mut args = vec!["run", "--here", "--non-interactive"];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(argv);
+    let o = run_tyba(&fx.who, &fx.tyba, w, env, &args);
+    let l = run_tyba(&fx.who, &fx.tyba, w, env, &["log", "--json"]);
+    let log_text = String::from_utf8_lossy(&l.stdout).into_owned();
+    assert_eq!(
+        l.status.code(),
+        Some(0),
+        "tyba log: {}",
+        String::from_utf8_lossy(&l.stderr)
+    );
+    HereRun {
+        code: o.status.code(),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+        err: String::from_utf8_lossy(&o.stderr).into_owned(),
+        log: log_text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+        log_text,
+    }
+}
+
 /// What the session did that a run of green lines must not: the summary's denied execs,
 /// refusals on stderr, log entries not allowed, statuses missing.
 fn false_asks(fx: &Fx, w: &Path, env: &[(OsString, OsString)], cases: &[Case]) -> Vec<String> {
     std::fs::write(w.join(".green.sh"), script(cases)).unwrap();
     give(&w.join(".green.sh"), &fx.who);
-    let o = run_tyba(
-        &fx.who,
-        &fx.tyba,
+    let run = here_session(
+        fx,
         w,
         env,
-        &[
-            "run",
-            "--here",
-            "--non-interactive",
-            "--autonomy",
-            "medium",
-            "--",
-            "bash",
-            ".green.sh",
-        ],
+        &["--autonomy", "medium"],
+        &["bash", ".green.sh"],
     );
-    let out = String::from_utf8_lossy(&o.stdout);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (out, err, log, entries) = (&run.out, &run.err, &run.log_text, &run.log);
     let mut bad = Vec::new();
     let statuses: Vec<(usize, String)> = out
         .lines()
@@ -403,7 +435,7 @@ fn false_asks(fx: &Fx, w: &Path, env: &[(OsString, OsString)], cases: &[Case]) -
             "{} of {} statuses printed (exit {:?}): stderr {err}",
             statuses.len(),
             2 * cases.len(),
-            o.status.code()
+            run.code
         ));
     }
     for l in err.lines() {
@@ -423,24 +455,11 @@ fn false_asks(fx: &Fx, w: &Path, env: &[(OsString, OsString)], cases: &[Case]) -
             bad.push(format!("{} ({how}): `{}` exited 126", c.id, c.cmd));
         }
     }
-    let (code, log, lerr) = {
-        let o = run_tyba(&fx.who, &fx.tyba, w, env, &["log", "--json"]);
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
-    assert_eq!(code, Some(0), "tyba log: {lerr}");
-    let entries: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert!(
         entries.iter().filter(|e| e["kind"] == "exec").count() >= cases.len(),
         "the log holds too few execs: {log}"
     );
-    for e in &entries {
+    for e in entries {
         if e["decision"] != "allow" {
             bad.push(format!(
                 "log: {} {} {} {} ({}) argv {} in {}",
@@ -579,32 +598,6 @@ fn exec_green_lines_run_unasked() {
     }
 }
 
-/// Runs `argv` on a new terminal (its stdin, stdout and stderr, its controlling tty) and
-/// prints `RESULT {"rc": …, "out": …}`: an agent that runs its commands on a terminal, where
-/// git pages.
-const PTY_PY: &str = r#"
-import fcntl, json, os, struct, subprocess, sys, termios
-m, s = os.openpty()
-fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
-
-def controlling_tty():
-    os.setsid()
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=controlling_tty)
-os.close(s)
-out = b""
-while True:
-    try:
-        b = os.read(m, 4096)
-    except OSError:
-        break
-    if not b:
-        break
-    out += b
-print("RESULT " + json.dumps({"rc": p.wait(), "out": out.decode(errors="replace")}), flush=True)
-"#;
-
 /// Copies the system program `from` to `dir/name` (mode 0755).
 fn program(dir: &Path, name: &str, from: &str) {
     std::fs::create_dir_all(dir).unwrap();
@@ -665,43 +658,14 @@ fn exec_green_git_runs_the_persons_configured_programs_unasked() {
             env.retain(|(k, _)| k != "PATH");
             env.push(("PATH".into(), path.into()));
             env.push(("TERM".into(), "xterm".into()));
-            let o = run_tyba(
-                &fx.who,
-                &fx.tyba,
+            let r = here_session(
+                &fx,
                 &w,
                 &env,
-                &[
-                    "run",
-                    "--here",
-                    "--non-interactive",
-                    "--autonomy",
-                    "medium",
-                    "--",
-                    "python3",
-                    "pty.py",
-                    "bash",
-                    "-c",
-                    line,
-                ],
+                &["--autonomy", "medium"],
+                &["python3", "pty.py", "bash", "-c", line],
             );
-            let (code, log, _) = {
-                let o = run_tyba(&fx.who, &fx.tyba, &w, &env, &["log", "--json"]);
-                (
-                    o.status.code(),
-                    String::from_utf8_lossy(&o.stdout).into_owned(),
-                    (),
-                )
-            };
-            assert_eq!(code, Some(0));
-            let log: Vec<serde_json::Value> = log
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
-            (
-                String::from_utf8_lossy(&o.stdout).into_owned(),
-                String::from_utf8_lossy(&o.stderr).into_owned(),
-                log,
-            )
+            (r.out, r.err, r.log)
         };
         let execs_of = |log: &[serde_json::Value], name: &str| -> Vec<serde_json::Value> {
             log.iter()
@@ -822,27 +786,18 @@ fn exec_green_git_reads_only_the_persons_own_includes_unasked() {
         give(&fx.home, &who);
         let env = fx.env();
         let session = || {
-            let o = run_tyba(
-                &fx.who,
-                &fx.tyba,
+            let r = here_session(
+                &fx,
                 &w,
                 &env,
+                &[],
                 &[
-                    "run",
-                    "--here",
-                    "--non-interactive",
-                    "--",
                     "bash",
                     "-c",
                     "git config --get user.name; git config --get user.email; echo end",
                 ],
             );
-            let log = run_tyba(&fx.who, &fx.tyba, &w, &env, &["log", "--json"]);
-            (
-                String::from_utf8_lossy(&o.stdout).into_owned(),
-                String::from_utf8_lossy(&o.stderr).into_owned(),
-                String::from_utf8_lossy(&log.stdout).into_owned(),
-            )
+            (r.out, r.err, r.log_text)
         };
         let asks = |log: &str| -> Vec<String> {
             log.lines()

@@ -1165,30 +1165,6 @@ fn exec_environment_pager_is_asked_with_the_variables_and_a_deny_holds() {
     }
 }
 
-/// The agent (Python): runs ARGV on a pseudo-terminal and prints its status and output.
-const PTY_PY: &str = r#"
-import fcntl, json, os, struct, subprocess, sys, termios
-m, s = os.openpty()
-fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
-
-def controlling_tty():
-    os.setsid()
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, preexec_fn=controlling_tty)
-os.close(s)
-out = b""
-while True:
-    try:
-        b = os.read(m, 4096)
-    except OSError:
-        break
-    if not b:
-        break
-    out += b
-print("RESULT " + json.dumps({"step": "pty", "rc": p.wait(), "out": out.decode(errors="replace")}), flush=True)
-"#;
-
 /// git's own pager (`less`, git's default) for a green `git log` on a terminal is no
 /// change of configuration: it must run unasked. git exports `GIT_EXEC_PATH` (its own
 /// `--exec-path`) and `GIT_PREFIX` to every program it starts, so judging the variables a
