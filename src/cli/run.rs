@@ -138,13 +138,17 @@ fn end_of_worktree(
             let mut risky = code_running(session, here.paths, policy);
             // What tyba could not read whole is not vouched for.
             risky.extend(here.unread.into_iter().map(|d| {
-                let why = if d == "./" {
-                    "the checkout has more names than tyba reads at a session's end (500,000), or one it cannot read: files it holds and links to what the session changed were not all looked at"
-                } else {
-                    "not read whole (more names than tyba reads at a session's end, or a directory it cannot read): look inside"
-                };
-                (d, why.to_string())
+                (
+                    d,
+                    "not read whole (more names than tyba reads at a session's end, or a directory it cannot read): look inside".to_string(),
+                )
             }));
+            if here.checkout_unread {
+                risky.push((
+                    "./".to_string(),
+                    "the checkout has more names than tyba reads at a session's end (500,000), or one it cannot read: files it holds and links to what the session changed were not all looked at".to_string(),
+                ));
+            }
             if !risky.is_empty() {
                 tell!(
                     "tyba: REVIEW: the session changed {} file{} in {} that run or approve code when you open, build or commit there (red for the agent to write):",

@@ -303,7 +303,7 @@ impl Session {
     /// one, adds that file by the link's name, and a link the session made or changed adds
     /// every file beneath its target; repeated so that links through links count (review 8,
     /// r8-05, r8-06, r8-08). A directory that cannot be read whole ([`WALK_MAX`] entries in
-    /// all) is in [`HereChanges::unread`]. Names are exact bytes on the disk, shown lossily
+    /// all) is in [`HereChanges::unread`] (the checkout itself: [`HereChanges::checkout_unread`]). Names are exact bytes on the disk, shown lossily
     /// only in the list. Empty for a linked worktree ([`Session::changed_paths`] covers it)
     /// or outside git.
     pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
@@ -364,15 +364,11 @@ impl Session {
         out.paths = v.iter().map(text).collect();
         out.paths.sort();
         out.paths.dedup();
+        out.checkout_unread = unread.iter().any(|d| d.as_os_str().is_empty());
         out.unread = unread
             .iter()
-            .map(|d| {
-                if d.as_os_str().is_empty() {
-                    "./".to_string()
-                } else {
-                    format!("{}/", text(d))
-                }
-            })
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(|d| format!("{}/", text(d)))
             .collect();
         out.unread.sort();
         out.unread.dedup();
@@ -782,6 +778,10 @@ pub struct HereChanges {
     /// Directories that could not be read whole (`dir/`): their files are not judged, so
     /// the person is told to look at them.
     pub unread: Vec<String>,
+    /// Whether the checkout itself could not be read whole ([`WALK_MAX`] names, or a
+    /// directory that cannot be read): its files and the links to what changed were not all
+    /// looked at.
+    pub checkout_unread: bool,
 }
 
 /// Whether `p`'s status change time is not older than `since` (false when it cannot be read).
