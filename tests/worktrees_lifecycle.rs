@@ -121,6 +121,24 @@ impl Fx {
     fn here(&self, script: &str) -> (i32, String) {
         self.session(&["--here", "--autonomy", "high"], script)
     }
+
+    /// A `--here` session running `script` that ends well and names nothing (a control).
+    fn here_quiet(&self, script: &str) {
+        let (code, err) = self.here(script);
+        assert_eq!(code, 0, "{:?}: {err}", self.who);
+        assert!(!err.contains("REVIEW"), "{:?}: control: {err}", self.who);
+    }
+
+    /// A `--here` session running `script` that ends well and whose REVIEW list names each
+    /// of `files`: its stderr.
+    fn here_naming(&self, script: &str, files: &[&str]) -> String {
+        let (code, err) = self.here(script);
+        assert_eq!(code, 0, "{:?}: {err}", self.who);
+        for f in files {
+            assert!(named(&err, f), "{:?}: {f} not named: {err}", self.who);
+        }
+        err
+    }
 }
 
 /// Writes each `(path, text)` under `dir`, with the directories on the way.
@@ -817,25 +835,21 @@ except OSError:
         )
         .unwrap();
         fx.commit_on_work();
-        let (code, err) = fx.here("cat .zed/tasks.json docs/readme.md lib/.mcp.json > /dev/null");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
-        let (code, err) = fx.here("python3 r6.py");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        for f in [
-            ".devcontainer.json",
-            "vendor/lib/.git/hooks/post-checkout",
-            ".zed/tasks.json",
-            "tools/.claude/settings.json",
-        ] {
-            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
-        }
+        fx.here_quiet("cat .zed/tasks.json docs/readme.md lib/.mcp.json > /dev/null");
+        fx.here_naming(
+            "python3 r6.py",
+            &[
+                ".devcontainer.json",
+                "vendor/lib/.git/hooks/post-checkout",
+                ".zed/tasks.json",
+                "tools/.claude/settings.json",
+            ],
+        );
         std::thread::sleep(Duration::from_millis(300));
-        let (code, err) = fx.here("python3 r6e.py");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        for f in ["lib/.vscode/tasks.json", "lib/.mcp.json"] {
-            assert!(named(&err, f), "{who:?}: r6-05: {f} not named: {err}");
-        }
+        fx.here_naming(
+            "python3 r6e.py",
+            &["lib/.vscode/tasks.json", "lib/.mcp.json"],
+        );
     }
 }
 
@@ -902,28 +916,24 @@ except OSError:
         )
         .unwrap();
         fx.commit_on_work();
-        let (code, err) = fx.here("cat .mcp.json .claude/settings.json docs/readme.md > /dev/null");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
-        let (code, err) = fx.here("python3 r7.py");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        for f in [
-            ".claude/settings.json",
-            "leaf/.mcp.json",
-            "mise/config.toml",
-        ] {
-            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
-        }
+        fx.here_quiet("cat .mcp.json .claude/settings.json docs/readme.md > /dev/null");
+        fx.here_naming(
+            "python3 r7.py",
+            &[
+                ".claude/settings.json",
+                "leaf/.mcp.json",
+                "mise/config.toml",
+            ],
+        );
         std::thread::sleep(Duration::from_millis(300));
-        let (code, err) = fx.here("python3 r7f.py");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        for f in [
-            ".mcp.json",
-            "vendor/lib/.git/config",
-            ".claude/settings.json",
-        ] {
-            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
-        }
+        let err = fx.here_naming(
+            "python3 r7f.py",
+            &[
+                ".mcp.json",
+                "vendor/lib/.git/config",
+                ".claude/settings.json",
+            ],
+        );
         assert!(
             err.lines()
                 .any(|l| l.starts_with("tyba:   svc") && l.contains("/.envrc:")),
@@ -999,19 +1009,16 @@ except OSError:
         )
         .unwrap();
         fx.commit_on_work();
-        let (code, err) = fx.here("cat .mcp.json .vscode/tasks.json config.toml > /dev/null");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        assert!(!err.contains("REVIEW"), "{who:?}: control: {err}");
-        let (code, err) = fx.here("python3 r8.py");
-        assert_eq!(code, 0, "{who:?}: {err}");
-        for f in [
-            "src/config",
-            "mise/config.toml",
-            ".config/mise/conf.d/f.toml",
-            ".vscode/tasks.json",
-        ] {
-            assert!(named(&err, f), "{who:?}: {f} not named: {err}");
-        }
+        fx.here_quiet("cat .mcp.json .vscode/tasks.json config.toml > /dev/null");
+        fx.here_naming(
+            "python3 r8.py",
+            &[
+                "src/config",
+                "mise/config.toml",
+                ".config/mise/conf.d/f.toml",
+                ".vscode/tasks.json",
+            ],
+        );
         std::thread::sleep(Duration::from_millis(300));
         let (code, err) = fx.here("python3 r8b.py");
         assert_eq!(code, 0, "{who:?}: {err}");
