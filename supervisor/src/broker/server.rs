@@ -39,8 +39,6 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 /// How long one reply may take to be written before its client is dropped (a client that
 /// does not read).
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long [`Served::stop`] waits for the accept task to drop its listener.
-const STOP_WAIT: Duration = Duration::from_secs(1);
 /// Worker threads of the broker's runtime.
 const WORKERS: usize = 2;
 /// Threads of its blocking pool at most (classification, controls, notices).
@@ -87,19 +85,26 @@ pub(crate) enum Role {
 pub(crate) struct Served {
     pub path: PathBuf,
     stop: Arc<tokio::sync::Notify>,
-    /// Disconnected once the accept task has dropped the listener.
-    gone: std::sync::mpsc::Receiver<()>,
+    /// The listening socket itself (a duplicate of the accept task's descriptor), shut down
+    /// by [`Served::stop`].
+    listening: UnixListener,
 }
 
 impl Served {
-    /// Removes the socket's path, then ends its accept task and waits (up to [`STOP_WAIT`])
-    /// for the listener to be closed, so that a caller releasing the session's lock next
-    /// never leaves a listening socket without its lock. Connections already accepted go
-    /// on to their end.
+    /// Removes the socket's path and shuts the listening socket down, then ends its accept
+    /// task. From the `shutdown(2)` on, a `connect(2)` to it is refused (`ECONNREFUSED`:
+    /// `unix_stream_connect` in `net/unix/af_unix.c` refuses a listener shut down for
+    /// reading), so a caller releasing the session's lock next never leaves a socket that
+    /// takes connections without its lock, and does not wait for the task to run.
+    /// Connections already made go on to their end.
     pub fn stop(self) {
+        use std::os::fd::AsRawFd;
         let _ = std::fs::remove_file(&self.path);
+        let _ = nix::sys::socket::shutdown(
+            self.listening.as_raw_fd(),
+            nix::sys::socket::Shutdown::Both,
+        );
         self.stop.notify_one();
-        let _ = self.gone.recv_timeout(STOP_WAIT);
     }
 }
 
@@ -148,17 +153,17 @@ pub(crate) fn serve(
         }
     };
     let rt = runtime()?;
+    let listening = listener.try_clone()?;
     listener.set_nonblocking(true)?;
     let listener = {
         let _in_runtime = rt.enter();
         tokio::net::UnixListener::from_std(listener)?
     };
     let stop = Arc::new(tokio::sync::Notify::new());
-    let (gone_tx, gone) = std::sync::mpsc::channel::<()>();
     let served = Served {
         path: path.to_path_buf(),
         stop: Arc::clone(&stop),
-        gone,
+        listening,
     };
     let b = broker.clone();
     rt.spawn(async move {
@@ -178,7 +183,6 @@ pub(crate) fn serve(
             }
         }
         drop(listener);
-        drop(gone_tx);
     });
     Ok(served)
 }
