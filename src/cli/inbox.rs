@@ -349,6 +349,24 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The session's hook socket, `tmp_dir/tyba-hook.sock`, named to the agent in `env`
+/// ([`HOOK_SOCKET_ENV`], replacing any inherited value) before the agent is forked, so that
+/// the broker behind it ([`session_approver`]) can start while the sandbox sets itself up;
+/// `None`, and the person told, when the path is too long for a unix socket (107 bytes):
+/// hooks then deny what they would ask, as they do when nothing listens there.
+pub fn hook_socket(tmp_dir: &Path, env: &mut Vec<(OsString, OsString)>) -> Option<PathBuf> {
+    env.retain(|(k, _)| k != HOOK_SOCKET_ENV);
+    let hook_socket = tmp_dir.join("tyba-hook.sock");
+    if hook_socket.as_os_str().len() >= 100 {
+        tell!(
+            "tyba: the temp dir path is too long for the hook socket: agent hooks will deny what they would ask"
+        );
+        return None;
+    }
+    env.push((HOOK_SOCKET_ENV.into(), hook_socket.clone().into_os_string()));
+    Some(hook_socket)
+}
+
 /// The approver `tyba run` uses and the broker behind it, if any.
 ///
 /// A [`Broker`] answerable from `tyba inbox/approve/deny` and steered by `tyba
@@ -358,20 +376,19 @@ pub fn log(a: LogArgs) -> anyhow::Result<ExitCode> {
 /// the same (listed by `tyba sessions` marked non-interactive, stoppable, writing the audit
 /// log) but answers every ask at once with a deny, and there is no prompt. If the broker
 /// cannot start, every ask is denied (fail closed) and the reason is printed.
+///
+/// The hook socket is `hook_socket` (from [`hook_socket`], already in the agent's
+/// environment); a hook that finds nothing there gets a deny.
 pub fn session_approver(
     non_interactive: bool,
     session: &tyba_supervisor::session::Session,
     policy: &tyba_policy::Policy,
     tmp_dir: &Path,
-    env: &mut Vec<(OsString, OsString)>,
+    hook_socket: Option<PathBuf>,
     control: &Arc<tyba_supervisor::control::SessionControl>,
 ) -> (Arc<dyn Approver>, Option<Broker>) {
-    env.retain(|(k, _)| k != HOOK_SOCKET_ENV);
-    let hook_socket = tmp_dir.join("tyba-hook.sock");
-    // A unix socket path holds at most 107 bytes; without the hook socket, hooks deny.
-    let hook_ok = hook_socket.as_os_str().len() < 100;
     let mut cfg = BrokerConfig::new(&session.id, session.worktree.clone());
-    cfg.hook_socket = hook_ok.then(|| hook_socket.clone());
+    cfg.hook_socket = hook_socket;
     cfg.nudge_after = policy.config().nudge_after;
     cfg.pause_after = policy.config().pause_after;
     cfg.policy = Some(policy.clone());
@@ -397,13 +414,6 @@ pub fn session_approver(
             );
         }
     };
-    if hook_ok {
-        env.push((HOOK_SOCKET_ENV.into(), hook_socket.into_os_string()));
-    } else {
-        tell!(
-            "tyba: the temp dir path is too long for the hook socket: agent hooks will deny what they would ask"
-        );
-    }
     if non_interactive {
         tell!(
             "tyba: non-interactive session {}: asks are denied at once; listed by `tyba sessions`, ended by `tyba stop {}`",

@@ -595,24 +595,42 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     );
     info.git_dir = session.git.as_ref().map(|g| g.git_dir.clone());
     let control = SessionControl::new(autonomy, info);
-    let (approver, broker) = super::inbox::session_approver(
-        args.non_interactive,
-        &session,
-        &policy,
-        &tmp_dir,
-        &mut env,
-        &control,
-    );
-    // What the agent may leave in the repository that breaks the person's next git command
-    // (lock files, directories moved, `HEAD`): recorded now, checked at the end.
-    let repo_snapshot = session.git.as_ref().map(|g| {
-        tyba_supervisor::repo_leftovers::RepoSnapshot::take(
-            &session.worktree,
-            g,
-            session.created_branch.is_none(),
-            &plan.read_write,
-        )
-    });
+    // The broker behind the hook socket starts once the sandbox is forked (`run_with`); the
+    // agent's environment names the socket now.
+    let hook_socket = super::inbox::hook_socket(&tmp_dir, &mut env);
+    // Made on the launch's own thread (`run_with`), handed back here.
+    let (made_tx, made_rx) = std::sync::mpsc::channel();
+    let make_approver = {
+        let (session, policy, tmp_dir) = (session.clone(), policy.clone(), tmp_dir.clone());
+        let (control, roots, non_interactive) = (
+            Arc::clone(&control),
+            plan.read_write.clone(),
+            args.non_interactive,
+        );
+        move || {
+            let (approver, broker) = super::inbox::session_approver(
+                non_interactive,
+                &session,
+                &policy,
+                &tmp_dir,
+                hook_socket,
+                &control,
+            );
+            // What the agent may leave in the repository that breaks the person's next git
+            // command (lock files, directories moved, `HEAD`): recorded before it runs,
+            // checked at the end.
+            let snapshot = session.git.as_ref().map(|g| {
+                tyba_supervisor::repo_leftovers::RepoSnapshot::take(
+                    &session.worktree,
+                    g,
+                    session.created_branch.is_none(),
+                    &roots,
+                )
+            });
+            let _ = made_tx.send((broker, snapshot));
+            approver
+        }
+    };
     let cfg = SessionConfig {
         session: session.clone(),
         plan,
@@ -630,7 +648,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         use_pty: true,
         here_watch: here_watch.clone(),
     };
-    let result = tyba_supervisor::run(cfg, approver);
+    let result = tyba_supervisor::run_with(cfg, make_approver);
+    let (broker, repo_snapshot) = made_rx.try_recv().unwrap_or((None, None));
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.
     let mut here_watch = here_watch.and_then(|w| Arc::try_unwrap(w).ok());

@@ -308,6 +308,74 @@ impl Approver for DenyAll {
     }
 }
 
+/// An approver being made on another thread while the sandbox sets itself up
+/// ([`crate::launch::run_with`]): each call waits until it is made. One whose maker ended
+/// without making it (it panicked) is a [`DenyAll`] ([`Deferred::fail`]).
+#[derive(Default)]
+pub(crate) struct Deferred {
+    made: std::sync::Mutex<Option<std::sync::Arc<dyn Approver>>>,
+    set: std::sync::Condvar,
+}
+
+impl Deferred {
+    /// Sets the approver, once; later calls change nothing.
+    pub(crate) fn set(&self, a: std::sync::Arc<dyn Approver>) {
+        let mut m = self
+            .made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if m.is_none() {
+            *m = Some(a);
+        }
+        self.set.notify_all();
+    }
+
+    /// Sets a deny-all approver if none was set.
+    pub(crate) fn fail(&self) {
+        self.set(std::sync::Arc::new(DenyAll::with_note(
+            "the approval broker could not start",
+        )));
+    }
+
+    /// The approver, waited for.
+    pub(crate) fn get(&self) -> std::sync::Arc<dyn Approver> {
+        let mut m = self
+            .made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if let Some(a) = m.as_ref() {
+                return std::sync::Arc::clone(a);
+            }
+            m = self
+                .set
+                .wait(m)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
+
+impl Approver for Deferred {
+    fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {
+        self.get().ask(request)
+    }
+    fn answered(&self, request: &AskRequest) -> Option<Answer> {
+        self.get().answered(request)
+    }
+    fn record(&self, event: &crate::notify::AuditEvent) -> Option<String> {
+        self.get().record(event)
+    }
+    fn note(&self, what: &str, text: &str) {
+        self.get().note(what, text);
+    }
+    fn record_allowed(&self, execs: &[crate::notify::AllowedExec]) {
+        self.get().record_allowed(execs);
+    }
+    fn relay_gate(&self) -> Option<std::sync::Arc<dyn RelayGate>> {
+        self.get().relay_gate()
+    }
+}
+
 /// Allows every ask once: only for tests of the ask path (escapes.md: "with an approver that
 /// answers once, the same out-of-tree read and the same connection must succeed").
 #[derive(Debug, Clone, Copy, Default)]

@@ -243,6 +243,22 @@ fn cstring(b: &[u8]) -> Result<CString, RunError> {
 /// [`RunError::Unavailable`] when the sandbox cannot be enforced as required (nothing was
 /// started then); [`RunError::Io`] for supervisor-side failures.
 pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, RunError> {
+    run_with(cfg, move || approver)
+}
+
+/// [`run`] with the approver made by `approver` on a thread of its own once the sandbox's
+/// stage 1 is forked: what starts it (a broker's sockets, its runtime and audit log, about
+/// half a millisecond) runs while the sandbox sets itself up, not before, and without holding
+/// up the supervisor's answers to the sandbox's set-up. `approver` has run when the agent
+/// starts (the "go" waits for it); when the launch fails before the fork it is not called.
+/// Until it has run, whatever needs the approver waits for it.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with(
+    cfg: SessionConfig,
+    approver: impl FnOnce() -> Arc<dyn Approver> + Send + 'static,
+) -> Result<Outcome, RunError> {
     if cfg.enforcement.filesystem_unenforceable && !cfg.allow_weaker {
         return Err(SandboxUnavailable(format!(
             "the kernel cannot enforce the filesystem rules ({}); rerun with --allow-weaker-sandbox to start anyway",
@@ -293,20 +309,18 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
     // the supervisor's own filesystem (`crate::outside_fs`, `--outside-files`).
     // The history files the server refuses quietly, their `~/` the person's home.
     let history = crate::outside_fs::HistoryFiles::new(&plan.history_files, cfg.home.as_deref());
-    match crate::outside_fs::prepare(&plan, cfg.home.as_deref(), plan.outside_files) {
-        Ok((covers, note)) => {
-            plan.outside_covers = covers;
-            if let Some(n) = note {
-                crate::outside_fs::tell(&*approver, &n);
+    // Told (and logged) once the approver is made, after the fork.
+    let outside_note =
+        match crate::outside_fs::prepare(&plan, cfg.home.as_deref(), plan.outside_files) {
+            Ok((covers, note)) => {
+                plan.outside_covers = covers;
+                note
             }
-        }
-        Err(e) if cfg.allow_weaker => {
-            crate::outside_fs::tell(&*approver, &crate::outside_fs::notice(&e.to_string()))
-        }
-        Err(e) => {
-            return Err(SandboxUnavailable(format!("--outside-files require: {e}")).into());
-        }
-    }
+            Err(e) if cfg.allow_weaker => Some(crate::outside_fs::notice(&e.to_string())),
+            Err(e) => {
+                return Err(SandboxUnavailable(format!("--outside-files require: {e}")).into());
+            }
+        };
     // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
     // in the host's (whose other terminals are the person's): see `private_devpts`.
     // A terminal among the standard fds is the person's: the agent never holds it. With
@@ -368,6 +382,29 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
         Forked::Parent(p) => Pid::from_raw(p),
     };
     arm_end_signals(a_pid);
+    let deferred = Arc::new(crate::approve::Deferred::default());
+    let maker = {
+        let d = Arc::clone(&deferred);
+        std::thread::Builder::new()
+            .name("tyba-approver".into())
+            .spawn(move || {
+                // A maker that panics leaves a deny-all approver behind.
+                struct Unmade(Arc<crate::approve::Deferred>);
+                impl Drop for Unmade {
+                    fn drop(&mut self) {
+                        self.0.fail();
+                    }
+                }
+                let unmade = Unmade(Arc::clone(&d));
+                d.set(approver());
+                drop(unmade);
+            })
+            .map_err(io_err("starting the approval broker"))?
+    };
+    // Joined on every way out: a launch that fails still has its approver made (and so
+    // its broker started) before it returns, for its caller to close.
+    let maker = JoinOnDrop(Some(maker));
+    let early_approver: Arc<dyn Approver> = Arc::clone(&deferred) as Arc<dyn Approver>;
     let ChildCtx {
         status_w,
         ctl,
@@ -411,7 +448,6 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             abi: cfg.enforcement.landlock_abi,
             require_full: !cfg.allow_weaker,
         });
-    let allowed = notify::allowed_log(Arc::clone(&approver)).ok();
 
     let mut warnings = Vec::new();
     let mut stage2 = None;
@@ -444,7 +480,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
                 .or(stage2),
             outside.is_some(),
         ) {
-            match serve_outside(&plan, history.clone(), &approver, s2, fd, uid, gid) {
+            match serve_outside(&plan, history.clone(), &early_approver, s2, fd, uid, gid) {
                 Ok(fs) => outside = Some(fs),
                 Err(e) => {
                     let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
@@ -474,7 +510,7 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             warnings.push(w.to_string());
         } else if let Some(n) = l.strip_prefix("N ") {
             // The outside files went without (some of) their covers.
-            crate::outside_fs::tell(&*approver, n);
+            crate::outside_fs::tell(&*early_approver, n);
         } else if let Some(e) = l.strip_prefix("E ") {
             let _ = waitpid(a_pid, None);
             return Err(SandboxUnavailable(e.to_string()).into());
@@ -545,6 +581,13 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             .spawn(move || crate::dns::serve(sock, names, lk, std::net::SocketAddr::new(ip, 53)))
             .map_err(io_err("starting the resolver relay"))?;
     }
+    // The approver is made before anything of the agent's runs.
+    drop(maker);
+    let approver = deferred.get();
+    if let Some(n) = outside_note {
+        crate::outside_fs::tell(&*approver, &n);
+    }
+    let allowed = notify::allowed_log(Arc::clone(&approver)).ok();
     let gate = approver.relay_gate();
     let control = Arc::clone(&cfg.control);
     control.register_sandbox(a_pid.as_raw(), stage2 as u32);
@@ -693,6 +736,17 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
             .hard_links
             .load(std::sync::atomic::Ordering::SeqCst),
     })
+}
+
+/// A thread joined when this is dropped.
+struct JoinOnDrop(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for JoinOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// One of the supervisor's standard streams.

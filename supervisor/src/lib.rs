@@ -75,7 +75,8 @@ pub mod worktrees;
 pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};
 pub use env::{scrub_env, scrub_env_explained, SecretKind};
 pub use launch::{
-    end_session_on_signals, end_signal, run, Outcome, RunError, SessionConfig, END_SIGNALS,
+    end_session_on_signals, end_signal, run, run_with, Outcome, RunError, SessionConfig,
+    END_SIGNALS,
 };
 pub use notify::AuditEvent;
 pub use sandbox::{Enforcement, SandboxPlan};
