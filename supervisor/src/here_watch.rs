@@ -184,31 +184,12 @@ impl Drop for HereWatch {
 /// for. The last close of an instance waits for the kernel to free its watches
 /// (`fsnotify_destroy_group`, an SRCU grace period): measured here at 0.1 ms most of the time
 /// and 15 ms one close in three, whatever the number of watches. Closed in tyba itself, it
-/// would hold the end of the session (or the exit) that long. So the instance is handed to a
-/// `/bin/sh -c exit` started with an empty environment and no other fd but it (standard
-/// streams on `/dev/null`; tyba's own fds are close-on-exec), which closes it as it exits;
-/// started as `posix_spawn` does (the address space shared until the exec), where a `fork`
-/// of tyba would copy its page tables and hold its other threads' memory calls meanwhile.
-/// Without it (no `/bin/sh`), closed here.
+/// would hold the end of the session (or the exit) that long. So the last close is a child's,
+/// made to hold nothing else and to exit at once ([`crate::sys::close_in_child`]), which
+/// costs no exec (a `/bin/sh` started to hold it cost half a millisecond of CPU at each
+/// session's end). Without it (the clone fails), closed here.
 fn release(ino: OwnedFd) {
-    let inheritable = nix::fcntl::fcntl(
-        &ino,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-    )
-    .is_ok();
-    if inheritable {
-        let spawned = std::process::Command::new("/bin/sh")
-            .args(["-c", "exit 0"])
-            .env_clear()
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-        // The child holds the instance now (or could not be started): the parent's copy
-        // goes at once. The child is reaped by whoever outlives it.
-        drop(spawned);
-    }
-    drop(ino);
+    let _ = crate::sys::close_in_child(ino);
 }
 
 /// Watches every directory under `root` but its own `.git`, links not followed; `false`

@@ -1153,12 +1153,17 @@ fn a_closed_brokers_socket_refuses_connections_by_any_name() {
         let (held, released) = (Arc::clone(&held), Arc::clone(&released));
         rt.spawn(async move {
             held.fetch_add(1, Ordering::SeqCst);
-            let _ = released.lock().map(|r| r.recv_timeout(Duration::from_secs(5)));
+            let _ = released
+                .lock()
+                .map(|r| r.recv_timeout(Duration::from_secs(5)));
         });
     }
     let t = std::time::Instant::now();
     while held.load(Ordering::SeqCst) < 2 {
-        assert!(t.elapsed() < Duration::from_secs(5), "the workers were not held");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the workers were not held"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
     b.close("test end");

@@ -423,6 +423,98 @@ pub unsafe fn fork() -> io::Result<Forked> {
     })
 }
 
+/// Closes `fd` in a short-lived child rather than here, for a descriptor whose last close
+/// waits (an inotify instance: `fsnotify_destroy_group` waits for an SRCU grace period).
+///
+/// The child is `clone(2)`d with `CLONE_VM` on a stack of its own (no exec, no copy of the
+/// address space, no signal when it ends: it is reaped by whoever outlives the caller, its
+/// exit signal made `SIGCHLD` when it is reparented). It closes every descriptor but `fd`
+/// and a pipe's read end (`close_range(2)`), so it holds nothing else of the caller's, and
+/// reads the pipe until the caller has closed its own copy of `fd` and then the pipe's write
+/// end: only then does it exit, so the last close (and its wait) is always the child's. All
+/// signals are blocked around the clone, so no handler of the caller's runs in the child.
+/// The child's stack (64 KiB) is left allocated: the caller cannot know when the child is
+/// done with it.
+///
+/// # Errors
+/// The pipe or `clone` error; `fd` is then closed here.
+pub fn close_in_child(fd: OwnedFd) -> io::Result<()> {
+    extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+        // The two descriptors travel in the argument's bits (`fd`, then the pipe's read end
+        // shifted by 32): nothing of the caller's memory is read, which the caller may
+        // reuse as soon as the clone returns.
+        let bits = arg as usize as u64;
+        let (fd, r) = (
+            (bits & 0xffff_ffff) as libc::c_uint,
+            (bits >> 32) as libc::c_uint,
+        );
+        let (lo, hi) = (fd.min(r), fd.max(r));
+        let mut b = 0u8;
+        // SAFETY: raw system calls on integers and on `b` (this stack's), then `_exit`:
+        // nothing else of the shared memory is touched. They cannot fail in a way that
+        // writes `errno` (the caller's thread's, whose TLS this child runs on): the
+        // descriptors are valid and every signal is blocked (no `EINTR`).
+        unsafe {
+            if lo > 0 {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    0 as libc::c_uint,
+                    lo - 1,
+                    0 as libc::c_uint,
+                );
+            }
+            if hi > lo + 1 {
+                libc::syscall(libc::SYS_close_range, lo + 1, hi - 1, 0 as libc::c_uint);
+            }
+            libc::syscall(
+                libc::SYS_close_range,
+                hi + 1,
+                libc::c_uint::MAX,
+                0 as libc::c_uint,
+            );
+            libc::syscall(libc::SYS_read, r, std::ptr::addr_of_mut!(b), 1usize);
+            libc::syscall(libc::SYS_exit, 0);
+            0
+        }
+    }
+    const STACK: usize = 64 * 1024;
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let (Ok(f), Ok(rr)) = (u32::try_from(fd.as_raw_fd()), u32::try_from(r.as_raw_fd())) else {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    };
+    let arg = (u64::from(f) | (u64::from(rr) << 32)) as usize;
+    let stack: &'static mut [u8] = Vec::leak(vec![0u8; STACK]);
+    // The stack grows down from its 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+    // SAFETY: all-zero `sigset_t`s are valid, filled or written below.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: both sets are valid `sigset_t`s owned here.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: `child` runs on the leaked `stack`, which nothing else uses; it makes system
+    // calls and exits without returning. No exit signal (the low byte of the flags is 0).
+    let pid = unsafe {
+        libc::clone(
+            child,
+            top as *mut libc::c_void,
+            libc::CLONE_VM,
+            arg as *mut libc::c_void,
+        )
+    };
+    let err = (pid < 0).then(io::Error::last_os_error);
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    // This copy first, then the pipe: the child's close is the last.
+    drop(fd);
+    drop(r);
+    drop(w);
+    err.map_or(Ok(()), Err)
+}
+
 /// Leaves the process at once with `code`, without running destructors or atexit handlers
 /// (`_exit(2)`): what a forked child must do instead of returning.
 pub fn exit_now(code: i32) -> ! {
