@@ -45,6 +45,10 @@ use std::sync::{Arc, Condvar, Mutex};
 /// Most names kept; beyond, the end falls back to the full look.
 pub const MAX_NAMES: usize = 200_000;
 
+/// How long the launch waits for a walk still going before it stops it
+/// ([`HereWatch::seal`]); the end then makes the full look.
+pub const SEAL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Most directories watched by one session, whatever the user's inotify limit
 /// ([`watch_budget`]).
 pub const MAX_WATCHES: usize = 16_384;
@@ -119,8 +123,27 @@ impl HereWatch {
         let thread = std::thread::Builder::new()
             .name("tyba-here-watch".into())
             .spawn(move || {
-                let mut wds = HashMap::new();
-                let complete = walk(&ino, &root, &sh.sealed, &mut wds);
+                // The walk on a thread of the least priority (the watch's share of the CPUs
+                // goes to the launch first), joined before the events are read here.
+                let walked = std::thread::scope(|s| {
+                    std::thread::Builder::new()
+                        .name("tyba-here-walk".into())
+                        .spawn_scoped(s, || {
+                            crate::sys::lowest_priority();
+                            let mut wds = HashMap::new();
+                            (walk(&ino, &root, &sh.sealed, &mut wds), wds)
+                        })
+                        .ok()
+                        .map(|t| t.join())
+                });
+                let (complete, wds) = match walked {
+                    Some(Ok(w)) => w,
+                    Some(Err(_)) => (false, HashMap::new()),
+                    None => {
+                        let mut wds = HashMap::new();
+                        (walk(&ino, &root, &sh.sealed, &mut wds), wds)
+                    }
+                };
                 if let Ok(mut p) = sh.phase.lock() {
                     *p = Phase::Walked(complete);
                 }
@@ -143,12 +166,29 @@ impl HereWatch {
     }
 
     /// Ends the walk (called before the agent's first process starts): whether every
-    /// directory is watched. When not, [`HereWatch::finish`] gives `None`.
+    /// directory is watched. A walk still going is waited for, up to [`SEAL_WAIT`] (it runs
+    /// at the least priority, so it may be behind when the launch is done), then stopped.
+    /// When not every directory is watched, [`HereWatch::finish`] gives `None`.
     pub fn seal(&self) -> bool {
-        self.shared.sealed.store(true, Ordering::SeqCst);
         let Ok(mut p) = self.shared.phase.lock() else {
+            self.shared.sealed.store(true, Ordering::SeqCst);
             return false;
         };
+        let deadline = std::time::Instant::now() + SEAL_WAIT;
+        while *p == Phase::Walking {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            p = match self.shared.walked.wait_timeout(p, left) {
+                Ok((p, _)) => p,
+                Err(_) => {
+                    self.shared.sealed.store(true, Ordering::SeqCst);
+                    return false;
+                }
+            };
+        }
+        self.shared.sealed.store(true, Ordering::SeqCst);
         while *p == Phase::Walking {
             p = match self.shared.walked.wait(p) {
                 Ok(p) => p,

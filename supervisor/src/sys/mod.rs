@@ -423,6 +423,17 @@ pub unsafe fn fork() -> io::Result<Forked> {
     })
 }
 
+/// Lowers the calling thread's scheduling priority to the least (nice 19: `setpriority(2)`
+/// on the thread's own id, which Linux applies to that thread alone), for work that should
+/// use only the CPU time others leave. An unprivileged thread cannot raise it back.
+pub fn lowest_priority() {
+    // SAFETY: integer arguments only; `gettid` cannot fail.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
+    }
+}
+
 /// Closes `fd` in a short-lived child rather than here, for a descriptor whose last close
 /// waits (an inotify instance: `fsnotify_destroy_group` waits for an SRCU grace period).
 ///
