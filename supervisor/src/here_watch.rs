@@ -170,11 +170,16 @@ impl HereWatch {
     /// at the least priority, so it may be behind when the launch is done), then stopped.
     /// When not every directory is watched, [`HereWatch::finish`] gives `None`.
     pub fn seal(&self) -> bool {
+        self.seal_within(SEAL_WAIT)
+    }
+
+    /// [`HereWatch::seal`], waiting at most `wait` for the walk.
+    fn seal_within(&self, wait: std::time::Duration) -> bool {
         let Ok(mut p) = self.shared.phase.lock() else {
             self.shared.sealed.store(true, Ordering::SeqCst);
             return false;
         };
-        let deadline = std::time::Instant::now() + SEAL_WAIT;
+        let deadline = std::time::Instant::now() + wait;
         while *p == Phase::Walking {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
@@ -453,14 +458,14 @@ mod tests {
     }
 
     #[test]
-    fn a_walk_sealed_before_its_end_gives_no_list() {
+    fn a_walk_sealed_before_its_end_gives_no_list_and_the_launch_waits_for_it() {
         let (_d, root) = tree();
         for i in 0..3000 {
             std::fs::create_dir_all(root.join(format!("many/{i}"))).unwrap();
         }
         let mut w = HereWatch::start(&root).unwrap();
-        // Sealed at once: the thread may not even have begun.
-        let complete = w.seal();
+        // Sealed at once, without waiting: the thread may not even have begun.
+        let complete = w.seal_within(std::time::Duration::ZERO);
         std::fs::write(root.join("top.txt"), "new\n").unwrap();
         let got = w.finish();
         assert_eq!(got.is_some(), complete);
@@ -468,9 +473,9 @@ mod tests {
             !complete,
             "3,000 directories are not walked before the seal"
         );
-        // Control: the same tree, given the time to walk, is watched whole.
+        // Control: the same tree, sealed at once as the launch seals (which waits for the
+        // walk, run at the least priority), is watched whole.
         let mut w = HereWatch::start(&root).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(500));
         assert!(w.seal());
         std::fs::write(root.join("top.txt"), "newer\n").unwrap();
         assert_eq!(w.finish().unwrap().entries, vec![PathBuf::from("top.txt")]);

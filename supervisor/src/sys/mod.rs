@@ -1077,6 +1077,36 @@ mod tests {
     use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
 
+    /// `close_in_child` leaves no copy of the descriptor here, and the child's copy is
+    /// closed in the end: the pipe's reader sees its end of file.
+    #[test]
+    fn a_descriptor_closed_in_a_child_is_closed_everywhere() {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let ino = std::fs::File::from(r.try_clone().unwrap())
+            .metadata()
+            .unwrap()
+            .ino();
+        let held_here = || {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|l| l.to_string_lossy() == format!("pipe:[{ino}]"))
+                })
+                .count()
+        };
+        // Control: both ends are held here.
+        assert_eq!(held_here(), 2);
+        close_in_child(w).unwrap();
+        assert_eq!(held_here(), 1, "only the read end is left here");
+        let mut f = std::fs::File::from(r);
+        let mut b = [0u8; 1];
+        assert_eq!(f.read(&mut b).unwrap(), 0, "the child's copy was closed");
+    }
+
     /// A listener hangs up exactly when the last task using its filter is gone: the case the
     /// notify loop must leave on instead of spinning on ENOENT.
     #[test]
