@@ -123,13 +123,13 @@ impl HereWatch {
         let thread = std::thread::Builder::new()
             .name("tyba-here-watch".into())
             .spawn(move || {
-                // The walk on a thread of the least priority (the watch's share of the CPUs
-                // goes to the launch first), joined before the events are read here.
+                // The walk on a thread of the batch class (the launch's own threads go first
+                // when they wake), joined before the events are read here.
                 let walked = std::thread::scope(|s| {
                     std::thread::Builder::new()
                         .name("tyba-here-walk".into())
                         .spawn_scoped(s, || {
-                            crate::sys::lowest_priority();
+                            crate::sys::batch_scheduling();
                             let mut wds = HashMap::new();
                             (walk(&ino, &root, &sh.sealed, &mut wds), wds)
                         })
@@ -166,8 +166,8 @@ impl HereWatch {
     }
 
     /// Ends the walk (called before the agent's first process starts): whether every
-    /// directory is watched. A walk still going is waited for, up to [`SEAL_WAIT`] (it runs
-    /// at the least priority, so it may be behind when the launch is done), then stopped.
+    /// directory is watched. A walk still going is waited for, up to [`SEAL_WAIT`] (it yields
+    /// to the launch, so it may be behind when the launch is done), then stopped.
     /// When not every directory is watched, [`HereWatch::finish`] gives `None`.
     pub fn seal(&self) -> bool {
         self.seal_within(SEAL_WAIT)
@@ -474,7 +474,7 @@ mod tests {
             "3,000 directories are not walked before the seal"
         );
         // Control: the same tree, sealed at once as the launch seals (which waits for the
-        // walk, run at the least priority), is watched whole.
+        // walk), is watched whole.
         let mut w = HereWatch::start(&root).unwrap();
         assert!(w.seal());
         std::fs::write(root.join("top.txt"), "newer\n").unwrap();
