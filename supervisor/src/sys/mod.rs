@@ -546,11 +546,40 @@ pub fn execve(path: &CStr, argv: &[&CStr], envp: &[&CStr]) -> io::Error {
     io::Error::last_os_error()
 }
 
+/// How many times [`openat2`] tries a resolution confined to a root that a concurrent rename
+/// or mount made the kernel give up on (`EAGAIN`).
+const OPENAT2_TRIES: usize = 64;
+
 /// Opens `path` relative to `dir` with `openat2(2)` and these `RESOLVE_*` flags.
 ///
+/// With `RESOLVE_IN_ROOT` or `RESOLVE_BENEATH`, the kernel fails with `EAGAIN` when a rename
+/// or a mount anywhere on the system raced a `..` of the walk (it cannot then tell that the
+/// `..` stayed inside: `openat2(2)`, "the caller may choose to retry"): such a failure is
+/// tried again, up to [`OPENAT2_TRIES`] times. (A symbolic link like `/usr/bin/npm ->
+/// ../lib/node_modules/npm/bin/npm-cli.js` has a `..`; the exec decision's open of it failed
+/// the agent's `execve` with `EAGAIN` while other sandboxes were being set up.)
+///
 /// # Errors
-/// The openat2 error (ELOOP, EXDEV for a resolution the flags forbid, ENOENT…).
+/// The openat2 error (ELOOP, EXDEV for a resolution the flags forbid, ENOENT…); `EAGAIN`
+/// when every try raced.
 pub fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: u64, resolve: u64) -> io::Result<OwnedFd> {
+    let confined = resolve & (libc::RESOLVE_IN_ROOT | libc::RESOLVE_BENEATH) != 0
+        && resolve & libc::RESOLVE_CACHED == 0;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match openat2_once(dir, path, flags, resolve) {
+            Err(e)
+                if confined && e.raw_os_error() == Some(libc::EAGAIN) && tries < OPENAT2_TRIES =>
+            {
+                continue
+            }
+            r => return r,
+        }
+    }
+}
+
+fn openat2_once(dir: BorrowedFd<'_>, path: &CStr, flags: u64, resolve: u64) -> io::Result<OwnedFd> {
     // SAFETY: open_how is plain data; all-zero is valid (and required for unused fields).
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags;
@@ -1077,6 +1106,52 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
+
+    /// A resolution confined to a root that walks a `..` (through a link) while renames run
+    /// elsewhere: one try alone fails with `EAGAIN` now and then (the control), `openat2`
+    /// never does.
+    #[test]
+    fn a_confined_open_through_dotdot_survives_concurrent_renames() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("usr/lib/pkg")).unwrap();
+        std::fs::create_dir_all(t.path().join("usr/bin")).unwrap();
+        std::fs::write(t.path().join("usr/lib/pkg/cli.js"), "x").unwrap();
+        std::os::unix::fs::symlink("../lib/pkg/cli.js", t.path().join("usr/bin/npm")).unwrap();
+        let churn = tempfile::tempdir().unwrap();
+        std::fs::write(churn.path().join("a"), "x").unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let renamer = {
+            let (stop, dir) = (std::sync::Arc::clone(&stop), churn.path().to_path_buf());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(dir.join("a"), dir.join("b"));
+                    let _ = std::fs::rename(dir.join("b"), dir.join("a"));
+                }
+            })
+        };
+        let root = std::fs::File::open(t.path()).unwrap();
+        let path = std::ffi::CString::new("/usr/bin/npm").unwrap();
+        let resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+        let flags = (libc::O_RDONLY | libc::O_CLOEXEC) as u64;
+        let started = std::time::Instant::now();
+        let mut raced = 0;
+        let mut tries = 0;
+        while raced == 0 && started.elapsed() < std::time::Duration::from_secs(20) {
+            tries += 1;
+            match openat2_once(root.as_fd(), &path, flags, resolve) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => raced += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        for _ in 0..20_000 {
+            openat2(root.as_fd(), &path, flags, resolve).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        renamer.join().unwrap();
+        assert!(raced > 0, "control: no single try raced in {tries}");
+    }
 
     /// `close_in_child` leaves no copy of the descriptor here, and the child's copy is
     /// closed in the end: the pipe's reader sees its end of file.
