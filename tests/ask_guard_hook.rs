@@ -123,7 +123,8 @@ fn ask_guard_pause_denied_ends_the_session() {
             break id;
         }
     };
-    assert_eq!(fx.cli(&["deny", &pause]).0, 0);
+    let (code, _, denied) = fx.cli(&["deny", &pause]);
+    assert_eq!(code, 0, "tyba deny {pause}: {denied}");
     let (code, out, err) = s.finish();
     assert_ne!(code, 0, "{out} / {err}");
     assert!(!out.contains("end"), "the agent did not go on: {out}");
