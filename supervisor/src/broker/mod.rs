@@ -524,13 +524,11 @@ impl Broker {
     /// Removes the sockets, then gives up the session's lock (in that order: a listed socket
     /// always has its lock).
     fn unlisten(&self) {
-        for slot in [&self.inner.socket, &self.inner.hook] {
-            if let Ok(mut g) = slot.lock() {
-                if let Some(s) = g.take() {
-                    s.stop();
-                }
-            }
-        }
+        let served: Vec<server::Served> = [&self.inner.socket, &self.inner.hook]
+            .into_iter()
+            .filter_map(|slot| slot.lock().ok().and_then(|mut g| g.take()))
+            .collect();
+        server::Served::stop_all(served);
         if let Ok(mut g) = self.inner.lock.lock() {
             if let Some(l) = g.take() {
                 l.release();

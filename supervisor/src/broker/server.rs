@@ -39,6 +39,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 /// How long one reply may take to be written before its client is dropped (a client that
 /// does not read).
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`Served::stop_all`] waits for the accept tasks to drop their listeners.
+const STOP_WAIT: Duration = Duration::from_secs(1);
 /// Worker threads of the broker's runtime.
 const WORKERS: usize = 2;
 /// Threads of its blocking pool at most (classification, controls, notices).
@@ -80,31 +82,35 @@ pub(crate) enum Role {
     Hook,
 }
 
-/// A listening socket; [`Served::stop`] removes it.
+/// A listening socket; [`Served::stop_all`] removes it.
 #[derive(Debug)]
 pub(crate) struct Served {
     pub path: PathBuf,
     stop: Arc<tokio::sync::Notify>,
-    /// The listening socket itself (a duplicate of the accept task's descriptor), shut down
-    /// by [`Served::stop`].
-    listening: UnixListener,
+    /// Disconnected once the accept task has dropped the listener.
+    gone: std::sync::mpsc::Receiver<()>,
 }
 
 impl Served {
-    /// Removes the socket's path and shuts the listening socket down, then ends its accept
-    /// task. From the `shutdown(2)` on, a `connect(2)` to it is refused (`ECONNREFUSED`:
-    /// `unix_stream_connect` in `net/unix/af_unix.c` refuses a listener shut down for
-    /// reading), so a caller releasing the session's lock next never leaves a socket that
-    /// takes connections without its lock, and does not wait for the task to run.
-    /// Connections already made go on to their end.
-    pub fn stop(self) {
-        use std::os::fd::AsRawFd;
-        let _ = std::fs::remove_file(&self.path);
-        let _ = nix::sys::socket::shutdown(
-            self.listening.as_raw_fd(),
-            nix::sys::socket::Shutdown::Both,
-        );
-        self.stop.notify_one();
+    /// Removes the sockets' paths, then ends their accept tasks and waits (up to
+    /// [`STOP_WAIT`]) for the listeners to be closed, so that a caller releasing the session's
+    /// lock next never leaves a listening socket without its lock: every task is told first,
+    /// then they are waited for together (one wait on the runtime, not one each).
+    /// Connections already accepted go on to their end.
+    ///
+    /// (A `shutdown(2)` of the listener would refuse connections without the wait, but a
+    /// listener shut down reads as closed for good to tokio, whose `accept` then retries
+    /// `EAGAIN` in a loop that never yields: the runtime's workers spun.)
+    pub fn stop_all(all: Vec<Served>) {
+        for s in &all {
+            let _ = std::fs::remove_file(&s.path);
+            s.stop.notify_one();
+        }
+        let deadline = std::time::Instant::now() + STOP_WAIT;
+        for s in all {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let _ = s.gone.recv_timeout(left);
+        }
     }
 }
 
@@ -153,17 +159,17 @@ pub(crate) fn serve(
         }
     };
     let rt = runtime()?;
-    let listening = listener.try_clone()?;
     listener.set_nonblocking(true)?;
     let listener = {
         let _in_runtime = rt.enter();
         tokio::net::UnixListener::from_std(listener)?
     };
     let stop = Arc::new(tokio::sync::Notify::new());
+    let (gone_tx, gone) = std::sync::mpsc::channel::<()>();
     let served = Served {
         path: path.to_path_buf(),
         stop: Arc::clone(&stop),
-        listening,
+        gone,
     };
     let b = broker.clone();
     rt.spawn(async move {
@@ -183,6 +189,7 @@ pub(crate) fn serve(
             }
         }
         drop(listener);
+        drop(gone_tx);
     });
     Ok(served)
 }
