@@ -123,15 +123,19 @@ impl HereWatch {
         let thread = std::thread::Builder::new()
             .name("tyba-here-watch".into())
             .spawn(move || {
+                let walk_all = || {
+                    let mut wds = HashMap::new();
+                    (walk(&ino, &root, &sh.sealed, &mut wds), wds)
+                };
                 // The walk on a thread of the batch class (the launch's own threads go first
-                // when they wake), joined before the events are read here.
+                // when they wake), joined before the events are read here; here when no
+                // thread can be had.
                 let walked = std::thread::scope(|s| {
                     std::thread::Builder::new()
                         .name("tyba-here-walk".into())
                         .spawn_scoped(s, || {
                             crate::sys::batch_scheduling();
-                            let mut wds = HashMap::new();
-                            (walk(&ino, &root, &sh.sealed, &mut wds), wds)
+                            walk_all()
                         })
                         .ok()
                         .map(|t| t.join())
@@ -139,10 +143,7 @@ impl HereWatch {
                 let (complete, wds) = match walked {
                     Some(Ok(w)) => w,
                     Some(Err(_)) => (false, HashMap::new()),
-                    None => {
-                        let mut wds = HashMap::new();
-                        (walk(&ino, &root, &sh.sealed, &mut wds), wds)
-                    }
+                    None => walk_all(),
                 };
                 if let Ok(mut p) = sh.phase.lock() {
                     *p = Phase::Walked(complete);
