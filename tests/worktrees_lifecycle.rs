@@ -149,6 +149,18 @@ fn write_files(dir: &Path, files: &[(&str, &str)]) {
     }
 }
 
+/// Makes `dir` a repository with everything in it committed as `msg` ([`git_fixture`]).
+fn committed_repo(dir: &Path, msg: &str) {
+    git_fixture(dir, &["init", "-q"]);
+    git_fixture(dir, &["add", "-A"]);
+    git_fixture(dir, &["commit", "-qm", msg]);
+}
+
+/// The end of a script that forces the full look at the session's end: one `link()`, which
+/// fails (the seccomp filter reports the attempt all the same).
+const FORCE_FULL_LOOK: &str =
+    "try:\n    os.link(\"no-such-file\", \"no-such-link\")\nexcept OSError:\n    pass\n";
+
 /// git as the test's user in a fixture repository `dir` (of any owner), with an identity,
 /// local submodules allowed and `main` as the first branch.
 fn git_fixture(dir: &Path, args: &[&str]) {
@@ -772,30 +784,25 @@ fn the_here_review_list_holds_against_review_6() {
             continue;
         };
         let wt = &fx.r.wt;
-        std::fs::create_dir_all(wt.join(".zed")).unwrap();
-        std::fs::write(
-            wt.join(".zed/tasks.json"),
-            format!("{{}}{}\n", " ".repeat(120)),
-        )
-        .unwrap();
-        std::fs::create_dir_all(wt.join("docs")).unwrap();
-        std::fs::write(wt.join("docs/readme.md"), "docs\n").unwrap();
-        std::fs::write(wt.join(".gitignore"), "vendor/\n").unwrap();
+        let padded = format!("{{}}{}\n", " ".repeat(120));
+        write_files(
+            wt,
+            &[
+                (".zed/tasks.json", &padded),
+                ("docs/readme.md", "docs\n"),
+                (".gitignore", "vendor/\n"),
+            ],
+        );
         let sub_src = fx.r.root.join("subsrc");
         std::fs::create_dir_all(&sub_src).unwrap();
         std::fs::write(sub_src.join(".mcp.json"), "{}\n").unwrap();
-        git_fixture(&sub_src, &["init", "-q"]);
-        git_fixture(&sub_src, &["add", "-A"]);
-        git_fixture(&sub_src, &["commit", "-qm", "sub"]);
+        committed_repo(&sub_src, "sub");
         git_fixture(
             wt,
             &["submodule", "-q", "add", &sub_src.to_string_lossy(), "lib"],
         );
-        std::fs::create_dir_all(wt.join("vendor/lib")).unwrap();
-        std::fs::write(wt.join("vendor/lib/l.txt"), "l\n").unwrap();
-        git_fixture(&wt.join("vendor/lib"), &["init", "-q"]);
-        git_fixture(&wt.join("vendor/lib"), &["add", "-A"]);
-        git_fixture(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
+        write_files(wt, &[("vendor/lib/l.txt", "l\n")]);
+        committed_repo(&wt.join("vendor/lib"), "l");
         std::fs::write(
             wt.join("r6.py"),
             r##"import os, mmap, socket
@@ -823,15 +830,15 @@ open(b"tools/\xff", "w").close()
         .unwrap();
         std::fs::write(
             wt.join("r6e.py"),
-            r#"import os
+            [
+                r#"import os
 os.makedirs("lib/.vscode")
 open("lib/.vscode/tasks.json", "w").write('{"tasks":[]}')
 open("lib/.mcp.json", "w").write('{"mcpServers":{}}')
-try:
-    os.link("no-such-file", "no-such-link")
-except OSError:
-    pass
 "#,
+                FORCE_FULL_LOOK,
+            ]
+            .concat(),
         )
         .unwrap();
         fx.commit_on_work();
@@ -884,9 +891,7 @@ fn the_here_review_list_holds_against_review_7() {
         std::fs::create_dir_all(wt.join("leaf")).unwrap();
         std::fs::write(wt.join("config/leaf.json"), "{}\n").unwrap();
         std::os::unix::fs::symlink("../config/leaf.json", wt.join("leaf/.mcp.json")).unwrap();
-        git_fixture(&wt.join("vendor/lib"), &["init", "-q"]);
-        git_fixture(&wt.join("vendor/lib"), &["add", "-A"]);
-        git_fixture(&wt.join("vendor/lib"), &["commit", "-qm", "l"]);
+        committed_repo(&wt.join("vendor/lib"), "l");
         std::fs::write(
             wt.join("r7.py"),
             r#"import os
@@ -900,7 +905,7 @@ os.symlink("docs/m", "mise")
         .unwrap();
         std::fs::write(
             wt.join("r7f.py"),
-            r#"import os, subprocess
+            [r#"import os, subprocess
 subprocess.run(["git", "update-index", "--skip-worktree", "--stdin"], input=b".mcp.json\n", check=True)
 open(".mcp.json", "w").write('{"mcpServers":{}}')
 open("vendor/lib/.git/config", "a").write("[core]\n\tfsmonitor = id\n")
@@ -908,11 +913,7 @@ open(b"vendor/\xff", "w").close()
 os.makedirs(b"svc\xff")
 open(b"svc\xff/.envrc", "w").write("id\n")
 open("config/claude/settings.json", "w").write('{"hooks":{"x":1}}')
-try:
-    os.link("no-such-file", "no-such-link")
-except OSError:
-    pass
-"#,
+"#, FORCE_FULL_LOOK].concat(),
         )
         .unwrap();
         fx.commit_on_work();
@@ -998,14 +999,14 @@ os.symlink("notes", "cfg")
         .unwrap();
         std::fs::write(
             wt.join("r8c.py"),
-            r#"import os
+            [
+                r#"import os
 open(".git/index", "wb").write(b"not an index")
 open(".envrc", "w").write("id\n")
-try:
-    os.link("no-such-file", "no-such-link")
-except OSError:
-    pass
 "#,
+                FORCE_FULL_LOOK,
+            ]
+            .concat(),
         )
         .unwrap();
         fx.commit_on_work();
@@ -1029,9 +1030,6 @@ except OSError:
     }
 }
 
-/// The person's shell startup files read as empty in the sandbox: the agent's shells start
-/// without `Permission denied` and without their contents (they may export secrets). The
-/// control reads the same file outside the sandbox and finds the secret.
 /// Login shells (`bash -l`, `sh -lc`: how Claude Code and Codex run each command) read
 /// `/etc/profile`, which sets `PATH` afresh here (Debian's does), then the person's
 /// `~/.profile`, shown empty in the sandbox: the tools the person put on `PATH` (a marker
@@ -1134,6 +1132,9 @@ fn login_shells_keep_the_sessions_path() {
     }
 }
 
+/// The person's shell startup files read as empty in the sandbox: the agent's shells start
+/// without `Permission denied` and without their contents (they may export secrets). The
+/// control reads the same file outside the sandbox and finds the secret.
 #[test]
 fn shell_startup_files_read_as_empty() {
     for who in whos() {
