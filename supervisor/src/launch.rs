@@ -22,7 +22,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::{CString, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -136,9 +136,12 @@ struct ChildCtx {
     program: CString,
     argv: Vec<CString>,
     env: Vec<CString>,
-    /// The sandbox's `/dev/fuse` and the outside-files filesystem's detached mount, made by
-    /// stage 1 in the sandbox's user namespace (`crate::outside_fs`).
-    fuse: Option<(OwnedFd, OwnedFd)>,
+    /// Where stage 1 sends the sandbox's `/dev/fuse`, once opened in the sandbox's user
+    /// namespace, to the supervisor's server ([`crate::outside_fs::serve_when_sent`]);
+    /// `None` when there are no covers.
+    fuse_to_server: Option<OwnedFd>,
+    /// The outside-files filesystem's detached mount, made by stage 1 (`crate::outside_fs`).
+    fuse: Option<OwnedFd>,
     /// Processes and threads the sandbox may hold at once (`[limits] processes`).
     max_processes: u32,
 }
@@ -288,13 +291,16 @@ pub fn run_with(
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
     let (ack_r, ack_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
-    let (ctl_sup, ctl_stage) = nix::sys::socket::socketpair(
-        nix::sys::socket::AddressFamily::Unix,
-        nix::sys::socket::SockType::SeqPacket,
-        None,
-        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(nix_err("socketpair"))?;
+    let seqpacket_pair = || {
+        nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(nix_err("socketpair"))
+    };
+    let (ctl_sup, ctl_stage) = seqpacket_pair()?;
     // tyba's own executable: an approved command's asking process execs it as the command's
     // proxy (`crate::runner`), so the agent's domain may read and execute that one file.
     let mut plan = cfg.plan.clone();
@@ -321,6 +327,12 @@ pub fn run_with(
                 return Err(SandboxUnavailable(format!("--outside-files require: {e}")).into());
             }
         };
+    let (fuse_sup, fuse_stage) = if plan.outside_covers.is_empty() {
+        (None, None)
+    } else {
+        let (a, b) = seqpacket_pair()?;
+        (Some(a), Some(b))
+    };
     // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never
     // in the host's (whose other terminals are the person's): see `private_devpts`.
     // A terminal among the standard fds is the person's: the agent never holds it. With
@@ -370,6 +382,7 @@ pub fn run_with(
                 cstring(&b)
             })
             .collect::<Result<_, _>>()?,
+        fuse_to_server: fuse_stage,
         fuse: None,
     };
     // SAFETY: other threads run here (the broker's tokio runtime, the terminal prompt, the
@@ -410,11 +423,37 @@ pub fn run_with(
         ctl,
         ack_r,
         pty_slave,
+        fuse_to_server,
         uid,
         gid,
         ..
     } = ctx;
-    drop((status_w, ctl, ack_r, pty_slave));
+    drop((status_w, ctl, ack_r, pty_slave, fuse_to_server));
+    // The outside-files server, waiting for the device while the sandbox sets itself up.
+    let outside = match fuse_sup {
+        None => None,
+        Some(sock) => {
+            let served = crate::outside_fs::OutsideFs::new(
+                &plan.outside_covers,
+                Arc::clone(&early_approver),
+                history.clone(),
+                uid,
+                gid,
+                Some(&plan.tmp_dir),
+            )
+            .and_then(|fs| Ok((fs.clone(), crate::outside_fs::serve_when_sent(fs, sock)?)));
+            match served {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+                    let _ = waitpid(a_pid, None);
+                    return Err(
+                        SandboxUnavailable(format!("cannot serve the outside files: {e}")).into(),
+                    );
+                }
+            }
+        }
+    };
     // While the sandbox sets itself up (on the other CPU), the supervisor starts its own parts
     // that need nothing from it: the link to stage 2, the agent's installation, the classifier's
     // worker (which confines itself with a Landlock domain of its own, so before the agent's
@@ -454,8 +493,6 @@ pub fn run_with(
     let mut listener_no = None;
     let mut master_no = None;
     let mut relay_nos: Vec<(i32, std::net::IpAddr)> = Vec::new();
-    let mut fuse_no: Option<i32> = None;
-    let mut outside = None;
     let mut reader = BufReader::new(std::fs::File::from(status_r));
     let mut line = String::new();
     loop {
@@ -467,37 +504,6 @@ pub fn run_with(
             break;
         }
         let l = line.trim_end();
-        // The outside-files filesystem's device (`F fd`, from stage 2, which then waits in
-        // its first bind for the server's answers): served as soon as stage 2's pid is known
-        // too, whichever line comes first.
-        if let Some(fd) = l.strip_prefix("F ") {
-            fuse_no = fd.parse::<i32>().ok();
-        }
-        if let (Some(fd), Some(s2), false) = (
-            fuse_no,
-            l.strip_prefix("B ")
-                .and_then(|p| p.parse::<i32>().ok())
-                .or(stage2),
-            outside.is_some(),
-        ) {
-            match serve_outside(&plan, history.clone(), &early_approver, s2, fd, uid, gid) {
-                Ok(fs) => outside = Some(fs),
-                Err(e) => {
-                    let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
-                    let _ = waitpid(a_pid, None);
-                    // Stage 2 may have ended first (no such process) with its reason on the
-                    // pipe, the cause to report: read to the end, which comes once the
-                    // stages are gone.
-                    let mut rest = String::new();
-                    let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
-                    let why = rest.lines().find_map(|l| l.strip_prefix("E ")).map_or_else(
-                        || format!("cannot serve the outside files: {e}"),
-                        str::to_string,
-                    );
-                    return Err(SandboxUnavailable(why).into());
-                }
-            }
-        }
         if let Some(p) = l.strip_prefix("B ") {
             // Stage 1 reports stage 2's pid after forking it, so this line may come after
             // stage 2's own "L".
@@ -544,6 +550,23 @@ pub fn run_with(
             "the sandbox set-up ended before handing over its seccomp listener (stage 2 {stage2:?}, listener {listener_no:?}, stage 1 {st:?})"
         ))
         .into());
+    };
+    // Stage 2 made its covers (or went without them) before its "L": by now the server has
+    // its device and has answered the handshake, or stage 1 sent none.
+    let outside = match outside.map(|(fs, served)| (fs, served.recv())) {
+        None | Some((_, Ok(Ok(false)))) => None,
+        Some((fs, Ok(Ok(true)))) => Some(fs),
+        Some((_, failed)) => {
+            let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+            let _ = waitpid(a_pid, None);
+            let why = match failed {
+                Ok(Err(e)) => e.to_string(),
+                _ => "its thread ended".to_string(),
+            };
+            return Err(
+                SandboxUnavailable(format!("cannot serve the outside files: {why}")).into(),
+            );
+        }
     };
     let taken = sys::pidfd_open(stage2).and_then(|pfd| {
         let listener = sys::pidfd_getfd(pfd.as_fd(), listener_no)?;
@@ -1027,32 +1050,6 @@ impl crate::outside_fs::SessionLink for OutsideLink {
     }
 }
 
-/// Takes the outside-files filesystem's device (fd `fd` of stage 2, `pidfd_getfd(2)`) and
-/// starts its server for the plan's covers ([`crate::outside_fs::serve`]), refusing `history`
-/// quietly and the run directories beside the plan's temp dir unasked.
-fn serve_outside(
-    plan: &SandboxPlan,
-    history: crate::outside_fs::HistoryFiles,
-    approver: &Arc<dyn Approver>,
-    stage2: i32,
-    fd: i32,
-    uid: u32,
-    gid: u32,
-) -> std::io::Result<crate::outside_fs::OutsideFs> {
-    let pfd = sys::pidfd_open(stage2)?;
-    let dev = sys::pidfd_getfd(pfd.as_fd(), fd)?;
-    let fs = crate::outside_fs::OutsideFs::new(
-        &plan.outside_covers,
-        Arc::clone(approver),
-        history,
-        uid,
-        gid,
-        Some(&plan.tmp_dir),
-    )?;
-    crate::outside_fs::serve(fs.clone(), dev)?;
-    Ok(fs)
-}
-
 /// Writes one status line with a single `write` (stage 1 and stage 2 share the pipe; writes
 /// up to `PIPE_BUF` bytes are atomic, `writeln!` could split a line in two writes).
 fn report(st: &mut Option<std::fs::File>, line: &str) {
@@ -1128,8 +1125,11 @@ fn stage1(mut c: ChildCtx) -> ! {
     // The outside-files filesystem: `/dev/fuse` must be opened in the user namespace that
     // mounts it (the kernel refuses a device opened in another), and the connection numbers
     // requesting processes in the PID namespace of the process that creates it: stage 1's,
-    // which is the supervisor's. Stage 2 attaches it (`crate::outside_fs`).
-    if ns && !c.plan.outside_covers.is_empty() {
+    // which is the supervisor's. The device goes to the supervisor's server at once (stage 1
+    // keeps no copy: the server's is the connection's only one, and the connection ends with
+    // it); stage 2 attaches the filesystem (`crate::outside_fs`).
+    let to_server = c.fuse_to_server.take();
+    if let (true, Some(to_server)) = (ns && !c.plan.outside_covers.is_empty(), &to_server) {
         let made = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -1140,9 +1140,14 @@ fn stage1(mut c: ChildCtx) -> ! {
                 sys::fuse_fsmount(dev.as_fd(), c.uid, c.gid)
                     .map(|m| (dev, m))
                     .map_err(|e| format!("the FUSE filesystem cannot be created ({e})"))
+            })
+            .and_then(|(dev, m)| {
+                sys::send_with_fds(to_server.as_fd(), b"F", &[dev.as_raw_fd()])
+                    .map(|()| m)
+                    .map_err(|e| format!("the FUSE device cannot be handed to tyba ({e})"))
             });
         match made {
-            Ok(f) => c.fuse = Some(f),
+            Ok(m) => c.fuse = Some(m),
             Err(e) if c.allow_weaker || c.plan.outside_files != OutsideMode::Require => {
                 report(&mut st, &format!("N {}", crate::outside_fs::notice(&e)));
                 c.plan.outside_covers.clear();
@@ -1150,6 +1155,8 @@ fn stage1(mut c: ChildCtx) -> ! {
             Err(e) => fail(&mut st, &format!("--outside-files require: {e}")),
         }
     }
+    // Closed before stage 2 is forked: the server hears a hang-up when no device came.
+    drop(to_server);
     // SAFETY: stage 1 is a fork child and has one thread; it starts none.
     match unsafe { sys::fork() } {
         Err(e) => fail(&mut st, &format!("fork: {e}")),
@@ -1381,7 +1388,6 @@ fn relay_sockets(
     st: &mut Option<std::fs::File>,
 ) -> Vec<std::net::UdpSocket> {
     use std::net::IpAddr;
-    use std::os::fd::AsRawFd;
     let mut out: Vec<std::net::UdpSocket> = Vec::new();
     for (i, ip) in nameservers.iter().enumerate().take(8) {
         if out
@@ -1429,10 +1435,6 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 &mut st,
                 &format!("cannot make the mount namespace private: {e}"),
             );
-        }
-        if let Some((dev, _)) = &c.fuse {
-            use std::os::fd::AsRawFd;
-            report(&mut st, &format!("F {}", dev.as_raw_fd()));
         }
         // The agents' state: session-private copies, before any bind inside them.
         if let Err(e) = crate::state_layer::mount_layers(&c.plan.state_layers) {
@@ -1546,7 +1548,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         // their ancestor. The filesystem is attached for a moment over the session's temp dir
         // (the agent does not run yet), child `i` of it is bound over cover `i` (its first
         // lookup waits for the supervisor's server), and the attachment is detached again.
-        if let Some((dev, mnt)) = c.fuse.take() {
+        if let Some(mnt) = c.fuse.take() {
             let staging = c.plan.tmp_dir.clone();
             let attached = CString::new(staging.as_os_str().as_bytes())
                 .map_err(std::io::Error::other)
@@ -1614,9 +1616,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                     }
                 }
             }
-            // The supervisor holds the only device fd from here: if its server ends, the
-            // connection does, and every request on the covers fails.
-            drop((dev, mnt));
+            drop(mnt);
         }
         if let Err(e) = sys::loopback_up() {
             report(
@@ -1659,7 +1659,6 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     let pty_master = match c.want_pty {
         Some(ws) if c.plan.private_pts => match open_private_pty(ws.as_ref()) {
             Ok((master, slave)) => {
-                use std::os::fd::AsRawFd;
                 report(&mut st, &format!("P {}", master.as_raw_fd()));
                 c.pty_slave = Some(slave);
                 Some(master)
@@ -1716,7 +1715,6 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         Err(e) => fail(&mut st, &format!("cannot install the seccomp filter: {e}")),
     };
     {
-        use std::os::fd::AsRawFd;
         report(&mut st, &format!("L {}", listener.as_raw_fd()));
     }
     drop(st);

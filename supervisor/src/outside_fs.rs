@@ -2675,13 +2675,75 @@ impl OutsideFs {
     }
 }
 
-/// Serves `dev` (the sandbox's `/dev/fuse`, taken from stage 2) with `fs` on a thread of its
-/// own until the connection ends. The handshake (`FUSE_INIT`) is answered before this
-/// returns.
+/// Serves the sandbox's `/dev/fuse` with `fs`, on a thread started now that waits for the
+/// device on `sock`: one packet carrying one fd (`SCM_RIGHTS`), sent by stage 1 as soon as
+/// it has made the filesystem, so the handshake (`FUSE_INIT`, queued by the kernel when the
+/// filesystem is created) is answered and the workers wait for requests while stage 2 is
+/// still mounting the rest of the sandbox. The thread then serves until the connection ends.
+///
+/// The receiver gives one answer: `Ok(true)` once the handshake is answered, `Ok(false)` when
+/// `sock` hung up with no device (stage 1 went without the filesystem), or why the device
+/// cannot be served. On an error the device is closed: it is the connection's only one
+/// (stage 1 keeps no copy), so the connection is aborted and every request on the covers
+/// fails at once instead of waiting.
 ///
 /// # Errors
-/// When the handshake fails or the thread cannot start.
-pub fn serve(fs: OutsideFs, dev: OwnedFd) -> io::Result<()> {
+/// When the thread cannot start.
+pub fn serve_when_sent(
+    fs: OutsideFs,
+    sock: OwnedFd,
+) -> io::Result<std::sync::mpsc::Receiver<io::Result<bool>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("tyba-outside-fs".into())
+        .spawn(move || {
+            let mut buf = [0u8; 1];
+            let got = sys::recv_with_fds(sock.as_fd(), &mut buf, 1);
+            drop(sock);
+            let dev = match got {
+                Ok((_, mut fds)) if fds.len() == 1 => fds.pop(),
+                Ok((0, fds)) if fds.is_empty() => {
+                    let _ = tx.send(Ok(false));
+                    return;
+                }
+                Ok(_) => {
+                    let _ = tx.send(Err(io::Error::other(
+                        "stage 1 sent no single device for the outside files",
+                    )));
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let Some(dev) = dev else { return };
+            let watched = Arc::clone(&fs.0);
+            match start_session(fs, dev) {
+                Ok(session) => {
+                    let _ = tx.send(Ok(true));
+                    // The loop ends when the connection does (the sandbox's namespace gone,
+                    // or the connection aborted); dropping the session, then the watchdog's
+                    // duplicate, closes the last fds of the device, which fails whatever is
+                    // still waiting.
+                    let _ = session.run();
+                    if let Ok(mut d) = watched.watchdog.dev.lock() {
+                        d.take();
+                    }
+                }
+                Err(e) => {
+                    if let Ok(mut d) = watched.watchdog.dev.lock() {
+                        d.take();
+                    }
+                    let _ = tx.send(Err(e));
+                }
+            }
+        })?;
+    Ok(rx)
+}
+
+/// Answers the handshake on `dev` and starts the watchdog: the session, ready to run.
+fn start_session(fs: OutsideFs, dev: OwnedFd) -> io::Result<fuser::Session<OutsideFs>> {
     let mut cfg = fuser::Config::default();
     cfg.n_threads = Some(2);
     cfg.acl = fuser::SessionACL::Owner;
@@ -2697,18 +2759,7 @@ pub fn serve(fs: OutsideFs, dev: OwnedFd) -> io::Result<()> {
     std::thread::Builder::new()
         .name("tyba-outside-watch".into())
         .spawn(move || Inner::watch(inner))?;
-    std::thread::Builder::new()
-        .name("tyba-outside-fs".into())
-        .spawn(move || {
-            // The loop ends when the connection does (the sandbox's namespace gone, or the
-            // connection aborted); dropping the session, then the watchdog's duplicate,
-            // closes the last fds of the device, which fails whatever is still waiting.
-            let _ = session.run();
-            if let Ok(mut d) = watched.watchdog.dev.lock() {
-                d.take();
-            }
-        })?;
-    Ok(())
+    Ok(session)
 }
 
 #[cfg(test)]
@@ -3038,5 +3089,76 @@ mod tests {
         assert!(!in_tree(me.pid, c), "a parent is not in its child's tree");
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// The server's answers before it serves: a hang-up with no device is "no filesystem",
+    /// a packet without one is an error, and a device whose handshake fails is an error with
+    /// the device closed (the connection's only copy: closing it is what fails the requests
+    /// on the covers at once). The control: the same pipe, not sent, stays open.
+    #[test]
+    fn the_server_answers_once_whatever_stage_1_sends() {
+        use std::io::Write;
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(root.join("O")).unwrap();
+        let fs = || {
+            OutsideFs::new(
+                &[root.join("O")],
+                Arc::new(crate::approve::DenyAll::non_interactive()),
+                HistoryFiles::default(),
+                0,
+                0,
+                None,
+            )
+            .unwrap()
+        };
+        let pair = || {
+            nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .unwrap()
+        };
+        let wait = |rx: std::sync::mpsc::Receiver<io::Result<bool>>| {
+            rx.recv_timeout(Duration::from_secs(10)).unwrap()
+        };
+
+        let (ours, theirs) = pair();
+        let rx = serve_when_sent(fs(), theirs).unwrap();
+        drop(ours);
+        assert!(!wait(rx).unwrap(), "a hang-up is no filesystem");
+
+        let (ours, theirs) = pair();
+        let rx = serve_when_sent(fs(), theirs).unwrap();
+        sys::send_with_fds(ours.as_fd(), b"F", &[]).unwrap();
+        assert!(wait(rx).is_err(), "a packet without a device");
+
+        // Not a FUSE device: a pipe holding a request that is not FUSE_INIT (a LOOKUP of
+        // "x": `fuse_in_header`, 40 bytes, then the name).
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let mut w = File::from(w);
+        let mut req = Vec::new();
+        req.extend_from_slice(&48u32.to_ne_bytes()); // len
+        req.extend_from_slice(&1u32.to_ne_bytes()); // opcode: FUSE_LOOKUP
+        req.extend_from_slice(&1u64.to_ne_bytes()); // unique
+        req.extend_from_slice(&1u64.to_ne_bytes()); // nodeid: the root
+        req.extend_from_slice(&[0u8; 16]); // uid, gid, pid, total_extlen, padding
+        req.extend_from_slice(b"x\0\0\0\0\0\0\0");
+        w.write_all(&req).unwrap();
+        let (ours, theirs) = pair();
+        let rx = serve_when_sent(fs(), theirs).unwrap();
+        sys::send_with_fds(ours.as_fd(), b"F", &[r.as_raw_fd()]).unwrap();
+        // The control: while this copy of the read end lives, the pipe takes writes.
+        w.write_all(b"x").unwrap();
+        drop(r);
+        assert!(wait(rx).is_err(), "a handshake that fails");
+        let closed = w.write_all(b"x").map_err(|e| e.kind());
+        assert_eq!(
+            closed,
+            Err(io::ErrorKind::BrokenPipe),
+            "the server closed the device it could not serve"
+        );
     }
 }

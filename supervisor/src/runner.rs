@@ -34,13 +34,13 @@ use crate::sys::{self, Forked};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+use nix::sys::socket::MsgFlags;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::io::{IoSlice, Read, Seek, Write};
+use std::io::{Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -343,11 +343,7 @@ struct Child {
 
 fn send_json(sock: BorrowedFd<'_>, msg: &impl Serialize, fds: &[RawFd]) -> std::io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
-    let iov = [IoSlice::new(&body)];
-    let cmsg = [ControlMessage::ScmRights(fds)];
-    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
-    sendmsg::<UnixAddr>(sock.as_raw_fd(), &iov, cmsgs, MsgFlags::empty(), None)?;
-    Ok(())
+    sys::send_with_fds(sock, &body, fds)
 }
 
 /// One packet and the fds it carried (installed close-on-exec). `Ok(None)` at hang-up.

@@ -857,6 +857,21 @@ pub fn same_address_space(a: u32, b: u32) -> io::Result<bool> {
     Ok(r == 0)
 }
 
+/// Sends `buf` as one packet on `sock` with `fds` (`SCM_RIGHTS`, none when empty): each
+/// fd stays open in this process too, and the receiver gets its own copy of the same open
+/// file (`sendmsg(2)`, `unix(7)`).
+///
+/// # Errors
+/// The `sendmsg` error.
+pub fn send_with_fds(sock: BorrowedFd<'_>, buf: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+    let iov = [io::IoSlice::new(buf)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+    sendmsg::<UnixAddr>(sock.as_raw_fd(), &iov, cmsgs, MsgFlags::empty(), None)?;
+    Ok(())
+}
+
 /// Receives one packet on `sock` into `buf`, with the fds it carries (`SCM_RIGHTS`,
 /// installed close-on-exec), up to `max_fds` of them (`recvmsg(2)`, `unix(7)`).
 ///
