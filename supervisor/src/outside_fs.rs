@@ -275,6 +275,10 @@ fn walk(
     budget: usize,
     out: &mut Vec<PathBuf>,
 ) -> Result<(), CoverError> {
+    // A directory that is native or beneath one has no entry to cover.
+    if native.iter().any(|n| is_within(dir, n)) {
+        return Ok(());
+    }
     // A directory the person cannot list is left as it is: its entries stay unreachable
     // (Landlock refuses them, unasked), as without the option. Nothing is granted by it.
     let Ok(list) = std::fs::read_dir(dir) else {
@@ -286,11 +290,27 @@ fn walk(
         .filter_map(|e| e.ok().and_then(|e| Some((e.path(), e.file_type().ok()?))))
         .collect();
     names.sort_by(|a, b| a.0.cmp(&b.0));
+    // The native paths by this directory's entry names, read once (not every path against
+    // every entry): an entry that is native itself, and one with native paths beneath it.
+    let mut native_entries = std::collections::HashSet::new();
+    let mut above_native = std::collections::HashSet::new();
+    for n in native {
+        let mut rest = match n.strip_prefix(dir) {
+            Ok(r) => r.components(),
+            Err(_) => continue,
+        };
+        match (rest.next(), rest.next()) {
+            (Some(std::path::Component::Normal(name)), None) => native_entries.insert(name),
+            (Some(std::path::Component::Normal(name)), Some(_)) => above_native.insert(name),
+            _ => false,
+        };
+    }
     for (p, t) in names {
-        if t.is_symlink() || native.iter().any(|n| is_within(&p, n)) {
+        let name = p.file_name().unwrap_or_default();
+        if t.is_symlink() || native_entries.contains(name) {
             continue;
         }
-        if native.iter().any(|n| is_within(n, &p)) {
+        if above_native.contains(name) {
             if t.is_dir() && depth < MAX_DEPTH {
                 walk(&p, native, depth + 1, budget, out)?;
             }
@@ -2797,6 +2817,33 @@ mod tests {
                 assert!(!is_within(&n, c) && !is_within(c, &n), "{c:?} / {n:?}");
             }
         }
+    }
+
+    /// Entries are matched to native paths by whole names: `a` native leaves `ab` and `abc`
+    /// covered, `ab` above a native path is descended into (its other entries covered, the
+    /// native one not), and a native path beneath another native one changes nothing.
+    #[test]
+    fn native_paths_are_matched_by_whole_entry_names() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        for d in ["wt", "a/deep", "ab/inner", "ab/other", "abc"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("ab/file"), "x").unwrap();
+        let mut plan = SandboxPlan {
+            worktree: root.join("wt"),
+            tmp_dir: root.join("wt/tmp"),
+            ..SandboxPlan::default()
+        };
+        plan.read_only.push(root.join("a"));
+        plan.read_only.push(root.join("a/deep"));
+        plan.read_only.push(root.join("ab/inner"));
+        let covers = plan_covers(&plan, None).covers;
+        let want: Vec<PathBuf> = ["ab/file", "ab/other", "abc"]
+            .iter()
+            .map(|p| root.join(p))
+            .collect();
+        assert_eq!(covers, want);
     }
 
     #[test]
