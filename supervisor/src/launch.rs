@@ -291,16 +291,7 @@ pub fn run_with(
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
     let (ack_r, ack_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(nix_err("pipe"))?;
-    let seqpacket_pair = || {
-        nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::SeqPacket,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(nix_err("socketpair"))
-    };
-    let (ctl_sup, ctl_stage) = seqpacket_pair()?;
+    let (ctl_sup, ctl_stage) = sys::seqpacket_pair().map_err(io_err("socketpair"))?;
     // tyba's own executable: an approved command's asking process execs it as the command's
     // proxy (`crate::runner`), so the agent's domain may read and execute that one file.
     let mut plan = cfg.plan.clone();
@@ -330,7 +321,7 @@ pub fn run_with(
     let (fuse_sup, fuse_stage) = if plan.outside_covers.is_empty() {
         (None, None)
     } else {
-        let (a, b) = seqpacket_pair()?;
+        let (a, b) = sys::seqpacket_pair().map_err(io_err("socketpair"))?;
         (Some(a), Some(b))
     };
     // The agent's pty is allocated by stage 2 in the sandbox's own devpts instance, never

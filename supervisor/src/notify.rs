@@ -2834,13 +2834,7 @@ impl Notifier {
         if clear_env && !procfs::private_mapping(tgid, envp_ptr, 8) {
             return Err("its environment is not in private memory".into());
         }
-        let (sup, prox) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::SeqPacket,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| e.to_string())?;
+        let (sup, prox) = sys::seqpacket_pair().map_err(|e| e.to_string())?;
         // Held before anything is written: from then on the parent runs only once its name
         // is back ([`crate::hold`]).
         let hold = shares_with_parent

@@ -3159,15 +3159,7 @@ mod tests {
             )
             .unwrap()
         };
-        let pair = || {
-            nix::sys::socket::socketpair(
-                nix::sys::socket::AddressFamily::Unix,
-                nix::sys::socket::SockType::SeqPacket,
-                None,
-                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-            )
-            .unwrap()
-        };
+        let pair = || sys::seqpacket_pair().unwrap();
         let wait = |rx: std::sync::mpsc::Receiver<io::Result<bool>>| {
             rx.recv_timeout(Duration::from_secs(10)).unwrap()
         };

@@ -857,6 +857,20 @@ pub fn same_address_space(a: u32, b: u32) -> io::Result<bool> {
     Ok(r == 0)
 }
 
+/// A connected pair of close-on-exec Unix sockets that keep message boundaries
+/// (`SOCK_SEQPACKET`, `socketpair(2)`): one packet per `send`, fds carried with it.
+///
+/// # Errors
+/// The `socketpair` error.
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )?)
+}
+
 /// Sends `buf` as one packet on `sock` with `fds` (`SCM_RIGHTS`, none when empty): each
 /// fd stays open in this process too, and the receiver gets its own copy of the same open
 /// file (`sendmsg(2)`, `unix(7)`).
