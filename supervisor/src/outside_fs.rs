@@ -275,10 +275,6 @@ fn walk(
     budget: usize,
     out: &mut Vec<PathBuf>,
 ) -> Result<(), CoverError> {
-    // A directory that is native or beneath one has no entry to cover.
-    if native.iter().any(|n| is_within(dir, n)) {
-        return Ok(());
-    }
     // A directory the person cannot list is left as it is: its entries stay unreachable
     // (Landlock refuses them, unasked), as without the option. Nothing is granted by it.
     let Ok(list) = std::fs::read_dir(dir) else {
@@ -2720,44 +2716,34 @@ pub fn serve_when_sent(
             let mut buf = [0u8; 1];
             let got = sys::recv_with_fds(sock.as_fd(), &mut buf, 1);
             drop(sock);
-            let dev = match got {
-                Ok((_, mut fds)) if fds.len() == 1 => fds.pop(),
-                Ok((0, fds)) if fds.is_empty() => {
-                    let _ = tx.send(Ok(false));
-                    return;
-                }
-                Ok(_) => {
-                    let _ = tx.send(Err(io::Error::other(
-                        "stage 1 sent no single device for the outside files",
-                    )));
-                    return;
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            };
-            let Some(dev) = dev else { return };
             let watched = Arc::clone(&fs.0);
-            match start_session(fs, dev) {
-                Ok(session) => {
+            let device = match got {
+                Ok((_, mut fds)) if fds.len() == 1 => Ok(fds.pop()),
+                Ok((0, fds)) if fds.is_empty() => Ok(None),
+                Ok(_) => Err(io::Error::other(
+                    "stage 1 sent no single device for the outside files",
+                )),
+                Err(e) => Err(e),
+            };
+            match device.and_then(|d| d.map(|d| start_session(fs, d)).transpose()) {
+                Ok(None) => {
+                    let _ = tx.send(Ok(false));
+                }
+                Ok(Some(session)) => {
                     let _ = tx.send(Ok(true));
                     // The loop ends when the connection does (the sandbox's namespace gone,
-                    // or the connection aborted); dropping the session, then the watchdog's
-                    // duplicate, closes the last fds of the device, which fails whatever is
-                    // still waiting.
+                    // or the connection aborted).
                     let _ = session.run();
-                    if let Ok(mut d) = watched.watchdog.dev.lock() {
-                        d.take();
-                    }
                 }
                 Err(e) => {
-                    if let Ok(mut d) = watched.watchdog.dev.lock() {
-                        d.take();
-                    }
                     let _ = tx.send(Err(e));
                 }
             }
+            // The session is gone: dropping the watchdog's duplicate closes the last fd of
+            // the device, which fails whatever is still waiting.
+            if let Ok(mut d) = watched.watchdog.dev.lock() {
+                d.take();
+            };
         })?;
     Ok(rx)
 }
