@@ -11,6 +11,8 @@
 #                      files (on by default where /dev/fuse opens) cost against none
 #        [--baseline BIN]  also another tyba binary (a build before a change), in the same run:
 #                      a before/after table per workload
+#        [--floor]     also, for `launch`, scripts/launch-floor.c: the kernel work of tyba's
+#                      sandbox set-up and end with none of tyba's own (the launch's lower bound)
 # Needs: hyperfine and bubblewrap (apt-get install hyperfine bubblewrap), gcc, make, git.
 set -euo pipefail
 
@@ -20,14 +22,16 @@ OUT=""
 ONLY="launch file-heavy compile"
 OUTSIDE=0
 BASE=""
+FLOOR=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --outside) OUTSIDE=1; shift ;;
+        --floor) FLOOR=1; shift ;;
         --runs) RUNS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --baseline) BASE=$2; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS] [--outside] [--baseline BIN]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS] [--outside] [--baseline BIN] [--floor]" >&2; exit 2 ;;
     esac
 done
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -46,6 +50,11 @@ fi
 WORK=$(mktemp -d /tmp/tyba-bench.XXXXXX)
 cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
+LF=""
+if [ "$FLOOR" = 1 ]; then
+    LF="$WORK/launch-floor"
+    gcc -O2 -Wall -o "$LF" "$ROOT/scripts/launch-floor.c"
+fi
 export HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" GIT_CONFIG_NOSYSTEM=1
 mkdir -p "$HOME"
 git config --global user.name bench
@@ -123,6 +132,7 @@ bench() { # name dir bare-command...
     if [ -n "$BASE" ]; then args+=(-n tyba-before "$tyb $cmd"); fi
     if [ "$HAVE_BWRAP" = 1 ]; then args+=(-n bwrap "$(bw "$dir") $cmd"); fi
     if [ "$OUTSIDE" = 1 ]; then args+=(-n tyba-off "$TYO $cmd"); fi
+    if [ -n "$LF" ] && [ "$name" = launch ]; then args+=(-n floor "$LF $dir $cmd"); fi
     (cd "$dir" && hyperfine -N --style basic --warmup 3 --runs "$RUNS" --export-json "$WORK/$name.json" "${args[@]}" >&2)
 }
 
@@ -143,11 +153,12 @@ while IFS= read -r line; do
     if wanted "${line%%	*}"; then printf '%s\n' "$line"; fi
 done < "$WORK/interleave.all" > "$WORK/interleave.tsv"
 
-python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" "$OUTSIDE" "$TYO" "$TYL" "$TYB" "$TYBL" <<'EOF'
+python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" "$OUTSIDE" "$TYO" "$TYL" "$TYB" "$TYBL" "$LF" <<'EOF'
 import json, sys, os, platform, datetime, shlex, statistics, subprocess, time
 work, runs, out, ty, have_bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
 outside, tyo = sys.argv[6] == "1", sys.argv[7]
 tyl, tyb, tybl = sys.argv[8], sys.argv[9], sys.argv[10]
+floor = sys.argv[11]
 
 def bwrap(d):
     return (f"bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind {d} {d} --unshare-pid "
@@ -171,6 +182,8 @@ for line in open(os.path.join(work, "interleave.tsv")):
         variants["bwrap"] = f"{bwrap(cwd)} {cmd}"
     if outside:
         variants["tyba-off"] = f"{tyo} {cmd}"
+    if floor and name == "launch":
+        variants["floor"] = f"{floor} {cwd} {cmd}"
     wall = {k: [] for k in variants}
     for _ in range(int(runs)):
         for k, c in variants.items():
@@ -233,6 +246,24 @@ if outside:
         mt, mo = m.get("tyba"), m.get("tyba-off")
         ms = f"{mt*1000:.1f} ms | {mo*1000:.1f} ms | {mt/mo:.2f}×" if mt and mo else "– | – | –"
         lines.append(f"| {name} | {t*1000:.1f} ms (σ {data['tyba']['stddev']*1000:.1f}) | {o*1000:.1f} ms (σ {data['tyba-off']['stddev']*1000:.1f}) | {t/o:.2f}× | {ms} |")
+if floor:
+    f = os.path.join(work, "launch.json")
+    if os.path.exists(f):
+        data = {r["command"]: r for r in json.load(open(f))["results"]}
+        b, t, fl = data["bare"]["mean"], data["tyba"]["mean"], data["floor"]["mean"]
+        m = dict(inter).get("launch", {})
+        mb, mt, mf = m.get("bare"), m.get("tyba"), m.get("floor")
+        lines.append("")
+        lines.append("The launch's floor (`scripts/launch-floor.c`: the same namespaces, mounts, Landlock")
+        lines.append("ruleset, seccomp filters and exec notification, none of tyba's own work) in the same run:")
+        lines.append("")
+        lines.append("| | floor | floor − bare | tyba run − floor | tyba run / floor |")
+        lines.append("|---|---|---|---|---|")
+        lines.append(f"| means | {fl*1000:.1f} ms (σ {data['floor']['stddev']*1000:.1f}) | {(fl-b)*1000:+.1f} ms | "
+                     f"{(t-fl)*1000:+.1f} ms | {t/fl:.2f}× |")
+        if mb and mt and mf:
+            lines.append(f"| interleaved medians | {mf*1000:.1f} ms | {(mf-mb)*1000:+.1f} ms | "
+                         f"{(mt-mf)*1000:+.1f} ms | {mt/mf:.2f}× |")
 if tyb:
     lines.append("")
     lines.append("The baseline binary (`--baseline`) against this one, in the same run:")
