@@ -105,8 +105,8 @@ pub struct Shape {
 /// `verdict` is the maximum of the findings' verdicts, and at least `Green`; `findings` holds
 /// every rule that fired, in the order they were found (no duplicates of the same rule and
 /// reason); `paths` the absolute paths the action names (lexically resolved, deduplicated, in
-/// order of appearance); `writes` those of them a command writes or creates (a subset of
-/// `paths`); `hosts` the network destinations it names (`host:port`, `[v6]:port`: a URL's explicit
+/// order of appearance); `writes` those of them a command writes or creates and `changes` those
+/// it deletes, renames, links or changes the metadata of (subsets of `paths`); `hosts` the network destinations it names (`host:port`, `[v6]:port`: a URL's explicit
 /// port or its scheme's default; a bare host only where no port is known, which an approval
 /// covers no connection to).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -118,9 +118,15 @@ pub struct Classification {
     /// Absolute paths the action names.
     pub paths: Vec<PathBuf>,
     /// Those of `paths` that a command of the action writes or creates (`> f`, `cp a f`,
-    /// `tee f`); paths it deletes, renames, links or changes the metadata of, and the operands
-    /// of programs nobody listed, are in `paths` only.
+    /// `tee f`); paths it deletes, renames, links or changes the metadata of are in
+    /// `changes`, and the operands of programs nobody listed in `paths` only.
     pub writes: Vec<PathBuf>,
+    /// Those of `paths` that a command of the action deletes, renames (either name), links or
+    /// changes the metadata of, without writing what they hold (`rm f`, `mv a b`, `ln -s t l`,
+    /// `chmod +x f`): what an approval of the line lets its command do to those names. Not
+    /// serialized: reports show them through their findings ("changes outside the worktree").
+    #[serde(skip)]
+    pub changes: Vec<PathBuf>,
     /// Network destinations the action names, each with the port it connects to when known.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
@@ -171,6 +177,7 @@ impl Classification {
             findings: Vec::new(),
             paths: Vec::new(),
             writes: Vec::new(),
+            changes: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
             inner_command: None,
@@ -235,6 +242,11 @@ impl Classification {
         for p in other.writes {
             if !self.writes.contains(&p) {
                 self.writes.push(p);
+            }
+        }
+        for p in other.changes {
+            if !self.changes.contains(&p) {
+                self.changes.push(p);
             }
         }
         for h in other.hosts {

@@ -2,6 +2,7 @@
 //! guarantees (it can never add to the green list, make a green command ask, or weaken a rule).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::PathBuf;
 use tyba_policy::{
     decide, Action, ActionKind, Autonomy, Classification, Context, Decision, ExecMode, Finding,
     Policy, SessionMemory, Verdict,
@@ -521,4 +522,73 @@ fn a_control_name_that_is_a_link_is_a_control_file() {
         assert!(write(name).verdict < Verdict::Red, "{name}");
         assert!(shell(&format!("echo x > {name}")) < Verdict::Red, "{name}");
     }
+}
+
+/// What a line does to the paths it names: `writes` holds what it writes or creates, `changes`
+/// what it deletes, renames (either name), links or changes the metadata of; an approval of
+/// the line grants its command exactly that (`docs/sandbox.md`, "One ask per intent").
+#[test]
+fn a_lines_changes_are_its_removals_renames_links_and_metadata_not_its_writes() {
+    let p = Policy::embedded_default();
+    let wt = std::env::temp_dir().join(format!("tyba-changes-{}", std::process::id()));
+    let o = wt
+        .parent()
+        .unwrap()
+        .join(format!("tyba-changes-o-{}", std::process::id()));
+    std::fs::create_dir_all(&wt).unwrap();
+    let ctx = Context {
+        worktree: &wt,
+        cwd: &wt,
+        home: None,
+        scratch: None,
+        git: None,
+    };
+    let at = |n: &str| o.join(n);
+    let cases: &[(String, Vec<PathBuf>, Vec<PathBuf>)] = &[
+        (
+            format!("rm -f {}", at("a").display()),
+            vec![at("a")],
+            vec![],
+        ),
+        (
+            format!("rm -rf {}", at("d").display()),
+            vec![at("d")],
+            vec![],
+        ),
+        (
+            format!("mv {} {}", at("a").display(), at("b").display()),
+            vec![at("a"), at("b")],
+            vec![],
+        ),
+        (
+            format!("ln -s {} {}", at("t").display(), at("l").display()),
+            vec![at("l")],
+            vec![],
+        ),
+        (
+            format!("chmod +x {}", at("s").display()),
+            vec![at("s")],
+            vec![],
+        ),
+        (
+            format!("cp {} {}", at("a").display(), at("b").display()),
+            vec![],
+            vec![at("b")],
+        ),
+        (format!("cat {}", at("a").display()), vec![], vec![]),
+    ];
+    for (line, changes, writes) in cases {
+        let c = p.classify(
+            &Action::Exec {
+                command: line.clone(),
+            },
+            &ctx,
+        );
+        assert_eq!(&c.changes, changes, "changes of `{line}`");
+        assert_eq!(&c.writes, writes, "writes of `{line}`");
+        for x in changes.iter().chain(writes) {
+            assert!(c.paths.contains(x), "`{line}`: {x:?} among its paths");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&wt);
 }

@@ -372,6 +372,12 @@ impl Analyzer<'_> {
             {
                 self.out.writes.push(p.clone());
             }
+            if access == Access::Modify
+                && self.out.changes.len() < MAX_REPORTED_PATHS
+                && !self.out.changes.contains(&p)
+            {
+                self.out.changes.push(p.clone());
+            }
             if self.out.paths.len() < MAX_REPORTED_PATHS && !self.out.paths.contains(&p) {
                 self.out.paths.push(p);
             }
