@@ -449,6 +449,54 @@ fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
     }
 }
 
+/// An approved line that removes or renames outside paths (`rm`, `mv`) is one ask: its
+/// command's removal and rename reach the file server, which knows the line changes those
+/// names (review 9's r9-01: each was asked a second time by the server, and a denial there
+/// failed the approved command half-way). A denied line changes nothing (the control).
+#[test]
+fn an_approved_removal_or_rename_outside_is_asked_once() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-runner-change") else {
+            continue;
+        };
+        let o = beside(
+            &fx,
+            "O",
+            &[("gone.txt", "g\n"), ("a.txt", "a\n"), ("kept.txt", "k\n")],
+        );
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"rm -f ../O/gone.txt; echo rm=$?
+mv ../O/a.txt ../O/b.txt; echo mv=$?
+rm -f ../O/kept.txt; echo rm2=$?"#,
+        );
+        answer(&fx, "rm -f ../O/gone.txt", "approve");
+        answer(&fx, "mv ../O/a.txt ../O/b.txt", "approve");
+        answer(&fx, "rm -f ../O/kept.txt", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in ["rm=0", "mv=0"] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(!out.contains("rm2=0"), "{who:?}: {out} / {err}");
+        // Checked from outside: the approved lines did what they said, the denied one nothing.
+        assert!(!o.join("gone.txt").exists(), "{who:?}: {out} / {err}");
+        assert!(!o.join("a.txt").exists(), "{who:?}: {out} / {err}");
+        assert_eq!(std::fs::read_to_string(o.join("b.txt")).unwrap(), "a\n");
+        assert_eq!(std::fs::read_to_string(o.join("kept.txt")).unwrap(), "k\n");
+        let answers: Vec<String> = fx
+            .log_lines()
+            .iter()
+            .filter_map(|l| l["answer"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(
+            answers,
+            ["once", "once", "deny"],
+            "{who:?}: asked once per intent"
+        );
+    }
+}
+
 #[test]
 fn creating_making_and_removing_outside_are_asked_each() {
     for who in whos() {

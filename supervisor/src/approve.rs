@@ -134,12 +134,14 @@ pub struct Reach {
     pub reasons: std::collections::BTreeSet<String>,
     /// Network destinations named.
     pub hosts: std::collections::BTreeSet<String>,
-    /// Real paths reached, each with whether it is written.
+    /// Real paths reached, each with whether it is written or changed (removed, renamed,
+    /// linked: `tyba_policy::Classification::changes`).
     pub paths: std::collections::BTreeMap<std::path::PathBuf, bool>,
 }
 
 impl Reach {
-    /// The reach of `class`, with `paths` (real path, written) as what it reaches on disk.
+    /// The reach of `class`, with `paths` (real path, written or changed) as what it reaches
+    /// on disk.
     pub fn of(
         class: &tyba_policy::Classification,
         paths: impl IntoIterator<Item = (std::path::PathBuf, bool)>,

@@ -381,8 +381,11 @@ struct ExecCopy {
 fn exec_reach(class: &Classification, copy: Option<&ExecCopy>) -> crate::approve::Reach {
     crate::approve::Reach::of(
         class,
-        copy.into_iter()
-            .flat_map(|c| c.grants.iter().map(|g| (g.path.clone(), g.write))),
+        copy.into_iter().flat_map(|c| {
+            c.grants
+                .iter()
+                .map(|g| (g.path.clone(), g.write || g.change))
+        }),
     )
 }
 
@@ -2509,7 +2512,10 @@ impl Notifier {
         first: Option<String>,
         r: ExecRead,
     ) -> (Vec<String>, Option<ExecCopy>) {
-        let grants = runner::grants(class, &self.writable, &self.readable);
+        let grants =
+            runner::served_changes(runner::grants(class, &self.writable, &self.readable), |p| {
+                self.outside.as_ref().is_some_and(|o| o.serves(p))
+            });
         let mut reasons: Vec<String> = first.into_iter().collect();
         reasons.extend(class.decisive_reasons().iter().map(|r| r.to_string()));
         if grants.is_empty() {
@@ -2890,8 +2896,8 @@ impl Notifier {
             self.outside.as_ref().is_some_and(|o| o.serves(dir))
         })
         .map_err(|e| cannot(e.to_string()))?;
-        let outside_grants: Vec<(PathBuf, bool)> =
-            c.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
+        let outside_grants: Vec<crate::outside_fs::RunnerGrant> =
+            c.grants.iter().map(runner::Grant::outside).collect();
         let spawn = Spawn {
             payload: SpawnPayload {
                 // The bytes the process gave, escapes and all (`exec::exec_text`).
@@ -3456,11 +3462,13 @@ mod tests {
             path: remote.clone(),
             write: true,
             new_file: false,
+            change: false,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
             write: false,
             new_file: false,
+            change: false,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

@@ -524,6 +524,18 @@ impl Op {
 
     /// The paths it touches: changed (`true`) or only named (`false`). A symbolic link's
     /// text is no path it touches.
+    /// What it does to each path it names ([`Touch`]), for an approved line's grants.
+    fn touches(&self) -> Vec<(&Path, Touch)> {
+        match self {
+            Op::One(p, Access::Read | Access::List) => vec![(p, Touch::Read)],
+            Op::One(p, Access::Remove) => vec![(p, Touch::Name)],
+            Op::One(p, Access::Write | Access::Create | Access::Mkdir) => vec![(p, Touch::Content)],
+            Op::Rename { from, to, .. } => vec![(from, Touch::Name), (to, Touch::Name)],
+            Op::Link { existing, at } => vec![(existing, Touch::Read), (at, Touch::Name)],
+            Op::Symlink { at, .. } => vec![(at, Touch::Name)],
+        }
+    }
+
     fn touched(&self) -> Vec<(&Path, bool)> {
         match self {
             Op::One(p, a) => vec![(p, a.changes())],
@@ -623,8 +635,44 @@ struct Node {
     rel: PathBuf,
 }
 
-/// An approved command's runner: its keeper's identity and the line's grants `(path, write)`.
-type RunnerGrants = (u64, Vec<(PathBuf, bool)>);
+/// An approved command's runner: its keeper's identity and the line's grants.
+type RunnerGrants = (u64, Vec<RunnerGrant>);
+
+/// What an approved line lets its command do to one path and what is beneath it, without
+/// asking again (`crate::runner::Grant`, which makes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunnerGrant {
+    /// The path (real).
+    pub path: PathBuf,
+    /// The line writes it: every operation.
+    pub write: bool,
+    /// The line removes, renames (either name) or links it: those operations on its names,
+    /// never writing what a file holds, creating a file or making a directory.
+    pub change: bool,
+}
+
+impl RunnerGrant {
+    /// Whether the grant lets the command do `touch` to `path`.
+    fn lets(&self, path: &Path, touch: Touch) -> bool {
+        is_within(path, &self.path)
+            && match touch {
+                Touch::Read => true,
+                Touch::Name => self.write || self.change,
+                Touch::Content => self.write,
+            }
+    }
+}
+
+/// What an operation does to one of the paths it names, as an approved line's grants judge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Touch {
+    /// Reads it or lists it.
+    Read,
+    /// Removes, renames or links the name (or makes it a symbolic link).
+    Name,
+    /// Writes what it holds, or creates it (a file, a directory).
+    Content,
+}
 
 /// One entry of a listed directory: inode, type, name.
 type DirEntry = (u64, FileType, OsString);
@@ -1134,10 +1182,10 @@ impl OutsideFs {
 impl OutsideFs {
     /// An approved command's runner started: its keeper is `ns_pid` (sandbox PID namespace)
     /// with identity `start` ([`procfs::Stat::start`]), and its line was approved with
-    /// `grants` (`(path, write)`: a directory grants what is beneath it, as its Landlock rule
-    /// does; a file that line creates is granted as that one name, never its directory:
+    /// `grants` (a directory grants what is beneath it, as its Landlock rule does; a file
+    /// that line creates is granted as that one name, never its directory:
     /// `crate::runner::Grant::new_file`).
-    pub(crate) fn runner_started(&self, ns_pid: u32, start: u64, grants: Vec<(PathBuf, bool)>) {
+    pub(crate) fn runner_started(&self, ns_pid: u32, start: u64, grants: Vec<RunnerGrant>) {
         if let Ok(mut r) = self.0.runners.lock() {
             r.insert(ns_pid, (start, grants));
         }
@@ -1174,7 +1222,9 @@ impl OutsideFs {
 impl Inner {
     /// Whether process `pid` runs under an approved command whose grants cover every path
     /// `op` touches: an ancestor (or itself) is that command's keeper, by pid in the
-    /// sandbox's PID namespace and identity. A path it changes needs a writable grant.
+    /// sandbox's PID namespace and identity. Writing or creating a path needs a writable
+    /// grant; removing, renaming or linking one a writable grant or one of the line's
+    /// changes ([`RunnerGrant::lets`]).
     fn runner_covers(&self, pid: u32, op: &Op) -> bool {
         let Ok(r) = self.runners.lock() else {
             return false;
@@ -1189,11 +1239,10 @@ impl Inner {
             };
             if let Some((st, grants)) = procfs::ns_pid(p).and_then(|ns| r.get(&ns)) {
                 if *st == start {
-                    return op.touched().iter().all(|(path, change)| {
-                        grants
-                            .iter()
-                            .any(|(g, w)| is_within(path, g) && (*w || !*change))
-                    });
+                    return op
+                        .touches()
+                        .iter()
+                        .all(|(path, touch)| grants.iter().any(|g| g.lets(path, *touch)));
                 }
             }
             if ppid <= 1 || ppid == p {
@@ -2969,6 +3018,65 @@ mod tests {
         };
         assert_eq!(s.touched(), vec![(Path::new("/h/O/l"), true)]);
         assert!(s.named().contains(&Path::new("/h/.ssh/id_rsa")));
+    }
+
+    /// What an approved line's grant lets its command do (`RunnerGrant::lets`, with
+    /// `Op::touches`): a read grant reading and listing; a change grant (`rm`, `mv`, `ln`)
+    /// removing, renaming and linking the names beneath it, never writing a file's content,
+    /// creating a file or making a directory; a write grant everything.
+    #[test]
+    fn an_approved_lines_grant_lets_its_command_do_what_the_line_does() {
+        let g = |path: &str, write: bool, change: bool| RunnerGrant {
+            path: PathBuf::from(path),
+            write,
+            change,
+        };
+        let lets = |grants: &[RunnerGrant], op: &Op| {
+            op.touches()
+                .iter()
+                .all(|(p, t)| grants.iter().any(|g| g.lets(p, *t)))
+        };
+        let one = |p: &str, a: Access| Op::One(PathBuf::from(p), a);
+        let rename = |from: &str, to: &str| Op::Rename {
+            from: PathBuf::from(from),
+            to: PathBuf::from(to),
+            exchange: false,
+            replaces: false,
+        };
+        let read = [g("/o/a", false, false)];
+        let change = [g("/o/a", false, true), g("/o/b", false, true)];
+        let dir = [g("/o/d", false, true)];
+        let write = [g("/o/a", true, false), g("/o/b", true, false)];
+        // Reading: any grant.
+        for grants in [&read[..], &change, &write] {
+            assert!(lets(grants, &one("/o/a", Access::Read)));
+        }
+        // Removing and renaming: a change or a write grant of every name, never a read one.
+        assert!(!lets(&read, &one("/o/a", Access::Remove)));
+        assert!(lets(&change, &one("/o/a", Access::Remove)));
+        assert!(lets(&write, &one("/o/a", Access::Remove)));
+        assert!(lets(&change, &rename("/o/a", "/o/b")));
+        assert!(
+            !lets(&change, &rename("/o/a", "/o/c")),
+            "the new name not granted"
+        );
+        assert!(!lets(&change[..1], &rename("/o/a", "/o/b")));
+        assert!(lets(
+            &change,
+            &Op::Link {
+                existing: PathBuf::from("/o/a"),
+                at: PathBuf::from("/o/b"),
+            }
+        ));
+        // `rm -rf /o/d`: what is beneath it, listed and removed; nothing beside it.
+        assert!(lets(&dir, &one("/o/d/x/y", Access::Remove)));
+        assert!(lets(&dir, &one("/o/d", Access::List)));
+        assert!(!lets(&dir, &one("/o/dx", Access::Remove)));
+        // A change grant writes nothing: no content, no new file, no directory.
+        for a in [Access::Write, Access::Create, Access::Mkdir] {
+            assert!(!lets(&change, &one("/o/a", a)), "{a:?}");
+            assert!(lets(&write, &one("/o/a", a)), "{a:?}");
+        }
     }
 
     /// A server for `covers` asking nobody, whose own directories are `own` and whose home

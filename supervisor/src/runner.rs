@@ -104,6 +104,34 @@ pub(crate) struct Grant {
     /// one name, never its directory ([`prepare_new_files`]).
     #[serde(default)]
     pub new_file: bool,
+    /// The line removes, renames (either name), links or changes the metadata of this name
+    /// (`tyba_policy::Classification::changes`): the outside-files server lets the command do
+    /// that to it (and to what is beneath it) without asking again, never write what it
+    /// holds. Landlock cannot grant the removal or the renaming of one name without its
+    /// directory, so the command's ruleset gets only what `write` says ([`Grant::landlock`]).
+    #[serde(default)]
+    pub change: bool,
+}
+
+impl Grant {
+    /// The Landlock rule the grant adds to the command's ruleset (`(path, read-write)`):
+    /// `None` for a name the line only changes and that does not exist (a `mv`'s new name):
+    /// only the outside-files server can grant that one name.
+    pub(crate) fn landlock(&self) -> Option<(PathBuf, bool)> {
+        let only_a_name = self.change && !self.write && !self.new_file;
+        (!only_a_name || std::fs::symlink_metadata(&self.path).is_ok())
+            .then(|| (self.path.clone(), self.write))
+    }
+
+    /// What the grant lets the command do, to the outside-files server
+    /// (`crate::outside_fs::RunnerGrant`).
+    pub(crate) fn outside(&self) -> crate::outside_fs::RunnerGrant {
+        crate::outside_fs::RunnerGrant {
+            path: self.path.clone(),
+            write: self.write,
+            change: self.change,
+        }
+    }
 }
 
 impl std::fmt::Display for Grant {
@@ -115,7 +143,11 @@ impl std::fmt::Display for Grant {
                 self.path.display()
             );
         }
-        let how = if self.write { "read-write" } else { "read" };
+        let how = match (self.write, self.change) {
+            (true, _) => "read-write",
+            (false, true) => "read, remove, rename or link",
+            (false, false) => "read",
+        };
         write!(f, "{how} {}", self.path.display())
     }
 }
@@ -226,6 +258,9 @@ pub(crate) fn prepare_new_files(
 ///   parent does), that one new name ([`Grant::new_file`]), never its directory: approving
 ///   `echo x > ../O/new.txt` must not let the command rewrite `../O/secret.txt`
 ///   ([`prepare_new_files`] makes it enforceable);
+/// - a path it removes, renames, links or changes the metadata of
+///   ([`tyba_policy::Classification::changes`]): that change ([`Grant::change`]), with reading
+///   when it exists; when it does not (a `mv`'s new name), that name only;
 /// - nothing for paths the agent already has (under `read_write`, or read-only paths under
 ///   `read_only`), for `/`, or for a line the policy gives no grants
 ///   ([`tyba_policy::Classification::grants_allowed`]: opaque, or its paths reached through
@@ -241,10 +276,14 @@ pub(crate) fn grants(
     let mut out: Vec<Grant> = Vec::new();
     for p in &class.paths {
         let write = class.writes.contains(p);
-        let (path, new_file) = match real_target(p) {
-            Some((path, new_file)) if write || !new_file => (path, new_file),
+        let change = class.changes.contains(p);
+        let (path, absent) = match real_target(p) {
+            Some((path, absent)) if write || change || !absent => (path, absent),
             _ => continue,
         };
+        // A new name the line writes is made before it runs ([`prepare_new_files`]); one it
+        // only renames something to, or links, is not (the rename makes it).
+        let new_file = absent && write;
         let under = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
         if path == Path::new("/") || under(read_write) || (!write && under(read_only)) {
             continue;
@@ -253,15 +292,32 @@ pub(crate) fn grants(
             Some(g) => {
                 g.write |= write;
                 g.new_file |= new_file;
+                g.change |= change;
             }
             None => out.push(Grant {
                 path,
                 write,
                 new_file,
+                change,
             }),
         }
     }
     out
+}
+
+/// `grants` with [`Grant::change`] kept only where `served` (the outside-files server serves
+/// the path, `crate::outside_fs::OutsideFs::serves`): nothing else can let a command remove,
+/// rename or link one name. A change elsewhere is no grant: the name is kept for reading when
+/// it exists, and dropped when it does not.
+pub(crate) fn served_changes(mut grants: Vec<Grant>, served: impl Fn(&Path) -> bool) -> Vec<Grant> {
+    grants.retain_mut(|g| {
+        if !g.change || served(&g.path) {
+            return true;
+        }
+        g.change = false;
+        g.write || g.new_file || std::fs::symlink_metadata(&g.path).is_ok()
+    });
+    grants
 }
 
 /// The only variables a runner takes from the asking process (besides `PATH`, filtered, and
@@ -651,7 +707,7 @@ fn spawn_runner(
     let path = CString::new(p.path.clone()).map_err(|_| "the file name contains a NUL byte")?;
     let argv = cstrings(&p.argv)?;
     let envp = cstrings(&p.envp)?;
-    let extra: Vec<(PathBuf, bool)> = p.grants.iter().map(|g| (g.path.clone(), g.write)).collect();
+    let extra: Vec<(PathBuf, bool)> = p.grants.iter().filter_map(Grant::landlock).collect();
     let ruleset = landlock_ruleset(plan, &extra, abi, require_full)
         .map_err(|e| format!("the approved command's Landlock ruleset: {e}"))?;
     let (go_r, go_w) =
@@ -1050,16 +1106,19 @@ mod tests {
                     path: o.join("secret"),
                     write: false,
                     new_file: false,
+                    change: false,
                 },
                 Grant {
                     path: o.join("target"),
                     write: true,
                     new_file: false,
+                    change: false,
                 },
                 Grant {
                     path: o.join("sub/new-file"),
                     write: true,
                     new_file: true,
+                    change: false,
                 },
             ]
         );
@@ -1092,6 +1151,79 @@ mod tests {
         let mut c = class(&named, &written);
         c.shape.opaque = true;
         assert!(grants(&c, &rw, &ro).is_empty());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_lines_changes_are_granted_as_changes_where_the_outside_files_serve_them() {
+        let d = std::env::temp_dir().join(format!("tyba-grants-change-{}", std::process::id()));
+        let o = d.join("o");
+        std::fs::create_dir_all(o.join("dir")).unwrap();
+        std::fs::write(o.join("a"), "a").unwrap();
+        std::fs::write(o.join("gone"), "g").unwrap();
+        let o = std::fs::canonicalize(&o).unwrap();
+        let rw = vec![d.join("wt")];
+        // `mv o/a o/b; rm -f o/gone; rm -rf o/dir`: every name changed, none written; `b`
+        // does not exist yet.
+        let names = [o.join("a"), o.join("b"), o.join("gone"), o.join("dir")];
+        let mut c = class(&names, &[]);
+        c.changes = names.to_vec();
+        let g = grants(&c, &rw, &[]);
+        let want = |p: &Path| Grant {
+            path: p.to_path_buf(),
+            write: false,
+            new_file: false,
+            change: true,
+        };
+        assert_eq!(
+            g,
+            vec![
+                want(&o.join("a")),
+                want(&o.join("b")),
+                want(&o.join("gone")),
+                want(&o.join("dir")),
+            ]
+        );
+        // Landlock: reading what exists; the new name only the server can grant.
+        let rules: Vec<_> = g.iter().filter_map(Grant::landlock).collect();
+        assert_eq!(
+            rules,
+            vec![
+                (o.join("a"), false),
+                (o.join("gone"), false),
+                (o.join("dir"), false)
+            ]
+        );
+        // Nothing is made for a name the line only renames something to.
+        prepare_new_files(&g, |_| false).unwrap();
+        assert!(!o.join("b").exists());
+        // The server lets the command do exactly that to those names.
+        let served = served_changes(g.clone(), |_| true);
+        assert_eq!(served, g);
+        let outside: Vec<_> = served.iter().map(Grant::outside).collect();
+        assert!(outside.iter().all(|r| r.change && !r.write));
+        // Where no server serves them, a change is no grant: what exists is kept for reading,
+        // the new name is dropped.
+        let unserved = served_changes(g.clone(), |p| p == o.join("gone"));
+        assert_eq!(
+            unserved,
+            vec![
+                Grant {
+                    change: false,
+                    ..want(&o.join("a"))
+                },
+                want(&o.join("gone")),
+                Grant {
+                    change: false,
+                    ..want(&o.join("dir"))
+                },
+            ]
+        );
+        // The ask says what an approval adds.
+        assert_eq!(
+            want(&o.join("gone")).to_string(),
+            format!("read, remove, rename or link {}", o.join("gone").display())
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 

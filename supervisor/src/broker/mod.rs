@@ -1347,7 +1347,7 @@ impl Broker {
         // grants a runner of the same line would get are among them.
         let real = c.paths.iter().filter_map(|p| {
             let (real, _) = crate::runner::real_target(p)?;
-            Some((real, c.writes.contains(p)))
+            Some((real, c.writes.contains(p) || c.changes.contains(p)))
         });
         let reach = Reach::of(&c, real.collect::<Vec<_>>());
         Some((c.verdict, reasons, reach))
