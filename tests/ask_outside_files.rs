@@ -449,6 +449,93 @@ fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
     }
 }
 
+/// A grant is for what its name held when asked: once the name is removed and another file
+/// linked under it, the old grant reaches nothing (review 9's r9-03: a `create` grant of a
+/// scratch name read and appended to a secret whose read had been denied, through the
+/// approved removal of the scratch and link of the secret under its name, whose ask says
+/// "not reading or writing the file").
+#[test]
+fn a_grant_ends_when_its_name_is_removed_and_another_file_linked_there() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-relink") else {
+            continue;
+        };
+        let o = beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+def step(name, f):
+    try:
+        r = f(); print(name + "=ok " + repr(r), flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+def create():
+    with open("../O/scratch.txt", "x") as fh:
+        fh.write("mine\n")
+def append():
+    with open("../O/scratch.txt", "a") as fh:
+        fh.write("APPENDED\n")
+step("secret", lambda: open("../O/secret.txt").read())
+step("create", create)
+step("mine", lambda: open("../O/scratch.txt").read())
+step("remove", lambda: os.unlink("../O/scratch.txt"))
+step("link", lambda: os.link("../O/secret.txt", "../O/scratch.txt"))
+step("relinked", lambda: open("../O/scratch.txt").read())
+step("append", append)
+"#,
+        );
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            "/usr/bin/python3 t.py",
+        );
+        answer(&fx, "read ", "deny");
+        answer(&fx, "create ", "approve");
+        answer(&fx, "remove ", "approve");
+        answer(&fx, "link ", "approve");
+        // The name now holds the secret: asked again, as a read and as a write.
+        answer(&fx, "scratch.txt", "deny");
+        answer(&fx, "scratch.txt", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in [
+            "secret=ERR13",
+            "create=ok",
+            "mine=ok 'mine\\n'",
+            "remove=ok",
+            "link=ok",
+            "relinked=ERR13",
+            "append=ERR13",
+        ] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(!out.contains("topsecret"), "{who:?}: {out}");
+        // Checked from outside: the secret is as it was, under both names.
+        assert_eq!(
+            std::fs::read_to_string(o.join("secret.txt")).unwrap(),
+            "topsecret\n"
+        );
+        let answers: Vec<String> = fx
+            .log_lines()
+            .iter()
+            .filter_map(|l| l["answer"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(
+            answers,
+            ["deny", "once", "once", "once", "deny", "deny"],
+            "{who:?}"
+        );
+        // The control: without the sandbox the same script reads and appends to the secret.
+        std::fs::remove_file(o.join("scratch.txt")).unwrap();
+        let bare = without_sandbox(&fx, "t.py");
+        assert!(
+            bare.contains("relinked=ok 'topsecret") && bare.contains("append=ok"),
+            "{who:?}: control: {bare}"
+        );
+    }
+}
+
 /// An approved line that removes or renames outside paths (`rm`, `mv`) is one ask: its
 /// command's removal and rename reach the file server, which knows the line changes those
 /// names (review 9's r9-01: each was asked a second time by the server, and a denial there

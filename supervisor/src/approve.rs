@@ -240,6 +240,19 @@ pub trait Approver: Send + Sync {
         None
     }
 
+    /// The names `changed` (real paths) are about to hold something else than when they were
+    /// asked about: the outside-files server removes, renames, links or makes them a symbolic
+    /// link. Answers kept for them, or for what is beneath them, end: an answer is for what
+    /// the name held (a file linked or renamed there since was never asked about). `rename`
+    /// (`from`, `to`) when the change is a rename: an answered file's own atomic save (its
+    /// `FILE.tmp…` sibling renamed over it) keeps that file's answer. The default keeps none.
+    fn names_changed(
+        &self,
+        _changed: &[&std::path::Path],
+        _rename: Option<(&std::path::Path, &std::path::Path)>,
+    ) {
+    }
+
     /// Hears every event the notify loop logs (refusals, answered asks), for the audit log
     /// and the repeated-failure guard. For a refusal, the returned text is appended to the
     /// refusal the agent gets (a nudge to change approach).
@@ -363,6 +376,13 @@ impl Approver for Deferred {
     }
     fn answered(&self, request: &AskRequest) -> Option<Answer> {
         self.get().answered(request)
+    }
+    fn names_changed(
+        &self,
+        changed: &[&std::path::Path],
+        rename: Option<(&std::path::Path, &std::path::Path)>,
+    ) {
+        self.get().names_changed(changed, rename);
     }
     fn record(&self, event: &crate::notify::AuditEvent) -> Option<String> {
         self.get().record(event)

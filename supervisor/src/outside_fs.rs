@@ -1220,6 +1220,27 @@ impl OutsideFs {
 }
 
 impl Inner {
+    /// Ends every grant on `changed` names or beneath them, made to any process or to an
+    /// approved command's line: called before the server removes, renames or links a name
+    /// (or makes it a symbolic link), once that change is decided. A grant is for what the
+    /// name held when it was asked; after the change the name holds something else (another
+    /// file linked or renamed there, nothing), which no one was asked about (review 9's
+    /// r9-03: a `create` grant of a scratch name read and wrote a denied secret once the
+    /// scratch was removed and the secret linked under its name). The approver's kept answers
+    /// for those names end too ([`Approver::names_changed`]: the agent hook's answers).
+    fn names_changed(&self, changed: &[&Path], rename: Option<(&Path, &Path)>) {
+        self.approver.names_changed(changed, rename);
+        let hit = |p: &Path| changed.iter().any(|c| is_within(p, c));
+        if let Ok(mut g) = self.grants.lock() {
+            g.retain(|g| !g.op.touched().iter().any(|(p, _)| hit(p)));
+        }
+        if let Ok(mut r) = self.runners.lock() {
+            for (_, grants) in r.values_mut() {
+                grants.retain(|g| !hit(&g.path));
+            }
+        }
+    }
+
     /// Whether process `pid` runs under an approved command whose grants cover every path
     /// `op` touches: an ancestor (or itself) is that command's keeper, by pid in the
     /// sandbox's PID namespace and identity. Writing or creating a path needs a writable
@@ -2570,6 +2591,9 @@ impl Filesystem for OutsideFs {
                     replaces,
                 };
                 me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
+                if let Op::Rename { from, to, .. } = &op {
+                    me.names_changed(&[from, to], Some((from, to)));
+                }
                 nix::fcntl::renameat2(
                     dir_from.as_fd(),
                     name_from.as_os_str(),
@@ -2617,6 +2641,9 @@ impl Filesystem for OutsideFs {
                 me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
                 let (dir_e, name_e) = me.dir_of(&existing)?;
                 let (dir_a, name_a) = me.dir_of(&at)?;
+                if let Op::Link { at, .. } = &op {
+                    me.names_changed(&[at], None);
+                }
                 // No AT_SYMLINK_FOLLOW: a link is linked as the link itself.
                 nix::unistd::linkat(
                     dir_e.as_fd(),
@@ -2657,6 +2684,9 @@ impl Filesystem for OutsideFs {
                 };
                 me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
                 let (dir, name) = me.dir_of(&at)?;
+                if let Op::Symlink { at, .. } = &op {
+                    me.names_changed(&[at], None);
+                }
                 nix::unistd::symlinkat(text.as_os_str(), dir.as_fd(), name.as_os_str())
                     .map_err(|e| Errno::from_i32(e as i32))?;
                 me.entry_of(at)
@@ -2721,9 +2751,11 @@ impl OutsideFs {
         let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<(), Errno> {
-                me.decide(tid, &Op::One(me.real(&n), Access::Remove), unique)
+                let path = me.real(&n);
+                me.decide(tid, &Op::One(path.clone(), Access::Remove), unique)
                     .map_err(Errno::from_i32)?;
                 let d = me.parent_dir(&p)?;
+                me.names_changed(&[&path], None);
                 let flag = if dir {
                     nix::unistd::UnlinkatFlags::RemoveDir
                 } else {
@@ -3077,6 +3109,76 @@ mod tests {
             assert!(!lets(&change, &one("/o/a", a)), "{a:?}");
             assert!(lets(&write, &one("/o/a", a)), "{a:?}");
         }
+    }
+
+    /// A grant is for what its name held: a removal, a rename (either name), a link or a
+    /// symbolic link made there ends every grant on that name or beneath it, the processes'
+    /// and the approved lines' alike; grants on other names, and on the directory holding it,
+    /// stay.
+    #[test]
+    fn a_change_of_a_name_ends_the_grants_made_for_it() {
+        let fs = server(&[], &[], None);
+        let root = ProcId { pid: 1, start: 1 };
+        let grant = |op: Op| Grant {
+            root,
+            agent_only: false,
+            op,
+            role: None,
+        };
+        let p = |s: &str| PathBuf::from(s);
+        let one = |s: &str, a: Access| Op::One(p(s), a);
+        let rg = |s: &str| RunnerGrant {
+            path: p(s),
+            write: true,
+            change: false,
+        };
+        let fill = || {
+            *fs.0.grants.lock().unwrap() = vec![
+                grant(one("/o/scratch", Access::Create)),
+                grant(one("/o/d/x", Access::Read)),
+                grant(one("/o/d", Access::List)),
+                grant(one("/o/other", Access::Write)),
+                grant(Op::Link {
+                    existing: p("/o/other"),
+                    at: p("/o/scratch2"),
+                }),
+            ];
+            fs.0.runners
+                .lock()
+                .unwrap()
+                .insert(7, (1, vec![rg("/o/scratch"), rg("/o/d"), rg("/o/other")]));
+        };
+        let left = || -> (Vec<String>, Vec<PathBuf>) {
+            let g = fs.0.grants.lock().unwrap();
+            let r = fs.0.runners.lock().unwrap();
+            (
+                g.iter().map(|g| g.op.full()).collect(),
+                r[&7].1.iter().map(|g| g.path.clone()).collect(),
+            )
+        };
+        fill();
+        fs.0.names_changed(&[Path::new("/o/scratch")], None);
+        let (g, r) = left();
+        assert!(!g.iter().any(|t| t == "/o/scratch"), "{g:?}");
+        assert_eq!(g.len(), 4, "{g:?}");
+        assert_eq!(r, [p("/o/d"), p("/o/other")]);
+        // A directory renamed: what was granted beneath it ends, the directory's own grant too.
+        fill();
+        fs.0.names_changed(
+            &[Path::new("/o/d"), Path::new("/o/e")],
+            Some((Path::new("/o/d"), Path::new("/o/e"))),
+        );
+        let (g, r) = left();
+        assert_eq!(g.len(), 3, "{g:?}");
+        assert!(!g.iter().any(|t| t.starts_with("/o/d")), "{g:?}");
+        assert_eq!(r, [p("/o/scratch"), p("/o/other")]);
+        // A name that only begins like a granted one is another name.
+        fill();
+        fs.0.names_changed(&[Path::new("/o/scratch2")], None);
+        let (g, r) = left();
+        assert_eq!(g.len(), 4, "the link's grant names /o/scratch2: {g:?}");
+        assert!(g.iter().any(|t| t == "/o/scratch"), "{g:?}");
+        assert_eq!(r.len(), 3);
     }
 
     /// A server for `covers` asking nobody, whose own directories are `own` and whose home

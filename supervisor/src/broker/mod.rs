@@ -1635,6 +1635,19 @@ impl Approver for Broker {
         Some(a)
     }
 
+    fn names_changed(
+        &self,
+        changed: &[&std::path::Path],
+        rename: Option<(&std::path::Path, &std::path::Path)>,
+    ) {
+        let Some(mut s) = self.lock() else { return };
+        s.linked_files.retain(|l| {
+            let own_save =
+                rename.is_some_and(|(from, to)| to == l.path && is_save_of(from, &l.path));
+            own_save || !changed.iter().any(|c| l.path.starts_with(c))
+        });
+    }
+
     fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {
         if let Some(a) = self.linked(request) {
             self.log_linked(request, &a);

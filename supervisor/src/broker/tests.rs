@@ -1132,6 +1132,48 @@ fn a_hook_ask_whose_files_are_not_its_action_links_nothing() {
     b.close("over");
 }
 
+/// A hook's answer is for the file its name held: when the outside-files server removes,
+/// links over or renames that name, the answer ends (review 9's r9-03 class), except the
+/// answered file's own atomic save (its `FILE.tmp…` sibling renamed over it), which is the
+/// write that was approved.
+#[test]
+fn a_hook_answer_for_a_file_ends_when_its_name_changes_but_its_own_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let notes = root.join("notes.md");
+    let b = linked_broker();
+    let approve = |action: &str| {
+        let b2 = b.clone();
+        let mut ask = file_hook(&format!("{action} {}", notes.display()), &[]);
+        ask.files = vec![notes.display().to_string()];
+        let t = std::thread::spawn(move || b2.ask_hook(ask, std::process::id()));
+        let p = wait_pending(&b, 1);
+        b.answer(&p[0].id, WireAnswer::Once, None, "t").unwrap();
+        t.join().unwrap();
+    };
+    approve("write");
+    assert_eq!(b.answered(&file_req(&notes, "read")), Some(Answer::Once));
+    // Its own atomic save keeps it.
+    let save = root.join("notes.md.tmp.7.ab");
+    b.names_changed(&[&save, &notes], Some((&save, &notes)));
+    assert_eq!(b.answered(&file_req(&notes, "write")), Some(Answer::Once));
+    // Another file renamed over it, a removal, a link made there: it ends.
+    let other = root.join("secret.txt");
+    b.names_changed(&[&other, &notes], Some((&other, &notes)));
+    assert_eq!(b.answered(&file_req(&notes, "read")), None);
+    approve("read");
+    b.names_changed(&[&notes], None);
+    assert_eq!(b.answered(&file_req(&notes, "read")), None);
+    approve("read");
+    // A change of another name, or of a name beside it, leaves it.
+    b.names_changed(&[&root.join("notes.md2"), &other], None);
+    assert_eq!(b.answered(&file_req(&notes, "read")), Some(Answer::Once));
+    // A change of the directory holding it ends it.
+    b.names_changed(&[&root], None);
+    assert_eq!(b.answered(&file_req(&notes, "read")), None);
+    b.close("over");
+}
+
 /// Once `close` returns, the session's sockets take no connection, by whatever name they
 /// are reached (a hard link made while they listened stands for a name the agent kept): the
 /// session's lock can be released next without a listening socket left behind it.
