@@ -449,6 +449,74 @@ fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
     }
 }
 
+/// An outside-files ask of a process that is being ended is withdrawn: once the server has
+/// read a FUSE request, the kernel waits for its reply uninterruptibly, so a process left
+/// waiting on an ask could not be killed and the session never ended after its agent exited
+/// (review 9's r9-02; the same after `SIGTERM` or a closed terminal, which also end the
+/// session by killing what is left). The agent leaves a daemon whose read of an outside file
+/// is asked, and exits: the session ends within seconds with nobody answering, the ask is
+/// denied as the asker's ("process gone"), and nothing of the session is left. The control:
+/// the daemon's ask is really pending (seen in the inbox) before the agent exits.
+#[test]
+fn an_ask_of_a_process_being_ended_is_withdrawn_and_the_session_ends() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-pending-end") else {
+            continue;
+        };
+        beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
+        let marker = format!("tyba-pending-{}-{:?}", std::process::id(), who)
+            .replace([' ', '"', '{', '}', ':', ','], "");
+        let s = fx.start(
+            &["--autonomy", "high", "--ask-outside-files"],
+            &format!(
+                r#"setsid /usr/bin/python3 -c "open('../O/secret.txt').read()" {marker} > /dev/null 2>&1 &
+for i in $(seq 1 600); do [ -e go ] && break; sleep 0.05; done
+exit 0"#
+            ),
+        );
+        let p = fx.pending(1);
+        let action = p[0]["action"].as_str().unwrap().to_string();
+        assert!(action.contains("secret.txt"), "{who:?}: control: {action}");
+        std::fs::write(fx.wt.join("go"), "").unwrap();
+        give(&fx.wt.join("go"), &fx.who);
+        let t = std::time::Instant::now();
+        let (code, out, err) = s.finish();
+        let took = t.elapsed();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "{who:?}: the session ended {took:?} after its agent: {err}"
+        );
+        let left: Vec<u32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+            })
+            .collect();
+        assert!(left.is_empty(), "{who:?}: left behind: {left:?}");
+        let asked: Vec<serde_json::Value> = fx
+            .log_lines()
+            .into_iter()
+            .filter(|l| {
+                l["kind"] == "file"
+                    && l["action"]
+                        .as_str()
+                        .is_some_and(|a| a.contains("secret.txt"))
+            })
+            .collect();
+        assert!(
+            asked.iter().any(|l| l["answer"] == "deny"
+                && l["answered_by"]
+                    .as_str()
+                    .is_some_and(|b| b.contains("process gone"))),
+            "{who:?}: {asked:?}"
+        );
+    }
+}
+
 /// A grant is for what its name held when asked: once the name is removed and another file
 /// linked under it, the old grant reaches nothing (review 9's r9-03: a `create` grant of a
 /// scratch name read and appended to a secret whose read had been denied, through the

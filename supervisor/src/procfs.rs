@@ -888,6 +888,27 @@ pub fn threads(pid: u32) -> Option<u32> {
     status_field(pid, "Threads:")?.trim().parse().ok()
 }
 
+/// Whether thread `tid` (or process) is gone or on its way out: no `/proc/<tid>/status`, a
+/// state of zombie or dead (`Z`, `X`: a thread group whose leader exited waits there for its
+/// other threads), or `SIGKILL` pending for the thread or its whole group (`SigPnd:`,
+/// `ShdPnd:`, bit 8). Such a process cannot use an answer: it may be blocked where only the
+/// answer lets the kill finish (a FUSE request the server has read waits for its reply
+/// uninterruptibly, `fs/fuse/dev.c` `request_wait_answer`), which is why an ask of it is
+/// withdrawn instead of waited on (`proc(5)`).
+pub fn ending(tid: u32) -> bool {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| s.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+    let dead = field("State:").is_some_and(|v| v.starts_with(['Z', 'X']));
+    let killed = ["SigPnd:", "ShdPnd:"].iter().any(|n| {
+        field(n)
+            .and_then(|v| u64::from_str_radix(v, 16).ok())
+            .is_some_and(|m| m & (1 << (libc::SIGKILL - 1)) != 0)
+    });
+    dead || killed
+}
+
 fn status_field(pid: u32, name: &str) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()

@@ -337,8 +337,10 @@ fn proc_cwd(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// Whether the asking process can still use an answer: not gone, not exiting, no `SIGKILL`
+/// pending ([`crate::procfs::ending`]). `0`: no process (tests, the person's own controls).
 fn alive(pid: u32) -> bool {
-    pid == 0 || std::path::Path::new(&format!("/proc/{pid}")).exists()
+    pid == 0 || !crate::procfs::ending(pid)
 }
 
 fn answer_name(a: &Answer) -> &'static str {
@@ -898,7 +900,7 @@ impl Broker {
             return Ok(self.finish(s, id, answer, by));
         }
         if !alive(e.pid) {
-            let why = "the asking process is gone".to_string();
+            let why = "the asking process is gone or being ended".to_string();
             return Ok(self.finish(s, id, closed(&why), "nobody (process gone)".into()));
         }
         Err(s)
