@@ -84,6 +84,14 @@ fn answer(fx: &Fx, expect: &str, answer: &str) -> String {
     reasons
 }
 
+/// The answers in the session's audit log, in order (`once`, `always`, `deny`).
+fn answers_logged(fx: &Fx) -> Vec<String> {
+    fx.log_lines()
+        .iter()
+        .filter_map(|l| l["answer"].as_str().map(str::to_string))
+        .collect()
+}
+
 const READ_TWICE: &str = r#"
 import subprocess, sys
 def read(p):
@@ -436,11 +444,7 @@ fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
             out.contains("py=1") && !out.contains("nn"),
             "{who:?}: {out} / {err}"
         );
-        let answers: Vec<String> = fx
-            .log_lines()
-            .iter()
-            .filter_map(|l| l["answer"].as_str().map(str::to_string))
-            .collect();
+        let answers = answers_logged(&fx);
         assert_eq!(
             answers,
             ["once", "once", "deny"],
@@ -584,11 +588,7 @@ step("append", append)
             std::fs::read_to_string(o.join("secret.txt")).unwrap(),
             "topsecret\n"
         );
-        let answers: Vec<String> = fx
-            .log_lines()
-            .iter()
-            .filter_map(|l| l["answer"].as_str().map(str::to_string))
-            .collect();
+        let answers = answers_logged(&fx);
         assert_eq!(
             answers,
             ["deny", "once", "once", "once", "deny", "deny"],
@@ -639,11 +639,7 @@ rm -f ../O/kept.txt; echo rm2=$?"#,
         assert!(!o.join("a.txt").exists(), "{who:?}: {out} / {err}");
         assert_eq!(std::fs::read_to_string(o.join("b.txt")).unwrap(), "a\n");
         assert_eq!(std::fs::read_to_string(o.join("kept.txt")).unwrap(), "k\n");
-        let answers: Vec<String> = fx
-            .log_lines()
-            .iter()
-            .filter_map(|l| l["answer"].as_str().map(str::to_string))
-            .collect();
+        let answers = answers_logged(&fx);
         assert_eq!(
             answers,
             ["once", "once", "deny"],
