@@ -48,6 +48,9 @@ fn beside(fx: &Fx, dir: &str, files: &[(&str, &str)]) -> PathBuf {
     let o = fx.wt.parent().unwrap().join(dir);
     std::fs::create_dir_all(&o).unwrap();
     for (n, c) in files {
+        if let Some(d) = o.join(n).parent() {
+            std::fs::create_dir_all(d).unwrap();
+        }
         std::fs::write(o.join(n), c).unwrap();
     }
     give(&o, &fx.who);
@@ -63,8 +66,13 @@ fn script(fx: &Fx, name: &str, code: &str) {
 
 /// The same Python file run without any sandbox, as the user under test, in the worktree.
 fn without_sandbox(fx: &Fx, name: &str) -> String {
+    without_sandbox_args(fx, name, &[])
+}
+
+/// [`without_sandbox`] with arguments for the script.
+fn without_sandbox_args(fx: &Fx, name: &str, args: &[&str]) -> String {
     let mut c = command_as(&fx.who, Path::new("/usr/bin/python3"));
-    c.arg(name).current_dir(&fx.wt).env_clear();
+    c.arg(name).args(args).current_dir(&fx.wt).env_clear();
     for (k, v) in fx.env() {
         c.env(k, v);
     }
@@ -450,6 +458,100 @@ fn an_approved_command_line_is_not_asked_again_when_it_opens_what_it_named() {
             ["once", "once", "deny"],
             "{who:?}: asked once per intent"
         );
+    }
+}
+
+/// Answers the pending ask whose action contains `expect` (waiting up to 60 s for one),
+/// whatever else is pending beside it.
+fn answer_the(fx: &Fx, expect: &str, answer: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, out, err) = fx.cli(&["inbox", "--json"]);
+        assert_eq!(code, 0, "tyba inbox: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let found = v.as_array().unwrap().iter().find_map(|s| {
+            s["pending"].as_array()?.iter().find_map(|p| {
+                p["action"]
+                    .as_str()
+                    .is_some_and(|a| a.contains(expect))
+                    .then(|| p["id"].as_str().unwrap().to_string())
+            })
+        });
+        if let Some(id) = found {
+            let (code, _, err) = fx.cli(&[answer, &id]);
+            assert_eq!(code, 0, "{:?}: {err}", fx.who);
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{:?}: no ask of {expect}: {v}",
+            fx.who
+        );
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
+/// An approved line that names a directory reads what the directory held, not a file brought
+/// in later from outside its grant: a denied secret linked into the directory (the link
+/// approved, its ask saying it reads and writes nothing) is asked when the line's command
+/// opens it (review 10's r10-01). The line's own files are not asked (the control that the
+/// directory grant holds), and the same without the sandbox reads the secret.
+#[test]
+fn a_file_linked_into_an_approved_lines_directory_is_not_that_lines_to_read() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-brought-in") else {
+            continue;
+        };
+        let o = beside(
+            &fx,
+            "O",
+            &[("secret.txt", "topsecret\n"), ("sub/deep.txt", "deep\n")],
+        );
+        script(
+            &fx,
+            "worker.py",
+            r#"
+import os, sys, time
+d = sys.argv[1]
+# Until the agent has linked the secret in (a look-up is answered unasked).
+for _ in range(600):
+    if os.path.exists(d + "/s2"):
+        break
+    time.sleep(0.05)
+def read(p):
+    try:
+        return open(p).read().strip()
+    except OSError as e:
+        return "ERR%d" % e.errno
+print("deep=" + read(d + "/deep.txt"), flush=True)
+print("s2=" + read(d + "/s2"), flush=True)
+"#,
+        );
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"/usr/bin/python3 worker.py ../O/sub & w=$!
+cat ../O/secret.txt; echo cat=$?
+ln ../O/secret.txt ../O/sub/s2; echo ln=$?
+wait $w; echo worker=$?"#,
+        );
+        answer_the(&fx, "worker.py ../O/sub", "approve");
+        answer_the(&fx, "cat ../O/secret.txt", "deny");
+        answer_the(&fx, "ln ../O/secret.txt", "approve");
+        answer_the(&fx, "s2", "deny");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in ["deep=deep", "s2=ERR13", "ln=0", "worker=0"] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(!out.contains("topsecret"), "{who:?}: {out}");
+        // Checked from outside: the link was made (what the person approved).
+        assert_eq!(
+            std::fs::read_to_string(o.join("sub/s2")).unwrap(),
+            "topsecret\n"
+        );
+        // The control: without the sandbox the worker reads it.
+        let bare = without_sandbox_args(&fx, "worker.py", &["../O/sub"]);
+        assert!(bare.contains("s2=topsecret"), "{who:?}: control: {bare}");
     }
 }
 

@@ -649,12 +649,17 @@ pub(crate) struct RunnerGrant {
     /// The line removes, renames (either name) or links it: those operations on its names,
     /// never writing what a file holds, creating a file or making a directory.
     pub change: bool,
+    /// Names beneath `path` that something from elsewhere was linked or renamed to since the
+    /// line was approved: not covered (what was there when the line was asked is what it
+    /// was approved for; a file brought in from outside the grant was never shown).
+    pub arrived: Vec<PathBuf>,
 }
 
 impl RunnerGrant {
     /// Whether the grant lets the command do `touch` to `path`.
     fn lets(&self, path: &Path, touch: Touch) -> bool {
         is_within(path, &self.path)
+            && !self.arrived.iter().any(|a| is_within(path, a))
             && match touch {
                 Touch::Read => true,
                 Touch::Name => self.write || self.change,
@@ -1228,7 +1233,20 @@ impl Inner {
     /// r9-03: a `create` grant of a scratch name read and wrote a denied secret once the
     /// scratch was removed and the secret linked under its name). The approver's kept answers
     /// for those names end too ([`Approver::names_changed`]: the agent hook's answers).
-    fn names_changed(&self, changed: &[&Path], rename: Option<(&Path, &Path)>) {
+    ///
+    /// `brought` (source, destination): a file or directory that a link or rename makes
+    /// appear at the destination. Beneath an approved line's directory grant, a destination
+    /// whose source the same grant did not cover is no longer covered by it
+    /// ([`RunnerGrant::arrived`]): a denied secret linked or renamed into a directory an
+    /// approved command may read is not that command's to read (review 10's r10-01). A
+    /// rename within the grant (a lock file renamed over the file it locks) brings nothing
+    /// new.
+    fn names_changed(
+        &self,
+        changed: &[&Path],
+        rename: Option<(&Path, &Path)>,
+        brought: &[(&Path, &Path)],
+    ) {
         self.approver.names_changed(changed, rename);
         let hit = |p: &Path| changed.iter().any(|c| is_within(p, c));
         if let Ok(mut g) = self.grants.lock() {
@@ -1237,6 +1255,13 @@ impl Inner {
         if let Ok(mut r) = self.runners.lock() {
             for (_, grants) in r.values_mut() {
                 grants.retain(|g| !hit(&g.path));
+                for g in grants.iter_mut() {
+                    for (src, dst) in brought {
+                        if is_within(dst, &g.path) && !is_within(src, &g.path) {
+                            g.arrived.push(dst.to_path_buf());
+                        }
+                    }
+                }
             }
         }
     }
@@ -2591,8 +2616,15 @@ impl Filesystem for OutsideFs {
                     replaces,
                 };
                 me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
-                if let Op::Rename { from, to, .. } = &op {
-                    me.names_changed(&[from, to], Some((from, to)));
+                if let Op::Rename {
+                    from, to, exchange, ..
+                } = &op
+                {
+                    let mut brought = vec![(from.as_path(), to.as_path())];
+                    if *exchange {
+                        brought.push((to, from));
+                    }
+                    me.names_changed(&[from, to], Some((from, to)), &brought);
                 }
                 nix::fcntl::renameat2(
                     dir_from.as_fd(),
@@ -2641,8 +2673,8 @@ impl Filesystem for OutsideFs {
                 me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
                 let (dir_e, name_e) = me.dir_of(&existing)?;
                 let (dir_a, name_a) = me.dir_of(&at)?;
-                if let Op::Link { at, .. } = &op {
-                    me.names_changed(&[at], None);
+                if let Op::Link { existing, at } = &op {
+                    me.names_changed(&[at], None, &[(existing, at)]);
                 }
                 // No AT_SYMLINK_FOLLOW: a link is linked as the link itself.
                 nix::unistd::linkat(
@@ -2685,7 +2717,8 @@ impl Filesystem for OutsideFs {
                 me.decide(tid, &op, unique).map_err(Errno::from_i32)?;
                 let (dir, name) = me.dir_of(&at)?;
                 if let Op::Symlink { at, .. } = &op {
-                    me.names_changed(&[at], None);
+                    // What the link leads to is judged where it leads, when opened through.
+                    me.names_changed(&[at], None, &[]);
                 }
                 nix::unistd::symlinkat(text.as_os_str(), dir.as_fd(), name.as_os_str())
                     .map_err(|e| Errno::from_i32(e as i32))?;
@@ -2755,7 +2788,7 @@ impl OutsideFs {
                 me.decide(tid, &Op::One(path.clone(), Access::Remove), unique)
                     .map_err(Errno::from_i32)?;
                 let d = me.parent_dir(&p)?;
-                me.names_changed(&[&path], None);
+                me.names_changed(&[&path], None, &[]);
                 let flag = if dir {
                     nix::unistd::UnlinkatFlags::RemoveDir
                 } else {
@@ -3062,6 +3095,7 @@ mod tests {
             path: PathBuf::from(path),
             write,
             change,
+            arrived: Vec::new(),
         };
         let lets = |grants: &[RunnerGrant], op: &Op| {
             op.touches()
@@ -3131,6 +3165,7 @@ mod tests {
             path: p(s),
             write: true,
             change: false,
+            arrived: Vec::new(),
         };
         let fill = || {
             *fs.0.grants.lock().unwrap() = vec![
@@ -3157,7 +3192,7 @@ mod tests {
             )
         };
         fill();
-        fs.0.names_changed(&[Path::new("/o/scratch")], None);
+        fs.0.names_changed(&[Path::new("/o/scratch")], None, &[]);
         let (g, r) = left();
         assert!(!g.iter().any(|t| t == "/o/scratch"), "{g:?}");
         assert_eq!(g.len(), 4, "{g:?}");
@@ -3167,6 +3202,7 @@ mod tests {
         fs.0.names_changed(
             &[Path::new("/o/d"), Path::new("/o/e")],
             Some((Path::new("/o/d"), Path::new("/o/e"))),
+            &[(Path::new("/o/d"), Path::new("/o/e"))],
         );
         let (g, r) = left();
         assert_eq!(g.len(), 3, "{g:?}");
@@ -3174,11 +3210,41 @@ mod tests {
         assert_eq!(r, [p("/o/scratch"), p("/o/other")]);
         // A name that only begins like a granted one is another name.
         fill();
-        fs.0.names_changed(&[Path::new("/o/scratch2")], None);
+        fs.0.names_changed(&[Path::new("/o/scratch2")], None, &[]);
         let (g, r) = left();
         assert_eq!(g.len(), 4, "the link's grant names /o/scratch2: {g:?}");
         assert!(g.iter().any(|t| t == "/o/scratch"), "{g:?}");
         assert_eq!(r.len(), 3);
+        // A file linked or renamed into a granted directory from outside the grant is not
+        // the line's to reach (review 10's r10-01); one renamed within the grant is.
+        fill();
+        let lets = |path: &str| {
+            let r = fs.0.runners.lock().unwrap();
+            r[&7].1.iter().any(|g| g.lets(Path::new(path), Touch::Read))
+        };
+        assert!(
+            lets("/o/d/x"),
+            "control: the grant covers what the directory held"
+        );
+        fs.0.names_changed(
+            &[Path::new("/o/d/s2")],
+            None,
+            &[(Path::new("/o/secret"), Path::new("/o/d/s2"))],
+        );
+        assert!(!lets("/o/d/s2"), "a secret linked in");
+        fs.0.names_changed(
+            &[Path::new("/o/secretdir"), Path::new("/o/d/sub")],
+            Some((Path::new("/o/secretdir"), Path::new("/o/d/sub"))),
+            &[(Path::new("/o/secretdir"), Path::new("/o/d/sub"))],
+        );
+        assert!(!lets("/o/d/sub/key"), "a directory renamed in");
+        fs.0.names_changed(
+            &[Path::new("/o/d/index.lock"), Path::new("/o/d/index")],
+            Some((Path::new("/o/d/index.lock"), Path::new("/o/d/index"))),
+            &[(Path::new("/o/d/index.lock"), Path::new("/o/d/index"))],
+        );
+        assert!(lets("/o/d/index"), "renamed within the grant");
+        assert!(lets("/o/d/x"), "the rest of the directory");
     }
 
     /// A server for `covers` asking nobody, whose own directories are `own` and whose home

@@ -130,6 +130,7 @@ impl Grant {
             path: self.path.clone(),
             write: self.write,
             change: self.change,
+            arrived: Vec::new(),
         }
     }
 }
