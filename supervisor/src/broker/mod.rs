@@ -249,6 +249,11 @@ struct State {
     /// Files the person let the agent program read or write through a hook ask of a file
     /// tool.
     linked_files: Vec<LinkedFile>,
+    /// The atomic-save siblings (`FILE.tmp…`) the agent program created under a linked write
+    /// answer, with when: only such a file, made new by the program and holding only what it
+    /// wrote, is the save its rename over `FILE` completes. A sibling whose name changed since
+    /// (removed, or something linked or renamed there) is no longer one.
+    saves: Vec<(std::path::PathBuf, Instant)>,
     generation: u64,
 }
 
@@ -1481,16 +1486,31 @@ impl Broker {
         };
         let mut s = self.lock()?;
         s.linked_files.retain(|l| l.at.elapsed() < LINK_WINDOW);
-        s.linked_files
+        s.saves.retain(|(_, at)| at.elapsed() < LINK_WINDOW);
+        let saves = &s.saves;
+        let linked = s
+            .linked_files
             .iter()
             .any(|l| match (*access, real.as_slice()) {
                 ("read", [p]) => *p == l.path,
                 ("write", [p]) => l.write && *p == l.path,
                 ("create", [p]) => l.write && (*p == l.path || is_save_of(p, &l.path)),
-                ("rename", [from, to]) => l.write && *to == l.path && is_save_of(from, &l.path),
+                ("rename", [from, to]) => {
+                    l.write
+                        && *to == l.path
+                        && is_save_of(from, &l.path)
+                        && saves.iter().any(|(p, _)| p == from)
+                }
                 _ => false,
-            })
-            .then_some(Answer::Once)
+            });
+        if linked && *access == "create" {
+            if let [p] = real.as_slice() {
+                if s.linked_files.iter().any(|l| is_save_of(p, &l.path)) {
+                    s.saves.push((p.clone(), Instant::now()));
+                }
+            }
+        }
+        linked.then_some(Answer::Once)
     }
 
     /// The one command inside a line of shell housekeeping, with the line's verdict, as the
@@ -1643,11 +1663,23 @@ impl Approver for Broker {
         rename: Option<(&std::path::Path, &std::path::Path)>,
     ) {
         let Some(mut s) = self.lock() else { return };
+        let saved = |from: &std::path::Path| s.saves.iter().any(|(p, _)| p == from);
+        let own: Vec<bool> = s
+            .linked_files
+            .iter()
+            .map(|l| {
+                rename.is_some_and(|(from, to)| {
+                    to == l.path && is_save_of(from, &l.path) && saved(from)
+                })
+            })
+            .collect();
+        let mut own = own.into_iter();
         s.linked_files.retain(|l| {
-            let own_save =
-                rename.is_some_and(|(from, to)| to == l.path && is_save_of(from, &l.path));
+            let own_save = own.next().unwrap_or(false);
             own_save || !changed.iter().any(|c| l.path.starts_with(c))
         });
+        s.saves
+            .retain(|(p, _)| !changed.iter().any(|c| p.starts_with(c)));
     }
 
     fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {

@@ -1153,10 +1153,35 @@ fn a_hook_answer_for_a_file_ends_when_its_name_changes_but_its_own_save() {
     };
     approve("write");
     assert_eq!(b.answered(&file_req(&notes, "read")), Some(Answer::Once));
-    // Its own atomic save keeps it.
+    let rename = |from: &std::path::Path, to: &std::path::Path| AskRequest {
+        kind: AskKind::File {
+            path: format!("{} to {}", from.display(), to.display()),
+            access: "rename",
+            scope: "this rename",
+            holder: "the agent itself".into(),
+            real: vec![from.to_path_buf(), to.to_path_buf()],
+        },
+        ..req("unused", Verdict::Red)
+    };
+    // A save-named sibling the program did not make (a second name of another file, linked
+    // there by a command): its rename over the file is no save, and ends the answer (review
+    // 10's r10-03).
+    let planted = root.join("notes.md.tmp.9.cd");
+    assert_eq!(b.answered(&rename(&planted, &notes)), None);
+    // Its own atomic save, the sibling made new under the answer, keeps it.
     let save = root.join("notes.md.tmp.7.ab");
+    assert_eq!(b.answered(&file_req(&save, "create")), Some(Answer::Once));
+    assert_eq!(b.answered(&rename(&save, &notes)), Some(Answer::Once));
     b.names_changed(&[&save, &notes], Some((&save, &notes)));
     assert_eq!(b.answered(&file_req(&notes, "write")), Some(Answer::Once));
+    // A sibling it made whose name then changed (removed, a secret linked there) is no save.
+    let again = root.join("notes.md.tmp.8.ef");
+    assert_eq!(b.answered(&file_req(&again, "create")), Some(Answer::Once));
+    b.names_changed(&[&again], None);
+    assert_eq!(b.answered(&rename(&again, &notes)), None);
+    b.names_changed(&[&planted, &notes], Some((&planted, &notes)));
+    assert_eq!(b.answered(&file_req(&notes, "read")), None);
+    approve("write");
     // Another file renamed over it, a removal, a link made there: it ends.
     let other = root.join("secret.txt");
     b.names_changed(&[&other, &notes], Some((&other, &notes)));
