@@ -51,6 +51,9 @@ use std::time::{Duration, Instant, SystemTime};
 const LIVENESS_PERIOD: Duration = Duration::from_millis(250);
 /// The most hook asks that may wait at once; more are denied (a flood is not a question).
 const MAX_HOOK_PENDING: usize = 64;
+/// Why an ask whose process is gone, exiting or being killed is withdrawn ([`alive`]): not a
+/// refusal of the agent's, so never counted by the repeated-failure guard.
+const ASKER_GONE: &str = "the asking process is gone or being ended";
 /// How long a hook ask's `once` stands for the kernel layer's ask of the same command.
 const LINK_WINDOW: Duration = Duration::from_secs(120);
 /// Who answers the asks of a non-interactive session, in the audit log.
@@ -905,8 +908,7 @@ impl Broker {
             return Ok(self.finish(s, id, answer, by));
         }
         if !alive(e.pid) {
-            let why = "the asking process is gone or being ended".to_string();
-            return Ok(self.finish(s, id, closed(&why), "nobody (process gone)".into()));
+            return Ok(self.finish(s, id, closed(ASKER_GONE), "nobody (process gone)".into()));
         }
         Err(s)
     }
@@ -1766,6 +1768,14 @@ impl Approver for Broker {
             return None;
         }
         let reason = event.reason.clone().unwrap_or_default();
+        // An ask withdrawn because its process is going (the agent exited and the namespace
+        // is being emptied: many at once): logged when withdrawn, no failure of the agent's.
+        if reason == format!("refused by tyba: {ASKER_GONE}") {
+            if let Some(i) = s.logged_denials.iter().position(|r| *r == reason) {
+                s.logged_denials.remove(i);
+            }
+            return None;
+        }
         // After the end, the only refusals left are the asks `close` denied and logged.
         let already = match s.closed {
             Some(_) => None,
