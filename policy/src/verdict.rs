@@ -106,7 +106,7 @@ pub struct Shape {
 /// every rule that fired, in the order they were found (no duplicates of the same rule and
 /// reason); `paths` the absolute paths the action names (lexically resolved, deduplicated, in
 /// order of appearance); `writes` those of them a command writes or creates and `changes` those
-/// it deletes, renames, links or changes the metadata of (subsets of `paths`); `hosts` the network destinations it names (`host:port`, `[v6]:port`: a URL's explicit
+/// it deletes, renames or links (subsets of `paths`); `hosts` the network destinations it names (`host:port`, `[v6]:port`: a URL's explicit
 /// port or its scheme's default; a bare host only where no port is known, which an approval
 /// covers no connection to).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -118,13 +118,14 @@ pub struct Classification {
     /// Absolute paths the action names.
     pub paths: Vec<PathBuf>,
     /// Those of `paths` that a command of the action writes or creates (`> f`, `cp a f`,
-    /// `tee f`); paths it deletes, renames, links or changes the metadata of are in
-    /// `changes`, and the operands of programs nobody listed in `paths` only.
+    /// `tee f`); paths it deletes, renames or links are in `changes`, and those whose
+    /// metadata it changes and the operands of programs nobody listed in `paths` only.
     pub writes: Vec<PathBuf>,
-    /// Those of `paths` that a command of the action deletes, renames (either name), links or
-    /// changes the metadata of, without writing what they hold (`rm f`, `mv a b`, `ln -s t l`,
-    /// `chmod +x f`): what an approval of the line lets its command do to those names. Not
-    /// serialized: reports show them through their findings ("changes outside the worktree").
+    /// Those of `paths` that a command of the action deletes, renames (either name) or links,
+    /// without writing what they hold (`rm f`, `mv a b`, `ln -s t l`): what an approval of the
+    /// line lets its command do to those names. A path whose metadata only changes (`chmod`)
+    /// is not one. Not serialized: reports show them through their findings ("changes outside
+    /// the worktree").
     #[serde(skip)]
     pub changes: Vec<PathBuf>,
     /// Network destinations the action names, each with the port it connects to when known.

@@ -528,7 +528,7 @@ fn a_control_name_that_is_a_link_is_a_control_file() {
 /// what it deletes, renames (either name), links or changes the metadata of; an approval of
 /// the line grants its command exactly that (`docs/sandbox.md`, "One ask per intent").
 #[test]
-fn a_lines_changes_are_its_removals_renames_links_and_metadata_not_its_writes() {
+fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata() {
     let p = Policy::embedded_default();
     let wt = std::env::temp_dir().join(format!("tyba-changes-{}", std::process::id()));
     let o = wt
@@ -565,11 +565,8 @@ fn a_lines_changes_are_its_removals_renames_links_and_metadata_not_its_writes() 
             vec![at("l")],
             vec![],
         ),
-        (
-            format!("chmod +x {}", at("s").display()),
-            vec![at("s")],
-            vec![],
-        ),
+        // Metadata only: judged as a change, granted as none (the metadata handler asks).
+        (format!("chmod +x {}", at("s").display()), vec![], vec![]),
         (
             format!("cp {} {}", at("a").display(), at("b").display()),
             vec![],

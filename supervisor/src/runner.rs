@@ -104,7 +104,7 @@ pub(crate) struct Grant {
     /// one name, never its directory ([`prepare_new_files`]).
     #[serde(default)]
     pub new_file: bool,
-    /// The line removes, renames (either name), links or changes the metadata of this name
+    /// The line removes, renames (either name) or links this name
     /// (`tyba_policy::Classification::changes`): the outside-files server lets the command do
     /// that to it (and to what is beneath it) without asking again, never write what it
     /// holds. Landlock cannot grant the removal or the renaming of one name without its
@@ -259,8 +259,7 @@ pub(crate) fn prepare_new_files(
 ///   parent does), that one new name ([`Grant::new_file`]), never its directory: approving
 ///   `echo x > ../O/new.txt` must not let the command rewrite `../O/secret.txt`
 ///   ([`prepare_new_files`] makes it enforceable);
-/// - a path it removes, renames, links or changes the metadata of
-///   ([`tyba_policy::Classification::changes`]): that change ([`Grant::change`]), with reading
+/// - a path it removes, renames or links ([`tyba_policy::Classification::changes`]): that change ([`Grant::change`]), with reading
 ///   when it exists; when it does not (a `mv`'s new name), that name only;
 /// - nothing for paths the agent already has (under `read_write`, or read-only paths under
 ///   `read_only`), for `/`, or for a line the policy gives no grants

@@ -254,6 +254,15 @@ impl Analyzer<'_> {
         }
     }
 
+    /// [`Self::path_field`] for a path whose metadata (mode, owner, times) the command
+    /// changes and nothing else (`chmod`, `chown`, `chgrp`): judged as a change, but not among
+    /// the line's `changes` (what an approval lets the command remove, rename or link).
+    pub(crate) fn metadata_field(&mut self, st: &State, f: &Field) {
+        let before = self.out.changes.len();
+        self.path_field(st, f, Access::Modify);
+        self.out.changes.truncate(before);
+    }
+
     pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {
         let mut found = Vec::new();
         let mut resolved: Vec<PathBuf> = Vec::new();

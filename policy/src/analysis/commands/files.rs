@@ -223,7 +223,7 @@ impl Analyzer<'_> {
             if recursive {
                 self.guard_tree(st, f, p);
             }
-            self.path_field(st, f, Access::Modify);
+            self.metadata_field(st, f);
         }
     }
 
