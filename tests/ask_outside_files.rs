@@ -525,6 +525,12 @@ def read(p):
         return "ERR%d" % e.errno
 print("deep=" + read(d + "/deep.txt"), flush=True)
 print("s2=" + read(d + "/s2"), flush=True)
+# Then under the name the agent renames it to inside the directory (review 11's r11-01).
+for _ in range(600):
+    if os.path.exists(d + "/s3"):
+        break
+    time.sleep(0.05)
+print("s3=" + read(d + "/s3"), flush=True)
 "#,
         );
         let s = fx.start(
@@ -532,26 +538,40 @@ print("s2=" + read(d + "/s2"), flush=True)
             r#"/usr/bin/python3 worker.py ../O/sub & w=$!
 cat ../O/secret.txt; echo cat=$?
 ln ../O/secret.txt ../O/sub/s2; echo ln=$?
+mv ../O/sub/s2 ../O/sub/s3; echo mv=$?
 wait $w; echo worker=$?"#,
         );
         answer_the(&fx, "worker.py ../O/sub", "approve");
         answer_the(&fx, "cat ../O/secret.txt", "deny");
         answer_the(&fx, "ln ../O/secret.txt", "approve");
-        answer_the(&fx, "s2", "deny");
+        answer_the(&fx, "read ", "deny");
+        answer_the(&fx, "mv ../O/sub/s2", "approve");
+        answer_the(&fx, "s3", "deny");
         let (code, out, err) = s.finish();
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
-        for line in ["deep=deep", "s2=ERR13", "ln=0", "worker=0"] {
+        for line in [
+            "deep=deep",
+            "s2=ERR13",
+            "s3=ERR13",
+            "ln=0",
+            "mv=0",
+            "worker=0",
+        ] {
             assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
         }
         assert!(!out.contains("topsecret"), "{who:?}: {out}");
-        // Checked from outside: the link was made (what the person approved).
+        // Checked from outside: the link was made and renamed (what the person approved).
         assert_eq!(
-            std::fs::read_to_string(o.join("sub/s2")).unwrap(),
+            std::fs::read_to_string(o.join("sub/s3")).unwrap(),
             "topsecret\n"
         );
         // The control: without the sandbox the worker reads it.
+        std::fs::hard_link(o.join("secret.txt"), o.join("sub/s2")).unwrap();
         let bare = without_sandbox_args(&fx, "worker.py", &["../O/sub"]);
-        assert!(bare.contains("s2=topsecret"), "{who:?}: control: {bare}");
+        assert!(
+            bare.contains("s2=topsecret") && bare.contains("s3=topsecret"),
+            "{who:?}: control: {bare}"
+        );
     }
 }
 
@@ -633,7 +653,9 @@ exit 0"#
             .count();
         assert_eq!(withdrawn, 10, "{who:?}: {asked:?}");
         assert!(
-            !fx.log_lines().iter().any(|l| l["kind"] == "pause"),
+            !fx.log_lines()
+                .iter()
+                .any(|l| l["kind"] == "pause" || l["decision"] == "pause"),
             "{who:?}: no pause of an agent that has exited"
         );
     }

@@ -1236,11 +1236,12 @@ impl Inner {
     ///
     /// `brought` (source, destination): a file or directory that a link or rename makes
     /// appear at the destination. Beneath an approved line's directory grant, a destination
-    /// whose source the same grant did not cover is no longer covered by it
-    /// ([`RunnerGrant::arrived`]): a denied secret linked or renamed into a directory an
-    /// approved command may read is not that command's to read (review 10's r10-01). A
-    /// rename within the grant (a lock file renamed over the file it locks) brings nothing
-    /// new.
+    /// whose source the same grant did not cover, or that itself arrived there, is no longer
+    /// covered by it ([`RunnerGrant::arrived`]): a denied secret linked or renamed into a
+    /// directory an approved command may read is not that command's to read (review 10's
+    /// r10-01), nor under a name it was renamed or linked to next inside the directory
+    /// (review 11's r11-01). A rename within the grant of what the line found there (a lock
+    /// file renamed over the file it locks) brings nothing new.
     fn names_changed(
         &self,
         changed: &[&Path],
@@ -1257,7 +1258,11 @@ impl Inner {
                 grants.retain(|g| !hit(&g.path));
                 for g in grants.iter_mut() {
                     for (src, dst) in brought {
-                        if is_within(dst, &g.path) && !is_within(src, &g.path) {
+                        // From outside the grant, or from something that arrived in it (a
+                        // second step inside the directory carries what the first brought).
+                        let from_elsewhere =
+                            !is_within(src, &g.path) || g.arrived.iter().any(|a| is_within(src, a));
+                        if is_within(dst, &g.path) && from_elsewhere {
                             g.arrived.push(dst.to_path_buf());
                         }
                     }
@@ -3245,6 +3250,17 @@ mod tests {
         );
         assert!(lets("/o/d/index"), "renamed within the grant");
         assert!(lets("/o/d/x"), "the rest of the directory");
+        // What arrived stays out under its next names inside the directory (review 11's
+        // r11-01): renamed, linked again, or moved out of an arrived directory.
+        for (src, dst) in [
+            ("/o/d/s2", "/o/d/s3"),
+            ("/o/d/s3", "/o/d/s4"),
+            ("/o/d/sub/key", "/o/d/key2"),
+        ] {
+            fs.0.names_changed(&[Path::new(dst)], None, &[(Path::new(src), Path::new(dst))]);
+            assert!(!lets(dst), "{src} -> {dst}");
+        }
+        assert!(lets("/o/d/x"), "the rest of the directory still");
     }
 
     /// A server for `covers` asking nobody, whose own directories are `own` and whose home
