@@ -39,6 +39,59 @@ fn guard_fixture(who: &Who, tag: &str) -> Option<(Fx, String)> {
     Some((fx, p))
 }
 
+/// A pause is the agent's: when the agent is killed while paused (a timer of its own, the
+/// person's `kill -9`), its ask is withdrawn and the session ends, instead of waiting on the
+/// person to resume an agent that is gone (review 11's r11-03: the session waited until
+/// `tyba stop`, a SIGTERM to `tyba run` included). The control: the pause is up, and names
+/// the agent, before the kill.
+#[test]
+fn ask_guard_pause_of_an_agent_killed_meanwhile_ends_the_session() {
+    for who in whos() {
+        let Some((fx, policy)) = guard_fixture(&who, "guard-killed") else {
+            continue;
+        };
+        let marker = format!("guard-killed-{}", std::process::id());
+        let s = fx.start(
+            &["--policy", &policy],
+            &format!("# {marker}\nfor f in a b c d; do touch x.txt; echo $f=$?; done; echo end"),
+        );
+        for _ in 0..3 {
+            assert_eq!(answer_next(&fx, &["deny"]), "command");
+        }
+        let pause = loop {
+            let p = fx.pending(1);
+            if let Some(x) = p.iter().find(|x| x["kind"] == "pause") {
+                break x.clone();
+            }
+        };
+        let agent = pause["pid"].as_u64().unwrap_or(0) as u32;
+        let cmdline = std::fs::read(format!("/proc/{agent}/cmdline")).unwrap_or_default();
+        assert!(
+            String::from_utf8_lossy(&cmdline).contains(&marker),
+            "{who:?}: control: the pause names the agent ({agent}): {pause}"
+        );
+        kill(agent, "KILL");
+        let t = std::time::Instant::now();
+        let (code, out, err) = s.finish();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "{who:?}: the session waited {:?} after its agent was killed: {err}",
+            t.elapsed()
+        );
+        assert_ne!(code, 0, "{who:?}: {out} / {err}");
+        assert!(!out.contains("end"), "{who:?}: {out}");
+        let log = fx.log_lines();
+        assert!(
+            log.iter().any(|l| l["decision"] == "pause"
+                && l["answer"] == "end"
+                && l["answered_by"]
+                    .as_str()
+                    .is_some_and(|b| b.contains("process gone"))),
+            "{who:?}: {log:?}"
+        );
+    }
+}
+
 #[test]
 fn ask_guard_nudges_then_pauses_and_the_person_resumes() {
     for who in whos() {

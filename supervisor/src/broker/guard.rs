@@ -132,6 +132,28 @@ pub fn signal_tree(sig: i32) -> usize {
     n
 }
 
+/// The agent among the supervisor's descendants: the first, nearest the supervisor, that is in
+/// the sandbox's PID namespace (`NSpid:` names it in two namespaces: not a program the
+/// supervisor runs itself, `git`, `notify-send`) and is not one of tyba's own processes there
+/// (stage 2, the approved commands' keepers: forks of the supervisor, named `tyba`). `None`
+/// when there is none.
+pub fn paused_agent() -> Option<u32> {
+    crate::procfs::descendants(std::process::id())
+        .into_iter()
+        .find(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let nested = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("NSpid:"))
+                        .map(|v| v.split_whitespace().count() > 1)
+                })
+                .unwrap_or(false);
+            nested && !matches!(comm.trim(), "tyba" | "")
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

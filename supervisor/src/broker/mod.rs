@@ -1565,7 +1565,10 @@ impl Broker {
             .name("tyba-pause".into())
             .spawn(move || {
                 guard::signal_tree(libc::SIGSTOP);
-                let Some((id, v)) = me.submit(Subject::Pause { failures, last }, 0) else {
+                // The ask is the agent's: withdrawn (and the session ended) if the agent is
+                // killed while paused, instead of waiting on the person for nothing.
+                let agent = guard::paused_agent().unwrap_or(0);
+                let Some((id, v)) = me.submit(Subject::Pause { failures, last }, agent) else {
                     guard::signal_tree(libc::SIGCONT);
                     return;
                 };
