@@ -991,6 +991,20 @@ fn file_req(path: &std::path::Path, access: &'static str) -> AskRequest {
     }
 }
 
+/// The kernel layer's ask of the agent itself renaming `from` to `to`.
+fn rename_req(from: &std::path::Path, to: &std::path::Path) -> AskRequest {
+    AskRequest {
+        kind: AskKind::File {
+            path: format!("{} to {}", from.display(), to.display()),
+            access: "rename",
+            scope: "this rename",
+            holder: "the agent itself".into(),
+            real: vec![from.to_path_buf(), to.to_path_buf()],
+        },
+        ..req("unused", Verdict::Red)
+    }
+}
+
 /// A file tool's hook ask naming `files` with `action`.
 fn file_hook(action: &str, files: &[&str]) -> HookAsk {
     HookAsk {
@@ -1098,24 +1112,18 @@ fn a_hook_ask_whose_files_are_not_its_action_links_nothing() {
     assert_eq!(b.answered(&file_req(&save, "create")), Some(Answer::Once));
     // Made new, not an existing file of that name opened for writing.
     assert_eq!(b.answered(&file_req(&save, "write")), None);
-    let rename = |from: &std::path::Path, to: &std::path::Path| AskRequest {
-        kind: AskKind::File {
-            path: format!("{} to {}", from.display(), to.display()),
-            access: "rename",
-            scope: "this rename",
-            holder: "the agent itself".into(),
-            real: vec![from.to_path_buf(), to.to_path_buf()],
-        },
-        ..req("unused", Verdict::Red)
-    };
-    assert_eq!(b.answered(&rename(&save, &secret)), Some(Answer::Once));
+    assert_eq!(b.answered(&rename_req(&save, &secret)), Some(Answer::Once));
     let sub = root.join("sub/secret.txt.tmp.1");
     for (from, to) in [
         (save.as_path(), shown.as_path()),
         (secret.as_path(), save.as_path()),
         (sub.as_path(), secret.as_path()),
     ] {
-        assert_eq!(b.answered(&rename(from, to)), None, "{from:?} -> {to:?}");
+        assert_eq!(
+            b.answered(&rename_req(from, to)),
+            None,
+            "{from:?} -> {to:?}"
+        );
     }
     for other in [
         root.join("secret.txt.bak"),
@@ -1153,32 +1161,22 @@ fn a_hook_answer_for_a_file_ends_when_its_name_changes_but_its_own_save() {
     };
     approve("write");
     assert_eq!(b.answered(&file_req(&notes, "read")), Some(Answer::Once));
-    let rename = |from: &std::path::Path, to: &std::path::Path| AskRequest {
-        kind: AskKind::File {
-            path: format!("{} to {}", from.display(), to.display()),
-            access: "rename",
-            scope: "this rename",
-            holder: "the agent itself".into(),
-            real: vec![from.to_path_buf(), to.to_path_buf()],
-        },
-        ..req("unused", Verdict::Red)
-    };
     // A save-named sibling the program did not make (a second name of another file, linked
     // there by a command): its rename over the file is no save, and ends the answer (review
     // 10's r10-03).
     let planted = root.join("notes.md.tmp.9.cd");
-    assert_eq!(b.answered(&rename(&planted, &notes)), None);
+    assert_eq!(b.answered(&rename_req(&planted, &notes)), None);
     // Its own atomic save, the sibling made new under the answer, keeps it.
     let save = root.join("notes.md.tmp.7.ab");
     assert_eq!(b.answered(&file_req(&save, "create")), Some(Answer::Once));
-    assert_eq!(b.answered(&rename(&save, &notes)), Some(Answer::Once));
+    assert_eq!(b.answered(&rename_req(&save, &notes)), Some(Answer::Once));
     b.names_changed(&[&save, &notes], Some((&save, &notes)));
     assert_eq!(b.answered(&file_req(&notes, "write")), Some(Answer::Once));
     // A sibling it made whose name then changed (removed, a secret linked there) is no save.
     let again = root.join("notes.md.tmp.8.ef");
     assert_eq!(b.answered(&file_req(&again, "create")), Some(Answer::Once));
     b.names_changed(&[&again], None);
-    assert_eq!(b.answered(&rename(&again, &notes)), None);
+    assert_eq!(b.answered(&rename_req(&again, &notes)), None);
     b.names_changed(&[&planted, &notes], Some((&planted, &notes)));
     assert_eq!(b.answered(&file_req(&notes, "read")), None);
     approve("write");
