@@ -16,6 +16,17 @@ fn class(v: Verdict) -> Classification {
     c
 }
 
+/// The context of an action run in the worktree `wt`, with no home, scratch or git.
+fn in_worktree(wt: &std::path::Path) -> Context<'_> {
+    Context {
+        worktree: wt,
+        cwd: wt,
+        home: None,
+        scratch: None,
+        git: None,
+    }
+}
+
 fn kind_of(d: &Decision) -> &'static str {
     match d {
         Decision::Allow => "allow",
@@ -171,13 +182,7 @@ fn red_is_never_rememberable_even_when_the_string_was_remembered() {
 fn safe_mode_refuses_compound_lines_with_a_hint_and_auto_refuses_opaque_ones() {
     let p = Policy::embedded_default();
     let wt = std::env::temp_dir();
-    let ctx = Context {
-        worktree: &wt,
-        cwd: &wt,
-        home: None,
-        scratch: None,
-        git: None,
-    };
+    let ctx = in_worktree(&wt);
     let mem = SessionMemory::new();
     let c = p.classify(
         &Action::Exec {
@@ -293,13 +298,7 @@ fn policy_file_rules_are_checked_against_their_examples() {
     let ok = "[[rule]]\nid = \"deploy\"\nverdict = \"red\"\nprogram = \"deploy\"\nargs = [\"prod\"]\nreason = \"deploys to production\"\nexamples = [\"deploy prod\", \"sudo deploy --now prod\"]\nnot_examples = [\"deploy staging\"]\n";
     let p = load(ok).unwrap();
     let wt = std::env::temp_dir();
-    let ctx = Context {
-        worktree: &wt,
-        cwd: &wt,
-        home: None,
-        scratch: None,
-        git: None,
-    };
+    let ctx = in_worktree(&wt);
     let c = p.classify(
         &Action::Exec {
             command: "deploy prod".into(),
@@ -476,13 +475,7 @@ fn a_control_name_that_is_a_link_is_a_control_file() {
     std::os::unix::fs::symlink("../docs/examples/tasks.json", wt.join(".vscode/tasks.json"))
         .unwrap();
     std::os::unix::fs::symlink("docs/examples/claude", wt.join(".claude")).unwrap();
-    let ctx = Context {
-        worktree: &wt,
-        cwd: &wt,
-        home: None,
-        scratch: None,
-        git: None,
-    };
+    let ctx = in_worktree(&wt);
     let write = |path: &str| {
         p.classify(
             &Action::Write {
@@ -536,13 +529,7 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
         .unwrap()
         .join(format!("tyba-changes-o-{}", std::process::id()));
     std::fs::create_dir_all(&wt).unwrap();
-    let ctx = Context {
-        worktree: &wt,
-        cwd: &wt,
-        home: None,
-        scratch: None,
-        git: None,
-    };
+    let ctx = in_worktree(&wt);
     let at = |n: &str| o.join(n);
     let cases: &[(String, Vec<PathBuf>, Vec<PathBuf>)] = &[
         (
