@@ -522,9 +522,8 @@ impl Op {
         }
     }
 
-    /// The paths it touches: changed (`true`) or only named (`false`). A symbolic link's
-    /// text is no path it touches.
-    /// What it does to each path it names ([`Touch`]), for an approved line's grants.
+    /// What it does to each path it touches ([`Touch`]): the grants judge by it. A symbolic
+    /// link's text is no path it touches.
     fn touches(&self) -> Vec<(&Path, Touch)> {
         match self {
             Op::One(p, Access::Read | Access::List) => vec![(p, Touch::Read)],
@@ -536,13 +535,12 @@ impl Op {
         }
     }
 
+    /// The paths it touches: changed (`true`) or only read (`false`, [`Op::touches`]).
     fn touched(&self) -> Vec<(&Path, bool)> {
-        match self {
-            Op::One(p, a) => vec![(p, a.changes())],
-            Op::Rename { from, to, .. } => vec![(from, true), (to, true)],
-            Op::Link { existing, at } => vec![(existing, false), (at, true)],
-            Op::Symlink { at, .. } => vec![(at, true)],
-        }
+        self.touches()
+            .into_iter()
+            .map(|(p, t)| (p, t != Touch::Read))
+            .collect()
     }
 
     /// The paths whose credential rule makes the ask sensitive: every operand, a symbolic
