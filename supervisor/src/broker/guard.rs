@@ -133,7 +133,7 @@ pub fn signal_tree(sig: i32) -> usize {
 }
 
 /// The agent among the supervisor's descendants: the first, nearest the supervisor, that is in
-/// the sandbox's PID namespace (`NSpid:` names it in two namespaces: not a program the
+/// the sandbox's PID namespace (its pid there is another: not a program the
 /// supervisor runs itself, `git`, `notify-send`) and is not one of tyba's own processes there
 /// (stage 2, the approved commands' keepers: forks of the supervisor, named `tyba`). `None`
 /// when there is none.
@@ -142,14 +142,7 @@ pub fn paused_agent() -> Option<u32> {
         .into_iter()
         .find(|pid| {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            let nested = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("NSpid:"))
-                        .map(|v| v.split_whitespace().count() > 1)
-                })
-                .unwrap_or(false);
+            let nested = crate::procfs::ns_pid(*pid).is_some_and(|n| n != *pid);
             nested && !matches!(comm.trim(), "tyba" | "")
         })
 }
