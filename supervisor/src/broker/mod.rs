@@ -1668,23 +1668,15 @@ impl Approver for Broker {
         rename: Option<(&std::path::Path, &std::path::Path)>,
     ) {
         let Some(mut s) = self.lock() else { return };
-        let saved = |from: &std::path::Path| s.saves.iter().any(|(p, _)| p == from);
-        let own: Vec<bool> = s
-            .linked_files
-            .iter()
-            .map(|l| {
-                rename.is_some_and(|(from, to)| {
-                    to == l.path && is_save_of(from, &l.path) && saved(from)
-                })
-            })
-            .collect();
-        let mut own = own.into_iter();
+        let mut saves = std::mem::take(&mut s.saves);
         s.linked_files.retain(|l| {
-            let own_save = own.next().unwrap_or(false);
+            let own_save = rename.is_some_and(|(from, to)| {
+                to == l.path && is_save_of(from, &l.path) && saves.iter().any(|(p, _)| p == from)
+            });
             own_save || !changed.iter().any(|c| l.path.starts_with(c))
         });
-        s.saves
-            .retain(|(p, _)| !changed.iter().any(|c| p.starts_with(c)));
+        saves.retain(|(p, _)| !changed.iter().any(|c| p.starts_with(c)));
+        s.saves = saves;
     }
 
     fn ask(&self, request: &AskRequest) -> Result<Answer, ApproverError> {
