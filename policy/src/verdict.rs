@@ -105,8 +105,9 @@ pub struct Shape {
 /// `verdict` is the maximum of the findings' verdicts, and at least `Green`; `findings` holds
 /// every rule that fired, in the order they were found (no duplicates of the same rule and
 /// reason); `paths` the absolute paths the action names (lexically resolved, deduplicated, in
-/// order of appearance); `writes` those of them a command writes or creates and `changes` those
-/// it deletes, renames or links (subsets of `paths`); `hosts` the network destinations it names (`host:port`, `[v6]:port`: a URL's explicit
+/// order of appearance); `writes` those of them a command writes or creates, `changes` those
+/// it deletes, renames or links and `metadata` those whose mode or owner it changes (subsets
+/// of `paths`); `hosts` the network destinations it names (`host:port`, `[v6]:port`: a URL's explicit
 /// port or its scheme's default; a bare host only where no port is known, which an approval
 /// covers no connection to).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -128,6 +129,12 @@ pub struct Classification {
     /// the worktree").
     #[serde(skip)]
     pub changes: Vec<PathBuf>,
+    /// Those of `paths` whose metadata (mode, owner, group, attributes) a command of the
+    /// action changes and nothing else: the operands of `chmod`, `chown`, `chgrp`, `chattr`
+    /// and `setfacl`. What an approval of the line lets its command change on them (mode,
+    /// owner, times), never write, remove or rename. Not serialized, as `changes`.
+    #[serde(skip)]
+    pub metadata: Vec<PathBuf>,
     /// Network destinations the action names, each with the port it connects to when known.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
@@ -179,6 +186,7 @@ impl Classification {
             paths: Vec::new(),
             writes: Vec::new(),
             changes: Vec::new(),
+            metadata: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
             inner_command: None,
@@ -248,6 +256,11 @@ impl Classification {
         for p in other.changes {
             if !self.changes.contains(&p) {
                 self.changes.push(p);
+            }
+        }
+        for p in other.metadata {
+            if !self.metadata.contains(&p) {
+                self.metadata.push(p);
             }
         }
         for h in other.hosts {

@@ -518,8 +518,9 @@ fn a_control_name_that_is_a_link_is_a_control_file() {
 }
 
 /// What a line does to the paths it names: `writes` holds what it writes or creates, `changes`
-/// what it deletes, renames (either name), links or changes the metadata of; an approval of
-/// the line grants its command exactly that (`docs/sandbox.md`, "One ask per intent").
+/// what it deletes, renames (either name) or links, `metadata` what it changes the mode or
+/// owner of; an approval of the line grants its command exactly that (`docs/sandbox.md`,
+/// "One ask per intent").
 #[test]
 fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata() {
     let p = Policy::embedded_default();
@@ -552,8 +553,13 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
             vec![at("l")],
             vec![],
         ),
-        // Metadata only: judged as a change, granted as none (the metadata handler asks).
+        // Metadata only: judged as a change, named among the line's `metadata` (below).
         (format!("chmod +x {}", at("s").display()), vec![], vec![]),
+        (
+            format!("chown -R 1000 {}", at("d").display()),
+            vec![],
+            vec![],
+        ),
         (
             format!("cp {} {}", at("a").display(), at("b").display()),
             vec![],
@@ -570,7 +576,13 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
         );
         assert_eq!(&c.changes, changes, "changes of `{line}`");
         assert_eq!(&c.writes, writes, "writes of `{line}`");
-        for x in changes.iter().chain(writes) {
+        let metadata: Vec<PathBuf> = match line.split(' ').next() {
+            Some("chmod") => vec![at("s")],
+            Some("chown") => vec![at("d")],
+            _ => vec![],
+        };
+        assert_eq!(c.metadata, metadata, "metadata of `{line}`");
+        for x in changes.iter().chain(writes).chain(&metadata) {
             assert!(c.paths.contains(x), "`{line}`: {x:?} among its paths");
         }
     }

@@ -255,12 +255,17 @@ impl Analyzer<'_> {
     }
 
     /// [`Self::path_field`] for a path whose metadata (mode, owner, times) the command
-    /// changes and nothing else (`chmod`, `chown`, `chgrp`): judged as a change, but not among
-    /// the line's `changes` (what an approval lets the command remove, rename or link).
+    /// changes and nothing else (`chmod`, `chown`, `chgrp`): judged as a change, and named
+    /// among the line's `metadata`, not its `changes` (what an approval lets the command
+    /// remove, rename or link).
     pub(crate) fn metadata_field(&mut self, st: &State, f: &Field) {
         let before = self.out.changes.len();
         self.path_field(st, f, Access::Modify);
-        self.out.changes.truncate(before);
+        for p in self.out.changes.split_off(before) {
+            if !self.out.metadata.contains(&p) {
+                self.out.metadata.push(p);
+            }
+        }
     }
 
     pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {
