@@ -1803,6 +1803,53 @@ fn drive(fx: &Fx, mut s: Session, approve: &str) -> (Vec<String>, (i32, String, 
     (asked, s.finish())
 }
 
+/// An approved line that changes the mode or the times of a file outside the worktree
+/// (`chmod`, `touch -d`) is asked once: the metadata call its command then makes is the
+/// line's, not a second ask (the metadata handler asked it again). The approval is that
+/// line's: another line's `chmod` of another file is asked, and denied it changes nothing
+/// (the control that the check from outside can fail).
+#[test]
+fn an_approved_metadata_change_outside_is_asked_once() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-meta") else {
+            continue;
+        };
+        let files = [
+            ("ok-mode.txt", "m\n"),
+            ("ok-times.txt", "t\n"),
+            ("no-mode.txt", "n\n"),
+        ];
+        let o = beside(&fx, "O", &files);
+        for (n, _) in files {
+            std::fs::set_permissions(o.join(n), std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"chmod 600 ../O/ok-mode.txt; echo chmod=$?
+touch -m -d 2001-02-03 ../O/ok-times.txt; echo touch=$?
+chmod 600 ../O/no-mode.txt; echo other=$?"#,
+        );
+        let (asked, (code, out, err)) = drive(&fx, s, "O/ok-");
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in ["chmod=0", "touch=0"] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(!out.contains("other=0"), "{who:?}: {out} / {err}");
+        // Checked from outside: the approved lines changed what they named, the denied one
+        // nothing.
+        let mode = |n: &str| std::fs::metadata(o.join(n)).unwrap().mode() & 0o777;
+        assert_eq!(mode("ok-mode.txt"), 0o600, "{who:?}: {out} / {err}");
+        assert_eq!(mode("no-mode.txt"), 0o644, "{who:?}: {out} / {err}");
+        let mtime = std::fs::metadata(o.join("ok-times.txt")).unwrap().mtime();
+        assert!(
+            mtime < 1_000_000_000,
+            "{who:?}: mtime {mtime}: {out} / {err}"
+        );
+        assert_eq!(asked.len(), 3, "{who:?}: asked once per line: {asked:#?}");
+    }
+}
+
 /// Run by the approved line of
 /// [`approving_a_new_outside_file_covers_that_file_only_with_and_without_the_server`]: writes
 /// the approved new file again, an existing sibling and a new sibling.

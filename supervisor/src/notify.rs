@@ -3266,7 +3266,9 @@ impl Notifier {
             Err(e) => return self.reply(n.id, Reply::Errno(errno_of(&e))),
         };
         let what = format!("{} {}", op.name(), real.display());
-        if meta::path_allowed(&real, &self.writable, &self.protected) {
+        if meta::path_allowed(&real, &self.writable, &self.protected)
+            || self.approved_meta(n.pid, &real, op)
+        {
             return self.finish_meta(&n, op, &obj, what);
         }
         let me = Arc::clone(self);
@@ -3295,6 +3297,32 @@ impl Notifier {
         if !started {
             self.reply(id, Reply::Errno(libc::EAGAIN));
         }
+    }
+
+    /// Whether thread `tid` runs under an approved command line whose grants let it make
+    /// `op` on `real`: the line changes that path's mode or owner ([`runner::Grant::meta`]:
+    /// its `chmod`, `chown`, `chgrp` operands, and what is beneath them), any change; the
+    /// line writes it ([`runner::Grant::write`]), its times (`touch -d`, `cp -p`). Never a
+    /// protected path. The person approved the line and its grants as the ask showed them:
+    /// the metadata call its command makes is not asked again.
+    fn approved_meta(&self, tid: u32, real: &std::path::Path, op: meta::MetaOp) -> bool {
+        if self.protected.iter().any(|p| real.starts_with(p)) {
+            return false;
+        }
+        let Ok(tgid) = procfs::tgid(tid) else {
+            return false;
+        };
+        let Ok(st) = procfs::stat_ext(tgid) else {
+            return false;
+        };
+        let Role::Command(cover) = self.role_of(tgid, &st) else {
+            return false;
+        };
+        let times = matches!(op, meta::MetaOp::Utimes(_));
+        cover
+            .granted
+            .iter()
+            .any(|g| real.starts_with(&g.path) && (g.meta || (g.write && times)))
     }
 
     fn finish_meta(&self, n: &Notif, op: meta::MetaOp, obj: &OwnedFd, what: String) {
@@ -3463,12 +3491,14 @@ mod tests {
             write: true,
             new_file: false,
             change: false,
+            meta: false,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
             write: false,
             new_file: false,
             change: false,
+            meta: false,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

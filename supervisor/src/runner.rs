@@ -111,6 +111,13 @@ pub(crate) struct Grant {
     /// directory, so the command's ruleset gets only what `write` says ([`Grant::landlock`]).
     #[serde(default)]
     pub change: bool,
+    /// The line changes this path's mode, owner or group
+    /// (`tyba_policy::Classification::metadata`: `chmod`, `chown`, `chgrp` operands): the
+    /// supervisor's metadata handler lets the command change its mode, owner and times (and
+    /// those of what is beneath it) without asking again (`crate::notify`). Landlock has no
+    /// rights for metadata: the command's ruleset gets only what `write` says.
+    #[serde(default)]
+    pub meta: bool,
 }
 
 impl Grant {
@@ -149,7 +156,12 @@ impl std::fmt::Display for Grant {
             (false, true) => "read, remove, rename or link",
             (false, false) => "read",
         };
-        write!(f, "{how} {}", self.path.display())
+        let meta = if self.meta {
+            " and change the mode, owner or times of"
+        } else {
+            ""
+        };
+        write!(f, "{how}{meta} {}", self.path.display())
     }
 }
 
@@ -259,6 +271,8 @@ pub(crate) fn prepare_new_files(
 ///   parent does), that one new name ([`Grant::new_file`]), never its directory: approving
 ///   `echo x > ../O/new.txt` must not let the command rewrite `../O/secret.txt`
 ///   ([`prepare_new_files`] makes it enforceable);
+/// - a path whose mode or owner it changes ([`tyba_policy::Classification::metadata`]): that
+///   change ([`Grant::meta`]), with reading;
 /// - a path it removes, renames or links ([`tyba_policy::Classification::changes`]): that change ([`Grant::change`]), with reading
 ///   when it exists; when it does not (a `mv`'s new name), that name only;
 /// - nothing for paths the agent already has (under `read_write`, or read-only paths under
@@ -277,6 +291,7 @@ pub(crate) fn grants(
     for p in &class.paths {
         let write = class.writes.contains(p);
         let change = class.changes.contains(p);
+        let meta = class.metadata.contains(p);
         let (path, absent) = match real_target(p) {
             Some((path, absent)) if write || change || !absent => (path, absent),
             _ => continue,
@@ -285,7 +300,7 @@ pub(crate) fn grants(
         // only renames something to, or links, is not (the rename makes it).
         let new_file = absent && write;
         let under = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
-        if path == Path::new("/") || under(read_write) || (!write && under(read_only)) {
+        if path == Path::new("/") || under(read_write) || (!write && !meta && under(read_only)) {
             continue;
         }
         match out.iter_mut().find(|g| g.path == path) {
@@ -293,12 +308,14 @@ pub(crate) fn grants(
                 g.write |= write;
                 g.new_file |= new_file;
                 g.change |= change;
+                g.meta |= meta;
             }
             None => out.push(Grant {
                 path,
                 write,
                 new_file,
                 change,
+                meta,
             }),
         }
     }
@@ -1107,18 +1124,21 @@ mod tests {
                     write: false,
                     new_file: false,
                     change: false,
+                    meta: false,
                 },
                 Grant {
                     path: o.join("target"),
                     write: true,
                     new_file: false,
                     change: false,
+                    meta: false,
                 },
                 Grant {
                     path: o.join("sub/new-file"),
                     write: true,
                     new_file: true,
                     change: false,
+                    meta: false,
                 },
             ]
         );
@@ -1155,6 +1175,51 @@ mod tests {
     }
 
     #[test]
+    fn a_lines_metadata_changes_are_granted_as_such_and_said_so() {
+        let d = std::env::temp_dir().join(format!("tyba-grants-meta-{}", std::process::id()));
+        let o = d.join("o");
+        std::fs::create_dir_all(&o).unwrap();
+        std::fs::write(o.join("f"), "f").unwrap();
+        std::fs::write(o.join("w"), "w").unwrap();
+        let o = std::fs::canonicalize(&o).unwrap();
+        let ro = vec![o.clone()];
+        // `chmod 600 o/f o/missing; touch o/w`: `f` changes mode only (read + metadata, even
+        // under a read-only root), a missing operand gets nothing, `w` is written.
+        let named = [o.join("f"), o.join("missing"), o.join("w")];
+        let mut c = class(&named, &[o.join("w")]);
+        c.metadata = vec![o.join("f"), o.join("missing")];
+        let g = grants(&c, &[d.join("wt")], &ro);
+        let f = Grant {
+            path: o.join("f"),
+            write: false,
+            new_file: false,
+            change: false,
+            meta: true,
+        };
+        let w = Grant {
+            path: o.join("w"),
+            write: true,
+            new_file: false,
+            change: false,
+            meta: false,
+        };
+        assert_eq!(g, vec![f.clone(), w]);
+        // Landlock: reading it, nothing more (it has no rights for metadata).
+        assert_eq!(f.landlock(), Some((o.join("f"), false)));
+        assert_eq!(
+            f.to_string(),
+            format!(
+                "read and change the mode, owner or times of {}",
+                o.join("f").display()
+            )
+        );
+        // Control: read only, under the read-only root, it is no grant at all.
+        c.metadata.clear();
+        assert_eq!(grants(&c, &[d.join("wt")], &ro).len(), 1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn a_lines_changes_are_granted_as_changes_where_the_outside_files_serve_them() {
         let d = std::env::temp_dir().join(format!("tyba-grants-change-{}", std::process::id()));
         let o = d.join("o");
@@ -1174,6 +1239,7 @@ mod tests {
             write: false,
             new_file: false,
             change: true,
+            meta: false,
         };
         assert_eq!(
             g,
