@@ -1850,6 +1850,75 @@ chmod 600 ../O/no-mode.txt; echo other=$?"#,
     }
 }
 
+/// An approved line that edits a file outside the worktree in place (`sed -i`) is asked once:
+/// the program saves the file as programs do (a temporary copy made beside it, its owner and
+/// mode set, renamed over it), and each of those steps was asked again. The approval covers
+/// that save and no more: a new file the line leaves beside the file (sed's `w` command) is
+/// removed when the command ends, and one it makes in another directory is asked (denied
+/// here: nothing is made, the file stays as it was).
+#[test]
+fn an_approved_in_place_edit_outside_is_asked_once() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-save") else {
+            continue;
+        };
+        let o = beside(
+            &fx,
+            "O",
+            &[
+                ("edit.txt", "a\n"),
+                ("left.txt", "a\n"),
+                ("away.txt", "a\n"),
+            ],
+        );
+        let p = beside(&fx, "P", &[("keep.txt", "k\n")]);
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"sed -i s/a/b/ ../O/edit.txt; echo edit=$?
+sed -i 's/a/b/w ../O/new.txt' ../O/left.txt; echo left=$?
+sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?"#,
+        );
+        let (asked, (code, out, err)) = drive(&fx, s, "sed -i");
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        for line in ["edit=0", "left=0"] {
+            assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
+        }
+        assert!(!out.contains("away=0"), "{who:?}: {out} / {err}");
+        // Checked from outside: the edits landed, nothing else is left in either directory,
+        // and the line denied its other directory changed nothing.
+        let read = |d: &Path, n: &str| std::fs::read_to_string(d.join(n)).unwrap();
+        assert_eq!(read(&o, "edit.txt"), "b\n", "{who:?}: {out} / {err}");
+        assert_eq!(read(&o, "left.txt"), "b\n", "{who:?}: {out} / {err}");
+        assert_eq!(read(&o, "away.txt"), "a\n", "{who:?}: {out} / {err}");
+        let names = |d: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            names(&o),
+            ["away.txt", "edit.txt", "left.txt"],
+            "{who:?}: {out} / {err}"
+        );
+        assert_eq!(names(&p), ["keep.txt"], "{who:?}: {out} / {err}");
+        // One ask per line, and the one for the other directory.
+        assert_eq!(asked.len(), 4, "{who:?}: {asked:#?}");
+        assert!(
+            asked[3].starts_with("create ") && asked[3].contains("/P/new.txt"),
+            "{who:?}: {asked:#?}"
+        );
+        let removed = fx.log_lines().iter().any(|l| {
+            l["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("and left it"))
+        });
+        assert!(removed, "{who:?}: the removal of the left copy is logged");
+    }
+}
+
 /// Run by the approved line of
 /// [`approving_a_new_outside_file_covers_that_file_only_with_and_without_the_server`]: writes
 /// the approved new file again, an existing sibling and a new sibling.

@@ -3302,8 +3302,9 @@ impl Notifier {
     /// Whether thread `tid` runs under an approved command line whose grants let it make
     /// `op` on `real`: the line changes that path's mode or owner ([`runner::Grant::meta`]:
     /// its `chmod`, `chown`, `chgrp` operands, and what is beneath them), any change; the
-    /// line writes it ([`runner::Grant::write`]), its times (`touch -d`, `cp -p`). Never a
-    /// protected path. The person approved the line and its grants as the ask showed them:
+    /// line writes it ([`runner::Grant::write`]), its times (`touch -d`, `cp -p`); a file the
+    /// line makes (a new file it names, a temporary copy of a file it saves:
+    /// `crate::outside_fs::OutsideFs::runner_made`), any change. Never a protected path. The person approved the line and its grants as the ask showed them:
     /// the metadata call its command makes is not asked again.
     fn approved_meta(&self, tid: u32, real: &std::path::Path, op: meta::MetaOp) -> bool {
         if self.protected.iter().any(|p| real.starts_with(p)) {
@@ -3319,10 +3320,13 @@ impl Notifier {
             return false;
         };
         let times = matches!(op, meta::MetaOp::Utimes(_));
-        cover
-            .granted
-            .iter()
-            .any(|g| real.starts_with(&g.path) && (g.meta || (g.write && times)))
+        cover.granted.iter().any(|g| {
+            real.starts_with(&g.path)
+                && (g.meta || (g.write && times) || (g.new_file && real == g.path))
+        }) || self
+            .outside
+            .as_ref()
+            .is_some_and(|o| o.runner_made(tid, real))
     }
 
     fn finish_meta(&self, n: &Notif, op: meta::MetaOp, obj: &OwnedFd, what: String) {

@@ -651,6 +651,24 @@ pub(crate) struct RunnerGrant {
     /// line was approved: not covered (what was there when the line was asked is what it
     /// was approved for; a file brought in from outside the grant was never shown).
     pub arrived: Vec<PathBuf>,
+    /// The line writes `path`, an existing regular file when it was approved: the command may
+    /// save it the way programs save a file (`sed -i`, editors, `git config`): a new file made
+    /// beside it (its temporary copy, [`RunnerGrant::save_of`]), written, its mode and owner
+    /// set, and renamed over it, without asking again.
+    pub file: bool,
+    /// A new file the command made beside the `file` grant of `of`, with its identity: the
+    /// command's own, to write and rename over `of`. One still there when the command ends
+    /// is removed (an approval to write a file does not cover leaving new ones beside it).
+    pub save_of: Option<SaveOf>,
+}
+
+/// A command's temporary copy of a file it saves ([`RunnerGrant::save_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SaveOf {
+    /// The file it saves (real).
+    pub of: PathBuf,
+    /// The copy's device and inode when made.
+    pub id: (u64, u64),
 }
 
 impl RunnerGrant {
@@ -1202,6 +1220,13 @@ impl OutsideFs {
         let _ = self.0.session.set(session);
     }
 
+    /// Whether thread `tid` runs under an approved command that made `path` itself, as its
+    /// temporary copy of a file it saves: the metadata handler lets it set the copy's mode,
+    /// owner and times (`crate::notify`).
+    pub(crate) fn runner_made(&self, tid: u32, path: &Path) -> bool {
+        self.0.runner_made(tid, path)
+    }
+
     /// Whether the server serves `path` (real): it is a covered entry or beneath one, so
     /// every request on it reaches the server, which decides.
     pub(crate) fn serves(&self, path: &Path) -> bool {
@@ -1212,14 +1237,70 @@ impl OutsideFs {
             .any(|(c, n)| is_within(path, &c.parent_path.join(n)))
     }
 
-    /// The runner `ns_pid` with identity `start` ended.
+    /// The runner `ns_pid` with identity `start` ended. A temporary copy it made of a file
+    /// it saves ([`RunnerGrant::save_of`]) and left is removed when it is still that very
+    /// file, and logged: an approval to write a file does not cover leaving new ones beside
+    /// it (`sed -i 's/a/b/w ../O/new'`: the ask said "read-write ../O/f" only).
     pub(crate) fn runner_ended(&self, ns_pid: u32, start: u64) {
-        if let Ok(mut r) = self.0.runners.lock() {
-            if r.get(&ns_pid).map(|(s, _)| *s) == Some(start) {
-                r.remove(&ns_pid);
+        let ended = match self.0.runners.lock() {
+            Ok(mut r) if r.get(&ns_pid).map(|(s, _)| *s) == Some(start) => r.remove(&ns_pid),
+            _ => None,
+        };
+        for g in ended.map(|(_, g)| g).unwrap_or_default() {
+            if let Some(save) = &g.save_of {
+                self.0.remove_left_save(&g.path, save);
             }
         }
     }
+}
+
+impl Inner {
+    /// Removes `path`, a temporary copy of `save.of` an approved command made and left, when
+    /// it is still that file (same device and inode, no link followed to its directory's
+    /// entry), and notes it in the audit log.
+    fn remove_left_save(&self, path: &Path, save: &SaveOf) {
+        use std::os::unix::fs::MetadataExt;
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return;
+        };
+        let Ok(d) = crate::dirfd::DirFd::open(dir) else {
+            return;
+        };
+        let same = d
+            .meta(name)
+            .is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == save.id);
+        if same && d.unlink(name).is_ok() {
+            self.approver.note(
+                &format!("removed {}", path.display()),
+                &format!(
+                    "removed by tyba: the approved command made it beside {} and left it (its approval was to write that file, not to leave new ones beside it)",
+                    save.of.display()
+                ),
+            );
+        }
+    }
+}
+
+/// The key of the approved command in `runners` that process `pid` runs under: an ancestor
+/// (or itself) is the command's keeper, by pid in the sandbox's PID namespace and identity.
+fn keeper_of(runners: &HashMap<u32, RunnerGrants>, pid: u32) -> Option<u32> {
+    if runners.is_empty() {
+        return None;
+    }
+    let mut p = pid;
+    for _ in 0..256 {
+        let (ppid, start) = procfs::stat(p).ok()?;
+        if let Some(ns) = procfs::ns_pid(p) {
+            if runners.get(&ns).is_some_and(|(st, _)| *st == start) {
+                return Some(ns);
+            }
+        }
+        if ppid <= 1 || ppid == p {
+            return None;
+        }
+        p = ppid;
+    }
+    None
 }
 
 impl Inner {
@@ -1278,28 +1359,106 @@ impl Inner {
         let Ok(r) = self.runners.lock() else {
             return false;
         };
-        if r.is_empty() {
+        let Some(key) = keeper_of(&r, pid) else {
             return false;
+        };
+        let grants = &r[&key].1;
+        op.touches()
+            .iter()
+            .all(|(path, touch)| grants.iter().any(|g| g.lets(path, *touch)))
+    }
+
+    /// The file that a create of `path` by thread `tid` saves ([`RunnerGrant::file`]): the
+    /// process runs under an approved command whose line writes a regular file in the same
+    /// directory, which no grant of its covers `path` and which is still that file (not
+    /// brought in since). `None` for any other create.
+    fn save_for(&self, tid: u32, path: &Path) -> Option<PathBuf> {
+        let pid = procfs::tgid(tid).ok()?;
+        let r = self.runners.lock().ok()?;
+        let grants = &r.get(&keeper_of(&r, pid)?)?.1;
+        if grants.iter().any(|g| g.lets(path, Touch::Content)) {
+            return None;
         }
-        let mut p = pid;
-        for _ in 0..256 {
-            let Ok((ppid, start)) = procfs::stat(p) else {
-                return false;
-            };
-            if let Some((st, grants)) = procfs::ns_pid(p).and_then(|ns| r.get(&ns)) {
-                if *st == start {
-                    return op
-                        .touches()
-                        .iter()
-                        .all(|(path, touch)| grants.iter().any(|g| g.lets(path, *touch)));
-                }
-            }
-            if ppid <= 1 || ppid == p {
-                return false;
-            }
-            p = ppid;
+        grants
+            .iter()
+            .find(|g| {
+                g.file
+                    && g.write
+                    && g.arrived.is_empty()
+                    && g.path != path
+                    && g.path.parent() == path.parent()
+                    && std::fs::symlink_metadata(&g.path).is_ok_and(|m| m.is_file())
+            })
+            .map(|g| g.path.clone())
+    }
+
+    /// Records `path`, just made by thread `tid` with identity `id`, as its command's
+    /// temporary copy of `of` ([`Inner::save_for`]).
+    fn saved(&self, tid: u32, path: &Path, of: PathBuf, id: (u64, u64)) {
+        let Ok(pid) = procfs::tgid(tid) else { return };
+        let Ok(mut r) = self.runners.lock() else {
+            return;
+        };
+        let Some(key) = keeper_of(&r, pid) else {
+            return;
+        };
+        if let Some((_, grants)) = r.get_mut(&key) {
+            grants.push(RunnerGrant {
+                path: path.to_path_buf(),
+                write: true,
+                change: false,
+                arrived: Vec::new(),
+                file: false,
+                save_of: Some(SaveOf { of, id }),
+            });
         }
-        false
+    }
+
+    /// The approved command (its key) whose temporary copy `from` of `to` thread `tid`
+    /// renames over `to`: its own save.
+    fn own_save(&self, tid: u32, from: &Path, to: &Path) -> Option<u32> {
+        let pid = procfs::tgid(tid).ok()?;
+        let r = self.runners.lock().ok()?;
+        let key = keeper_of(&r, pid)?;
+        r.get(&key)?
+            .1
+            .iter()
+            .any(|g| g.path == from && g.save_of.as_ref().is_some_and(|s| s.of == to))
+            .then_some(key)
+    }
+
+    /// After command `key` saved `to` ([`Inner::own_save`]), the name holds what the command
+    /// wrote: its grant to write and save it again holds.
+    fn saved_over(&self, key: u32, to: &Path) {
+        if let Ok(mut r) = self.runners.lock() {
+            if let Some((_, grants)) = r.get_mut(&key) {
+                grants.push(RunnerGrant {
+                    path: to.to_path_buf(),
+                    write: true,
+                    change: false,
+                    arrived: Vec::new(),
+                    file: true,
+                    save_of: None,
+                });
+            }
+        }
+    }
+
+    /// Whether thread `tid` runs under an approved command that made `path` itself, as its
+    /// temporary copy of a file it saves: its mode, owner and times are the command's to set.
+    fn runner_made(&self, tid: u32, path: &Path) -> bool {
+        let Ok(pid) = procfs::tgid(tid) else {
+            return false;
+        };
+        let Ok(r) = self.runners.lock() else {
+            return false;
+        };
+        keeper_of(&r, pid).is_some_and(|key| {
+            r[&key]
+                .1
+                .iter()
+                .any(|g| g.path == path && g.save_of.is_some())
+        })
     }
 
     fn node(&self, ino: INodeNo) -> Option<Node> {
@@ -1678,6 +1837,7 @@ impl Inner {
             }
         }
         self.runner_covers(pid, op)
+            || matches!(op, Op::One(p, Access::Create) if self.save_for(tid, p).is_some())
     }
 
     /// Who an approval asked by process `pid` (who is `asker`) reaches, as the ask says it:
@@ -2400,20 +2560,27 @@ impl Filesystem for OutsideFs {
         let unique = reply.unique;
         off_thread(move || {
             let r = (|| -> Result<(FileAttr, u64), Errno> {
-                me.decide(tid, &Op::One(me.real(&n), Access::Create), unique)
+                let real = me.real(&n);
+                // An approved command's temporary copy of a file it saves: a new name only.
+                let save = me.save_for(tid, &real);
+                me.decide(tid, &Op::One(real.clone(), Access::Create), unique)
                     .map_err(Errno::from_i32)?;
                 let dir = me.parent_dir(&p)?;
                 let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_TRUNC | libc::O_EXCL;
+                let excl = if save.is_some() { libc::O_EXCL } else { 0 };
                 let f = nix::fcntl::openat(
                     dir.as_fd(),
                     name.as_os_str(),
                     nix::fcntl::OFlag::from_bits_truncate(
-                        (flags & keep) | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                        (flags & keep) | excl | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                     ),
                     nix::sys::stat::Mode::from_bits_truncate(mode & !umask & 0o777),
                 )
                 .map_err(|e| Errno::from_i32(e as i32))?;
                 let st = nix::sys::stat::fstat(f.as_fd()).map_err(|e| Errno::from_i32(e as i32))?;
+                if let Some(of) = save {
+                    me.saved(tid, &real, of, (st.st_dev, st.st_ino));
+                }
                 let ino = me.ino(n.clone());
                 let fh = me.add_file(File::from(f), true);
                 // A create grant covers writing the new file for the same tree.
@@ -2623,11 +2790,15 @@ impl Filesystem for OutsideFs {
                     from, to, exchange, ..
                 } = &op
                 {
+                    let own = (!*exchange).then(|| me.own_save(tid, from, to)).flatten();
                     let mut brought = vec![(from.as_path(), to.as_path())];
                     if *exchange {
                         brought.push((to, from));
                     }
                     me.names_changed(&[from, to], Some((from, to)), &brought);
+                    if let Some(key) = own {
+                        me.saved_over(key, to);
+                    }
                 }
                 nix::fcntl::renameat2(
                     dir_from.as_fd(),
@@ -3099,6 +3270,8 @@ mod tests {
             write,
             change,
             arrived: Vec::new(),
+            file: false,
+            save_of: None,
         };
         let lets = |grants: &[RunnerGrant], op: &Op| {
             op.touches()
@@ -3169,6 +3342,8 @@ mod tests {
             write: true,
             change: false,
             arrived: Vec::new(),
+            file: false,
+            save_of: None,
         };
         let fill = || {
             *fs.0.grants.lock().unwrap() = vec![

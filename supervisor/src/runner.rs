@@ -138,6 +138,10 @@ impl Grant {
             write: self.write,
             change: self.change,
             arrived: Vec::new(),
+            file: self.write
+                && !self.new_file
+                && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_file()),
+            save_of: None,
         }
     }
 }
