@@ -1850,7 +1850,8 @@ chmod 600 ../O/no-mode.txt; echo other=$?"#,
     }
 }
 
-/// An approved line that edits a file outside the worktree in place (`sed -i`) is asked once:
+/// An approved line that edits a file outside the worktree in place (`sed -i`, `perl -pi`) is
+/// asked once:
 /// the program saves the file as programs do (a temporary copy made beside it, its owner and
 /// mode set, renamed over it), and each of those steps was asked again. The approval covers
 /// that save and no more: a new file the line leaves beside the file (sed's `w` command) is
@@ -1869,6 +1870,7 @@ fn an_approved_in_place_edit_outside_is_asked_once() {
                 ("edit.txt", "a\n"),
                 ("left.txt", "a\n"),
                 ("away.txt", "a\n"),
+                ("perl.txt", "a\n"),
             ],
         );
         let p = beside(&fx, "P", &[("keep.txt", "k\n")]);
@@ -1876,11 +1878,12 @@ fn an_approved_in_place_edit_outside_is_asked_once() {
             &["--ask-outside-files"],
             r#"sed -i s/a/b/ ../O/edit.txt; echo edit=$?
 sed -i 's/a/b/w ../O/new.txt' ../O/left.txt; echo left=$?
-sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?"#,
+sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?
+perl -pi -e s/a/b/ ../O/perl.txt; echo perl=$?"#,
         );
-        let (asked, (code, out, err)) = drive(&fx, s, "sed -i");
+        let (asked, (code, out, err)) = drive(&fx, s, "run `");
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
-        for line in ["edit=0", "left=0"] {
+        for line in ["edit=0", "left=0", "perl=0"] {
             assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
         }
         assert!(!out.contains("away=0"), "{who:?}: {out} / {err}");
@@ -1890,6 +1893,7 @@ sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?"#,
         assert_eq!(read(&o, "edit.txt"), "b\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&o, "left.txt"), "b\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&o, "away.txt"), "a\n", "{who:?}: {out} / {err}");
+        assert_eq!(read(&o, "perl.txt"), "b\n", "{who:?}: {out} / {err}");
         let names = |d: &Path| {
             let mut v: Vec<String> = std::fs::read_dir(d)
                 .unwrap()
@@ -1900,12 +1904,12 @@ sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?"#,
         };
         assert_eq!(
             names(&o),
-            ["away.txt", "edit.txt", "left.txt"],
+            ["away.txt", "edit.txt", "left.txt", "perl.txt"],
             "{who:?}: {out} / {err}"
         );
         assert_eq!(names(&p), ["keep.txt"], "{who:?}: {out} / {err}");
         // One ask per line, and the one for the other directory.
-        assert_eq!(asked.len(), 4, "{who:?}: {asked:#?}");
+        assert_eq!(asked.len(), 5, "{who:?}: {asked:#?}");
         assert!(
             asked[3].starts_with("create ") && asked[3].contains("/P/new.txt"),
             "{who:?}: {asked:#?}"

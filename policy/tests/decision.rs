@@ -566,6 +566,22 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
             vec![at("b")],
         ),
         (format!("cat {}", at("a").display()), vec![], vec![]),
+        // In place: perl's and ruby's `-i` write the files after the code.
+        (
+            format!("perl -pi -e s/a/b/ {}", at("a").display()),
+            vec![],
+            vec![at("a")],
+        ),
+        (
+            format!("ruby -i.bak -pe 1 {}", at("a").display()),
+            vec![],
+            vec![at("a")],
+        ),
+        (
+            format!("perl -pe s/a/b/ {}", at("a").display()),
+            vec![],
+            vec![],
+        ),
     ];
     for (line, changes, writes) in cases {
         let c = p.classify(

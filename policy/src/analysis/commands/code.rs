@@ -197,6 +197,10 @@ impl Analyzer<'_> {
         let mut i = 0;
         let mut code: Option<Field> = None;
         let mut module: Option<String> = None;
+        // perl's and ruby's `-i[EXT]` (alone or after simple flags: `-pi`, `-i.bak`, `-pi.bak`)
+        // edits the files that follow the code in place: they are written.
+        let mut in_place = false;
+        let edits = p.starts_with("perl") || p.ends_with("ruby");
         while i < args.len() {
             let Some(t) = args[i].known() else { break };
             if t == "--" {
@@ -208,6 +212,11 @@ impl Analyzer<'_> {
             }
             if !t.starts_with('-') || t.len() == 1 {
                 break;
+            }
+            if edits && !t.starts_with("--") {
+                if let Some(pos) = t[1..].find('i') {
+                    in_place |= t[1..1 + pos].chars().all(|c| "acnpsSTtuUwWX".contains(c));
+                }
             }
             // Inline code: `-c CODE`, `-cCODE`, clusters ending in a code flag (`perl -pe`).
             let flag = code_flags.iter().find(|f| {
@@ -327,7 +336,7 @@ impl Analyzer<'_> {
             if !c.is_known() {
                 self.opaque(&format!("{p} inline code"), "code that cannot be known");
             }
-            self.generic_paths(st, &args[i.min(args.len())..], Access::Any);
+            self.interpreter_operands(st, &args[i.min(args.len())..], in_place);
             return;
         }
         match args.get(i).and_then(Field::known) {
@@ -352,7 +361,7 @@ impl Analyzer<'_> {
                     );
                 }
                 self.path_field(st, &args[i], Access::Read);
-                self.generic_paths(st, &args[i + 1..], Access::Any);
+                self.interpreter_operands(st, &args[i + 1..], in_place);
             }
             Some(_) | None if i < args.len() && !args[i].is_known() => {
                 self.opaque(p, "a script whose text cannot be known");
@@ -362,6 +371,20 @@ impl Analyzer<'_> {
                     self.add(Verdict::Red, "shell.pipe-to-interpreter", format!("input is piped or redirected into `{p}`: whatever produced it runs as code"));
                 }
             }
+        }
+    }
+
+    /// The operands after an interpreter's code or script: written when it edits them in
+    /// place (`perl -pi`), otherwise judged by their shape ([`Self::generic_paths`]).
+    fn interpreter_operands(&mut self, st: &State, args: &[Field], in_place: bool) {
+        if !in_place {
+            return self.generic_paths(st, args, Access::Any);
+        }
+        for a in args {
+            if a.known().is_some_and(|t| t.starts_with('-')) {
+                continue;
+            }
+            self.path_field(st, a, Access::Write);
         }
     }
 
