@@ -1850,8 +1850,8 @@ chmod 600 ../O/no-mode.txt; echo other=$?"#,
     }
 }
 
-/// An approved line that edits a file outside the worktree in place (`sed -i`, `perl -pi`) is
-/// asked once:
+/// An approved line that edits a file outside the worktree in place (`sed -i`, `perl -pi`), or
+/// removes it to make it anew (`install`, `cp --remove-destination`), is asked once:
 /// the program saves the file as programs do (a temporary copy made beside it, its owner and
 /// mode set, renamed over it), and each of those steps was asked again. The approval covers
 /// that save and no more: a new file the line leaves beside the file (sed's `w` command) is
@@ -1871,6 +1871,8 @@ fn an_approved_in_place_edit_outside_is_asked_once() {
                 ("left.txt", "a\n"),
                 ("away.txt", "a\n"),
                 ("perl.txt", "a\n"),
+                ("inst.txt", "old\n"),
+                ("cpd.txt", "old\n"),
             ],
         );
         let p = beside(&fx, "P", &[("keep.txt", "k\n")]);
@@ -1879,11 +1881,14 @@ fn an_approved_in_place_edit_outside_is_asked_once() {
             r#"sed -i s/a/b/ ../O/edit.txt; echo edit=$?
 sed -i 's/a/b/w ../O/new.txt' ../O/left.txt; echo left=$?
 sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?
-perl -pi -e s/a/b/ ../O/perl.txt; echo perl=$?"#,
+perl -pi -e s/a/b/ ../O/perl.txt; echo perl=$?
+echo hi > in.txt
+install -m 640 in.txt ../O/inst.txt; echo install=$?
+cp --remove-destination in.txt ../O/cpd.txt; echo cpd=$?"#,
         );
         let (asked, (code, out, err)) = drive(&fx, s, "run `");
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
-        for line in ["edit=0", "left=0", "perl=0"] {
+        for line in ["edit=0", "left=0", "perl=0", "install=0", "cpd=0"] {
             assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
         }
         assert!(!out.contains("away=0"), "{who:?}: {out} / {err}");
@@ -1894,6 +1899,13 @@ perl -pi -e s/a/b/ ../O/perl.txt; echo perl=$?"#,
         assert_eq!(read(&o, "left.txt"), "b\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&o, "away.txt"), "a\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&o, "perl.txt"), "b\n", "{who:?}: {out} / {err}");
+        // Removed and made anew by the approved line (`install`, `cp --remove-destination`).
+        assert_eq!(read(&o, "inst.txt"), "hi\n", "{who:?}: {out} / {err}");
+        assert_eq!(read(&o, "cpd.txt"), "hi\n", "{who:?}: {out} / {err}");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(o.join("inst.txt")).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o640, "{who:?}: {out} / {err}");
         let names = |d: &Path| {
             let mut v: Vec<String> = std::fs::read_dir(d)
                 .unwrap()
@@ -1904,12 +1916,12 @@ perl -pi -e s/a/b/ ../O/perl.txt; echo perl=$?"#,
         };
         assert_eq!(
             names(&o),
-            ["away.txt", "edit.txt", "left.txt", "perl.txt"],
+            ["away.txt", "cpd.txt", "edit.txt", "inst.txt", "left.txt", "perl.txt"],
             "{who:?}: {out} / {err}"
         );
         assert_eq!(names(&p), ["keep.txt"], "{who:?}: {out} / {err}");
         // One ask per line, and the one for the other directory.
-        assert_eq!(asked.len(), 5, "{who:?}: {asked:#?}");
+        assert_eq!(asked.len(), 7, "{who:?}: {asked:#?}");
         assert!(
             asked[3].starts_with("create ") && asked[3].contains("/P/new.txt"),
             "{who:?}: {asked:#?}"

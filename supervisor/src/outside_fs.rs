@@ -660,6 +660,10 @@ pub(crate) struct RunnerGrant {
     /// command's own, to write and rename over `of`. One still there when the command ends
     /// is removed (an approval to write a file does not cover leaving new ones beside it).
     pub save_of: Option<SaveOf>,
+    /// The command made the file at `path` itself, through the server (a file it writes,
+    /// removed and made anew: `install`, `cp --remove-destination`): its mode, owner and
+    /// times are the command's to set, as a temporary copy's.
+    pub made: bool,
 }
 
 /// A command's temporary copy of a file it saves ([`RunnerGrant::save_of`]).
@@ -1410,6 +1414,7 @@ impl Inner {
                 arrived: Vec::new(),
                 file: false,
                 save_of: Some(SaveOf { of, id }),
+                made: true,
             });
         }
     }
@@ -1427,8 +1432,9 @@ impl Inner {
             .then_some(key)
     }
 
-    /// After command `key` saved `to` ([`Inner::own_save`]), the name holds what the command
-    /// wrote: its grant to write and save it again holds.
+    /// After command `key` saved `to` ([`Inner::own_save`]), or removed it to make it anew
+    /// ([`Inner::own_file`]), the name holds what the command writes: its grant to write and
+    /// save it again holds (made anew by the command, [`RunnerGrant::made`]).
     fn saved_over(&self, key: u32, to: &Path) {
         if let Ok(mut r) = self.runners.lock() {
             if let Some((_, grants)) = r.get_mut(&key) {
@@ -1439,13 +1445,47 @@ impl Inner {
                     arrived: Vec::new(),
                     file: true,
                     save_of: None,
+                    made: false,
                 });
             }
         }
     }
 
-    /// Whether thread `tid` runs under an approved command that made `path` itself, as its
-    /// temporary copy of a file it saves: its mode, owner and times are the command's to set.
+    /// The approved command (its key) that thread `tid` runs under, when its line writes the
+    /// regular file `path` itself ([`RunnerGrant::file`]): removing it (to make it anew) is
+    /// that command's own change, after which its grant on the name holds. A link or rename
+    /// to the name by anyone still ends it ([`Inner::names_changed`]).
+    fn own_file(&self, tid: u32, path: &Path) -> Option<u32> {
+        let pid = procfs::tgid(tid).ok()?;
+        let r = self.runners.lock().ok()?;
+        let key = keeper_of(&r, pid)?;
+        r.get(&key)?
+            .1
+            .iter()
+            .any(|g| g.file && g.write && g.path == path)
+            .then_some(key)
+    }
+
+    /// Thread `tid` made `path` through the server: when its command's line writes that very
+    /// name, the file is the command's own ([`RunnerGrant::made`]).
+    fn made_by(&self, tid: u32, path: &Path) {
+        let Ok(pid) = procfs::tgid(tid) else { return };
+        let Ok(mut r) = self.runners.lock() else {
+            return;
+        };
+        let Some(key) = keeper_of(&r, pid) else {
+            return;
+        };
+        if let Some((_, grants)) = r.get_mut(&key) {
+            for g in grants.iter_mut().filter(|g| g.write && g.path == path) {
+                g.made = true;
+            }
+        }
+    }
+
+    /// Whether thread `tid` runs under an approved command that made `path` itself (its
+    /// temporary copy of a file it saves, or the file it writes, made anew): its mode, owner
+    /// and times are the command's to set.
     fn runner_made(&self, tid: u32, path: &Path) -> bool {
         let Ok(pid) = procfs::tgid(tid) else {
             return false;
@@ -1453,12 +1493,7 @@ impl Inner {
         let Ok(r) = self.runners.lock() else {
             return false;
         };
-        keeper_of(&r, pid).is_some_and(|key| {
-            r[&key]
-                .1
-                .iter()
-                .any(|g| g.path == path && g.save_of.is_some())
-        })
+        keeper_of(&r, pid).is_some_and(|key| r[&key].1.iter().any(|g| g.path == path && g.made))
     }
 
     fn node(&self, ino: INodeNo) -> Option<Node> {
@@ -2578,8 +2613,9 @@ impl Filesystem for OutsideFs {
                 )
                 .map_err(|e| Errno::from_i32(e as i32))?;
                 let st = nix::sys::stat::fstat(f.as_fd()).map_err(|e| Errno::from_i32(e as i32))?;
-                if let Some(of) = save {
-                    me.saved(tid, &real, of, (st.st_dev, st.st_ino));
+                match save {
+                    Some(of) => me.saved(tid, &real, of, (st.st_dev, st.st_ino)),
+                    None => me.made_by(tid, &real),
                 }
                 let ino = me.ino(n.clone());
                 let fh = me.add_file(File::from(f), true);
@@ -2962,7 +2998,11 @@ impl OutsideFs {
                 me.decide(tid, &Op::One(path.clone(), Access::Remove), unique)
                     .map_err(Errno::from_i32)?;
                 let d = me.parent_dir(&p)?;
+                let own = (!dir).then(|| me.own_file(tid, &path)).flatten();
                 me.names_changed(&[&path], None, &[]);
+                if let Some(key) = own {
+                    me.saved_over(key, &path);
+                }
                 let flag = if dir {
                     nix::unistd::UnlinkatFlags::RemoveDir
                 } else {
@@ -3272,6 +3312,7 @@ mod tests {
             arrived: Vec::new(),
             file: false,
             save_of: None,
+            made: false,
         };
         let lets = |grants: &[RunnerGrant], op: &Op| {
             op.touches()
@@ -3344,6 +3385,7 @@ mod tests {
             arrived: Vec::new(),
             file: false,
             save_of: None,
+            made: false,
         };
         let fill = || {
             *fs.0.grants.lock().unwrap() = vec![

@@ -142,6 +142,7 @@ impl Grant {
                 && !self.new_file
                 && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_file()),
             save_of: None,
+            made: false,
         }
     }
 }
