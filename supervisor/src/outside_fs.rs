@@ -1372,41 +1372,47 @@ impl Inner {
             .all(|(path, touch)| grants.iter().any(|g| g.lets(path, *touch)))
     }
 
+    /// Runs `f` on the grants (and key) of the approved command thread `tid` runs under;
+    /// `None` when it runs under none.
+    fn with_runner<T>(
+        &self,
+        tid: u32,
+        f: impl FnOnce(u32, &mut Vec<RunnerGrant>) -> T,
+    ) -> Option<T> {
+        let pid = procfs::tgid(tid).ok()?;
+        let mut r = self.runners.lock().ok()?;
+        let key = keeper_of(&r, pid)?;
+        r.get_mut(&key).map(|(_, grants)| f(key, grants))
+    }
+
     /// The file that a create of `path` by thread `tid` saves ([`RunnerGrant::file`]): the
     /// process runs under an approved command whose line writes a regular file in the same
     /// directory, which no grant of its covers `path` and which is still that file (not
     /// brought in since). `None` for any other create.
     fn save_for(&self, tid: u32, path: &Path) -> Option<PathBuf> {
-        let pid = procfs::tgid(tid).ok()?;
-        let r = self.runners.lock().ok()?;
-        let grants = &r.get(&keeper_of(&r, pid)?)?.1;
-        if grants.iter().any(|g| g.lets(path, Touch::Content)) {
-            return None;
-        }
-        grants
-            .iter()
-            .find(|g| {
-                g.file
-                    && g.write
-                    && g.arrived.is_empty()
-                    && g.path != path
-                    && g.path.parent() == path.parent()
-                    && std::fs::symlink_metadata(&g.path).is_ok_and(|m| m.is_file())
-            })
-            .map(|g| g.path.clone())
+        self.with_runner(tid, |_, grants| {
+            if grants.iter().any(|g| g.lets(path, Touch::Content)) {
+                return None;
+            }
+            grants
+                .iter()
+                .find(|g| {
+                    g.file
+                        && g.write
+                        && g.arrived.is_empty()
+                        && g.path != path
+                        && g.path.parent() == path.parent()
+                        && std::fs::symlink_metadata(&g.path).is_ok_and(|m| m.is_file())
+                })
+                .map(|g| g.path.clone())
+        })
+        .flatten()
     }
 
     /// Records `path`, just made by thread `tid` with identity `id`, as its command's
     /// temporary copy of `of` ([`Inner::save_for`]).
     fn saved(&self, tid: u32, path: &Path, of: PathBuf, id: (u64, u64)) {
-        let Ok(pid) = procfs::tgid(tid) else { return };
-        let Ok(mut r) = self.runners.lock() else {
-            return;
-        };
-        let Some(key) = keeper_of(&r, pid) else {
-            return;
-        };
-        if let Some((_, grants)) = r.get_mut(&key) {
+        self.with_runner(tid, |_, grants| {
             grants.push(RunnerGrant {
                 path: path.to_path_buf(),
                 write: true,
@@ -1416,20 +1422,19 @@ impl Inner {
                 save_of: Some(SaveOf { of, id }),
                 made: true,
             });
-        }
+        });
     }
 
     /// The approved command (its key) whose temporary copy `from` of `to` thread `tid`
     /// renames over `to`: its own save.
     fn own_save(&self, tid: u32, from: &Path, to: &Path) -> Option<u32> {
-        let pid = procfs::tgid(tid).ok()?;
-        let r = self.runners.lock().ok()?;
-        let key = keeper_of(&r, pid)?;
-        r.get(&key)?
-            .1
-            .iter()
-            .any(|g| g.path == from && g.save_of.as_ref().is_some_and(|s| s.of == to))
-            .then_some(key)
+        self.with_runner(tid, |key, grants| {
+            grants
+                .iter()
+                .any(|g| g.path == from && g.save_of.as_ref().is_some_and(|s| s.of == to))
+                .then_some(key)
+        })
+        .flatten()
     }
 
     /// After command `key` saved `to` ([`Inner::own_save`]), or removed it to make it anew
@@ -1456,44 +1461,33 @@ impl Inner {
     /// that command's own change, after which its grant on the name holds. A link or rename
     /// to the name by anyone still ends it ([`Inner::names_changed`]).
     fn own_file(&self, tid: u32, path: &Path) -> Option<u32> {
-        let pid = procfs::tgid(tid).ok()?;
-        let r = self.runners.lock().ok()?;
-        let key = keeper_of(&r, pid)?;
-        r.get(&key)?
-            .1
-            .iter()
-            .any(|g| g.file && g.write && g.path == path)
-            .then_some(key)
+        self.with_runner(tid, |key, grants| {
+            grants
+                .iter()
+                .any(|g| g.file && g.write && g.path == path)
+                .then_some(key)
+        })
+        .flatten()
     }
 
     /// Thread `tid` made `path` through the server: when its command's line writes that very
     /// name, the file is the command's own ([`RunnerGrant::made`]).
     fn made_by(&self, tid: u32, path: &Path) {
-        let Ok(pid) = procfs::tgid(tid) else { return };
-        let Ok(mut r) = self.runners.lock() else {
-            return;
-        };
-        let Some(key) = keeper_of(&r, pid) else {
-            return;
-        };
-        if let Some((_, grants)) = r.get_mut(&key) {
+        self.with_runner(tid, |_, grants| {
             for g in grants.iter_mut().filter(|g| g.write && g.path == path) {
                 g.made = true;
             }
-        }
+        });
     }
 
     /// Whether thread `tid` runs under an approved command that made `path` itself (its
     /// temporary copy of a file it saves, or the file it writes, made anew): its mode, owner
     /// and times are the command's to set.
     fn runner_made(&self, tid: u32, path: &Path) -> bool {
-        let Ok(pid) = procfs::tgid(tid) else {
-            return false;
-        };
-        let Ok(r) = self.runners.lock() else {
-            return false;
-        };
-        keeper_of(&r, pid).is_some_and(|key| r[&key].1.iter().any(|g| g.path == path && g.made))
+        self.with_runner(tid, |_, grants| {
+            grants.iter().any(|g| g.path == path && g.made)
+        })
+        .unwrap_or(false)
     }
 
     fn node(&self, ino: INodeNo) -> Option<Node> {
