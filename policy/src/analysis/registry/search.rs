@@ -133,6 +133,7 @@ pub(super) const PROGRAMS: &[Program] = &[
             rules::CMD_NOT_READ_ONLY,
             rules::SHELL_DYNAMIC_CODE,
             rules::CMD_DYNAMIC_ARGS,
+            rules::INTERP_CODE,
         ],
         examples: &[
             ex("sed -n 1,5p a.txt", Green),
@@ -334,6 +335,12 @@ fn judge_sed(p: &Program, _program: &str, args: &[Field]) -> Judgement {
                 } else if n == "-f" || names(n, "--file") {
                     script_file = true;
                     j.not_green("sed", "a script file");
+                    // Its text is not on the line: it may run commands (`e`) or write files.
+                    j.findings.push(crate::Finding::new(
+                        Yellow,
+                        rules::INTERP_CODE.id,
+                        "`sed -f` runs a script file that tyba does not analyse (it can run commands and write files)".to_string(),
+                    ));
                     if let Some(v) = value {
                         j.path(v, Access::Read);
                     }
@@ -374,6 +381,30 @@ fn judge_sed(p: &Program, _program: &str, args: &[Field]) -> Judgement {
             Some(_) => j.not_green("sed", "a script that does more than print"),
             None => j.not_green("sed", "a script that cannot be known"),
         }
+        let Some(s) = s else { continue };
+        match sed_effects(s) {
+            Some(e) => {
+                if e.runs {
+                    j.findings.push(crate::Finding::new(
+                        Yellow,
+                        rules::INTERP_CODE.id,
+                        "the sed script runs commands (`e`)".to_string(),
+                    ));
+                }
+                for w in e.writes.into_iter().filter(|w| !w.is_empty()) {
+                    j.path(Field::lit(&w), Access::Write);
+                }
+                for r in e.reads.into_iter().filter(|r| !r.is_empty()) {
+                    j.path(Field::lit(&r), Access::Read);
+                }
+            }
+            None => j.findings.push(crate::Finding::new(
+                Yellow,
+                rules::INTERP_CODE.id,
+                "a sed script tyba cannot read through (it may run commands or write files)"
+                    .to_string(),
+            )),
+        }
     }
     for f in files {
         j.path(
@@ -394,6 +425,178 @@ fn judge_sed(p: &Program, _program: &str, args: &[Field]) -> Judgement {
         j.opaque.push(("sed", "a sed script that cannot be known"));
     }
     j
+}
+
+/// What a sed script does besides editing its input, by its commands (GNU sed's grammar:
+/// `info sed`, "sed scripts"): [`sed_effects`].
+#[derive(Debug, Default, PartialEq, Eq)]
+struct SedEffects {
+    /// It runs commands: the `e` command, or `s///` with the `e` flag.
+    runs: bool,
+    /// Files it writes: `w FILE`, `W FILE`, `s///w FILE`.
+    writes: Vec<String>,
+    /// Files it reads: `r FILE`, `R FILE`.
+    reads: Vec<String>,
+}
+
+/// The effects of a sed script, or `None` when it cannot be read through (a command tyba
+/// does not know, an unterminated `s`, `y` or address): such a script may do anything.
+fn sed_effects(script: &str) -> Option<SedEffects> {
+    let b = script.as_bytes();
+    let mut out = SedEffects::default();
+    let mut i = 0;
+    let skip_ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t') {
+            *i += 1;
+        }
+    };
+    // The rest of the line, for `a i c r R w W e : b t T` and a `s///w` file.
+    let rest_of_line = |i: &mut usize| -> String {
+        let start = *i;
+        while *i < b.len() && b[*i] != b'\n' {
+            *i += 1;
+        }
+        String::from_utf8_lossy(&b[start..*i]).trim().to_string()
+    };
+    // A delimited part (`/re/`, the parts of `s` and `y`), from just after its opening
+    // delimiter to just after its closing one; `false` when unterminated.
+    let delimited = |i: &mut usize, d: u8| -> bool {
+        while *i < b.len() && b[*i] != d {
+            if b[*i] == b'\\' {
+                *i += 1;
+            }
+            *i += 1;
+        }
+        if *i >= b.len() {
+            return false;
+        }
+        *i += 1;
+        true
+    };
+    loop {
+        skip_ws(&mut i);
+        while i < b.len() && matches!(b[i], b';' | b'\n' | b' ' | b'\t' | b'{' | b'}') {
+            i += 1;
+        }
+        if i >= b.len() {
+            return Some(out);
+        }
+        // Addresses: up to two, then `!`.
+        for n in 0..2 {
+            skip_ws(&mut i);
+            match b.get(i) {
+                Some(b'0'..=b'9') => {
+                    while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'~') {
+                        i += 1;
+                    }
+                }
+                Some(b'$') => i += 1,
+                Some(b'+' | b'~') if n == 1 => {
+                    i += 1;
+                    while i < b.len() && b[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+                Some(b'/') => {
+                    i += 1;
+                    if !delimited(&mut i, b'/') {
+                        return None;
+                    }
+                    while i < b.len() && matches!(b[i], b'I' | b'M') {
+                        i += 1;
+                    }
+                }
+                Some(b'\\') => {
+                    let d = *b.get(i + 1)?;
+                    i += 2;
+                    if !delimited(&mut i, d) {
+                        return None;
+                    }
+                    while i < b.len() && matches!(b[i], b'I' | b'M') {
+                        i += 1;
+                    }
+                }
+                _ => {}
+            }
+            skip_ws(&mut i);
+            if n == 0 && b.get(i) == Some(&b',') {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        skip_ws(&mut i);
+        while b.get(i) == Some(&b'!') {
+            i += 1;
+            skip_ws(&mut i);
+        }
+        let Some(&c) = b.get(i) else {
+            return Some(out);
+        };
+        i += 1;
+        match c {
+            b'{' | b'}' | b';' | b'\n' => {}
+            b'=' | b'd' | b'D' | b'g' | b'G' | b'h' | b'H' | b'n' | b'N' | b'p' | b'P' | b'x'
+            | b'z' | b'F' => {}
+            b'l' | b'L' | b'q' | b'Q' => {
+                skip_ws(&mut i);
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+            }
+            b'#' | b'a' | b'i' | b'c' | b':' | b'v' => {
+                // Text, a comment, a label: to the end of the line (a `\` continues it).
+                loop {
+                    rest_of_line(&mut i);
+                    if i >= 1 && i < b.len() && b[i - 1] == b'\\' {
+                        i += 1;
+                        continue;
+                    }
+                    break;
+                }
+            }
+            b'b' | b't' | b'T' => {
+                while i < b.len() && !matches!(b[i], b';' | b'\n' | b'}') {
+                    i += 1;
+                }
+            }
+            b'r' | b'R' => out.reads.push(rest_of_line(&mut i)),
+            b'w' | b'W' => out.writes.push(rest_of_line(&mut i)),
+            b'e' => {
+                out.runs = true;
+                rest_of_line(&mut i);
+            }
+            b's' | b'y' => {
+                let d = *b.get(i)?;
+                if matches!(d, b'\n' | b'\\') {
+                    return None;
+                }
+                i += 1;
+                if !delimited(&mut i, d) || !delimited(&mut i, d) {
+                    return None;
+                }
+                if c == b'y' {
+                    continue;
+                }
+                // The flags of `s`: `w FILE` ends the command at the end of the line.
+                while let Some(&f) = b.get(i) {
+                    match f {
+                        b'g' | b'p' | b'i' | b'I' | b'm' | b'M' | b'0'..=b'9' => i += 1,
+                        b'e' => {
+                            out.runs = true;
+                            i += 1;
+                        }
+                        b'w' => {
+                            i += 1;
+                            out.writes.push(rest_of_line(&mut i));
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// Whether a sed script only prints: commands separated by `;` or newlines, each an optional
@@ -590,5 +793,51 @@ mod tests {
             &[Field::lit("-n"), Field::unknown()],
         );
         assert_eq!(unknown.opaque.len(), 1);
+    }
+
+    /// What a sed script does besides editing (review 12's r12-05: `sed -i -f FILE` and
+    /// `1e CMD` ran commands under an approval that showed only an in-place edit): commands
+    /// (`e`, `s///e`), files written (`w`, `W`, `s///w`) and read (`r`, `R`); a script tyba
+    /// cannot read through may do anything.
+    #[test]
+    fn sed_scripts_that_run_commands_or_write_files_are_known() {
+        let plain = Some(SedEffects::default());
+        for s in [
+            "s/a/b/",
+            "s/hello/bye/g",
+            "1d;$d",
+            "/^oldhost /d",
+            "y/abc/xyz/",
+            "/x/{s/a/b/;p}",
+            "1a hello; e id",
+            "s|e|f|2",
+            "0,/re/I s/x/y/",
+        ] {
+            assert_eq!(sed_effects(s), plain, "{s}");
+        }
+        for s in [
+            "1e id",
+            "s/a/b/e",
+            "/x/e",
+            "s/a/b/ge",
+            "1d\n2e printf x > f",
+        ] {
+            assert!(sed_effects(s).is_some_and(|e| e.runs), "{s}");
+        }
+        assert_eq!(
+            sed_effects("s/a/b/w out.txt").map(|e| e.writes),
+            Some(vec!["out.txt".to_string()])
+        );
+        assert_eq!(
+            sed_effects("/x/W log\nr other").map(|e| (e.writes, e.reads)),
+            Some((vec!["log".to_string()], vec!["other".to_string()]))
+        );
+        for s in ["s/a", "k", "y/ab/", "\\"] {
+            assert_eq!(sed_effects(s), None, "{s}");
+        }
+        // In the judgement: code that runs is `interp.code`, a written file a write.
+        assert!(rules(&judge("sed -i 1e\\ id a")).contains(&"interp.code"));
+        assert!(rules(&judge("sed -i -f fix.sed a")).contains(&"interp.code"));
+        assert!(!rules(&judge("sed -i s/a/b/ a")).contains(&"interp.code"));
     }
 }
