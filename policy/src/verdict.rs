@@ -135,6 +135,10 @@ pub struct Classification {
     /// owner, times), never write, remove or rename. Not serialized, as `changes`.
     #[serde(skip)]
     pub metadata: Vec<PathBuf>,
+    /// Those of `metadata` that a command changes recursively (`chmod -R`): the path and
+    /// everything beneath it. The others are that path only.
+    #[serde(skip)]
+    pub metadata_trees: Vec<PathBuf>,
     /// Network destinations the action names, each with the port it connects to when known.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
@@ -187,6 +191,7 @@ impl Classification {
             writes: Vec::new(),
             changes: Vec::new(),
             metadata: Vec::new(),
+            metadata_trees: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
             inner_command: None,
@@ -221,6 +226,20 @@ impl Classification {
     /// may change before it runs).
     pub fn grants_allowed(&self) -> bool {
         !(self.shape.opaque || self.shape.indirect)
+    }
+
+    /// Whether the action runs code the policy does not analyse: an interpreter's code or
+    /// script (`interp.code`: `python3 x.py`, `perl -e`, a sed script that runs commands or
+    /// comes from a file), or code that cannot be known (opaque). What such code does with an
+    /// approval's grants is not on the line: the supervisor gives it the grants the line
+    /// names and nothing it would infer from the program (a file saved through a temporary
+    /// copy beside it).
+    pub fn runs_unanalysed_code(&self) -> bool {
+        self.shape.opaque
+            || self
+                .findings
+                .iter()
+                .any(|f| f.rule == crate::rules::INTERP_CODE.id)
     }
 
     /// Rule ids of all findings, in order.
@@ -261,6 +280,11 @@ impl Classification {
         for p in other.metadata {
             if !self.metadata.contains(&p) {
                 self.metadata.push(p);
+            }
+        }
+        for p in other.metadata_trees {
+            if !self.metadata_trees.contains(&p) {
+                self.metadata_trees.push(p);
             }
         }
         for h in other.hosts {

@@ -598,6 +598,12 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
             _ => vec![],
         };
         assert_eq!(c.metadata, metadata, "metadata of `{line}`");
+        // `chown -R` reaches beneath its operand, `chmod` (no `-R`) only the operand.
+        let trees: Vec<PathBuf> = match line.split(' ').next() {
+            Some("chown") => vec![at("d")],
+            _ => vec![],
+        };
+        assert_eq!(c.metadata_trees, trees, "metadata trees of `{line}`");
         for x in changes.iter().chain(writes).chain(&metadata) {
             assert!(c.paths.contains(x), "`{line}`: {x:?} among its paths");
         }

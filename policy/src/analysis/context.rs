@@ -258,10 +258,15 @@ impl Analyzer<'_> {
     /// changes and nothing else (`chmod`, `chown`, `chgrp`): judged as a change, and named
     /// among the line's `metadata`, not its `changes` (what an approval lets the command
     /// remove, rename or link).
-    pub(crate) fn metadata_field(&mut self, st: &State, f: &Field) {
+    /// `recursive` (`chmod -R`): the change reaches what is beneath it too
+    /// (`metadata_trees`).
+    pub(crate) fn metadata_field(&mut self, st: &State, f: &Field, recursive: bool) {
         let before = self.out.changes.len();
         self.path_field(st, f, Access::Modify);
         for p in self.out.changes.split_off(before) {
+            if recursive && !self.out.metadata_trees.contains(&p) {
+                self.out.metadata_trees.push(p.clone());
+            }
             if !self.out.metadata.contains(&p) {
                 self.out.metadata.push(p);
             }

@@ -223,7 +223,7 @@ impl Analyzer<'_> {
             if recursive {
                 self.guard_tree(st, f, p);
             }
-            self.metadata_field(st, f);
+            self.metadata_field(st, f, recursive);
         }
     }
 
