@@ -1769,7 +1769,16 @@ fn history_files_are_refused_quietly_to_every_process_reading_too() {
 /// Answers every ask of the running session `s` until it ends: approved when its action
 /// contains `approve`, denied otherwise. Returns each ask's action with its reasons, and the
 /// session's end (status, stdout, stderr).
-fn drive(fx: &Fx, mut s: Session, approve: &str) -> (Vec<String>, (i32, String, String)) {
+fn drive(fx: &Fx, s: Session, approve: &str) -> (Vec<String>, (i32, String, String)) {
+    drive_with(fx, s, |action| action.contains(approve))
+}
+
+/// [`drive`], approving the asks whose action `approve` accepts.
+fn drive_with(
+    fx: &Fx,
+    mut s: Session,
+    approve: impl Fn(&str) -> bool,
+) -> (Vec<String>, (i32, String, String)) {
     let mut asked = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     while s.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
@@ -1790,11 +1799,7 @@ fn drive(fx: &Fx, mut s: Session, approve: &str) -> (Vec<String>, (i32, String, 
         for p in pending {
             let action = p["action"].as_str().unwrap_or("").to_string();
             let id = p["id"].as_str().unwrap_or("").to_string();
-            let verb = if action.contains(approve) {
-                "approve"
-            } else {
-                "deny"
-            };
+            let verb = if approve(&action) { "approve" } else { "deny" };
             let _ = fx.cli(&[verb, &id]);
             asked.push(format!("{action} / {}", p["reasons"]));
         }
@@ -1804,8 +1809,9 @@ fn drive(fx: &Fx, mut s: Session, approve: &str) -> (Vec<String>, (i32, String, 
 }
 
 /// An approved line that changes the mode or the times of a file outside the worktree
-/// (`chmod`, `touch -d`) is asked once: the metadata call its command then makes is the
-/// line's, not a second ask (the metadata handler asked it again). The approval is that
+/// (`chmod`, `touch -d`), or extracts an archive there (`tar -x`, which sets the mode and time
+/// of each file it makes), is asked once: the metadata calls its command then makes are the
+/// line's, not a second ask each (the metadata handler asked them again). The approval is that
 /// line's: another line's `chmod` of another file is asked, and denied it changes nothing
 /// (the control that the check from outside can fail).
 #[test]
@@ -1824,39 +1830,105 @@ fn an_approved_metadata_change_outside_is_asked_once() {
         for (n, _) in files {
             std::fs::set_permissions(o.join(n), std::fs::Permissions::from_mode(0o644)).unwrap();
         }
+        std::fs::create_dir(o.join("ok-dst")).unwrap();
+        give(&o, &fx.who);
+        // An archive in the worktree: a directory and a program (mode 0755, an old time).
+        let pkg = fx.wt.join("pkg/bin");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("tool"), "x\n").unwrap();
+        std::fs::set_permissions(pkg.join("tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let tarred = Command::new("tar")
+            .args(["--mtime=2001-02-03", "-cf", "t.tar", "pkg"])
+            .current_dir(&fx.wt)
+            .status()
+            .unwrap();
+        assert!(tarred.success());
+        std::fs::remove_dir_all(fx.wt.join("pkg")).unwrap();
+        give(&fx.wt.join("t.tar"), &fx.who);
+        // A directory the next line changes the mode of (not recursively), and a file in it
+        // that the line's own code then tries to change (review 12's r12-04).
+        std::fs::create_dir(o.join("ok-d")).unwrap();
+        std::fs::write(o.join("ok-d/f"), "f\n").unwrap();
+        std::fs::set_permissions(o.join("ok-d/f"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        give(&o, &fx.who);
+        script(
+            &fx,
+            "t.py",
+            r#"
+import os
+try:
+    os.chmod("../O/ok-d/f", 0o666); print("beneath=ok", flush=True)
+except OSError as e:
+    print("beneath=ERR%d" % e.errno, flush=True)
+"#,
+        );
+        // tyba's own configuration: never changed, whatever was approved (r12-03).
+        let own = fx.home.join(".config/tyba/ok-own.toml");
+        std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+        std::fs::write(&own, "# mine\n").unwrap();
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o644)).unwrap();
+        give(&fx.home.join(".config"), &fx.who);
         let s = fx.start(
             &["--ask-outside-files"],
             r#"chmod 600 ../O/ok-mode.txt; echo chmod=$?
 touch -m -d 2001-02-03 ../O/ok-times.txt; echo touch=$?
+tar -xf t.tar -C ../O/ok-dst; echo untar=$?
+sh -c 'chmod 700 ../O/ok-d && /usr/bin/python3 t.py'; echo tidy=$?
+chmod 600 "$HOME/.config/tyba/ok-own.toml"; echo own=$?
 chmod 600 ../O/no-mode.txt; echo other=$?"#,
         );
-        let (asked, (code, out, err)) = drive(&fx, s, "O/ok-");
+        // Only the lines are approved: any other ask (a second one for a line's own call,
+        // the change beneath the directory) is denied and counted.
+        let (asked, (code, out, err)) =
+            drive_with(&fx, s, |a| a.starts_with("run `") && a.contains("ok-"));
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
-        for line in ["chmod=0", "touch=0"] {
+        for line in ["chmod=0", "touch=0", "untar=0"] {
             assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
         }
         assert!(!out.contains("other=0"), "{who:?}: {out} / {err}");
+        // What the approved `tar -x` made has the archive's mode and time (set by tar on
+        // the files it made itself, not asked again).
+        let tool = std::fs::metadata(o.join("ok-dst/pkg/bin/tool")).unwrap();
+        assert_eq!(tool.mode() & 0o777, 0o755, "{who:?}: {out} / {err}");
+        assert!(tool.mtime() < 1_000_000_000, "{who:?}: {out} / {err}");
+        // tyba's own configuration: refused, unasked, though the line was approved.
+        assert!(!out.contains("own=0"), "{who:?}: {out} / {err}");
+        let own_mode = std::fs::metadata(&own).unwrap().mode() & 0o777;
+        assert_eq!(own_mode, 0o644, "{who:?}: {out} / {err}");
         // Checked from outside: the approved lines changed what they named, the denied one
         // nothing.
         let mode = |n: &str| std::fs::metadata(o.join(n)).unwrap().mode() & 0o777;
         assert_eq!(mode("ok-mode.txt"), 0o600, "{who:?}: {out} / {err}");
         assert_eq!(mode("no-mode.txt"), 0o644, "{who:?}: {out} / {err}");
+        // `chmod 700 DIR` changed DIR, and nothing beneath it unasked (asked, denied).
+        assert!(out.contains("beneath=ERR"), "{who:?}: {out} / {err}");
+        assert_eq!(mode("ok-d"), 0o700, "{who:?}: {out} / {err}");
+        assert_eq!(mode("ok-d/f"), 0o644, "{who:?}: {out} / {err}");
         let mtime = std::fs::metadata(o.join("ok-times.txt")).unwrap().mtime();
         assert!(
             mtime < 1_000_000_000,
             "{who:?}: mtime {mtime}: {out} / {err}"
         );
-        assert_eq!(asked.len(), 3, "{who:?}: asked once per line: {asked:#?}");
+        // One ask per line, and the change beneath `ok-d`.
+        assert_eq!(asked.len(), 7, "{who:?}: asked once per line: {asked:#?}");
+        assert!(
+            asked
+                .iter()
+                .any(|a| a.starts_with("chmod ") && a.contains("ok-d/f")),
+            "{who:?}: {asked:#?}"
+        );
     }
 }
 
-/// An approved line that edits a file outside the worktree in place (`sed -i`, `perl -pi`), or
-/// removes it to make it anew (`install`, `cp --remove-destination`), is asked once:
-/// the program saves the file as programs do (a temporary copy made beside it, its owner and
-/// mode set, renamed over it), and each of those steps was asked again. The approval covers
-/// that save and no more: a new file the line leaves beside the file (sed's `w` command) is
-/// removed when the command ends, and one it makes in another directory is asked (denied
-/// here: nothing is made, the file stays as it was).
+/// An approved line that edits a file outside the worktree in place (`sed -i`), or removes it
+/// to make it anew (`install`, `cp --remove-destination`), is asked once: the program saves
+/// the file as programs do (a temporary copy made beside it, its owner and mode set, renamed
+/// over it), and each of those steps was asked again. The approval covers that save and what
+/// the ask named (the file sed's `w` command writes, in another directory) and no more: a line
+/// that runs code the policy does not analyse (sed's `e`, review 12's r12-05) saves nothing
+/// through copies unasked (sed's own copy is asked, denied here: the file stays as it was),
+/// and nothing else is left in either directory. (A copy left when its command ends is
+/// removed: `outside_fs::tests::a_left_copy_is_removed_only_when_it_is_still_that_file`.)
 #[test]
 fn an_approved_in_place_edit_outside_is_asked_once() {
     for who in whos() {
@@ -1868,9 +1940,8 @@ fn an_approved_in_place_edit_outside_is_asked_once() {
             "O",
             &[
                 ("edit.txt", "a\n"),
-                ("left.txt", "a\n"),
                 ("away.txt", "a\n"),
-                ("perl.txt", "a\n"),
+                ("code.txt", "a\n"),
                 ("inst.txt", "old\n"),
                 ("cpd.txt", "old\n"),
             ],
@@ -1879,26 +1950,25 @@ fn an_approved_in_place_edit_outside_is_asked_once() {
         let s = fx.start(
             &["--ask-outside-files"],
             r#"sed -i s/a/b/ ../O/edit.txt; echo edit=$?
-sed -i 's/a/b/w ../O/new.txt' ../O/left.txt; echo left=$?
 sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?
-perl -pi -e s/a/b/ ../O/perl.txt; echo perl=$?
+sed -i '1e true' ../O/code.txt; echo code=$?
 echo hi > in.txt
 install -m 640 in.txt ../O/inst.txt; echo install=$?
 cp --remove-destination in.txt ../O/cpd.txt; echo cpd=$?"#,
         );
         let (asked, (code, out, err)) = drive(&fx, s, "run `");
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
-        for line in ["edit=0", "left=0", "perl=0", "install=0", "cpd=0"] {
+        for line in ["edit=0", "away=0", "install=0", "cpd=0"] {
             assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
         }
-        assert!(!out.contains("away=0"), "{who:?}: {out} / {err}");
-        // Checked from outside: the edits landed, nothing else is left in either directory,
-        // and the line denied its other directory changed nothing.
+        assert!(!out.contains("code=0"), "{who:?}: {out} / {err}");
+        // Checked from outside: the edits landed, the code-running line's did not, and
+        // nothing but what the asks named is in either directory.
         let read = |d: &Path, n: &str| std::fs::read_to_string(d.join(n)).unwrap();
         assert_eq!(read(&o, "edit.txt"), "b\n", "{who:?}: {out} / {err}");
-        assert_eq!(read(&o, "left.txt"), "b\n", "{who:?}: {out} / {err}");
-        assert_eq!(read(&o, "away.txt"), "a\n", "{who:?}: {out} / {err}");
-        assert_eq!(read(&o, "perl.txt"), "b\n", "{who:?}: {out} / {err}");
+        assert_eq!(read(&o, "away.txt"), "b\n", "{who:?}: {out} / {err}");
+        assert_eq!(read(&p, "new.txt"), "b\n", "{who:?}: {out} / {err}");
+        assert_eq!(read(&o, "code.txt"), "a\n", "{who:?}: {out} / {err}");
         // Removed and made anew by the approved line (`install`, `cp --remove-destination`).
         assert_eq!(read(&o, "inst.txt"), "hi\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&o, "cpd.txt"), "hi\n", "{who:?}: {out} / {err}");
@@ -1916,22 +1986,16 @@ cp --remove-destination in.txt ../O/cpd.txt; echo cpd=$?"#,
         };
         assert_eq!(
             names(&o),
-            ["away.txt", "cpd.txt", "edit.txt", "inst.txt", "left.txt", "perl.txt"],
+            ["away.txt", "code.txt", "cpd.txt", "edit.txt", "inst.txt"],
             "{who:?}: {out} / {err}"
         );
-        assert_eq!(names(&p), ["keep.txt"], "{who:?}: {out} / {err}");
-        // One ask per line, and the one for the other directory.
-        assert_eq!(asked.len(), 7, "{who:?}: {asked:#?}");
+        assert_eq!(names(&p), ["keep.txt", "new.txt"], "{who:?}: {out} / {err}");
+        // One ask per line, and sed's copy for the code-running one.
+        assert_eq!(asked.len(), 6, "{who:?}: {asked:#?}");
         assert!(
-            asked[3].starts_with("create ") && asked[3].contains("/P/new.txt"),
+            asked[3].starts_with("create ") && asked[3].contains("/O/"),
             "{who:?}: {asked:#?}"
         );
-        let removed = fx.log_lines().iter().any(|l| {
-            l["reason"]
-                .as_str()
-                .is_some_and(|r| r.contains("and left it"))
-        });
-        assert!(removed, "{who:?}: the removal of the left copy is logged");
     }
 }
 

@@ -3266,9 +3266,17 @@ impl Notifier {
             Err(e) => return self.reply(n.id, Reply::Errno(errno_of(&e))),
         };
         let what = format!("{} {}", op.name(), real.display());
-        if meta::path_allowed(&real, &self.writable, &self.protected)
-            || self.approved_meta(n.pid, &real, op)
-        {
+        if meta::path_allowed(&real, &self.writable, &self.protected) {
+            return self.finish_meta(&n, op, &obj, what);
+        }
+        if self.is_tybas_own(&real) {
+            // As the outside-files server: never asked, whatever was approved (an approved
+            // `chmod -R 700 ~` must not make the person's policy unreadable: review 12's
+            // r12-03).
+            let reason = "refused by tyba (blocked): tyba's own configuration, state and sockets are not reachable from the sandbox".to_string();
+            return self.refuse(&n, "metadata", what, reason, libc::EPERM);
+        }
+        if self.approved_meta(n.pid, &real, op) {
             return self.finish_meta(&n, op, &obj, what);
         }
         let me = Arc::clone(self);
@@ -3301,11 +3309,12 @@ impl Notifier {
 
     /// Whether thread `tid` runs under an approved command line whose grants let it make
     /// `op` on `real`: the line changes that path's mode or owner ([`runner::Grant::meta`]:
-    /// its `chmod`, `chown`, `chgrp` operands, and what is beneath them), any change; the
-    /// line writes it ([`runner::Grant::write`]), its times (`touch -d`, `cp -p`); a file the
-    /// line makes (a new file it names, a temporary copy of a file it saves:
-    /// `crate::outside_fs::OutsideFs::runner_made`), any change. Never a protected path. The person approved the line and its grants as the ask showed them:
-    /// the metadata call its command makes is not asked again.
+    /// its `chmod`, `chown`, `chgrp` operands, and what is beneath them with `-R`), any
+    /// change; the line writes it ([`runner::Grant::write`]), its times (`touch -d`, `cp -p`);
+    /// a file the line makes (a new file it names; through the outside-files server, what the
+    /// command made itself: `crate::outside_fs::OutsideFs::runner_lets_meta`), any change.
+    /// Never a protected path. The person approved the line and its grants as the ask showed
+    /// them: the metadata call its command makes is not asked again.
     fn approved_meta(&self, tid: u32, real: &std::path::Path, op: meta::MetaOp) -> bool {
         if self.protected.iter().any(|p| real.starts_with(p)) {
             return false;
@@ -3320,13 +3329,30 @@ impl Notifier {
             return false;
         };
         let times = matches!(op, meta::MetaOp::Utimes(_));
+        // Where the outside-files server serves the path, the grants it keeps (which end when
+        // a name changes); elsewhere the sandbox cannot change names (Landlock), and the
+        // line's grants as approved decide.
+        if let Some(o) = self.outside.as_ref().filter(|o| o.serves(real)) {
+            return o.runner_lets_meta(tid, real, times);
+        }
         cover.granted.iter().any(|g| {
-            real.starts_with(&g.path)
-                && (g.meta || (g.write && times) || (g.new_file && real == g.path))
-        }) || self
-            .outside
-            .as_ref()
-            .is_some_and(|o| o.runner_made(tid, real))
+            let named = real == g.path || (g.meta_tree && real.starts_with(&g.path));
+            (g.meta && named)
+                || (g.write && times && real.starts_with(&g.path))
+                || (g.new_file && real == g.path)
+        })
+    }
+
+    /// Whether `real` is tyba's own configuration, state, sockets or a session's run
+    /// directory: the outside-files server's rule ([`crate::outside_fs::OutsideFs::is_tybas_own`]),
+    /// or by path when the session has no server.
+    fn is_tybas_own(&self, real: &std::path::Path) -> bool {
+        match &self.outside {
+            Some(o) => o.is_tybas_own(real),
+            None => crate::outside_fs::own_dirs()
+                .iter()
+                .any(|d| real.starts_with(d)),
+        }
     }
 
     fn finish_meta(&self, n: &Notif, op: meta::MetaOp, obj: &OwnedFd, what: String) {
@@ -3496,6 +3522,8 @@ mod tests {
             new_file: false,
             change: false,
             meta: false,
+            meta_tree: false,
+            save: false,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
@@ -3503,6 +3531,8 @@ mod tests {
             new_file: false,
             change: false,
             meta: false,
+            meta_tree: false,
+            save: false,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

@@ -52,7 +52,7 @@ use fuser::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -660,10 +660,12 @@ pub(crate) struct RunnerGrant {
     /// command's own, to write and rename over `of`. One still there when the command ends
     /// is removed (an approval to write a file does not cover leaving new ones beside it).
     pub save_of: Option<SaveOf>,
-    /// The command made the file at `path` itself, through the server (a file it writes,
-    /// removed and made anew: `install`, `cp --remove-destination`): its mode, owner and
-    /// times are the command's to set, as a temporary copy's.
-    pub made: bool,
+    /// The line changes the mode or owner of `path` (`crate::runner::Grant::meta`): the
+    /// metadata handler lets the command change them, and the times, on `path` and, with
+    /// `meta_tree`, beneath it, while this grant holds ([`OutsideFs::runner_lets_meta`]).
+    pub meta: bool,
+    /// With `meta`: recursively (`chmod -R`).
+    pub meta_tree: bool,
 }
 
 /// A command's temporary copy of a file it saves ([`RunnerGrant::save_of`]).
@@ -786,6 +788,10 @@ struct Inner {
     /// grants were shown in the ask that approved the line, so the opens they cover are not
     /// asked again.
     runners: Mutex<HashMap<u32, RunnerGrants>>,
+    /// The files and directories each approved command (by its key in `runners`) made itself
+    /// through the server, by identity (device, inode): their mode, owner and times are the
+    /// command's to set ([`OutsideFs::runner_made`]).
+    made: Mutex<HashMap<u32, HashSet<(u64, u64)>>>,
     approver: Arc<dyn Approver>,
     /// What the notify loop knows of the session's processes, set once it runs
     /// ([`OutsideFs::attach`]). Until then every asker counts as the agent's interpreter:
@@ -957,7 +963,7 @@ fn attr_of(ino: u64, st: &nix::sys::stat::FileStat) -> FileAttr {
 /// (audit logs, stand-ins, layers) and its sockets (`crate::broker::paths`). Before the
 /// outside files, Landlock refused them unasked; an approval of them could let the agent
 /// approve its own policy or answer its own asks, so the server refuses them unasked too.
-fn own_dirs() -> Vec<PathBuf> {
+pub(crate) fn own_dirs() -> Vec<PathBuf> {
     use crate::broker::paths;
     [paths::config_dir(), paths::state_dir(), paths::socket_dir()]
         .into_iter()
@@ -1181,6 +1187,7 @@ impl OutsideFs {
             next_fh: AtomicU64::new(1),
             grants: Mutex::new(Vec::new()),
             runners: Mutex::new(HashMap::new()),
+            made: Mutex::new(HashMap::new()),
             approver,
             session: std::sync::OnceLock::new(),
             history,
@@ -1214,6 +1221,9 @@ impl OutsideFs {
         if let Ok(mut r) = self.0.runners.lock() {
             r.insert(ns_pid, (start, grants));
         }
+        if let Ok(mut m) = self.0.made.lock() {
+            m.remove(&ns_pid);
+        }
     }
 
     /// Tells the server who the session's processes are and where its quiet refusals are
@@ -1224,11 +1234,27 @@ impl OutsideFs {
         let _ = self.0.session.set(session);
     }
 
-    /// Whether thread `tid` runs under an approved command that made `path` itself, as its
-    /// temporary copy of a file it saves: the metadata handler lets it set the copy's mode,
-    /// owner and times (`crate::notify`).
-    pub(crate) fn runner_made(&self, tid: u32, path: &Path) -> bool {
-        self.0.runner_made(tid, path)
+    /// Whether thread `tid` runs under an approved command that may change the mode and owner
+    /// (or, with `times` only, the times) of `path` (real), as the grants the server keeps
+    /// for it now say: its line changes that path's mode or owner (beneath it too when
+    /// recursive, [`RunnerGrant::meta`]); for the times, its line writes it; and whatever the
+    /// command made itself through the server, by identity (a temporary copy of a file it
+    /// saves, the file it writes made anew, what it makes in a directory it writes). These
+    /// grants end when their name changes and leave out what arrived beneath them since
+    /// ([`Inner::names_changed`]): a secret linked or renamed there is not the line's to
+    /// change (review 12's r12-02).
+    pub(crate) fn runner_lets_meta(&self, tid: u32, path: &Path, times: bool) -> bool {
+        let granted = self
+            .0
+            .with_runner(tid, |_, grants| grants_let_meta(grants, path, times))
+            .unwrap_or(false);
+        granted || self.0.runner_made(tid, path)
+    }
+
+    /// Whether `path` (real) is tyba's own configuration, state, sockets or a session's run
+    /// directory, or beneath one (by path, and by identity on the way: [`Inner::is_own`]).
+    pub(crate) fn is_tybas_own(&self, path: &Path) -> bool {
+        self.0.is_own(&Op::One(path.to_path_buf(), Access::Write))
     }
 
     /// Whether the server serves `path` (real): it is a covered entry or beneath one, so
@@ -1250,6 +1276,11 @@ impl OutsideFs {
             Ok(mut r) if r.get(&ns_pid).map(|(s, _)| *s) == Some(start) => r.remove(&ns_pid),
             _ => None,
         };
+        if ended.is_some() {
+            if let Ok(mut m) = self.0.made.lock() {
+                m.remove(&ns_pid);
+            }
+        }
         for g in ended.map(|(_, g)| g).unwrap_or_default() {
             if let Some(save) = &g.save_of {
                 self.0.remove_left_save(&g.path, save);
@@ -1283,6 +1314,34 @@ impl Inner {
             );
         }
     }
+}
+
+/// Whether an approved command's `grants` cover every path `op` touches
+/// ([`RunnerGrant::lets`]). Its temporary copies (`save_of`) are its own to write, remove and
+/// rename over the file each saves, and nothing more: any other rename, link or symbolic link
+/// naming one is judged without them (asked), so a copy never takes another name (review 12's
+/// r12-01: one copy renamed over another, or exchanged with it, dropped both records and
+/// outlived the command; the saved file renamed over a copy left under the copy's name).
+fn grants_cover(grants: &[RunnerGrant], op: &Op) -> bool {
+    let own_save = matches!(op, Op::Rename { from, to, exchange: false, .. }
+        if grants.iter().any(|g| g.path == *from && g.save_of.as_ref().is_some_and(|s| s.of == *to)));
+    let names_change = matches!(op, Op::Rename { .. } | Op::Link { .. } | Op::Symlink { .. });
+    let usable = |g: &&RunnerGrant| own_save || !names_change || g.save_of.is_none();
+    op.touches()
+        .iter()
+        .all(|(path, touch)| grants.iter().filter(usable).any(|g| g.lets(path, *touch)))
+}
+
+/// Whether an approved command's `grants` let it change the mode and owner (with `times`: the
+/// times) of `path`: a metadata grant on that path, or beneath it when recursive, leaving out
+/// what arrived beneath it since ([`RunnerGrant::arrived`]); for the times, a grant to write
+/// it ([`OutsideFs::runner_lets_meta`]).
+fn grants_let_meta(grants: &[RunnerGrant], path: &Path, times: bool) -> bool {
+    grants.iter().any(|g| {
+        let kept = !g.arrived.iter().any(|a| is_within(path, a));
+        let named = g.path == path || (g.meta_tree && is_within(path, &g.path));
+        (g.meta && named && kept) || (times && g.lets(path, Touch::Content))
+    })
 }
 
 /// The key of the approved command in `runners` that process `pid` runs under: an ancestor
@@ -1366,10 +1425,7 @@ impl Inner {
         let Some(key) = keeper_of(&r, pid) else {
             return false;
         };
-        let grants = &r[&key].1;
-        op.touches()
-            .iter()
-            .all(|(path, touch)| grants.iter().any(|g| g.lets(path, *touch)))
+        grants_cover(&r[&key].1, op)
     }
 
     /// Runs `f` on the grants (and key) of the approved command thread `tid` runs under;
@@ -1420,7 +1476,8 @@ impl Inner {
                 arrived: Vec::new(),
                 file: false,
                 save_of: Some(SaveOf { of, id }),
-                made: true,
+                meta: false,
+                meta_tree: false,
             });
         });
     }
@@ -1439,7 +1496,7 @@ impl Inner {
 
     /// After command `key` saved `to` ([`Inner::own_save`]), or removed it to make it anew
     /// ([`Inner::own_file`]), the name holds what the command writes: its grant to write and
-    /// save it again holds (made anew by the command, [`RunnerGrant::made`]).
+    /// save it again holds.
     fn saved_over(&self, key: u32, to: &Path) {
         if let Ok(mut r) = self.runners.lock() {
             if let Some((_, grants)) = r.get_mut(&key) {
@@ -1450,7 +1507,8 @@ impl Inner {
                     arrived: Vec::new(),
                     file: true,
                     save_of: None,
-                    made: false,
+                    meta: false,
+                    meta_tree: false,
                 });
             }
         }
@@ -1470,24 +1528,32 @@ impl Inner {
         .flatten()
     }
 
-    /// Thread `tid` made `path` through the server: when its command's line writes that very
-    /// name, the file is the command's own ([`RunnerGrant::made`]).
-    fn made_by(&self, tid: u32, path: &Path) {
-        self.with_runner(tid, |_, grants| {
-            for g in grants.iter_mut().filter(|g| g.write && g.path == path) {
-                g.made = true;
+    /// Thread `tid` made the file or directory with identity `id` through the server: when it
+    /// runs under an approved command, it is that command's own.
+    fn made_by(&self, tid: u32, id: (u64, u64)) {
+        if let Some(key) = self.with_runner(tid, |key, _| key) {
+            if let Ok(mut m) = self.made.lock() {
+                m.entry(key).or_default().insert(id);
             }
-        });
+        }
     }
 
-    /// Whether thread `tid` runs under an approved command that made `path` itself (its
-    /// temporary copy of a file it saves, or the file it writes, made anew): its mode, owner
-    /// and times are the command's to set.
+    /// Whether thread `tid` runs under an approved command that made what is at `path` now
+    /// itself (a temporary copy of a file it saves, the file it writes made anew, what it
+    /// extracts into a directory it writes), by identity: its mode, owner and times are the
+    /// command's to set.
     fn runner_made(&self, tid: u32, path: &Path) -> bool {
-        self.with_runner(tid, |_, grants| {
-            grants.iter().any(|g| g.path == path && g.made)
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::symlink_metadata(path) else {
+            return false;
+        };
+        let Some(key) = self.with_runner(tid, |key, _| key) else {
+            return false;
+        };
+        self.made.lock().is_ok_and(|made| {
+            made.get(&key)
+                .is_some_and(|s| s.contains(&(m.dev(), m.ino())))
         })
-        .unwrap_or(false)
     }
 
     fn node(&self, ino: INodeNo) -> Option<Node> {
@@ -2607,9 +2673,10 @@ impl Filesystem for OutsideFs {
                 )
                 .map_err(|e| Errno::from_i32(e as i32))?;
                 let st = nix::sys::stat::fstat(f.as_fd()).map_err(|e| Errno::from_i32(e as i32))?;
-                match save {
-                    Some(of) => me.saved(tid, &real, of, (st.st_dev, st.st_ino)),
-                    None => me.made_by(tid, &real),
+                let id = (st.st_dev, st.st_ino);
+                me.made_by(tid, id);
+                if let Some(of) = save {
+                    me.saved(tid, &real, of, id);
                 }
                 let ino = me.ino(n.clone());
                 let fh = me.add_file(File::from(f), true);
@@ -2651,6 +2718,13 @@ impl Filesystem for OutsideFs {
                     nix::sys::stat::Mode::from_bits_truncate(mode & !umask & 0o777),
                 )
                 .map_err(|e| Errno::from_i32(e as i32))?;
+                if let Ok(st) = nix::sys::stat::fstatat(
+                    dir.as_fd(),
+                    name.as_os_str(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                ) {
+                    me.made_by(tid, (st.st_dev, st.st_ino));
+                }
                 me.entry_of(n)
             })();
             match r {
@@ -3293,6 +3367,132 @@ mod tests {
         assert!(s.named().contains(&Path::new("/h/.ssh/id_rsa")));
     }
 
+    /// A metadata grant is for its path (and beneath it only when recursive), and not for what
+    /// arrived beneath it since (review 12's r12-02 and r12-04: a secret linked into a
+    /// `chmod`-ed directory, what lies beneath a `chmod DIR` without `-R`).
+    #[test]
+    fn a_metadata_grant_is_its_path_and_beneath_only_when_recursive() {
+        let p = |s: &str| PathBuf::from(s);
+        let g = |path: &str, tree: bool, arrived: &[&str]| RunnerGrant {
+            path: p(path),
+            write: false,
+            change: false,
+            arrived: arrived.iter().map(|a| p(a)).collect(),
+            file: false,
+            save_of: None,
+            meta: true,
+            meta_tree: tree,
+        };
+        let flat = [g("/o/d", false, &[])];
+        assert!(grants_let_meta(&flat, &p("/o/d"), false));
+        assert!(!grants_let_meta(&flat, &p("/o/d/f"), false));
+        let tree = [g("/o/d", true, &["/o/d/secret"])];
+        assert!(grants_let_meta(&tree, &p("/o/d/f"), false));
+        assert!(!grants_let_meta(&tree, &p("/o/d/secret"), false));
+        assert!(!grants_let_meta(&tree, &p("/o/e"), false));
+        // The times of what the command writes.
+        let w = [RunnerGrant {
+            write: true,
+            meta: false,
+            ..g("/o/w", false, &[])
+        }];
+        assert!(grants_let_meta(&w, &p("/o/w/x"), true));
+        assert!(!grants_let_meta(&w, &p("/o/w/x"), false));
+    }
+
+    /// A temporary copy an approved command left is removed when it ends, when it is still
+    /// that very file (device and inode as made); anything else at its name stays.
+    #[test]
+    fn a_left_copy_is_removed_only_when_it_is_still_that_file() {
+        use std::os::unix::fs::MetadataExt;
+        let fs = server(&[], &[], None);
+        let d = std::env::temp_dir().join(format!("tyba-left-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let (copy, other) = (d.join("copy"), d.join("other"));
+        std::fs::write(&copy, "c").unwrap();
+        std::fs::write(&other, "o").unwrap();
+        let id = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (m.dev(), m.ino())
+        };
+        let save = |p: &Path| SaveOf {
+            of: d.join("f"),
+            id: id(p),
+        };
+        // The same name, another file (the copy's identity recorded, another file there now):
+        // kept.
+        let was = save(&copy);
+        std::fs::rename(&other, &copy).unwrap();
+        fs.0.remove_left_save(&copy, &was);
+        assert_eq!(std::fs::read_to_string(&copy).unwrap(), "o");
+        // The copy itself: removed.
+        let now = save(&copy);
+        fs.0.remove_left_save(&copy, &now);
+        assert!(!copy.exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// An approved command's temporary copies are its own to write, remove and rename over
+    /// the file each saves, and take no other name (review 12's r12-01): a copy renamed over
+    /// another copy, exchanged with it, linked, or the saved file renamed over a copy, are
+    /// judged without them (asked).
+    #[test]
+    fn a_commands_temporary_copies_take_no_other_name() {
+        let p = |s: &str| PathBuf::from(s);
+        let file = RunnerGrant {
+            path: p("/o/f"),
+            write: true,
+            change: false,
+            arrived: Vec::new(),
+            file: true,
+            save_of: None,
+            meta: false,
+            meta_tree: false,
+        };
+        let copy = |n: &str| RunnerGrant {
+            path: p(n),
+            file: false,
+            save_of: Some(SaveOf {
+                of: p("/o/f"),
+                id: (1, 2),
+            }),
+            ..file.clone()
+        };
+        let grants = [file.clone(), copy("/o/t1"), copy("/o/t2")];
+        let rename = |from: &str, to: &str, exchange: bool| Op::Rename {
+            from: p(from),
+            to: p(to),
+            exchange,
+            replaces: true,
+        };
+        // Its own save, writing and removing a copy: covered.
+        assert!(grants_cover(&grants, &rename("/o/t1", "/o/f", false)));
+        assert!(grants_cover(&grants, &Op::One(p("/o/t1"), Access::Write)));
+        assert!(grants_cover(&grants, &Op::One(p("/o/t2"), Access::Remove)));
+        // Any other name for a copy, or for the file through a copy: not.
+        for op in [
+            rename("/o/t1", "/o/t2", false),
+            rename("/o/t1", "/o/t2", true),
+            rename("/o/t1", "/o/f", true),
+            rename("/o/f", "/o/t1", false),
+            Op::Link {
+                existing: p("/o/t1"),
+                at: p("/o/t2"),
+            },
+            Op::Symlink {
+                at: p("/o/t1"),
+                text: p("/etc/passwd"),
+            },
+        ] {
+            assert!(!grants_cover(&grants, &op), "{op:?}");
+        }
+        // Control: without the copies' exclusion the first of those was covered.
+        assert!(rename("/o/t1", "/o/t2", false)
+            .touches()
+            .iter()
+            .all(|(path, t)| grants.iter().any(|g| g.lets(path, *t))));
+    }
+
     /// What an approved line's grant lets its command do (`RunnerGrant::lets`, with
     /// `Op::touches`): a read grant reading and listing; a change grant (`rm`, `mv`, `ln`)
     /// removing, renaming and linking the names beneath it, never writing a file's content,
@@ -3306,7 +3506,8 @@ mod tests {
             arrived: Vec::new(),
             file: false,
             save_of: None,
-            made: false,
+            meta: false,
+            meta_tree: false,
         };
         let lets = |grants: &[RunnerGrant], op: &Op| {
             op.touches()
@@ -3379,7 +3580,8 @@ mod tests {
             arrived: Vec::new(),
             file: false,
             save_of: None,
-            made: false,
+            meta: false,
+            meta_tree: false,
         };
         let fill = || {
             *fs.0.grants.lock().unwrap() = vec![

@@ -118,6 +118,17 @@ pub(crate) struct Grant {
     /// rights for metadata: the command's ruleset gets only what `write` says.
     #[serde(default)]
     pub meta: bool,
+    /// With `meta`: the line changes it recursively (`chmod -R`,
+    /// `tyba_policy::Classification::metadata_trees`), so what is beneath it too; without,
+    /// that path only.
+    #[serde(default)]
+    pub meta_tree: bool,
+    /// The line writes this existing file and runs no code the policy does not analyse
+    /// (`tyba_policy::Classification::runs_unanalysed_code`): the command may save it through
+    /// temporary copies beside it (`crate::outside_fs::RunnerGrant::file`). A line that runs
+    /// such code (`perl -pi -e CODE`, `sed -f FILE`, `python3 x.py`) gets the named file only.
+    #[serde(default)]
+    pub save: bool,
 }
 
 impl Grant {
@@ -138,11 +149,13 @@ impl Grant {
             write: self.write,
             change: self.change,
             arrived: Vec::new(),
-            file: self.write
+            file: self.save
+                && self.write
                 && !self.new_file
                 && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_file()),
             save_of: None,
-            made: false,
+            meta: self.meta,
+            meta_tree: self.meta_tree,
         }
     }
 }
@@ -161,10 +174,10 @@ impl std::fmt::Display for Grant {
             (false, true) => "read, remove, rename or link",
             (false, false) => "read",
         };
-        let meta = if self.meta {
-            " and change the mode, owner or times of"
-        } else {
-            ""
+        let meta = match (self.meta, self.meta_tree) {
+            (true, true) => " and change the mode, owner or times (recursively) of",
+            (true, false) => " and change the mode, owner or times of",
+            _ => "",
         };
         write!(f, "{how}{meta} {}", self.path.display())
     }
@@ -297,10 +310,12 @@ pub(crate) fn grants(
         let write = class.writes.contains(p);
         let change = class.changes.contains(p);
         let meta = class.metadata.contains(p);
+        let meta_tree = class.metadata_trees.contains(p);
         let (path, absent) = match real_target(p) {
             Some((path, absent)) if write || change || !absent => (path, absent),
             _ => continue,
         };
+        let save = write && !absent && !class.runs_unanalysed_code();
         // A new name the line writes is made before it runs ([`prepare_new_files`]); one it
         // only renames something to, or links, is not (the rename makes it).
         let new_file = absent && write;
@@ -314,6 +329,8 @@ pub(crate) fn grants(
                 g.new_file |= new_file;
                 g.change |= change;
                 g.meta |= meta;
+                g.meta_tree |= meta_tree;
+                g.save |= save;
             }
             None => out.push(Grant {
                 path,
@@ -321,6 +338,8 @@ pub(crate) fn grants(
                 new_file,
                 change,
                 meta,
+                meta_tree,
+                save,
             }),
         }
     }
@@ -1130,6 +1149,8 @@ mod tests {
                     new_file: false,
                     change: false,
                     meta: false,
+                    meta_tree: false,
+                    save: false,
                 },
                 Grant {
                     path: o.join("target"),
@@ -1137,6 +1158,8 @@ mod tests {
                     new_file: false,
                     change: false,
                     meta: false,
+                    meta_tree: false,
+                    save: true,
                 },
                 Grant {
                     path: o.join("sub/new-file"),
@@ -1144,6 +1167,8 @@ mod tests {
                     new_file: true,
                     change: false,
                     meta: false,
+                    meta_tree: false,
+                    save: false,
                 },
             ]
         );
@@ -1200,6 +1225,8 @@ mod tests {
             new_file: false,
             change: false,
             meta: true,
+            meta_tree: false,
+            save: false,
         };
         let w = Grant {
             path: o.join("w"),
@@ -1207,8 +1234,40 @@ mod tests {
             new_file: false,
             change: false,
             meta: false,
+            meta_tree: false,
+            save: true,
         };
-        assert_eq!(g, vec![f.clone(), w]);
+        assert_eq!(g, vec![f.clone(), w.clone()]);
+        // `chmod -R`: beneath it too, and the ask says so.
+        c.metadata_trees = vec![o.join("f")];
+        let tree = Grant {
+            meta_tree: true,
+            ..f.clone()
+        };
+        assert_eq!(
+            grants(&c, &[d.join("wt")], &ro),
+            vec![tree.clone(), w.clone()]
+        );
+        assert_eq!(
+            tree.to_string(),
+            format!(
+                "read and change the mode, owner or times (recursively) of {}",
+                o.join("f").display()
+            )
+        );
+        c.metadata_trees.clear();
+        // A line that runs code the policy does not analyse writes the file it names, and
+        // saves nothing through copies beside it (review 12's r12-05).
+        let mut code = c.clone();
+        code.add(tyba_policy::Finding::new(
+            tyba_policy::Verdict::Yellow,
+            tyba_policy::rules::INTERP_CODE.id,
+            "code".to_string(),
+        ));
+        assert_eq!(
+            grants(&code, &[d.join("wt")], &ro),
+            vec![f.clone(), Grant { save: false, ..w }]
+        );
         // Landlock: reading it, nothing more (it has no rights for metadata).
         assert_eq!(f.landlock(), Some((o.join("f"), false)));
         assert_eq!(
@@ -1245,6 +1304,8 @@ mod tests {
             new_file: false,
             change: true,
             meta: false,
+            meta_tree: false,
+            save: false,
         };
         assert_eq!(
             g,
