@@ -262,43 +262,24 @@ impl Classification {
             self.add(f);
         }
         self.verdict = self.verdict.max(other.verdict);
-        for p in other.paths {
-            if !self.paths.contains(&p) {
-                self.paths.push(p);
-            }
-        }
-        for p in other.writes {
-            if !self.writes.contains(&p) {
-                self.writes.push(p);
-            }
-        }
-        for p in other.changes {
-            if !self.changes.contains(&p) {
-                self.changes.push(p);
-            }
-        }
-        for p in other.metadata {
-            if !self.metadata.contains(&p) {
-                self.metadata.push(p);
-            }
-        }
-        for p in other.metadata_trees {
-            if !self.metadata_trees.contains(&p) {
-                self.metadata_trees.push(p);
-            }
-        }
-        for h in other.hosts {
-            if !self.hosts.contains(&h) {
-                self.hosts.push(h);
-            }
-        }
-        for p in other.pushes {
-            if !self.pushes.contains(&p) {
-                self.pushes.push(p);
-            }
-        }
+        push_new(&mut self.paths, other.paths);
+        push_new(&mut self.writes, other.writes);
+        push_new(&mut self.changes, other.changes);
+        push_new(&mut self.metadata, other.metadata);
+        push_new(&mut self.metadata_trees, other.metadata_trees);
+        push_new(&mut self.hosts, other.hosts);
+        push_new(&mut self.pushes, other.pushes);
         self.shape.compound |= other.shape.compound;
         self.shape.opaque |= other.shape.opaque;
         self.shape.indirect |= other.shape.indirect;
+    }
+}
+
+/// Appends the items of `from` that `into` does not hold yet, in order.
+fn push_new<T: PartialEq>(into: &mut Vec<T>, from: Vec<T>) {
+    for x in from {
+        if !into.contains(&x) {
+            into.push(x);
+        }
     }
 }

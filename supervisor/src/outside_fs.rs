@@ -678,6 +678,20 @@ pub(crate) struct SaveOf {
 }
 
 impl RunnerGrant {
+    /// A grant to write `path` (and what is beneath it), nothing more.
+    fn writing(path: &Path) -> RunnerGrant {
+        RunnerGrant {
+            path: path.to_path_buf(),
+            write: true,
+            change: false,
+            arrived: Vec::new(),
+            file: false,
+            save_of: None,
+            meta: false,
+            meta_tree: false,
+        }
+    }
+
     /// Whether the grant lets the command do `touch` to `path`.
     fn lets(&self, path: &Path, touch: Touch) -> bool {
         is_within(path, &self.path)
@@ -1470,14 +1484,8 @@ impl Inner {
     fn saved(&self, tid: u32, path: &Path, of: PathBuf, id: (u64, u64)) {
         self.with_runner(tid, |_, grants| {
             grants.push(RunnerGrant {
-                path: path.to_path_buf(),
-                write: true,
-                change: false,
-                arrived: Vec::new(),
-                file: false,
                 save_of: Some(SaveOf { of, id }),
-                meta: false,
-                meta_tree: false,
+                ..RunnerGrant::writing(path)
             });
         });
     }
@@ -1501,14 +1509,8 @@ impl Inner {
         if let Ok(mut r) = self.runners.lock() {
             if let Some((_, grants)) = r.get_mut(&key) {
                 grants.push(RunnerGrant {
-                    path: to.to_path_buf(),
-                    write: true,
-                    change: false,
-                    arrived: Vec::new(),
                     file: true,
-                    save_of: None,
-                    meta: false,
-                    meta_tree: false,
+                    ..RunnerGrant::writing(to)
                 });
             }
         }
@@ -3440,14 +3442,8 @@ mod tests {
     fn a_commands_temporary_copies_take_no_other_name() {
         let p = |s: &str| PathBuf::from(s);
         let file = RunnerGrant {
-            path: p("/o/f"),
-            write: true,
-            change: false,
-            arrived: Vec::new(),
             file: true,
-            save_of: None,
-            meta: false,
-            meta_tree: false,
+            ..RunnerGrant::writing(&p("/o/f"))
         };
         let copy = |n: &str| RunnerGrant {
             path: p(n),
