@@ -139,6 +139,14 @@ pub struct Classification {
     /// everything beneath it. The others are that path only.
     #[serde(skip)]
     pub metadata_trees: Vec<PathBuf>,
+    /// Those of `writes` that a program the policy knows saves as programs save files, by
+    /// that program's own rule: through a temporary copy beside the file renamed over it
+    /// (`sed -i` with a script that runs nothing), or by removing the file and making it anew
+    /// (`install`, `cp`). An allowlist: nothing else is in it. The supervisor lets an
+    /// approved line's command save them that way without asking again, when the line is that
+    /// one command and runs no code the policy does not analyse.
+    #[serde(skip)]
+    pub saved: Vec<PathBuf>,
     /// Network destinations the action names, each with the port it connects to when known.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
@@ -192,6 +200,7 @@ impl Classification {
             changes: Vec::new(),
             metadata: Vec::new(),
             metadata_trees: Vec::new(),
+            saved: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
             inner_command: None,
@@ -226,6 +235,13 @@ impl Classification {
     /// may change before it runs).
     pub fn grants_allowed(&self) -> bool {
         !(self.shape.opaque || self.shape.indirect)
+    }
+
+    /// Whether an approval of the line may let its command save `path` the way its program
+    /// does (`saved`): the line is that one command (not a list or pipeline, where another
+    /// program could use the copies) and runs no code the policy does not analyse.
+    pub fn saves(&self, path: &std::path::Path) -> bool {
+        self.saved.iter().any(|p| p == path) && !self.shape.compound && !self.runs_unanalysed_code()
     }
 
     /// Whether the action runs code the policy does not analyse: an interpreter's code or
@@ -267,6 +283,7 @@ impl Classification {
         push_new(&mut self.changes, other.changes);
         push_new(&mut self.metadata, other.metadata);
         push_new(&mut self.metadata_trees, other.metadata_trees);
+        push_new(&mut self.saved, other.saved);
         push_new(&mut self.hosts, other.hosts);
         push_new(&mut self.pushes, other.pushes);
         self.shape.compound |= other.shape.compound;

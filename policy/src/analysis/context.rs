@@ -273,6 +273,18 @@ impl Analyzer<'_> {
         }
     }
 
+    /// [`Self::path_field`] for a file the command writes and saves by its program's own
+    /// rule (`Classification::saved`: `sed -i`, `install`, `cp`).
+    pub(crate) fn saved_field(&mut self, st: &State, f: &Field) {
+        let before = self.out.writes.len();
+        self.path_field(st, f, Access::Write);
+        for p in self.out.writes[before..].to_vec() {
+            if !self.out.saved.contains(&p) {
+                self.out.saved.push(p);
+            }
+        }
+    }
+
     pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {
         let mut found = Vec::new();
         let mut resolved: Vec<PathBuf> = Vec::new();

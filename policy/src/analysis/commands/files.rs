@@ -569,6 +569,12 @@ impl Analyzer<'_> {
                                 self.path_field(st, &Field::lit(&w), dest_access);
                             }
                         }
+                        // `install` and `cp` remove a destination file they cannot write
+                        // and make it anew (`install` always): a save by their own rule.
+                        None if matches!(p, "install" | "cp") && sources.len() == 1 => {
+                            self.saved_field(st, &d);
+                            self.named_landings(st, inv, &sources, &d, dest_access);
+                        }
                         None => {
                             self.path_field(st, &d, dest_access);
                             self.named_landings(st, inv, &sources, &d, dest_access);

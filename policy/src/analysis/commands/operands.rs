@@ -159,7 +159,11 @@ impl Analyzer<'_> {
             self.path_field(st, &Field::lit("."), Access::Read);
         }
         for (f, a) in j.paths {
-            self.path_field(st, &f, a);
+            if j.saves && a == Access::Write {
+                self.saved_field(st, &f);
+            } else {
+                self.path_field(st, &f, a);
+            }
         }
         for (what, reason) in j.opaque {
             self.opaque(what, reason);

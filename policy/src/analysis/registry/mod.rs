@@ -223,6 +223,10 @@ pub(crate) struct Judgement {
     /// Code the command runs that cannot be known (`what`, `reason`): red and opaque
     /// (`shell.dynamic-code`).
     pub opaque: Vec<(&'static str, &'static str)>,
+    /// The program saves the files it writes (`Access::Write` paths) through a temporary copy
+    /// beside each, renamed over it (`sed -i` with a script that runs nothing): they are the
+    /// line's `saved` (`crate::Classification::saved`).
+    pub saves: bool,
 }
 
 impl Judgement {

@@ -372,6 +372,14 @@ fn judge_sed(p: &Program, _program: &str, args: &[Field]) -> Judgement {
     if in_place {
         j.not_green("sed", "-i (edits files in place)");
     }
+    // An in-place edit by a script tyba reads through and that runs nothing: sed saves each
+    // file through a temporary copy beside it (`Classification::saved`).
+    j.saves = in_place
+        && !script_file
+        && !scripts.is_empty()
+        && scripts
+            .iter()
+            .all(|s| s.as_deref().and_then(sed_effects).is_some_and(|e| !e.runs));
     if !quiet {
         j.not_green("sed", "a script that is not `-n` printing");
     }
@@ -544,8 +552,8 @@ fn sed_effects(script: &str) -> Option<SedEffects> {
                     i += 1;
                 }
             }
-            b'#' | b'a' | b'i' | b'c' | b':' | b'v' => {
-                // Text, a comment, a label: to the end of the line (a `\` continues it).
+            b'a' | b'i' | b'c' => {
+                // Text: to the end of the line, a `\` at its end continuing it.
                 loop {
                     rest_of_line(&mut i);
                     if i >= 1 && i < b.len() && b[i - 1] == b'\\' {
@@ -555,7 +563,13 @@ fn sed_effects(script: &str) -> Option<SedEffects> {
                     break;
                 }
             }
-            b'b' | b't' | b'T' => {
+            b'#' => {
+                // A comment: to the end of the line, never further.
+                rest_of_line(&mut i);
+            }
+            b':' | b'v' | b'b' | b't' | b'T' => {
+                // A label or a version: to the next `;` or line (GNU sed 4.9 ends a label
+                // there: `:x;1e id` runs `id`, review 13's r13-02).
                 while i < b.len() && !matches!(b[i], b';' | b'\n' | b'}') {
                     i += 1;
                 }
@@ -821,6 +835,12 @@ mod tests {
             "/x/e",
             "s/a/b/ge",
             "1d\n2e printf x > f",
+            // A label or a version ends at `;`, a comment at the line's end, whatever
+            // precedes it (review 13's r13-02).
+            ":x;1e id",
+            "v;1e id",
+            "b end;1e id",
+            "# note \\\n1e id",
         ] {
             assert!(sed_effects(s).is_some_and(|e| e.runs), "{s}");
         }
@@ -839,5 +859,10 @@ mod tests {
         assert!(rules(&judge("sed -i 1e\\ id a")).contains(&"interp.code"));
         assert!(rules(&judge("sed -i -f fix.sed a")).contains(&"interp.code"));
         assert!(!rules(&judge("sed -i s/a/b/ a")).contains(&"interp.code"));
+        // Only an in-place edit by a script that runs nothing saves through copies.
+        assert!(judge("sed -i s/a/b/ a").saves);
+        assert!(!judge("sed -i 1e\\ id a").saves);
+        assert!(!judge("sed -i -f fix.sed a").saves);
+        assert!(!judge("sed s/a/b/ a").saves);
     }
 }
