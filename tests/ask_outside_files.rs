@@ -1868,6 +1868,9 @@ except OSError as e:
         std::fs::write(&own, "# mine\n").unwrap();
         std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o644)).unwrap();
         give(&fx.home.join(".config"), &fx.who);
+        std::fs::create_dir_all(fx.home.join(".local/state")).unwrap();
+        give(&fx.home.join(".local"), &fx.who);
+        let local_was = std::fs::metadata(fx.home.join(".local")).unwrap().mode() & 0o777;
         let s = fx.start(
             &["--ask-outside-files"],
             r#"chmod 600 ../O/ok-mode.txt; echo chmod=$?
@@ -1875,12 +1878,14 @@ touch -m -d 2001-02-03 ../O/ok-times.txt; echo touch=$?
 tar -xf t.tar -C ../O/ok-dst; echo untar=$?
 sh -c 'chmod 700 ../O/ok-d && /usr/bin/python3 t.py'; echo tidy=$?
 chmod 600 "$HOME/.config/tyba/ok-own.toml"; echo own=$?
+chmod 0 "$HOME/.local"; echo above=$?
 chmod 600 ../O/no-mode.txt; echo other=$?"#,
         );
         // Only the lines are approved: any other ask (a second one for a line's own call,
         // the change beneath the directory) is denied and counted.
-        let (asked, (code, out, err)) =
-            drive_with(&fx, s, |a| a.starts_with("run `") && a.contains("ok-"));
+        let (asked, (code, out, err)) = drive_with(&fx, s, |a| {
+            a.starts_with("run `") && (a.contains("ok-") || a.contains("/.local`"))
+        });
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
         for line in ["chmod=0", "touch=0", "untar=0"] {
             assert!(out.contains(line), "{who:?}: {line}: {out} / {err}");
@@ -1891,6 +1896,10 @@ chmod 600 ../O/no-mode.txt; echo other=$?"#,
         let tool = std::fs::metadata(o.join("ok-dst/pkg/bin/tool")).unwrap();
         assert_eq!(tool.mode() & 0o777, 0o755, "{who:?}: {out} / {err}");
         assert!(tool.mtime() < 1_000_000_000, "{who:?}: {out} / {err}");
+        // A directory holding tyba's own state keeps its owner's access (review 13's r13-04).
+        assert!(!out.contains("above=0"), "{who:?}: {out} / {err}");
+        let local = std::fs::metadata(fx.home.join(".local")).unwrap().mode() & 0o777;
+        assert_eq!(local, local_was, "{who:?}: {out} / {err}");
         // tyba's own configuration: refused, unasked, though the line was approved.
         assert!(!out.contains("own=0"), "{who:?}: {out} / {err}");
         let own_mode = std::fs::metadata(&own).unwrap().mode() & 0o777;
@@ -1910,7 +1919,7 @@ chmod 600 ../O/no-mode.txt; echo other=$?"#,
             "{who:?}: mtime {mtime}: {out} / {err}"
         );
         // One ask per line, and the change beneath `ok-d`.
-        assert_eq!(asked.len(), 7, "{who:?}: asked once per line: {asked:#?}");
+        assert_eq!(asked.len(), 8, "{who:?}: asked once per line: {asked:#?}");
         assert!(
             asked
                 .iter()

@@ -3266,6 +3266,19 @@ impl Notifier {
             Err(e) => return self.reply(n.id, Reply::Errno(errno_of(&e))),
         };
         let what = format!("{} {}", op.name(), real.display());
+        if let meta::MetaOp::Chmod(m) = op {
+            // A directory holding tyba's own keeps its owner's access and no one else's write:
+            // `chmod 0 ~/.local/state` left the next session without its broker and audit
+            // log, `chmod -R 777 ~/.config` let others replace the person's policy (review
+            // 13's r13-04).
+            if (m & 0o700 != 0o700 || m & 0o022 != 0) && self.holds_tybas_own(&real) {
+                let reason = format!(
+                    "refused by tyba (blocked): {} holds tyba's own configuration or state: its owner keeps read, write and search, and no one else may write it",
+                    real.display()
+                );
+                return self.refuse(&n, "metadata", what, reason, libc::EPERM);
+            }
+        }
         if meta::path_allowed(&real, &self.writable, &self.protected) {
             return self.finish_meta(&n, op, &obj, what);
         }
@@ -3353,6 +3366,14 @@ impl Notifier {
                 .iter()
                 .any(|d| real.starts_with(d)),
         }
+    }
+
+    /// Whether `real` is a directory that holds tyba's own configuration, state or sockets
+    /// ([`crate::outside_fs::own_dirs`]) further down.
+    fn holds_tybas_own(&self, real: &std::path::Path) -> bool {
+        crate::outside_fs::own_dirs()
+            .iter()
+            .any(|d| d != real && d.starts_with(real))
     }
 
     fn finish_meta(&self, n: &Notif, op: meta::MetaOp, obj: &OwnedFd, what: String) {

@@ -666,6 +666,10 @@ pub(crate) struct RunnerGrant {
     pub meta: bool,
     /// With `meta`: recursively (`chmod -R`).
     pub meta_tree: bool,
+    /// The grant holds the name for a regular file only: what the command saves or makes
+    /// anew there ([`Inner::saved_over`]), never a directory, a link or a symbolic link
+    /// (review 13's r13-03).
+    pub regular_only: bool,
 }
 
 /// A command's temporary copy of a file it saves ([`RunnerGrant::save_of`]).
@@ -689,6 +693,7 @@ impl RunnerGrant {
             save_of: None,
             meta: false,
             meta_tree: false,
+            regular_only: false,
         }
     }
 
@@ -1340,7 +1345,14 @@ fn grants_cover(grants: &[RunnerGrant], op: &Op) -> bool {
     let own_save = matches!(op, Op::Rename { from, to, exchange: false, .. }
         if grants.iter().any(|g| g.path == *from && g.save_of.as_ref().is_some_and(|s| s.of == *to)));
     let names_change = matches!(op, Op::Rename { .. } | Op::Link { .. } | Op::Symlink { .. });
-    let usable = |g: &&RunnerGrant| own_save || !names_change || g.save_of.is_none();
+    // A name held for a regular file only gets no directory, link or symbolic link.
+    let makes_other = matches!(
+        op,
+        Op::One(_, Access::Mkdir) | Op::Link { .. } | Op::Symlink { .. }
+    );
+    let usable = |g: &&RunnerGrant| {
+        (own_save || !names_change || g.save_of.is_none()) && !(makes_other && g.regular_only)
+    };
     op.touches()
         .iter()
         .all(|(path, touch)| grants.iter().filter(usable).any(|g| g.lets(path, *touch)))
@@ -1510,6 +1522,7 @@ impl Inner {
             if let Some((_, grants)) = r.get_mut(&key) {
                 grants.push(RunnerGrant {
                     file: true,
+                    regular_only: true,
                     ..RunnerGrant::writing(to)
                 });
             }
@@ -3384,6 +3397,7 @@ mod tests {
             save_of: None,
             meta: true,
             meta_tree: tree,
+            regular_only: false,
         };
         let flat = [g("/o/d", false, &[])];
         assert!(grants_let_meta(&flat, &p("/o/d"), false));
@@ -3482,6 +3496,21 @@ mod tests {
         ] {
             assert!(!grants_cover(&grants, &op), "{op:?}");
         }
+        // The name the command made anew holds a regular file only (review 13's r13-03).
+        let anew = [RunnerGrant {
+            file: true,
+            regular_only: true,
+            ..RunnerGrant::writing(&p("/o/f"))
+        }];
+        assert!(grants_cover(&anew, &Op::One(p("/o/f"), Access::Create)));
+        assert!(!grants_cover(&anew, &Op::One(p("/o/f"), Access::Mkdir)));
+        assert!(!grants_cover(
+            &anew,
+            &Op::Symlink {
+                at: p("/o/f"),
+                text: p("secret.txt"),
+            }
+        ));
         // Control: without the copies' exclusion the first of those was covered.
         assert!(rename("/o/t1", "/o/t2", false)
             .touches()
@@ -3504,6 +3533,7 @@ mod tests {
             save_of: None,
             meta: false,
             meta_tree: false,
+            regular_only: false,
         };
         let lets = |grants: &[RunnerGrant], op: &Op| {
             op.touches()
@@ -3578,6 +3608,7 @@ mod tests {
             save_of: None,
             meta: false,
             meta_tree: false,
+            regular_only: false,
         };
         let fill = || {
             *fs.0.grants.lock().unwrap() = vec![

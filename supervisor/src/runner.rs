@@ -123,10 +123,12 @@ pub(crate) struct Grant {
     /// that path only.
     #[serde(default)]
     pub meta_tree: bool,
-    /// The line writes this existing file and runs no code the policy does not analyse
-    /// (`tyba_policy::Classification::runs_unanalysed_code`): the command may save it through
-    /// temporary copies beside it (`crate::outside_fs::RunnerGrant::file`). A line that runs
-    /// such code (`perl -pi -e CODE`, `sed -f FILE`, `python3 x.py`) gets the named file only.
+    /// The line writes this existing file and is one command whose program the policy knows
+    /// saves it by its own rule (`tyba_policy::Classification::saves`: `sed -i` with a script
+    /// that runs nothing, `install`, `cp`), running no code the policy does not analyse: the
+    /// command may save it through temporary copies beside it, or remove it and make it anew
+    /// (`crate::outside_fs::RunnerGrant::file`). Any other line (`perl -pi -e CODE`,
+    /// `./tool F`, `make`, a list of commands) gets the named file only (review 13's r13-01).
     #[serde(default)]
     pub save: bool,
 }
@@ -156,6 +158,7 @@ impl Grant {
             save_of: None,
             meta: self.meta,
             meta_tree: self.meta_tree,
+            regular_only: false,
         }
     }
 }
@@ -315,7 +318,7 @@ pub(crate) fn grants(
             Some((path, absent)) if write || change || !absent => (path, absent),
             _ => continue,
         };
-        let save = write && !absent && !class.runs_unanalysed_code();
+        let save = write && !absent && class.saves(p);
         // A new name the line writes is made before it runs ([`prepare_new_files`]); one it
         // only renames something to, or links, is not (the rename makes it).
         let new_file = absent && write;
@@ -1159,7 +1162,7 @@ mod tests {
                     change: false,
                     meta: false,
                     meta_tree: false,
-                    save: true,
+                    save: false,
                 },
                 Grant {
                     path: o.join("sub/new-file"),
@@ -1218,6 +1221,8 @@ mod tests {
         let named = [o.join("f"), o.join("missing"), o.join("w")];
         let mut c = class(&named, &[o.join("w")]);
         c.metadata = vec![o.join("f"), o.join("missing")];
+        // `w` is saved by its program's own rule (`sed -i`): it may be saved through copies.
+        c.saved = vec![o.join("w")];
         let g = grants(&c, &[d.join("wt")], &ro);
         let f = Grant {
             path: o.join("f"),
@@ -1266,6 +1271,32 @@ mod tests {
         ));
         assert_eq!(
             grants(&code, &[d.join("wt")], &ro),
+            vec![
+                f.clone(),
+                Grant {
+                    save: false,
+                    ..w.clone()
+                }
+            ]
+        );
+        // Nor does one command of a list or pipeline (another could use the copies: review
+        // 13's r13-01), nor a file no known program saves.
+        let mut list = c.clone();
+        list.shape.compound = true;
+        assert_eq!(
+            grants(&list, &[d.join("wt")], &ro),
+            vec![
+                f.clone(),
+                Grant {
+                    save: false,
+                    ..w.clone()
+                }
+            ]
+        );
+        let mut unknown = c.clone();
+        unknown.saved.clear();
+        assert_eq!(
+            grants(&unknown, &[d.join("wt")], &ro),
             vec![f.clone(), Grant { save: false, ..w }]
         );
         // Landlock: reading it, nothing more (it has no rights for metadata).
