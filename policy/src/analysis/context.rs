@@ -278,9 +278,10 @@ impl Analyzer<'_> {
     pub(crate) fn saved_field(&mut self, st: &State, f: &Field) {
         let before = self.out.writes.len();
         self.path_field(st, f, Access::Write);
-        for p in self.out.writes[before..].to_vec() {
-            if !self.out.saved.contains(&p) {
-                self.out.saved.push(p);
+        let out = &mut self.out;
+        for p in &out.writes[before..] {
+            if !out.saved.contains(p) {
+                out.saved.push(p.clone());
             }
         }
     }
