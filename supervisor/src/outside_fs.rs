@@ -3525,15 +3525,9 @@ mod tests {
     #[test]
     fn an_approved_lines_grant_lets_its_command_do_what_the_line_does() {
         let g = |path: &str, write: bool, change: bool| RunnerGrant {
-            path: PathBuf::from(path),
             write,
             change,
-            arrived: Vec::new(),
-            file: false,
-            save_of: None,
-            meta: false,
-            meta_tree: false,
-            regular_only: false,
+            ..RunnerGrant::writing(Path::new(path))
         };
         let lets = |grants: &[RunnerGrant], op: &Op| {
             op.touches()
@@ -3599,17 +3593,7 @@ mod tests {
         };
         let p = |s: &str| PathBuf::from(s);
         let one = |s: &str, a: Access| Op::One(p(s), a);
-        let rg = |s: &str| RunnerGrant {
-            path: p(s),
-            write: true,
-            change: false,
-            arrived: Vec::new(),
-            file: false,
-            save_of: None,
-            meta: false,
-            meta_tree: false,
-            regular_only: false,
-        };
+        let rg = |s: &str| RunnerGrant::writing(&p(s));
         let fill = || {
             *fs.0.grants.lock().unwrap() = vec![
                 grant(one("/o/scratch", Access::Create)),
