@@ -651,10 +651,11 @@ pub(crate) struct RunnerGrant {
     /// line was approved: not covered (what was there when the line was asked is what it
     /// was approved for; a file brought in from outside the grant was never shown).
     pub arrived: Vec<PathBuf>,
-    /// The line writes `path`, an existing regular file when it was approved: the command may
-    /// save it the way programs save a file (`sed -i`, editors, `git config`): a new file made
-    /// beside it (its temporary copy, [`RunnerGrant::save_of`]), written, its mode and owner
-    /// set, and renamed over it, without asking again.
+    /// The line writes `path`, an existing regular file when it was approved, that its program
+    /// saves by its own rule (`crate::runner::Grant::save`: an allowlist, `sed -i`, `install`,
+    /// `cp`): the command may save it that way without asking again, through a new file made
+    /// beside it (its temporary copy, [`RunnerGrant::save_of`]) written, its mode and owner set
+    /// and renamed over it, or by removing it and making it anew ([`Inner::own_file`]).
     pub file: bool,
     /// A new file the command made beside the `file` grant of `of`, with its identity: the
     /// command's own, to write and rename over `of`. One still there when the command ends
@@ -809,7 +810,7 @@ struct Inner {
     runners: Mutex<HashMap<u32, RunnerGrants>>,
     /// The files and directories each approved command (by its key in `runners`) made itself
     /// through the server, by identity (device, inode): their mode, owner and times are the
-    /// command's to set ([`OutsideFs::runner_made`]).
+    /// command's to set ([`OutsideFs::runner_lets_meta`]).
     made: Mutex<HashMap<u32, HashSet<(u64, u64)>>>,
     approver: Arc<dyn Approver>,
     /// What the notify loop knows of the session's processes, set once it runs
