@@ -1953,6 +1953,7 @@ fn an_approved_in_place_edit_outside_is_asked_once() {
                 ("code.txt", "a\n"),
                 ("inst.txt", "old\n"),
                 ("cpd.txt", "old\n"),
+                ("found.txt", "a\n"),
             ],
         );
         let p = beside(&fx, "P", &[("keep.txt", "k\n")]);
@@ -1963,7 +1964,8 @@ sed -i 's/a/b/w ../P/new.txt' ../O/away.txt; echo away=$?
 sed -i '1e true' ../O/code.txt; echo code=$?
 echo hi > in.txt
 install -m 640 in.txt ../O/inst.txt; echo install=$?
-cp --remove-destination in.txt ../O/cpd.txt; echo cpd=$?"#,
+cp --remove-destination in.txt ../O/cpd.txt; echo cpd=$?
+find in.txt -exec sed -i s/a/b/ ../O/found.txt ';'; echo found=$?"#,
         );
         let (asked, (code, out, err)) = drive(&fx, s, "run `");
         assert_eq!(code, 0, "{who:?}: {out} / {err}");
@@ -1978,6 +1980,9 @@ cp --remove-destination in.txt ../O/cpd.txt; echo cpd=$?"#,
         assert_eq!(read(&o, "away.txt"), "b\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&p, "new.txt"), "b\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&o, "code.txt"), "a\n", "{who:?}: {out} / {err}");
+        // sed started by another program (`find -exec`: the line's spelling does not say
+        // which process saves, review 14's r14-01): its copy asked, denied, the file as it was.
+        assert_eq!(read(&o, "found.txt"), "a\n", "{who:?}: {out} / {err}");
         // Removed and made anew by the approved line (`install`, `cp --remove-destination`).
         assert_eq!(read(&o, "inst.txt"), "hi\n", "{who:?}: {out} / {err}");
         assert_eq!(read(&o, "cpd.txt"), "hi\n", "{who:?}: {out} / {err}");
@@ -1995,12 +2000,23 @@ cp --remove-destination in.txt ../O/cpd.txt; echo cpd=$?"#,
         };
         assert_eq!(
             names(&o),
-            ["away.txt", "code.txt", "cpd.txt", "edit.txt", "inst.txt"],
+            [
+                "away.txt",
+                "code.txt",
+                "cpd.txt",
+                "edit.txt",
+                "found.txt",
+                "inst.txt"
+            ],
             "{who:?}: {out} / {err}"
         );
         assert_eq!(names(&p), ["keep.txt", "new.txt"], "{who:?}: {out} / {err}");
         // One ask per line, and sed's copy for the code-running one.
-        assert_eq!(asked.len(), 6, "{who:?}: {asked:#?}");
+        assert_eq!(asked.len(), 8, "{who:?}: {asked:#?}");
+        assert!(
+            asked[7].starts_with("create ") && asked[7].contains("/O/"),
+            "{who:?}: {asked:#?}"
+        );
         assert!(
             asked[3].starts_with("create ") && asked[3].contains("/O/"),
             "{who:?}: {asked:#?}"

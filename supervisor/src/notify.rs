@@ -3345,14 +3345,15 @@ impl Notifier {
         // Where the outside-files server serves the path, the grants it keeps (which end when
         // a name changes); elsewhere the sandbox cannot change names (Landlock), and the
         // line's grants as approved decide.
+        let opens = matches!(op, meta::MetaOp::Chmod(m) if m & 0o022 != 0);
         if let Some(o) = self.outside.as_ref().filter(|o| o.serves(real)) {
-            return o.runner_lets_meta(tid, real, times);
+            return o.runner_lets_meta(tid, real, times, opens);
         }
         cover.granted.iter().any(|g| {
             let named = real == g.path || (g.meta_tree && real.starts_with(&g.path));
             (g.meta && named)
                 || (g.write && times && real.starts_with(&g.path))
-                || (g.new_file && real == g.path)
+                || (g.new_file && real == g.path && !opens)
         })
     }
 

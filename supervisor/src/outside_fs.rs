@@ -1263,12 +1263,20 @@ impl OutsideFs {
     /// grants end when their name changes and leave out what arrived beneath them since
     /// ([`Inner::names_changed`]): a secret linked or renamed there is not the line's to
     /// change (review 12's r12-02).
-    pub(crate) fn runner_lets_meta(&self, tid: u32, path: &Path, times: bool) -> bool {
+    /// What the command made itself it may not open to others' writing unasked
+    /// (`opens_to_others`: a mode with group or other write).
+    pub(crate) fn runner_lets_meta(
+        &self,
+        tid: u32,
+        path: &Path,
+        times: bool,
+        opens_to_others: bool,
+    ) -> bool {
         let granted = self
             .0
             .with_runner(tid, |_, grants| grants_let_meta(grants, path, times))
             .unwrap_or(false);
-        granted || self.0.runner_made(tid, path)
+        granted || (!opens_to_others && self.0.runner_made(tid, path))
     }
 
     /// Whether `path` (real) is tyba's own configuration, state, sockets or a session's run
@@ -1371,6 +1379,39 @@ fn grants_let_meta(grants: &[RunnerGrant], path: &Path, times: bool) -> bool {
     })
 }
 
+/// The programs whose own way of saving a file an approved line's command may use without
+/// asking again ([`RunnerGrant::file`]), by the name of the system executable it runs.
+const SAVERS: &[&str] = &["sed", "install", "cp"];
+
+/// Whether a process running `exe` with `maps` (`/proc/PID/maps`) is one of [`SAVERS`] as
+/// the system ships it and runs nothing else: its executable in a system `bin` directory,
+/// and every file it maps executable from the system's directories (no library the agent
+/// put there: `LD_PRELOAD`, a `PATH` entry in the worktree; review 14's r14-01).
+fn is_system_saver(exe: &Path, maps: &str) -> bool {
+    let system = |p: &str| {
+        ["/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/"]
+            .iter()
+            .any(|d| p.starts_with(d))
+    };
+    let named = exe
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| SAVERS.contains(&n));
+    let in_bin = exe
+        .parent()
+        .is_some_and(|d| d == Path::new("/usr/bin") || d == Path::new("/bin"));
+    named
+        && in_bin
+        && maps.lines().all(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let executable = f.get(1).is_some_and(|p| p.contains('x'));
+            match f.get(5) {
+                Some(path) if executable && path.starts_with('/') => f.len() == 6 && system(path),
+                _ => true,
+            }
+        })
+}
+
 /// The key of the approved command in `runners` that process `pid` runs under: an ancestor
 /// (or itself) is the command's keeper, by pid in the sandbox's PID namespace and identity.
 fn keeper_of(runners: &HashMap<u32, RunnerGrants>, pid: u32) -> Option<u32> {
@@ -1468,11 +1509,43 @@ impl Inner {
         r.get_mut(&key).map(|(_, grants)| f(key, grants))
     }
 
+    /// Whether thread `tid` is the approved command itself (the keeper's own child, not a
+    /// process it started) running one of [`SAVERS`] as the system ships it
+    /// ([`is_system_saver`]): only then does the command save files its program's way. A
+    /// line's spelling cannot be trusted to say which process does the saving (`find -exec`,
+    /// `xargs`, `env LD_PRELOAD=…`, a `PATH` of the agent's: review 14's r14-01).
+    fn saver_process(&self, tid: u32) -> bool {
+        let Ok(pid) = procfs::tgid(tid) else {
+            return false;
+        };
+        let Ok((ppid, _)) = procfs::stat(pid) else {
+            return false;
+        };
+        let keeper = |r: &HashMap<u32, RunnerGrants>| {
+            let Ok((_, start)) = procfs::stat(ppid) else {
+                return false;
+            };
+            procfs::ns_pid(ppid).is_some_and(|ns| r.get(&ns).is_some_and(|(st, _)| *st == start))
+        };
+        if !self.runners.lock().is_ok_and(|r| keeper(&r)) {
+            return false;
+        }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
+        match (exe, maps) {
+            (Ok(exe), Ok(maps)) => is_system_saver(&exe, &maps),
+            _ => false,
+        }
+    }
+
     /// The file that a create of `path` by thread `tid` saves ([`RunnerGrant::file`]): the
     /// process runs under an approved command whose line writes a regular file in the same
     /// directory, which no grant of its covers `path` and which is still that file (not
     /// brought in since). `None` for any other create.
     fn save_for(&self, tid: u32, path: &Path) -> Option<PathBuf> {
+        if !self.saver_process(tid) {
+            return None;
+        }
         self.with_runner(tid, |_, grants| {
             if grants.iter().any(|g| g.lets(path, Touch::Content)) {
                 return None;
@@ -1535,6 +1608,9 @@ impl Inner {
     /// that command's own change, after which its grant on the name holds. A link or rename
     /// to the name by anyone still ends it ([`Inner::names_changed`]).
     fn own_file(&self, tid: u32, path: &Path) -> Option<u32> {
+        if !self.saver_process(tid) {
+            return None;
+        }
         self.with_runner(tid, |key, grants| {
             grants
                 .iter()
@@ -3381,6 +3457,25 @@ mod tests {
         };
         assert_eq!(s.touched(), vec![(Path::new("/h/O/l"), true)]);
         assert!(s.named().contains(&Path::new("/h/.ssh/id_rsa")));
+    }
+
+    /// Only the system's own saver programs, running only system code, save files their way
+    /// (review 14's r14-01).
+    #[test]
+    fn only_the_systems_savers_running_system_code_save() {
+        let maps = "5581c000-5581d000 r-xp 00002000 fe:01 123 /usr/bin/sed\n\
+                    7f00-7f01 r-xp 00000000 fe:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
+                    7ffd-7ffe r-xp 00000000 00:00 0 [vdso]\n\
+                    7f02-7f03 rw-p 00000000 00:00 0 \n";
+        assert!(is_system_saver(Path::new("/usr/bin/sed"), maps));
+        assert!(is_system_saver(Path::new("/bin/cp"), maps));
+        // Another program, the agent's own `sed`, or agent code mapped in: not.
+        assert!(!is_system_saver(Path::new("/usr/bin/find"), maps));
+        assert!(!is_system_saver(Path::new("/tmp/wt/bin/sed"), maps));
+        let preloaded = format!("{maps}7f04-7f05 r-xp 00000000 fe:01 789 /tmp/wt/x.so\n");
+        assert!(!is_system_saver(Path::new("/usr/bin/sed"), &preloaded));
+        let deleted = format!("{maps}7f04-7f05 r-xp 00000000 fe:01 789 /usr/lib/x.so (deleted)\n");
+        assert!(!is_system_saver(Path::new("/usr/bin/sed"), &deleted));
     }
 
     /// A metadata grant is for its path (and beneath it only when recursive), and not for what

@@ -554,9 +554,11 @@ fn sed_effects(script: &str) -> Option<SedEffects> {
             }
             b'a' | b'i' | b'c' => {
                 // Text: to the end of the line, a `\` at its end continuing it.
+                // An odd number of backslashes at its end continues it (`\\\\` is one).
                 loop {
                     rest_of_line(&mut i);
-                    if i >= 1 && i < b.len() && b[i - 1] == b'\\' {
+                    let escapes = b[..i].iter().rev().take_while(|c| **c == b'\\').count();
+                    if i < b.len() && escapes % 2 == 1 {
                         i += 1;
                         continue;
                     }
@@ -568,9 +570,10 @@ fn sed_effects(script: &str) -> Option<SedEffects> {
                 rest_of_line(&mut i);
             }
             b':' | b'v' | b'b' | b't' | b'T' => {
-                // A label or a version: to the next `;` or line (GNU sed 4.9 ends a label
-                // there: `:x;1e id` runs `id`, review 13's r13-02).
-                while i < b.len() && !matches!(b[i], b';' | b'\n' | b'}') {
+                // A label or a version: one word, to the next blank, `;` or line (GNU sed 4.9
+                // ends them there: `:x;1e id` and `:x 1e id` run `id`, reviews 13 and 14).
+                skip_ws(&mut i);
+                while i < b.len() && !matches!(b[i], b';' | b'\n' | b'}' | b' ' | b'\t') {
                     i += 1;
                 }
             }
@@ -840,6 +843,10 @@ mod tests {
             ":x;1e id",
             "v;1e id",
             "b end;1e id",
+            ":x 1e id",
+            "v 4.2 1e id",
+            "s/a/b/;tx;:x 1e id",
+            "$a tidy\\\\\n1e id",
             "# note \\\n1e id",
         ] {
             assert!(sed_effects(s).is_some_and(|e| e.runs), "{s}");
