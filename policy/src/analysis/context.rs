@@ -258,6 +258,7 @@ impl Analyzer<'_> {
     /// changes and nothing else (`chmod`, `chown`, `chgrp`): judged as a change, and named
     /// among the line's `metadata`, not its `changes` (what an approval lets the command
     /// remove, rename or link).
+    ///
     /// `recursive` (`chmod -R`): the change reaches what is beneath it too
     /// (`metadata_trees`).
     pub(crate) fn metadata_field(&mut self, st: &State, f: &Field, recursive: bool) {
