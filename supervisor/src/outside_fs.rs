@@ -1383,11 +1383,15 @@ fn grants_let_meta(grants: &[RunnerGrant], path: &Path, times: bool) -> bool {
 /// asking again ([`RunnerGrant::file`]), by the name of the system executable it runs.
 const SAVERS: &[&str] = &["sed", "install", "cp"];
 
-/// Whether a process running `exe` with `maps` (`/proc/PID/maps`) is one of [`SAVERS`] as
-/// the system ships it and runs nothing else: its executable in a system `bin` directory,
-/// and every file it maps executable from the system's directories (no library the agent
-/// put there: `LD_PRELOAD`, a `PATH` entry in the worktree; review 14's r14-01).
-fn is_system_saver(exe: &Path, maps: &str) -> bool {
+/// Whether a process running `exe` with `maps` (`/proc/PID/maps`) and `environ`
+/// (`/proc/PID/environ`) is one of [`SAVERS`] as the system ships it and runs nothing else:
+/// its executable in a system `bin` directory; every executable mapping a file of the
+/// system's directories or the kernel's `[vdso]`/`[vsyscall]` (no library the agent put there:
+/// `LD_PRELOAD`, a `PATH` entry in the worktree, review 14's r14-01; and no executable memory
+/// without a file, where such a library copies its code before unmapping itself, review 15's
+/// r15-01); and no dynamic loader variable in its environment (`LD_*`, `GCONV_PATH`,
+/// `LOCPATH`).
+fn is_system_saver(exe: &Path, maps: &str, environ: &[u8]) -> bool {
     let system = |p: &str| {
         ["/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/"]
             .iter()
@@ -1400,14 +1404,21 @@ fn is_system_saver(exe: &Path, maps: &str) -> bool {
     let in_bin = exe
         .parent()
         .is_some_and(|d| d == Path::new("/usr/bin") || d == Path::new("/bin"));
+    let loader_env = environ.split(|b| *b == 0).any(|v| {
+        v.starts_with(b"LD_") || v.starts_with(b"GCONV_PATH=") || v.starts_with(b"LOCPATH=")
+    });
     named
         && in_bin
+        && !loader_env
         && maps.lines().all(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            let executable = f.get(1).is_some_and(|p| p.contains('x'));
-            match f.get(5) {
-                Some(path) if executable && path.starts_with('/') => f.len() == 6 && system(path),
-                _ => true,
+            if !f.get(1).is_some_and(|p| p.contains('x')) {
+                return true;
+            }
+            match (f.get(5), f.len()) {
+                (Some(path), 6) if path.starts_with('/') => system(path),
+                (Some(&"[vdso]" | &"[vsyscall]"), 6) => true,
+                _ => false,
             }
         })
 }
@@ -1532,8 +1543,9 @@ impl Inner {
         }
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
-        match (exe, maps) {
-            (Ok(exe), Ok(maps)) => is_system_saver(&exe, &maps),
+        let environ = std::fs::read(format!("/proc/{pid}/environ"));
+        match (exe, maps, environ) {
+            (Ok(exe), Ok(maps), Ok(environ)) => is_system_saver(&exe, &maps, &environ),
             _ => false,
         }
     }
@@ -3467,15 +3479,28 @@ mod tests {
                     7f00-7f01 r-xp 00000000 fe:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
                     7ffd-7ffe r-xp 00000000 00:00 0 [vdso]\n\
                     7f02-7f03 rw-p 00000000 00:00 0 \n";
-        assert!(is_system_saver(Path::new("/usr/bin/sed"), maps));
-        assert!(is_system_saver(Path::new("/bin/cp"), maps));
+        let env = b"LANG=C.UTF-8\0HOME=/home/p\0";
+        let sed = Path::new("/usr/bin/sed");
+        assert!(is_system_saver(sed, maps, env));
+        assert!(is_system_saver(Path::new("/bin/cp"), maps, env));
         // Another program, the agent's own `sed`, or agent code mapped in: not.
-        assert!(!is_system_saver(Path::new("/usr/bin/find"), maps));
-        assert!(!is_system_saver(Path::new("/tmp/wt/bin/sed"), maps));
+        assert!(!is_system_saver(Path::new("/usr/bin/find"), maps, env));
+        assert!(!is_system_saver(Path::new("/tmp/wt/bin/sed"), maps, env));
         let preloaded = format!("{maps}7f04-7f05 r-xp 00000000 fe:01 789 /tmp/wt/x.so\n");
-        assert!(!is_system_saver(Path::new("/usr/bin/sed"), &preloaded));
+        assert!(!is_system_saver(sed, &preloaded, env));
         let deleted = format!("{maps}7f04-7f05 r-xp 00000000 fe:01 789 /usr/lib/x.so (deleted)\n");
-        assert!(!is_system_saver(Path::new("/usr/bin/sed"), &deleted));
+        assert!(!is_system_saver(sed, &deleted, env));
+        // Executable memory with no file (code copied there), or a loader variable: not
+        // (review 15's r15-01).
+        let anonymous = format!("{maps}7f06-7f07 r-xp 00000000 00:00 0 \n");
+        assert!(!is_system_saver(sed, &anonymous, env));
+        let memfd = format!("{maps}7f06-7f07 r-xp 00000000 00:01 9 /memfd:x (deleted)\n");
+        assert!(!is_system_saver(sed, &memfd, env));
+        assert!(!is_system_saver(
+            sed,
+            maps,
+            b"LANG=C\0LD_PRELOAD=/usr/lib/x.so\0"
+        ));
     }
 
     /// A metadata grant is for its path (and beneath it only when recursive), and not for what
