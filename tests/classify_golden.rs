@@ -155,19 +155,28 @@ fn snapshot() -> String {
 /// written `"COLOUR RULE: REASON"`, so one line stays readable.
 ///
 /// A result naming a path that is neither in the fixture nor written in the command (a glob
-/// over `/etc/*` or `/tmp/*` expanded on this machine) depends on the machine's files: it is
-/// kept as its verdict and its sorted rule ids only, marked `machine_dependent`.
+/// over `/etc/*` or `/tmp/*` expanded on this machine), or of a command with a glob over a
+/// directory outside the fixture, depends on the machine's files: it is kept as its verdict
+/// and its sorted rule ids only, marked `machine_dependent`, without the two rules whose
+/// presence is the number of files there (`path.glob-too-wide` and `path.unresolved` fire
+/// when the glob matches more than the analysis expands: `echo /tmp/*` on a busy machine).
 fn compact(cmd: Option<&str>, result: &serde_json::Value, root: &str) -> serde_json::Value {
     let from_machine = result["paths"].as_array().unwrap().iter().any(|p| {
         let p = p.as_str().unwrap();
         !p.starts_with(root) && !cmd.is_some_and(|c| c.contains(p))
     });
-    if from_machine {
+    let machine_glob = cmd.is_some_and(|c| {
+        c.split_whitespace()
+            .map(|w| w.trim_matches(|ch| ch == '\'' || ch == '"'))
+            .any(|w| w.starts_with('/') && !w.starts_with(root) && w.contains(['*', '?', '[']))
+    });
+    if from_machine || machine_glob {
         let mut rules: Vec<&str> = result["rules"]
             .as_array()
             .unwrap()
             .iter()
             .map(|r| r.as_str().unwrap())
+            .filter(|r| *r != "path.glob-too-wide" && *r != "path.unresolved")
             .collect();
         rules.sort_unstable();
         rules.dedup();
