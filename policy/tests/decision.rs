@@ -592,12 +592,18 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
     assert!(c.saves(&f));
     let c = class_of(format!("install -m 644 x {}", f.display()));
     assert!(c.saves(&f), "{c:?}");
+    let c = class_of(format!("cp --remove-destination x {}", f.display()));
+    assert!(c.saves(&f), "{c:?}");
     for line in [
         format!("sed -i '1e id' {}", f.display()),
         format!("perl -pi -e s/a/b/ {}", f.display()),
         format!("./tool {}", f.display()),
         format!("sed -i s/a/b/ {} && ./tool", f.display()),
         format!("make -C {}", o.display()),
+        // A `cp` that may make a link instead of the file (review 16's r16-01).
+        format!("cp -P --remove-destination lnk {}", f.display()),
+        format!("cp -a x {}", f.display()),
+        format!("cp -s x {}", f.display()),
     ] {
         assert!(
             !class_of(line.clone()).saves(&f),

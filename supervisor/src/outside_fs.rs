@@ -1405,7 +1405,13 @@ fn is_system_saver(exe: &Path, maps: &str, environ: &[u8]) -> bool {
         .parent()
         .is_some_and(|d| d == Path::new("/usr/bin") || d == Path::new("/bin"));
     let loader_env = environ.split(|b| *b == 0).any(|v| {
-        v.starts_with(b"LD_") || v.starts_with(b"GCONV_PATH=") || v.starts_with(b"LOCPATH=")
+        let locale = [b"LANG=" as &[u8], b"LANGUAGE=", b"LC_", b"TZ=", b"NLSPATH="]
+            .iter()
+            .any(|p| v.starts_with(p));
+        v.starts_with(b"LD_")
+            || v.starts_with(b"GCONV_PATH=")
+            || v.starts_with(b"LOCPATH=")
+            || locale && v.contains(&b'/')
     });
     named
         && in_bin
@@ -3500,6 +3506,13 @@ mod tests {
             sed,
             maps,
             b"LANG=C\0LD_PRELOAD=/usr/lib/x.so\0"
+        ));
+        // Nor a locale naming a path (review 16's r16-02: a message catalog of the agent's).
+        assert!(!is_system_saver(sed, maps, b"LANGUAGE=../../wt/mo\0"));
+        assert!(is_system_saver(
+            sed,
+            maps,
+            b"LANGUAGE=fr:en\0LC_ALL=C.UTF-8\0"
         ));
     }
 

@@ -406,6 +406,14 @@ pub(crate) fn runner_env(
         if name != "PATH" && !kept {
             continue;
         }
+        // Locale and time-zone values select formatting by name; one naming a path (`/`, `..`)
+        // makes glibc read message catalogs, locale or zone data the agent wrote (a message
+        // catalog's format strings run in the approved program: review 16's r16-02).
+        let by_name = |v: &[u8]| !v.contains(&b'/') && !v.windows(2).any(|w| w == b"..");
+        let locale = matches!(name.as_str(), "LANG" | "LANGUAGE" | "TZ") || name.starts_with("LC_");
+        if locale && !by_name(&e[eq + 1..]) {
+            continue;
+        }
         if name == "PATH" {
             saw_path = true;
             let kept: Vec<&[u8]> = e[eq + 1..]
@@ -1392,6 +1400,7 @@ mod tests {
 
     #[test]
     fn runner_env_drops_what_loads_other_code_and_planted_path_entries() {
+        // A locale or zone naming a path is dropped with them (review 16's r16-02).
         let env: Vec<Vec<u8>> = [
             "BASH_ENV=/wt/.env.sh",
             "LD_PRELOAD=/wt/x.so",
@@ -1402,6 +1411,9 @@ mod tests {
             "PATH=/wt/bin:relative:/usr/bin:/bin",
             "LANG=C.UTF-8",
             "LC_ALL=C",
+            "LANGUAGE=../../../wt/mo",
+            "LC_MESSAGES=/wt/locale",
+            "TZ=/wt/zone",
             "TAR_OPTIONS=--checkpoint-action=exec=evil",
             "MAKEFLAGS=--eval=$(shell evil)",
             "FOO=bar",

@@ -571,7 +571,12 @@ impl Analyzer<'_> {
                         }
                         // `install` and `cp` remove a destination file they cannot write
                         // and make it anew (`install` always): a save by their own rule.
-                        None if matches!(p, "install" | "cp") && sources.len() == 1 => {
+                        // Not a `cp` that may make a link there instead (`-P`, `-d`, `-a`,
+                        // `-s`, `-l`, `--preserve=links`): the file would be removed for
+                        // something else (review 16's r16-01).
+                        None if (p == "install" || p == "cp" && !cp_makes_links(inv.args))
+                            && sources.len() == 1 =>
+                        {
                             self.saved_field(st, &d);
                             self.named_landings(st, inv, &sources, &d, dest_access);
                         }
@@ -584,6 +589,21 @@ impl Analyzer<'_> {
             }
         }
     }
+}
+
+/// Whether `cp`'s options may make links rather than copies (`-P`/`--no-dereference`, `-d`,
+/// `-a`/`--archive`, `-s`/`--symbolic-link`, `-l`/`--link`, `--preserve` with links or all).
+fn cp_makes_links(args: &[Field]) -> bool {
+    args.iter().any(|a| match a.known() {
+        None => true,
+        Some(t) if t.starts_with("--") => {
+            ["--no-dereference", "--archive", "--link", "--symbolic-link"]
+                .iter()
+                .any(|o| names(&t, o))
+                || t.starts_with("--preserve") && (t.contains("links") || t.contains("all"))
+        }
+        Some(t) => t.starts_with('-') && t[1..].chars().any(|c| "Pdasl".contains(c)),
+    })
 }
 
 #[cfg(test)]
