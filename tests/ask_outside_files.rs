@@ -2279,3 +2279,97 @@ for p in ["~/dotfiles/vimrc", "~/.ssh/work_key", "~/dotfiles/ssh/work_key"]:
         );
     }
 }
+
+/// An approved line that makes a directory outside the worktree is asked once, and its
+/// command makes what the line names and no more: `mkdir -p` the missing directories on the
+/// way (each was asked again, one ask per level), `mkdir` and `install -d` the one directory.
+/// On the way it makes directories only (the line's own code, asked for a file beside one,
+/// is denied), and a sibling its code makes is asked (denied: the control that the check from
+/// outside can fail). Without the outside-files server no directory is granted (Landlock
+/// cannot grant one name): the approved `mkdir` fails and leaves nothing in its place (a
+/// file was made there, so `mkdir` failed with "File exists" and an empty file stayed).
+#[test]
+fn an_approved_mkdir_outside_is_asked_once_and_makes_that_directory_only() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served { "mkdir-fuse" } else { "mkdir-off" };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let o = beside(&fx, "O", &[("keep.txt", "k\n")]);
+            script(
+                &fx,
+                "t.py",
+                r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+step("file-on-the-way", lambda: open("../O/ok-x/planted", "w").close())
+step("sibling", lambda: os.mkdir("../O/ok-x/z"))
+step("beneath", lambda: open("../O/ok-x/y/made", "w").close())
+"#,
+            );
+            let extra: &[&str] = if served {
+                &["--ask-outside-files"]
+            } else {
+                &["--outside-files", "off"]
+            };
+            let s = fx.start(
+                extra,
+                r#"mkdir -p ../O/ok-a/b/c; echo p=$?
+mkdir ../O/ok-n; echo n=$?
+install -d -m 750 ../O/ok-i/j; echo i=$?
+sh -c 'mkdir -p ../O/ok-x/y && /usr/bin/python3 t.py'; echo x=$?
+mkdir ../O/no-m; echo m=$?"#,
+            );
+            // Only the lines naming `ok-` are approved: any other ask (a second one for a
+            // line's own call, what the script tries) is denied and counted.
+            let (asked, (code, out, err)) =
+                drive_with(&fx, s, |a| a.starts_with("run `") && a.contains("ok-"));
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            assert!(!out.contains("m=0"), "{ctx}");
+            assert!(!o.join("no-m").exists(), "{ctx}");
+            if !served {
+                // Not granted: each approved `mkdir` fails, and nothing is left in its place.
+                for (line, d) in [("p=0", "ok-a"), ("n=0", "ok-n"), ("i=0", "ok-i")] {
+                    assert!(!out.contains(line), "{line}: {ctx}");
+                    assert!(!o.join(d).exists(), "{d}: {ctx}");
+                }
+                assert_eq!(asked.len(), 5, "{ctx}");
+                continue;
+            }
+            for line in ["p=0", "n=0", "i=0", "x=0", "beneath=ok"] {
+                assert!(out.contains(line), "{line}: {ctx}");
+            }
+            for line in ["file-on-the-way=ERR13", "sibling=ERR13"] {
+                assert!(out.contains(line), "{line}: {ctx}");
+            }
+            // Checked from outside: what the approved lines named, and nothing else.
+            for d in ["ok-a/b/c", "ok-n", "ok-i/j", "ok-x/y"] {
+                assert!(o.join(d).is_dir(), "{d}: {ctx}");
+            }
+            assert!(o.join("ok-x/y/made").is_file(), "{ctx}");
+            assert!(!o.join("ok-x/planted").exists(), "{ctx}");
+            assert!(!o.join("ok-x/z").exists(), "{ctx}");
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(o.join("ok-i/j"))
+                    .unwrap()
+                    .permissions()
+                    .mode();
+                assert_eq!(mode & 0o777, 0o750, "{ctx}");
+            }
+            // One ask per line, and the two tries of the script.
+            assert_eq!(asked.len(), 7, "{ctx}");
+            let bare = without_sandbox(&fx, "t.py");
+            assert!(
+                bare.contains("file-on-the-way=ok") && bare.contains("sibling=ok"),
+                "control: {bare}"
+            );
+        }
+    }
+}

@@ -147,6 +147,15 @@ pub struct Classification {
     /// one command and runs no code the policy does not analyse.
     #[serde(skip)]
     pub saved: Vec<PathBuf>,
+    /// Those of `writes` that a command makes as directories (`mkdir DIR`, `install -d DIR`):
+    /// what an approval lets it make there is a directory, never a file. Not serialized, as
+    /// `changes`.
+    #[serde(skip)]
+    pub dirs_made: Vec<PathBuf>,
+    /// Those of `dirs_made` whose missing parent directories the command makes too
+    /// (`mkdir -p`, `install -d`).
+    #[serde(skip)]
+    pub parents_made: Vec<PathBuf>,
     /// Network destinations the action names, each with the port it connects to when known.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
@@ -201,6 +210,8 @@ impl Classification {
             metadata: Vec::new(),
             metadata_trees: Vec::new(),
             saved: Vec::new(),
+            dirs_made: Vec::new(),
+            parents_made: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
             inner_command: None,
@@ -284,6 +295,8 @@ impl Classification {
         push_new(&mut self.metadata, other.metadata);
         push_new(&mut self.metadata_trees, other.metadata_trees);
         push_new(&mut self.saved, other.saved);
+        push_new(&mut self.dirs_made, other.dirs_made);
+        push_new(&mut self.parents_made, other.parents_made);
         push_new(&mut self.hosts, other.hosts);
         push_new(&mut self.pushes, other.pushes);
         self.shape.compound |= other.shape.compound;

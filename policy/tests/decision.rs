@@ -610,6 +610,28 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
             "`{line}` saves nothing through copies"
         );
     }
+    // The directories a line makes, and whether it makes the missing ones above them.
+    let d = at("d");
+    for (line, dirs, parents) in [
+        (format!("mkdir {}", d.display()), true, false),
+        (format!("mkdir -pv {}", d.display()), true, true),
+        (
+            format!("mkdir --parents -m 700 {}", d.display()),
+            true,
+            true,
+        ),
+        (format!("mkdir -m 700 {}", d.display()), true, false),
+        (format!("install -d {}", d.display()), true, true),
+        (format!("install -m 644 x {}", d.display()), false, false),
+        (format!("touch {}", d.display()), false, false),
+        (format!("mkfifo {}", d.display()), false, false),
+    ] {
+        let c = class_of(line.clone());
+        assert_eq!(c.writes, vec![d.clone()], "writes of `{line}`");
+        let some = |b: bool| if b { vec![d.clone()] } else { vec![] };
+        assert_eq!(c.dirs_made, some(dirs), "directories `{line}` makes");
+        assert_eq!(c.parents_made, some(parents), "parents `{line}` makes");
+    }
     for (line, changes, writes) in cases {
         let c = p.classify(
             &Action::Exec {

@@ -3546,6 +3546,7 @@ mod tests {
             meta: false,
             meta_tree: false,
             save: false,
+            new_dirs: None,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
@@ -3555,6 +3556,7 @@ mod tests {
             meta: false,
             meta_tree: false,
             save: false,
+            new_dirs: None,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

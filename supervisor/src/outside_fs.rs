@@ -671,6 +671,11 @@ pub(crate) struct RunnerGrant {
     /// anew there ([`Inner::saved_over`]), never a directory, a link or a symbolic link
     /// (review 13's r13-03).
     pub regular_only: bool,
+    /// The line makes `path` as a directory, and the missing ones above it below this
+    /// ancestor (`crate::runner::Grant::new_dirs`): the command may make each directory
+    /// strictly beneath it down to `path`, and list them (`mkdir -p` opens each it made to
+    /// go on from there); nothing else on the way.
+    pub dirs_from: Option<PathBuf>,
 }
 
 /// A command's temporary copy of a file it saves ([`RunnerGrant::save_of`]).
@@ -695,7 +700,29 @@ impl RunnerGrant {
             meta: false,
             meta_tree: false,
             regular_only: false,
+            dirs_from: None,
         }
+    }
+
+    /// Whether `path` is a directory the grant lets the command make and list on the way to
+    /// its own ([`RunnerGrant::dirs_from`]): strictly beneath that ancestor, at or above the
+    /// grant's path, and not beneath a name that arrived since.
+    fn on_the_way(&self, path: &Path) -> bool {
+        self.way_holds(path) && !self.arrived.iter().any(|a| is_within(path, a))
+    }
+
+    /// Whether `path` is on the way to the grant's path from [`RunnerGrant::dirs_from`]
+    /// (strictly beneath it, at or above the path).
+    fn way_holds(&self, path: &Path) -> bool {
+        self.dirs_from
+            .as_deref()
+            .is_some_and(|from| path != from && is_within(path, from))
+            && is_within(&self.path, path)
+    }
+
+    /// Whether the grant reaches `path`: its path and beneath, and the directories on its way.
+    fn holds(&self, path: &Path) -> bool {
+        is_within(path, &self.path) || self.way_holds(path)
     }
 
     /// Whether the grant lets the command do `touch` to `path`.
@@ -1362,6 +1389,11 @@ fn grants_cover(grants: &[RunnerGrant], op: &Op) -> bool {
     let usable = |g: &&RunnerGrant| {
         (own_save || !names_change || g.save_of.is_none()) && !(makes_other && g.regular_only)
     };
+    if let Op::One(path, Access::Mkdir | Access::List) = op {
+        if grants.iter().any(|g| g.on_the_way(path)) {
+            return true;
+        }
+    }
     op.touches()
         .iter()
         .all(|(path, touch)| grants.iter().filter(usable).any(|g| g.lets(path, *touch)))
@@ -1488,8 +1520,8 @@ impl Inner {
                         // From outside the grant, or from something that arrived in it (a
                         // second step inside the directory carries what the first brought).
                         let from_elsewhere =
-                            !is_within(src, &g.path) || g.arrived.iter().any(|a| is_within(src, a));
-                        if is_within(dst, &g.path) && from_elsewhere {
+                            !g.holds(src) || g.arrived.iter().any(|a| is_within(src, a));
+                        if g.holds(dst) && from_elsewhere {
                             g.arrived.push(dst.to_path_buf());
                         }
                     }
@@ -3532,6 +3564,7 @@ mod tests {
             meta: true,
             meta_tree: tree,
             regular_only: false,
+            dirs_from: None,
         };
         let flat = [g("/o/d", false, &[])];
         assert!(grants_let_meta(&flat, &p("/o/d"), false));
@@ -3950,6 +3983,56 @@ mod tests {
         assert!(!Access::List.covers(Access::Read));
         assert!(!Access::Read.covers(Access::List));
         assert!(!Access::Mkdir.covers(Access::Remove));
+    }
+
+    /// A grant to make a directory and the missing ones above it (`mkdir -p`) lets the
+    /// command make and list the directories on the way, strictly beneath the ancestor that
+    /// existed, and nothing else there: no file, no sibling, nothing above, nothing beneath
+    /// a name that arrived since.
+    #[test]
+    fn a_made_directorys_grant_makes_the_directories_on_its_way_only() {
+        let p = |s: &str| PathBuf::from(s);
+        let g = RunnerGrant {
+            dirs_from: Some(p("/o")),
+            arrived: vec![p("/o/a/x")],
+            ..RunnerGrant::writing(Path::new("/o/a/b/c"))
+        };
+        let grants = [g];
+        let one = |s: &str, a: Access| grants_cover(&grants, &Op::One(p(s), a));
+        for d in ["/o/a", "/o/a/b", "/o/a/b/c"] {
+            assert!(one(d, Access::Mkdir), "{d}");
+            assert!(one(d, Access::List), "{d}");
+        }
+        assert!(one("/o/a/b/c/f", Access::Create));
+        for (path, a) in [
+            ("/o", Access::Mkdir),
+            ("/o", Access::List),
+            ("/o/a/f", Access::Create),
+            ("/o/a/b/f", Access::Write),
+            ("/o/a/z", Access::Mkdir),
+            ("/o/z", Access::Mkdir),
+            ("/o/a", Access::Remove),
+            ("/o/a/x", Access::Mkdir),
+            ("/o/a/x/y", Access::List),
+        ] {
+            assert!(!one(path, a), "{path} {a:?}");
+        }
+        // A name that arrived on the way ends the way beneath it; what arrives there is
+        // recorded (`Inner::names_changed` takes what the grant holds).
+        let g = &grants[0];
+        assert!(g.holds(&p("/o/a")) && g.holds(&p("/o/a/b/c/d")));
+        assert!(!g.holds(&p("/o")) && !g.holds(&p("/o/a/z")) && !g.holds(&p("/o/z")));
+        let arrived = [RunnerGrant {
+            arrived: vec![p("/o/a")],
+            ..g.clone()
+        }];
+        assert!(!grants_cover(
+            &arrived,
+            &Op::One(p("/o/a/b"), Access::Mkdir)
+        ));
+        // Without `dirs_from` (a file or an existing directory): only beneath its path.
+        let plain = [RunnerGrant::writing(Path::new("/o/a/b/c"))];
+        assert!(!grants_cover(&plain, &Op::One(p("/o/a/b"), Access::Mkdir)));
     }
 
     #[test]

@@ -131,6 +131,15 @@ pub(crate) struct Grant {
     /// `./tool F`, `make`, a list of commands) gets the named file only (review 13's r13-01).
     #[serde(default)]
     pub save: bool,
+    /// The line makes this directory, which did not exist when asked (`mkdir`, `install -d`:
+    /// `tyba_policy::Classification::dirs_made`), and, with parents (`mkdir -p`), the missing
+    /// directories above it: this is the deepest of its ancestors that existed then (its
+    /// parent, without parents). Only the outside-files server can grant making those names
+    /// and no other ([`served_changes`]): the command may make each directory strictly
+    /// beneath this one down to `path`, and write beneath `path`; never a file or a link on
+    /// the way. `None` for any other grant.
+    #[serde(default)]
+    pub new_dirs: Option<PathBuf>,
 }
 
 impl Grant {
@@ -138,6 +147,9 @@ impl Grant {
     /// `None` for a name the line only changes and that does not exist (a `mv`'s new name):
     /// only the outside-files server can grant that one name.
     pub(crate) fn landlock(&self) -> Option<(PathBuf, bool)> {
+        if self.new_dirs.is_some() {
+            return None;
+        }
         let only_a_name = self.change && !self.write && !self.new_file;
         (!only_a_name || std::fs::symlink_metadata(&self.path).is_ok())
             .then(|| (self.path.clone(), self.write))
@@ -159,12 +171,27 @@ impl Grant {
             meta: self.meta,
             meta_tree: self.meta_tree,
             regular_only: false,
+            dirs_from: self.new_dirs.clone(),
         }
     }
 }
 
 impl std::fmt::Display for Grant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(from) = &self.new_dirs {
+            let above = match self.path.parent() {
+                Some(p) if p != from => format!(
+                    " and the missing directories above it under {}",
+                    from.display()
+                ),
+                _ => String::new(),
+            };
+            return write!(
+                f,
+                "make the directory {}{above} and read-write in it (directories only on the way, nothing else in them)",
+                self.path.display()
+            );
+        }
         if self.new_file {
             return write!(
                 f,
@@ -196,6 +223,36 @@ pub(crate) fn real_target(p: &Path) -> Option<(PathBuf, bool)> {
     let name = p.file_name()?;
     let parent = std::fs::canonicalize(p.parent()?).ok()?;
     Some((parent.join(name), true))
+}
+
+/// For an absent path whose missing parent directories a line makes (`mkdir -p`): its
+/// deepest existing ancestor's canonical path joined with the rest, and that ancestor.
+/// `None` when `p` is not absolute, a component of the rest is not a plain name (`..`), or
+/// no ancestor exists.
+fn real_target_made(p: &Path) -> Option<(PathBuf, PathBuf)> {
+    use std::path::Component;
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut rest = Vec::new();
+    let mut at = p;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(at) {
+            if !std::fs::metadata(&c).is_ok_and(|m| m.is_dir()) {
+                return None;
+            }
+            let mut made = c.clone();
+            for name in rest.iter().rev() {
+                made.push(name);
+            }
+            return Some((made, c));
+        }
+        match at.components().next_back() {
+            Some(Component::Normal(n)) => rest.push(n.to_os_string()),
+            _ => return None,
+        }
+        at = at.parent()?;
+    }
 }
 
 /// Why a new file an approved line creates cannot be prepared ([`prepare_new_files`]).
@@ -314,14 +371,25 @@ pub(crate) fn grants(
         let change = class.changes.contains(p);
         let meta = class.metadata.contains(p);
         let meta_tree = class.metadata_trees.contains(p);
-        let (path, absent) = match real_target(p) {
-            Some((path, absent)) if write || change || !absent => (path, absent),
+        let dir = write && class.dirs_made.contains(p);
+        let parents = dir && class.parents_made.contains(p);
+        let (path, absent, new_dirs) = match real_target(p) {
+            Some((path, true)) if dir => {
+                let parent = path.parent().map(Path::to_path_buf);
+                (path, true, parent)
+            }
+            Some((path, absent)) if write || change || !absent => (path, absent, None),
+            None if parents => match real_target_made(p) {
+                Some((path, from)) => (path, true, Some(from)),
+                None => continue,
+            },
             _ => continue,
         };
         let save = write && !absent && class.saves(p);
         // A new name the line writes is made before it runs ([`prepare_new_files`]); one it
-        // only renames something to, or links, is not (the rename makes it).
-        let new_file = absent && write;
+        // only renames something to, or links, is not (the rename makes it), nor a directory
+        // it makes (`new_dirs`).
+        let new_file = absent && write && new_dirs.is_none();
         let under = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
         if path == Path::new("/") || under(read_write) || (!write && !meta && under(read_only)) {
             continue;
@@ -334,6 +402,12 @@ pub(crate) fn grants(
                 g.meta |= meta;
                 g.meta_tree |= meta_tree;
                 g.save |= save;
+                // One name made both as a file and as a directory: the file is made first.
+                g.new_dirs = if g.new_file {
+                    None
+                } else {
+                    g.new_dirs.take().or(new_dirs)
+                };
             }
             None => out.push(Grant {
                 path,
@@ -343,18 +417,25 @@ pub(crate) fn grants(
                 meta,
                 meta_tree,
                 save,
+                new_dirs,
             }),
         }
     }
     out
 }
 
-/// `grants` with [`Grant::change`] kept only where `served` (the outside-files server serves
-/// the path, `crate::outside_fs::OutsideFs::serves`): nothing else can let a command remove,
-/// rename or link one name. A change elsewhere is no grant: the name is kept for reading when
-/// it exists, and dropped when it does not.
+/// `grants` with [`Grant::change`] and [`Grant::new_dirs`] kept only where `served` (the
+/// outside-files server serves the path, `crate::outside_fs::OutsideFs::serves`): nothing
+/// else can let a command remove, rename or link one name, or make one directory and no other
+/// (Landlock grants making directories anywhere beneath a directory, or nothing). A change
+/// elsewhere is no grant: the name is kept for reading when it exists, and dropped when it
+/// does not; a new directory elsewhere is dropped (its `mkdir` fails, unasked again, and
+/// nothing is left in its place).
 pub(crate) fn served_changes(mut grants: Vec<Grant>, served: impl Fn(&Path) -> bool) -> Vec<Grant> {
     grants.retain_mut(|g| {
+        if g.new_dirs.is_some() {
+            return served(&g.path);
+        }
         if !g.change || served(&g.path) {
             return true;
         }
@@ -1117,6 +1198,53 @@ mod tests {
         c
     }
 
+    /// A directory a line makes (`mkdir`) is granted as that directory and, with parents
+    /// (`mkdir -p`), the missing ones above it from the deepest existing ancestor: never a
+    /// new file made beforehand (`mkdir` then failed on it), and only where the outside-files
+    /// server serves it. An existing one is an ordinary grant.
+    #[test]
+    fn a_directory_a_line_makes_is_granted_as_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let o = std::fs::canonicalize(d.path()).unwrap().join("o");
+        std::fs::create_dir_all(o.join("there")).unwrap();
+        let deep = o.join("a/b/c");
+        let (one, there, flat) = (o.join("n"), o.join("there"), o.join("x/y"));
+        let names = [deep.clone(), one.clone(), there.clone(), flat.clone()];
+        let mut c = class(&names, &names);
+        c.dirs_made = names.to_vec();
+        c.parents_made = vec![deep.clone(), there.clone()];
+        let g = grants(&c, &[], &[]);
+        let of = |p: &Path| g.iter().find(|g| g.path == p).cloned();
+        let deep_g = of(&deep).unwrap();
+        assert_eq!(deep_g.new_dirs.as_deref(), Some(o.as_path()));
+        assert!(deep_g.write && !deep_g.new_file);
+        assert_eq!(deep_g.landlock(), None);
+        let one_g = of(&one).unwrap();
+        assert_eq!(one_g.new_dirs.as_deref(), Some(o.as_path()));
+        assert!(!one_g.new_file);
+        let there_g = of(&there).unwrap();
+        assert_eq!(there_g.new_dirs, None);
+        assert_eq!(there_g.landlock(), Some((there.clone(), true)));
+        // `mkdir x/y` with `x` missing makes nothing: no grant.
+        assert!(of(&flat).is_none(), "{g:#?}");
+        prepare_new_files(&g, |_| false).unwrap();
+        assert!(!deep.exists() && !one.exists(), "nothing made beforehand");
+        let served = served_changes(g.clone(), |_| true);
+        assert_eq!(served.len(), 3);
+        let unserved = served_changes(g, |_| false);
+        assert_eq!(
+            unserved.iter().map(|g| &g.path).collect::<Vec<_>>(),
+            [&there]
+        );
+        // A name on the way that is not a plain one is no grant.
+        assert_eq!(real_target_made(Path::new("a/b")), None);
+        assert_eq!(real_target_made(&o.join("q/../r")), None);
+        assert_eq!(
+            real_target_made(&o.join("q/r")),
+            Some((o.join("q/r"), o.clone()))
+        );
+    }
+
     #[test]
     fn grants_are_the_named_out_of_tree_paths_read_unless_written() {
         let d = std::env::temp_dir().join(format!("tyba-grants-{}", std::process::id()));
@@ -1162,6 +1290,7 @@ mod tests {
                     meta: false,
                     meta_tree: false,
                     save: false,
+                    new_dirs: None,
                 },
                 Grant {
                     path: o.join("target"),
@@ -1171,6 +1300,7 @@ mod tests {
                     meta: false,
                     meta_tree: false,
                     save: false,
+                    new_dirs: None,
                 },
                 Grant {
                     path: o.join("sub/new-file"),
@@ -1180,6 +1310,7 @@ mod tests {
                     meta: false,
                     meta_tree: false,
                     save: false,
+                    new_dirs: None,
                 },
             ]
         );
@@ -1240,6 +1371,7 @@ mod tests {
             meta: true,
             meta_tree: false,
             save: false,
+            new_dirs: None,
         };
         let w = Grant {
             path: o.join("w"),
@@ -1249,6 +1381,7 @@ mod tests {
             meta: false,
             meta_tree: false,
             save: true,
+            new_dirs: None,
         };
         assert_eq!(g, vec![f.clone(), w.clone()]);
         // `chmod -R`: beneath it too, and the ask says so.
@@ -1345,6 +1478,7 @@ mod tests {
             meta: false,
             meta_tree: false,
             save: false,
+            new_dirs: None,
         };
         assert_eq!(
             g,

@@ -287,6 +287,23 @@ impl Analyzer<'_> {
         }
     }
 
+    /// [`Self::path_field`] for a directory the command makes (`Classification::dirs_made`:
+    /// `mkdir`, `install -d`); with `parents` (`mkdir -p`, `install -d`) it makes the missing
+    /// directories above it too (`Classification::parents_made`).
+    pub(crate) fn dir_field(&mut self, st: &State, f: &Field, parents: bool) {
+        let before = self.out.writes.len();
+        self.path_field(st, f, Access::Write);
+        let out = &mut self.out;
+        for p in &out.writes[before..] {
+            if !out.dirs_made.contains(p) {
+                out.dirs_made.push(p.clone());
+            }
+            if parents && !out.parents_made.contains(p) {
+                out.parents_made.push(p.clone());
+            }
+        }
+    }
+
     pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {
         let mut found = Vec::new();
         let mut resolved: Vec<PathBuf> = Vec::new();

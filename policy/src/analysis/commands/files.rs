@@ -390,10 +390,13 @@ impl Analyzer<'_> {
         let spec = registry::lookup(p).map_or(&[][..], |e| e.options);
         let mut operands = Vec::new();
         let mut target_dir: Option<Field> = None;
+        // `mkdir -p`: the missing directories above each operand are made too.
+        let mut parents = false;
         for t in parse_opts(inv.args, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     let n = name.as_str();
+                    parents |= p == "mkdir" && (n == "-p" || names(n, "--parents"));
                     if (n == "-t" || names(n, "--target-directory")) && p != "touch" {
                         target_dir = value;
                     } else if p == "rsync"
@@ -475,12 +478,18 @@ impl Analyzer<'_> {
                 })
             });
         match p {
+            // `install -d` makes the missing directories above each operand too.
             _ if install_dirs => {
                 for o in operands {
-                    self.path_field(st, &o, Access::Write);
+                    self.dir_field(st, &o, true);
                 }
             }
-            "tee" | "touch" | "mkdir" | "truncate" | "mkfifo" | "mknod" => {
+            "mkdir" => {
+                for o in operands {
+                    self.dir_field(st, &o, parents);
+                }
+            }
+            "tee" | "touch" | "truncate" | "mkfifo" | "mknod" => {
                 if p == "mknod" {
                     self.add(
                         Verdict::Red,
