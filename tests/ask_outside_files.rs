@@ -2373,3 +2373,54 @@ mkdir ../O/no-m; echo m=$?"#,
         }
     }
 }
+
+/// An approved `git config --file F` of a file outside writes that file and is asked once:
+/// git saves it through its lock file (`F.lock` made beside it, written, renamed over it),
+/// and each step was asked again; the line named its key and value as paths, not the file.
+/// `git config --global` names `~/.gitconfig` (the file it writes) in its ask; its lock file
+/// would be a new name directly in the home, a base no cover serves, so it still fails, and
+/// leaves nothing (the known limit in docs/sandbox.md). The approval covers the named file:
+/// another line writing another file is asked, and denied it writes nothing (the control that
+/// the check from outside can fail).
+#[test]
+fn an_approved_git_config_of_a_file_outside_is_asked_once() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-gitconfig") else {
+            continue;
+        };
+        let o = beside(&fx, "O", &[("ok.cfg", "[a]\n\tb = 1\n")]);
+        let gc = fx.home.join(".gitconfig");
+        std::fs::write(&gc, "[user]\n\tname = before\n").unwrap();
+        give(&gc, &fx.who);
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"git config --file ../O/ok.cfg a.b 2; echo file=$?
+git config --global user.name after; echo global=$?
+git config --file ../O/no.cfg a.b 3; echo other=$?"#,
+        );
+        let (asked, (code, out, err)) = drive_with(&fx, s, |a| {
+            a.starts_with("run `git config --global") || a.contains("ok.cfg")
+        });
+        let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("file=0"), "{ctx}");
+        assert!(!out.contains("other=0"), "{ctx}");
+        // Checked from outside: the approved line wrote what it named, and left no lock
+        // file; the denied one wrote nothing; the person's own configuration is as it was.
+        let file = std::fs::read_to_string(o.join("ok.cfg")).unwrap();
+        assert!(file.contains("b = 2"), "{file}: {ctx}");
+        assert!(!o.join("ok.cfg.lock").exists(), "{ctx}");
+        assert!(!o.join("no.cfg").exists(), "{ctx}");
+        let global = std::fs::read_to_string(&gc).unwrap();
+        assert!(global.contains("name = before"), "{global}: {ctx}");
+        assert!(!fx.home.join(".gitconfig.lock").exists(), "{ctx}");
+        assert!(
+            asked
+                .iter()
+                .any(|a| a.starts_with("run `git config --global")
+                    && a.contains(&format!("read-write {}", gc.display()))),
+            "the ask names the file: {ctx}"
+        );
+        assert_eq!(asked.len(), 3, "one ask per line: {ctx}");
+    }
+}

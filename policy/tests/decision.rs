@@ -610,6 +610,35 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
             "`{line}` saves nothing through copies"
         );
     }
+    // `git config` names the file it writes (saved through its lock file), never its key
+    // or value; reading, only a `--file` it names.
+    let c = class_of(format!("git config --file {} a.b c", f.display()));
+    assert_eq!(
+        (c.writes.clone(), c.paths.clone()),
+        (vec![f.clone()], vec![f.clone()])
+    );
+    assert!(c.saves(&f), "{c:?}");
+    let c = class_of(format!("git config -f {} --get a.b", f.display()));
+    assert_eq!(
+        (c.writes.clone(), c.paths.clone()),
+        (vec![], vec![f.clone()])
+    );
+    for line in ["git config --get user.name .env", "git config user.name x"] {
+        assert!(class_of(line.to_string()).paths.is_empty(), "{line}");
+    }
+    let home = o.join("home");
+    let with_home = Context {
+        home: Some(&home),
+        ..ctx
+    };
+    let c = p.classify(
+        &Action::Exec {
+            command: "git config --global user.name x".into(),
+        },
+        &with_home,
+    );
+    assert_eq!(c.writes, vec![home.join(".gitconfig")]);
+    assert_eq!(c.verdict, Verdict::Red);
     // The directories a line makes, and whether it makes the missing ones above them.
     let d = at("d");
     for (line, dirs, parents) in [

@@ -432,7 +432,12 @@ pub fn run_with(
                 gid,
                 Some(&plan.tmp_dir),
             )
-            .and_then(|fs| Ok((fs.clone(), crate::outside_fs::serve_when_sent(fs, sock)?)));
+            .and_then(|fs| {
+                let mut writable = vec![plan.worktree.clone(), plan.tmp_dir.clone()];
+                writable.extend(plan.read_write.iter().cloned());
+                fs.set_agent_writable(writable);
+                Ok((fs.clone(), crate::outside_fs::serve_when_sent(fs, sock)?))
+            });
             match served {
                 Ok(s) => Some(s),
                 Err(e) => {

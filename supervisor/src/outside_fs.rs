@@ -844,6 +844,9 @@ struct Inner {
     /// ([`OutsideFs::attach`]). Until then every asker counts as the agent's interpreter:
     /// asked, its grant reaching the least.
     session: std::sync::OnceLock<Box<dyn SessionLink>>,
+    /// The directories the agent writes (its worktree, temp dir, `read_write` roots), set
+    /// once ([`OutsideFs::set_agent_writable`]): no saver runs code from them.
+    agent_writable: std::sync::OnceLock<Vec<PathBuf>>,
     /// The history files of shells, REPLs and pagers (the policy's
     /// `filesystem.history_files`) and the home (real) their `~/` stands for: refused
     /// quietly to every process, never asked, never granted ([`HistoryFiles`]).
@@ -1237,6 +1240,7 @@ impl OutsideFs {
             made: Mutex::new(HashMap::new()),
             approver,
             session: std::sync::OnceLock::new(),
+            agent_writable: std::sync::OnceLock::new(),
             history,
             me: std::process::id(),
             uid,
@@ -1279,6 +1283,14 @@ impl OutsideFs {
     /// once; later calls change nothing.
     pub(crate) fn attach(&self, session: Box<dyn SessionLink>) {
         let _ = self.0.session.set(session);
+    }
+
+    /// The directories the agent writes (real paths: its worktree, temp dir and `read_write`
+    /// roots), from which no process that saves a file by its program's rule
+    /// ([`RunnerGrant::file`]) may run code. Until set, none saves that way. Set once; later
+    /// calls change nothing.
+    pub(crate) fn set_agent_writable(&self, roots: Vec<PathBuf>) {
+        let _ = self.0.agent_writable.set(roots);
     }
 
     /// Whether thread `tid` runs under an approved command that may change the mode and owner
@@ -1413,7 +1425,7 @@ fn grants_let_meta(grants: &[RunnerGrant], path: &Path, times: bool) -> bool {
 
 /// The programs whose own way of saving a file an approved line's command may use without
 /// asking again ([`RunnerGrant::file`]), by the name of the system executable it runs.
-const SAVERS: &[&str] = &["sed", "install", "cp"];
+const SAVERS: &[&str] = &["sed", "install", "cp", "git"];
 
 /// Whether a process running `exe` with `maps` (`/proc/PID/maps`) and `environ`
 /// (`/proc/PID/environ`) is one of [`SAVERS`] as the system ships it and runs nothing else:
@@ -1422,7 +1434,8 @@ const SAVERS: &[&str] = &["sed", "install", "cp"];
 /// `LD_PRELOAD`, a `PATH` entry in the worktree, review 14's r14-01; and no executable memory
 /// without a file, where such a library copies its code before unmapping itself, review 15's
 /// r15-01); and no dynamic loader variable in its environment (`LD_*`, `GCONV_PATH`,
-/// `LOCPATH`).
+/// `LOCPATH`). A system directory can hold the agent's files too (a worktree under
+/// `/usr/local/src`): [`maps_none_of`] is the other half of the rule.
 fn is_system_saver(exe: &Path, maps: &str, environ: &[u8]) -> bool {
     let system = |p: &str| {
         ["/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/"]
@@ -1433,9 +1446,11 @@ fn is_system_saver(exe: &Path, maps: &str, environ: &[u8]) -> bool {
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| SAVERS.contains(&n));
-    let in_bin = exe
-        .parent()
-        .is_some_and(|d| d == Path::new("/usr/bin") || d == Path::new("/bin"));
+    let in_bin = exe.parent().is_some_and(|d| {
+        ["/usr/bin", "/bin", "/usr/local/bin"]
+            .iter()
+            .any(|b| d == Path::new(b))
+    });
     let loader_env = environ.split(|b| *b == 0).any(|v| {
         let locale = [b"LANG=" as &[u8], b"LANGUAGE=", b"LC_", b"TZ=", b"NLSPATH="]
             .iter()
@@ -1458,6 +1473,19 @@ fn is_system_saver(exe: &Path, maps: &str, environ: &[u8]) -> bool {
                 (Some(&"[vdso]" | &"[vsyscall]"), 6) => true,
                 _ => false,
             }
+        })
+}
+
+/// Whether neither `exe` nor any file mapped executable in `maps` (`/proc/PID/maps`) is
+/// beneath one of `roots` (the directories the agent writes: its worktree, temp dir and
+/// `read_write` roots), whatever directory they are in.
+fn maps_none_of(exe: &Path, maps: &str, roots: &[PathBuf]) -> bool {
+    let theirs = |p: &Path| roots.iter().any(|r| is_within(p, r));
+    !theirs(exe)
+        && maps.lines().all(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let exec = f.get(1).is_some_and(|p| p.contains('x'));
+            !exec || !f.get(5).is_some_and(|path| theirs(Path::new(path)))
         })
 }
 
@@ -1582,8 +1610,14 @@ impl Inner {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
         let environ = std::fs::read(format!("/proc/{pid}/environ"));
+        // Until the session says which directories the agent writes, no process saves.
+        let Some(writable) = self.agent_writable.get() else {
+            return false;
+        };
         match (exe, maps, environ) {
-            (Ok(exe), Ok(maps), Ok(environ)) => is_system_saver(&exe, &maps, &environ),
+            (Ok(exe), Ok(maps), Ok(environ)) => {
+                is_system_saver(&exe, &maps, &environ) && maps_none_of(&exe, &maps, writable)
+            }
             _ => false,
         }
     }
@@ -3541,6 +3575,17 @@ mod tests {
         ));
         // Nor a locale naming a path (review 16's r16-02: a message catalog of the agent's).
         assert!(!is_system_saver(sed, maps, b"LANGUAGE=../../wt/mo\0"));
+        // A system directory may hold the agent's worktree: nothing mapped from there.
+        let wt = [PathBuf::from("/usr/local/src/wt")];
+        assert!(maps_none_of(sed, maps, &wt));
+        let theirs = format!("{maps}7f04-7f05 r-xp 00000000 fe:01 789 /usr/local/src/wt/x.so\n");
+        assert!(is_system_saver(sed, &theirs, env));
+        assert!(!maps_none_of(sed, &theirs, &wt));
+        assert!(!maps_none_of(Path::new("/usr/local/src/wt/sed"), maps, &wt));
+        // A data mapping from there is no code.
+        let data = format!("{maps}7f04-7f05 r--p 00000000 fe:01 789 /usr/local/src/wt/x.mo\n");
+        assert!(maps_none_of(sed, &data, &wt));
+        assert!(is_system_saver(Path::new("/usr/local/bin/git"), maps, env));
         assert!(is_system_saver(
             sed,
             maps,

@@ -606,6 +606,11 @@ impl Analyzer<'_> {
             }
         }
         self.dynamic_args_not_green("git", rest);
+        // `git config`'s words are keys and values; the file it reads or writes it names
+        // itself (`git_config`).
+        if sub == "config" {
+            return;
+        }
         // Revisions and pathspecs: paths are checked like any word (`HEAD:README.md` resolves
         // inside; `-- /etc/passwd` does not).
         let mut paths_rest: Vec<Field> = Vec::new();

@@ -164,6 +164,9 @@ impl Analyzer<'_> {
         let mut write = false;
         let mut edit = false;
         let mut global = false;
+        let mut system = false;
+        // `--file F` / `-f F`: the file it reads or writes instead of the repository's.
+        let mut file: Option<Field> = None;
         let mut positional: Vec<&String> = Vec::new();
         let mut i = 0;
         while i < known.len() {
@@ -200,6 +203,7 @@ impl Analyzer<'_> {
                         write |= !matches!(f, "file" | "blob" | "global" | "system");
                         if matches!(f, "global" | "system") {
                             global = true;
+                            system |= f == "system";
                         }
                         if matches!(f, "file" | "blob") {
                             let v = match val {
@@ -209,8 +213,10 @@ impl Analyzer<'_> {
                                     rest.get(i).cloned()
                                 }
                             };
-                            if let Some(v) = v {
-                                self.path_field(st, &v, Access::Any);
+                            match v {
+                                Some(v) if f == "file" => file = Some(v),
+                                Some(v) => self.path_field(st, &v, Access::Read),
+                                None => {}
                             }
                         }
                     }
@@ -227,9 +233,7 @@ impl Analyzer<'_> {
                         }
                         'f' => {
                             i += 1;
-                            if let Some(v) = rest.get(i) {
-                                self.path_field(st, v, Access::Any);
-                            }
+                            file = rest.get(i).cloned();
                         }
                         _ => write = true,
                     }
@@ -322,7 +326,36 @@ impl Analyzer<'_> {
                     "`git config --global/--system` writes the user's or the system's configuration".to_string(),
                 );
             }
-        } else if !(read || sub_read) {
+        }
+        // The file it writes (git-config(1) "FILES"), saved through its lock file (`F.lock`
+        // made beside it, renamed over it): `--file F`, else the system's or the person's
+        // own configuration; the repository's is judged by the key (above).
+        // Read, `--file F` only is named: every git command reads the others.
+        let written = match (&file, system, global) {
+            (Some(f), _, _) => Some(f.clone()),
+            _ if !write => None,
+            (None, true, _) => Some(Field::lit("/etc/gitconfig")),
+            (None, false, true) => self.ctx.home.and_then(|h| {
+                // `~/.gitconfig`, or `$XDG_CONFIG_HOME/git/config` when only that exists.
+                let dot = h.join(".gitconfig");
+                let xdg = h.join(".config/git/config");
+                let f = if !dot.exists() && xdg.exists() {
+                    xdg
+                } else {
+                    dot
+                };
+                f.to_str().map(Field::lit)
+            }),
+            (None, false, false) => None,
+        };
+        if let Some(f) = written {
+            if write {
+                self.saved_field(st, &f);
+            } else {
+                self.path_field(st, &f, Access::Read);
+            }
+        }
+        if !(write || read || sub_read) {
             // DESIGN.md §2a: `config` is green with `--get*`/`--list` only.
             self.add(
                 Verdict::Yellow,
