@@ -3353,7 +3353,7 @@ impl Notifier {
             let named = real == g.path || (g.meta_tree && real.starts_with(&g.path));
             (g.meta && named)
                 || (g.write && times && real.starts_with(&g.path))
-                || (g.new_file && real == g.path && !opens)
+                || ((g.new_file || g.new_dirs.is_some()) && real == g.path && !opens)
         })
     }
 
@@ -3547,6 +3547,7 @@ mod tests {
             meta_tree: false,
             save: false,
             new_dirs: None,
+            parents: false,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
@@ -3557,6 +3558,7 @@ mod tests {
             meta_tree: false,
             save: false,
             new_dirs: None,
+            parents: false,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

@@ -140,6 +140,12 @@ pub(crate) struct Grant {
     /// the way. `None` for any other grant.
     #[serde(default)]
     pub new_dirs: Option<PathBuf>,
+    /// With `new_dirs`: the line's program makes the missing directories above its own and
+    /// takes one that exists already (`mkdir -p`, `install -d`:
+    /// `tyba_policy::Classification::parents_made`), so where the outside-files server does
+    /// not serve them, the supervisor makes them before the run ([`prepare_new_files`]).
+    #[serde(default)]
+    pub parents: bool,
 }
 
 impl Grant {
@@ -148,7 +154,9 @@ impl Grant {
     /// only the outside-files server can grant that one name.
     pub(crate) fn landlock(&self) -> Option<(PathBuf, bool)> {
         if self.new_dirs.is_some() {
-            return None;
+            // Made before the run where no server serves it; served, it does not exist yet
+            // when the ruleset is made, and gets no rule.
+            return Some((self.path.clone(), true));
         }
         let only_a_name = self.change && !self.write && !self.new_file;
         (!only_a_name || std::fs::symlink_metadata(&self.path).is_ok())
@@ -293,12 +301,47 @@ pub(crate) enum NewFileError {
 ///   rule on a file gives no right on its directory). A regular file made there since the
 ///   ask is granted as it is; anything else refuses the run.
 ///
+/// A directory a line makes with its parents ([`Grant::new_dirs`] with [`Grant::parents`]:
+/// `mkdir -p`, `install -d`) where the server does not serve it is made now, with the
+/// missing ones above it, each reached with no link followed (`DirFd::make_dirs`): the
+/// runner's rule is on that new directory, and its program finds it made. (A plain `mkdir`
+/// would fail on it: [`served_changes`] drops that grant.)
+///
 /// # Errors
 /// [`NewFileError`]: the run is refused with it (fail closed).
 pub(crate) fn prepare_new_files(
     grants: &[Grant],
     served: impl Fn(&Path) -> bool,
 ) -> Result<(), NewFileError> {
+    let from_root = |dir: &Path, path: &Path| {
+        crate::dirfd::DirFd::open(Path::new("/"))
+            .and_then(|root| match dir.strip_prefix("/") {
+                Ok(rel) if rel.as_os_str().is_empty() => Ok(root),
+                Ok(rel) => root.open_dir(rel),
+                Err(_) => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            })
+            .map_err(|source| NewFileError::Directory {
+                path: path.to_path_buf(),
+                source,
+            })
+    };
+    for g in grants {
+        let Some(from) = g.new_dirs.as_deref().filter(|_| !served(&g.path)) else {
+            continue;
+        };
+        let rest = g
+            .path
+            .strip_prefix(from)
+            .map_err(|_| NewFileError::NotAFile {
+                path: g.path.clone(),
+            })?;
+        from_root(from, &g.path)?
+            .make_dirs(rest)
+            .map_err(|source| NewFileError::Create {
+                path: g.path.clone(),
+                source,
+            })?;
+    }
     for g in grants.iter().filter(|g| g.new_file) {
         let (Some(parent), Some(name)) = (g.path.parent(), g.path.file_name()) else {
             return Err(NewFileError::NotAFile {
@@ -308,16 +351,7 @@ pub(crate) fn prepare_new_files(
         if served(parent) {
             continue;
         }
-        let dir = crate::dirfd::DirFd::open(Path::new("/"))
-            .and_then(|root| match parent.strip_prefix("/") {
-                Ok(rel) if rel.as_os_str().is_empty() => Ok(root),
-                Ok(rel) => root.open_dir(rel),
-                Err(_) => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
-            })
-            .map_err(|source| NewFileError::Directory {
-                path: g.path.clone(),
-                source,
-            })?;
+        let dir = from_root(parent, &g.path)?;
         match dir.create_new_file(name, b"") {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
@@ -402,6 +436,7 @@ pub(crate) fn grants(
                 g.meta |= meta;
                 g.meta_tree |= meta_tree;
                 g.save |= save;
+                g.parents |= parents;
                 // One name made both as a file and as a directory: the file is made first.
                 g.new_dirs = if g.new_file {
                     None
@@ -418,6 +453,7 @@ pub(crate) fn grants(
                 meta_tree,
                 save,
                 new_dirs,
+                parents,
             }),
         }
     }
@@ -429,12 +465,14 @@ pub(crate) fn grants(
 /// else can let a command remove, rename or link one name, or make one directory and no other
 /// (Landlock grants making directories anywhere beneath a directory, or nothing). A change
 /// elsewhere is no grant: the name is kept for reading when it exists, and dropped when it
-/// does not; a new directory elsewhere is dropped (its `mkdir` fails, unasked again, and
-/// nothing is left in its place).
+/// does not. A new directory elsewhere is kept when its program takes one that exists
+/// ([`Grant::parents`]: the supervisor makes it before the run, [`prepare_new_files`]), and
+/// dropped otherwise (a `mkdir` of one that exists fails: it fails unasked again, and nothing
+/// is left in its place).
 pub(crate) fn served_changes(mut grants: Vec<Grant>, served: impl Fn(&Path) -> bool) -> Vec<Grant> {
     grants.retain_mut(|g| {
         if g.new_dirs.is_some() {
-            return served(&g.path);
+            return g.parents || served(&g.path);
         }
         if !g.change || served(&g.path) {
             return true;
@@ -1200,8 +1238,9 @@ mod tests {
 
     /// A directory a line makes (`mkdir`) is granted as that directory and, with parents
     /// (`mkdir -p`), the missing ones above it from the deepest existing ancestor: never a
-    /// new file made beforehand (`mkdir` then failed on it), and only where the outside-files
-    /// server serves it. An existing one is an ordinary grant.
+    /// new file made beforehand (`mkdir` then failed on it). Where the outside-files server
+    /// does not serve it, a `mkdir -p` directory is made before the run (its program takes
+    /// one that exists) and a plain `mkdir` gets nothing. An existing one is an ordinary grant.
     #[test]
     fn a_directory_a_line_makes_is_granted_as_a_directory() {
         let d = tempfile::tempdir().unwrap();
@@ -1217,25 +1256,36 @@ mod tests {
         let of = |p: &Path| g.iter().find(|g| g.path == p).cloned();
         let deep_g = of(&deep).unwrap();
         assert_eq!(deep_g.new_dirs.as_deref(), Some(o.as_path()));
-        assert!(deep_g.write && !deep_g.new_file);
-        assert_eq!(deep_g.landlock(), None);
+        assert!(deep_g.write && deep_g.parents && !deep_g.new_file);
         let one_g = of(&one).unwrap();
         assert_eq!(one_g.new_dirs.as_deref(), Some(o.as_path()));
-        assert!(!one_g.new_file);
+        assert!(!one_g.new_file && !one_g.parents);
         let there_g = of(&there).unwrap();
         assert_eq!(there_g.new_dirs, None);
         assert_eq!(there_g.landlock(), Some((there.clone(), true)));
         // `mkdir x/y` with `x` missing makes nothing: no grant.
         assert!(of(&flat).is_none(), "{g:#?}");
-        prepare_new_files(&g, |_| false).unwrap();
-        assert!(!deep.exists() && !one.exists(), "nothing made beforehand");
+        // Served: all kept, nothing made beforehand (the server lets the command make them).
         let served = served_changes(g.clone(), |_| true);
         assert_eq!(served.len(), 3);
-        let unserved = served_changes(g, |_| false);
-        assert_eq!(
-            unserved.iter().map(|g| &g.path).collect::<Vec<_>>(),
-            [&there]
+        prepare_new_files(&served, |_| true).unwrap();
+        assert!(
+            !o.join("a").exists() && !one.exists(),
+            "nothing made beforehand"
         );
+        // Not served: the plain `mkdir` dropped, the `mkdir -p` one made now, its rule on it.
+        let unserved = served_changes(g, |_| false);
+        let paths: Vec<&PathBuf> = unserved.iter().map(|g| &g.path).collect();
+        assert_eq!(paths, [&deep, &there]);
+        prepare_new_files(&unserved, |_| false).unwrap();
+        assert!(deep.is_dir() && !one.exists());
+        assert_eq!(unserved[0].landlock(), Some((deep.clone(), true)));
+        // Made again over what exists: nothing changes; over a link on the way: refused.
+        prepare_new_files(&unserved, |_| false).unwrap();
+        std::fs::remove_dir_all(o.join("a")).unwrap();
+        std::os::unix::fs::symlink(o.join("there"), o.join("a")).unwrap();
+        assert!(prepare_new_files(&unserved, |_| false).is_err());
+        assert!(!o.join("there/b").exists(), "nothing made through the link");
         // A name on the way that is not a plain one is no grant.
         assert_eq!(real_target_made(Path::new("a/b")), None);
         assert_eq!(real_target_made(&o.join("q/../r")), None);
@@ -1291,6 +1341,7 @@ mod tests {
                     meta_tree: false,
                     save: false,
                     new_dirs: None,
+                    parents: false,
                 },
                 Grant {
                     path: o.join("target"),
@@ -1301,6 +1352,7 @@ mod tests {
                     meta_tree: false,
                     save: false,
                     new_dirs: None,
+                    parents: false,
                 },
                 Grant {
                     path: o.join("sub/new-file"),
@@ -1311,6 +1363,7 @@ mod tests {
                     meta_tree: false,
                     save: false,
                     new_dirs: None,
+                    parents: false,
                 },
             ]
         );
@@ -1372,6 +1425,7 @@ mod tests {
             meta_tree: false,
             save: false,
             new_dirs: None,
+            parents: false,
         };
         let w = Grant {
             path: o.join("w"),
@@ -1382,6 +1436,7 @@ mod tests {
             meta_tree: false,
             save: true,
             new_dirs: None,
+            parents: false,
         };
         assert_eq!(g, vec![f.clone(), w.clone()]);
         // `chmod -R`: beneath it too, and the ask says so.
@@ -1479,6 +1534,7 @@ mod tests {
             meta_tree: false,
             save: false,
             new_dirs: None,
+            parents: false,
         };
         assert_eq!(
             g,
