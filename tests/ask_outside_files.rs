@@ -2292,6 +2292,7 @@ for p in ["~/dotfiles/vimrc", "~/.ssh/work_key", "~/dotfiles/ssh/work_key"]:
 /// `mkdir` failed with "File exists" and an empty file stayed).
 #[test]
 fn an_approved_mkdir_outside_is_asked_once_and_makes_that_directory_only() {
+    use std::os::unix::fs::PermissionsExt;
     for who in whos() {
         for served in [true, false] {
             let tag = if served { "mkdir-fuse" } else { "mkdir-off" };
@@ -2314,6 +2315,23 @@ step("sibling", lambda: os.mkdir("../O/ok-x/z"))
 step("beneath", lambda: open("../O/ok-x/y/made", "w").close())
 "#,
             );
+            // Code that runs before the line's `mkdir -p`: it makes the way, then plants a
+            // symbolic link where the approved directory is to be (review 18's r18-01).
+            script(
+                &fx,
+                "sym.py",
+                r#"
+import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+step("way", lambda: os.mkdir("../O/ok-s"))
+step("symlink-at-dir", lambda: os.symlink(os.environ["HOME"] + "/.profile", "../O/ok-s/t"))
+step("file-at-dir", lambda: open("../O/ok-s/t", "w").write("x"))
+"#,
+            );
             let extra: &[&str] = if served {
                 &["--ask-outside-files"]
             } else {
@@ -2322,9 +2340,10 @@ step("beneath", lambda: open("../O/ok-x/y/made", "w").close())
             let s = fx.start(
                 extra,
                 r#"mkdir -p ../O/ok-a/b/c; echo p=$?
-mkdir ../O/ok-n; echo n=$?
-install -d -m 750 ../O/ok-i/j; echo i=$?
+mkdir -m 777 ../O/ok-n; echo n=$?
+install -d -m 775 ../O/ok-i/j; echo i=$?
 sh -c 'mkdir -p ../O/ok-x/y && /usr/bin/python3 t.py'; echo x=$?
+sh -c '/usr/bin/python3 sym.py; mkdir -p ../O/ok-s/t'; echo s=$?
 mkdir -p "$HOME/ok-h/sub"; echo h=$?
 mkdir ../O/no-m; echo m=$?"#,
             );
@@ -2341,9 +2360,23 @@ mkdir ../O/no-m; echo m=$?"#,
                 assert!(!out.contains("n=0"), "{ctx}");
                 assert!(!o.join("ok-n").exists(), "{ctx}");
             } else {
+                // With the mode the line names, not asked again (review 18's r18-03).
                 assert!(out.contains("n=0"), "{ctx}");
-                assert!(o.join("ok-n").is_dir(), "{ctx}");
+                let mode = std::fs::metadata(o.join("ok-n"))
+                    .unwrap()
+                    .permissions()
+                    .mode();
+                assert_eq!(mode & 0o777, 0o777, "{ctx}");
             }
+            // Nothing but a directory at the approved directory's name: the planted link and
+            // file are refused (asked, denied; without the server the directory is there
+            // before the run), and the line's `mkdir -p` then makes the directory.
+            assert!(out.contains("s=0"), "{ctx}");
+            for step in ["symlink-at-dir", "file-at-dir"] {
+                assert!(out.contains(&format!("{step}=ERR")), "{step}: {ctx}");
+            }
+            let t = std::fs::symlink_metadata(o.join("ok-s/t")).unwrap();
+            assert!(t.is_dir(), "{ctx}");
             // A new directory in the home (here an entry of the worktree's parent, so served
             // when the server is on; made before the run when it is off).
             assert!(out.contains("h=0"), "{ctx}");
@@ -2361,18 +2394,15 @@ mkdir ../O/no-m; echo m=$?"#,
             assert!(o.join("ok-x/y/made").is_file(), "{ctx}");
             assert!(!o.join("ok-x/planted").exists(), "{ctx}");
             assert!(!o.join("ok-x/z").exists(), "{ctx}");
-            {
-                use std::os::unix::fs::PermissionsExt;
-                let mode = std::fs::metadata(o.join("ok-i/j"))
-                    .unwrap()
-                    .permissions()
-                    .mode();
-                assert_eq!(mode & 0o777, 0o750, "{ctx}");
-            }
+            let mode = std::fs::metadata(o.join("ok-i/j"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o775, "{ctx}");
             // One ask per line, and (served: asked, denied; else unasked `EACCES`) the two
             // tries of the script.
-            let tries = if served { 2 } else { 0 };
-            assert_eq!(asked.len(), 6 + tries, "{ctx}");
+            let tries = if served { 4 } else { 0 };
+            assert_eq!(asked.len(), 7 + tries, "{ctx}");
             let bare = without_sandbox(&fx, "t.py");
             assert!(
                 bare.contains("file-on-the-way=ok") && bare.contains("sibling=ok"),

@@ -130,9 +130,10 @@ pub struct Classification {
     #[serde(skip)]
     pub changes: Vec<PathBuf>,
     /// Those of `paths` whose metadata (mode, owner, group, attributes) a command of the
-    /// action changes and nothing else: the operands of `chmod`, `chown`, `chgrp`, `chattr`
-    /// and `setfacl`. What an approval of the line lets its command change on them (mode,
-    /// owner, times), never write, remove or rename. Not serialized, as `changes`.
+    /// action changes: the operands of `chmod`, `chown`, `chgrp`, `chattr` and `setfacl`, and
+    /// what `mkdir -m` and `install -m` make (also in `writes`). What an approval of the line
+    /// lets its command change on them (mode, owner, times); writing, removing or renaming them
+    /// only as `writes` and `changes` say. Not serialized, as `changes`.
     #[serde(skip)]
     pub metadata: Vec<PathBuf>,
     /// Those of `metadata` that a command changes recursively (`chmod -R`): the path and

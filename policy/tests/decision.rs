@@ -660,6 +660,12 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
         let some = |b: bool| if b { vec![d.clone()] } else { vec![] };
         assert_eq!(c.dirs_made, some(dirs), "directories `{line}` makes");
         assert_eq!(c.parents_made, some(parents), "parents `{line}` makes");
+        // The mode `-m` names is the line's own change (review 18's r18-03).
+        assert_eq!(
+            c.metadata,
+            some(line.contains(" -m ")),
+            "metadata of `{line}`"
+        );
     }
     for (line, changes, writes) in cases {
         let c = p.classify(

@@ -673,8 +673,9 @@ pub(crate) struct RunnerGrant {
     pub regular_only: bool,
     /// The line makes `path` as a directory, and the missing ones above it below this
     /// ancestor (`crate::runner::Grant::new_dirs`): the command may make each directory
-    /// strictly beneath it down to `path`, and list them (`mkdir -p` opens each it made to
-    /// go on from there); nothing else on the way.
+    /// strictly beneath it down to `path`, and list those it made itself (`mkdir -p` opens
+    /// each it made to go on from there: [`Inner::made_on_the_way`]); nothing else on the
+    /// way, and at `path` a directory only (no file, link or symbolic link, no rename).
     pub dirs_from: Option<PathBuf>,
 }
 
@@ -1398,10 +1399,24 @@ fn grants_cover(grants: &[RunnerGrant], op: &Op) -> bool {
         op,
         Op::One(_, Access::Mkdir) | Op::Link { .. } | Op::Symlink { .. }
     );
-    let usable = |g: &&RunnerGrant| {
-        (own_save || !names_change || g.save_of.is_none()) && !(makes_other && g.regular_only)
+    // A name held for a directory the line makes gets no file, link or symbolic link, and
+    // is not renamed (review 18's r18-01: a symbolic link planted where the person expects
+    // the directory they approved).
+    let at_made_dir = |g: &RunnerGrant| {
+        g.dirs_from.is_some()
+            && match op {
+                Op::One(p, Access::Create | Access::Write) => *p == g.path,
+                Op::Link { at, .. } | Op::Symlink { at, .. } => *at == g.path,
+                Op::Rename { from, to, .. } => *from == g.path || *to == g.path,
+                _ => false,
+            }
     };
-    if let Op::One(path, Access::Mkdir | Access::List) = op {
+    let usable = |g: &&RunnerGrant| {
+        (own_save || !names_change || g.save_of.is_none())
+            && !(makes_other && g.regular_only)
+            && !at_made_dir(g)
+    };
+    if let Op::One(path, Access::Mkdir) = op {
         if grants.iter().any(|g| g.on_the_way(path)) {
             return true;
         }
@@ -1718,6 +1733,16 @@ impl Inner {
     /// itself (a temporary copy of a file it saves, the file it writes made anew, what it
     /// extracts into a directory it writes), by identity: its mode, owner and times are the
     /// command's to set.
+    /// Whether `path` is a directory on the way to one the approved command thread `tid` runs
+    /// under makes ([`RunnerGrant::on_the_way`]) and that command made it itself (by identity,
+    /// [`Inner::runner_made`]): its to list (`mkdir -p` opens each it made to go on). One made
+    /// by anyone else since the ask is not (review 18's r18-02).
+    fn made_on_the_way(&self, tid: u32, path: &Path) -> bool {
+        self.with_runner(tid, |_, grants| grants.iter().any(|g| g.on_the_way(path)))
+            .unwrap_or(false)
+            && self.runner_made(tid, path)
+    }
+
     fn runner_made(&self, tid: u32, path: &Path) -> bool {
         use std::os::unix::fs::MetadataExt;
         let Ok(m) = std::fs::symlink_metadata(path) else {
@@ -2109,6 +2134,7 @@ impl Inner {
         }
         self.runner_covers(pid, op)
             || matches!(op, Op::One(p, Access::Create) if self.save_for(tid, p).is_some())
+            || matches!(op, Op::One(p, Access::List) if self.made_on_the_way(tid, p))
     }
 
     /// Who an approval asked by process `pid` (who is `asker`) reaches, as the ask says it:
@@ -4046,12 +4072,38 @@ mod tests {
         let one = |s: &str, a: Access| grants_cover(&grants, &Op::One(p(s), a));
         for d in ["/o/a", "/o/a/b", "/o/a/b/c"] {
             assert!(one(d, Access::Mkdir), "{d}");
-            assert!(one(d, Access::List), "{d}");
         }
+        // Listing on the way is the command's only for what it made itself (by identity,
+        // `Inner::made_on_the_way`), not by path.
+        for d in ["/o/a", "/o/a/b"] {
+            assert!(!one(d, Access::List), "{d}");
+        }
+        assert!(one("/o/a/b/c", Access::List));
         assert!(one("/o/a/b/c/f", Access::Create));
+        // At its own name, a directory only (review 18's r18-01).
+        assert!(!one("/o/a/b/c", Access::Create));
+        let sym = |at: &str| Op::Symlink {
+            at: p(at),
+            text: p("/h/.bashrc"),
+        };
+        assert!(!grants_cover(&grants, &sym("/o/a/b/c")));
+        assert!(grants_cover(&grants, &sym("/o/a/b/c/l")));
+        let link = Op::Link {
+            existing: p("/o/a/b/c/f"),
+            at: p("/o/a/b/c"),
+        };
+        assert!(!grants_cover(&grants, &link));
+        let rename = |from: &str, to: &str| Op::Rename {
+            from: p(from),
+            to: p(to),
+            exchange: false,
+            replaces: false,
+        };
+        assert!(!grants_cover(&grants, &rename("/o/a/b/c/f", "/o/a/b/c")));
+        assert!(!grants_cover(&grants, &rename("/o/a/b/c", "/o/a/b/c/d")));
+        assert!(grants_cover(&grants, &rename("/o/a/b/c/f", "/o/a/b/c/g")));
         for (path, a) in [
             ("/o", Access::Mkdir),
-            ("/o", Access::List),
             ("/o/a/f", Access::Create),
             ("/o/a/b/f", Access::Write),
             ("/o/a/z", Access::Mkdir),

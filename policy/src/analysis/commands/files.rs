@@ -392,11 +392,15 @@ impl Analyzer<'_> {
         let mut target_dir: Option<Field> = None;
         // `mkdir -p`: the missing directories above each operand are made too.
         let mut parents = false;
+        // `mkdir -m`, `install -m`: the mode of what they make is the line's own.
+        let mut mode = false;
+        let writes_before = self.out.writes.len();
         for t in parse_opts(inv.args, spec) {
             match t {
                 Tok::Opt { name, value } => {
                     let n = name.as_str();
                     parents |= p == "mkdir" && (n == "-p" || names(n, "--parents"));
+                    mode |= matches!(p, "mkdir" | "install") && (n == "-m" || names(n, "--mode"));
                     if (n == "-t" || names(n, "--target-directory")) && p != "touch" {
                         target_dir = value;
                     } else if p == "rsync"
@@ -594,6 +598,16 @@ impl Analyzer<'_> {
                             self.named_landings(st, inv, &sources, &d, dest_access);
                         }
                     }
+                }
+            }
+        }
+        // The mode `-m` names is set on what the line writes: the line's own change
+        // (`Classification::metadata`), not a second ask (review 18's r18-03).
+        if mode {
+            let out = &mut self.out;
+            for w in out.writes.get(writes_before..).unwrap_or_default() {
+                if !out.metadata.contains(w) {
+                    out.metadata.push(w.clone());
                 }
             }
         }
