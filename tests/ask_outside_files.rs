@@ -64,6 +64,21 @@ fn script(fx: &Fx, name: &str, code: &str) {
     give(&p, &fx.who);
 }
 
+/// `code` after the Python prelude the scripts of these tests share: `import os` and
+/// `step(name, f)`, which calls `f` and prints `name=ok`, or `name=ERR<errno>` when it raises
+/// `OSError`.
+fn stepped(code: &str) -> String {
+    format!(
+        r#"import os
+def step(name, f):
+    try:
+        f(); print(name + "=ok", flush=True)
+    except OSError as e:
+        print(name + "=ERR%d" % e.errno, flush=True)
+{code}"#
+    )
+}
+
 /// The same Python file run without any sandbox, as the user under test, in the worktree.
 fn without_sandbox(fx: &Fx, name: &str) -> String {
     without_sandbox_args(fx, name, &[])
@@ -798,13 +813,8 @@ fn creating_making_and_removing_outside_are_asked_each() {
         script(
             &fx,
             "t.py",
-            r#"
-import os
-def step(name, f):
-    try:
-        f(); print(name + "=ok", flush=True)
-    except OSError as e:
-        print(name + "=ERR%d" % e.errno, flush=True)
+            &stepped(
+                r#"
 def create():
     with open("../O/new.txt", "w") as fh:
         fh.write("made\n")
@@ -814,6 +824,7 @@ step("mkdir", lambda: os.mkdir("../O/sub"))
 step("remove", lambda: os.unlink("../O/keep.txt"))
 step("rename", lambda: os.rename("../O/new.txt", "../O/moved.txt"))
 "#,
+            ),
         );
         let s = fx.start(
             &["--autonomy", "high", "--ask-outside-files"],
@@ -1071,12 +1082,6 @@ fn without_dev_fuse_the_session_starts_says_why_once_and_outside_opens_fail_unas
 /// The steps of [`renames_links_and_symbolic_links_are_asked_and_made_by_the_server`], in
 /// order; each prints `name=ok` or `name=ERR<errno>`.
 const CHANGES: &str = r#"
-import os
-def step(name, f):
-    try:
-        f(); print(name + "=ok", flush=True)
-    except OSError as e:
-        print(name + "=ERR%d" % e.errno, flush=True)
 def read(p):
     with open(p) as f:
         return f.read()
@@ -1120,7 +1125,7 @@ fn renames_links_and_symbolic_links_are_asked_and_made_by_the_server() {
             continue;
         };
         let (o, o2) = change_fixture(&fx);
-        script(&fx, "t.py", CHANGES);
+        script(&fx, "t.py", &stepped(CHANGES));
         let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
         let p = fx.pending(1);
         let action = p[0]["action"].as_str().unwrap().to_string();
@@ -1449,14 +1454,8 @@ fn tybas_own_configuration_and_state_are_refused_unasked() {
         script(
             &fx,
             "t.py",
-            &format!(
+            &stepped(&format!(
                 r#"
-import os
-def step(name, f):
-    try:
-        f(); print(name + "=ok", flush=True)
-    except OSError as e:
-        print(name + "=ERR%d" % e.errno, flush=True)
 step("policy", lambda: open("{c}/tyba/policy.toml", "w").write("[[rule]]\n"))
 step("approvals", lambda: os.mkdir("{c}/tyba/trusted-policies"))
 step("logs", lambda: os.listdir("{s}/tyba/log"))
@@ -1464,7 +1463,7 @@ step("other", lambda: open("{c}/other.toml", "w").write("x\n"))
 "#,
                 c = config.display(),
                 s = fx.home.join(".local/state").display()
-            ),
+            )),
         );
         let s = fx.start(&["--autonomy", "high"], "/usr/bin/python3 t.py");
         // Only the control (another file in the same directory) is asked.
@@ -1519,12 +1518,6 @@ process.stderr.write(r.stderr || '');
 
 /// The command the fake agent starts: the same read and the same kind of directory.
 const AGENT_CMD_PY: &str = r#"
-import os
-def step(name, f):
-    try:
-        f(); print(name + "=ok", flush=True)
-    except OSError as e:
-        print(name + "=ERR%d" % e.errno, flush=True)
 step("command-read", lambda: open("../O/secret.txt").read())
 step("command-mkdir", lambda: os.mkdir(os.environ["HOME"] + "/docs/by-command"))
 "#;
@@ -1538,7 +1531,7 @@ fn agent_program_fixture(who: &Who, tag: &str) -> Option<(Fx, String, String)> {
     std::fs::create_dir_all(fx.home.join("docs")).unwrap();
     give(&fx.home, who);
     beside(&fx, "O", &[("secret.txt", "topsecret\n")]);
-    script(&fx, "cmd.py", AGENT_CMD_PY);
+    script(&fx, "cmd.py", &stepped(AGENT_CMD_PY));
     let policy = fx.scratch.dir.join("f/agent-policy.toml");
     std::fs::write(&policy, "[filesystem]\nread_only = [\"~/.npm-global\"]\n").unwrap();
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
@@ -2303,34 +2296,26 @@ fn an_approved_mkdir_outside_is_asked_once_and_makes_that_directory_only() {
             script(
                 &fx,
                 "t.py",
-                r#"
-import os
-def step(name, f):
-    try:
-        f(); print(name + "=ok", flush=True)
-    except OSError as e:
-        print(name + "=ERR%d" % e.errno, flush=True)
+                &stepped(
+                    r#"
 step("file-on-the-way", lambda: open("../O/ok-x/planted", "w").close())
 step("sibling", lambda: os.mkdir("../O/ok-x/z"))
 step("beneath", lambda: open("../O/ok-x/y/made", "w").close())
 "#,
+                ),
             );
             // Code that runs before the line's `mkdir -p`: it makes the way, then plants a
             // symbolic link where the approved directory is to be (review 18's r18-01).
             script(
                 &fx,
                 "sym.py",
-                r#"
-import os
-def step(name, f):
-    try:
-        f(); print(name + "=ok", flush=True)
-    except OSError as e:
-        print(name + "=ERR%d" % e.errno, flush=True)
+                &stepped(
+                    r#"
 step("way", lambda: os.mkdir("../O/ok-s"))
 step("symlink-at-dir", lambda: os.symlink(os.environ["HOME"] + "/.profile", "../O/ok-s/t"))
 step("file-at-dir", lambda: open("../O/ok-s/t", "w").write("x"))
 "#,
+                ),
             );
             let extra: &[&str] = if served {
                 &["--ask-outside-files"]
