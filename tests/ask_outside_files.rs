@@ -2447,3 +2447,82 @@ git config --file ../O/no.cfg a.b 3; echo other=$?"#,
         assert_eq!(asked.len(), 3, "one ask per line: {ctx}");
     }
 }
+
+/// An approved recursive copy or clone to a new name outside the worktree is asked once and
+/// makes that tree: `git clone` was asked again for the directory it makes (and each file
+/// in it after), the policy having named its directory as a path it reads; `git clone` makes
+/// its directory (with the missing ones above it) as `mkdir -p` does, also without the
+/// server. A recursive copy's new name may become a directory or a file: with the server it is
+/// the line's to make; without it nothing can be made there beforehand, so it is not granted
+/// (a file was made there, `cp -r` failed on it and the empty file stayed). A denied copy
+/// makes nothing (the control that the check from outside can fail).
+#[test]
+fn an_approved_copy_or_clone_to_a_new_name_outside_is_asked_once() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served { "tree-fuse" } else { "tree-off" };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let o = beside(&fx, "O", &[("keep.txt", "k\n")]);
+            let src = o.join("src");
+            std::fs::create_dir(&src).unwrap();
+            std::fs::write(src.join("f.txt"), "f\n").unwrap();
+            let git = |args: &[&str]| {
+                let ok = Command::new("git")
+                    .args(["-c", "user.name=t", "-c", "user.email=t@e"])
+                    .args(args)
+                    .current_dir(&src)
+                    .status()
+                    .unwrap()
+                    .success();
+                assert!(ok, "git {args:?}");
+            };
+            git(&["init", "-q"]);
+            git(&["add", "."]);
+            git(&["commit", "-qm", "init"]);
+            give(&o, &fx.who);
+            std::fs::create_dir_all(fx.wt.join("d/sub")).unwrap();
+            std::fs::write(fx.wt.join("d/sub/a.txt"), "a\n").unwrap();
+            give(&fx.wt.join("d"), &fx.who);
+            let extra: &[&str] = if served {
+                &["--ask-outside-files"]
+            } else {
+                &["--outside-files", "off"]
+            };
+            let s = fx.start(
+                extra,
+                r#"cp -r d ../O/ok-copy; echo copy=$?
+git clone -q --no-hardlinks ../O/src ../O/ok-clones/one; echo clone=$?
+cp -r d ../O/no-copy; echo other=$?"#,
+            );
+            let (asked, (code, out, err)) =
+                drive_with(&fx, s, |a| a.starts_with("run `") && a.contains("ok-"));
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            // Checked from outside: the clone is whole, with or without the server.
+            assert!(out.contains("clone=0"), "{ctx}");
+            let cloned = std::fs::read_to_string(o.join("ok-clones/one/f.txt"));
+            assert_eq!(cloned.ok().as_deref(), Some("f\n"), "{ctx}");
+            assert!(o.join("ok-clones/one/.git/HEAD").is_file(), "{ctx}");
+            if served {
+                assert!(out.contains("copy=0"), "{ctx}");
+                let copied = std::fs::read_to_string(o.join("ok-copy/sub/a.txt"));
+                assert_eq!(copied.ok().as_deref(), Some("a\n"), "{ctx}");
+            } else {
+                // Not granted: it fails, and nothing is left in its place.
+                assert!(!out.contains("copy=0"), "{ctx}");
+                assert!(
+                    std::fs::symlink_metadata(o.join("ok-copy")).is_err(),
+                    "{ctx}"
+                );
+            }
+            assert!(!out.contains("other=0"), "{ctx}");
+            assert!(
+                std::fs::symlink_metadata(o.join("no-copy")).is_err(),
+                "{ctx}"
+            );
+            assert_eq!(asked.len(), 3, "one ask per line: {ctx}");
+        }
+    }
+}

@@ -157,6 +157,11 @@ pub struct Classification {
     /// (`mkdir -p`, `install -d`).
     #[serde(skip)]
     pub parents_made: Vec<PathBuf>,
+    /// Those of `writes` that a command may make as a directory tree or as a file, which
+    /// cannot be known before it runs (a recursive copy's destination: `cp -r`, `rsync -a`;
+    /// a directory source makes a directory, a file a file). Not serialized, as `changes`.
+    #[serde(skip)]
+    pub trees_made: Vec<PathBuf>,
     /// Network destinations the action names, each with the port it connects to when known.
     pub hosts: Vec<String>,
     /// Syntax features the line used.
@@ -213,6 +218,7 @@ impl Classification {
             saved: Vec::new(),
             dirs_made: Vec::new(),
             parents_made: Vec::new(),
+            trees_made: Vec::new(),
             hosts: Vec::new(),
             shape: Shape::default(),
             inner_command: None,
@@ -298,6 +304,7 @@ impl Classification {
         push_new(&mut self.saved, other.saved);
         push_new(&mut self.dirs_made, other.dirs_made);
         push_new(&mut self.parents_made, other.parents_made);
+        push_new(&mut self.trees_made, other.trees_made);
         push_new(&mut self.hosts, other.hosts);
         push_new(&mut self.pushes, other.pushes);
         self.shape.compound |= other.shape.compound;

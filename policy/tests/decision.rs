@@ -639,6 +639,45 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
     );
     assert_eq!(c.writes, vec![home.join(".gitconfig")]);
     assert_eq!(c.verdict, Verdict::Red);
+    // A recursive copy's new name may become a tree or a file; `git clone` makes its
+    // directory (and the missing ones above it), whatever options come before.
+    let d = at("d");
+    for (line, tree, made) in [
+        (format!("cp -r x {}", d.display()), true, false),
+        (format!("cp -a x {}", d.display()), true, false),
+        (format!("rsync -a x/ {}", d.display()), true, false),
+        (format!("cp x {}", d.display()), false, false),
+        (format!("git clone -q ../r {}", d.display()), false, true),
+        (
+            format!(
+                "git clone --depth 1 -b main -o up --no-tags ../r {}",
+                d.display()
+            ),
+            false,
+            true,
+        ),
+        (
+            format!("git clone -bmain ../r {}", d.display()),
+            false,
+            true,
+        ),
+        (format!("git clone -- ../r {}", d.display()), false, true),
+    ] {
+        let c = class_of(line.clone());
+        let some = |b: bool| if b { vec![d.clone()] } else { vec![] };
+        assert_eq!(c.trees_made, some(tree), "trees `{line}` makes");
+        assert_eq!(c.dirs_made, some(made), "directories `{line}` makes");
+        assert_eq!(c.parents_made, some(made), "parents `{line}` makes");
+    }
+    // `-b`'s value is no directory; nor is a repository without one.
+    for line in [
+        "git clone -b x ../r",
+        "git clone ../r",
+        "git clone --depth 1 ../r",
+    ] {
+        let c = class_of(line.to_string());
+        assert!(c.dirs_made.is_empty(), "`{line}`: {:?}", c.dirs_made);
+    }
     // The directories a line makes, and whether it makes the missing ones above them.
     let d = at("d");
     for (line, dirs, parents) in [

@@ -3353,7 +3353,10 @@ impl Notifier {
             let named = real == g.path || (g.meta_tree && real.starts_with(&g.path));
             (g.meta && named)
                 || (g.write && times && real.starts_with(&g.path))
-                || ((g.new_file || g.new_dirs.is_some()) && real == g.path && !opens)
+                || (g.new_file && real == g.path && !opens)
+                // A directory made for the line before the run (`runner::prepare_new_files`):
+                // only its runner can make anything in it, so all of it is the command's own.
+                || (g.new_dirs.is_some() && real.starts_with(&g.path) && !opens)
         })
     }
 
@@ -3548,6 +3551,7 @@ mod tests {
             save: false,
             new_dirs: None,
             parents: false,
+            new_tree: false,
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
@@ -3559,6 +3563,7 @@ mod tests {
             save: false,
             new_dirs: None,
             parents: false,
+            new_tree: false,
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

@@ -146,6 +146,12 @@ pub(crate) struct Grant {
     /// not serve them, the supervisor makes them before the run ([`prepare_new_files`]).
     #[serde(default)]
     pub parents: bool,
+    /// The line makes this name, which did not exist when asked, as a directory tree or as a
+    /// file, which cannot be known before it runs (a recursive copy's destination:
+    /// `tyba_policy::Classification::trees_made`): nothing can be made in its place
+    /// beforehand, so only the outside-files server can grant it ([`served_changes`]).
+    #[serde(default)]
+    pub new_tree: bool,
 }
 
 impl Grant {
@@ -423,7 +429,8 @@ pub(crate) fn grants(
         // A new name the line writes is made before it runs ([`prepare_new_files`]); one it
         // only renames something to, or links, is not (the rename makes it), nor a directory
         // it makes (`new_dirs`).
-        let new_file = absent && write && new_dirs.is_none();
+        let new_tree = absent && write && new_dirs.is_none() && class.trees_made.contains(p);
+        let new_file = absent && write && new_dirs.is_none() && !new_tree;
         let under = |roots: &[PathBuf]| roots.iter().any(|r| path.starts_with(r));
         if path == Path::new("/") || under(read_write) || (!write && !meta && under(read_only)) {
             continue;
@@ -437,6 +444,7 @@ pub(crate) fn grants(
                 g.meta_tree |= meta_tree;
                 g.save |= save;
                 g.parents |= parents;
+                g.new_tree |= new_tree;
                 // One name made both as a file and as a directory: the file is made first.
                 g.new_dirs = if g.new_file {
                     None
@@ -454,6 +462,7 @@ pub(crate) fn grants(
                 save,
                 new_dirs,
                 parents,
+                new_tree,
             }),
         }
     }
@@ -468,11 +477,16 @@ pub(crate) fn grants(
 /// does not. A new directory elsewhere is kept when its program takes one that exists
 /// ([`Grant::parents`]: the supervisor makes it before the run, [`prepare_new_files`]), and
 /// dropped otherwise (a `mkdir` of one that exists fails: it fails unasked again, and nothing
-/// is left in its place).
+/// is left in its place). So is a new name made as a tree or a file ([`Grant::new_tree`]: a
+/// file made beforehand made `cp -r DIR` fail and stay, a directory would make it copy into
+/// it).
 pub(crate) fn served_changes(mut grants: Vec<Grant>, served: impl Fn(&Path) -> bool) -> Vec<Grant> {
     grants.retain_mut(|g| {
         if g.new_dirs.is_some() {
             return g.parents || served(&g.path);
+        }
+        if g.new_tree && !g.new_file {
+            return served(&g.path);
         }
         if !g.change || served(&g.path) {
             return true;
@@ -1295,6 +1309,23 @@ mod tests {
         );
     }
 
+    /// A new name a recursive copy makes as a tree or a file is granted where the server
+    /// serves it only: nothing is made in its place beforehand.
+    #[test]
+    fn a_new_tree_is_granted_where_served_only() {
+        let d = tempfile::tempdir().unwrap();
+        let o = std::fs::canonicalize(d.path()).unwrap();
+        let t = o.join("copy");
+        let mut c = class(std::slice::from_ref(&t), std::slice::from_ref(&t));
+        c.trees_made = vec![t.clone()];
+        let g = grants(&c, &[], &[]);
+        assert!(g[0].new_tree && g[0].write && !g[0].new_file, "{g:#?}");
+        assert_eq!(served_changes(g.clone(), |_| true).len(), 1);
+        assert!(served_changes(g.clone(), |_| false).is_empty());
+        prepare_new_files(&g, |_| false).unwrap();
+        assert!(std::fs::symlink_metadata(&t).is_err(), "nothing made beforehand");
+    }
+
     #[test]
     fn grants_are_the_named_out_of_tree_paths_read_unless_written() {
         let d = std::env::temp_dir().join(format!("tyba-grants-{}", std::process::id()));
@@ -1342,6 +1373,7 @@ mod tests {
                     save: false,
                     new_dirs: None,
                     parents: false,
+                    new_tree: false,
                 },
                 Grant {
                     path: o.join("target"),
@@ -1353,6 +1385,7 @@ mod tests {
                     save: false,
                     new_dirs: None,
                     parents: false,
+                    new_tree: false,
                 },
                 Grant {
                     path: o.join("sub/new-file"),
@@ -1364,6 +1397,7 @@ mod tests {
                     save: false,
                     new_dirs: None,
                     parents: false,
+                    new_tree: false,
                 },
             ]
         );
@@ -1426,6 +1460,7 @@ mod tests {
             save: false,
             new_dirs: None,
             parents: false,
+            new_tree: false,
         };
         let w = Grant {
             path: o.join("w"),
@@ -1437,6 +1472,7 @@ mod tests {
             save: true,
             new_dirs: None,
             parents: false,
+            new_tree: false,
         };
         assert_eq!(g, vec![f.clone(), w.clone()]);
         // `chmod -R`: beneath it too, and the ask says so.
@@ -1535,6 +1571,7 @@ mod tests {
             save: false,
             new_dirs: None,
             parents: false,
+            new_tree: false,
         };
         assert_eq!(
             g,

@@ -394,6 +394,8 @@ impl Analyzer<'_> {
         let mut parents = false;
         // `mkdir -m`, `install -m`: the mode of what they make is the line's own.
         let mut mode = false;
+        // A recursive copy: what it writes may be a directory tree.
+        let mut tree = false;
         let writes_before = self.out.writes.len();
         for t in parse_opts(inv.args, spec) {
             match t {
@@ -552,6 +554,7 @@ impl Analyzer<'_> {
                                 && (t.contains('r') || t.contains('R') || t.contains('a'))
                     })
                 });
+                tree = recursive_copy && matches!(p, "cp" | "rsync");
                 for s in &sources {
                     // Renaming a tree moves the hook in it.
                     if p == "mv" {
@@ -603,12 +606,13 @@ impl Analyzer<'_> {
         }
         // The mode `-m` names is set on what the line writes: the line's own change
         // (`Classification::metadata`), not a second ask (review 18's r18-03).
-        if mode {
-            let out = &mut self.out;
-            for w in out.writes.get(writes_before..).unwrap_or_default() {
-                if !out.metadata.contains(w) {
-                    out.metadata.push(w.clone());
-                }
+        let out = &mut self.out;
+        for w in out.writes.get(writes_before..).unwrap_or_default() {
+            if mode && !out.metadata.contains(w) {
+                out.metadata.push(w.clone());
+            }
+            if tree && !out.trees_made.contains(w) {
+                out.trees_made.push(w.clone());
             }
         }
     }

@@ -611,6 +611,14 @@ impl Analyzer<'_> {
         if sub == "config" {
             return;
         }
+        // `git clone REPO DIR` makes DIR, and the missing directories above it, and fills it
+        // (git-clone(1): "Clones a repository into a newly created directory"; an existing one
+        // must be empty).
+        if sub == "clone" {
+            if let Some(dir) = clone_directory(rest) {
+                self.dir_field(&st_git, dir, true);
+            }
+        }
         // Revisions and pathspecs: paths are checked like any word (`HEAD:README.md` resolves
         // inside; `-- /etc/passwd` does not).
         let mut paths_rest: Vec<Field> = Vec::new();
@@ -660,6 +668,59 @@ impl Analyzer<'_> {
             format!("{what} is not a read-only git command"),
         );
     }
+}
+
+/// The directory operand of `git clone [OPTIONS] REPO DIR` (git-clone(1)): the second operand,
+/// after the options that take a value in the next word. `None` without one, or when a word
+/// before it cannot be known (it could be an option taking the next word).
+fn clone_directory(rest: &[Field]) -> Option<&Field> {
+    const LONG_VALUES: &[&str] = &[
+        "origin",
+        "branch",
+        "upload-pack",
+        "template",
+        "reference",
+        "reference-if-able",
+        "separate-git-dir",
+        "depth",
+        "shallow-since",
+        "shallow-exclude",
+        "jobs",
+        "filter",
+        "config",
+        "server-option",
+        "bundle-uri",
+        "ref-format",
+    ];
+    let mut operands = 0;
+    let mut only_operands = false;
+    let mut i = 0;
+    while i < rest.len() {
+        let f = &rest[i];
+        i += 1;
+        let t = f.known()?;
+        if !only_operands && t == "--" {
+            only_operands = true;
+        } else if !only_operands && t.starts_with("--") {
+            if !t.contains('=') && LONG_VALUES.contains(&&t[2..]) {
+                i += 1;
+            }
+        } else if !only_operands && t.starts_with('-') && t.len() > 1 {
+            // A cluster of short options: one that takes a value takes the rest of the word,
+            // or the next word when it is last.
+            if let Some(at) = t[1..].find(|c| "objuc".contains(c)) {
+                if at + 2 == t.len() {
+                    i += 1;
+                }
+            }
+        } else {
+            operands += 1;
+            if operands == 2 {
+                return Some(f);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
