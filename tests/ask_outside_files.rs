@@ -2341,9 +2341,17 @@ mkdir ../O/no-m; echo m=$?"#,
             assert!(!out.contains("m=0"), "{ctx}");
             assert!(!o.join("no-m").exists(), "{ctx}");
             if !served {
-                // A plain `mkdir` is not granted: it fails, and nothing is left in its place.
+                // A plain `mkdir` is not granted: it fails, and nothing is left in its place;
+                // its ask says so.
                 assert!(!out.contains("n=0"), "{ctx}");
                 assert!(!o.join("ok-n").exists(), "{ctx}");
+                assert!(
+                    asked
+                        .iter()
+                        .any(|a| a.starts_with("run `mkdir -m 777")
+                            && a.contains("still cannot make")),
+                    "{ctx}"
+                );
             } else {
                 // With the mode the line names, not asked again (review 18's r18-03).
                 assert!(out.contains("n=0"), "{ctx}");
@@ -2510,8 +2518,15 @@ cp -r d ../O/no-copy; echo other=$?"#,
                 let copied = std::fs::read_to_string(o.join("ok-copy/sub/a.txt"));
                 assert_eq!(copied.ok().as_deref(), Some("a\n"), "{ctx}");
             } else {
-                // Not granted: it fails, and nothing is left in its place.
+                // Not granted: it fails, and nothing is left in its place; its ask says so.
                 assert!(!out.contains("copy=0"), "{ctx}");
+                assert!(
+                    asked
+                        .iter()
+                        .any(|a| a.starts_with("run `cp -r d ../O/ok-copy")
+                            && a.contains("still cannot make")),
+                    "{ctx}"
+                );
                 assert!(
                     std::fs::symlink_metadata(o.join("ok-copy")).is_err(),
                     "{ctx}"

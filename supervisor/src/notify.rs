@@ -2512,12 +2512,19 @@ impl Notifier {
         first: Option<String>,
         r: ExecRead,
     ) -> (Vec<String>, Option<ExecCopy>) {
-        let grants =
-            runner::served_changes(runner::grants(class, &self.writable, &self.readable), |p| {
-                self.outside.as_ref().is_some_and(|o| o.serves(p))
-            });
+        let served = |p: &std::path::Path| self.outside.as_ref().is_some_and(|o| o.serves(p));
+        let all = runner::grants(class, &self.writable, &self.readable);
+        let cannot = runner::unserved(&all, served);
+        let grants = runner::served_changes(all, served);
         let mut reasons: Vec<String> = first.into_iter().collect();
         reasons.extend(class.decisive_reasons().iter().map(|r| r.to_string()));
+        if !cannot.is_empty() {
+            let list: Vec<String> = cannot.iter().map(|p| p.display().to_string()).collect();
+            reasons.push(format!(
+                "if approved, it still cannot make, remove or rename {}: there only tyba's outside-files server can grant one name, and it does not serve it (that step fails with a permission error)",
+                list.join(", ")
+            ));
+        }
         if grants.is_empty() {
             return (reasons, None);
         }

@@ -497,6 +497,22 @@ pub(crate) fn served_changes(mut grants: Vec<Grant>, served: impl Fn(&Path) -> b
     grants
 }
 
+/// The paths of `grants` whose change or new name [`served_changes`] drops where `served`
+/// does not serve them: what an approval of the line cannot let its command do, which the ask
+/// says.
+pub(crate) fn unserved(grants: &[Grant], served: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    grants
+        .iter()
+        .filter(|g| {
+            let dropped = (g.new_dirs.is_some() && !g.parents)
+                || (g.new_dirs.is_none() && g.new_tree && !g.new_file)
+                || (g.new_dirs.is_none() && g.change);
+            dropped && !served(&g.path)
+        })
+        .map(|g| g.path.clone())
+        .collect()
+}
+
 /// The only variables a runner takes from the asking process (besides `PATH`, filtered, and
 /// `HOME`, reset): locale, terminal and time zone, which select formatting, never code. A
 /// denylist cannot be complete: `TAR_OPTIONS`, `MAKEFLAGS`, `ZIPOPT`, `RUSTC_WRAPPER`,
@@ -1288,6 +1304,8 @@ mod tests {
             "nothing made beforehand"
         );
         // Not served: the plain `mkdir` dropped, the `mkdir -p` one made now, its rule on it.
+        assert_eq!(unserved(&g, |_| false), vec![one.clone()]);
+        assert!(unserved(&g, |_| true).is_empty());
         let unserved = served_changes(g, |_| false);
         let paths: Vec<&PathBuf> = unserved.iter().map(|g| &g.path).collect();
         assert_eq!(paths, [&deep, &there]);
@@ -1322,8 +1340,12 @@ mod tests {
         assert!(g[0].new_tree && g[0].write && !g[0].new_file, "{g:#?}");
         assert_eq!(served_changes(g.clone(), |_| true).len(), 1);
         assert!(served_changes(g.clone(), |_| false).is_empty());
+        assert_eq!(unserved(&g, |_| false), vec![t.clone()]);
         prepare_new_files(&g, |_| false).unwrap();
-        assert!(std::fs::symlink_metadata(&t).is_err(), "nothing made beforehand");
+        assert!(
+            std::fs::symlink_metadata(&t).is_err(),
+            "nothing made beforehand"
+        );
     }
 
     #[test]
