@@ -626,6 +626,12 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
     for line in ["git config --get user.name .env", "git config user.name x"] {
         assert!(class_of(line.to_string()).paths.is_empty(), "{line}");
     }
+    // `-fF` is `-f F`; `--no-file` goes back to the repository's file (review 19's r19-02).
+    let c = class_of(format!("git config -f{} a.b c", f.display()));
+    assert_eq!(c.writes, vec![f.clone()], "{c:?}");
+    let c = class_of(format!("git config --file {} --no-file a.b c", f.display()));
+    assert!(c.writes.is_empty() && c.saved.is_empty(), "{c:?}");
+    assert_eq!(c.verdict, Verdict::Red);
     let home = o.join("home");
     let with_home = Context {
         home: Some(&home),

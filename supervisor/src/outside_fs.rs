@@ -1491,6 +1491,30 @@ fn is_system_saver(exe: &Path, maps: &str, environ: &[u8]) -> bool {
         })
 }
 
+/// Whether `copy` is the name `saver` gives its temporary copy of `of` (the same directory is
+/// the caller's to check): GNU sed's `sed` and six letters or digits (`mkostemp`), git's
+/// `<of>.lock` (its lock file, gitglossary(7)); `install` and `cp` make none (they remove the
+/// file and make it anew). No other name: an approved `git config --file F` made and filled
+/// any new file beside F (review 19's r19-01).
+fn copy_name_fits(saver: &str, of: &Path, copy: &Path) -> bool {
+    let Some(name) = copy.file_name().map(|n| n.as_encoded_bytes()) else {
+        return false;
+    };
+    match saver {
+        "sed" => {
+            name.len() == 9
+                && name.starts_with(b"sed")
+                && name[3..].iter().all(u8::is_ascii_alphanumeric)
+        }
+        "git" => of.file_name().is_some_and(|f| {
+            let mut lock = f.as_encoded_bytes().to_vec();
+            lock.extend_from_slice(b".lock");
+            lock == name
+        }),
+        _ => false,
+    }
+}
+
 /// Whether neither `exe` nor any file mapped executable in `maps` (`/proc/PID/maps`) is
 /// beneath one of `roots` (the directories the agent writes: its worktree, temp dir and
 /// `read_write` roots), whatever directory they are in.
@@ -1605,14 +1629,11 @@ impl Inner {
     /// process it started) running one of [`SAVERS`] as the system ships it
     /// ([`is_system_saver`]): only then does the command save files its program's way. A
     /// line's spelling cannot be trusted to say which process does the saving (`find -exec`,
-    /// `xargs`, `env LD_PRELOAD=…`, a `PATH` of the agent's: review 14's r14-01).
-    fn saver_process(&self, tid: u32) -> bool {
-        let Ok(pid) = procfs::tgid(tid) else {
-            return false;
-        };
-        let Ok((ppid, _)) = procfs::stat(pid) else {
-            return false;
-        };
+    /// `xargs`, `env LD_PRELOAD=…`, a `PATH` of the agent's: review 14's r14-01). The saver's
+    /// name when it is one.
+    fn saver_process(&self, tid: u32) -> Option<String> {
+        let pid = procfs::tgid(tid).ok()?;
+        let (ppid, _) = procfs::stat(pid).ok()?;
         let keeper = |r: &HashMap<u32, RunnerGrants>| {
             let Ok((_, start)) = procfs::stat(ppid) else {
                 return false;
@@ -1620,20 +1641,21 @@ impl Inner {
             procfs::ns_pid(ppid).is_some_and(|ns| r.get(&ns).is_some_and(|(st, _)| *st == start))
         };
         if !self.runners.lock().is_ok_and(|r| keeper(&r)) {
-            return false;
+            return None;
         }
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
         let environ = std::fs::read(format!("/proc/{pid}/environ"));
         // Until the session says which directories the agent writes, no process saves.
-        let Some(writable) = self.agent_writable.get() else {
-            return false;
-        };
+        let writable = self.agent_writable.get()?;
         match (exe, maps, environ) {
-            (Ok(exe), Ok(maps), Ok(environ)) => {
-                is_system_saver(&exe, &maps, &environ) && maps_none_of(&exe, &maps, writable)
+            (Ok(exe), Ok(maps), Ok(environ))
+                if is_system_saver(&exe, &maps, &environ)
+                    && maps_none_of(&exe, &maps, writable) =>
+            {
+                exe.file_name().map(|n| n.to_string_lossy().into_owned())
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -1642,9 +1664,7 @@ impl Inner {
     /// directory, which no grant of its covers `path` and which is still that file (not
     /// brought in since). `None` for any other create.
     fn save_for(&self, tid: u32, path: &Path) -> Option<PathBuf> {
-        if !self.saver_process(tid) {
-            return None;
-        }
+        let saver = self.saver_process(tid)?;
         self.with_runner(tid, |_, grants| {
             if grants.iter().any(|g| g.lets(path, Touch::Content)) {
                 return None;
@@ -1657,6 +1677,7 @@ impl Inner {
                         && g.arrived.is_empty()
                         && g.path != path
                         && g.path.parent() == path.parent()
+                        && copy_name_fits(&saver, &g.path, path)
                         && std::fs::symlink_metadata(&g.path).is_ok_and(|m| m.is_file())
                 })
                 .map(|g| g.path.clone())
@@ -1707,9 +1728,7 @@ impl Inner {
     /// that command's own change, after which its grant on the name holds. A link or rename
     /// to the name by anyone still ends it ([`Inner::names_changed`]).
     fn own_file(&self, tid: u32, path: &Path) -> Option<u32> {
-        if !self.saver_process(tid) {
-            return None;
-        }
+        self.saver_process(tid)?;
         self.with_runner(tid, |key, grants| {
             grants
                 .iter()
@@ -3617,6 +3636,27 @@ mod tests {
             maps,
             b"LANGUAGE=fr:en\0LC_ALL=C.UTF-8\0"
         ));
+    }
+
+    /// Each saver's temporary copy has its program's own name, and no other (review 19's
+    /// r19-01).
+    #[test]
+    fn a_savers_copy_has_its_programs_name_only() {
+        let f = Path::new("/o/f.cfg");
+        assert!(copy_name_fits("git", f, Path::new("/o/f.cfg.lock")));
+        assert!(copy_name_fits("sed", f, Path::new("/o/sed8cZldx")));
+        for (saver, copy) in [
+            ("git", "/o/config.lock"),
+            ("git", "/o/f.cfg.lock.x"),
+            ("git", "/o/sed8cZldx"),
+            ("sed", "/o/sed8cZld"),
+            ("sed", "/o/sed8cZ.dx"),
+            ("sed", "/o/f.cfg.lock"),
+            ("install", "/o/x"),
+            ("cp", "/o/x"),
+        ] {
+            assert!(!copy_name_fits(saver, f, Path::new(copy)), "{saver} {copy}");
+        }
     }
 
     /// A metadata grant is for its path (and beneath it only when recursive), and not for what

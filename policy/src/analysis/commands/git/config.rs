@@ -168,6 +168,8 @@ impl Analyzer<'_> {
         // `--file F` / `-f F`: the file it reads or writes instead of the repository's.
         let mut file: Option<Field> = None;
         let mut positional: Vec<&String> = Vec::new();
+        // The word `known[i]` was (`known` holds the words whose text is known, in order).
+        let fields: Vec<&Field> = rest.iter().filter(|f| f.known().is_some()).collect();
         let mut i = 0;
         while i < known.len() {
             let a = &known[i];
@@ -210,7 +212,7 @@ impl Analyzer<'_> {
                                 Some(v) => Some(Field::lit(v)),
                                 None => {
                                     i += 1;
-                                    rest.get(i).cloned()
+                                    fields.get(i).map(|f| (*f).clone())
                                 }
                             };
                             match v {
@@ -220,10 +222,16 @@ impl Analyzer<'_> {
                             }
                         }
                     }
+                    // `--no-file`, `--no-global`, `--no-system`: back to the repository's file.
+                    None if matches!(name, "no-file" | "no-global" | "no-system") => {
+                        file = None;
+                        global = false;
+                        system = false;
+                    }
                     None => write = true,
                 }
             } else if let Some(letters) = a.strip_prefix('-') {
-                for c in letters.chars() {
+                for (j, c) in letters.char_indices() {
                     match c {
                         'l' => read = true,
                         'z' => {}
@@ -231,9 +239,16 @@ impl Analyzer<'_> {
                             write = true;
                             edit = true;
                         }
+                        // `-f F`, or `-fF` (getopt: the rest of the word is the value).
                         'f' => {
-                            i += 1;
-                            file = rest.get(i).cloned();
+                            let attached = &letters[j + 1..];
+                            file = if attached.is_empty() {
+                                i += 1;
+                                fields.get(i).map(|f| (*f).clone())
+                            } else {
+                                Some(Field::lit(attached))
+                            };
+                            break;
                         }
                         _ => write = true,
                     }
