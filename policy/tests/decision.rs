@@ -632,6 +632,9 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
     let c = class_of(format!("git config --file {} --no-file a.b c", f.display()));
     assert!(c.writes.is_empty() && c.saved.is_empty(), "{c:?}");
     assert_eq!(c.verdict, Verdict::Red);
+    // `--edit` runs the configured editor: code the policy does not see, no save rule.
+    let c = class_of(format!("git config --file {} --edit", f.display()));
+    assert!(c.runs_unanalysed_code() && !c.saves(&f), "{c:?}");
     let home = o.join("home");
     let with_home = Context {
         home: Some(&home),

@@ -287,6 +287,14 @@ impl Analyzer<'_> {
                 "path.git-config",
                 "`git config --edit` edits the configuration, which can run code later".to_string(),
             );
+            // The editor is whatever git is configured with (`core.editor`, `GIT_EDITOR`,
+            // `VISUAL`, `EDITOR`), a repository's configuration included: code the policy does
+            // not see, which writes the file as it likes (review 19).
+            self.add(
+                Verdict::Yellow,
+                crate::rules::INTERP_CODE.id,
+                "`git config --edit` runs the editor git is configured with, which may be a program of the agent's".to_string(),
+            );
         }
         if write {
             if let Some(k) = args.first() {
