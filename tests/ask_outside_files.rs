@@ -2426,15 +2426,23 @@ fn an_approved_git_config_of_a_file_outside_is_asked_once() {
         let s = fx.start(
             &["--ask-outside-files"],
             r#"git config --file ../O/ok.cfg a.b 2; echo file=$?
+git config --file ../O/ok-new.cfg a.b 3; echo new=$?
 git config --global user.name after; echo global=$?
 git config --file ../O/no.cfg a.b 3; echo other=$?"#,
         );
         let (asked, (code, out, err)) = drive_with(&fx, s, |a| {
-            a.starts_with("run `git config --global") || a.contains("ok.cfg")
+            a.starts_with("run `git config --global")
+                || a.contains("ok.cfg")
+                || a.contains("ok-new.cfg")
         });
         let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
         assert_eq!(code, 0, "{ctx}");
         assert!(out.contains("file=0"), "{ctx}");
+        // A new file too (review 19's r19-03: its lock file was asked again).
+        assert!(out.contains("new=0"), "{ctx}");
+        let new = std::fs::read_to_string(o.join("ok-new.cfg")).unwrap_or_default();
+        assert!(new.contains("b = 3"), "{new}: {ctx}");
+        assert!(!o.join("ok-new.cfg.lock").exists(), "{ctx}");
         assert!(!out.contains("other=0"), "{ctx}");
         // Checked from outside: the approved line wrote what it named, and left no lock
         // file; the denied one wrote nothing; the person's own configuration is as it was.
@@ -2452,7 +2460,7 @@ git config --file ../O/no.cfg a.b 3; echo other=$?"#,
                     && a.contains(&format!("read-write {}", gc.display()))),
             "the ask names the file: {ctx}"
         );
-        assert_eq!(asked.len(), 3, "one ask per line: {ctx}");
+        assert_eq!(asked.len(), 4, "one ask per line: {ctx}");
     }
 }
 

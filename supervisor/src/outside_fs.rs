@@ -651,9 +651,10 @@ pub(crate) struct RunnerGrant {
     /// line was approved: not covered (what was there when the line was asked is what it
     /// was approved for; a file brought in from outside the grant was never shown).
     pub arrived: Vec<PathBuf>,
-    /// The line writes `path`, an existing regular file when it was approved, that its program
-    /// saves by its own rule (`crate::runner::Grant::save`: an allowlist, `sed -i`, `install`,
-    /// `cp`): the command may save it that way without asking again, through a new file made
+    /// The line writes `path`, an existing regular file when it was approved or a new file,
+    /// that its program saves by its own rule (`crate::runner::Grant::save`: an allowlist,
+    /// `sed -i`, `install`, `cp`, `git config`): the command may save it that way without
+    /// asking again, through a new file made
     /// beside it (its temporary copy, [`RunnerGrant::save_of`]) written, its mode and owner set
     /// and renamed over it, or by removing it and making it anew ([`Inner::own_file`]).
     pub file: bool,
@@ -1678,7 +1679,12 @@ impl Inner {
                         && g.path != path
                         && g.path.parent() == path.parent()
                         && copy_name_fits(&saver, &g.path, path)
-                        && std::fs::symlink_metadata(&g.path).is_ok_and(|m| m.is_file())
+                        // The file, or no file yet (`git config --file NEW`: its lock renamed
+                        // to that name makes it).
+                        && match std::fs::symlink_metadata(&g.path) {
+                            Ok(m) => m.is_file(),
+                            Err(e) => e.kind() == io::ErrorKind::NotFound,
+                        }
                 })
                 .map(|g| g.path.clone())
         })

@@ -123,9 +123,11 @@ pub(crate) struct Grant {
     /// that path only.
     #[serde(default)]
     pub meta_tree: bool,
-    /// The line writes this existing file and is one command whose program the policy knows
+    /// The line writes this file (existing, or new: `git config --file NEW` makes it by
+    /// renaming its lock file to its name) and is one command whose program the policy knows
     /// saves it by its own rule (`tyba_policy::Classification::saves`: `sed -i` with a script
-    /// that runs nothing, `install`, `cp`), running no code the policy does not analyse: the
+    /// that runs nothing, `install`, `cp`, `git config`), running no code the policy does not
+    /// analyse: the
     /// command may save it through temporary copies beside it, or remove it and make it anew
     /// (`crate::outside_fs::RunnerGrant::file`). Any other line (`perl -pi -e CODE`,
     /// `./tool F`, `make`, a list of commands) gets the named file only (review 13's r13-01).
@@ -179,8 +181,8 @@ impl Grant {
             arrived: Vec::new(),
             file: self.save
                 && self.write
-                && !self.new_file
-                && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_file()),
+                && (self.new_file
+                    || std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_file())),
             save_of: None,
             meta: self.meta,
             meta_tree: self.meta_tree,
@@ -425,7 +427,7 @@ pub(crate) fn grants(
             },
             _ => continue,
         };
-        let save = write && !absent && class.saves(p);
+        let save = write && class.saves(p) && new_dirs.is_none();
         // A new name the line writes is made before it runs ([`prepare_new_files`]); one it
         // only renames something to, or links, is not (the rename makes it), nor a directory
         // it makes (`new_dirs`).
