@@ -2549,3 +2549,63 @@ cp -r d ../O/no-copy; echo other=$?"#,
         }
     }
 }
+
+/// An approved line that writes an archive outside the worktree (`tar -c`, in its dashed and
+/// old spellings, and `zip`, which writes a temporary copy beside the archive and renames it
+/// over it) is asked once: the policy named the archive as a path the line reads, so its
+/// creation was asked again (and zip's copy and rename after). The approval covers that
+/// archive: a denied line makes none (the control that the check from outside can fail),
+/// and zip leaves no copy beside it.
+#[test]
+fn an_approved_archive_outside_is_asked_once() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "outside-archive") else {
+            continue;
+        };
+        let o = beside(&fx, "O", &[("keep.txt", "k\n")]);
+        std::fs::create_dir_all(fx.wt.join("d/sub")).unwrap();
+        std::fs::write(fx.wt.join("d/sub/a.txt"), "a\n").unwrap();
+        give(&fx.wt.join("d"), &fx.who);
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"tar -czf ../O/ok.tgz d; echo tgz=$?
+tar cf ../O/ok.tar d; echo tar=$?
+zip -qr ../O/ok.zip d; echo zip=$?
+zip -qr ../O/ok.zip d/sub; echo update=$?
+tar -czf ../O/no.tgz d; echo other=$?"#,
+        );
+        let (asked, (code, out, err)) =
+            drive_with(&fx, s, |a| a.starts_with("run `") && a.contains("/ok."));
+        let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
+        assert_eq!(code, 0, "{ctx}");
+        for line in ["tgz=0", "tar=0", "zip=0", "update=0"] {
+            assert!(out.contains(line), "{line}: {ctx}");
+        }
+        assert!(!out.contains("other=0"), "{ctx}");
+        // Checked from outside: each archive holds the tree; nothing else was left.
+        let list = |args: &[&str]| {
+            let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let tgz = o.join("ok.tgz");
+        let tar = o.join("ok.tar");
+        let zip = o.join("ok.zip");
+        assert!(
+            list(&["tar", "-tzf", tgz.to_str().unwrap()]).contains("d/sub/a.txt"),
+            "{ctx}"
+        );
+        assert!(
+            list(&["tar", "-tf", tar.to_str().unwrap()]).contains("d/sub/a.txt"),
+            "{ctx}"
+        );
+        let zipped = list(&["python3", "-m", "zipfile", "-l", zip.to_str().unwrap()]);
+        assert!(zipped.contains("d/sub/a.txt"), "{zipped}: {ctx}");
+        let mut names: Vec<String> = std::fs::read_dir(&o)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["keep.txt", "ok.tar", "ok.tgz", "ok.zip"], "{ctx}");
+        assert_eq!(asked.len(), 5, "one ask per line: {ctx}");
+    }
+}

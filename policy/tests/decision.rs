@@ -687,6 +687,26 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
         let c = class_of(line.to_string());
         assert!(c.dirs_made.is_empty(), "`{line}`: {:?}", c.dirs_made);
     }
+    // The archive a line writes: tar's `-f` in a create mode (dashed, old and long
+    // spellings), zip's archive (`.zip` added without an extension, saved by zip's rule).
+    let a = at("a.tgz");
+    for (line, written) in [
+        (format!("tar -czf {} d", a.display()), Some(a.clone())),
+        (format!("tar czf {} d", a.display()), Some(a.clone())),
+        (format!("tar --create --file={} d", a.display()), Some(a.clone())),
+        (format!("tar -rf {} d", a.display()), Some(a.clone())),
+        (format!("tar -xzf {}", a.display()), None),
+        (format!("tar -tf {}", a.display()), None),
+        ("tar -czf - d".to_string(), None),
+        (format!("tar -cbf 20 {} d", a.display()), None),
+        (format!("zip -qr {} d", at("z.zip").display()), Some(at("z.zip"))),
+        (format!("zip -r {} d", at("z").display()), Some(at("z.zip"))),
+    ] {
+        let c = class_of(line.clone());
+        assert_eq!(c.writes, written.clone().into_iter().collect::<Vec<_>>(), "`{line}`");
+        let saved = written.filter(|_| line.starts_with("zip"));
+        assert_eq!(c.saved, saved.into_iter().collect::<Vec<_>>(), "`{line}`");
+    }
     // The directories a line makes, and whether it makes the missing ones above them.
     let d = at("d");
     for (line, dirs, parents) in [

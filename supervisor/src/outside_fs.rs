@@ -1441,7 +1441,7 @@ fn grants_let_meta(grants: &[RunnerGrant], path: &Path, times: bool) -> bool {
 
 /// The programs whose own way of saving a file an approved line's command may use without
 /// asking again ([`RunnerGrant::file`]), by the name of the system executable it runs.
-const SAVERS: &[&str] = &["sed", "install", "cp", "git"];
+const SAVERS: &[&str] = &["sed", "install", "cp", "git", "zip"];
 
 /// Whether a process running `exe` with `maps` (`/proc/PID/maps`) and `environ`
 /// (`/proc/PID/environ`) is one of [`SAVERS`] as the system ships it and runs nothing else:
@@ -1493,7 +1493,8 @@ fn is_system_saver(exe: &Path, maps: &str, environ: &[u8]) -> bool {
 }
 
 /// Whether `copy` is the name `saver` gives its temporary copy of `of` (the same directory is
-/// the caller's to check): GNU sed's `sed` and six letters or digits (`mkostemp`), git's
+/// the caller's to check): GNU sed's `sed` and six letters or digits (`mkostemp`), zip's `zi`
+/// and six, git's
 /// `<of>.lock` (its lock file, gitglossary(7)); `install` and `cp` make none (they remove the
 /// file and make it anew). No other name: an approved `git config --file F` made and filled
 /// any new file beside F (review 19's r19-01).
@@ -1506,6 +1507,12 @@ fn copy_name_fits(saver: &str, of: &Path, copy: &Path) -> bool {
             name.len() == 9
                 && name.starts_with(b"sed")
                 && name[3..].iter().all(u8::is_ascii_alphanumeric)
+        }
+        // zip's `zi` and six letters or digits (`mkstemp` in the archive's directory).
+        "zip" => {
+            name.len() == 8
+                && name.starts_with(b"zi")
+                && name[2..].iter().all(u8::is_ascii_alphanumeric)
         }
         "git" => of.file_name().is_some_and(|f| {
             let mut lock = f.as_encoded_bytes().to_vec();
@@ -3651,6 +3658,8 @@ mod tests {
         let f = Path::new("/o/f.cfg");
         assert!(copy_name_fits("git", f, Path::new("/o/f.cfg.lock")));
         assert!(copy_name_fits("sed", f, Path::new("/o/sed8cZldx")));
+        assert!(copy_name_fits("zip", f, Path::new("/o/zi5Xd8YK")));
+        assert!(!copy_name_fits("zip", f, Path::new("/o/zi5Xd8YK.x")));
         for (saver, copy) in [
             ("git", "/o/config.lock"),
             ("git", "/o/f.cfg.lock.x"),

@@ -237,6 +237,15 @@ impl Analyzer<'_> {
                 );
             }
         }
+        // The archive a line makes or adds to is written: tar's `-f` in a create mode, zip's
+        // archive (saved through its temporary copy, as zip does).
+        if let Some(archive) = archive_written(p, inv.args) {
+            if p == "zip" {
+                self.saved_field(st, &archive);
+            } else {
+                self.path_field(st, &archive, Access::Write);
+            }
+        }
         self.generic_paths(st, inv.args, Access::Any);
     }
 
@@ -312,6 +321,88 @@ impl Analyzer<'_> {
         }
         self.generic_paths(st, inv.args, Access::Any);
     }
+}
+
+/// The archive file `tar` (`bsdtar`) or `zip` writes, from `args`: for tar, its `-f`/`--file`
+/// in a mode that writes the archive (`c`, `r`, `u`, `A`: tar(1)), in the dashed, long or old
+/// (first word without a dash: `tar czf out.tgz d`) spelling; for zip, its first operand, with
+/// `.zip` added when its name has no extension (zip(1)). `None` when it cannot be known: a
+/// word that cannot be known before it, another option that takes a value, `-` (standard
+/// output), or a mode that only reads.
+fn archive_written(p: &str, args: &[Field]) -> Option<Field> {
+    if p == "zip" {
+        for a in args {
+            let t = a.known()?;
+            if let Some(letters) = t.strip_prefix('-') {
+                // Flags only: an option with a value (`-b DIR`, `-x LIST`…) ends the search.
+                if letters.is_empty()
+                    || !letters.chars().all(|c| "qrvyDjTSluF0123456789".contains(c))
+                {
+                    return None;
+                }
+                continue;
+            }
+            let named = std::path::Path::new(&t);
+            let has_ext = named
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains('.'));
+            return Some(if has_ext {
+                a.clone()
+            } else {
+                Field::lit(&format!("{t}.zip"))
+            });
+        }
+        return None;
+    }
+    if !matches!(p, "tar" | "bsdtar") {
+        return None;
+    }
+    // Letters of tar's short options that take a value besides `f`.
+    const TAKES: &str = "bCgHKLNTVX";
+    let mut writes = false;
+    let mut file: Option<Field> = None;
+    let mut i = 0;
+    while i < args.len() {
+        let t = args[i].known()?;
+        i += 1;
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, val) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            if ["create", "append", "update", "catenate", "concatenate"].contains(&name) {
+                writes = true;
+            } else if name == "file" {
+                file = match val {
+                    Some(v) => Some(Field::lit(v)),
+                    None => {
+                        i += 1;
+                        Some(args.get(i - 1)?.clone())
+                    }
+                };
+            }
+            continue;
+        }
+        let (letters, old) = match t.strip_prefix('-') {
+            Some(l) => (l, false),
+            None if i == 1 => (t.as_str(), true),
+            None => continue,
+        };
+        writes |= letters.chars().any(|c| "cruA".contains(c));
+        if let Some(at) = letters.find('f') {
+            if letters.chars().any(|c| TAKES.contains(c)) {
+                return None;
+            }
+            let attached = &letters[at + 1..];
+            file = if old || attached.is_empty() {
+                i += 1;
+                Some(args.get(i - 1)?.clone())
+            } else {
+                Some(Field::lit(attached))
+            };
+        }
+    }
+    file.filter(|f| writes && f.known().as_deref() != Some("-"))
 }
 
 #[cfg(test)]
