@@ -2552,8 +2552,9 @@ cp -r d ../O/no-copy; echo other=$?"#,
 
 /// An approved line that writes an archive outside the worktree (`tar -c`, in its dashed and
 /// old spellings, and `zip`, which writes a temporary copy beside the archive and renames it
-/// over it) is asked once: the policy named the archive as a path the line reads, so its
-/// creation was asked again (and zip's copy and rename after). The approval covers that
+/// over it) or compresses a file there (`gzip`, which makes `FILE.gz` and removes `FILE`
+/// unless `-k`) is asked once: the policy named the archive as a path the line reads, so its
+/// creation was asked again (and zip's copy and rename, gzip's removal after). The approval covers that
 /// archive: a denied line makes none (the control that the check from outside can fail),
 /// and zip leaves no copy beside it.
 #[test]
@@ -2562,7 +2563,15 @@ fn an_approved_archive_outside_is_asked_once() {
         let Some(fx) = fixture(&who, "outside-archive") else {
             continue;
         };
-        let o = beside(&fx, "O", &[("keep.txt", "k\n")]);
+        let o = beside(
+            &fx,
+            "O",
+            &[
+                ("keep.txt", "k\n"),
+                ("ok-k.txt", "kk\n"),
+                ("ok-z.txt", "zz\n"),
+            ],
+        );
         std::fs::create_dir_all(fx.wt.join("d/sub")).unwrap();
         std::fs::write(fx.wt.join("d/sub/a.txt"), "a\n").unwrap();
         give(&fx.wt.join("d"), &fx.who);
@@ -2572,13 +2581,15 @@ fn an_approved_archive_outside_is_asked_once() {
 tar cf ../O/ok.tar d; echo tar=$?
 zip -qr ../O/ok.zip d; echo zip=$?
 zip -qr ../O/ok.zip d/sub; echo update=$?
+gzip -k ../O/ok-k.txt; echo gzipk=$?
+gzip ../O/ok-z.txt; echo gzip=$?
 tar -czf ../O/no.tgz d; echo other=$?"#,
         );
         let (asked, (code, out, err)) =
-            drive_with(&fx, s, |a| a.starts_with("run `") && a.contains("/ok."));
+            drive_with(&fx, s, |a| a.starts_with("run `") && a.contains("../O/ok"));
         let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
         assert_eq!(code, 0, "{ctx}");
-        for line in ["tgz=0", "tar=0", "zip=0", "update=0"] {
+        for line in ["tgz=0", "tar=0", "zip=0", "update=0", "gzipk=0", "gzip=0"] {
             assert!(out.contains(line), "{line}: {ctx}");
         }
         assert!(!out.contains("other=0"), "{ctx}");
@@ -2605,7 +2616,23 @@ tar -czf ../O/no.tgz d; echo other=$?"#,
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, ["keep.txt", "ok.tar", "ok.tgz", "ok.zip"], "{ctx}");
-        assert_eq!(asked.len(), 5, "one ask per line: {ctx}");
+        // gzip made each `.gz` and removed the file it was not told to keep.
+        let gunzip = |n: &str| list(&["gzip", "-dc", o.join(n).to_str().unwrap()]);
+        assert_eq!(gunzip("ok-k.txt.gz"), "kk\n", "{ctx}");
+        assert_eq!(gunzip("ok-z.txt.gz"), "zz\n", "{ctx}");
+        assert_eq!(
+            names,
+            [
+                "keep.txt",
+                "ok-k.txt",
+                "ok-k.txt.gz",
+                "ok-z.txt.gz",
+                "ok.tar",
+                "ok.tgz",
+                "ok.zip"
+            ],
+            "{ctx}"
+        );
+        assert_eq!(asked.len(), 7, "one ask per line: {ctx}");
     }
 }

@@ -693,17 +693,27 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
     for (line, written) in [
         (format!("tar -czf {} d", a.display()), Some(a.clone())),
         (format!("tar czf {} d", a.display()), Some(a.clone())),
-        (format!("tar --create --file={} d", a.display()), Some(a.clone())),
+        (
+            format!("tar --create --file={} d", a.display()),
+            Some(a.clone()),
+        ),
         (format!("tar -rf {} d", a.display()), Some(a.clone())),
         (format!("tar -xzf {}", a.display()), None),
         (format!("tar -tf {}", a.display()), None),
         ("tar -czf - d".to_string(), None),
         (format!("tar -cbf 20 {} d", a.display()), None),
-        (format!("zip -qr {} d", at("z.zip").display()), Some(at("z.zip"))),
+        (
+            format!("zip -qr {} d", at("z.zip").display()),
+            Some(at("z.zip")),
+        ),
         (format!("zip -r {} d", at("z").display()), Some(at("z.zip"))),
     ] {
         let c = class_of(line.clone());
-        assert_eq!(c.writes, written.clone().into_iter().collect::<Vec<_>>(), "`{line}`");
+        assert_eq!(
+            c.writes,
+            written.clone().into_iter().collect::<Vec<_>>(),
+            "`{line}`"
+        );
         let saved = written.filter(|_| line.starts_with("zip"));
         assert_eq!(c.saved, saved.into_iter().collect::<Vec<_>>(), "`{line}`");
     }

@@ -2404,8 +2404,31 @@ impl Inner {
         Ok(fh)
     }
 
+    /// The names directly in directory `dir` (real) that the approved command thread `tid`
+    /// runs under has grants for (to write, change or make: `gzip F` opens F's directory to
+    /// remove F relative to it), when it has any: what an opening of `dir` it was not granted
+    /// lists, unasked. `None` for any other thread or directory.
+    fn granted_names_in(&self, tid: u32, dir: &Path) -> Option<Vec<OsString>> {
+        let pid = procfs::tgid(tid).ok()?;
+        let r = self.runners.lock().ok()?;
+        let key = keeper_of(&r, pid)?;
+        let names: Vec<OsString> = r[&key]
+            .1
+            .iter()
+            .filter(|g| g.write || g.change || g.meta)
+            .filter(|g| g.path.parent() == Some(dir))
+            .filter_map(|g| g.path.file_name().map(OsStr::to_os_string))
+            .collect();
+        (!names.is_empty()).then_some(names)
+    }
+
     /// The listing itself, once decided.
     fn opendir_now(&self, n: &Node) -> Result<u64, Errno> {
+        self.opendir_only(n, None)
+    }
+
+    /// [`Inner::opendir_now`], listing only the entries named in `only` when given.
+    fn opendir_only(&self, n: &Node, only: Option<&[OsString]>) -> Result<u64, Errno> {
         let fd = self
             .open_real(n, libc::O_RDONLY | libc::O_DIRECTORY)
             .map_err(|e| errno(&e))?;
@@ -2422,6 +2445,9 @@ impl Inner {
                 FileType::RegularFile
             };
             let name = e.file_name();
+            if only.is_some_and(|o| !o.contains(&name)) {
+                continue;
+            }
             let ino = self.ino(Node {
                 cover: n.cover,
                 rel: n.rel.join(&name),
@@ -2760,6 +2786,14 @@ impl Filesystem for OutsideFs {
         let (me, tid) = (Arc::clone(&self.0), req.pid());
         if me.passes(tid, &Op::One(me.real(&n), Access::List)) {
             return match me.opendir_now(&n) {
+                Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
+                Err(e) => reply.send(|r| r.error(e)),
+            };
+        }
+        // An approved command opening the directory of what its line names (to act relative
+        // to it): the directory as far as its grants go, unasked.
+        if let Some(names) = me.granted_names_in(tid, &me.real(&n)) {
+            return match me.opendir_only(&n, Some(&names)) {
                 Ok(fh) => reply.send(|r| r.opened(FileHandle(fh), FopenFlags::empty())),
                 Err(e) => reply.send(|r| r.error(e)),
             };

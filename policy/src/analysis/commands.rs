@@ -862,6 +862,9 @@ impl Analyzer<'_> {
                     "`systemctl --user` manages services that run outside the sandbox".to_string(),
                 );
             }
+            "gzip" | "gunzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd" | "unzstd" => {
+                self.compressor(&st, &inv)
+            }
             "kill" | "pkill" | "killall" | "killall5" => self.signals(&st, p, args),
             "fuser" => {
                 self.signals(&st, p, args);

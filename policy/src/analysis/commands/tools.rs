@@ -249,6 +249,77 @@ impl Analyzer<'_> {
         self.generic_paths(st, inv.args, Access::Any);
     }
 
+    /// `gzip`, `bzip2`, `xz`, `zstd` and their `un…` forms: unlisted (yellow). Each file
+    /// operand is compressed to `FILE.gz` (`.bz2`, `.xz`, `.zst`) or, decompressing, to the
+    /// name without that suffix: the new file is written, and the operand removed unless kept
+    /// (`-k`; zstd keeps it unless `--rm`); nothing with `-c`, `-t` or `-l`. A spelling this does
+    /// not model (`-S`, `-r`, `-o`, a word that cannot be known) names the operands only.
+    pub(crate) fn compressor(&mut self, st: &State, inv: &Invocation<'_>) {
+        let p = inv.program.as_str();
+        self.unlisted(p);
+        let (suffix, mut keep) = match p {
+            "gzip" | "gunzip" => (".gz", false),
+            "bzip2" | "bunzip2" => (".bz2", false),
+            "xz" | "unxz" => (".xz", false),
+            _ => (".zst", true),
+        };
+        let mut decompress = matches!(p, "gunzip" | "bunzip2" | "unxz" | "unzstd");
+        let mut writes = true;
+        let mut modelled = true;
+        let mut only_operands = false;
+        let mut files = Vec::new();
+        for a in inv.args {
+            let Some(t) = a.known() else {
+                modelled = false;
+                continue;
+            };
+            if only_operands || !t.starts_with('-') || t == "-" {
+                files.push(a);
+            } else if t == "--" {
+                only_operands = true;
+            } else if let Some(long) = t.strip_prefix("--") {
+                match long {
+                    "keep" => keep = true,
+                    "rm" => keep = false,
+                    "decompress" | "uncompress" => decompress = true,
+                    "stdout" | "to-stdout" | "test" | "list" => writes = false,
+                    "force" | "quiet" | "verbose" | "no-name" | "name" | "best" | "fast" => {}
+                    _ => modelled = false,
+                }
+            } else {
+                for c in t[1..].chars() {
+                    match c {
+                        'k' => keep = true,
+                        'd' => decompress = true,
+                        'c' | 't' | 'l' => writes = false,
+                        'f' | 'q' | 'v' | 'n' | 'N' | '0'..='9' => {}
+                        _ => modelled = false,
+                    }
+                }
+            }
+        }
+        if modelled && writes {
+            for f in files {
+                let Some(t) = f.known().filter(|t| t != "-") else {
+                    continue;
+                };
+                let out = if decompress {
+                    match t.strip_suffix(suffix) {
+                        Some(base) if !base.is_empty() && !base.ends_with('/') => base.to_string(),
+                        _ => continue,
+                    }
+                } else {
+                    format!("{t}{suffix}")
+                };
+                self.path_field(st, &Field::lit(&out), Access::Write);
+                if !keep {
+                    self.path_field(st, f, Access::Modify);
+                }
+            }
+        }
+        self.generic_paths(st, inv.args, Access::Any);
+    }
+
     /// Package managers and build tools: yellow; global configuration writes are red.
     pub(crate) fn package_tool(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
