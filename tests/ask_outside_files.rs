@@ -2636,3 +2636,61 @@ tar -czf ../O/no.tgz d; echo other=$?"#,
         assert_eq!(asked.len(), 7, "one ask per line: {ctx}");
     }
 }
+
+/// Review 20's r20-01 (high): where no server judges each request (`--outside-files off`, a
+/// new name directly in the home), an approved line's grant is a Landlock rule, and one on a
+/// directory that is or holds tyba's own configuration reached it: `cp -r cfg/. ~/.config/`
+/// (or `git clone X ~/.config` with no `~/.config` yet, made before the run) wrote tyba's
+/// policy. Such a grant is never given, whatever is approved, and the ask says so; with the
+/// server it refuses them as before. Checked from outside; the control without the sandbox
+/// writes the file.
+#[test]
+fn an_approved_line_never_gets_tybas_own_configuration() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served { "own-fuse" } else { "own-off" };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let own = fx.home.join(".config/tyba");
+            std::fs::create_dir_all(&own).unwrap();
+            std::fs::write(own.join("notes.txt"), "mine\n").unwrap();
+            give(&fx.home.join(".config"), &fx.who);
+            std::fs::create_dir_all(fx.wt.join("cfg/tyba")).unwrap();
+            std::fs::write(fx.wt.join("cfg/tyba/notes.txt"), "planted\n").unwrap();
+            give(&fx.wt.join("cfg"), &fx.who);
+            let extra: &[&str] = if served {
+                &["--ask-outside-files"]
+            } else {
+                &["--outside-files", "off"]
+            };
+            let s = fx.start(
+                extra,
+                r#"cp -r cfg/. "$HOME/.config/"; echo cp=$?
+mkdir -p "$HOME/.config/tyba/sub"; echo mk=$?"#,
+            );
+            let (asked, (code, out, err)) = drive_with(&fx, s, |a| a.starts_with("run `"));
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            let notes = std::fs::read_to_string(own.join("notes.txt")).unwrap();
+            assert_eq!(notes, "mine\n", "{ctx}");
+            assert!(!own.join("sub").exists(), "{ctx}");
+            assert!(!out.contains("cp=0") && !out.contains("mk=0"), "{ctx}");
+            if !served {
+                assert!(
+                    asked.iter().all(|a| a.contains("still cannot write")),
+                    "the asks say so: {ctx}"
+                );
+            }
+            // The control: without the sandbox the same copy writes the file.
+            let bare = Command::new("cp")
+                .args(["-r", "cfg/.", own.parent().unwrap().to_str().unwrap()])
+                .current_dir(&fx.wt)
+                .status()
+                .unwrap();
+            assert!(bare.success());
+            let notes = std::fs::read_to_string(own.join("notes.txt")).unwrap();
+            assert_eq!(notes, "planted\n", "control: {ctx}");
+        }
+    }
+}

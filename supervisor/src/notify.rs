@@ -2513,11 +2513,29 @@ impl Notifier {
         r: ExecRead,
     ) -> (Vec<String>, Option<ExecCopy>) {
         let served = |p: &std::path::Path| self.outside.as_ref().is_some_and(|o| o.serves(p));
-        let all = runner::grants(class, &self.writable, &self.readable);
+        let mut all = runner::grants(class, &self.writable, &self.readable);
+        // Where no server judges each request, a grant to write (or make) a path that is or
+        // holds tyba's own configuration, state, sockets or run directories would reach them
+        // through its Landlock rule: never given, whatever is approved (review 20's r20-01: an
+        // approved `git clone X ~/.config` with no `~/.config` yet wrote tyba's policy).
+        let own: Vec<std::path::PathBuf> = all
+            .iter()
+            .filter(|g| g.write || g.new_file || g.new_dirs.is_some() || g.new_tree)
+            .filter(|g| !served(&g.path) && self.reaches_tybas_own(&g.path))
+            .map(|g| g.path.clone())
+            .collect();
+        all.retain(|g| !own.contains(&g.path));
         let cannot = runner::unserved(&all, served);
         let grants = runner::served_changes(all, served);
         let mut reasons: Vec<String> = first.into_iter().collect();
         reasons.extend(class.decisive_reasons().iter().map(|r| r.to_string()));
+        if !own.is_empty() {
+            let list: Vec<String> = own.iter().map(|p| p.display().to_string()).collect();
+            reasons.push(format!(
+                "if approved, it still cannot write {}: it is or holds tyba's own configuration or state",
+                list.join(", ")
+            ));
+        }
         if !cannot.is_empty() {
             let list: Vec<String> = cannot.iter().map(|p| p.display().to_string()).collect();
             reasons.push(format!(
@@ -3376,6 +3394,16 @@ impl Notifier {
             None => crate::outside_fs::own_dirs()
                 .iter()
                 .any(|d| real.starts_with(d)),
+        }
+    }
+
+    /// Whether `real` is tyba's own or holds some of it further down
+    /// ([`crate::outside_fs::OutsideFs::reaches_tybas_own`]; by path when the session has no
+    /// server).
+    fn reaches_tybas_own(&self, real: &std::path::Path) -> bool {
+        match &self.outside {
+            Some(o) => o.reaches_tybas_own(real),
+            None => self.is_tybas_own(real) || self.holds_tybas_own(real),
         }
     }
 

@@ -1326,6 +1326,15 @@ impl OutsideFs {
         self.0.is_own(&Op::One(path.to_path_buf(), Access::Write))
     }
 
+    /// Whether `path` (real) is tyba's own ([`OutsideFs::is_tybas_own`]) or a directory that
+    /// holds some of it further down: its configuration, state and sockets, this user's
+    /// sessions' run directories. A Landlock rule on such a directory would reach them.
+    pub(crate) fn reaches_tybas_own(&self, path: &Path) -> bool {
+        self.is_tybas_own(path)
+            || self.0.own.iter().any(|d| is_within(d, path))
+            || self.0.run.places.iter().any(|d| is_within(d, path))
+    }
+
     /// Whether the server serves `path` (real): it is a covered entry or beneath one, so
     /// every request on it reaches the server, which decides.
     pub(crate) fn serves(&self, path: &Path) -> bool {
