@@ -2510,6 +2510,7 @@ fn an_approved_copy_or_clone_to_a_new_name_outside_is_asked_once() {
                 extra,
                 r#"cp -r d ../O/ok-copy; echo copy=$?
 git clone -q --no-hardlinks ../O/src ../O/ok-clones/one; echo clone=$?
+git clone -q --no-hardlinks . ../O/ok-self; echo self=$?
 cp -r d ../O/no-copy; echo other=$?"#,
             );
             let (asked, (code, out, err)) =
@@ -2521,6 +2522,10 @@ cp -r d ../O/no-copy; echo other=$?"#,
             let cloned = std::fs::read_to_string(o.join("ok-clones/one/f.txt"));
             assert_eq!(cloned.ok().as_deref(), Some("f\n"), "{ctx}");
             assert!(o.join("ok-clones/one/.git/HEAD").is_file(), "{ctx}");
+            // A clone of the worktree's own repository: git's `git-upload-pack REPO` reads it
+            // (it was taken as changing the repository's git directory, and refused).
+            assert!(out.contains("self=0"), "{ctx}");
+            assert!(o.join("ok-self/.git/HEAD").is_file(), "{ctx}");
             if served {
                 assert!(out.contains("copy=0"), "{ctx}");
                 let copied = std::fs::read_to_string(o.join("ok-copy/sub/a.txt"));
@@ -2545,7 +2550,7 @@ cp -r d ../O/no-copy; echo other=$?"#,
                 std::fs::symlink_metadata(o.join("no-copy")).is_err(),
                 "{ctx}"
             );
-            assert_eq!(asked.len(), 3, "one ask per line: {ctx}");
+            assert_eq!(asked.len(), 4, "one ask per line: {ctx}");
         }
     }
 }

@@ -687,6 +687,29 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
         let c = class_of(line.to_string());
         assert!(c.dirs_made.is_empty(), "`{line}`: {:?}", c.dirs_made);
     }
+    // git's transport programs by their bare or system name are git's: `upload-pack` (a
+    // local `git clone`'s) reads the repository, `receive-pack` writes it.
+    let gitdir = wt.join(".git");
+    for (line, v) in [
+        (
+            format!("git-upload-pack '{}'", gitdir.display()),
+            Verdict::Yellow,
+        ),
+        (
+            format!("/usr/bin/git-upload-pack {}", gitdir.display()),
+            Verdict::Yellow,
+        ),
+        (
+            format!("git-receive-pack {}", gitdir.display()),
+            Verdict::Blocked,
+        ),
+        (
+            format!("./git-upload-pack {}", gitdir.display()),
+            Verdict::Blocked,
+        ),
+    ] {
+        assert_eq!(class_of(line.clone()).verdict, v, "`{line}`");
+    }
     // The archive a line writes: tar's `-f` in a create mode (dashed, old and long
     // spellings), zip's archive (`.zip` added without an extension, saved by zip's rule).
     let a = at("a.tgz");

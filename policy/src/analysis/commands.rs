@@ -342,8 +342,15 @@ impl Analyzer<'_> {
             }
             return st;
         }
-        // git's own programs (`/usr/lib/git-core/git-push`, `…/git-core/git`) are git.
-        if name.starts_with('/') && (name.contains("/git-core/") || name.contains("/libexec/git")) {
+        // git's own programs (`/usr/lib/git-core/git-push`, `…/git-core/git`) are git, and so
+        // are the transport programs git installs in the system's `bin` directories
+        // (`/usr/bin/git-upload-pack`, which a local `git clone` runs).
+        let transport = name.rsplit('/').next().is_some_and(|b| {
+            ["git-upload-pack", "git-upload-archive", "git-receive-pack"].contains(&b)
+        }) && system_program(name).is_some();
+        if name.starts_with('/')
+            && (name.contains("/git-core/") || name.contains("/libexec/git") || transport)
+        {
             let base = name.rsplit('/').next().unwrap_or("");
             if base == "git" {
                 return self.invoke_named(st, "git", args, env, stdin, depth);
@@ -363,7 +370,17 @@ impl Analyzer<'_> {
             if let Some(sub) = base.strip_prefix("git-").filter(|s| !s.is_empty()) {
                 let mut words = vec![Field::lit("git"), Field::lit(sub)];
                 words.extend_from_slice(args);
-                let _ = self.invoke(st.clone(), &words, env.clone(), stdin, depth);
+                let st2 = self.invoke(st.clone(), &words, env.clone(), stdin, depth);
+                // A transport program by its bare name (the line a local `git clone` gives
+                // `sh -c`) is git's, wherever `PATH` finds it (which is judged): not a
+                // program nobody listed whose words may be anything.
+                let bare_transport = !name.contains('/')
+                    && ["git-upload-pack", "git-upload-archive", "git-receive-pack"]
+                        .contains(&base);
+                if bare_transport {
+                    self.program_lookup(&st, name, &env);
+                    return st2;
+                }
             } else if base == "git" && name.contains('/') && system_program(name).is_none() {
                 let mut words = vec![Field::lit("git")];
                 words.extend_from_slice(args);

@@ -655,7 +655,14 @@ impl Analyzer<'_> {
             && !self.out.findings[findings_before.min(self.out.findings.len())..]
                 .iter()
                 .any(|f| f.rule == "git.not-read-only");
-        let access = if read_only { Access::Read } else { Access::Any };
+        // `upload-pack` and `upload-archive` serve a repository to a fetch or an archive (a
+        // local `git clone` runs `git-upload-pack REPO`): they read it, never write it.
+        let serves = matches!(sub.as_str(), "upload-pack" | "upload-archive");
+        let access = if read_only || serves {
+            Access::Read
+        } else {
+            Access::Any
+        };
         for f in paths_rest {
             self.path_field(&st_git, &f, access);
         }
