@@ -79,6 +79,16 @@ def step(name, f):
     )
 }
 
+/// `tyba run`'s options for a session with the outside-files server (`served`), or with none
+/// (`--outside-files off`: Landlock alone decides outside the worktree).
+fn server_args(served: bool) -> &'static [&'static str] {
+    if served {
+        &["--ask-outside-files"]
+    } else {
+        &["--outside-files", "off"]
+    }
+}
+
 /// The same Python file run without any sandbox, as the user under test, in the worktree.
 fn without_sandbox(fx: &Fx, name: &str) -> String {
     without_sandbox_args(fx, name, &[])
@@ -2317,11 +2327,7 @@ step("file-at-dir", lambda: open("../O/ok-s/t", "w").write("x"))
 "#,
                 ),
             );
-            let extra: &[&str] = if served {
-                &["--ask-outside-files"]
-            } else {
-                &["--outside-files", "off"]
-            };
+            let extra = server_args(served);
             let s = fx.start(
                 extra,
                 r#"mkdir -p ../O/ok-a/b/c; echo p=$?
@@ -2501,11 +2507,7 @@ fn an_approved_copy_or_clone_to_a_new_name_outside_is_asked_once() {
             std::fs::create_dir_all(fx.wt.join("d/sub")).unwrap();
             std::fs::write(fx.wt.join("d/sub/a.txt"), "a\n").unwrap();
             give(&fx.wt.join("d"), &fx.who);
-            let extra: &[&str] = if served {
-                &["--ask-outside-files"]
-            } else {
-                &["--outside-files", "off"]
-            };
+            let extra = server_args(served);
             let s = fx.start(
                 extra,
                 r#"cp -r d ../O/ok-copy; echo copy=$?
@@ -2664,11 +2666,7 @@ fn an_approved_line_never_gets_tybas_own_configuration() {
             std::fs::create_dir_all(fx.wt.join("cfg/tyba")).unwrap();
             std::fs::write(fx.wt.join("cfg/tyba/notes.txt"), "planted\n").unwrap();
             give(&fx.wt.join("cfg"), &fx.who);
-            let extra: &[&str] = if served {
-                &["--ask-outside-files"]
-            } else {
-                &["--outside-files", "off"]
-            };
+            let extra = server_args(served);
             let s = fx.start(
                 extra,
                 r#"cp -r cfg/. "$HOME/.config/"; echo cp=$?
