@@ -2697,3 +2697,50 @@ mkdir -p "$HOME/.config/tyba/sub"; echo mk=$?"#,
         }
     }
 }
+
+/// Review 21's r21-01 (high): tyba's own directories were known by the path the existing part
+/// resolves to, so with `~/.config` a symbolic link that leads nowhere yet (`dotfiles/config`,
+/// the dotfiles not cloned), an approved line making `~/dotfiles/config/tyba` wrote the
+/// person's policy through the link. Its directories are also where such a link will put
+/// them. Checked from outside; the control without the sandbox writes the file.
+#[test]
+fn tybas_own_configuration_behind_a_link_that_leads_nowhere_yet_is_never_granted() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served {
+                "ownlink-fuse"
+            } else {
+                "ownlink-off"
+            };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let config = fx.home.join(".config");
+            if config.exists() {
+                std::fs::remove_dir_all(&config).unwrap();
+            }
+            std::os::unix::fs::symlink("dotfiles/config", &config).unwrap();
+            let planted = fx.home.join("dotfiles/config/tyba/policy.toml");
+            let s = fx.start(
+                server_args(served),
+                r#"mkdir -p "$HOME/dotfiles/config/tyba"; echo mk=$?
+sh -c 'echo "[[rule]]" > "$HOME/dotfiles/config/tyba/policy.toml"'; echo w=$?"#,
+            );
+            let (asked, (code, out, err)) = drive_with(&fx, s, |a| a.starts_with("run `"));
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            assert!(!planted.exists(), "{ctx}");
+            assert!(!out.contains("w=0"), "{ctx}");
+            // The control: without the sandbox the same lines write it through the link.
+            let bare = Command::new("sh")
+                .args([
+                    "-c",
+                    r#"mkdir -p "$H/dotfiles/config/tyba" && echo x > "$H/.config/tyba/policy.toml""#,
+                ])
+                .env("H", &fx.home)
+                .status()
+                .unwrap();
+            assert!(bare.success() && planted.exists(), "control: {ctx}");
+        }
+    }
+}

@@ -710,6 +710,32 @@ fn a_lines_changes_are_its_removals_renames_and_links_not_its_writes_or_metadata
     ] {
         assert_eq!(class_of(line.clone()).verdict, v, "`{line}`");
     }
+    // An archiver's option that runs a program, in any spelling getopt takes (review 21's
+    // r21-02): attached, abbreviated, in a cluster, in tar's old spelling.
+    for line in [
+        "tar -I./x -cf a.tar d",
+        "tar --use-compress=./x -cf a.tar d",
+        "tar --to-com=./x -xf a.tar",
+        "tar cIf ./x a.tar d",
+        "tar -cFf ./x a.tar d",
+        "tar --checkpoint-act=exec=./x -cf a.tar d",
+        "zip -TT=./x a.zip d",
+        "zip --unzip-c ./x a.zip d",
+    ] {
+        let c = class_of(line.to_string());
+        assert!(c.rules().contains(&"cmd.program-option"), "`{line}`: {c:?}");
+    }
+    for line in [
+        "tar -czf a.tgz d",
+        "tar -cf a.tar --format=gnu d",
+        "tar xf a.tar",
+    ] {
+        let c = class_of(line.to_string());
+        assert!(
+            !c.rules().contains(&"cmd.program-option"),
+            "`{line}`: {c:?}"
+        );
+    }
     // The archive a line writes: tar's `-f` in a create mode (dashed, old and long
     // spellings), zip's archive (`.zip` added without an extension, saved by zip's rule).
     let a = at("a.tgz");

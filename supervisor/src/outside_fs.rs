@@ -1017,11 +1017,70 @@ fn attr_of(ino: u64, st: &nix::sys::stat::FileStat) -> FileAttr {
 /// approve its own policy or answer its own asks, so the server refuses them unasked too.
 pub(crate) fn own_dirs() -> Vec<PathBuf> {
     use crate::broker::paths;
-    [paths::config_dir(), paths::state_dir(), paths::socket_dir()]
+    let mut out = Vec::new();
+    for d in [paths::config_dir(), paths::state_dir(), paths::socket_dir()]
         .into_iter()
         .flatten()
-        .map(|d| real_path(&d))
-        .collect()
+    {
+        // And where a symbolic link on the way that leads nowhere yet would put it
+        // (`~/.config -> dotfiles/config` before the dotfiles are cloned: review 21's r21-01).
+        for p in [real_path(&d), through_links(&d)] {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Where `p` (absolute) is, or would be once what is missing on the way is made: each
+/// symbolic link on the way followed, one that leads nowhere yet too (its text taken as the
+/// path it will be), `..` after a missing name taken lexically. At most 40 links are followed
+/// (the kernel's limit); past them, or for a path that is not absolute, `p` as it is.
+fn through_links(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    let push_rev = |todo: &mut Vec<std::ffi::OsString>, path: &Path| {
+        let parts: Vec<std::ffi::OsString> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some(std::ffi::OsString::from("..")),
+                _ => None,
+            })
+            .collect();
+        todo.extend(parts.into_iter().rev());
+    };
+    if !p.is_absolute() {
+        return p.to_path_buf();
+    }
+    push_rev(&mut todo, p);
+    let mut cur = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = todo.pop() {
+        if name == ".." {
+            cur.pop();
+            continue;
+        }
+        let next = cur.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                hops += 1;
+                let Ok(text) = std::fs::read_link(&next) else {
+                    return p.to_path_buf();
+                };
+                if hops > 40 {
+                    return p.to_path_buf();
+                }
+                if text.is_absolute() {
+                    cur = PathBuf::from("/");
+                }
+                push_rev(&mut todo, &text);
+            }
+            _ => cur = next,
+        }
+    }
+    cur
 }
 
 /// The run directories of tyba's sessions (`tyba-UID-ID`, `tyba-UID-ID.state`,
@@ -3692,6 +3751,24 @@ mod tests {
             maps,
             b"LANGUAGE=fr:en\0LC_ALL=C.UTF-8\0"
         ));
+    }
+
+    /// A path is where its symbolic links lead, one that leads nowhere yet too (review 21's
+    /// r21-01: `~/.config -> dotfiles/config` before the dotfiles exist).
+    #[test]
+    fn a_path_through_a_link_that_leads_nowhere_yet_is_where_it_will_be() {
+        let d = tempfile::tempdir().unwrap();
+        let h = std::fs::canonicalize(d.path()).unwrap();
+        std::os::unix::fs::symlink("dotfiles/config", h.join(".config")).unwrap();
+        let own = h.join(".config/tyba");
+        assert_eq!(through_links(&own), h.join("dotfiles/config/tyba"));
+        assert_eq!(real_path(&own), own, "real_path stops at the link");
+        std::os::unix::fs::symlink(h.join("abs"), h.join("l")).unwrap();
+        assert_eq!(through_links(&h.join("l/x/../y")), h.join("abs/y"));
+        std::fs::create_dir(h.join("real")).unwrap();
+        assert_eq!(through_links(&h.join("real/z")), h.join("real/z"));
+        std::os::unix::fs::symlink("loop", h.join("loop")).unwrap();
+        assert_eq!(through_links(&h.join("loop/x")), h.join("loop/x"));
     }
 
     /// Each saver's temporary copy has its program's own name, and no other (review 19's

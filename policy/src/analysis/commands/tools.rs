@@ -212,24 +212,36 @@ impl Analyzer<'_> {
     pub(crate) fn archiver(&mut self, st: &State, inv: &Invocation<'_>) {
         let p = inv.program.as_str();
         self.unlisted(p);
-        for a in inv.args {
+        for (i, a) in inv.args.iter().enumerate() {
             let Some(t) = a.known() else { continue };
-            if [
-                "--to-command",
-                "--use-compress-program",
-                "--checkpoint-action",
-                "--info-script",
-                "--new-volume-script",
-                "--rsh-command",
-                "--unzip-command",
-                "--rmt-command",
-            ]
-            .iter()
-            .any(|o| t.starts_with(o))
-                || p == "zip" && (t == "-TT" || t.starts_with("--unzip-command"))
-                || p == "tar" && t == "-I"
-                || p == "tar" && t == "-F"
-            {
+            // Long options by any prefix getopt_long takes (`--use-compress=…`, `--to-com=…`:
+            // review 21's r21-02), their values attached or not.
+            let long = t
+                .strip_prefix("--")
+                .map(|l| l.split('=').next().unwrap_or(l));
+            let runs_long = long.is_some_and(|l| {
+                l.len() >= 2
+                    && [
+                        "to-command",
+                        "use-compress-program",
+                        "checkpoint-action",
+                        "info-script",
+                        "new-volume-script",
+                        "rsh-command",
+                        "unzip-command",
+                        "rmt-command",
+                    ]
+                    .iter()
+                    .any(|o| o.starts_with(l))
+            });
+            // Short ones in a cluster, their values attached or not (`-I./x`, `-cIf`), and in
+            // tar's old spelling (`tar cIf ./x a.tar`); zip's `-TT` with or without `=`.
+            let cluster = t.starts_with('-') && !t.starts_with("--")
+                || matches!(p, "tar" | "bsdtar") && i == 0 && !t.starts_with('-');
+            let runs_short = cluster
+                && (matches!(p, "tar" | "bsdtar") && (t.contains('I') || t.contains('F'))
+                    || p == "zip" && t.starts_with("-TT"));
+            if runs_long || runs_short {
                 self.add(
                     Verdict::Red,
                     "cmd.program-option",
