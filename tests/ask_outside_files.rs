@@ -2744,3 +2744,57 @@ sh -c 'echo "[[rule]]" > "$HOME/dotfiles/config/tyba/policy.toml"'; echo w=$?"#,
         }
     }
 }
+
+/// Review 22: tyba's own directories were found where this session's variables and the
+/// existing part of their path put them. With `~/.config` a link that leads into the worktree
+/// and nowhere yet (r22-02), the agent wrote the person's policy unasked; with
+/// `XDG_CONFIG_HOME` set for the session only (r22-05), an approved line wrote
+/// `~/.config/tyba`, which the person's other shells read. Both are tyba's own now, with and
+/// without the server. Checked from outside; the controls without the sandbox write them.
+#[test]
+fn tybas_own_directories_are_found_wherever_the_person_will_use_them() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served { "ownxdg-fuse" } else { "ownxdg-off" };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let config = fx.home.join(".config");
+            if config.exists() {
+                std::fs::remove_dir_all(&config).unwrap();
+            }
+            std::os::unix::fs::symlink(fx.wt.join("config"), &config).unwrap();
+            let xdg = fx.home.join("xdgcfg");
+            std::fs::create_dir_all(&xdg).unwrap();
+            give(&xdg, &fx.who);
+            let in_wt = fx.wt.join("config/tyba/policy.toml");
+            let script = r#"mkdir -p config/tyba; echo '[[rule]]' > config/tyba/policy.toml; echo wt=$?
+sh -c 'mkdir -p "$HOME/.config/tyba" && echo x > "$HOME/.config/tyba/trusted"'; echo home=$?"#;
+            let s = fx.start_argv(
+                server_args(served),
+                &[("XDG_CONFIG_HOME", xdg.to_str().unwrap())],
+                &["bash", "-c", script],
+            );
+            let (asked, (code, out, err)) = drive_with(&fx, s, |a| a.starts_with("run `"));
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            assert!(!out.contains("wt=0") && !out.contains("home=0"), "{ctx}");
+            let planted = std::fs::read_to_string(&in_wt).unwrap_or_default();
+            assert!(planted.is_empty(), "{planted}: {ctx}");
+            assert!(!fx.wt.join("config/tyba/trusted").exists(), "{ctx}");
+            // The control: without the sandbox the same lines write both.
+            let bare = Command::new("bash")
+                .args(["-c", script])
+                .current_dir(&fx.wt)
+                .env("HOME", &fx.home)
+                .output()
+                .unwrap();
+            let bare = String::from_utf8_lossy(&bare.stdout);
+            assert!(
+                bare.contains("wt=0") && bare.contains("home=0"),
+                "control: {bare}"
+            );
+            assert!(in_wt.exists() && fx.wt.join("config/tyba/trusted").exists());
+        }
+    }
+}

@@ -463,9 +463,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The git files the person's git obeys that do not exist yet get stand-ins, bound
     // read-only like the others (kept until the session ends, as the placeholders above).
     let git_stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
-    // The person's tyba config (the user policy, the approvals of repository policies)
-    // stays the person's even when a policy path opens a tree holding it.
-    if let Some(d) = super::trust::config_dir() {
+    // The person's tyba config (the user policy, the approvals of repository policies), state
+    // (audit logs) and sockets stay the person's even when a policy path opens a tree holding
+    // them or a link on the way leads into the worktree (review 22's r22-02, r22-04).
+    for d in tyba_supervisor::broker::paths::own_dirs_named() {
         plan.keep_read_only(&d);
     }
     // The agents' state: the agent writes session-private copies; only known data is merged

@@ -1018,10 +1018,7 @@ fn attr_of(ino: u64, st: &nix::sys::stat::FileStat) -> FileAttr {
 pub(crate) fn own_dirs() -> Vec<PathBuf> {
     use crate::broker::paths;
     let mut out = Vec::new();
-    for d in [paths::config_dir(), paths::state_dir(), paths::socket_dir()]
-        .into_iter()
-        .flatten()
-    {
+    for d in paths::own_dirs_named() {
         // And where a symbolic link on the way that leads nowhere yet would put it
         // (`~/.config -> dotfiles/config` before the dotfiles are cloned: review 21's r21-01).
         for p in [real_path(&d), through_links(&d)] {
@@ -1037,7 +1034,7 @@ pub(crate) fn own_dirs() -> Vec<PathBuf> {
 /// symbolic link on the way followed, one that leads nowhere yet too (its text taken as the
 /// path it will be), `..` after a missing name taken lexically. At most 40 links are followed
 /// (the kernel's limit); past them, or for a path that is not absolute, `p` as it is.
-fn through_links(p: &Path) -> PathBuf {
+pub(crate) fn through_links(p: &Path) -> PathBuf {
     use std::path::Component;
     let mut todo: Vec<std::ffi::OsString> = Vec::new();
     let push_rev = |todo: &mut Vec<std::ffi::OsString>, path: &Path| {
@@ -1389,8 +1386,11 @@ impl OutsideFs {
     /// holds some of it further down: its configuration, state and sockets, this user's
     /// sessions' run directories. A Landlock rule on such a directory would reach them.
     pub(crate) fn reaches_tybas_own(&self, path: &Path) -> bool {
+        // Where they are now too: a link laid since the session started (review 22's r22-01).
+        let now = own_dirs();
         self.is_tybas_own(path)
-            || self.0.own.iter().any(|d| is_within(d, path))
+            || self.0.own.iter().chain(&now).any(|d| is_within(d, path))
+            || now.iter().any(|d| is_within(path, d))
             || self.0.run.places.iter().any(|d| is_within(d, path))
     }
 

@@ -1130,35 +1130,23 @@ impl SandboxPlan {
         }
     }
 
-    /// Keeps the directory `dir` of the person's own (tyba's config: the user policy and the
-    /// approvals of repository policies) read-only for the session when a writable root
-    /// covers it: made when absent, then bound read-only like the protected files. One that
-    /// cannot be made goes to [`SandboxPlan::unprotected`] (the session refuses to start).
+    /// Keeps the directory `dir` of the person's own (tyba's configuration, state and sockets)
+    /// read-only for the session when a writable root covers it: made when absent, then bound
+    /// read-only like the protected files. One that cannot be made goes to
+    /// [`SandboxPlan::unprotected`] (the session refuses to start).
     pub fn keep_read_only(&mut self, dir: &Path) {
         let covered = |p: &Path, rw: &[PathBuf]| rw.iter().any(|r| is_within(p, r));
-        // Compare where it is (or would be) physically: its nearest existing ancestor.
-        let mut base = dir.to_path_buf();
-        let mut rest = Vec::new();
-        while std::fs::symlink_metadata(&base).is_err() {
-            match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
-                (Some(n), Some(p)) => {
-                    rest.push(n);
-                    base = p.to_path_buf();
-                }
-                _ => return,
-            }
-        }
-        let Ok(mut real) = std::fs::canonicalize(&base) else {
-            return;
-        };
-        for n in rest.into_iter().rev() {
-            real.push(n);
-        }
+        // Compare where it is (or would be) physically: each link on the way followed, one
+        // that leads nowhere yet too (`~/.config -> <worktree>/config`: review 22's r22-02,
+        // which gave up there and left it writable).
+        let real = crate::outside_fs::through_links(dir);
         // A cache's private layer (`crate::caches`) is writable too: the bind goes over it.
         let writable: Vec<PathBuf> = self
             .read_write
             .iter()
             .chain(&self.caches)
+            .chain(std::iter::once(&self.worktree))
+            .chain(std::iter::once(&self.tmp_dir))
             .cloned()
             .collect();
         if !covered(&real, &writable) {

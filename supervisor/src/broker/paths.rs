@@ -75,6 +75,30 @@ pub fn config_dir() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".config/tyba"))
 }
 
+/// tyba's own directories as named (not resolved, not created): [`config_dir`],
+/// [`state_dir`], [`socket_dir`], and the configuration and state directories under `HOME`
+/// where `XDG_CONFIG_HOME`/`XDG_STATE_HOME` move them for this process only (the person's
+/// other shells, without the variable, read and write those: review 22's r22-05).
+pub fn own_dirs_named() -> Vec<PathBuf> {
+    let home = env_dir("HOME");
+    let mut out: Vec<PathBuf> = [config_dir(), state_dir(), socket_dir()]
+        .into_iter()
+        .flatten()
+        .collect();
+    for d in [
+        home.as_ref().map(|h| h.join(".config/tyba")),
+        home.as_ref().map(|h| h.join(".local/state/tyba")),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
 /// The directory holding the user's session sockets (not created).
 pub fn socket_dir() -> Option<PathBuf> {
     env_dir("XDG_RUNTIME_DIR")
