@@ -2798,3 +2798,49 @@ sh -c 'mkdir -p "$HOME/.config/tyba" && echo x > "$HOME/.config/tyba/trusted"'; 
         }
     }
 }
+
+/// Review 23's r23-02: the server judged with tyba's own directories as they were when the
+/// session started, so a link the person laid during it (`~/.config -> dotfiles/config`,
+/// over a served `~/dotfiles`) let an approved `cp -r cfg/. ~/dotfiles/` write the policy.
+/// Each change it serves is judged with where they are now too. Checked from outside; the
+/// control without the sandbox writes it.
+#[test]
+fn a_link_laid_during_the_session_does_not_open_tybas_own_configuration() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "ownlate") else {
+            continue;
+        };
+        let config = fx.home.join(".config");
+        if config.exists() {
+            std::fs::remove_dir_all(&config).unwrap();
+        }
+        std::fs::create_dir_all(fx.home.join("dotfiles")).unwrap();
+        give(&fx.home.join("dotfiles"), &fx.who);
+        std::fs::create_dir_all(fx.wt.join("cfg/config/tyba")).unwrap();
+        std::fs::write(fx.wt.join("cfg/config/tyba/policy.toml"), "[[rule]]\n").unwrap();
+        give(&fx.wt.join("cfg"), &fx.who);
+        let planted = fx.home.join("dotfiles/config/tyba/policy.toml");
+        let s = fx.start(
+            &["--ask-outside-files"],
+            r#"while [ ! -e go ]; do sleep 0.1; done
+cp -r cfg/. "$HOME/dotfiles/"; echo cp=$?"#,
+        );
+        // The person lays the link while the session runs, then lets the line go on.
+        std::thread::sleep(Duration::from_millis(1500));
+        std::os::unix::fs::symlink("dotfiles/config", &config).unwrap();
+        std::fs::write(fx.wt.join("go"), "").unwrap();
+        give(&fx.wt.join("go"), &fx.who);
+        let (asked, (code, out, err)) = drive_with(&fx, s, |a| a.starts_with("run `"));
+        let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(!planted.exists(), "{ctx}");
+        assert!(!out.contains("cp=0"), "{ctx}");
+        // The control: without the sandbox the same copy writes it.
+        let bare = Command::new("cp")
+            .args(["-r", "cfg/.", fx.home.join("dotfiles").to_str().unwrap()])
+            .current_dir(&fx.wt)
+            .status()
+            .unwrap();
+        assert!(bare.success() && planted.exists(), "control: {ctx}");
+    }
+}

@@ -262,6 +262,33 @@ fn bad_policy_file_exits_3_with_the_line() {
     assert!(err.contains("line 2") || err.contains(":2:"), "{err}");
 }
 
+/// A relative `XDG_CONFIG_HOME` is no configuration directory (the XDG Base Directory
+/// Specification: ignored): it put the person's policy in the current directory, a worktree
+/// the agent writes (review 23's r23-01). The same policy under `HOME` is read (the control
+/// that the check can fail).
+#[test]
+fn a_relative_xdg_config_home_is_ignored() {
+    let fx = fixture();
+    let planted = fx.w.join(".config/tyba");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(planted.join("policy.toml"), "[git]\nprotected = 1\n").unwrap();
+    let run = |xdg: &str| {
+        tyba(&fx)
+            .env("XDG_CONFIG_HOME", xdg)
+            .args(["classify", "ls"])
+            .output()
+            .unwrap()
+    };
+    let out = run(".config");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = run(fx.w.join(".config").to_str().unwrap());
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the same file, named absolutely: {out:?}"
+    );
+}
+
 #[test]
 fn policy_show_prints_the_merged_layers() {
     let fx = fixture();

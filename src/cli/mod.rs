@@ -177,11 +177,10 @@ fn read_layer(p: &Path) -> anyhow::Result<(String, String)> {
     Ok((p.display().to_string(), text))
 }
 
+/// The person's policy file: `policy.toml` in tyba's configuration directory
+/// (`tyba_supervisor::broker::paths::config_dir`, absolute variables only).
 fn user_policy_path() -> Option<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(x).join("tyba/policy.toml"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/tyba/policy.toml"))
+    tyba_supervisor::broker::paths::config_dir().map(|d| d.join("policy.toml"))
 }
 
 /// The home directory `~` stands for: `$HOME` when set and absolute.

@@ -2070,6 +2070,17 @@ impl Inner {
         {
             return true;
         }
+        // A change beneath where they are now: a link laid since the session started
+        // (`~/.config -> dotfiles/config` over a served `~/dotfiles`: review 23's r23-02).
+        if touched.iter().any(|(_, changed)| *changed) {
+            let now = own_dirs();
+            if touched
+                .iter()
+                .any(|(p, changed)| *changed && now.iter().any(|d| is_within(p, d)))
+            {
+                return true;
+            }
+        }
         if touched.iter().any(|(p, _)| {
             self.ids_on_the_way(p)
                 .iter()

@@ -65,14 +65,15 @@ pub fn state_dir() -> Option<PathBuf> {
 }
 
 /// The person's tyba configuration directory: `$XDG_CONFIG_HOME/tyba`, else
-/// `~/.config/tyba` (the user's policy, the approvals of repositories' policies).
+/// `~/.config/tyba` (the user's policy, the approvals of repositories' policies). Only an
+/// absolute `XDG_CONFIG_HOME` or `HOME` counts (the XDG Base Directory Specification: "If
+/// an implementation encounters a relative path in any of these variables it should consider
+/// the path invalid and ignore it"); a relative one put it in the current directory, the
+/// worktree (review 23's r23-01).
 pub fn config_dir() -> Option<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(x).join("tyba"));
-    }
-    std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .map(|h| PathBuf::from(h).join(".config/tyba"))
+    env_dir("XDG_CONFIG_HOME")
+        .map(|x| x.join("tyba"))
+        .or_else(|| env_dir("HOME").map(|h| h.join(".config/tyba")))
 }
 
 /// tyba's own directories as named (not resolved, not created): [`config_dir`],
