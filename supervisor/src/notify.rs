@@ -3579,26 +3579,11 @@ mod tests {
         let rw = [runner::Grant {
             path: remote.clone(),
             write: true,
-            new_file: false,
-            change: false,
-            meta: false,
-            meta_tree: false,
-            save: false,
-            new_dirs: None,
-            parents: false,
-            new_tree: false,
+            ..Default::default()
         }];
         let ro = [runner::Grant {
             path: remote.clone(),
-            write: false,
-            new_file: false,
-            change: false,
-            meta: false,
-            meta_tree: false,
-            save: false,
-            new_dirs: None,
-            parents: false,
-            new_tree: false,
+            ..Default::default()
         }];
         let out = rules::PATH_OUTSIDE_WORKTREE.id;
         let gitdir = rules::PATH_GIT_DIR.id;

@@ -94,7 +94,7 @@ pub(crate) enum FromStage {
 }
 
 /// One path an approved command gets on top of the agent's ruleset.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Grant {
     /// The path (canonical; for a new file, its canonical parent joined with its name).
     pub path: PathBuf,
@@ -1389,39 +1389,18 @@ mod tests {
             vec![
                 Grant {
                     path: o.join("secret"),
-                    write: false,
-                    new_file: false,
-                    change: false,
-                    meta: false,
-                    meta_tree: false,
-                    save: false,
-                    new_dirs: None,
-                    parents: false,
-                    new_tree: false,
+                    ..Default::default()
                 },
                 Grant {
                     path: o.join("target"),
                     write: true,
-                    new_file: false,
-                    change: false,
-                    meta: false,
-                    meta_tree: false,
-                    save: false,
-                    new_dirs: None,
-                    parents: false,
-                    new_tree: false,
+                    ..Default::default()
                 },
                 Grant {
                     path: o.join("sub/new-file"),
                     write: true,
                     new_file: true,
-                    change: false,
-                    meta: false,
-                    meta_tree: false,
-                    save: false,
-                    new_dirs: None,
-                    parents: false,
-                    new_tree: false,
+                    ..Default::default()
                 },
             ]
         );
@@ -1476,27 +1455,14 @@ mod tests {
         let g = grants(&c, &[d.join("wt")], &ro);
         let f = Grant {
             path: o.join("f"),
-            write: false,
-            new_file: false,
-            change: false,
             meta: true,
-            meta_tree: false,
-            save: false,
-            new_dirs: None,
-            parents: false,
-            new_tree: false,
+            ..Default::default()
         };
         let w = Grant {
             path: o.join("w"),
             write: true,
-            new_file: false,
-            change: false,
-            meta: false,
-            meta_tree: false,
             save: true,
-            new_dirs: None,
-            parents: false,
-            new_tree: false,
+            ..Default::default()
         };
         assert_eq!(g, vec![f.clone(), w.clone()]);
         // `chmod -R`: beneath it too, and the ask says so.
@@ -1587,15 +1553,8 @@ mod tests {
         let g = grants(&c, &rw, &[]);
         let want = |p: &Path| Grant {
             path: p.to_path_buf(),
-            write: false,
-            new_file: false,
             change: true,
-            meta: false,
-            meta_tree: false,
-            save: false,
-            new_dirs: None,
-            parents: false,
-            new_tree: false,
+            ..Default::default()
         };
         assert_eq!(
             g,
