@@ -2525,8 +2525,7 @@ impl Notifier {
             .map(|g| g.path.clone())
             .collect();
         all.retain(|g| !own.contains(&g.path));
-        let cannot = runner::unserved(&all, served);
-        let grants = runner::served_changes(all, served);
+        let (grants, cannot) = runner::served_changes(all, served);
         let mut reasons: Vec<String> = first.into_iter().collect();
         reasons.extend(class.decisive_reasons().iter().map(|r| r.to_string()));
         if !own.is_empty() {

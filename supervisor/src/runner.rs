@@ -481,38 +481,31 @@ pub(crate) fn grants(
 /// dropped otherwise (a `mkdir` of one that exists fails: it fails unasked again, and nothing
 /// is left in its place). So is a new name made as a tree or a file ([`Grant::new_tree`]: a
 /// file made beforehand made `cp -r DIR` fail and stay, a directory would make it copy into
-/// it).
-pub(crate) fn served_changes(mut grants: Vec<Grant>, served: impl Fn(&Path) -> bool) -> Vec<Grant> {
+/// it). Returns the grants kept, and the paths whose change or new name was not (what an
+/// approval of the line cannot let its command do, which the ask says).
+pub(crate) fn served_changes(
+    mut grants: Vec<Grant>,
+    served: impl Fn(&Path) -> bool,
+) -> (Vec<Grant>, Vec<PathBuf>) {
+    let mut cannot = Vec::new();
     grants.retain_mut(|g| {
-        if g.new_dirs.is_some() {
-            return g.parents || served(&g.path);
+        let kept = if g.new_dirs.is_some() {
+            g.parents || served(&g.path)
+        } else if g.new_tree && !g.new_file {
+            served(&g.path)
+        } else if !g.change || served(&g.path) {
+            true
+        } else {
+            cannot.push(g.path.clone());
+            g.change = false;
+            return g.write || g.new_file || std::fs::symlink_metadata(&g.path).is_ok();
+        };
+        if !kept {
+            cannot.push(g.path.clone());
         }
-        if g.new_tree && !g.new_file {
-            return served(&g.path);
-        }
-        if !g.change || served(&g.path) {
-            return true;
-        }
-        g.change = false;
-        g.write || g.new_file || std::fs::symlink_metadata(&g.path).is_ok()
+        kept
     });
-    grants
-}
-
-/// The paths of `grants` whose change or new name [`served_changes`] drops where `served`
-/// does not serve them: what an approval of the line cannot let its command do, which the ask
-/// says.
-pub(crate) fn unserved(grants: &[Grant], served: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
-    grants
-        .iter()
-        .filter(|g| {
-            let dropped = (g.new_dirs.is_some() && !g.parents)
-                || (g.new_dirs.is_none() && g.new_tree && !g.new_file)
-                || (g.new_dirs.is_none() && g.change);
-            dropped && !served(&g.path)
-        })
-        .map(|g| g.path.clone())
-        .collect()
+    (grants, cannot)
 }
 
 /// The only variables a runner takes from the asking process (besides `PATH`, filtered, and
@@ -1298,17 +1291,17 @@ mod tests {
         // `mkdir x/y` with `x` missing makes nothing: no grant.
         assert!(of(&flat).is_none(), "{g:#?}");
         // Served: all kept, nothing made beforehand (the server lets the command make them).
-        let served = served_changes(g.clone(), |_| true);
+        let (served, cannot) = served_changes(g.clone(), |_| true);
         assert_eq!(served.len(), 3);
+        assert!(cannot.is_empty());
         prepare_new_files(&served, |_| true).unwrap();
         assert!(
             !o.join("a").exists() && !one.exists(),
             "nothing made beforehand"
         );
         // Not served: the plain `mkdir` dropped, the `mkdir -p` one made now, its rule on it.
-        assert_eq!(unserved(&g, |_| false), vec![one.clone()]);
-        assert!(unserved(&g, |_| true).is_empty());
-        let unserved = served_changes(g, |_| false);
+        let (unserved, cannot) = served_changes(g, |_| false);
+        assert_eq!(cannot, vec![one.clone()]);
         let paths: Vec<&PathBuf> = unserved.iter().map(|g| &g.path).collect();
         assert_eq!(paths, [&deep, &there]);
         prepare_new_files(&unserved, |_| false).unwrap();
@@ -1340,9 +1333,10 @@ mod tests {
         c.trees_made = vec![t.clone()];
         let g = grants(&c, &[], &[]);
         assert!(g[0].new_tree && g[0].write && !g[0].new_file, "{g:#?}");
-        assert_eq!(served_changes(g.clone(), |_| true).len(), 1);
-        assert!(served_changes(g.clone(), |_| false).is_empty());
-        assert_eq!(unserved(&g, |_| false), vec![t.clone()]);
+        assert_eq!(served_changes(g.clone(), |_| true).0.len(), 1);
+        let (kept, cannot) = served_changes(g.clone(), |_| false);
+        assert!(kept.is_empty());
+        assert_eq!(cannot, vec![t.clone()]);
         prepare_new_files(&g, |_| false).unwrap();
         assert!(
             std::fs::symlink_metadata(&t).is_err(),
@@ -1579,13 +1573,13 @@ mod tests {
         prepare_new_files(&g, |_| false).unwrap();
         assert!(!o.join("b").exists());
         // The server lets the command do exactly that to those names.
-        let served = served_changes(g.clone(), |_| true);
+        let (served, _) = served_changes(g.clone(), |_| true);
         assert_eq!(served, g);
         let outside: Vec<_> = served.iter().map(Grant::outside).collect();
         assert!(outside.iter().all(|r| r.change && !r.write));
         // Where no server serves them, a change is no grant: what exists is kept for reading,
         // the new name is dropped.
-        let unserved = served_changes(g.clone(), |p| p == o.join("gone"));
+        let (unserved, _) = served_changes(g.clone(), |p| p == o.join("gone"));
         assert_eq!(
             unserved,
             vec![
