@@ -314,7 +314,7 @@ impl Classification {
 }
 
 /// Appends the items of `from` that `into` does not hold yet, in order.
-fn push_new<T: PartialEq>(into: &mut Vec<T>, from: Vec<T>) {
+pub(crate) fn push_new<T: PartialEq>(into: &mut Vec<T>, from: Vec<T>) {
     for x in from {
         if !into.contains(&x) {
             into.push(x);

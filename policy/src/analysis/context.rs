@@ -274,34 +274,30 @@ impl Analyzer<'_> {
         }
     }
 
+    /// [`Self::path_field`] for what the command writes (`Access::Write`), returning the paths
+    /// it added to the line's `writes`.
+    pub(crate) fn written_field(&mut self, st: &State, f: &Field) -> Vec<PathBuf> {
+        let before = self.out.writes.len();
+        self.path_field(st, f, Access::Write);
+        self.out.writes.get(before..).unwrap_or_default().to_vec()
+    }
+
     /// [`Self::path_field`] for a file the command writes and saves by its program's own
     /// rule (`Classification::saved`: `sed -i`, `install`, `cp`).
     pub(crate) fn saved_field(&mut self, st: &State, f: &Field) {
-        let before = self.out.writes.len();
-        self.path_field(st, f, Access::Write);
-        let out = &mut self.out;
-        for p in &out.writes[before..] {
-            if !out.saved.contains(p) {
-                out.saved.push(p.clone());
-            }
-        }
+        let written = self.written_field(st, f);
+        crate::verdict::push_new(&mut self.out.saved, written);
     }
 
     /// [`Self::path_field`] for a directory the command makes (`Classification::dirs_made`:
     /// `mkdir`, `install -d`); with `parents` (`mkdir -p`, `install -d`) it makes the missing
     /// directories above it too (`Classification::parents_made`).
     pub(crate) fn dir_field(&mut self, st: &State, f: &Field, parents: bool) {
-        let before = self.out.writes.len();
-        self.path_field(st, f, Access::Write);
-        let out = &mut self.out;
-        for p in &out.writes[before..] {
-            if !out.dirs_made.contains(p) {
-                out.dirs_made.push(p.clone());
-            }
-            if parents && !out.parents_made.contains(p) {
-                out.parents_made.push(p.clone());
-            }
+        let written = self.written_field(st, f);
+        if parents {
+            crate::verdict::push_new(&mut self.out.parents_made, written.clone());
         }
+        crate::verdict::push_new(&mut self.out.dirs_made, written);
     }
 
     pub(crate) fn path_field(&mut self, st: &State, f: &Field, access: Access) {

@@ -606,14 +606,17 @@ impl Analyzer<'_> {
         }
         // The mode `-m` names is set on what the line writes: the line's own change
         // (`Classification::metadata`), not a second ask (review 18's r18-03).
-        let out = &mut self.out;
-        for w in out.writes.get(writes_before..).unwrap_or_default() {
-            if mode && !out.metadata.contains(w) {
-                out.metadata.push(w.clone());
-            }
-            if tree && !out.trees_made.contains(w) {
-                out.trees_made.push(w.clone());
-            }
+        let written = self
+            .out
+            .writes
+            .get(writes_before..)
+            .unwrap_or_default()
+            .to_vec();
+        if mode {
+            crate::verdict::push_new(&mut self.out.metadata, written.clone());
+        }
+        if tree {
+            crate::verdict::push_new(&mut self.out.trees_made, written);
         }
     }
 }
