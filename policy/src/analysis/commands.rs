@@ -63,6 +63,10 @@ pub(crate) struct Invocation<'a> {
     pub stdin: Stdin,
 }
 
+/// git's transport programs, which git installs in the system's `bin` directories too and
+/// runs by their bare name (a local `git clone` runs `git-upload-pack REPO` through `sh -c`).
+const GIT_TRANSPORTS: &[&str] = &["git-upload-pack", "git-upload-archive", "git-receive-pack"];
+
 impl Analyzer<'_> {
     /// Analyses a simple command; returns the state it may leave (cd, assignments).
     pub(crate) fn simple(
@@ -345,9 +349,11 @@ impl Analyzer<'_> {
         // git's own programs (`/usr/lib/git-core/git-push`, `…/git-core/git`) are git, and so
         // are the transport programs git installs in the system's `bin` directories
         // (`/usr/bin/git-upload-pack`, which a local `git clone` runs).
-        let transport = name.rsplit('/').next().is_some_and(|b| {
-            ["git-upload-pack", "git-upload-archive", "git-receive-pack"].contains(&b)
-        }) && system_program(name).is_some();
+        let transport = name
+            .rsplit('/')
+            .next()
+            .is_some_and(|b| GIT_TRANSPORTS.contains(&b))
+            && system_program(name).is_some();
         if name.starts_with('/')
             && (name.contains("/git-core/") || name.contains("/libexec/git") || transport)
         {
@@ -374,9 +380,7 @@ impl Analyzer<'_> {
                 // A transport program by its bare name (the line a local `git clone` gives
                 // `sh -c`) is git's, wherever `PATH` finds it (which is judged): not a
                 // program nobody listed whose words may be anything.
-                let bare_transport = !name.contains('/')
-                    && ["git-upload-pack", "git-upload-archive", "git-receive-pack"]
-                        .contains(&base);
+                let bare_transport = !name.contains('/') && GIT_TRANSPORTS.contains(&base);
                 if bare_transport {
                     self.program_lookup(&st, name, &env);
                     return st2;
