@@ -1030,6 +1030,18 @@ pub(crate) fn own_dirs() -> Vec<PathBuf> {
     out
 }
 
+/// tyba's own directories where they are now ([`through_links`] of each as named, the names
+/// read once per process): what a link laid since the session started changes. Called on
+/// each change the server judges, so it resolves links only (no `canonicalize`).
+fn own_dirs_now() -> Vec<PathBuf> {
+    static NAMED: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    NAMED
+        .get_or_init(crate::broker::paths::own_dirs_named)
+        .iter()
+        .map(|d| through_links(d))
+        .collect()
+}
+
 /// Where `p` (absolute) is, or would be once what is missing on the way is made: each
 /// symbolic link on the way followed, one that leads nowhere yet too (its text taken as the
 /// path it will be), `..` after a missing name taken lexically. At most 40 links are followed
@@ -1387,7 +1399,7 @@ impl OutsideFs {
     /// sessions' run directories. A Landlock rule on such a directory would reach them.
     pub(crate) fn reaches_tybas_own(&self, path: &Path) -> bool {
         // Where they are now too: a link laid since the session started (review 22's r22-01).
-        let now = own_dirs();
+        let now = own_dirs_now();
         self.is_tybas_own(path)
             || self.0.own.iter().chain(&now).any(|d| is_within(d, path))
             || now.iter().any(|d| is_within(path, d))
@@ -2073,7 +2085,7 @@ impl Inner {
         // A change beneath where they are now: a link laid since the session started
         // (`~/.config -> dotfiles/config` over a served `~/dotfiles`: review 23's r23-02).
         if touched.iter().any(|(_, changed)| *changed) {
-            let now = own_dirs();
+            let now = own_dirs_now();
             if touched
                 .iter()
                 .any(|(p, changed)| *changed && now.iter().any(|d| is_within(p, d)))
