@@ -1398,11 +1398,11 @@ impl OutsideFs {
     /// holds some of it further down: its configuration, state and sockets, this user's
     /// sessions' run directories. A Landlock rule on such a directory would reach them.
     pub(crate) fn reaches_tybas_own(&self, path: &Path) -> bool {
-        // Where they are now too: a link laid since the session started (review 22's r22-01).
+        // Where they are now too: a link laid since the session started (review 22's r22-01;
+        // beneath them, `is_tybas_own` takes that too).
         let now = own_dirs_now();
         self.is_tybas_own(path)
             || self.0.own.iter().chain(&now).any(|d| is_within(d, path))
-            || now.iter().any(|d| is_within(path, d))
             || self.0.run.places.iter().any(|d| is_within(d, path))
     }
 
