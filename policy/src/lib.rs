@@ -121,7 +121,7 @@ impl Policy {
     pub fn from_layers(layers: Vec<(String, String)>) -> Result<Self, ConfigError> {
         let mut parsed = vec![(
             "embedded default".to_string(),
-            PolicyFile::parse(config::EMBEDDED_DEFAULT, "embedded default")?,
+            PolicyFile::embedded_default()?,
         )];
         for (origin, text) in layers {
             let f = PolicyFile::parse(&text, &origin)?;
@@ -152,13 +152,22 @@ impl Policy {
         })
     }
 
-    /// Checks every rule of the embedded default against its examples (the test suite calls
-    /// this; loading skips it to keep every `tyba` process fast).
+    /// Checks every rule of the embedded default against its examples, its branch names, and
+    /// that its build-time JSON form (what loading reads) is the TOML source's exact content.
+    /// The test suite calls this; loading skips it to keep every `tyba` process fast.
     ///
     /// # Errors
-    /// The first rule whose examples do not hold.
+    /// The first check that does not hold.
     pub fn check_embedded_default() -> Result<(), ConfigError> {
         let f = PolicyFile::parse(config::EMBEDDED_DEFAULT, "embedded default")?;
+        // What loading reads is the build script's JSON form of the same file.
+        if PolicyFile::embedded_default()? != f {
+            return Err(ConfigError::Syntax {
+                origin: "embedded default".to_string(),
+                message: "its JSON form (the build script's) differs from the TOML source"
+                    .to_string(),
+            });
+        }
         agents::validate(&f.agents).map_err(|message| ConfigError::Agent {
             origin: "embedded default".to_string(),
             message,
