@@ -289,6 +289,50 @@ fn a_relative_xdg_config_home_is_ignored() {
     );
 }
 
+/// The person's policy file with a second name (a hard link, as some dotfiles set-ups make)
+/// is not loaded: an approved command writing the other name would set the next session's
+/// policy (review 22's r22-03). Every command that loads the policy stops with exit 3 and
+/// names the file; the same file behind a symbolic link loads (the control).
+#[test]
+fn a_policy_file_with_another_name_is_not_loaded() {
+    let fx = fixture();
+    let conf = fx.home.join(".config/tyba");
+    let dots = fx.home.join("dotfiles/tyba");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::create_dir_all(&dots).unwrap();
+    std::fs::write(
+        dots.join("policy.toml"),
+        "[git]\nprotected_branches = [\"release\"]\n",
+    )
+    .unwrap();
+    std::fs::hard_link(dots.join("policy.toml"), conf.join("policy.toml")).unwrap();
+    for args in [&["classify", "ls"][..], &["policy", "show"][..]] {
+        let out = tyba(&fx).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+        assert!(
+            err.contains(&*conf.join("policy.toml").to_string_lossy()) && err.contains("2 names"),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_file(conf.join("policy.toml")).unwrap();
+    std::os::unix::fs::symlink(dots.join("policy.toml"), conf.join("policy.toml")).unwrap();
+    let out = tyba(&fx)
+        .args(["policy", "show", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["protected_branches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x == "release"),
+        "the file was read through its link: {v}"
+    );
+}
+
 #[test]
 fn policy_show_prints_the_merged_layers() {
     let fx = fixture();

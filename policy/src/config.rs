@@ -52,6 +52,17 @@ pub enum ConfigError {
         /// git's rule it breaks.
         message: String,
     },
+    /// The person's own policy file has other names (hard links, `st_nlink` > 1). tyba keeps
+    /// its configuration out of the sandbox's reach by where it lies (its directory, resolved),
+    /// and an approved command that writes one of the other names would rewrite the policy of
+    /// the next session; such a file is not loaded (review 22's r22-03).
+    #[error("the policy file {path} has {links} names (hard links): tyba cannot keep its other names out of an agent's reach, so it does not load it; keep a single copy, or make the other names symbolic links to it")]
+    SharedFile {
+        /// The file, as named.
+        path: PathBuf,
+        /// Its link count.
+        links: u64,
+    },
     /// An agent profile is malformed (see [`crate::agents`]).
     #[error("invalid agent profile in {origin}: {message}")]
     Agent {

@@ -126,7 +126,7 @@ pub fn load_policy_explained(
     let mut layers = Vec::new();
     if let Some(user) = user_policy_path() {
         if user.is_file() {
-            layers.push(read_layer(&user)?);
+            layers.push(read_own_layer(&user)?);
         }
     }
     let mut repo_layer = None;
@@ -167,6 +167,29 @@ pub fn load_policy_explained(
         }
     }
     Ok((tyba_policy::Policy::from_layers(layers)?, repo_layer))
+}
+
+/// The person's policy file in tyba's configuration directory, read from one open file: a
+/// file with other names (hard links) is refused ([`tyba_policy::ConfigError::SharedFile`]).
+fn read_own_layer(p: &Path) -> anyhow::Result<(String, String)> {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let read_error = |source| tyba_policy::ConfigError::Read {
+        path: p.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(p).map_err(read_error)?;
+    let links = f.metadata().map_err(read_error)?.nlink();
+    if links > 1 {
+        return Err(tyba_policy::ConfigError::SharedFile {
+            path: p.to_path_buf(),
+            links,
+        }
+        .into());
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(read_error)?;
+    Ok((p.display().to_string(), text))
 }
 
 fn read_layer(p: &Path) -> anyhow::Result<(String, String)> {
