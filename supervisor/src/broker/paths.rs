@@ -35,6 +35,17 @@ pub enum PathError {
         /// The error.
         source: std::io::Error,
     },
+    /// A symbolic link on the way leads nowhere (a dotfiles link laid before its target is
+    /// made): the directory cannot be made beneath it (review 23's r23-05).
+    #[error("cannot create {path}: {link} is a symbolic link to {target}, which does not exist; make that directory or remove the link")]
+    DanglingLink {
+        /// The directory to make.
+        path: PathBuf,
+        /// The link on the way.
+        link: PathBuf,
+        /// Its text.
+        target: PathBuf,
+    },
     /// The directory exists but is not private to the user.
     #[error("{path} is not a directory owned by uid {uid} with mode 0700 (mode {mode:o}, owner {owner})")]
     NotPrivate {
@@ -164,10 +175,17 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), PathError> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|source| PathError::Io {
-            what: "cannot create",
-            path: dir.to_path_buf(),
-            source,
+        .map_err(|source| match dangling_link_on_the_way(dir) {
+            Some((link, target)) => PathError::DanglingLink {
+                path: dir.to_path_buf(),
+                link,
+                target,
+            },
+            None => PathError::Io {
+                what: "cannot create",
+                path: dir.to_path_buf(),
+                source,
+            },
         })?;
     let m = std::fs::symlink_metadata(dir).map_err(|source| PathError::Io {
         what: "cannot inspect",
@@ -194,6 +212,19 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), PathError> {
         )?;
     }
     Ok(())
+}
+
+/// The first symbolic link on the way to `dir` (itself included) whose target does not
+/// exist, with its text.
+fn dangling_link_on_the_way(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let mut ways: Vec<&Path> = dir.ancestors().collect();
+    ways.reverse();
+    ways.into_iter().find_map(|p| {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        (m.file_type().is_symlink() && std::fs::metadata(p).is_err())
+            .then(|| std::fs::read_link(p).ok().map(|t| (p.to_path_buf(), t)))
+            .flatten()
+    })
 }
 
 /// The socket directory, made private.
@@ -247,5 +278,31 @@ mod tests {
         ensure_private_dir(&d).unwrap();
         let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+
+    /// `~/.local/state -> ../dotstate` before the dotfiles are cloned (review 23's r23-05):
+    /// the error names the link and where it leads, not a bare "File exists". Once the target
+    /// exists the directory is made through the link (the control).
+    #[test]
+    fn a_dangling_link_on_the_way_is_named() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path();
+        std::fs::create_dir(home.join(".local")).unwrap();
+        std::os::unix::fs::symlink("../dotstate", home.join(".local/state")).unwrap();
+        let d = home.join(".local/state/tyba/log");
+        let e = ensure_private_dir(&d).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            matches!(&e, PathError::DanglingLink { link, target, .. }
+                if link == &home.join(".local/state") && target == Path::new("../dotstate")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(".local/state is a symbolic link to ../dotstate"),
+            "{shown}"
+        );
+        std::fs::create_dir(home.join("dotstate")).unwrap();
+        ensure_private_dir(&d).unwrap();
+        assert!(home.join("dotstate/tyba/log").is_dir());
     }
 }
