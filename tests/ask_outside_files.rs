@@ -2698,6 +2698,79 @@ mkdir -p "$HOME/.config/tyba/sub"; echo mk=$?"#,
     }
 }
 
+/// The person's policy file as a symbolic link to a dotfiles copy (a dotfiles manager that
+/// links file by file, `stow --no-folding`): tyba knew its configuration by directory, so the
+/// copy was the agent's to write through an approved line (`cp -r cfg/. ~/dotfiles/`), or
+/// freely when the link leads into the worktree. What an entry of the configuration
+/// directory leads to is tyba's own now: refused by the server, never granted without it,
+/// bound read-only in the worktree. Checked from outside; the other files beside it are
+/// written (the control that the lines ran), and without the sandbox the copy writes it.
+#[test]
+fn a_policy_file_behind_a_symbolic_link_stays_tybas_own() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served {
+                "ownfile-fuse"
+            } else {
+                "ownfile-off"
+            };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let own = fx.home.join(".config/tyba");
+            std::fs::create_dir_all(&own).unwrap();
+            let dots = fx.home.join("dotfiles/tyba");
+            std::fs::create_dir_all(&dots).unwrap();
+            std::fs::write(dots.join("policy.toml"), "# mine\n").unwrap();
+            std::os::unix::fs::symlink(dots.join("policy.toml"), own.join("policy.toml")).unwrap();
+            // A second entry leads into the worktree.
+            std::fs::create_dir_all(fx.wt.join("dot")).unwrap();
+            std::fs::write(fx.wt.join("dot/trusted"), "mine\n").unwrap();
+            give(&fx.wt.join("dot"), &fx.who);
+            std::os::unix::fs::symlink(fx.wt.join("dot/trusted"), own.join("trusted-policies"))
+                .unwrap();
+            give(&fx.home.join("dotfiles"), &fx.who);
+            std::fs::create_dir_all(fx.wt.join("cfg/tyba")).unwrap();
+            std::fs::write(fx.wt.join("cfg/tyba/policy.toml"), "# planted\n").unwrap();
+            std::fs::write(fx.wt.join("cfg/tyba/other.txt"), "other\n").unwrap();
+            give(&fx.wt.join("cfg"), &fx.who);
+            let s = fx.start(
+                server_args(served),
+                r#"echo planted > dot/trusted; echo wt=$?
+echo beside > dot/beside; echo beside=$?
+cp -r cfg/. "$HOME/dotfiles/"; echo cp=$?"#,
+            );
+            let (asked, (code, out, err)) = drive_with(&fx, s, |a| a.starts_with("run `"));
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            let policy = std::fs::read_to_string(dots.join("policy.toml")).unwrap();
+            assert_eq!(policy, "# mine\n", "{ctx}");
+            let trusted = std::fs::read_to_string(fx.wt.join("dot/trusted")).unwrap();
+            assert_eq!(trusted, "mine\n", "{ctx}");
+            assert!(!out.contains("wt=0") && !out.contains("cp=0"), "{ctx}");
+            assert!(out.contains("beside=0"), "the lines ran: {ctx}");
+            if served {
+                // The server refuses the one file; the rest of the copy is written.
+                assert!(dots.join("other.txt").exists(), "{ctx}");
+            } else {
+                assert!(
+                    asked.iter().any(|a| a.contains("still cannot write")),
+                    "the ask says so: {ctx}"
+                );
+            }
+            // The control: without the sandbox the same copy writes it through the link.
+            let bare = Command::new("cp")
+                .args(["-r", "cfg/.", fx.home.join("dotfiles").to_str().unwrap()])
+                .current_dir(&fx.wt)
+                .status()
+                .unwrap();
+            assert!(bare.success());
+            let policy = std::fs::read_to_string(own.join("policy.toml")).unwrap();
+            assert_eq!(policy, "# planted\n", "control: {ctx}");
+        }
+    }
+}
+
 /// Review 21's r21-01 (high): tyba's own directories were known by the path the existing part
 /// resolves to, so with `~/.config` a symbolic link that leads nowhere yet (`dotfiles/config`,
 /// the dotfiles not cloned), an approved line making `~/dotfiles/config/tyba` wrote the

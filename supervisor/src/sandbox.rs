@@ -1132,8 +1132,10 @@ impl SandboxPlan {
 
     /// Keeps the directory `dir` of the person's own (tyba's configuration, state and sockets)
     /// read-only for the session when a writable root covers it: made when absent, then bound
-    /// read-only like the protected files. One that cannot be made goes to
-    /// [`SandboxPlan::unprotected`] (the session refuses to start).
+    /// read-only like the protected files. A `dir` that is a symbolic link (an entry of the
+    /// configuration directory) is bound where it leads, file or directory, and never made.
+    /// One that cannot be made or followed goes to [`SandboxPlan::unprotected`] (the session
+    /// refuses to start).
     pub fn keep_read_only(&mut self, dir: &Path) {
         let covered = |p: &Path, rw: &[PathBuf]| rw.iter().any(|r| is_within(p, r));
         // Compare where it is (or would be) physically: each link on the way followed, one
@@ -1150,6 +1152,23 @@ impl SandboxPlan {
             .cloned()
             .collect();
         if !covered(&real, &writable) {
+            return;
+        }
+        // An entry of tyba's configuration that is a symbolic link ([`own_dirs_named`]) is
+        // bound where it leads, a file too. One that leads nowhere names neither a file nor a
+        // directory to make: the start stops.
+        //
+        // [`own_dirs_named`]: crate::broker::paths::own_dirs_named
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            match std::fs::canonicalize(dir) {
+                Ok(p) if covered(&p, &writable) => push_unique(&mut self.protected, p),
+                Ok(_) => {}
+                Err(e) => self.unprotected.push(format!(
+                    "{} is a symbolic link to {} in a path the agent writes, and cannot be kept read-only: {e}",
+                    dir.display(),
+                    real.display()
+                )),
+            }
             return;
         }
         match std::fs::create_dir_all(&real).and_then(|()| std::fs::canonicalize(&real)) {

@@ -90,8 +90,34 @@ pub fn config_dir() -> Option<PathBuf> {
 /// tyba's own directories as named (not resolved, not created): [`config_dir`],
 /// [`state_dir`], [`socket_dir`], and the configuration and state directories under `HOME`
 /// where `XDG_CONFIG_HOME`/`XDG_STATE_HOME` move them for this process only (the person's
-/// other shells, without the variable, read and write those: review 22's r22-05).
+/// other shells, without the variable, read and write those: review 22's r22-05). Then each
+/// entry of the configuration directories that is a symbolic link, as named: what it leads
+/// to is tyba's configuration too, wherever it lies (`policy.toml -> ~/dotfiles/tyba/policy.toml`,
+/// as a dotfiles manager that links file by file lays it).
 pub fn own_dirs_named() -> Vec<PathBuf> {
+    let mut out = own_dirs_only();
+    let home = env_dir("HOME");
+    for conf in [config_dir(), home.map(|h| h.join(".config/tyba"))]
+        .into_iter()
+        .flatten()
+    {
+        let Ok(entries) = std::fs::read_dir(&conf) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                let p = conf.join(e.file_name());
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The directories of [`own_dirs_named`], without the linked entries.
+fn own_dirs_only() -> Vec<PathBuf> {
     let home = env_dir("HOME");
     let mut out: Vec<PathBuf> = [config_dir(), state_dir(), socket_dir()]
         .into_iter()
