@@ -333,6 +333,42 @@ fn a_policy_file_with_another_name_is_not_loaded() {
     );
 }
 
+/// Review 24's r24-04: approvals were kept per content, so after the person approved a wide
+/// content A and then a narrower B, the agent could write A back into its worktree and have
+/// it read as written. Approving B withdraws A; B itself stays approved (the control).
+#[test]
+fn approving_a_repository_policy_withdraws_its_earlier_approvals() {
+    let fx = fixture();
+    std::fs::create_dir_all(fx.w.join(".tyba")).unwrap();
+    let file = fx.w.join(".tyba/policy.toml");
+    let wide = "[network]\nagent_hosts = [\"wide.example:443\"]\n";
+    let narrow = "[network]\nagent_hosts = [\"narrow.example:443\"]\n";
+    let show = || {
+        let out = tyba(&fx).args(["policy", "show"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let allow = || {
+        let out = tyba(&fx)
+            .env_remove("TYBA_SESSION")
+            .args(["policy", "allow"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    std::fs::write(&file, wide).unwrap();
+    allow();
+    assert!(show().contains("is approved"), "{}", show());
+    std::fs::write(&file, narrow).unwrap();
+    let said = allow();
+    assert!(said.contains("withdrew 1 earlier approval"), "{said}");
+    assert!(show().contains("is approved"), "the control: {}", show());
+    std::fs::write(&file, wide).unwrap();
+    let shown = show();
+    assert!(shown.contains("is not approved"), "{shown}");
+}
+
 #[test]
 fn policy_show_prints_the_merged_layers() {
     let fx = fixture();

@@ -113,13 +113,19 @@ pub fn main(a: Args) -> anyhow::Result<ExitCode> {
             let text = String::from_utf8_lossy(&bytes);
             tyba_policy::Policy::from_layers(vec![(f.display().to_string(), text.into_owned())])?;
             let repo = super::trust::repository_of(&f);
-            let rec = super::trust::approve(&repo, &f, &bytes)?;
+            let (rec, replaced) = super::trust::approve(&repo, &f, &bytes)?;
             say!(
                 "approved {} (this exact content, for {}); recorded in {}",
                 f.display(),
                 repo.display(),
                 rec.display()
             );
+            if !replaced.is_empty() {
+                say!(
+                    "withdrew {} earlier approval(s) of this repository's policy: only this content is read as written",
+                    replaced.len()
+                );
+            }
         }
         PolicyCommand::Revoke { file } => {
             let (f, bytes) = policy_file(file)?;

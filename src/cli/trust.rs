@@ -11,7 +11,8 @@
 //!   `key` = SHA-256 of `tyba-policy-approval`, the repository's identity (its common git
 //!   dir, else the directory holding `.tyba/`) and the file's bytes, each followed by a NUL
 //!   byte (the idea of direnv's `allow`). Any change to the file's bytes needs a new
-//!   approval. `tyba run` keeps `$XDG_CONFIG_HOME/tyba` read-only for the agent when a
+//!   approval, and a new approval withdraws the repository's earlier ones: only the content
+//!   approved last is read as written. `tyba run` keeps `$XDG_CONFIG_HOME/tyba` read-only for the agent when a
 //!   policy path makes it writable (`src/cli/run.rs`), and the agent's domain cannot write
 //!   it otherwise, so the agent cannot approve anything.
 //! - **not approved**: only what restricts applies: `agent_control_files` (more files kept
@@ -21,7 +22,9 @@
 //!   `filesystem.read_write`, `read_only`, `agent_state`, `network.agent_hosts`,
 //!   `[agents.*]` profiles (their state directories and hosts), higher thresholds.
 //!
-//! `--policy FILE` is the person's own choice on the command line and is read as written.
+//! `--policy FILE` is the person's own choice on the command line and is read as written;
+//! like the person's own policy file, it is refused when it has other names (hard links) and
+//! kept read-only for the session when a path the agent writes holds it.
 
 use sha2::Digest as _;
 use std::path::{Path, PathBuf};
@@ -74,11 +77,19 @@ pub fn is_approved(repository: &Path, content: &[u8]) -> bool {
 }
 
 /// Records the person's approval of `content` for `repository` (the record holds the
-/// file's path, for the person to read); returns the record's path.
+/// file's path and the repository, for the person to read), and withdraws the repository's
+/// earlier approvals: only the content approved last is read as written, so an agent
+/// cannot write back a wider content the person approved before a narrower one (review 24's
+/// r24-04). Returns the record's path and the earlier records removed.
 ///
 /// # Errors
-/// When there is no config dir or it cannot be written.
-pub fn approve(repository: &Path, file: &Path, content: &[u8]) -> anyhow::Result<PathBuf> {
+/// When there is no config dir or it cannot be written, or an earlier record of the
+/// repository cannot be removed.
+pub fn approve(
+    repository: &Path,
+    file: &Path,
+    content: &[u8],
+) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = approvals_dir()
         .ok_or_else(|| anyhow::anyhow!("neither XDG_CONFIG_HOME nor HOME is set"))?;
@@ -100,7 +111,25 @@ pub fn approve(repository: &Path, file: &Path, content: &[u8]) -> anyhow::Result
         &mut f,
         format!("{}\n{}\n", file.display(), repository.display()).as_bytes(),
     )?;
-    Ok(rec)
+    let mut replaced = Vec::new();
+    for e in std::fs::read_dir(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?
+        .flatten()
+    {
+        let other = e.path();
+        if other == rec || !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        // A record is `FILE\nREPOSITORY\n`; one that cannot be read is not this repository's.
+        let names_it = std::fs::read_to_string(&other)
+            .is_ok_and(|t| t.lines().nth(1) == Some(&*repository.to_string_lossy()));
+        if names_it {
+            std::fs::remove_file(&other)
+                .map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", other.display()))?;
+            replaced.push(other);
+        }
+    }
+    Ok((rec, replaced))
 }
 
 /// Removes every approval of `content` for `repository`; returns whether one existed.
