@@ -2771,6 +2771,165 @@ cp -r cfg/. "$HOME/dotfiles/"; echo cp=$?"#,
     }
 }
 
+/// Review 24's r24-01 (high): tyba protected where its configuration resolves to, not the
+/// symbolic links on the way there. In a dotfiles checkout with `~/.config/tyba/policy.toml ->
+/// <worktree>/tyba/policy.toml` and `<worktree>/tyba -> hosts/a`, the agent re-pointed its own
+/// link (`ln -sfn hosts/b tyba`) and the next session read its policy. A link on the way that
+/// lies where the agent writes stops the start (exit 4, naming it); the same layout with a
+/// plain directory there starts, and keeps the policy (the control).
+#[test]
+fn a_link_on_the_way_to_tybas_configuration_in_the_worktree_stops_the_start() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "ownway") else {
+            continue;
+        };
+        let own = fx.home.join(".config/tyba");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::create_dir_all(fx.wt.join("hosts/a")).unwrap();
+        std::fs::create_dir_all(fx.wt.join("hosts/b")).unwrap();
+        std::fs::write(fx.wt.join("hosts/a/policy.toml"), "# mine\n").unwrap();
+        std::fs::write(fx.wt.join("hosts/b/policy.toml"), "# planted\n").unwrap();
+        give(&fx.wt.join("hosts"), &fx.who);
+        std::os::unix::fs::symlink("hosts/a", fx.wt.join("tyba")).unwrap();
+        std::os::unix::fs::symlink(fx.wt.join("tyba/policy.toml"), own.join("policy.toml"))
+            .unwrap();
+        let script = "ln -sfn hosts/b tyba; echo ln=$?";
+        let s = fx.start(&["--autonomy", "high", "--non-interactive"], script);
+        let (code, out, err) = s.finish();
+        let ctx = format!("{who:?}: {out} / {err}");
+        assert_eq!(code, 4, "{ctx}");
+        assert!(
+            err.contains(&format!(
+                "{} is a symbolic link on the way to tyba's own",
+                fx.wt.join("tyba").display()
+            )),
+            "{ctx}"
+        );
+        assert!(!out.contains("ln="), "the agent never ran: {ctx}");
+        let policy = std::fs::read_to_string(own.join("policy.toml")).unwrap();
+        assert_eq!(policy, "# mine\n", "{ctx}");
+        // The control: a plain directory on the way; the session runs, the policy file is
+        // bound read-only where it lies, and the agent's line runs.
+        std::fs::remove_file(fx.wt.join("tyba")).unwrap();
+        std::fs::create_dir(fx.wt.join("tyba")).unwrap();
+        std::fs::write(fx.wt.join("tyba/policy.toml"), "# mine\n").unwrap();
+        give(&fx.wt.join("tyba"), &fx.who);
+        let script = "echo '# planted' > tyba/policy.toml; echo w=$?; echo ran";
+        let s = fx.start(&["--autonomy", "high", "--non-interactive"], script);
+        let (code, out, err) = s.finish();
+        let ctx = format!("control {who:?}: {out} / {err}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("ran") && !out.contains("w=0"), "{ctx}");
+        let policy = std::fs::read_to_string(own.join("policy.toml")).unwrap();
+        assert_eq!(policy, "# mine\n", "{ctx}");
+    }
+}
+
+/// Review 24's r24-03: a policy file named by `--policy` inside the worktree was the agent's
+/// to rewrite, with shell builtins and no ask, and the next `tyba run --policy FILE` read it as
+/// written. It is kept read-only for the session; one with another name (a hard link) is
+/// refused at load (exit 3). The file beside it is written (the control that the line ran).
+#[test]
+fn a_policy_file_named_on_the_command_line_stays_the_persons() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "ownarg") else {
+            continue;
+        };
+        let strict = fx.wt.join("strict.toml");
+        std::fs::write(&strict, "# mine\n").unwrap();
+        give(&strict, &fx.who);
+        let arg = strict.to_str().unwrap().to_string();
+        let script =
+            "echo '# planted' > strict.toml; echo w=$?; echo beside > beside.txt; echo b=$?";
+        let s = fx.start(
+            &["--autonomy", "high", "--non-interactive", "--policy", &arg],
+            script,
+        );
+        let (code, out, err) = s.finish();
+        let ctx = format!("{who:?}: {out} / {err}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(!out.contains("w=0") && out.contains("b=0"), "{ctx}");
+        assert_eq!(
+            std::fs::read_to_string(&strict).unwrap(),
+            "# mine\n",
+            "{ctx}"
+        );
+        // A second name for it: not loaded.
+        std::fs::hard_link(&strict, fx.wt.join("again.toml")).unwrap();
+        let s = fx.start(
+            &["--autonomy", "high", "--non-interactive", "--policy", &arg],
+            "echo ran",
+        );
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 3, "{who:?}: {out} / {err}");
+        assert!(
+            err.contains("2 names") && !out.contains("ran"),
+            "{who:?}: {err}"
+        );
+    }
+}
+
+/// Review 24's r24-02: the same class through the server. With `policy.toml ->
+/// ~/dotfiles/tyba/policy.toml` and `~/dotfiles/tyba -> hosts/a`, one approved
+/// `ln -sfn <worktree>/cfg ~/dotfiles/tyba` replaced the link, and the next session read the
+/// agent's policy. A link on the way to tyba's own places is tyba's own: refused unasked,
+/// whatever is approved. Checked from outside; the control without the sandbox re-points it.
+#[test]
+fn a_link_on_the_way_to_tybas_configuration_is_never_replaced() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served { "ownlnk-fuse" } else { "ownlnk-off" };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let own = fx.home.join(".config/tyba");
+            std::fs::create_dir_all(&own).unwrap();
+            let dots = fx.home.join("dotfiles");
+            std::fs::create_dir_all(dots.join("hosts/a")).unwrap();
+            std::fs::write(dots.join("hosts/a/policy.toml"), "# mine\n").unwrap();
+            std::os::unix::fs::symlink("hosts/a", dots.join("tyba")).unwrap();
+            std::os::unix::fs::symlink(dots.join("tyba/policy.toml"), own.join("policy.toml"))
+                .unwrap();
+            give(&dots, &fx.who);
+            std::fs::create_dir_all(fx.wt.join("cfg")).unwrap();
+            std::fs::write(fx.wt.join("cfg/policy.toml"), "# planted\n").unwrap();
+            give(&fx.wt.join("cfg"), &fx.who);
+            let script = format!(
+                "ln -sfn {} \"$HOME/dotfiles/tyba\"; echo ln=$?\nmkdir -p \"$HOME/dotfiles/other\"; echo mk=$?",
+                fx.wt.join("cfg").display()
+            );
+            let s = fx.start(server_args(served), &script);
+            // Every ask approved: the person trusts the line.
+            let (asked, (code, out, err)) = drive_with(&fx, s, |_| true);
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            assert!(!out.contains("ln=0"), "{ctx}");
+            assert_eq!(
+                std::fs::read_link(dots.join("tyba")).unwrap(),
+                Path::new("hosts/a"),
+                "{ctx}"
+            );
+            let policy = std::fs::read_to_string(own.join("policy.toml")).unwrap();
+            assert_eq!(policy, "# mine\n", "{ctx}");
+            if served {
+                // The line beside it in the same directory is granted (the control that
+                // the approval worked).
+                assert!(out.contains("mk=0") && dots.join("other").is_dir(), "{ctx}");
+            }
+            // The control: without the sandbox the same line re-points it.
+            let bare = Command::new("sh")
+                .args(["-c", &script])
+                .env("HOME", &fx.home)
+                .current_dir(&fx.wt)
+                .output()
+                .unwrap();
+            assert!(String::from_utf8_lossy(&bare.stdout).contains("ln=0"));
+            let policy = std::fs::read_to_string(own.join("policy.toml")).unwrap();
+            assert_eq!(policy, "# planted\n", "control: {ctx}");
+        }
+    }
+}
+
 /// Review 21's r21-01 (high): tyba's own directories were known by the path the existing part
 /// resolves to, so with `~/.config` a symbolic link that leads nowhere yet (`dotfiles/config`,
 /// the dotfiles not cloned), an approved line making `~/dotfiles/config/tyba` wrote the

@@ -131,7 +131,7 @@ pub fn load_policy_explained(
     }
     let mut repo_layer = None;
     match explicit {
-        Some(p) => layers.push(read_layer(p)?),
+        Some(p) => layers.push(read_own_layer(p)?),
         None => {
             if let Some(wt) = worktree {
                 let repo = wt.join(".tyba/policy.toml");
@@ -169,8 +169,9 @@ pub fn load_policy_explained(
     Ok((tyba_policy::Policy::from_layers(layers)?, repo_layer))
 }
 
-/// The person's policy file in tyba's configuration directory, read from one open file: a
-/// file with other names (hard links) is refused ([`tyba_policy::ConfigError::SharedFile`]).
+/// A policy file of the person's (theirs in tyba's configuration directory, or the one named
+/// by `--policy`), read from one open file: a file with other names (hard links) is refused
+/// ([`tyba_policy::ConfigError::SharedFile`]).
 fn read_own_layer(p: &Path) -> anyhow::Result<(String, String)> {
     use std::io::Read as _;
     use std::os::unix::fs::MetadataExt as _;

@@ -469,6 +469,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     for d in tyba_supervisor::broker::paths::own_dirs_named() {
         plan.keep_read_only(&d);
     }
+    // The policy file named by `--policy` is read as written by the next session that names
+    // it: the person's too (review 24's r24-03).
+    if let Some(p) = args
+        .policy
+        .as_deref()
+        .and_then(|p| std::path::absolute(p).ok())
+    {
+        plan.keep_read_only(&p);
+    }
     // The agents' state: the agent writes session-private copies; only known data is merged
     // back at the end (issue 13 class 8). One that cannot be made stops the start.
     let layers_root = tyba_supervisor::state_layer::layers_root_for(&tmp_dir);

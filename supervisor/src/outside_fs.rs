@@ -1015,13 +1015,18 @@ fn attr_of(ino: u64, st: &nix::sys::stat::FileStat) -> FileAttr {
 /// (audit logs, stand-ins, layers) and its sockets (`crate::broker::paths`). Before the
 /// outside files, Landlock refused them unasked; an approval of them could let the agent
 /// approve its own policy or answer its own asks, so the server refuses them unasked too.
+/// The symbolic links on the way to them are listed too ([`links_on_the_way`]): replacing or
+/// moving one moves tyba's configuration.
 pub(crate) fn own_dirs() -> Vec<PathBuf> {
     use crate::broker::paths;
     let mut out = Vec::new();
     for d in paths::own_dirs_named() {
         // And where a symbolic link on the way that leads nowhere yet would put it
-        // (`~/.config -> dotfiles/config` before the dotfiles are cloned: review 21's r21-01).
-        for p in [real_path(&d), through_links(&d)] {
+        // (`~/.config -> dotfiles/config` before the dotfiles are cloned: review 21's r21-01),
+        // and the links on the way themselves (review 24's r24-02: one re-pointed moves them).
+        let mut links = Vec::new();
+        let through = through_links_noting(&d, &mut links);
+        for p in [real_path(&d), through].into_iter().chain(links) {
             if !out.contains(&p) {
                 out.push(p);
             }
@@ -1031,15 +1036,19 @@ pub(crate) fn own_dirs() -> Vec<PathBuf> {
 }
 
 /// tyba's own directories where they are now ([`through_links`] of each as named, the names
-/// read once per process): what a link laid since the session started changes. Called on
+/// read once per process), and the symbolic links on the way to them
+/// ([`links_on_the_way`]): what a link laid since the session started changes. Called on
 /// each change the server judges, so it resolves links only (no `canonicalize`).
 fn own_dirs_now() -> Vec<PathBuf> {
     static NAMED: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    NAMED
-        .get_or_init(crate::broker::paths::own_dirs_named)
-        .iter()
-        .map(|d| through_links(d))
-        .collect()
+    let mut out = Vec::new();
+    for d in NAMED.get_or_init(crate::broker::paths::own_dirs_named) {
+        let mut links = Vec::new();
+        let through = through_links_noting(d, &mut links);
+        out.push(through);
+        out.extend(links);
+    }
+    out
 }
 
 /// Where `p` (absolute) is, or would be once what is missing on the way is made: each
@@ -1047,6 +1056,20 @@ fn own_dirs_now() -> Vec<PathBuf> {
 /// path it will be), `..` after a missing name taken lexically. At most 40 links are followed
 /// (the kernel's limit); past them, or for a path that is not absolute, `p` as it is.
 pub(crate) fn through_links(p: &Path) -> PathBuf {
+    through_links_noting(p, &mut Vec::new())
+}
+
+/// The symbolic links [`through_links`] follows on the way to `p`, each where it lies (its
+/// directory resolved, then its name): they decide where `p` is as much as its last
+/// directory does, so what holds tyba's own places holds them too (review 24's r24-01: a
+/// link on the way, re-pointed, moved tyba's policy into files the agent wrote).
+pub(crate) fn links_on_the_way(p: &Path) -> Vec<PathBuf> {
+    let mut links = Vec::new();
+    through_links_noting(p, &mut links);
+    links
+}
+
+fn through_links_noting(p: &Path, links: &mut Vec<PathBuf>) -> PathBuf {
     use std::path::Component;
     let mut todo: Vec<std::ffi::OsString> = Vec::new();
     let push_rev = |todo: &mut Vec<std::ffi::OsString>, path: &Path| {
@@ -1075,6 +1098,9 @@ pub(crate) fn through_links(p: &Path) -> PathBuf {
         match std::fs::symlink_metadata(&next) {
             Ok(m) if m.file_type().is_symlink() => {
                 hops += 1;
+                if !links.contains(&next) {
+                    links.push(next.clone());
+                }
                 let Ok(text) = std::fs::read_link(&next) else {
                     return p.to_path_buf();
                 };

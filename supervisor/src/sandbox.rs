@@ -1133,7 +1133,9 @@ impl SandboxPlan {
     /// Keeps the directory `dir` of the person's own (tyba's configuration, state and sockets)
     /// read-only for the session when a writable root covers it: made when absent, then bound
     /// read-only like the protected files. A `dir` that is a symbolic link (an entry of the
-    /// configuration directory) is bound where it leads, file or directory, and never made.
+    /// configuration directory) is bound where it leads, file or directory, and never made;
+    /// one that is a file (`--policy FILE`) is bound as it is. A symbolic link on the way that
+    /// a writable root holds cannot be kept: it goes to [`SandboxPlan::unprotected`].
     /// One that cannot be made or followed goes to [`SandboxPlan::unprotected`] (the session
     /// refuses to start).
     pub fn keep_read_only(&mut self, dir: &Path) {
@@ -1151,6 +1153,24 @@ impl SandboxPlan {
             .chain(std::iter::once(&self.tmp_dir))
             .cloned()
             .collect();
+        // A symbolic link on the way that the agent writes would let it point `dir` at files
+        // of its own for the next session (review 24's r24-01: `<worktree>/tyba -> hosts/a`
+        // under `~/.config/tyba/policy.toml`). A link cannot be bound read-only: the start
+        // stops.
+        for link in crate::outside_fs::links_on_the_way(dir) {
+            let parent = link.parent().map(std::fs::canonicalize);
+            let lies = match parent {
+                Some(Ok(p)) => p.join(link.file_name().unwrap_or_default()),
+                _ => link.clone(),
+            };
+            if covered(&lies, &writable) {
+                self.unprotected.push(format!(
+                    "{} is a symbolic link on the way to tyba's own {}, in a path the agent writes: the agent could point it at files of its own for the next session (make it a plain directory or file there, or move it out of the worktree)",
+                    lies.display(),
+                    dir.display()
+                ));
+            }
+        }
         if !covered(&real, &writable) {
             return;
         }
@@ -1168,6 +1188,13 @@ impl SandboxPlan {
                     dir.display(),
                     real.display()
                 )),
+            }
+            return;
+        }
+        // A file (a policy file named on the command line) is bound as it is.
+        if std::fs::metadata(&real).is_ok_and(|m| !m.is_dir()) {
+            if let Ok(p) = std::fs::canonicalize(&real) {
+                push_unique(&mut self.protected, p);
             }
             return;
         }
