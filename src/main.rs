@@ -57,6 +57,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    tyba_supervisor::launch_trace::enable_from_env();
+    tyba_supervisor::launch_trace::mark("run:main");
     // Inside a session, the process of an approved command that runs in its own sandbox
     // domain becomes that command's proxy here (tyba-supervisor's `runner` docs).
     tyba_supervisor::proxy::run_if_proxy();

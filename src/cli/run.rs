@@ -379,6 +379,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // this session's files with nobody holding the lock removes them (a killed supervisor
     // cannot). The sweep of earlier sessions' files runs beside the start.
     // Both on a memory filesystem unless the person chose a `TMPDIR` (`leftovers::session_base`).
+    tyba_supervisor::launch_trace::mark("run:session-and-policy");
     let base = tyba_supervisor::leftovers::session_base();
     let live_lock = tyba_supervisor::leftovers::LiveLock::take(&base, &session.id);
     let sweeper = {
@@ -418,6 +419,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             Some(tyba_supervisor::own_branch::OwnBranchError::NoStateDir.to_string());
     }
 
+    tyba_supervisor::launch_trace::mark("run:plan-start");
     let enforcement = Enforcement::probe();
     let path_env = std::env::var_os("PATH");
     // The agent's profile, from its resolved program.
@@ -445,6 +447,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // Kept until the session ends; dropping it removes the placeholders left unchanged.
     let placeholders =
         tyba_supervisor::sandbox::ControlPlaceholders::create(&config, home.as_deref());
+    tyba_supervisor::launch_trace::mark("run:plan-build");
     let mut plan = SandboxPlan::build(tyba_supervisor::sandbox::PlanInputs {
         session: &session,
         tmp_dir: &tmp_dir,
@@ -462,10 +465,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     );
     // The git files the person's git obeys that do not exist yet get stand-ins, bound
     // read-only like the others (kept until the session ends, as the placeholders above).
+    tyba_supervisor::launch_trace::mark("run:stand-ins");
     let git_stand_ins = tyba_supervisor::sandbox::git_stand_ins(&mut plan);
     // The person's tyba config (the user policy, the approvals of repository policies), state
     // (audit logs) and sockets stay the person's even when a policy path opens a tree holding
     // them or a link on the way leads into the worktree (review 22's r22-02, r22-04).
+    tyba_supervisor::launch_trace::mark("run:own-dirs");
     for d in tyba_supervisor::broker::paths::own_dirs_named() {
         plan.keep_read_only(&d);
     }
@@ -480,6 +485,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     // The agents' state: the agent writes session-private copies; only known data is merged
     // back at the end (issue 13 class 8). One that cannot be made stops the start.
+    tyba_supervisor::launch_trace::mark("run:state-layers");
     let layers_root = tyba_supervisor::state_layer::layers_root_for(&tmp_dir);
     let mut state_layers = match tyba_supervisor::state_layer::StateLayers::prepare(
         &config,
@@ -499,6 +505,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The toolchain caches get session-private layers (removed when this is dropped, after
     // the sandbox is gone).
     let cache_layers = tyba_supervisor::caches::CacheLayers::prepare(&mut plan, &session.id);
+    tyba_supervisor::launch_trace::mark("run:plan-done");
     plan.outside_files = if args.ask_outside_files {
         OutsideMode::Require
     } else {
@@ -658,10 +665,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         use_pty: true,
         here_watch: here_watch.clone(),
     };
+    tyba_supervisor::launch_trace::mark("run:launch");
     let result = tyba_supervisor::run_with(cfg, make_approver);
     let (broker, repo_snapshot) = made_rx.try_recv().unwrap_or((None, None));
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.
+    tyba_supervisor::launch_trace::mark("end:start");
     let mut here_watch = here_watch.and_then(|w| Arc::try_unwrap(w).ok());
     let watched = here_watch
         .as_mut()
@@ -672,6 +681,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(o) = own_branch.take() {
         report_carry(&o.carry_back(&session.id), "the session's");
     }
+    tyba_supervisor::launch_trace::mark("end:repo-check");
     if let Some(s) = &repo_snapshot {
         let found = s.check(sandbox_ended);
         if !found.is_empty() {
@@ -682,6 +692,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     // No process of the sandbox is left: carry the known data back, drop the rest.
+    tyba_supervisor::launch_trace::mark("end:state-merge");
     let merge = result
         .is_ok()
         .then(|| tyba_supervisor::state_layer::merge_back(&state_layers.layers));
@@ -691,6 +702,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     } else if let Err(e) = state_layers.remove() {
         tell!("tyba: WARNING: the session copies of the agent's state are left behind: {e}");
     }
+    tyba_supervisor::launch_trace::mark("end:broker-close");
     if let Some(b) = &broker {
         // Fail closed: whatever still waits is denied and logged so.
         b.close("the session ended");
@@ -698,12 +710,16 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Err(e) = tyba_supervisor::sandbox::remove_tree(&tmp_dir) {
         tell!("tyba: WARNING: the session's temp dir is left behind: {e}");
     }
+    tyba_supervisor::launch_trace::mark("end:drops");
     drop(cache_layers);
+    tyba_supervisor::launch_trace::mark("end:stand-ins");
     drop(git_stand_ins);
+    tyba_supervisor::launch_trace::mark("end:placeholders");
     drop(placeholders);
     if let Some(t) = sweeper {
         let _ = t.join();
     }
+    tyba_supervisor::launch_trace::mark("end:swept");
     if let Some(l) = live_lock {
         l.release();
     }
@@ -771,6 +787,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(running_lock);
     end_of_worktree(&session, args.keep_worktree, &policy, watched);
+    tyba_supervisor::launch_trace::mark("end:done");
     Ok(ExitCode::from(
         u8::try_from(outcome.exit_status).unwrap_or(1),
     ))

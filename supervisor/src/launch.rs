@@ -277,6 +277,7 @@ pub fn run_with(
         .into());
     }
     let here_watch = cfg.here_watch.clone();
+    crate::launch_trace::mark("run:run-with");
     let filter_err = |e| RunError::Io {
         what: "building the seccomp filters",
         source: std::io::Error::other(e),
@@ -376,6 +377,7 @@ pub fn run_with(
         fuse_to_server: fuse_stage,
         fuse: None,
     };
+    crate::launch_trace::mark("run:fork");
     // SAFETY: other threads run here (the broker's tokio runtime, the terminal prompt, the
     // audit writer), but stage 1 and everything it forks until the agent's exec only allocate
     // (glibc's fork handlers keep `malloc` usable), make system calls and write to the status
@@ -456,6 +458,7 @@ pub fn run_with(
     // first exec needs it) and the audit thread. The classifier's roots are the union of the
     // plan's read-only and read-write paths, which stage 2's cache layers only move from one to
     // the other.
+    crate::launch_trace::mark("run:outside-server-made");
     let stage = Arc::new(crate::runner::StageLink::new(ctl_sup));
     {
         let s = Arc::clone(&stage);
@@ -484,6 +487,7 @@ pub fn run_with(
             require_full: !cfg.allow_weaker,
         });
 
+    crate::launch_trace::mark("run:classifier-made");
     let mut warnings = Vec::new();
     let mut stage2 = None;
     let mut listener_no = None;
@@ -564,6 +568,7 @@ pub fn run_with(
             );
         }
     };
+    crate::launch_trace::mark("run:sandbox-ready");
     let taken = sys::pidfd_open(stage2).and_then(|pfd| {
         let listener = sys::pidfd_getfd(pfd.as_fd(), listener_no)?;
         let master = master_no
@@ -603,6 +608,7 @@ pub fn run_with(
     // The approver is made before anything of the agent's runs.
     drop(maker);
     let approver = deferred.get();
+    crate::launch_trace::mark("run:approver-made");
     if let Some(n) = outside_note {
         crate::outside_fs::tell(&*approver, &n);
     }
@@ -674,6 +680,7 @@ pub fn run_with(
     if let Some(o) = &notifier.outside {
         o.attach(Box::new(OutsideLink(Arc::downgrade(&notifier))));
     }
+    crate::launch_trace::mark("run:notifier-made");
     notify::hear_refused_lookups(&notifier);
     notifier.index_install();
     let stop = Arc::new(AtomicBool::new(false));
@@ -689,6 +696,7 @@ pub fn run_with(
     if let Some(w) = &here_watch {
         w.seal();
     }
+    crate::launch_trace::mark("run:go");
     let mut ack = std::fs::File::from(ack_w);
     ack.write_all(b"g")
         .map_err(io_err("starting the sandbox"))?;
@@ -707,6 +715,7 @@ pub fn run_with(
             Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
         }
     };
+    crate::launch_trace::mark("run:sandbox-ended");
     disarm_end_signals();
     let agent_signal = if end_signal().is_some() {
         None
@@ -741,6 +750,7 @@ pub fn run_with(
     if let Some(tx) = &notifier.allowed {
         notify::flush_allowed_log(tx, std::time::Duration::from_secs(2));
     }
+    crate::launch_trace::mark("run:log-flushed");
     let events = notifier
         .state
         .lock()
@@ -1071,6 +1081,7 @@ fn exit_code(ws: WaitStatus) -> Option<i32> {
 
 /// Stage 1 (child of the supervisor): new namespaces, id maps, then stage 2 as their PID 1.
 fn stage1(mut c: ChildCtx) -> ! {
+    crate::launch_trace::mark("s1:start");
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     if nix::unistd::getppid() != c.sup_pid {
         sys::exit_now(1);
@@ -1118,6 +1129,7 @@ fn stage1(mut c: ChildCtx) -> ! {
     if ns {
         limit_processes(&mut st, c.max_processes);
     }
+    crate::launch_trace::mark("s1:id-maps");
     // The outside-files filesystem: `/dev/fuse` must be opened in the user namespace that
     // mounts it (the kernel refuses a device opened in another), and the connection numbers
     // requesting processes in the PID namespace of the process that creates it: stage 1's,
@@ -1151,8 +1163,10 @@ fn stage1(mut c: ChildCtx) -> ! {
             Err(e) => fail(&mut st, &format!("--outside-files require: {e}")),
         }
     }
+    crate::launch_trace::mark("s1:fuse-device");
     // Closed before stage 2 is forked: the server hears a hang-up when no device came.
     drop(to_server);
+    crate::launch_trace::mark("s1:fork");
     // SAFETY: stage 1 is a fork child and has one thread; it starts none.
     match unsafe { sys::fork() } {
         Err(e) => fail(&mut st, &format!("fork: {e}")),
@@ -1171,6 +1185,7 @@ fn stage1(mut c: ChildCtx) -> ! {
                 match waitpid(Pid::from_raw(b), None) {
                     Ok(ws) => {
                         if let Some(code) = exit_code(ws) {
+                            crate::launch_trace::mark("s1:stage2-reaped");
                             sys::exit_now(code)
                         }
                     }
@@ -1415,6 +1430,7 @@ fn relay_sockets(
 /// Stage 2: PID 1 of the sandbox. Mounts, Landlock, seccomp, listener hand-over, then the
 /// agent, then reaping until the agent exits.
 fn stage2(mut c: ChildCtx, ns: bool) -> ! {
+    crate::launch_trace::mark("s2:start");
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let mut st = c.status_w.take().map(std::fs::File::from);
     // Held until the supervisor has taken them (after the "go" below).
@@ -1451,6 +1467,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 fail(&mut st, &format!("cannot mount a private /proc: {e}"));
             }
         }
+        crate::launch_trace::mark("s2:proc");
         match private_devpts() {
             Ok(()) => c.plan.private_pts = true,
             Err(e) if c.allow_weaker => report(
@@ -1459,6 +1476,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             ),
             Err(e) => fail(&mut st, &format!("cannot mount a private devpts: {e}")),
         }
+        crate::launch_trace::mark("s2:devpts");
         // The caches' private layers first: the read-only binds below may lie inside one.
         for (i, l) in c.plan.cache_layers.clone().iter().enumerate() {
             match crate::caches::mount_layer(l) {
@@ -1519,6 +1537,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 );
             }
         }
+        crate::launch_trace::mark("s2:protected-binds");
         for p in c.plan.protected.clone() {
             if let Err(e) = bind_read_only(&p) {
                 fail(
@@ -1544,6 +1563,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         // their ancestor. The filesystem is attached for a moment over the session's temp dir
         // (the agent does not run yet), child `i` of it is bound over cover `i` (its first
         // lookup waits for the supervisor's server), and the attachment is detached again.
+        crate::launch_trace::mark("s2:covers");
         if let Some(mnt) = c.fuse.take() {
             let staging = c.plan.tmp_dir.clone();
             let attached = CString::new(staging.as_os_str().as_bytes())
@@ -1614,6 +1634,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             }
             drop(mnt);
         }
+        crate::launch_trace::mark("s2:loopback");
         if let Err(e) = sys::loopback_up() {
             report(
                 &mut st,
@@ -1678,6 +1699,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     // The ruleset is built here, before the hand-over, so a rule that cannot be made stops
     // the start.
     let require_full = !c.allow_weaker;
+    crate::launch_trace::mark("s2:landlock-ruleset");
     let ruleset = match landlock_ruleset(&c.plan, &[], c.abi, require_full) {
         Ok(r) => Some(r),
         Err(e) if c.allow_weaker => {
@@ -1712,6 +1734,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     };
     {
         report(&mut st, &format!("L {}", listener.as_raw_fd()));
+        crate::launch_trace::mark("s2:listener-sent");
     }
     drop(st);
     let mut ack = [0u8; 1];
@@ -1753,6 +1776,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
             };
             sys::close_fds_from_except(3, ctl.as_fd());
             let code = crate::runner::serve_stage2(ctl, agent, &c.plan, c.abi, require_full);
+            crate::launch_trace::mark("s2:agent-reaped");
             // Leaving kills whatever the agent left behind in the namespace.
             sys::exit_now(code)
         }
@@ -1783,6 +1807,7 @@ fn exec_agent(mut c: ChildCtx) -> ! {
     sys::close_fds_from(3);
     let argv: Vec<&std::ffi::CStr> = c.argv.iter().map(|a| a.as_c_str()).collect();
     let env: Vec<&std::ffi::CStr> = c.env.iter().map(|a| a.as_c_str()).collect();
+    crate::launch_trace::mark("agent:execve");
     let e = sys::execve(&c.program, &argv, &env);
     child_say(&format!(
         "tyba: cannot run {}: {e}",

@@ -53,6 +53,7 @@ pub mod git_layer;
 pub mod here_watch;
 mod hold;
 mod launch;
+pub mod launch_trace;
 pub mod leftovers;
 mod meta;
 mod net;
