@@ -2930,6 +2930,104 @@ fn a_link_on_the_way_to_tybas_configuration_is_never_replaced() {
     }
 }
 
+/// Review 25's r25-02: an entry of tyba's configuration directory a link through a name that
+/// does not exist yet (`trusted-policies -> ~/dotfiles/tyba/trusted`, the dotfiles not
+/// cloned): one approved `ln -s <worktree>/cfg ~/dotfiles/tyba` laid the missing name as a link
+/// into files the agent wrote (approvals of its own), and the next session read them. A link
+/// made where tyba's own places would be reached through it is refused unasked, every ask
+/// approved; a plain directory beside it is made (the control that the line's other steps
+/// ran). Without the sandbox the same line lays it.
+#[test]
+fn a_link_laid_on_the_way_to_tybas_configuration_is_refused() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "ownlay") else {
+            continue;
+        };
+        let own = fx.home.join(".config/tyba");
+        std::fs::create_dir_all(&own).unwrap();
+        let dots = fx.home.join("dotfiles");
+        std::fs::create_dir_all(&dots).unwrap();
+        give(&dots, &fx.who);
+        std::os::unix::fs::symlink(dots.join("tyba/trusted"), own.join("trusted-policies"))
+            .unwrap();
+        std::fs::create_dir_all(fx.wt.join("cfg/trusted")).unwrap();
+        std::fs::write(fx.wt.join("cfg/trusted/forged"), "x\n").unwrap();
+        give(&fx.wt.join("cfg"), &fx.who);
+        let script = format!(
+            "ln -s {} \"$HOME/dotfiles/tyba\"; echo ln=$?\nmkdir -p \"$HOME/dotfiles/vim\"; echo mk=$?",
+            fx.wt.join("cfg").display()
+        );
+        let s = fx.start(&["--ask-outside-files"], &script);
+        let (asked, (code, out, err)) = drive_with(&fx, s, |_| true);
+        let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(!out.contains("ln=0") && out.contains("mk=0"), "{ctx}");
+        assert!(
+            std::fs::symlink_metadata(dots.join("tyba")).is_err(),
+            "{ctx}"
+        );
+        assert!(!own.join("trusted-policies/forged").exists(), "{ctx}");
+        // The control: without the sandbox the same line lays the link.
+        let bare = Command::new("sh")
+            .args(["-c", &script])
+            .env("HOME", &fx.home)
+            .current_dir(&fx.wt)
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&bare.stdout).contains("ln=0"));
+        assert!(
+            own.join("trusted-policies/forged").exists(),
+            "control: {ctx}"
+        );
+    }
+}
+
+/// Review 25's r25-03: a policy file named by `--policy` outside the worktree was an ordinary
+/// outside file, so one approved `cp` over it weakened the next `--policy` run. It is tyba's
+/// own for the session: refused unasked, every ask approved. Without the sandbox the copy
+/// writes it.
+#[test]
+fn a_policy_file_named_on_the_command_line_is_never_granted() {
+    for who in whos() {
+        for served in [true, false] {
+            let tag = if served {
+                "ownarg2-fuse"
+            } else {
+                "ownarg2-off"
+            };
+            let Some(fx) = fixture(&who, tag) else {
+                continue;
+            };
+            let o = beside(&fx, "O", &[("strict.toml", "# mine\n")]);
+            std::fs::write(fx.wt.join("planted.toml"), "# planted\n").unwrap();
+            give(&fx.wt.join("planted.toml"), &fx.who);
+            let strict = o.join("strict.toml");
+            let arg = strict.to_str().unwrap().to_string();
+            let script = "cp planted.toml ../O/strict.toml; echo cp=$?\ncp planted.toml ../O/other.toml; echo other=$?";
+            let mut args = vec!["--policy", &arg];
+            args.extend(server_args(served));
+            let s = fx.start(&args, script);
+            let (asked, (code, out, err)) = drive_with(&fx, s, |_| true);
+            let ctx = format!("{who:?} served={served}: {out} / {err} / {asked:#?}");
+            assert_eq!(code, 0, "{ctx}");
+            assert!(!out.contains("cp=0") && out.contains("other=0"), "{ctx}");
+            assert_eq!(
+                std::fs::read_to_string(&strict).unwrap(),
+                "# mine\n",
+                "{ctx}"
+            );
+            // The control: without the sandbox the copy writes it.
+            let bare = Command::new("sh")
+                .args(["-c", script])
+                .current_dir(&fx.wt)
+                .output()
+                .unwrap();
+            assert!(String::from_utf8_lossy(&bare.stdout).contains("cp=0"));
+            assert_eq!(std::fs::read_to_string(&strict).unwrap(), "# planted\n");
+        }
+    }
+}
+
 /// Review 21's r21-01 (high): tyba's own directories were known by the path the existing part
 /// resolves to, so with `~/.config` a symbolic link that leads nowhere yet (`dotfiles/config`,
 /// the dotfiles not cloned), an approved line making `~/dotfiles/config/tyba` wrote the

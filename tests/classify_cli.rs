@@ -369,6 +369,29 @@ fn approving_a_repository_policy_withdraws_its_earlier_approvals() {
     assert!(shown.contains("is not approved"), "{shown}");
 }
 
+/// The person's policy file as a symbolic link that leads nowhere (the dotfiles not cloned
+/// yet): their restrictions would silently not apply, so the policy does not load (exit 3,
+/// naming the link). Once the target exists it loads (the control).
+#[test]
+fn a_policy_link_that_leads_nowhere_is_a_policy_error() {
+    let fx = fixture();
+    let conf = fx.home.join(".config/tyba");
+    std::fs::create_dir_all(&conf).unwrap();
+    let target = fx.home.join("dotfiles/tyba/policy.toml");
+    std::os::unix::fs::symlink(&target, conf.join("policy.toml")).unwrap();
+    let out = tyba(&fx).args(["classify", "ls"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        err.contains(&format!("symbolic link to {}", target.display())),
+        "{err}"
+    );
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    std::fs::write(&target, "[git]\nprotected_branches = [\"release\"]\n").unwrap();
+    let out = tyba(&fx).args(["classify", "ls"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "the control: {out:?}");
+}
+
 #[test]
 fn policy_show_prints_the_merged_layers() {
     let fx = fixture();

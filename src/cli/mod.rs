@@ -127,6 +127,20 @@ pub fn load_policy_explained(
     if let Some(user) = user_policy_path() {
         if user.is_file() {
             layers.push(read_own_layer(&user)?);
+        } else if let Ok(to) = std::fs::read_link(&user) {
+            // A link that leads nowhere: the person's restrictions would silently not apply
+            // (review 25).
+            return Err(tyba_policy::ConfigError::Read {
+                path: user,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "it is a symbolic link to {}, which is not a file that can be read",
+                        to.display()
+                    ),
+                ),
+            }
+            .into());
         }
     }
     let mut repo_layer = None;

@@ -363,6 +363,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    // The policy file named by `--policy` is read as written by the next session that names
+    // it: tyba's own for this session, like the person's (reviews 24's r24-03, 25's r25-03).
+    if let Some(p) = args
+        .policy
+        .as_deref()
+        .and_then(|p| std::path::absolute(p).ok())
+    {
+        tyba_supervisor::broker::paths::set_session_policy_file(p);
+    }
     let (policy, repo_layer) =
         super::load_policy_explained(args.policy.as_deref(), Some(&session.worktree))?;
     // Protected branches do not move locally either (DESIGN.md §5): the kernel keeps their
@@ -473,15 +482,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     tyba_supervisor::launch_trace::mark("run:own-dirs");
     for d in tyba_supervisor::broker::paths::own_dirs_named() {
         plan.keep_read_only(&d);
-    }
-    // The policy file named by `--policy` is read as written by the next session that names
-    // it: the person's too (review 24's r24-03).
-    if let Some(p) = args
-        .policy
-        .as_deref()
-        .and_then(|p| std::path::absolute(p).ok())
-    {
-        plan.keep_read_only(&p);
     }
     // The agents' state: the agent writes session-private copies; only known data is merged
     // back at the end (issue 13 class 8). One that cannot be made stops the start.

@@ -2126,13 +2126,25 @@ impl Inner {
         }) {
             return true;
         }
+        // A name moved or removed on the way to them (a directory holding them renamed), or
+        // a link made where one of them would be reached through it (a link laid at a missing
+        // `~/dotfiles/tyba` under `policy.toml -> ~/dotfiles/tyba/policy.toml`: review 25's
+        // r25-02), with where they are now too. A plain directory made on the way leaves
+        // what is beneath it tyba's own, and is let be (`mkdir -p ~/.config/nvim` in a home
+        // with no `~/.config` yet).
         let moved: Vec<&Path> = match op {
             Op::Rename { from, to, .. } => vec![from, to],
             Op::One(p, Access::Remove) => vec![p],
+            Op::Link { at, .. } | Op::Symlink { at, .. } => vec![at],
             _ => Vec::new(),
         };
+        let now = if moved.is_empty() {
+            Vec::new()
+        } else {
+            own_dirs_now()
+        };
         moved.iter().any(|p| {
-            if self.own.iter().any(|d| is_within(d, p)) {
+            if self.own.iter().chain(&now).any(|d| is_within(d, p)) {
                 return true;
             }
             let ids = self.ids_on_the_way(p);

@@ -88,7 +88,8 @@ pub fn config_dir() -> Option<PathBuf> {
 }
 
 /// tyba's own directories as named (not resolved, not created): [`config_dir`],
-/// [`state_dir`], [`socket_dir`], and the configuration and state directories under `HOME`
+/// [`state_dir`], [`socket_dir`], the policy file named on the command line
+/// ([`set_session_policy_file`]), and the configuration and state directories under `HOME`
 /// where `XDG_CONFIG_HOME`/`XDG_STATE_HOME` move them for this process only (the person's
 /// other shells, without the variable, read and write those: review 22's r22-05). Then each
 /// entry of the configuration directories that is a symbolic link, as named: what it leads
@@ -96,6 +97,11 @@ pub fn config_dir() -> Option<PathBuf> {
 /// as a dotfiles manager that links file by file lays it).
 pub fn own_dirs_named() -> Vec<PathBuf> {
     let mut out = own_dirs_only();
+    if let Some(p) = SESSION_POLICY_FILE.get() {
+        if !out.contains(p) {
+            out.push(p.clone());
+        }
+    }
     let home = env_dir("HOME");
     for conf in [config_dir(), home.map(|h| h.join(".config/tyba"))]
         .into_iter()
@@ -114,6 +120,17 @@ pub fn own_dirs_named() -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The policy file this process was told to read (`tyba run --policy FILE`): the person's
+/// too for the session ([`own_dirs_named`]; review 24's r24-03, review 25's r25-03).
+static SESSION_POLICY_FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Names the policy file this process reads besides the person's own (`--policy FILE`,
+/// absolute): from then on [`own_dirs_named`] lists it. Set once, before a session starts;
+/// a second call is ignored.
+pub fn set_session_policy_file(p: PathBuf) {
+    let _ = SESSION_POLICY_FILE.set(p);
 }
 
 /// The directories of [`own_dirs_named`], without the linked entries.
