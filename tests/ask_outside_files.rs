@@ -3028,6 +3028,69 @@ fn a_policy_file_named_on_the_command_line_is_never_granted() {
     }
 }
 
+/// Review 25's r25-04: with the person's policy tracked in the checkout a `--here` session
+/// works in (`~/.config/tyba/policy.toml -> <checkout>/tyba/policy.toml`), the file stays
+/// read-only, but the index was the agent's to write: its `git update-index` put its own
+/// policy where the person's `git restore .` would install it, and nothing was said. The end
+/// of the session names it; a session that leaves the index alone says nothing (the control).
+#[test]
+fn a_session_that_stages_tybas_configuration_is_named_at_the_end() {
+    for who in whos() {
+        let Some(fx) = fixture(&who, "ownidx") else {
+            continue;
+        };
+        let own = fx.home.join(".config/tyba");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::create_dir_all(fx.wt.join("tyba")).unwrap();
+        std::fs::write(fx.wt.join("tyba/policy.toml"), "# mine\n").unwrap();
+        give(&fx.wt.join("tyba"), &fx.who);
+        let git = |args: &[&str]| {
+            let o = git_as(&fx.who, &fx.wt, args);
+            assert!(o.status.success(), "{args:?}: {o:?}");
+        };
+        git(&["add", "tyba/policy.toml"]);
+        git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "commit",
+            "-q",
+            "-m",
+            "policy",
+        ]);
+        std::os::unix::fs::symlink(fx.wt.join("tyba/policy.toml"), own.join("policy.toml"))
+            .unwrap();
+        let review = "changed what git keeps for tyba's own configuration";
+        // The control first: the session reads the index and leaves it.
+        let s = fx.start(
+            &["--autonomy", "high", "--non-interactive"],
+            "git status --short >/dev/null; echo ran",
+        );
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 0, "{who:?}: {out} / {err}");
+        assert!(
+            out.contains("ran") && !err.contains(review),
+            "{who:?}: {err}"
+        );
+        let script = "printf '# planted\\n' > p.txt; b=$(git hash-object -w p.txt); git update-index --cacheinfo 100644,$b,tyba/policy.toml; echo idx=$?";
+        let s = fx.start(&["--autonomy", "high", "--non-interactive"], script);
+        let (code, out, err) = s.finish();
+        let ctx = format!("{who:?}: {out} / {err}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("idx=0"), "the agent staged it: {ctx}");
+        assert!(
+            err.contains(review) && err.contains("tyba/policy.toml") && err.contains("the index"),
+            "{ctx}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(own.join("policy.toml")).unwrap(),
+            "# mine\n",
+            "{ctx}"
+        );
+    }
+}
+
 /// Review 21's r21-01 (high): tyba's own directories were known by the path the existing part
 /// resolves to, so with `~/.config` a symbolic link that leads nowhere yet (`dotfiles/config`,
 /// the dotfiles not cloned), an approved line making `~/dotfiles/config/tyba` wrote the

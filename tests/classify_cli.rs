@@ -392,6 +392,47 @@ fn a_policy_link_that_leads_nowhere_is_a_policy_error() {
     assert_eq!(out.status.code(), Some(0), "the control: {out:?}");
 }
 
+/// Review 25's r25-01: the repository's identity came from whatever `.git` lay above the
+/// policy file, so an agent that unpacked `.git/commondir` (naming the person's repository)
+/// and a copy of that repository's approved policy into a plain directory had it read as
+/// approved there. A `commondir` counts only for a worktree its repository lists; in the
+/// repository itself the approval holds (the control).
+#[test]
+fn an_approval_does_not_follow_a_forged_commondir() {
+    let fx = fixture();
+    std::fs::create_dir_all(fx.w.join(".tyba")).unwrap();
+    let wide = "[network]\nagent_hosts = [\"wide.example:443\"]\n";
+    std::fs::write(fx.w.join(".tyba/policy.toml"), wide).unwrap();
+    let out = tyba(&fx).args(["policy", "allow"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let show = |dir: &std::path::Path| {
+        let out = tyba(&fx)
+            .current_dir(dir)
+            .args(["policy", "show"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    assert!(
+        show(&fx.w).contains("is approved"),
+        "the control: {}",
+        show(&fx.w)
+    );
+    let plain = fx.home.join("plain");
+    std::fs::create_dir_all(plain.join(".git")).unwrap();
+    std::fs::create_dir_all(plain.join(".tyba")).unwrap();
+    std::fs::write(
+        plain.join(".git/commondir"),
+        fx.w.join(".git").to_str().unwrap(),
+    )
+    .unwrap();
+    std::fs::write(plain.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(plain.join(".tyba/policy.toml"), wide).unwrap();
+    let shown = show(&plain);
+    assert!(shown.contains("is not approved"), "{shown}");
+}
+
 #[test]
 fn policy_show_prints_the_merged_layers() {
     let fx = fixture();

@@ -666,6 +666,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         here_watch: here_watch.clone(),
     };
     tyba_supervisor::launch_trace::mark("run:launch");
+    // What git would put back for tyba's own files in this checkout (review 25's r25-04).
+    let own_records = session.own_records();
     let result = tyba_supervisor::run_with(cfg, make_approver);
     let (broker, repo_snapshot) = made_rx.try_recv().unwrap_or((None, None));
     // No process of the sandbox is left: its events are all queued. A hard link the session
@@ -689,6 +691,19 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             for f in found {
                 tell!("tyba:   {}: {}", f.found, f.done);
             }
+        }
+    }
+    if let Some(before) = &own_records {
+        let now = session.own_records();
+        let changed = now
+            .as_ref()
+            .map_or_else(|| vec!["the records git keeps"], |n| before.changed(n));
+        if !changed.is_empty() {
+            tell!(
+                "tyba: REVIEW: the session changed what git keeps for tyba's own configuration in this checkout ({}): {}. Your `git restore` or `git reset --hard` would install the agent's version; look with `git diff --cached` and `git log -p` on it first.",
+                before.paths.join(", "),
+                changed.join(" and ")
+            );
         }
     }
     // No process of the sandbox is left: carry the known data back, drop the rest.

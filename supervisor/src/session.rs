@@ -104,6 +104,32 @@ pub struct Session {
     pub here_head: Option<String>,
 }
 
+/// What git keeps for tyba's own files in the person's checkout ([`Session::own_records`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnRecords {
+    /// The files and directories, relative to the checkout.
+    pub paths: Vec<String>,
+    /// `git ls-files -s` of them: mode, blob and stage of each index entry.
+    pub index: String,
+    /// `git ls-tree -r HEAD` of them: what the branch holds.
+    pub head: String,
+}
+
+impl OwnRecords {
+    /// What changed between `self` (at the start) and `now` (at the end): the index, the
+    /// branch, or both, for the person to read.
+    pub fn changed(&self, now: &OwnRecords) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.index != now.index {
+            out.push("the index (what `git restore` puts back)");
+        }
+        if self.head != now.head {
+            out.push("the branch (what `git reset --hard` puts back)");
+        }
+        out
+    }
+}
+
 /// What [`Session::finish`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finished {
@@ -307,6 +333,49 @@ impl Session {
     /// only in the list. Empty for a linked worktree ([`Session::changed_paths`] covers it)
     /// or outside git.
     pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
+        self.changed_here_inner(watched)
+    }
+
+    /// What git keeps for tyba's own files that lie in the person's own checkout (its
+    /// configuration and a `--policy FILE`, where they resolve: a dotfiles repository that
+    /// holds them): their index entries (`git ls-files -s`) and committed content
+    /// (`git ls-tree -r HEAD`), read with tyba's hardened git. The files themselves are
+    /// bound read-only for the session, but the index and the branch are the agent's to
+    /// write, and the person's `git restore .` or `git reset --hard` would then install the
+    /// agent's version (review 25's r25-04). Compared at the end ([`OwnRecords`]). `None`
+    /// for a linked worktree tyba made, outside git, or when none of them lies here (the
+    /// usual case, which runs no git).
+    pub fn own_records(&self) -> Option<OwnRecords> {
+        if self.created_branch.is_some() || self.git.is_none() {
+            return None;
+        }
+        let mut paths: Vec<String> = Vec::new();
+        for d in crate::outside_fs::own_dirs() {
+            let Ok(rel) = d.strip_prefix(&self.worktree) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy().into_owned();
+            if !rel.is_empty() && !paths.contains(&rel) {
+                paths.push(rel);
+            }
+        }
+        if paths.is_empty() {
+            return None;
+        }
+        let read = |args: &[&str]| {
+            let mut a: Vec<&str> = args.to_vec();
+            a.push("--");
+            a.extend(paths.iter().map(String::as_str));
+            git(&self.worktree, &a).unwrap_or_else(|e| format!("unreadable: {e}"))
+        };
+        Some(OwnRecords {
+            index: read(&["ls-files", "-s"]),
+            head: read(&["ls-tree", "-r", "HEAD"]),
+            paths,
+        })
+    }
+
+    fn changed_here_inner(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
         let mut out = HereChanges::default();
         if self.created_branch.is_some() || self.git.is_none() {
             return out;
@@ -721,9 +790,15 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
             } else {
                 return git_layout_by_git(dir);
             };
+            // A `commondir` makes this a linked worktree of another repository only when that
+            // repository lists it (review 25's r25-01: a `.git/commondir` the agent unpacked
+            // in a plain directory named the person's `~/proj/.git`, and the next session
+            // there took that repository's identity, its approved policy and its objects).
             let common = match std::fs::read_to_string(git_dir.join("commondir")) {
-                Ok(c) => git_dir.join(c.trim()),
-                Err(_) => git_dir.clone(),
+                Ok(c) if registered_worktree(d, &git_dir, &git_dir.join(c.trim())) => {
+                    git_dir.join(c.trim())
+                }
+                _ => git_dir.clone(),
             };
             return Some(GitLayout {
                 git_dir: canonical(&git_dir),
@@ -733,6 +808,30 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
         cur = d.parent();
     }
     None
+}
+
+/// Whether the git dir `git_dir` of the checkout at `top`, whose `commondir` file names
+/// `common`, is a linked worktree `common` lists (gitrepository-layout(5), git-worktree(1)):
+/// the common dir itself, or its `worktrees/<id>/` whose `gitdir` file names the checkout's
+/// `.git`. Anything else is a claim only: its own git dir is its repository.
+fn registered_worktree(top: &Path, git_dir: &Path, common: &Path) -> bool {
+    let (Ok(g), Ok(c)) = (
+        std::fs::canonicalize(git_dir),
+        std::fs::canonicalize(common),
+    ) else {
+        return false;
+    };
+    if g == c {
+        return true;
+    }
+    if g.parent() != Some(c.join("worktrees").as_path()) {
+        return false;
+    }
+    // Absolute, or relative to the worktree's admin dir (`worktree.useRelativePaths`).
+    let back = std::fs::read_to_string(g.join("gitdir"))
+        .ok()
+        .and_then(|t| std::fs::canonicalize(g.join(t.trim())).ok());
+    back.is_some() && back == std::fs::canonicalize(top.join(".git")).ok()
 }
 
 /// Whether git run in the checkout would obey `path` (relative to `worktree`) as a
@@ -1217,5 +1316,27 @@ mod tests {
             assert_eq!(git_layout(&d), git_layout_by_git(&d), "{}", d.display());
         }
         assert_eq!(git_layout(t.path()), None);
+        // Review 25's r25-01: a `.git` laid in a plain directory whose `commondir` names the
+        // repository above is not one of its worktrees: its own git dir is its repository.
+        // The control: the registered worktree `wt` keeps the repository's common dir.
+        let plain = t.path().join("plain");
+        std::fs::create_dir_all(plain.join(".git")).unwrap();
+        std::fs::write(
+            plain.join(".git/commondir"),
+            repo.join(".git").to_str().unwrap(),
+        )
+        .unwrap();
+        let forged = git_layout(&plain).unwrap();
+        assert_eq!(forged.common_dir, forged.git_dir);
+        assert_eq!(forged.git_dir, plain.join(".git").canonicalize().unwrap());
+        let real = repo.join(".git").canonicalize().unwrap();
+        assert_eq!(git_layout(&t.path().join("wt")).unwrap().common_dir, real);
+        // A `.git` file naming a worktree's admin dir that lists another checkout: the same.
+        let other = t.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let admin = git_layout(&t.path().join("wt")).unwrap().git_dir;
+        std::fs::write(other.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+        let claimed = git_layout(&other).unwrap();
+        assert_eq!(claimed.common_dir, claimed.git_dir);
     }
 }
