@@ -644,7 +644,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
                     &roots,
                 )
             });
-            let _ = made_tx.send((broker, snapshot));
+            // What git would put back for tyba's own files in this checkout (review 25's
+            // r25-04), read here beside the sandbox's set-up, before the agent runs.
+            let own_records = session.own_records();
+            let _ = made_tx.send((broker, snapshot, own_records));
             approver
         }
     };
@@ -666,10 +669,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         here_watch: here_watch.clone(),
     };
     tyba_supervisor::launch_trace::mark("run:launch");
-    // What git would put back for tyba's own files in this checkout (review 25's r25-04).
-    let own_records = session.own_records();
     let result = tyba_supervisor::run_with(cfg, make_approver);
-    let (broker, repo_snapshot) = made_rx.try_recv().unwrap_or((None, None));
+    let (broker, repo_snapshot, own_records) = made_rx.try_recv().unwrap_or((None, None, None));
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.
     tyba_supervisor::launch_trace::mark("end:start");
