@@ -57,6 +57,18 @@ fn beside(fx: &Fx, dir: &str, files: &[(&str, &str)]) -> PathBuf {
     o
 }
 
+/// The control of a test: `script` run by `sh` without the sandbox, in the worktree with the
+/// fixture's home; its standard output.
+fn bare_sh(fx: &Fx, script: &str) -> String {
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .env("HOME", &fx.home)
+        .current_dir(&fx.wt)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Writes `code` as `name` in the worktree (owned by the user under test).
 fn script(fx: &Fx, name: &str, code: &str) {
     let p = fx.wt.join(name);
@@ -2917,13 +2929,7 @@ fn a_link_on_the_way_to_tybas_configuration_is_never_replaced() {
                 assert!(out.contains("mk=0") && dots.join("other").is_dir(), "{ctx}");
             }
             // The control: without the sandbox the same line re-points it.
-            let bare = Command::new("sh")
-                .args(["-c", &script])
-                .env("HOME", &fx.home)
-                .current_dir(&fx.wt)
-                .output()
-                .unwrap();
-            assert!(String::from_utf8_lossy(&bare.stdout).contains("ln=0"));
+            assert!(bare_sh(&fx, &script).contains("ln=0"));
             let policy = std::fs::read_to_string(own.join("policy.toml")).unwrap();
             assert_eq!(policy, "# planted\n", "control: {ctx}");
         }
@@ -2968,13 +2974,7 @@ fn a_link_laid_on_the_way_to_tybas_configuration_is_refused() {
         );
         assert!(!own.join("trusted-policies/forged").exists(), "{ctx}");
         // The control: without the sandbox the same line lays the link.
-        let bare = Command::new("sh")
-            .args(["-c", &script])
-            .env("HOME", &fx.home)
-            .current_dir(&fx.wt)
-            .output()
-            .unwrap();
-        assert!(String::from_utf8_lossy(&bare.stdout).contains("ln=0"));
+        assert!(bare_sh(&fx, &script).contains("ln=0"));
         assert!(
             own.join("trusted-policies/forged").exists(),
             "control: {ctx}"
@@ -3017,12 +3017,7 @@ fn a_policy_file_named_on_the_command_line_is_never_granted() {
                 "{ctx}"
             );
             // The control: without the sandbox the copy writes it.
-            let bare = Command::new("sh")
-                .args(["-c", script])
-                .current_dir(&fx.wt)
-                .output()
-                .unwrap();
-            assert!(String::from_utf8_lossy(&bare.stdout).contains("cp=0"));
+            assert!(bare_sh(&fx, script).contains("cp=0"));
             assert_eq!(std::fs::read_to_string(&strict).unwrap(), "# planted\n");
         }
     }
