@@ -3083,6 +3083,20 @@ fn a_session_that_stages_tybas_configuration_is_named_at_the_end() {
             "# mine\n",
             "{ctx}"
         );
+        // Review 26's r26-02: the entries left as they were, the person's blob replaced
+        // (`git replace`): what a checkout of the unchanged entry puts back is the agent's.
+        let o = git_as(&fx.who, &fx.wt, &["reset", "-q", "--", "tyba/policy.toml"]);
+        assert!(o.status.success(), "{o:?}");
+        let script = "mine=$(git rev-parse HEAD:tyba/policy.toml); printf '# planted\\n' > p.txt; b=$(git hash-object -w p.txt); git replace $mine $b; echo rep=$?";
+        let s = fx.start(&["--autonomy", "high", "--non-interactive"], script);
+        let (code, out, err) = s.finish();
+        let ctx = format!("{who:?}: {out} / {err}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("rep=0"), "the agent replaced it: {ctx}");
+        assert!(
+            err.contains(review) && err.contains("the replacement refs"),
+            "{ctx}"
+        );
     }
 }
 

@@ -431,6 +431,53 @@ fn an_approval_does_not_follow_a_forged_commondir() {
     std::fs::write(plain.join(".tyba/policy.toml"), wide).unwrap();
     let shown = show(&plain);
     assert!(shown.contains("is not approved"), "{shown}");
+    // Review 26's r26-01: a `.git` file or link naming the repository's git dir.
+    for (name, lay) in [("file", "file"), ("link", "link")] {
+        let d = fx.home.join(name);
+        std::fs::create_dir_all(d.join(".tyba")).unwrap();
+        std::fs::write(d.join(".tyba/policy.toml"), wide).unwrap();
+        if lay == "file" {
+            std::fs::write(
+                d.join(".git"),
+                format!("gitdir: {}\n", fx.w.join(".git").display()),
+            )
+            .unwrap();
+        } else {
+            std::os::unix::fs::symlink(fx.w.join(".git"), d.join(".git")).unwrap();
+        }
+        let shown = show(&d);
+        assert!(shown.contains("is not approved"), "{name}: {shown}");
+    }
+    // A separate git dir (`git init --separate-git-dir`) names no checkout back: its
+    // approval is its checkout's own, and a `.git` file elsewhere naming it does not carry it.
+    let sep = fx.home.join("sep");
+    let store = fx.home.join("store.git");
+    let init = Command::new("git")
+        .args(["init", "-q", "--separate-git-dir"])
+        .arg(&store)
+        .arg(&sep)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    std::fs::create_dir_all(sep.join(".tyba")).unwrap();
+    std::fs::write(sep.join(".tyba/policy.toml"), wide).unwrap();
+    let out = tyba(&fx)
+        .current_dir(&sep)
+        .args(["policy", "allow"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        show(&sep).contains("is approved"),
+        "the control: {}",
+        show(&sep)
+    );
+    let claim = fx.home.join("claim");
+    std::fs::create_dir_all(claim.join(".tyba")).unwrap();
+    std::fs::write(claim.join(".tyba/policy.toml"), wide).unwrap();
+    std::fs::write(claim.join(".git"), format!("gitdir: {}\n", store.display())).unwrap();
+    let shown = show(&claim);
+    assert!(shown.contains("is not approved"), "{shown}");
 }
 
 #[test]

@@ -42,7 +42,8 @@ pub fn approvals_dir() -> Option<PathBuf> {
 
 /// The repository a policy file at `file` (`<top>/.tyba/policy.toml`) belongs to: the
 /// common git dir of `<top>` (shared by the person's checkout and every linked worktree of
-/// it), else `<top>` itself, canonical.
+/// it) when that git dir names `<top>` back (`session::names_checkout_back`), else `<top>`
+/// itself, canonical.
 pub fn repository_of(file: &Path) -> PathBuf {
     let top = file
         .parent()
@@ -50,7 +51,11 @@ pub fn repository_of(file: &Path) -> PathBuf {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"));
     let top = std::fs::canonicalize(&top).unwrap_or(top);
+    // Only a git dir that names this checkout back vouches for the repository: a `.git` file
+    // or link that merely claims one (laid by an agent, review 26's r26-01) keys by the
+    // checkout itself.
     tyba_supervisor::session::git_layout(&top)
+        .filter(|g| tyba_supervisor::session::names_checkout_back(&top, g))
         .map(|g| g.common_dir)
         .unwrap_or(top)
 }

@@ -113,6 +113,9 @@ pub struct OwnRecords {
     pub index: String,
     /// `git ls-tree -r HEAD` of them: what the branch holds.
     pub head: String,
+    /// `git for-each-ref refs/replace/ refs/stash`: replacements of objects (which change what
+    /// an unchanged entry checks out, git-replace(1)) and the stash (git-stash(1)).
+    pub refs: String,
 }
 
 impl OwnRecords {
@@ -125,6 +128,9 @@ impl OwnRecords {
         }
         if self.head != now.head {
             out.push("the branch (what `git reset --hard` puts back)");
+        }
+        if self.refs != now.refs {
+            out.push("the replacement refs or the stash (what any checkout or `git stash pop` puts back)");
         }
         out
     }
@@ -342,9 +348,10 @@ impl Session {
     /// (`git ls-tree -r HEAD`), read with tyba's hardened git. The files themselves are
     /// bound read-only for the session, but the index and the branch are the agent's to
     /// write, and the person's `git restore .` or `git reset --hard` would then install the
-    /// agent's version (review 25's r25-04). Compared at the end ([`OwnRecords`]). `None`
-    /// for a linked worktree tyba made, outside git, or when none of them lies here (the
-    /// usual case, which runs no git).
+    /// agent's version (review 25's r25-04); so would a replacement of the blob they name
+    /// (`git replace`, review 26's r26-02) or the stash. Compared at the end ([`OwnRecords`]).
+    /// `None` for a linked worktree tyba made, outside git, or when none of them lies here
+    /// (the usual case, which runs no git).
     pub fn own_records(&self) -> Option<OwnRecords> {
         if self.created_branch.is_some() || self.git.is_none() {
             return None;
@@ -368,9 +375,18 @@ impl Session {
             a.extend(paths.iter().map(String::as_str));
             git(&self.worktree, &a).unwrap_or_else(|e| format!("unreadable: {e}"))
         };
+        // What changes the content those entries stand for without changing them (review
+        // 26's r26-02: `git replace` of the person's blob), or puts other content back later:
+        // the replacement refs and the stash.
+        let refs = git(
+            &self.worktree,
+            &["for-each-ref", "refs/replace/", "refs/stash"],
+        )
+        .unwrap_or_else(|e| format!("unreadable: {e}"));
         Some(OwnRecords {
             index: read(&["ls-files", "-s"]),
             head: read(&["ls-tree", "-r", "HEAD"]),
+            refs,
             paths,
         })
     }
@@ -779,7 +795,11 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
     while let Some(d) = cur {
         let dotgit = d.join(".git");
         if let Ok(meta) = std::fs::symlink_metadata(&dotgit) {
-            let git_dir = if meta.is_dir() {
+            // A real `.git` directory here is this checkout's own; a `.git` file (`gitdir:`)
+            // or link names a git dir elsewhere, which is only a claim until it names this
+            // checkout back.
+            let in_place = meta.is_dir();
+            let git_dir = if in_place || meta.file_type().is_symlink() {
                 dotgit
             } else if meta.is_file() {
                 let text = std::fs::read_to_string(&dotgit).ok()?;
@@ -793,11 +813,16 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
             // A `commondir` makes this a linked worktree of another repository only when that
             // repository lists it (review 25's r25-01: a `.git/commondir` the agent unpacked
             // in a plain directory named the person's `~/proj/.git`, and the next session
-            // there took that repository's identity, its approved policy and its objects).
+            // there took that repository's identity, its approved policy and its objects). A
+            // `.git` file or link naming another checkout's git dir, a bare repository, or one
+            // whose `core.worktree` is elsewhere is no repository of this checkout (review
+            // 26's r26-01): the directory is then no git checkout for tyba.
             let common = match std::fs::read_to_string(git_dir.join("commondir")) {
                 Ok(c) if registered_worktree(d, &git_dir, &git_dir.join(c.trim())) => {
                     git_dir.join(c.trim())
                 }
+                Ok(_) if !in_place => return None,
+                _ if !in_place && !may_be_this_checkouts(d, &git_dir) => return None,
                 _ => git_dir.clone(),
             };
             return Some(GitLayout {
@@ -808,6 +833,71 @@ pub fn git_layout(dir: &Path) -> Option<GitLayout> {
         cur = d.parent();
     }
     None
+}
+
+/// Whether `git_dir`, named by the `.git` file or link of the checkout at `top` and holding no
+/// `commondir`, may be that checkout's repository: not another checkout's own `.git`
+/// directory, not a bare repository, and with no `core.worktree` naming another directory
+/// (git-config(1)). A separate git dir (`git init --separate-git-dir`) names no checkout
+/// back and may be; a submodule's (`.git/modules/<name>`, whose `core.worktree` is the
+/// submodule) is.
+fn may_be_this_checkouts(top: &Path, git_dir: &Path) -> bool {
+    let Ok(g) = std::fs::canonicalize(git_dir) else {
+        return false;
+    };
+    if g.file_name().is_some_and(|n| n == ".git") {
+        if let Some(owner) = g.parent() {
+            let elsewhere = std::fs::canonicalize(top).ok().as_deref() != Some(owner);
+            if elsewhere && std::fs::symlink_metadata(owner.join(".git")).is_ok_and(|m| m.is_dir())
+            {
+                return false;
+            }
+        }
+    }
+    if config_value(&g, "--bool", "core.bare").as_deref() == Some("true") {
+        return false;
+    }
+    match config_value(&g, "--path", "core.worktree") {
+        Some(w) => std::fs::canonicalize(g.join(w)).ok() == std::fs::canonicalize(top).ok(),
+        None => true,
+    }
+}
+
+/// Whether the git layout `layout` of the checkout at `top` names that checkout back: its
+/// `.git` is a directory in place, it is a worktree its repository lists, or its git dir's
+/// `core.worktree` is `top`. What approvals of a repository's policy are keyed by
+/// (`tyba policy allow`): a `.git` file that only claims a repository (a separate git dir, or
+/// one the agent laid) keys by the checkout itself (review 26's r26-01).
+pub fn names_checkout_back(top: &Path, layout: &GitLayout) -> bool {
+    let dotgit = top.join(".git");
+    if std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir())
+        && std::fs::canonicalize(&dotgit).ok().as_deref() == Some(layout.git_dir.as_path())
+    {
+        return true;
+    }
+    if layout.git_dir != layout.common_dir {
+        return registered_worktree(top, &layout.git_dir, &layout.common_dir);
+    }
+    config_value(&layout.git_dir, "--path", "core.worktree").is_some_and(|w| {
+        std::fs::canonicalize(layout.git_dir.join(w)).ok() == std::fs::canonicalize(top).ok()
+    })
+}
+
+/// `git config --file <git_dir>/config TYPE --get KEY` with tyba's hardened git
+/// (git-config(1)), when set.
+fn config_value(git_dir: &Path, kind: &str, key: &str) -> Option<String> {
+    let out = Command::new("git")
+        .args(crate::worktrees::HARDENED)
+        .arg("config")
+        .arg("--file")
+        .arg(git_dir.join("config"))
+        .args([kind, "--get", key])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 /// Whether the git dir `git_dir` of the checkout at `top`, whose `commondir` file names
@@ -1336,7 +1426,37 @@ mod tests {
         std::fs::create_dir_all(&other).unwrap();
         let admin = git_layout(&t.path().join("wt")).unwrap().git_dir;
         std::fs::write(other.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
-        let claimed = git_layout(&other).unwrap();
-        assert_eq!(claimed.common_dir, claimed.git_dir);
+        assert_eq!(git_layout(&other), None);
+        // Review 26's r26-01: a `.git` file or link naming another checkout's own `.git`.
+        let file = t.path().join("file");
+        std::fs::create_dir_all(&file).unwrap();
+        std::fs::write(file.join(".git"), format!("gitdir: {}\n", real.display())).unwrap();
+        assert_eq!(git_layout(&file), None);
+        let link = t.path().join("link");
+        std::fs::create_dir_all(&link).unwrap();
+        std::os::unix::fs::symlink(&real, link.join(".git")).unwrap();
+        assert_eq!(git_layout(&link), None);
+        // A separate git dir is a repository there, but vouches for no other checkout's
+        // approvals; the person's own checkout and registered worktree do (the controls).
+        let sep = t.path().join("sep");
+        git_ok(
+            t.path(),
+            &[
+                "init",
+                "-q",
+                "--separate-git-dir",
+                t.path().join("store.git").to_str().unwrap(),
+                sep.to_str().unwrap(),
+            ],
+        );
+        let l = git_layout(&sep).unwrap();
+        assert_eq!(
+            l.git_dir,
+            t.path().join("store.git").canonicalize().unwrap()
+        );
+        assert!(!names_checkout_back(&sep, &l));
+        assert!(names_checkout_back(&repo, &git_layout(&repo).unwrap()));
+        let wt = t.path().join("wt");
+        assert!(names_checkout_back(&wt, &git_layout(&wt).unwrap()));
     }
 }
