@@ -3097,7 +3097,27 @@ fn a_session_that_stages_tybas_configuration_is_named_at_the_end() {
             err.contains(review) && err.contains("the replacement refs"),
             "{ctx}"
         );
+        // Review 27's r27-01: the person's object file rewritten in place under its own id,
+        // every entry and ref left as it was (its ask approved, as a person might).
+        let o = git_as(&fx.who, &fx.wt, &["replace", "-d", &replaced_blob(&fx)]);
+        assert!(o.status.success(), "{o:?}");
+        let script = r#"id=$(git rev-parse HEAD:tyba/policy.toml); printf '# planted\n' > p.txt; nb=$(git hash-object -w p.txt); d=$(git rev-parse --git-path objects); cp -f "$d/${nb:0:2}/${nb:2}" "$d/${id:0:2}/${id:2}"; echo swap=$?"#;
+        let s = fx.start(&["--autonomy", "high"], script);
+        let (asked, (code, out, err)) = drive_with(&fx, s, |_| true);
+        let ctx = format!("{who:?}: {out} / {err} / {asked:#?}");
+        assert_eq!(code, 0, "{ctx}");
+        assert!(out.contains("swap=0"), "the agent swapped it: {ctx}");
+        assert!(
+            err.contains(review) && err.contains("the stored objects"),
+            "{ctx}"
+        );
     }
+}
+
+/// The blob `tyba/policy.toml` names at HEAD in the fixture's checkout.
+fn replaced_blob(fx: &Fx) -> String {
+    let o = git_as(&fx.who, &fx.wt, &["rev-parse", "HEAD:tyba/policy.toml"]);
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 /// Review 21's r21-01 (high): tyba's own directories were known by the path the existing part

@@ -104,6 +104,17 @@ pub struct Session {
     pub here_head: Option<String>,
 }
 
+/// The object ids of `git ls-files -s` (`MODE ID STAGE\tPATH`) or `git ls-tree`
+/// (`MODE TYPE ID\tPATH`) lines: the field before the tab that is 40 or 64 hex digits.
+fn object_ids(listing: &str) -> impl Iterator<Item = &str> {
+    listing.lines().filter_map(|l| {
+        l.split('\t')
+            .next()?
+            .split(' ')
+            .find(|f| (f.len() == 40 || f.len() == 64) && f.bytes().all(|b| b.is_ascii_hexdigit()))
+    })
+}
+
 /// What git keeps for tyba's own files in the person's checkout ([`Session::own_records`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnRecords {
@@ -116,6 +127,8 @@ pub struct OwnRecords {
     /// `git for-each-ref refs/replace/ refs/stash`: replacements of objects (which change what
     /// an unchanged entry checks out, git-replace(1)) and the stash (git-stash(1)).
     pub refs: String,
+    /// `ID SHA-256` of the content of each object the entries name, as git reads it.
+    pub contents: String,
 }
 
 impl OwnRecords {
@@ -128,6 +141,9 @@ impl OwnRecords {
         }
         if self.head != now.head {
             out.push("the branch (what `git reset --hard` puts back)");
+        }
+        if self.contents != now.contents {
+            out.push("the stored objects (what any checkout of the unchanged entries puts back)");
         }
         if self.refs != now.refs {
             out.push("the replacement refs or the stash (what any checkout or `git stash pop` puts back)");
@@ -383,12 +399,45 @@ impl Session {
             &["for-each-ref", "refs/replace/", "refs/stash"],
         )
         .unwrap_or_else(|e| format!("unreadable: {e}"));
+        let index = read(&["ls-files", "-s"]);
+        let head = read(&["ls-tree", "-r", "HEAD"]);
+        // What each entry's object holds as git reads it: an object file rewritten in place
+        // under the same id (review 27's r27-01; git does not check an object's hash when it
+        // checks a file out) changes it with no entry changed.
+        let contents = object_ids(&index)
+            .chain(object_ids(&head))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|id| format!("{id} {}", self.content_digest(id)))
+            .collect::<Vec<_>>()
+            .join("\n");
         Some(OwnRecords {
-            index: read(&["ls-files", "-s"]),
-            head: read(&["ls-tree", "-r", "HEAD"]),
+            index,
+            head,
             refs,
+            contents,
             paths,
         })
+    }
+
+    /// SHA-256 of the content `git cat-file blob ID` gives (replacements honoured, as a
+    /// checkout would), in hex; a message when git cannot read it.
+    fn content_digest(&self, id: &str) -> String {
+        use sha2::Digest as _;
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.worktree)
+            .args(crate::worktrees::HARDENED)
+            .args(["cat-file", "blob", id])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => sha2::Sha256::digest(&o.stdout)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            Ok(o) => format!("unreadable: {}", String::from_utf8_lossy(&o.stderr).trim()),
+            Err(e) => format!("unreadable: {e}"),
+        }
     }
 
     fn changed_here_inner(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
