@@ -2110,14 +2110,17 @@ impl Inner {
         }
         // A change beneath where they are now: a link laid since the session started
         // (`~/.config -> dotfiles/config` over a served `~/dotfiles`: review 23's r23-02).
-        if touched.iter().any(|(_, changed)| *changed) {
-            let now = own_dirs_now();
-            if touched
-                .iter()
-                .any(|(p, changed)| *changed && now.iter().any(|d| is_within(p, d)))
-            {
-                return true;
-            }
+        // Resolved once per change (a rename, a removal and a link are changes too: used below).
+        let now = if touched.iter().any(|(_, changed)| *changed) {
+            own_dirs_now()
+        } else {
+            Vec::new()
+        };
+        if touched
+            .iter()
+            .any(|(p, changed)| *changed && now.iter().any(|d| is_within(p, d)))
+        {
+            return true;
         }
         if touched.iter().any(|(p, _)| {
             self.ids_on_the_way(p)
@@ -2137,11 +2140,6 @@ impl Inner {
             Op::One(p, Access::Remove) => vec![p],
             Op::Link { at, .. } | Op::Symlink { at, .. } => vec![at],
             _ => Vec::new(),
-        };
-        let now = if moved.is_empty() {
-            Vec::new()
-        } else {
-            own_dirs_now()
         };
         moved.iter().any(|p| {
             if self.own.iter().chain(&now).any(|d| is_within(d, p)) {
