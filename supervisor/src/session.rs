@@ -331,33 +331,6 @@ impl Session {
             .then_some(b)
     }
 
-    /// For a session in the person's own checkout (`--here`): the paths (relative to the
-    /// worktree) changed while the session ran, and those of commits made since the start
-    /// (HEAD then, [`Session::here_head`], against HEAD now; no `git diff` when the same files
-    /// still name the same commit).
-    ///
-    /// With `watched` (the events of a [`crate::here_watch::HereWatch`] sealed before the
-    /// agent started): the entries they name that still exist, the files opened whose change
-    /// time is the session's, and the files of the directories the session made or moved in.
-    /// Without (the full look): every file of the checkout (its own `.git` aside, read from
-    /// the disk by name; nothing the agent could have written, the index included, decides
-    /// what is looked at: review 8, r8-01, r8-04) whose status change time (`ctime`, which no
-    /// program can set: inode(7)), or that of a directory on its way (a directory moved keeps
-    /// its files' times), is not older than the session's start, less 100 ms for the
-    /// filesystem's coarse clock. What the person had changed before is not the session's.
-    ///
-    /// Then, when anything changed, the names the changes are also read by: every link of
-    /// the checkout (found by a walk of the names) whose target is a changed file, or above
-    /// one, adds that file by the link's name, and a link the session made or changed adds
-    /// every file beneath its target; repeated so that links through links count (review 8,
-    /// r8-05, r8-06, r8-08). A directory that cannot be read whole ([`WALK_MAX`] entries in
-    /// all) is in [`HereChanges::unread`] (the checkout itself: [`HereChanges::checkout_unread`]). Names are exact bytes on the disk, shown lossily
-    /// only in the list. Empty for a linked worktree ([`Session::changed_paths`] covers it)
-    /// or outside git.
-    pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
-        self.changed_here_inner(watched)
-    }
-
     /// What git keeps for tyba's own files that lie in the person's own checkout (its
     /// configuration and a `--policy FILE`, where they resolve: a dotfiles repository that
     /// holds them): their index entries (`git ls-files -s`) and committed content
@@ -440,7 +413,30 @@ impl Session {
         }
     }
 
-    fn changed_here_inner(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
+    /// For a session in the person's own checkout (`--here`): the paths (relative to the
+    /// worktree) changed while the session ran, and those of commits made since the start
+    /// (HEAD then, [`Session::here_head`], against HEAD now; no `git diff` when the same files
+    /// still name the same commit).
+    ///
+    /// With `watched` (the events of a [`crate::here_watch::HereWatch`] sealed before the
+    /// agent started): the entries they name that still exist, the files opened whose change
+    /// time is the session's, and the files of the directories the session made or moved in.
+    /// Without (the full look): every file of the checkout (its own `.git` aside, read from
+    /// the disk by name; nothing the agent could have written, the index included, decides
+    /// what is looked at: review 8, r8-01, r8-04) whose status change time (`ctime`, which no
+    /// program can set: inode(7)), or that of a directory on its way (a directory moved keeps
+    /// its files' times), is not older than the session's start, less 100 ms for the
+    /// filesystem's coarse clock. What the person had changed before is not the session's.
+    ///
+    /// Then, when anything changed, the names the changes are also read by: every link of
+    /// the checkout (found by a walk of the names) whose target is a changed file, or above
+    /// one, adds that file by the link's name, and a link the session made or changed adds
+    /// every file beneath its target; repeated so that links through links count (review 8,
+    /// r8-05, r8-06, r8-08). A directory that cannot be read whole ([`WALK_MAX`] entries in
+    /// all) is in [`HereChanges::unread`] (the checkout itself: [`HereChanges::checkout_unread`]). Names are exact bytes on the disk, shown lossily
+    /// only in the list. Empty for a linked worktree ([`Session::changed_paths`] covers it)
+    /// or outside git.
+    pub fn changed_here(&self, watched: Option<crate::here_watch::Changes>) -> HereChanges {
         let mut out = HereChanges::default();
         if self.created_branch.is_some() || self.git.is_none() {
             return out;
@@ -906,10 +902,14 @@ fn may_be_this_checkouts(top: &Path, git_dir: &Path) -> bool {
     if config_value(&g, "--bool", "core.bare").as_deref() == Some("true") {
         return false;
     }
-    match config_value(&g, "--path", "core.worktree") {
-        Some(w) => std::fs::canonicalize(g.join(w)).ok() == std::fs::canonicalize(top).ok(),
-        None => true,
-    }
+    worktree_setting_names(&g, top).unwrap_or(true)
+}
+
+/// Whether the `core.worktree` of `git_dir` (git-config(1), relative to the git dir) is the
+/// checkout at `top`; `None` when it is not set.
+fn worktree_setting_names(git_dir: &Path, top: &Path) -> Option<bool> {
+    let w = config_value(git_dir, "--path", "core.worktree")?;
+    Some(std::fs::canonicalize(git_dir.join(w)).ok() == std::fs::canonicalize(top).ok())
 }
 
 /// Whether the git layout `layout` of the checkout at `top` names that checkout back: its
@@ -927,9 +927,7 @@ pub fn names_checkout_back(top: &Path, layout: &GitLayout) -> bool {
     if layout.git_dir != layout.common_dir {
         return registered_worktree(top, &layout.git_dir, &layout.common_dir);
     }
-    config_value(&layout.git_dir, "--path", "core.worktree").is_some_and(|w| {
-        std::fs::canonicalize(layout.git_dir.join(w)).ok() == std::fs::canonicalize(top).ok()
-    })
+    worktree_setting_names(&layout.git_dir, top) == Some(true)
 }
 
 /// `git config --file <git_dir>/config TYPE --get KEY` with tyba's hardened git
