@@ -1158,15 +1158,10 @@ impl SandboxPlan {
         // under `~/.config/tyba/policy.toml`). A link cannot be bound read-only: the start
         // stops.
         for link in crate::outside_fs::links_on_the_way(dir) {
-            let parent = link.parent().map(std::fs::canonicalize);
-            let lies = match parent {
-                Some(Ok(p)) => p.join(link.file_name().unwrap_or_default()),
-                _ => link.clone(),
-            };
-            if covered(&lies, &writable) {
+            if covered(&link, &writable) {
                 self.unprotected.push(format!(
                     "{} is a symbolic link on the way to tyba's own {}, in a path the agent writes: the agent could point it at files of its own for the next session (make it a plain directory or file there, or move it out of the worktree)",
-                    lies.display(),
+                    link.display(),
                     dir.display()
                 ));
             }
