@@ -3,7 +3,7 @@
 //! `HEAD.lock`, `objects/info/commit-graph.lock`), directories moved away or replaced
 //! (`.git/logs` by a file, `refs/tags`, `objects/pack`), and a detached `HEAD` in the
 //! person's own checkout (`--here`); from a linked worktree, the object store's `pack/` and a
-//! lock beside the commit-graph. Attempted from inside `tyba run --non-interactive --autonomy
+//! lock beside the commit-graph, which stay in the session's objects layer. Attempted from inside `tyba run --non-interactive --autonomy
 //! high` as root and as the unprivileged `TYBA_TEST_USER`, checked from outside: the person's
 //! `git commit`, `git tag`, `git reflog` and `git cat-file` work after the session, and the
 //! end summary names each thing found and what tyba did. Controls: the same script without
@@ -36,7 +36,8 @@ C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
 '
 "#;
 
-/// From a linked worktree: the person's object store (writable for the agent's commits).
+/// From a linked worktree: the object store (the agent's view of it is the objects layer, whose
+/// lower layer is the person's store: `supervisor::objects_layer`).
 const LINKED_SCRIPT: &str = r#"
 C="$(git rev-parse --path-format=absolute --git-common-dir)" perl -e '
   my $c = $ENV{C};
@@ -273,21 +274,19 @@ fn suite(who: Who, tag: &str) {
     let out = stdout_of(&o);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     c.check(
-        out.contains("lock commit-graph") && out.contains("moved pack"),
-        format!("the agent planted in the object store from a linked worktree: {out} {err}"),
+        out.contains("lock commit-graph"),
+        format!("the agent made its lock in its view of the object store: {out} {err}"),
     );
-    c.check(
-        err.contains("objects/pack was moved to")
-            && err.contains("commit-graph.lock: a git lock file the session left: removed"),
-        format!("the summary names the object store's: {err}"),
-    );
+    // Neither plant reached the person's store, so there is nothing to repair or name.
     let (obj_ok, _) = git(&who, &r.wt, &["cat-file", "-e", "v1^{commit}"]);
     c.check(
         obj_ok
             && r.wt.join(".git/objects/pack").is_dir()
             && !r.wt.join(".git/objects/pack-away").exists()
-            && !r.wt.join(".git/objects/info/commit-graph.lock").exists(),
-        "after the linked session the packs are back and no lock is left",
+            && !r.wt.join(".git/objects/info/commit-graph.lock").exists()
+            && !err.contains("commit-graph.lock")
+            && !err.contains("objects/pack was moved"),
+        format!("after the linked session the person's object store is as it was: {err}"),
     );
     drop(r);
     c.finish(&format!("{who:?}: repository leftovers"));
@@ -528,7 +527,10 @@ fn links_suite(who: Who, tag: &str) {
     let other = r.root.join("other");
     make_repo(&who, &other);
     let victim = other.join(".git/index.lock");
-    for mode in ["--here", "linked"] {
+    // With `--here` only: from a linked worktree the link is made in the session's objects
+    // layer and never reaches the person's store (`tests/escapes_objects.rs`).
+    {
+        let mode = "--here";
         let _ = std::fs::remove_file(&victim);
         let link = git_dir.join("objects/info/commit-graphs");
         let go = git_dir.join("objects/info/go");

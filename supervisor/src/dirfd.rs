@@ -344,6 +344,42 @@ impl DirFd {
         Ok(out)
     }
 
+    /// Opens the regular file `rel` beneath this directory for reading (no link followed;
+    /// `O_NONBLOCK`, so a pipe put there cannot stall the open).
+    ///
+    /// # Errors
+    /// The `openat2(2)` error, `EINVAL` for something other than a regular file.
+    pub fn open_regular(&self, rel: &Path) -> io::Result<std::fs::File> {
+        let rel = plain_relative(rel)?;
+        let fd = nix::fcntl::openat2(
+            self.fd.as_fd(),
+            rel,
+            how(OFlag::O_RDONLY | OFlag::O_NONBLOCK),
+        )
+        .map_err(errno)?;
+        let f = std::fs::File::from(fd);
+        if !f.metadata()?.is_file() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        Ok(f)
+    }
+
+    /// Makes `to_name` in `to` another name of the entry `name` of this directory
+    /// (`linkat(2)` without `AT_SYMLINK_FOLLOW`: a link is linked as a link, never followed).
+    ///
+    /// # Errors
+    /// The `linkat(2)` error (`EEXIST` when `to_name` is taken, `EXDEV` across filesystems).
+    pub fn hard_link(&self, name: &OsStr, to: &DirFd, to_name: &OsStr) -> io::Result<()> {
+        nix::unistd::linkat(
+            self.fd.as_fd(),
+            one_name(name)?,
+            to.fd.as_fd(),
+            one_name(to_name)?,
+            nix::fcntl::AtFlags::empty(),
+        )
+        .map_err(errno)
+    }
+
     /// Writes `bytes` to a new file of this directory under an unpredictable name
     /// (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0644 before the umask) and renames it over
     /// `name` (`renameat(2)`: whatever entry `name` was, a link included, is replaced, not

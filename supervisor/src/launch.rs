@@ -1507,6 +1507,29 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 ),
             }
         }
+        // The person's objects as the lower layer of the session's own
+        // (`crate::objects_layer`); when it cannot be mounted the store is read-only, so no
+        // existing object can be rewritten (the agent cannot commit then, and is told).
+        if let Some(l) = c.plan.objects_layer.clone() {
+            if let Err(e) = crate::objects_layer::mount(&l) {
+                if let Err(e2) = bind_read_only(&l.objects) {
+                    fail(
+                        &mut st,
+                        &format!(
+                            "cannot keep the objects of {} from being rewritten: {e}; {e2}",
+                            l.objects.display()
+                        ),
+                    );
+                }
+                report(
+                    &mut st,
+                    &format!(
+                        "W the object store {} is read-only for this session (no private layer for the agent's objects: {e}): the agent cannot commit",
+                        l.objects.display()
+                    ),
+                );
+            }
+        }
         for p in c.plan.pinned.clone() {
             // A mount point cannot be renamed or removed: the name stays this git dir.
             if let Err(e) = mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {

@@ -58,6 +58,7 @@ pub mod leftovers;
 mod meta;
 mod net;
 mod notify;
+pub mod objects_layer;
 pub mod outside_fs;
 pub mod own_branch;
 mod procfs;

@@ -179,6 +179,14 @@ impl OwnBranch {
             }
         }
         std::fs::write(&head, format!("{old}\n")).map_err(io("cannot write", &head))?;
+        // The upper layer and work dir of the overlay over the object store
+        // (`crate::objects_layer`), on the same filesystem.
+        for d in [
+            dir.join(crate::objects_layer::UPPER),
+            dir.join(crate::objects_layer::WORK),
+        ] {
+            std::fs::create_dir(&d).map_err(io("cannot create", &d))?;
+        }
         // The reflog, so that `git reflog` inside works; never carried back (git writes the
         // real one's entry at the carry-back). Only a regular file reached through no link
         // is copied: the copy is the agent's to read, and a link planted there (by an agent
@@ -212,6 +220,15 @@ impl OwnBranch {
                 self.common_dir.join("logs/refs/heads/tyba"),
             ),
         ]
+    }
+
+    /// The upper layer and work dir of the overlay over the object store
+    /// ([`crate::objects_layer`]): `(<dir>/objects-upper, <dir>/objects-work)`.
+    pub fn objects_layer(&self) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join(crate::objects_layer::UPPER),
+            self.dir.join(crate::objects_layer::WORK),
+        )
     }
 
     /// Carries the branch back once no process of the sandbox is left: the agent's tip
@@ -310,6 +327,34 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
         ));
         return r;
     };
+    // The agent's new objects first, each named by git from its content
+    // (`crate::objects_layer`): the branch moves only to a commit the store then holds.
+    match crate::objects_layer::carry_in(common, &dir.join(crate::objects_layer::UPPER)) {
+        Ok(c) => {
+            if !c.rewritten.is_empty() {
+                r.notes.push(format!(
+                    "the agent rewrote {} of the repository's objects in its session (for example {}): only its own view changed, the repository's objects are unchanged",
+                    c.rewritten.len(),
+                    c.rewritten[0]
+                ));
+            }
+            if !c.refused.is_empty() {
+                r.notes.push(format!(
+                    "{} object(s) the agent wrote in its session hold(s) content that does not match its name (for example {}): not carried into the repository, whose objects are unchanged",
+                    c.refused.len(),
+                    c.refused[0]
+                ));
+            }
+        }
+        Err(e) => {
+            r.kept = true;
+            r.notes.push(format!(
+                "the objects the agent wrote in its session could not be carried into the repository ({e}): they and its branch are kept in {}, and the branch stays at {old}",
+                dir.display()
+            ));
+            return r;
+        }
+    }
     let Some(heads) = crate::dirfd::DirFd::open(dir)
         .and_then(|d| d.open_dir(Path::new(HEADS)))
         .ok()

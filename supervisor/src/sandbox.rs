@@ -95,6 +95,10 @@ pub struct SandboxPlan {
     /// worktree ([`crate::git_layer`]); once mounted the common dir moves from `read_only` to
     /// `read_write` in stage 2's plan (its Landlock rule names the layer).
     pub git_layer: Option<crate::git_layer::GitLayer>,
+    /// The overlay over the common dir's `objects/` whose upper layer is the session's own
+    /// (a session with its own branch, not `--here`: [`crate::objects_layer`]); made by
+    /// [`SandboxPlan::grant_own_branch`], mounted by stage 2 after the git layer.
+    pub objects_layer: Option<crate::objects_layer::ObjectsLayer>,
     /// The overlays stage 2 mounts over `caches` ([`crate::caches::CacheLayers::prepare`]);
     /// each one mounted moves its cache from `read_only` to `read_write`.
     pub cache_layers: Vec<crate::caches::CacheLayer>,
@@ -1070,6 +1074,17 @@ impl SandboxPlan {
                 for (src, over) in o.binds() {
                     push_unique(&mut self.read_write, over.clone());
                     self.branch_binds.push((src, over));
+                }
+                // The person's objects stay as they are; the agent's new ones wait in the
+                // session's upper layer until git has hashed them (`crate::objects_layer`).
+                let objects = g.common_dir.join("objects");
+                if !is_within(&g.common_dir, &self.worktree) && self.read_write.contains(&objects) {
+                    let (upper, work) = o.objects_layer();
+                    self.objects_layer = Some(crate::objects_layer::ObjectsLayer {
+                        objects,
+                        upper,
+                        work,
+                    });
                 }
             }
             None => {
