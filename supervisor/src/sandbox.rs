@@ -697,6 +697,9 @@ fn real_dir(d: &Path) -> Result<(), String> {
 pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
     let mut wanted = std::mem::take(&mut plan.wanted_stand_ins);
     let roots = plan.read_write.clone();
+    // Each parent is made (or found) once: most stand-ins share theirs (`.git/`), and each
+    // walk opens every directory on the way.
+    let mut parents: Vec<(PathBuf, Option<i32>)> = Vec::new();
     wanted.retain(|(p, _)| {
         // A stand-in needs its directory (`objects/info/`, a `tools/` a driver names), made
         // beneath the writable root it is in through no link: a link an agent of an earlier
@@ -712,15 +715,23 @@ pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
         else {
             return true;
         };
-        let made = match parent.strip_prefix(root) {
-            Ok(rel) if rel.as_os_str().is_empty() => Ok(()),
-            Ok(rel) => crate::dirfd::DirFd::open(root)
-                .and_then(|d| d.make_dirs(rel))
-                .map(drop),
-            Err(_) => Ok(()),
+        let made = match parents.iter().find(|(d, _)| d == parent) {
+            Some((_, errno)) => *errno,
+            None => {
+                let made = match parent.strip_prefix(root) {
+                    Ok(rel) if rel.as_os_str().is_empty() => Ok(()),
+                    Ok(rel) => crate::dirfd::DirFd::open(root)
+                        .and_then(|d| d.make_dirs(rel))
+                        .map(drop),
+                    Err(_) => Ok(()),
+                };
+                let errno = made.err().map(|e| e.raw_os_error().unwrap_or(libc::EIO));
+                parents.push((parent.to_path_buf(), errno));
+                errno
+            }
         };
         match made {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+            Some(libc::ELOOP | libc::ENOTDIR) => {
                 plan.unprotected.push(format!(
                     "{} is reached through a symbolic link or a file in {} (left by an earlier session?): it cannot be kept read-only, so the agent could create it; look at that link",
                     p.display(),
@@ -739,6 +750,7 @@ pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
         .filter(|(p, _)| std::fs::symlink_metadata(p).is_err())
         .cloned()
         .collect();
+    let gone_first = gone.clone();
     if !gone.is_empty() {
         // This session's hold on their records goes first: a record held stays.
         me.held.retain(|h| !gone.iter().any(|(p, _)| *p == h.path));
@@ -747,7 +759,10 @@ pub fn git_stand_ins(plan: &mut SandboxPlan) -> ControlPlaceholders {
         me.absorb(again);
     }
     for (p, _) in wanted {
-        if std::fs::symlink_metadata(&p).is_ok() {
+        // Found the first time, or made again.
+        let there =
+            !gone_first.iter().any(|(g, _)| *g == p) || std::fs::symlink_metadata(&p).is_ok();
+        if there {
             push_unique(&mut plan.protected, p);
         } else {
             plan.unprotected.push(format!(
@@ -1549,7 +1564,11 @@ impl ControlPlaceholders {
         let mut entries = pool.as_deref().map(pool_entries).unwrap_or_default();
         for (p, contents) in wanted {
             let record = stand_in_record(&dir, &p);
-            if record_names(&record, &p) {
+            // The record and the path looked at once each ([`record_names`]).
+            let text = std::fs::read(&record);
+            let here = std::fs::symlink_metadata(&p);
+            let named = matches!((&text, &here), (Ok(t), Ok(m)) if *t == record_text(&p, m));
+            if named {
                 // Another session's stand-in (or one a dead session left): rely on it too.
                 if let Some(l) = open_record(&record, false).ok().and_then(shared) {
                     me.held.push(HeldStandIn {
@@ -1561,7 +1580,7 @@ impl ControlPlaceholders {
                 }
                 continue;
             }
-            if std::fs::symlink_metadata(&record).is_ok() {
+            if !matches!(&text, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
                 // A stale record (its stand-in removed or replaced), or another path's: dropped
                 // only when no session holds it, else this path gets no stand-in.
                 match unused(&record) {
@@ -1572,7 +1591,7 @@ impl ControlPlaceholders {
                     None => continue,
                 }
             }
-            if std::fs::symlink_metadata(&p).is_ok() {
+            if here.is_ok() {
                 // The user's own file: bound read-only as it is.
                 continue;
             }
