@@ -391,11 +391,21 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     tyba_supervisor::launch_trace::mark("run:session-and-policy");
     let base = tyba_supervisor::leftovers::session_base();
     let live_lock = tyba_supervisor::leftovers::LiveLock::take(&base, &session.id);
+    // The same thread returns the git stand-ins at the session's end, beside the end's checks
+    // (each stand-in is a file or directory git reads as absent, so none of those checks
+    // depends on whether it is still there): a thread started then would cost its start.
+    let (end_tx, end_rx) =
+        std::sync::mpsc::channel::<tyba_supervisor::sandbox::ControlPlaceholders>();
     let sweeper = {
         let own = session.id.clone();
         std::thread::Builder::new()
             .name("tyba-sweep".into())
-            .spawn(move || tyba_supervisor::leftovers::sweep(&own))
+            .spawn(move || {
+                tyba_supervisor::leftovers::sweep(&own);
+                for stand_ins in end_rx {
+                    drop(stand_ins);
+                }
+            })
             .ok()
     };
     let tmp_dir = make_tmp_dir(&base, &session.id)?;
@@ -674,6 +684,13 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.
     tyba_supervisor::launch_trace::mark("end:start");
+    // The git stand-ins go back to the pool (or away) on the sweep's thread, beside the checks
+    // below; joined before the session's lock is released. Without that thread, here.
+    let git_stand_ins = match end_tx.send(git_stand_ins) {
+        Ok(()) => None,
+        Err(back) => Some(back.0),
+    };
+    drop(end_tx);
     let mut here_watch = here_watch.and_then(|w| Arc::try_unwrap(w).ok());
     let watched = here_watch
         .as_mut()
