@@ -179,7 +179,7 @@ fn objects_suite(who: Who, tag: &str) {
     k.check(
         err.contains("rewrote 2 of the repository's objects")
             && err.contains(&forged)
-            && err.contains("does not match its name"),
+            && err.contains("does not match their name"),
         format!("the person is told of the rewritten and the forged objects: {err}"),
     );
 

@@ -364,6 +364,18 @@ impl DirFd {
         Ok(f)
     }
 
+    /// Makes the new regular file `name` in this directory for writing (`O_CREAT | O_EXCL |
+    /// O_NOFOLLOW`: never over anything, a link included), with `mode` less the umask.
+    ///
+    /// # Errors
+    /// `EEXIST` when the name is taken; the `openat2(2)` error.
+    pub fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<std::fs::File> {
+        let h = how(OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL)
+            .mode(nix::sys::stat::Mode::from_bits_truncate(mode));
+        let fd = nix::fcntl::openat2(self.fd.as_fd(), one_name(name)?, h).map_err(errno)?;
+        Ok(std::fs::File::from(fd))
+    }
+
     /// Makes `to_name` in `to` another name of the entry `name` of this directory
     /// (`linkat(2)` without `AT_SYMLINK_FOLLOW`: a link is linked as a link, never followed).
     ///

@@ -16,12 +16,14 @@
 //! git writes (loose objects, packs, a commit-graph) goes to the upper layer, a directory of
 //! the session's private branch directory in tyba's state dir, and every existing object, pack
 //! and index stays as it is (a write to one copies it up; a removal leaves a whiteout in the
-//! upper layer). At the end, outside the sandbox, [`carry_in`] hands the agent's new objects
-//! to git in the person's repository, which names each by hashing its content
-//! (`git-index-pack(1)`, `git-unpack-objects(1)`): an object whose content does not match
-//! the name the agent gave it is not carried, and nothing the agent wrote beside the objects
-//! (a commit-graph, a multi-pack index, `info/alternates`, removals) is carried at all. The
-//! session's branch moves only after that, to a commit the store then holds.
+//! upper layer). At the end, outside the sandbox, [`carry_in`] carries the agent's new objects
+//! into the person's store only once each is checked to hash to its name: a loose object is
+//! inflated and hashed as it is copied, a pack goes through `git index-pack`
+//! (`git-index-pack(1)`), which names each object from its content. An object whose content
+//! does not match the name the agent gave it is not carried, and nothing the agent wrote
+//! beside the objects (a commit-graph, a multi-pack index, `info/alternates`, removals) is
+//! carried at all. The session's branch moves only after that, to a commit the store then
+//! holds.
 //!
 //! The upper layer lives on the disk, in the private branch directory: when the supervisor
 //! is killed, the objects wait there with the branch's tip, and the next `tyba run`, `tyba
@@ -42,7 +44,7 @@ use crate::dirfd::DirFd;
 pub const UPPER: &str = "objects-upper";
 /// The overlay's work directory (on the upper layer's filesystem).
 pub const WORK: &str = "objects-work";
-/// The directory the checked objects are gathered in for git, beside the upper layer.
+/// The object directory a pack of the agent's is indexed in, beside the upper layer.
 const GATHER: &str = "objects-gather";
 
 /// The overlay over a common git dir's `objects/` (stage 2 mounts it: [`mount`]).
@@ -79,10 +81,6 @@ const MAX_ENTRIES: usize = 4_000_000;
 /// Largest loose object compared with the repository's copy (bytes, compressed).
 const MAX_COMPARED: u64 = 64 << 20;
 
-/// Above this many objects git writes a pack instead of loose objects (its own
-/// `transfer.unpackLimit` default, `git-config(1)`).
-const UNPACK_LIMIT: usize = 100;
-
 /// Errors carrying the agent's objects in: the objects stay in the upper layer, and the
 /// session's branch is not moved.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +116,8 @@ pub struct Carried {
     /// Names of objects the agent wrote that the repository still lacks after git hashed
     /// their content: their content is another object's, or no object at all.
     pub refused: Vec<String>,
+    /// Packs the agent's git wrote that git refused (`git index-pack`): not carried.
+    pub refused_packs: usize,
     /// Names of the repository's loose objects the agent rewrote in its session (their copy
     /// in the upper layer differs from the repository's, which is unchanged).
     pub rewritten: Vec<String>,
@@ -133,6 +133,9 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CarryIn
 fn git(common: &Path, args: &[&str]) -> Command {
     let mut c = Command::new("git");
     c.arg("--git-dir").arg(common).args(args);
+    // A partial clone would fetch each missing name from its promisor remote: the names are
+    // the agent's to choose, so they would carry whatever it encodes in them off the machine.
+    c.env("GIT_NO_LAZY_FETCH", "1");
     for v in [
         "GIT_DIR",
         "GIT_WORK_TREE",
@@ -243,19 +246,233 @@ fn find(upper: &DirFd) -> Result<Found, CarryInError> {
     Ok(f)
 }
 
+/// Largest object a loose object file may hold once inflated (bytes): a few compressed bytes
+/// can inflate to far more, and each byte is hashed at the end of the session.
+const MAX_OBJECT: u64 = 4 << 30;
+
+/// Why a loose object of the agent's is not carried in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bad {
+    /// Not a whole zlib stream ending where the file ends.
+    Stream,
+    /// Its content is no git object (`<type> <size>\0` and `size` bytes).
+    Object,
+    /// Its content hashes to another name.
+    Name,
+    /// Larger than [`MAX_OBJECT`] once inflated.
+    Large,
+}
+
+/// Copies the loose object file `from` to `to` while checking it, streamed (never held whole):
+/// a zlib stream (RFC 1950) that ends where the file ends, inflating to a git object (a
+/// `blob`, `tree`, `commit` or `tag` header `<type> <size>\0` and exactly `size` bytes,
+/// `gitformat-loose(5)`) whose hash (SHA-1 with collision detection, or SHA-256, by the
+/// name's length) is `id`.
+fn copy_checked(
+    from: &mut std::fs::File,
+    to: &mut std::fs::File,
+    id: &str,
+) -> Result<Result<(), Bad>, std::io::Error> {
+    use gix::zlib::{FlushDecompress, Status};
+    use std::io::Read as _;
+    let kind = if id.len() == 40 {
+        gix::hash::Kind::Sha1
+    } else {
+        gix::hash::Kind::Sha256
+    };
+    let mut hasher = gix::hash::hasher(kind);
+    let mut z = gix::zlib::Decompress::new();
+    let (mut input, mut output) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    let mut header: Vec<u8> = Vec::new();
+    let mut want: Option<u64> = None;
+    let mut got = 0u64;
+    let mut ended = false;
+    loop {
+        let n = from.read(&mut input)?;
+        if n == 0 {
+            break;
+        }
+        if ended {
+            // Bytes after the end of the stream.
+            return Ok(Err(Bad::Stream));
+        }
+        to.write_all(&input[..n])?;
+        let mut at = 0;
+        while at < n && !ended {
+            let (before_in, before_out) = (z.total_in(), z.total_out());
+            let status = match z.decompress(&input[at..n], &mut output, FlushDecompress::None) {
+                Ok(s) => s,
+                Err(_) => return Ok(Err(Bad::Stream)),
+            };
+            let used = usize::try_from(z.total_in() - before_in).unwrap_or(usize::MAX);
+            let made = usize::try_from(z.total_out() - before_out).unwrap_or(usize::MAX);
+            at = at.saturating_add(used);
+            let mut out = &output[..made.min(output.len())];
+            hasher.update(out);
+            if want.is_none() {
+                let take = out.len().min(64usize.saturating_sub(header.len()));
+                header.extend_from_slice(&out[..take]);
+                match header.iter().position(|b| *b == 0) {
+                    Some(nul) => {
+                        let Some(size) = std::str::from_utf8(&header[..nul])
+                            .ok()
+                            .and_then(|h| h.split_once(' '))
+                            .filter(|(t, _)| matches!(*t, "blob" | "tree" | "commit" | "tag"))
+                            .and_then(|(_, s)| s.parse::<u64>().ok())
+                        else {
+                            return Ok(Err(Bad::Object));
+                        };
+                        if size > MAX_OBJECT {
+                            return Ok(Err(Bad::Large));
+                        }
+                        want = Some(size);
+                        // What followed the header in this piece of output.
+                        let before = header.len() - take;
+                        out = &out[(nul + 1 - before).min(out.len())..];
+                    }
+                    None if header.len() >= 64 => return Ok(Err(Bad::Object)),
+                    None => out = &[],
+                }
+            }
+            got = got.saturating_add(out.len() as u64);
+            if want.is_some_and(|w| got > w) {
+                return Ok(Err(Bad::Object));
+            }
+            match status {
+                Status::StreamEnd => ended = true,
+                _ if used == 0 && made == 0 => return Ok(Err(Bad::Stream)),
+                _ => {}
+            }
+        }
+        if ended && at < n {
+            // Bytes after the end of the stream, in the same read.
+            return Ok(Err(Bad::Stream));
+        }
+    }
+    if !ended {
+        return Ok(Err(Bad::Stream));
+    }
+    if want != Some(got) {
+        return Ok(Err(Bad::Object));
+    }
+    match hasher.try_finalize() {
+        Ok(o) if o.to_hex() == id => Ok(Ok(())),
+        _ => Ok(Err(Bad::Name)),
+    }
+}
+
+/// Carries the loose object `dir/file` (`id`) of the upper layer `up` into the store `store`
+/// (the person's `objects/`): copied into a new file (`tmp_obj_tyba_…`, mode 0444, as git
+/// makes its own) while it is checked ([`copy_checked`]), then given its name with
+/// `link(2)` (an object that arrived meanwhile is kept) and the new file's name removed.
+fn carry_loose(
+    up: &DirFd,
+    store: &DirFd,
+    dir: &OsString,
+    file: &OsString,
+    id: &str,
+) -> Result<Result<(), Bad>, std::io::Error> {
+    let mut from = up.open_regular(&Path::new(dir).join(file))?;
+    let to_dir = store.make_dirs(Path::new(dir))?;
+    let mut tmp = OsString::from("tmp_obj_tyba_");
+    tmp.push(file);
+    let _ = to_dir.unlink(&tmp);
+    let mut to = to_dir.create_new(&tmp, 0o444)?;
+    let checked = copy_checked(&mut from, &mut to, id).and_then(|c| {
+        if c.is_ok() {
+            to.sync_all()?;
+        }
+        Ok(c)
+    });
+    drop(to);
+    let done = match checked {
+        Ok(Ok(())) => match to_dir.hard_link(&tmp, &to_dir, file) {
+            Ok(()) => Ok(Ok(())),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(Ok(())),
+            Err(e) => Err(e),
+        },
+        other => other,
+    };
+    let _ = to_dir.unlink(&tmp);
+    done
+}
+
+/// Carries the pack `name` of the upper layer's `pack/` into the store: `git index-pack
+/// --stdin --fix-thin` names each object from its content and writes the pack and its index
+/// into an object directory of its own beside `upper` (the person's store its alternate, for
+/// the bases of a thin pack), and the files it made are then linked (else copied) into the
+/// store's `pack/`, the index last (git finds a pack by its index). A pack git refuses leaves
+/// nothing in the person's store.
+fn carry_pack(
+    common: &Path,
+    upper: &Path,
+    packs: &DirFd,
+    name: &OsString,
+) -> Result<bool, CarryInError> {
+    let parent = upper.parent().unwrap_or(upper);
+    let scratch = parent.join(GATHER);
+    let _ = crate::sandbox::remove_tree(&scratch);
+    let made = scratch.join("pack");
+    std::fs::create_dir_all(&made).map_err(io("cannot create", &made))?;
+    let file = packs
+        .open_regular(Path::new(name))
+        .map_err(io("cannot open", &upper.join("pack").join(name)))?;
+    let args = ["index-pack", "--stdin", "--fix-thin"];
+    let out = git(common, &args)
+        .env("GIT_OBJECT_DIRECTORY", &scratch)
+        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", common.join("objects"))
+        .stdin(Stdio::from(file))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| failed(&args, e.to_string().as_bytes()));
+    let result = match out {
+        Ok(o) if o.status.success() => {
+            let store = common.join("objects/pack");
+            let mut names: Vec<PathBuf> = std::fs::read_dir(&made)
+                .map_err(io("cannot list", &made))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("pack-"))
+                })
+                .collect();
+            // The pack first, its index last.
+            names.sort_by_key(|p| p.extension().is_some_and(|e| e == "idx"));
+            for p in &names {
+                let Some(n) = p.file_name() else { continue };
+                let to = store.join(n);
+                if to.exists() {
+                    continue;
+                }
+                if std::fs::hard_link(p, &to).is_err() {
+                    std::fs::copy(p, &to).map_err(io("cannot copy to", &to))?;
+                }
+            }
+            Ok(true)
+        }
+        Ok(_) | Err(_) => Ok(false),
+    };
+    let _ = crate::sandbox::remove_tree(&scratch);
+    result
+}
+
 /// Carries the objects the agent's git wrote in the upper layer `upper` into the object
-/// store of the repository whose common git dir is `common`, each named by git from its
-/// content (module doc). Loose objects the repository already holds are left (a copy-up of
-/// an existing object, whatever it now holds); the others are gathered (hard links, in a
-/// directory beside `upper` that holds nothing else: no agent's `info/alternates` or pack
-/// is read with them) and packed by `git pack-objects`, whose stream `git unpack-objects`
-/// (or, above [`UNPACK_LIMIT`] objects, `git index-pack --stdin`) hashes into the store;
-/// each pack the agent's git wrote goes through `git index-pack --stdin --fix-thin`. Nothing
-/// else of the upper layer is read. An absent `upper` carries nothing.
+/// store of the repository whose common git dir is `common` (module doc). Each loose object
+/// the repository does not hold is copied in only once it is checked to be a whole object
+/// whose content hashes to its name ([`copy_checked`]; a copy of an existing object, whatever
+/// it now holds, is left, and one whose bytes differ from the person's loose copy is named);
+/// each pack the agent's git wrote under a new name goes through `git index-pack --stdin
+/// --fix-thin` in a directory of its own ([`carry_pack`]). One object or pack refused
+/// refuses only itself. Nothing else of the upper layer is read, and no git command run here
+/// may fetch a missing object from a promisor remote (`GIT_NO_LAZY_FETCH`): the names the
+/// agent chose never leave the machine. An absent `upper` carries nothing.
 ///
 /// # Errors
-/// [`CarryInError`] when the upper layer cannot be read or a git command fails; what was
-/// carried before stays carried.
+/// [`CarryInError`] when the upper layer or the person's store cannot be read or written;
+/// what was carried before stays carried.
 pub fn carry_in(common: &Path, upper: &Path) -> Result<Carried, CarryInError> {
     let mut done = Carried::default();
     let up = match DirFd::open(upper) {
@@ -267,94 +484,49 @@ pub fn carry_in(common: &Path, upper: &Path) -> Result<Carried, CarryInError> {
     if found.loose.is_empty() && found.packs.is_empty() {
         return Ok(done);
     }
+    let store_path = common.join("objects");
+    let store = DirFd::open(&store_path).map_err(io("cannot open", &store_path))?;
     let ids: Vec<String> = found.loose.iter().map(|(_, _, id)| id.clone()).collect();
     let new = missing(common, &ids)?;
-    // A copy of an object the repository holds loose: git's own copy-up (it freshens an
-    // object it would write again by setting its times) holds the same bytes; other bytes
-    // are the agent's attempt to rewrite it, which the person hears of.
-    let store = DirFd::open(&common.join("objects")).ok();
     for (dir, file, id) in &found.loose {
-        if new.contains(id) {
+        let rel = Path::new(dir).join(file);
+        if !new.contains(id) {
+            // A copy of an object the repository holds loose: git's own copy-up (it freshens
+            // an object it would write again by setting its times) holds the same bytes;
+            // other bytes are the agent's attempt to rewrite it, which the person hears of.
+            let theirs = store.read_file(&rel, MAX_COMPARED).ok();
+            let ours = up.read_file(&rel, MAX_COMPARED).ok();
+            if let (Some(t), Some(o)) = (theirs, ours) {
+                if t != o {
+                    done.rewritten.push(id.clone());
+                }
+            }
             continue;
         }
-        let rel = Path::new(dir).join(file);
-        let theirs = store
-            .as_ref()
-            .and_then(|s| s.read_file(&rel, MAX_COMPARED).ok());
-        let ours = up.read_file(&rel, MAX_COMPARED).ok();
-        if let (Some(t), Some(o)) = (theirs, ours) {
-            if t != o {
-                done.rewritten.push(id.clone());
-            }
+        match carry_loose(&up, &store, dir, file, id) {
+            Ok(Ok(())) => done.loose += 1,
+            Ok(Err(_)) => done.refused.push(id.clone()),
+            Err(e) => return Err(io("cannot carry in", &store_path.join(&rel))(e)),
         }
-    }
-    if !new.is_empty() {
-        let parent = upper.parent().unwrap_or(upper);
-        let gather_path = parent.join(GATHER);
-        let _ = crate::sandbox::remove_tree(&gather_path);
-        std::fs::create_dir(&gather_path).map_err(io("cannot create", &gather_path))?;
-        let gather = DirFd::open(&gather_path).map_err(io("cannot open", &gather_path))?;
-        let wanted: std::collections::HashSet<&str> = new.iter().map(String::as_str).collect();
-        let mut listed = String::new();
-        for (dir, file, id) in &found.loose {
-            if !wanted.contains(id.as_str()) {
-                continue;
-            }
-            let (Ok(from), Ok(to)) = (
-                up.open_dir(Path::new(dir)),
-                gather.make_dirs(Path::new(dir)),
-            ) else {
-                continue;
-            };
-            if from.hard_link(file, &to, file).is_ok() {
-                listed.push_str(id);
-                listed.push('\n');
-                done.loose += 1;
-            }
-        }
-        let pack_args = ["pack-objects", "--stdout", "-q", "--window=0"];
-        let mut pack = git(common, &pack_args);
-        pack.env("GIT_OBJECT_DIRECTORY", &gather_path);
-        let stream = run_with_input(pack, &pack_args, listed.as_bytes());
-        let _ = crate::sandbox::remove_tree(&gather_path);
-        let stream = stream?;
-        let take_args: &[&str] = if done.loose > UNPACK_LIMIT {
-            &["index-pack", "--stdin"]
-        } else {
-            &["unpack-objects", "-q"]
-        };
-        run_with_input(git(common, take_args), take_args, &stream)?;
     }
     if !found.packs.is_empty() {
         let packs = up
             .open_dir(Path::new("pack"))
             .map_err(io("cannot open", &upper.join("pack")))?;
-        let theirs = store
-            .as_ref()
-            .and_then(|s| s.open_dir(Path::new("pack")).ok());
+        let theirs = store.open_dir(Path::new("pack")).ok();
         for p in &found.packs {
             // A copy-up of one of the repository's packs (git freshens a pack holding an
             // object it would write again): the repository's own stays as it is.
             if theirs.as_ref().is_some_and(|t| t.meta(p).is_ok()) {
                 continue;
             }
-            let file = packs
-                .open_regular(Path::new(p))
-                .map_err(io("cannot open", &upper.join("pack").join(p)))?;
-            let args = ["index-pack", "--stdin", "--fix-thin"];
-            let out = git(common, &args)
-                .stdin(Stdio::from(file))
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .output()
-                .map_err(|e| failed(&args, e.to_string().as_bytes()))?;
-            if !out.status.success() {
-                return Err(failed(&args, &out.stderr));
+            if carry_pack(common, upper, &packs, p)? {
+                done.packs += 1;
+            } else {
+                done.refused_packs += 1;
             }
-            done.packs += 1;
         }
     }
-    done.refused = missing(common, &new)?;
     Ok(done)
 }
 
@@ -380,6 +552,89 @@ mod tests {
 
     fn loose(store: &Path, id: &str) -> PathBuf {
         store.join(&id[..2]).join(&id[2..])
+    }
+
+    /// In a partial clone, a name the agent chose that the repository lacks is never asked of
+    /// the promisor remote (review 28: the names carried data off the machine). The remote's
+    /// `uploadpack` is a script that leaves a mark; the control, git's own `cat-file` on the
+    /// same name, leaves it.
+    #[test]
+    fn no_name_the_agent_chose_reaches_a_promisor_remote() {
+        let t = tempfile::tempdir().unwrap();
+        let (remote, person, upper) = (
+            t.path().join("r.git"),
+            t.path().join("p"),
+            t.path().join("u"),
+        );
+        let mark = t.path().join("asked");
+        let script = t.path().join("upload-pack");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$@\" >> '{}'\nexec git-upload-pack \"$@\"\n",
+                mark.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::fs::create_dir_all(&remote).unwrap();
+        git_in(&remote, &["init", "-q", "--bare", "-b", "main"], b"");
+        git_in(&remote, &["config", "uploadpack.allowFilter", "true"], b"");
+        let seed = t.path().join("seed");
+        std::fs::create_dir_all(&seed).unwrap();
+        git_in(&seed, &["init", "-q", "-b", "main"], b"");
+        std::fs::write(seed.join("f"), "x\n").unwrap();
+        git_in(&seed, &["add", "f"], b"");
+        git_in(&seed, &["commit", "-q", "-m", "s"], b"");
+        git_in(
+            &seed,
+            &["push", "-q", &remote.to_string_lossy(), "main"],
+            b"",
+        );
+        let url = format!("file://{}", remote.display());
+        git_in(
+            t.path(),
+            &[
+                "clone",
+                "-q",
+                "--filter=blob:none",
+                "--no-checkout",
+                &url,
+                "p",
+            ],
+            b"",
+        );
+        git_in(
+            &person,
+            &[
+                "config",
+                "remote.origin.uploadpack",
+                &script.to_string_lossy(),
+            ],
+            b"",
+        );
+        let chosen = format!("5e{}", "c".repeat(38));
+        std::fs::create_dir_all(upper.join("5e")).unwrap();
+        std::fs::write(loose(&upper, &chosen), b"the agent's data").unwrap();
+        let c = carry_in(&person.join(".git"), &upper).unwrap();
+        assert_eq!(c.refused, vec![chosen.clone()]);
+        assert!(
+            !mark.exists(),
+            "the promisor remote was asked: {}",
+            std::fs::read_to_string(&mark).unwrap_or_default()
+        );
+        // Control: git itself fetches a missing name from the promisor remote.
+        let _ = Command::new("git")
+            .arg("-C")
+            .arg(&person)
+            .args(["cat-file", "-e", &chosen])
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output();
+        assert!(
+            mark.exists(),
+            "control: git asks the promisor remote for a missing name"
+        );
     }
 
     /// An upper layer as the agent's git (and the agent) leave it: a new loose object, a
@@ -448,6 +703,42 @@ mod tests {
         std::fs::write(upper.join("pack").join(&their_pack), b"not a pack").unwrap();
         let forged = format!("ab{}", "c".repeat(38));
         copy(&loose(&agent_store, &new), &loose(&upper, &forged));
+        // Damaged ones (review 28), each named by the hash of what it inflates to, so that
+        // only the check of the stream and the header can refuse them: bytes after the
+        // stream's end, a header whose size is not the content's, no object header at all;
+        // and one that is no zlib stream.
+        let py = |code: &str, b: &[u8]| {
+            let mut c = Command::new("python3");
+            c.args(["-c", code]);
+            run_with_input(c, &["python3"], b).unwrap()
+        };
+        let deflate = |b: &[u8]| {
+            py(
+                "import sys,zlib; sys.stdout.buffer.write(zlib.compress(sys.stdin.buffer.read()))",
+                b,
+            )
+        };
+        let sha1 = |b: &[u8]| {
+            text(py(
+                "import sys,hashlib; print(hashlib.sha1(sys.stdin.buffer.read()).hexdigest())",
+                b,
+            ))
+        };
+        let mut damaged: Vec<(String, Vec<u8>)> = Vec::new();
+        let whole = b"blob 9\0trailing\n";
+        let mut trailing = deflate(whole);
+        trailing.extend_from_slice(b"more");
+        damaged.push((sha1(whole), trailing));
+        let sized = b"blob 99\0wrong size\n";
+        damaged.push((sha1(sized), deflate(sized)));
+        let bare = b"no header\n";
+        damaged.push((sha1(bare), deflate(bare)));
+        damaged.push((format!("ad{}", "0".repeat(38)), b"not zlib at all".to_vec()));
+        for (id, bytes) in &damaged {
+            std::fs::create_dir_all(upper.join(&id[..2])).unwrap();
+            std::fs::write(loose(&upper, id), bytes).unwrap();
+        }
+        std::fs::write(upper.join("pack/pack-garbage.pack"), b"PACK garbage").unwrap();
         let linked = format!("cd{}", "e".repeat(38));
         std::os::unix::fs::symlink(
             loose(&common.join("objects"), &theirs),
@@ -466,9 +757,29 @@ mod tests {
 
         let before_theirs = std::fs::read(loose(&common.join("objects"), &theirs)).unwrap();
         let c = carry_in(&common, &upper).unwrap();
-        assert_eq!(c.loose, 2, "{c:?}");
-        assert_eq!(c.packs, 1, "{c:?}");
-        assert_eq!(c.refused, vec![forged.clone()]);
+        assert_eq!(c.loose, 1, "{c:?}");
+        assert_eq!((c.packs, c.refused_packs), (1, 1), "{c:?}");
+        let mut refused = c.refused.clone();
+        refused.sort();
+        let mut expected: Vec<String> = damaged.iter().map(|(i, _)| i.clone()).collect();
+        expected.push(forged.clone());
+        expected.sort();
+        assert_eq!(refused, expected);
+        // Nothing of a refused one is left in the person's store (no `tmp_obj_*`,
+        // `tmp_pack_*`).
+        let dirs: Vec<String> = damaged
+            .iter()
+            .map(|(i, _)| i[..2].to_string())
+            .chain(["ab".to_string(), "pack".to_string()])
+            .collect();
+        for d in &dirs {
+            if let Ok(rd) = std::fs::read_dir(common.join("objects").join(d)) {
+                for e in rd.flatten() {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    assert!(!n.starts_with("tmp_"), "{d}/{n} left in the store");
+                }
+            }
+        }
         assert_eq!(c.rewritten, vec![theirs.clone()]);
         let cat = |id: &str| text(git_in(&person, &["cat-file", "-p", id], b""));
         assert_eq!(cat(&new), "agent loose");
@@ -501,7 +812,7 @@ mod tests {
         );
         // Nothing left to carry the second time but the same refusals.
         let again = carry_in(&common, &upper).unwrap();
-        assert_eq!((again.loose, again.refused.len()), (1, 1), "{again:?}");
+        assert_eq!((again.loose, again.refused.len()), (0, 5), "{again:?}");
         // No upper layer: nothing.
         assert_eq!(
             carry_in(&common, &t.path().join("none")).unwrap(),

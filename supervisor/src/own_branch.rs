@@ -75,6 +75,9 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, OwnBranchError> {
         .arg("-C")
         .arg(dir)
         .args(args)
+        // The agent chose the branch's tip: no promisor remote hears of it
+        // (`crate::objects_layer::carry_in`).
+        .env("GIT_NO_LAZY_FETCH", "1")
         .output()
         .map_err(|e| OwnBranchError::Git {
             args: args.join(" "),
@@ -338,9 +341,15 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
                     c.rewritten[0]
                 ));
             }
+            if c.refused_packs > 0 {
+                r.notes.push(format!(
+                    "{} pack(s) the agent's git wrote in its session could not be read by git: not carried into the repository",
+                    c.refused_packs
+                ));
+            }
             if !c.refused.is_empty() {
                 r.notes.push(format!(
-                    "{} object(s) the agent wrote in its session hold(s) content that does not match its name (for example {}): not carried into the repository, whose objects are unchanged",
+                    "{} object(s) the agent wrote in its session are damaged or hold content that does not match their name (for example {}): not carried into the repository, whose objects are unchanged",
                     c.refused.len(),
                     c.refused[0]
                 ));

@@ -555,6 +555,7 @@ pub(crate) fn run(relay: Relay, on_started: impl FnOnce(&OwnedFd)) -> Outcome {
     cmd.env_clear()
         .env("PATH", RELAY_PATH)
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_NO_LAZY_FETCH", "1")
         .current_dir(&relay.approved.repo);
     if let Some(h) = &relay.home {
         cmd.env("HOME", h);

@@ -402,6 +402,7 @@ impl Session {
             .arg(&self.worktree)
             .args(crate::worktrees::HARDENED)
             .args(["cat-file", "blob", id])
+            .env("GIT_NO_LAZY_FETCH", "1")
             .output();
         match out {
             Ok(o) if o.status.success() => sha2::Sha256::digest(&o.stdout)
@@ -804,6 +805,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, SessionError> {
         .arg(dir)
         .args(crate::worktrees::HARDENED)
         .args(args)
+        .env("GIT_NO_LAZY_FETCH", "1")
         .output()
         .map_err(|source| SessionError::Io {
             what: "cannot run git in",

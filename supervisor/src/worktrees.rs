@@ -108,7 +108,9 @@ pub struct SessionWorktree {
 /// submodule counts as holding work ([`populated_submodules`]). `--no-optional-locks`
 /// (git(1)): `status` then never writes the index it refreshes (the person's, with `--here`),
 /// so tyba's look at a checkout neither takes `index.lock` from the person's own git nor
-/// makes a file on the disk.
+/// makes a file on the disk. tyba's git commands on the person's repository also run with
+/// `GIT_NO_LAZY_FETCH=1`: in a partial clone a missing object the agent named would be fetched
+/// from the promisor remote, taking the name (anything the agent encodes in it) off the machine.
 pub(crate) const HARDENED: [&str; 5] = [
     "--no-optional-locks",
     "-c",
@@ -150,6 +152,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
         .arg(dir)
         .args(HARDENED)
         .args(args)
+        .env("GIT_NO_LAZY_FETCH", "1")
         .output()
         .map_err(|e| WorktreeError::Git {
             args: args.join(" "),
