@@ -319,3 +319,119 @@ fn a_killed_sessions_objects_are_carried_in_later_as_unprivileged_user() {
     }
     killed_suite(who, "objects-killed-user");
 }
+
+/// The person's packs are never copied into the session's layer: git freshens a packed
+/// object it would write again by setting the pack's times, which would copy the whole pack
+/// up; the packs are read-only binds, so the times cannot be set (`EROFS`) and git writes the
+/// object loose instead. The agent's `git hash-object -w` of a packed blob succeeds.
+const PACKS_SCRIPT: &str = r#"
+R="$PWD/report"; mkdir -p "$R"
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+git hash-object -w README.md > "$R/hashed"; echo "hash-object $?" >> "$R/hashed"
+C="$C" perl -e '
+  for my $p (glob("$ENV{C}/objects/pack/*.pack")) { utime(undef, undef, $p) ? print "set times\n" : print "utime: $!\n" }
+' > "$R/perl"
+echo finished > "$R/finished"
+"#;
+
+fn packs_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    git_run(&who, &r.wt, &["gc", "-q"]);
+    let packs = r.wt.join(".git/objects/pack");
+    let listed = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| {
+                        (
+                            e.file_name().to_string_lossy().into_owned(),
+                            std::fs::read(e.path()).unwrap_or_default(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let before = listed(&packs);
+    let env = base_env(&r.home, &[]);
+    let mut k = Checks::default();
+    k.check(
+        before.iter().any(|(n, _)| n.ends_with(".pack")),
+        "the person's objects are packed",
+    );
+    let o = run_tyba(
+        &who,
+        &r.tyba,
+        &r.wt,
+        &env,
+        &[
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            PACKS_SCRIPT,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let wt = worktree_from(&err);
+    let report = wt.clone().unwrap_or_else(|| r.root.clone()).join("report");
+    k.check(
+        read(&report.join("finished")).trim() == "finished",
+        format!("the agent ran: {err}"),
+    );
+    k.check(
+        read(&report.join("hashed")).contains("hash-object 0"),
+        format!(
+            "the agent's git writes a packed object again: {}",
+            read(&report.join("hashed"))
+        ),
+    );
+    let perl = read(&report.join("perl"));
+    k.check(
+        perl.contains("utime: Read-only file system") && !perl.contains("set times"),
+        format!("the person's packs are read-only binds inside: {perl}"),
+    );
+    k.check(listed(&packs) == before, "the person's packs are unchanged");
+    // Control: without the sandbox the times are set.
+    if let Some(wt) = &wt {
+        std::fs::remove_dir_all(&report).unwrap();
+        let mut b = command_as(&who, Path::new("/bin/bash"));
+        b.arg("-c")
+            .arg(PACKS_SCRIPT)
+            .current_dir(wt)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (key, v) in &env {
+            b.env(key, v);
+        }
+        b.status().unwrap();
+        k.check(
+            read(&report.join("perl")).contains("set times"),
+            "control: without tyba the pack's times are set",
+        );
+    }
+    k.finish(tag);
+}
+
+#[test]
+fn the_persons_packs_are_never_copied_into_the_layer_as_root_or_self() {
+    packs_suite(Who::Me, "objects-packs-me");
+}
+
+#[test]
+fn the_persons_packs_are_never_copied_into_the_layer_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    packs_suite(who, "objects-packs-user");
+}

@@ -1511,7 +1511,11 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         // (`crate::objects_layer`); when it cannot be mounted the store is read-only, so no
         // existing object can be rewritten (the agent cannot commit then, and is told).
         if let Some(l) = c.plan.objects_layer.clone() {
-            if let Err(e) = crate::objects_layer::mount(&l) {
+            let mounted = crate::objects_layer::mount(&l);
+            if mounted.is_ok() {
+                crate::objects_layer::hold_packs(&l);
+            }
+            if let Err(e) = mounted {
                 if let Err(e2) = bind_read_only(&l.objects) {
                     fail(
                         &mut st,

@@ -75,6 +75,41 @@ pub(crate) fn mount(l: &ObjectsLayer) -> Result<(), String> {
     )
 }
 
+/// Most of the person's packs [`hold_packs`] binds read-only.
+const MAX_HELD_PACKS: usize = 512;
+
+/// Binds each of the person's packs (`objects/pack/*.pack`, seen through the mounted layer)
+/// read-only over itself (stage 2, after [`mount`]). git "freshens" an object it would
+/// write again by setting the times of the pack that holds it (`object-file.c`,
+/// `freshen_packed_object`), and overlayfs answers a change of a lower file's times by
+/// copying the whole file up: a pack of gigabytes copied into the state dir for one `git
+/// add`. On a read-only bind the times cannot be set (`EROFS`), and git writes the object
+/// loose instead, as it does when the freshening fails. The agent's git can still make new
+/// packs beside them; removing one of the person's (`git repack -d`, `git gc`) fails with
+/// `EBUSY` and git says so. Only a cost is at stake, not a protection (the layer keeps the
+/// packs as they are either way): a bind that fails is skipped; past [`MAX_HELD_PACKS`]
+/// packs the rest are left to copy-ups. Returns how many were bound.
+pub(crate) fn hold_packs(l: &ObjectsLayer) -> usize {
+    let dir = l.objects.join("pack");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return 0;
+    };
+    let mut held = 0;
+    for e in rd.flatten() {
+        if held >= MAX_HELD_PACKS {
+            break;
+        }
+        let name = e.file_name();
+        if !name.to_string_lossy().ends_with(".pack") || !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if crate::launch::bind_read_only(&dir.join(&name)).is_ok() {
+            held += 1;
+        }
+    }
+    held
+}
+
 /// Most entries of the upper layer looked at (loose objects, packs, and the rest).
 const MAX_ENTRIES: usize = 4_000_000;
 
