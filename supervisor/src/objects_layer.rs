@@ -285,6 +285,28 @@ fn find(upper: &DirFd) -> Result<Found, CarryInError> {
 /// can inflate to far more, and each byte is hashed at the end of the session.
 const MAX_OBJECT: u64 = 4 << 30;
 
+/// How much work the carry-in does for the agent's content at most: whatever the agent wrote,
+/// the end of its session (or a later command's recovery) is bounded in time (review 28:
+/// a crafted pack of 2.2 KB kept `git index-pack` busy for 6.6 s, growing with its size).
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// Bytes inflated and hashed for all loose objects together (past it the rest are
+    /// refused as [`Bad::Large`]).
+    inflated: u64,
+    /// Time `git index-pack` gets for any pack.
+    pack_base: std::time::Duration,
+    /// More time per MiB of the pack (a pack git can read is indexed far faster).
+    pack_per_mib: std::time::Duration,
+}
+
+/// The limits of [`carry_in`]: 64 GiB inflated (a minute or two of hashing), `index-pack`
+/// 20 s plus 1 s per MiB.
+const LIMITS: Limits = Limits {
+    inflated: 64 << 30,
+    pack_base: std::time::Duration::from_secs(20),
+    pack_per_mib: std::time::Duration::from_secs(1),
+};
+
 /// Why a loose object of the agent's is not carried in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bad {
@@ -294,7 +316,8 @@ enum Bad {
     Object,
     /// Its content hashes to another name.
     Name,
-    /// Larger than [`MAX_OBJECT`] once inflated.
+    /// Larger than [`MAX_OBJECT`] once inflated, or past the carry-in's budget
+    /// ([`Limits::inflated`]).
     Large,
 }
 
@@ -307,6 +330,7 @@ fn copy_checked(
     from: &mut std::fs::File,
     to: &mut std::fs::File,
     id: &str,
+    budget: &mut u64,
 ) -> Result<Result<(), Bad>, std::io::Error> {
     use gix::zlib::{FlushDecompress, Status};
     use std::io::Read as _;
@@ -343,6 +367,10 @@ fn copy_checked(
             let made = usize::try_from(z.total_out() - before_out).unwrap_or(usize::MAX);
             at = at.saturating_add(used);
             let mut out = &output[..made.min(output.len())];
+            match budget.checked_sub(out.len() as u64) {
+                Some(left) => *budget = left,
+                None => return Ok(Err(Bad::Large)),
+            }
             hasher.update(out);
             if want.is_none() {
                 let take = out.len().min(64usize.saturating_sub(header.len()));
@@ -406,6 +434,7 @@ fn carry_loose(
     dir: &OsString,
     file: &OsString,
     id: &str,
+    budget: &mut u64,
 ) -> Result<Result<(), Bad>, std::io::Error> {
     let mut from = up.open_regular(&Path::new(dir).join(file))?;
     let to_dir = store.make_dirs(Path::new(dir))?;
@@ -413,7 +442,7 @@ fn carry_loose(
     tmp.push(file);
     let _ = to_dir.unlink(&tmp);
     let mut to = to_dir.create_new(&tmp, 0o444)?;
-    let checked = copy_checked(&mut from, &mut to, id).and_then(|c| {
+    let checked = copy_checked(&mut from, &mut to, id, budget).and_then(|c| {
         if c.is_ok() {
             to.sync_all()?;
         }
@@ -443,6 +472,7 @@ fn carry_pack(
     upper: &Path,
     packs: &DirFd,
     name: &OsString,
+    limits: &Limits,
 ) -> Result<bool, CarryInError> {
     let parent = upper.parent().unwrap_or(upper);
     let scratch = parent.join(GATHER);
@@ -452,17 +482,40 @@ fn carry_pack(
     let file = packs
         .open_regular(Path::new(name))
         .map_err(io("cannot open", &upper.join("pack").join(name)))?;
+    let mib = file.metadata().map_or(0, |m| m.len() >> 20);
+    let allowed = limits.pack_base.saturating_add(
+        limits
+            .pack_per_mib
+            .saturating_mul(u32::try_from(mib).unwrap_or(u32::MAX)),
+    );
     let args = ["index-pack", "--stdin", "--fix-thin"];
-    let out = git(common, &args)
+    let child = git(common, &args)
         .env("GIT_OBJECT_DIRECTORY", &scratch)
         .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", common.join("objects"))
         .stdin(Stdio::from(file))
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| failed(&args, e.to_string().as_bytes()));
-    let result = match out {
-        Ok(o) if o.status.success() => {
+        .stderr(Stdio::null())
+        .spawn();
+    let indexed = child.is_ok_and(|mut c| {
+        let deadline = std::time::Instant::now() + allowed;
+        loop {
+            match c.try_wait() {
+                Ok(Some(st)) => break st.success(),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                _ => {
+                    // Past its time: the pack is refused, and git's half-made files go with
+                    // the scratch directory.
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break false;
+                }
+            }
+        }
+    });
+    let result = match indexed {
+        true => {
             let store = common.join("objects/pack");
             let mut names: Vec<PathBuf> = std::fs::read_dir(&made)
                 .map_err(io("cannot list", &made))?
@@ -488,7 +541,7 @@ fn carry_pack(
             }
             Ok(true)
         }
-        Ok(_) | Err(_) => Ok(false),
+        false => Ok(false),
     };
     let _ = crate::sandbox::remove_tree(&scratch);
     result
@@ -503,12 +556,20 @@ fn carry_pack(
 /// --fix-thin` in a directory of its own ([`carry_pack`]). One object or pack refused
 /// refuses only itself. Nothing else of the upper layer is read, and no git command run here
 /// may fetch a missing object from a promisor remote (`GIT_NO_LAZY_FETCH`): the names the
-/// agent chose never leave the machine. An absent `upper` carries nothing.
+/// agent chose never leave the machine. The work is bounded ([`LIMITS`]): 64 GiB inflated
+/// for all loose objects, `git index-pack` 20 s plus 1 s per MiB of each pack, past which
+/// the rest is refused. An absent `upper` carries nothing.
 ///
 /// # Errors
 /// [`CarryInError`] when the upper layer or the person's store cannot be read or written;
 /// what was carried before stays carried.
 pub fn carry_in(common: &Path, upper: &Path) -> Result<Carried, CarryInError> {
+    carry_in_with(common, upper, &LIMITS)
+}
+
+/// [`carry_in`] within `limits`.
+fn carry_in_with(common: &Path, upper: &Path, limits: &Limits) -> Result<Carried, CarryInError> {
+    let mut budget = limits.inflated;
     let mut done = Carried::default();
     let up = match DirFd::open(upper) {
         Ok(d) => d,
@@ -538,7 +599,7 @@ pub fn carry_in(common: &Path, upper: &Path) -> Result<Carried, CarryInError> {
             }
             continue;
         }
-        match carry_loose(&up, &store, dir, file, id) {
+        match carry_loose(&up, &store, dir, file, id, &mut budget) {
             Ok(Ok(())) => done.loose += 1,
             Ok(Err(_)) => done.refused.push(id.clone()),
             Err(e) => return Err(io("cannot carry in", &store_path.join(&rel))(e)),
@@ -555,7 +616,7 @@ pub fn carry_in(common: &Path, upper: &Path) -> Result<Carried, CarryInError> {
             if theirs.as_ref().is_some_and(|t| t.meta(p).is_ok()) {
                 continue;
             }
-            if carry_pack(common, upper, &packs, p)? {
+            if carry_pack(common, upper, &packs, p, limits)? {
                 done.packs += 1;
             } else {
                 done.refused_packs += 1;
@@ -587,6 +648,104 @@ mod tests {
 
     fn loose(store: &Path, id: &str) -> PathBuf {
         store.join(&id[..2]).join(&id[2..])
+    }
+
+    /// The carry-in's work is bounded whatever the agent wrote: a crafted pack whose deltas
+    /// inflate to hundreds of MiB (review 28's r28-02) is refused once `git index-pack` is past
+    /// its time, leaving nothing in the store; loose objects past the inflated budget are
+    /// refused. The same pack indexed with no limit takes longer than the limit (control).
+    #[test]
+    fn the_carry_in_is_bounded_in_time_and_bytes() {
+        let t = tempfile::tempdir().unwrap();
+        let (person, upper) = (t.path().join("p"), t.path().join("u"));
+        std::fs::create_dir_all(&person).unwrap();
+        git_in(&person, &["init", "-q", "-b", "main"], b"");
+        let common = person.join(".git");
+        std::fs::create_dir_all(upper.join("pack")).unwrap();
+        // A pack of one 1 MiB blob and 16 deltas, each copying it 16 times: 2 KiB on disk,
+        // 256 MiB to inflate and hash.
+        let bomb = r#"
+import sys, zlib, hashlib, struct
+def hdr(t, size):
+    b = []; c = (t << 4) | (size & 15); size >>= 4
+    while size:
+        b.append(c | 0x80); c = size & 0x7f; size >>= 7
+    b.append(c); return bytes(b)
+def varint(v):
+    b = []
+    while True:
+        c = v & 0x7f; v >>= 7
+        if v: b.append(c | 0x80)
+        else: b.append(c); return bytes(b)
+def ofs(d):
+    b = [d & 0x7f]; d >>= 7
+    while d:
+        d -= 1; b.insert(0, 0x80 | (d & 0x7f)); d >>= 7
+    return bytes(b)
+BASE = 1 << 20; N = 16; REPS = 16
+body = b"PACK" + struct.pack(">II", 2, N + 1)
+first = len(body)
+body += hdr(3, BASE) + zlib.compress(b"\0" * BASE, 9)
+for i in range(N):
+    off = len(body)
+    d = varint(BASE) + varint(REPS * BASE + 4) + bytes([0xc0, 0x10]) * REPS + bytes([4]) + struct.pack(">I", i)
+    body += hdr(6, len(d)) + ofs(off - first) + zlib.compress(d, 9)
+body += hashlib.sha1(body).digest()
+sys.stdout.buffer.write(body)
+"#;
+        let mut c = Command::new("python3");
+        c.args(["-c", bomb]);
+        let pack = run_with_input(c, &["python3"], b"").unwrap();
+        assert!(pack.len() < 8192, "{}", pack.len());
+        std::fs::write(upper.join("pack/pack-bomb.pack"), &pack).unwrap();
+        let tight = Limits {
+            inflated: 8,
+            pack_base: std::time::Duration::from_millis(150),
+            pack_per_mib: std::time::Duration::ZERO,
+        };
+        let loose_id = text(git_in(
+            &person,
+            &["hash-object", "--stdin"],
+            b"a loose object\n",
+        ));
+        let agent = t.path().join("a");
+        std::fs::create_dir_all(&agent).unwrap();
+        git_in(&agent, &["init", "-q", "-b", "main"], b"");
+        text(git_in(
+            &agent,
+            &["hash-object", "-w", "--stdin"],
+            b"a loose object\n",
+        ));
+        let from = loose(&agent.join(".git/objects"), &loose_id);
+        std::fs::create_dir_all(upper.join(&loose_id[..2])).unwrap();
+        std::fs::copy(&from, loose(&upper, &loose_id)).unwrap();
+        let started = std::time::Instant::now();
+        let c = carry_in_with(&common, &upper, &tight).unwrap();
+        let took = started.elapsed();
+        assert_eq!((c.packs, c.refused_packs), (0, 1), "{c:?}");
+        assert_eq!(c.refused, vec![loose_id.clone()], "{c:?}");
+        assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+        let left: Vec<_> = std::fs::read_dir(common.join("objects/pack"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // Control: with room, the loose object arrives, and indexing the pack takes longer
+        // than the tight limit allowed.
+        let roomy = Limits {
+            inflated: 1 << 20,
+            pack_base: std::time::Duration::from_secs(600),
+            pack_per_mib: std::time::Duration::ZERO,
+        };
+        let started = std::time::Instant::now();
+        let c = carry_in_with(&common, &upper, &roomy).unwrap();
+        assert!(
+            started.elapsed() > tight.pack_base,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!((c.loose, c.packs), (1, 1), "{c:?}");
     }
 
     /// In a partial clone, a name the agent chose that the repository lacks is never asked of
