@@ -60,7 +60,11 @@ pub struct ObjectsLayer {
 
 /// Mounts `l` over its object store (stage 2, in the sandbox's mount namespace, after the git
 /// layer and before any Landlock rule: the rule on `objects/` is then made on the overlay).
-/// Not `volatile`: the agent's commits are kept on the disk as git asked (`fsync(2)`).
+/// `volatile` (`overlayfs.rst`): without it, unmounting the layer at the end synced the
+/// state dir's filesystem, +2.2 ms on each launch in a linked worktree (run 16). Nothing is
+/// lost to it that [`carry_in`] would take: every object is hashed before it is carried, so a
+/// file a host crash left half-written is refused; the cost is that a crash of the host
+/// during the session can lose that session's commits (its worktree's files stay).
 ///
 /// # Errors
 /// A description of the failure (the caller keeps the store read-only then).
@@ -71,7 +75,7 @@ pub(crate) fn mount(l: &ObjectsLayer) -> Result<(), String> {
         &l.upper,
         &l.work,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        false,
+        true,
     )
 }
 
