@@ -60,6 +60,47 @@ fn worktree_from(stderr: &str) -> Option<PathBuf> {
     Some(PathBuf::from(line.split(": worktree ").nth(1)?.trim()))
 }
 
+/// `tyba run --non-interactive --autonomy high -- bash -c SCRIPT` in the person's checkout
+/// (a linked worktree is made for it): (stderr, the worktree, its `report` directory).
+fn agent_session(
+    r: &SandboxRepo,
+    who: &Who,
+    env: &[(OsString, OsString)],
+    script: &str,
+) -> (String, Option<PathBuf>, PathBuf) {
+    let args = [
+        "run",
+        "--non-interactive",
+        "--autonomy",
+        "high",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ];
+    let o = run_tyba(who, &r.tyba, &r.wt, env, &args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let wt = worktree_from(&err);
+    let report = wt.clone().unwrap_or_else(|| r.root.clone()).join("report");
+    (err, wt, report)
+}
+
+/// The control: `bash -c SCRIPT` as `who` in `dir` without the sandbox, with `env`.
+fn bare_in(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) {
+    let mut b = command_as(who, Path::new("/bin/bash"));
+    b.arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (key, v) in env {
+        b.env(key, v);
+    }
+    b.status().unwrap();
+}
+
 /// The agent's own commit first (it needs the person's commit as its parent), then every way
 /// of changing the person's objects: the README's blob rewritten in place (made writable
 /// first), the root tree replaced by a rename over it, the person's commit removed, an
@@ -102,25 +143,7 @@ fn objects_suite(who: Who, tag: &str) {
     let env = base_env(&r.home, &[]);
     let mut k = Checks::default();
 
-    let o = run_tyba(
-        &who,
-        &r.tyba,
-        &r.wt,
-        &env,
-        &[
-            "run",
-            "--non-interactive",
-            "--autonomy",
-            "high",
-            "--",
-            "bash",
-            "-c",
-            OBJECTS_SCRIPT,
-        ],
-    );
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let wt = worktree_from(&err);
-    let report = wt.clone().unwrap_or_else(|| r.root.clone()).join("report");
+    let (err, wt, report) = agent_session(&r, &who, &env, OBJECTS_SCRIPT);
     k.check(
         read(&report.join("finished")).trim() == "finished" && wt.is_some(),
         format!("the agent ran in a linked worktree: {err}"),
@@ -187,18 +210,7 @@ fn objects_suite(who: Who, tag: &str) {
     // person's blob and tree and removes their commit.
     if let Some(wt) = &wt {
         std::fs::remove_dir_all(&report).unwrap();
-        let mut b = command_as(&who, Path::new("/bin/bash"));
-        b.arg("-c")
-            .arg(OBJECTS_SCRIPT)
-            .current_dir(wt)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        for (key, v) in &env {
-            b.env(key, v);
-        }
-        b.status().unwrap();
+        bare_in(&who, wt, &env, OBJECTS_SCRIPT);
         k.check(
             std::fs::read(object_file(&c, &blob)).ok() != Some(blob_bytes)
                 && git_out(&who, &r.wt, &["cat-file", "blob", &blob]) == "planted by the agent",
@@ -363,25 +375,7 @@ fn packs_suite(who: Who, tag: &str) {
         before.iter().any(|(n, _)| n.ends_with(".pack")),
         "the person's objects are packed",
     );
-    let o = run_tyba(
-        &who,
-        &r.tyba,
-        &r.wt,
-        &env,
-        &[
-            "run",
-            "--non-interactive",
-            "--autonomy",
-            "high",
-            "--",
-            "bash",
-            "-c",
-            PACKS_SCRIPT,
-        ],
-    );
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let wt = worktree_from(&err);
-    let report = wt.clone().unwrap_or_else(|| r.root.clone()).join("report");
+    let (err, wt, report) = agent_session(&r, &who, &env, PACKS_SCRIPT);
     k.check(
         read(&report.join("finished")).trim() == "finished",
         format!("the agent ran: {err}"),
@@ -402,18 +396,7 @@ fn packs_suite(who: Who, tag: &str) {
     // Control: without the sandbox the times are set.
     if let Some(wt) = &wt {
         std::fs::remove_dir_all(&report).unwrap();
-        let mut b = command_as(&who, Path::new("/bin/bash"));
-        b.arg("-c")
-            .arg(PACKS_SCRIPT)
-            .current_dir(wt)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        for (key, v) in &env {
-            b.env(key, v);
-        }
-        b.status().unwrap();
+        bare_in(&who, wt, &env, PACKS_SCRIPT);
         k.check(
             read(&report.join("perl")).contains("set times"),
             "control: without tyba the pack's times are set",

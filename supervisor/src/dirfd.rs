@@ -324,18 +324,7 @@ impl DirFd {
     /// past `max`.
     pub fn read_file(&self, rel: &Path, max: u64) -> io::Result<Vec<u8>> {
         use std::io::Read as _;
-        let rel = plain_relative(rel)?;
-        let fd = nix::fcntl::openat2(
-            self.fd.as_fd(),
-            rel,
-            how(OFlag::O_RDONLY | OFlag::O_NONBLOCK),
-        )
-        .map_err(errno)?;
-        let f = std::fs::File::from(fd);
-        let m = f.metadata()?;
-        if !m.is_file() {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
+        let f = self.open_regular(rel)?;
         let mut out = Vec::new();
         f.take(max.saturating_add(1)).read_to_end(&mut out)?;
         if out.len() as u64 > max {
