@@ -418,3 +418,110 @@ fn the_persons_packs_are_never_copied_into_the_layer_as_unprivileged_user() {
     }
     packs_suite(who, "objects-packs-user");
 }
+
+/// The agent commits, says so, and waits for the person's go (review 28's r28-03: the
+/// person's own `git gc` walks the session's worktree, whose index and `HEAD` reflog name the
+/// agent's new objects).
+const GC_SCRIPT: &str = r#"
+echo own > own.txt; git add own.txt; git commit -q -m gc-work
+git rev-parse HEAD > committed.tmp && mv committed.tmp committed
+for i in $(seq 300); do [ -e go ] && break; sleep 0.1; done
+"#;
+
+fn gc_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let env: Vec<(OsString, OsString)> = base_env(&r.home, &[]);
+    let mut k = Checks::default();
+    let mut c = command_as(&who, &r.tyba);
+    c.args([
+        "run",
+        "--non-interactive",
+        "--autonomy",
+        "high",
+        "--",
+        "bash",
+        "-c",
+        GC_SCRIPT,
+    ])
+    .current_dir(&r.wt)
+    .env_clear()
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    for (key, v) in &env {
+        c.env(key, v);
+    }
+    let mut child = c.spawn().unwrap();
+    let wts = r.home.join(".local/state/tyba/worktrees");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut wt = None;
+    while std::time::Instant::now() < deadline && wt.is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Ok(rd) = std::fs::read_dir(&wts) {
+            wt = rd
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("committed").exists());
+        }
+    }
+    k.check(wt.is_some(), "the agent committed");
+    // While the session runs, the person's own gc in the main repository succeeds once the
+    // agent's objects are carried in (every 2 s).
+    let mut gc = (false, String::new());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    while std::time::Instant::now() < deadline {
+        gc = git_run(&who, &r.wt, &["gc", "-q"]);
+        if gc.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    k.check(
+        gc.0,
+        format!("the person's git gc succeeds during the session: {}", gc.1),
+    );
+    let (prune_ok, prune) = git_run(&who, &r.wt, &["prune"]);
+    k.check(
+        prune_ok,
+        format!("the person's git prune succeeds during the session: {prune}"),
+    );
+    if let Some(wt) = &wt {
+        std::fs::write(wt.join("go"), "").unwrap();
+    }
+    let _ = child.wait();
+    let (fsck_ok, fsck) = git_run(&who, &r.wt, &["fsck", "--no-dangling"]);
+    k.check(
+        fsck_ok && fsck.is_empty(),
+        format!("git fsck is clean after: {fsck}"),
+    );
+    let branch = git_out(
+        &who,
+        &r.wt,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/tyba/",
+        ],
+    );
+    k.check(
+        git_out(&who, &r.wt, &["log", "-1", "--format=%s", &branch]) == "gc-work",
+        format!("the agent's commit is on its branch: {branch}"),
+    );
+    k.finish(tag);
+}
+
+#[test]
+fn the_persons_gc_works_while_a_session_runs_as_root_or_self() {
+    gc_suite(Who::Me, "objects-gc-me");
+}
+
+#[test]
+fn the_persons_gc_works_while_a_session_runs_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    gc_suite(who, "objects-gc-user");
+}

@@ -661,6 +661,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             approver
         }
     };
+    let plan_has_objects_layer = plan.objects_layer.is_some();
     let cfg = SessionConfig {
         session: session.clone(),
         plan,
@@ -679,7 +680,16 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         here_watch: here_watch.clone(),
     };
     tyba_supervisor::launch_trace::mark("run:launch");
+    // The agent's new objects reach the person's store while the session runs (their objects
+    // layer only: `tyba_supervisor::objects_layer`).
+    let carrier = own_branch
+        .as_ref()
+        .filter(|_| plan_has_objects_layer)
+        .and_then(tyba_supervisor::own_branch::OwnBranch::start_carrying);
     let result = tyba_supervisor::run_with(cfg, make_approver);
+    if let Some(c) = carrier {
+        c.stop();
+    }
     let (broker, repo_snapshot, own_records) = made_rx.try_recv().unwrap_or((None, None, None));
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.

@@ -630,6 +630,81 @@ fn carry_in_with(common: &Path, upper: &Path, limits: &Limits) -> Result<Carried
     Ok(done)
 }
 
+/// How often [`Carrier`] carries the agent's new objects in while the session runs.
+const CARRY_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Carries the agent's new objects in while the session runs ([`carry_in`] every
+/// [`CARRY_EVERY`], on a thread of its own), so that the person's store holds them soon after
+/// the agent's git made them. The session's worktree (its index, its `HEAD` reflog) names
+/// them at once, and the person's own `git gc`, `git repack -ad` and `git prune` walk every
+/// worktree: with the objects only in the layer, those stopped with `bad tree object` until
+/// the end (review 28's r28-03). An object still being written fails its check and is taken
+/// on a later pass; nothing is said until the end's own [`carry_in`], which runs after
+/// [`Carrier::stop`].
+#[derive(Debug)]
+pub struct Carrier {
+    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Carrier {
+    /// Starts carrying `upper` into the store of `common`; `None` when the thread cannot be
+    /// started (the end's [`carry_in`] then carries everything).
+    pub fn start(common: &Path, upper: &Path) -> Option<Carrier> {
+        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let (common, upper, s) = (
+            common.to_path_buf(),
+            upper.to_path_buf(),
+            std::sync::Arc::clone(&stop),
+        );
+        let thread = std::thread::Builder::new()
+            .name("tyba-objects".into())
+            .spawn(move || {
+                let (lock, cv) = &*s;
+                let Ok(mut stopped) = lock.lock() else { return };
+                loop {
+                    let Ok((g, _)) = cv.wait_timeout(stopped, CARRY_EVERY) else {
+                        return;
+                    };
+                    stopped = g;
+                    if *stopped {
+                        return;
+                    }
+                    drop(stopped);
+                    let _ = carry_in(&common, &upper);
+                    let Ok(g) = lock.lock() else { return };
+                    stopped = g;
+                }
+            })
+            .ok()?;
+        Some(Carrier {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for the pass it may be in to end.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        if let Ok(mut g) = self.stop.0.lock() {
+            *g = true;
+            self.stop.1.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Carrier {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

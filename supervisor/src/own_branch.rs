@@ -225,6 +225,15 @@ impl OwnBranch {
         ]
     }
 
+    /// Starts carrying the agent's new objects in while the session runs
+    /// ([`crate::objects_layer::Carrier`]); stopped before [`OwnBranch::carry_back`].
+    pub fn start_carrying(&self) -> Option<crate::objects_layer::Carrier> {
+        crate::objects_layer::Carrier::start(
+            &self.common_dir,
+            &self.dir.join(crate::objects_layer::UPPER),
+        )
+    }
+
     /// The upper layer and work dir of the overlay over the object store
     /// ([`crate::objects_layer`]): `(<dir>/objects-upper, <dir>/objects-work)`.
     pub fn objects_layer(&self) -> (PathBuf, PathBuf) {
