@@ -44,6 +44,8 @@ use crate::dirfd::DirFd;
 pub const UPPER: &str = "objects-upper";
 /// The overlay's work directory (on the upper layer's filesystem).
 pub const WORK: &str = "objects-work";
+/// What became of each of the agent's packs (`carried`, `refused`), beside the upper layer.
+const MARKS: &str = "objects-packs";
 /// The object directory a pack of the agent's is indexed in, beside the upper layer.
 const GATHER: &str = "objects-gather";
 
@@ -568,11 +570,17 @@ fn carry_pack(
 /// [`CarryInError`] when the upper layer or the person's store cannot be read or written;
 /// what was carried before stays carried.
 pub fn carry_in(common: &Path, upper: &Path) -> Result<Carried, CarryInError> {
-    carry_in_with(common, upper, &LIMITS)
+    carry_in_with(common, upper, &LIMITS, true)
 }
 
-/// [`carry_in`] within `limits`.
-fn carry_in_with(common: &Path, upper: &Path, limits: &Limits) -> Result<Carried, CarryInError> {
+/// [`carry_in`] within `limits`; `compare`: whether copies of the repository's own loose
+/// objects are compared with them ([`Carried::rewritten`]; a pass of [`Carrier`] does not).
+fn carry_in_with(
+    common: &Path,
+    upper: &Path,
+    limits: &Limits,
+    compare: bool,
+) -> Result<Carried, CarryInError> {
     let mut budget = limits.inflated;
     let mut done = Carried::default();
     let up = match DirFd::open(upper) {
@@ -590,6 +598,9 @@ fn carry_in_with(common: &Path, upper: &Path, limits: &Limits) -> Result<Carried
     let new = missing(common, &ids)?;
     for (dir, file, id) in &found.loose {
         let rel = Path::new(dir).join(file);
+        if !new.contains(id) && !compare {
+            continue;
+        }
         if !new.contains(id) {
             // A copy of an object the repository holds loose: git's own copy-up (it freshens
             // an object it would write again by setting its times) holds the same bytes;
@@ -614,13 +625,28 @@ fn carry_in_with(common: &Path, upper: &Path, limits: &Limits) -> Result<Carried
             .open_dir(Path::new("pack"))
             .map_err(io("cannot open", &upper.join("pack")))?;
         let theirs = store.open_dir(Path::new("pack")).ok();
+        // What each pack came to, kept beside the upper layer: a pass of [`Carrier`] or an
+        // earlier end indexes a pack once (`index-pack` names a thin pack it completed
+        // otherwise, so the pack's own name need not appear in the store).
+        let marks = upper.parent().unwrap_or(upper).join(MARKS);
+        let _ = std::fs::create_dir(&marks);
         for p in &found.packs {
             // A copy-up of one of the repository's packs (git freshens a pack holding an
             // object it would write again): the repository's own stays as it is.
             if theirs.as_ref().is_some_and(|t| t.meta(p).is_ok()) {
                 continue;
             }
-            if carry_pack(common, upper, &packs, p, limits)? {
+            let mark = marks.join(p);
+            let carried = match std::fs::read(&mark).ok().as_deref() {
+                Some(b"carried") => true,
+                Some(b"refused") => false,
+                _ => {
+                    let c = carry_pack(common, upper, &packs, p, limits)?;
+                    let _ = std::fs::write(&mark, if c { "carried" } else { "refused" });
+                    c
+                }
+            };
+            if carried {
                 done.packs += 1;
             } else {
                 done.refused_packs += 1;
@@ -671,7 +697,7 @@ impl Carrier {
                         return;
                     }
                     drop(stopped);
-                    let _ = carry_in(&common, &upper);
+                    let _ = carry_in_with(&common, &upper, &LIMITS, false);
                     let Ok(g) = lock.lock() else { return };
                     stopped = g;
                 }
@@ -799,7 +825,7 @@ sys.stdout.buffer.write(body)
         std::fs::create_dir_all(upper.join(&loose_id[..2])).unwrap();
         std::fs::copy(&from, loose(&upper, &loose_id)).unwrap();
         let started = std::time::Instant::now();
-        let c = carry_in_with(&common, &upper, &tight).unwrap();
+        let c = carry_in_with(&common, &upper, &tight, true).unwrap();
         let took = started.elapsed();
         assert_eq!((c.packs, c.refused_packs), (0, 1), "{c:?}");
         assert_eq!(c.refused, vec![loose_id.clone()], "{c:?}");
@@ -810,15 +836,25 @@ sys.stdout.buffer.write(body)
             .map(|e| e.file_name())
             .collect();
         assert!(left.is_empty(), "{left:?}");
-        // Control: with room, the loose object arrives, and indexing the pack takes longer
-        // than the tight limit allowed.
+        // A later pass does not index the refused pack again.
+        let started = std::time::Instant::now();
+        let again = carry_in_with(&common, &upper, &tight, true).unwrap();
+        assert_eq!((again.packs, again.refused_packs), (0, 1), "{again:?}");
+        assert!(
+            started.elapsed() < tight.pack_base,
+            "{:?}",
+            started.elapsed()
+        );
+        // Control: with room (and the pack's mark gone), the loose object arrives, and
+        // indexing the pack takes longer than the tight limit allowed.
+        std::fs::remove_dir_all(t.path().join(MARKS)).unwrap();
         let roomy = Limits {
             inflated: 1 << 20,
             pack_base: std::time::Duration::from_secs(600),
             pack_per_mib: std::time::Duration::ZERO,
         };
         let started = std::time::Instant::now();
-        let c = carry_in_with(&common, &upper, &roomy).unwrap();
+        let c = carry_in_with(&common, &upper, &roomy, true).unwrap();
         assert!(
             started.elapsed() > tight.pack_base,
             "{:?}",
