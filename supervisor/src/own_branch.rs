@@ -441,6 +441,26 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
         ));
         return r;
     }
+    // Every object the new commits reach must be in the store and readable (review 29's
+    // r29-03: a commit whose tree nobody has, once on a branch, makes the person's `git gc`,
+    // `repack -ad` and `prune` stop with `bad tree object` until the branch is deleted).
+    if let Err(e) = git(
+        common,
+        &[
+            "rev-list",
+            "--objects",
+            "--verify-objects",
+            "--quiet",
+            &new,
+            "--not",
+            "--all",
+        ],
+    ) {
+        r.notes.push(format!(
+            "the agent left its branch {branch} at {new}, whose commits name objects the repository lacks or cannot read ({e}): the branch stays at {old}"
+        ));
+        return r;
+    }
     let msg = format!("tyba: session {session}: the agent's commits");
     match git(
         common,
@@ -571,11 +591,40 @@ mod tests {
         let root = t.path().join("refs");
         let tree = git_ok(&repo, &["rev-parse", "HEAD^{tree}"]);
         let commit = git_ok(&repo, &["commit-tree", "-m", "w", "-p", &head, &tree]);
-        let cases: [(&str, Option<&str>); 5] = [
+        // A commit whose tree the repository lacks (review 29's r29-03).
+        let hollow = {
+            let text = format!(
+                "tree {}\nparent {head}\nauthor a <a@e> 1 +0000\ncommitter a <a@e> 1 +0000\n\nh\n",
+                "1".repeat(40)
+            );
+            let mut c = Command::new("git");
+            c.arg("-C").arg(&repo).args([
+                "hash-object",
+                "-t",
+                "commit",
+                "-w",
+                "--literally",
+                "--stdin",
+            ]);
+            let o = c
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut ch| {
+                    use std::io::Write as _;
+                    ch.stdin.take().unwrap().write_all(text.as_bytes())?;
+                    ch.wait_with_output()
+                })
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        assert_eq!(hollow.len(), 40);
+        let cases: [(&str, Option<&str>); 6] = [
             ("ref: refs/heads/main\n", None),
             ("not a ref\n", None),
             (&*format!("{tree}\n"), None),
             ("0123456789012345678901234567890123456789\n", None),
+            (&*format!("{hollow}\n"), None),
             (&*format!("{commit}\n"), Some(commit.as_str())),
         ];
         for (i, (text, moved)) in cases.iter().enumerate() {

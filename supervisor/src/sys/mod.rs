@@ -1070,6 +1070,21 @@ pub fn attach_tree(tree: BorrowedFd<'_>, target: &CStr) -> io::Result<()> {
 
 /// Pages of this process's own memory followed by a page that is not mapped, for tests of
 /// readers that must stop where memory ends (`crate::procfs`). Unmapped when dropped.
+/// Makes the process `cmd` starts die with the thread that starts it (`prctl(2)`
+/// `PR_SET_PDEATHSIG`, `SIGKILL`): a git command tyba runs on what the agent wrote (the end's
+/// carry-in of its objects) must not outlive a supervisor that was killed.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs in the forked child before exec and makes one system call
+    // (prctl); it allocates nothing and touches no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
 #[cfg(test)]
 #[derive(Debug)]
 pub struct GuardedPages {
