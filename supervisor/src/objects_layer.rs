@@ -293,6 +293,9 @@ fn find(upper: &DirFd, names_max: usize) -> Result<Found, CarryInError> {
     Ok(f)
 }
 
+/// Largest tree, commit or tag read whole to be parsed (bytes).
+const MAX_PARSED: u64 = 64 << 20;
+
 /// Largest object a loose object file may hold once inflated (bytes): a few compressed bytes
 /// can inflate to far more, and each byte is hashed at the end of the session.
 const MAX_OBJECT: u64 = 4 << 30;
@@ -366,6 +369,8 @@ fn copy_checked(
     let (mut input, mut output) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
     let mut header: Vec<u8> = Vec::new();
     let mut want: Option<u64> = None;
+    // A tree, commit or tag is kept whole to be parsed at the end; a blob is not.
+    let mut parsed: Option<(gix::objs::Kind, Vec<u8>)> = None;
     let mut got = 0u64;
     let mut ended = false;
     loop {
@@ -419,6 +424,18 @@ fn copy_checked(
                         if size > MAX_OBJECT {
                             return Ok(Err(Bad::Large));
                         }
+                        let kind = match &header[..4] {
+                            b"tree" => Some(gix::objs::Kind::Tree),
+                            b"comm" => Some(gix::objs::Kind::Commit),
+                            b"tag " => Some(gix::objs::Kind::Tag),
+                            _ => None,
+                        };
+                        if let Some(k) = kind {
+                            if size > MAX_PARSED {
+                                return Ok(Err(Bad::Large));
+                            }
+                            parsed = Some((k, Vec::new()));
+                        }
                         want = Some(size);
                         // What followed the header in this piece of output.
                         let before = header.len() - take;
@@ -431,6 +448,9 @@ fn copy_checked(
             got = got.saturating_add(out.len() as u64);
             if want.is_some_and(|w| got > w) {
                 return Ok(Err(Bad::Object));
+            }
+            if let Some((_, v)) = parsed.as_mut() {
+                v.extend_from_slice(out);
             }
             match status {
                 Status::StreamEnd => ended = true,
@@ -450,8 +470,17 @@ fn copy_checked(
         return Ok(Err(Bad::Object));
     }
     match hasher.try_finalize() {
-        Ok(o) if o.to_hex() == id => Ok(Ok(())),
-        _ => Ok(Err(Bad::Name)),
+        Ok(o) if o.to_hex() == id => {}
+        _ => return Ok(Err(Bad::Name)),
+    }
+    // A tree, commit or tag must parse as one (review 30: a tree of garbage under its right
+    // name, unreachable, made the person's `git gc` stop with "too-short tree object" while
+    // it wrote its cruft pack, until the object expired).
+    match parsed {
+        Some((k, v)) if gix::objs::ObjectRef::from_bytes(&v, k, kind).is_err() => {
+            Ok(Err(Bad::Object))
+        }
+        _ => Ok(Ok(())),
     }
 }
 
@@ -1112,6 +1141,12 @@ sys.stdout.buffer.write(body)
         damaged.push((sha1(sized), deflate(sized)));
         let bare = b"no header\n";
         damaged.push((sha1(bare), deflate(bare)));
+        // A tree and a commit under their right names whose content is no tree or commit
+        // (review 30): git's cruft pack then stops the person's `git gc`.
+        let tree = b"tree 20\0garbage tree content";
+        damaged.push((sha1(tree), deflate(tree)));
+        let commit = b"commit 23\0author nobody\n\nno tree\n";
+        damaged.push((sha1(commit), deflate(commit)));
         // Sizes git does not read as sizes (review 29's r29-02).
         for h in [&b"blob 08\0leading\n"[..], b"blob +9\0plussign\n"] {
             damaged.push((sha1(h), deflate(h)));
@@ -1215,7 +1250,7 @@ sys.stdout.buffer.write(body)
         );
         // Nothing left to carry the second time but the same refusals.
         let again = carry_in(&common, &upper).unwrap();
-        assert_eq!((again.loose, again.refused.len()), (0, 7), "{again:?}");
+        assert_eq!((again.loose, again.refused.len()), (0, 9), "{again:?}");
         // No upper layer: nothing.
         assert_eq!(
             carry_in(&common, &t.path().join("none")).unwrap(),
