@@ -525,3 +525,59 @@ fn the_persons_gc_works_while_a_session_runs_as_unprivileged_user() {
     }
     gc_suite(who, "objects-gc-user");
 }
+
+/// The agent moves its branch (and so its worktree's `HEAD` reflog) to a commit whose tree
+/// nobody has (review 30's r30-02): the branch is not carried back, and the worktree is
+/// mended so that the person's own `git gc` does not stop on it.
+const BROKEN_SCRIPT: &str = r#"
+B=$(printf 'tree 1111111111111111111111111111111111111111\nauthor a <a@e> 1 +0000\ncommitter a <a@e> 1 +0000\n\nbroken\n' | git hash-object -t commit -w --stdin)
+git update-ref -m broken HEAD "$B"; echo "moved $?" > moved
+"#;
+
+fn broken_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let env = base_env(&r.home, &[]);
+    let mut k = Checks::default();
+    let (err, wt, _) = agent_session(&r, &who, &env, BROKEN_SCRIPT);
+    let Some(wt) = wt else {
+        k.check(false, format!("the agent ran in a linked worktree: {err}"));
+        return k.finish(tag);
+    };
+    k.check(
+        read(&wt.join("moved")).trim() == "moved 0",
+        format!("the agent moved its branch to the broken commit: {err}"),
+    );
+    k.check(
+        err.contains("name objects the repository lacks"),
+        format!("the person is told: {err}"),
+    );
+    let (gc_ok, gc) = git_run(&who, &r.wt, &["gc", "-q"]);
+    k.check(
+        gc_ok,
+        format!("the person's git gc succeeds after the session: {gc}"),
+    );
+    // Control: the same script without the sandbox leaves the person's gc stopping.
+    bare_in(&who, &wt, &env, BROKEN_SCRIPT);
+    let (gc_ok, _) = git_run(&who, &r.wt, &["gc", "-q"]);
+    k.check(
+        !gc_ok,
+        "control: without tyba the person's git gc stops on the broken commit",
+    );
+    k.finish(tag);
+}
+
+#[test]
+fn a_commit_naming_missing_objects_leaves_the_persons_gc_working_as_root_or_self() {
+    broken_suite(Who::Me, "objects-broken-me");
+}
+
+#[test]
+fn a_commit_naming_missing_objects_leaves_the_persons_gc_working_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    broken_suite(who, "objects-broken-user");
+}

@@ -709,7 +709,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let sandbox_ended = std::time::SystemTime::now();
     // No process of the sandbox is left: the agent's own branch goes back to the repository.
     if let Some(o) = own_branch.take() {
-        report_carry(&o.carry_back(&session.id), "the session's");
+        let r = o.carry_back(&session.id);
+        report_carry(&r, "the session's");
+        if let (true, Some(g)) = (r.broken && plan_has_objects_layer, &session.git) {
+            if let Some(m) =
+                tyba_supervisor::objects_layer::mend_worktree(&session.worktree, &g.git_dir)
+            {
+                tell!("tyba: warning: {m}");
+            }
+        }
     }
     tyba_supervisor::launch_trace::mark("end:repo-check");
     if let Some(s) = &repo_snapshot {

@@ -477,10 +477,20 @@ fn copy_checked(
     // name, unreachable, made the person's `git gc` stop with "too-short tree object" while
     // it wrote its cruft pack, until the object expired).
     match parsed {
-        Some((k, v)) if gix::objs::ObjectRef::from_bytes(&v, k, kind).is_err() => {
-            Ok(Err(Bad::Object))
-        }
-        _ => Ok(Ok(())),
+        Some((k, v)) => match gix::objs::ObjectRef::from_bytes(&v, k, kind) {
+            // git's own tree reader also stops at an entry with no name (`tree-walk.c`,
+            // `decode_tree_entry`), which gix reads.
+            Ok(gix::objs::ObjectRef::Tree(t))
+                if t.entries
+                    .iter()
+                    .any(|e| e.filename.is_empty() || e.filename.contains(&b'/')) =>
+            {
+                Ok(Err(Bad::Object))
+            }
+            Ok(_) => Ok(Ok(())),
+            Err(_) => Ok(Err(Bad::Object)),
+        },
+        None => Ok(Ok(())),
     }
 }
 
@@ -553,7 +563,10 @@ fn carry_pack(
             .pack_per_mib
             .saturating_mul(u32::try_from(mib).unwrap_or(u32::MAX)),
     );
-    let args = ["index-pack", "--stdin", "--fix-thin"];
+    // `--strict`: every object of the pack must pass git's own checks (`git-fsck(1)`), not
+    // only hash to its name (review 30's r30-01: a pack of 181 bytes with a commit without
+    // a tree line stopped the person's `git gc`).
+    let args = ["index-pack", "--stdin", "--fix-thin", "--strict"];
     let child = git(common, &args)
         .env("GIT_OBJECT_DIRECTORY", &scratch)
         .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", common.join("objects"))
@@ -629,18 +642,31 @@ fn carry_pack(
 /// [`CarryInError`] when the upper layer or the person's store cannot be read or written;
 /// what was carried before stays carried.
 pub fn carry_in(common: &Path, upper: &Path) -> Result<Carried, CarryInError> {
-    carry_in_with(common, upper, &LIMITS, true)
+    carry_in_with(common, upper, &LIMITS, true, None)
+}
+
+/// What the passes of one [`Carrier`] remember (review 30's r30-03: refused objects were
+/// checked again at every pass, each with a fresh budget, keeping a core busy): the loose
+/// names already decided, and the bytes inflated so far by all passes together.
+#[derive(Debug, Default)]
+struct Memory {
+    decided: std::collections::HashSet<String>,
+    inflated: u64,
 }
 
 /// [`carry_in`] within `limits`; `compare`: whether copies of the repository's own loose
-/// objects are compared with them ([`Carried::rewritten`]; a pass of [`Carrier`] does not).
+/// objects are compared with them ([`Carried::rewritten`]; a pass of [`Carrier`] does not);
+/// `memory`: what earlier passes decided (none for the end's own carry-in).
 fn carry_in_with(
     common: &Path,
     upper: &Path,
     limits: &Limits,
     compare: bool,
+    mut memory: Option<&mut Memory>,
 ) -> Result<Carried, CarryInError> {
-    let mut budget = limits.inflated;
+    let mut budget = limits
+        .inflated
+        .saturating_sub(memory.as_ref().map_or(0, |m| m.inflated));
     let mut done = Carried::default();
     let up = match DirFd::open(upper) {
         Ok(d) => d,
@@ -665,6 +691,9 @@ fn carry_in_with(
     }
     let store_path = common.join("objects");
     let store = DirFd::open(&store_path).map_err(io("cannot open", &store_path))?;
+    if let Some(m) = memory.as_ref() {
+        found.loose.retain(|(_, _, id)| !m.decided.contains(id));
+    }
     let ids: Vec<String> = found.loose.iter().map(|(_, _, id)| id.clone()).collect();
     let new: std::collections::HashSet<String> = missing(common, &ids)?.into_iter().collect();
     for (dir, file, id) in &found.loose {
@@ -685,7 +714,15 @@ fn carry_in_with(
             }
             continue;
         }
-        match carry_loose(&up, &store, dir, file, id, &mut budget) {
+        let before = budget;
+        let result = carry_loose(&up, &store, dir, file, id, &mut budget);
+        if let Some(m) = memory.as_mut() {
+            m.inflated = m.inflated.saturating_add(before - budget);
+            if result.is_ok() {
+                m.decided.insert(id.clone());
+            }
+        }
+        match result {
             Ok(Ok(())) => done.loose += 1,
             Ok(Err(_)) => done.refused.push(id.clone()),
             Err(e) => return Err(io("cannot carry in", &store_path.join(&rel))(e)),
@@ -747,6 +784,77 @@ fn carry_in_with(
     Ok(done)
 }
 
+/// Mends the session's linked worktree `worktree` (its git dir `git_dir`, the admin dir in
+/// the person's repository) when the agent left objects that were refused or commits naming
+/// objects the repository lacks (review 30's r30-02): its `HEAD` reflog and its index are
+/// walked by the person's `git gc`, `repack -ad` and `prune`, which stop at the first object
+/// they cannot read. When `git rev-list --objects --verify-objects --reflog
+/// --indexed-objects` in the worktree fails, the worktree's `HEAD` reflog (the agent's own
+/// history there) is removed and its index read anew from its `HEAD` (`git read-tree`; the
+/// agent's files stay as they are, unstaged). Returns what was done, for the person; `None`
+/// when nothing needed mending.
+pub fn mend_worktree(worktree: &Path, git_dir: &Path) -> Option<String> {
+    let check = |wt: &Path| {
+        Command::new("git")
+            .arg("-C")
+            .arg(wt)
+            .args(crate::worktrees::HARDENED)
+            .args([
+                "rev-list",
+                "--objects",
+                "--verify-objects",
+                "--quiet",
+                "--reflog",
+                "--indexed-objects",
+                "--not",
+                "--branches",
+                "--tags",
+            ])
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if check(worktree) {
+        return None;
+    }
+    let logs = DirFd::open(git_dir).and_then(|d| d.open_dir(Path::new("logs")));
+    let reflog_gone = logs.is_ok_and(|l| l.unlink(std::ffi::OsStr::new("HEAD")).is_ok());
+    let reread = Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(crate::worktrees::HARDENED)
+        .args(["read-tree", "HEAD"])
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let mended = check(worktree);
+    Some(format!(
+        "the session's worktree {} named objects the repository lacks or cannot read: {}{}{}",
+        worktree.display(),
+        if reflog_gone {
+            "its HEAD reflog was removed"
+        } else {
+            "its HEAD reflog could not be removed"
+        },
+        if reread {
+            ", its index read anew from its branch (the agent's files are unchanged, now unstaged)"
+        } else {
+            ", its index could not be read anew"
+        },
+        if mended {
+            ""
+        } else {
+            "; your git gc may stop on them until `tyba clean --unmerged` removes the worktree"
+        }
+    ))
+}
+
 /// How often [`Carrier`] carries the agent's new objects in while the session runs.
 const CARRY_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -778,6 +886,7 @@ impl Carrier {
             .name("tyba-objects".into())
             .spawn(move || {
                 let (lock, cv) = &*s;
+                let mut memory = Memory::default();
                 let Ok(mut stopped) = lock.lock() else { return };
                 loop {
                     let Ok((g, _)) = cv.wait_timeout(stopped, CARRY_EVERY) else {
@@ -788,7 +897,7 @@ impl Carrier {
                         return;
                     }
                     drop(stopped);
-                    let _ = carry_in_with(&common, &upper, &LIMITS, false);
+                    let _ = carry_in_with(&common, &upper, &LIMITS, false, Some(&mut memory));
                     let Ok(g) = lock.lock() else { return };
                     stopped = g;
                 }
@@ -920,7 +1029,7 @@ sys.stdout.buffer.write(body)
         std::fs::create_dir_all(upper.join(&loose_id[..2])).unwrap();
         std::fs::copy(&from, loose(&upper, &loose_id)).unwrap();
         let started = std::time::Instant::now();
-        let c = carry_in_with(&common, &upper, &tight, true).unwrap();
+        let c = carry_in_with(&common, &upper, &tight, true, None).unwrap();
         let took = started.elapsed();
         // Three packs, one time for all of them (review 29's r29-04): all refused, in about
         // one pack's time.
@@ -940,7 +1049,7 @@ sys.stdout.buffer.write(body)
                 b"refused"
             );
         }
-        let again = carry_in_with(&common, &upper, &tight, true).unwrap();
+        let again = carry_in_with(&common, &upper, &tight, true, None).unwrap();
         assert_eq!((again.packs, again.refused_packs), (0, 3), "{again:?}");
         // Control: with room (and the pack's mark gone), the loose object arrives, and
         // indexing the pack takes longer than the tight limit allowed.
@@ -953,13 +1062,35 @@ sys.stdout.buffer.write(body)
             ..LIMITS
         };
         let started = std::time::Instant::now();
-        let c = carry_in_with(&common, &upper, &roomy, true).unwrap();
+        let c = carry_in_with(&common, &upper, &roomy, true, None).unwrap();
         assert!(
             started.elapsed() > tight.pack_base,
             "{:?}",
             started.elapsed()
         );
         assert_eq!((c.loose, c.packs), (1, 3), "{c:?}");
+    }
+
+    /// The passes of one [`Carrier`] decide each loose name once, and share one budget
+    /// (review 30's r30-03: refused objects were checked again at every pass).
+    #[test]
+    fn a_carriers_passes_decide_each_name_once() {
+        let t = tempfile::tempdir().unwrap();
+        let (person, upper) = (t.path().join("p"), t.path().join("u"));
+        std::fs::create_dir_all(&person).unwrap();
+        git_in(&person, &["init", "-q", "-b", "main"], b"");
+        let common = person.join(".git");
+        let forged = format!("ab{}", "c".repeat(38));
+        std::fs::create_dir_all(upper.join("ab")).unwrap();
+        std::fs::write(loose(&upper, &forged), b"x\x9c\x03\x00\x00\x00\x00\x01").unwrap();
+        let mut memory = Memory::default();
+        let first = carry_in_with(&common, &upper, &LIMITS, false, Some(&mut memory)).unwrap();
+        assert_eq!(first.refused, vec![forged.clone()]);
+        assert!(memory.decided.contains(&forged));
+        let second = carry_in_with(&common, &upper, &LIMITS, false, Some(&mut memory)).unwrap();
+        assert!(second.refused.is_empty(), "{second:?}");
+        // The end's own carry-in, with no memory, decides it again and says so.
+        assert_eq!(carry_in(&common, &upper).unwrap().refused, vec![forged]);
     }
 
     /// In a partial clone, a name the agent chose that the repository lacks is never asked of
@@ -1147,6 +1278,13 @@ sys.stdout.buffer.write(body)
         damaged.push((sha1(tree), deflate(tree)));
         let commit = b"commit 23\0author nobody\n\nno tree\n";
         damaged.push((sha1(commit), deflate(commit)));
+        // A tree entry with no name, and one whose mode is no octal number.
+        let mut empty_name = b"tree 28\x00100644 \x00".to_vec();
+        empty_name.extend_from_slice(&[0x11; 20]);
+        damaged.push((sha1(&empty_name), deflate(&empty_name)));
+        let mut bad_mode = b"tree 29\x0010064x a\x00".to_vec();
+        bad_mode.extend_from_slice(&[0x11; 20]);
+        damaged.push((sha1(&bad_mode), deflate(&bad_mode)));
         // Sizes git does not read as sizes (review 29's r29-02).
         for h in [&b"blob 08\0leading\n"[..], b"blob +9\0plussign\n"] {
             damaged.push((sha1(h), deflate(h)));
@@ -1250,7 +1388,7 @@ sys.stdout.buffer.write(body)
         );
         // Nothing left to carry the second time but the same refusals.
         let again = carry_in(&common, &upper).unwrap();
-        assert_eq!((again.loose, again.refused.len()), (0, 9), "{again:?}");
+        assert_eq!((again.loose, again.refused.len()), (0, 11), "{again:?}");
         // No upper layer: nothing.
         assert_eq!(
             carry_in(&common, &t.path().join("none")).unwrap(),

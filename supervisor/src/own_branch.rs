@@ -123,6 +123,10 @@ pub struct CarryReport {
     pub notes: Vec<String>,
     /// Whether the private directory is kept (the branch could not be carried back).
     pub kept: bool,
+    /// Whether the agent left objects that were refused, or commits that name objects the
+    /// repository lacks: the session's worktree may name them too
+    /// ([`crate::objects_layer::mend_worktree`]).
+    pub broken: bool,
 }
 
 impl OwnBranch {
@@ -350,6 +354,7 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
                     c.rewritten[0]
                 ));
             }
+            r.broken = !c.refused.is_empty() || c.refused_packs > 0;
             if c.refused_packs > 0 {
                 r.notes.push(format!(
                     "{} pack(s) the agent's git wrote in its session could not be read by git: not carried into the repository",
@@ -459,6 +464,7 @@ fn carry(common: &Path, branch: &str, old: &str, dir: &Path, session: &str) -> C
         r.notes.push(format!(
             "the agent left its branch {branch} at {new}, whose commits name objects the repository lacks or cannot read ({e}): the branch stays at {old}"
         ));
+        r.broken = true;
         return r;
     }
     let msg = format!("tyba: session {session}: the agent's commits");
