@@ -242,6 +242,52 @@ fn the_persons_objects_cannot_be_rewritten_as_unprivileged_user() {
     objects_suite(who, "objects-user");
 }
 
+/// Starts `tyba run --non-interactive --autonomy high -- bash -c SCRIPT` in the person's
+/// checkout without waiting, then waits (at most 60 s) for the agent's worktree to hold the
+/// file `committed`: (the running `tyba`, that worktree).
+fn start_until_committed(
+    r: &SandboxRepo,
+    who: &Who,
+    env: &[(OsString, OsString)],
+    script: &str,
+) -> (std::process::Child, Option<PathBuf>) {
+    let mut c = command_as(who, &r.tyba);
+    c.args([
+        "run",
+        "--non-interactive",
+        "--autonomy",
+        "high",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ])
+    .current_dir(&r.wt)
+    .env_clear()
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    for (key, v) in env {
+        c.env(key, v);
+    }
+    let child = c.spawn().unwrap();
+    let wts = r.home.join(".local/state/tyba/worktrees");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Ok(rd) = std::fs::read_dir(&wts) {
+            if let Some(wt) = rd
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("committed").exists())
+            {
+                return (child, Some(wt));
+            }
+        }
+    }
+    (child, None)
+}
+
 /// The agent commits, says so, and waits to be killed.
 const KILLED_SCRIPT: &str = r#"
 echo own > own.txt; git add own.txt; git commit -q -m killed-work
@@ -255,40 +301,10 @@ fn killed_suite(who: Who, tag: &str) {
     };
     let env: Vec<(OsString, OsString)> = base_env(&r.home, &[]);
     let mut k = Checks::default();
-    let mut c = command_as(&who, &r.tyba);
-    c.args([
-        "run",
-        "--non-interactive",
-        "--autonomy",
-        "high",
-        "--",
-        "bash",
-        "-c",
-        KILLED_SCRIPT,
-    ])
-    .current_dir(&r.wt)
-    .env_clear()
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    for (key, v) in &env {
-        c.env(key, v);
-    }
-    let mut child = c.spawn().unwrap();
-    let wts = r.home.join(".local/state/tyba/worktrees");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let mut branch = String::new();
-    while std::time::Instant::now() < deadline && branch.is_empty() {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        if let Ok(rd) = std::fs::read_dir(&wts) {
-            for e in rd.flatten() {
-                let b = read(&e.path().join("committed")).trim().to_string();
-                if !b.is_empty() {
-                    branch = b;
-                }
-            }
-        }
-    }
+    let (mut child, wt) = start_until_committed(&r, &who, &env, KILLED_SCRIPT);
+    let branch = wt
+        .map(|w| read(&w.join("committed")).trim().to_string())
+        .unwrap_or_default();
     // The supervisor is killed: its sandbox dies with it, before any end of session.
     let _ = child.kill();
     let _ = child.wait();
@@ -434,38 +450,7 @@ fn gc_suite(who: Who, tag: &str) {
     };
     let env: Vec<(OsString, OsString)> = base_env(&r.home, &[]);
     let mut k = Checks::default();
-    let mut c = command_as(&who, &r.tyba);
-    c.args([
-        "run",
-        "--non-interactive",
-        "--autonomy",
-        "high",
-        "--",
-        "bash",
-        "-c",
-        GC_SCRIPT,
-    ])
-    .current_dir(&r.wt)
-    .env_clear()
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    for (key, v) in &env {
-        c.env(key, v);
-    }
-    let mut child = c.spawn().unwrap();
-    let wts = r.home.join(".local/state/tyba/worktrees");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let mut wt = None;
-    while std::time::Instant::now() < deadline && wt.is_none() {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        if let Ok(rd) = std::fs::read_dir(&wts) {
-            wt = rd
-                .flatten()
-                .map(|e| e.path())
-                .find(|p| p.join("committed").exists());
-        }
-    }
+    let (mut child, wt) = start_until_committed(&r, &who, &env, GC_SCRIPT);
     k.check(wt.is_some(), "the agent committed");
     // While the session runs, the person's own gc in the main repository succeeds once the
     // agent's objects are carried in (every 2 s).
