@@ -150,12 +150,12 @@ pub enum CarryInError {
 /// What [`carry_in`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Carried {
-    /// The loose objects the agent wrote that the repository did not hold, handed to git.
+    /// The loose objects the agent wrote that the repository did not hold, carried in.
     pub loose: usize,
-    /// The packs the agent's git wrote, handed to git.
+    /// The packs the agent's git wrote, carried in.
     pub packs: usize,
-    /// Names of objects the agent wrote that the repository still lacks after git hashed
-    /// their content: their content is another object's, or no object at all.
+    /// Names of loose objects the agent wrote that were not carried in: damaged, no object
+    /// git can read, or content that hashes to another name ([`copy_checked`]).
     pub refused: Vec<String>,
     /// Packs the agent's git wrote that git refused (`git index-pack`): not carried.
     pub refused_packs: usize,
@@ -332,6 +332,15 @@ const LIMITS: Limits = Limits {
     names: 1_000_000,
 };
 
+/// `base` plus `per_mib` for each MiB of `bytes`.
+fn time_for(
+    base: std::time::Duration,
+    per_mib: std::time::Duration,
+    bytes: u64,
+) -> std::time::Duration {
+    base.saturating_add(per_mib.saturating_mul(u32::try_from(bytes >> 20).unwrap_or(u32::MAX)))
+}
+
 /// Why a loose object of the agent's is not carried in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bad {
@@ -359,17 +368,17 @@ fn copy_checked(
 ) -> Result<Result<(), Bad>, std::io::Error> {
     use gix::zlib::{FlushDecompress, Status};
     use std::io::Read as _;
-    let kind = if id.len() == 40 {
+    let hash_kind = if id.len() == 40 {
         gix::hash::Kind::Sha1
     } else {
         gix::hash::Kind::Sha256
     };
-    let mut hasher = gix::hash::hasher(kind);
+    let mut hasher = gix::hash::hasher(hash_kind);
     let mut z = gix::zlib::Decompress::new();
     let (mut input, mut output) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
     let mut header: Vec<u8> = Vec::new();
     let mut want: Option<u64> = None;
-    // A tree, commit or tag is kept whole to be parsed at the end; a blob is not.
+    // A tree, commit or tag, kept whole to be parsed at the end.
     let mut parsed: Option<(gix::objs::Kind, Vec<u8>)> = None;
     let mut got = 0u64;
     let mut ended = false;
@@ -407,29 +416,32 @@ fn copy_checked(
                         // As git reads it (`object-file.c`, `parse_loose_header`): one of the
                         // four types, a space, the size in canonical decimal (digits only,
                         // no leading zero: review 29's r29-02, `blob 07` and `blob +7`).
-                        let Some(size) = std::str::from_utf8(&header[..nul])
+                        // A tree, commit or tag is parsed at the end; a blob is not.
+                        let Some((kind, size)) = std::str::from_utf8(&header[..nul])
                             .ok()
                             .and_then(|h| h.split_once(' '))
-                            .filter(|(t, _)| matches!(*t, "blob" | "tree" | "commit" | "tag"))
-                            .map(|(_, s)| s)
-                            .filter(|s| {
-                                !s.is_empty()
+                            .and_then(|(t, s)| {
+                                let kind = match t {
+                                    "blob" => None,
+                                    "tree" => Some(gix::objs::Kind::Tree),
+                                    "commit" => Some(gix::objs::Kind::Commit),
+                                    "tag" => Some(gix::objs::Kind::Tag),
+                                    _ => return None,
+                                };
+                                let canonical = !s.is_empty()
                                     && s.bytes().all(|b| b.is_ascii_digit())
-                                    && (s.len() == 1 || !s.starts_with('0'))
+                                    && (s.len() == 1 || !s.starts_with('0'));
+                                canonical
+                                    .then(|| s.parse::<u64>().ok())
+                                    .flatten()
+                                    .map(|n| (kind, n))
                             })
-                            .and_then(|s| s.parse::<u64>().ok())
                         else {
                             return Ok(Err(Bad::Object));
                         };
                         if size > MAX_OBJECT {
                             return Ok(Err(Bad::Large));
                         }
-                        let kind = match &header[..4] {
-                            b"tree" => Some(gix::objs::Kind::Tree),
-                            b"comm" => Some(gix::objs::Kind::Commit),
-                            b"tag " => Some(gix::objs::Kind::Tag),
-                            _ => None,
-                        };
                         if let Some(k) = kind {
                             if size > MAX_PARSED {
                                 return Ok(Err(Bad::Large));
@@ -477,7 +489,7 @@ fn copy_checked(
     // name, unreachable, made the person's `git gc` stop with "too-short tree object" while
     // it wrote its cruft pack, until the object expired).
     match parsed {
-        Some((k, v)) => match gix::objs::ObjectRef::from_bytes(&v, k, kind) {
+        Some((k, v)) => match gix::objs::ObjectRef::from_bytes(&v, k, hash_kind) {
             // git's own tree reader also stops at an entry with no name (`tree-walk.c`,
             // `decode_tree_entry`), which gix reads.
             Ok(gix::objs::ObjectRef::Tree(t))
@@ -557,11 +569,10 @@ fn carry_pack(
     let file = packs
         .open_regular(Path::new(name))
         .map_err(io("cannot open", &upper.join("pack").join(name)))?;
-    let mib = file.metadata().map_or(0, |m| m.len() >> 20);
-    let allowed = limits.pack_base.saturating_add(
-        limits
-            .pack_per_mib
-            .saturating_mul(u32::try_from(mib).unwrap_or(u32::MAX)),
+    let allowed = time_for(
+        limits.pack_base,
+        limits.pack_per_mib,
+        file.metadata().map_or(0, |m| m.len()),
     );
     // `--strict`: every object of the pack must pass git's own checks (`git-fsck(1)`), not
     // only hash to its name (review 30's r30-01: a pack of 181 bytes with a commit without
@@ -631,12 +642,11 @@ fn carry_pack(
 /// whose content hashes to its name ([`copy_checked`]; a copy of an existing object, whatever
 /// it now holds, is left, and one whose bytes differ from the person's loose copy is named);
 /// each pack the agent's git wrote under a new name goes through `git index-pack --stdin
-/// --fix-thin` in a directory of its own ([`carry_pack`]). One object or pack refused
-/// refuses only itself. Nothing else of the upper layer is read, and no git command run here
-/// may fetch a missing object from a promisor remote (`GIT_NO_LAZY_FETCH`): the names the
-/// agent chose never leave the machine. The work is bounded ([`LIMITS`]): 64 GiB inflated
-/// for all loose objects, `git index-pack` 20 s plus 1 s per MiB of each pack, past which
-/// the rest is refused. An absent `upper` carries nothing.
+/// --fix-thin --strict` in a directory of its own ([`carry_pack`]). One object or pack
+/// refused refuses only itself. Nothing else of the upper layer is read, and no git command
+/// run here may fetch a missing object from a promisor remote (`GIT_NO_LAZY_FETCH`): the
+/// names the agent chose never leave the machine. The work is bounded ([`LIMITS`]), past
+/// which the rest is refused. An absent `upper` carries nothing.
 ///
 /// # Errors
 /// [`CarryInError`] when the upper layer or the person's store cannot be read or written;
@@ -698,17 +708,14 @@ fn carry_in_with(
     let new: std::collections::HashSet<String> = missing(common, &ids)?.into_iter().collect();
     for (dir, file, id) in &found.loose {
         let rel = Path::new(dir).join(file);
-        if !new.contains(id) && !compare {
-            continue;
-        }
         if !new.contains(id) {
             // A copy of an object the repository holds loose: git's own copy-up (it freshens
             // an object it would write again by setting its times) holds the same bytes;
             // other bytes are the agent's attempt to rewrite it, which the person hears of.
-            let theirs = store.read_file(&rel, MAX_COMPARED).ok();
-            let ours = up.read_file(&rel, MAX_COMPARED).ok();
-            if let (Some(t), Some(o)) = (theirs, ours) {
-                if t != o {
+            if compare {
+                let theirs = store.read_file(&rel, MAX_COMPARED).ok();
+                let ours = up.read_file(&rel, MAX_COMPARED).ok();
+                if theirs.is_some() && ours.is_some() && theirs != ours {
                     done.rewritten.push(id.clone());
                 }
             }
@@ -740,18 +747,14 @@ fn carry_in_with(
         let _ = std::fs::create_dir(&marks);
         // All packs together get their own time; past it, or past the count, the rest are
         // refused (review 29's r29-04).
-        let mib: u64 = found
+        let bytes: u64 = found
             .packs
             .iter()
             .filter_map(|p| packs.meta(p).ok())
-            .map(|m| m.len() >> 20)
+            .map(|m| m.len())
             .sum();
-        let all_until = std::time::Instant::now()
-            + limits.packs_base.saturating_add(
-                limits
-                    .pack_per_mib
-                    .saturating_mul(u32::try_from(mib).unwrap_or(u32::MAX)),
-            );
+        let all_until =
+            std::time::Instant::now() + time_for(limits.packs_base, limits.pack_per_mib, bytes);
         let mut indexed = 0usize;
         for p in &found.packs {
             // A copy-up of one of the repository's packs (git freshens a pack holding an
@@ -794,12 +797,10 @@ fn carry_in_with(
 /// agent's files stay as they are, unstaged). Returns what was done, for the person; `None`
 /// when nothing needed mending.
 pub fn mend_worktree(worktree: &Path, git_dir: &Path) -> Option<String> {
-    let check = |wt: &Path| {
-        Command::new("git")
-            .arg("-C")
-            .arg(wt)
-            .args(crate::worktrees::HARDENED)
-            .args([
+    let check = || {
+        crate::worktrees::git(
+            worktree,
+            &[
                 "rev-list",
                 "--objects",
                 "--verify-objects",
@@ -809,31 +810,17 @@ pub fn mend_worktree(worktree: &Path, git_dir: &Path) -> Option<String> {
                 "--not",
                 "--branches",
                 "--tags",
-            ])
-            .env("GIT_NO_LAZY_FETCH", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+            ],
+        )
+        .is_ok()
     };
-    if check(worktree) {
+    if check() {
         return None;
     }
     let logs = DirFd::open(git_dir).and_then(|d| d.open_dir(Path::new("logs")));
     let reflog_gone = logs.is_ok_and(|l| l.unlink(std::ffi::OsStr::new("HEAD")).is_ok());
-    let reread = Command::new("git")
-        .arg("-C")
-        .arg(worktree)
-        .args(crate::worktrees::HARDENED)
-        .args(["read-tree", "HEAD"])
-        .env("GIT_NO_LAZY_FETCH", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let mended = check(worktree);
+    let reread = crate::worktrees::git(worktree, &["read-tree", "HEAD"]).is_ok();
+    let mended = check();
     Some(format!(
         "the session's worktree {} named objects the repository lacks or cannot read: {}{}{}",
         worktree.display(),
@@ -909,12 +896,12 @@ impl Carrier {
         })
     }
 
-    /// Stops the thread and waits for the pass it may be in to end.
-    pub fn stop(mut self) {
-        self.halt();
-    }
+    /// Stops the thread and waits for the pass it may be in to end (as dropping it does).
+    pub fn stop(self) {}
+}
 
-    fn halt(&mut self) {
+impl Drop for Carrier {
+    fn drop(&mut self) {
         if let Ok(mut g) = self.stop.0.lock() {
             *g = true;
             self.stop.1.notify_all();
@@ -922,12 +909,6 @@ impl Carrier {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-impl Drop for Carrier {
-    fn drop(&mut self) {
-        self.halt();
     }
 }
 

@@ -146,7 +146,9 @@ pub(crate) fn populated_submodule_paths(worktree: &Path) -> Vec<String> {
         .collect()
 }
 
-fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+/// `git -C dir` [`HARDENED`] `ARGS`, never fetching a missing object (`GIT_NO_LAZY_FETCH`):
+/// its trimmed standard output.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
