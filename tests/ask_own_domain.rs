@@ -363,3 +363,29 @@ TAR_OPTIONS='--checkpoint=1 --checkpoint-action=exec=touch {wt}/ran-tar' bash -c
         );
     }
 }
+
+#[test]
+fn approved_command_whose_proxy_starts_late_still_runs() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "own-domain-late") else {
+            continue;
+        };
+        let o = outside(&fx);
+        // The asking process becomes the command's proxy, which says hello to the supervisor
+        // before the command starts. On a loaded machine that exec can take seconds; the
+        // supervisor waits for it as long as the process lives (test builds delay the hello
+        // past the 10 s a supervisor once gave it).
+        let script = format!(
+            "TYBA_FAULT_PROXY_HELLO_MS=11000 sh -c 'cat {}/secret; exit 5'",
+            o.display()
+        );
+        let s = fx.start(&[], &script);
+        let (id, action) = fx.next_ask();
+        assert!(action.contains("exit 5"), "{who:?}: {action}");
+        let (code, _, err) = fx.cli(&["approve", &id]);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        let (code, out, err) = s.finish();
+        assert_eq!(code, 5, "{who:?}: {out} / {err}");
+        assert!(out.contains("topsecret"), "{who:?}: {out} / {err}");
+    }
+}

@@ -808,6 +808,29 @@ fn spawn_worker(f: impl FnOnce() + Send + 'static) -> bool {
         .is_ok()
 }
 
+/// A worker thread started before its work is known: for work that must not be lost once
+/// the process it concerns runs again, the thread is started first, and a process whose
+/// thread cannot start is refused (EACCES) rather than resumed without it.
+struct Waiting(std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>);
+
+impl Waiting {
+    /// The started thread, waiting; `None` when no thread can be started.
+    fn start() -> Option<Waiting> {
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        spawn_worker(move || {
+            if let Ok(f) = rx.recv() {
+                f();
+            }
+        })
+        .then_some(Waiting(tx))
+    }
+
+    /// Runs `f` on the waiting thread. (Dropping a `Waiting` unused ends its thread.)
+    fn run(self, f: impl FnOnce() + Send + 'static) {
+        let _ = self.0.send(Box::new(f));
+    }
+}
+
 impl Notifier {
     fn reply(&self, id: u64, r: Reply) {
         // ENOENT: the process died or was interrupted meanwhile; nothing to answer.
@@ -1210,9 +1233,10 @@ impl Notifier {
                 )
             }
         };
+        let pidfd = procfs::tgid(n.pid).and_then(|t| sys::pidfd_open(t as i32));
         self.reply(n.id, Reply::Continue);
         installed.continued();
-        if !runner::proxy_started(&installed.chan) {
+        if !pidfd.is_ok_and(|p| runner::proxy_started(&installed.chan, p.as_fd())) {
             self.log(AuditEvent {
                 kind: "exec",
                 what,
@@ -2654,25 +2678,35 @@ impl Notifier {
             use std::os::unix::fs::MetadataExt;
             std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
         });
-        match self.install_proxy(n, racers_trusted, true, loader_env) {
+        // The watch runs on a thread started before anything is installed: a process whose
+        // watch cannot start is refused with EACCES below instead.
+        let watcher = Waiting::start();
+        let installed = match &watcher {
+            Some(_) => self.install_proxy(n, racers_trusted, true, loader_env),
+            None => Err(
+                "the supervisor cannot start a thread (the user's process limit is reached)".into(),
+            ),
+        };
+        match installed {
             Ok(mut installed) => {
+                // The refusal is queued before the process runs again, and the supervisor's end
+                // closed: the refusal program reads it however late it starts (`crate::proxy`).
+                let msg = format!("r{}", shorten(&reason, crate::proxy::MAX_REASON));
+                let _ = nix::sys::socket::send(
+                    installed.chan.as_raw_fd(),
+                    msg.as_bytes(),
+                    nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+                );
                 self.reply(n.id, Reply::Continue);
                 installed.continued();
-                // Without a thread the channel closes unused: the proxy then says tyba went
-                // away and exits 125 (still refused).
-                spawn_worker(move || {
-                    if let (Some((t, pidfd, before)), Some(proxy)) = (&watch, proxy_id) {
-                        kill_unless_refusal_program(*t, pidfd, *before, proxy);
-                    }
-                    if runner::proxy_started(&installed.chan) {
-                        let msg = format!("r{}", shorten(&reason, crate::proxy::MAX_REASON));
-                        let _ = nix::sys::socket::send(
-                            installed.chan.as_raw_fd(),
-                            msg.as_bytes(),
-                            nix::sys::socket::MsgFlags::empty(),
-                        );
-                    }
-                });
+                drop(installed);
+                if let Some(w) = watcher {
+                    w.run(move || {
+                        if let (Some((t, pidfd, before)), Some(proxy)) = (&watch, proxy_id) {
+                            kill_unless_refusal_program(*t, pidfd, *before, proxy);
+                        }
+                    });
+                }
             }
             Err(_) => {
                 if let Some(child) = self.vfork_child(n) {
@@ -2738,6 +2772,14 @@ impl Notifier {
         // no loader variable: the program then keeps the exec's environment, which it must,
         // since the agent spawns these from threads sharing the memory of the environment
         // (a vfork/posix_spawn child), as for the agent's copy of its own program.
+        let cannot =
+            |why: &str| format!("refused quietly by tyba: it could not be answered ({why})");
+        // The answer is written on a thread started before anything is installed (the
+        // process's stdout may be a pipe nobody reads yet).
+        let Some(writer) = Waiting::start() else {
+            let reason = cannot("the supervisor cannot start a thread");
+            return self.refuse_exec_as(n, "probe", what, None, reason);
+        };
         let installed = match stdout {
             Ok(_) if !racers_trusted => Err("not the agent's own process".to_string()),
             Ok(_) if loader_env => Err("its environment sets loader variables".to_string()),
@@ -2748,30 +2790,27 @@ impl Notifier {
         };
         let (mut installed, out_fd) = match installed {
             Ok(v) => v,
-            Err(why) => {
-                let reason = format!("refused quietly by tyba: it could not be answered ({why})");
-                return self.refuse_exec_as(n, "probe", what, None, reason);
-            }
+            Err(why) => return self.refuse_exec_as(n, "probe", what, None, cannot(&why)),
         };
         let _ = self.record_refusal("probe", what, None, reason);
         self.reply(n.id, Reply::Continue);
         installed.continued();
-        spawn_worker(move || {
-            if runner::proxy_started(&installed.chan) {
-                let mut f = std::fs::File::from(out_fd);
-                let status = if f.write_all(out.as_bytes()).is_ok() {
-                    code
-                } else {
-                    1
-                };
-                drop(f);
-                let msg = format!("x{status}");
-                let _ = nix::sys::socket::send(
-                    installed.chan.as_raw_fd(),
-                    msg.as_bytes(),
-                    nix::sys::socket::MsgFlags::empty(),
-                );
-            }
+        // The output is written first, then the status sent: the program ends only once
+        // its output is in place. It need not have started yet: the status is queued.
+        writer.run(move || {
+            let mut f = std::fs::File::from(out_fd);
+            let status = if f.write_all(out.as_bytes()).is_ok() {
+                code
+            } else {
+                1
+            };
+            drop(f);
+            let msg = format!("x{status}");
+            let _ = nix::sys::socket::send(
+                installed.chan.as_raw_fd(),
+                msg.as_bytes(),
+                nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+            );
         });
     }
 
@@ -2964,10 +3003,11 @@ impl Notifier {
         if let Some(o) = &self.outside {
             o.runner_started(ns_pid, start, outside_grants);
         }
+        let pidfd = sys::pidfd_open(tgid as i32).map_err(|e| abort(e.to_string()))?;
         let mut installed = self.install_proxy(n, true, false, false).map_err(abort)?;
         self.reply(n.id, Reply::Continue);
         installed.continued();
-        if !runner::proxy_started(&installed.chan) {
+        if !runner::proxy_started(&installed.chan, pidfd.as_fd()) {
             let reason = abort("its proxy did not start".into());
             self.log(AuditEvent {
                 kind: "exec",

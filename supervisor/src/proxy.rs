@@ -6,8 +6,11 @@
 //! [`PROXY_EXEC_FN`], with the channel at fd [`CHANNEL_FD`] (a `SOCK_SEQPACKET` socket). The
 //! proxy says hello (`h`), forwards the signals it receives (`s<N>`: interrupt, terminate,
 //! hang-up, quit, user signals, window size, alarm, continue), and ends as the runner ended:
-//! `x<CODE>` exits with that code, `k<N>` dies of signal N. If the supervisor goes away it
-//! exits with 125 after saying so on stderr. Stopping (`SIGTSTP`) stops the proxy only.
+//! `x<CODE>` exits with that code, `k<N>` dies of signal N. If the supervisor goes away
+//! before it says how to end, the proxy exits with 125 after saying so on stderr. A message
+//! the supervisor queued before the process ran (a refusal's `r<REASON>`, an answer's
+//! `x<CODE>`) is read even when the supervisor's end is already closed, so a refusal never
+//! depends on how soon the refused process runs. Stopping (`SIGTSTP`) stops the proxy only.
 //!
 //! The same program is tyba's **refusal program**: a refused exec runs it, and the supervisor
 //! sends `r<REASON>`; it prints `tyba: <REASON>` on its stderr (the refused process's own) and
@@ -56,11 +59,13 @@ pub fn run_if_proxy() {
     sys::exit_now(code)
 }
 
+/// One packet to the supervisor; `false` when its end is closed (`MSG_NOSIGNAL`: `EPIPE`,
+/// never `SIGPIPE`).
 fn send(chan: &OwnedFd, msg: &str) -> bool {
     nix::sys::socket::send(
         chan.as_raw_fd(),
         msg.as_bytes(),
-        nix::sys::socket::MsgFlags::empty(),
+        nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
     )
     .is_ok()
 }
@@ -82,9 +87,17 @@ fn proxy(chan: OwnedFd) -> i32 {
     }
     let _ = mask.thread_block();
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok();
-    if !send(&chan, "h") {
-        return lost();
+    // Test builds only (`fault-points`): a proxy that starts late, as on a loaded machine.
+    #[cfg(feature = "fault-points")]
+    if let Some(ms) = std::env::var("TYBA_FAULT_PROXY_HELLO_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
+    // A closed supervisor's end fails the hello, but what it queued before closing is still
+    // read below (then the end of the channel).
+    let _ = send(&chan, "h");
     loop {
         let mut fds = vec![PollFd::new(chan.as_fd(), PollFlags::POLLIN)];
         if let Some(s) = &sfd {
@@ -147,7 +160,7 @@ fn proxy(chan: OwnedFd) -> i32 {
 }
 
 fn lost() -> i32 {
-    say("the supervisor of this approved command is gone; it was ended");
+    say("the supervisor of this command is gone before it said how the command ends; it was ended");
     125
 }
 

@@ -1198,14 +1198,38 @@ pub(crate) fn recv_text(sock: &OwnedFd) -> Option<String> {
     }
 }
 
-/// Whether the proxy said hello (`h`) on its channel within 10 s.
-pub(crate) fn proxy_started(chan: &OwnedFd) -> bool {
-    nix::poll::poll(
-        &mut [PollFd::new(chan.as_fd(), PollFlags::POLLIN)],
-        PollTimeout::from(10_000u16),
-    )
-    .is_ok_and(|r| r > 0)
-        && recv_text(chan).as_deref() == Some("h")
+/// How long an installed proxy may take to say hello ([`proxy_started`]) while its process
+/// lives: a loaded machine can take seconds to run an exec, and the command has not started.
+pub(crate) const PROXY_START_LIMIT: Duration = Duration::from_secs(120);
+
+/// Whether the proxy said hello (`h`) on its channel: waits until it does, its process
+/// (`pidfd`, the asking process) ends, or [`PROXY_START_LIMIT`] passes.
+pub(crate) fn proxy_started(chan: &OwnedFd, pidfd: BorrowedFd<'_>) -> bool {
+    let deadline = std::time::Instant::now() + PROXY_START_LIMIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [
+            PollFd::new(chan.as_fd(), PollFlags::POLLIN),
+            PollFd::new(pidfd, PollFlags::POLLIN),
+        ];
+        match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        let said = fds[0].revents().is_some_and(|r| !r.is_empty());
+        let ended = fds[1].revents().is_some_and(|r| !r.is_empty());
+        if said {
+            return recv_text(chan).as_deref() == Some("h");
+        }
+        if ended {
+            return false;
+        }
+    }
 }
 
 /// Relays between a started runner `id` and its proxy until the runner ends: the signals the
