@@ -10,10 +10,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 
-/// Runs the program as the supervisor's exec rewrite makes it run, with `queued` sent on
-/// the supervisor's end first; the end is closed before the program starts when `close`.
-/// Returns (exit code, signal, stderr, what the program sent).
-fn run_proxy(queued: &[&str], close: bool) -> (Option<i32>, Option<i32>, String, Vec<String>) {
+/// The program started as the supervisor's exec rewrite makes it run (tyba's executable as
+/// `/dev/fd/3`, the channel at fd 4), with `queued` sent on the supervisor's end first.
+/// Returns the child and the supervisor's end.
+fn start_proxy(queued: &[&str]) -> (std::process::Child, OwnedFd) {
     let (sup, prox) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -47,15 +47,18 @@ fn run_proxy(queued: &[&str], close: bool) -> (Option<i32>, Option<i32>, String,
             Ok(())
         });
     }
-    let sup: Option<OwnedFd> = if close {
-        drop(sup);
-        None
-    } else {
-        Some(sup)
-    };
     let child = cmd.spawn().unwrap();
     drop(prox);
     drop(exe);
+    (child, sup)
+}
+
+/// Runs the program with `queued` sent first; the supervisor's end is closed before the
+/// program starts when `close`, else what the program sends is read until it ends.
+/// Returns (exit code, signal, stderr, what the program sent).
+fn run_proxy(queued: &[&str], close: bool) -> (Option<i32>, Option<i32>, String, Vec<String>) {
+    let (child, sup) = start_proxy(queued);
+    let sup = (!close).then_some(sup);
     let mut sent = Vec::new();
     if let Some(s) = &sup {
         // Read what the program says (its hello) until it ends.
@@ -105,4 +108,43 @@ fn a_supervisor_still_there_hears_the_hello_first() {
     let (code, _, err, sent) = run_proxy(&["x3"], false);
     assert_eq!(code, Some(3), "{err}");
     assert_eq!(sent.first().map(String::as_str), Some("h"), "{sent:?}");
+}
+
+#[test]
+fn a_refusal_is_read_when_the_supervisor_closed_with_the_programs_packets_unread() {
+    // The supervisor closes its end with the program's hello (or a forwarded signal) unread:
+    // the kernel then reports ECONNRESET to the program once, before the refusal still queued
+    // for it (`unix_release_sock` sets the peer's error; `__skb_try_recv_datagram` returns it
+    // first). The program is held with ptrace meanwhile (a signal would be forwarded, and
+    // that send would take the error first), so the close is sure to come before its read.
+    use nix::sys::{ptrace, wait};
+    let (child, sup) = start_proxy(&[]);
+    let mut ready = [nix::poll::PollFd::new(
+        std::os::fd::AsFd::as_fd(&sup),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    assert_eq!(
+        nix::poll::poll(&mut ready, nix::poll::PollTimeout::from(10_000u16)).unwrap(),
+        1,
+        "the program said hello"
+    );
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    ptrace::seize(pid, ptrace::Options::empty()).unwrap();
+    ptrace::interrupt(pid).unwrap();
+    match wait::waitpid(pid, Some(wait::WaitPidFlag::__WALL)).unwrap() {
+        wait::WaitStatus::PtraceEvent(..) => {}
+        other => panic!("the program did not stop for the interrupt: {other:?}"),
+    }
+    nix::sys::socket::send(
+        sup.as_raw_fd(),
+        b"rrefused by tyba: `curl` uses the network",
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    drop(sup);
+    ptrace::detach(pid, None).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert_eq!(err, "tyba: refused by tyba: `curl` uses the network\n");
 }

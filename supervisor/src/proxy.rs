@@ -126,7 +126,11 @@ fn proxy(chan: OwnedFd) -> i32 {
             nix::sys::socket::MsgFlags::empty(),
         ) {
             Ok(n) => n,
-            Err(nix::errno::Errno::EINTR) => continue,
+            // ECONNRESET: the supervisor closed its end with something of ours unread (a
+            // hello, a forwarded signal). The kernel reports that once, before the packets
+            // still queued here (`unix_release_sock`, `__skb_try_recv_datagram`): what the
+            // supervisor sent is read on the next call.
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::ECONNRESET) => continue,
             Err(_) => 0,
         };
         let msg = String::from_utf8_lossy(&buf[..n]);

@@ -1080,7 +1080,11 @@ impl StageLink {
                         }
                     }
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                // ECONNRESET: stage 2 ended with messages of ours unread; what it sent
+                // before (a runner's end, the agent's) is still queued and read on.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ECONNRESET)) => {
+                    continue
+                }
                 _ => {
                     // Hang-up: every waiter sees its channel close.
                     if let Ok(mut w) = self.waiters.lock() {
@@ -1186,13 +1190,15 @@ pub(crate) fn inherited(tgid: u32) -> Result<(Vec<(OwnedFd, i32)>, OwnedFd), Str
 }
 
 /// One packet of a proxy channel (`crate::proxy` for the messages); `None` at its end.
+/// A peer that closed with packets of ours unread makes the kernel report `ECONNRESET`
+/// once, before the packets still queued here: they are read on.
 pub(crate) fn recv_text(sock: &OwnedFd) -> Option<String> {
     let mut buf = [0u8; 64];
     loop {
         match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
             Ok(0) => return None,
             Ok(n) => return Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
-            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::ECONNRESET) => continue,
             Err(_) => return None,
         }
     }
