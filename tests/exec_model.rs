@@ -2091,7 +2091,9 @@ fn exec_vfork_parent_runs_again_only_with_its_own_file_name() {
 /// second thread of the grandparent, with a vfork chain (main thread vforks C1, C1 vforks C2,
 /// which execs); a `clone(CLONE_VM|CLONE_PARENT)` child (looks like its caller's sibling); a
 /// `clone(CLONE_VM)` child (shares the memory without being a thread or a blocked vfork
-/// parent). Prints the errno of each clone (0: it ran).
+/// parent); a `clone(CLONE_FILES)` child (shares the descriptor table, where tyba installs
+/// the refusal program as fd 3: review 31's r31-03). Prints the errno of each clone (0: it
+/// ran).
 const RACE_C: &str = r#"
 #define _GNU_SOURCE
 #include <errno.h>
@@ -2143,7 +2145,9 @@ int main(int argc, char **argv) {
         printf("RESULT {\"step\": \"chain\", \"rc\": %d, \"undone\": %ld}\n", st_of(st), undone);
         return 0;
     }
-    int flags = !strcmp(how, "clone-parent") ? CLONE_VM | CLONE_PARENT | SIGCHLD : CLONE_VM | SIGCHLD;
+    int flags = !strcmp(how, "clone-parent") ? CLONE_VM | CLONE_PARENT | SIGCHLD
+              : !strcmp(how, "clone-files") ? CLONE_FILES | SIGCHLD
+              : CLONE_VM | SIGCHLD;
     char *stk = malloc(1 << 16);
     pid_t c = clone(execer, stk + (1 << 16), flags, 0);
     int err = c < 0 ? errno : 0;
@@ -2169,7 +2173,8 @@ int main(int argc, char **argv) {
 /// Review 4 (r4-01, r4-02): a refused exec whose file name other tasks share must not run
 /// when they write the original name back after tyba's rewrite: processes sharing memory
 /// other than threads and blocked vfork parents are refused by the seccomp filter (and a
-/// `CLONE_PARENT` child, which passed for the agent), and a refusal where any process of the
+/// `CLONE_PARENT` child, which passed for the agent, and a process sharing the descriptor
+/// table without being a thread), and a refusal where any process of the
 /// vfork chain has other threads ends the child instead of rewriting. `rm -rf` never runs;
 /// the control without tyba shows each way deletes the directory.
 #[test]
@@ -2186,7 +2191,7 @@ fn exec_refused_name_shared_with_running_tasks_runs_nothing_refused() {
             .status()
             .unwrap();
         assert!(st.success(), "cc");
-        let ways = ["chain", "clone-parent", "clone-vm"];
+        let ways = ["chain", "clone-parent", "clone-vm", "clone-files"];
         for w in ways {
             std::fs::create_dir_all(fx.wt.join(format!("v-{w}/a"))).unwrap();
         }
@@ -2211,7 +2216,7 @@ fn exec_refused_name_shared_with_running_tasks_runs_nothing_refused() {
         }
         let rs = results(&ran.out);
         assert_ne!(result(&rs, "chain").unwrap()["rc"], 0, "{ctx}");
-        for w in ["clone-parent", "clone-vm"] {
+        for w in ["clone-parent", "clone-vm", "clone-files"] {
             assert_eq!(
                 result(&rs, w).unwrap()["errno"],
                 nix::errno::Errno::EPERM as i32,

@@ -282,7 +282,8 @@ fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, e: i32) -> Result<BpfProgram,
 /// matches):
 /// - `EPERM`: [`DENIED_EPERM`]; `clone` with any namespace flag, with `CLONE_PARENT`, or with
 ///   `CLONE_VM` but neither `CLONE_THREAD` nor `CLONE_VFORK` (memory shared with a process
-///   that is neither its thread nor its blocked vfork parent); `ioctl` `TIOCSTI` and
+///   that is neither its thread nor its blocked vfork parent), or with `CLONE_FILES` but not
+///   `CLONE_THREAD` (a descriptor table shared with another process); `ioctl` `TIOCSTI` and
 ///   `TIOCLINUX` (typing into a terminal); `socket` of an allowed family with a raw or packet
 ///   type; `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (TCP Fast Open connects inside
 ///   them, past the connect checks); `personality` other than the query (`0xffffffff`) and `PER_LINUX`;
@@ -316,6 +317,16 @@ pub fn static_filters() -> Result<Vec<BpfProgram>, FilterError> {
         libc::CLONE_VM as u64,
     )?])?);
     clone_rules.push(has_bit(0, libc::CLONE_PARENT as u64)?);
+    // A descriptor table is shared by threads only: tyba installs its refusal program and
+    // an approved command's proxy as fds 3 and 4 of the asking process while it waits in
+    // its exec (`SECCOMP_IOCTL_NOTIF_ADDFD`), and another process sharing the table could
+    // take the channel or swap fd 3, the file the kernel then runs as `/dev/fd/3` (review
+    // 31's r31-03). `CLONE_FILES` without `CLONE_THREAD` is refused.
+    clone_rules.push(rule(vec![cond(
+        0,
+        MaskedEq((libc::CLONE_FILES | libc::CLONE_THREAD) as u64),
+        libc::CLONE_FILES as u64,
+    )?])?);
     eperm.insert(libc::SYS_clone, clone_rules);
     eperm.insert(
         libc::SYS_ioctl,
@@ -535,6 +546,10 @@ mod tests {
             libc::CLONE_PARENT | libc::SIGCHLD,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
             libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::SIGCHLD,
+            // A descriptor table shared with a process that is not a thread.
+            libc::CLONE_FILES | libc::SIGCHLD,
+            libc::CLONE_FILES | libc::CLONE_FS | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::SIGCHLD,
         ] {
             assert_eq!(
                 run(libc::SYS_clone, [flags as u64, 0, 0, 0, 0, 0]),
