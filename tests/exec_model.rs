@@ -2635,6 +2635,15 @@ fn blocked_corpus() -> Vec<(String, String)> {
 #[derive(Debug, Clone, Copy)]
 enum Wrapper {
     Make,
+    /// [`Wrapper::Make`] with each command's program run through a symbolic link the agent
+    /// made in the worktree (`./l-rm -> /usr/bin/rm`): the kernel runs the same program
+    /// (review 31's r31-01).
+    LinkedMake,
+    /// [`Wrapper::LinkedMake`] with the links made by the approved `make` itself in
+    /// `~/.cargo/registry`, which the session sees through its private cache layer: the
+    /// person's view of that directory (where tyba's classifier reads) has no such link, the
+    /// kernel's view in the sandbox does.
+    LayerLinkedMake,
     BashScript,
     Xargs,
     NpmRun,
@@ -2658,7 +2667,7 @@ fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)]) -> String {
     std::fs::create_dir_all(fx.wt.join("rc")).unwrap();
     give(&fx.wt, &fx.who);
     match w {
-        Wrapper::Make => {
+        Wrapper::Make | Wrapper::LinkedMake | Wrapper::LayerLinkedMake => {
             // Recipe lines as written: make runs a line without shell syntax itself (the
             // pushes, `rm -rf /`, `dd`, `mkfs`) and the rest through `/bin/sh -c`.
             let mut mk = String::from("all: start");
@@ -2666,6 +2675,11 @@ fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)]) -> String {
                 mk.push_str(&format!(" c{i}"));
             }
             mk.push_str("\nstart:\n\ttouch wrapper-ran\n");
+            if matches!(w, Wrapper::LayerLinkedMake) {
+                for (link, target) in layer_links(fx, cmds) {
+                    mk.push_str(&format!("\tln -sf {target} {}\n", link.display()));
+                }
+            }
             for (i, (_, c)) in cmds.iter().enumerate() {
                 mk.push_str(&format!("c{i}: start\n\t-{}\n", c.replace('$', "$$")));
             }
@@ -2751,8 +2765,73 @@ fn prop_fixture(who: &Who, tag: &str) -> Option<PropFx> {
     })
 }
 
+/// `cmds` with each one's first word, when it is a program found on the host's `PATH`,
+/// replaced by `./l-<name>`, a symbolic link to that program made in the worktree.
+fn linked_commands(fx: &Fx, cmds: &[(String, String)]) -> Vec<(String, String)> {
+    linked_commands_in(fx, cmds, None)
+}
+
+/// [`linked_commands`], the links in `dir` (named by their absolute paths) when given.
+fn linked_commands_in(
+    fx: &Fx,
+    cmds: &[(String, String)],
+    dir: Option<&Path>,
+) -> Vec<(String, String)> {
+    cmds.iter()
+        .map(|(id, c)| {
+            let first = c.split_whitespace().next().unwrap_or_default();
+            let found = Command::new("sh")
+                .args(["-c", &format!("command -v {}", sq(first))])
+                .env(
+                    "PATH",
+                    "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+                )
+                .output()
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .filter(|p| p.starts_with('/'));
+            match found {
+                Some(prog) => {
+                    let link = dir.unwrap_or(&fx.wt).join(format!("l-{first}"));
+                    let _ = std::fs::remove_file(&link);
+                    std::os::unix::fs::symlink(&prog, &link).unwrap();
+                    let name = match dir {
+                        Some(_) => link.display().to_string(),
+                        None => format!("./l-{first}"),
+                    };
+                    (id.clone(), format!("{name}{}", &c[first.len()..]))
+                }
+                None => (id.clone(), c.clone()),
+            }
+        })
+        .collect()
+}
+
+/// Where [`Wrapper::LayerLinkedMake`] puts its links: `~/.cargo/registry/l-<name>`.
+fn layer_link_dir(fx: &Fx) -> PathBuf {
+    fx.home.join(".cargo/registry")
+}
+
+/// The links of `cmds` (made by [`linked_commands_in`] in the layer's directory) and their
+/// targets, read back from the disk of the test, where they were made only to learn them.
+fn layer_links(fx: &Fx, cmds: &[(String, String)]) -> Vec<(PathBuf, String)> {
+    let dir = layer_link_dir(fx);
+    let mut links: Vec<(PathBuf, String)> = Vec::new();
+    for (_, c) in cmds {
+        let Some(first) = c.split_whitespace().next() else {
+            continue;
+        };
+        let link = Path::new(first);
+        if link.parent() == Some(dir.as_path()) && !links.iter().any(|(l, _)| l == link) {
+            let target = std::fs::read_link(link).unwrap();
+            links.push((link.to_path_buf(), target.display().to_string()));
+        }
+    }
+    links
+}
+
 fn property(w: Wrapper) {
-    let cmds = blocked_corpus();
+    let corpus = blocked_corpus();
     for who in whos() {
         let tag = format!("prop-{w:?}").to_lowercase();
         let Some(cage) = PidsCage::new(&format!("{tag}-{}", matches!(who, Who::Me))) else {
@@ -2768,7 +2847,32 @@ fn property(w: Wrapper) {
             continue;
         };
         let fx = &p.fx;
+        let cmds = match w {
+            Wrapper::LinkedMake => linked_commands(fx, &corpus),
+            Wrapper::LayerLinkedMake => {
+                let dir = layer_link_dir(fx);
+                std::fs::create_dir_all(dir.join("src")).unwrap();
+                // The lines make runs itself (no shell syntax): each is one exec, judged by
+                // the file the kernel runs. A shell line naming such a link is judged as a
+                // line in the person's view first (see docs/sandbox.md, "Known limits").
+                let direct: Vec<(String, String)> = corpus
+                    .iter()
+                    .filter(|(_, c)| !c.contains(|ch: char| ";&|<>()$*~'\"\\".contains(ch)))
+                    .cloned()
+                    .collect();
+                assert!(direct.len() >= 10, "{direct:?}");
+                linked_commands_in(fx, &direct, Some(&dir))
+            }
+            _ => corpus.clone(),
+        };
         let line = wrapper_files(fx, w, &cmds);
+        if matches!(w, Wrapper::LayerLinkedMake) {
+            // The links exist only in the session's layer, made by the approved `make`.
+            for (link, _) in layer_links(fx, &cmds) {
+                std::fs::remove_file(link).unwrap();
+            }
+            give(&fx.home, &fx.who);
+        }
         let env = env_with(
             fx,
             &[
@@ -2851,7 +2955,10 @@ fn property(w: Wrapper) {
         if !fx.wt.join("keep.txt").exists() || !fx.home.join("keep.txt").exists() {
             failures.push("a recursive deletion ran".into());
         }
-        if matches!(w, Wrapper::Make) {
+        if matches!(
+            w,
+            Wrapper::Make | Wrapper::LinkedMake | Wrapper::LayerLinkedMake
+        ) {
             // 126 from the refusal program; make's own `/bin/sh` (a vfork child, a name too
             // short to rewrite) is ended once its stderr said why: `Killed` in make's words.
             let n = werr.matches("Error 126 (ignored)").count()
@@ -2904,6 +3011,16 @@ fn property(w: Wrapper) {
 #[test]
 fn exec_property_blocked_corpus_under_approved_make() {
     property(Wrapper::Make);
+}
+
+#[test]
+fn exec_property_blocked_corpus_through_links_under_approved_make() {
+    property(Wrapper::LinkedMake);
+}
+
+#[test]
+fn exec_property_blocked_corpus_through_links_in_a_private_layer_under_approved_make() {
+    property(Wrapper::LayerLinkedMake);
 }
 
 #[test]

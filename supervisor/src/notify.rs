@@ -2128,6 +2128,20 @@ impl Notifier {
                 || file
                     .as_ref()
                     .is_some_and(|(real, _)| exec::is_system_program(real)));
+        // A name of the agent's (a link in the worktree, `/proc/self/fd/N`) that reaches an
+        // installed program, a file in a root the session cannot change: the kernel runs that
+        // program, whatever the name is, so it is also judged by the file's own name (review
+        // 31's r31-01: `ln -s /usr/bin/cp mycp; ./mycp src prod` passed for an unlisted
+        // program, past the person's `blocked` rule on `cp … prod`, and unasked under an
+        // approved `make`). Names the installation chose (`/usr/bin/awk` reaching `mawk`)
+        // are judged as before, by the name the exec used.
+        let reached_installed = file
+            .as_ref()
+            .filter(|(real, _)| {
+                !installed_file && real.file_name() != exec_path.file_name() && kept.holds(real)
+            })
+            .map(|(real, _)| name_line(real, &r.argv))
+            .filter(|l| *l != own_line && Some(l) != by_name.as_ref());
         let alts = argv0_line(&shown, &r.argv)
             .into_iter()
             .chain(shebang_line(&r.shebang, &r.path, &r.argv).filter(|_| !installed_script))
@@ -2148,7 +2162,8 @@ impl Notifier {
                     .and_then(|(real, _)| multi_call_line(real, &r.argv))
                     .filter(|l| *l != own_line),
             )
-            .chain(by_name.filter(|l| *l != own_line));
+            .chain(by_name.filter(|l| *l != own_line))
+            .chain(reached_installed);
         for alt in alts {
             let alt = exec::classified_line(&prefix, &alt);
             match self.classifier.classify(&alt, &r.cwd, file_id) {

@@ -324,6 +324,43 @@ impl Analyzer<'_> {
         }
     }
 
+    /// The installed programs the program path `name` reaches through links (on the disk,
+    /// or made earlier on the line), each analysed as `PROGRAM ARGS…` by the name of the file
+    /// reached when that differs from `name`'s. Only files in a system root count: a file the
+    /// agent can write is its own program, judged as such above.
+    fn reached_programs(
+        &mut self,
+        st: &State,
+        name: &str,
+        args: &[Field],
+        env: &[(String, Option<String>)],
+        stdin: Stdin,
+        depth: usize,
+    ) {
+        let own = name.rsplit('/').next().unwrap_or(name);
+        let mut reached: Vec<String> = Vec::new();
+        for cwd in st.cwds.iter().flatten() {
+            for (real, _) in super::paths::resolve_all(cwd, name, &self.links) {
+                let Some(text) = real.to_str() else { continue };
+                let Some(base) = real.file_name().and_then(|b| b.to_str()) else {
+                    continue;
+                };
+                if base != own
+                    && in_system_root(text)
+                    && system_program(text).is_some()
+                    && !reached.iter().any(|r| r == base)
+                {
+                    reached.push(base.to_string());
+                }
+            }
+        }
+        for program in reached {
+            let mut words = vec![Field::lit(&program)];
+            words.extend_from_slice(args);
+            let _ = self.invoke(st.clone(), &words, env.to_vec(), stdin, depth);
+        }
+    }
+
     fn invoke_named(
         &mut self,
         st: State,
@@ -410,6 +447,11 @@ impl Analyzer<'_> {
                         self.path_field(&st, &Field::lit(name), Access::Read);
                     }
                     self.generic_paths(&st, args, Access::Any);
+                    // A program path that reaches an installed program (`./mycp`, a link to
+                    // `/usr/bin/cp` on the disk or made earlier on the line): the kernel runs
+                    // that program, so the line is also judged as it, by the name of the file
+                    // reached; the worse verdict wins (review 31's r31-01).
+                    self.reached_programs(&st, name, args, &env, stdin, depth);
                     // A program named like a registered one may be a build of it
                     // (`./target/release/tyba approve`): its effects count.
                     if let Some(base) = name.rsplit('/').next().filter(|b| !b.is_empty()) {
