@@ -2644,6 +2644,9 @@ enum Wrapper {
     /// person's view of that directory (where tyba's classifier reads) has no such link, the
     /// kernel's view in the sandbox does.
     LayerLinkedMake,
+    /// [`Wrapper::Make`] with each command's program run as a copy the agent made in the
+    /// worktree (`./l-rm`, the bytes of `/usr/bin/rm`), the lines make runs itself only.
+    CopiedMake,
     BashScript,
     Xargs,
     NpmRun,
@@ -2667,7 +2670,7 @@ fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)]) -> String {
     std::fs::create_dir_all(fx.wt.join("rc")).unwrap();
     give(&fx.wt, &fx.who);
     match w {
-        Wrapper::Make | Wrapper::LinkedMake | Wrapper::LayerLinkedMake => {
+        Wrapper::Make | Wrapper::LinkedMake | Wrapper::LayerLinkedMake | Wrapper::CopiedMake => {
             // Recipe lines as written: make runs a line without shell syntax itself (the
             // pushes, `rm -rf /`, `dd`, `mkfs`) and the rest through `/bin/sh -c`.
             let mut mk = String::from("all: start");
@@ -2768,14 +2771,16 @@ fn prop_fixture(who: &Who, tag: &str) -> Option<PropFx> {
 /// `cmds` with each one's first word, when it is a program found on the host's `PATH`,
 /// replaced by `./l-<name>`, a symbolic link to that program made in the worktree.
 fn linked_commands(fx: &Fx, cmds: &[(String, String)]) -> Vec<(String, String)> {
-    linked_commands_in(fx, cmds, None)
+    linked_commands_in(fx, cmds, None, false)
 }
 
-/// [`linked_commands`], the links in `dir` (named by their absolute paths) when given.
+/// [`linked_commands`], the links in `dir` (named by their absolute paths) when given, and
+/// copies of the programs instead of links when `copy`.
 fn linked_commands_in(
     fx: &Fx,
     cmds: &[(String, String)],
     dir: Option<&Path>,
+    copy: bool,
 ) -> Vec<(String, String)> {
     cmds.iter()
         .map(|(id, c)| {
@@ -2794,7 +2799,11 @@ fn linked_commands_in(
                 Some(prog) => {
                     let link = dir.unwrap_or(&fx.wt).join(format!("l-{first}"));
                     let _ = std::fs::remove_file(&link);
-                    std::os::unix::fs::symlink(&prog, &link).unwrap();
+                    if copy {
+                        std::fs::copy(&prog, &link).unwrap();
+                    } else {
+                        std::os::unix::fs::symlink(&prog, &link).unwrap();
+                    }
                     let name = match dir {
                         Some(_) => link.display().to_string(),
                         None => format!("./l-{first}"),
@@ -2849,19 +2858,23 @@ fn property(w: Wrapper) {
         let fx = &p.fx;
         let cmds = match w {
             Wrapper::LinkedMake => linked_commands(fx, &corpus),
-            Wrapper::LayerLinkedMake => {
-                let dir = layer_link_dir(fx);
-                std::fs::create_dir_all(dir.join("src")).unwrap();
+            Wrapper::LayerLinkedMake | Wrapper::CopiedMake => {
                 // The lines make runs itself (no shell syntax): each is one exec, judged by
-                // the file the kernel runs. A shell line naming such a link is judged as a
-                // line in the person's view first (see docs/sandbox.md, "Known limits").
+                // the file the kernel runs. A shell line naming such a link or copy is judged
+                // as a line first (see docs/sandbox.md, "Known limits").
                 let direct: Vec<(String, String)> = corpus
                     .iter()
                     .filter(|(_, c)| !c.contains(|ch: char| ";&|<>()$*~'\"\\".contains(ch)))
                     .cloned()
                     .collect();
                 assert!(direct.len() >= 10, "{direct:?}");
-                linked_commands_in(fx, &direct, Some(&dir))
+                if matches!(w, Wrapper::CopiedMake) {
+                    linked_commands_in(fx, &direct, None, true)
+                } else {
+                    let dir = layer_link_dir(fx);
+                    std::fs::create_dir_all(dir.join("src")).unwrap();
+                    linked_commands_in(fx, &direct, Some(&dir), false)
+                }
             }
             _ => corpus.clone(),
         };
@@ -2957,7 +2970,7 @@ fn property(w: Wrapper) {
         }
         if matches!(
             w,
-            Wrapper::Make | Wrapper::LinkedMake | Wrapper::LayerLinkedMake
+            Wrapper::Make | Wrapper::LinkedMake | Wrapper::LayerLinkedMake | Wrapper::CopiedMake
         ) {
             // 126 from the refusal program; make's own `/bin/sh` (a vfork child, a name too
             // short to rewrite) is ended once its stderr said why: `Killed` in make's words.
@@ -3021,6 +3034,11 @@ fn exec_property_blocked_corpus_through_links_under_approved_make() {
 #[test]
 fn exec_property_blocked_corpus_through_links_in_a_private_layer_under_approved_make() {
     property(Wrapper::LayerLinkedMake);
+}
+
+#[test]
+fn exec_property_blocked_corpus_through_copies_under_approved_make() {
+    property(Wrapper::CopiedMake);
 }
 
 #[test]

@@ -630,6 +630,67 @@ pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
     None
 }
 
+/// The largest file [`system_copy_of`] compares in full (bytes): a bigger copy of a system
+/// program is judged by its own name only.
+pub(crate) const MAX_COPY_COMPARE: u64 = 64 << 20;
+
+/// The system program whose bytes the regular file `real` has, when `real` is a copy of
+/// one of the programs of the system's bin directories
+/// ([`tyba_policy::programs::SYSTEM_BIN_DIRS`]): a copy the agent made (`cp /usr/bin/rm
+/// ./x; ./x -rf /`) runs that program's code, whatever it is called (review 31's r31-01, its
+/// next spelling). Returns the program's real path, whose name judges it. Compared by size
+/// first, against an index of the bin directories made once per supervisor (one `stat` per
+/// entry, on the first exec that needs it), in full only where a size matches and up to
+/// [`MAX_COPY_COMPARE`] bytes. `None` for any other file and for one that cannot be read.
+pub(crate) fn system_copy_of(real: &Path) -> Option<PathBuf> {
+    use std::collections::HashMap;
+    use std::io::Read;
+    static BY_SIZE: std::sync::OnceLock<HashMap<u64, Vec<PathBuf>>> = std::sync::OnceLock::new();
+    let md = std::fs::metadata(real).ok().filter(|m| m.is_file())?;
+    if md.len() == 0 || md.len() > MAX_COPY_COMPARE {
+        return None;
+    }
+    let index = BY_SIZE.get_or_init(|| {
+        let mut by: HashMap<u64, Vec<PathBuf>> = HashMap::new();
+        for d in tyba_policy::programs::SYSTEM_BIN_DIRS {
+            let Ok(entries) = std::fs::read_dir(d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Ok(path) = std::fs::canonicalize(e.path()) else {
+                    continue;
+                };
+                let Ok(m) = std::fs::metadata(&path) else {
+                    continue;
+                };
+                if m.is_file() && m.len() > 0 {
+                    let v = by.entry(m.len()).or_default();
+                    if !v.contains(&path) {
+                        v.push(path);
+                    }
+                }
+            }
+        }
+        by
+    });
+    let candidates = index.get(&md.len())?;
+    let read = |p: &Path| -> Option<Vec<u8>> {
+        let mut buf = Vec::new();
+        std::fs::File::open(p)
+            .ok()?
+            .take(MAX_COPY_COMPARE)
+            .read_to_end(&mut buf)
+            .ok()?;
+        Some(buf)
+    };
+    let content = read(real)?;
+    candidates
+        .iter()
+        .filter(|c| c.as_path() != real)
+        .find(|c| read(c).as_deref() == Some(content.as_slice()))
+        .cloned()
+}
+
 /// A system file [`multi_call_of`] compares an exec's file with: its name, path and
 /// identity (device, inode, size).
 struct MultiCallFile {
@@ -1525,6 +1586,38 @@ pub(crate) fn covered(verdict: Verdict, rules: &[String], cover: &Cover) -> Cove
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_of_a_system_program_is_that_program() {
+        let t = tempfile::tempdir().unwrap();
+        let rm = std::fs::canonicalize("/usr/bin/rm").unwrap();
+        let copy = t.path().join("x");
+        std::fs::copy(&rm, &copy).unwrap();
+        let found = system_copy_of(&copy).unwrap();
+        assert_eq!(
+            std::fs::read(&found).unwrap(),
+            std::fs::read(&rm).unwrap(),
+            "{found:?}"
+        );
+        // One byte changed, the same size: another program.
+        let mut bytes = std::fs::read(&rm).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        let other = t.path().join("y");
+        std::fs::write(&other, &bytes).unwrap();
+        assert_eq!(system_copy_of(&other), None);
+        // A file of a size no system program has, and an empty one.
+        std::fs::write(
+            t.path().join("z"),
+            "#!/bin/sh\necho tyba-test-unique-size-0123456789\n",
+        )
+        .unwrap();
+        assert_eq!(system_copy_of(&t.path().join("z")), None);
+        std::fs::write(t.path().join("e"), "").unwrap();
+        assert_eq!(system_copy_of(&t.path().join("e")), None);
+        // The system program itself is no copy of another.
+        assert_eq!(system_copy_of(&rm), None);
+    }
 
     fn cover(verdict: Verdict, rules: &[&str]) -> Cover {
         Cover {

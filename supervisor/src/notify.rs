@@ -2135,12 +2135,20 @@ impl Notifier {
         // program, past the person's `blocked` rule on `cp … prod`, and unasked under an
         // approved `make`). Names the installation chose (`/usr/bin/awk` reaching `mawk`)
         // are judged as before, by the name the exec used.
+        // A copy of a system program in a root the agent writes (`cp /usr/bin/rm x; ./x -rf
+        // /`) runs that program's code: judged by its name too ([`exec::system_copy_of`]).
         let reached_installed = file
             .as_ref()
-            .filter(|(real, _)| {
-                !installed_file && real.file_name() != exec_path.file_name() && kept.holds(real)
+            .and_then(|(real, _)| {
+                if installed_file {
+                    None
+                } else if kept.holds(real) {
+                    (real.file_name() != exec_path.file_name()).then(|| real.clone())
+                } else {
+                    exec::system_copy_of(real)
+                }
             })
-            .map(|(real, _)| name_line(real, &r.argv))
+            .map(|program| name_line(&program, &r.argv))
             .filter(|l| *l != own_line && Some(l) != by_name.as_ref());
         let alts = argv0_line(&shown, &r.argv)
             .into_iter()
