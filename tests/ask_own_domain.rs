@@ -117,6 +117,20 @@ kill -TERM $p; wait $p; echo tail=$?"#,
     }
 }
 
+/// Runs `script`, whose one ask is a line reading `O/secret` and ending with `exit 5`,
+/// approves it, and checks the session ended with the command's status and output.
+fn approve_the_secret_read(fx: &Fx, script: &str) {
+    let who = &fx.who;
+    let s = fx.start(&[], script);
+    let (id, action) = fx.next_ask();
+    assert!(action.contains("exit 5"), "{who:?}: {action}");
+    let (code, _, err) = fx.cli(&["approve", &id]);
+    assert_eq!(code, 0, "{who:?}: {err}");
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 5, "{who:?}: {out} / {err}");
+    assert!(out.contains("topsecret"), "{who:?}: {out} / {err}");
+}
+
 #[test]
 fn approved_command_the_agent_execs_itself_gives_the_session_its_status() {
     for who in whos() {
@@ -132,14 +146,7 @@ fn approved_command_the_agent_execs_itself_gives_the_session_its_status() {
             "ls > /dev/null; exec sh -c 'cat {}/secret; exit 5'",
             o.display()
         );
-        let s = fx.start(&[], &script);
-        let (id, action) = fx.next_ask();
-        assert!(action.contains("exit 5"), "{who:?}: {action}");
-        let (code, _, err) = fx.cli(&["approve", &id]);
-        assert_eq!(code, 0, "{who:?}: {err}");
-        let (code, out, err) = s.finish();
-        assert_eq!(code, 5, "{who:?}: {out} / {err}");
-        assert!(out.contains("topsecret"), "{who:?}: {out} / {err}");
+        approve_the_secret_read(&fx, &script);
         let asked = fx
             .log_lines()
             .iter()
@@ -379,13 +386,6 @@ fn approved_command_whose_proxy_starts_late_still_runs() {
             "TYBA_FAULT_PROXY_HELLO_MS=11000 sh -c 'cat {}/secret; exit 5'",
             o.display()
         );
-        let s = fx.start(&[], &script);
-        let (id, action) = fx.next_ask();
-        assert!(action.contains("exit 5"), "{who:?}: {action}");
-        let (code, _, err) = fx.cli(&["approve", &id]);
-        assert_eq!(code, 0, "{who:?}: {err}");
-        let (code, out, err) = s.finish();
-        assert_eq!(code, 5, "{who:?}: {out} / {err}");
-        assert!(out.contains("topsecret"), "{who:?}: {out} / {err}");
+        approve_the_secret_read(&fx, &script);
     }
 }
