@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use support::*;
 
 fn read(p: &Path) -> String {
@@ -134,22 +133,6 @@ const WRITES: &[&str] = &[
     "utimes",
     "git_build",
 ];
-
-/// Runs `bash -c SCRIPT` as `who` in `dir` without the sandbox (the control).
-fn bare_bash_as(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) {
-    let mut c = command_as(who, Path::new("/bin/bash"));
-    c.arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let _ = c.status().unwrap();
-}
 
 /// `tyba run --here --non-interactive --autonomy high [--policy P] -- bash -c SCRIPT`.
 fn tyba_bash(

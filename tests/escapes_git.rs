@@ -22,22 +22,6 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
-/// Runs `bash -c SCRIPT` as `who` in `dir` without the sandbox, with `env` (the control).
-fn bare_bash_as(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) -> String {
-    let mut c = command_as(who, Path::new("/bin/bash"));
-    c.arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let o = c.output().unwrap();
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// `tyba run FLAGS --non-interactive --autonomy high -- bash -c SCRIPT` in `dir`:
 /// (stdout, stderr).
 fn tyba_bash(

@@ -39,22 +39,6 @@ fn git_out(who: &Who, dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// Runs `bash -c SCRIPT` as `who` in `dir` without the sandbox, with `env` (the controls).
-fn bare_bash_as(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) {
-    let mut c = command_as(who, Path::new("/bin/bash"));
-    c.arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.status().unwrap();
-}
-
 fn worktree_from(stderr: &str) -> Option<PathBuf> {
     let line = stderr.lines().find(|l| l.contains(": worktree "))?;
     Some(PathBuf::from(line.split(": worktree ").nth(1)?.trim()))

@@ -36,22 +36,6 @@ fn perl_as(who: &Who, code: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Runs `bash -c SCRIPT` as `who` in `dir` without the sandbox, with `env` (the control).
-fn bare_bash_as(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) {
-    let mut c = command_as(who, Path::new("/bin/bash"));
-    c.arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let _ = c.status().unwrap();
-}
-
 /// `tyba run --here --non-interactive --autonomy high -- bash -c SCRIPT` in the worktree.
 fn tyba_bash(r: &SandboxRepo, who: &Who, env: &[(OsString, OsString)], script: &str) -> String {
     let o = run_tyba(

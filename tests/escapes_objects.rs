@@ -85,22 +85,6 @@ fn agent_session(
     (err, wt, report)
 }
 
-/// The control: `bash -c SCRIPT` as `who` in `dir` without the sandbox, with `env`.
-fn bare_in(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) {
-    let mut b = command_as(who, Path::new("/bin/bash"));
-    b.arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (key, v) in env {
-        b.env(key, v);
-    }
-    b.status().unwrap();
-}
-
 /// The agent's own commit first (it needs the person's commit as its parent), then every way
 /// of changing the person's objects: the README's blob rewritten in place (made writable
 /// first), the root tree replaced by a rename over it, the person's commit removed, an
@@ -210,7 +194,7 @@ fn objects_suite(who: Who, tag: &str) {
     // person's blob and tree and removes their commit.
     if let Some(wt) = &wt {
         std::fs::remove_dir_all(&report).unwrap();
-        bare_in(&who, wt, &env, OBJECTS_SCRIPT);
+        bare_bash_as(&who, wt, &env, OBJECTS_SCRIPT);
         k.check(
             std::fs::read(object_file(&c, &blob)).ok() != Some(blob_bytes)
                 && git_out(&who, &r.wt, &["cat-file", "blob", &blob]) == "planted by the agent",
@@ -412,7 +396,7 @@ fn packs_suite(who: Who, tag: &str) {
     // Control: without the sandbox the times are set.
     if let Some(wt) = &wt {
         std::fs::remove_dir_all(&report).unwrap();
-        bare_in(&who, wt, &env, PACKS_SCRIPT);
+        bare_bash_as(&who, wt, &env, PACKS_SCRIPT);
         k.check(
             read(&report.join("perl")).contains("set times"),
             "control: without tyba the pack's times are set",
@@ -544,7 +528,7 @@ fn broken_suite(who: Who, tag: &str) {
         format!("the person's git gc succeeds after the session: {gc}"),
     );
     // Control: the same script without the sandbox leaves the person's gc stopping.
-    bare_in(&who, &wt, &env, BROKEN_SCRIPT);
+    bare_bash_as(&who, &wt, &env, BROKEN_SCRIPT);
     let (gc_ok, _) = git_run(&who, &r.wt, &["gc", "-q"]);
     k.check(
         !gc_ok,

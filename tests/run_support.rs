@@ -297,6 +297,23 @@ pub fn base_env(home: &Path, extra: &[(&str, OsString)]) -> Vec<(OsString, OsStr
     v
 }
 
+/// The control of an escape test: `bash -c SCRIPT` as `who` in `dir`, without the sandbox,
+/// with exactly `env`. Returns its stdout.
+pub fn bare_bash_as(who: &Who, dir: &Path, env: &[(OsString, OsString)], script: &str) -> String {
+    let mut c = command_as(who, Path::new("/bin/bash"));
+    c.arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// Runs `tyba ARGS` as `who` in `cwd` with exactly `env`, stdin closed, within `timeout`.
 pub fn run_tyba(
     who: &Who,
