@@ -589,7 +589,6 @@ const LOADERS: &[&str] = &[
 /// and bytes, compared in full only when the sizes match). `None` for any other file or one
 /// that cannot be read.
 pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
-    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     if let Some(name) = real.file_name().and_then(|n| n.to_str()) {
         if let Some(m) = MULTI_CALL.iter().find(|m| **m == name) {
@@ -601,33 +600,13 @@ pub(crate) fn multi_call_of(real: &Path) -> Option<&'static str> {
         return None;
     }
     let mut content: Option<Vec<u8>> = None;
-    for c in multi_call_files() {
-        let (name, sys) = (c.name, &c.path);
-        if c.dev == md.dev() && c.ino == md.ino() {
-            return Some(name);
-        }
-        if c.len != md.len() {
-            continue;
-        }
-        if content.is_none() {
-            let mut buf = Vec::new();
-            std::fs::File::open(real)
-                .ok()?
-                .take(md.len())
-                .read_to_end(&mut buf)
-                .ok()?;
-            content = Some(buf);
-        }
-        let mut other = Vec::new();
-        let same = std::fs::File::open(sys)
-            .and_then(|f| f.take(c.len).read_to_end(&mut other))
-            .is_ok()
-            && content.as_deref() == Some(other.as_slice());
-        if same {
-            return Some(name);
-        }
-    }
-    None
+    multi_call_files()
+        .iter()
+        .find(|c| {
+            (c.dev, c.ino) == (md.dev(), md.ino())
+                || (c.len == md.len() && same_bytes(real, &mut content, &c.path, c.len))
+        })
+        .map(|c| c.name)
 }
 
 /// The largest file [`system_copy_of`] compares in full (bytes): a bigger copy of a system
@@ -640,55 +619,72 @@ pub(crate) const MAX_COPY_COMPARE: u64 = 64 << 20;
 /// ./x; ./x -rf /`) runs that program's code, whatever it is called (review 31's r31-01, its
 /// next spelling). Returns the program's real path, whose name judges it. Compared by size
 /// first, against an index of the bin directories made once per supervisor (one `stat` per
-/// entry, on the first exec that needs it), in full only where a size matches and up to
-/// [`MAX_COPY_COMPARE`] bytes. `None` for any other file and for one that cannot be read.
+/// entry, about 5 ms for 2,500 entries here, on the first exec that needs it), in full
+/// ([`same_bytes`]) only where a size matches and up to [`MAX_COPY_COMPARE`] bytes. `None`
+/// for any other file and for one that cannot be read.
 pub(crate) fn system_copy_of(real: &Path) -> Option<PathBuf> {
     use std::collections::HashMap;
-    use std::io::Read;
-    static BY_SIZE: std::sync::OnceLock<HashMap<u64, Vec<PathBuf>>> = std::sync::OnceLock::new();
+    use std::os::unix::fs::MetadataExt;
+    /// Each size's files: (device, inode, a path to it).
+    type BySize = HashMap<u64, Vec<(u64, u64, PathBuf)>>;
+    static BY_SIZE: std::sync::OnceLock<BySize> = std::sync::OnceLock::new();
     let md = std::fs::metadata(real).ok().filter(|m| m.is_file())?;
     if md.len() == 0 || md.len() > MAX_COPY_COMPARE {
         return None;
     }
     let index = BY_SIZE.get_or_init(|| {
-        let mut by: HashMap<u64, Vec<PathBuf>> = HashMap::new();
+        let mut by: BySize = HashMap::new();
+        let mut dirs: Vec<PathBuf> = Vec::new();
         for d in tyba_policy::programs::SYSTEM_BIN_DIRS {
-            let Ok(entries) = std::fs::read_dir(d) else {
+            // `/bin` is `/usr/bin` on a merged system: each directory listed once.
+            match std::fs::canonicalize(d) {
+                Ok(c) if !dirs.contains(&c) => dirs.push(c),
+                _ => continue,
+            }
+        }
+        for e in dirs
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .flatten()
+        {
+            let Ok(m) = std::fs::metadata(e.path()) else {
                 continue;
             };
-            for e in entries.flatten() {
-                let Ok(path) = std::fs::canonicalize(e.path()) else {
-                    continue;
-                };
-                let Ok(m) = std::fs::metadata(&path) else {
-                    continue;
-                };
-                if m.is_file() && m.len() > 0 {
-                    let v = by.entry(m.len()).or_default();
-                    if !v.contains(&path) {
-                        v.push(path);
-                    }
-                }
+            let v = by.entry(m.len()).or_default();
+            if m.is_file() && m.len() > 0 && !v.iter().any(|f| (f.0, f.1) == (m.dev(), m.ino())) {
+                v.push((m.dev(), m.ino(), e.path()));
             }
         }
         by
     });
-    let candidates = index.get(&md.len())?;
+    let mut content = None;
+    index
+        .get(&md.len())?
+        .iter()
+        .filter(|f| (f.0, f.1) != (md.dev(), md.ino()))
+        .find(|f| same_bytes(real, &mut content, &f.2, md.len()))
+        .and_then(|f| std::fs::canonicalize(&f.2).ok())
+}
+
+/// Whether the file `other` holds the bytes of `file` (both `len` bytes long): `file`'s are
+/// read into `content` once, for comparing with several files. `false` when either cannot be
+/// read.
+fn same_bytes(file: &Path, content: &mut Option<Vec<u8>>, other: &Path, len: u64) -> bool {
+    use std::io::Read;
     let read = |p: &Path| -> Option<Vec<u8>> {
         let mut buf = Vec::new();
         std::fs::File::open(p)
             .ok()?
-            .take(MAX_COPY_COMPARE)
+            .take(len)
             .read_to_end(&mut buf)
             .ok()?;
         Some(buf)
     };
-    let content = read(real)?;
-    candidates
-        .iter()
-        .filter(|c| c.as_path() != real)
-        .find(|c| read(c).as_deref() == Some(content.as_slice()))
-        .cloned()
+    if content.is_none() {
+        *content = read(file);
+    }
+    content.is_some() && read(other).as_deref() == content.as_deref()
 }
 
 /// A system file [`multi_call_of`] compares an exec's file with: its name, path and
