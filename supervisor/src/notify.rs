@@ -2128,15 +2128,12 @@ impl Notifier {
                 || file
                     .as_ref()
                     .is_some_and(|(real, _)| exec::is_system_program(real)));
-        // A name of the agent's (a link in the worktree, `/proc/self/fd/N`) that reaches an
-        // installed program, a file in a root the session cannot change: the kernel runs that
-        // program, whatever the name is, so it is also judged by the file's own name (review
-        // 31's r31-01: `ln -s /usr/bin/cp mycp; ./mycp src prod` passed for an unlisted
-        // program, past the person's `blocked` rule on `cp … prod`, and unasked under an
-        // approved `make`). Names the installation chose (`/usr/bin/awk` reaching `mawk`)
-        // are judged as before, by the name the exec used.
-        // A copy of a system program in a root the agent writes (`cp /usr/bin/rm x; ./x -rf
-        // /`) runs that program's code: judged by its name too ([`exec::system_copy_of`]).
+        // The program the kernel runs under a name of the agent's is also judged by its own
+        // name (review 31's r31-01: `ln -s /usr/bin/cp mycp; ./mycp src prod` passed for an
+        // unlisted program, past the person's `blocked` rule on `cp … prod`, unasked under an
+        // approved `make`): an installed file reached by a link or `/proc/self/fd/N`, or a
+        // copy of a system program in a root the agent writes ([`exec::system_copy_of`]).
+        // Names the installation chose (`/usr/bin/awk` reaching `mawk`) are judged as before.
         let reached_installed = file
             .as_ref()
             .and_then(|(real, _)| {

@@ -1801,41 +1801,37 @@ fn remove_deep(dir: &Path) -> std::io::Result<()> {
     use std::ffi::{OsStr, OsString};
     use std::os::unix::ffi::OsStrExt;
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    // Opened with write access to its parent first: made `0700` below.
+    let owner = Mode::from_bits_truncate(0o700);
     if !std::fs::symlink_metadata(dir)?.is_dir() {
         return std::fs::remove_file(dir);
     }
-    let open = |at: Option<&Dir>, name: &OsStr| -> std::io::Result<Dir> {
-        let try_open = || match at {
-            Some(d) => Dir::openat(d, name, flags, Mode::empty()),
-            None => Dir::open(dir, flags, Mode::empty()),
-        };
-        match try_open() {
+    // A directory the agent made unreadable is made the owner's again first, by its name.
+    let mut cur = match Dir::open(dir, flags, Mode::empty()) {
+        Err(nix::errno::Errno::EACCES) => {
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+            Dir::open(dir, flags, Mode::empty())?
+        }
+        r => r?,
+    };
+    let open = |at: &Dir, name: &OsStr| -> std::io::Result<Dir> {
+        match Dir::openat(at, name, flags, Mode::empty()) {
             Err(nix::errno::Errno::EACCES) => {
-                // Unreadable: made the owner's again, by name in its parent.
-                match at {
-                    Some(d) => nix::sys::stat::fchmodat(
-                        d,
-                        name,
-                        Mode::from_bits_truncate(0o700),
-                        nix::sys::stat::FchmodatFlags::NoFollowSymlink,
-                    )?,
-                    None => std::fs::set_permissions(
-                        dir,
-                        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-                    )?,
-                }
-                Ok(try_open()?)
+                nix::sys::stat::fchmodat(
+                    at,
+                    name,
+                    owner,
+                    nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+                )?;
+                Ok(Dir::openat(at, name, flags, Mode::empty())?)
             }
             r => Ok(r?),
         }
     };
-    let mut cur = open(None, OsStr::new(""))?;
     // The way down: each level's name and the subdirectories of it still to remove.
     let mut way: Vec<(OsString, Vec<OsString>)> = Vec::new();
     let mut pending = Vec::new();
     loop {
-        let _ = fchmod(&cur, Mode::from_bits_truncate(0o700));
+        let _ = fchmod(&cur, owner);
         let entries: Vec<(OsString, Option<Type>)> = cur
             .iter()
             .collect::<Result<Vec<_>, _>>()?
@@ -1866,7 +1862,7 @@ fn remove_deep(dir: &Path) -> std::io::Result<()> {
         // Down into the next subdirectory still there; else up, removing the levels done.
         loop {
             if let Some(name) = pending.pop() {
-                let next = open(Some(&cur), &name)?;
+                let next = open(&cur, &name)?;
                 way.push((name, std::mem::take(&mut pending)));
                 cur = next;
                 break;
