@@ -2661,7 +2661,8 @@ fn sq(s: &str) -> String {
 /// top-level command). Every wrapper first makes `wrapper-ran` (so the approved wrapper is
 /// seen to run its descendants), then hands each blocked command to a shell, in turn, with
 /// its status written to `rc/N` where the wrapper can.
-fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)]) -> String {
+/// `start` is what make's `start` target runs first (the make wrappers only).
+fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)], start: &[String]) -> String {
     let nul: String = std::iter::once("touch wrapper-ran".to_string())
         .chain(cmds.iter().map(|(_, c)| c.clone()))
         .map(|c| c + "\0")
@@ -2678,10 +2679,8 @@ fn wrapper_files(fx: &Fx, w: Wrapper, cmds: &[(String, String)]) -> String {
                 mk.push_str(&format!(" c{i}"));
             }
             mk.push_str("\nstart:\n\ttouch wrapper-ran\n");
-            if matches!(w, Wrapper::LayerLinkedMake) {
-                for (link, target) in layer_links(fx, cmds) {
-                    mk.push_str(&format!("\tln -sf {target} {}\n", link.display()));
-                }
+            for l in start {
+                mk.push_str(&format!("\t{l}\n"));
             }
             for (i, (_, c)) in cmds.iter().enumerate() {
                 mk.push_str(&format!("c{i}: start\n\t-{}\n", c.replace('$', "$$")));
@@ -2768,21 +2767,20 @@ fn prop_fixture(who: &Who, tag: &str) -> Option<PropFx> {
     })
 }
 
-/// `cmds` with each one's first word, when it is a program found on the host's `PATH`,
-/// replaced by `./l-<name>`, a symbolic link to that program made in the worktree.
-fn linked_commands(fx: &Fx, cmds: &[(String, String)]) -> Vec<(String, String)> {
-    linked_commands_in(fx, cmds, None, false)
-}
+/// Corpus cases: (id, command line).
+type Cases = Vec<(String, String)>;
 
-/// [`linked_commands`], the links in `dir` (named by their absolute paths) when given, and
-/// copies of the programs instead of links when `copy`.
-fn linked_commands_in(
+/// `cmds` with each one's first word, when it is a program found on the host's `PATH`,
+/// replaced by `<dir>/l-<name>` (`./l-<name>` when `dir` is the worktree), and the programs
+/// those names are to stand for: `(name's path, program)`, once each. Nothing is made here.
+fn renamed_commands(
     fx: &Fx,
     cmds: &[(String, String)],
-    dir: Option<&Path>,
-    copy: bool,
-) -> Vec<(String, String)> {
-    cmds.iter()
+    dir: &Path,
+) -> (Cases, Vec<(PathBuf, PathBuf)>) {
+    let mut programs: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let renamed = cmds
+        .iter()
         .map(|(id, c)| {
             let first = c.split_whitespace().next().unwrap_or_default();
             let found = Command::new("sh")
@@ -2795,48 +2793,27 @@ fn linked_commands_in(
                 .ok()
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
                 .filter(|p| p.starts_with('/'));
-            match found {
-                Some(prog) => {
-                    let link = dir.unwrap_or(&fx.wt).join(format!("l-{first}"));
-                    let _ = std::fs::remove_file(&link);
-                    if copy {
-                        std::fs::copy(&prog, &link).unwrap();
-                    } else {
-                        std::os::unix::fs::symlink(&prog, &link).unwrap();
-                    }
-                    let name = match dir {
-                        Some(_) => link.display().to_string(),
-                        None => format!("./l-{first}"),
-                    };
-                    (id.clone(), format!("{name}{}", &c[first.len()..]))
-                }
-                None => (id.clone(), c.clone()),
+            let Some(prog) = found else {
+                return (id.clone(), c.clone());
+            };
+            let link = dir.join(format!("l-{first}"));
+            let name = if dir == fx.wt {
+                format!("./l-{first}")
+            } else {
+                link.display().to_string()
+            };
+            if !programs.iter().any(|(l, _)| *l == link) {
+                programs.push((link, PathBuf::from(prog)));
             }
+            (id.clone(), format!("{name}{}", &c[first.len()..]))
         })
-        .collect()
+        .collect();
+    (renamed, programs)
 }
 
 /// Where [`Wrapper::LayerLinkedMake`] puts its links: `~/.cargo/registry/l-<name>`.
 fn layer_link_dir(fx: &Fx) -> PathBuf {
     fx.home.join(".cargo/registry")
-}
-
-/// The links of `cmds` (made by [`linked_commands_in`] in the layer's directory) and their
-/// targets, read back from the disk of the test, where they were made only to learn them.
-fn layer_links(fx: &Fx, cmds: &[(String, String)]) -> Vec<(PathBuf, String)> {
-    let dir = layer_link_dir(fx);
-    let mut links: Vec<(PathBuf, String)> = Vec::new();
-    for (_, c) in cmds {
-        let Some(first) = c.split_whitespace().next() else {
-            continue;
-        };
-        let link = Path::new(first);
-        if link.parent() == Some(dir.as_path()) && !links.iter().any(|(l, _)| l == link) {
-            let target = std::fs::read_link(link).unwrap();
-            links.push((link.to_path_buf(), target.display().to_string()));
-        }
-    }
-    links
 }
 
 fn property(w: Wrapper) {
@@ -2856,36 +2833,50 @@ fn property(w: Wrapper) {
             continue;
         };
         let fx = &p.fx;
-        let cmds = match w {
-            Wrapper::LinkedMake => linked_commands(fx, &corpus),
-            Wrapper::LayerLinkedMake | Wrapper::CopiedMake => {
-                // The lines make runs itself (no shell syntax): each is one exec, judged by
-                // the file the kernel runs. A shell line naming such a link or copy is judged
-                // as a line first (see docs/sandbox.md, "Known limits").
-                let direct: Vec<(String, String)> = corpus
-                    .iter()
-                    .filter(|(_, c)| !c.contains(|ch: char| ";&|<>()$*~'\"\\".contains(ch)))
-                    .cloned()
-                    .collect();
-                assert!(direct.len() >= 10, "{direct:?}");
-                if matches!(w, Wrapper::CopiedMake) {
-                    linked_commands_in(fx, &direct, None, true)
-                } else {
-                    let dir = layer_link_dir(fx);
-                    std::fs::create_dir_all(dir.join("src")).unwrap();
-                    linked_commands_in(fx, &direct, Some(&dir), false)
-                }
-            }
-            _ => corpus.clone(),
+        // The lines make runs itself (no shell syntax): each is one exec, judged by the file
+        // the kernel runs. A shell line naming a copy or a layer's link is judged as a line
+        // first (see docs/sandbox.md, "Known limits").
+        let direct = || -> Vec<(String, String)> {
+            let v: Vec<(String, String)> = corpus
+                .iter()
+                .filter(|(_, c)| !c.contains(|ch: char| ";&|<>()$*~'\"\\".contains(ch)))
+                .cloned()
+                .collect();
+            assert!(v.len() >= 10, "{v:?}");
+            v
         };
-        let line = wrapper_files(fx, w, &cmds);
-        if matches!(w, Wrapper::LayerLinkedMake) {
-            // The links exist only in the session's layer, made by the approved `make`.
-            for (link, _) in layer_links(fx, &cmds) {
-                std::fs::remove_file(link).unwrap();
+        let (cmds, make_first) = match w {
+            Wrapper::LinkedMake | Wrapper::CopiedMake => {
+                let from = if matches!(w, Wrapper::LinkedMake) {
+                    corpus.clone()
+                } else {
+                    direct()
+                };
+                let (cmds, programs) = renamed_commands(fx, &from, &fx.wt);
+                for (name, prog) in programs {
+                    if matches!(w, Wrapper::CopiedMake) {
+                        std::fs::copy(&prog, &name).unwrap();
+                    } else {
+                        std::os::unix::fs::symlink(&prog, &name).unwrap();
+                    }
+                }
+                (cmds, Vec::new())
             }
-            give(&fx.home, &fx.who);
-        }
+            Wrapper::LayerLinkedMake => {
+                // Made by the approved `make`: the links exist only in the session's layer.
+                let dir = layer_link_dir(fx);
+                std::fs::create_dir_all(dir.join("src")).unwrap();
+                give(&fx.home, &fx.who);
+                let (cmds, programs) = renamed_commands(fx, &direct(), &dir);
+                let lines = programs
+                    .iter()
+                    .map(|(name, prog)| format!("ln -sf {} {}", prog.display(), name.display()))
+                    .collect();
+                (cmds, lines)
+            }
+            _ => (corpus.clone(), Vec::new()),
+        };
+        let line = wrapper_files(fx, w, &cmds, &make_first);
         let env = env_with(
             fx,
             &[
