@@ -86,6 +86,7 @@ fn main() -> ExitCode {
         Command::Worktrees(a) => cli::worktrees::list(a),
         Command::Clean(a) => cli::worktrees::clean(a),
     };
+    tyba_supervisor::launch_trace::mark("run:returned");
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -299,6 +299,8 @@ fn report_merge(m: &tyba_supervisor::state_layer::MergeReport, root: &Path) {
 
 /// Runs `tyba run`.
 pub fn main(args: Args) -> anyhow::Result<ExitCode> {
+    // Before any thread: the session's threads share two malloc arenas.
+    tyba_supervisor::limit_malloc_arenas();
     // First, before any thread: a SIGTERM or SIGHUP to tyba ends the session and the clean-up
     // below still runs.
     if let Err(e) = tyba_supervisor::end_session_on_signals() {

@@ -83,6 +83,18 @@ pub use launch::{
 pub use notify::AuditEvent;
 pub use sandbox::{Enforcement, SandboxPlan};
 
+/// Malloc arenas the supervisor's process keeps at most ([`limit_malloc_arenas`]).
+pub const MALLOC_ARENAS: i32 = 2;
+
+/// Caps the process's malloc arenas at [`MALLOC_ARENAS`], before `tyba run` starts its threads:
+/// a session's threads mostly hand work to each other, and an arena per thread cost a launch
+/// about 0.5 ms of CPU and 70 page faults here (docs/performance-run.md, run 18), in the
+/// supervisor and again in each fork of its image. `false` when the allocator has no such
+/// setting (the cap is a cost, never a protection).
+pub fn limit_malloc_arenas() -> bool {
+    sys::limit_malloc_arenas(MALLOC_ARENAS)
+}
+
 /// A signal's name as `signal(7)` gives it (`SIGSEGV`), or `signal N` for a number with no
 /// name (real-time signals).
 pub fn signal_name(n: i32) -> String {
