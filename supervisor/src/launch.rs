@@ -58,8 +58,8 @@ pub struct SessionConfig {
     pub home: Option<PathBuf>,
     /// Give the agent its own pty when standard input is a terminal.
     pub use_pty: bool,
-    /// The watch of the person's checkout (`--here`), sealed before the agent's first
-    /// process starts ([`crate::here_watch::HereWatch::seal`]).
+    /// The watch of the person's checkout (`--here`), sealed before the agent program's
+    /// first exec can be answered ([`crate::here_watch::HereWatch::seal`]).
     pub here_watch: Option<Arc<crate::here_watch::HereWatch>>,
 }
 
@@ -683,6 +683,12 @@ pub fn run_with(
     crate::launch_trace::mark("run:notifier-made");
     notify::hear_refused_lookups(&notifier);
     notifier.index_install();
+    // Every directory of the person's checkout is watched before the agent runs, or the
+    // watch is not used (`crate::here_watch`). Sealed before the notify loop starts: the
+    // agent's process may already wait in its first exec, which the loop answers.
+    if let Some(w) = &here_watch {
+        w.seal();
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let loop_thread = {
         let (n, s) = (Arc::clone(&notifier), Arc::clone(&stop));
@@ -691,11 +697,6 @@ pub fn run_with(
             .spawn(move || notify::serve(n, s))
             .map_err(io_err("starting the notify loop"))?
     };
-    // Every directory of the person's checkout is watched before the agent runs, or the
-    // watch is not used (`crate::here_watch`).
-    if let Some(w) = &here_watch {
-        w.seal();
-    }
     crate::launch_trace::mark("run:go");
     let mut ack = std::fs::File::from(ack_w);
     ack.write_all(b"g")
@@ -1764,22 +1765,21 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         crate::launch_trace::mark("s2:listener-sent");
     }
     drop(st);
-    let mut ack = [0u8; 1];
-    let got = c
-        .ack_r
-        .take()
-        .map(|r| std::fs::File::from(r).read(&mut ack).unwrap_or(0))
-        .unwrap_or(0);
-    if got != 1 {
-        sys::exit_now(4);
-    }
-    drop(listener);
-    drop(pty_master);
-    drop(relays);
+    // The agent's process is forked and restricted while the supervisor takes the listener
+    // and makes its notifier: its first exec (the agent program) is a notified call, so
+    // nothing of the agent's runs before the supervisor answers it, and that answer comes
+    // only from the notifier made after the "go" is due. Should the supervisor never send
+    // the "go", stage 2 exits and the kernel kills the waiting child with the namespace;
+    // should the listener close untaken, the exec fails (`seccomp_unotify(2)`: ENOSYS).
     // SAFETY: stage 2 is a fork child and has one thread; it starts none.
     match unsafe { sys::fork() } {
         Err(_) => sys::exit_now(4),
         Ok(Forked::Child) => {
+            // Stage 2's own descriptors are not the agent's (the exec closes the rest too).
+            drop(listener);
+            drop(pty_master);
+            drop(relays);
+            drop(c.ack_r.take());
             drop(c.ctl.take());
             if let Some(r) = ruleset {
                 match restrict(r, require_full) {
@@ -1798,6 +1798,19 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         Ok(Forked::Parent(agent)) => {
             drop(ruleset);
             drop(c.pty_slave.take());
+            // The supervisor has taken the listener, the pty and the relays once it says "go".
+            let mut ack = [0u8; 1];
+            let got = c
+                .ack_r
+                .take()
+                .map(|r| std::fs::File::from(r).read(&mut ack).unwrap_or(0))
+                .unwrap_or(0);
+            if got != 1 {
+                sys::exit_now(4);
+            }
+            drop(listener);
+            drop(pty_master);
+            drop(relays);
             let Some(ctl) = c.ctl.take() else {
                 sys::exit_now(4)
             };
