@@ -248,6 +248,43 @@ fn run_children_of_an_approved_command_pass_when_yellow_and_are_asked_when_red()
 }
 
 #[test]
+fn run_nothing_of_the_agents_runs_before_the_supervisor_holds_its_listener() {
+    // Stage 2 forks the agent's process before the supervisor has taken the seccomp listener:
+    // the agent program's own exec is a notified call, so it runs only once the supervisor
+    // answers. A supervisor that cannot take the listener (test builds: after 300 ms, time
+    // enough for an ungated agent to run) ends the start, and the agent never ran.
+    for who in whos() {
+        let Some(e) = setup(&who, "no-go") else {
+            continue;
+        };
+        let mark = e.wt.join("agent-ran");
+        let script = format!("echo ran > {}", mark.display());
+        let args = [
+            "run",
+            "--here",
+            "--non-interactive",
+            "--",
+            "bash",
+            "-c",
+            script.as_str(),
+        ];
+        let fault = [("TYBA_FAULT_TAKE_LISTENER_MS", OsString::from("300"))];
+        let (code, _, err) = run(&e, &fault, &args);
+        assert_ne!(code, 0, "the start must fail: {err}");
+        assert!(err.contains("fault point"), "{err}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !mark.exists(),
+            "the agent ran with nobody holding its listener ({who:?}): {err}"
+        );
+        // Control: the same agent, the listener taken, runs and leaves its mark.
+        let (code, _, err) = run(&e, &[], &args);
+        assert_eq!(code, 0, "{err}");
+        assert!(mark.exists(), "the control's agent left no mark: {err}");
+    }
+}
+
+#[test]
 fn run_exit_status_is_the_agents() {
     for who in whos() {
         let Some(e) = setup(&who, "exit") else {

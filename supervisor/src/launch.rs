@@ -569,6 +569,20 @@ pub fn run_with(
         }
     };
     crate::launch_trace::mark("run:sandbox-ready");
+    // Test builds only (`fault-points`): the listener cannot be taken, after a wait in which
+    // an agent started without its first exec being notified would have run.
+    #[cfg(feature = "fault-points")]
+    if let Some(ms) = std::env::var("TYBA_FAULT_TAKE_LISTENER_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+        let _ = waitpid(a_pid, None);
+        return Err(
+            SandboxUnavailable("cannot take the seccomp listener (fault point)".into()).into(),
+        );
+    }
     let taken = sys::pidfd_open(stage2).and_then(|pfd| {
         let listener = sys::pidfd_getfd(pfd.as_fd(), listener_no)?;
         let master = master_no
