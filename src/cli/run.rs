@@ -313,6 +313,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(w) = mode_warning {
         tell!("tyba: warning: {w}");
     }
+    tyba_supervisor::launch_trace::mark("run:args");
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let program = resolve_program(&args.agent[0], &cwd).ok_or_else(|| {
         UsageError(format!(
@@ -346,6 +347,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
+    tyba_supervisor::launch_trace::mark("run:pre-session");
     let session = session::prepare(&cwd, &choice)?;
     for w in &session.warnings {
         tell!("tyba: warning: {w}");
@@ -353,6 +355,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // In the person's own checkout, what the session changes there is named at the end: from
     // the kernel's events when every directory is watched before the agent starts, walked
     // beside the launch (`tyba_supervisor::here_watch`).
+    tyba_supervisor::launch_trace::mark("run:session");
     let here_watch = (session.created_branch.is_none() && session.git.is_some())
         .then(|| tyba_supervisor::here_watch::HereWatch::start(&session.worktree))
         .flatten()
@@ -374,6 +377,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     {
         tyba_supervisor::broker::paths::set_session_policy_file(p);
     }
+    tyba_supervisor::launch_trace::mark("run:pre-policy");
     let (policy, repo_layer) =
         super::load_policy_explained(args.policy.as_deref(), Some(&session.worktree))?;
     // Protected branches do not move locally either (DESIGN.md §5): the kernel keeps their
