@@ -708,10 +708,11 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     };
     drop(end_tx);
     let mut here_watch = here_watch.and_then(|w| Arc::try_unwrap(w).ok());
-    let watched = here_watch
-        .as_mut()
-        .and_then(tyba_supervisor::here_watch::HereWatch::finish)
-        .filter(|_| result.as_ref().is_ok_and(|o| !o.hard_links));
+    // The watch's thread reads the last events while the repository is checked below (the
+    // checks repair only the git dir, which the watch leaves out).
+    if let Some(w) = here_watch.as_mut() {
+        w.stop();
+    }
     let sandbox_ended = std::time::SystemTime::now();
     // No process of the sandbox is left: the agent's own branch goes back to the repository.
     if let Some(o) = own_branch.take() {
@@ -748,6 +749,10 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let watched = here_watch
+        .as_mut()
+        .and_then(tyba_supervisor::here_watch::HereWatch::finish)
+        .filter(|_| result.as_ref().is_ok_and(|o| !o.hard_links));
     // No process of the sandbox is left: carry the known data back, drop the rest.
     tyba_supervisor::launch_trace::mark("end:state-merge");
     let merge = result

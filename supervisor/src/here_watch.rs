@@ -204,6 +204,13 @@ impl HereWatch {
         *p == Phase::Walked(true)
     }
 
+    /// Tells the watch's thread that no process of the sandbox is left: it reads the last
+    /// events and makes the changes while the caller goes on; [`HereWatch::finish`] takes
+    /// them (and stops the watch itself when this was not called).
+    pub fn stop(&mut self) {
+        drop(self.stop.take());
+    }
+
     /// Once no process of the sandbox is left: what the events named, after reading the
     /// last of them (once; `None` after). `None` when the list cannot stand for the full look (the walk was not
     /// complete or not sealed, the queue overflowed, too many names, the thread failed).
