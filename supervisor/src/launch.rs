@@ -1086,14 +1086,6 @@ fn fail(st: &mut Option<std::fs::File>, msg: &str) -> ! {
     sys::exit_now(4)
 }
 
-fn exit_code(ws: WaitStatus) -> Option<i32> {
-    match ws {
-        WaitStatus::Exited(_, c) => Some(c),
-        WaitStatus::Signaled(_, s, _) => Some(128 + s as i32),
-        _ => None,
-    }
-}
-
 /// Stage 1 (child of the supervisor): new namespaces, id maps, then stage 2 as their PID 1.
 fn stage1(mut c: ChildCtx) -> ! {
     crate::launch_trace::mark("s1:start");
@@ -1182,33 +1174,23 @@ fn stage1(mut c: ChildCtx) -> ! {
     // Closed before stage 2 is forked: the server hears a hang-up when no device came.
     drop(to_server);
     crate::launch_trace::mark("s1:fork");
-    // SAFETY: stage 1 is a fork child and has one thread; it starts none.
-    match unsafe { sys::fork() } {
-        Err(e) => fail(&mut st, &format!("fork: {e}")),
-        Ok(Forked::Child) => {
-            c.status_w = st.map(OwnedFd::from);
-            stage2(c, ns)
-        }
-        Ok(Forked::Parent(b)) => {
-            report(&mut st, &format!("B {b}"));
-            drop(st);
-            drop(c.ack_r.take());
-            drop(c.pty_slave.take());
-            drop(c.fuse.take());
-            sys::close_fds_from(3);
-            loop {
-                match waitpid(Pid::from_raw(b), None) {
-                    Ok(ws) => {
-                        if let Some(code) = exit_code(ws) {
-                            crate::launch_trace::mark("s1:stage2-reaped");
-                            sys::exit_now(code)
-                        }
-                    }
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(_) => sys::exit_now(4),
-                }
-            }
-        }
+    // Stage 2 shares stage 1's memory instead of a copy of it: stage 1 only waits for it from
+    // here on, with raw system calls, and a copy of the supervisor's image would cost its
+    // page tables at the clone and their teardown at stage 2's exit.
+    let status_fd = st.as_ref().map(|f| f.as_raw_fd());
+    c.status_w = match st.as_ref().map(std::fs::File::try_clone).transpose() {
+        Ok(w) => w.map(OwnedFd::from),
+        Err(e) => fail(
+            &mut st,
+            &format!("cannot pass the status pipe to stage 2: {e}"),
+        ),
+    };
+    // SAFETY: stage 1 is a fork child and has one thread; from the clone on it touches
+    // nothing of the shared memory (`wait_shared_child_and_exit`), and `stage2` never
+    // returns.
+    match unsafe { sys::clone_sharing_memory(Box::new(move || stage2(c, ns))) } {
+        Err(e) => fail(&mut st, &format!("clone: {e}")),
+        Ok(b) => sys::wait_shared_child_and_exit(status_fd, b),
     }
 }
 
@@ -1785,7 +1767,8 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     // only from the notifier made after the "go" is due. Should the supervisor never send
     // the "go", stage 2 exits and the kernel kills the waiting child with the namespace;
     // should the listener close untaken, the exec fails (`seccomp_unotify(2)`: ENOSYS).
-    // SAFETY: stage 2 is a fork child and has one thread; it starts none.
+    // SAFETY: stage 2 has one thread (stage 1, whose memory it shares, only waits for it
+    // with raw system calls); it starts none.
     match unsafe { sys::fork() } {
         Err(_) => sys::exit_now(4),
         Ok(Forked::Child) => {

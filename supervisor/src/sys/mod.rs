@@ -441,6 +441,177 @@ pub unsafe fn fork() -> io::Result<Forked> {
     })
 }
 
+/// A system call made without the C library (`syscall` instruction, x86_64 Linux ABI: the
+/// number in `rax`, arguments in `rdi`, `rsi`, `rdx`, `r10`; the kernel clobbers `rcx` and
+/// `r11`). It returns the kernel's value, `-errno` on failure, and writes no `errno`: for a
+/// process whose thread-local storage another process uses ([`clone_sharing_memory`]).
+///
+/// # Safety
+/// The call must be valid with these arguments (pointers valid for what the kernel reads or
+/// writes).
+#[cfg(target_arch = "x86_64")]
+unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the caller guarantees the call is valid; the registers follow the kernel's
+    // x86_64 system call convention, and the asm touches no stack.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            in("r10") d,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Stack of a child made by [`clone_sharing_memory`]: a main thread's default (8 MiB,
+/// reserved, not committed: `MAP_NORESERVE`), with a guard page below.
+const SHARED_CHILD_STACK: usize = 8 << 20;
+
+/// Starts `f` in a child process that shares the caller's memory (`clone(2)` with `CLONE_VM`
+/// and exit signal `SIGCHLD`; no `CLONE_FILES`, `CLONE_FS` or `CLONE_SIGHAND`: its own
+/// descriptor table, directory and signal handlers, copied), on a stack of its own. Making
+/// it copies no page table, and its exit frees none: the cost a fork of a large image pays
+/// twice (`copy_page_range` at the fork, `exit_mmap` at the exit). Returns the child's pid.
+///
+/// # Safety
+/// The caller has one thread, and from the clone on touches no memory `f` may use (the
+/// heap, thread-local storage, `errno`): it may only call [`wait_shared_child_and_exit`].
+/// `f` must not return (it exits or execs).
+///
+/// # Errors
+/// The `mmap` or `clone` error; `f` is then dropped here.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn clone_sharing_memory(f: Box<dyn FnOnce()>) -> io::Result<i32> {
+    extern "C" fn start(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the pointer `Box::into_raw` made below, given to this child only.
+        let f: Box<Box<dyn FnOnce()>> = unsafe { Box::from_raw(arg.cast()) };
+        f();
+        // `f` must not return; should it, the child leaves without touching anything more.
+        exit_now(4)
+    }
+    // SAFETY: an anonymous private mapping at an address the kernel chooses; nothing is
+    // read or written by the call.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            SHARED_CHILD_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the lowest page of the mapping just made becomes the guard page.
+    unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
+    // The stack grows down from its 16-byte aligned top.
+    let top = (stack as usize + SHARED_CHILD_STACK) & !15;
+    let arg = Box::into_raw(Box::new(f));
+    // SAFETY: `start` runs on the new stack, which nothing else uses, and owns `arg`; the
+    // caller guarantees it leaves the shared memory to the child from here on.
+    let pid = unsafe {
+        libc::clone(
+            start,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::SIGCHLD,
+            arg.cast(),
+        )
+    };
+    if pid < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: no child was made: `arg` is still this process's only.
+        drop(unsafe { Box::from_raw(arg) });
+        // SAFETY: the mapping made above, used by no one.
+        unsafe { libc::munmap(stack, SHARED_CHILD_STACK) };
+        return Err(e);
+    }
+    Ok(pid)
+}
+
+/// What the parent of a [`clone_sharing_memory`] child does next, with raw system calls only
+/// ([`raw_syscall4`]: no `errno`, no heap, no thread-local storage): blocks every signal
+/// it can, writes `B <pid>` and a newline on `status_fd`, closes every descriptor from 3,
+/// waits for the child and exits with its status (`128 + signal` when killed).
+pub fn wait_shared_child_and_exit(status_fd: Option<RawFd>, child: i32) -> ! {
+    let all: u64 = !0;
+    // SAFETY: `rt_sigprocmask(SIG_BLOCK, &all, NULL, 8)` reads the 8-byte set on this stack.
+    unsafe {
+        raw_syscall4(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK as usize,
+            std::ptr::addr_of!(all) as usize,
+            0,
+            8,
+        )
+    };
+    if let Some(fd) = status_fd {
+        let mut line = [0u8; 16];
+        line[0] = b'B';
+        line[1] = b' ';
+        let mut digits = [0u8; 10];
+        let (mut n, mut k) = (child.unsigned_abs(), 0);
+        loop {
+            digits[k] = b'0' + (n % 10) as u8;
+            k += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for (i, d) in digits[..k].iter().rev().enumerate() {
+            line[2 + i] = *d;
+        }
+        line[2 + k] = b'\n';
+        // SAFETY: `write(fd, line, len)` reads `line` on this stack.
+        unsafe {
+            raw_syscall4(
+                libc::SYS_write,
+                fd as usize,
+                line.as_ptr() as usize,
+                3 + k,
+                0,
+            )
+        };
+    }
+    // SAFETY: `close_range(3, ~0, 0)` takes integers.
+    unsafe { raw_syscall4(libc::SYS_close_range, 3, libc::c_uint::MAX as usize, 0, 0) };
+    let mut status: libc::c_int = 0;
+    let code = loop {
+        // SAFETY: `wait4(child, &status, 0, NULL)` writes `status` on this stack.
+        let r = unsafe {
+            raw_syscall4(
+                libc::SYS_wait4,
+                child as usize,
+                std::ptr::addr_of_mut!(status) as usize,
+                0,
+                0,
+            )
+        };
+        if r == child as isize {
+            if libc::WIFEXITED(status) {
+                break libc::WEXITSTATUS(status);
+            }
+            if libc::WIFSIGNALED(status) {
+                break 128 + libc::WTERMSIG(status);
+            }
+        } else if r != -(libc::EINTR as isize) {
+            break 4;
+        }
+    };
+    // SAFETY: `exit_group(code)` does not return.
+    unsafe { raw_syscall4(libc::SYS_exit_group, code as usize, 0, 0, 0) };
+    exit_now(code)
+}
+
 /// Puts the calling thread in the batch scheduling class (`SCHED_BATCH`, `sched(7)`): its
 /// share of the CPUs is a normal thread's, but it never preempts a thread that wakes up, so
 /// work that has to happen soon (the launch) goes first while this keeps running on what is
@@ -1168,6 +1339,50 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
+
+    /// A child sharing its parent's memory runs; the parent writes `B <pid>` and leaves with
+    /// the child's status: its exit code, or 128 + the signal that killed it.
+    #[test]
+    fn a_child_sharing_memory_is_waited_for_and_its_status_passed_on() {
+        for (killed, want) in [(false, 7), (true, 128 + libc::SIGKILL)] {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+            // SAFETY: the child makes system calls and exits (the test's one-thread child).
+            match unsafe { fork() }.unwrap() {
+                Forked::Child => {
+                    drop(r);
+                    let status = w.as_raw_fd();
+                    let f = Box::new(move || {
+                        if killed {
+                            // SAFETY: raise(3) takes a signal number.
+                            unsafe { libc::raise(libc::SIGKILL) };
+                        }
+                        exit_now(7)
+                    });
+                    // SAFETY: this child has one thread and only waits after the clone.
+                    match unsafe { clone_sharing_memory(f) } {
+                        Ok(pid) => wait_shared_child_and_exit(Some(status), pid),
+                        Err(_) => exit_now(99),
+                    }
+                }
+                Forked::Parent(p) => {
+                    drop(w);
+                    let mut line = String::new();
+                    std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut line).unwrap();
+                    let pid = line
+                        .strip_prefix("B ")
+                        .and_then(|l| l.strip_suffix('\n'))
+                        .and_then(|n| n.parse::<i32>().ok())
+                        .unwrap_or_else(|| panic!("not a pid line: {line:?}"));
+                    assert!(pid > 0 && pid != p, "{pid} beside {p}");
+                    let ws = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(p), None).unwrap();
+                    assert_eq!(
+                        ws,
+                        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(p), want)
+                    );
+                }
+            }
+        }
+    }
 
     /// A resolution confined to a root that walks a `..` (through a link) while renames run
     /// elsewhere: one try alone fails with `EAGAIN` now and then (the control), `openat2`
