@@ -285,6 +285,58 @@ fn run_nothing_of_the_agents_runs_before_the_supervisor_holds_its_listener() {
 }
 
 #[test]
+fn run_the_agent_programs_exec_is_logged_as_started() {
+    // The session's first exec, the agent program started by tyba, is logged from what tyba
+    // started (not read from the waiting process): its path, argv and working directory.
+    for who in whos() {
+        let Some(e) = setup(&who, "first-exec") else {
+            continue;
+        };
+        let (code, _, err) = run_bash(&e, &["--here", "--non-interactive"], "/bin/true x");
+        assert_eq!(code, 0, "{err}");
+        let logs = e.home.join(".local/state/tyba/log");
+        let lines: Vec<serde_json::Value> = std::fs::read_dir(&logs)
+            .unwrap()
+            .flatten()
+            .flat_map(|f| {
+                std::fs::read_to_string(f.path())
+                    .unwrap()
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let agent: Vec<_> = lines
+            .iter()
+            .filter(|l| l["reason"] == "the agent program" && l["argv"][0] == "bash")
+            .collect();
+        assert_eq!(agent.len(), 1, "{who:?}: {lines:?}");
+        let a = agent[0];
+        assert_eq!(
+            a["argv"],
+            serde_json::json!(["bash", "-c", "/bin/true x"]),
+            "{a}"
+        );
+        assert!(
+            a["action"]
+                .as_str()
+                .is_some_and(|s| s.contains("/bin/true x")),
+            "{a}"
+        );
+        assert_eq!(a["cwd"].as_str(), e.wt.to_str(), "{a}");
+        assert_eq!(a["verdict"], "green", "{a}");
+        // The command the agent ran is its own line, with its own argv.
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["argv"] == serde_json::json!(["/bin/true", "x"])
+                    && l["reason"] != "the agent program"),
+            "{who:?}: {lines:?}"
+        );
+    }
+}
+
+#[test]
 fn run_exit_status_is_the_agents() {
     for who in whos() {
         let Some(e) = setup(&who, "exit") else {

@@ -689,6 +689,14 @@ pub fn run_with(
         )
         .ok(),
         started: std::time::SystemTime::now(),
+        agent_exec: (
+            crate::exec::exec_text(cfg.program.as_os_str().as_bytes()),
+            cfg.argv
+                .iter()
+                .map(|a| crate::exec::exec_text(a.as_bytes()))
+                .collect(),
+            plan.worktree.clone(),
+        ),
         state: Mutex::new(notify::State::new()),
     });
     if let Some(o) = &notifier.outside {
@@ -1732,6 +1740,7 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         }
         Err(e) => fail(&mut st, &format!("cannot enforce the Landlock rules: {e}")),
     };
+    crate::launch_trace::mark("s2:filters");
     if let Err(e) = sys::set_no_new_privs() {
         fail(&mut st, &format!("cannot set no_new_privs: {e}"));
     }

@@ -188,6 +188,10 @@ pub(crate) struct Notifier {
     /// When the session started (before the agent ran): a relayed push's repository whose
     /// hooks or configuration changed since is not relayed ([`crate::push_relay`]).
     pub started: std::time::SystemTime,
+    /// The agent program's own exec as stage 2's child makes it (path, argv, working
+    /// directory): what the audit log records for the session's first exec, which tyba
+    /// itself makes, so not read from the process while it waits for its answer.
+    pub agent_exec: (String, Vec<String>, PathBuf),
     pub state: Mutex<State>,
 }
 
@@ -1833,19 +1837,18 @@ impl Notifier {
                 s.procs
                     .set(tgid, stat.start, Role::Agent, Some(Arc::clone(&pidfd)));
                 drop(s);
-                if let Ok(r) = self.read_exec(n) {
-                    self.log_after_reply(AllowedExec {
-                        command: command_line(&r.path, &r.argv),
-                        verdict: Verdict::Green,
-                        rules: Vec::new(),
-                        why: "the agent program".into(),
-                        argv: r.argv,
-                        cwd: r.cwd,
-                        pid: n.pid,
-                        time: std::time::SystemTime::now(),
-                        inner_command: None,
-                    });
-                }
+                let (path, argv, cwd) = self.agent_exec.clone();
+                self.log_after_reply(AllowedExec {
+                    command: command_line(&path, &argv),
+                    verdict: Verdict::Green,
+                    rules: Vec::new(),
+                    why: "the agent program".into(),
+                    argv,
+                    cwd,
+                    pid: n.pid,
+                    time: std::time::SystemTime::now(),
+                    inner_command: None,
+                });
                 return Ok(ExecDecision::Continue(None));
             }
         }
