@@ -336,6 +336,87 @@ fn run_the_agent_programs_exec_is_logged_as_started() {
     }
 }
 
+/// The soft `RLIMIT_CORE` of a process, as `/proc/PID/limits` shows it (`unlimited` or a
+/// number of bytes).
+fn core_soft(limits: &str) -> Option<String> {
+    let l = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))?;
+    l.split_whitespace().nth(4).map(str::to_string)
+}
+
+#[test]
+fn run_stages_write_no_core_file_and_the_agent_keeps_the_persons_limit() {
+    // Stage 1 and stage 2 hold a copy of the supervisor's image (the person's whole
+    // environment, the withheld secrets included): their soft core-size limit is 0, read from
+    // outside while the session runs; the agent gets the person's back (review 33's r33-01).
+    for who in whos() {
+        let Some(e) = setup(&who, "core") else {
+            continue;
+        };
+        let tag = format!("core-limit-{}", std::process::id());
+        // Shell builtins only (a non-interactive session asks about nothing else).
+        let script = format!(
+            "while read -r l; do case $l in 'Max core'*) echo \"$l\" > agent-core.txt;; esac; done < /proc/self/limits; read -t 3 x < /dev/zero; exit 0 # {tag}"
+        );
+        let scan = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while std::time::Instant::now() < deadline {
+                for p in std::fs::read_dir("/proc").unwrap().flatten() {
+                    let dir = p.path();
+                    let cmd = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+                    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+                    let nspid = status.lines().find(|l| l.starts_with("NSpid:"));
+                    let is_stage2 = nspid.is_some_and(|l| {
+                        let f: Vec<_> = l.split_whitespace().skip(1).collect();
+                        f.len() == 2 && f[1] == "1"
+                    });
+                    if !is_stage2 || !String::from_utf8_lossy(&cmd).contains(&tag) {
+                        continue;
+                    }
+                    let ppid = status
+                        .lines()
+                        .find_map(|l| l.strip_prefix("PPid:"))
+                        .map(|v| v.trim().to_string())
+                        .unwrap();
+                    let read = |d: &Path| std::fs::read_to_string(d.join("limits")).unwrap();
+                    let stage1 = Path::new("/proc").join(ppid);
+                    return Some((core_soft(&read(&dir)), core_soft(&read(&stage1))));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            None
+        });
+        // The person's soft limit raised to the hard one first.
+        let mut args = vec![
+            "-c",
+            "ulimit -S -c \"$(ulimit -H -c)\" && exec \"$0\" \"$@\"",
+            e.tyba.to_str().unwrap(),
+        ];
+        args.extend(["run", "--here", "--non-interactive", "--", "bash", "-c"]);
+        args.push(&script);
+        let o = run_tyba(
+            &e.who,
+            Path::new("/bin/bash"),
+            &e.wt,
+            &base_env(&e.home, &[]),
+            &args,
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        let (stage2, stage1) = scan.join().unwrap().expect("stage 2 seen while it ran");
+        assert_eq!(stage2.as_deref(), Some("0"), "stage 2 ({who:?})");
+        assert_eq!(stage1.as_deref(), Some("0"), "stage 1 ({who:?})");
+        // Control: the agent's own limit is the person's, not 0.
+        let agent = std::fs::read_to_string(e.wt.join("agent-core.txt")).unwrap();
+        let agent = core_soft(&agent);
+        assert!(
+            agent.as_deref().is_some_and(|a| a != "0"),
+            "the agent's: {agent:?}"
+        );
+    }
+}
+
 #[test]
 fn run_exit_status_is_the_agents() {
     for who in whos() {

@@ -1094,9 +1094,43 @@ fn fail(st: &mut Option<std::fs::File>, msg: &str) -> ! {
     sys::exit_now(4)
 }
 
+/// The soft core-size limit (`RLIMIT_CORE`, `getrlimit(2)`) the person's processes had, kept
+/// by [`no_core_dumps`] in stage 1 (and so in stage 2, which shares its memory) and given
+/// back by [`restore_core_limit`] to the agent and to approved commands before their exec.
+static PERSONS_CORE_SOFT: OnceLock<u64> = OnceLock::new();
+
+/// Stage 1 and stage 2 write no core file: their memory is a copy of the supervisor's image,
+/// which holds the person's whole environment, secrets tyba withholds from the agent
+/// included, and a core file goes where the kernel's `core_pattern` says, by default the
+/// crashing process's working directory, the person's checkout (review 33's r33-01). The soft
+/// limit goes to 0 (`core(5)`: no file is written); the hard limit is kept, so that the
+/// agent's processes get the person's own back. Not `PR_SET_DUMPABLE` 0: the supervisor takes
+/// stage 2's descriptors with `pidfd_getfd(2)`, which a process that is not dumpable refuses
+/// to an unprivileged supervisor. A core handler that is a pipe (`|…` in `core_pattern`)
+/// ignores the limit; it writes where the system's administrator chose, not into the checkout.
+fn no_core_dumps() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_CORE) {
+        let _ = PERSONS_CORE_SOFT.set(soft);
+        let _ = setrlimit(Resource::RLIMIT_CORE, 0, hard);
+    }
+}
+
+/// Gives the person's soft core-size limit back ([`no_core_dumps`]), in the agent's process
+/// and an approved command's, before their exec: their cores are their own memory.
+pub(crate) fn restore_core_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let (Some(&soft), Ok((_, hard))) =
+        (PERSONS_CORE_SOFT.get(), getrlimit(Resource::RLIMIT_CORE))
+    {
+        let _ = setrlimit(Resource::RLIMIT_CORE, soft.min(hard), hard);
+    }
+}
+
 /// Stage 1 (child of the supervisor): new namespaces, id maps, then stage 2 as their PID 1.
 fn stage1(mut c: ChildCtx) -> ! {
     crate::launch_trace::mark("s1:start");
+    no_core_dumps();
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     if nix::unistd::getppid() != c.sup_pid {
         sys::exit_now(1);
@@ -1843,6 +1877,7 @@ fn exec_agent(mut c: ChildCtx) -> ! {
     }
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     sys::reset_signals();
+    restore_core_limit();
     if let Err(e) = nix::unistd::chdir(&c.plan.worktree) {
         child_say(&format!(
             "tyba: cannot enter the worktree {}: {e}",

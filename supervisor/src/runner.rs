@@ -954,6 +954,7 @@ fn spawn_runner(
             keeper(go_r, move || -> std::convert::Infallible {
                 let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
                 sys::reset_signals();
+                crate::launch::restore_core_limit();
                 if let Err(e) = restrict(ruleset, require_full) {
                     let _ = writeln!(
                         std::io::stderr(),
