@@ -727,3 +727,38 @@ fn what_the_agent_leaves_in_the_repository_is_repaired_or_named_as_unprivileged_
     }
     suite(who, "repo-left-user");
 }
+
+/// An index the agent garbles in the person's checkout makes every later git command fail:
+/// the end names it (review 33's r33-02). An index the agent changes as git does (`git add`)
+/// is not named.
+fn index_suite(who: Who, tag: &str) {
+    let Some(r) = sandbox_repo(&who, tag) else {
+        return;
+    };
+    let said = "is no index git can read";
+    let (_, err) = tyba_here(&r, &who, "echo n > n.txt && git add n.txt", "", "");
+    assert!(!err.contains(said), "a git add is named: {err}");
+    let (ok, staged) = git(&who, &r.wt, &["diff", "--cached", "--name-only"]);
+    assert!(
+        ok && staged.contains("n.txt"),
+        "the agent's git add: {staged} {err}"
+    );
+    let (_, err) = tyba_here(&r, &who, "printf 'DIRC garbage' > .git/index", "", "");
+    assert!(err.contains(said), "the garbled index is not named: {err}");
+    // The check can fail: the person's git does trip on it.
+    assert!(!git(&who, &r.wt, &["status", "--porcelain"]).0);
+}
+
+#[test]
+fn a_garbled_index_is_named_at_the_end_as_root_or_self() {
+    index_suite(Who::Me, "repo-index-me");
+}
+
+#[test]
+fn a_garbled_index_is_named_at_the_end_as_unprivileged_user() {
+    let Some(who) = unprivileged() else { return };
+    if who == Who::Me {
+        return;
+    }
+    index_suite(who, "repo-index-user");
+}

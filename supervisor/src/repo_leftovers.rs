@@ -137,9 +137,73 @@ pub struct RepoSnapshot {
     lock_dirs: Vec<(usize, &'static str, bool)>,
     /// The checkout's `HEAD` bytes, when the checkout is the person's.
     head: Option<Vec<u8>>,
+    /// The checkout's index as found at the start (identity, size, change time), when the
+    /// checkout is the person's: `Some(None)` when it had none.
+    index: Option<Option<FileStamp>>,
     /// Operation state present at the start, by name in the checkout's git dir.
     operations: Vec<&'static str>,
     started: SystemTime,
+}
+
+/// A file's identity, size and change time: when all are the same, its bytes are taken to
+/// be too (the index's check at the end reads it only when not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(m: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// The largest index the end's check reads (a checkout of a million files has one of about
+/// 100 MiB); a larger one is not checked.
+const MAX_INDEX: u64 = 512 << 20;
+
+/// Why git could not read `data` as an index (`Documentation/gitformat-index.txt`: the
+/// `DIRC` header, the entries and extensions, then the hash of all that, SHA-1 or SHA-256 as
+/// the repository's, or zeros under `index.skipHash`); `None` when it can. Decoded by
+/// `gix-index`, after the trailing hash is checked as git checks it.
+fn index_fault(data: &[u8]) -> Option<String> {
+    let mut last = String::from("too short");
+    for kind in [gix::hash::Kind::Sha1, gix::hash::Kind::Sha256] {
+        let n = kind.len_in_bytes();
+        if data.len() < 12 + n {
+            continue;
+        }
+        let (body, trailer) = data.split_at(data.len() - n);
+        if trailer.iter().any(|b| *b != 0) {
+            let mut h = gix::hash::hasher(kind);
+            h.update(body);
+            match h.try_finalize() {
+                Ok(id) if id.as_bytes() == trailer => {}
+                _ => {
+                    last = "its checksum does not match its content".into();
+                    continue;
+                }
+            }
+        }
+        let options = gix::index::decode::Options {
+            alloc_limit_bytes: Some(MAX_INDEX as usize),
+            ..Default::default()
+        };
+        match gix::index::State::from_bytes(data, filetime::FileTime::zero(), kind, options) {
+            Ok(_) => return None,
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Some(last)
 }
 
 /// One thing found at the session's end, and what tyba did about it.
@@ -248,6 +312,12 @@ impl RepoSnapshot {
                     .ok()
             })
             .flatten();
+        let index = (persons_checkout && under(&git_dirs[last].0.join("index"))).then(|| {
+            checkout
+                .as_ref()
+                .and_then(|c| c.meta(OsStr::new("index")).ok())
+                .map(|m| FileStamp::of(&m))
+        });
         let operations = OPERATION_STATE
             .iter()
             .copied()
@@ -263,6 +333,7 @@ impl RepoSnapshot {
             dirs,
             lock_dirs,
             head,
+            index,
             operations,
             started: coarse_now(),
         }
@@ -304,6 +375,7 @@ impl RepoSnapshot {
         }
         self.check_locks(ended, &open, &mut out);
         self.check_head(&open, &mut out);
+        self.check_index(&open, &mut out);
         self.check_operations(&open, &mut out);
         out
     }
@@ -576,6 +648,45 @@ impl RepoSnapshot {
         None
     }
 
+    /// The checkout's index, when it changed: one git can no longer read makes every later
+    /// `git status` fail (review 33's r33-02). Named, not repaired: `git reset` rebuilds it
+    /// from `HEAD`, and what was staged in it is gone either way.
+    fn check_index(&self, open: &Open, out: &mut Vec<Finding>) {
+        let Some(was) = &self.index else {
+            return;
+        };
+        let last = self.git_dirs.len() - 1;
+        let Some(g) = open.roots.get(last).and_then(Option::as_ref) else {
+            return;
+        };
+        let name = OsStr::new("index");
+        let m = g.meta(name);
+        let now = m.as_ref().ok().map(FileStamp::of);
+        if now == *was || now.is_none() {
+            // Unchanged, or removed (git reads a missing index as an empty one).
+            return;
+        }
+        let shown = g.path().join(name);
+        let fault = match m {
+            Ok(m) if !m.is_file() => Some("it is not a file".to_string()),
+            Ok(m) if m.len() > MAX_INDEX => return,
+            _ => match g.read_file(Path::new(name), MAX_INDEX) {
+                Ok(data) => index_fault(&data),
+                Err(e) => Some(e.to_string()),
+            },
+        };
+        if let Some(why) = fault {
+            out.push(Finding {
+                found: format!(
+                    "{} is no index git can read ({why}): every git command in the checkout fails",
+                    shown.display()
+                ),
+                done: "left as it is: `git reset` rebuilds it from HEAD (what was staged is lost)"
+                    .into(),
+            });
+        }
+    }
+
     fn check_head(&self, open: &Open, out: &mut Vec<Finding>) {
         let Some(was) = &self.head else {
             return;
@@ -781,6 +892,40 @@ fn shell_path(p: &Path) -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+
+    /// Indexes as git writes them are read (with a checksum, and with `index.skipHash`'s
+    /// zeros); garbage, a truncated one and one with a byte changed are not.
+    #[test]
+    fn index_fault_tells_an_index_git_reads_from_one_it_does_not() {
+        let t = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(t.path())
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", t.path())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(t.path().join("a"), "a").unwrap();
+        git(&["add", "a"]);
+        let index = std::fs::read(t.path().join(".git/index")).unwrap();
+        assert_eq!(index_fault(&index), None);
+        let mut changed = index.clone();
+        changed[20] ^= 1;
+        assert!(index_fault(&changed).is_some());
+        assert!(index_fault(&index[..index.len() - 1]).is_some());
+        assert!(index_fault(b"DIRC garbage").is_some());
+        std::fs::write(t.path().join("b"), "b").unwrap();
+        git(&["-c", "index.skipHash=true", "add", "b"]);
+        let skipped = std::fs::read(t.path().join(".git/index")).unwrap();
+        assert!(skipped[skipped.len() - 20..].iter().all(|b| *b == 0));
+        assert_eq!(index_fault(&skipped), None);
+    }
     use super::*;
 
     #[test]
