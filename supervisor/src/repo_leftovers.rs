@@ -249,6 +249,12 @@ impl Open {
             .find(|(r, p, _)| *r == root && p == rel)
             .map(|(_, _, d)| d)
     }
+
+    /// The checkout's own git dir (the last of the snapshot's `git_dirs`) when verified: it
+    /// holds `HEAD`, the index and the operation state.
+    fn checkout(&self) -> Option<&DirFd> {
+        self.roots.last()?.as_ref()
+    }
 }
 
 impl RepoSnapshot {
@@ -655,8 +661,7 @@ impl RepoSnapshot {
         let Some(was) = &self.index else {
             return;
         };
-        let last = self.git_dirs.len() - 1;
-        let Some(g) = open.roots.get(last).and_then(Option::as_ref) else {
+        let Some(g) = open.checkout() else {
             return;
         };
         let name = OsStr::new("index");
@@ -691,8 +696,7 @@ impl RepoSnapshot {
         let Some(was) = &self.head else {
             return;
         };
-        let last = self.git_dirs.len() - 1;
-        let Some(g) = open.roots.get(last).and_then(Option::as_ref) else {
+        let Some(g) = open.checkout() else {
             return;
         };
         let name = OsStr::new("HEAD");
@@ -802,9 +806,7 @@ impl RepoSnapshot {
     }
 
     fn check_operations(&self, open: &Open, out: &mut Vec<Finding>) {
-        // The checkout's own git dir holds them (the last of `git_dirs`).
-        let last = self.git_dirs.len() - 1;
-        let Some(g) = open.roots.get(last).and_then(Option::as_ref) else {
+        let Some(g) = open.checkout() else {
             return;
         };
         for n in OPERATION_STATE {
