@@ -294,21 +294,16 @@ fn run_the_agent_programs_exec_is_logged_as_started() {
         };
         let (code, _, err) = run_bash(&e, &["--here", "--non-interactive"], "/bin/true x");
         assert_eq!(code, 0, "{err}");
-        let logs = e.home.join(".local/state/tyba/log");
-        let lines: Vec<serde_json::Value> = std::fs::read_dir(&logs)
-            .unwrap()
-            .flatten()
-            .flat_map(|f| {
-                std::fs::read_to_string(f.path())
-                    .unwrap()
-                    .lines()
-                    .map(|l| serde_json::from_str(l).unwrap())
-                    .collect::<Vec<_>>()
-            })
+        // The session's audit log (the latest session's: `tyba log --json`).
+        let (code, out, err) = run(&e, &[], &["log", "--json"]);
+        assert_eq!(code, 0, "tyba log: {err}");
+        let lines: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         let agent: Vec<_> = lines
             .iter()
-            .filter(|l| l["reason"] == "the agent program" && l["argv"][0] == "bash")
+            .filter(|l| l["reason"] == "the agent program")
             .collect();
         assert_eq!(agent.len(), 1, "{who:?}: {lines:?}");
         let a = agent[0];
