@@ -94,14 +94,29 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// A directory of its own for each call: two tests of one binary with the same tag
+    /// started within the clock's resolution got one shared directory (a CI failure: one
+    /// test's git found the other's `index.lock`). A counter of the process tells them apart,
+    /// and `create_dir` (not `create_dir_all`) fails on a name already taken, tried again.
     pub fn new(tag: &str) -> Scratch {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let base = std::env::temp_dir();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = base.join(format!("tyba-test-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = loop {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = base.join(format!(
+                "tyba-test-{tag}-{}-{n}-{nanos}",
+                std::process::id()
+            ));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => panic!("{}: {e}", dir.display()),
+            }
+        };
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         Scratch {
             dir: std::fs::canonicalize(&dir).unwrap(),
