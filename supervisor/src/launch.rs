@@ -1804,38 +1804,40 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         crate::launch_trace::mark("s2:listener-sent");
     }
     drop(st);
-    // The agent's process is forked and restricted while the supervisor takes the listener
+    // The agent's process is made and restricted while the supervisor takes the listener
     // and makes its notifier: its first exec (the agent program) is a notified call, so
     // nothing of the agent's runs before the supervisor answers it, and that answer comes
     // only from the notifier made after the "go" is due. Should the supervisor never send
     // the "go", stage 2 exits and the kernel kills the waiting child with the namespace;
     // should the listener close untaken, the exec fails (`seccomp_unotify(2)`: ENOSYS).
-    // SAFETY: stage 2 has one thread (stage 1, whose memory it shares, only waits for it
-    // with raw system calls); it starts none.
-    match unsafe { sys::fork() } {
-        Err(_) => sys::exit_now(4),
-        Ok(Forked::Child) => {
-            // Stage 2's own descriptors are not the agent's (the exec closes the rest too).
-            drop(listener);
-            drop(pty_master);
-            drop(relays);
-            drop(c.ack_r.take());
-            drop(c.ctl.take());
-            if let Some(r) = ruleset {
-                match restrict(r, require_full) {
-                    Ok(_) => {}
-                    Err(e) if c.allow_weaker => child_say(&format!(
-                        "tyba: not enforced: Landlock not fully enforced: {e}"
-                    )),
-                    Err(e) => {
-                        child_say(&format!("tyba: cannot enforce the Landlock rules: {e}"));
-                        sys::exit_now(4)
-                    }
+    // The child shares stage 2's memory until its exec, stage 2 suspended meanwhile (no
+    // copy of the supervisor's image to make and then free at the exec); so it only
+    // borrows what it uses (its descriptors are its own: the exec closes the rest).
+    let mut start_agent = || {
+        if let Some(r) = &ruleset {
+            match r
+                .try_clone()
+                .map_err(|e| e.to_string())
+                .and_then(|r| restrict(r, require_full).map_err(|e| e.to_string()))
+            {
+                Ok(_) => {}
+                Err(e) if c.allow_weaker => child_say(&format!(
+                    "tyba: not enforced: Landlock not fully enforced: {e}"
+                )),
+                Err(e) => {
+                    child_say(&format!("tyba: cannot enforce the Landlock rules: {e}"));
+                    sys::exit_now(4)
                 }
             }
-            exec_agent(c)
         }
-        Ok(Forked::Parent(agent)) => {
+        exec_agent(&c)
+    };
+    // SAFETY: stage 2 has one thread (stage 1, whose memory it shares, only waits for it
+    // with raw system calls); `start_agent` borrows only, and execs or exits.
+    let spawned = unsafe { sys::spawn_sharing_memory(&mut start_agent) };
+    match spawned {
+        Err(_) => sys::exit_now(4),
+        Ok(agent) => {
             drop(ruleset);
             drop(c.pty_slave.take());
             // The supervisor has taken the listener, the pty and the relays once it says "go".
@@ -1863,17 +1865,17 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
     }
 }
 
-/// The agent: own session and process group, own pty, then exec.
-fn exec_agent(mut c: ChildCtx) -> ! {
+/// The agent: own session and process group, own pty, then exec. Run in a child that
+/// shares stage 2's memory ([`sys::spawn_sharing_memory`]): it only borrows `c`.
+fn exec_agent(c: &ChildCtx) -> ! {
     let _ = nix::unistd::setsid();
-    if let Some(slave) = c.pty_slave.take() {
+    if let Some(slave) = &c.pty_slave {
         let _ = sys::set_controlling_tty(slave.as_fd());
         for (t, pty) in (0..3).zip(c.pty_fds) {
             if pty {
                 let _ = sys::dup_onto(slave.as_fd(), t);
             }
         }
-        drop(slave);
     }
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     sys::reset_signals();
