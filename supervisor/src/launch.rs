@@ -1655,9 +1655,13 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
                 Ok(()) => {
                     // One listing of the filesystem's root (READDIRPLUS) makes the kernel
                     // know every cover and its attributes: the binds below then resolve
-                    // `staging/i` without a request to the server each.
-                    let _ = std::fs::read_dir(&staging).map(Iterator::count);
+                    // `staging/i` without a request to the server each. The listing is
+                    // [`LISTING_REQUESTS`] requests the stage waits for: with fewer covers,
+                    // each bind's own lookup is fewer.
                     let covers = c.plan.outside_covers.clone();
+                    if covers.len() > LISTING_REQUESTS {
+                        let _ = std::fs::read_dir(&staging).map(Iterator::count);
+                    }
                     for (i, p) in covers.iter().enumerate() {
                         let src = staging.join(i.to_string());
                         let Err(e) =
@@ -1864,6 +1868,10 @@ fn stage2(mut c: ChildCtx, ns: bool) -> ! {
         }
     }
 }
+
+/// Requests stage 2 waits for when it lists the outside-files filesystem's root: OPENDIR
+/// and two READDIRPLUS (the entries, then the end); RELEASEDIR is not waited for.
+const LISTING_REQUESTS: usize = 3;
 
 /// The agent: own session and process group, own pty, then exec. Run in a child that
 /// shares stage 2's memory ([`sys::spawn_sharing_memory`]): it only borrows `c`.
