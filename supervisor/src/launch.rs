@@ -79,6 +79,8 @@ pub struct Outcome {
     /// Whether a process of the session made a hard link (`link`, `linkat`): the changes
     /// of a `--here` session are then found by the full look ([`crate::here_watch`]).
     pub hard_links: bool,
+    /// Stage 1, reaped when the outcome is dropped.
+    _stage1: Reaper,
 }
 
 /// Errors of [`run`].
@@ -729,13 +731,27 @@ pub fn run_with(
         Some(t) => master.map(|m| start_relay(m, gate, t)).transpose()?,
         None => None,
     };
-    let status = loop {
-        match waitpid(a_pid, None) {
-            Ok(WaitStatus::Exited(_, c)) => break c,
-            Ok(WaitStatus::Signaled(_, s, _)) => break 128 + s as i32,
-            Ok(_) => continue,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
+    // The end goes on once stage 2 has said that no process of the sandbox is left; stage 1
+    // is reaped when the outcome is dropped (`Reaper`), its and stage 2's exits (the
+    // namespaces taken down) running meanwhile. When stage 2 hangs up without saying so
+    // (killed, or the session ended by a signal), stage 1's own end is waited for: it
+    // comes after the namespace's last process.
+    let (status, stage1) = match stage.wait_gone() {
+        Some(e) => (
+            e.code.unwrap_or_else(|| 128 + e.signal.unwrap_or(0)),
+            Reaper(Some(a_pid)),
+        ),
+        None => {
+            let status = loop {
+                match waitpid(a_pid, None) {
+                    Ok(WaitStatus::Exited(_, c)) => break c,
+                    Ok(WaitStatus::Signaled(_, s, _)) => break 128 + s as i32,
+                    Ok(_) => continue,
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
+                }
+            };
+            (status, Reaper(None))
         }
     };
     crate::launch_trace::mark("run:sandbox-ended");
@@ -787,7 +803,21 @@ pub fn run_with(
         hard_links: notifier
             .hard_links
             .load(std::sync::atomic::Ordering::SeqCst),
+        _stage1: stage1,
     })
+}
+
+/// Stage 1, once no process of the sandbox is left: waited for when this is dropped (it
+/// exits once stage 2 has).
+#[derive(Debug)]
+struct Reaper(Option<Pid>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            while waitpid(p, None) == Err(nix::errno::Errno::EINTR) {}
+        }
+    }
 }
 
 /// A thread joined when this is dropped.

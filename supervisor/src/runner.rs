@@ -91,6 +91,9 @@ pub(crate) enum FromStage {
         code: Option<i32>,
         signal: Option<i32>,
     },
+    /// After the agent's `Exited`: every other process of the sandbox's PID namespace is
+    /// killed and reaped; only stage 2 is left, and it exits.
+    Gone,
 }
 
 /// One path an approved command gets on top of the agent's ruleset.
@@ -698,6 +701,13 @@ pub(crate) fn serve_stage2(
                                 &[],
                             );
                         }
+                        // Then, nothing of the sandbox's left running, the supervisor goes on
+                        // with the session's end while the kernel takes the namespaces down
+                        // (stage 2's and stage 1's exits wait for RCU grace periods).
+                        kill_namespace();
+                        if let Some(s) = ctl.as_ref() {
+                            let _ = send_json(s.as_fd(), &FromStage::Gone, &[]);
+                        }
                         return code.unwrap_or_else(|| 128 + signal.unwrap_or(0));
                     }
                     if let (Some(c), Some(s)) = (children.remove(&pid), ctl.as_ref()) {
@@ -777,6 +787,21 @@ fn stage2_handle(
                 }
             }
             None
+        }
+    }
+}
+
+/// In stage 2, the init of the sandbox's PID namespace: kills every other process of the
+/// namespace (`kill(-1, SIGKILL)`: every process it may signal but itself, `kill(2)`) and
+/// reaps its children until it has none. Orphans are reparented to the namespace's init (or
+/// to a subreaper in it, killed too), so no child left means no process left; the kill is
+/// sent again after each reap, for a process forked while the first went out.
+fn kill_namespace() {
+    loop {
+        let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
+        match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
         }
     }
 }
@@ -997,6 +1022,8 @@ pub(crate) struct AgentEnd {
 #[derive(Debug, Default)]
 struct EndSeen {
     agent: Option<AgentEnd>,
+    /// Stage 2 said every other process of the sandbox is gone ([`FromStage::Gone`]).
+    gone: bool,
     hung_up: bool,
 }
 
@@ -1059,6 +1086,16 @@ impl StageLink {
         g.agent
     }
 
+    /// How the agent ended, once stage 2 said so and that nothing else of the sandbox runs
+    /// any more ([`FromStage::Gone`]); waits for it. `None` when stage 2 hung up without
+    /// saying both (killed, or ended by a signal to the supervisor): the caller then waits
+    /// for stage 1 to end, which ends with the namespace's last process.
+    pub(crate) fn wait_gone(&self) -> Option<AgentEnd> {
+        let g = self.end.lock().ok()?;
+        let g = self.end_cv.wait_while(g, |e| !e.gone && !e.hung_up).ok()?;
+        g.agent.filter(|_| g.gone)
+    }
+
     /// Reads stage 2's messages until it hangs up; run on its own thread.
     pub(crate) fn read_loop(&self) {
         loop {
@@ -1069,11 +1106,18 @@ impl StageLink {
                     }
                     self.end_cv.notify_all();
                 }
+                Ok(Some((FromStage::Gone, _))) => {
+                    if let Ok(mut e) = self.end.lock() {
+                        e.gone = true;
+                    }
+                    self.end_cv.notify_all();
+                }
                 Ok(Some((msg, _))) => {
                     let id = match &msg {
                         FromStage::Spawned { id, .. }
                         | FromStage::Failed { id, .. }
                         | FromStage::Exited { id, .. } => *id,
+                        FromStage::Gone => continue,
                     };
                     if let Ok(w) = self.waiters.lock() {
                         if let Some(tx) = w.get(&id) {
@@ -1127,7 +1171,7 @@ impl StageLink {
                 Ok(FromStage::Spawned { pid, start, .. }) => Ok((pid as u32, start)),
                 Ok(FromStage::Failed { error, .. }) => Err(error),
                 Ok(FromStage::Exited { .. }) => Err("the runner ended before starting".into()),
-                Err(_) => Err("the sandbox did not answer".into()),
+                Ok(FromStage::Gone) | Err(_) => Err("the sandbox did not answer".into()),
             }
         })();
         match result {
@@ -1284,6 +1328,167 @@ pub(crate) fn relay(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// The processes of the calling process's view whose parent chain reaches `root`
+    /// (`/proc/<pid>/stat`'s fourth field), `root` itself aside.
+    fn descendants(root: i32) -> usize {
+        let mut parent = HashMap::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r.to_string()) else {
+                continue;
+            };
+            if let Some(pp) = rest
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<i32>().ok())
+            {
+                parent.insert(pid, pp);
+            }
+        }
+        parent
+            .keys()
+            .filter(|&&p| {
+                let mut q = p;
+                for _ in 0..64 {
+                    match parent.get(&q) {
+                        Some(&pp) if pp == root => return p != root,
+                        Some(&pp) if pp > 0 && pp != q => q = pp,
+                        _ => return false,
+                    }
+                }
+                false
+            })
+            .count()
+    }
+
+    /// In a PID namespace's init, `kill_namespace` leaves no other process: not an orphan
+    /// that ignores SIGTERM, not a subreaper's grandchild, not one whose exit takes a while,
+    /// not a stopped process, not the processes of a nested PID namespace. Counted from outside the namespace while its
+    /// init still lives; the control (init kills nothing) leaves them all.
+    #[test]
+    fn killing_the_namespace_leaves_no_process_but_its_init() {
+        for kill in [true, false] {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::empty()).unwrap();
+            let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::empty()).unwrap();
+            // SAFETY: the child makes system calls, allocates and exits (glibc's fork
+            // handlers keep malloc usable).
+            let outer = match unsafe { sys::fork() }.unwrap() {
+                Forked::Parent(p) => p,
+                Forked::Child => {
+                    let code = (|| -> i32 {
+                        if nix::sched::unshare(
+                            nix::sched::CloneFlags::CLONE_NEWUSER
+                                | nix::sched::CloneFlags::CLONE_NEWPID,
+                        )
+                        .is_err()
+                        {
+                            return 90;
+                        }
+                        let (ready_r, ready_w) = nix::unistd::pipe().unwrap();
+                        let leaf = |w: &OwnedFd| {
+                            let _ = nix::unistd::write(w, b"r");
+                            loop {
+                                nix::unistd::pause();
+                            }
+                        };
+                        // SAFETY: as above; this child is the namespace's init.
+                        let init = match unsafe { sys::fork() }.unwrap() {
+                            Forked::Parent(p) => p,
+                            Forked::Child => {
+                                let spawn = |f: &dyn Fn()| {
+                                    // SAFETY: as above.
+                                    if let Ok(Forked::Child) = unsafe { sys::fork() } {
+                                        f();
+                                        sys::exit_now(0)
+                                    }
+                                };
+                                // An orphan that ignores SIGTERM.
+                                spawn(&|| {
+                                    spawn(&|| {
+                                        // SAFETY: SIG_IGN for a catchable signal.
+                                        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+                                        leaf(&ready_w)
+                                    });
+                                });
+                                // A subreaper and its grandchild (orphaned to it).
+                                spawn(&|| {
+                                    let _ = nix::sys::prctl::set_child_subreaper(true);
+                                    spawn(&|| spawn(&|| leaf(&ready_w)));
+                                    leaf(&ready_w)
+                                });
+                                // One whose exit takes a while (its memory freed).
+                                spawn(&|| {
+                                    let big = vec![1u8; 64 << 20];
+                                    std::hint::black_box(&big);
+                                    leaf(&ready_w)
+                                });
+                                // A stopped process.
+                                spawn(&|| {
+                                    let _ = nix::unistd::write(&ready_w, b"r");
+                                    // SAFETY: raise(3) takes a signal number.
+                                    unsafe { libc::raise(libc::SIGSTOP) };
+                                });
+                                // A nested PID namespace's init and its child.
+                                spawn(&|| {
+                                    if nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID)
+                                        .is_ok()
+                                    {
+                                        spawn(&|| {
+                                            spawn(&|| leaf(&ready_w));
+                                            leaf(&ready_w)
+                                        });
+                                    }
+                                    leaf(&ready_w)
+                                });
+                                let mut got = 0;
+                                let mut b = [0u8; 16];
+                                while got < 8 {
+                                    match nix::unistd::read(&ready_r, &mut b) {
+                                        Ok(n) if n > 0 => got += n,
+                                        _ => sys::exit_now(91),
+                                    }
+                                }
+                                if kill {
+                                    kill_namespace();
+                                }
+                                let _ = nix::unistd::write(&w, b"k");
+                                let _ = nix::unistd::read(&go_r, &mut b);
+                                sys::exit_now(0)
+                            }
+                        };
+                        let mut b = [0u8; 1];
+                        if nix::unistd::read(&r, &mut b) != Ok(1) {
+                            return 92;
+                        }
+                        let n = descendants(init);
+                        let _ = nix::unistd::write(&go_w, b"g");
+                        let _ = waitpid(Pid::from_raw(init), None);
+                        i32::try_from(n).unwrap_or(99).min(80)
+                    })();
+                    sys::exit_now(code)
+                }
+            };
+            let ws = waitpid(Pid::from_raw(outer), None).unwrap();
+            let WaitStatus::Exited(_, n) = ws else {
+                panic!("the outer child ended so: {ws:?}")
+            };
+            assert!(n < 90, "the set-up failed ({n})");
+            if kill {
+                assert_eq!(n, 0, "processes left in the namespace beside its init");
+            } else {
+                assert!(
+                    n >= 8,
+                    "the control left only {n} processes: the count cannot fail"
+                );
+            }
+        }
+    }
 
     fn class(paths: &[PathBuf], writes: &[PathBuf]) -> tyba_policy::Classification {
         let mut c = tyba_policy::Classification::green();
