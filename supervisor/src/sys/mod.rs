@@ -1494,7 +1494,7 @@ mod tests {
         match unsafe { fork() }.unwrap() {
             Forked::Child => {
                 // SAFETY: `on_usr1` only touches an atomic.
-                unsafe { libc::signal(libc::SIGUSR1, on_usr1 as libc::sighandler_t) };
+                unsafe { libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t) };
                 let code = (|| {
                     for raise in [true, false] {
                         let mut seen = 0u32;
