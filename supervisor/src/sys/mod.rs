@@ -470,6 +470,54 @@ unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize)
     ret
 }
 
+/// A stack for a cloned child: `len` bytes reserved, not committed (`MAP_NORESERVE`), the
+/// lowest page a guard page. Returns the mapping and the stack's 16-byte aligned top (it
+/// grows down).
+///
+/// # Errors
+/// The `mmap` error.
+fn child_stack(len: usize) -> io::Result<(*mut libc::c_void, usize)> {
+    // SAFETY: an anonymous private mapping at an address the kernel chooses; nothing is
+    // read or written by the call.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the lowest page of the mapping just made becomes the guard page.
+    unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
+    Ok((stack, (stack as usize + len) & !15))
+}
+
+/// Blocks every signal of the calling thread (`pthread_sigmask(3)`); returns the mask it
+/// had, for [`set_signal_mask`]. A child cloned meanwhile starts with all of them blocked.
+fn block_all_signals() -> libc::sigset_t {
+    // SAFETY: all-zero `sigset_t`s are valid, filled or written below.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: both sets are valid `sigset_t`s owned here.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    old
+}
+
+/// Sets the calling thread's signal mask to `mask` (`pthread_sigmask(3)`).
+fn set_signal_mask(mask: &libc::sigset_t) {
+    // SAFETY: `mask` is a valid `sigset_t`, read during the call.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
+}
+
 /// Stack of a child made by [`clone_sharing_memory`]: a main thread's default (8 MiB,
 /// reserved, not committed: `MAP_NORESERVE`), with a guard page below.
 const SHARED_CHILD_STACK: usize = 8 << 20;
@@ -496,25 +544,7 @@ pub unsafe fn clone_sharing_memory(f: Box<dyn FnOnce()>) -> io::Result<i32> {
         // `f` must not return; should it, the child leaves without touching anything more.
         exit_now(4)
     }
-    // SAFETY: an anonymous private mapping at an address the kernel chooses; nothing is
-    // read or written by the call.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            SHARED_CHILD_STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the lowest page of the mapping just made becomes the guard page.
-    unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
-    // The stack grows down from its 16-byte aligned top.
-    let top = (stack as usize + SHARED_CHILD_STACK) & !15;
+    let (stack, top) = child_stack(SHARED_CHILD_STACK)?;
     let arg = Box::into_raw(Box::new(f));
     // SAFETY: `start` runs on the new stack, which nothing else uses, and owns `arg`; the
     // caller guarantees it leaves the shared memory to the child from here on.
@@ -580,33 +610,9 @@ pub unsafe fn spawn_sharing_memory(f: &mut dyn FnMut()) -> io::Result<i32> {
         f();
         exit_now(127)
     }
-    // SAFETY: an anonymous private mapping at an address the kernel chooses.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            SPAWN_STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the lowest page of the mapping just made becomes the guard page.
-    unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
-    let top = (stack as usize + SPAWN_STACK) & !15;
+    let (stack, top) = child_stack(SPAWN_STACK)?;
     let mut f = f;
-    // SAFETY: all-zero `sigset_t`s are valid, filled or written below.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: both sets are valid `sigset_t`s owned here.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    }
+    let old = block_all_signals();
     // SAFETY: `start` runs on the stack mapped above, which nothing else uses, and calls `f`
     // through the pointer to `f` on this frame, which outlives the child's use of it (the
     // clone returns only once the child has exec'd or exited).
@@ -619,12 +625,9 @@ pub unsafe fn spawn_sharing_memory(f: &mut dyn FnMut()) -> io::Result<i32> {
         )
     };
     let err = (pid < 0).then(io::Error::last_os_error);
-    // SAFETY: restores the mask saved above; then the stack, which the child no longer uses
-    // (it exec'd or exited), is unmapped.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        libc::munmap(stack, SPAWN_STACK);
-    }
+    set_signal_mask(&old);
+    // SAFETY: the stack, which the child no longer uses (it exec'd or exited), is unmapped.
+    unsafe { libc::munmap(stack, SPAWN_STACK) };
     err.map_or(Ok(pid), Err)
 }
 
@@ -778,15 +781,7 @@ pub fn close_in_child(fd: OwnedFd) -> io::Result<()> {
     let stack: &'static mut [u8] = Vec::leak(vec![0u8; STACK]);
     // The stack grows down from its 16-byte aligned top.
     let top = (stack.as_mut_ptr() as usize + STACK) & !15;
-    // SAFETY: all-zero `sigset_t`s are valid, filled or written below.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: both sets are valid `sigset_t`s owned here.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    }
+    let old = block_all_signals();
     // SAFETY: `child` runs on the leaked `stack`, which nothing else uses; it makes system
     // calls and exits without returning. No exit signal (the low byte of the flags is 0).
     let pid = unsafe {
@@ -798,8 +793,7 @@ pub fn close_in_child(fd: OwnedFd) -> io::Result<()> {
         )
     };
     let err = (pid < 0).then(io::Error::last_os_error);
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    set_signal_mask(&old);
     // This copy first, then the pipe: the child's close is the last.
     drop(fd);
     drop(r);
