@@ -48,8 +48,21 @@ if [ ! -x "$TYBA" ]; then
 fi
 
 WORK=$(mktemp -d /tmp/tyba-bench.XXXXXX)
-cleanup() { rm -rf "$WORK"; }
+# The builds measured run from copies, as `cargo install` puts one in ~/.cargo/bin: the pages
+# of an executable the linker has just written stay in the page cache as it wrote them, and
+# the same build ran about 1 ms slower from there on this VM (every step of the launch, from
+# the argument parsing on) than from a copy, or than after its cached pages were dropped and
+# read again (docs/performance-run.md, run 19). Kept apart from $WORK, whose entries beside
+# the worktree are covers of the outside files.
+BIN=$(mktemp -d /tmp/tyba-bench-bin.XXXXXX)
+cleanup() { rm -rf "$WORK" "$BIN"; }
 trap cleanup EXIT
+cp "$TYBA" "$BIN/tyba"
+TYBA="$BIN/tyba"
+if [ -n "$BASE" ]; then
+    cp "$BASE" "$BIN/tyba-before"
+    BASE="$BIN/tyba-before"
+fi
 LF=""
 if [ "$FLOOR" = 1 ]; then
     LF="$WORK/launch-floor"
