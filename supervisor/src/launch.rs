@@ -691,14 +691,15 @@ pub fn run_with(
         )
         .ok(),
         started: std::time::SystemTime::now(),
-        agent_exec: (
-            crate::exec::exec_text(cfg.program.as_os_str().as_bytes()),
-            cfg.argv
+        agent_exec: notify::AgentExec {
+            path: crate::exec::exec_text(cfg.program.as_os_str().as_bytes()),
+            argv: cfg
+                .argv
                 .iter()
                 .map(|a| crate::exec::exec_text(a.as_bytes()))
                 .collect(),
-            plan.worktree.clone(),
-        ),
+            cwd: plan.worktree.clone(),
+        },
         state: Mutex::new(notify::State::new()),
     });
     if let Some(o) = &notifier.outside {
@@ -737,22 +738,8 @@ pub fn run_with(
     // (killed, or the session ended by a signal), stage 1's own end is waited for: it
     // comes after the namespace's last process.
     let (status, stage1) = match stage.wait_gone() {
-        Some(e) => (
-            e.code.unwrap_or_else(|| 128 + e.signal.unwrap_or(0)),
-            Reaper(Some(a_pid)),
-        ),
-        None => {
-            let status = loop {
-                match waitpid(a_pid, None) {
-                    Ok(WaitStatus::Exited(_, c)) => break c,
-                    Ok(WaitStatus::Signaled(_, s, _)) => break 128 + s as i32,
-                    Ok(_) => continue,
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
-                }
-            };
-            (status, Reaper(None))
-        }
+        Some(e) => (e.status(), Reaper(Some(a_pid))),
+        None => (exit_status_of(a_pid)?, Reaper(None)),
     };
     crate::launch_trace::mark("run:sandbox-ended");
     disarm_end_signals();
@@ -805,6 +792,18 @@ pub fn run_with(
             .load(std::sync::atomic::Ordering::SeqCst),
         _stage1: stage1,
     })
+}
+
+/// Waits for `pid` to end; its exit status as a shell gives it (128 + signal when killed).
+fn exit_status_of(pid: Pid) -> Result<i32, RunError> {
+    loop {
+        match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, c)) => return Ok(c),
+            Ok(WaitStatus::Signaled(_, s, _)) => return Ok(128 + s as i32),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(nix_err("waiting for the sandbox")(e)),
+        }
+    }
 }
 
 /// Stage 1, once no process of the sandbox is left: waited for when this is dropped (it

@@ -130,6 +130,17 @@ fn elf_key(st: &libc::stat) -> ElfKey {
 /// The most files [`State::elf`] remembers; past it, it starts over.
 const ELF_MEMO: usize = 4096;
 
+/// The agent program's exec, as tyba makes it ([`Notifier::agent_exec`]).
+#[derive(Debug, Clone)]
+pub(crate) struct AgentExec {
+    /// The program's path.
+    pub path: String,
+    /// Its arguments, `argv[0]` first.
+    pub argv: Vec<String>,
+    /// Its working directory (the worktree).
+    pub cwd: PathBuf,
+}
+
 /// Everything the loop needs; shared with worker threads.
 pub(crate) struct Notifier {
     pub listener: OwnedFd,
@@ -188,10 +199,10 @@ pub(crate) struct Notifier {
     /// When the session started (before the agent ran): a relayed push's repository whose
     /// hooks or configuration changed since is not relayed ([`crate::push_relay`]).
     pub started: std::time::SystemTime,
-    /// The agent program's own exec as stage 2's child makes it (path, argv, working
-    /// directory): what the audit log records for the session's first exec, which tyba
-    /// itself makes, so not read from the process while it waits for its answer.
-    pub agent_exec: (String, Vec<String>, PathBuf),
+    /// The agent program's own exec as stage 2's child makes it: what the audit log records
+    /// for the session's first exec, which tyba itself makes, so not read from the process
+    /// while it waits for its answer.
+    pub agent_exec: AgentExec,
     pub state: Mutex<State>,
 }
 
@@ -1837,7 +1848,7 @@ impl Notifier {
                 s.procs
                     .set(tgid, stat.start, Role::Agent, Some(Arc::clone(&pidfd)));
                 drop(s);
-                let (path, argv, cwd) = self.agent_exec.clone();
+                let AgentExec { path, argv, cwd } = self.agent_exec.clone();
                 self.log_after_reply(AllowedExec {
                     command: command_line(&path, &argv),
                     verdict: Verdict::Green,

@@ -708,7 +708,7 @@ pub(crate) fn serve_stage2(
                         if let Some(s) = ctl.as_ref() {
                             let _ = send_json(s.as_fd(), &FromStage::Gone, &[]);
                         }
-                        return code.unwrap_or_else(|| 128 + signal.unwrap_or(0));
+                        return AgentEnd { code, signal }.status();
                     }
                     if let (Some(c), Some(s)) = (children.remove(&pid), ctl.as_ref()) {
                         let _ = send_json(
@@ -795,7 +795,8 @@ fn stage2_handle(
 /// namespace (`kill(-1, SIGKILL)`: every process it may signal but itself, `kill(2)`) and
 /// reaps its children until it has none. Orphans are reparented to the namespace's init (or
 /// to a subreaper in it, killed too), so no child left means no process left; the kill is
-/// sent again after each reap, for a process forked while the first went out.
+/// sent again after each reap, for a process forked while the first went out. (A keeper,
+/// which is no namespace's init, kills child by child instead: [`kill_descendants`].)
 fn kill_namespace() {
     loop {
         let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
@@ -1017,6 +1018,13 @@ const AGENT_ID: u64 = 0;
 pub(crate) struct AgentEnd {
     pub code: Option<i32>,
     pub signal: Option<i32>,
+}
+
+impl AgentEnd {
+    /// The exit status a shell would give: the code, or 128 + the signal.
+    pub(crate) fn status(self) -> i32 {
+        self.code.unwrap_or_else(|| 128 + self.signal.unwrap_or(0))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -1330,25 +1338,15 @@ mod tests {
     use super::*;
 
     /// The processes of the calling process's view whose parent chain reaches `root`
-    /// (`/proc/<pid>/stat`'s fourth field), `root` itself aside.
+    /// (`procfs::stat`'s parent), `root` itself aside.
     fn descendants(root: i32) -> usize {
         let mut parent = HashMap::new();
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
                 continue;
             };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r.to_string()) else {
-                continue;
-            };
-            if let Some(pp) = rest
-                .split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<i32>().ok())
-            {
-                parent.insert(pid, pp);
+            if let Ok((pp, _)) = crate::procfs::stat(pid) {
+                parent.insert(pid as i32, pp as i32);
             }
         }
         parent

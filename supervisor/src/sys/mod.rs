@@ -732,7 +732,7 @@ pub fn batch_scheduling() {
 /// done with it.
 ///
 /// # Errors
-/// The pipe or `clone` error; `fd` is then closed here.
+/// The pipe, `mmap` or `clone` error; `fd` is then closed here.
 pub fn close_in_child(fd: OwnedFd) -> io::Result<()> {
     extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         // The two descriptors travel in the argument's bits (`fd`, then the pipe's read end
@@ -778,11 +778,9 @@ pub fn close_in_child(fd: OwnedFd) -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     };
     let arg = (u64::from(f) | (u64::from(rr) << 32)) as usize;
-    let stack: &'static mut [u8] = Vec::leak(vec![0u8; STACK]);
-    // The stack grows down from its 16-byte aligned top.
-    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+    let (_, top) = child_stack(STACK)?;
     let old = block_all_signals();
-    // SAFETY: `child` runs on the leaked `stack`, which nothing else uses; it makes system
+    // SAFETY: `child` runs on the stack mapped above, which nothing else uses; it makes system
     // calls and exits without returning. No exit signal (the low byte of the flags is 0).
     let pid = unsafe {
         libc::clone(
@@ -1495,17 +1493,9 @@ mod tests {
                         let mut f = || {
                             seen = 1;
                             if raise {
-                                // SAFETY: an empty set, then raise(3) with a signal number.
-                                unsafe {
-                                    let mut set: libc::sigset_t = std::mem::zeroed();
-                                    libc::sigemptyset(&mut set);
-                                    libc::sigprocmask(
-                                        libc::SIG_SETMASK,
-                                        &set,
-                                        std::ptr::null_mut(),
-                                    );
-                                    libc::raise(libc::SIGUSR1);
-                                }
+                                reset_signals();
+                                // SAFETY: raise(3) takes a signal number.
+                                unsafe { libc::raise(libc::SIGUSR1) };
                                 exit_now(3)
                             }
                             let _ = execve(&sh, &[&sh, &c, &line], &[]);
