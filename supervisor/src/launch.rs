@@ -610,17 +610,9 @@ pub fn run_with(
     }
     // The agent's name resolution: the relay sockets live in the sandbox's network namespace;
     // upstream queries go from the supervisor's own (`crate::dns`).
+    // Their threads start after the "go" (below): a query sent before waits in its socket.
     let names = crate::dns::allowed_names(&cfg.agent_hosts);
     let lookups = crate::dns::Lookups::new(stage2 as u32);
-    for (sock, ip) in relays {
-        let sock = std::net::UdpSocket::from(sock);
-        let names = names.clone();
-        let lk = Arc::clone(&lookups);
-        std::thread::Builder::new()
-            .name("tyba-dns-relay".into())
-            .spawn(move || crate::dns::serve(sock, names, lk, std::net::SocketAddr::new(ip, 53)))
-            .map_err(io_err("starting the resolver relay"))?;
-    }
     // The approver is made before anything of the agent's runs.
     drop(maker);
     let approver = deferred.get();
@@ -628,7 +620,7 @@ pub fn run_with(
     if let Some(n) = outside_note {
         crate::outside_fs::tell(&*approver, &n);
     }
-    let allowed = notify::allowed_log(Arc::clone(&approver)).ok();
+    let (allowed, audit) = notify::allowed_log(Arc::clone(&approver));
     let gate = approver.relay_gate();
     let control = Arc::clone(&cfg.control);
     control.register_sandbox(a_pid.as_raw(), stage2 as u32);
@@ -639,10 +631,10 @@ pub fn run_with(
         control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
-        allowed,
+        allowed: Some(allowed),
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
-        lookups,
+        lookups: Arc::clone(&lookups),
         writable: plan.read_write.clone(),
         agent_writes: plan
             .read_write
@@ -707,7 +699,6 @@ pub fn run_with(
     }
     crate::launch_trace::mark("run:notifier-made");
     notify::hear_refused_lookups(&notifier);
-    notifier.index_install();
     // Every directory of the person's checkout is watched before the agent runs, or the
     // watch is not used (`crate::here_watch`). Sealed before the notify loop starts: the
     // agent's process may already wait in its first exec, which the loop answers.
@@ -727,6 +718,29 @@ pub fn run_with(
     ack.write_all(b"g")
         .map_err(io_err("starting the sandbox"))?;
     drop(ack);
+    // What the agent's first steps do not wait for starts now, beside them: each thread
+    // started before the notify loop delayed the agent's first exec by about 50 µs on a
+    // 2-vCPU VM (docs/performance-run.md, run 20). Until its thread runs, an allowed exec
+    // waits in the audit channel, a name lookup in its relay socket, and a look at the
+    // installation's index makes the index itself (`Notifier::install_index`).
+    audit.start();
+    for (sock, ip) in relays {
+        let sock = std::net::UdpSocket::from(sock);
+        let names = names.clone();
+        let lk = Arc::clone(&lookups);
+        let started = std::thread::Builder::new()
+            .name("tyba-dns-relay".into())
+            .spawn(move || crate::dns::serve(sock, names, lk, std::net::SocketAddr::new(ip, 53)));
+        // The agent runs already: its lookups then fail (the socket is closed), as for a
+        // host it may not reach.
+        if let Err(e) = started {
+            let w =
+                format!("the resolver relay did not start ({e}): the agent's name lookups fail");
+            crate::broker::text::say(&format!("tyba: {w}"));
+            warnings.push(w);
+        }
+    }
+    notifier.index_install();
 
     let relay = match person {
         Some(t) => master.map(|m| start_relay(m, gate, t)).transpose()?,

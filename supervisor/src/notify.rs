@@ -238,42 +238,55 @@ pub(crate) enum AuditMsg {
 /// The audit thread's channel ([`allowed_log`]).
 pub(crate) type AuditLog = std::sync::mpsc::Sender<AuditMsg>;
 
-/// Starts the thread that hands allowed execs to `approver` for the audit log; the sender
-/// goes into [`Notifier::allowed`]. The thread blocks until something comes, then writes
-/// all that has come with one `write`, answers [`AuditMsg::Flush`] once all before it is
-/// written, and ends when every sender is gone.
-///
-/// It does not pause to let execs gather: measured on a 2-vCPU VM, a pause (10 ms) cut the
-/// thread's CPU per exec from 24 to 6 µs but made each `posix_spawn` under tyba about 100 µs
-/// slower (the other vCPU, left idle longer, took longer to wake for the spawning parent),
-/// while pinned to one CPU it changed nothing.
-///
-/// # Errors
-/// The thread cannot be started.
-pub(crate) fn allowed_log(approver: Arc<dyn Approver>) -> std::io::Result<AuditLog> {
+/// The audit log's channel and the thread that hands what comes on it to `approver`
+/// ([`AuditThread::start`]); the sender goes into [`Notifier::allowed`]. What is sent before
+/// the thread runs waits in the channel.
+pub(crate) fn allowed_log(approver: Arc<dyn Approver>) -> (AuditLog, AuditThread) {
     let (tx, rx) = std::sync::mpsc::channel::<AuditMsg>();
-    std::thread::Builder::new()
-        .name("tyba-audit".into())
-        .spawn(move || {
-            let (mut batch, mut acks) = (Vec::new(), Vec::new());
-            // Blocks only while idle; each wake-up takes everything queued.
-            while let Ok(first) = rx.recv() {
-                for m in std::iter::once(first).chain(rx.try_iter()) {
-                    match m {
-                        AuditMsg::Exec(e) => batch.push(e),
-                        AuditMsg::Flush(ack) => acks.push(ack),
+    (tx, AuditThread { rx, approver })
+}
+
+/// The audit log's thread, not started yet ([`allowed_log`]).
+pub(crate) struct AuditThread {
+    rx: std::sync::mpsc::Receiver<AuditMsg>,
+    approver: Arc<dyn Approver>,
+}
+
+impl AuditThread {
+    /// Starts the thread: it blocks until something comes, then writes all that has come
+    /// with one `write`, answers [`AuditMsg::Flush`] once all before it is written, and ends
+    /// when every sender is gone. When it cannot start, the receiver is dropped: what is
+    /// sent is then lost (and a flush is not waited for), as before the audit log had a
+    /// thread.
+    ///
+    /// It does not pause to let execs gather: measured on a 2-vCPU VM, a pause (10 ms) cut
+    /// the thread's CPU per exec from 24 to 6 µs but made each `posix_spawn` under tyba
+    /// about 100 µs slower (the other vCPU, left idle longer, took longer to wake for the
+    /// spawning parent), while pinned to one CPU it changed nothing.
+    pub(crate) fn start(self) {
+        let AuditThread { rx, approver } = self;
+        let _ = std::thread::Builder::new()
+            .name("tyba-audit".into())
+            .spawn(move || {
+                let (mut batch, mut acks) = (Vec::new(), Vec::new());
+                // Blocks only while idle; each wake-up takes everything queued.
+                while let Ok(first) = rx.recv() {
+                    for m in std::iter::once(first).chain(rx.try_iter()) {
+                        match m {
+                            AuditMsg::Exec(e) => batch.push(e),
+                            AuditMsg::Flush(ack) => acks.push(ack),
+                        }
+                    }
+                    if !batch.is_empty() {
+                        approver.record_allowed(&batch);
+                        batch.clear();
+                    }
+                    for ack in acks.drain(..) {
+                        let _ = ack.try_send(());
                     }
                 }
-                if !batch.is_empty() {
-                    approver.record_allowed(&batch);
-                    batch.clear();
-                }
-                for ack in acks.drain(..) {
-                    let _ = ack.try_send(());
-                }
-            }
-        })?;
-    Ok(tx)
+            });
+    }
 }
 
 /// Waits (at most `limit`) until every allowed exec handed to the audit thread before this

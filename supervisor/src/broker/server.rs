@@ -41,8 +41,10 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`Served::stop_all`] waits for the accept tasks to drop their listeners.
 const STOP_WAIT: Duration = Duration::from_secs(1);
-/// Worker threads of the broker's runtime.
-const WORKERS: usize = 2;
+/// Worker threads of the broker's runtime: one. Its tasks only wait on sockets and timers
+/// (classification, controls and notices go to the blocking pool), and each thread started
+/// at the launch cost it about 50 µs on a 2-vCPU VM (docs/performance-run.md, run 20).
+const WORKERS: usize = 1;
 /// Threads of its blocking pool at most (classification, controls, notices).
 const BLOCKING_THREADS: usize = 16;
 
