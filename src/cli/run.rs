@@ -392,27 +392,32 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let home = super::home_dir();
     // Held for the whole run, taken before the temp dir is made: a later session that finds
     // this session's files with nobody holding the lock removes them (a killed supervisor
-    // cannot). The sweep of earlier sessions' files runs beside the start.
+    // cannot). The sweep of earlier sessions' files runs beside the sandbox's set-up.
     // Both on a memory filesystem unless the person chose a `TMPDIR` (`leftovers::session_base`).
     tyba_supervisor::launch_trace::mark("run:session-and-policy");
     let base = tyba_supervisor::leftovers::session_base();
     let live_lock = tyba_supervisor::leftovers::LiveLock::take(&base, &session.id);
     // The same thread returns the git stand-ins at the session's end, beside the end's checks
     // (each stand-in is a file or directory git reads as absent, so none of those checks
-    // depends on whether it is still there): a thread started then would cost its start.
+    // depends on whether it is still there): a thread started then would cost its start. It
+    // is started by the approver's thread once the sandbox is forked (`make_approver`), off
+    // this thread's path to the fork and beside it no longer: on two CPUs, the sweep took
+    // its share from the plan's.
     let (end_tx, end_rx) =
         std::sync::mpsc::channel::<tyba_supervisor::sandbox::ControlPlaceholders>();
-    let sweeper = {
+    let start_sweeper = {
         let own = session.id.clone();
-        std::thread::Builder::new()
-            .name("tyba-sweep".into())
-            .spawn(move || {
-                tyba_supervisor::leftovers::sweep(&own);
-                for stand_ins in end_rx {
-                    drop(stand_ins);
-                }
-            })
-            .ok()
+        move || {
+            std::thread::Builder::new()
+                .name("tyba-sweep".into())
+                .spawn(move || {
+                    tyba_supervisor::leftovers::sweep(&own);
+                    for stand_ins in end_rx {
+                        drop(stand_ins);
+                    }
+                })
+                .ok()
+        }
     };
     let tmp_dir = make_tmp_dir(&base, &session.id)?;
     // The session's own branch, kept in a private directory while it runs (the agent writes
@@ -641,6 +646,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.non_interactive,
         );
         move || {
+            let sweeper = start_sweeper();
             let (approver, broker) = super::inbox::session_approver(
                 non_interactive,
                 &session,
@@ -663,7 +669,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             // What git would put back for tyba's own files in this checkout (review 25's
             // r25-04), read here beside the sandbox's set-up, before the agent runs.
             let own_records = session.own_records();
-            let _ = made_tx.send((broker, snapshot, own_records));
+            let _ = made_tx.send((broker, snapshot, own_records, sweeper));
             approver
         }
     };
@@ -696,7 +702,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(c) = carrier {
         c.stop();
     }
-    let (broker, repo_snapshot, own_records) = made_rx.try_recv().unwrap_or((None, None, None));
+    let (broker, repo_snapshot, own_records, sweeper) =
+        made_rx.try_recv().unwrap_or((None, None, None, None));
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.
     tyba_supervisor::launch_trace::mark("end:start");
