@@ -3,7 +3,8 @@
 //! merged and empty ones; `tyba clean` removes only finished ones without work unless asked;
 //! the end summary says how to review and merge; warnings for a dirty tree, a repository
 //! without commits and a directory that is not a repository; an agent killed by a signal is
-//! reported as such; SIGTERM and SIGHUP to tyba end the session with its summary.
+//! reported as such; SIGTERM and SIGHUP to tyba end the session with its summary, also when
+//! sent before its sandbox exists.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "run_support.rs"]
@@ -429,6 +430,81 @@ fn sigterm_and_sighup_to_tyba_end_the_session_with_its_summary() {
             );
             assert!(!status.success());
         }
+    }
+}
+
+/// Whether `pid`'s main thread blocks SIGTERM (`SigBlk` in `/proc/PID/status`): tyba has
+/// reached its start, where it blocks the end signals before anything else.
+fn blocks_sigterm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigBlk:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+}
+
+/// A SIGTERM sent as soon as tyba has started (before its sandbox exists, where the thread
+/// that takes the end signals is not started yet) waits, pending, and ends the session as
+/// soon as the sandbox is made: the agent's command never gets to its write, the summary is
+/// printed, and the exit status is 128 + 15.
+#[test]
+fn a_sigterm_before_the_sandbox_exists_ends_the_session_once_it_does() {
+    for who in whos() {
+        let Some(fx) = setup(&who, "wt-early-term") else {
+            continue;
+        };
+        let mut c = command_as(&who, &fx.r.tyba);
+        c.args([
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            "sleep 1; echo x > late.txt; sleep 60",
+        ])
+        .current_dir(&fx.r.wt)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        for (k, v) in fx.env() {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().unwrap();
+        // setpriv execs tyba: the child's pid becomes tyba's, which blocks SIGTERM first.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !blocks_sigterm(child.id()) {
+            assert!(
+                Instant::now() < deadline,
+                "{who:?}: tyba never blocked SIGTERM"
+            );
+            std::thread::yield_now();
+        }
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let started = Instant::now();
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{who:?}: the signal did not end the session: {err}"
+        );
+        assert!(err.contains("ended by SIGTERM"), "{who:?}: {err}");
+        assert_eq!(status.code(), Some(143), "{who:?}: {err}");
+        // The write would have kept the session's worktree, with one uncommitted path.
+        assert!(
+            err.contains("the session changed nothing"),
+            "{who:?}: {err}"
+        );
+        assert!(fx.list().is_empty(), "{who:?}: {err}");
     }
 }
 

@@ -797,6 +797,15 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         Err(RunError::Unavailable(u)) => {
             drop(running_lock);
             end_of_worktree(&session, false, &policy, watched);
+            // An end signal that came before the sandbox was ready killed its set-up: the
+            // session ended by that signal, not for want of a sandbox.
+            if let Some(sig) = tyba_supervisor::end_signal() {
+                tell!(
+                    "tyba: session {} ended by {sig} before its sandbox was ready",
+                    session.id
+                );
+                return Ok(ExitCode::from(128 + sig as u8));
+            }
             return Err(anyhow::Error::new(u));
         }
         Err(e) => return Err(e.into()),
