@@ -165,8 +165,6 @@ struct EndState {
     /// A pidfd of stage 1 while a session runs: killing it brings the namespace down
     /// (parent-death signals, then the PID namespace's init).
     sandbox: Option<OwnedFd>,
-    /// Whether the thread that takes the signals was started ([`arm_end_signals`]).
-    taking: bool,
 }
 
 static END_STATE: OnceLock<Mutex<EndState>> = OnceLock::new();
@@ -175,41 +173,24 @@ static END_STATE: OnceLock<Mutex<EndState>> = OnceLock::new();
 /// as for an agent that exited, with exit status 128 + the signal's number) instead of
 /// killing the supervisor before it cleans up. Call it first, before any thread starts: it
 /// blocks those signals in the calling thread (which every later thread and child inherits;
-/// the agent's signal state is reset before it starts). They are taken with `sigwait(3)` on
-/// a thread of their own, started once the sandbox is forked ([`arm_end_signals`]): one
-/// that comes before waits, pending, and ends the sandbox as soon as it starts. Starting
-/// that thread here cost the launch's path to the fork about 50 µs on a 2-vCPU VM
-/// (docs/performance-run.md, run 20). Calling it again does nothing.
+/// the agent's signal state is reset before it starts) and takes them on a thread of its own
+/// with `sigwait(3)`. A signal that comes before the sandbox starts ends it as soon as it
+/// does. Calling it again does nothing.
 ///
 /// # Errors
-/// [`RunError::Io`] when the mask cannot be set.
+/// [`RunError::Io`] when the mask cannot be set or the thread cannot start.
 pub fn end_session_on_signals() -> Result<(), RunError> {
-    use nix::sys::signal::{pthread_sigmask, SigmaskHow};
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
     if END_STATE.get().is_some() {
         return Ok(());
     }
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&end_signal_set()), None)
-        .map_err(nix_err("blocking the end signals"))?;
-    END_STATE.get_or_init(|| Mutex::new(EndState::default()));
-    Ok(())
-}
-
-/// [`END_SIGNALS`] as a set.
-fn end_signal_set() -> nix::sys::signal::SigSet {
-    let mut set = nix::sys::signal::SigSet::empty();
+    let mut set = SigSet::empty();
     for s in END_SIGNALS {
         set.add(*s);
     }
-    set
-}
-
-/// Starts the thread that takes [`END_SIGNALS`] (once): the first one is kept, and the
-/// sandbox registered then is killed.
-///
-/// # Errors
-/// The thread cannot start.
-fn take_end_signals(state: &'static Mutex<EndState>) -> std::io::Result<()> {
-    let set = end_signal_set();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
+        .map_err(nix_err("blocking the end signals"))?;
+    let state = END_STATE.get_or_init(|| Mutex::new(EndState::default()));
     std::thread::Builder::new()
         .name("tyba-signals".into())
         .spawn(move || loop {
@@ -222,7 +203,8 @@ fn take_end_signals(state: &'static Mutex<EndState>) -> std::io::Result<()> {
                 }
             }
         })
-        .map(drop)
+        .map_err(io_err("starting the signal thread"))?;
+    Ok(())
 }
 
 /// The end signal that ended (or will end) the session, if one came
@@ -233,31 +215,17 @@ pub fn end_signal() -> Option<Signal> {
         .and_then(|m| m.lock().ok().and_then(|s| s.received))
 }
 
-/// Registers stage 1 as the sandbox an end signal kills; kills it at once if one came. Then
-/// starts the thread that takes the end signals, the first time: one pending since the
-/// start is taken at once and kills the sandbox ([`end_session_on_signals`]). When that
-/// thread cannot start, the end signals stay blocked, and the person is told.
+/// Registers stage 1 as the sandbox an end signal kills; kills it at once if one came.
 fn arm_end_signals(stage1: Pid) {
     let Some(m) = END_STATE.get() else { return };
     let Ok(pfd) = sys::pidfd_open(stage1.as_raw()) else {
         return;
     };
-    let start = match m.lock() {
-        Ok(mut s) => {
-            if s.received.is_some() {
-                let _ = sys::pidfd_send_signal(pfd.as_fd(), libc::SIGKILL);
-            }
-            s.sandbox = Some(pfd);
-            !std::mem::replace(&mut s.taking, true)
+    if let Ok(mut s) = m.lock() {
+        if s.received.is_some() {
+            let _ = sys::pidfd_send_signal(pfd.as_fd(), libc::SIGKILL);
         }
-        Err(_) => false,
-    };
-    if start {
-        if let Err(e) = take_end_signals(m) {
-            crate::broker::text::say(&format!(
-                "tyba: warning: the thread taking signals did not start ({e}): SIGTERM, SIGHUP, SIGINT and SIGQUIT to tyba stay pending until the session ends; `tyba stop` ends it"
-            ));
-        }
+        s.sandbox = Some(pfd);
     }
 }
 
