@@ -392,7 +392,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     let home = super::home_dir();
     // Held for the whole run, taken before the temp dir is made: a later session that finds
     // this session's files with nobody holding the lock removes them (a killed supervisor
-    // cannot). The sweep of earlier sessions' files runs beside the sandbox's set-up.
+    // cannot). The sweep of earlier sessions' files runs beside the agent.
     // Both on a memory filesystem unless the person chose a `TMPDIR` (`leftovers::session_base`).
     tyba_supervisor::launch_trace::mark("run:session-and-policy");
     let base = tyba_supervisor::leftovers::session_base();
@@ -400,11 +400,12 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     // The same thread returns the git stand-ins at the session's end, beside the end's checks
     // (each stand-in is a file or directory git reads as absent, so none of those checks
     // depends on whether it is still there): a thread started then would cost its start. It
-    // is started by the approver's thread once the sandbox is forked (`make_approver`), off
-    // this thread's path to the fork and beside it no longer: on two CPUs, the sweep took
-    // its share from the plan's.
+    // starts once the agent may start (`SessionConfig::after_go`): on two CPUs, the sweep
+    // took its share from the plan's when it ran beside it, and a thread started while the
+    // sandbox is set up from the set-up's chain.
     let (end_tx, end_rx) =
         std::sync::mpsc::channel::<tyba_supervisor::sandbox::ControlPlaceholders>();
+    let (sweeper_tx, sweeper_rx) = std::sync::mpsc::channel();
     let start_sweeper = {
         let own = session.id.clone();
         move || {
@@ -646,7 +647,6 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.non_interactive,
         );
         move || {
-            let sweeper = start_sweeper();
             let (approver, broker) = super::inbox::session_approver(
                 non_interactive,
                 &session,
@@ -669,7 +669,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
             // What git would put back for tyba's own files in this checkout (review 25's
             // r25-04), read here beside the sandbox's set-up, before the agent runs.
             let own_records = session.own_records();
-            let _ = made_tx.send((broker, snapshot, own_records, sweeper));
+            let _ = made_tx.send((broker, snapshot, own_records));
             approver
         }
     };
@@ -690,6 +690,9 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         home,
         use_pty: true,
         here_watch: here_watch.clone(),
+        after_go: Some(tyba_supervisor::AfterGo(Box::new(move || {
+            let _ = sweeper_tx.send(start_sweeper());
+        }))),
     };
     tyba_supervisor::launch_trace::mark("run:launch");
     // The agent's new objects reach the person's store while the session runs (their objects
@@ -702,8 +705,8 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(c) = carrier {
         c.stop();
     }
-    let (broker, repo_snapshot, own_records, sweeper) =
-        made_rx.try_recv().unwrap_or((None, None, None, None));
+    let (broker, repo_snapshot, own_records) = made_rx.try_recv().unwrap_or((None, None, None));
+    let sweeper = sweeper_rx.try_recv().ok().flatten();
     // No process of the sandbox is left: its events are all queued. A hard link the session
     // made is a name the events may not have seen: the full look then.
     tyba_supervisor::launch_trace::mark("end:start");

@@ -61,6 +61,19 @@ pub struct SessionConfig {
     /// The watch of the person's checkout (`--here`), sealed before the agent program's
     /// first exec can be answered ([`crate::here_watch::HereWatch::seal`]).
     pub here_watch: Option<Arc<crate::here_watch::HereWatch>>,
+    /// Work of the caller's to start once the agent may start (after the sandbox's "go"),
+    /// not while the sandbox is set up: on two CPUs, a thread started then takes a CPU
+    /// from the set-up's chain (docs/performance-run.md, run 20).
+    pub after_go: Option<AfterGo>,
+}
+
+/// Work to start once the agent may start ([`SessionConfig::after_go`]).
+pub struct AfterGo(pub Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for AfterGo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterGo(..)")
+    }
 }
 
 /// How a session ended.
@@ -261,9 +274,10 @@ pub fn run(cfg: SessionConfig, approver: Arc<dyn Approver>) -> Result<Outcome, R
 /// # Errors
 /// As [`run`].
 pub fn run_with(
-    cfg: SessionConfig,
+    mut cfg: SessionConfig,
     approver: impl FnOnce() -> Arc<dyn Approver> + Send + 'static,
 ) -> Result<Outcome, RunError> {
+    let after_go = cfg.after_go.take();
     if cfg.enforcement.filesystem_unenforceable && !cfg.allow_weaker {
         return Err(SandboxUnavailable(format!(
             "the kernel cannot enforce the filesystem rules ({}); rerun with --allow-weaker-sandbox to start anyway",
@@ -724,6 +738,9 @@ pub fn run_with(
     // waits in the audit channel, a name lookup in its relay socket, and a look at the
     // installation's index makes the index itself (`Notifier::install_index`).
     audit.start();
+    if let Some(AfterGo(f)) = after_go {
+        f();
+    }
     for (sock, ip) in relays {
         let sock = std::net::UdpSocket::from(sock);
         let names = names.clone();

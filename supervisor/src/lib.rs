@@ -77,7 +77,7 @@ pub mod worktrees;
 pub use approve::{AllowOnce, Answer, Approver, ApproverError, AskKind, AskRequest, DenyAll};
 pub use env::{scrub_env, scrub_env_explained, SecretKind};
 pub use launch::{
-    end_session_on_signals, end_signal, run, run_with, Outcome, RunError, SessionConfig,
+    end_session_on_signals, end_signal, run, run_with, AfterGo, Outcome, RunError, SessionConfig,
     END_SIGNALS,
 };
 pub use notify::AuditEvent;

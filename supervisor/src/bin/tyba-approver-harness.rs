@@ -86,6 +86,7 @@ fn real_main() -> Result<u8, Box<dyn std::error::Error>> {
         home,
         use_pty: false,
         here_watch: None,
+        after_go: None,
     };
     let out = tyba_supervisor::run(cfg, approver)?;
     let _ = std::fs::remove_dir_all(&tmp);
