@@ -147,6 +147,9 @@ static int wait_for(pid_t pid) {
 static void answer_init(int dev) {
   static char buf[FUSE_MIN_READ_BUFFER + 65536];
   ssize_t n = read(dev, buf, sizeof buf);
+  /* ENODEV: the filesystem is gone already (a short COMMAND's sandbox ended before this read):
+     nothing to answer, as tyba's server does. */
+  if (n < 0 && errno == ENODEV) return;
   if (n < (ssize_t)sizeof(struct fuse_in_header)) die("reading FUSE_INIT");
   struct fuse_in_header *in = (void *)buf;
   struct {
@@ -162,7 +165,8 @@ static void answer_init(int dev) {
   out.o.max_write = 65536;
   out.o.max_background = 16;
   out.o.congestion_threshold = 12;
-  if (write(dev, &out, sizeof out) != (ssize_t)sizeof out) die("answering FUSE_INIT");
+  if (write(dev, &out, sizeof out) != (ssize_t)sizeof out && errno != ENODEV && errno != ENOENT)
+    die("answering FUSE_INIT");
 }
 
 /* --- stage 2 ------------------------------------------------------------------------------ */
