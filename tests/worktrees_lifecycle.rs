@@ -40,6 +40,31 @@ impl Fx {
         )
     }
 
+    /// A non-interactive session (`--autonomy high`) running `script` in a new worktree,
+    /// left running, its stderr piped.
+    fn spawn_session(&self, script: &str) -> std::process::Child {
+        let mut c = command_as(&self.who, &self.r.tyba);
+        c.args([
+            "run",
+            "--non-interactive",
+            "--autonomy",
+            "high",
+            "--",
+            "bash",
+            "-c",
+            script,
+        ])
+        .current_dir(&self.r.wt)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        for (k, v) in self.env() {
+            c.env(k, v);
+        }
+        c.spawn().unwrap()
+    }
+
     fn tyba(&self, args: &[&str]) -> (i32, String, String) {
         self.tyba_in(&self.r.wt, args)
     }
@@ -244,26 +269,7 @@ fn sessions_worktrees_are_listed_removed_when_unchanged_and_cleaned_when_merged(
         assert_eq!(fx.state_of(&drafted).as_deref(), Some("changed"));
 
         // A running session is listed as running and never cleaned.
-        let mut c = command_as(&who, &fx.r.tyba);
-        c.args([
-            "run",
-            "--non-interactive",
-            "--autonomy",
-            "high",
-            "--",
-            "bash",
-            "-c",
-            "sleep 60",
-        ])
-        .current_dir(&fx.r.wt)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        for (k, v) in fx.env() {
-            c.env(k, v);
-        }
-        let mut running = c.spawn().unwrap();
+        let mut running = fx.spawn_session("sleep 60");
         let deadline = Instant::now() + Duration::from_secs(60);
         let live = loop {
             if let Some(w) = fx.list().iter().find(|w| w["state"] == "running") {
@@ -380,26 +386,7 @@ fn sigterm_and_sighup_to_tyba_end_the_session_with_its_summary() {
             continue;
         };
         for sig in ["TERM", "HUP"] {
-            let mut c = command_as(&who, &fx.r.tyba);
-            c.args([
-                "run",
-                "--non-interactive",
-                "--autonomy",
-                "high",
-                "--",
-                "bash",
-                "-c",
-                "echo x > left.txt; sleep 60",
-            ])
-            .current_dir(&fx.r.wt)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-            for (k, v) in fx.env() {
-                c.env(k, v);
-            }
-            let mut child = c.spawn().unwrap();
+            let mut child = fx.spawn_session("echo x > left.txt; sleep 60");
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 let l = fx.list();
@@ -456,26 +443,7 @@ fn a_sigterm_before_the_sandbox_exists_ends_the_session_once_it_does() {
         let Some(fx) = setup(&who, "wt-early-term") else {
             continue;
         };
-        let mut c = command_as(&who, &fx.r.tyba);
-        c.args([
-            "run",
-            "--non-interactive",
-            "--autonomy",
-            "high",
-            "--",
-            "bash",
-            "-c",
-            "sleep 1; echo x > late.txt; sleep 60",
-        ])
-        .current_dir(&fx.r.wt)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        for (k, v) in fx.env() {
-            c.env(k, v);
-        }
-        let mut child = c.spawn().unwrap();
+        let mut child = fx.spawn_session("sleep 1; echo x > late.txt; sleep 60");
         // setpriv execs tyba: the child's pid becomes tyba's, which blocks SIGTERM first.
         let deadline = Instant::now() + Duration::from_secs(30);
         while !blocks_sigterm(child.id()) {
