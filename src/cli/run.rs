@@ -783,7 +783,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         tell!("tyba: WARNING: the session's temp dir is left behind: {e}");
     }
     tyba_supervisor::launch_trace::mark("end:drops");
-    drop(cache_layers);
+    cache_layers.remove_detached();
     tyba_supervisor::launch_trace::mark("end:stand-ins");
     drop(git_stand_ins);
     tyba_supervisor::launch_trace::mark("end:placeholders");

@@ -441,6 +441,62 @@ pub unsafe fn fork() -> io::Result<Forked> {
     })
 }
 
+/// Runs `work` in a process of its own that outlives the caller, and returns its pid at once:
+/// the end of a session hands it work the person need not wait for. The child is forked
+/// ([`fork`]), leads a new session (`setsid(2)`: no controlling terminal, so no signal the
+/// person's keyboard or a closed terminal sends reaches it), has the usual signal state
+/// ([`reset_signals`]), its standard streams on `/dev/null` (a caller reading the parent's
+/// output, `$(tyba run …)`, sees its end when the parent exits) and every other fd closed but
+/// `keep`; it leaves with `_exit(2)` once `work` returns (no destructor, atexit handler or
+/// buffer of the parent's runs twice). Its parent being gone, `init` (or the nearest
+/// subreaper) reaps it.
+///
+/// # Safety
+/// As for [`fork`]: `work` takes no lock another thread of the caller may hold (no
+/// `stdout`/`stderr`, no `std::env`, no shared `Mutex`, no tokio); it may allocate and use
+/// files of its own.
+///
+/// # Errors
+/// The fork's (EAGAIN, ENOMEM); the caller then does the work itself.
+pub unsafe fn detach(keep: BorrowedFd<'_>, work: impl FnOnce()) -> io::Result<i32> {
+    // SAFETY: the caller guarantees `work` takes no lock another thread may hold; the child
+    // below makes only system calls before it.
+    match unsafe { fork() }? {
+        Forked::Parent(pid) => Ok(pid),
+        Forked::Child => {
+            let _ = nix::unistd::setsid();
+            reset_signals();
+            if let Ok(null) = nix::fcntl::open(
+                "/dev/null",
+                nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            ) {
+                for fd in 0..3 {
+                    // SAFETY: dup2 onto the standard fds, which no Rust object of the child
+                    // uses after this point but as those numbers.
+                    unsafe { libc::dup2(null.as_raw_fd(), fd) };
+                }
+            }
+            close_fds_from_except(3, keep);
+            work();
+            // SAFETY: ends this process without running the parent's exit handlers.
+            unsafe { libc::_exit(0) }
+        }
+    }
+}
+
+/// Closes the caller's descriptor of a file locked with `flock(2)` without unlocking it: the
+/// lock belongs to the open file description, which another descriptor (a [`detach`]ed
+/// child's) still refers to and keeps locked; dropping the `Flock` would unlock it for both
+/// (`flock(2)`: released by `LOCK_UN` on any duplicate, or once all are closed).
+pub fn close_keeping_lock(l: nix::fcntl::Flock<std::fs::File>) {
+    let l = std::mem::ManuallyDrop::new(l);
+    // SAFETY: the `File` is read out of `l` once, and `l` is never used or dropped again: the
+    // `File` is the only owner of the descriptor, which its drop closes.
+    let f: std::fs::File = unsafe { std::ptr::read(&**l) };
+    drop(f);
+}
+
 /// A system call made without the C library (`syscall` instruction, x86_64 Linux ABI: the
 /// number in `rax`, arguments in `rdi`, `rsi`, `rdx`, `r10`; the kernel clobbers `rcx` and
 /// `r11`). It returns the kernel's value, `-errno` on failure, and writes no `errno`: for a
