@@ -13,7 +13,8 @@
 //!
 //! What is removed, and only that: an entry directly in one of those directories, named
 //! `tyba-<our uid>-<12 hex digits>` with no suffix, `.state`, `.profile` or `.live`, owned by
-//! the effective user, not a symbolic link, whose session's lock file (in the temp dir)
+//! the effective user, not a symbolic link, whose session's lock file (in the temp dir;
+//! a regular file of the user's with one name, nothing another user put under its name)
 //! exists and can be locked (its supervisor is gone). A session with no lock file (one started by a tyba from before
 //! the lock, or one between its start and its lock) is left alone unless its entry was last
 //! changed more than [`NO_LOCK_AGE`] ago. The directories are removed as their owner with
@@ -118,20 +119,37 @@ pub fn session_base() -> PathBuf {
 /// Whether the supervisor of session `id` is gone: its lock file, in one of `dirs` (where
 /// sessions' temp dirs are made), can be locked, or (with no lock file in any) the entry,
 /// last changed at `changed`, is older than [`NO_LOCK_AGE`].
+///
+/// Only a lock file [`LiveLock::take`] could have made counts: a regular file of the
+/// effective user with no other name. The directories are shared (`/tmp`, `/dev/shm`), so
+/// another user can put anything under a session's name there before the sweep looks: a file
+/// of theirs that anyone can lock (taken for proof that a running session is gone, whose
+/// files would be removed under its agent), or a named pipe (whose `open(2)` would wait for a
+/// writer forever). Such an entry is passed over (opened with `O_NONBLOCK`, never followed,
+/// checked with `fstat(2)` before any lock is tried), and the session's own lock is looked for
+/// in the other directories.
 fn session_gone(dirs: &[PathBuf], uid: u32, id: &str, changed: Option<SystemTime>) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
     for dir in dirs {
         let path = dir.join(format!("tyba-{uid}-{id}{LIVE}"));
         match std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(&path)
         {
             Ok(f) => {
+                let ours = f
+                    .metadata()
+                    .is_ok_and(|m| m.is_file() && m.uid() == uid && m.nlink() == 1);
+                if !ours {
+                    continue;
+                }
                 return nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
-                    .is_ok()
+                    .is_ok();
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // A link, or a file of another user they made unreadable: not a lock of ours.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EACCES)) => {}
             Err(_) => return false,
         }
     }
@@ -311,5 +329,66 @@ mod tests {
         sweep_in(&tmp, std::slice::from_ref(&shm), own);
         assert!(!tmp.join(name(live, "")).exists());
         assert!(!shm.join(name(live, ".state")).exists());
+    }
+
+    /// Another user puts entries under a running session's lock name in the first directory
+    /// the sweep looks in (review r36-02, r36-03): a named pipe, a file anyone can lock (of
+    /// another user when the tests run as root, who can make one), a link to a free lock.
+    /// None counts as the session's lock: the session's own, held in the second directory,
+    /// keeps its files, and the look does not wait. Control: with its own lock free, the
+    /// session is taken for gone past the same entries.
+    #[test]
+    fn entries_planted_under_a_sessions_lock_name_are_not_its_lock() {
+        let root = tempfile::tempdir().unwrap();
+        let (tmp, shm) = (root.path().join("tmp"), root.path().join("shm"));
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::create_dir(&shm).unwrap();
+        let uid = nix::unistd::geteuid().as_raw();
+        let id = "0000000000b2";
+        let lock_name = format!("tyba-{uid}-{id}{LIVE}");
+        let dirs = vec![tmp.clone(), shm.clone()];
+        let look = |dirs: Vec<PathBuf>| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(session_gone(&dirs, uid, id, None));
+            });
+            rx.recv_timeout(Duration::from_secs(5))
+                .expect("the look at a session's lock waited")
+        };
+        let held = LiveLock::take(&shm, id).unwrap();
+        let free = root.path().join("free");
+        std::fs::write(&free, "").unwrap();
+        let planted = tmp.join(&lock_name);
+        let mut kinds = vec!["fifo", "link"];
+        if uid == 0 {
+            kinds.push("another user's file");
+        }
+        for kind in kinds {
+            let _ = std::fs::remove_file(&planted);
+            match kind {
+                "fifo" => {
+                    nix::unistd::mkfifo(&planted, nix::sys::stat::Mode::from_bits_truncate(0o666))
+                        .unwrap()
+                }
+                "link" => std::os::unix::fs::symlink(&free, &planted).unwrap(),
+                _ => {
+                    std::fs::write(&planted, "").unwrap();
+                    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+                    std::fs::set_permissions(
+                        &planted,
+                        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+                    )
+                    .unwrap();
+                }
+            }
+            assert!(
+                !look(dirs.clone()),
+                "{kind}: a running session taken for gone"
+            );
+        }
+        // Control: the session's own lock free, the same entry in the way.
+        drop(held);
+        std::fs::write(shm.join(&lock_name), "").unwrap();
+        assert!(look(dirs.clone()), "a session whose lock is free is gone");
     }
 }
