@@ -1287,10 +1287,16 @@ fn stage1(mut c: ChildCtx) -> ! {
             &format!("cannot pass the status pipe to stage 2: {e}"),
         ),
     };
+    // Stage 2 learns from this whether stage 1 died before stage 2's death signal was set
+    // (an end signal kills stage 1 at any moment): a process that exited is readable.
+    let stage1 = match sys::pidfd_open(nix::unistd::getpid().as_raw()) {
+        Ok(fd) => fd,
+        Err(e) => fail(&mut st, &format!("pidfd_open: {e}")),
+    };
     // SAFETY: stage 1 is a fork child and has one thread; from the clone on it touches
     // nothing of the shared memory (`wait_shared_child_and_exit`), and `stage2` never
     // returns.
-    match unsafe { sys::clone_sharing_memory(Box::new(move || stage2(c, ns))) } {
+    match unsafe { sys::clone_sharing_memory(Box::new(move || stage2(c, ns, stage1))) } {
         Err(e) => fail(&mut st, &format!("clone: {e}")),
         Ok(b) => sys::wait_shared_child_and_exit(status_fd, b),
     }
@@ -1528,9 +1534,17 @@ fn relay_sockets(
 
 /// Stage 2: PID 1 of the sandbox. Mounts, Landlock, seccomp, listener hand-over, then the
 /// agent, then reaping until the agent exits.
-fn stage2(mut c: ChildCtx, ns: bool) -> ! {
+fn stage2(mut c: ChildCtx, ns: bool, stage1: OwnedFd) -> ! {
     crate::launch_trace::mark("s2:start");
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    // A parent that died before the line above sent no death signal, and as PID 1 of its
+    // namespace this stage cannot ask `getppid(2)` (review r36-01: an end signal between the
+    // clone and here left stage 2, then the agent, running with no stage 1 and a supervisor
+    // waiting forever). Stage 1 exited: nothing is set up.
+    if sys::pidfd_exited(stage1.as_fd()) {
+        sys::exit_now(1);
+    }
+    drop(stage1);
     let mut st = c.status_w.take().map(std::fs::File::from);
     // Held until the supervisor has taken them (after the "go" below).
     let mut relays = Vec::new();

@@ -275,6 +275,19 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// Whether the process of `pidfd` has exited: a pidfd is readable once it has
+/// (`pidfd_open(2)`), asked with `poll(2)` and no wait. A failed poll counts as exited.
+pub fn pidfd_exited(pidfd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd` on this stack, read and written during the call.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n != 0
+}
+
 /// What `PIDFD_GET_INFO` reports of a process (the `struct pidfd_info` of
 /// `include/uapi/linux/pidfd.h`, Linux ≥ 6.13), in the caller's PID namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1478,6 +1491,25 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
+
+    /// Stage 2's look at stage 1 ([`pidfd_exited`]): a running process has not exited; the
+    /// same process once it has (not yet reaped) has.
+    #[test]
+    fn a_pidfd_tells_a_running_process_from_one_that_exited() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let fd = pidfd_open(child.id() as i32).unwrap();
+        assert!(!pidfd_exited(fd.as_fd()), "a running process");
+        pidfd_send_signal(fd.as_fd(), libc::SIGKILL).unwrap();
+        let start = std::time::Instant::now();
+        while !pidfd_exited(fd.as_fd()) && start.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(pidfd_exited(fd.as_fd()), "a process that exited");
+        let _ = child.wait();
+    }
 
     /// A child sharing its parent's memory runs; the parent writes `B <pid>` and leaves with
     /// the child's status: its exit code, or 128 + the signal that killed it.
