@@ -813,7 +813,7 @@ pub fn main(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    if let Some(sig) = tyba_supervisor::end_signal() {
+    if let Some(sig) = outcome.ended_by {
         tell!("tyba: session {} ended by {sig}", session.id);
     }
     if let Some(n) = outcome.agent_signal {

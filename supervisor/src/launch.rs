@@ -92,6 +92,10 @@ pub struct Outcome {
     /// Whether a process of the session made a hard link (`link`, `linkat`): the changes
     /// of a `--here` session are then found by the full look ([`crate::here_watch`]).
     pub hard_links: bool,
+    /// The end signal to the supervisor that ended the session ([`end_session_on_signals`]),
+    /// when one did: then [`Outcome::exit_status`] is 128 + its number. One that came once
+    /// the sandbox had ended by itself is not counted.
+    pub ended_by: Option<Signal>,
     /// Stage 1, reaped when the outcome is dropped.
     _stage1: Reaper,
 }
@@ -774,7 +778,10 @@ pub fn run_with(
     };
     crate::launch_trace::mark("run:sandbox-ended");
     disarm_end_signals();
-    let agent_signal = if end_signal().is_some() {
+    // Read once: a signal that comes from here on finds the session ended by itself, and
+    // the status and the report must say the same (review r36-04).
+    let ended_by = end_signal();
+    let agent_signal = if ended_by.is_some() {
         None
     } else {
         stage
@@ -782,7 +789,7 @@ pub fn run_with(
             .and_then(|e| e.signal)
     };
     // Ended by a signal to the supervisor: the status says which (as a shell would).
-    let status = end_signal().map_or(status, |s| 128 + s as i32);
+    let status = ended_by.map_or(status, |s| 128 + s as i32);
     control.sandbox_ended();
     if let Some(r) = relay {
         r.finish();
@@ -821,6 +828,7 @@ pub fn run_with(
         hard_links: notifier
             .hard_links
             .load(std::sync::atomic::Ordering::SeqCst),
+        ended_by,
         _stage1: stage1,
     })
 }
