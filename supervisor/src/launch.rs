@@ -741,7 +741,15 @@ pub fn run_with(
     // 2-vCPU VM (docs/performance-run.md, run 20). Until its thread runs, an allowed exec
     // waits in the audit channel, a name lookup in its relay socket, and a look at the
     // installation's index makes the index itself (`Notifier::install_index`).
-    audit.start();
+    if let Err(e) = audit.start(|| {
+        let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
+    }) {
+        let w = format!(
+            "the audit log's writer could not start ({e}): the session is ended, as the agent's allowed execs would go unrecorded"
+        );
+        crate::broker::text::say(&format!("tyba: {w}"));
+        warnings.push(w);
+    }
     if let Some(AfterGo(f)) = after_go {
         f();
     }

@@ -255,19 +255,28 @@ pub(crate) struct AuditThread {
 impl AuditThread {
     /// Starts the thread: it blocks until something comes, then writes all that has come
     /// with one `write`, answers [`AuditMsg::Flush`] once all before it is written, and ends
-    /// when every sender is gone. When it cannot start, the receiver is dropped: what is
-    /// sent is then lost (and a flush is not waited for), as before the audit log had a
-    /// thread.
+    /// when every sender is gone.
+    ///
+    /// Fails closed: when the thread cannot start (`EAGAIN`: the user's process limit, which
+    /// the agent's own processes count against), `end_session` is called first (the agent's
+    /// allowed execs would go unrecorded), then what came so far is written here with a note
+    /// of why the session ended, and the error is returned.
     ///
     /// It does not pause to let execs gather: measured on a 2-vCPU VM, a pause (10 ms) cut
     /// the thread's CPU per exec from 24 to 6 µs but made each `posix_spawn` under tyba
     /// about 100 µs slower (the other vCPU, left idle longer, took longer to wake for the
     /// spawning parent), while pinned to one CPU it changed nothing.
-    pub(crate) fn start(self) {
-        let AuditThread { rx, approver } = self;
-        let _ = std::thread::Builder::new()
+    pub(crate) fn start(self, end_session: impl FnOnce()) -> std::io::Result<()> {
+        let parts = Arc::new(Mutex::new(Some(self)));
+        let theirs = Arc::clone(&parts);
+        let spawned = std::thread::Builder::new()
             .name("tyba-audit".into())
             .spawn(move || {
+                let Some(AuditThread { rx, approver }) =
+                    theirs.lock().ok().and_then(|mut p| p.take())
+                else {
+                    return;
+                };
                 let (mut batch, mut acks) = (Vec::new(), Vec::new());
                 // Blocks only while idle; each wake-up takes everything queued.
                 while let Ok(first) = rx.recv() {
@@ -286,6 +295,27 @@ impl AuditThread {
                     }
                 }
             });
+        let Err(e) = spawned else {
+            return Ok(());
+        };
+        end_session();
+        if let Some(AuditThread { rx, approver }) = parts.lock().ok().and_then(|mut p| p.take()) {
+            let batch: Vec<AllowedExec> = rx
+                .try_iter()
+                .filter_map(|m| match m {
+                    AuditMsg::Exec(x) => Some(x),
+                    AuditMsg::Flush(_) => None,
+                })
+                .collect();
+            if !batch.is_empty() {
+                approver.record_allowed(&batch);
+            }
+            approver.note(
+                "session ended",
+                &format!("the audit log's writer could not start ({e}): the session was ended, as its allowed execs would go unrecorded"),
+            );
+        }
+        Err(e)
     }
 }
 
