@@ -13,6 +13,9 @@
 #                      a before/after table per workload
 #        [--floor]     also, for `launch`, scripts/launch-floor.c: the kernel work of tyba's
 #                      sandbox set-up and end with none of tyba's own (the launch's lower bound)
+#        [--dev-home]  run in a home like a developer's instead of an empty one: the toolchain
+#                      caches of the default policy that cargo, npm and pip make (each gets a
+#                      session-private layer), Claude Code's state and shell startup files
 # Needs: hyperfine and bubblewrap (apt-get install hyperfine bubblewrap), gcc, make, git.
 set -euo pipefail
 
@@ -23,15 +26,17 @@ ONLY="launch file-heavy compile"
 OUTSIDE=0
 BASE=""
 FLOOR=0
+DEV_HOME=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --outside) OUTSIDE=1; shift ;;
         --floor) FLOOR=1; shift ;;
+        --dev-home) DEV_HOME=1; shift ;;
         --runs) RUNS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --baseline) BASE=$2; shift 2 ;;
-        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS] [--outside] [--baseline BIN] [--floor]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--runs N] [--out FILE.md] [--only WORKLOADS] [--outside] [--baseline BIN] [--floor] [--dev-home]" >&2; exit 2 ;;
     esac
 done
 wanted() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -77,6 +82,26 @@ git config --global init.defaultBranch main
 # through the first measured launches, competing for the CPUs and the disk.
 git config --global gc.auto 0
 git config --global maintenance.auto false
+if [ "$DEV_HOME" = 1 ]; then
+    # What `cargo build`, `npm install` and `pip install` leave in a home, a few files each,
+    # and an installed Claude Code's state.
+    mkdir -p "$HOME/.cargo/registry/index/index.crates.io-1949cf8c6b5b557f/.cache/se" \
+        "$HOME/.cargo/registry/cache/index.crates.io-1949cf8c6b5b557f" \
+        "$HOME/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.0/src" \
+        "$HOME/.npm/_cacache/index-v5/ab/cd" "$HOME/.npm/_cacache/content-v2/sha512/ab/cd" \
+        "$HOME/.npm/_logs" "$HOME/.cache/pip/http-v2/a/b" "$HOME/.claude/projects"
+    echo '{"name":"serde"}' > "$HOME/.cargo/registry/index/index.crates.io-1949cf8c6b5b557f/.cache/se/serde"
+    head -c 65536 /dev/urandom > "$HOME/.cargo/registry/cache/index.crates.io-1949cf8c6b5b557f/serde-1.0.0.crate"
+    echo 'pub fn f() {}' > "$HOME/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.0/src/lib.rs"
+    echo '{"key":"make-fetch-happen"}' > "$HOME/.npm/_cacache/index-v5/ab/cd/0123"
+    head -c 65536 /dev/urandom > "$HOME/.npm/_cacache/content-v2/sha512/ab/cd/0123"
+    echo 'verbose cli' > "$HOME/.npm/_logs/2026-12-05T00_00_00_000Z-debug-0.log"
+    head -c 4096 /dev/urandom > "$HOME/.cache/pip/http-v2/a/b/0123"
+    echo '{"permissions":{}}' > "$HOME/.claude/settings.json"
+    echo '{"numStartups":1}' > "$HOME/.claude.json"
+    printf 'export PATH=$HOME/.cargo/bin:$PATH\n' > "$HOME/.profile"
+    printf 'alias ll="ls -l"\n' > "$HOME/.bashrc"
+fi
 
 # --- a ~12k-file tree in a git repository ---
 TREE="$WORK/tree"
@@ -166,7 +191,7 @@ while IFS= read -r line; do
     if wanted "${line%%	*}"; then printf '%s\n' "$line"; fi
 done < "$WORK/interleave.all" > "$WORK/interleave.tsv"
 
-python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" "$OUTSIDE" "$TYO" "$TYL" "$TYB" "$TYBL" "$LF" <<'EOF'
+BENCH_DEV_HOME=$DEV_HOME python3 - "$WORK" "$RUNS" "$OUT" "$TY" "$HAVE_BWRAP" "$OUTSIDE" "$TYO" "$TYL" "$TYB" "$TYBL" "$LF" <<'EOF'
 import json, sys, os, platform, datetime, shlex, statistics, subprocess, time
 work, runs, out, ty, have_bwrap = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
 outside, tyo = sys.argv[6] == "1", sys.argv[7]
@@ -217,7 +242,8 @@ for name in WORKLOADS:
     rows.append((name, bare, tyba, bw, data["tyba"]["stddev"], cpu(data["tyba"]) / max(cpu(data["bare"]), 1e-9)))
 lines = []
 lines.append(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
-             f"({os.cpu_count()} CPUs, Linux {platform.release()}), hyperfine, {runs} runs each after 3 warm-ups.")
+             f"({os.cpu_count()} CPUs, Linux {platform.release()}), hyperfine, {runs} runs each after 3 warm-ups"
+             + (", in a developer's home (`--dev-home`: toolchain caches, Claude Code's state)." if os.environ.get("BENCH_DEV_HOME") == "1" else ", in an empty home."))
 lines.append("")
 lines.append("| workload | bare | tyba run | tyba / bare | tyba − bare | CPU tyba / bare | bwrap | bwrap / bare | tyba / bwrap |")
 lines.append("|---|---|---|---|---|---|---|---|---|")
