@@ -14,7 +14,7 @@
 //! What is removed, and only that: an entry directly in one of those directories, named
 //! `tyba-<our uid>-<12 hex digits>` with no suffix, `.state`, `.profile` or `.live`, owned by
 //! the effective user, not a symbolic link, whose session's lock file (in the temp dir;
-//! a regular file of the user's with one name, nothing another user put under its name)
+//! a regular file of the user's, nothing another user put under its name)
 //! exists and can be locked (its supervisor is gone). A session with no lock file (one started by a tyba from before
 //! the lock, or one between its start and its lock) is left alone unless its entry was last
 //! changed more than [`NO_LOCK_AGE`] ago. The directories are removed as their owner with
@@ -121,35 +121,43 @@ pub fn session_base() -> PathBuf {
 /// last changed at `changed`, is older than [`NO_LOCK_AGE`].
 ///
 /// Only a lock file [`LiveLock::take`] could have made counts: a regular file of the
-/// effective user with no other name. The directories are shared (`/tmp`, `/dev/shm`), so
+/// effective user (no other user can make one). The directories are shared (`/tmp`, `/dev/shm`), so
 /// another user can put anything under a session's name there before the sweep looks: a file
 /// of theirs that anyone can lock (taken for proof that a running session is gone, whose
 /// files would be removed under its agent), or a named pipe (whose `open(2)` would wait for a
-/// writer forever). Such an entry is passed over (opened with `O_NONBLOCK`, never followed,
-/// checked with `fstat(2)` before any lock is tried), and the session's own lock is looked for
-/// in the other directories.
+/// writer forever). Such an entry is passed over (looked at with `lstat(2)` before it is
+/// opened, then opened with `O_NONBLOCK`, never followed, and checked again with `fstat(2)`
+/// before any lock is tried), and the session's own lock is looked for in the other
+/// directories; so is a socket (whose `open` fails with `ENXIO`) and a file another user holds
+/// a lease on (whose `open` fails with `EWOULDBLOCK`), which would otherwise keep a dead
+/// session's files for ever (review r37).
 fn session_gone(dirs: &[PathBuf], uid: u32, id: &str, changed: Option<SystemTime>) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
+    let ours = |m: &std::fs::Metadata| m.is_file() && m.uid() == uid;
     for dir in dirs {
         let path = dir.join(format!("tyba-{uid}-{id}{LIVE}"));
+        // Looked at first: what is not the user's regular file (a socket or a FIFO, whose
+        // `open` fails or waits, a file another user may hold a lease on, a link, a
+        // directory) is not a lock of the session's, whatever opening it would say.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| ours(&m)) {
+            continue;
+        }
         match std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(&path)
         {
-            Ok(f) => {
-                let ours = f
-                    .metadata()
-                    .is_ok_and(|m| m.is_file() && m.uid() == uid && m.nlink() == 1);
-                if !ours {
-                    continue;
-                }
+            // Checked again as opened: the name may have been replaced meanwhile. A hard link
+            // another user made to the lock (where `fs.protected_hardlinks` allows it) is the
+            // lock itself, and answers truly.
+            Ok(f) if f.metadata().is_ok_and(|m| ours(&m)) => {
                 return nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
                     .is_ok();
             }
+            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            // A link, or a file of another user they made unreadable: not a lock of ours.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EACCES)) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP)) => {}
+            // Another failure on the user's own file (no descriptor left): not known gone.
             Err(_) => return false,
         }
     }
@@ -332,11 +340,12 @@ mod tests {
     }
 
     /// Another user puts entries under a running session's lock name in the first directory
-    /// the sweep looks in (review r36-02, r36-03): a named pipe, a file anyone can lock (of
-    /// another user when the tests run as root, who can make one), a link to a free lock.
-    /// None counts as the session's lock: the session's own, held in the second directory,
-    /// keeps its files, and the look does not wait. Control: with its own lock free, the
-    /// session is taken for gone past the same entries.
+    /// the sweep looks in (reviews r36-02, r36-03, r37): a named pipe, a file anyone can lock
+    /// (of another user when the tests run as root, who can make one), a link to a free lock,
+    /// a socket, a directory. None counts as the session's lock: the session's own, held in
+    /// the second directory, keeps its files, and the look does not wait. Control: with its
+    /// own lock free, the session is taken for gone past each of the same entries (none keeps
+    /// a dead session's files for ever).
     #[test]
     fn entries_planted_under_a_sessions_lock_name_are_not_its_lock() {
         let root = tempfile::tempdir().unwrap();
@@ -359,18 +368,21 @@ mod tests {
         let free = root.path().join("free");
         std::fs::write(&free, "").unwrap();
         let planted = tmp.join(&lock_name);
-        let mut kinds = vec!["fifo", "link"];
+        let mut kinds = vec!["fifo", "link", "socket", "directory"];
         if uid == 0 {
             kinds.push("another user's file");
         }
-        for kind in kinds {
+        let plant = |kind: &str| {
             let _ = std::fs::remove_file(&planted);
+            let _ = std::fs::remove_dir(&planted);
             match kind {
                 "fifo" => {
                     nix::unistd::mkfifo(&planted, nix::sys::stat::Mode::from_bits_truncate(0o666))
                         .unwrap()
                 }
                 "link" => std::os::unix::fs::symlink(&free, &planted).unwrap(),
+                "socket" => drop(std::os::unix::net::UnixListener::bind(&planted).unwrap()),
+                "directory" => std::fs::create_dir(&planted).unwrap(),
                 _ => {
                     std::fs::write(&planted, "").unwrap();
                     std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
@@ -381,14 +393,24 @@ mod tests {
                     .unwrap();
                 }
             }
+        };
+        for kind in &kinds {
+            plant(kind);
             assert!(
                 !look(dirs.clone()),
                 "{kind}: a running session taken for gone"
             );
         }
-        // Control: the session's own lock free, the same entry in the way.
+        // Control: the session's own lock free, each entry in the way: a session that ended
+        // is found gone past it, and its files can be swept.
         drop(held);
         std::fs::write(shm.join(&lock_name), "").unwrap();
-        assert!(look(dirs.clone()), "a session whose lock is free is gone");
+        for kind in &kinds {
+            plant(kind);
+            assert!(
+                look(dirs.clone()),
+                "{kind}: a session whose lock is free is gone"
+            );
+        }
     }
 }

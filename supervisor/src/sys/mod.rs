@@ -457,7 +457,7 @@ pub unsafe fn fork() -> io::Result<Forked> {
 /// Runs `work` in a process of its own that outlives the caller, and returns its pid at once:
 /// the end of a session hands it work the person need not wait for. The child is forked
 /// ([`fork`]), leads a new session (`setsid(2)`: no controlling terminal, so no signal the
-/// person's keyboard or a closed terminal sends reaches it), has the usual signal state
+/// person's keyboard or a closed terminal sends reaches it), works in `/`, has the usual signal state
 /// ([`reset_signals`]), its standard streams on `/dev/null` (a caller reading the parent's
 /// output, `$(tyba run …)`, sees its end when the parent exits) and every other fd closed but
 /// `keep`; it leaves with `_exit(2)` once `work` returns (no destructor, atexit handler or
@@ -478,6 +478,9 @@ pub unsafe fn detach(keep: BorrowedFd<'_>, work: impl FnOnce()) -> io::Result<i3
         Forked::Parent(pid) => Ok(pid),
         Forked::Child => {
             let _ = nix::unistd::setsid();
+            // Not the caller's working directory: it would stay busy (an `umount` of the disk
+            // holding the checkout) for as long as the work runs.
+            let _ = nix::unistd::chdir("/");
             reset_signals();
             if let Ok(null) = nix::fcntl::open(
                 "/dev/null",
