@@ -285,9 +285,7 @@ impl CacheLayers {
         }
         me
     }
-}
 
-impl CacheLayers {
     /// Removes the layers ([`Drop`] does the same) in a process of its own
     /// ([`crate::sys::detach`]) that keeps the session's lock until they are gone, and
     /// returns at once: the end of `tyba run` does not wait for them. Removing a directory
@@ -303,19 +301,16 @@ impl CacheLayers {
         let (Some(dir), Some((lock_path, lock))) = (self.dir.take(), self.lock.take()) else {
             return;
         };
-        let keep = std::os::fd::AsFd::as_fd(&*lock).try_clone_to_owned();
         let work = || {
             let _ = remove_layers(&dir);
             let _ = std::fs::remove_file(&lock_path);
         };
-        let detached = keep.ok().and_then(|k| {
-            // SAFETY: the work removes files of its own with system calls and allocations
-            // (glibc's malloc is fork-safe) and takes no lock: no output, no environment.
-            unsafe { crate::sys::detach(std::os::fd::AsFd::as_fd(&k), work) }.ok()
-        });
+        // SAFETY: the work removes files of its own with system calls and allocations
+        // (glibc's malloc is fork-safe) and takes no lock: no output, no environment.
+        let detached = unsafe { crate::sys::detach(std::os::fd::AsFd::as_fd(&*lock), work) };
         match detached {
-            Some(_) => crate::sys::close_keeping_lock(lock),
-            None => {
+            Ok(_) => crate::sys::close_keeping_lock(lock),
+            Err(_) => {
                 self.dir = Some(dir);
                 self.lock = Some((lock_path, lock));
             }

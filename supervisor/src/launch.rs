@@ -649,7 +649,7 @@ pub fn run_with(
         control: Arc::clone(&control),
         mode: cfg.exec_mode,
         worktree: cfg.session.worktree.clone(),
-        allowed: Some(allowed),
+        allowed,
         approver,
         hosts: crate::net::AgentHosts::new(&cfg.agent_hosts),
         lookups: Arc::clone(&lookups),
@@ -741,14 +741,16 @@ pub fn run_with(
     // 2-vCPU VM (docs/performance-run.md, run 20). Until its thread runs, an allowed exec
     // waits in the audit channel, a name lookup in its relay socket, and a look at the
     // installation's index makes the index itself (`Notifier::install_index`).
+    let mut warn = |w: String| {
+        crate::broker::text::say(&format!("tyba: {w}"));
+        warnings.push(w);
+    };
     if let Err(e) = audit.start(|| {
         let _ = nix::sys::signal::kill(a_pid, Signal::SIGKILL);
     }) {
-        let w = format!(
+        warn(format!(
             "the audit log's writer could not start ({e}): the session is ended, as the agent's allowed execs would go unrecorded"
-        );
-        crate::broker::text::say(&format!("tyba: {w}"));
-        warnings.push(w);
+        ));
     }
     if let Some(AfterGo(f)) = after_go {
         f();
@@ -763,10 +765,9 @@ pub fn run_with(
         // The agent runs already: its lookups then fail (the socket is closed), as for a
         // host it may not reach.
         if let Err(e) = started {
-            let w =
-                format!("the resolver relay did not start ({e}): the agent's name lookups fail");
-            crate::broker::text::say(&format!("tyba: {w}"));
-            warnings.push(w);
+            warn(format!(
+                "the resolver relay did not start ({e}): the agent's name lookups fail"
+            ));
         }
     }
     notifier.index_install();
@@ -819,9 +820,7 @@ pub fn run_with(
     }
     // The audit thread writes allowed execs in batches: the last ones are on disk before the
     // session's end is reported.
-    if let Some(tx) = &notifier.allowed {
-        notify::flush_allowed_log(tx, std::time::Duration::from_secs(2));
-    }
+    notify::flush_allowed_log(&notifier.allowed, std::time::Duration::from_secs(2));
     crate::launch_trace::mark("run:log-flushed");
     let events = notifier
         .state

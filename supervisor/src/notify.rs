@@ -195,7 +195,7 @@ pub(crate) struct Notifier {
     pub root: Option<OwnedFd>,
     /// Where allowed execs go for the audit log ([`Approver::record_allowed`], on a thread of
     /// its own: [`allowed_log`]).
-    pub allowed: Option<AuditLog>,
+    pub allowed: AuditLog,
     /// When the session started (before the agent ran): a relayed push's repository whose
     /// hooks or configuration changed since is not relayed ([`crate::push_relay`]).
     pub started: std::time::SystemTime,
@@ -920,9 +920,7 @@ impl Notifier {
 
     /// Hands an allowed exec to the audit log's thread.
     fn log_allowed(&self, e: AllowedExec) {
-        if let Some(log) = &self.allowed {
-            let _ = log.send(AuditMsg::Exec(e));
-        }
+        let _ = self.allowed.send(AuditMsg::Exec(e));
     }
 
     /// [`Self::log_allowed`] once the exec being decided on this thread has its answer

@@ -278,14 +278,9 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
 /// Whether the process of `pidfd` has exited: a pidfd is readable once it has
 /// (`pidfd_open(2)`), asked with `poll(2)` and no wait. A failed poll counts as exited.
 pub fn pidfd_exited(pidfd: BorrowedFd<'_>) -> bool {
-    let mut p = libc::pollfd {
-        fd: pidfd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid `pollfd` on this stack, read and written during the call.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n != 0
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
+    !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
 }
 
 /// What `PIDFD_GET_INFO` reports of a process (the `struct pidfd_info` of
